@@ -1,0 +1,1 @@
+//! The archive door (shell): discover sessions, sign, compose, render, write.

@@ -1,0 +1,19 @@
+//! dsh-chapters: a shared, searchable memory of AI coding agents' past work.
+//!
+//! Modules follow the data flow: session log → turn → signature → composition →
+//! render/redact → store. The pure core (`turn`, `signature`, `compose`, `redact`,
+//! `render`, `identity::canonical`) takes bytes, a clock value and ids and returns
+//! values; the shell (`store`, `archive`, `cli`) performs the I/O the core decides.
+
+pub mod archive;
+pub mod compose;
+pub mod config;
+pub mod demo;
+pub mod identity;
+pub mod injection;
+pub mod redact;
+pub mod render;
+pub mod session;
+pub mod signature;
+pub mod store;
+pub mod turn;

@@ -1,0 +1,10 @@
+//! DSH session logs: discovery by cwd key, the frame reader (zstd and plain), event model
+//! and generation normalizing (v0–v4). Bytes in, events out.
+
+pub mod cwdkey;
+pub mod discover;
+pub mod event;
+pub mod reader;
+pub mod writer;
+
+pub use event::{Event, Header};
