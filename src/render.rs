@@ -87,12 +87,64 @@ pub fn render_chapter(
 
 /// Read the frontmatter back from a stored document.
 pub fn parse_frontmatter(doc: &str) -> Result<FrontmatterSummary, FrontmatterError> {
-    let _ = doc;
-    unimplemented!("render helper pending")
+    let yaml = frontmatter_text(doc).ok_or(FrontmatterError::Missing)?;
+    serde_saphyr::from_str(yaml).map_err(|e| FrontmatterError::Yaml(e.to_string()))
+}
+
+/// The YAML between the opening `---` line and the closing `---` line.
+pub fn frontmatter_text(doc: &str) -> Option<&str> {
+    let rest = doc.strip_prefix("---\n")?;
+    if let Some(body) = rest.strip_prefix("---\n") {
+        return Some(&body[..0]);
+    }
+    let end = rest.find("\n---\n").or_else(|| rest.strip_suffix("\n---").map(|r| r.len()))?;
+    Some(&rest[..end + 1])
 }
 
 /// `lowercase, [^a-z0-9]+ → -, trimmed, ≤ 48 chars`.
 pub fn slug(title: &str) -> String {
-    let _ = title;
-    unimplemented!("render helper pending")
+    let mut out = String::with_capacity(title.len().min(48));
+    let mut pending_dash = false;
+    for c in title.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            if pending_dash && !out.is_empty() {
+                out.push('-');
+            }
+            pending_dash = false;
+            out.push(c);
+        } else {
+            pending_dash = true;
+        }
+    }
+    if out.len() > 48 {
+        out.truncate(48);
+        while out.ends_with('-') {
+            out.pop();
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slug_rules() {
+        assert_eq!(slug("Fix the Refresh-Token middleware!"), "fix-the-refresh-token-middleware");
+        assert_eq!(slug("  --Ünïcode  & spaces--  "), "n-code-spaces");
+        assert_eq!(slug("!!!"), "");
+        let long = slug(&"word ".repeat(30));
+        assert!(long.len() <= 48 && !long.ends_with('-'), "{long}");
+    }
+
+    #[test]
+    fn frontmatter_round_trip() {
+        let doc = "---\ntitle: \"A: b\"\nkind: chapter\nsessionId: session-1\nrootSessionId: session-1\nseqRange: [3, 9]\nextra: [1]\n---\n# body\n";
+        let fm = parse_frontmatter(doc).expect("parses");
+        assert_eq!(fm.seq_range, (3, 9));
+        assert_eq!(fm.title, "A: b");
+        assert!(matches!(parse_frontmatter("# no"), Err(FrontmatterError::Missing)));
+        assert!(matches!(parse_frontmatter("---\ntitle: [\n---\n"), Err(FrontmatterError::Yaml(_))));
+    }
 }
