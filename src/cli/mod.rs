@@ -1,0 +1,140 @@
+//! The CLI edge: argument parsing, environment, printing. `anyhow` lives here only.
+
+mod archive;
+mod demo;
+mod init;
+mod status;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+
+use dsh_chapters::config::{self, Config};
+use dsh_chapters::identity::{self, Identity};
+
+#[derive(Parser)]
+#[command(name = "chapters", version, about = "A shared, searchable memory of your coding agents' past work")]
+struct Cli {
+    /// The workspace (default: the current directory; its git top level when inside one).
+    #[arg(long, global = true, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Enable the workspace: create the store and write the ignore hint.
+    Init(init::Args),
+    /// Sign every completed, unsigned turn and write chapters for every completed turn not yet archived.
+    Archive(archive::Args),
+    /// Identity, harness id, upstream, mode, pending counts and store counts.
+    Status(status::Args),
+    /// Generate a sample session in a scratch home, archive it and show what was written.
+    Demo(demo::Args),
+}
+
+/// What every command resolves before it runs.
+pub struct Env {
+    pub workspace: PathBuf,
+    pub dsh_home: PathBuf,
+    pub config: Config,
+    pub identity: Identity,
+    pub harness_id: String,
+}
+
+impl Env {
+    fn resolve(workspace: Option<&Path>, dsh_home: Option<PathBuf>) -> Result<Env> {
+        let dir = match workspace {
+            Some(w) => w.to_path_buf(),
+            None => std::env::current_dir().context("cannot read the current directory")?,
+        };
+        let dir = std::fs::canonicalize(&dir)
+            .with_context(|| format!("workspace {} does not exist or is not readable", dir.display()))?;
+        let workspace = identity::workspace_root(&dir);
+        let dsh_home = match dsh_home {
+            Some(h) => h,
+            None => dsh_home_from_env()?,
+        };
+        let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+        let config = config::load(&dsh_home, &workspace, &env)?;
+        let identity = identity::resolve(&workspace, &config)?;
+        let harness_id = identity::harness_id(config.harness_id.as_deref(), env.get("CHAPTERS_HARNESS_ID").map(String::as_str))?;
+        Ok(Env { workspace, dsh_home, config, identity, harness_id })
+    }
+}
+
+fn dsh_home_from_env() -> Result<PathBuf> {
+    if let Some(h) = std::env::var_os("DSH_HOME").filter(|h| !h.is_empty()) {
+        return Ok(PathBuf::from(h));
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .context("neither DSH_HOME nor HOME is set: set DSH_HOME to the harness's home (usually ~/.dsh)")?;
+    Ok(PathBuf::from(home).join(".dsh"))
+}
+
+/// An operation failure (exit 1) whose message was already printed in full.
+#[derive(Debug)]
+pub struct Reported;
+
+impl std::fmt::Display for Reported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("failed (see above)")
+    }
+}
+impl std::error::Error for Reported {}
+
+pub fn run() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    init_logging();
+    let result = match cli.command {
+        Command::Init(a) => init::run(cli.workspace.as_deref(), a),
+        Command::Archive(a) => archive::run(cli.workspace.as_deref(), a),
+        Command::Status(a) => status::run(cli.workspace.as_deref(), a),
+        Command::Demo(a) => demo::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<Reported>() => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("chapters: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CHAPTERS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}
+
+/// Print one JSON document on stdout.
+pub fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
+    let text = serde_json::to_string_pretty(value).context("cannot serialize the report")?;
+    println!("{text}");
+    Ok(())
+}
+
+/// The clock, read once per command.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

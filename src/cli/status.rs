@@ -1,0 +1,51 @@
+use std::path::Path;
+
+use anyhow::Result;
+
+use dsh_chapters::status;
+
+use super::Env;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Print the status as one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
+    let env = Env::resolve(workspace, None)?;
+    let report = status::status(&env.workspace, &env.dsh_home, &env.config, &env.identity, &env.harness_id)?;
+    if args.json {
+        return super::print_json(&report);
+    }
+    let id = &report.identity;
+    println!("workspace   {}", report.workspace.display());
+    println!("project     {} ({}: {})", id.project_key, id.project_key_source, id.origin);
+    if id.project_key_source == "path-derived" {
+        println!("            warning: path-derived key — differs on every machine; add a git remote or set projectKeyOverride");
+    }
+    println!("harness     {}", report.harness_id);
+    println!("upstream    {}", report.upstream.as_deref().unwrap_or("none (not linked)"));
+    println!("mirror      {}{}", report.mirror.display(), if report.mirror_exists { "" } else { " (absent)" });
+    println!("mode        {} (last sync: {})", report.mode, report.last_sync_code);
+    match &report.store {
+        None => println!("store       not enabled — run `chapters init`"),
+        Some(c) => println!(
+            "store       {} session tree(s), {} chapter(s), {} plan(s), {} artifact(s), {} signed turn(s)",
+            c.root_sessions, c.chapters, c.plans, c.artifacts, c.collection_lines
+        ),
+    }
+    println!("pending     {} completed turn(s) not yet archived", report.pending_turns);
+    for s in &report.sessions {
+        let flight = s.in_flight.map(|(lo, hi)| format!(", in flight {lo}..={hi}")).unwrap_or_default();
+        println!(
+            "  {}  v{}  {} completed, {} unarchived{flight}",
+            s.session_id, s.generation, s.completed_turns, s.unarchived_turns
+        );
+        if let Some(e) = &s.error {
+            println!("    error: {e}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,164 @@
+//! `chapters status`: what the store holds, what waits, and who this project is.
+//! Shell: reads the store and the session logs; writes nothing.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::identity::Identity;
+use crate::session::discover;
+use crate::session::reader::{LogItem, LogReader, ReaderOptions, ResumePoint};
+use crate::store::{Store, StoreCounts, MIRROR_DIR};
+use crate::turn::TurnAssembler;
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IdentityStatus {
+    pub project_key: String,
+    pub project_key_source: String,
+    /// Where the key came from: the config file, the remote and its `.git/config`, or the path.
+    pub origin: String,
+    pub canonical: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionStatus {
+    pub session_id: String,
+    pub log: PathBuf,
+    pub generation: u32,
+    pub completed_turns: u64,
+    /// Completed turns whose range no chapter covers yet.
+    pub unarchived_turns: u64,
+    pub in_flight: Option<(u64, u64)>,
+    /// Set when the log could not be read to the end (the archive will refuse it too).
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusReport {
+    pub workspace: PathBuf,
+    pub enabled: bool,
+    pub identity: IdentityStatus,
+    pub harness_id: String,
+    /// The pool, when linked; `null` means none is linked.
+    pub upstream: Option<String>,
+    pub mirror: PathBuf,
+    pub mirror_exists: bool,
+    /// `linked` or `local-only`.
+    pub mode: String,
+    /// Last sync result as a machine-readable code (`never-linked` until a pool is linked).
+    pub last_sync_code: String,
+    pub store: Option<StoreCounts>,
+    pub sessions: Vec<SessionStatus>,
+    pub pending_turns: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Discover(#[from] discover::DiscoverError),
+}
+
+pub fn status(
+    workspace: &Path,
+    dsh_home: &Path,
+    config: &Config,
+    identity: &Identity,
+    harness_id: &str,
+) -> Result<StatusReport, StatusError> {
+    let store = Store::open(workspace).ok();
+    let counts = store.as_ref().map(Store::counts).transpose()?;
+    let ws = workspace.to_string_lossy().into_owned();
+    let mut sessions = Vec::new();
+    for log in discover::list_sessions(dsh_home, &ws)? {
+        sessions.push(session_status(store.as_ref(), &log, config));
+    }
+    let pending_turns = sessions.iter().map(|s| s.unarchived_turns).sum();
+    let mirror = workspace.join(MIRROR_DIR);
+    Ok(StatusReport {
+        workspace: workspace.to_path_buf(),
+        enabled: store.is_some(),
+        identity: IdentityStatus {
+            project_key: identity.project_key.clone(),
+            project_key_source: identity.source.as_str().to_owned(),
+            origin: identity.origin.clone(),
+            canonical: identity.canonical.clone(),
+        },
+        harness_id: harness_id.to_owned(),
+        upstream: config.knowledge_remote.clone(),
+        mirror_exists: mirror.is_dir(),
+        mirror,
+        mode: "local-only".to_owned(),
+        last_sync_code: "never-linked".to_owned(),
+        store: counts,
+        sessions,
+        pending_turns,
+    })
+}
+
+fn session_status(store: Option<&Store>, log: &discover::SessionLog, config: &Config) -> SessionStatus {
+    let mut out = SessionStatus {
+        session_id: log
+            .session_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        log: log.log.clone(),
+        generation: log.generation,
+        completed_turns: 0,
+        unarchived_turns: 0,
+        in_flight: None,
+        error: None,
+    };
+    let opts = ReaderOptions { max_line_bytes: config.max_event_bytes as usize };
+    let mut reader = match LogReader::open_with(&log.log, ResumePoint::default(), opts) {
+        Ok(r) => r,
+        Err(e) => {
+            out.error = Some(e.to_string());
+            return out;
+        }
+    };
+    let mut assembler = TurnAssembler::new();
+    let mut ends = Vec::new();
+    let mut root_and_id: Option<(String, Option<String>)> = None;
+    loop {
+        match reader.next_item() {
+            Ok(Some(LogItem::Header(h))) => {
+                out.session_id = h.id.clone();
+                root_and_id = Some((h.id, h.parent_session));
+            }
+            Ok(Some(LogItem::Event(e))) => {
+                if let Some(turn) = assembler.push(e) {
+                    ends.push(turn.end_seq);
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                out.error = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    out.in_flight = assembler.in_flight();
+    out.completed_turns = ends.len() as u64;
+    // Chapters live under the root session; without the whole tree at hand, look under the
+    // session itself and its named parent (one hop covers the common fork).
+    let archived_hi = store.and_then(|store| {
+        let (id, parent) = root_and_id.as_ref()?;
+        [Some(id), parent.as_ref()]
+            .into_iter()
+            .flatten()
+            .filter_map(|root| store.archived(root).ok())
+            .flatten()
+            .filter(|d| d.kind == "chapter" && &d.session_id == id)
+            .map(|d| d.seq_hi)
+            .max()
+    });
+    out.unarchived_turns = ends.iter().filter(|&&end| archived_hi.is_none_or(|hi| end > hi)).count() as u64;
+    out
+}
