@@ -1,0 +1,1155 @@
+//! Rendering: a chapter span and its events → the chapter document, its artifacts and
+//! its plan documents, all redacted at the one chokepoint. Pure. OWNER: render helper.
+
+use serde::{Deserialize, Serialize};
+
+mod body;
+mod markdown;
+mod yaml;
+
+use crate::compose::{ChapterSpan, Rule};
+use crate::redact::{Redacted, RedactionCounts, Redactor};
+use crate::turn::CompletedTurn;
+
+/// Who and where a chapter belongs to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChapterMeta {
+    pub project_key: String,
+    pub harness_id: String,
+    pub session_id: String,
+    pub root_session_id: String,
+    /// The chapter number (NNN).
+    pub number: u32,
+    /// The first plan number free for plans found in this chapter.
+    pub next_plan_number: u32,
+    /// Tool results of at least this many estimated tokens become artifacts.
+    pub tool_result_artifact_tokens: u64,
+}
+
+/// A content-addressed artifact: `artifacts/<sha[0:2]>/<sha>.txt`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Artifact {
+    /// SHA-256 (hex) of the redacted content bytes.
+    pub sha256: String,
+    pub content: Redacted<String>,
+}
+
+/// A document ready for the store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    /// `NNN-<slug>.md` or `plan-NNN-<slug>.md`.
+    pub file_name: String,
+    pub text: Redacted<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RenderStats {
+    /// Conversation messages rendered: human and assistant messages with text, delegate
+    /// reports and the plan-mode notice. Tool calls and results are not messages; a
+    /// streamed assistant step (chunks only) counts as one.
+    pub messages: u64,
+    /// Host-injected messages screened out (each left a marker).
+    pub omitted_injections: u64,
+    pub redactions: RedactionCounts,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderedChapter {
+    pub chapter: Document,
+    pub artifacts: Vec<Artifact>,
+    pub plans: Vec<Document>,
+    pub stats: RenderStats,
+}
+
+/// The frontmatter fields the store and the index read back. Unknown keys ignored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FrontmatterSummary {
+    pub title: String,
+    pub kind: String,
+    pub session_id: String,
+    pub root_session_id: String,
+    pub seq_range: (u64, u64),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FrontmatterError {
+    #[error("no YAML frontmatter (a document must start with a `---` line)")]
+    Missing,
+    #[error("bad frontmatter: {0}")]
+    Yaml(String),
+}
+
+/// A chapter or plan title is at most this many characters.
+const TITLE_MAX_CHARS: usize = 80;
+/// A summary is at most this many characters.
+const SUMMARY_MAX_CHARS: usize = 200;
+
+/// Render one chapter. `turns` are exactly the span's member turns, in order.
+///
+/// The body is verbatim conversation in seq order; host injections the render screen
+/// drops leave one `⟦omitted: host-injected …⟧` line each; tool results of at least
+/// `meta.tool_result_artifact_tokens` estimated tokens become artifacts; every
+/// `exit_plan_mode` plan becomes a plan document. Order at the chokepoint: the body is
+/// built, redacted, hashed; the frontmatter is built from redacted values; the whole
+/// document passes the redactor once more (idempotent) to become `Redacted`.
+pub fn render_chapter(
+    span: &ChapterSpan,
+    turns: &[&CompletedTurn],
+    meta: &ChapterMeta,
+    redactor: &Redactor,
+) -> RenderedChapter {
+    let mut counts = RedactionCounts::default();
+    let ids = RedactedIds::new(meta, &span.topics, redactor, &mut counts);
+    let walk_cfg = body::WalkConfig {
+        artifact_tokens: meta.tool_result_artifact_tokens,
+        next_plan_number: meta.next_plan_number,
+    };
+    let conv = body::walk(turns, &walk_cfg, redactor, &mut counts);
+
+    // Title and summary are cut from redacted text, then redacted once more themselves:
+    // collapsing whitespace can join what a pattern matches.
+    let title = redactor
+        .redact(&chapter_title(&conv, turns, span, redactor), &mut counts)
+        .into_inner();
+    let summary = redactor
+        .redact(&chapter_summary(&conv, span, redactor), &mut counts)
+        .into_inner();
+    let body = {
+        let mut raw = format!("# {title}\n\n> {summary}\n");
+        if !conv.markdown.is_empty() {
+            raw.push('\n');
+            raw.push_str(&conv.markdown);
+        }
+        redactor.redact(&raw, &mut counts).into_inner()
+    };
+    let body_sha = sha256_hex(body.as_bytes());
+
+    let file_name = format!("{:03}-{}.md", meta.number, file_stem(&title, "chapter"));
+    let turn_numbers: Vec<u64> = turns.iter().map(|t| t.turn).collect();
+    let artifact_shas: Vec<&str> = conv.artifacts.iter().map(|a| a.sha256.as_str()).collect();
+    let plan_files: Vec<&str> = conv.plans.iter().map(|p| p.file_name.as_str()).collect();
+    let composition: Vec<String> = span
+        .decisions
+        .iter()
+        .map(|d| {
+            yaml::flow_map(&[
+                ("turn", d.turn.to_string()),
+                ("rule", rule_name(d.rule).to_owned()),
+                ("score", yaml::float(d.score)),
+            ])
+        })
+        .collect();
+
+    let mut fm = yaml::FrontmatterWriter::new();
+    fm.string("title", &title)
+        .string("summary", &summary)
+        .string("kind", "chapter");
+    ids.write(&mut fm);
+    fm.uints("seqRange", &[span.seq_lo, span.seq_hi])
+        .uints("turns", &turn_numbers)
+        .uint("messages", conv.messages)
+        .uint("tokens", span.size)
+        .strings("topics", &ids.topics)
+        .strings("artifacts", &artifact_shas)
+        .strings("plans", &plan_files)
+        .uint("omittedInjections", conv.omitted_injections)
+        .uint("redactions", counts.total())
+        .raw("composition", &yaml::flow_seq(&composition))
+        .string("sha256", &body_sha)
+        .raw("generated", &deterministic_provenance());
+    let chapter_text = redactor.redact(&(fm.finish() + &body), &mut counts);
+    debug_assert_eq!(
+        body_text(chapter_text.as_str()),
+        Some(body.as_str()),
+        "the redactor must be idempotent: the body hashed is the body stored"
+    );
+
+    let plans = conv
+        .plans
+        .into_iter()
+        .map(|plan| plan_document(plan, &ids, &file_name, redactor, &mut counts))
+        .collect();
+
+    RenderedChapter {
+        chapter: Document {
+            file_name,
+            text: chapter_text,
+        },
+        artifacts: conv.artifacts,
+        plans,
+        stats: RenderStats {
+            messages: conv.messages,
+            omitted_injections: conv.omitted_injections,
+            redactions: counts,
+        },
+    }
+}
+
+/// The chapter's identity fields, redacted once (a value from config or a log is text
+/// bound for the store like any other).
+struct RedactedIds {
+    project_key: Redacted<String>,
+    harness_id: Redacted<String>,
+    session_id: Redacted<String>,
+    root_session_id: Redacted<String>,
+    topics: Vec<String>,
+}
+
+impl RedactedIds {
+    fn new(
+        meta: &ChapterMeta,
+        topics: &[String],
+        redactor: &Redactor,
+        counts: &mut RedactionCounts,
+    ) -> Self {
+        Self {
+            project_key: redactor.redact(&meta.project_key, counts),
+            harness_id: redactor.redact(&meta.harness_id, counts),
+            session_id: redactor.redact(&meta.session_id, counts),
+            root_session_id: redactor.redact(&meta.root_session_id, counts),
+            topics: topics
+                .iter()
+                .map(|t| redactor.redact(t, counts).into_inner())
+                .collect(),
+        }
+    }
+
+    fn write(&self, fm: &mut yaml::FrontmatterWriter) {
+        fm.string("projectKey", self.project_key.as_str())
+            .string("harnessId", self.harness_id.as_str())
+            .string("sessionId", self.session_id.as_str())
+            .string("rootSessionId", self.root_session_id.as_str());
+    }
+}
+
+/// A plan document: the chapter's fields for the plan, the plan's own handles, and the
+/// plan text byte for byte as the body.
+fn plan_document(
+    plan: body::PendingPlan,
+    ids: &RedactedIds,
+    chapter_file: &str,
+    redactor: &Redactor,
+    counts: &mut RedactionCounts,
+) -> Document {
+    let body = plan.body.as_str();
+    let mut fm = yaml::FrontmatterWriter::new();
+    fm.string("title", &plan.title)
+        .string("summary", &plan.summary)
+        .string("kind", "plan");
+    ids.write(&mut fm);
+    fm.uints("seqRange", &[plan.seq, plan.seq])
+        .uints("turns", &[plan.turn])
+        .uint("messages", 1)
+        .uint("tokens", estimated_tokens(body))
+        .strings("topics", &ids.topics)
+        .strings::<&str>("artifacts", &[])
+        .uint("planNumber", plan.number)
+        .string("chapter", chapter_file)
+        .uint("redactions", plan.redactions)
+        .string("sha256", &plan.sha256)
+        .string("bodySha256", &plan.sha256)
+        .raw("generated", &deterministic_provenance());
+    let text = redactor.redact(&(fm.finish() + body), counts);
+    debug_assert_eq!(
+        body_text(text.as_str()),
+        Some(body),
+        "the redactor must be idempotent"
+    );
+    Document {
+        file_name: plan.file_name,
+        text,
+    }
+}
+
+/// The slug of a title without its redaction markers (a marker's hash is no topic),
+/// or `fallback` when nothing is left.
+fn file_stem(title: &str, fallback: &str) -> String {
+    let stem = slug(&markdown::without_markers(title));
+    if stem.is_empty() {
+        fallback.to_owned()
+    } else {
+        stem
+    }
+}
+
+/// The first human line; else the first assistant line; else the turn numbers. Taken
+/// from redacted text, so a secret on the first line cannot reach the title.
+fn chapter_title(
+    conv: &body::Conversation,
+    turns: &[&CompletedTurn],
+    span: &ChapterSpan,
+    redactor: &Redactor,
+) -> String {
+    [&conv.first_human, &conv.first_assistant]
+        .into_iter()
+        .flatten()
+        .find_map(|text| {
+            markdown::title_line(redact_again(redactor, text).as_str(), TITLE_MAX_CHARS)
+        })
+        .unwrap_or_else(|| match (turns.first(), turns.last()) {
+            (Some(first), Some(last)) if first.turn == last.turn => format!("Turn {}", first.turn),
+            (Some(first), Some(last)) => format!("Turns {}–{}", first.turn, last.turn),
+            _ => format!("Seqs {}–{}", span.seq_lo, span.seq_hi),
+        })
+}
+
+/// The last assistant text on one line, cut at a word boundary; else what the chapter holds.
+fn chapter_summary(conv: &body::Conversation, span: &ChapterSpan, redactor: &Redactor) -> String {
+    conv.last_assistant
+        .as_deref()
+        .map(|text| markdown::one_line(redact_again(redactor, text).as_str()))
+        .filter(|l| !l.is_empty())
+        .map_or_else(
+            || {
+                format!(
+                    "{} messages, {} tool calls (seqs {}–{})",
+                    conv.messages, conv.tool_calls, span.seq_lo, span.seq_hi
+                )
+            },
+            |l| markdown::cut_at_word(&l, SUMMARY_MAX_CHARS),
+        )
+}
+
+/// Redact text already counted where it appears in the body: the count is not kept.
+fn redact_again(redactor: &Redactor, text: &str) -> Redacted<String> {
+    redactor.redact(text, &mut RedactionCounts::default())
+}
+
+fn deterministic_provenance() -> String {
+    let by = || yaml::flow_map(&[("by", "deterministic".to_owned())]);
+    yaml::flow_map(&[("title", by()), ("summary", by()), ("topics", by())])
+}
+
+/// The rule's name as compose serializes it (kebab-case).
+fn rule_name(rule: Rule) -> &'static str {
+    match rule {
+        Rule::Open => "open",
+        Rule::Overlap => "overlap",
+        Rule::PrimaryPath => "primary-path",
+        Rule::TopicChange => "topic-change",
+        Rule::SizeLimit => "size-limit",
+    }
+}
+
+/// `artifacts/<sha[0:2]>/<sha>.txt`: where a chapter's artifact reference points,
+/// relative to the session's store folder.
+pub fn artifact_path(sha256: &str) -> String {
+    let prefix = sha256.get(..2).unwrap_or(sha256);
+    format!("artifacts/{prefix}/{sha256}.txt")
+}
+
+/// Estimated tokens: ceil(chars / 4).
+pub fn estimated_tokens(text: &str) -> u64 {
+    (text.chars().count() as u64).div_ceil(4)
+}
+
+/// Lowercase hex SHA-256.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Read the frontmatter back from a stored document.
+pub fn parse_frontmatter(doc: &str) -> Result<FrontmatterSummary, FrontmatterError> {
+    let yaml = frontmatter_text(doc).ok_or(FrontmatterError::Missing)?;
+    serde_saphyr::from_str(yaml).map_err(|e| FrontmatterError::Yaml(e.to_string()))
+}
+
+/// The YAML between the opening `---` line and the closing `---` line.
+pub fn frontmatter_text(doc: &str) -> Option<&str> {
+    let rest = doc.strip_prefix("---\n")?;
+    if let Some(body) = rest.strip_prefix("---\n") {
+        return Some(&body[..0]);
+    }
+    let end = rest
+        .find("\n---\n")
+        .or_else(|| rest.strip_suffix("\n---").map(|r| r.len()))?;
+    Some(&rest[..end + 1])
+}
+
+/// Everything after the frontmatter's closing `---` line: the bytes `sha256` covers.
+pub fn body_text(doc: &str) -> Option<&str> {
+    let rest = doc.strip_prefix("---\n")?;
+    if let Some(body) = rest.strip_prefix("---\n") {
+        return Some(body);
+    }
+    if let Some(end) = rest.find("\n---\n") {
+        return Some(&rest[end + 5..]);
+    }
+    rest.strip_suffix("\n---").map(|_| "")
+}
+
+/// `lowercase, [^a-z0-9]+ → -, trimmed, ≤ 48 chars`.
+pub fn slug(title: &str) -> String {
+    let mut out = String::with_capacity(title.len().min(48));
+    let mut pending_dash = false;
+    for c in title.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            if pending_dash && !out.is_empty() {
+                out.push('-');
+            }
+            pending_dash = false;
+            out.push(c);
+        } else {
+            pending_dash = true;
+        }
+    }
+    if out.len() > 48 {
+        out.truncate(48);
+        while out.ends_with('-') {
+            out.pop();
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compose::Decision;
+    use crate::redact::marker;
+    use crate::session::event::Event;
+    use serde_json::{json, Value};
+    use std::collections::BTreeMap;
+
+    fn ev(seq: u64, kind: &str, data: Value) -> Event {
+        Event {
+            seq,
+            kind: kind.into(),
+            time: None,
+            data,
+            ignorable: false,
+            source_event_seqs: None,
+        }
+    }
+
+    fn user(seq: u64, kind: &str, name: Option<&str>, form: Option<&str>, text: &str) -> Event {
+        let mut source = json!({ "kind": kind });
+        if let Some(n) = name {
+            source["name"] = json!(n);
+        }
+        if let Some(f) = form {
+            source["form"] = json!(f);
+        }
+        ev(
+            seq,
+            "user/message",
+            json!({"role": "user", "content": [{"type": "text", "text": text}], "source": source}),
+        )
+    }
+
+    fn assistant(seq: u64, text: &str) -> Event {
+        ev(
+            seq,
+            "assistant/message",
+            json!({"turn": 1, "message": {"role": "assistant", "content": [{"type": "text", "text": text}]}}),
+        )
+    }
+
+    fn call(seq: u64, id: &str, name: &str, arguments: &str) -> Event {
+        ev(
+            seq,
+            "tool/call",
+            json!({"callId": id, "name": name, "arguments": arguments}),
+        )
+    }
+
+    fn result(seq: u64, id: &str, content: &str) -> Event {
+        ev(
+            seq,
+            "tool/result",
+            json!({"message": {"role": "tool", "toolCallId": id, "content": content, "isError": false}}),
+        )
+    }
+
+    fn turn(number: u64, events: Vec<Event>) -> CompletedTurn {
+        CompletedTurn {
+            turn: number,
+            first_seq: events.first().map_or(0, |e| e.seq),
+            end_seq: events.last().map_or(0, |e| e.seq),
+            reason: "completed".into(),
+            events,
+        }
+    }
+
+    fn span_of(turns: &[&CompletedTurn]) -> ChapterSpan {
+        ChapterSpan {
+            seq_lo: turns.first().map_or(0, |t| t.first_seq),
+            seq_hi: turns.last().map_or(0, |t| t.end_seq),
+            members: (0..turns.len()).collect(),
+            decisions: turns
+                .iter()
+                .enumerate()
+                .map(|(i, t)| Decision {
+                    turn: t.turn,
+                    rule: if i == 0 { Rule::Open } else { Rule::Overlap },
+                    score: 0.42,
+                })
+                .collect(),
+            topics: vec!["auth".into(), "src/login.rs".into(), "yes".into()],
+            size: 1234,
+        }
+    }
+
+    fn meta(number: u32) -> ChapterMeta {
+        ChapterMeta {
+            project_key: "1c3f0000-0000-5000-8000-000000000000".into(),
+            harness_id: "test-box".into(),
+            session_id: "session-1".into(),
+            root_session_id: "session-1".into(),
+            number,
+            next_plan_number: 5,
+            tool_result_artifact_tokens: 100,
+        }
+    }
+
+    fn redactor() -> Redactor {
+        Redactor::new(&[]).expect("redactor")
+    }
+
+    fn render(turns: &[&CompletedTurn], number: u32) -> RenderedChapter {
+        render_chapter(&span_of(turns), turns, &meta(number), &redactor())
+    }
+
+    /// Every key render writes, with its type; unknown keys refused.
+    #[derive(Debug, Deserialize)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct ChapterFrontmatter {
+        title: String,
+        summary: String,
+        kind: String,
+        project_key: String,
+        harness_id: String,
+        session_id: String,
+        root_session_id: String,
+        seq_range: (u64, u64),
+        turns: Vec<u64>,
+        messages: u64,
+        tokens: u64,
+        topics: Vec<String>,
+        artifacts: Vec<String>,
+        plans: Vec<String>,
+        omitted_injections: u64,
+        redactions: u64,
+        composition: Vec<CompositionEntry>,
+        sha256: String,
+        generated: BTreeMap<String, BTreeMap<String, String>>,
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct CompositionEntry {
+        turn: u64,
+        rule: String,
+        score: f64,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct PlanFrontmatter {
+        title: String,
+        summary: String,
+        kind: String,
+        project_key: String,
+        harness_id: String,
+        session_id: String,
+        root_session_id: String,
+        seq_range: (u64, u64),
+        turns: Vec<u64>,
+        messages: u64,
+        tokens: u64,
+        topics: Vec<String>,
+        artifacts: Vec<String>,
+        plan_number: u64,
+        chapter: String,
+        redactions: u64,
+        sha256: String,
+        body_sha256: String,
+        generated: BTreeMap<String, BTreeMap<String, String>>,
+    }
+
+    fn chapter_fm(doc: &str) -> ChapterFrontmatter {
+        let yaml = frontmatter_text(doc).expect("frontmatter");
+        serde_saphyr::from_str(yaml).unwrap_or_else(|e| panic!("{yaml}\n{e}"))
+    }
+
+    fn keys(doc: &str) -> Vec<&str> {
+        frontmatter_text(doc)
+            .expect("frontmatter")
+            .lines()
+            .filter_map(|l| l.split(':').next())
+            .collect()
+    }
+
+    fn secret_marker(secret: &str) -> String {
+        marker(secret.as_bytes())
+    }
+
+    const PLAN_A: &str =
+        "Intro SECRET-PLAN9 first\n# Plan: fix login\n\n1. step\n2. ```x```\n\n  trailing  ";
+    const PLAN_B: &str = "No heading here\r\nline two";
+
+    /// One turn with every kind of event the screen and the renderer distinguish.
+    fn rich_turns() -> (CompletedTurn, CompletedTurn, String) {
+        let big = format!("BIG RESULT SECRET-BIG1 {}\n", "lorem ipsum ".repeat(100));
+        let t7 = turn(
+            7,
+            vec![
+                ev(10, "turn/start", json!({"turn": 7})),
+                user(
+                    11,
+                    "agent-instructions",
+                    None,
+                    Some("instructions"),
+                    "AGENTS.md: never SECRET-INSTR",
+                ),
+                user(12, "skill-catalog", None, None, "skills: a, b, c"),
+                user(13, "runtime-context", None, None, "cwd=/x"),
+                user(
+                    14,
+                    "user",
+                    None,
+                    None,
+                    "\n# Fix SECRET-ABC123 login: \"quotes\" #tag\nsecond line",
+                ),
+                user(
+                    15,
+                    "agent-message",
+                    None,
+                    Some("relay"),
+                    "Agent a1 sent a message: docs written",
+                ),
+                assistant(16, "Looking. Here is ``` and ``````` inside"),
+                call(17, "call_1", "bash", r#"{"command":"echo ```````"}"#),
+                result(18, "call_1", "out ``` x"),
+                call(19, "call_2", "read", r#"{"path":"big.txt"}"#),
+                result(20, "call_2", &big),
+                call(21, "call_3", "read", r#"{"path":"big-again.txt"}"#),
+                result(22, "call_3", &big),
+                call(
+                    23,
+                    "call_4",
+                    "exit_plan_mode",
+                    &json!({ "plan": PLAN_A }).to_string(),
+                ),
+                result(24, "call_4", "ok"),
+                ev(25, "step/end", json!({})),
+                ev(
+                    26,
+                    "turn/end",
+                    json!({"turn": 7, "reason": {"kind": "completed"}}),
+                ),
+            ],
+        );
+        let t8 = turn(
+            8,
+            vec![
+                user(
+                    27,
+                    "plugin",
+                    Some("plan-mode"),
+                    Some("notice"),
+                    "Plan mode is off.",
+                ),
+                call(
+                    28,
+                    "call_5",
+                    "exit_plan_mode",
+                    &json!({ "plan": PLAN_B, "mode": "x" }).to_string(),
+                ),
+                assistant(29, "Done:   fixed\n\nthe login flow."),
+                ev(
+                    30,
+                    "turn/end",
+                    json!({"turn": 8, "reason": {"kind": "completed"}}),
+                ),
+            ],
+        );
+        (t7, t8, big)
+    }
+
+    #[test]
+    fn renders_the_conversation_and_screens_injections() {
+        let (t7, t8, _) = rich_turns();
+        let r = render(&[&t7, &t8], 7);
+        let doc = r.chapter.text.as_str();
+        let body = body_text(doc).expect("body");
+
+        assert_eq!(r.stats.omitted_injections, 3);
+        let markers: Vec<&str> = body
+            .lines()
+            .filter(|l| l.starts_with(body::OMITTED_MARKER_PREFIX))
+            .collect();
+        assert_eq!(markers.len(), 3, "{body}");
+        assert!(
+            body.contains(
+                "_⟦omitted: host-injected agent-instructions/instructions · seq 11 · 29 chars⟧_\n"
+            ),
+            "{body}"
+        );
+        assert!(
+            !body.contains("AGENTS.md") && !body.contains("skills: a") && !body.contains("cwd=/x")
+        );
+
+        assert!(body.contains("**Delegate report** (agent-message/relay) · seq 15\n\nAgent a1 sent a message: docs written\n"));
+        assert!(body
+            .contains("**Host notice** (plugin:plan-mode/notice) · seq 27\n\nPlan mode is off.\n"));
+        assert!(body.contains("**User** · seq 14\n"));
+        assert!(
+            body.contains("**Assistant** · seq 16\n\nLooking. Here is ``` and ``````` inside\n")
+        );
+        // user 14, report 15, assistant 16, notice 27, assistant 29.
+        assert_eq!(r.stats.messages, 5);
+
+        // Tool calls keep their full arguments; fences outgrow the inner backtick runs.
+        assert!(body.contains("**Tool call** `bash` · `call_1` · seq 17\n\n````````json\n{\"command\":\"echo ```````\"}\n````````\n"), "{body}");
+        assert!(
+            body.contains("**Tool result** `bash` · `call_1` · seq 18\n\n````\nout ``` x\n````\n"),
+            "{body}"
+        );
+
+        // Nothing secret anywhere in the document.
+        assert!(!doc.contains("SECRET-"), "{doc}");
+        assert!(body.contains(&secret_marker("SECRET-ABC123")));
+        assert_eq!(r.stats.redactions.total(), 4, "{:?}", r.stats.redactions);
+
+        let fm = chapter_fm(doc);
+        assert_eq!(fm.messages, 5);
+        assert_eq!(fm.omitted_injections, 3);
+        assert_eq!(fm.redactions, 4);
+        assert_eq!(fm.turns, vec![7, 8]);
+        assert_eq!(fm.seq_range, (10, 30));
+        assert_eq!(fm.tokens, 1234);
+        assert_eq!(fm.topics, vec!["auth", "src/login.rs", "yes"]);
+        assert_eq!(fm.kind, "chapter");
+        assert_eq!(fm.project_key, "1c3f0000-0000-5000-8000-000000000000");
+        assert_eq!(
+            fm.composition,
+            vec![
+                CompositionEntry {
+                    turn: 7,
+                    rule: "open".into(),
+                    score: 0.42
+                },
+                CompositionEntry {
+                    turn: 8,
+                    rule: "overlap".into(),
+                    score: 0.42
+                }
+            ]
+        );
+        assert_eq!(fm.generated["summary"]["by"], "deterministic");
+        assert_eq!(fm.sha256, sha256_hex(body.as_bytes()));
+        assert_eq!(fm.summary, "Done: fixed the login flow.");
+        assert_eq!(
+            keys(doc),
+            [
+                "title",
+                "summary",
+                "kind",
+                "projectKey",
+                "harnessId",
+                "sessionId",
+                "rootSessionId",
+                "seqRange",
+                "turns",
+                "messages",
+                "tokens",
+                "topics",
+                "artifacts",
+                "plans",
+                "omittedInjections",
+                "redactions",
+                "composition",
+                "sha256",
+                "generated"
+            ]
+        );
+        assert!(
+            body.starts_with(&format!("# {}\n\n> {}\n\n", fm.title, fm.summary)),
+            "{body}"
+        );
+    }
+
+    #[test]
+    fn big_results_become_one_artifact_each() {
+        let (t7, t8, big) = rich_turns();
+        let r = render(&[&t7, &t8], 7);
+        let body = body_text(r.chapter.text.as_str()).expect("body");
+        assert_eq!(r.artifacts.len(), 1, "identical content is one artifact");
+        let a = &r.artifacts[0];
+        let expected = big.replace("SECRET-BIG1", &secret_marker("SECRET-BIG1"));
+        assert_eq!(
+            a.content.as_str(),
+            expected,
+            "artifact is the redacted result, byte for byte"
+        );
+        assert_eq!(a.sha256, sha256_hex(expected.as_bytes()));
+        let path = artifact_path(&a.sha256);
+        assert_eq!(
+            path,
+            format!("artifacts/{}/{}.txt", &a.sha256[..2], a.sha256)
+        );
+        let refs: Vec<&str> = body.lines().filter(|l| l.contains(&path)).collect();
+        assert_eq!(refs.len(), 2, "{body}");
+        assert!(refs[0].contains("seq 20") && refs[1].contains("seq 22"));
+        assert!(refs[0].contains(&format!("{} bytes", expected.len())));
+        assert!(!body.contains("lorem ipsum"));
+        assert_eq!(
+            chapter_fm(r.chapter.text.as_str()).artifacts,
+            vec![a.sha256.clone()]
+        );
+    }
+
+    #[test]
+    fn plans_are_documents_byte_for_byte() {
+        let (t7, t8, _) = rich_turns();
+        let r = render(&[&t7, &t8], 7);
+        let chapter_body = body_text(r.chapter.text.as_str()).expect("body");
+        assert_eq!(r.plans.len(), 2);
+        assert_eq!(r.plans[0].file_name, "plan-005-plan-fix-login.md");
+        assert_eq!(r.plans[1].file_name, "plan-006-no-heading-here.md");
+        let fm = chapter_fm(r.chapter.text.as_str());
+        assert_eq!(
+            fm.plans,
+            vec!["plan-005-plan-fix-login.md", "plan-006-no-heading-here.md"]
+        );
+
+        let expected_bodies = [
+            PLAN_A.replace("SECRET-PLAN9", &secret_marker("SECRET-PLAN9")),
+            PLAN_B.to_owned(),
+        ];
+        for (i, (plan, expected)) in r.plans.iter().zip(&expected_bodies).enumerate() {
+            let doc = plan.text.as_str();
+            let body = body_text(doc).expect("plan body");
+            assert_eq!(body, expected, "plan body byte for byte");
+            let yaml = frontmatter_text(doc).expect("frontmatter");
+            let pfm: PlanFrontmatter =
+                serde_saphyr::from_str(yaml).unwrap_or_else(|e| panic!("{yaml}\n{e}"));
+            assert_eq!(pfm.kind, "plan");
+            assert_eq!(pfm.sha256, sha256_hex(body.as_bytes()));
+            assert_eq!(pfm.body_sha256, pfm.sha256);
+            assert_eq!(pfm.plan_number, 5 + i as u64);
+            assert_eq!(pfm.chapter, r.chapter.file_name);
+            assert!(chapter_body.contains(&format!(
+                "Plan document `{}` · sha256 `{}`",
+                plan.file_name, pfm.sha256
+            )));
+            assert_eq!(parse_frontmatter(doc).expect("summary").kind, "plan");
+        }
+        let first: PlanFrontmatter =
+            serde_saphyr::from_str(frontmatter_text(r.plans[0].text.as_str()).expect("fm"))
+                .expect("parses");
+        assert_eq!(first.title, "Plan: fix login");
+        assert_eq!(first.seq_range, (23, 23));
+        assert_eq!(first.turns, vec![7]);
+        assert_eq!(first.redactions, 1);
+        // The plan's text is in the plan document, not repeated in the chapter.
+        assert!(!chapter_body.contains("1. step"));
+        // Other arguments of a plan call stay in the chapter.
+        assert!(chapter_body.contains("{\"mode\":\"x\"}"), "{chapter_body}");
+    }
+
+    #[test]
+    fn secret_in_the_first_human_line_never_reaches_the_title() {
+        let (t7, t8, _) = rich_turns();
+        let r = render(&[&t7, &t8], 7);
+        let fm = parse_frontmatter(r.chapter.text.as_str()).expect("parses");
+        assert_eq!(
+            fm.title,
+            format!(
+                "Fix {} login: \"quotes\" #tag",
+                secret_marker("SECRET-ABC123")
+            )
+        );
+        assert_eq!(r.chapter.file_name, "007-fix-login-quotes-tag.md");
+    }
+
+    #[test]
+    fn a_secret_completed_by_collapsing_whitespace_is_redacted() {
+        // The verbatim text holds no match; the one-line title and summary would.
+        let t = turn(
+            1,
+            vec![
+                user(0, "user", None, None, "key SECRET-\u{7}TITLE1 here"),
+                assistant(1, "done SECRET-\u{1b}SUMMARY2"),
+                ev(2, "turn/end", json!({})),
+            ],
+        );
+        let r = render(&[&t], 1);
+        let doc = r.chapter.text.as_str();
+        let fm = chapter_fm(doc);
+        assert_eq!(
+            fm.title,
+            format!("key {} here", secret_marker("SECRET-TITLE1"))
+        );
+        assert_eq!(
+            fm.summary,
+            format!("done {}", secret_marker("SECRET-SUMMARY2"))
+        );
+        assert!(!doc.contains("SECRET-TITLE1") && !doc.contains("SECRET-SUMMARY2"));
+        assert_eq!(fm.redactions, 2);
+        assert_eq!(r.stats.redactions.total(), 2);
+        assert_eq!(
+            fm.sha256,
+            sha256_hex(body_text(doc).expect("body").as_bytes())
+        );
+    }
+
+    #[test]
+    fn rendering_is_deterministic() {
+        let (t7, t8, _) = rich_turns();
+        let a = render(&[&t7, &t8], 7);
+        let b = render(&[&t7, &t8], 7);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn file_names_pad_to_three_digits_and_widen() {
+        let t = turn(
+            1,
+            vec![
+                user(0, "user", None, None, "Hello world"),
+                ev(1, "turn/end", json!({})),
+            ],
+        );
+        assert_eq!(render(&[&t], 7).chapter.file_name, "007-hello-world.md");
+        assert_eq!(render(&[&t], 1234).chapter.file_name, "1234-hello-world.md");
+        let symbols = turn(
+            1,
+            vec![
+                user(0, "user", None, None, "!!! ???"),
+                ev(1, "turn/end", json!({})),
+            ],
+        );
+        assert_eq!(render(&[&symbols], 1).chapter.file_name, "001-chapter.md");
+    }
+
+    #[test]
+    fn titles_and_summaries_fall_back() {
+        let only_assistant = turn(
+            3,
+            vec![
+                assistant(0, "\n## Answer first\nmore"),
+                ev(1, "turn/end", json!({})),
+            ],
+        );
+        let r = render(&[&only_assistant], 1);
+        let fm = chapter_fm(r.chapter.text.as_str());
+        assert_eq!(fm.title, "Answer first");
+        assert_eq!(fm.summary, "## Answer first more");
+
+        let silent_a = turn(
+            3,
+            vec![ev(0, "turn/start", json!({})), ev(1, "turn/end", json!({}))],
+        );
+        let silent_b = turn(
+            4,
+            vec![ev(2, "turn/start", json!({})), ev(3, "turn/end", json!({}))],
+        );
+        let r = render(&[&silent_a, &silent_b], 1);
+        let fm = chapter_fm(r.chapter.text.as_str());
+        assert_eq!(fm.title, "Turns 3–4");
+        assert_eq!(fm.summary, "0 messages, 0 tool calls (seqs 0–3)");
+        assert_eq!(r.chapter.file_name, "001-turns-3-4.md");
+        assert_eq!(
+            body_text(r.chapter.text.as_str()),
+            Some("# Turns 3–4\n\n> 0 messages, 0 tool calls (seqs 0–3)\n")
+        );
+
+        let long = "word ".repeat(100);
+        let t = turn(
+            1,
+            vec![
+                user(0, "user", None, None, &long),
+                assistant(1, &long),
+                ev(2, "turn/end", json!({})),
+            ],
+        );
+        let fm = chapter_fm(render(&[&t], 1).chapter.text.as_str());
+        assert!(
+            fm.title.chars().count() <= 80 && fm.title.ends_with("word…"),
+            "{}",
+            fm.title
+        );
+        assert!(
+            fm.summary.chars().count() <= 200 && fm.summary.ends_with("word…"),
+            "{}",
+            fm.summary
+        );
+    }
+
+    #[test]
+    fn hostile_titles_round_trip_through_frontmatter() {
+        let hostile = [
+            "A: b \"q\" 'single' #hash",
+            "-leading dash",
+            "*star",
+            "&anchor",
+            "!tag",
+            "%percent",
+            "@at",
+            "`tick` code",
+            "ünïcödé 日本語 🎉",
+            "---",
+            "--- x",
+            "first\rline",
+            "yes",
+            "no",
+            "null",
+            "~",
+            "12345",
+            "1.5",
+            "[a, b]",
+            "{a: b}",
+            "key: value\nsecond: line",
+            "tab\tinside",
+            "\u{85}nel \u{2028} ls",
+            "\\back\\slash",
+        ];
+        for text in hostile {
+            let t = turn(
+                1,
+                vec![
+                    user(0, "user", None, None, text),
+                    ev(1, "turn/end", json!({})),
+                ],
+            );
+            let r = render(&[&t], 1);
+            let doc = r.chapter.text.as_str();
+            let fm = parse_frontmatter(doc).unwrap_or_else(|e| panic!("{text:?}: {e}\n{doc}"));
+            let heading = body_text(doc)
+                .and_then(|b| b.lines().next())
+                .expect("heading");
+            assert_eq!(format!("# {}", fm.title), heading, "{text:?}");
+            assert_eq!(fm.seq_range, (0, 1));
+            assert_eq!(
+                chapter_fm(doc).sha256,
+                sha256_hex(body_text(doc).expect("body").as_bytes())
+            );
+        }
+    }
+
+    #[test]
+    fn hostile_meta_values_round_trip() {
+        let t = turn(
+            1,
+            vec![
+                user(0, "user", None, None, "hi"),
+                ev(1, "turn/end", json!({})),
+            ],
+        );
+        let mut m = meta(1);
+        m.session_id = "null".into();
+        m.harness_id = "host: \"x\"\n---\n".into();
+        let mut span = span_of(&[&t]);
+        span.topics = vec!["a, b".into(), "]".into(), "#x".into(), String::new()];
+        span.decisions[0].score = f64::NAN;
+        let r = render_chapter(&span, &[&t], &m, &redactor());
+        let fm = chapter_fm(r.chapter.text.as_str());
+        assert_eq!(fm.session_id, "null");
+        assert_eq!(fm.harness_id, "host: \"x\"\n---\n");
+        assert_eq!(fm.topics, span.topics);
+        assert!(fm.composition[0].score.is_nan());
+    }
+
+    #[test]
+    fn five_megabyte_result_becomes_an_artifact() {
+        let huge = "x`".repeat(2_500_000) + "SECRET-HUGE\n";
+        let t = turn(
+            1,
+            vec![
+                user(0, "user", None, None, "dump it"),
+                call(1, "c", "cat", "{}"),
+                result(2, "c", &huge),
+                ev(3, "turn/end", json!({})),
+            ],
+        );
+        let r = render(&[&t], 1);
+        assert_eq!(r.artifacts.len(), 1);
+        assert!(
+            r.chapter.text.as_str().len() < 4096,
+            "the body only references the artifact"
+        );
+        assert_eq!(
+            r.artifacts[0].content.as_str().len(),
+            huge.len() - "SECRET-HUGE".len() + secret_marker("SECRET-HUGE").len()
+        );
+        assert!(r
+            .chapter
+            .text
+            .as_str()
+            .contains("seq 2 → artifact `artifacts/"));
+    }
+
+    #[test]
+    fn body_text_is_what_follows_the_frontmatter() {
+        assert_eq!(body_text("---\na: 1\n---\n# b\n"), Some("# b\n"));
+        assert_eq!(body_text("---\n---\nx"), Some("x"));
+        assert_eq!(body_text("---\na: 1\n---"), Some(""));
+        assert_eq!(body_text("# no"), None);
+        assert_eq!(body_text("---\na: 1\n"), None);
+    }
+
+    #[test]
+    fn rule_names_match_compose_serialization() {
+        for rule in [
+            Rule::Open,
+            Rule::Overlap,
+            Rule::PrimaryPath,
+            Rule::TopicChange,
+            Rule::SizeLimit,
+        ] {
+            assert_eq!(
+                serde_json::to_value(rule).expect("serializes"),
+                json!(rule_name(rule))
+            );
+        }
+    }
+
+    #[test]
+    fn estimates_and_hashes() {
+        assert_eq!(estimated_tokens(""), 0);
+        assert_eq!(estimated_tokens("abcde"), 2);
+        assert_eq!(estimated_tokens("日本語日"), 1);
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(artifact_path("ab12"), "artifacts/ab/ab12.txt");
+    }
+
+    #[test]
+    fn slug_rules() {
+        assert_eq!(
+            slug("Fix the Refresh-Token middleware!"),
+            "fix-the-refresh-token-middleware"
+        );
+        assert_eq!(slug("  --Ünïcode  & spaces--  "), "n-code-spaces");
+        assert_eq!(slug("!!!"), "");
+        let long = slug(&"word ".repeat(30));
+        assert!(long.len() <= 48 && !long.ends_with('-'), "{long}");
+    }
+
+    #[test]
+    fn frontmatter_round_trip() {
+        let doc = "---\ntitle: \"A: b\"\nkind: chapter\nsessionId: session-1\nrootSessionId: session-1\nseqRange: [3, 9]\nextra: [1]\n---\n# body\n";
+        let fm = parse_frontmatter(doc).expect("parses");
+        assert_eq!(fm.seq_range, (3, 9));
+        assert_eq!(fm.title, "A: b");
+        assert!(matches!(
+            parse_frontmatter("# no"),
+            Err(FrontmatterError::Missing)
+        ));
+        assert!(matches!(
+            parse_frontmatter("---\ntitle: [\n---\n"),
+            Err(FrontmatterError::Yaml(_))
+        ));
+    }
+}
