@@ -70,6 +70,10 @@ pub struct FrontmatterSummary {
     pub session_id: String,
     pub root_session_id: String,
     pub seq_range: (u64, u64),
+    /// For a plan: the chapter file that references it. A plan whose chapter is absent is
+    /// an orphan of a killed archive and is rewritten with identical bytes by the re-run.
+    #[serde(default)]
+    pub chapter: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
