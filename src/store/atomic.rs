@@ -1,1 +1,276 @@
 //! Atomic file writes: temp file in the same directory, fsync, rename, fsync the directory.
+//!
+//! A reader sees either the old bytes or the new ones, never a half-written file, and a
+//! crash leaves at most a temp file named `.<name>.tmp.<pid>.<n>` beside the target.
+//! Those are ours alone and are removed by [`clean_temp_files`] while the writer lock is
+//! held (never without it: a live writer's temp file must not vanish under it).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::StoreError;
+
+/// Distinguishes temp files of one process (several writes may be in flight in threads).
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+const TEMP_MARKER: &str = ".tmp.";
+
+fn io_err(path: &Path, source: io::Error) -> StoreError {
+    StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn parent_and_name(path: &Path) -> Result<(&Path, String), StoreError> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| {
+            io_err(
+                path,
+                io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"),
+            )
+        })?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Ok((parent, name))
+}
+
+/// Write `bytes` to a fresh temp file beside `path`, synced, and return the temp's path.
+fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, StoreError> {
+    let (dir, name) = parent_and_name(path)?;
+    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}{TEMP_MARKER}{}.{n}", std::process::id()));
+    let result = (|| {
+        let mut file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    })();
+    if let Err(e) = result {
+        // Best effort: the write already failed; a leftover is cleaned under the lock later.
+        let _ = fs::remove_file(&tmp);
+        return Err(io_err(&tmp, e));
+    }
+    Ok(tmp)
+}
+
+/// Make a directory entry change (rename, link, create) durable.
+pub fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_err(dir, e))
+}
+
+/// Replace `path` with `bytes` atomically (create it when absent).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let tmp = write_temp(path, bytes)?;
+    if let Err(e) = fs::rename(&tmp, path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(io_err(path, e));
+    }
+    let (dir, _) = parent_and_name(path)?;
+    sync_dir(dir)
+}
+
+/// Create `path` with `bytes` only if it does not exist yet: `Ok(true)` when written,
+/// `Ok(false)` when it already holds exactly these bytes (an idempotent re-run), and
+/// [`StoreError::WouldOverwrite`] when it holds anything else.
+///
+/// The temp file is published with `hard_link`, which fails when the target exists — so
+/// even two racing writers cannot replace each other's file (a check-then-rename could).
+/// This needs a filesystem with hard links, which every local Linux and macOS one has.
+pub fn write_new(path: &Path, bytes: &[u8]) -> Result<bool, StoreError> {
+    if path.exists() {
+        return compare_existing(path, bytes);
+    }
+    let tmp = write_temp(path, bytes)?;
+    let linked = fs::hard_link(&tmp, path);
+    // The temp name is only a staging entry; the target (if linked) keeps the inode.
+    let removed = fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => {
+            removed.map_err(|e| io_err(&tmp, e))?;
+            let (dir, _) = parent_and_name(path)?;
+            sync_dir(dir)?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => compare_existing(path, bytes),
+        Err(e) => Err(io_err(path, e)),
+    }
+}
+
+fn compare_existing(path: &Path, bytes: &[u8]) -> Result<bool, StoreError> {
+    let existing = fs::read(path).map_err(|e| io_err(path, e))?;
+    if existing == bytes {
+        Ok(false)
+    } else {
+        Err(StoreError::WouldOverwrite {
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+/// Whether `name` is one of our temp files: `.<target>.tmp.<pid>.<n>`.
+pub fn is_temp_name(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix('.') else {
+        return false;
+    };
+    let Some(idx) = rest.rfind(TEMP_MARKER) else {
+        return false;
+    };
+    let (target, tail) = (&rest[..idx], &rest[idx + TEMP_MARKER.len()..]);
+    let mut parts = tail.split('.');
+    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    !target.is_empty()
+        && matches!((parts.next(), parts.next(), parts.next()), (Some(pid), Some(n), None) if all_digits(pid) && all_digits(n))
+}
+
+/// Remove our leftover temp files under `dir`, at most `depth` directory levels down.
+/// Call only while holding the writer lock. Returns how many were removed.
+pub fn clean_temp_files(dir: &Path, depth: u32) -> Result<u64, StoreError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(io_err(dir, e)),
+    };
+    let mut removed = 0;
+    for entry in entries {
+        let entry = entry.map_err(|e| io_err(dir, e))?;
+        let path = entry.path();
+        // file_type() does not follow symlinks, so a link never leads the walk outside.
+        let file_type = entry.file_type().map_err(|e| io_err(&path, e))?;
+        if file_type.is_dir() {
+            if depth > 0 {
+                removed += clean_temp_files(&path, depth - 1)?;
+            }
+        } else if file_type.is_file() && is_temp_name(&entry.file_name().to_string_lossy()) {
+            fs::remove_file(&path).map_err(|e| io_err(&path, e))?;
+            tracing::debug!(path = %path.display(), "removed a temp file left by an interrupted write");
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn write_atomic_creates_and_replaces_without_leftovers() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("state.json");
+        write_atomic(&p, b"one").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"one");
+        write_atomic(&p, b"two, longer").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two, longer");
+        write_atomic(&p, b"").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"");
+        assert_eq!(names(dir.path()), vec!["state.json"]);
+    }
+
+    #[test]
+    fn write_atomic_into_missing_dir_fails_naming_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("nope").join("x");
+        let err = write_atomic(&p, b"x").unwrap_err();
+        assert!(err.to_string().contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn write_new_is_idempotent_and_refuses_different_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("001-a.md");
+        assert!(write_new(&p, b"body").unwrap());
+        assert!(
+            !write_new(&p, b"body").unwrap(),
+            "same bytes again: nothing written"
+        );
+        let err = write_new(&p, b"other").unwrap_err();
+        assert!(
+            matches!(err, StoreError::WouldOverwrite { ref path } if path == &p),
+            "{err}"
+        );
+        assert_eq!(
+            fs::read(&p).unwrap(),
+            b"body",
+            "the refused write changed nothing"
+        );
+        assert_eq!(
+            names(dir.path()),
+            vec!["001-a.md"],
+            "no temp file left behind"
+        );
+    }
+
+    #[test]
+    fn write_new_large_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("big.txt");
+        let big = vec![b'x'; 3 * 1024 * 1024];
+        assert!(write_new(&p, &big).unwrap());
+        assert_eq!(fs::read(&p).unwrap().len(), big.len());
+        let mut other = big.clone();
+        other[big.len() - 1] = b'y';
+        assert!(matches!(
+            write_new(&p, &other),
+            Err(StoreError::WouldOverwrite { .. })
+        ));
+    }
+
+    #[test]
+    fn temp_name_pattern() {
+        assert!(is_temp_name(".001-a.md.tmp.123.0"));
+        assert!(is_temp_name(".x.tmp.1.22"));
+        assert!(!is_temp_name("001-a.md"));
+        assert!(!is_temp_name(".gitignore"));
+        assert!(!is_temp_name(".x.tmp.1"));
+        assert!(!is_temp_name(".x.tmp.1.2.3"));
+        assert!(!is_temp_name(".x.tmp.a.2"));
+        assert!(!is_temp_name("..tmp.1.2"));
+        assert!(!is_temp_name("x.tmp.1.2"));
+    }
+
+    #[test]
+    fn clean_removes_only_our_temp_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("a").join("chapters");
+        fs::create_dir_all(&sub).unwrap();
+        fs::write(sub.join(".001-x.md.tmp.42.7"), b"torn").unwrap();
+        fs::write(sub.join("001-x.md"), b"kept").unwrap();
+        fs::write(dir.path().join(".state.json.tmp.1.0"), b"torn").unwrap();
+        fs::write(dir.path().join(".writer.lock"), b"").unwrap();
+        fs::write(dir.path().join("notes.tmp.1.0"), b"not ours").unwrap();
+        assert_eq!(clean_temp_files(dir.path(), 4).unwrap(), 2);
+        assert_eq!(names(&sub), vec!["001-x.md"]);
+        assert_eq!(
+            names(dir.path()),
+            vec![".writer.lock", "a", "notes.tmp.1.0"]
+        );
+        assert_eq!(clean_temp_files(&dir.path().join("absent"), 4).unwrap(), 0);
+    }
+
+    #[test]
+    fn clean_respects_depth() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dir.path().join("a").join("b");
+        fs::create_dir_all(&deep).unwrap();
+        fs::write(deep.join(".f.tmp.1.1"), b"").unwrap();
+        assert_eq!(clean_temp_files(dir.path(), 1).unwrap(), 0);
+        assert_eq!(clean_temp_files(dir.path(), 2).unwrap(), 1);
+    }
+}

@@ -2,8 +2,16 @@
 //! a version on every line, a torn last line skipped with a note (and cut before the
 //! next append), a corrupt middle line refused by name and never appended past,
 //! byte-identical duplicate lines read once. OWNER: store helper.
+//!
+//! Appends are not serialized here: callers hold the store's writer lock, so no other
+//! writer can slip a line between the validating read and the append.
 
-use std::path::PathBuf;
+use std::collections::HashSet;
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use crate::redact::Redacted;
 
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LedgerRead {
@@ -11,14 +19,448 @@ pub struct LedgerRead {
     /// Set when the last line was torn (a killed write) and skipped.
     pub torn_tail: Option<String>,
     pub duplicates_skipped: u64,
+    /// False when the file does not exist: absence is stated, never read as "zero lines".
+    pub exists: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
     #[error("{file}: line {line} is corrupt ({detail}); the ledger is damaged in the middle — refusing to read past or append to it. Restore the line from git or a backup")]
-    CorruptLine { file: PathBuf, line: u64, detail: String },
+    CorruptLine {
+        file: PathBuf,
+        line: u64,
+        detail: String,
+    },
     #[error("{file}: line {line} has format version {version}, newer than this program reads ({known}); upgrade dsh-chapters")]
-    UnknownVersion { file: PathBuf, line: u64, version: u64, known: u64 },
+    UnknownVersion {
+        file: PathBuf,
+        line: u64,
+        version: u64,
+        known: u64,
+    },
+    #[error("refusing to append to {file}: {detail} (a bug in the caller; nothing was written)")]
+    InvalidLine { file: PathBuf, detail: String },
     #[error("{file}: {source}")]
-    Io { file: PathBuf, #[source] source: std::io::Error },
+    Io {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// How the file ends, which decides what an append must do first.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Tail {
+    /// Empty, or the last byte is `\n`.
+    Clean,
+    /// A valid last line without its `\n` (e.g. a hand edit): terminate it, keep it.
+    Unterminated,
+    /// A last line that does not parse and has no `\n`: a killed write. Cut back to
+    /// `committed_len` bytes, the end of the last whole line.
+    Torn { committed_len: u64 },
+}
+
+struct Scan {
+    read: LedgerRead,
+    tail: Tail,
+}
+
+fn io_err(file: &Path, source: io::Error) -> LedgerError {
+    LedgerError::Io {
+        file: file.to_path_buf(),
+        source,
+    }
+}
+
+/// Parse one ledger line, or say why it is not one.
+fn check_line(bytes: &[u8], known_version: u64) -> Result<serde_json::Value, LineFault> {
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| LineFault::Bad(e.to_string()))?;
+    let Some(object) = value.as_object() else {
+        return Err(LineFault::Bad("not a JSON object".into()));
+    };
+    let Some(version) = object.get("v").and_then(serde_json::Value::as_u64) else {
+        return Err(LineFault::Bad("no numeric format version `v`".into()));
+    };
+    if version > known_version {
+        return Err(LineFault::TooNew(version));
+    }
+    Ok(value)
+}
+
+enum LineFault {
+    Bad(String),
+    TooNew(u64),
+}
+
+fn scan(path: &Path, known_version: u64) -> Result<Scan, LedgerError> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Ok(Scan {
+                read: LedgerRead::default(),
+                tail: Tail::Clean,
+            });
+        }
+        Err(e) => return Err(io_err(path, e)),
+    };
+    let mut read = LedgerRead {
+        exists: true,
+        ..LedgerRead::default()
+    };
+    let mut tail = Tail::Clean;
+    let mut seen: HashSet<&[u8]> = HashSet::new();
+    let mut start = 0usize;
+    let mut line_no = 0u64;
+    while start < bytes.len() {
+        line_no += 1;
+        let (end, terminated) = match memchr::memchr(b'\n', &bytes[start..]) {
+            Some(i) => (start + i, true),
+            None => (bytes.len(), false),
+        };
+        let line = &bytes[start..end];
+        let line_start = start;
+        start = end + 1;
+        // Blank lines hold no record, so skipping them buries nothing.
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        if seen.contains(line) {
+            read.duplicates_skipped += 1;
+            continue;
+        }
+        match check_line(line, known_version) {
+            Ok(value) => {
+                seen.insert(line);
+                read.lines.push(value);
+                if !terminated {
+                    tail = Tail::Unterminated;
+                }
+            }
+            Err(LineFault::TooNew(version)) => {
+                return Err(LedgerError::UnknownVersion {
+                    file: path.to_path_buf(),
+                    line: line_no,
+                    version,
+                    known: known_version,
+                });
+            }
+            Err(LineFault::Bad(detail)) if !terminated => {
+                read.torn_tail = Some(format!(
+                    "{}: the last line (line {line_no}, {} bytes, no final newline) does not parse ({detail}); it is a write that was killed and is skipped",
+                    path.display(),
+                    line.len()
+                ));
+                tail = Tail::Torn {
+                    committed_len: line_start as u64,
+                };
+            }
+            Err(LineFault::Bad(detail)) => {
+                return Err(LedgerError::CorruptLine {
+                    file: path.to_path_buf(),
+                    line: line_no,
+                    detail,
+                });
+            }
+        }
+    }
+    Ok(Scan { read, tail })
+}
+
+/// Read a ledger. Every line must be a JSON object whose numeric `v` is at most
+/// `known_version`. A missing file is an empty read with `exists == false`.
+pub fn read(path: &Path, known_version: u64) -> Result<LedgerRead, LedgerError> {
+    scan(path, known_version).map(|s| s.read)
+}
+
+/// Append one line (the value must carry `v`): one `write` on an O_APPEND file, then fsync.
+pub fn append(
+    path: &Path,
+    line: &Redacted<serde_json::Value>,
+    known_version: u64,
+) -> Result<(), LedgerError> {
+    append_many(path, std::slice::from_ref(line), known_version)
+}
+
+/// Append several lines with one write and one fsync (the archive signs many turns at once).
+/// Refuses a ledger that is corrupt in the middle; cuts a torn tail first — never buries a hole.
+pub fn append_many(
+    path: &Path,
+    lines: &[Redacted<serde_json::Value>],
+    known_version: u64,
+) -> Result<(), LedgerError> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let mut payload = String::new();
+    for line in lines {
+        let text = serde_json::to_string(line.get()).map_err(|e| LedgerError::InvalidLine {
+            file: path.to_path_buf(),
+            detail: e.to_string(),
+        })?;
+        if let Err(fault) = check_line(text.as_bytes(), known_version) {
+            let detail = match fault {
+                LineFault::Bad(d) => d,
+                LineFault::TooNew(v) => format!("version {v} is newer than {known_version}"),
+            };
+            return Err(LedgerError::InvalidLine {
+                file: path.to_path_buf(),
+                detail,
+            });
+        }
+        payload.push_str(&text);
+        payload.push('\n');
+    }
+
+    let Scan {
+        read: existing,
+        tail,
+    } = scan(path, known_version)?;
+    match tail {
+        Tail::Clean => {}
+        Tail::Unterminated => payload.insert(0, '\n'),
+        Tail::Torn { committed_len } => {
+            tracing::warn!(
+                file = %path.display(),
+                note = existing.torn_tail.as_deref().unwrap_or_default(),
+                "cutting a torn last line before appending"
+            );
+            let file = OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| io_err(path, e))?;
+            file.set_len(committed_len)
+                .and_then(|()| file.sync_data())
+                .map_err(|e| io_err(path, e))?;
+        }
+    }
+
+    let mut file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| io_err(path, e))?;
+    file.write_all(payload.as_bytes())
+        .and_then(|()| file.sync_data())
+        .map_err(|e| io_err(path, e))?;
+    if !existing.exists {
+        // A new file's directory entry must be durable too, or a crash could lose the file.
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| io_err(dir, e))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redact::{RedactionCounts, Redactor};
+    use serde_json::json;
+
+    fn redacted(value: serde_json::Value) -> Redacted<serde_json::Value> {
+        Redactor::new(&[])
+            .unwrap()
+            .redact_json(&value, &mut RedactionCounts::default())
+    }
+
+    fn ledger(content: &[u8]) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.jsonl");
+        fs::write(&p, content).unwrap();
+        (dir, p)
+    }
+
+    #[test]
+    fn missing_file_is_an_empty_read_that_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = read(&dir.path().join("absent.jsonl"), 1).unwrap();
+        assert!(!r.exists);
+        assert!(r.lines.is_empty());
+        let (_d, p) = ledger(b"");
+        let r = read(&p, 1).unwrap();
+        assert!(r.exists && r.lines.is_empty() && r.torn_tail.is_none());
+    }
+
+    #[test]
+    fn append_then_read_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.jsonl");
+        append(&p, &redacted(json!({"v": 1, "turn": 1, "text": "a\nb"})), 1).unwrap();
+        append_many(
+            &p,
+            &[
+                redacted(json!({"v": 1, "turn": 2})),
+                redacted(json!({"v": 1, "turn": 3})),
+            ],
+            1,
+        )
+        .unwrap();
+        append_many(&p, &[], 1).unwrap();
+        let text = fs::read_to_string(&p).unwrap();
+        assert_eq!(text.lines().count(), 3, "{text}");
+        assert!(text.ends_with('\n'));
+        let r = read(&p, 1).unwrap();
+        let turns: Vec<u64> = r
+            .lines
+            .iter()
+            .map(|l| l["turn"].as_u64().unwrap())
+            .collect();
+        assert_eq!(turns, vec![1, 2, 3]);
+        assert_eq!(r.lines[0]["text"], "a\nb");
+    }
+
+    #[test]
+    fn torn_tail_is_skipped_with_a_note_and_cut_before_the_next_append() {
+        let (_d, p) = ledger(b"{\"v\":1,\"turn\":1}\n{\"v\":1,\"tu");
+        let r = read(&p, 1).unwrap();
+        assert_eq!(r.lines.len(), 1);
+        let note = r.torn_tail.expect("a torn tail is noted");
+        assert!(
+            note.contains("line 2") && note.contains("c.jsonl"),
+            "{note}"
+        );
+
+        append(&p, &redacted(json!({"v": 1, "turn": 2})), 1).unwrap();
+        // serde_json writes object keys sorted.
+        assert_eq!(
+            fs::read_to_string(&p).unwrap(),
+            "{\"v\":1,\"turn\":1}\n{\"turn\":2,\"v\":1}\n"
+        );
+        let r = read(&p, 1).unwrap();
+        assert!(r.torn_tail.is_none());
+        assert_eq!(r.lines.len(), 2);
+    }
+
+    #[test]
+    fn torn_first_and_only_line() {
+        let (_d, p) = ledger(b"{\"v\":");
+        let r = read(&p, 1).unwrap();
+        assert!(r.exists && r.lines.is_empty() && r.torn_tail.is_some());
+        append(&p, &redacted(json!({"v": 1})), 1).unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "{\"v\":1}\n");
+    }
+
+    #[test]
+    fn corrupt_middle_is_refused_by_line_and_never_appended_past() {
+        let original = b"{\"v\":1,\"a\":1}\ngarbage\n{\"v\":1,\"a\":2}\n".to_vec();
+        let (_d, p) = ledger(&original);
+        let err = read(&p, 1).unwrap_err();
+        assert!(
+            matches!(err, LedgerError::CorruptLine { line: 2, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("c.jsonl"), "{err}");
+        let err = append(&p, &redacted(json!({"v": 1})), 1).unwrap_err();
+        assert!(
+            matches!(err, LedgerError::CorruptLine { line: 2, .. }),
+            "{err}"
+        );
+        assert_eq!(
+            fs::read(&p).unwrap(),
+            original,
+            "the refused append changed nothing"
+        );
+    }
+
+    #[test]
+    fn bad_last_line_with_newline_is_corruption_not_a_torn_tail() {
+        let (_d, p) = ledger(b"{\"v\":1}\n{\"v\":1,\n");
+        assert!(matches!(
+            read(&p, 1),
+            Err(LedgerError::CorruptLine { line: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn every_kind_of_bad_line_is_named() {
+        for (bad, why) in [
+            (&b"[1,2]"[..], "not a JSON object"),
+            (b"{\"x\":1}", "no numeric"),
+            (b"{\"v\":\"1\"}", "no numeric"),
+            (b"{\"v\":-1}", "no numeric"),
+            (b"\xff\xfe", ""),
+            (b"\0\0\0\0", ""),
+        ] {
+            let mut content = bad.to_vec();
+            content.extend_from_slice(b"\n{\"v\":1}\n");
+            let (_d, p) = ledger(&content);
+            match read(&p, 1) {
+                Err(LedgerError::CorruptLine {
+                    line: 1, detail, ..
+                }) => assert!(detail.contains(why), "{detail}"),
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn duplicate_lines_read_once() {
+        let (_d, p) =
+            ledger(b"{\"v\":1,\"a\":1}\n{\"v\":1,\"a\":2}\n{\"v\":1,\"a\":1}\n{\"v\":1,\"a\":1}\n");
+        let r = read(&p, 1).unwrap();
+        assert_eq!(r.lines.len(), 2);
+        assert_eq!(r.duplicates_skipped, 2);
+    }
+
+    #[test]
+    fn too_new_version_is_refused_on_read_and_append() {
+        let (_d, p) = ledger(b"{\"v\":1}\n{\"v\":2}\n");
+        let err = read(&p, 1).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                LedgerError::UnknownVersion {
+                    line: 2,
+                    version: 2,
+                    known: 1,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(read(&p, 2).is_ok());
+        let dir = tempfile::tempdir().unwrap();
+        let fresh = dir.path().join("n.jsonl");
+        let err = append(&fresh, &redacted(json!({"v": 3})), 2).unwrap_err();
+        assert!(matches!(err, LedgerError::InvalidLine { .. }), "{err}");
+        let err = append(&fresh, &redacted(json!({"turn": 1})), 2).unwrap_err();
+        assert!(matches!(err, LedgerError::InvalidLine { .. }), "{err}");
+        assert!(!fresh.exists(), "nothing written for a refused line");
+    }
+
+    #[test]
+    fn valid_unterminated_last_line_is_kept_and_terminated_on_append() {
+        let (_d, p) = ledger(b"{\"v\":1,\"a\":1}");
+        let r = read(&p, 1).unwrap();
+        assert_eq!(r.lines.len(), 1);
+        assert!(r.torn_tail.is_none());
+        append(&p, &redacted(json!({"v": 1, "a": 2})), 1).unwrap();
+        assert_eq!(
+            fs::read_to_string(&p).unwrap(),
+            "{\"v\":1,\"a\":1}\n{\"a\":2,\"v\":1}\n"
+        );
+    }
+
+    #[test]
+    fn blank_lines_and_crlf_are_tolerated() {
+        let (_d, p) = ledger(b"{\"v\":1}\r\n\n  \n{\"v\":1,\"b\":2}\n");
+        let r = read(&p, 1).unwrap();
+        assert_eq!(r.lines.len(), 2);
+    }
+
+    #[test]
+    fn huge_ledger_reads() {
+        let mut content = Vec::new();
+        for i in 0..20_000 {
+            content.extend_from_slice(format!("{{\"v\":1,\"i\":{i}}}\n").as_bytes());
+        }
+        content.extend_from_slice(b"{\"v\":1,\"i\":");
+        let (_d, p) = ledger(&content);
+        let r = read(&p, 1).unwrap();
+        assert_eq!(r.lines.len(), 20_000);
+        assert!(r.torn_tail.is_some());
+    }
 }

@@ -1,29 +1,63 @@
 //! The workspace store `<workspace>/.dsh-chapters/`: layout, atomic writes, ledgers and the
 //! writer lock. Append-only: never renumbered, never rewritten. Only `Redacted` values are
 //! accepted for anything derived from conversation. OWNER: store helper.
+//!
+//! Layout: `<store>/<rootSessionId>/chapters/{NNN-slug.md, plan-NNN-slug.md}`,
+//! `<store>/<rootSessionId>/artifacts/<sha[0:2]>/<sha>.txt`,
+//! `<store>/<rootSessionId>/collections/<sessionId>.jsonl`, plus `<store>/project.yml`,
+//! `<store>/state.json` and the writer lock files. Every id that becomes a path component
+//! is checked first ([`is_safe_component`]), so no id can reach outside the store.
 
 pub mod atomic;
 pub mod ledger;
 pub mod lock;
 
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
+use sha2::{Digest, Sha256};
+
+use crate::identity::{Identity, KeySource};
 use crate::redact::Redacted;
 use crate::render::{Artifact, Document};
 
 pub const STORE_DIR: &str = ".dsh-chapters";
 pub const MIRROR_DIR: &str = ".dsh-knowledge";
 
+/// Format version of collection lines (their `v`); lines newer than this are refused.
+pub const COLLECTION_VERSION: u64 = 1;
+
+const CHAPTERS: &str = "chapters";
+const ARTIFACTS: &str = "artifacts";
+const COLLECTIONS: &str = "collections";
+const PROJECT_YML: &str = "project.yml";
+const STATE_JSON: &str = "state.json";
+const PLAN_PREFIX: &str = "plan-";
+/// Deepest directory holding our files below the store: `<root>/artifacts/<ab>/`.
+const STORE_DEPTH: u32 = 3;
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("workspace {workspace} is not enabled: run `chapters init` there first")]
     NotEnabled { workspace: PathBuf },
     #[error("{path}: {source}")]
-    Io { path: PathBuf, #[source] source: std::io::Error },
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("refusing to overwrite {path}: the store is append-only and the file already holds different bytes")]
     WouldOverwrite { path: PathBuf },
-    #[error("session id {id:?} is not a safe directory name (it holds `/`, `\\`, `..` or a control character); refusing it")]
+    #[error("id {id:?} is not a safe file or directory name (empty, over 128 bytes, or it holds `/`, `\\`, `..`, a control character or a leading `.`); refusing it")]
     UnsafeId { id: String },
+    #[error("{name:?} is not a document name the store keeps (`NNN-<slug>.md` or `plan-NNN-<slug>.md`); refusing it")]
+    BadDocumentName { name: String },
+    #[error("artifact {sha}: its content hashes to {actual}; refusing to store it under a name that does not match")]
+    ArtifactHash { sha: String, actual: String },
+    #[error("{path} is damaged: {detail}. Restore it from git or a backup, or move it aside to let the store continue")]
+    Damaged { path: PathBuf, detail: String },
     #[error(transparent)]
     Ledger(#[from] ledger::LedgerError),
     #[error(transparent)]
@@ -34,8 +68,10 @@ pub enum StoreError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArchivedDoc {
     pub file_name: String,
+    /// From the file name: `NNN` of `NNN-…` (chapters) or of `plan-NNN-…` (plans).
     pub number: u32,
     pub kind: String,
+    pub title: String,
     pub session_id: String,
     pub seq_lo: u64,
     pub seq_hi: u64,
@@ -51,6 +87,124 @@ pub struct StoreCounts {
     pub collection_lines: u64,
 }
 
+/// `<store>/project.yml`: the identity this workspace resolved, for people and the pool.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectYml {
+    pub project_key: String,
+    pub project_key_source: KeySource,
+    pub origin: String,
+    pub slug: String,
+    pub created_by: String,
+    pub created_at: String,
+}
+
+/// Which numbering series a document name belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Series {
+    Chapter,
+    Plan,
+}
+
+/// `NNN-<slug>.md` → (Chapter, NNN); `plan-NNN-<slug>.md` → (Plan, NNN).
+fn parse_doc_name(name: &str) -> Option<(Series, u32)> {
+    let stem = name.strip_suffix(".md")?;
+    let (series, rest) = match stem.strip_prefix(PLAN_PREFIX) {
+        Some(rest) => (Series::Plan, rest),
+        None => (Series::Chapter, stem),
+    };
+    let digits_end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    if digits_end == 0 || !rest[digits_end..].starts_with('-') {
+        return None;
+    }
+    rest[..digits_end].parse().ok().map(|n| (series, n))
+}
+
+/// Longest id accepted: room for our suffixes and temp-file decorations within the 255-byte
+/// file name limit (session ids are 36-character UUIDs).
+const MAX_ID_BYTES: usize = 128;
+
+/// A name safe as one path component: non-empty, at most [`MAX_ID_BYTES`] bytes, no separator, no
+/// `..`, no control character, no leading `.` (which would also hide it, or collide with
+/// our own dot-files).
+pub fn is_safe_component(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_ID_BYTES
+        && !id.starts_with('.')
+        && !id.contains("..")
+        && !id.chars().any(|c| c == '/' || c == '\\' || c.is_control())
+}
+
+fn check_id(id: &str) -> Result<&str, StoreError> {
+    if is_safe_component(id) {
+        Ok(id)
+    } else {
+        Err(StoreError::UnsafeId { id: id.to_string() })
+    }
+}
+
+fn io_err(path: &Path, source: io::Error) -> StoreError {
+    StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn create_dir_all(dir: &Path) -> Result<(), StoreError> {
+    fs::create_dir_all(dir).map_err(|e| io_err(dir, e))
+}
+
+/// Names in `dir`, sorted; an absent directory has none.
+fn list_dir(dir: &Path) -> Result<Vec<(String, fs::FileType)>, StoreError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err(dir, e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| io_err(dir, e))?;
+        let file_type = entry.file_type().map_err(|e| io_err(&entry.path(), e))?;
+        out.push((entry.file_name().to_string_lossy().into_owned(), file_type));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// The lines the project's `.gitignore` must hold, and whether `line` already says it
+/// (`/x`, `x`, `x/` and `/x/` all ignore the folder at the top level).
+const IGNORE_HINTS: [&str; 2] = [STORE_DIR, MIRROR_DIR];
+
+fn ignores(line: &str, dir: &str) -> bool {
+    let t = line.trim();
+    let t = t.strip_prefix('/').unwrap_or(t);
+    let t = t.strip_suffix('/').unwrap_or(t);
+    t == dir
+}
+
+/// The `.gitignore` content with the missing hint lines appended, or `None` when both are there.
+fn with_ignore_hints(existing: &str) -> Option<String> {
+    let missing: Vec<&str> = IGNORE_HINTS
+        .iter()
+        .copied()
+        .filter(|dir| !existing.lines().any(|line| ignores(line, dir)))
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let mut out = existing.to_string();
+    if !out.is_empty() && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    for dir in missing {
+        out.push_str(dir);
+        out.push_str("/\n");
+    }
+    Some(out)
+}
+
 pub struct Store {
     dir: PathBuf,
 }
@@ -59,40 +213,749 @@ impl Store {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+
+    /// Enable a workspace: create the store and add both folders to its `.gitignore`
+    /// (existing lines are kept as they are). Idempotent.
     pub fn init(workspace: &Path) -> Result<Store, StoreError> {
-        let _ = workspace;
-        unimplemented!("store helper pending")
+        // The workspace must exist: creating it here would enable a mistyped path.
+        if !workspace.is_dir() {
+            return Err(io_err(
+                workspace,
+                io::Error::new(io::ErrorKind::NotFound, "no such workspace directory"),
+            ));
+        }
+        let dir = workspace.join(STORE_DIR);
+        match fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => {}
+            Err(e) => return Err(io_err(&dir, e)),
+        }
+        let gitignore = workspace.join(".gitignore");
+        let existing = match fs::read_to_string(&gitignore) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(io_err(&gitignore, e)),
+        };
+        if let Some(updated) = with_ignore_hints(&existing) {
+            atomic::write_atomic(&gitignore, updated.as_bytes())?;
+        }
+        Ok(Store { dir })
     }
+
+    /// Open an enabled workspace's store.
     pub fn open(workspace: &Path) -> Result<Store, StoreError> {
-        let _ = workspace;
-        unimplemented!("store helper pending")
+        let dir = workspace.join(STORE_DIR);
+        match fs::metadata(&dir) {
+            Ok(meta) if meta.is_dir() => Ok(Store { dir }),
+            Ok(_) => Err(io_err(
+                &dir,
+                io::Error::other(
+                    "exists but is not a directory; move it aside and run `chapters init`",
+                ),
+            )),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(StoreError::NotEnabled {
+                workspace: workspace.to_path_buf(),
+            }),
+            Err(e) => Err(io_err(&dir, e)),
+        }
     }
+
+    /// Take the writer lock, then clear temp files left by interrupted writes (safe now:
+    /// no other writer can be mid-write).
+    pub fn lock(&self, timeout: Duration) -> Result<lock::WriterLock, StoreError> {
+        let held = lock::WriterLock::acquire(&self.dir, timeout)?;
+        let removed = atomic::clean_temp_files(&self.dir, STORE_DEPTH)?;
+        if removed > 0 {
+            tracing::info!(removed, store = %self.dir.display(), "removed temp files of interrupted writes");
+        }
+        Ok(held)
+    }
+
+    /// `<store>/<root>`.
+    pub fn root_dir(&self, root_session: &str) -> Result<PathBuf, StoreError> {
+        Ok(self.dir.join(check_id(root_session)?))
+    }
+
+    /// `<store>/<root>/chapters`.
+    pub fn chapters_dir(&self, root_session: &str) -> Result<PathBuf, StoreError> {
+        Ok(self.root_dir(root_session)?.join(CHAPTERS))
+    }
+
+    /// `<store>/<root>/artifacts/<sha[0:2]>/<sha>.txt`; `sha` must be 64 lowercase hex digits.
+    pub fn artifact_path(&self, root_session: &str, sha: &str) -> Result<PathBuf, StoreError> {
+        if sha.len() != 64
+            || !sha
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return Err(StoreError::UnsafeId {
+                id: sha.to_string(),
+            });
+        }
+        Ok(self
+            .root_dir(root_session)?
+            .join(ARTIFACTS)
+            .join(&sha[..2])
+            .join(format!("{sha}.txt")))
+    }
+
+    /// `<store>/<root>/collections/<session>.jsonl`.
+    pub fn collection_path(
+        &self,
+        root_session: &str,
+        session_id: &str,
+    ) -> Result<PathBuf, StoreError> {
+        let session = check_id(session_id)?;
+        Ok(self
+            .root_dir(root_session)?
+            .join(COLLECTIONS)
+            .join(format!("{session}.jsonl")))
+    }
+
+    /// Write a chapter or plan once: `Ok(false)` when the same bytes are already there.
     pub fn write_document(&self, root_session: &str, doc: &Document) -> Result<bool, StoreError> {
-        let _ = (root_session, doc);
-        unimplemented!("store helper pending")
+        let name = check_id(&doc.file_name)?;
+        if parse_doc_name(name).is_none() {
+            return Err(StoreError::BadDocumentName {
+                name: name.to_string(),
+            });
+        }
+        let dir = self.chapters_dir(root_session)?;
+        create_dir_all(&dir)?;
+        atomic::write_new(&dir.join(name), doc.text.as_bytes())
     }
-    pub fn write_artifact(&self, root_session: &str, artifact: &Artifact) -> Result<bool, StoreError> {
-        let _ = (root_session, artifact);
-        unimplemented!("store helper pending")
+
+    /// Write a content-addressed artifact once: `Ok(false)` when it is already there.
+    pub fn write_artifact(
+        &self,
+        root_session: &str,
+        artifact: &Artifact,
+    ) -> Result<bool, StoreError> {
+        let path = self.artifact_path(root_session, &artifact.sha256)?;
+        let actual = hex(&Sha256::digest(artifact.content.as_bytes()));
+        if actual != artifact.sha256 {
+            return Err(StoreError::ArtifactHash {
+                sha: artifact.sha256.clone(),
+                actual,
+            });
+        }
+        if let Some(dir) = path.parent() {
+            create_dir_all(dir)?;
+        }
+        atomic::write_new(&path, artifact.content.as_bytes())
     }
+
     pub fn append_collection(
         &self,
         root_session: &str,
         session_id: &str,
         line: &Redacted<serde_json::Value>,
     ) -> Result<(), StoreError> {
-        let _ = (root_session, session_id, line);
-        unimplemented!("store helper pending")
+        self.append_collection_many(root_session, session_id, std::slice::from_ref(line))
     }
-    pub fn read_collection(&self, root_session: &str, session_id: &str) -> Result<ledger::LedgerRead, StoreError> {
-        let _ = (root_session, session_id);
-        unimplemented!("store helper pending")
+
+    /// Several collection lines in one write and one fsync.
+    pub fn append_collection_many(
+        &self,
+        root_session: &str,
+        session_id: &str,
+        lines: &[Redacted<serde_json::Value>],
+    ) -> Result<(), StoreError> {
+        let path = self.collection_path(root_session, session_id)?;
+        if let Some(dir) = path.parent() {
+            create_dir_all(dir)?;
+        }
+        Ok(ledger::append_many(&path, lines, COLLECTION_VERSION)?)
     }
+
+    pub fn read_collection(
+        &self,
+        root_session: &str,
+        session_id: &str,
+    ) -> Result<ledger::LedgerRead, StoreError> {
+        let path = self.collection_path(root_session, session_id)?;
+        Ok(ledger::read(&path, COLLECTION_VERSION)?)
+    }
+
+    /// Every chapter and plan of a root session, read from its frontmatter, sorted by
+    /// (kind, number). A document that does not parse is damage, reported by name.
     pub fn archived(&self, root_session: &str) -> Result<Vec<ArchivedDoc>, StoreError> {
-        let _ = root_session;
-        unimplemented!("store helper pending")
+        let dir = self.chapters_dir(root_session)?;
+        let mut docs = Vec::new();
+        for (name, file_type) in list_dir(&dir)? {
+            if !file_type.is_file() || name.starts_with('.') {
+                continue;
+            }
+            let path = dir.join(&name);
+            let Some((series, number)) = parse_doc_name(&name) else {
+                return Err(StoreError::Damaged {
+                    path,
+                    detail: "a file the store did not write (not `NNN-<slug>.md` or `plan-NNN-<slug>.md`)".into(),
+                });
+            };
+            let text = fs::read_to_string(&path).map_err(|e| io_err(&path, e))?;
+            let fm = crate::render::parse_frontmatter(&text).map_err(|e| StoreError::Damaged {
+                path: path.clone(),
+                detail: e.to_string(),
+            })?;
+            if (series == Series::Plan) != (fm.kind == "plan") {
+                return Err(StoreError::Damaged {
+                    path,
+                    detail: format!("its name and its frontmatter `kind: {}` disagree", fm.kind),
+                });
+            }
+            docs.push(ArchivedDoc {
+                file_name: name,
+                number,
+                kind: fm.kind,
+                title: fm.title,
+                session_id: fm.session_id,
+                seq_lo: fm.seq_range.0,
+                seq_hi: fm.seq_range.1,
+            });
+        }
+        docs.sort_by(|a, b| {
+            (&a.kind, a.number, &a.file_name).cmp(&(&b.kind, b.number, &b.file_name))
+        });
+        Ok(docs)
     }
+
+    /// The highest number in a series, from file names alone (cheap; no frontmatter read).
+    fn max_number(&self, root_session: &str, series: Series) -> Result<u32, StoreError> {
+        let dir = self.chapters_dir(root_session)?;
+        Ok(list_dir(&dir)?
+            .iter()
+            .filter_map(|(name, _)| parse_doc_name(name))
+            .filter(|(s, _)| *s == series)
+            .map(|(_, n)| n)
+            .max()
+            .unwrap_or(0))
+    }
+
+    /// The next free chapter number (1-based).
+    pub fn next_chapter_number(&self, root_session: &str) -> Result<u32, StoreError> {
+        Ok(self
+            .max_number(root_session, Series::Chapter)?
+            .saturating_add(1))
+    }
+
+    /// The next free plan number (1-based).
+    pub fn next_plan_number(&self, root_session: &str) -> Result<u32, StoreError> {
+        Ok(self
+            .max_number(root_session, Series::Plan)?
+            .saturating_add(1))
+    }
+
+    /// Root session ids that have a directory in the store, sorted.
+    pub fn roots(&self) -> Result<Vec<String>, StoreError> {
+        Ok(list_dir(&self.dir)?
+            .into_iter()
+            .filter(|(name, file_type)| file_type.is_dir() && is_safe_component(name))
+            .map(|(name, _)| name)
+            .collect())
+    }
+
     pub fn counts(&self) -> Result<StoreCounts, StoreError> {
-        unimplemented!("store helper pending")
+        let mut counts = StoreCounts::default();
+        for root in self.roots()? {
+            counts.root_sessions += 1;
+            for (name, _) in list_dir(&self.chapters_dir(&root)?)? {
+                match parse_doc_name(&name) {
+                    Some((Series::Chapter, _)) => counts.chapters += 1,
+                    Some((Series::Plan, _)) => counts.plans += 1,
+                    None => {}
+                }
+            }
+            let artifacts = self.root_dir(&root)?.join(ARTIFACTS);
+            for (prefix, file_type) in list_dir(&artifacts)? {
+                if file_type.is_dir() && is_safe_component(&prefix) {
+                    counts.artifacts += list_dir(&artifacts.join(&prefix))?
+                        .iter()
+                        .filter(|(name, t)| {
+                            t.is_file() && !name.starts_with('.') && name.ends_with(".txt")
+                        })
+                        .count() as u64;
+                }
+            }
+            let collections = self.root_dir(&root)?.join(COLLECTIONS);
+            for (name, file_type) in list_dir(&collections)? {
+                if file_type.is_file() && !name.starts_with('.') && name.ends_with(".jsonl") {
+                    let read = ledger::read(&collections.join(&name), COLLECTION_VERSION)?;
+                    counts.collection_lines += read.lines.len() as u64;
+                }
+            }
+        }
+        Ok(counts)
+    }
+
+    /// Write `<store>/project.yml` when absent or when the key changed (it is derived, not a
+    /// ledger, so a changed identity replaces it atomically). `Ok(true)` when written.
+    pub fn write_project_yml(
+        &self,
+        identity: &Identity,
+        created_by: &str,
+        created_at: &str,
+    ) -> Result<bool, StoreError> {
+        if let Some(existing) = self.read_project_yml()? {
+            if existing.project_key == identity.project_key {
+                return Ok(false);
+            }
+        }
+        let record = ProjectYml {
+            project_key: identity.project_key.clone(),
+            project_key_source: identity.source,
+            origin: identity.origin.clone(),
+            slug: identity.slug(),
+            created_by: created_by.to_string(),
+            created_at: created_at.to_string(),
+        };
+        let path = self.dir.join(PROJECT_YML);
+        let text = serde_saphyr::to_string(&record).map_err(|e| StoreError::Damaged {
+            path: path.clone(),
+            detail: format!("cannot serialize: {e}"),
+        })?;
+        atomic::write_atomic(&path, text.as_bytes())?;
+        Ok(true)
+    }
+
+    /// `<store>/project.yml`, or `None` when absent. A file that does not parse is
+    /// treated as absent (it is derived, and the next `write_project_yml` replaces it).
+    pub fn read_project_yml(&self) -> Result<Option<ProjectYml>, StoreError> {
+        let path = self.dir.join(PROJECT_YML);
+        let text = match fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(&path, e)),
+        };
+        match serde_saphyr::from_str::<ProjectYml>(&text) {
+            Ok(record) => Ok(Some(record)),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "project.yml does not parse; it will be rewritten");
+                Ok(None)
+            }
+        }
+    }
+
+    /// The archive's state (`<store>/state.json`), or `None` when there is none yet.
+    pub fn read_state<T: serde::de::DeserializeOwned>(&self) -> Result<Option<T>, StoreError> {
+        let path = self.dir.join(STATE_JSON);
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(&path, e)),
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| StoreError::Damaged {
+                path,
+                detail: e.to_string(),
+            })
+    }
+
+    /// Replace `<store>/state.json` atomically.
+    pub fn write_state<T: serde::Serialize>(&self, state: &T) -> Result<(), StoreError> {
+        let path = self.dir.join(STATE_JSON);
+        let mut bytes = serde_json::to_vec_pretty(state).map_err(|e| StoreError::Damaged {
+            path: path.clone(),
+            detail: format!("cannot serialize: {e}"),
+        })?;
+        bytes.push(b'\n');
+        atomic::write_atomic(&path, &bytes)
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redact::{RedactionCounts, Redactor};
+    use serde_json::json;
+
+    fn redactor() -> Redactor {
+        Redactor::new(&[]).unwrap()
+    }
+
+    fn text(s: &str) -> Redacted<String> {
+        redactor().redact(s, &mut RedactionCounts::default())
+    }
+
+    fn doc(name: &str, kind: &str, lo: u64, hi: u64) -> Document {
+        Document {
+            file_name: name.into(),
+            text: text(&format!(
+                "---\ntitle: \"T {name}\"\nkind: {kind}\nsessionId: s-1\nrootSessionId: root-1\nseqRange: [{lo}, {hi}]\n---\n# body\n"
+            )),
+        }
+    }
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::init(dir.path()).unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn open_needs_init() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            Store::open(dir.path()),
+            Err(StoreError::NotEnabled { .. })
+        ));
+        Store::init(dir.path()).unwrap();
+        assert_eq!(
+            Store::open(dir.path()).unwrap().dir(),
+            dir.path().join(STORE_DIR)
+        );
+        let file_ws = tempfile::tempdir().unwrap();
+        fs::write(file_ws.path().join(STORE_DIR), b"").unwrap();
+        assert!(matches!(
+            Store::open(file_ws.path()),
+            Err(StoreError::Io { .. })
+        ));
+    }
+
+    #[test]
+    fn init_needs_an_existing_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("typo");
+        assert!(matches!(Store::init(&missing), Err(StoreError::Io { .. })));
+        assert!(!missing.exists(), "a mistyped workspace is not created");
+    }
+
+    #[test]
+    fn init_ignore_hint_is_idempotent_and_keeps_existing_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let gi = dir.path().join(".gitignore");
+        fs::write(&gi, "target/\n# keep me\nnode_modules").unwrap();
+        Store::init(dir.path()).unwrap();
+        Store::init(dir.path()).unwrap();
+        assert_eq!(
+            fs::read_to_string(&gi).unwrap(),
+            "target/\n# keep me\nnode_modules\n.dsh-chapters/\n.dsh-knowledge/\n"
+        );
+
+        let fresh = tempfile::tempdir().unwrap();
+        Store::init(fresh.path()).unwrap();
+        assert_eq!(
+            fs::read_to_string(fresh.path().join(".gitignore")).unwrap(),
+            ".dsh-chapters/\n.dsh-knowledge/\n"
+        );
+
+        let partial = tempfile::tempdir().unwrap();
+        fs::write(partial.path().join(".gitignore"), "/.dsh-chapters\n").unwrap();
+        Store::init(partial.path()).unwrap();
+        assert_eq!(
+            fs::read_to_string(partial.path().join(".gitignore")).unwrap(),
+            "/.dsh-chapters\n.dsh-knowledge/\n"
+        );
+    }
+
+    #[test]
+    fn ignore_hint_matching() {
+        assert!(ignores(" /.dsh-chapters/ ", STORE_DIR));
+        assert!(ignores(".dsh-chapters", STORE_DIR));
+        assert!(!ignores("# .dsh-chapters", STORE_DIR));
+        assert!(!ignores(".dsh-chapters/x", STORE_DIR));
+        assert_eq!(with_ignore_hints(".dsh-chapters/\n.dsh-knowledge/\n"), None);
+    }
+
+    #[test]
+    fn unsafe_ids_are_refused() {
+        let (_d, store) = store();
+        for bad in [
+            "../x",
+            "a/b",
+            "",
+            "a\\b",
+            ".hidden",
+            "..",
+            "a\nb",
+            "x..y",
+            &"a".repeat(256),
+        ] {
+            assert!(
+                matches!(store.root_dir(bad), Err(StoreError::UnsafeId { .. })),
+                "{bad:?}"
+            );
+            assert!(
+                matches!(
+                    store.read_collection("root", bad),
+                    Err(StoreError::UnsafeId { .. })
+                ),
+                "{bad:?}"
+            );
+            assert!(matches!(
+                store.write_document(bad, &doc("001-a.md", "chapter", 1, 2)),
+                Err(StoreError::UnsafeId { .. })
+            ));
+        }
+        assert!(matches!(
+            store.write_document("root", &doc("../001-a.md", "chapter", 1, 2)),
+            Err(StoreError::UnsafeId { .. })
+        ));
+        assert!(matches!(
+            store.write_document("root", &doc("notes.md", "chapter", 1, 2)),
+            Err(StoreError::BadDocumentName { .. })
+        ));
+        assert!(matches!(
+            store.write_document("root", &doc("001-a.txt", "chapter", 1, 2)),
+            Err(StoreError::BadDocumentName { .. })
+        ));
+        assert!(matches!(
+            store.artifact_path("root", "../../etc"),
+            Err(StoreError::UnsafeId { .. })
+        ));
+        assert!(matches!(
+            store.artifact_path("root", &"A".repeat(64)),
+            Err(StoreError::UnsafeId { .. })
+        ));
+        assert!(is_safe_component("0198c1a2-7b3e-7c41-9d2e-0123456789ab"));
+        assert!(is_safe_component("001-fix-the-thing.md"));
+    }
+
+    #[test]
+    fn documents_are_written_once_and_read_back_sorted() {
+        let (_d, store) = store();
+        assert_eq!(store.next_chapter_number("root-1").unwrap(), 1);
+        assert!(store.archived("root-1").unwrap().is_empty());
+        assert!(store
+            .write_document("root-1", &doc("002-second.md", "chapter", 5, 9))
+            .unwrap());
+        assert!(store
+            .write_document("root-1", &doc("001-first.md", "chapter", 1, 4))
+            .unwrap());
+        assert!(store
+            .write_document("root-1", &doc("plan-001-build.md", "plan", 3, 3))
+            .unwrap());
+        assert!(store
+            .write_document("root-1", &doc("010-tenth.md", "chapter", 10, 12))
+            .unwrap());
+        assert!(!store
+            .write_document("root-1", &doc("001-first.md", "chapter", 1, 4))
+            .unwrap());
+        let err = store
+            .write_document("root-1", &doc("001-first.md", "chapter", 1, 5))
+            .unwrap_err();
+        assert!(matches!(err, StoreError::WouldOverwrite { .. }), "{err}");
+
+        let docs = store.archived("root-1").unwrap();
+        let order: Vec<(&str, u32)> = docs.iter().map(|d| (d.kind.as_str(), d.number)).collect();
+        assert_eq!(
+            order,
+            vec![("chapter", 1), ("chapter", 2), ("chapter", 10), ("plan", 1)]
+        );
+        assert_eq!((docs[1].seq_lo, docs[1].seq_hi), (5, 9));
+        assert_eq!(docs[1].session_id, "s-1");
+        assert_eq!(docs[1].title, "T 002-second.md");
+        assert_eq!(store.next_chapter_number("root-1").unwrap(), 11);
+        assert_eq!(store.next_plan_number("root-1").unwrap(), 2);
+        assert_eq!(store.next_plan_number("other").unwrap(), 1);
+    }
+
+    #[test]
+    fn damaged_documents_are_named() {
+        let (_d, store) = store();
+        let dir = store.chapters_dir("r").unwrap();
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("001-x.md"), "no frontmatter").unwrap();
+        let err = store.archived("r").unwrap_err();
+        assert!(
+            matches!(err, StoreError::Damaged { ref path, .. } if path.ends_with("001-x.md")),
+            "{err}"
+        );
+        assert!(err.to_string().contains("001-x.md"), "{err}");
+
+        fs::write(
+            dir.join("001-x.md"),
+            "---\ntitle: x\nkind: plan\nsessionId: s\nrootSessionId: r\nseqRange: [1, 2]\n---\n",
+        )
+        .unwrap();
+        let err = store.archived("r").unwrap_err();
+        assert!(err.to_string().contains("disagree"), "{err}");
+
+        fs::remove_file(dir.join("001-x.md")).unwrap();
+        fs::write(dir.join("README.md"), "hi").unwrap();
+        assert!(matches!(
+            store.archived("r"),
+            Err(StoreError::Damaged { .. })
+        ));
+
+        fs::remove_file(dir.join("README.md")).unwrap();
+        fs::write(dir.join(".001-x.md.tmp.1.0"), "torn").unwrap();
+        assert!(
+            store.archived("r").unwrap().is_empty(),
+            "temp files are not documents"
+        );
+    }
+
+    #[test]
+    fn doc_name_parsing() {
+        assert_eq!(parse_doc_name("001-a.md"), Some((Series::Chapter, 1)));
+        assert_eq!(parse_doc_name("1234-a-b.md"), Some((Series::Chapter, 1234)));
+        assert_eq!(parse_doc_name("plan-007-x.md"), Some((Series::Plan, 7)));
+        assert_eq!(parse_doc_name("001-.md"), Some((Series::Chapter, 1)));
+        assert_eq!(parse_doc_name("001.md"), None);
+        assert_eq!(parse_doc_name("-a.md"), None);
+        assert_eq!(parse_doc_name("plan-x.md"), None);
+        assert_eq!(parse_doc_name("99999999999-a.md"), None, "overflows u32");
+        assert_eq!(parse_doc_name("001-a.md.bak"), None);
+    }
+
+    #[test]
+    fn artifacts_are_content_addressed() {
+        let (_d, store) = store();
+        let content = "a large tool result";
+        let sha = hex(&Sha256::digest(content.as_bytes()));
+        let artifact = Artifact {
+            sha256: sha.clone(),
+            content: text(content),
+        };
+        assert!(store.write_artifact("root", &artifact).unwrap());
+        assert!(!store.write_artifact("root", &artifact).unwrap());
+        let path = store.artifact_path("root", &sha).unwrap();
+        assert!(path.ends_with(format!("root/artifacts/{}/{sha}.txt", &sha[..2])));
+        assert_eq!(fs::read_to_string(&path).unwrap(), content);
+
+        let lying = Artifact {
+            sha256: sha.clone(),
+            content: text("other"),
+        };
+        assert!(matches!(
+            store.write_artifact("root", &lying),
+            Err(StoreError::ArtifactHash { .. })
+        ));
+        // A corrupted file under a content address is refused, not overwritten.
+        fs::write(&path, "corrupted").unwrap();
+        assert!(matches!(
+            store.write_artifact("root", &artifact),
+            Err(StoreError::WouldOverwrite { .. })
+        ));
+    }
+
+    #[test]
+    fn collections_and_counts() {
+        let (_d, store) = store();
+        let r = store.read_collection("root", "s-1").unwrap();
+        assert!(!r.exists);
+        let line = |turn: u64| {
+            redactor().redact_json(
+                &json!({"v": 1, "turn": turn}),
+                &mut RedactionCounts::default(),
+            )
+        };
+        store.append_collection("root", "s-1", &line(1)).unwrap();
+        store
+            .append_collection_many("root", "s-2", &[line(1), line(2)])
+            .unwrap();
+        assert_eq!(store.read_collection("root", "s-1").unwrap().lines.len(), 1);
+        store
+            .write_document("root", &doc("001-a.md", "chapter", 1, 2))
+            .unwrap();
+        store
+            .write_document("root", &doc("plan-001-a.md", "plan", 1, 2))
+            .unwrap();
+        store
+            .write_document("root-2", &doc("001-a.md", "chapter", 1, 2))
+            .unwrap();
+        let content = "x";
+        let artifact = Artifact {
+            sha256: hex(&Sha256::digest(content.as_bytes())),
+            content: text(content),
+        };
+        store.write_artifact("root", &artifact).unwrap();
+        assert_eq!(store.roots().unwrap(), vec!["root", "root-2"]);
+        assert_eq!(
+            store.counts().unwrap(),
+            StoreCounts {
+                root_sessions: 2,
+                chapters: 2,
+                plans: 1,
+                artifacts: 1,
+                collection_lines: 3
+            }
+        );
+    }
+
+    #[test]
+    fn lock_cleans_leftover_temp_files() {
+        let (_d, store) = store();
+        let dir = store.chapters_dir("root").unwrap();
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join(".001-a.md.tmp.99.0"), "torn").unwrap();
+        let held = store.lock(Duration::from_millis(0)).unwrap();
+        assert!(!dir.join(".001-a.md.tmp.99.0").exists());
+        assert!(matches!(
+            store.lock(Duration::from_millis(0)),
+            Err(StoreError::Lock(_))
+        ));
+        drop(held);
+    }
+
+    #[test]
+    fn project_yml_is_write_once_unless_the_key_changes() {
+        let (_d, store) = store();
+        let mut identity = Identity {
+            project_key: "886313e1-3b8a-5372-9b90-0c9aee199e5d".into(),
+            source: KeySource::Remote,
+            origin: "remote origin https://github.com/org/repo.git in /w/.git/config".into(),
+            canonical: "github.com/org/repo".into(),
+        };
+        assert!(store.read_project_yml().unwrap().is_none());
+        assert!(store
+            .write_project_yml(&identity, "host-a", "2026-01-01T00:00:00Z")
+            .unwrap());
+        assert!(!store
+            .write_project_yml(&identity, "host-b", "2026-02-01T00:00:00Z")
+            .unwrap());
+        let read = store.read_project_yml().unwrap().unwrap();
+        assert_eq!(read.created_by, "host-a");
+        assert_eq!(read.slug, "repo");
+        assert_eq!(read.project_key_source, KeySource::Remote);
+        let text = fs::read_to_string(store.dir().join(PROJECT_YML)).unwrap();
+        assert!(text.contains("projectKeySource: remote"), "{text}");
+
+        identity.project_key = "other".into();
+        identity.source = KeySource::PathDerived;
+        assert!(store
+            .write_project_yml(&identity, "host-b", "2026-02-01T00:00:00Z")
+            .unwrap());
+        let read = store.read_project_yml().unwrap().unwrap();
+        assert_eq!(
+            (read.project_key.as_str(), read.created_by.as_str()),
+            ("other", "host-b")
+        );
+        assert!(fs::read_to_string(store.dir().join(PROJECT_YML))
+            .unwrap()
+            .contains("path-derived"));
+
+        fs::write(store.dir().join(PROJECT_YML), "projectKey: [").unwrap();
+        assert!(store.read_project_yml().unwrap().is_none());
+        assert!(store.write_project_yml(&identity, "host-c", "t").unwrap());
+    }
+
+    #[test]
+    fn state_round_trip() {
+        let (_d, store) = store();
+        assert_eq!(store.read_state::<serde_json::Value>().unwrap(), None);
+        let state = json!({"offsets": {"s-1": 120}});
+        store.write_state(&state).unwrap();
+        assert_eq!(
+            store.read_state::<serde_json::Value>().unwrap(),
+            Some(state)
+        );
+        fs::write(store.dir().join(STATE_JSON), "{").unwrap();
+        assert!(matches!(
+            store.read_state::<serde_json::Value>(),
+            Err(StoreError::Damaged { .. })
+        ));
     }
 }
