@@ -315,7 +315,7 @@ fn archive_session(
                 redactor.redact_json(&value, &mut counts)
             })
             .collect();
-        store.append_collections(root, session_id, &lines)?;
+        store.append_collection_many(root, session_id, &lines)?;
         add_counts(&mut report.redactions, &counts);
         report.turns_signed = new_sigs.len() as u64;
         sigs.extend(new_sigs);

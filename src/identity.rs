@@ -47,6 +47,17 @@ pub enum KeySource {
     PathDerived,
 }
 
+impl KeySource {
+    /// The name shown by `status` and written to `project.yml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeySource::Override => "override",
+            KeySource::Remote => "remote",
+            KeySource::PathDerived => "path-derived",
+        }
+    }
+}
+
 /// The resolved project identity.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -54,15 +54,18 @@ impl Env {
         };
         let dir = std::fs::canonicalize(&dir)
             .with_context(|| format!("workspace {} does not exist or is not readable", dir.display()))?;
-        let workspace = identity::workspace_root(&dir);
+        let workspace = identity::workspace_root(&dir)?;
         let dsh_home = match dsh_home {
             Some(h) => h,
             None => dsh_home_from_env()?,
         };
         let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
-        let config = config::load(&dsh_home, &workspace, &env)?;
-        let identity = identity::resolve(&workspace, &config)?;
-        let harness_id = identity::harness_id(config.harness_id.as_deref(), env.get("CHAPTERS_HARNESS_ID").map(String::as_str))?;
+        let config = config::load(&dsh_home, &workspace, &env, &Default::default())?;
+        let override_origin = config.origin_of("projectKeyOverride").unwrap_or("config").to_owned();
+        let override_key = config.project_key_override.as_deref().map(|k| (k, override_origin.as_str()));
+        let identity = identity::resolve(&workspace, override_key)?;
+        // CHAPTERS_HARNESS_ID is a config key's env layer, already folded into `config`.
+        let harness_id = identity::harness_id(config.harness_id.as_deref(), None)?;
         Ok(Env { workspace, dsh_home, config, identity, harness_id })
     }
 }
