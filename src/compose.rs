@@ -1,5 +1,16 @@
 //! Greedy sequential composition of signed turns into chapter spans (record §4.2–4.4),
 //! with the bidirectional completeness guard. Pure. OWNER: compose helper.
+//!
+//! Each turn is scored against the open chapter as the best of three views — the
+//! chapter's running union, its first member and its last member: the union catches a
+//! chapter that has drifted gradually, first/last catch a turn that resumes the
+//! chapter's opening or continues its latest step without being diluted by the union.
+//!
+//! A turn bigger than `chapter_limit` on its own still forms a chapter (it is finished
+//! work, never dropped): it opens with `SizeLimit` when the chapter before would have
+//! taken it on topic, `TopicChange` otherwise, and the turn after it opens anew the same way.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
@@ -52,13 +63,32 @@ pub struct ChapterSpan {
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ComposeError {
     #[error("composition would drop completed seqs {missing:?} of session {session_id} (span {span_lo}..={span_hi}); refusing to archive")]
-    Gap { session_id: String, span_lo: u64, span_hi: u64, missing: Vec<(u64, u64)> },
+    Gap {
+        session_id: String,
+        span_lo: u64,
+        span_hi: u64,
+        missing: Vec<(u64, u64)>,
+    },
     #[error("composition overlaps itself at seqs {overlap:?} of session {session_id}; refusing to archive")]
-    Overlap { session_id: String, overlap: Vec<(u64, u64)> },
+    Overlap {
+        session_id: String,
+        overlap: Vec<(u64, u64)>,
+    },
 }
+
+/// Topics recorded per chapter.
+pub const MAX_TOPICS: usize = 6;
+/// Below this many term topics, file stems of the chapter's top paths fill in.
+const MIN_TERM_TOPICS: usize = 3;
 
 /// Compose `sigs` (in seq order, one per completed turn) covering `[span_lo, span_hi]`.
 /// The result's ranges must cover the span contiguously or an error names the seqs.
+///
+/// Signatures are placed by their seq range (input order does not matter; `members`
+/// index the input and run in seq order). A signature with no seqs claims nothing and
+/// is left out. Seqs no signature covers are absorbed into the chapter before them (the
+/// first chapter for a hole before the first signature): a wider range, never a new
+/// chapter. Signatures overlapping each other or the span's outside are refused.
 pub fn compose(
     session_id: &str,
     sigs: &[Signature],
@@ -66,12 +96,1063 @@ pub fn compose(
     span_hi: u64,
     cfg: &ComposeConfig,
 ) -> Result<Vec<ChapterSpan>, ComposeError> {
-    let _ = (session_id, sigs, span_lo, span_hi, cfg);
-    unimplemented!("compose helper pending")
+    let placed = place(session_id, sigs, span_lo, span_hi)?;
+    let Some((first, rest)) = placed.split_first() else {
+        // Nothing signed: fine for an empty span, a gap of the whole span otherwise.
+        check_coverage(session_id, &[], span_lo, span_hi)?;
+        return Ok(Vec::new());
+    };
+
+    let features: Vec<Features<'_>> = sigs.iter().map(Features::of).collect();
+    let mut chapters: Vec<ChapterSpan> = Vec::new();
+    let opening = Decision {
+        turn: sigs[first.index].turn,
+        rule: Rule::Open,
+        score: 0.0,
+    };
+    let mut open = Running::open(first, &features, opening);
+    for p in rest {
+        let incoming = &features[p.index];
+        let score = open.score(incoming, &features);
+        let overlaps = score >= cfg.merge_threshold;
+        let on_topic = overlaps || open.primary_matches(incoming, &features);
+        let fits = open.size.saturating_add(incoming.size) <= cfg.chapter_limit;
+        let rule = match (on_topic, fits) {
+            (true, true) if overlaps => Rule::Overlap,
+            (true, true) => Rule::PrimaryPath,
+            (true, false) => Rule::SizeLimit,
+            (false, _) => Rule::TopicChange,
+        };
+        let decision = Decision {
+            turn: sigs[p.index].turn,
+            rule,
+            score: round4(score),
+        };
+        if on_topic && fits {
+            open.add(p, &features, decision);
+        } else {
+            chapters.push(open.close(sigs));
+            open = Running::open(p, &features, decision);
+        }
+    }
+    chapters.push(open.close(sigs));
+
+    absorb_holes(&mut chapters, span_lo, span_hi);
+    let ranges: Vec<(u64, u64)> = chapters.iter().map(|c| (c.seq_lo, c.seq_hi)).collect();
+    check_coverage(session_id, &ranges, span_lo, span_hi)?;
+    Ok(chapters)
 }
 
 /// The coverage guard on its own: `ranges` (sorted) must tile `[lo, hi]` exactly.
-pub fn check_coverage(session_id: &str, ranges: &[(u64, u64)], lo: u64, hi: u64) -> Result<(), ComposeError> {
-    let _ = (session_id, ranges, lo, hi);
-    unimplemented!("compose helper pending")
+///
+/// Unsorted input is sorted first (tiling is a property of the set). Reports every
+/// overlap — ranges covering a seq twice, reaching outside `[lo, hi]`, or inverted
+/// (`lo > hi`, which claims nothing coherent) — before gaps; an empty span (`lo > hi`)
+/// is tiled by no ranges.
+pub fn check_coverage(
+    session_id: &str,
+    ranges: &[(u64, u64)],
+    lo: u64,
+    hi: u64,
+) -> Result<(), ComposeError> {
+    let mut sorted = ranges.to_vec();
+    sorted.sort_unstable();
+    let mut gaps = Vec::new();
+    let mut overlaps = Vec::new();
+    // u128 so that `hi + 1` and `b + 1` cannot overflow at u64::MAX.
+    let end = u128::from(hi) + 1;
+    let mut next = u128::from(lo);
+    for &(a, b) in &sorted {
+        if a > b {
+            overlaps.push((a, b));
+            continue;
+        }
+        let (a_wide, b_wide) = (u128::from(a), u128::from(b));
+        if a_wide > next && next < end {
+            gaps.push((narrow(next), narrow(a_wide.min(end) - 1)));
+        }
+        if a_wide < next {
+            overlaps.push((a, narrow(b_wide.min(next - 1))));
+        }
+        if b_wide >= end {
+            overlaps.push((narrow(a_wide.max(end)), b));
+        }
+        next = next.max(b_wide + 1);
+    }
+    if next < end {
+        gaps.push((narrow(next), hi));
+    }
+    if !overlaps.is_empty() {
+        overlaps.sort_unstable();
+        overlaps.dedup();
+        return Err(ComposeError::Overlap {
+            session_id: session_id.to_owned(),
+            overlap: overlaps,
+        });
+    }
+    if !gaps.is_empty() {
+        return Err(ComposeError::Gap {
+            session_id: session_id.to_owned(),
+            span_lo: lo,
+            span_hi: hi,
+            missing: gaps,
+        });
+    }
+    Ok(())
+}
+
+/// Seq ranges inside `span` that none of its members' signatures covers: what the
+/// composition absorbed without a signature (for a note in the chapter or a log line).
+pub fn unsigned_ranges(span: &ChapterSpan, sigs: &[Signature]) -> Vec<(u64, u64)> {
+    let mut covered: Vec<(u64, u64)> = span
+        .members
+        .iter()
+        .filter_map(|&i| sigs.get(i).and_then(seq_range))
+        .collect();
+    covered.sort_unstable();
+    let mut holes = Vec::new();
+    let mut next = u128::from(span.seq_lo);
+    let end = u128::from(span.seq_hi) + 1;
+    for (a, b) in covered {
+        if u128::from(a) > next {
+            holes.push((narrow(next), a - 1));
+        }
+        next = next.max(u128::from(b) + 1);
+    }
+    if next < end {
+        holes.push((narrow(next), span.seq_hi));
+    }
+    holes
+}
+
+/// A signature's place in the log.
+#[derive(Debug, Clone, Copy)]
+struct Placed {
+    index: usize,
+    lo: u64,
+    hi: u64,
+}
+
+fn seq_range(sig: &Signature) -> Option<(u64, u64)> {
+    Some((*sig.seqs.iter().min()?, *sig.seqs.iter().max()?))
+}
+
+/// Signatures in seq order, refusing any that overlap another or leave the span.
+fn place(
+    session_id: &str,
+    sigs: &[Signature],
+    span_lo: u64,
+    span_hi: u64,
+) -> Result<Vec<Placed>, ComposeError> {
+    let mut placed: Vec<Placed> = sigs
+        .iter()
+        .enumerate()
+        .filter_map(|(index, sig)| seq_range(sig).map(|(lo, hi)| Placed { index, lo, hi }))
+        .collect();
+    placed.sort_by_key(|p| (p.lo, p.hi, p.index));
+
+    let mut bad = Vec::new();
+    let mut reach: Option<u64> = None;
+    for p in &placed {
+        if p.lo < span_lo {
+            bad.push((p.lo, p.hi.min(span_lo.saturating_sub(1))));
+        }
+        if p.hi > span_hi {
+            bad.push((p.lo.max(span_hi.saturating_add(1)), p.hi));
+        }
+        if let Some(r) = reach.filter(|&r| p.lo <= r) {
+            bad.push((p.lo, p.hi.min(r)));
+        }
+        reach = Some(reach.map_or(p.hi, |r| r.max(p.hi)));
+    }
+    if bad.is_empty() {
+        return Ok(placed);
+    }
+    bad.sort_unstable();
+    bad.dedup();
+    Err(ComposeError::Overlap {
+        session_id: session_id.to_owned(),
+        overlap: bad,
+    })
+}
+
+/// Widen chapters over the seqs no signature covered: each hole goes to the chapter
+/// before it, a hole before the first chapter to the first.
+fn absorb_holes(chapters: &mut [ChapterSpan], span_lo: u64, span_hi: u64) {
+    for i in 1..chapters.len() {
+        let next_lo = chapters[i].seq_lo;
+        let prev = &mut chapters[i - 1];
+        if next_lo > prev.seq_hi.saturating_add(1) {
+            prev.seq_hi = next_lo - 1;
+        }
+    }
+    if let Some(first) = chapters.first_mut() {
+        first.seq_lo = first.seq_lo.min(span_lo);
+    }
+    if let Some(last) = chapters.last_mut() {
+        last.seq_hi = last.seq_hi.max(span_hi);
+    }
+}
+
+/// One signature's sets.
+struct Features<'a> {
+    paths: BTreeSet<&'a str>,
+    commands: BTreeSet<&'a str>,
+    terms: BTreeSet<&'a str>,
+    /// `paths[0]`: the file the turn is about.
+    primary: Option<&'a str>,
+    size: u64,
+}
+
+impl<'a> Features<'a> {
+    fn of(sig: &'a Signature) -> Self {
+        let set = |v: &'a [String]| v.iter().map(String::as_str).collect();
+        Self {
+            paths: set(&sig.paths),
+            commands: set(&sig.commands),
+            terms: set(&sig.terms),
+            primary: sig.paths.first().map(String::as_str),
+            size: sig.size,
+        }
+    }
+
+    fn sets(&self) -> Sets<'_, 'a> {
+        (&self.paths, &self.commands, &self.terms)
+    }
+}
+
+/// Paths, commands, terms.
+type Sets<'s, 'a> = (
+    &'s BTreeSet<&'a str>,
+    &'s BTreeSet<&'a str>,
+    &'s BTreeSet<&'a str>,
+);
+
+/// Weighted overlap in [0, 1]: (2·|P∩| + |C∩| + |T∩|) / (2·|P∪| + |C∪| + |T∪|); a shared
+/// file weighs double. 0 when both sides are empty.
+fn overlap((pa, ca, ta): Sets<'_, '_>, (pb, cb, tb): Sets<'_, '_>) -> f64 {
+    let (pi, pu) = inter_union(pa, pb);
+    let (ci, cu) = inter_union(ca, cb);
+    let (ti, tu) = inter_union(ta, tb);
+    let denominator = 2 * pu + cu + tu;
+    if denominator == 0 {
+        return 0.0;
+    }
+    (2 * pi + ci + ti) as f64 / denominator as f64
+}
+
+fn inter_union(a: &BTreeSet<&str>, b: &BTreeSet<&str>) -> (usize, usize) {
+    let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    let shared = small.iter().filter(|x| large.contains(*x)).count();
+    (shared, a.len() + b.len() - shared)
+}
+
+/// Whether two primary paths name the same file: case-insensitive, ignoring a leading
+/// `./`, a trailing `/` and one trailing extension (`src/render` = `SRC/Render.TS`,
+/// `src/render.ts` ≠ `src/renderer.ts`).
+pub fn same_file(a: &str, b: &str) -> bool {
+    let (a, b) = (file_key(a), file_key(b));
+    !a.is_empty() && a == b
+}
+
+fn file_key(path: &str) -> String {
+    let p = path.trim_start_matches("./").trim_end_matches('/');
+    let name_start = p.rfind('/').map_or(0, |i| i + 1);
+    let without_ext = match p.rfind('.') {
+        // A dot that starts the name (`.env`) is the name, not an extension.
+        Some(dot) if dot > name_start => &p[..dot],
+        _ => p,
+    };
+    without_ext.to_lowercase()
+}
+
+/// The lowercase file name without its extension; `None` when nothing is left.
+fn file_stem(path: &str) -> Option<String> {
+    let name = path
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or_default();
+    let stem = match name.rfind('.') {
+        Some(dot) if dot > 0 => &name[..dot],
+        _ => name,
+    };
+    let stem = stem.trim_start_matches('.').to_lowercase();
+    (!stem.is_empty()).then_some(stem)
+}
+
+fn round4(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}
+
+fn narrow(x: u128) -> u64 {
+    u64::try_from(x).expect("callers only narrow values bounded by a u64 range end")
+}
+
+/// The chapter being built.
+struct Running<'a> {
+    /// Input indices, in seq order.
+    members: Vec<usize>,
+    decisions: Vec<Decision>,
+    seq_lo: u64,
+    seq_hi: u64,
+    paths: BTreeSet<&'a str>,
+    commands: BTreeSet<&'a str>,
+    terms: BTreeSet<&'a str>,
+    size: u64,
+}
+
+impl<'a> Running<'a> {
+    fn open(first: &Placed, features: &[Features<'a>], decision: Decision) -> Self {
+        let mut r = Self {
+            members: Vec::new(),
+            decisions: Vec::new(),
+            seq_lo: first.lo,
+            seq_hi: first.hi,
+            paths: BTreeSet::new(),
+            commands: BTreeSet::new(),
+            terms: BTreeSet::new(),
+            size: 0,
+        };
+        r.add(first, features, decision);
+        r
+    }
+
+    fn add(&mut self, p: &Placed, features: &[Features<'a>], decision: Decision) {
+        let f = &features[p.index];
+        self.members.push(p.index);
+        self.decisions.push(decision);
+        self.seq_hi = p.hi;
+        self.paths.extend(&f.paths);
+        self.commands.extend(&f.commands);
+        self.terms.extend(&f.terms);
+        self.size = self.size.saturating_add(f.size);
+    }
+
+    fn first(&self) -> usize {
+        self.members[0]
+    }
+
+    fn last(&self) -> usize {
+        *self
+            .members
+            .last()
+            .expect("a running chapter always has its opening member")
+    }
+
+    /// The best overlap of `incoming` with the running union, the first and the last member.
+    fn score(&self, incoming: &Features<'_>, features: &[Features<'_>]) -> f64 {
+        let union = (&self.paths, &self.commands, &self.terms);
+        let theirs = incoming.sets();
+        overlap(union, theirs)
+            .max(overlap(features[self.first()].sets(), theirs))
+            .max(overlap(features[self.last()].sets(), theirs))
+    }
+
+    /// Whether `incoming`'s primary path names the primary of the first or last member.
+    fn primary_matches(&self, incoming: &Features<'_>, features: &[Features<'_>]) -> bool {
+        let Some(theirs) = incoming.primary else {
+            return false;
+        };
+        [self.first(), self.last()]
+            .iter()
+            .filter_map(|&m| features[m].primary)
+            .any(|ours| same_file(ours, theirs))
+    }
+
+    fn close(self, sigs: &[Signature]) -> ChapterSpan {
+        let topics = topics(&self.members, sigs);
+        ChapterSpan {
+            seq_lo: self.seq_lo,
+            seq_hi: self.seq_hi,
+            members: self.members,
+            decisions: self.decisions,
+            topics,
+            size: self.size,
+        }
+    }
+}
+
+/// The chapter's top terms by how many members carry them (signatures keep ranked terms,
+/// not counts), ties alphabetical; when fewer than three, the file stems of its most
+/// touched paths (ties by first touch) fill up to three. Lowercase, at most six.
+fn topics(members: &[usize], sigs: &[Signature]) -> Vec<String> {
+    let mut term_weight: BTreeMap<String, u64> = BTreeMap::new();
+    for &m in members {
+        let distinct: BTreeSet<String> = sigs[m].terms.iter().map(|t| t.to_lowercase()).collect();
+        for t in distinct {
+            *term_weight.entry(t).or_default() += 1;
+        }
+    }
+    let mut ranked: Vec<(String, u64)> = term_weight.into_iter().collect();
+    // Stable sort over an alphabetical map: equal weights stay alphabetical.
+    ranked.sort_by_key(|(_, count)| std::cmp::Reverse(*count));
+    let mut topics: Vec<String> = ranked
+        .into_iter()
+        .take(MAX_TOPICS)
+        .map(|(t, _)| t)
+        .collect();
+    if topics.len() >= MIN_TERM_TOPICS {
+        return topics;
+    }
+
+    // Per path: how many members touch it, and when it was first touched.
+    let mut path_rank: BTreeMap<&str, (u64, usize)> = BTreeMap::new();
+    let mut touch = 0;
+    for &m in members {
+        let mut seen = BTreeSet::new();
+        for p in &sigs[m].paths {
+            if seen.insert(p.as_str()) {
+                path_rank.entry(p.as_str()).or_insert((0, touch)).0 += 1;
+                touch += 1;
+            }
+        }
+    }
+    let mut ranked_paths: Vec<(&str, (u64, usize))> = path_rank.into_iter().collect();
+    ranked_paths.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.1 .1.cmp(&b.1 .1)));
+    for (path, _) in ranked_paths {
+        if topics.len() >= MIN_TERM_TOPICS {
+            break;
+        }
+        if let Some(stem) = file_stem(path) {
+            if !topics.contains(&stem) {
+                topics.push(stem);
+            }
+        }
+    }
+    topics
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signature::SIGNATURE_VERSION;
+
+    const CFG: ComposeConfig = ComposeConfig {
+        merge_threshold: 0.3,
+        chapter_limit: 8000,
+    };
+
+    fn sig(
+        turn: u64,
+        lo: u64,
+        hi: u64,
+        paths: &[&str],
+        commands: &[&str],
+        terms: &[&str],
+        size: u64,
+    ) -> Signature {
+        let own = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+        Signature {
+            v: SIGNATURE_VERSION,
+            session_id: "s".into(),
+            turn,
+            seqs: (lo..=hi).collect(),
+            paths: own(paths),
+            commands: own(commands),
+            terms: own(terms),
+            size,
+            by: "deterministic".into(),
+            at: "2026-10-22T00:00:00Z".into(),
+            reason: "completed".into(),
+        }
+    }
+
+    fn ranges(chapters: &[ChapterSpan]) -> Vec<(u64, u64)> {
+        chapters.iter().map(|c| (c.seq_lo, c.seq_hi)).collect()
+    }
+
+    fn rules(chapters: &[ChapterSpan]) -> Vec<Vec<Rule>> {
+        chapters
+            .iter()
+            .map(|c| c.decisions.iter().map(|d| d.rule).collect())
+            .collect()
+    }
+
+    fn features(s: &Signature) -> Features<'_> {
+        Features::of(s)
+    }
+
+    #[test]
+    fn score_formula() {
+        let a = sig(1, 0, 0, &["a.rs", "b.rs"], &["cargo test"], &["x", "y"], 1);
+        let b = sig(
+            2,
+            1,
+            1,
+            &["a.rs", "c.rs"],
+            &["cargo test", "git diff"],
+            &["y"],
+            1,
+        );
+        // (2·1 + 1 + 1) / (2·3 + 2 + 2) = 4 / 10
+        assert_eq!(overlap(features(&a).sets(), features(&b).sets()), 0.4);
+        let empty = sig(3, 2, 2, &[], &[], &[], 1);
+        assert_eq!(
+            overlap(features(&empty).sets(), features(&empty).sets()),
+            0.0
+        );
+        assert_eq!(round4(2.0 / 3.0), 0.6667);
+    }
+
+    #[test]
+    fn primary_spelling_tolerance() {
+        assert!(same_file("src/render", "src/render.ts"));
+        assert!(same_file("src/render.ts", "SRC/Render.TS"));
+        assert!(same_file("./src/render.ts", "src/render/"));
+        assert!(!same_file("src/render.ts", "src/renderer.ts"));
+        assert!(!same_file("src/render.test.ts", "src/render.ts"));
+        assert!(!same_file(".env", ".envrc"));
+        assert!(same_file(".env", ".ENV"));
+        assert!(!same_file("", ""));
+        assert!(!same_file("a.b/c", "a"));
+    }
+
+    #[test]
+    fn r28_shared_primary_merges_below_tau() {
+        let sigs: Vec<Signature> = (0..5u64)
+            .map(|i| {
+                let primary = [
+                    "src/render.ts",
+                    "src/render",
+                    "SRC/render.ts",
+                    "src/render.ts",
+                    "src/render.TS",
+                ][i as usize];
+                let others: Vec<String> = (0..5).map(|j| format!("docs/t{i}/f{j}.md")).collect();
+                let mut paths: Vec<&str> = vec![primary];
+                paths.extend(others.iter().map(String::as_str));
+                let term = format!("topic{i}");
+                let mut s = sig(
+                    i + 1,
+                    i * 10,
+                    i * 10 + 9,
+                    &paths,
+                    &[],
+                    &[term.as_str()],
+                    500,
+                );
+                s.terms.push(format!("extra{i}"));
+                s
+            })
+            .collect();
+        // Each pair shares at most one path in a union of ~10: far below τ.
+        for w in sigs.windows(2) {
+            assert!(overlap(features(&w[0]).sets(), features(&w[1]).sets()) < 0.1);
+        }
+        let chapters = compose("s", &sigs, 0, 49, &CFG).expect("composes");
+        assert_eq!(ranges(&chapters), vec![(0, 49)]);
+        assert_eq!(
+            rules(&chapters),
+            vec![vec![
+                Rule::Open,
+                Rule::PrimaryPath,
+                Rule::PrimaryPath,
+                Rule::PrimaryPath,
+                Rule::PrimaryPath
+            ]]
+        );
+        assert!(chapters[0].decisions[1..].iter().all(|d| d.score < 0.3));
+        // Turn 4 spells the primary exactly as turn 1: one shared path in a union of 11
+        // paths and 4 terms, 2/26 — the record's measured 0.077.
+        assert_eq!(chapters[0].decisions[3].score, 0.0769);
+    }
+
+    #[test]
+    fn overlap_wins_over_primary_when_both_hold() {
+        let sigs = vec![
+            sig(1, 0, 4, &["src/a.rs"], &["cargo test"], &["auth"], 10),
+            sig(2, 5, 9, &["src/a.rs"], &["cargo test"], &["auth"], 10),
+        ];
+        let chapters = compose("s", &sigs, 0, 9, &CFG).expect("composes");
+        assert_eq!(rules(&chapters), vec![vec![Rule::Open, Rule::Overlap]]);
+        assert_eq!(chapters[0].decisions[1].score, 1.0);
+    }
+
+    #[test]
+    fn topic_change_splits() {
+        let sigs = vec![
+            sig(
+                1,
+                0,
+                4,
+                &["src/auth.rs"],
+                &["cargo test"],
+                &["auth", "token"],
+                10,
+            ),
+            sig(
+                2,
+                5,
+                9,
+                &["src/auth.rs", "src/jwt.rs"],
+                &["cargo test"],
+                &["auth", "jwt"],
+                10,
+            ),
+            sig(
+                3,
+                10,
+                14,
+                &["docs/deploy.md"],
+                &["helm install"],
+                &["deploy", "cluster"],
+                10,
+            ),
+        ];
+        let chapters = compose("s", &sigs, 0, 14, &CFG).expect("composes");
+        assert_eq!(ranges(&chapters), vec![(0, 9), (10, 14)]);
+        assert_eq!(
+            rules(&chapters),
+            vec![vec![Rule::Open, Rule::Overlap], vec![Rule::TopicChange]]
+        );
+        assert_eq!(chapters[1].decisions[0].score, 0.0);
+        assert_eq!(
+            (chapters[0].members.clone(), chapters[1].members.clone()),
+            (vec![0, 1], vec![2])
+        );
+        assert_eq!(chapters[0].size, 20);
+    }
+
+    #[test]
+    fn size_limit_splits() {
+        let sigs: Vec<Signature> = (0..4)
+            .map(|i| sig(i + 1, i * 5, i * 5 + 4, &["src/a.rs"], &[], &["auth"], 3000))
+            .collect();
+        let chapters = compose("s", &sigs, 0, 19, &CFG).expect("composes");
+        assert_eq!(ranges(&chapters), vec![(0, 9), (10, 19)]);
+        assert_eq!(
+            rules(&chapters),
+            vec![
+                vec![Rule::Open, Rule::Overlap],
+                vec![Rule::SizeLimit, Rule::Overlap]
+            ]
+        );
+        assert_eq!(chapters[0].size, 6000);
+    }
+
+    #[test]
+    fn limit_is_inclusive() {
+        let sigs = vec![
+            sig(1, 0, 0, &["a.rs"], &[], &[], 4000),
+            sig(2, 1, 1, &["a.rs"], &[], &[], 4000),
+        ];
+        let chapters = compose("s", &sigs, 0, 1, &CFG).expect("composes");
+        assert_eq!(chapters.len(), 1);
+    }
+
+    #[test]
+    fn oversized_turn_stands_alone() {
+        let same = |turn, lo, size| sig(turn, lo, lo + 4, &["src/a.rs"], &[], &["auth"], size);
+        let sigs = vec![same(1, 0, 100), same(2, 5, 20_000), same(3, 10, 100)];
+        let chapters = compose("s", &sigs, 0, 14, &CFG).expect("composes");
+        assert_eq!(ranges(&chapters), vec![(0, 4), (5, 9), (10, 14)]);
+        assert_eq!(
+            rules(&chapters),
+            vec![
+                vec![Rule::Open],
+                vec![Rule::SizeLimit],
+                vec![Rule::SizeLimit]
+            ]
+        );
+        assert_eq!(chapters[1].size, 20_000);
+
+        let sigs = vec![
+            sig(1, 0, 4, &["x.rs"], &[], &["alpha"], 100),
+            sig(2, 5, 9, &["y.rs"], &[], &["beta"], 20_000),
+        ];
+        let chapters = compose("s", &sigs, 0, 9, &CFG).expect("composes");
+        assert_eq!(
+            rules(&chapters),
+            vec![vec![Rule::Open], vec![Rule::TopicChange]]
+        );
+
+        let alone =
+            compose("s", &[sig(1, 0, 9, &[], &[], &[], u64::MAX)], 0, 9, &CFG).expect("composes");
+        assert_eq!((ranges(&alone), alone[0].size), (vec![(0, 9)], u64::MAX));
+    }
+
+    #[test]
+    fn scores_against_the_first_member_too() {
+        let sigs = vec![
+            sig(1, 0, 0, &["a.rs", "b.rs"], &[], &["alpha"], 1),
+            // Same primary: joins although it shares little else.
+            sig(
+                2,
+                1,
+                1,
+                &["a.rs", "c.rs", "d.rs", "e.rs", "f.rs"],
+                &[],
+                &[],
+                1,
+            ),
+            // Returns to turn 1's second file and term: nothing shared with turn 2, diluted
+            // in the union (3/15), but 3/7 against the first member.
+            sig(3, 2, 2, &["b.rs", "x.rs"], &[], &["alpha"], 1),
+        ];
+        let chapters = compose("s", &sigs, 0, 2, &CFG).expect("composes");
+        assert_eq!(
+            rules(&chapters),
+            vec![vec![Rule::Open, Rule::PrimaryPath, Rule::Overlap]]
+        );
+        assert_eq!(chapters[0].decisions[2].score, 0.4286);
+    }
+
+    #[test]
+    fn topics_terms_first_then_path_stems() {
+        let sigs = vec![
+            sig(1, 0, 0, &["src/Render.ts"], &[], &["render", "pipeline"], 1),
+            sig(2, 1, 1, &["src/Render.ts", "src/.env"], &[], &["render"], 1),
+        ];
+        let chapters = compose("s", &sigs, 0, 1, &CFG).expect("composes");
+        // Two term topics; the stems fill to three ("render" is already there).
+        assert_eq!(chapters[0].topics, vec!["render", "pipeline", "env"]);
+
+        let many: Vec<&str> = vec!["h", "g", "f", "e", "d", "c", "b", "a"];
+        let sigs = vec![
+            sig(1, 0, 0, &["x.rs"], &[], &many, 1),
+            sig(2, 1, 1, &["x.rs"], &[], &["zeta", "h"], 1),
+        ];
+        let chapters = compose("s", &sigs, 0, 1, &CFG).expect("composes");
+        assert_eq!(chapters[0].topics, vec!["h", "a", "b", "c", "d", "e"]);
+
+        let bare = compose(
+            "s",
+            &[sig(
+                1,
+                0,
+                0,
+                &["src/turn.rs", "lib/turn.ts", "Cargo.toml"],
+                &[],
+                &[],
+                1,
+            )],
+            0,
+            0,
+            &CFG,
+        )
+        .expect("composes");
+        assert_eq!(bare[0].topics, vec!["turn", "cargo"]);
+    }
+
+    #[test]
+    fn holes_are_absorbed_into_the_previous_chapter() {
+        let sigs = vec![
+            sig(1, 2, 4, &["a.rs"], &[], &["alpha"], 1),
+            // 5..=9: a completed turn whose signature was lost.
+            sig(3, 10, 14, &["b.rs"], &[], &["beta"], 1),
+            sig(4, 15, 19, &["b.rs"], &[], &["beta"], 1),
+            // 20..=24: lost too, at the end of the span.
+        ];
+        let chapters = compose("s", &sigs, 0, 24, &CFG).expect("composes");
+        assert_eq!(ranges(&chapters), vec![(0, 9), (10, 24)]);
+        assert_eq!(
+            rules(&chapters),
+            vec![vec![Rule::Open], vec![Rule::TopicChange, Rule::Overlap]]
+        );
+        assert_eq!(unsigned_ranges(&chapters[0], &sigs), vec![(0, 1), (5, 9)]);
+        assert_eq!(unsigned_ranges(&chapters[1], &sigs), vec![(20, 24)]);
+
+        // A hole inside one chapter needs no widening and is reported the same way.
+        let sigs = vec![
+            sig(1, 0, 4, &["a.rs"], &[], &[], 1),
+            sig(3, 10, 14, &["a.rs"], &[], &[], 1),
+        ];
+        let chapters = compose("s", &sigs, 0, 14, &CFG).expect("composes");
+        assert_eq!(ranges(&chapters), vec![(0, 14)]);
+        assert_eq!(unsigned_ranges(&chapters[0], &sigs), vec![(5, 9)]);
+    }
+
+    #[test]
+    fn coverage_guard_names_gaps() {
+        assert_eq!(check_coverage("s", &[(0, 4), (5, 9)], 0, 9), Ok(()));
+        assert_eq!(check_coverage("s", &[(5, 9), (0, 4)], 0, 9), Ok(()));
+        assert_eq!(
+            check_coverage("s", &[(0, 4), (6, 8)], 0, 11),
+            Err(ComposeError::Gap {
+                session_id: "s".into(),
+                span_lo: 0,
+                span_hi: 11,
+                missing: vec![(5, 5), (9, 11)]
+            })
+        );
+        assert_eq!(
+            check_coverage("s", &[(3, 9)], 0, 9),
+            Err(ComposeError::Gap {
+                session_id: "s".into(),
+                span_lo: 0,
+                span_hi: 9,
+                missing: vec![(0, 2)]
+            })
+        );
+        assert_eq!(
+            check_coverage("s", &[], 7, 9),
+            Err(ComposeError::Gap {
+                session_id: "s".into(),
+                span_lo: 7,
+                span_hi: 9,
+                missing: vec![(7, 9)]
+            })
+        );
+        assert_eq!(check_coverage("s", &[], 10, 9), Ok(()));
+        assert_eq!(
+            check_coverage("s", &[(u64::MAX - 1, u64::MAX)], u64::MAX - 1, u64::MAX),
+            Ok(())
+        );
+        let err = check_coverage("session-x", &[(0, 4), (6, 9)], 0, 9).expect_err("gap");
+        assert!(
+            err.to_string().contains("[(5, 5)]") && err.to_string().contains("session-x"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn coverage_guard_names_overlaps() {
+        let overlap = |v: Vec<(u64, u64)>| {
+            Err(ComposeError::Overlap {
+                session_id: "s".into(),
+                overlap: v,
+            })
+        };
+        assert_eq!(
+            check_coverage("s", &[(0, 5), (3, 9)], 0, 9),
+            overlap(vec![(3, 5)])
+        );
+        assert_eq!(
+            check_coverage("s", &[(0, 9), (0, 9)], 0, 9),
+            overlap(vec![(0, 9)])
+        );
+        assert_eq!(
+            check_coverage("s", &[(0, 12)], 2, 9),
+            overlap(vec![(0, 1), (10, 12)])
+        );
+        assert_eq!(
+            check_coverage("s", &[(0, 4), (9, 5)], 0, 9),
+            overlap(vec![(9, 5)])
+        );
+        assert_eq!(check_coverage("s", &[(0, 0)], 10, 9), overlap(vec![(0, 0)]));
+    }
+
+    #[test]
+    fn compose_refuses_overlapping_or_outside_signatures() {
+        let a = sig(1, 0, 5, &[], &[], &[], 1);
+        let b = sig(2, 3, 8, &[], &[], &[], 1);
+        let err = compose("s", &[a.clone(), b], 0, 8, &CFG).expect_err("overlap");
+        assert_eq!(
+            err,
+            ComposeError::Overlap {
+                session_id: "s".into(),
+                overlap: vec![(3, 5)]
+            }
+        );
+        let err = compose("s", &[a.clone(), a.clone()], 0, 5, &CFG).expect_err("duplicate");
+        assert_eq!(
+            err,
+            ComposeError::Overlap {
+                session_id: "s".into(),
+                overlap: vec![(0, 5)]
+            }
+        );
+        let err = compose("s", std::slice::from_ref(&a), 2, 4, &CFG).expect_err("outside");
+        assert_eq!(
+            err,
+            ComposeError::Overlap {
+                session_id: "s".into(),
+                overlap: vec![(0, 1), (5, 5)]
+            }
+        );
+        let err = compose("s", &[a], 10, 9, &CFG).expect_err("outside an empty span");
+        assert!(matches!(err, ComposeError::Overlap { .. }));
+    }
+
+    #[test]
+    fn empty_inputs() {
+        assert_eq!(compose("s", &[], 5, 4, &CFG), Ok(vec![]));
+        assert_eq!(
+            compose("s", &[], 0, 9, &CFG),
+            Err(ComposeError::Gap {
+                session_id: "s".into(),
+                span_lo: 0,
+                span_hi: 9,
+                missing: vec![(0, 9)]
+            })
+        );
+        // A signature without seqs claims nothing; the guard still sees the whole span.
+        let empty = Signature {
+            seqs: vec![],
+            ..sig(1, 0, 0, &[], &[], &[], 1)
+        };
+        assert!(matches!(
+            compose("s", std::slice::from_ref(&empty), 0, 9, &CFG),
+            Err(ComposeError::Gap { .. })
+        ));
+        let chapters =
+            compose("s", &[empty, sig(2, 0, 9, &[], &[], &[], 1)], 0, 9, &CFG).expect("composes");
+        assert_eq!(chapters[0].members, vec![1]);
+    }
+
+    #[test]
+    fn input_order_does_not_matter_and_members_index_the_input() {
+        let sigs = vec![
+            sig(2, 5, 9, &["b.rs"], &[], &[], 1),
+            sig(1, 0, 4, &["b.rs"], &[], &[], 1),
+        ];
+        let chapters = compose("s", &sigs, 0, 9, &CFG).expect("composes");
+        assert_eq!(chapters[0].members, vec![1, 0]);
+        assert_eq!(
+            chapters[0]
+                .decisions
+                .iter()
+                .map(|d| d.turn)
+                .collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+    }
+
+    #[test]
+    fn deterministic() {
+        let sigs = generate(&mut XorShift(0x9e37_79b9_7f4a_7c15), 40).0;
+        let hi = sigs
+            .last()
+            .map_or(0, |s| *s.seqs.last().expect("non-empty"));
+        let first = compose("s", &sigs, 0, hi, &CFG);
+        assert!(first.is_ok());
+        assert_eq!(first, compose("s", &sigs, 0, hi, &CFG));
+        assert_eq!(
+            format!("{first:?}"),
+            format!("{:?}", compose("s", &sigs, 0, hi, &CFG))
+        );
+    }
+
+    struct XorShift(u64);
+
+    impl XorShift {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+
+        fn pick<'a>(&mut self, pool: &[&'a str], max: u64) -> Vec<&'a str> {
+            let k = self.below(max + 1);
+            let mut out: Vec<&str> = (0..k)
+                .map(|_| pool[self.below(pool.len() as u64) as usize])
+                .collect();
+            out.dedup();
+            out
+        }
+    }
+
+    /// `turns` consecutive turns from seq 0; some lose their signature. Returns the
+    /// surviving signatures and the span's last seq.
+    fn generate(rng: &mut XorShift, turns: u64) -> (Vec<Signature>, u64) {
+        const PATHS: &[&str] = &[
+            "src/a.rs",
+            "src/b.rs",
+            "src/a",
+            "docs/x.md",
+            "SRC/B.RS",
+            "tests/t.rs",
+            "c.ts",
+        ];
+        const COMMANDS: &[&str] = &["cargo test", "git diff", "npm test"];
+        const TERMS: &[&str] = &["auth", "render", "token", "deploy", "cache", "index"];
+        let mut sigs = Vec::new();
+        let mut seq = 0;
+        for turn in 1..=turns {
+            let len = 1 + rng.below(8);
+            let (lo, hi) = (seq, seq + len - 1);
+            seq += len;
+            if rng.below(7) == 0 {
+                continue;
+            }
+            let (p, c, t) = (
+                rng.pick(PATHS, 4),
+                rng.pick(COMMANDS, 2),
+                rng.pick(TERMS, 3),
+            );
+            sigs.push(sig(turn, lo, hi, &p, &c, &t, rng.below(5000)));
+        }
+        (sigs, seq.saturating_sub(1))
+    }
+
+    #[test]
+    fn property_chapters_tile_the_span_and_keep_members_in_order() {
+        let mut rng = XorShift(0x2545_f491_4f6c_dd1d);
+        for trial in 0..400 {
+            let turns = rng.below(30);
+            let (mut sigs, hi) = generate(&mut rng, turns);
+            if trial % 3 == 0 {
+                sigs.reverse();
+            }
+            let cfg = ComposeConfig {
+                merge_threshold: [0.0, 0.3, 0.9, 1.1][rng.below(4) as usize],
+                chapter_limit: [0, 3000, 8000, u64::MAX][rng.below(4) as usize],
+            };
+            let span_hi = if turns == 0 { 0 } else { hi };
+            let span_lo = if turns == 0 { 1 } else { 0 };
+            let result = compose("s", &sigs, span_lo, span_hi, &cfg);
+            if sigs.is_empty() {
+                if turns == 0 {
+                    assert_eq!(result, Ok(vec![]));
+                } else {
+                    assert!(
+                        matches!(result, Err(ComposeError::Gap { .. })),
+                        "trial {trial}"
+                    );
+                }
+                continue;
+            }
+            let chapters = result.unwrap_or_else(|e| panic!("trial {trial}: {e}"));
+            assert_eq!(chapters[0].seq_lo, span_lo, "trial {trial}");
+            assert_eq!(
+                chapters.last().map(|c| c.seq_hi),
+                Some(span_hi),
+                "trial {trial}"
+            );
+            for w in chapters.windows(2) {
+                assert_eq!(
+                    w[0].seq_hi + 1,
+                    w[1].seq_lo,
+                    "trial {trial}: chapters must be contiguous"
+                );
+            }
+            let mut expected: Vec<usize> = (0..sigs.len()).collect();
+            expected.sort_by_key(|&i| sigs[i].seqs[0]);
+            let members: Vec<usize> = chapters
+                .iter()
+                .flat_map(|c| c.members.iter().copied())
+                .collect();
+            assert_eq!(
+                members, expected,
+                "trial {trial}: every signature once, in seq order"
+            );
+            assert_eq!(chapters[0].decisions[0].rule, Rule::Open);
+            for c in &chapters {
+                assert_eq!(c.decisions.len(), c.members.len());
+                assert!(c.topics.len() <= MAX_TOPICS);
+                for &m in &c.members {
+                    let s = &sigs[m];
+                    assert!(c.seq_lo <= s.seqs[0] && *s.seqs.last().expect("seqs") <= c.seq_hi);
+                }
+                assert_eq!(c.size, c.members.iter().map(|&m| sigs[m].size).sum::<u64>());
+                let fits = c.members.len() == 1 || c.size <= cfg.chapter_limit;
+                assert!(fits, "trial {trial}: only a lone turn may exceed the limit");
+                for d in &c.decisions[1..] {
+                    assert!(matches!(d.rule, Rule::Overlap | Rule::PrimaryPath));
+                }
+            }
+            for c in &chapters[1..] {
+                assert!(matches!(
+                    c.decisions[0].rule,
+                    Rule::TopicChange | Rule::SizeLimit
+                ));
+            }
+        }
+    }
 }

@@ -1,9 +1,32 @@
 //! The deterministic signature of one completed turn (record §4.1 with its amendments).
 //! Pure. OWNER: compose helper.
+//!
+//! What feeds each field, and why:
+//! - `terms`: only the human's own words (`source.kind == "user"`). Injected text —
+//!   instruction files, skill catalogs, delegate reports — is host state or another
+//!   agent's prose; letting it vote moved chapter boundaries (record §4.2, r28).
+//! - `paths`: tool-call arguments declared as paths, path-looking shell arguments, paths
+//!   in tool results, and unmistakable file names in the human's text (see `paths`).
+//!   Ordered by first touch: `paths[0]` is the file the turn is about.
+//! - `commands`: the command families (`cargo test`, `git diff`) of shell tool calls
+//!   only; prose never yields a command.
+//! - `size`: ceil(chars / 4) over the turn's conversation text, chars counted as Unicode
+//!   scalar values: user messages archived as conversation (the human and delegate
+//!   reports, `injection::is_conversation`, because they land in the chapter body),
+//!   assistant text, tool-call arguments and tool-result content.
+
+mod paths;
+mod shell;
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
+use crate::injection::{is_conversation, is_human_authored};
+use crate::session::event::ToolCall;
 use crate::turn::CompletedTurn;
+use paths::{Strictness, Workspace};
 
 /// One collection line (`collections/<sessionId>.jsonl`), contract format plus `v`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -25,10 +48,660 @@ pub struct Signature {
 }
 
 pub const SIGNATURE_VERSION: u32 = 1;
+/// Terms kept per turn.
+pub const MAX_TERMS: usize = 8;
+/// Paths kept per turn, the first-touched first.
+pub const MAX_PATHS: usize = 32;
+/// Command families kept per turn.
+pub const MAX_COMMANDS: usize = 16;
+/// New paths one tool result may add: a directory listing or a grep over the tree
+/// mentions many files without the turn touching them.
+const MAX_PATHS_PER_RESULT: usize = 8;
+
+/// Tool names whose `command`/`cmd` argument is a shell command. Sorted, lowercase.
+const SHELL_TOOLS: &[&str] = &[
+    "bash",
+    "command",
+    "exec",
+    "exec_command",
+    "execute",
+    "execute_command",
+    "local_shell",
+    "run",
+    "run_command",
+    "run_shell_command",
+    "run_terminal_cmd",
+    "shell",
+    "shell_command",
+    "terminal",
+];
+
+/// Argument keys whose string values are paths, compared lowercase without `_`/`-`
+/// (`file_path`, `filePath`). Working directories (`cwd`, `workdir`) are deliberately
+/// absent: where a tool ran is not what it touched. Sorted.
+const PATH_KEYS: &[&str] = &[
+    "absolutepath",
+    "dir",
+    "directory",
+    "dirpath",
+    "file",
+    "filename",
+    "filenames",
+    "filepath",
+    "filepaths",
+    "files",
+    "notebookpath",
+    "path",
+    "paths",
+    "relativepath",
+    "target",
+    "targetfile",
+    "targetpath",
+];
+
+/// Words that carry no topic: English function words, code keywords, shell command
+/// names, and web/path noise. Only words of 3+ characters: shorter tokens never count.
+/// Sorted (byte order) for binary search.
+#[rustfmt::skip]
+const STOPWORDS: &[&str] = &[
+    "able", "about", "above", "after", "again", "against", "all", "almost", "already", "also",
+    "although", "always", "among", "and", "another", "any", "anyone", "anything", "anyway", "are",
+    "aren", "around", "async", "await", "awk", "bash", "because", "been", "before", "being", "below",
+    "between", "bool", "boolean", "both", "break", "but", "can", "cannot", "cargo", "case", "cat",
+    "catch", "char", "chmod", "chown", "class", "code", "com", "console", "const", "continue", "could",
+    "couldn", "crate", "curl", "def", "default", "del", "did", "didn", "diff", "does", "doesn",
+    "doing", "don", "done", "down", "during", "dyn", "each", "echo", "either", "elif", "else",
+    "enough", "enum", "env", "etc", "even", "ever", "every", "everything", "export", "extends",
+    "false", "few", "file", "files", "final", "finally", "find", "float", "for", "from", "func",
+    "function", "further", "get", "gets", "getting", "git", "going", "got", "grep", "had", "hadn",
+    "has", "hasn", "have", "haven", "having", "head", "her", "here", "hers", "herself", "him",
+    "himself", "his", "how", "however", "http", "https", "impl", "implements", "import", "int",
+    "interface", "into", "isn", "its", "itself", "just", "kill", "know", "lambda", "last", "less",
+    "let", "lets", "like", "likely", "line", "lines", "loop", "made", "make", "makes", "many", "match",
+    "may", "maybe", "might", "mkdir", "mod", "more", "most", "much", "must", "mut", "myself", "need",
+    "needs", "neither", "never", "new", "next", "nil", "node", "none", "nor", "not", "nothing", "now",
+    "npm", "npx", "null", "number", "object", "off", "okay", "once", "one", "only", "onto", "other",
+    "others", "our", "ours", "out", "over", "own", "pass", "per", "perhaps", "pip", "pip3", "please",
+    "pnpm", "printf", "println", "private", "protected", "pub", "public", "python", "python3", "quite",
+    "raise", "rather", "really", "return", "rmdir", "run", "running", "runs", "rustc", "same", "sed",
+    "see", "seem", "seems", "self", "shall", "she", "should", "shouldn", "since", "some", "something",
+    "sort", "src", "static", "still", "str", "string", "struct", "such", "sudo", "super", "sure",
+    "switch", "tail", "take", "tar", "tee", "than", "thank", "thanks", "that", "the", "their",
+    "theirs", "them", "themselves", "then", "there", "these", "they", "thing", "things", "think",
+    "this", "those", "though", "through", "throw", "throws", "thus", "too", "touch", "trait", "true",
+    "try", "type", "typeof", "undefined", "under", "unsafe", "until", "upon", "use", "used", "uses",
+    "using", "usize", "var", "very", "via", "void", "want", "wants", "was", "wasn", "way", "well",
+    "went", "were", "weren", "wget", "what", "whatever", "when", "where", "whether", "which", "while",
+    "who", "whom", "whose", "why", "will", "with", "within", "without", "won", "work", "working",
+    "works", "would", "wouldn", "www", "xargs", "yarn", "yes", "yet", "yield", "you", "your", "yours",
+    "yourself", "zsh",
+];
 
 /// Sign one turn. `workspace` is the absolute workspace root, used to make paths
 /// repo-relative; `at` is the RFC 3339 time stamp to record.
 pub fn sign(turn: &CompletedTurn, session_id: &str, workspace: &str, at: &str) -> Signature {
-    let _ = (turn, session_id, workspace, at);
-    unimplemented!("compose helper pending")
+    let ws = Workspace::new(workspace);
+    let mut paths = Bounded::new(MAX_PATHS);
+    let mut commands = Bounded::new(MAX_COMMANDS);
+    let mut term_counts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut chars: u64 = 0;
+
+    for event in &turn.events {
+        if let Some(msg) = event.user_message() {
+            if is_conversation(&msg.source) {
+                chars += char_count(&msg.text);
+            }
+            if is_human_authored(&msg.source) {
+                count_terms(&msg.text, &mut term_counts);
+                paths::scan_text(&msg.text, &ws, Strictness::AllowBare, |p| {
+                    paths.insert(p);
+                    !paths.is_full()
+                });
+            }
+        } else if let Some(text) = event.assistant_text() {
+            chars += char_count(&text);
+        } else if let Some(call) = event.tool_call() {
+            chars += char_count(&call.arguments);
+            read_call(&call, &ws, &mut paths, &mut commands);
+        } else if let Some(result) = event.tool_result() {
+            chars += char_count(&result.content);
+            let mut added = 0;
+            paths::scan_text(&result.content, &ws, Strictness::NeedSlash, |p| {
+                if paths.insert(p) {
+                    added += 1;
+                }
+                added < MAX_PATHS_PER_RESULT && !paths.is_full()
+            });
+        }
+    }
+
+    Signature {
+        v: SIGNATURE_VERSION,
+        session_id: session_id.to_owned(),
+        turn: turn.turn,
+        seqs: (turn.first_seq..=turn.end_seq).collect(),
+        paths: paths.items,
+        commands: commands.items,
+        terms: top_terms(term_counts),
+        size: chars.div_ceil(4),
+        by: "deterministic".to_owned(),
+        at: at.to_owned(),
+        reason: turn.reason.clone(),
+    }
+}
+
+/// Whether a term is a stopword (exposed for the index's query side).
+pub fn is_stopword(term: &str) -> bool {
+    STOPWORDS.binary_search(&term).is_ok()
+}
+
+/// The topic terms of a text, in order, with repeats: lowercase runs of `[a-z0-9_]`,
+/// 3–28 long, holding a letter, not stopwords.
+pub fn terms_of(text: &str) -> impl Iterator<Item = String> + '_ {
+    let mut lowered = text.chars().flat_map(char::to_lowercase).peekable();
+    std::iter::from_fn(move || loop {
+        let mut token = String::new();
+        while let Some(c) =
+            lowered.next_if(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+        {
+            token.push(c);
+        }
+        if token.is_empty() {
+            lowered.next()?;
+            continue;
+        }
+        if (3..=28).contains(&token.len())
+            && token.bytes().any(|b| b.is_ascii_lowercase())
+            && !is_stopword(&token)
+        {
+            return Some(token);
+        }
+    })
+}
+
+fn count_terms(text: &str, counts: &mut BTreeMap<String, u64>) {
+    for term in terms_of(text) {
+        *counts.entry(term).or_default() += 1;
+    }
+}
+
+/// The most frequent terms, ties alphabetical.
+fn top_terms(counts: BTreeMap<String, u64>) -> Vec<String> {
+    let mut ranked: Vec<(String, u64)> = counts.into_iter().collect();
+    // The map is alphabetical already; a stable sort by count keeps ties that way.
+    ranked.sort_by_key(|(_, count)| std::cmp::Reverse(*count));
+    ranked.into_iter().take(MAX_TERMS).map(|(t, _)| t).collect()
+}
+
+fn char_count(text: &str) -> u64 {
+    text.chars().count() as u64
+}
+
+fn is_shell_tool(name: &str) -> bool {
+    SHELL_TOOLS
+        .binary_search(&name.to_ascii_lowercase().as_str())
+        .is_ok()
+}
+
+fn is_path_key(key: &str) -> bool {
+    let folded: String = key
+        .chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect();
+    PATH_KEYS.binary_search(&folded.as_str()).is_ok()
+}
+
+/// Paths (and, for shell tools, commands) of one tool call.
+fn read_call(call: &ToolCall, ws: &Workspace, paths: &mut Bounded, commands: &mut Bounded) {
+    let parsed = match serde_json::from_str::<Value>(&call.arguments) {
+        // Some producers double-encode: the arguments are a JSON string holding JSON.
+        Ok(Value::String(inner)) => serde_json::from_str::<Value>(&inner).ok(),
+        other => other.ok(),
+    };
+    let Some(args) = parsed else {
+        // Unreadable arguments: only mentions that would pass in tool output.
+        paths::scan_text(&call.arguments, ws, Strictness::NeedSlash, |p| {
+            paths.insert(p);
+            !paths.is_full()
+        });
+        return;
+    };
+    collect_declared_paths(&args, false, ws, paths);
+    if !is_shell_tool(&call.name) {
+        return;
+    }
+    let facts = match args.get("command").or_else(|| args.get("cmd")) {
+        Some(Value::String(script)) => shell::read_script(script),
+        Some(Value::Array(argv)) => {
+            let words: Option<Vec<String>> =
+                argv.iter().map(|w| w.as_str().map(str::to_owned)).collect();
+            match words {
+                Some(words) => shell::read_argv(&words),
+                None => return,
+            }
+        }
+        _ => return,
+    };
+    for word in &facts.path_words {
+        if let Some(p) = paths::from_mention(word, ws, Strictness::AllowBare) {
+            paths.insert(p);
+        }
+    }
+    for command in facts.commands {
+        commands.insert(command);
+    }
+}
+
+/// String values under path keys, anywhere in the argument tree.
+fn collect_declared_paths(
+    value: &Value,
+    under_path_key: bool,
+    ws: &Workspace,
+    paths: &mut Bounded,
+) {
+    match value {
+        Value::String(s) if under_path_key => {
+            if let Some(p) = paths::from_declared(s, ws) {
+                paths.insert(p);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                collect_declared_paths(item, under_path_key, ws, paths);
+            }
+        }
+        Value::Object(map) => {
+            for (key, v) in map {
+                collect_declared_paths(v, is_path_key(key), ws, paths);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// An insertion-ordered set with a cap: later items past the cap are dropped, so the
+/// earliest (causally first) survive.
+struct Bounded {
+    items: Vec<String>,
+    seen: BTreeSet<String>,
+    cap: usize,
+}
+
+impl Bounded {
+    fn new(cap: usize) -> Self {
+        Self {
+            items: Vec::new(),
+            seen: BTreeSet::new(),
+            cap,
+        }
+    }
+
+    /// Adds a new item; true when it was added.
+    fn insert(&mut self, item: String) -> bool {
+        if self.is_full() || self.seen.contains(&item) {
+            return false;
+        }
+        self.seen.insert(item.clone());
+        self.items.push(item);
+        true
+    }
+
+    fn is_full(&self) -> bool {
+        self.items.len() >= self.cap
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::Event;
+    use serde_json::json;
+
+    const WS: &str = "/home/ana/proj";
+
+    struct Log {
+        events: Vec<Event>,
+    }
+
+    impl Log {
+        fn new() -> Self {
+            Self { events: Vec::new() }
+        }
+
+        fn push(&mut self, kind: &str, data: Value) -> &mut Self {
+            let seq = self.events.len() as u64;
+            self.events.push(Event {
+                seq,
+                kind: kind.into(),
+                time: None,
+                data,
+                ignorable: false,
+                source_event_seqs: None,
+            });
+            self
+        }
+
+        fn user(&mut self, kind: &str, text: &str) -> &mut Self {
+            self.push(
+                "user/message",
+                json!({"role": "user", "content": [{"type": "text", "text": text}], "source": {"kind": kind}}),
+            )
+        }
+
+        fn relay(&mut self, text: &str) -> &mut Self {
+            self.push(
+                "user/message",
+                json!({"role": "user", "content": [{"type": "text", "text": text}],
+                       "source": {"kind": "agent-message", "form": "relay"}}),
+            )
+        }
+
+        fn assistant(&mut self, text: &str) -> &mut Self {
+            self.push("assistant/message", json!({"message": {"role": "assistant", "content": [{"type": "text", "text": text}]}}))
+        }
+
+        fn call(&mut self, name: &str, args: Value) -> &mut Self {
+            self.push(
+                "tool/call",
+                json!({"callId": "c", "name": name, "arguments": args.to_string()}),
+            )
+        }
+
+        fn raw_call(&mut self, name: &str, raw: &str) -> &mut Self {
+            self.push(
+                "tool/call",
+                json!({"callId": "c", "name": name, "arguments": raw}),
+            )
+        }
+
+        fn result(&mut self, content: &str) -> &mut Self {
+            self.push(
+                "tool/result",
+                json!({"message": {"role": "tool", "toolCallId": "c", "content": content}}),
+            )
+        }
+
+        fn sign(&mut self) -> Signature {
+            self.push(
+                "turn/end",
+                json!({"turn": 3, "reason": {"kind": "completed"}}),
+            );
+            let turn = CompletedTurn {
+                turn: 3,
+                first_seq: 0,
+                end_seq: self.events.len() as u64 - 1,
+                reason: "completed".into(),
+                events: self.events.clone(),
+            };
+            sign(&turn, "session-1", WS, "2026-10-22T10:00:00Z")
+        }
+    }
+
+    #[test]
+    fn stoplist_is_sorted_unique_and_covers_the_three_kinds() {
+        assert!(
+            STOPWORDS.windows(2).all(|w| w[0] < w[1]),
+            "STOPWORDS must be sorted and unique"
+        );
+        assert!(STOPWORDS.len() >= 230, "{}", STOPWORDS.len());
+        assert!(STOPWORDS.iter().all(|w| w.len() >= 3
+            && w.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())));
+        for w in [
+            "the", "which", "const", "function", "struct", "grep", "cargo", "mkdir",
+        ] {
+            assert!(is_stopword(w), "{w}");
+        }
+        for w in ["render", "auth", "middleware", "signature"] {
+            assert!(!is_stopword(w), "{w}");
+        }
+        assert!(SHELL_TOOLS.windows(2).all(|w| w[0] < w[1]));
+        assert!(PATH_KEYS.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn term_tokenizing_rules() {
+        let got: Vec<String> =
+            terms_of("Fix the JWT refresh_token flow: 2026 ab x12 abc123 ___ Añadir Überall")
+                .collect();
+        assert_eq!(
+            got,
+            vec![
+                "fix",
+                "jwt",
+                "refresh_token",
+                "flow",
+                "x12",
+                "abc123",
+                "adir",
+                "berall"
+            ]
+        );
+        let long = "a".repeat(29);
+        assert_eq!(terms_of(&format!("{long} {}", "b".repeat(28))).count(), 1);
+        assert_eq!(terms_of("").count(), 0);
+    }
+
+    #[test]
+    fn terms_come_only_from_the_human() {
+        let instructions =
+            "deployment deployment deployment kubernetes kubernetes helm charts ".repeat(50);
+        let sig = Log::new()
+            .user("agent-instructions", &instructions)
+            .user("skill-catalog", "skills: deployment, kubernetes, terraform")
+            .relay("Agent 7 sent a message: deployment docs written for kubernetes")
+            .user("user", "Refactor the render pipeline so render runs once")
+            .assistant("Rendering rendering rendering pipeline pipeline")
+            .sign();
+        assert_eq!(sig.terms, vec!["render", "pipeline", "refactor"]);
+    }
+
+    #[test]
+    fn top_eight_terms_ties_alphabetical() {
+        let sig = Log::new()
+            .user(
+                "user",
+                "zeta zeta yak xray wolf vole umbra tango sierra romeo quebec papa",
+            )
+            .sign();
+        assert_eq!(
+            sig.terms,
+            vec!["zeta", "papa", "quebec", "romeo", "sierra", "tango", "umbra", "vole"]
+        );
+    }
+
+    #[test]
+    fn paths_are_repo_relative_and_in_causal_order() {
+        let sig = Log::new()
+            .user("user", "look at ./README.md please")
+            .call(
+                "read_file",
+                json!({"file_path": "/home/ana/proj/src/main.rs"}),
+            )
+            .result("fn main() {}\n")
+            .call(
+                "bash",
+                json!({"command": "cat ./src/x.rs && sed -n 1,5p src/a/../b.rs"}),
+            )
+            .result("error: src/file.rs:12:3: bad\nsee src/main.rs:1")
+            .call(
+                "edit",
+                json!({"edits": [{"filePath": "src/lib.rs"}, {"filePath": "./src/x.rs"}]}),
+            )
+            .sign();
+        assert_eq!(
+            sig.paths,
+            vec![
+                "README.md",
+                "src/main.rs",
+                "src/x.rs",
+                "src/b.rs",
+                "src/file.rs",
+                "src/lib.rs"
+            ]
+        );
+    }
+
+    #[test]
+    fn slash_phrases_in_prose_are_not_paths() {
+        let sig = Log::new()
+            .user("user", "Should it be client/server and/or read/write? true/false on 10/22, input/output. See notes.md")
+            .sign();
+        assert_eq!(sig.paths, vec!["notes.md"]);
+    }
+
+    #[test]
+    fn assistant_prose_and_injections_yield_no_paths() {
+        let sig = Log::new()
+            .user(
+                "agent-instructions",
+                "Always edit docs/guide.md and src/rules.ts",
+            )
+            .assistant("I will now edit src/other.rs")
+            .sign();
+        assert!(sig.paths.is_empty(), "{:?}", sig.paths);
+    }
+
+    #[test]
+    fn working_directories_are_not_touches() {
+        let sig = Log::new()
+            .call(
+                "bash",
+                json!({"command": "ls", "cwd": "/home/ana/proj/src", "workdir": "docs"}),
+            )
+            .sign();
+        assert!(sig.paths.is_empty(), "{:?}", sig.paths);
+        assert_eq!(sig.commands, vec!["ls"]);
+    }
+
+    #[test]
+    fn commands_come_only_from_shell_argv() {
+        let sig = Log::new()
+            .user("user", "please run cargo test and then git diff")
+            .assistant("I'll run `cargo test` now")
+            .call("read_file", json!({"path": "src/lib.rs", "command": "cargo build"}))
+            .call(
+                "Bash",
+                json!({"command": "cd /home/ana/proj && RUST_LOG=1 sudo cargo test --lib -- --nocapture && git diff"}),
+            )
+            .call("exec_command", json!({"cmd": ["bash", "-lc", "npm run build | tee build.log"]}))
+            .call("shell", json!({"command": "cargo test --lib"}))
+            .sign();
+        assert_eq!(
+            sig.commands,
+            vec!["cargo test", "git diff", "npm run build", "tee"]
+        );
+        assert_eq!(sig.paths, vec!["src/lib.rs", "build.log"]);
+    }
+
+    #[test]
+    fn size_counts_conversation_chars() {
+        // 5 + 3 + 16 (`{"command":"ls"}`) + 2 + 3 = 29 chars → 8 tokens; the instruction
+        // file is not conversation.
+        let sig = Log::new()
+            .user("user", "héllo")
+            .user("agent-instructions", &"x".repeat(1000))
+            .relay("abc")
+            .call("bash", json!({"command": "ls"}))
+            .result("ok")
+            .assistant("日本語")
+            .sign();
+        assert_eq!(sig.size, 8);
+    }
+
+    #[test]
+    fn record_fields_and_serde_shape() {
+        let sig = Log::new()
+            .user("user", "hello world")
+            .assistant("hi")
+            .sign();
+        assert_eq!(sig.seqs, vec![0, 1, 2]);
+        assert_eq!(
+            (sig.v, sig.turn, sig.by.as_str(), sig.reason.as_str()),
+            (SIGNATURE_VERSION, 3, "deterministic", "completed")
+        );
+        let line = serde_json::to_value(&sig).expect("serializes");
+        let keys: Vec<&str> = line
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                "at",
+                "by",
+                "commands",
+                "paths",
+                "reason",
+                "seqs",
+                "sessionId",
+                "size",
+                "terms",
+                "turn",
+                "v"
+            ]
+        );
+        let back: Signature = serde_json::from_value(line).expect("round-trips");
+        assert_eq!(back, sig);
+    }
+
+    #[test]
+    fn listings_and_floods_are_capped_first_touch_first() {
+        let listing: String = (0..100).map(|i| format!("src/gen/f{i}.rs\n")).collect();
+        let sig = Log::new()
+            .call("read_file", json!({"path": "src/main.rs"}))
+            .result(&listing)
+            .sign();
+        assert_eq!(sig.paths.len(), 1 + MAX_PATHS_PER_RESULT);
+        assert_eq!(sig.paths[0], "src/main.rs");
+
+        let mut log = Log::new();
+        for i in 0..50 {
+            log.call("read_file", json!({"path": format!("src/f{i}.rs")}));
+        }
+        let sig = log.sign();
+        assert_eq!(sig.paths.len(), MAX_PATHS);
+        assert_eq!(sig.paths[0], "src/f0.rs");
+        assert_eq!(
+            sig.paths[MAX_PATHS - 1],
+            format!("src/f{}.rs", MAX_PATHS - 1)
+        );
+    }
+
+    #[test]
+    fn garbled_and_hostile_arguments() {
+        let deep = "[".repeat(10_000);
+        let sig = Log::new()
+            .raw_call("bash", "{\"command\": \"cargo te")
+            .raw_call(
+                "read_file",
+                "not json at all, mentions src/x.rs and main.rs",
+            )
+            .raw_call("read_file", &deep)
+            .call("read_file", json!({"path": "src/enc.rs"}))
+            .raw_call(
+                "read_file",
+                &serde_json::to_string(&json!({"path": "src/double.rs"}).to_string())
+                    .expect("string"),
+            )
+            .call("bash", json!({"command": 42}))
+            .call("bash", json!({"command": ["ls", 3]}))
+            .result(&"a/".repeat(100_000))
+            .user("user", &"word ".repeat(100_000))
+            .sign();
+        assert!(sig.commands.is_empty(), "{:?}", sig.commands);
+        assert_eq!(sig.paths, vec!["src/x.rs", "src/enc.rs", "src/double.rs"]);
+        assert_eq!(sig.terms, vec!["word"]);
+    }
+
+    #[test]
+    fn empty_turn() {
+        let sig = Log::new().sign();
+        assert_eq!(sig.seqs, vec![0]);
+        assert!(sig.paths.is_empty() && sig.commands.is_empty() && sig.terms.is_empty());
+        assert_eq!(sig.size, 0);
+    }
 }

@@ -1,0 +1,428 @@
+//! Recognizing and normalizing file paths. Every path leaves here repo-relative when it
+//! is inside the workspace (`src/x.rs`, never `./src/x.rs` or `/ws/src/x.rs`), with `.`
+//! and `..` segments collapsed, and without `:line:col`, anchors or wrapping punctuation.
+//!
+//! How sure a mention must be depends on where it came from:
+//! - a tool argument under a path key (`file_path`, …) is a path by declaration;
+//! - a shell argument or the human's prose must look like a file: a known extension or a
+//!   well-known file name, a `./`/`../` prefix, or an absolute path inside the workspace;
+//!   `and/or`, `client/server`, `10/22` are prose, not paths;
+//! - tool result text additionally needs a `/` (a bare `main.rs` in output is too weak).
+//!
+//! Absolute paths outside the workspace (and `~/…`) are kept, as written, only when they
+//! clearly name a file (known extension or well-known name): `/tmp/out.json` is a touch
+//! worth recording, `/usr/bin` or `/dev/null` is not.
+
+/// Longest mention considered: anything longer is data, not a path.
+const MAX_PATH_BYTES: usize = 1024;
+
+/// File extensions that make a token "clearly a file". Sorted, lowercase.
+const KNOWN_EXTENSIONS: &[&str] = &[
+    "bash", "c", "cc", "cfg", "cjs", "conf", "cpp", "cs", "css", "csv", "cts", "dart", "erl", "ex",
+    "exs", "gif", "go", "gradle", "graphql", "h", "hpp", "hs", "html", "ini", "ipynb", "java",
+    "jpeg", "jpg", "js", "json", "json5", "jsonl", "jsx", "kt", "kts", "lock", "log", "lua", "md",
+    "mdx", "mjs", "ml", "mts", "nix", "pdf", "php", "png", "proto", "ps1", "py", "pyi", "rb", "rs",
+    "sass", "scala", "scss", "sh", "sql", "svelte", "svg", "swift", "tf", "toml", "ts", "tsx",
+    "txt", "vue", "xml", "yaml", "yml", "zig", "zsh",
+];
+
+/// Extensionless names that are files wherever they appear. Sorted.
+const WELL_KNOWN_FILES: &[&str] = &[
+    ".bashrc",
+    ".dockerignore",
+    ".editorconfig",
+    ".env",
+    ".gitattributes",
+    ".gitignore",
+    ".gitmodules",
+    ".npmrc",
+    ".zshrc",
+    "Dockerfile",
+    "Gemfile",
+    "Justfile",
+    "Makefile",
+    "Procfile",
+    "Rakefile",
+];
+
+/// Library names spelled like files; in prose they name products.
+const PRODUCT_NAMES: &[&str] = &[
+    "chart.js",
+    "d3.js",
+    "express.js",
+    "next.js",
+    "node.js",
+    "nuxt.js",
+    "react.js",
+    "three.js",
+    "vue.js",
+];
+
+/// Characters that end a mention in running text.
+fn is_text_delimiter(c: char) -> bool {
+    c.is_whitespace() || "\"'`()<>{},;|=".contains(c)
+}
+
+/// Characters no path mention carries (globs, expansions, escapes).
+fn is_foreign(c: char) -> bool {
+    c.is_control() || c.is_whitespace() || "*?$`'\"<>|{}\\".contains(c)
+}
+
+/// The absolute workspace root paths are made relative to.
+#[derive(Debug, Clone)]
+pub(super) struct Workspace {
+    /// Collapsed, without trailing `/`; `None` when unknown or not absolute.
+    root: Option<String>,
+}
+
+impl Workspace {
+    pub(super) fn new(workspace: &str) -> Self {
+        let w = workspace.trim();
+        let root = w.starts_with('/').then(|| collapse(w));
+        Self { root }
+    }
+
+    /// The part of an absolute, collapsed path inside the workspace; `Some("")` for the root.
+    fn relative<'p>(&self, path: &'p str) -> Option<&'p str> {
+        let root = self.root.as_deref()?;
+        if root == "/" {
+            return Some(path.trim_start_matches('/'));
+        }
+        let rest = path.strip_prefix(root)?;
+        if rest.is_empty() {
+            return Some("");
+        }
+        rest.strip_prefix('/')
+    }
+}
+
+/// How sure a text mention must look (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Strictness {
+    /// Shell arguments and the human's prose: a bare `main.rs` counts.
+    AllowBare,
+    /// Tool result text: a relative file needs a `/`.
+    NeedSlash,
+}
+
+/// A value declared a path by its argument key. `None` for the workspace root itself,
+/// empty or garbled values, and absolute non-files outside the workspace.
+pub(super) fn from_declared(value: &str, ws: &Workspace) -> Option<String> {
+    let v = value.trim();
+    if v.len() > MAX_PATH_BYTES || v.contains("://") || v.chars().any(char::is_control) {
+        return None;
+    }
+    // A spaced value is a real path only when it has structure; otherwise it is prose.
+    if v.contains(char::is_whitespace) && !v.contains('/') {
+        return None;
+    }
+    finish(v, ws, |_| true)
+}
+
+/// One word or token of text, if it is a path mention under `strictness`.
+pub(super) fn from_mention(token: &str, ws: &Workspace, strictness: Strictness) -> Option<String> {
+    if token.len() > MAX_PATH_BYTES {
+        return None;
+    }
+    let t = clean_mention(token);
+    if t.is_empty() || t.contains("://") || t.chars().any(is_foreign) {
+        return None;
+    }
+    if !t.contains('/') && PRODUCT_NAMES.iter().any(|p| p.eq_ignore_ascii_case(t)) {
+        return None;
+    }
+    let dotted = t.starts_with("./") || t.starts_with("../");
+    let has_slash = t.contains('/');
+    finish(t, ws, |relative| {
+        dotted || (names_a_file(relative) && (has_slash || strictness == Strictness::AllowBare))
+    })
+}
+
+/// Every path mention in `text`, in order of appearance; `each` returns false to stop.
+pub(super) fn scan_text(
+    text: &str,
+    ws: &Workspace,
+    strictness: Strictness,
+    mut each: impl FnMut(String) -> bool,
+) {
+    for token in text.split(is_text_delimiter) {
+        // A cheap pre-filter: every accepted mention has a `.` or a `/`, or is one of the
+        // well-known `…file` names.
+        if !token.contains(['.', '/']) && !token.contains("file") {
+            continue;
+        }
+        if let Some(p) = from_mention(token, ws, strictness) {
+            if !each(p) {
+                return;
+            }
+        }
+    }
+}
+
+/// Strip wrapping punctuation, `#anchor`, and `:line[:col]` suffixes.
+fn clean_mention(token: &str) -> &str {
+    let mut t = token.trim_start_matches(['(', '[', '<', '\'', '"', '`', '@', '*']);
+    if let Some(i) = t.find('#') {
+        t = &t[..i];
+    }
+    loop {
+        let before = t.len();
+        t = t.trim_end_matches([
+            '.', ',', ':', ';', ')', ']', '>', '\'', '"', '`', '!', '?', '*',
+        ]);
+        if let Some((head, tail)) = t.rsplit_once(':') {
+            if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit()) {
+                t = head;
+            }
+        }
+        if t.len() == before {
+            return t;
+        }
+    }
+}
+
+/// Collapse, make workspace paths relative, and apply `accept_relative` to relative
+/// results; absolute/home paths outside the workspace must name a file.
+fn finish(path: &str, ws: &Workspace, accept_relative: impl Fn(&str) -> bool) -> Option<String> {
+    let collapsed = collapse(path);
+    let out = if collapsed.starts_with('/') {
+        match ws.relative(&collapsed) {
+            Some(rel) => rel.to_owned(),
+            None if names_a_file(&collapsed) => collapsed,
+            None => return None,
+        }
+    } else if collapsed == "~" || collapsed.starts_with("~/") {
+        if !names_a_file(&collapsed) {
+            return None;
+        }
+        collapsed
+    } else {
+        if !accept_relative(&collapsed) {
+            return None;
+        }
+        collapsed
+    };
+    (!out.is_empty() && out.chars().any(char::is_alphanumeric)).then_some(out)
+}
+
+/// `a/./b/../c//d/` → `a/c/d`; `./x` → `x`; leading `..` of a relative path is kept;
+/// `..` above `/` is dropped.
+fn collapse(path: &str) -> String {
+    let absolute = path.starts_with('/');
+    let mut segments: Vec<&str> = Vec::new();
+    for seg in path.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                if segments.last().is_some_and(|last| *last != "..") {
+                    segments.pop();
+                } else if !absolute {
+                    segments.push("..");
+                }
+            }
+            _ => segments.push(seg),
+        }
+    }
+    let joined = segments.join("/");
+    if absolute {
+        format!("/{joined}")
+    } else {
+        joined
+    }
+}
+
+/// Whether the last segment has a known extension (after a real stem) or is a well-known file.
+pub(super) fn names_a_file(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    if WELL_KNOWN_FILES.binary_search(&name).is_ok() {
+        return true;
+    }
+    let Some((stem, ext)) = name.rsplit_once('.') else {
+        return false;
+    };
+    stem.chars().any(char::is_alphanumeric)
+        && ext.len() <= 8
+        && KNOWN_EXTENSIONS
+            .binary_search(&ext.to_ascii_lowercase().as_str())
+            .is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ws() -> Workspace {
+        Workspace::new("/home/ana/proj/")
+    }
+
+    fn mention(t: &str) -> Option<String> {
+        from_mention(t, &ws(), Strictness::AllowBare)
+    }
+
+    fn scan(text: &str, strictness: Strictness) -> Vec<String> {
+        let mut out = Vec::new();
+        scan_text(text, &ws(), strictness, |p| {
+            out.push(p);
+            true
+        });
+        out
+    }
+
+    #[test]
+    fn lists_are_sorted_for_binary_search() {
+        for list in [KNOWN_EXTENSIONS, WELL_KNOWN_FILES, PRODUCT_NAMES] {
+            assert!(list.windows(2).all(|w| w[0] < w[1]), "{list:?}");
+        }
+    }
+
+    #[test]
+    fn well_known_names_pass_the_scan_prefilter() {
+        assert!(WELL_KNOWN_FILES
+            .iter()
+            .all(|n| n.contains('.') || n.contains("file")));
+        let found = scan(
+            "edit the Makefile, then the Dockerfile.",
+            Strictness::AllowBare,
+        );
+        assert_eq!(found, vec!["Makefile", "Dockerfile"]);
+    }
+
+    #[test]
+    fn repo_relative_normalization() {
+        assert_eq!(
+            mention("/home/ana/proj/src/main.rs").as_deref(),
+            Some("src/main.rs")
+        );
+        assert_eq!(mention("./src/x.rs").as_deref(), Some("src/x.rs"));
+        assert_eq!(mention("src/a/../b.rs").as_deref(), Some("src/b.rs"));
+        assert_eq!(mention("src//./b.rs").as_deref(), Some("src/b.rs"));
+        assert_eq!(mention("src/file.rs:12:3").as_deref(), Some("src/file.rs"));
+        assert_eq!(mention("(src/file.rs:12),").as_deref(), Some("src/file.rs"));
+        assert_eq!(mention("`src/lib.rs`.").as_deref(), Some("src/lib.rs"));
+        assert_eq!(mention("**docs/a.md**").as_deref(), Some("docs/a.md"));
+        assert_eq!(mention("@src/x.ts#L10-L20").as_deref(), Some("src/x.ts"));
+        assert_eq!(
+            mention("../sibling/x.rs").as_deref(),
+            Some("../sibling/x.rs")
+        );
+        assert_eq!(mention("./configure").as_deref(), Some("configure"));
+        assert_eq!(mention("/home/ana/proj/src").as_deref(), Some("src"));
+        assert_eq!(mention("/home/ana/proj"), None);
+        assert_eq!(mention("/home/ana/proj/"), None);
+        assert_eq!(
+            mention("/home/ana/project/x.rs").as_deref(),
+            Some("/home/ana/project/x.rs")
+        );
+    }
+
+    #[test]
+    fn outside_the_workspace_only_clear_files() {
+        assert_eq!(mention("/tmp/out.json").as_deref(), Some("/tmp/out.json"));
+        assert_eq!(
+            mention("/tmp/../etc/app.toml").as_deref(),
+            Some("/etc/app.toml")
+        );
+        assert_eq!(mention("~/.zshrc").as_deref(), Some("~/.zshrc"));
+        assert_eq!(mention("/usr/bin"), None);
+        assert_eq!(mention("/dev/null"), None);
+        assert_eq!(mention("~/src"), None);
+    }
+
+    #[test]
+    fn slash_phrases_and_numbers_are_not_paths() {
+        for t in [
+            "and/or",
+            "client/server",
+            "read/write",
+            "input/output",
+            "true/false",
+            "10/22",
+            "10/22/2026",
+            "w/o",
+        ] {
+            assert_eq!(mention(t), None, "{t}");
+        }
+        assert!(scan(
+            "use it for read/write and/or client/server on 10/22",
+            Strictness::AllowBare
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn bare_files_need_allowance_and_a_real_extension() {
+        assert_eq!(mention("main.rs").as_deref(), Some("main.rs"));
+        assert_eq!(mention("Makefile").as_deref(), Some("Makefile"));
+        assert_eq!(mention("README.MD").as_deref(), Some("README.MD"));
+        assert_eq!(from_mention("main.rs", &ws(), Strictness::NeedSlash), None);
+        for t in [
+            "e.g.",
+            "i.e",
+            "v1.2.3",
+            "example.com",
+            "Node.js",
+            "next.js",
+            ".rs",
+            "...",
+            "..",
+            ".",
+            "foo.",
+        ] {
+            assert_eq!(mention(t), None, "{t}");
+        }
+    }
+
+    #[test]
+    fn urls_globs_and_garbage_are_refused() {
+        for t in [
+            "https://x.io/a.rs",
+            "src/*.rs",
+            "$HOME/x.rs",
+            "{a,b}.rs",
+            "a\\b.rs",
+            "src/\u{0}x.rs",
+        ] {
+            assert_eq!(mention(t), None, "{t:?}");
+        }
+        assert_eq!(mention(&format!("{}.rs", "a/".repeat(1000))), None);
+    }
+
+    #[test]
+    fn declared_values() {
+        let w = ws();
+        assert_eq!(from_declared("src", &w).as_deref(), Some("src"));
+        assert_eq!(from_declared("./src/", &w).as_deref(), Some("src"));
+        assert_eq!(from_declared(".", &w), None);
+        assert_eq!(from_declared("/home/ana/proj", &w), None);
+        assert_eq!(
+            from_declared("/home/ana/proj/My Notes/a.md", &w).as_deref(),
+            Some("My Notes/a.md")
+        );
+        assert_eq!(from_declared("the main function", &w), None);
+        assert_eq!(from_declared("/etc", &w), None);
+        assert_eq!(from_declared("http://x/y.rs", &w), None);
+    }
+
+    #[test]
+    fn result_text_scan() {
+        let out = "error[E0308]: mismatched types\n  --> src/compose.rs:41:9\n   |\nnote: see ./build.rs and lib.rs\nwarning at /home/ana/proj/src/turn.rs:3: unused\n";
+        assert_eq!(
+            scan(out, Strictness::NeedSlash),
+            vec!["src/compose.rs", "build.rs", "src/turn.rs"]
+        );
+    }
+
+    #[test]
+    fn relative_workspace_is_not_used_for_stripping() {
+        let w = Workspace::new("proj");
+        assert_eq!(
+            from_mention("/abs/x.rs", &w, Strictness::AllowBare).as_deref(),
+            Some("/abs/x.rs")
+        );
+        let root = Workspace::new("/");
+        assert_eq!(
+            from_mention("/src/x.rs", &root, Strictness::AllowBare).as_deref(),
+            Some("src/x.rs")
+        );
+    }
+}
