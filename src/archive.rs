@@ -277,6 +277,8 @@ fn archive_session(
     let mut assembler = TurnAssembler::new();
     let mut new_sigs = Vec::new();
     let mut span_resume: Option<ResumePoint> = None;
+    // Completed turns before the span: a resumed assembler numbers turns after them.
+    let mut completed_before_span = 0u64;
     let mut last_completed_end: Option<u64> = None;
     loop {
         let before = reader.resume_point();
@@ -287,6 +289,9 @@ fn archive_session(
         }
         if let Some(turn) = assembler.push(event) {
             last_completed_end = Some(turn.end_seq);
+            if turn.end_seq < first_unarchived {
+                completed_before_span += 1;
+            }
             if turn.end_seq < seed_end {
                 continue;
             }
@@ -345,7 +350,7 @@ fn archive_session(
     let mut next_plan = store.next_plan_number(root)?;
     let resume = span_resume.unwrap_or_default();
     let mut reader = LogReader::open_with(file, resume, reader_options(ctx.config))?;
-    let mut assembler = TurnAssembler::new();
+    let mut assembler = TurnAssembler::starting_at(span_lo, completed_before_span);
     let mut spans = spans.into_iter().peekable();
     let mut buffered: Vec<CompletedTurn> = Vec::new();
     while let Some(span) = spans.peek() {
