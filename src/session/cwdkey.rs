@@ -1,14 +1,243 @@
-//! The cwd key that names a workspace's directory under `$DSH_HOME/sessions/`.
-//! OWNER: session helper.
+//! The cwd key that names a workspace's directory under `$DSH_HOME/sessions/`, and the
+//! escaping of session ids into directory names.
+//!
+//! Rules (spec `dsh-session-log.md`): every run of `/`, `\` or `:` becomes one `-`;
+//! `[A-Za-z0-9._-]` is kept; any other character is written `~XXXX`, the four upper-case
+//! hex digits of each of its UTF-16 code units (an astral character gives two escapes);
+//! a leading `-` is stripped; the key is capped at 251 characters.
+//!
+//! Choices where the spec is silent:
+//! - Exactly one leading `-` is stripped (the spec says "a leading `-`").
+//! - The cap never cuts inside an escape, nor between the two escapes of one astral
+//!   character: a character whose encoding does not fit entirely is dropped with the rest.
+//! - Session ids keep only `[A-Za-z0-9_-]`; everything else, separators included, is
+//!   escaped, so the mapping is injective and [`unescape_session_id`] can invert it. Ids are
+//!   `session-<uuid>`, so neither the leading-`-` strip nor the cap applies to them.
+
+/// The longest cwd key, in characters (all ASCII, so also bytes).
+pub const MAX_CWD_KEY_LEN: usize = 251;
 
 /// `/home/ana/src/widgets` → `home-ana-src-widgets` (the directory is `--<key>--`).
 pub fn cwd_key(cwd: &str) -> String {
-    let _ = cwd;
-    unimplemented!("session helper pending")
+    // One piece per source character (or per separator run), so the cap can stop on a
+    // piece boundary and never split an escape.
+    let mut pieces: Vec<String> = Vec::new();
+    let mut in_separator_run = false;
+    for c in cwd.chars() {
+        if matches!(c, '/' | '\\' | ':') {
+            if !in_separator_run {
+                pieces.push("-".to_owned());
+            }
+            in_separator_run = true;
+            continue;
+        }
+        in_separator_run = false;
+        pieces.push(if is_kept_in_cwd_key(c) {
+            c.to_string()
+        } else {
+            escape_char(c)
+        });
+    }
+    let skip = usize::from(pieces.first().is_some_and(|p| p == "-"));
+    let mut key = String::new();
+    for piece in pieces.iter().skip(skip) {
+        if key.len() + piece.len() > MAX_CWD_KEY_LEN {
+            break;
+        }
+        key.push_str(piece);
+    }
+    key
 }
 
-/// Escape a session id for its directory name (same rules; `.` is `~002E`).
+/// Escape a session id for its directory name (`.` is `~002E`).
 pub fn escape_session_id(id: &str) -> String {
-    let _ = id;
-    unimplemented!("session helper pending")
+    let mut out = String::with_capacity(id.len());
+    for c in id.chars() {
+        if is_kept_in_session_id(c) {
+            out.push(c);
+        } else {
+            out.push_str(&escape_char(c));
+        }
+    }
+    out
+}
+
+/// The session id a directory name stands for, or `None` when the name is not a
+/// well-formed escaped id: a raw character that would have been escaped, a `~` not
+/// followed by four hex digits, an escape of a character that is kept as is, or a lone
+/// UTF-16 surrogate. Hex digits are accepted in either case.
+pub fn unescape_session_id(name: &str) -> Option<String> {
+    let mut units: Vec<u16> = Vec::with_capacity(name.len());
+    let bytes = name.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'~' {
+            let hex = name.get(i + 1..i + 5)?;
+            if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return None;
+            }
+            let unit = u16::from_str_radix(hex, 16).ok()?;
+            // A kept character written as an escape is not what the escaper produces.
+            if char::from_u32(u32::from(unit)).is_some_and(is_kept_in_session_id) {
+                return None;
+            }
+            units.push(unit);
+            i += 5;
+        } else {
+            let c = char::from(bytes[i]);
+            if !bytes[i].is_ascii() || !is_kept_in_session_id(c) {
+                return None;
+            }
+            units.push(u16::from(bytes[i]));
+            i += 1;
+        }
+    }
+    String::from_utf16(&units).ok()
+}
+
+fn is_kept_in_cwd_key(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')
+}
+
+fn is_kept_in_session_id(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '-')
+}
+
+fn escape_char(c: char) -> String {
+    let mut buf = [0u16; 2];
+    c.encode_utf16(&mut buf)
+        .iter()
+        .map(|unit| format!("~{unit:04X}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unix_path() {
+        assert_eq!(cwd_key("/home/ana/src/widgets"), "home-ana-src-widgets");
+    }
+
+    #[test]
+    fn separator_runs_collapse() {
+        assert_eq!(cwd_key("//srv///data/"), "srv-data-");
+        assert_eq!(cwd_key("/a/:\\b"), "a-b");
+    }
+
+    #[test]
+    fn windows_paths() {
+        assert_eq!(cwd_key(r"C:\Users\ana\src"), "C-Users-ana-src");
+        assert_eq!(cwd_key(r"\\server\share\x"), "server-share-x");
+        assert_eq!(cwd_key("c:/work/proj"), "c-work-proj");
+    }
+
+    #[test]
+    fn kept_characters() {
+        assert_eq!(cwd_key("/a.b_c-d/E9"), "a.b_c-d-E9");
+    }
+
+    #[test]
+    fn only_one_leading_dash_stripped() {
+        assert_eq!(cwd_key("/-x"), "-x");
+        assert_eq!(cwd_key("-x"), "x");
+        assert_eq!(cwd_key("x"), "x");
+        assert_eq!(cwd_key(""), "");
+        assert_eq!(cwd_key("/"), "");
+    }
+
+    #[test]
+    fn other_characters_escaped_upper_hex() {
+        assert_eq!(cwd_key("/home/ana/my project"), "home-ana-my~0020project");
+        assert_eq!(cwd_key("/tmp/é"), "tmp-~00E9");
+        assert_eq!(cwd_key("/tmp/~x"), "tmp-~007Ex");
+        assert_eq!(cwd_key("/srv/日本"), "srv-~65E5~672C");
+    }
+
+    #[test]
+    fn astral_character_is_two_escapes() {
+        // U+1F600 is the surrogate pair D83D DE00.
+        assert_eq!(cwd_key("/x/😀"), "x-~D83D~DE00");
+    }
+
+    #[test]
+    fn long_path_capped_at_251() {
+        let long = format!("/{}", "a".repeat(400));
+        let key = cwd_key(&long);
+        assert_eq!(key.len(), MAX_CWD_KEY_LEN);
+        assert!(key.chars().all(|c| c == 'a'));
+    }
+
+    #[test]
+    fn cap_never_cuts_an_escape() {
+        // 248 kept characters, then an escape of 5 that would end at 253: it is dropped.
+        let path = format!("{}é", "b".repeat(248));
+        assert_eq!(cwd_key(&path), "b".repeat(248));
+        // 246 + 5 = 251 fits exactly.
+        let path = format!("{}éz", "b".repeat(246));
+        assert_eq!(cwd_key(&path), format!("{}~00E9", "b".repeat(246)));
+    }
+
+    #[test]
+    fn cap_never_splits_a_surrogate_pair() {
+        // 245 + 10 = 255 > 251: the astral character goes entirely, not half of it.
+        let path = format!("{}😀", "c".repeat(245));
+        assert_eq!(cwd_key(&path), "c".repeat(245));
+        let path = format!("{}😀", "c".repeat(241));
+        assert_eq!(cwd_key(&path), format!("{}~D83D~DE00", "c".repeat(241)));
+    }
+
+    #[test]
+    fn cap_applies_after_the_strip() {
+        let path = format!("/{}", "d".repeat(251));
+        assert_eq!(cwd_key(&path), "d".repeat(251));
+    }
+
+    #[test]
+    fn session_id_escaping() {
+        let id = "session-0b5c2a4e-1f1a-4c59-9a2f-3f1d2b7e9c10";
+        assert_eq!(escape_session_id(id), id);
+        assert_eq!(escape_session_id("session-a.b"), "session-a~002Eb");
+        assert_eq!(escape_session_id("a/b:c"), "a~002Fb~003Ac");
+        assert_eq!(escape_session_id("s😀"), "s~D83D~DE00");
+    }
+
+    #[test]
+    fn session_id_round_trip() {
+        for id in [
+            "session-0b5c2a4e-1f1a-4c59-9a2f-3f1d2b7e9c10",
+            "session-a.b",
+            "a/b\\c:d e~f",
+            "日本😀.x",
+            "",
+        ] {
+            assert_eq!(
+                unescape_session_id(&escape_session_id(id)).as_deref(),
+                Some(id)
+            );
+        }
+    }
+
+    #[test]
+    fn unescape_accepts_lower_hex() {
+        assert_eq!(unescape_session_id("a~002eb").as_deref(), Some("a.b"));
+    }
+
+    #[test]
+    fn unescape_refuses_malformed_names() {
+        for bad in [
+            "session-a.b", // raw `.`
+            "a~002",       // short escape
+            "a~00G1",      // not hex
+            "a~",          // escape at the end
+            "~0041",       // escape of a kept character
+            "~D83D",       // lone high surrogate
+            "~DE00~D83D",  // surrogates in the wrong order
+            "a b",         // raw space
+            "é",           // raw non-ASCII
+        ] {
+            assert_eq!(unescape_session_id(bad), None, "{bad:?}");
+        }
+    }
 }

@@ -1,12 +1,21 @@
 //! Finding a workspace's sessions and each session's highest-generation log.
-//! OWNER: session helper.
+//!
+//! Layout: `$DSH_HOME/sessions/--<cwd-key>--/<escaped session id>/session[.vN].jsonl[.zstd]`.
+//! Read-only: `session.lock` (the writer's flock) is never opened, taken or deleted, and
+//! files that are not a log of some generation are ignored.
 
+use std::io;
 use std::path::{Path, PathBuf};
+
+use super::cwdkey::{cwd_key, unescape_session_id};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionLog {
-    /// The session directory name, unescaped to the session id when possible.
+    /// The session directory (full path).
     pub session_dir: PathBuf,
+    /// The session id: the directory name unescaped, or the name as is when it is not a
+    /// well-formed escaped id.
+    pub session_id: String,
     /// The highest generation log file (`session.v4.jsonl.zstd` > … > `session.jsonl.zstd`).
     pub log: PathBuf,
     pub generation: u32,
@@ -15,25 +24,274 @@ pub struct SessionLog {
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoverError {
-    #[error("cannot list {dir}: {source}")]
-    Io { dir: PathBuf, #[source] source: std::io::Error },
+    #[error("cannot list {dir}: {source}; check that it exists and is readable")]
+    Io {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
-/// `$DSH_HOME/sessions/--<cwd-key>--` for `workspace` (absolute path).
+/// The directory that holds the sessions that had no cwd.
+pub const NO_CWD_DIR: &str = "_no-cwd";
+
+/// `$DSH_HOME/sessions/--<cwd-key>--` for `workspace` (absolute path); an empty workspace
+/// (a session without cwd) maps to `$DSH_HOME/sessions/_no-cwd`.
 pub fn workspace_sessions_dir(dsh_home: &Path, workspace: &str) -> PathBuf {
-    let _ = (dsh_home, workspace);
-    unimplemented!("session helper pending")
+    let sessions = dsh_home.join("sessions");
+    if workspace.is_empty() {
+        return sessions.join(NO_CWD_DIR);
+    }
+    sessions.join(format!("--{}--", cwd_key(workspace)))
+}
+
+/// The log file name of one generation: `session.jsonl` for 0, `session.vN.jsonl` after,
+/// with `.zstd` appended when compressed.
+pub fn log_file_name(generation: u32, compressed: bool) -> String {
+    let base = if generation == 0 {
+        "session.jsonl".to_owned()
+    } else {
+        format!("session.v{generation}.jsonl")
+    };
+    if compressed {
+        format!("{base}.zstd")
+    } else {
+        base
+    }
+}
+
+/// Parse a log file name back to `(generation, compressed)`; `None` for any other file.
+/// `vN` must be canonical (`v1`, `v12`; not `v0`, `v01`), as the writer names them.
+pub fn parse_log_file_name(name: &str) -> Option<(u32, bool)> {
+    let (stem, compressed) = match name.strip_suffix(".zstd") {
+        Some(stem) => (stem, true),
+        None => (name, false),
+    };
+    let middle = stem.strip_prefix("session.")?.strip_suffix("jsonl")?;
+    if middle.is_empty() {
+        return Some((0, compressed));
+    }
+    let digits = middle.strip_prefix('v')?.strip_suffix('.')?;
+    if digits.is_empty() || digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let generation = digits.parse::<u32>().ok()?;
+    Some((generation, compressed))
 }
 
 /// Every session of the workspace, sorted by directory name; sessions without any log
 /// file are skipped. A missing workspace directory is an empty list.
 pub fn list_sessions(dsh_home: &Path, workspace: &str) -> Result<Vec<SessionLog>, DiscoverError> {
-    let _ = (dsh_home, workspace);
-    unimplemented!("session helper pending")
+    let dir = workspace_sessions_dir(dsh_home, workspace);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(DiscoverError::Io { dir, source }),
+    };
+    let mut session_dirs = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| DiscoverError::Io {
+            dir: dir.clone(),
+            source,
+        })?;
+        let path = entry.path();
+        // `metadata` follows symlinks: a linked session directory still counts.
+        if std::fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
+            session_dirs.push(path);
+        }
+    }
+    session_dirs.sort();
+    let mut sessions = Vec::new();
+    for session_dir in session_dirs {
+        match highest_generation(&session_dir) {
+            Ok(Some(log)) => sessions.push(log),
+            Ok(None) => {}
+            // Removed between the listing and now: it has no log any more.
+            Err(DiscoverError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(sessions)
 }
 
-/// The highest-generation log in one session directory, if any.
+/// The highest-generation log in one session directory, if any. When a generation exists
+/// both compressed and plain, the compressed file wins.
 pub fn highest_generation(session_dir: &Path) -> Result<Option<SessionLog>, DiscoverError> {
-    let _ = session_dir;
-    unimplemented!("session helper pending")
+    let io_error = |source| DiscoverError::Io {
+        dir: session_dir.to_path_buf(),
+        source,
+    };
+    let mut best: Option<(u32, bool, PathBuf)> = None;
+    for entry in std::fs::read_dir(session_dir).map_err(io_error)? {
+        let entry = entry.map_err(io_error)?;
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        let Some((generation, compressed)) = parse_log_file_name(&name) else {
+            continue;
+        };
+        let path = entry.path();
+        if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        let better = match &best {
+            None => true,
+            Some((g, c, _)) => (generation, compressed) > (*g, *c),
+        };
+        if better {
+            best = Some((generation, compressed, path));
+        }
+    }
+    let Some((generation, compressed, log)) = best else {
+        return Ok(None);
+    };
+    let dir_name = session_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let session_id = unescape_session_id(&dir_name).unwrap_or(dir_name);
+    Ok(Some(SessionLog {
+        session_dir: session_dir.to_path_buf(),
+        session_id,
+        log,
+        generation,
+        compressed,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn touch(path: &Path) {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, b"x").unwrap();
+    }
+
+    #[test]
+    fn workspace_dir_name() {
+        let home = Path::new("/h/.dsh");
+        assert_eq!(
+            workspace_sessions_dir(home, "/home/ana/src/widgets"),
+            PathBuf::from("/h/.dsh/sessions/--home-ana-src-widgets--")
+        );
+        assert_eq!(
+            workspace_sessions_dir(home, ""),
+            PathBuf::from("/h/.dsh/sessions/_no-cwd")
+        );
+    }
+
+    #[test]
+    fn file_names_round_trip() {
+        for g in [0, 1, 2, 3, 4, 17] {
+            for c in [false, true] {
+                assert_eq!(parse_log_file_name(&log_file_name(g, c)), Some((g, c)));
+            }
+        }
+        assert_eq!(log_file_name(0, true), "session.jsonl.zstd");
+        assert_eq!(log_file_name(3, false), "session.v3.jsonl");
+    }
+
+    #[test]
+    fn unknown_names_ignored() {
+        for name in [
+            "session.lock",
+            "session.v0.jsonl",
+            "session.v01.jsonl",
+            "session.v.jsonl",
+            "session.vx.jsonl",
+            "session.v1jsonl",
+            "session.v1.jsonl.zst",
+            "session.v1.jsonl.bak",
+            "xsession.jsonl",
+            "session.jsonl.zstd.tmp",
+            "session.v99999999999.jsonl",
+            "session.v-1.jsonl",
+            "session.v+1.jsonl",
+        ] {
+            assert_eq!(parse_log_file_name(name), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn highest_generation_wins_and_compressed_preferred() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = tmp.path().join("session-a");
+        touch(&s.join("session.lock"));
+        touch(&s.join("session.jsonl.zstd"));
+        touch(&s.join("session.v1.jsonl.zstd"));
+        touch(&s.join("session.v3.jsonl"));
+        touch(&s.join("session.v3.jsonl.zstd"));
+        touch(&s.join("session.v2.jsonl"));
+        touch(&s.join("notes.txt"));
+        let log = highest_generation(&s).unwrap().unwrap();
+        assert_eq!(log.generation, 3);
+        assert!(log.compressed);
+        assert_eq!(log.log, s.join("session.v3.jsonl.zstd"));
+        assert_eq!(log.session_id, "session-a");
+        // The lock is untouched.
+        assert_eq!(fs::read(s.join("session.lock")).unwrap(), b"x");
+    }
+
+    #[test]
+    fn plain_higher_generation_beats_compressed_lower() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = tmp.path().join("s");
+        touch(&s.join("session.v1.jsonl.zstd"));
+        touch(&s.join("session.v10.jsonl"));
+        let log = highest_generation(&s).unwrap().unwrap();
+        assert_eq!((log.generation, log.compressed), (10, false));
+    }
+
+    #[test]
+    fn a_directory_named_like_a_log_is_not_a_log() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = tmp.path().join("s");
+        fs::create_dir_all(s.join("session.v5.jsonl")).unwrap();
+        touch(&s.join("session.jsonl"));
+        let log = highest_generation(&s).unwrap().unwrap();
+        assert_eq!(log.generation, 0);
+    }
+
+    #[test]
+    fn list_sessions_sorted_skips_logless_and_unescapes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path();
+        let ws = "/home/ana/src/widgets";
+        let dir = workspace_sessions_dir(home, ws);
+        touch(&dir.join("session-b").join("session.v2.jsonl.zstd"));
+        touch(&dir.join("session-a~002E1").join("session.jsonl"));
+        touch(&dir.join("session-c").join("session.lock"));
+        touch(&dir.join("stray-file"));
+        let sessions = list_sessions(home, ws).unwrap();
+        let ids: Vec<_> = sessions.iter().map(|s| s.session_id.as_str()).collect();
+        assert_eq!(ids, ["session-a.1", "session-b"]);
+        assert_eq!(sessions[1].generation, 2);
+        assert_eq!(sessions[0].session_dir, dir.join("session-a~002E1"));
+    }
+
+    #[test]
+    fn missing_workspace_is_empty() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(list_sessions(tmp.path(), "/nowhere").unwrap().is_empty());
+    }
+
+    #[test]
+    fn malformed_dir_name_kept_as_is() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = tmp.path().join("odd.name");
+        touch(&s.join("session.jsonl"));
+        assert_eq!(
+            highest_generation(&s).unwrap().unwrap().session_id,
+            "odd.name"
+        );
+    }
+
+    #[test]
+    fn unreadable_session_dir_is_an_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let err = highest_generation(&tmp.path().join("absent")).unwrap_err();
+        assert!(err.to_string().contains("absent"));
+    }
 }

@@ -4,6 +4,8 @@
 pub mod cwdkey;
 pub mod discover;
 pub mod event;
+mod frames;
+pub mod normalize;
 pub mod reader;
 pub mod writer;
 

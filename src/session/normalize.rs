@@ -1,0 +1,502 @@
+//! From one log line (JSON text) to the normalized model: the header, one event, or a
+//! packed chunk row to expand. Pure: text in, values out.
+//!
+//! Generation normalizing done here:
+//! - **Packed chunk rows** (v0/v1, written with `packChunks` on). Shape, as in the
+//!   harness's own fixtures (`@deepseek-ai/dsh-session-persistence-jsonl` tests and the
+//!   `AssistantStreamRecord` codec):
+//!   `{"type":"text-chunks","seq0":S,"time0":T,"data":{"turn","step","index","dt":[…],"texts":[…]}}`
+//!   (`reasoning-chunks` likewise with `texts`; `tool-call-chunks` with `id`, `name?` and
+//!   `args` instead of `texts`). The row stands for one `assistant/chunk` event per member:
+//!   seq `S+i`; time `T` for the first and then the running sum of `dt` (`dt` holds the
+//!   n−1 gaps between consecutive members; a missing gap counts 0); data
+//!   `{"turn","step","chunk":{"type":"text-delta"|"reasoning-delta","index","text"}}` or,
+//!   for tool calls, `{"turn","step","chunk":{"type":"tool-call-delta","index","id","name","argumentsDelta"}}`.
+//!   Fields absent from the row are absent from the events; members are carried as they are.
+//! - **`sourceEventSeqs`** (from v2): entries are seqs or inclusive `[start,end]` runs;
+//!   they are expanded to the full list. A run may expand to at most
+//!   [`MAX_SOURCE_SEQS`] seqs per event (hostile input must not blow up memory).
+
+use serde_json::{Map, Value};
+
+use super::event::{Event, Header};
+
+/// The most seqs one event's `sourceEventSeqs` may expand to.
+pub const MAX_SOURCE_SEQS: u64 = 1 << 20;
+
+/// The storage row types that pack `assistant/chunk` runs.
+pub const PACKED_ROW_TYPES: [&str; 3] = ["text-chunks", "reasoning-chunks", "tool-call-chunks"];
+
+/// One event line, normalized.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum EventLine {
+    Single(Event),
+    Packed(PackedRow),
+}
+
+/// A packed chunk row, expanded lazily one event at a time (a long row of tiny members
+/// must not turn into millions of `Event`s at once).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PackedRow {
+    seq0: u64,
+    next: usize,
+    time: Option<i64>,
+    delta_type: &'static str,
+    member_key: &'static str,
+    /// Fields copied into every chunk (`index`, and `id`/`name` for tool calls).
+    chunk_fields: Map<String, Value>,
+    /// `turn` and `step` copied into every event's data.
+    data_fields: Map<String, Value>,
+    dt: Vec<Value>,
+    members: Vec<Value>,
+    ignorable: bool,
+}
+
+impl PackedRow {
+    /// The next expanded event, or `None` when all members are out.
+    pub(crate) fn next_event(&mut self) -> Option<Event> {
+        let i = self.next;
+        let member = self.members.get_mut(i)?;
+        let member = std::mem::take(member);
+        if i > 0 {
+            let gap = self.dt.get(i - 1).and_then(json_i64).unwrap_or(0);
+            self.time = self.time.map(|t| t.saturating_add(gap));
+        }
+        self.next += 1;
+        let mut chunk = Map::new();
+        chunk.insert("type".to_owned(), Value::String(self.delta_type.to_owned()));
+        chunk.extend(self.chunk_fields.clone());
+        chunk.insert(self.member_key.to_owned(), member);
+        let mut data = self.data_fields.clone();
+        data.insert("chunk".to_owned(), Value::Object(chunk));
+        Some(Event {
+            seq: self.seq0 + i as u64,
+            kind: "assistant/chunk".to_owned(),
+            time: self.time,
+            data: Value::Object(data),
+            ignorable: self.ignorable,
+            source_event_seqs: None,
+        })
+    }
+
+    pub(crate) fn is_exhausted(&self) -> bool {
+        self.next >= self.members.len()
+    }
+}
+
+/// Parse the header line. Errors are the detail for `BadHeader`.
+pub(crate) fn parse_header(text: &str) -> Result<Header, String> {
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let Value::Object(map) = value else {
+        return Err("not a JSON object".to_owned());
+    };
+    match map.get("type") {
+        Some(Value::String(t)) if t == "session" => {}
+        Some(Value::String(t)) => return Err(format!("type is {t:?}, not \"session\"")),
+        _ => return Err("no \"type\":\"session\"".to_owned()),
+    }
+    let version = match map.get("version") {
+        // The earliest logs may predate the stamp.
+        None => 0,
+        Some(v) => v
+            .as_u64()
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or_else(|| format!("version {v} is not a generation number"))?,
+    };
+    let id = match map.get("id") {
+        Some(Value::String(id)) if !id.is_empty() => id.clone(),
+        _ => return Err("no session \"id\"".to_owned()),
+    };
+    let string = |key: &str| map.get(key).and_then(Value::as_str).map(str::to_owned);
+    Ok(Header {
+        version,
+        id,
+        created_at: map.get("createdAt").and_then(json_i64),
+        cwd: string("cwd"),
+        parent_session: string("parentSession"),
+        is_seeded: map
+            .get("isSeeded")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        seed_length: map.get("seedLength").and_then(Value::as_u64),
+        origin: string("origin"),
+        delegation_depth: map
+            .get("delegationDepth")
+            .and_then(Value::as_u64)
+            .and_then(|d| u32::try_from(d).ok()),
+        agent_preset: string("agentPreset"),
+    })
+}
+
+/// Parse one event line. Errors are the detail for `BadLine`.
+pub(crate) fn parse_event_line(text: &str) -> Result<EventLine, String> {
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let Value::Object(mut map) = value else {
+        return Err("not a JSON object".to_owned());
+    };
+    let kind = match map.remove("type") {
+        Some(Value::String(kind)) => kind,
+        Some(_) => return Err("\"type\" is not a string".to_owned()),
+        None => return Err("no \"type\"".to_owned()),
+    };
+    let ignorable = map
+        .get("ignorable")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if PACKED_ROW_TYPES.contains(&kind.as_str()) && !map.contains_key("seq") {
+        return packed_row(&kind, map, ignorable).map(EventLine::Packed);
+    }
+    let seq = match map.get("seq") {
+        Some(v) => v
+            .as_u64()
+            .ok_or_else(|| format!("seq {v} is not a non-negative integer"))?,
+        None => return Err(format!("{kind} event has no \"seq\"")),
+    };
+    let source_event_seqs = match map.get("sourceEventSeqs") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(expand_source_seqs(v)?),
+    };
+    Ok(EventLine::Single(Event {
+        seq,
+        time: map.get("time").and_then(json_i64),
+        data: map.remove("data").unwrap_or(Value::Null),
+        kind,
+        ignorable,
+        source_event_seqs,
+    }))
+}
+
+fn packed_row(
+    kind: &str,
+    mut row: Map<String, Value>,
+    ignorable: bool,
+) -> Result<PackedRow, String> {
+    let seq0 = match row.get("seq0") {
+        Some(v) => v
+            .as_u64()
+            .ok_or_else(|| format!("{kind} row: seq0 {v} is not a non-negative integer"))?,
+        None => return Err(format!("{kind} row has neither \"seq\" nor \"seq0\"")),
+    };
+    let time = row.get("time0").and_then(json_i64);
+    let Some(Value::Object(mut data)) = row.remove("data") else {
+        return Err(format!("{kind} row has no \"data\" object"));
+    };
+    let (delta_type, members_key, member_key) = match kind {
+        "text-chunks" => ("text-delta", "texts", "text"),
+        "reasoning-chunks" => ("reasoning-delta", "texts", "text"),
+        _ => ("tool-call-delta", "args", "argumentsDelta"),
+    };
+    let Some(Value::Array(members)) = data.remove(members_key) else {
+        return Err(format!("{kind} row has no \"data.{members_key}\" array"));
+    };
+    let dt = match data.remove("dt") {
+        Some(Value::Array(dt)) => dt,
+        None => Vec::new(),
+        Some(_) => return Err(format!("{kind} row: \"data.dt\" is not an array")),
+    };
+    seq0.checked_add(members.len() as u64).ok_or_else(|| {
+        format!(
+            "{kind} row: seq0 {seq0} + {} members overflows",
+            members.len()
+        )
+    })?;
+    let mut chunk_fields = Map::new();
+    let chunk_keys: &[&str] = if member_key == "argumentsDelta" {
+        &["index", "id", "name"]
+    } else {
+        &["index"]
+    };
+    for key in chunk_keys {
+        if let Some(v) = data.remove(*key) {
+            chunk_fields.insert((*key).to_owned(), v);
+        }
+    }
+    let mut data_fields = Map::new();
+    for key in ["turn", "step"] {
+        if let Some(v) = data.remove(key) {
+            data_fields.insert(key.to_owned(), v);
+        }
+    }
+    Ok(PackedRow {
+        seq0,
+        next: 0,
+        time,
+        delta_type,
+        member_key,
+        chunk_fields,
+        data_fields,
+        dt,
+        members,
+        ignorable,
+    })
+}
+
+/// `[3, [5, 8], 10]` → `[3, 5, 6, 7, 8, 10]`.
+pub(crate) fn expand_source_seqs(value: &Value) -> Result<Vec<u64>, String> {
+    let Value::Array(entries) = value else {
+        return Err("sourceEventSeqs is not an array".to_owned());
+    };
+    let mut out = Vec::with_capacity(entries.len());
+    for entry in entries {
+        match entry {
+            Value::Array(pair) => {
+                let (start, end) = match pair.as_slice() {
+                    [a, b] => match (a.as_u64(), b.as_u64()) {
+                        (Some(a), Some(b)) => (a, b),
+                        _ => return Err(format!("sourceEventSeqs run {entry} is not two seqs")),
+                    },
+                    _ => {
+                        return Err(format!(
+                            "sourceEventSeqs run {entry} is not a [start,end] pair"
+                        ))
+                    }
+                };
+                if start > end {
+                    return Err(format!("sourceEventSeqs run {entry} ends before it starts"));
+                }
+                if (out.len() as u64).saturating_add((end - start).saturating_add(1))
+                    > MAX_SOURCE_SEQS
+                {
+                    return Err(format!(
+                        "sourceEventSeqs expands past {MAX_SOURCE_SEQS} seqs"
+                    ));
+                }
+                out.extend(start..=end);
+            }
+            other => {
+                let seq = other
+                    .as_u64()
+                    .ok_or_else(|| format!("sourceEventSeqs entry {other} is not a seq"))?;
+                if out.len() as u64 >= MAX_SOURCE_SEQS {
+                    return Err(format!(
+                        "sourceEventSeqs expands past {MAX_SOURCE_SEQS} seqs"
+                    ));
+                }
+                out.push(seq);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Milliseconds: an integer, or a float truncated (JSON numbers from JavaScript).
+fn json_i64(v: &Value) -> Option<i64> {
+    v.as_i64()
+        .or_else(|| v.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn single(text: &str) -> Event {
+        match parse_event_line(text).unwrap() {
+            EventLine::Single(e) => e,
+            EventLine::Packed(_) => panic!("packed"),
+        }
+    }
+
+    fn expand(text: &str) -> Vec<Event> {
+        let EventLine::Packed(mut row) = parse_event_line(text).unwrap() else {
+            panic!("not packed")
+        };
+        let mut out = Vec::new();
+        while let Some(e) = row.next_event() {
+            out.push(e);
+        }
+        assert!(row.is_exhausted());
+        out
+    }
+
+    #[test]
+    fn header_fields() {
+        let h = parse_header(
+            r#"{"type":"session","version":3,"id":"session-1","createdAt":1764400000000,
+            "cwd":"/w","parentSession":"session-0","isSeeded":true,"seedLength":12,
+            "origin":"subagent","delegationDepth":1,"agentPreset":"chapters"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            h,
+            Header {
+                version: 3,
+                id: "session-1".into(),
+                created_at: Some(1_764_400_000_000),
+                cwd: Some("/w".into()),
+                parent_session: Some("session-0".into()),
+                is_seeded: true,
+                seed_length: Some(12),
+                origin: Some("subagent".into()),
+                delegation_depth: Some(1),
+                agent_preset: Some("chapters".into()),
+            }
+        );
+    }
+
+    #[test]
+    fn header_minimal_and_refusals() {
+        let h = parse_header(r#"{"type":"session","id":"s"}"#).unwrap();
+        assert_eq!((h.version, h.id.as_str(), h.cwd), (0, "s", None));
+        for bad in [
+            r#"{"type":"turn/start","seq":0}"#,
+            r#"{"id":"s"}"#,
+            r#"{"type":"session"}"#,
+            r#"{"type":"session","id":"s","version":-1}"#,
+            r#"{"type":"session","id":"s","version":"3"}"#,
+            r#"[1,2]"#,
+            r#"{"type":"session","#,
+        ] {
+            assert!(parse_header(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn event_fields() {
+        let e = single(
+            r#"{"type":"turn/end","seq":17,"time":1764400012345,"data":{"turn":2,"reason":{"kind":"completed"}},"ignorable":true,"surfaceOp":"append"}"#,
+        );
+        assert_eq!(e.seq, 17);
+        assert_eq!(e.kind, "turn/end");
+        assert_eq!(e.time, Some(1_764_400_012_345));
+        assert!(e.ignorable);
+        assert_eq!(e.turn_end_reason(), Some("completed"));
+        assert_eq!(e.source_event_seqs, None);
+    }
+
+    #[test]
+    fn event_without_data_or_time() {
+        let e = single(r#"{"type":"x/y","seq":0}"#);
+        assert_eq!((e.data, e.time, e.ignorable), (Value::Null, None, false));
+    }
+
+    #[test]
+    fn event_refusals() {
+        for bad in [
+            r#"{"seq":1}"#,
+            r#"{"type":"turn/start"}"#,
+            r#"{"type":7,"seq":1}"#,
+            r#"{"type":"a","seq":-1}"#,
+            r#"{"type":"a","seq":1.5}"#,
+            r#"{"type":"a","seq":"1"}"#,
+            r#""text""#,
+            r#"{"type":"a","seq":1,"sourceEventSeqs":"x"}"#,
+            "{\"type\":\"a\"",
+        ] {
+            assert!(parse_event_line(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_not_a_crash() {
+        let deep = format!(
+            r#"{{"type":"a","seq":0,"data":{}{}}}"#,
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        );
+        assert!(parse_event_line(&deep).is_err());
+    }
+
+    #[test]
+    fn source_seqs_pairs_expanded() {
+        let e = single(
+            r#"{"type":"assistant/message","seq":20,"sourceEventSeqs":[1,[3,6],9,[10,12]]}"#,
+        );
+        assert_eq!(
+            e.source_event_seqs,
+            Some(vec![1, 3, 4, 5, 6, 9, 10, 11, 12])
+        );
+        let e = single(r#"{"type":"assistant/message","seq":20,"sourceEventSeqs":[2,4]}"#);
+        assert_eq!(e.source_event_seqs, Some(vec![2, 4]));
+    }
+
+    #[test]
+    fn source_seqs_refusals() {
+        for bad in [
+            json!([[5, 3]]),
+            json!([[1, 2, 3]]),
+            json!([[1]]),
+            json!([["a", 2]]),
+            json!([-1]),
+            json!([[0, u64::MAX]]),
+            json!([[0, MAX_SOURCE_SEQS - 1], 7]),
+        ] {
+            assert!(expand_source_seqs(&bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            expand_source_seqs(&json!([[0, MAX_SOURCE_SEQS - 1]]))
+                .unwrap()
+                .len() as u64,
+            MAX_SOURCE_SEQS
+        );
+    }
+
+    #[test]
+    fn text_chunks_expanded() {
+        let events = expand(
+            r#"{"type":"text-chunks","seq0":4,"time0":1000,"data":{"turn":1,"step":2,"index":0,"dt":[5,7],"texts":["a","b","c"]}}"#,
+        );
+        let seqs: Vec<_> = events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [4, 5, 6]);
+        let times: Vec<_> = events.iter().map(|e| e.time).collect();
+        assert_eq!(times, [Some(1000), Some(1005), Some(1012)]);
+        assert!(events.iter().all(|e| e.kind == "assistant/chunk"));
+        assert_eq!(
+            events[1].data,
+            json!({"turn":1,"step":2,"chunk":{"type":"text-delta","index":0,"text":"b"}})
+        );
+    }
+
+    #[test]
+    fn reasoning_and_tool_call_chunks_expanded() {
+        let r = expand(
+            r#"{"type":"reasoning-chunks","seq0":0,"time0":5,"data":{"turn":0,"step":0,"index":1,"dt":[1],"texts":["x","y"]}}"#,
+        );
+        assert_eq!(
+            r[0].data["chunk"],
+            json!({"type":"reasoning-delta","index":1,"text":"x"})
+        );
+        let t = expand(
+            r#"{"type":"tool-call-chunks","seq0":9,"time0":5,"ignorable":true,"data":{"turn":0,"step":0,"index":2,"id":"call-1","name":"bash","dt":[],"args":["{\"co","mmand\":1}"]}}"#,
+        );
+        assert_eq!(t.len(), 2);
+        assert_eq!((t[0].seq, t[1].seq), (9, 10));
+        assert_eq!((t[0].time, t[1].time), (Some(5), Some(5)));
+        assert!(t[1].ignorable);
+        assert_eq!(
+            t[1].data["chunk"],
+            json!({"type":"tool-call-delta","index":2,"id":"call-1","name":"bash","argumentsDelta":"mmand\":1}"})
+        );
+    }
+
+    #[test]
+    fn packed_without_time_or_members() {
+        let e = expand(r#"{"type":"text-chunks","seq0":0,"data":{"texts":["a"]}}"#);
+        assert_eq!(
+            (e[0].time, &e[0].data),
+            (None, &json!({"chunk":{"type":"text-delta","text":"a"}}))
+        );
+        assert!(expand(r#"{"type":"text-chunks","seq0":3,"data":{"texts":[]}}"#).is_empty());
+    }
+
+    #[test]
+    fn packed_refusals() {
+        for bad in [
+            r#"{"type":"text-chunks","time0":0,"data":{"texts":["a"]}}"#,
+            r#"{"type":"text-chunks","seq0":0}"#,
+            r#"{"type":"text-chunks","seq0":0,"data":{"args":["a"]}}"#,
+            r#"{"type":"tool-call-chunks","seq0":0,"data":{"texts":["a"]}}"#,
+            r#"{"type":"text-chunks","seq0":0,"data":{"texts":["a"],"dt":3}}"#,
+            r#"{"type":"text-chunks","seq0":-2,"data":{"texts":["a"]}}"#,
+            r#"{"type":"text-chunks","seq0":18446744073709551615,"data":{"texts":["a"]}}"#,
+        ] {
+            assert!(parse_event_line(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_chunk_type_with_seq_is_an_ordinary_event() {
+        let e = single(r#"{"type":"text-chunks","seq":3,"data":{}}"#);
+        assert_eq!(e.kind, "text-chunks");
+    }
+}
