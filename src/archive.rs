@@ -112,6 +112,8 @@ pub enum ArchiveError {
     NoSuchSession { id: String, dir: PathBuf },
     #[error("collections/{session_id}.jsonl line {line}: not a signature ({detail}); the ledger is damaged — restore it from a backup")]
     BadSignatureLine { session_id: String, line: usize, detail: String },
+    #[error("session log {file} ends at seq {log_end:?} but turns up to seq {signed_hi} were already signed from it: the log was truncated or replaced. Nothing archived was touched; restore the log or archive its replacement under a new session")]
+    LogTruncated { file: PathBuf, log_end: Option<u64>, signed_hi: u64 },
     #[error("session log {file} changed between two reads (seq {seq} no longer completes a turn); archive again")]
     LogChanged { file: PathBuf, seq: u64 },
 }
@@ -309,6 +311,12 @@ fn archive_session(
         }
     }
     report.in_flight = assembler.in_flight();
+    let log_end = reader.resume_point().next_seq.checked_sub(1);
+    if let Some(hi) = signed_hi {
+        if log_end.is_none_or(|end| end < hi) {
+            return Err(ArchiveError::LogTruncated { file: file.clone(), log_end, signed_hi: hi });
+        }
+    }
 
     // Sign: one batch, one fsync, before any chapter is written.
     if !new_sigs.is_empty() {

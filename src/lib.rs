@@ -15,5 +15,7 @@ pub mod redact;
 pub mod render;
 pub mod session;
 pub mod signature;
+pub mod status;
 pub mod store;
+pub mod time;
 pub mod turn;

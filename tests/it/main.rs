@@ -1,1 +1,6 @@
+//! The one integration-test binary: real files, real zstd logs, the real `chapters` binary.
+
+mod archive;
+mod bad_input;
+mod crash;
 mod support;

@@ -1,1 +1,174 @@
+//! A scratch DSH home + workspace, and the built `chapters` binary run against them.
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use dsh_chapters::session::writer::{session_log_path, LogWriter, SessionScript, ToolCallSpec, TurnSpec};
+use serde_json::json;
+
+pub const START_MS: i64 = 1_764_400_000_000;
+
+pub struct Sandbox {
+    _tmp: tempfile::TempDir,
+    pub home: PathBuf,
+    pub ws: PathBuf,
+    pub harness: String,
+}
+
+impl Sandbox {
+    pub fn new() -> Sandbox {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let root = std::fs::canonicalize(tmp.path()).expect("canonical temp dir");
+        let home = root.join("home");
+        let ws = root.join("ws");
+        std::fs::create_dir_all(&home).expect("home");
+        std::fs::create_dir_all(ws.join(".git")).expect("ws");
+        std::fs::write(
+            ws.join(".git/config"),
+            "[remote \"origin\"]\n\turl = https://github.com/example/widgets.git\n",
+        )
+        .expect("git config");
+        Sandbox { _tmp: tmp, home, ws, harness: "test-machine".into() }
+    }
+
+    pub fn ws_str(&self) -> String {
+        self.ws.to_string_lossy().into_owned()
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_chapters"));
+        cmd.args(args).current_dir(&self.ws).env("DSH_HOME", &self.home);
+        for (k, _) in std::env::vars() {
+            if k.starts_with("CHAPTERS_") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.env("CHAPTERS_HARNESS_ID", &self.harness);
+        cmd
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("run chapters")
+    }
+
+    /// Run and require exit 0.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "chapters {args:?} failed ({:?}):\nstdout:\n{}\nstderr:\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let out = self.ok(args);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("not one JSON document ({e}):\n{out}"))
+    }
+
+    pub fn log_path(&self, session: &str, version: u32, compressed: bool) -> PathBuf {
+        session_log_path(&self.home, &self.ws_str(), session, version, compressed)
+    }
+
+    /// Write a whole session log; returns its path.
+    pub fn write_session(&self, session: &str, version: u32, compressed: bool, turns: &[TurnSpec]) -> PathBuf {
+        self.write_session_with(session, version, compressed, turns, |_| {})
+    }
+
+    pub fn write_session_with(
+        &self,
+        session: &str,
+        version: u32,
+        compressed: bool,
+        turns: &[TurnSpec],
+        edit_header: impl FnOnce(&mut dsh_chapters::session::Header),
+    ) -> PathBuf {
+        let path = self.log_path(session, version, compressed);
+        std::fs::create_dir_all(path.parent().expect("session dir")).expect("mkdir");
+        let mut script = SessionScript::new(version, START_MS);
+        let mut header = script.header(session, &self.ws_str(), START_MS);
+        edit_header(&mut header);
+        let mut w = LogWriter::create(&path, compressed, &header).expect("create log");
+        for t in turns {
+            w.append_turn(&mut script, t).expect("append turn");
+        }
+        path
+    }
+
+    pub fn store(&self) -> PathBuf {
+        self.ws.join(".dsh-chapters")
+    }
+
+    /// Every file under the store (excluding lock/pid/temp files) with its bytes.
+    pub fn snapshot(&self) -> BTreeMap<String, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        walk(&self.store(), &self.store(), &mut out);
+        out
+    }
+
+    pub fn chapter_files(&self) -> Vec<String> {
+        self.snapshot().into_keys().filter(|k| k.contains("/chapters/")).collect()
+    }
+}
+
+fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    for e in rd.flatten() {
+        let p = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with(".writer") {
+            continue;
+        }
+        if p.is_dir() {
+            walk(base, &p, out);
+        } else {
+            let rel = p.strip_prefix(base).expect("under base").to_string_lossy().into_owned();
+            out.insert(rel, std::fs::read(&p).expect("read"));
+        }
+    }
+}
+
+pub fn text_of(files: &BTreeMap<String, Vec<u8>>) -> String {
+    files.values().map(|b| String::from_utf8_lossy(b).into_owned()).collect::<Vec<_>>().join("\n")
+}
+
+pub fn bash(ws: &Path, command: &str, out: &str) -> ToolCallSpec {
+    let _ = ws;
+    ToolCallSpec::new("bash", json!({ "command": command }), out)
+}
+
+pub fn read(ws: &Path, rel: &str, out: &str) -> ToolCallSpec {
+    ToolCallSpec::new("read_file", json!({ "path": ws.join(rel).to_string_lossy() }), out)
+}
+
+/// A few turns on two tasks: auth (three turns) then csv export (two turns).
+pub fn two_task_turns(ws: &Path) -> Vec<TurnSpec> {
+    let mut t = Vec::new();
+    for i in 0..3 {
+        let mut s = TurnSpec::new(
+            &format!("Fix the refresh token middleware expiry bug, step {i}"),
+            &format!("Middleware step {i} done."),
+        );
+        s.tool_calls = vec![
+            read(ws, "src/auth/middleware.rs", "fn refresh() {}\n"),
+            bash(ws, "cargo test -p auth", "ok\n"),
+        ];
+        t.push(s);
+    }
+    for i in 0..2 {
+        let mut s = TurnSpec::new(
+            &format!("Make the csv exporter write its header row, part {i}"),
+            &format!("Exporter part {i} done."),
+        );
+        s.tool_calls = vec![
+            read(ws, "src/export/csv.rs", "fn export() {}\n"),
+            bash(ws, "cargo test -p export", "ok\n"),
+        ];
+        t.push(s);
+    }
+    t
+}

@@ -1,0 +1,82 @@
+//! kill -9 at many moments of an archive, restart, repeat: the store stays readable and
+//! ends exactly as one uninterrupted run leaves it — every completed turn signed once,
+//! every chapter written once, no torn file.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use dsh_chapters::session::writer::{generate_session, TurnSpec};
+
+use crate::support::Sandbox;
+
+const S: &str = "session-cccccccc-cccc-4ccc-8ccc-cccccccccccc";
+
+fn turns(sb: &Sandbox) -> Vec<TurnSpec> {
+    generate_session(42, 300, 6_000, 4, &sb.ws_str()).collect()
+}
+
+/// Store files with the workspace path normalized, ledgers reduced to their seqs (their
+/// `at` is the signing time, which differs between runs by design).
+fn normalized(sb: &Sandbox) -> BTreeMap<String, String> {
+    sb.snapshot()
+        .into_iter()
+        .filter(|(p, _)| !p.ends_with("state.json") && !p.ends_with("project.yml"))
+        .map(|(p, b)| {
+            let text = String::from_utf8(b).unwrap_or_else(|_| panic!("{p} is not UTF-8 (torn?)"));
+            let text = if p.ends_with(".jsonl") {
+                text.lines()
+                    .map(|l| {
+                        let v: serde_json::Value =
+                            serde_json::from_str(l).unwrap_or_else(|e| panic!("{p}: bad ledger line ({e}): {l}"));
+                        v["seqs"].to_string()
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            } else {
+                text.replace(&sb.ws_str(), "WS")
+            };
+            (p, text)
+        })
+        .collect()
+}
+
+#[test]
+fn kill_9_at_many_points_then_finish_equals_one_clean_run() {
+    let reference = Sandbox::new();
+    reference.write_session(S, 4, true, &turns(&reference));
+    reference.ok(&["init"]);
+    reference.ok(&["archive"]);
+    let expected = normalized(&reference);
+    let completed = turns(&reference).iter().filter(|t| t.end_reason.is_some()).count();
+    let ledger_key = format!("{S}/collections/{S}.jsonl");
+    assert_eq!(expected[&ledger_key].lines().count(), completed);
+
+    let sb = Sandbox::new();
+    sb.write_session(S, 4, true, &turns(&sb));
+    sb.ok(&["init"]);
+    let mut kills = 0;
+    for delay_ms in [1u64, 3, 8, 15, 25, 40, 60, 90, 130, 180, 250, 350, 500] {
+        let mut child = sb.cmd(&["archive"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("spawn");
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        if child.try_wait().expect("try_wait").is_none() {
+            child.kill().expect("SIGKILL");
+            kills += 1;
+        }
+        child.wait().expect("reap");
+        // Readable after every kill: status works and every stored file parses.
+        let status = sb.run(&["status", "--json"]);
+        assert!(status.status.success(), "status after a kill at {delay_ms} ms: {}", String::from_utf8_lossy(&status.stderr));
+        let _ = normalized(&sb);
+    }
+    assert!(kills >= 3, "the archive finished too fast to be killed; make the session bigger");
+    sb.ok(&["archive"]);
+    let got = normalized(&sb);
+    assert_eq!(got.keys().collect::<Vec<_>>(), expected.keys().collect::<Vec<_>>(), "same files");
+    for (path, text) in &expected {
+        assert_eq!(&got[path], text, "{path} differs from an uninterrupted run");
+    }
+    // And once more: nothing new.
+    let before = sb.snapshot();
+    sb.ok(&["archive"]);
+    assert_eq!(sb.snapshot(), before);
+}
