@@ -130,10 +130,9 @@ pub fn highest_generation(session_dir: &Path) -> Result<Option<SessionLog>, Disc
         let Some((generation, compressed)) = parse_log_file_name(&name) else {
             continue;
         };
+        // A log name that is not a readable file is still the log: opening it reports the
+        // problem by name instead of the session silently vanishing from the archive.
         let path = entry.path();
-        if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
-            continue;
-        }
         let better = match &best {
             None => true,
             Some((g, c, _)) => (generation, compressed) > (*g, *c),

@@ -79,6 +79,7 @@ pub struct ArchivedDoc {
 
 /// Counts for `chapters status`.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct StoreCounts {
     pub root_sessions: u64,
     pub chapters: u64,

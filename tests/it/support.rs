@@ -110,6 +110,13 @@ impl Sandbox {
         out
     }
 
+    /// Throw the store away and enable the workspace again: the same machine, the same
+    /// logs, an empty store — what a second, independent run over the same input sees.
+    pub fn fresh_store(&self) {
+        std::fs::remove_dir_all(self.store()).expect("remove store");
+        self.ok(&["init"]);
+    }
+
     pub fn chapter_files(&self) -> Vec<String> {
         self.snapshot().into_keys().filter(|k| k.contains("/chapters/")).collect()
     }
