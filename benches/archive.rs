@@ -1,1 +1,133 @@
-fn main() {}
+//! Archive benchmark: `chapters archive` of a generated session vs `zstd -dc` of the same
+//! file, side by side in one run, plus the archive's peak RSS at two log sizes.
+//!
+//! Run: `cargo bench --bench archive` (needs the `zstd` program; `/usr/bin/time` when
+//! present measures peak RSS, otherwise /proc polling does).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use dsh_chapters::session::writer::{generate_session, session_log_path, write_session, SessionScript};
+
+const SESSION: &str = "session-bench-0000-4000-8000-000000000000";
+
+struct Setup {
+    _tmp: tempfile::TempDir,
+    home: PathBuf,
+    ws: PathBuf,
+    log: PathBuf,
+    decompressed: u64,
+}
+
+fn setup(turns: usize, bytes_per_turn: usize) -> Setup {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let root = std::fs::canonicalize(tmp.path()).expect("canonical");
+    let home = root.join("home");
+    let ws = root.join("ws");
+    std::fs::create_dir_all(&ws).expect("ws");
+    let ws_str = ws.to_string_lossy().into_owned();
+    let log = session_log_path(&home, &ws_str, SESSION, 4, true);
+    std::fs::create_dir_all(log.parent().expect("dir")).expect("mkdir");
+    let script = SessionScript::new(4, 1_764_400_000_000);
+    let header = script.header(SESSION, &ws_str, 1_764_400_000_000);
+    write_session(&log, true, &header, generate_session(1, turns, bytes_per_turn, 4, &ws_str), false).expect("write");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("zstd -dc '{}' | wc -c", log.display()))
+        .output()
+        .expect("zstd -dc | wc -c (is zstd installed?)");
+    let decompressed = String::from_utf8_lossy(&out.stdout).trim().parse().expect("a byte count");
+    Setup { _tmp: tmp, home, ws, log, decompressed }
+}
+
+fn chapters(s: &Setup, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_chapters"));
+    c.args(args).current_dir(&s.ws).env("DSH_HOME", &s.home).env("CHAPTERS_HARNESS_ID", "bench");
+    c.stdout(Stdio::null()).stderr(Stdio::inherit());
+    c
+}
+
+fn fresh_store(s: &Setup) {
+    let store = s.ws.join(".dsh-chapters");
+    if store.exists() {
+        std::fs::remove_dir_all(&store).expect("rm store");
+    }
+    assert!(chapters(s, &["init"]).status().expect("init").success());
+}
+
+/// Wall time of `cmd`, and its peak RSS in KiB.
+fn measure(mut cmd: Command) -> (Duration, u64) {
+    let time = Path::new("/usr/bin/time");
+    if time.exists() {
+        let rss_file = tempfile::NamedTempFile::new().expect("tmp");
+        let mut wrapped = Command::new(time);
+        wrapped.arg("-f").arg("%M").arg("-o").arg(rss_file.path()).arg(cmd.get_program()).args(cmd.get_args());
+        if let Some(dir) = cmd.get_current_dir() {
+            wrapped.current_dir(dir);
+        }
+        for (k, v) in cmd.get_envs() {
+            if let Some(v) = v {
+                wrapped.env(k, v);
+            }
+        }
+        wrapped.stdout(Stdio::null());
+        let start = Instant::now();
+        let status = wrapped.status().expect("run");
+        let elapsed = start.elapsed();
+        assert!(status.success(), "{cmd:?} failed");
+        let rss = std::fs::read_to_string(rss_file.path()).expect("rss").trim().lines().last().unwrap_or("0").parse().unwrap_or(0);
+        return (elapsed, rss);
+    }
+    let start = Instant::now();
+    let mut child = cmd.spawn().expect("spawn");
+    let mut peak = 0;
+    loop {
+        if let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", child.id())) {
+            if let Some(v) = status.lines().find_map(|l| l.strip_prefix("VmHWM:")) {
+                peak = peak.max(v.trim().trim_end_matches(" kB").trim().parse().unwrap_or(0));
+            }
+        }
+        if let Some(status) = child.try_wait().expect("wait") {
+            assert!(status.success());
+            return (start.elapsed(), peak);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn zstd_dc(log: &Path) -> Duration {
+    let mut c = Command::new("zstd");
+    c.arg("-dc").arg(log).stdout(Stdio::null());
+    let start = Instant::now();
+    assert!(c.status().expect("zstd").success());
+    start.elapsed()
+}
+
+fn main() {
+    println!("{:>6} {:>10} {:>10} {:>12} {:>12} {:>8} {:>10}", "turns", "MiB(dec)", "MiB(zst)", "zstd -dc ms", "archive ms", "ratio", "peak RSS");
+    for (turns, per_turn) in [(500usize, 27_000usize), (2_000, 27_000)] {
+        let s = setup(turns, per_turn);
+        let zst = std::fs::metadata(&s.log).expect("meta").len();
+        let mut best_zstd = Duration::MAX;
+        let mut best_archive = Duration::MAX;
+        let mut peak = 0;
+        for _ in 0..3 {
+            best_zstd = best_zstd.min(zstd_dc(&s.log));
+            fresh_store(&s);
+            let (t, rss) = measure(chapters(&s, &["archive"]));
+            best_archive = best_archive.min(t);
+            peak = peak.max(rss);
+        }
+        println!(
+            "{:>6} {:>10.1} {:>10.1} {:>12.1} {:>12.1} {:>7.2}x {:>7.1} MiB",
+            turns,
+            s.decompressed as f64 / 1048576.0,
+            zst as f64 / 1048576.0,
+            best_zstd.as_secs_f64() * 1e3,
+            best_archive.as_secs_f64() * 1e3,
+            best_archive.as_secs_f64() / best_zstd.as_secs_f64(),
+            peak as f64 / 1024.0
+        );
+    }
+}
