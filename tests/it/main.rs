@@ -3,4 +3,6 @@
 mod archive;
 mod bad_input;
 mod crash;
+mod githttp;
 mod support;
+mod transport;
