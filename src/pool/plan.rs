@@ -1,0 +1,199 @@
+//! What the store has that the pool lacks (pure). The store → pool mapping, the
+//! per-machine namespace rule and the public-pool refusal all live here, at the one
+//! mapping point, so no other code decides what may be published.
+
+use serde::{Deserialize, Serialize};
+
+/// The pool's declared regime (contract: `--visibility`, mandatory, no default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Visibility {
+    Private,
+    Public,
+}
+
+impl Visibility {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Visibility::Private => "private",
+            Visibility::Public => "public",
+        }
+    }
+}
+
+/// What a published file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileKind {
+    Chapter,
+    Plan,
+    Artifact,
+    Collection,
+    /// `project.yml`, `.gitattributes`: derived, rebuilt when they diverge, never merged.
+    Derived,
+}
+
+impl FileKind {
+    /// Verbatim conversation, or anything derived from its text: never published to a
+    /// pool declared public.
+    pub fn from_conversation(self) -> bool {
+        !matches!(self, FileKind::Derived)
+    }
+
+    /// Ledgers grow only by appending; every other file is write-once.
+    pub fn is_ledger(self) -> bool {
+        matches!(self, FileKind::Collection)
+    }
+}
+
+/// `<root>/chapters/X.md → chapters/<pk>/<root>/X.md`,
+/// `<root>/artifacts/ab/<sha>.txt → artifacts/<pk>/ab/<sha>.txt`,
+/// `<root>/collections/<session>.jsonl → collections/<pk>/<session>.jsonl`.
+/// `None` for store files that are not published (state, config, locks, temp files).
+pub fn pool_path(project_key: &str, store_rel: &str) -> Option<(String, FileKind)> {
+    let parts: Vec<&str> = store_rel.split('/').collect();
+    if parts.iter().any(|p| p.is_empty() || p.starts_with('.') || *p == "..") {
+        return None;
+    }
+    match parts.as_slice() {
+        [root, "chapters", file] if file.ends_with(".md") => {
+            let kind = if file.starts_with("plan-") { FileKind::Plan } else { FileKind::Chapter };
+            Some((format!("chapters/{project_key}/{root}/{file}"), kind))
+        }
+        [_root, "artifacts", prefix, file] if file.ends_with(".txt") && prefix.len() == 2 => {
+            Some((format!("artifacts/{project_key}/{prefix}/{file}"), FileKind::Artifact))
+        }
+        [_root, "collections", file] if file.ends_with(".jsonl") => {
+            Some((format!("collections/{project_key}/{file}"), FileKind::Collection))
+        }
+        _ => None,
+    }
+}
+
+/// Git's blob id (SHA-1 of `blob <len>\0<bytes>`), hex: lets the plan compare a store
+/// file with the pool's tree entry without reading the pool's bytes.
+pub fn blob_id(bytes: &[u8]) -> String {
+    let mut h = sha1_smol::Sha1::new();
+    h.update(format!("blob {}\0", bytes.len()).as_bytes());
+    h.update(bytes);
+    h.digest().to_string()
+}
+
+/// What to do with one store file, given the pool's version of its path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum Action {
+    /// The pool lacks it: copy it in.
+    Add,
+    /// A ledger the pool holds a prefix of: publish the longer version.
+    Append,
+    /// The pool already holds these bytes.
+    Same,
+    /// The pool holds different bytes this machine may not replace: another machine
+    /// wrote that path, or the pool's copy is not a prefix of ours. Never overwritten.
+    Refuse { reason: String },
+}
+
+/// Decide for one file. `pool_blob` is the pool tree's blob id at the path, if any;
+/// `pool_bytes` is read only when the ids differ and the file is a ledger.
+pub fn decide(kind: FileKind, store_bytes: &[u8], pool_blob: Option<&str>, pool_bytes: impl FnOnce() -> Option<Vec<u8>>) -> Action {
+    let Some(pool_blob) = pool_blob else { return Action::Add };
+    if pool_blob == blob_id(store_bytes) {
+        return Action::Same;
+    }
+    if !kind.is_ledger() {
+        return Action::Refuse {
+            reason: "the pool holds different bytes at this write-once path (another machine wrote it)".into(),
+        };
+    }
+    match pool_bytes() {
+        Some(theirs) if theirs.len() < store_bytes.len() && store_bytes.starts_with(&theirs) => Action::Append,
+        Some(_) => Action::Refuse {
+            reason: "the pool's ledger is not a prefix of this machine's: a ledger only grows by appending, and another machine may have written it".into(),
+        },
+        None => Action::Refuse { reason: "the pool's copy could not be read".into() },
+    }
+}
+
+/// The `.gitattributes` shipped at the pool's root: ledgers merge by union, so even a
+/// hand merge of the pool can never conflict on them.
+pub const GITATTRIBUTES: &str = "# Written by dsh-chapters. Append-only ledgers merge by union.\n*.jsonl merge=union\n";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PK: &str = "0fa80a81-7250-550a-9d80-2f98da5d2732";
+
+    #[test]
+    fn mapping_follows_the_contract() {
+        assert_eq!(
+            pool_path(PK, "session-a/chapters/001-x.md"),
+            Some((format!("chapters/{PK}/session-a/001-x.md"), FileKind::Chapter))
+        );
+        assert_eq!(
+            pool_path(PK, "session-a/chapters/plan-001-x.md"),
+            Some((format!("chapters/{PK}/session-a/plan-001-x.md"), FileKind::Plan))
+        );
+        assert_eq!(
+            pool_path(PK, "session-a/artifacts/ab/abcdef.txt"),
+            Some((format!("artifacts/{PK}/ab/abcdef.txt"), FileKind::Artifact))
+        );
+        assert_eq!(
+            pool_path(PK, "session-a/collections/session-b.jsonl"),
+            Some((format!("collections/{PK}/session-b.jsonl"), FileKind::Collection))
+        );
+        for unpublished in [
+            "project.yml",
+            "state.json",
+            "config.yml",
+            ".writer.lock",
+            "session-a/chapters/.001-x.md.tmp.1.2",
+            "session-a/chapters/notes.txt",
+            "session-a/artifacts/abc/x.txt",
+            "../x/chapters/001.md",
+            "session-a//chapters/001.md",
+        ] {
+            assert_eq!(pool_path(PK, unpublished), None, "{unpublished}");
+        }
+    }
+
+    #[test]
+    fn blob_id_is_gits() {
+        // `printf 'hello\n' | git hash-object --stdin`
+        assert_eq!(blob_id(b"hello\n"), "ce013625030ba8dba906f756967f9e9ca394464a");
+        assert_eq!(blob_id(b""), "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391");
+    }
+
+    #[test]
+    fn decisions() {
+        let ours = b"line1\nline2\n";
+        let never = || -> Option<Vec<u8>> { panic!("pool bytes read needlessly") };
+        assert_eq!(decide(FileKind::Chapter, ours, None, never), Action::Add);
+        assert_eq!(decide(FileKind::Chapter, ours, Some(&blob_id(ours)), never), Action::Same);
+        assert!(matches!(decide(FileKind::Chapter, ours, Some(&blob_id(b"x")), never), Action::Refuse { .. }));
+        assert!(matches!(decide(FileKind::Artifact, ours, Some(&blob_id(b"x")), never), Action::Refuse { .. }));
+        assert_eq!(
+            decide(FileKind::Collection, ours, Some(&blob_id(b"line1\n")), || Some(b"line1\n".to_vec())),
+            Action::Append
+        );
+        assert!(matches!(
+            decide(FileKind::Collection, ours, Some(&blob_id(b"other\n")), || Some(b"other\n".to_vec())),
+            Action::Refuse { .. }
+        ));
+        // The pool's ledger longer than ours: never shrink it.
+        let longer = b"line1\nline2\nline3\n";
+        assert!(matches!(
+            decide(FileKind::Collection, ours, Some(&blob_id(longer)), || Some(longer.to_vec())),
+            Action::Refuse { .. }
+        ));
+    }
+
+    #[test]
+    fn public_pools_get_nothing_from_conversation() {
+        for k in [FileKind::Chapter, FileKind::Plan, FileKind::Artifact, FileKind::Collection] {
+            assert!(k.from_conversation());
+        }
+        assert!(!FileKind::Derived.from_conversation());
+    }
+}
