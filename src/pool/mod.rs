@@ -7,5 +7,6 @@
 //!   reduced to machine-readable codes.
 
 pub mod credentials;
+pub mod link;
 pub mod plan;
 pub mod transport;
