@@ -11,6 +11,7 @@ pub mod config;
 pub mod demo;
 pub mod identity;
 pub mod injection;
+pub mod pool;
 pub mod redact;
 pub mod render;
 pub mod session;
