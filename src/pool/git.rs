@@ -1,0 +1,1898 @@
+//! The knowledge pool's git layer over gix: objects, trees, commits, compare-and-swap ref
+//! moves, and the local object copy behind a fast-forward-only publish (design record §3.2,
+//! §5.2). No `git` program is run here, and no network is touched.
+//!
+//! Efficiency rules, because the pool grows without bound (§1 invariant 6): [`GitRepo::tree_with`]
+//! rewrites only the trees on the upserted paths, [`copy_reachable`] stops at objects the target
+//! already has and compares each new tree with its parent commit's tree so unchanged entries cost
+//! no lookup, and nothing lists a whole tree or walks the whole history unless the caller asks
+//! ([`GitRepo::list_tree`], and [`GitRepo::is_ancestor`] when the answer is "no").
+//!
+//! Objects are written loose (one zlib file each, as `git` does before `gc`), so real `git`
+//! reads every repository this module writes; the tests check that with `git fsck --strict`.
+//! Writes are crash-safe against a killed process (objects and refs land by atomic rename, and
+//! objects before anything that refers to them) but, like gix and `git` by default, nothing is
+//! fsynced: a power loss may lose the last writes.
+//!
+//! [`copy_reachable`] trusts that an object present in the target brings its whole closure. That
+//! holds for every repository written by this module or by a full `git` clone/push; it does not
+//! hold for shallow or partial clones, which must not be used as a pool or mirror.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use gix::bstr::ByteSlice;
+use gix::lock::acquire::Fail;
+use gix::objs::tree::EntryKind;
+use gix::objs::{CommitRef, Exists as _, Find as _, Kind, TreeRef, Write as _};
+use gix::odb::Header as _;
+use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
+use gix::refs::{FullName, Target};
+
+pub use gix::ObjectId;
+
+/// How long a ref move waits for a concurrent writer's lock. Generous on purpose: the loser of a
+/// race should wait for the winner to finish and then report [`GitError::RefMoved`] with the
+/// winner's value, rather than a lock timeout.
+const REF_LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// The git directory of a mirror, inside its workspace directory (see [`GitRepo::init_or_open_mirror`]).
+const MIRROR_GIT_DIR: &str = ".git";
+
+/// Everything that can fail in the pool's git layer. Each message names the repository (its git
+/// directory) or the input at fault, and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("cannot create directory {path} for a git repository: {source}; check its parent's permissions and free space")]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot list {path} to check that it is empty before creating a git repository in it: {source}")]
+    ReadDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot initialize a bare git repository at {path}: {source}")]
+    Init {
+        path: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("{path} exists, is not empty and is not a git repository ({reason}); point the pool at a new or empty directory, or at an existing bare repository")]
+    NotEmpty { path: PathBuf, reason: String },
+    #[error("cannot open the git repository at {path}: {source}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("{path} is a git repository with a work tree; the knowledge pool must be a bare repository (create it with `git init --bare`, or let the pool create it in an empty directory)")]
+    NotBare { path: PathBuf },
+    #[error("object {id} ({what}) is missing from the git repository {repo}; the repository is incomplete — publish again from a complete repository, or rebuild the mirror")]
+    Missing {
+        repo: PathBuf,
+        id: ObjectId,
+        what: &'static str,
+    },
+    #[error("cannot read object {id} ({what}) in the git repository {repo}: {source}")]
+    Read {
+        repo: PathBuf,
+        id: ObjectId,
+        what: &'static str,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("object {id} ({what}) in the git repository {repo} is a {actual}, not a {expected}")]
+    WrongKind {
+        repo: PathBuf,
+        id: ObjectId,
+        what: &'static str,
+        expected: Kind,
+        actual: Kind,
+    },
+    #[error("object {id} in the git repository {repo} is an annotated tag; the knowledge pool only stores commits, trees and blobs")]
+    Unsupported { repo: PathBuf, id: ObjectId },
+    #[error(
+        "cannot decode {kind} {id} in the git repository {repo}: {source}; the object is corrupt"
+    )]
+    Decode {
+        repo: PathBuf,
+        id: ObjectId,
+        kind: Kind,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("tree {tree} in the git repository {repo} holds a path that is not UTF-8 ({path:?}); the knowledge pool only writes UTF-8 paths, so this repository was written by something else")]
+    NonUtf8Path {
+        repo: PathBuf,
+        tree: ObjectId,
+        path: String,
+    },
+    #[error("cannot write {what} into the git repository {repo}: {source}; check permissions and free space")]
+    Write {
+        repo: PathBuf,
+        what: String,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("copying object {expected} into {repo} produced object {actual}; the source repository holds a corrupt object — run `git fsck` on it")]
+    HashMismatch {
+        repo: PathBuf,
+        expected: ObjectId,
+        actual: ObjectId,
+    },
+    #[error("{path:?} is not a valid path inside a repository tree: {reason}")]
+    InvalidPath { path: String, reason: String },
+    #[error("cannot write a commit: {reason}")]
+    InvalidCommit { reason: String },
+    #[error("{refname:?} is not a full reference name under refs/ ({reason})")]
+    InvalidRefName { refname: String, reason: String },
+    #[error("reference {refname} in the git repository {repo} is symbolic; the pool only moves direct references")]
+    SymbolicRef { repo: PathBuf, refname: String },
+    #[error("cannot read reference {refname} in the git repository {repo}: {source}")]
+    ReadRef {
+        repo: PathBuf,
+        refname: String,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("cannot move reference {refname} in the git repository {repo}: {source}; if a crashed process left {refname}.lock behind, remove that file")]
+    WriteRef {
+        repo: PathBuf,
+        refname: String,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reference {refname} in the git repository {repo} moved under us: expected {}, found {}; re-read it and retry", show(.expected), show(.actual))]
+    RefMoved {
+        repo: PathBuf,
+        refname: String,
+        expected: Option<ObjectId>,
+        actual: Option<ObjectId>,
+    },
+    #[error("refusing to move {refname} in the git repository {repo} from {current} to {new}: not a fast-forward (the target has commits the source lacks); rebuild the mirror from the store and publish again")]
+    NotFastForward {
+        repo: PathBuf,
+        refname: String,
+        current: ObjectId,
+        new: ObjectId,
+    },
+}
+
+fn show(id: &Option<ObjectId>) -> String {
+    match id {
+        Some(id) => id.to_string(),
+        None => "no reference".to_string(),
+    }
+}
+
+/// One git repository: a pool (bare), a mirror (bare, at `<dir>/.git`) or any repository opened
+/// for reading. Not `Sync` (gix caches per handle): open one per thread.
+pub struct GitRepo {
+    repo: gix::Repository,
+    git_dir: PathBuf,
+}
+
+impl std::fmt::Debug for GitRepo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitRepo")
+            .field("git_dir", &self.git_dir)
+            .finish()
+    }
+}
+
+impl GitRepo {
+    /// Create a bare repository at `path` (and its missing parents), or open it if it already is
+    /// one. An existing non-empty directory that is not a repository, or a repository with a
+    /// work tree, is refused rather than written into. The initial `HEAD` names `refs/heads/main`.
+    pub fn init_bare(path: &Path) -> Result<GitRepo, GitError> {
+        if path.exists() {
+            match open_isolated(path) {
+                Ok(repo) if repo.is_bare() => return Ok(GitRepo::wrap(repo)),
+                Ok(_) => {
+                    return Err(GitError::NotBare {
+                        path: path.to_path_buf(),
+                    })
+                }
+                Err(open_error) => {
+                    if !dir_is_empty(path)? {
+                        return Err(GitError::NotEmpty {
+                            path: path.to_path_buf(),
+                            reason: open_error.to_string(),
+                        });
+                    }
+                }
+            }
+        } else {
+            std::fs::create_dir_all(path).map_err(|source| GitError::CreateDir {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        }
+        // Isolated: the user's global git config (init.defaultBranch, reflog settings, …) must
+        // not change what the pool looks like on one machine versus another.
+        match gix::ThreadSafeRepository::init_opts(
+            path,
+            gix::create::Kind::Bare,
+            gix::create::Options::default(),
+            gix::open::Options::isolated(),
+        ) {
+            Ok(repo) => Ok(GitRepo::wrap(repo.to_thread_local())),
+            // Another process initialized it between our check and our write: use theirs.
+            Err(source) => match open_isolated(path) {
+                Ok(repo) if repo.is_bare() => Ok(GitRepo::wrap(repo)),
+                _ => Err(GitError::Init {
+                    path: path.to_path_buf(),
+                    source,
+                }),
+            },
+        }
+    }
+
+    /// The workspace mirror (§3.1): a **bare** repository at `<path>/.git`, created if absent.
+    ///
+    /// Bare because the pool materializes files itself and never needs a checkout or an index: a
+    /// non-bare repository without a checkout would show every file as deleted to `git status`.
+    /// At `<path>/.git` so that `git -C <path> log` works for a human looking at the mirror, and
+    /// `<path>` itself stays free for materialized files. An existing `<path>/.git` is opened as
+    /// it is (bare or not).
+    pub fn init_or_open_mirror(path: &Path) -> Result<GitRepo, GitError> {
+        let git_dir = path.join(MIRROR_GIT_DIR);
+        if git_dir.exists() {
+            GitRepo::open(&git_dir)
+        } else {
+            GitRepo::init_bare(&git_dir)
+        }
+    }
+
+    /// Open an existing repository: a bare repository's directory, a git directory, or a work
+    /// tree containing `.git`. Never searches parent directories.
+    pub fn open(path: &Path) -> Result<GitRepo, GitError> {
+        open_isolated(path)
+            .map(GitRepo::wrap)
+            .map_err(|source| GitError::Open {
+                path: path.to_path_buf(),
+                source,
+            })
+    }
+
+    fn wrap(repo: gix::Repository) -> GitRepo {
+        let git_dir = repo.git_dir().to_path_buf();
+        GitRepo { repo, git_dir }
+    }
+
+    /// The repository's git directory (for a mirror: `<path>/.git`).
+    pub fn path(&self) -> &Path {
+        &self.git_dir
+    }
+
+    /// Where `refname` (a full name such as `refs/heads/main`) points, or `None` if it does not
+    /// exist.
+    pub fn ref_target(&self, refname: &str) -> Result<Option<ObjectId>, GitError> {
+        let name = full_ref_name(refname)?;
+        let found = self
+            .repo
+            .try_find_reference(name.as_ref())
+            .map_err(|source| GitError::ReadRef {
+                repo: self.git_dir.clone(),
+                refname: refname.to_string(),
+                source,
+            })?;
+        match found {
+            None => Ok(None),
+            Some(reference) => match reference.target().try_id() {
+                Some(id) => Ok(Some(id.to_owned())),
+                None => Err(GitError::SymbolicRef {
+                    repo: self.git_dir.clone(),
+                    refname: refname.to_string(),
+                }),
+            },
+        }
+    }
+
+    /// Store `bytes` as a blob (a no-op if it already exists) and return its id.
+    pub fn write_blob(&self, bytes: &[u8]) -> Result<ObjectId, GitError> {
+        self.repo
+            .write_blob(bytes)
+            .map(|id| id.detach())
+            .map_err(|source| GitError::Write {
+                repo: self.git_dir.clone(),
+                what: format!("a blob of {} bytes", bytes.len()),
+                source,
+            })
+    }
+
+    /// The bytes of blob `id`.
+    pub fn read_blob(&self, id: ObjectId) -> Result<Vec<u8>, GitError> {
+        self.read_kind(id, Kind::Blob, "blob")
+    }
+
+    /// Whether the object database physically holds `id` (no special case for the empty tree,
+    /// so a commit is never written over a tree that `git fsck` would call missing).
+    pub fn has_object(&self, id: ObjectId) -> bool {
+        self.repo.objects.exists(&id)
+    }
+
+    /// A new tree = `base` (or the empty tree) with these `path → blob` upserts applied in order:
+    /// paths use `/`, missing intermediate trees are created, an existing entry is overwritten
+    /// (a later upsert of the same path wins). Only the trees on the upserted paths are read and
+    /// rewritten; every other subtree is reused by id. Each blob must already be in the
+    /// repository, and each path component must be portable (no `.`, `..`, `.git`, `\`,
+    /// Windows device names or control characters).
+    pub fn tree_with(
+        &self,
+        base: Option<ObjectId>,
+        upserts: &[(String, ObjectId)],
+    ) -> Result<ObjectId, GitError> {
+        for (path, blob) in upserts {
+            validate_tree_path(path)?;
+            self.require_kind(*blob, Kind::Blob, "upserted blob")?;
+        }
+        let root = match base {
+            Some(id) if !id.is_empty_tree() => {
+                let data = self.read_kind(id, Kind::Tree, "base tree")?;
+                gix::objs::Tree::from(self.decode_tree(id, &data)?)
+            }
+            _ => gix::objs::Tree::default(),
+        };
+        // The plumbing editor, not `Repository::edit_tree`: the latter re-checks the existence of
+        // every entry of every rewritten tree on write, which is O(width) object lookups for a
+        // directory of thousands of sessions; here only the upserted blobs are checked (above).
+        let mut editor =
+            gix::objs::tree::Editor::new(root, &self.repo.objects, self.repo.object_hash());
+        for (path, blob) in upserts {
+            editor
+                .upsert(path.split('/'), EntryKind::Blob, *blob)
+                .map_err(|source| GitError::Write {
+                    repo: self.git_dir.clone(),
+                    what: format!("tree entry {path}"),
+                    source,
+                })?;
+        }
+        editor
+            .write(|tree| self.repo.write_object(tree).map(|id| id.detach()))
+            .map_err(|source| GitError::Write {
+                repo: self.git_dir.clone(),
+                what: "a tree".to_string(),
+                source,
+            })
+    }
+
+    /// Every blob in `tree`, recursively, as `(path, blob id)` sorted by path (bytewise).
+    /// Reads the whole tree: meant for materializing or auditing, not for the publish path.
+    pub fn list_tree(&self, tree: ObjectId) -> Result<Vec<(String, ObjectId)>, GitError> {
+        let mut blobs = Vec::new();
+        let mut pending = vec![(String::new(), tree)];
+        while let Some((prefix, id)) = pending.pop() {
+            let data = self.read_kind(id, Kind::Tree, "tree")?;
+            for entry in self.decode_tree(id, &data)?.entries {
+                if entry.mode.is_commit() {
+                    continue; // a submodule link names a commit of another repository
+                }
+                let name = entry.filename.to_str().map_err(|_| GitError::NonUtf8Path {
+                    repo: self.git_dir.clone(),
+                    tree: id,
+                    path: format!("{prefix}{}", entry.filename.to_str_lossy()),
+                })?;
+                let path = format!("{prefix}{name}");
+                if entry.mode.is_tree() {
+                    pending.push((format!("{path}/"), entry.oid.to_owned()));
+                } else {
+                    blobs.push((path, entry.oid.to_owned()));
+                }
+            }
+        }
+        blobs.sort();
+        Ok(blobs)
+    }
+
+    /// The blob at `path` in `tree`, or `None` if nothing is there or a tree is there. Reads only
+    /// the trees along `path`.
+    pub fn blob_at(&self, tree: ObjectId, path: &str) -> Result<Option<ObjectId>, GitError> {
+        validate_tree_path(path)?;
+        let mut components = path.split('/').peekable();
+        let mut current = tree;
+        while let Some(component) = components.next() {
+            let data = self.read_kind(current, Kind::Tree, "tree")?;
+            let decoded = self.decode_tree(current, &data)?;
+            let Some(entry) = decoded
+                .entries
+                .iter()
+                .find(|entry| entry.filename == component.as_bytes())
+            else {
+                return Ok(None);
+            };
+            let is_last = components.peek().is_none();
+            match (is_last, entry.mode.is_tree()) {
+                (true, false) if !entry.mode.is_commit() => return Ok(Some(entry.oid.to_owned())),
+                (false, true) => current = entry.oid.to_owned(),
+                _ => return Ok(None),
+            }
+        }
+        Ok(None)
+    }
+
+    /// The root tree of `commit`.
+    pub fn commit_tree(&self, commit: ObjectId) -> Result<ObjectId, GitError> {
+        let data = self.read_kind(commit, Kind::Commit, "commit")?;
+        let tree = self.decode_commit(commit, &data)?.tree();
+        Ok(tree)
+    }
+
+    /// Write a commit object; **no ref moves** (see [`GitRepo::cas_ref`]). Author = committer =
+    /// `name <email>` at `time_secs` (UTC, `+0000`). A message without a trailing newline gets
+    /// one, as `git commit` writes it. The tree and every parent must already be here.
+    pub fn write_commit(
+        &self,
+        tree: ObjectId,
+        parents: &[ObjectId],
+        name: &str,
+        email: &str,
+        time_secs: i64,
+        message: &str,
+    ) -> Result<ObjectId, GitError> {
+        validate_identity("author name", name)?;
+        validate_identity("author email", email)?;
+        if time_secs < 0 {
+            return Err(GitError::InvalidCommit {
+                reason: format!("time {time_secs} is before 1970; git tools reject it"),
+            });
+        }
+        self.require_kind(tree, Kind::Tree, "commit tree")?;
+        for parent in parents {
+            self.require_kind(*parent, Kind::Commit, "parent commit")?;
+        }
+        let signature = gix::actor::Signature {
+            name: name.into(),
+            email: email.into(),
+            time: gix::date::Time::new(time_secs, 0),
+        };
+        let mut message = message.to_string();
+        if !message.ends_with('\n') {
+            message.push('\n');
+        }
+        let commit = gix::objs::Commit {
+            tree,
+            parents: parents.iter().copied().collect(),
+            author: signature.clone(),
+            committer: signature,
+            encoding: None,
+            message: message.into(),
+            extra_headers: Vec::new(),
+        };
+        self.repo
+            .write_object(&commit)
+            .map(|id| id.detach())
+            .map_err(|source| GitError::Write {
+                repo: self.git_dir.clone(),
+                what: "a commit".to_string(),
+                source,
+            })
+    }
+
+    /// Compare-and-swap: move `refname` (full name under `refs/`) from `expected` (`None` = must
+    /// not exist) to `new`. Holds gix's `<ref>.lock` file while comparing and writing, so of two
+    /// processes racing from the same `expected` exactly one wins; the other gets
+    /// [`GitError::RefMoved`] with the winner's value. `new` must already be in this repository.
+    /// When the repository keeps reflogs, the entry is signed with `new`'s committer.
+    pub fn cas_ref(
+        &self,
+        refname: &str,
+        expected: Option<ObjectId>,
+        new: ObjectId,
+        log_message: &str,
+    ) -> Result<(), GitError> {
+        let name = full_ref_name(refname)?;
+        let (kind, data) = self.read_object(new, "new reference target")?;
+        let committer = if kind == Kind::Commit {
+            let commit = self.decode_commit(new, &data)?;
+            Some(commit.committer().map_err(|source| GitError::Decode {
+                repo: self.git_dir.clone(),
+                id: new,
+                kind,
+                source,
+            })?)
+        } else {
+            None
+        };
+        let edit = RefEdit {
+            change: Change::Update {
+                log: LogChange {
+                    mode: RefLog::AndReference,
+                    force_create_reflog: false,
+                    message: log_message.into(),
+                },
+                expected: match expected {
+                    Some(old) => PreviousValue::MustExistAndMatch(Target::Object(old)),
+                    None => PreviousValue::MustNotExist,
+                },
+                new: Target::Object(new),
+            },
+            name,
+            deref: false,
+        };
+        let wait = Fail::AfterDurationWithBackoff(REF_LOCK_WAIT);
+        let outcome = self
+            .repo
+            .refs
+            .transaction()
+            .prepare(Some(edit), wait, wait)
+            .and_then(|transaction| transaction.commit(committer));
+        match outcome {
+            Ok(_) => Ok(()),
+            Err(source) => {
+                // gix reports a failed comparison as a generic error; the ref's value now tells a
+                // lost race apart from a real write failure.
+                let actual = self.ref_target(refname)?;
+                if actual != expected {
+                    Err(GitError::RefMoved {
+                        repo: self.git_dir.clone(),
+                        refname: refname.to_string(),
+                        expected,
+                        actual,
+                    })
+                } else {
+                    Err(GitError::WriteRef {
+                        repo: self.git_dir.clone(),
+                        refname: refname.to_string(),
+                        source,
+                    })
+                }
+            }
+        }
+    }
+
+    /// Whether `ancestor` is `descendant` or reachable from it through parents. Walks back from
+    /// `descendant` until `ancestor` is found, so a fast-forward of a few commits costs a few
+    /// reads; a "no" walks `descendant`'s whole history (unless `ancestor` is absent here, which
+    /// answers "no" at once: this repository holds all of `descendant`'s history).
+    pub fn is_ancestor(&self, ancestor: ObjectId, descendant: ObjectId) -> Result<bool, GitError> {
+        self.require_kind(descendant, Kind::Commit, "descendant commit")?;
+        if ancestor == descendant {
+            return Ok(true);
+        }
+        if !self.has_object(ancestor) {
+            return Ok(false);
+        }
+        let mut seen = HashSet::from([descendant]);
+        let mut queue = VecDeque::from([descendant]);
+        while let Some(id) = queue.pop_front() {
+            let data = self.read_kind(id, Kind::Commit, "commit")?;
+            for parent in self.decode_commit(id, &data)?.parents() {
+                if parent == ancestor {
+                    return Ok(true);
+                }
+                if seen.insert(parent) {
+                    queue.push_back(parent);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// The kind and bytes of `id`, read from the object database itself.
+    fn read_object(&self, id: ObjectId, what: &'static str) -> Result<(Kind, Vec<u8>), GitError> {
+        let mut data = Vec::new();
+        let kind = match self.repo.objects.try_find(&id, &mut data) {
+            Ok(Some(object)) => object.kind,
+            Ok(None) => {
+                return Err(GitError::Missing {
+                    repo: self.git_dir.clone(),
+                    id,
+                    what,
+                })
+            }
+            Err(source) => {
+                return Err(GitError::Read {
+                    repo: self.git_dir.clone(),
+                    id,
+                    what,
+                    source,
+                })
+            }
+        };
+        Ok((kind, data))
+    }
+
+    fn read_kind(
+        &self,
+        id: ObjectId,
+        expected: Kind,
+        what: &'static str,
+    ) -> Result<Vec<u8>, GitError> {
+        let (actual, data) = self.read_object(id, what)?;
+        if actual != expected {
+            return Err(GitError::WrongKind {
+                repo: self.git_dir.clone(),
+                id,
+                what,
+                expected,
+                actual,
+            });
+        }
+        Ok(data)
+    }
+
+    /// Fail unless `id` is physically present with kind `expected` (reads only the header).
+    fn require_kind(
+        &self,
+        id: ObjectId,
+        expected: Kind,
+        what: &'static str,
+    ) -> Result<(), GitError> {
+        let header = self
+            .repo
+            .objects
+            .try_header(&id)
+            .map_err(|source| GitError::Read {
+                repo: self.git_dir.clone(),
+                id,
+                what,
+                source,
+            })?
+            .ok_or_else(|| GitError::Missing {
+                repo: self.git_dir.clone(),
+                id,
+                what,
+            })?;
+        if header.kind() != expected {
+            return Err(GitError::WrongKind {
+                repo: self.git_dir.clone(),
+                id,
+                what,
+                expected,
+                actual: header.kind(),
+            });
+        }
+        Ok(())
+    }
+
+    fn decode_tree<'a>(&self, id: ObjectId, data: &'a [u8]) -> Result<TreeRef<'a>, GitError> {
+        TreeRef::from_bytes(data, self.repo.object_hash()).map_err(|source| GitError::Decode {
+            repo: self.git_dir.clone(),
+            id,
+            kind: Kind::Tree,
+            source,
+        })
+    }
+
+    fn decode_commit<'a>(&self, id: ObjectId, data: &'a [u8]) -> Result<CommitRef<'a>, GitError> {
+        CommitRef::from_bytes(data, self.repo.object_hash()).map_err(|source| GitError::Decode {
+            repo: self.git_dir.clone(),
+            id,
+            kind: Kind::Commit,
+            source,
+        })
+    }
+
+    /// Store `data` as object `id` of `kind`, refusing bytes that do not hash to `id`.
+    fn write_verified(&self, id: ObjectId, kind: Kind, data: &[u8]) -> Result<(), GitError> {
+        let write_error = |source| GitError::Write {
+            repo: self.git_dir.clone(),
+            what: format!("{kind} {id}"),
+            source,
+        };
+        let actual =
+            gix::objs::compute_hash(self.repo.object_hash(), kind, data).map_err(write_error)?;
+        if actual != id {
+            return Err(GitError::HashMismatch {
+                repo: self.git_dir.clone(),
+                expected: id,
+                actual,
+            });
+        }
+        self.repo
+            .objects
+            .write_buf_with_known_id(kind, data, id)
+            .map_err(write_error)?;
+        Ok(())
+    }
+}
+
+/// One step of [`copy_reachable`]'s depth-first walk. `Write` is pushed before the object's
+/// children and so runs after all of them: an object lands in the target only once its whole
+/// closure has, which keeps "present implies closure present" true even if the copy is killed.
+enum CopyStep {
+    Visit {
+        id: ObjectId,
+        expected: Option<Kind>,
+        /// The same path's tree in the first parent commit, whose closure the target already
+        /// holds by the time this tree is visited: entries equal to it need no lookup.
+        baseline: Option<ObjectId>,
+    },
+    Write {
+        id: ObjectId,
+        kind: Kind,
+        data: Vec<u8>,
+    },
+}
+
+/// Copy every object reachable from `tip` that `to` lacks into `to`'s object database, and
+/// return how many were copied. The walk stops at objects `to` already has — an object present
+/// in `to` implies its closure is, since this module only ever writes closed sets (children
+/// before parents) — and skips tree entries unchanged from the first parent's tree, so the cost
+/// follows what is new, not the pool's size. Local repositories only: no git program, no pack
+/// negotiation. Annotated tags are refused.
+pub fn copy_reachable(from: &GitRepo, to: &GitRepo, tip: ObjectId) -> Result<u64, GitError> {
+    let mut copied = 0u64;
+    let mut visited = HashSet::new();
+    let mut stack = vec![CopyStep::Visit {
+        id: tip,
+        expected: None,
+        baseline: None,
+    }];
+    while let Some(step) = stack.pop() {
+        let (id, expected, baseline) = match step {
+            CopyStep::Write { id, kind, data } => {
+                to.write_verified(id, kind, &data)?;
+                copied += 1;
+                continue;
+            }
+            CopyStep::Visit {
+                id,
+                expected,
+                baseline,
+            } => (id, expected, baseline),
+        };
+        if !visited.insert(id) || to.has_object(id) {
+            continue;
+        }
+        let (kind, data) = from.read_object(id, "reachable object")?;
+        if let Some(expected) = expected {
+            if kind != expected {
+                return Err(GitError::WrongKind {
+                    repo: from.git_dir.clone(),
+                    id,
+                    what: "reachable object",
+                    expected,
+                    actual: kind,
+                });
+            }
+        }
+        let children = match kind {
+            Kind::Blob => Vec::new(),
+            Kind::Commit => commit_children(from, id, &data)?,
+            Kind::Tree => tree_children(from, id, &data, baseline)?,
+            Kind::Tag => {
+                return Err(GitError::Unsupported {
+                    repo: from.git_dir.clone(),
+                    id,
+                })
+            }
+        };
+        stack.push(CopyStep::Write { id, kind, data });
+        stack.extend(children);
+    }
+    Ok(copied)
+}
+
+/// A commit's tree and parents, ordered for the stack so that the parents (pushed last) are
+/// copied completely before the tree, whose baseline is the first parent's tree.
+fn commit_children(from: &GitRepo, id: ObjectId, data: &[u8]) -> Result<Vec<CopyStep>, GitError> {
+    let commit = from.decode_commit(id, data)?;
+    let parents: Vec<ObjectId> = commit.parents().collect();
+    let baseline = match parents.first() {
+        Some(first) => Some(from.commit_tree(*first)?),
+        None => None,
+    };
+    let mut children = vec![CopyStep::Visit {
+        id: commit.tree(),
+        expected: Some(Kind::Tree),
+        baseline,
+    }];
+    children.extend(parents.into_iter().rev().map(|parent| CopyStep::Visit {
+        id: parent,
+        expected: Some(Kind::Commit),
+        baseline: None,
+    }));
+    Ok(children)
+}
+
+/// A tree's entries that differ from `baseline` (the same path in the parent commit).
+fn tree_children(
+    from: &GitRepo,
+    id: ObjectId,
+    data: &[u8],
+    baseline: Option<ObjectId>,
+) -> Result<Vec<CopyStep>, GitError> {
+    let baseline_data = match baseline {
+        Some(base) if base != id => {
+            Some((base, from.read_kind(base, Kind::Tree, "baseline tree")?))
+        }
+        _ => None,
+    };
+    let mut baseline_entries = HashMap::new();
+    if let Some((base, base_data)) = &baseline_data {
+        for entry in from.decode_tree(*base, base_data)?.entries {
+            baseline_entries.insert(entry.filename, (entry.oid, entry.mode.is_tree()));
+        }
+    }
+    let mut children = Vec::new();
+    for entry in from.decode_tree(id, data)?.entries {
+        if entry.mode.is_commit() {
+            continue; // a submodule link names a commit of another repository
+        }
+        let before = baseline_entries.get(entry.filename);
+        if before.is_some_and(|(oid, _)| *oid == entry.oid) {
+            continue;
+        }
+        let is_tree = entry.mode.is_tree();
+        children.push(CopyStep::Visit {
+            id: entry.oid.to_owned(),
+            expected: Some(if is_tree { Kind::Tree } else { Kind::Blob }),
+            baseline: before
+                .filter(|(_, was_tree)| is_tree && *was_tree)
+                .map(|(oid, _)| (*oid).to_owned()),
+        });
+    }
+    Ok(children)
+}
+
+/// Fast-forward-only publish between two local repositories: check that `to`'s `refname` still
+/// is `expected` (what the caller last saw) and that `new` descends from it, copy the missing
+/// objects, then compare-and-swap the ref. A non-fast-forward is refused with
+/// [`GitError::NotFastForward`] before anything is copied or moved; a concurrent move anywhere in
+/// between ends in [`GitError::RefMoved`] with the ref untouched by us. Returns the number of
+/// objects copied (0 when `new` already is `expected`).
+pub fn publish_local(
+    from: &GitRepo,
+    to: &GitRepo,
+    refname: &str,
+    new: ObjectId,
+    expected: Option<ObjectId>,
+) -> Result<u64, GitError> {
+    let current = to.ref_target(refname)?;
+    if current != expected {
+        return Err(GitError::RefMoved {
+            repo: to.git_dir.clone(),
+            refname: refname.to_string(),
+            expected,
+            actual: current,
+        });
+    }
+    match expected {
+        Some(old) if old == new => return Ok(0),
+        Some(old) => {
+            if !from.is_ancestor(old, new)? {
+                return Err(GitError::NotFastForward {
+                    repo: to.git_dir.clone(),
+                    refname: refname.to_string(),
+                    current: old,
+                    new,
+                });
+            }
+        }
+        None => from.require_kind(new, Kind::Commit, "published commit")?,
+    }
+    let copied = copy_reachable(from, to, new)?;
+    let log_message = match expected {
+        Some(_) => "publish: fast-forward",
+        None => "publish: created",
+    };
+    to.cas_ref(refname, expected, new, log_message)?;
+    Ok(copied)
+}
+
+fn open_isolated(path: &Path) -> Result<gix::Repository, gix::Error> {
+    gix::open_opts(path, gix::open::Options::isolated())
+}
+
+fn dir_is_empty(path: &Path) -> Result<bool, GitError> {
+    let mut entries = std::fs::read_dir(path).map_err(|source| GitError::ReadDir {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(entries.next().is_none())
+}
+
+fn full_ref_name(refname: &str) -> Result<FullName, GitError> {
+    let invalid = |reason: String| GitError::InvalidRefName {
+        refname: refname.to_string(),
+        reason,
+    };
+    if !refname.starts_with("refs/") {
+        return Err(invalid("it must start with refs/".to_string()));
+    }
+    FullName::try_from(refname).map_err(|error| invalid(error.to_string()))
+}
+
+/// Every component must be one a checkout could create on any platform: the pool is shared
+/// between machines, and one bad name would break every clone.
+fn validate_tree_path(path: &str) -> Result<(), GitError> {
+    let invalid = |reason: String| GitError::InvalidPath {
+        path: path.to_string(),
+        reason,
+    };
+    if path.is_empty() {
+        return Err(invalid("it is empty".to_string()));
+    }
+    for component in path.split('/') {
+        gix::validate::path::component(
+            component.as_bytes().as_bstr(),
+            None,
+            gix::validate::path::component::Options::default(),
+        )
+        .map_err(|error| invalid(format!("component {component:?}: {error}")))?;
+    }
+    Ok(())
+}
+
+/// `git fsck` rejects identities that are empty or contain `<`, `>` or a line break.
+fn validate_identity(field: &str, value: &str) -> Result<(), GitError> {
+    if value.trim().is_empty() || value.contains(['<', '>', '\n', '\r', '\0']) {
+        return Err(GitError::InvalidCommit {
+            reason: format!(
+                "{field} {value:?} must be non-empty and contain no '<', '>', line break or NUL"
+            ),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+    use std::sync::{Arc, Barrier};
+
+    const NAME: &str = "dsh-chapters";
+    const EMAIL: &str = "h1@dsh-chapters.local";
+    const MAIN: &str = "refs/heads/main";
+    const T0: i64 = 1_700_000_000;
+
+    /// Runs the real `git` (tests only), isolated from the machine's git configuration.
+    fn git_output(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> std::process::Output {
+        use std::io::Write as _;
+        let mut child = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "test")
+            .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+            .env("GIT_COMMITTER_NAME", "test")
+            .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn git");
+        let mut input = child.stdin.take().expect("stdin");
+        if let Some(bytes) = stdin {
+            input.write_all(bytes).expect("write git stdin");
+        }
+        drop(input);
+        child.wait_with_output().expect("wait for git")
+    }
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        git_in(dir, args, None)
+    }
+
+    fn git_in(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> String {
+        let out = git_output(dir, args, stdin);
+        assert!(
+            out.status.success(),
+            "git {args:?} in {} failed: {}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("git prints UTF-8 here")
+    }
+
+    /// `git fsck --strict` must exit 0 and report nothing but notices (an unborn `HEAD` in a
+    /// repository that holds only loose objects) — dangling objects aside.
+    fn assert_fsck_clean(dir: &Path) {
+        let out = git_output(
+            dir,
+            &["fsck", "--strict", "--no-dangling", "--no-progress"],
+            None,
+        );
+        let report: Vec<String> = [out.stdout, out.stderr]
+            .iter()
+            .flat_map(|bytes| {
+                String::from_utf8_lossy(bytes)
+                    .lines()
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .filter(|line| !line.starts_with("notice:"))
+            .collect();
+        assert!(
+            out.status.success() && report.is_empty(),
+            "fsck of {}: {report:?}",
+            dir.display()
+        );
+    }
+
+    fn oid(hex: &str) -> ObjectId {
+        ObjectId::from_hex(hex.trim().as_bytes()).expect("hex object id")
+    }
+
+    fn commit_files(
+        repo: &GitRepo,
+        parent: Option<ObjectId>,
+        files: &[(&str, &str)],
+        time: i64,
+    ) -> ObjectId {
+        let base = parent.map(|p| repo.commit_tree(p).expect("parent tree"));
+        let upserts: Vec<(String, ObjectId)> = files
+            .iter()
+            .map(|(path, text)| {
+                (
+                    path.to_string(),
+                    repo.write_blob(text.as_bytes()).expect("blob"),
+                )
+            })
+            .collect();
+        let tree = repo.tree_with(base, &upserts).expect("tree");
+        let parents: Vec<ObjectId> = parent.into_iter().collect();
+        repo.write_commit(tree, &parents, NAME, EMAIL, time, "archive chapters")
+            .expect("commit")
+    }
+
+    fn new_bare() -> (tempfile::TempDir, GitRepo) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = GitRepo::init_bare(&dir.path().join("pool")).expect("init");
+        (dir, repo)
+    }
+
+    #[test]
+    fn blob_round_trip_is_readable_by_git() {
+        let (_dir, repo) = new_bare();
+        for bytes in [
+            &b""[..],
+            b"chapter one\n",
+            b"\x00\xff binary \x80",
+            &vec![b'x'; 200_000],
+        ] {
+            let id = repo.write_blob(bytes).expect("write");
+            assert_eq!(repo.read_blob(id).expect("read"), bytes);
+            assert!(repo.has_object(id));
+            let from_git = git_output(repo.path(), &["cat-file", "blob", &id.to_string()], None);
+            assert!(from_git.status.success());
+            assert_eq!(from_git.stdout, bytes);
+            let hashed = git_in(repo.path(), &["hash-object", "--stdin"], Some(bytes));
+            assert_eq!(oid(&hashed), id, "same id as git computes");
+        }
+        assert_eq!(
+            repo.write_blob(b"chapter one\n").expect("again"),
+            repo.write_blob(b"chapter one\n").expect("again"),
+            "writing twice is idempotent"
+        );
+        assert_fsck_clean(repo.path());
+    }
+
+    #[test]
+    fn read_blob_refuses_missing_and_non_blob_objects() {
+        let (_dir, repo) = new_bare();
+        let absent = oid("1111111111111111111111111111111111111111");
+        assert!(!repo.has_object(absent));
+        assert!(
+            matches!(repo.read_blob(absent), Err(GitError::Missing { id, .. }) if id == absent)
+        );
+        let tree = repo.tree_with(None, &[]).expect("empty tree");
+        assert!(
+            repo.has_object(tree),
+            "the empty tree is physically written"
+        );
+        match repo.read_blob(tree) {
+            Err(GitError::WrongKind {
+                expected: Kind::Blob,
+                actual: Kind::Tree,
+                ..
+            }) => {}
+            other => panic!("expected WrongKind, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn tree_with_creates_nested_trees_overwrites_and_reuses_untouched_subtrees() {
+        let (_dir, repo) = new_bare();
+        let one = repo.write_blob(b"one").expect("blob");
+        let two = repo.write_blob(b"two").expect("blob");
+        let three = repo.write_blob(b"three").expect("blob");
+        let first = repo
+            .tree_with(
+                None,
+                &[
+                    ("chapters/pk/s1/001.md".to_string(), one),
+                    ("chapters/pk/s2/001.md".to_string(), two),
+                    ("project.yml".to_string(), three),
+                    ("artifacts/pk/ab/abcd".to_string(), one),
+                ],
+            )
+            .expect("first tree");
+        let second = repo
+            .tree_with(
+                Some(first),
+                &[
+                    ("chapters/pk/s1/001.md".to_string(), three),
+                    ("chapters/pk/s1/002.md".to_string(), two),
+                    ("chapters/pk/s1/002.md".to_string(), one),
+                ],
+            )
+            .expect("second tree");
+        let listed = git(repo.path(), &["ls-tree", "-r", &second.to_string()]);
+        let expected = format!(
+            "100644 blob {one}\tartifacts/pk/ab/abcd\n\
+             100644 blob {three}\tchapters/pk/s1/001.md\n\
+             100644 blob {one}\tchapters/pk/s1/002.md\n\
+             100644 blob {two}\tchapters/pk/s2/001.md\n\
+             100644 blob {three}\tproject.yml\n"
+        );
+        assert_eq!(
+            listed, expected,
+            "overwrite in place, the later duplicate upsert wins"
+        );
+        for untouched in ["artifacts", "chapters/pk/s2"] {
+            assert_eq!(
+                git(repo.path(), &["rev-parse", &format!("{first}:{untouched}")]),
+                git(
+                    repo.path(),
+                    &["rev-parse", &format!("{second}:{untouched}")]
+                ),
+                "{untouched} is reused by id, not rewritten"
+            );
+        }
+        assert_eq!(repo.tree_with(Some(second), &[]).expect("no-op"), second);
+        assert_fsck_clean(repo.path());
+    }
+
+    #[test]
+    fn tree_with_refuses_hostile_paths_and_absent_or_non_blob_ids() {
+        let (_dir, repo) = new_bare();
+        let blob = repo.write_blob(b"x").expect("blob");
+        let long = "a/".repeat(300) + "end.md";
+        for path in [
+            "",
+            "/abs.md",
+            "trailing/",
+            "a//b.md",
+            "../escape.md",
+            "a/./b.md",
+            "a/../b.md",
+            ".git/config",
+            "x/.GIT/hooks",
+            "back\\slash.md",
+            "nul\0byte.md",
+            "c:drive.md",
+            "CON",
+            "ctl\u{1}char.md",
+        ] {
+            match repo.tree_with(None, &[(path.to_string(), blob)]) {
+                Err(GitError::InvalidPath { path: named, .. }) => assert_eq!(named, path),
+                other => panic!("{path:?} accepted: {other:?}"),
+            }
+        }
+        let deep = repo
+            .tree_with(None, &[(long.clone(), blob)])
+            .expect("deep paths are fine");
+        assert_eq!(repo.blob_at(deep, &long).expect("lookup"), Some(blob));
+        let absent = oid("2222222222222222222222222222222222222222");
+        assert!(matches!(
+            repo.tree_with(None, &[("a.md".to_string(), absent)]),
+            Err(GitError::Missing { id, .. }) if id == absent
+        ));
+        let tree = repo
+            .tree_with(None, &[("a.md".to_string(), blob)])
+            .expect("tree");
+        assert!(matches!(
+            repo.tree_with(None, &[("b.md".to_string(), tree)]),
+            Err(GitError::WrongKind {
+                expected: Kind::Blob,
+                ..
+            })
+        ));
+        assert!(matches!(
+            repo.tree_with(Some(blob), &[]),
+            Err(GitError::WrongKind {
+                expected: Kind::Tree,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn list_tree_is_recursive_and_sorted_like_git() {
+        let (_dir, repo) = new_bare();
+        let names = [
+            "z.md", "a/b/c.md", "a.md", "a-b.md", "a/a.md", "m/n.md", "a/b.md",
+        ];
+        let upserts: Vec<(String, ObjectId)> = names
+            .iter()
+            .map(|name| {
+                (
+                    name.to_string(),
+                    repo.write_blob(name.as_bytes()).expect("blob"),
+                )
+            })
+            .collect();
+        let tree = repo.tree_with(None, &upserts).expect("tree");
+        let listed = repo.list_tree(tree).expect("list");
+        let mut expected = upserts.clone();
+        expected.sort();
+        assert_eq!(listed, expected);
+        let from_git: Vec<String> = git(
+            repo.path(),
+            &["ls-tree", "-r", "--name-only", &tree.to_string()],
+        )
+        .lines()
+        .map(str::to_string)
+        .collect();
+        let ours: Vec<String> = listed.into_iter().map(|(path, _)| path).collect();
+        assert_eq!(ours, from_git);
+        assert!(repo
+            .list_tree(repo.tree_with(None, &[]).expect("empty"))
+            .expect("list")
+            .is_empty());
+    }
+
+    #[test]
+    fn list_tree_refuses_a_non_utf8_name_written_by_someone_else() {
+        let (_dir, repo) = new_bare();
+        let blob = repo.write_blob(b"x").expect("blob");
+        let mut line = format!("100644 blob {blob}\t").into_bytes();
+        line.extend_from_slice(b"bad\xffname.md\n");
+        let tree = oid(&git_in(repo.path(), &["mktree"], Some(&line)));
+        match repo.list_tree(tree) {
+            Err(GitError::NonUtf8Path { tree: named, .. }) => assert_eq!(named, tree),
+            other => panic!("expected NonUtf8Path, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn blob_at_finds_one_path_without_listing() {
+        let (_dir, repo) = new_bare();
+        let blob = repo.write_blob(b"body").expect("blob");
+        let other = repo.write_blob(b"other").expect("blob");
+        let tree = repo
+            .tree_with(
+                None,
+                &[
+                    ("chapters/pk/s1/001.md".to_string(), blob),
+                    ("top.md".to_string(), other),
+                ],
+            )
+            .expect("tree");
+        assert_eq!(
+            repo.blob_at(tree, "chapters/pk/s1/001.md").expect("ok"),
+            Some(blob)
+        );
+        assert_eq!(repo.blob_at(tree, "top.md").expect("ok"), Some(other));
+        for absent in [
+            "chapters/pk/s1/002.md",
+            "chapters/pk",
+            "top.md/below",
+            "nothing/here.md",
+        ] {
+            assert_eq!(repo.blob_at(tree, absent).expect("ok"), None, "{absent}");
+        }
+        assert!(matches!(
+            repo.blob_at(tree, "../x"),
+            Err(GitError::InvalidPath { .. })
+        ));
+        assert!(matches!(
+            repo.blob_at(blob, "x"),
+            Err(GitError::WrongKind { .. })
+        ));
+    }
+
+    #[test]
+    fn commits_carry_parents_and_the_exact_author_line() {
+        let (_dir, repo) = new_bare();
+        let root = commit_files(&repo, None, &[("a.md", "a")], T0);
+        let left = commit_files(&repo, Some(root), &[("l.md", "l")], T0 + 1);
+        let right = commit_files(&repo, Some(root), &[("r.md", "r")], T0 + 2);
+        let tree = repo.commit_tree(left).expect("tree");
+        let merge = repo
+            .write_commit(tree, &[left, right], NAME, EMAIL, T0 + 3, "merge\n\nbody")
+            .expect("merge commit");
+        repo.cas_ref(MAIN, None, merge, "test").expect("ref");
+        let raw = git(repo.path(), &["cat-file", "-p", &merge.to_string()]);
+        assert!(
+            raw.contains(&format!("\nparent {left}\nparent {right}\n")),
+            "{raw}"
+        );
+        assert!(
+            raw.contains(&format!(
+                "\nauthor dsh-chapters <h1@dsh-chapters.local> {} +0000\n",
+                T0 + 3
+            )),
+            "{raw}"
+        );
+        assert!(raw.contains(&format!(
+            "\ncommitter dsh-chapters <h1@dsh-chapters.local> {} +0000\n",
+            T0 + 3
+        )));
+        assert!(
+            raw.ends_with("\n\nmerge\n\nbody\n"),
+            "message gets git's trailing newline: {raw:?}"
+        );
+        let log = git(repo.path(), &["log", "--format=%an%ae", MAIN]);
+        assert_eq!(log, format!("{NAME}{EMAIL}\n").repeat(4));
+        assert_eq!(repo.commit_tree(merge).expect("tree"), tree);
+        assert_eq!(
+            oid(&git(
+                repo.path(),
+                &["rev-parse", &format!("{merge}^{{tree}}")]
+            )),
+            tree
+        );
+        assert_fsck_clean(repo.path());
+    }
+
+    #[test]
+    fn write_commit_refuses_bad_identities_times_and_missing_objects() {
+        let (_dir, repo) = new_bare();
+        let tree = repo.tree_with(None, &[]).expect("tree");
+        for (name, email) in [
+            ("", EMAIL),
+            ("a<b", EMAIL),
+            (NAME, "x>y"),
+            ("two\nlines", EMAIL),
+            (NAME, " "),
+        ] {
+            assert!(
+                matches!(
+                    repo.write_commit(tree, &[], name, email, T0, "m"),
+                    Err(GitError::InvalidCommit { .. })
+                ),
+                "{name:?} {email:?}"
+            );
+        }
+        assert!(matches!(
+            repo.write_commit(tree, &[], NAME, EMAIL, -1, "m"),
+            Err(GitError::InvalidCommit { .. })
+        ));
+        let absent = oid("3333333333333333333333333333333333333333");
+        assert!(matches!(
+            repo.write_commit(tree, &[absent], NAME, EMAIL, T0, "m"),
+            Err(GitError::Missing {
+                what: "parent commit",
+                ..
+            })
+        ));
+        assert!(matches!(
+            repo.write_commit(absent, &[], NAME, EMAIL, T0, "m"),
+            Err(GitError::Missing {
+                what: "commit tree",
+                ..
+            })
+        ));
+        assert!(matches!(
+            repo.write_commit(tree, &[tree], NAME, EMAIL, T0, "m"),
+            Err(GitError::WrongKind {
+                expected: Kind::Commit,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn cas_ref_moves_only_from_the_expected_value() {
+        let (_dir, repo) = new_bare();
+        let first = commit_files(&repo, None, &[("a.md", "a")], T0);
+        let second = commit_files(&repo, Some(first), &[("b.md", "b")], T0 + 1);
+        let third = commit_files(&repo, Some(second), &[("c.md", "c")], T0 + 2);
+        assert_eq!(repo.ref_target(MAIN).expect("read"), None);
+        repo.cas_ref(MAIN, None, first, "create").expect("create");
+        assert_eq!(repo.ref_target(MAIN).expect("read"), Some(first));
+        assert_eq!(oid(&git(repo.path(), &["rev-parse", MAIN])), first);
+
+        match repo.cas_ref(MAIN, None, second, "create again") {
+            Err(GitError::RefMoved {
+                expected: None,
+                actual: Some(actual),
+                ..
+            }) => assert_eq!(actual, first),
+            other => panic!("MustNotExist on an existing ref: {other:?}"),
+        }
+        repo.cas_ref(MAIN, Some(first), second, "advance")
+            .expect("advance");
+        let stale = repo.cas_ref(MAIN, Some(first), third, "stale");
+        match &stale {
+            Err(GitError::RefMoved {
+                expected: Some(e),
+                actual: Some(a),
+                refname,
+                ..
+            }) => {
+                assert_eq!((*e, *a, refname.as_str()), (first, second, MAIN));
+            }
+            other => panic!("stale expected: {other:?}"),
+        }
+        let message = stale.expect_err("stale").to_string();
+        assert!(
+            message.contains(&first.to_string()) && message.contains(&second.to_string()),
+            "{message}"
+        );
+        assert_eq!(
+            repo.ref_target(MAIN).expect("read"),
+            Some(second),
+            "unchanged after refusals"
+        );
+
+        let absent = oid("4444444444444444444444444444444444444444");
+        assert!(matches!(
+            repo.cas_ref(MAIN, Some(second), absent, "dangling"),
+            Err(GitError::Missing { .. })
+        ));
+        for bad in [
+            "main",
+            "HEAD",
+            "refs/heads/a..b",
+            "refs/heads/x.lock",
+            "refs/heads/ sp",
+        ] {
+            assert!(
+                matches!(
+                    repo.cas_ref(bad, None, first, "bad"),
+                    Err(GitError::InvalidRefName { .. })
+                ),
+                "{bad}"
+            );
+        }
+        assert_eq!(repo.ref_target(MAIN).expect("read"), Some(second));
+        assert_fsck_clean(repo.path());
+    }
+
+    #[test]
+    fn cas_ref_works_on_packed_refs() {
+        let (_dir, repo) = new_bare();
+        let first = commit_files(&repo, None, &[("a.md", "a")], T0);
+        let second = commit_files(&repo, Some(first), &[("b.md", "b")], T0 + 1);
+        repo.cas_ref(MAIN, None, first, "create").expect("create");
+        git(repo.path(), &["pack-refs", "--all"]);
+        assert!(
+            !repo.path().join(MAIN).exists(),
+            "the ref now lives in packed-refs"
+        );
+        assert_eq!(repo.ref_target(MAIN).expect("read"), Some(first));
+        assert!(matches!(
+            repo.cas_ref(MAIN, Some(second), second, "stale"),
+            Err(GitError::RefMoved { .. })
+        ));
+        repo.cas_ref(MAIN, Some(first), second, "advance")
+            .expect("advance");
+        assert_eq!(oid(&git(repo.path(), &["rev-parse", MAIN])), second);
+    }
+
+    #[test]
+    fn concurrent_cas_from_the_same_expected_has_exactly_one_winner() {
+        let (dir, repo) = new_bare();
+        let base = commit_files(&repo, None, &[("a.md", "a")], T0);
+        repo.cas_ref(MAIN, None, base, "create").expect("create");
+        let path = repo.path().to_path_buf();
+        let barrier = Arc::new(Barrier::new(2));
+        let handles: Vec<_> = (0..2)
+            .map(|n| {
+                let path = path.clone();
+                let barrier = Arc::clone(&barrier);
+                std::thread::spawn(move || {
+                    let mine = GitRepo::open(&path).expect("open");
+                    let commit =
+                        commit_files(&mine, Some(base), &[("n.md", &n.to_string())], T0 + 1);
+                    barrier.wait();
+                    (commit, mine.cas_ref(MAIN, Some(base), commit, "race"))
+                })
+            })
+            .collect();
+        let results: Vec<_> = handles
+            .into_iter()
+            .map(|h| h.join().expect("thread"))
+            .collect();
+        let winners: Vec<ObjectId> = results
+            .iter()
+            .filter(|(_, outcome)| outcome.is_ok())
+            .map(|(commit, _)| *commit)
+            .collect();
+        assert_eq!(winners.len(), 1, "{results:?}");
+        let winner = winners[0];
+        for (_, outcome) in &results {
+            if let Err(error) = outcome {
+                match error {
+                    GitError::RefMoved {
+                        expected, actual, ..
+                    } => {
+                        assert_eq!((*expected, *actual), (Some(base), Some(winner)));
+                    }
+                    other => panic!("loser got {other:?}"),
+                }
+            }
+        }
+        assert_eq!(repo.ref_target(MAIN).expect("read"), Some(winner));
+        assert_fsck_clean(&dir.path().join("pool"));
+    }
+
+    #[test]
+    fn copy_reachable_into_an_empty_repo_is_complete_for_git() {
+        let (dir, source) = new_bare();
+        let first = commit_files(
+            &source,
+            None,
+            &[("chapters/pk/s1/001.md", "one"), ("project.yml", "k")],
+            T0,
+        );
+        let second = commit_files(
+            &source,
+            Some(first),
+            &[("chapters/pk/s1/002.md", "two")],
+            T0 + 1,
+        );
+        let third = commit_files(
+            &source,
+            Some(second),
+            &[("chapters/pk/s2/001.md", "one")],
+            T0 + 2,
+        );
+        let target = GitRepo::init_bare(&dir.path().join("copy")).expect("target");
+        let copied = copy_reachable(&source, &target, third).expect("copy");
+        let reachable = git(
+            source.path(),
+            &["rev-list", "--objects", &third.to_string()],
+        )
+        .lines()
+        .count();
+        assert_eq!(copied, reachable as u64);
+        target.cas_ref(MAIN, None, third, "copied").expect("ref");
+        assert_fsck_clean(target.path());
+        let log = git(target.path(), &["log", "--format=%H", MAIN]);
+        assert_eq!(log, format!("{third}\n{second}\n{first}\n"));
+        assert_eq!(
+            copy_reachable(&source, &target, third).expect("again"),
+            0,
+            "nothing left to copy"
+        );
+    }
+
+    #[test]
+    fn incremental_copy_copies_exactly_the_new_objects() {
+        let (dir, source) = new_bare();
+        let mut files: Vec<(String, String)> = (0..40)
+            .map(|n| {
+                (
+                    format!("chapters/pk/s{n:02}/001.md"),
+                    format!("chapter {n}"),
+                )
+            })
+            .collect();
+        files.push(("project.yml".to_string(), "key".to_string()));
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        let first = commit_files(&source, None, &refs, T0);
+        let target = GitRepo::init_bare(&dir.path().join("copy")).expect("target");
+        copy_reachable(&source, &target, first).expect("initial copy");
+        // Two commits on top: one new session, one chapter added to an existing session, and a
+        // blob whose bytes already exist elsewhere (nothing to copy for it).
+        let second = commit_files(
+            &source,
+            Some(first),
+            &[("chapters/pk/s99/001.md", "new")],
+            T0 + 1,
+        );
+        let third = commit_files(
+            &source,
+            Some(second),
+            &[
+                ("chapters/pk/s05/002.md", "more"),
+                ("chapters/pk/s06/002.md", "chapter 3"),
+            ],
+            T0 + 2,
+        );
+        // A file turned into a directory, and a merge with a side branch whose objects only the
+        // second parent brings.
+        let fourth = commit_files(
+            &source,
+            Some(third),
+            &[("project.yml/inner.md", "now a tree")],
+            T0 + 3,
+        );
+        let side = commit_files(
+            &source,
+            Some(first),
+            &[("chapters/pk/s77/001.md", "side")],
+            T0 + 4,
+        );
+        let side_blob = source
+            .blob_at(
+                source.commit_tree(side).expect("tree"),
+                "chapters/pk/s77/001.md",
+            )
+            .expect("lookup")
+            .expect("present");
+        let merged_tree = source
+            .tree_with(
+                Some(source.commit_tree(fourth).expect("tree")),
+                &[("chapters/pk/s77/001.md".to_string(), side_blob)],
+            )
+            .expect("merged tree");
+        let merge = source
+            .write_commit(merged_tree, &[fourth, side], NAME, EMAIL, T0 + 5, "merge")
+            .expect("merge");
+        for (tip, since) in [(third, first), (merge, third)] {
+            let new_objects = git(
+                source.path(),
+                &[
+                    "rev-list",
+                    "--objects",
+                    &tip.to_string(),
+                    &format!("^{since}"),
+                ],
+            )
+            .lines()
+            .count();
+            assert_eq!(
+                copy_reachable(&source, &target, tip).expect("increment"),
+                new_objects as u64,
+                "copy up to {tip}"
+            );
+        }
+        target.cas_ref(MAIN, None, merge, "copied").expect("ref");
+        assert_fsck_clean(target.path());
+        assert_eq!(
+            git(target.path(), &["rev-list", "--count", MAIN]).trim(),
+            "6"
+        );
+    }
+
+    /// The walk writes children before parents, so a corrupt object stops the copy before
+    /// anything that refers to it lands in the target.
+    #[test]
+    fn copy_reachable_refuses_bytes_that_do_not_match_their_id() {
+        let (dir, source) = new_bare();
+        let good = source.write_blob(b"good").expect("blob");
+        let evil = source.write_blob(b"evil").expect("blob");
+        let loose = |id: ObjectId| {
+            let hex = id.to_string();
+            source
+                .path()
+                .join("objects")
+                .join(&hex[..2])
+                .join(&hex[2..])
+        };
+        std::fs::remove_file(loose(good)).expect("remove");
+        std::fs::copy(loose(evil), loose(good)).expect("swap the bytes");
+        let tree = source
+            .tree_with(None, &[("a/b.md".to_string(), good)])
+            .expect("tree");
+        let commit = source
+            .write_commit(tree, &[], NAME, EMAIL, T0, "m")
+            .expect("commit");
+        let target = GitRepo::init_bare(&dir.path().join("copy")).expect("target");
+        match copy_reachable(&source, &target, commit) {
+            Err(GitError::HashMismatch {
+                expected, actual, ..
+            }) => assert_eq!((expected, actual), (good, evil)),
+            other => panic!("expected HashMismatch, got {other:?}"),
+        }
+        for id in [good, tree, commit] {
+            assert!(
+                !target.has_object(id),
+                "{id} must not land before its closure"
+            );
+        }
+    }
+
+    #[test]
+    fn copy_reachable_refuses_annotated_tags_and_missing_tips() {
+        let (dir, source) = new_bare();
+        let commit = commit_files(&source, None, &[("a.md", "a")], T0);
+        source.cas_ref(MAIN, None, commit, "create").expect("ref");
+        git(source.path(), &["tag", "-a", "-m", "release", "v1", MAIN]);
+        let tag = oid(&git(source.path(), &["rev-parse", "refs/tags/v1"]));
+        let target = GitRepo::init_bare(&dir.path().join("copy")).expect("target");
+        assert!(
+            matches!(copy_reachable(&source, &target, tag), Err(GitError::Unsupported { id, .. }) if id == tag)
+        );
+        let absent = oid("5555555555555555555555555555555555555555");
+        assert!(matches!(
+            copy_reachable(&source, &target, absent),
+            Err(GitError::Missing { .. })
+        ));
+    }
+
+    #[test]
+    fn is_ancestor_follows_every_parent() {
+        let (_dir, repo) = new_bare();
+        let root = commit_files(&repo, None, &[("a.md", "a")], T0);
+        let left = commit_files(&repo, Some(root), &[("l.md", "l")], T0 + 1);
+        let right = commit_files(&repo, Some(root), &[("r.md", "r")], T0 + 2);
+        let tree = repo.commit_tree(left).expect("tree");
+        let merge = repo
+            .write_commit(tree, &[left, right], NAME, EMAIL, T0 + 3, "merge")
+            .expect("merge");
+        assert!(repo.is_ancestor(root, merge).expect("walk"));
+        assert!(
+            repo.is_ancestor(right, merge).expect("walk"),
+            "second parent counts"
+        );
+        assert!(repo.is_ancestor(merge, merge).expect("walk"));
+        assert!(!repo.is_ancestor(left, right).expect("walk"));
+        assert!(!repo.is_ancestor(merge, root).expect("walk"));
+        let absent = oid("6666666666666666666666666666666666666666");
+        assert!(!repo.is_ancestor(absent, merge).expect("walk"));
+        assert!(matches!(
+            repo.is_ancestor(root, absent),
+            Err(GitError::Missing { .. })
+        ));
+    }
+
+    #[test]
+    fn publish_local_fast_forwards_and_refuses_everything_else() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mirror =
+            GitRepo::init_or_open_mirror(&dir.path().join("ws/.dsh-knowledge")).expect("mirror");
+        let pool = GitRepo::init_bare(&dir.path().join("pool")).expect("pool");
+        let first = commit_files(&mirror, None, &[("chapters/pk/s1/001.md", "one")], T0);
+        let created = publish_local(&mirror, &pool, MAIN, first, None).expect("create");
+        assert_eq!(
+            created, 6,
+            "commit, four trees (root, chapters, pk, s1), one blob"
+        );
+        let second = commit_files(
+            &mirror,
+            Some(first),
+            &[("chapters/pk/s1/002.md", "two")],
+            T0 + 1,
+        );
+        let third = commit_files(
+            &mirror,
+            Some(second),
+            &[("chapters/pk/s2/001.md", "three")],
+            T0 + 2,
+        );
+        assert!(publish_local(&mirror, &pool, MAIN, third, Some(first)).expect("ff") > 0);
+        assert_eq!(pool.ref_target(MAIN).expect("read"), Some(third));
+        assert_eq!(
+            publish_local(&mirror, &pool, MAIN, third, Some(third)).expect("no-op"),
+            0
+        );
+
+        // Another machine moved the pool meanwhile: our view is stale.
+        assert!(matches!(
+            publish_local(&mirror, &pool, MAIN, third, Some(second)),
+            Err(GitError::RefMoved { actual: Some(a), .. }) if a == third
+        ));
+        // A history that does not contain the pool's tip: refused before copying anything.
+        let diverged = commit_files(
+            &mirror,
+            Some(second),
+            &[("chapters/pk/s3/001.md", "fork")],
+            T0 + 3,
+        );
+        match publish_local(&mirror, &pool, MAIN, diverged, Some(third)) {
+            Err(GitError::NotFastForward { current, new, .. }) => {
+                assert_eq!((current, new), (third, diverged))
+            }
+            other => panic!("expected NotFastForward, got {other:?}"),
+        }
+        assert!(
+            !pool.has_object(diverged),
+            "nothing copied for a refused publish"
+        );
+        // A pool tip the local history has never seen at all.
+        let foreign = commit_files(
+            &pool,
+            Some(third),
+            &[("edits/h2/curation.jsonl", "{}")],
+            T0 + 4,
+        );
+        pool.cas_ref(MAIN, Some(third), foreign, "other machine")
+            .expect("other machine");
+        assert!(matches!(
+            publish_local(&mirror, &pool, MAIN, diverged, Some(foreign)),
+            Err(GitError::NotFastForward { .. })
+        ));
+        assert_eq!(
+            pool.ref_target(MAIN).expect("read"),
+            Some(foreign),
+            "target ref unchanged"
+        );
+        assert_fsck_clean(pool.path());
+        assert_fsck_clean(mirror.path());
+
+        let clone = dir.path().join("clone");
+        let clone_arg = clone.to_str().expect("utf-8 temp path");
+        git(
+            dir.path(),
+            &[
+                "clone",
+                "--quiet",
+                pool.path().to_str().expect("utf-8"),
+                clone_arg,
+            ],
+        );
+        let read = |path: &str| std::fs::read_to_string(clone.join(path)).expect("cloned file");
+        assert_eq!(read("chapters/pk/s1/001.md"), "one");
+        assert_eq!(read("chapters/pk/s2/001.md"), "three");
+        assert_eq!(read("edits/h2/curation.jsonl"), "{}");
+        assert_eq!(oid(&git(&clone, &["rev-parse", "HEAD"])), foreign);
+    }
+
+    #[test]
+    fn init_is_idempotent_and_refuses_foreign_directories() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("deep/er/pool");
+        let repo = GitRepo::init_bare(&path).expect("create with parents");
+        let commit = commit_files(&repo, None, &[("a.md", "a")], T0);
+        repo.cas_ref(MAIN, None, commit, "create").expect("ref");
+        let again = GitRepo::init_bare(&path).expect("reopen");
+        assert_eq!(
+            again.ref_target(MAIN).expect("read"),
+            Some(commit),
+            "re-init keeps the content"
+        );
+        assert_eq!(
+            git(&path, &["rev-parse", "--is-bare-repository"]).trim(),
+            "true"
+        );
+        assert_eq!(git(&path, &["symbolic-ref", "HEAD"]).trim(), MAIN);
+
+        let empty = dir.path().join("empty");
+        std::fs::create_dir(&empty).expect("mkdir");
+        GitRepo::init_bare(&empty).expect("an empty directory becomes a repository");
+
+        let occupied = dir.path().join("occupied");
+        std::fs::create_dir(&occupied).expect("mkdir");
+        std::fs::write(occupied.join("notes.txt"), "mine").expect("write");
+        assert!(matches!(
+            GitRepo::init_bare(&occupied),
+            Err(GitError::NotEmpty { .. })
+        ));
+        assert_eq!(
+            std::fs::read_dir(&occupied).expect("list").count(),
+            1,
+            "nothing written"
+        );
+
+        let worktree = dir.path().join("worktree");
+        std::fs::create_dir(&worktree).expect("mkdir");
+        git(&worktree, &["init", "--quiet"]);
+        assert!(matches!(
+            GitRepo::init_bare(&worktree),
+            Err(GitError::NotBare { .. })
+        ));
+        GitRepo::open(&worktree).expect("open reads any repository");
+        assert!(matches!(
+            GitRepo::open(&occupied),
+            Err(GitError::Open { .. })
+        ));
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, "x").expect("write");
+        assert!(matches!(
+            GitRepo::init_bare(&file),
+            Err(GitError::ReadDir { .. })
+        ));
+        assert!(matches!(
+            GitRepo::open(&dir.path().join("absent")),
+            Err(GitError::Open { .. })
+        ));
+    }
+
+    #[test]
+    fn mirror_is_a_bare_repository_in_dot_git_that_git_reads_from_its_parent() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let workspace_mirror = dir.path().join(".dsh-knowledge");
+        let mirror = GitRepo::init_or_open_mirror(&workspace_mirror).expect("mirror");
+        assert_eq!(mirror.path(), workspace_mirror.join(".git"));
+        let commit = commit_files(&mirror, None, &[("a.md", "a")], T0);
+        mirror.cas_ref(MAIN, None, commit, "create").expect("ref");
+        assert_eq!(
+            git(&workspace_mirror, &["log", "--format=%an%ae"]),
+            format!("{NAME}{EMAIL}\n")
+        );
+        let reopened = GitRepo::init_or_open_mirror(&workspace_mirror).expect("reopen");
+        assert_eq!(reopened.path(), mirror.path());
+        assert_eq!(reopened.ref_target(MAIN).expect("read"), Some(commit));
+        let via_parent = GitRepo::open(&workspace_mirror).expect("open via parent");
+        assert_eq!(via_parent.ref_target(MAIN).expect("read"), Some(commit));
+    }
+}
