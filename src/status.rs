@@ -49,8 +49,18 @@ pub struct StatusReport {
     pub mirror_exists: bool,
     /// `linked` or `local-only`.
     pub mode: String,
-    /// Last sync result as a machine-readable code (`never-linked` until a pool is linked).
+    /// Last sync result as a machine-readable code: `never-linked`, `never-synced`, `ok`,
+    /// or a failure code (`network`, `auth`, `diverged`, …).
     pub last_sync_code: String,
+    pub last_sync_at: Option<String>,
+    pub last_sync_detail: Option<String>,
+    /// What to do about the last sync's failure.
+    pub last_sync_hint: Option<String>,
+    pub visibility: Option<String>,
+    /// Store files the pool lacks as of the last sync, by kind; `null` when not linked.
+    pub pending_publish: Option<std::collections::BTreeMap<String, u64>>,
+    /// The loud warning: the pool's project.yml names another projectKey.
+    pub identity_warning: Option<String>,
     pub store: Option<StoreCounts>,
     pub sessions: Vec<SessionStatus>,
     pub pending_turns: u64,
@@ -80,6 +90,28 @@ pub fn status(
     }
     let pending_turns = sessions.iter().map(|s| s.unarchived_turns).sum();
     let mirror = workspace.join(MIRROR_DIR);
+    let link = store.as_ref().and_then(|s| crate::pool::link::read(s.dir()).ok().flatten());
+    let last = store.as_ref().and_then(crate::pool::sync::read_status);
+    let pending_publish = match (&store, &link) {
+        (Some(store), Some(link)) => crate::pool::sync::pending(store, workspace, identity, link.visibility),
+        _ => None,
+    };
+    let last_sync_code = match (&link, &last) {
+        (None, _) => "never-linked".to_owned(),
+        (Some(_), None) => "never-synced".to_owned(),
+        (Some(_), Some(s)) => s.code.as_str().to_owned(),
+    };
+    let mode = match (&link, &last) {
+        (Some(_), Some(s)) if !s.code.is_failure() => "linked",
+        (Some(_), None) => "linked",
+        _ => "local-only",
+    };
+    let identity_warning = last.as_ref().and_then(|s| s.pool_project_key.as_ref()).map(|key| {
+        format!(
+            "THIS CHECKOUT'S projectKey {} DIFFERS FROM THE POOL'S {key}: nothing is published until they agree",
+            identity.project_key
+        )
+    });
     Ok(StatusReport {
         workspace: workspace.to_path_buf(),
         enabled: store.is_some(),
@@ -90,11 +122,17 @@ pub fn status(
             canonical: identity.canonical.clone(),
         },
         harness_id: harness_id.to_owned(),
-        upstream: config.knowledge_remote.clone(),
-        mirror_exists: mirror.is_dir(),
+        upstream: link.as_ref().map(|l| l.upstream.describe()).or_else(|| config.knowledge_remote.clone()),
+        mirror_exists: mirror.join(".git").is_dir(),
         mirror,
-        mode: "local-only".to_owned(),
-        last_sync_code: "never-linked".to_owned(),
+        mode: mode.to_owned(),
+        last_sync_code,
+        last_sync_at: last.as_ref().map(|s| s.at.clone()),
+        last_sync_detail: last.as_ref().and_then(|s| s.detail.clone()),
+        last_sync_hint: last.as_ref().and_then(|s| s.hint.clone()),
+        visibility: link.as_ref().map(|l| l.visibility.as_str().to_owned()),
+        pending_publish,
+        identity_warning,
         store: counts,
         sessions,
         pending_turns,

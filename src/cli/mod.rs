@@ -3,7 +3,9 @@
 mod archive;
 mod demo;
 mod init;
+mod link;
 mod status;
+mod sync;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -33,6 +35,10 @@ enum Command {
     Archive(archive::Args),
     /// Identity, harness id, upstream, mode, pending counts and store counts.
     Status(status::Args),
+    /// Show the pool link, or bind a pool: a local directory or a git URL.
+    Link(link::Args),
+    /// Pull, then publish what the store has that the pool lacks.
+    Sync(sync::Args),
     /// Generate a sample session in a scratch home, archive it and show what was written.
     Demo(demo::Args),
 }
@@ -106,6 +112,8 @@ pub fn run() -> ExitCode {
         Command::Archive(a) => archive::run(cli.workspace.as_deref(), a),
         Command::Status(a) => status::run(cli.workspace.as_deref(), a),
         Command::Demo(a) => demo::run(a),
+        Command::Link(a) => link::run(cli.workspace.as_deref(), a),
+        Command::Sync(a) => sync::run(cli.workspace.as_deref(), a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -28,7 +28,23 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     println!("harness     {}", report.harness_id);
     println!("upstream    {}", report.upstream.as_deref().unwrap_or("none (not linked)"));
     println!("mirror      {}{}", report.mirror.display(), if report.mirror_exists { "" } else { " (absent)" });
-    println!("mode        {} (last sync: {})", report.mode, report.last_sync_code);
+    if let Some(w) = &report.identity_warning {
+        println!("WARNING     {w}");
+    }
+    println!(
+        "mode        {} (last sync: {}{})",
+        report.mode,
+        report.last_sync_code,
+        report.last_sync_at.as_deref().map(|a| format!(" at {a}")).unwrap_or_default()
+    );
+    if let Some(hint) = &report.last_sync_hint {
+        println!("            {hint}");
+    }
+    if let Some(p) = &report.pending_publish {
+        let total: u64 = p.values().sum();
+        let parts: Vec<String> = p.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        println!("unpublished {total} file(s){}", if parts.is_empty() { String::new() } else { format!(": {}", parts.join(", ")) });
+    }
     match &report.store {
         None => println!("store       not enabled — run `chapters init`"),
         Some(c) => println!(

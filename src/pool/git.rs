@@ -390,6 +390,47 @@ impl GitRepo {
         Ok(blobs)
     }
 
+    /// Blobs of `new` that `old` lacks or holds with other bytes, sorted by path. Descends
+    /// only into subtrees whose ids differ, so the cost follows the change, not the tree.
+    pub fn changed_blobs(&self, old: Option<ObjectId>, new: ObjectId) -> Result<Vec<(String, ObjectId)>, GitError> {
+        let mut out = Vec::new();
+        let mut pending = vec![(String::new(), old, new)];
+        while let Some((prefix, old_id, new_id)) = pending.pop() {
+            if old_id == Some(new_id) {
+                continue;
+            }
+            let mut before: std::collections::BTreeMap<Vec<u8>, (ObjectId, bool)> = Default::default();
+            if let Some(old_id) = old_id {
+                let data = self.read_kind(old_id, Kind::Tree, "tree")?;
+                for entry in self.decode_tree(old_id, &data)?.entries {
+                    before.insert(entry.filename.to_vec(), (entry.oid.to_owned(), entry.mode.is_tree()));
+                }
+            }
+            let data = self.read_kind(new_id, Kind::Tree, "tree")?;
+            for entry in self.decode_tree(new_id, &data)?.entries {
+                if entry.mode.is_commit() {
+                    continue;
+                }
+                let name = entry.filename.to_str().map_err(|_| GitError::NonUtf8Path {
+                    repo: self.git_dir.clone(),
+                    tree: new_id,
+                    path: format!("{prefix}{}", entry.filename.to_str_lossy()),
+                })?;
+                let path = format!("{prefix}{name}");
+                let was = before.get(entry.filename.as_ref() as &[u8]).copied();
+                let oid = entry.oid.to_owned();
+                if entry.mode.is_tree() {
+                    let old_sub = was.filter(|(_, is_tree)| *is_tree).map(|(id, _)| id);
+                    pending.push((format!("{path}/"), old_sub, oid));
+                } else if was != Some((oid, false)) {
+                    out.push((path, oid));
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// The blob at `path` in `tree`, or `None` if nothing is there or a tree is there. Reads only
     /// the trees along `path`.
     pub fn blob_at(&self, tree: ObjectId, path: &str) -> Result<Option<ObjectId>, GitError> {

@@ -1,0 +1,133 @@
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use dsh_chapters::pool::credentials::{self, Secret};
+use dsh_chapters::pool::link::{self, LinkRecord, Upstream};
+use dsh_chapters::pool::plan::Visibility;
+use dsh_chapters::store::{Store, MIRROR_DIR};
+
+use super::Env;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The pool: a local directory (a bare repository is created on first sync) or a git URL.
+    /// Without it, show the current link.
+    #[arg(requires = "visibility")]
+    pool: Option<String>,
+    /// The pool's regime, declared (never looked up): `private`, or `public` — then nothing
+    /// derived from conversation is ever published to it. Mandatory with a pool.
+    #[arg(long, value_enum, requires = "pool")]
+    visibility: Option<Visibility>,
+    /// Read the network pool's token from this file.
+    #[arg(long, value_name = "FILE", conflicts_with = "token_stdin")]
+    token_file: Option<PathBuf>,
+    /// Read the network pool's token from standard input.
+    #[arg(long)]
+    token_stdin: bool,
+    /// Print the link as one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
+    let env = Env::resolve(workspace, None)?;
+    let Some(target) = args.pool.as_deref() else {
+        return show(&env, args.json);
+    };
+    let Some(visibility) = args.visibility else {
+        bail!("--visibility private|public is mandatory: declare whether {target} may hold conversation (private) or not (public)");
+    };
+    let token = read_token(&args)?;
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let upstream = link::parse_upstream(target, &cwd)?;
+    link::token_rule(&upstream, token.is_some())?;
+    if let Upstream::Local { .. } = upstream {
+        if token.is_some() {
+            bail!("{target} is a local path: it needs no token; drop --token-file/--token-stdin");
+        }
+    }
+    // Linking enables the workspace, as `init` does.
+    let store = match Store::open(&env.workspace) {
+        Ok(s) => s,
+        Err(_) => Store::init(&env.workspace)?,
+    };
+    let now = dsh_chapters::time::rfc3339_utc(super::now_ms());
+    store.write_project_yml(&env.identity, &env.harness_id, &now)?;
+    if let Some(token) = &token {
+        credentials::store(&env.dsh_home, &env.identity.project_key, token)?;
+    } else {
+        // A link without a token must not keep an older pool's token around.
+        credentials::delete(&env.dsh_home, &env.identity.project_key)?;
+    }
+    let record = LinkRecord { v: link::LINK_VERSION, upstream, visibility, linked_at: now, linked_by: env.harness_id.clone() };
+    link::write(store.dir(), &record)?;
+    if args.json {
+        return super::print_json(&serde_json::json!({
+            "upstream": record.upstream,
+            "visibility": record.visibility,
+            "tokenStored": token.is_some(),
+            "mirror": env.workspace.join(MIRROR_DIR),
+        }));
+    }
+    println!("linked {} to {} ({})", env.workspace.display(), record.upstream.describe(), visibility.as_str());
+    if token.is_some() {
+        println!("  token stored 0600 under {}", credentials::credentials_dir(&env.dsh_home).display());
+    }
+    if visibility == Visibility::Public {
+        println!("  declared public: chapters, plans, artifacts and collections will never be published there");
+    }
+    println!("  run `chapters sync` to publish");
+    Ok(())
+}
+
+fn read_token(args: &Args) -> Result<Option<Secret>> {
+    let raw = if let Some(file) = &args.token_file {
+        Some(std::fs::read_to_string(file).with_context(|| format!("cannot read the token file {}", file.display()))?)
+    } else if args.token_stdin {
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s).context("cannot read the token from standard input")?;
+        Some(s)
+    } else {
+        None
+    };
+    raw.map(|r| Secret::parse(&r)).transpose().map_err(Into::into)
+}
+
+fn show(env: &Env, json: bool) -> Result<()> {
+    let record = match Store::open(&env.workspace) {
+        Ok(store) => link::read(store.dir())?,
+        Err(_) => None,
+    };
+    let token = credentials::load(&env.dsh_home, &env.identity.project_key)?.is_some();
+    let mirror = env.workspace.join(MIRROR_DIR);
+    if json {
+        return super::print_json(&serde_json::json!({
+            "upstream": record.as_ref().map(|r| &r.upstream),
+            "visibility": record.as_ref().map(|r| r.visibility),
+            "tokenStored": token,
+            "mirror": mirror,
+            "mirrorExists": mirror.join(".git").is_dir(),
+            "projectKey": env.identity.project_key,
+            "projectKeySource": env.identity.source.as_str(),
+            "origin": env.identity.origin,
+            "harnessId": env.harness_id,
+        }));
+    }
+    match &record {
+        None => println!("upstream    none — link one with `chapters link <path|url> --visibility private|public`"),
+        Some(r) => println!(
+            "upstream    {} ({}, linked {} by {}){}",
+            r.upstream.describe(),
+            r.visibility.as_str(),
+            r.linked_at,
+            r.linked_by,
+            if token { ", token stored" } else { "" }
+        ),
+    }
+    println!("mirror      {}{}", mirror.display(), if mirror.join(".git").is_dir() { "" } else { " (not yet created)" });
+    println!("project     {} ({}: {})", env.identity.project_key, env.identity.source.as_str(), env.identity.origin);
+    println!("harness     {}", env.harness_id);
+    Ok(())
+}

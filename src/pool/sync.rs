@@ -1,0 +1,637 @@
+//! `chapters sync`: pull, then publish what the store has that the pool lacks (record §3.1,
+//! §5.2, §5.3). Shell. The whole run holds the store's writer lock, so a pull never lands
+//! mid-archive and a push never ships a half-written store.
+//!
+//! The mirror `<workspace>/.dsh-knowledge/` is transport: a bare git repository in its
+//! `.git` plus the pool's files materialized beside it for reading. The store is the
+//! truth; a damaged mirror is thrown away and rebuilt from the pool and the store.
+//!
+//! Publishing goes through `Provider`, the six-verb seam of the original (ensure the
+//! mirror, init the local pool, remove the mirror, stage-and-commit, pull fast-forward,
+//! push); git is its one provider, over a local path (gix only) or a network URL (the
+//! `git` program for fetch/push).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::credentials::Secret;
+use super::git::{self, GitError, GitRepo, ObjectId};
+use super::link::{LinkRecord, Upstream};
+use super::plan::{self, Action, FileKind, Visibility};
+use super::transport::{self, FailureCode, Remote, TransportError};
+use crate::identity::Identity;
+use crate::store::{atomic, Store, StoreError, MIRROR_DIR};
+
+pub const POOL_REF: &str = "refs/heads/main";
+const STATUS_FILE: &str = "sync-status.json";
+const PUBLISHED_FILE: &str = "dsh-chapters-published.json";
+const MATERIALIZED_FILE: &str = "dsh-chapters-materialized";
+/// Divergence is resolved by re-fetching and re-planning from the store; bounded.
+const MAX_ATTEMPTS: u32 = 4;
+
+/// The machine-readable result of a sync; status shows it, scripts branch on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SyncCode {
+    Ok,
+    Network,
+    Auth,
+    NotFound,
+    Diverged,
+    Timeout,
+    /// The pool's `project.yml` names another project: nothing is published into it.
+    IdentityMismatch,
+    /// The mirror could not be written (disk full, permissions).
+    MirrorIo,
+    /// The pool repository is damaged or not a bare repository.
+    PoolBroken,
+    Other,
+}
+
+impl SyncCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncCode::Ok => "ok",
+            SyncCode::Network => "network",
+            SyncCode::Auth => "auth",
+            SyncCode::NotFound => "not-found",
+            SyncCode::Diverged => "diverged",
+            SyncCode::Timeout => "timeout",
+            SyncCode::IdentityMismatch => "identity-mismatch",
+            SyncCode::MirrorIo => "mirror-io",
+            SyncCode::PoolBroken => "pool-broken",
+            SyncCode::Other => "other",
+        }
+    }
+
+    pub fn hint(self) -> &'static str {
+        match self {
+            SyncCode::Ok => "",
+            SyncCode::Network => FailureCode::Network.hint(),
+            SyncCode::Auth => FailureCode::Auth.hint(),
+            SyncCode::NotFound => FailureCode::NotFound.hint(),
+            SyncCode::Diverged => "The pool kept moving while this machine published; run `chapters sync` again",
+            SyncCode::Timeout => FailureCode::Timeout.hint(),
+            SyncCode::IdentityMismatch => "The pool belongs to another project (its project.yml names another projectKey): link this workspace to its own pool, or set projectKeyOverride if both are one project",
+            SyncCode::MirrorIo => "The mirror .dsh-knowledge/ could not be written (disk full? permissions?); free space and run `chapters sync` again — the store is untouched",
+            SyncCode::PoolBroken => "The pool repository is damaged or not a bare git repository; check it with `git fsck`, or link a new one",
+            SyncCode::Other => "See the detail; the store is untouched and the next sync retries",
+        }
+    }
+
+    fn from_transport(code: FailureCode) -> SyncCode {
+        match code {
+            FailureCode::Network => SyncCode::Network,
+            FailureCode::Auth => SyncCode::Auth,
+            FailureCode::NotFound => SyncCode::NotFound,
+            FailureCode::Diverged => SyncCode::Diverged,
+            FailureCode::Timeout => SyncCode::Timeout,
+            FailureCode::Other => SyncCode::Other,
+        }
+    }
+
+    /// A failure that leaves the workspace in local-only mode until the next good sync.
+    pub fn is_failure(self) -> bool {
+        self != SyncCode::Ok
+    }
+}
+
+/// A path this machine may not write: another machine's, or not a prefix of ours.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Refusal {
+    pub path: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncReport {
+    pub upstream: String,
+    pub visibility: Option<Visibility>,
+    pub pool_head: Option<String>,
+    /// Files published by kind (`chapter`, `plan`, `artifact`, `collection`, `derived`).
+    pub published: BTreeMap<String, u64>,
+    /// Files of the pool newly materialized in the mirror (other machines' work, mostly).
+    pub received: u64,
+    pub refused: Vec<Refusal>,
+    /// Conversation-derived files held back because the pool is declared public.
+    pub withheld_public: u64,
+    pub attempts: u32,
+    pub mirror_rebuilt: bool,
+    pub notes: Vec<String>,
+}
+
+/// The last sync's outcome, kept in the store for `chapters status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncStatus {
+    pub v: u32,
+    pub code: SyncCode,
+    pub at: String,
+    pub pool_head: Option<String>,
+    pub detail: Option<String>,
+    pub hint: Option<String>,
+    /// The pool's projectKey when it differs from this checkout's (the loud warning).
+    pub pool_project_key: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("sync with {upstream} failed [{code}]: {detail}. {hint}", code = .code.as_str(), hint = .code.hint())]
+pub struct SyncError {
+    pub code: SyncCode,
+    pub upstream: String,
+    pub detail: String,
+    /// What was done before the failure (partial publication is still publication).
+    pub report: Box<SyncReport>,
+}
+
+/// What one sync needs, resolved by the caller.
+pub struct SyncContext<'a> {
+    pub workspace: &'a Path,
+    pub store: &'a Store,
+    pub identity: &'a Identity,
+    pub harness_id: &'a str,
+    pub link: &'a LinkRecord,
+    pub token: Option<Secret>,
+    pub now_secs: i64,
+    pub now: &'a str,
+    pub timeout: Duration,
+    pub lock_timeout: Duration,
+}
+
+/// Internal failure before it is given its code.
+struct Fail {
+    code: SyncCode,
+    detail: String,
+}
+
+/// The identity refusal carries the pool's key, for status's loud warning.
+const MISMATCH_PREFIX: &str = "the pool's project.yml names projectKey ";
+
+impl From<GitError> for Fail {
+    fn from(e: GitError) -> Fail {
+        Fail { code: SyncCode::Other, detail: e.to_string() }
+    }
+}
+impl From<TransportError> for Fail {
+    fn from(e: TransportError) -> Fail {
+        Fail { code: SyncCode::from_transport(e.code), detail: e.to_string() }
+    }
+}
+impl From<StoreError> for Fail {
+    fn from(e: StoreError) -> Fail {
+        Fail { code: SyncCode::Other, detail: e.to_string() }
+    }
+}
+fn mirror_io(path: &Path, e: std::io::Error) -> Fail {
+    Fail { code: SyncCode::MirrorIo, detail: format!("{}: {e}", path.display()) }
+}
+
+/// The transport seam: the six verbs of the original's provider, for git.
+trait Provider {
+    /// Bring the pool's head into the mirror's object database; `None` for an empty pool.
+    fn pull_fast_forward(&self, mirror: &GitRepo) -> Result<Option<ObjectId>, Fail>;
+    /// Make the pool exist (a bare repository for a local path; a no-op for a URL).
+    fn init_local(&self) -> Result<(), Fail>;
+    /// Publish `commit` whose parent is `expected`, fast-forward only.
+    fn push(&self, mirror: &GitRepo, commit: ObjectId, expected: Option<ObjectId>) -> Result<(), Fail>;
+}
+
+struct LocalPool {
+    path: PathBuf,
+}
+
+impl LocalPool {
+    fn open(&self) -> Result<Option<GitRepo>, Fail> {
+        let empty_dir = std::fs::read_dir(&self.path).map(|mut d| d.next().is_none()).unwrap_or(true);
+        if !self.path.exists() || empty_dir {
+            return Ok(None);
+        }
+        GitRepo::open(&self.path).map(Some).map_err(|e| Fail { code: SyncCode::PoolBroken, detail: e.to_string() })
+    }
+}
+
+impl Provider for LocalPool {
+    fn pull_fast_forward(&self, mirror: &GitRepo) -> Result<Option<ObjectId>, Fail> {
+        let Some(pool) = self.open()? else { return Ok(None) };
+        let head = pool.ref_target(POOL_REF)?;
+        if let Some(head) = head {
+            git::copy_reachable(&pool, mirror, head).map_err(|e| Fail { code: SyncCode::PoolBroken, detail: e.to_string() })?;
+        }
+        Ok(head)
+    }
+
+    fn init_local(&self) -> Result<(), Fail> {
+        GitRepo::init_bare(&self.path).map(|_| ()).map_err(|e| Fail { code: SyncCode::PoolBroken, detail: e.to_string() })
+    }
+
+    fn push(&self, mirror: &GitRepo, commit: ObjectId, expected: Option<ObjectId>) -> Result<(), Fail> {
+        let pool = GitRepo::open(&self.path).map_err(|e| Fail { code: SyncCode::PoolBroken, detail: e.to_string() })?;
+        match git::publish_local(mirror, &pool, POOL_REF, commit, expected) {
+            Ok(_) => Ok(()),
+            Err(e @ (GitError::RefMoved { .. } | GitError::NotFastForward { .. })) => {
+                Err(Fail { code: SyncCode::Diverged, detail: e.to_string() })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+struct NetworkPool {
+    remote: Remote,
+    timeout: Duration,
+}
+
+impl Provider for NetworkPool {
+    fn pull_fast_forward(&self, mirror: &GitRepo) -> Result<Option<ObjectId>, Fail> {
+        let head = transport::fetch(mirror.path(), &self.remote, self.timeout)?;
+        head.map(|hex| {
+            ObjectId::from_hex(hex.as_bytes()).map_err(|e| Fail { code: SyncCode::Other, detail: format!("bad head {hex}: {e}") })
+        })
+        .transpose()
+    }
+
+    fn init_local(&self) -> Result<(), Fail> {
+        Ok(())
+    }
+
+    fn push(&self, mirror: &GitRepo, commit: ObjectId, _expected: Option<ObjectId>) -> Result<(), Fail> {
+        transport::push(mirror.path(), &self.remote, &commit.to_string(), self.timeout)?;
+        Ok(())
+    }
+}
+
+/// The mirror repository, created when absent, rebuilt when damaged (it is transport).
+fn ensure_mirror(mirror_dir: &Path, report: &mut SyncReport) -> Result<GitRepo, Fail> {
+    match GitRepo::init_or_open_mirror(mirror_dir) {
+        Ok(repo) => Ok(repo),
+        Err(first) => {
+            remove_mirror(mirror_dir)?;
+            report.mirror_rebuilt = true;
+            report.notes.push(format!("the mirror was damaged ({first}); rebuilt it from the pool and the store"));
+            GitRepo::init_or_open_mirror(mirror_dir).map_err(|e| Fail { code: SyncCode::MirrorIo, detail: e.to_string() })
+        }
+    }
+}
+
+fn remove_mirror(mirror_dir: &Path) -> Result<(), Fail> {
+    match std::fs::remove_dir_all(mirror_dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(mirror_io(mirror_dir, e)),
+    }
+}
+
+/// What the pool already had at a head, per store file: lets a sync skip reading and
+/// hashing everything it published before. Valid only while the pool keeps that head in
+/// its history (a recreated pool discards it and everything is compared again).
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Published {
+    head: Option<String>,
+    /// pool path → (length, mtime in ns, blob id)
+    files: BTreeMap<String, (u64, u128, String)>,
+}
+
+fn stat_key(meta: &std::fs::Metadata) -> (u64, u128) {
+    let mtime = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    (meta.len(), mtime)
+}
+
+/// Every store file that maps to a pool path: (pool path, kind, absolute path).
+fn store_files(store: &Store, project_key: &str) -> Result<Vec<(String, FileKind, PathBuf)>, Fail> {
+    let mut out = Vec::new();
+    for root in store.roots()? {
+        let root_dir = store.dir().join(&root);
+        walk_store(&root_dir, &root, project_key, &mut out).map_err(|e| Fail {
+            code: SyncCode::Other,
+            detail: format!("cannot list the store {}: {e}", root_dir.display()),
+        })?;
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn walk_store(dir: &Path, rel: &str, project_key: &str, out: &mut Vec<(String, FileKind, PathBuf)>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let rel = format!("{rel}/{name}");
+        let ty = entry.file_type()?;
+        if ty.is_dir() && !name.starts_with('.') {
+            walk_store(&entry.path(), &rel, project_key, out)?;
+        } else if ty.is_file() {
+            if let Some((pool_path, kind)) = plan::pool_path(project_key, &rel) {
+                out.push((pool_path, kind, entry.path()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The pool's `project.yml`: deterministic bytes, so every machine writes the same file
+/// and a divergent copy is simply rebuilt.
+pub fn project_yml(identity: &Identity) -> String {
+    format!(
+        "# Written by dsh-chapters; derived, do not edit.\nprojectKey: {}\nprojectKeySource: {}\nslug: {}\n",
+        identity.project_key,
+        identity.source.as_str(),
+        identity.slug()
+    )
+}
+
+/// The projectKey a pool `project.yml` names.
+fn project_key_in(yml: &str) -> Option<String> {
+    yml.lines().find_map(|l| l.strip_prefix("projectKey:")).map(|v| v.trim().trim_matches('"').to_owned())
+}
+
+fn git_dir(mirror_dir: &Path) -> PathBuf {
+    mirror_dir.join(".git")
+}
+
+fn read_json<T: for<'de> Deserialize<'de> + Default>(path: &Path) -> T {
+    std::fs::read(path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+}
+
+/// Run one sync. On failure the error carries the code and what was done; the last
+/// status is written either way.
+pub fn sync(ctx: &SyncContext<'_>, pull_only: bool) -> Result<SyncReport, SyncError> {
+    let upstream = ctx.link.upstream.describe();
+    let mut report = SyncReport { upstream: upstream.clone(), visibility: Some(ctx.link.visibility), ..Default::default() };
+    let lock = match ctx.store.lock(ctx.lock_timeout) {
+        Ok(l) => l,
+        Err(e) => {
+            return Err(SyncError { code: SyncCode::Other, upstream, detail: e.to_string(), report: Box::new(report) });
+        }
+    };
+    let result = run(ctx, pull_only, &mut report);
+    let (code, detail, pool_project_key) = match &result {
+        Ok(mismatch) => (SyncCode::Ok, None, mismatch.clone()),
+        Err(f) => {
+            let key = (f.code == SyncCode::IdentityMismatch)
+                .then(|| f.detail.strip_prefix(MISMATCH_PREFIX).and_then(|r| r.split(',').next()).map(str::to_owned))
+                .flatten();
+            (f.code, Some(f.detail.clone()), key)
+        }
+    };
+    let status = SyncStatus {
+        v: 1,
+        code,
+        at: ctx.now.to_owned(),
+        pool_head: report.pool_head.clone(),
+        detail: detail.clone(),
+        hint: (code != SyncCode::Ok).then(|| code.hint().to_owned()),
+        pool_project_key,
+    };
+    if let Err(e) = write_status(ctx.store, &status) {
+        report.notes.push(format!("could not record the sync status: {e}"));
+    }
+    drop(lock);
+    match result {
+        Ok(_) => Ok(report),
+        Err(f) => Err(SyncError { code: f.code, upstream, detail: f.detail, report: Box::new(report) }),
+    }
+}
+
+pub fn read_status(store: &Store) -> Option<SyncStatus> {
+    read_json::<Option<SyncStatus>>(&store.dir().join(STATUS_FILE))
+}
+
+fn write_status(store: &Store, status: &SyncStatus) -> Result<(), StoreError> {
+    let text = serde_json::to_string_pretty(status).expect("a SyncStatus always serializes");
+    atomic::write_atomic(&store.dir().join(STATUS_FILE), format!("{text}\n").as_bytes())
+}
+
+/// Returns the pool's projectKey when it differs from ours (publication refused then).
+fn run(ctx: &SyncContext<'_>, pull_only: bool, report: &mut SyncReport) -> Result<Option<String>, Fail> {
+    let mirror_dir = ctx.workspace.join(MIRROR_DIR);
+    let mirror = ensure_mirror(&mirror_dir, report)?;
+    let provider: Box<dyn Provider> = match &ctx.link.upstream {
+        Upstream::Local { path } => Box::new(LocalPool { path: path.clone() }),
+        Upstream::Network { url } => {
+            Box::new(NetworkPool { remote: Remote { url: url.clone(), token: ctx.token.clone() }, timeout: ctx.timeout })
+        }
+    };
+
+    for attempt in 1..=MAX_ATTEMPTS {
+        report.attempts = attempt;
+        let head = provider.pull_fast_forward(&mirror)?;
+        report.pool_head = head.map(|h| h.to_string());
+        let base_tree = head.map(|h| mirror.commit_tree(h)).transpose()?;
+
+        // The pool's identity: a foreign project's pool receives nothing.
+        if let Some(tree) = base_tree {
+            if let Some(blob) = mirror.blob_at(tree, "project.yml")? {
+                let theirs = String::from_utf8_lossy(&mirror.read_blob(blob)?).into_owned();
+                if let Some(key) = project_key_in(&theirs).filter(|k| k != &ctx.identity.project_key) {
+                    materialize(&mirror, &mirror_dir, head, report)?;
+                    return Err(Fail {
+                        code: SyncCode::IdentityMismatch,
+                        detail: format!(
+                            "{MISMATCH_PREFIX}{key}, this checkout is {} ({}: {})",
+                            ctx.identity.project_key,
+                            ctx.identity.source.as_str(),
+                            ctx.identity.origin
+                        ),
+                    });
+                }
+            }
+        }
+        if pull_only {
+            materialize(&mirror, &mirror_dir, head, report)?;
+            return Ok(None);
+        }
+
+        let (upserts, published) = plan_publication(ctx, &mirror, &mirror_dir, head, base_tree, report)?;
+        if upserts.is_empty() {
+            save_published(&mirror_dir, head, published);
+            materialize(&mirror, &mirror_dir, head, report)?;
+            return Ok(None);
+        }
+        let tree = mirror.tree_with(base_tree, &upserts)?;
+        let email = format!("{}@dsh-chapters.local", ctx.harness_id);
+        let message = commit_message(ctx.harness_id, &report.published);
+        let commit = mirror.write_commit(tree, &head.into_iter().collect::<Vec<_>>(), "dsh-chapters", &email, ctx.now_secs, &message)?;
+        provider.init_local()?;
+        match provider.push(&mirror, commit, head) {
+            Ok(()) => {
+                report.pool_head = Some(commit.to_string());
+                save_published(&mirror_dir, Some(commit), published);
+                materialize(&mirror, &mirror_dir, Some(commit), report)?;
+                return Ok(None);
+            }
+            Err(f) if f.code == SyncCode::Diverged && attempt < MAX_ATTEMPTS => {
+                // Another machine published first: fetch its head and plan again from the
+                // store (the mirror is transport; nothing of this attempt is kept).
+                report.notes.push(format!("attempt {attempt}: the pool moved on; re-fetching and publishing again"));
+                report.published.clear();
+                report.refused.clear();
+                report.withheld_public = 0;
+            }
+            Err(f) => return Err(f),
+        }
+    }
+    Err(Fail { code: SyncCode::Diverged, detail: format!("the pool kept moving through {MAX_ATTEMPTS} attempts") })
+}
+
+fn commit_message(harness: &str, published: &BTreeMap<String, u64>) -> String {
+    let parts: Vec<String> = published.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    format!("dsh-chapters: publish from {harness}\n\n{}", parts.join(", "))
+}
+
+type Upserts = Vec<(String, ObjectId)>;
+
+/// Decide every store file against the pool's tree; write the blobs to publish.
+fn plan_publication(
+    ctx: &SyncContext<'_>,
+    mirror: &GitRepo,
+    mirror_dir: &Path,
+    head: Option<ObjectId>,
+    base_tree: Option<ObjectId>,
+    report: &mut SyncReport,
+) -> Result<(Upserts, Published), Fail> {
+    let mut published: Published = read_json(&git_dir(mirror_dir).join(PUBLISHED_FILE));
+    let still_valid = match (&published.head, head) {
+        (Some(old), Some(head)) => ObjectId::from_hex(old.as_bytes())
+            .ok()
+            .map(|old| mirror.has_object(old) && mirror.is_ancestor(old, head).unwrap_or(false))
+            .unwrap_or(false),
+        _ => false,
+    };
+    if !still_valid {
+        published.files.clear();
+    }
+    let mut upserts = Vec::new();
+    for (pool_path, kind, file) in store_files(ctx.store, &ctx.identity.project_key)? {
+        if ctx.link.visibility == Visibility::Public && kind.from_conversation() {
+            report.withheld_public += 1;
+            continue;
+        }
+        let meta = std::fs::metadata(&file).map_err(|e| Fail { code: SyncCode::Other, detail: format!("{}: {e}", file.display()) })?;
+        let (len, mtime) = stat_key(&meta);
+        if let Some((l, m, _)) = published.files.get(&pool_path) {
+            if *l == len && *m == mtime {
+                continue;
+            }
+        }
+        let bytes = std::fs::read(&file).map_err(|e| Fail { code: SyncCode::Other, detail: format!("{}: {e}", file.display()) })?;
+        let pool_blob = match base_tree {
+            Some(tree) => mirror.blob_at(tree, &pool_path)?,
+            None => None,
+        };
+        let pool_hex = pool_blob.map(|b| b.to_string());
+        let action = plan::decide(kind, &bytes, pool_hex.as_deref(), || pool_blob.and_then(|b| mirror.read_blob(b).ok()));
+        match action {
+            Action::Same => {}
+            Action::Add | Action::Append => {
+                let blob = mirror.write_blob(&bytes)?;
+                upserts.push((pool_path.clone(), blob));
+                *report.published.entry(kind_name(kind).to_owned()).or_insert(0) += 1;
+            }
+            Action::Refuse { reason } => {
+                report.refused.push(Refusal { path: pool_path, reason });
+                continue;
+            }
+        }
+        published.files.insert(pool_path, (len, mtime, plan::blob_id(&bytes)));
+    }
+    // Derived files: rebuilt and committed when they diverge, never merged.
+    for (path, text) in [("project.yml", project_yml(ctx.identity)), (".gitattributes", plan::GITATTRIBUTES.to_owned())] {
+        let want = plan::blob_id(text.as_bytes());
+        let have = match base_tree {
+            Some(tree) => mirror.blob_at(tree, path)?.map(|b| b.to_string()),
+            None => None,
+        };
+        if have.as_deref() != Some(want.as_str()) {
+            upserts.push((path.to_owned(), mirror.write_blob(text.as_bytes())?));
+            *report.published.entry(kind_name(FileKind::Derived).to_owned()).or_insert(0) += 1;
+        }
+    }
+    if report.withheld_public > 0 {
+        report.notes.push(format!(
+            "the pool {} is declared public (`chapters link … --visibility public`): {} file(s) of conversation (chapters, plans, artifacts, collections) were not published",
+            ctx.link.upstream.describe(),
+            report.withheld_public
+        ));
+    }
+    // A refused path is never written; the rest of the store still publishes.
+    for r in &report.refused {
+        tracing::warn!(path = %r.path, reason = %r.reason, "refused to overwrite a pool file");
+    }
+    Ok((upserts, published))
+}
+
+fn kind_name(kind: FileKind) -> &'static str {
+    match kind {
+        FileKind::Chapter => "chapter",
+        FileKind::Plan => "plan",
+        FileKind::Artifact => "artifact",
+        FileKind::Collection => "collection",
+        FileKind::Derived => "derived",
+    }
+}
+
+fn save_published(mirror_dir: &Path, head: Option<ObjectId>, mut published: Published) {
+    published.head = head.map(|h| h.to_string());
+    let path = git_dir(mirror_dir).join(PUBLISHED_FILE);
+    let text = serde_json::to_vec(&published).expect("a Published always serializes");
+    // Best effort: losing it costs one full comparison at the next sync, nothing else.
+    if let Err(e) = atomic::write_atomic(&path, &text) {
+        tracing::warn!(error = %e, "could not save the publication manifest");
+    }
+}
+
+/// Copy-in: make the pool's files at `head` readable under the mirror directory, writing
+/// only what changed since the last materialized head.
+fn materialize(mirror: &GitRepo, mirror_dir: &Path, head: Option<ObjectId>, report: &mut SyncReport) -> Result<(), Fail> {
+    let Some(head) = head else { return Ok(()) };
+    let marker = git_dir(mirror_dir).join(MATERIALIZED_FILE);
+    let previous = std::fs::read_to_string(&marker)
+        .ok()
+        .and_then(|s| ObjectId::from_hex(s.trim().as_bytes()).ok())
+        .filter(|c| mirror.has_object(*c));
+    if previous == Some(head) {
+        return Ok(());
+    }
+    let old_tree = previous.map(|c| mirror.commit_tree(c)).transpose()?;
+    let new_tree = mirror.commit_tree(head)?;
+    for (path, blob) in mirror.changed_blobs(old_tree, new_tree)? {
+        let target = mirror_dir.join(&path);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| mirror_io(parent, e))?;
+        }
+        let bytes = mirror.read_blob(blob)?;
+        atomic::write_atomic(&target, &bytes).map_err(|e| Fail { code: SyncCode::MirrorIo, detail: e.to_string() })?;
+        report.received += 1;
+    }
+    atomic::write_atomic(&marker, format!("{head}\n").as_bytes()).map_err(|e| Fail { code: SyncCode::MirrorIo, detail: e.to_string() })?;
+    Ok(())
+}
+
+/// Store files the pool lacks as of the last sync (for `status`): files not in the
+/// publication manifest, or changed since. `None` when never synced.
+pub fn pending(store: &Store, workspace: &Path, identity: &Identity, visibility: Visibility) -> Option<BTreeMap<String, u64>> {
+    let published: Published = read_json(&git_dir(&workspace.join(MIRROR_DIR)).join(PUBLISHED_FILE));
+    let files = store_files(store, &identity.project_key).ok()?;
+    let mut out = BTreeMap::new();
+    for (pool_path, kind, file) in files {
+        if visibility == Visibility::Public && kind.from_conversation() {
+            continue;
+        }
+        let same = std::fs::metadata(&file)
+            .ok()
+            .map(|m| stat_key(&m))
+            .zip(published.files.get(&pool_path))
+            .is_some_and(|((l, m), (pl, pm, _))| l == *pl && m == *pm);
+        if !same {
+            *out.entry(kind_name(kind).to_owned()).or_insert(0) += 1;
+        }
+    }
+    Some(out)
+}
