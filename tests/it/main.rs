@@ -4,5 +4,6 @@ mod archive;
 mod bad_input;
 mod crash;
 mod githttp;
+mod pool;
 mod support;
 mod transport;

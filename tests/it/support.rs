@@ -32,6 +32,13 @@ impl Sandbox {
         Sandbox { _tmp: tmp, home, ws, harness: "test-machine".into() }
     }
 
+    /// A "machine" of its own: its own workspace and home, named `harness`.
+    pub fn machine(harness: &str) -> Sandbox {
+        let mut sb = Sandbox::new();
+        sb.harness = harness.to_owned();
+        sb
+    }
+
     pub fn ws_str(&self) -> String {
         self.ws.to_string_lossy().into_owned()
     }
