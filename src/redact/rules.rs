@@ -1,0 +1,899 @@
+//! The built-in rule table, and the shape checks a regex cannot express cheaply:
+//! where an attempt starts relative to its keyword, PEM armour lines, key-material lines.
+//!
+//! Every built-in regex is written so that its match starts at a position derived from
+//! what woke it (a keyword hit, or an `=` closing a label); that is what lets the scanner
+//! run one short anchored attempt per hit instead of a search over the whole text.
+
+/// Where a regex attempt starts, relative to what woke the rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Anchor {
+    /// Woken by a keyword; the match starts exactly at it.
+    Keyword,
+    /// Config extras: woken by a keyword; the match may start up to this many bytes before it.
+    Before(usize),
+    /// Woken by an `=` (not by keywords, whose common letters would slow the prefilter):
+    /// `[?&]label=value` with a secret-bearing label; the attempt starts at the `?`/`&`.
+    QueryLabel,
+    /// Woken by an `=`: `password=`/`pwd=` in a connection string; the attempt starts at a
+    /// `;` before the label when there is one, else at the label.
+    ConnLabel,
+}
+
+/// A byte-level test at a keyword hit, run before the regex: a necessary condition of the
+/// rule's match starting there, so it loses nothing, but costs a few byte reads where a
+/// regex attempt costs a search setup. It is what keeps look-alikes cheap: `task-list`,
+/// "bearer token", every ordinary URL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Gate {
+    Open,
+    /// Not inside a longer word (the regex starts with an ASCII `\b`).
+    WordStart,
+    /// Blanks, then at least 16 token characters.
+    BearerToken,
+    /// An `@` in the authority that follows `://`.
+    Userinfo,
+}
+
+/// A test on the secret text that the regex cannot express.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Check {
+    Always,
+    /// Random-looking: a digit, or both letter cases, or long. Keeps `sk-learn-compatible`
+    /// and prose after "bearer" out.
+    TokenLike,
+    /// Not a template reference or an already-masked value (`${DB_PASSWORD}`, `****`).
+    NotPlaceholder,
+}
+
+pub(super) struct BuiltinPattern {
+    pub name: &'static str,
+    pub keywords: &'static [&'static str],
+    /// The secret is the first capture group that took part in the match; without groups,
+    /// the whole match.
+    pub regex: &'static str,
+    pub anchor: Anchor,
+    pub gate: Gate,
+    /// Longest match considered, in bytes from the anchor. A longer token is cut here
+    /// (only hostile input has one); it also bounds the work per keyword hit.
+    pub reach: usize,
+    pub check: Check,
+}
+
+pub(super) const PEM_RULE: &str = "pem_private_key";
+/// Every PEM/PGP/SSH2 private-key armour line contains this, BEGIN and END alike.
+pub(super) const PEM_KEYWORD: &str = "PRIVATE KEY";
+pub(super) const PUTTY_RULE: &str = "putty_private_key";
+pub(super) const PUTTY_KEYWORD: &str = "Private-Lines:";
+
+/// How far after a BEGIN line its END may start, and how far an unterminated block's key
+/// material is followed. A 4096-bit RSA key is ~3.3 KiB and a PGP secret key block with
+/// subkeys ~10 KiB; 128 KiB is generous and keeps a stray BEGIN from reaching far.
+pub(super) const PEM_LIMIT: usize = 128 * 1024;
+
+/// Fewer base64 characters than this after a BEGIN line is a mention, not a key.
+const MIN_KEY_MATERIAL: usize = 16;
+/// Longest label walked back over (`x-amz-security-token` is 20).
+const MAX_QUERY_LABEL: usize = 32;
+/// What a query label must end with (ASCII case aside) to be worth a regex attempt.
+const QUERY_LABEL_TAILS: &[&[u8]] = &[
+    b"token",
+    b"key",
+    b"secret",
+    b"password",
+    b"passwd",
+    b"pwd",
+    b"sig",
+    b"signature",
+];
+/// Longest PEM label walked back over (`SSH2 ENCRYPTED ` plus BEGIN/END).
+const MAX_PEM_LABEL: usize = 48;
+
+pub(super) const PATTERNS: &[BuiltinPattern] = &[
+    BuiltinPattern {
+        name: "aws_access_key_id",
+        keywords: &["AKIA", "ASIA"],
+        regex: r"((?:AKIA|ASIA)[0-9A-Z]{16})(?:[^0-9A-Za-z]|$)",
+        anchor: Anchor::Keyword,
+        gate: Gate::Open,
+        reach: 32,
+        check: Check::Always,
+    },
+    BuiltinPattern {
+        name: "aws_secret_access_key",
+        keywords: &[
+            "secret_access_key",
+            "SECRET_ACCESS_KEY",
+            "SecretAccessKey",
+            "secretAccessKey",
+        ],
+        regex: r#"(?:secret_access_key|SECRET_ACCESS_KEY|SecretAccessKey|secretAccessKey)["']?[ \t]*[:=][ \t]*["']?([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)"#,
+        anchor: Anchor::Keyword,
+        gate: Gate::Open,
+        reach: 128,
+        check: Check::Always,
+    },
+    BuiltinPattern {
+        name: "github_token",
+        keywords: &["ghp_", "gho_", "ghs_", "ghu_", "ghr_"],
+        regex: r"(?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{16,}",
+        anchor: Anchor::Keyword,
+        gate: Gate::Open,
+        reach: 512,
+        check: Check::Always,
+    },
+    BuiltinPattern {
+        name: "github_pat",
+        keywords: &["github_pat_"],
+        regex: r"github_pat_[A-Za-z0-9_]{16,}",
+        anchor: Anchor::Keyword,
+        gate: Gate::Open,
+        reach: 512,
+        check: Check::Always,
+    },
+    BuiltinPattern {
+        // OpenAI-shape, which Anthropic (`sk-ant-`) and OpenRouter (`sk-or-`) share.
+        name: "openai_key",
+        keywords: &["sk-"],
+        regex: r"(?-u:\b)sk-[A-Za-z0-9_-]{16,}",
+        anchor: Anchor::Keyword,
+        gate: Gate::WordStart,
+        reach: 512,
+        check: Check::TokenLike,
+    },
+    BuiltinPattern {
+        name: "stripe_key",
+        keywords: &["sk_live_", "sk_test_", "rk_live_", "rk_test_"],
+        regex: r"(?-u:\b)(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}",
+        anchor: Anchor::Keyword,
+        gate: Gate::WordStart,
+        reach: 512,
+        check: Check::Always,
+    },
+    BuiltinPattern {
+        name: "stripe_webhook_secret",
+        keywords: &["whsec_"],
+        regex: r"whsec_[A-Za-z0-9+/=]{24,}",
+        anchor: Anchor::Keyword,
+        gate: Gate::Open,
+        reach: 256,
+        check: Check::Always,
+    },
+    BuiltinPattern {
+        name: "slack_token",
+        keywords: &["xox", "xapp-"],
+        regex: r"(?:xox[abposre]|xapp)-[0-9A-Za-z-]{10,}",
+        anchor: Anchor::Keyword,
+        gate: Gate::Open,
+        reach: 512,
+        check: Check::Always,
+    },
+    BuiltinPattern {
+        // The path is the secret; the host stays readable.
+        name: "slack_webhook",
+        keywords: &["hooks.slack.com/services/"],
+        regex: r"hooks\.slack\.com/services/(T[A-Z0-9]+/B[A-Z0-9]+/[A-Za-z0-9]+)",
+        anchor: Anchor::Keyword,
+        gate: Gate::Open,
+        reach: 256,
+        check: Check::Always,
+    },
+    BuiltinPattern {
+        name: "google_api_key",
+        keywords: &["AIza"],
+        regex: r"AIza[0-9A-Za-z_-]{35}",
+        anchor: Anchor::Keyword,
+        gate: Gate::Open,
+        reach: 64,
+        check: Check::Always,
+    },
+    BuiltinPattern {
+        // Personal, deploy, runner, pipeline-trigger and CI-job tokens.
+        name: "gitlab_token",
+        keywords: &["glpat-", "gldt-", "glrt-", "glptt-", "glcbt-"],
+        regex: r"gl(?:pat|dt|rt|ptt|cbt)-[0-9A-Za-z_-]{20,}",
+        anchor: Anchor::Keyword,
+        gate: Gate::Open,
+        reach: 256,
+        check: Check::Always,
+    },
+    BuiltinPattern {
+        name: "npm_token",
+        keywords: &["npm_"],
+        regex: r"npm_[A-Za-z0-9]{36}",
+        anchor: Anchor::Keyword,
+        gate: Gate::Open,
+        reach: 64,
+        check: Check::Always,
+    },
+    BuiltinPattern {
+        name: "pypi_token",
+        keywords: &["pypi-AgEIcHlwaS5vcmc"],
+        regex: r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}",
+        anchor: Anchor::Keyword,
+        gate: Gate::Open,
+        reach: 2048,
+        check: Check::Always,
+    },
+    BuiltinPattern {
+        name: "huggingface_token",
+        keywords: &["hf_"],
+        regex: r"(?-u:\b)hf_[A-Za-z0-9]{34,}",
+        anchor: Anchor::Keyword,
+        gate: Gate::WordStart,
+        reach: 128,
+        check: Check::TokenLike,
+    },
+    BuiltinPattern {
+        name: "sendgrid_key",
+        keywords: &["SG."],
+        regex: r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}",
+        anchor: Anchor::Keyword,
+        gate: Gate::Open,
+        reach: 128,
+        check: Check::Always,
+    },
+    BuiltinPattern {
+        // JWS compact form: base64url JSON header and payload (both start `eyJ`, i.e. `{"`),
+        // and a signature. Not inside a longer word (a base64 blob that happens to hold
+        // `eyJ`); minimum lengths keep `eyJ.eyJ.x`-like prose out; an unsigned token
+        // (`alg: none`, empty signature) is not a credential and is left alone.
+        name: "jwt",
+        keywords: &["eyJ"],
+        regex: r"(?-u:\b)eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,}",
+        anchor: Anchor::Keyword,
+        gate: Gate::WordStart,
+        reach: 16 * 1024,
+        check: Check::Always,
+    },
+    BuiltinPattern {
+        // RFC 6750 token68; the word `Bearer` stays.
+        name: "bearer_token",
+        keywords: &["Bearer", "bearer", "BEARER"],
+        regex: r"(?:Bearer|bearer|BEARER)[ \t]+([A-Za-z0-9._~+/-]{16,}=*)",
+        anchor: Anchor::Keyword,
+        gate: Gate::BearerToken,
+        reach: 16 * 1024,
+        check: Check::TokenLike,
+    },
+    BuiltinPattern {
+        // `scheme://user:PASSWORD@host`, any scheme (and JSON-escaped `:\/\/`); the user may
+        // be empty (`redis://:pw@host`); the password runs to the last `@` of the authority.
+        name: "url_password",
+        keywords: &["://", r":\/\/"],
+        regex: r#":(?://|\\/\\/)[^\s/?#@:⟦⟧"'<>\\]*:([^\s/?#⟦⟧"'<>\\]+)@"#,
+        anchor: Anchor::Keyword,
+        gate: Gate::Userinfo,
+        reach: 1024,
+        check: Check::NotPlaceholder,
+    },
+    BuiltinPattern {
+        // The label stays. Woken by `=`, so `access_token`, `X-Amz-Security-Token`… need
+        // no keywords.
+        name: "url_query_secret",
+        keywords: &[],
+        regex: r#"[?&](?i-u:(?:access|auth|refresh|id|session)?_?token|client_?secret|api[_-]?key|x-amz-signature|x-amz-security-token|key|secret|password|passwd|pwd|sig|signature)=([^&#\s"'<>⟦⟧\\]+)"#,
+        anchor: Anchor::QueryLabel,
+        gate: Gate::Open,
+        reach: 4096,
+        check: Check::NotPlaceholder,
+    },
+    BuiltinPattern {
+        // ADO/JDBC style: `…;Password=x;` or `Pwd=x;`. A `;` before the label, or one right
+        // after an unspaced value, tells a connection string from `password = getpass()`.
+        name: "conn_string_password",
+        keywords: &[],
+        regex: r#";[ \t]*(?i-u:password|pwd)[ \t]*=[ \t]*([^;"'\s⟦⟧]+)|(?i-u:password|pwd)=([^;"'\s⟦⟧()]+);"#,
+        anchor: Anchor::ConnLabel,
+        gate: Gate::Open,
+        reach: 512,
+        check: Check::NotPlaceholder,
+    },
+    BuiltinPattern {
+        name: "azure_storage_key",
+        keywords: &["AccountKey=", "SharedAccessKey="],
+        regex: r"(?:AccountKey|SharedAccessKey)=([A-Za-z0-9+/]{20,}={0,2})",
+        anchor: Anchor::Keyword,
+        gate: Gate::Open,
+        reach: 512,
+        check: Check::Always,
+    },
+];
+
+/// The attempt start for a keyword hit at `start`, or `None` when the context already
+/// rules the rule out.
+pub(super) fn keyword_anchor(anchor: Anchor, text: &str, start: usize) -> Option<usize> {
+    match anchor {
+        Anchor::Keyword => Some(start),
+        Anchor::Before(back) => Some(floor_char_boundary(text, start.saturating_sub(back))),
+        Anchor::QueryLabel | Anchor::ConnLabel => None,
+    }
+}
+
+/// Whether the `=` at `equals` can close a label that an `=`-woken rule cares about: every
+/// such label (`token`, `api_key`, `client_secret`, `password`, `pwd`, `sig`, `signature`…)
+/// ends in one of these letters. Most `=` in code (`==`, `) =`, `count = 0`) stop here.
+pub(super) fn may_close_secret_label(bytes: &[u8], equals: usize) -> bool {
+    let label_end = skip_back_blanks(bytes, equals);
+    label_end > 0
+        && matches!(
+            bytes[label_end - 1].to_ascii_lowercase(),
+            b'n' | b'y' | b't' | b'd' | b'g' | b'e'
+        )
+}
+
+/// The attempt start for an `=` at `equals`, or `None` when the label before it is not one
+/// the rule cares about.
+pub(super) fn equals_anchor(anchor: Anchor, text: &str, equals: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    match anchor {
+        Anchor::Keyword | Anchor::Before(_) => None,
+        Anchor::QueryLabel => {
+            let floor = equals.saturating_sub(MAX_QUERY_LABEL);
+            let mut label_start = equals;
+            while label_start > floor && is_label_byte(bytes[label_start - 1]) {
+                label_start -= 1;
+            }
+            let label = &bytes[label_start..equals];
+            let secret_bearing = QUERY_LABEL_TAILS
+                .iter()
+                .any(|tail| ends_with_ignore_case(label, tail));
+            let separator = label_start.checked_sub(1)?;
+            (secret_bearing && matches!(bytes[separator], b'?' | b'&')).then_some(separator)
+        }
+        Anchor::ConnLabel => {
+            let label_end = skip_back_blanks(bytes, equals);
+            let mut label_start = label_end;
+            while label_start > 0
+                && label_end - label_start < 8
+                && bytes[label_start - 1].is_ascii_alphabetic()
+            {
+                label_start -= 1;
+            }
+            let label = &bytes[label_start..label_end];
+            if !(label.eq_ignore_ascii_case(b"password") || label.eq_ignore_ascii_case(b"pwd")) {
+                return None;
+            }
+            let before = skip_back_blanks(bytes, label_start);
+            Some(if before > 0 && bytes[before - 1] == b';' {
+                before - 1
+            } else {
+                label_start
+            })
+        }
+    }
+}
+
+/// Whether `gate` lets a keyword hit at `start..end` through to the regex.
+pub(super) fn gate_passes(gate: Gate, bytes: &[u8], start: usize, end: usize) -> bool {
+    match gate {
+        Gate::Open => true,
+        Gate::WordStart => {
+            start == 0 || !(bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_')
+        }
+        Gate::BearerToken => {
+            let blanks = bytes[end..]
+                .iter()
+                .take(16)
+                .take_while(|&&b| b == b' ' || b == b'\t')
+                .count();
+            let token = bytes[end + blanks..]
+                .iter()
+                .take(16)
+                .take_while(|&&b| is_token68(b))
+                .count();
+            blanks > 0 && token == 16
+        }
+        Gate::Userinfo => bytes[end..]
+            .iter()
+            .take(URL_AUTHORITY_SCAN)
+            .find(|&&b| b == b'@' || is_authority_end(b))
+            .is_some_and(|&b| b == b'@'),
+    }
+}
+
+/// How far an authority is followed looking for its `@`, like the rule's reach.
+const URL_AUTHORITY_SCAN: usize = 1024;
+
+fn is_token68(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'+' | b'/' | b'-')
+}
+
+/// What ends a URL authority in the `url_password` regex (ASCII part of its class).
+fn is_authority_end(b: u8) -> bool {
+    b.is_ascii_whitespace() || matches!(b, b'/' | b'?' | b'#' | b'"' | b'\'' | b'<' | b'>' | b'\\')
+}
+
+fn skip_back_blanks(bytes: &[u8], mut end: usize) -> usize {
+    let floor = end.saturating_sub(16);
+    while end > floor && matches!(bytes[end - 1], b' ' | b'\t') {
+        end -= 1;
+    }
+    end
+}
+
+fn ends_with_ignore_case(text: &[u8], tail: &[u8]) -> bool {
+    text.len() >= tail.len() && text[text.len() - tail.len()..].eq_ignore_ascii_case(tail)
+}
+
+fn is_label_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
+}
+
+/// Random-looking: holds a digit, or both letter cases, or is long.
+pub(super) fn token_like(secret: &str) -> bool {
+    let bytes = secret.as_bytes();
+    bytes.len() >= 32
+        || bytes.iter().any(u8::is_ascii_digit)
+        || (bytes.iter().any(u8::is_ascii_uppercase) && bytes.iter().any(u8::is_ascii_lowercase))
+}
+
+/// A template reference or an already-masked value; replacing it would hide no secret.
+pub(super) fn is_placeholder(value: &str) -> bool {
+    let masked = |c: char| matches!(c, '*' | '•' | 'x' | 'X');
+    let all_masked = value.chars().count() >= 3 && value.chars().all(masked);
+    let variable = value.strip_prefix('$').is_some_and(|rest| {
+        (rest.starts_with('{') && rest.ends_with('}'))
+            || !rest.is_empty()
+                && rest
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+    });
+    let template = value.starts_with("{{") && value.ends_with("}}");
+    let already_redacted = ["redacted", "[redacted]", "<redacted>"]
+        .iter()
+        .any(|word| value.eq_ignore_ascii_case(word));
+    all_masked || variable || template || already_redacted
+}
+
+/// One PEM armour line: `-----BEGIN <label> PRIVATE KEY-----`, its END twin, the PGP
+/// `… PRIVATE KEY BLOCK-----` and the SSH2 `---- BEGIN … PRIVATE KEY ----` forms.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct PemLine {
+    pub start: usize,
+    pub end: usize,
+    pub begin: bool,
+    /// The label, e.g. `RSA PRIVATE KEY`; an END closes the BEGIN with the same label.
+    pub label: std::ops::Range<usize>,
+}
+
+/// The armour line around a `PRIVATE KEY` hit at `hit`, if it is one.
+pub(super) fn pem_line(text: &str, hit: usize) -> Option<PemLine> {
+    let bytes = text.as_bytes();
+    let mut label_end = hit + PEM_KEYWORD.len();
+    if bytes[label_end..].starts_with(b" BLOCK") {
+        label_end += " BLOCK".len();
+    }
+    let mut end = label_end;
+    if bytes.get(end) == Some(&b' ') {
+        end += 1;
+    }
+    let dashes_after = bytes[end..]
+        .iter()
+        .take(5)
+        .take_while(|&&b| b == b'-')
+        .count();
+    if dashes_after < 4 {
+        return None;
+    }
+    end += dashes_after;
+
+    let floor = hit.saturating_sub(MAX_PEM_LABEL);
+    let mut words_start = hit;
+    while words_start > floor && matches!(bytes[words_start - 1], b'A'..=b'Z' | b'0'..=b'9' | b' ')
+    {
+        words_start -= 1;
+    }
+    let dashes_end = words_start;
+    if bytes.get(words_start) == Some(&b' ') {
+        words_start += 1; // SSH2: `---- BEGIN`
+    }
+    let words = &bytes[words_start..hit];
+    let (begin, label_start) = if words.starts_with(b"BEGIN ") {
+        (true, words_start + "BEGIN ".len())
+    } else if words.starts_with(b"END ") {
+        (false, words_start + "END ".len())
+    } else {
+        return None;
+    };
+    let dashes_before = bytes[..dashes_end]
+        .iter()
+        .rev()
+        .take(5)
+        .take_while(|&&b| b == b'-')
+        .count();
+    if dashes_before < 4 {
+        return None;
+    }
+    Some(PemLine {
+        start: dashes_end - dashes_before,
+        end,
+        begin,
+        label: label_start..label_end,
+    })
+}
+
+/// The key material that follows `from`: lines of base64 (armour headers such as
+/// `Proc-Type:` or `Version:` allowed before the body when `headers` is set), blank lines
+/// between them, and lines split by real or JSON-escaped (`\n`) newlines. Stops at the first
+/// other line, keeping a long base64 run that starts it (a key cut mid-line by a quote), and
+/// at `limit`. Returns the span from the first to the last material byte, or `None` when
+/// there are fewer than `MIN_KEY_MATERIAL` base64 characters — a mention, not a key.
+pub(super) fn key_material(
+    text: &str,
+    from: usize,
+    limit: usize,
+    headers: bool,
+) -> Option<(usize, usize)> {
+    let bytes = text.as_bytes();
+    let limit = limit.min(bytes.len());
+    let mut pos = from;
+    let mut first = None;
+    let mut last_end = from;
+    let mut material = 0usize;
+    let mut in_body = !headers;
+    while pos < limit {
+        let mut line_end = pos;
+        while line_end < limit && !is_line_break(bytes, line_end) {
+            line_end += 1;
+        }
+        let (content_start, content_end) = trim_line(bytes, pos, line_end);
+        let content = &bytes[content_start..content_end];
+        if content.is_empty() {
+            // A blank line may separate armour headers from the body.
+        } else if content.iter().all(|&b| is_base64(b)) {
+            first.get_or_insert(content_start);
+            last_end = content_end;
+            material += content.len();
+            in_body = true;
+        } else if !in_body && is_armour_header(content) {
+            first.get_or_insert(content_start);
+            last_end = content_end;
+        } else {
+            let run = content.iter().take_while(|&&b| is_base64(b)).count();
+            if run >= MIN_KEY_MATERIAL {
+                first.get_or_insert(content_start);
+                last_end = content_start + run;
+                material += run;
+            }
+            break;
+        }
+        pos = skip_line_break(bytes, line_end);
+    }
+    match first {
+        Some(first) if material >= MIN_KEY_MATERIAL => Some((first, last_end)),
+        _ => None,
+    }
+}
+
+fn is_base64(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=')
+}
+
+/// A real newline, or a JSON-escaped one (`\n`, `\r`).
+fn is_line_break(bytes: &[u8], i: usize) -> bool {
+    match bytes[i] {
+        b'\n' | b'\r' => true,
+        b'\\' => matches!(bytes.get(i + 1), Some(b'n' | b'r')),
+        _ => false,
+    }
+}
+
+fn skip_line_break(bytes: &[u8], i: usize) -> usize {
+    match bytes.get(i) {
+        Some(b'\\') => i + 2,
+        Some(_) => i + 1,
+        None => i,
+    }
+}
+
+/// Indentation and the stray backslashes of double-escaped newlines are not content.
+fn trim_line(bytes: &[u8], mut start: usize, mut end: usize) -> (usize, usize) {
+    let blank = |b: u8| matches!(b, b' ' | b'\t' | b'\\');
+    while start < end && blank(bytes[start]) {
+        start += 1;
+    }
+    while end > start && blank(bytes[end - 1]) {
+        end -= 1;
+    }
+    (start, end)
+}
+
+/// `Name: value`, as in `Proc-Type: 4,ENCRYPTED` or `Comment: …`.
+fn is_armour_header(content: &[u8]) -> bool {
+    let name_len = content
+        .iter()
+        .take_while(|&&b| b.is_ascii_alphanumeric() || b == b'-')
+        .count();
+    name_len > 0 && content[0].is_ascii_alphabetic() && content[name_len..].starts_with(b": ")
+}
+
+/// The largest char boundary at or before `i` (`i` may exceed the length).
+pub(super) fn floor_char_boundary(text: &str, i: usize) -> usize {
+    let mut i = i.min(text.len());
+    while !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// The smallest char boundary strictly after `i`.
+pub(super) fn next_char_boundary(text: &str, i: usize) -> usize {
+    let mut i = i + 1;
+    while i < text.len() && !text.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keywords_are_at_most_sixty_four_so_the_prefilter_stays_vectorised() {
+        // aho-corasick's packed (Teddy) searcher gives up above 64 patterns; leave room for extras.
+        let unique: std::collections::BTreeSet<&str> = PATTERNS
+            .iter()
+            .flat_map(|p| p.keywords.iter().copied())
+            .chain([PEM_KEYWORD, PUTTY_KEYWORD])
+            .collect();
+        assert!(unique.len() <= 56, "{} built-in keywords", unique.len());
+    }
+
+    #[test]
+    fn every_keyword_is_non_empty_ascii() {
+        for pattern in PATTERNS {
+            for keyword in pattern.keywords {
+                assert!(
+                    !keyword.is_empty() && keyword.is_ascii(),
+                    "{}: {keyword:?}",
+                    pattern.name
+                );
+            }
+        }
+    }
+
+    fn equals_at(text: &str) -> usize {
+        text.find('=').unwrap()
+    }
+
+    #[test]
+    fn query_anchor_walks_back_to_the_separator() {
+        let text = "https://x.test/a?b=1&access_token=abc";
+        let equals = text.rfind('=').unwrap();
+        assert_eq!(
+            equals_anchor(Anchor::QueryLabel, text, equals),
+            Some(text.find('&').unwrap())
+        );
+        for text in [
+            "sorted(xs, key=len)",
+            "key=abc",
+            "?page=2",
+            "=x",
+            "?=x",
+            "?monkey_business=1",
+        ] {
+            assert_eq!(
+                equals_anchor(Anchor::QueryLabel, text, equals_at(text)),
+                None,
+                "{text}"
+            );
+        }
+        for text in ["?pwd=x", "?TOKEN=x", "&X-Amz-Signature=x", "?apiKey=x"] {
+            assert_eq!(
+                equals_anchor(Anchor::QueryLabel, text, equals_at(text)),
+                Some(0),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn equals_prefilter_admits_every_label_tail() {
+        for tail in QUERY_LABEL_TAILS
+            .iter()
+            .chain([&&b"PASSWORD"[..], &&b"Pwd"[..]])
+        {
+            let text = [b"?", *tail, b"=x"].concat();
+            assert!(
+                may_close_secret_label(&text, tail.len() + 1),
+                "{}",
+                String::from_utf8_lossy(tail)
+            );
+        }
+        let spaced = b"Password = x;";
+        assert!(may_close_secret_label(spaced, 9));
+        for text in [&b"a == b"[..], b"(x) = 1", b"count0=1", b"=x"] {
+            let equals = text.iter().position(|&b| b == b'=').unwrap();
+            assert!(
+                !may_close_secret_label(text, equals),
+                "{}",
+                String::from_utf8_lossy(text)
+            );
+        }
+    }
+
+    #[test]
+    fn conn_anchor_prefers_a_preceding_semicolon() {
+        let text = "User Id=sa; Password = x;";
+        let equals = text.rfind('=').unwrap();
+        assert_eq!(
+            equals_anchor(Anchor::ConnLabel, text, equals),
+            Some(text.find(';').unwrap())
+        );
+        assert_eq!(equals_anchor(Anchor::ConnLabel, "Password=x;", 8), Some(0));
+        assert_eq!(equals_anchor(Anchor::ConnLabel, "PWD=x;", 3), Some(0));
+        for text in ["x = 1", "username=x;", "=x", "passwords=x;"] {
+            assert_eq!(
+                equals_anchor(Anchor::ConnLabel, text, equals_at(text)),
+                None,
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn gates_are_cheap_necessary_conditions() {
+        fn at<'t>(text: &'t str, keyword: &str) -> (&'t [u8], usize, usize) {
+            let start = text.find(keyword).unwrap();
+            (text.as_bytes(), start, start + keyword.len())
+        }
+        let pass =
+            |gate, (bytes, start, end): (&[u8], usize, usize)| gate_passes(gate, bytes, start, end);
+        assert!(pass(Gate::WordStart, at("x sk-abc", "sk-")));
+        assert!(pass(Gate::WordStart, at("sk-abc", "sk-")));
+        assert!(!pass(Gate::WordStart, at("task-list", "sk-")));
+        assert!(!pass(Gate::WordStart, at("my_sk-abc", "sk-")));
+        assert!(pass(
+            Gate::BearerToken,
+            at("Bearer abcdefghijklmnop", "Bearer")
+        ));
+        assert!(!pass(
+            Gate::BearerToken,
+            at("Bearer abcdefghijklmno", "Bearer")
+        ));
+        assert!(!pass(
+            Gate::BearerToken,
+            at("bearer token for you", "bearer")
+        ));
+        assert!(!pass(
+            Gate::BearerToken,
+            at("Bearerabcdefghijklmnopq", "Bearer")
+        ));
+        assert!(pass(Gate::Userinfo, at("https://u:p@h/", "://")));
+        assert!(!pass(Gate::Userinfo, at("https://github.com/a@b", "://")));
+        assert!(!pass(Gate::Userinfo, at("https://example.com", "://")));
+        assert!(!pass(Gate::Userinfo, at(r"https:\/\/h.x\/a@b", r":\/\/")));
+    }
+
+    #[test]
+    fn keyword_anchors() {
+        assert_eq!(keyword_anchor(Anchor::Keyword, "abc", 1), Some(1));
+        assert_eq!(keyword_anchor(Anchor::Before(2), "é-x", 2), Some(0));
+        assert_eq!(keyword_anchor(Anchor::QueryLabel, "?token=x", 1), None);
+    }
+
+    #[test]
+    fn token_like_wants_randomness() {
+        assert!(token_like("abcdefghijklmnop1"));
+        assert!(token_like("abcdefghijklmnoP"));
+        assert!(token_like(&"a".repeat(32)));
+        assert!(!token_like("tokenization-related"));
+    }
+
+    #[test]
+    fn placeholders_are_recognised() {
+        for value in [
+            "${DB_PASSWORD}",
+            "$DB_PASSWORD",
+            "{{ secret }}",
+            "****",
+            "xxxx",
+            "REDACTED",
+            "[redacted]",
+        ] {
+            assert!(is_placeholder(value), "{value}");
+        }
+        for value in ["hunter2", "$ecret", "x", "p4ss**", "{{unclosed"] {
+            assert!(!is_placeholder(value), "{value}");
+        }
+    }
+
+    #[test]
+    fn pem_lines_of_every_form_parse() {
+        for (line, begin, label) in [
+            ("-----BEGIN RSA PRIVATE KEY-----", true, "RSA PRIVATE KEY"),
+            ("-----END RSA PRIVATE KEY-----", false, "RSA PRIVATE KEY"),
+            ("-----BEGIN PRIVATE KEY-----", true, "PRIVATE KEY"),
+            (
+                "-----BEGIN PGP PRIVATE KEY BLOCK-----",
+                true,
+                "PGP PRIVATE KEY BLOCK",
+            ),
+            (
+                "---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----",
+                true,
+                "SSH2 ENCRYPTED PRIVATE KEY",
+            ),
+            (
+                "-----BEGIN OPENSSH PRIVATE KEY-----",
+                true,
+                "OPENSSH PRIVATE KEY",
+            ),
+        ] {
+            let text = format!("x = \"{line}\\n");
+            let hit = text.find(PEM_KEYWORD).unwrap();
+            let parsed = pem_line(&text, hit).unwrap_or_else(|| panic!("{line}"));
+            assert_eq!(&text[parsed.start..parsed.end], line);
+            assert_eq!(parsed.begin, begin);
+            assert_eq!(&text[parsed.label], label);
+        }
+    }
+
+    #[test]
+    fn pem_look_alikes_are_not_armour() {
+        for text in [
+            "the PRIVATE KEY is",
+            "BEGIN RSA PRIVATE KEY-----",
+            "-----BEGIN RSA PRIVATE KEY",
+            "--BEGIN RSA PRIVATE KEY-----",
+            "-----START RSA PRIVATE KEY-----",
+            "PRIVATE KEY",
+            "-----BEGIN PRIVATE KEY--",
+        ] {
+            let hit = text.find(PEM_KEYWORD).unwrap();
+            assert_eq!(pem_line(text, hit), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn key_material_follows_base64_lines_and_stops_at_prose() {
+        let body = "MIIEowIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM2\nAAAABBBBCCCC====\n";
+        let text = format!("\n{body}\nThanks, that's the key.\n");
+        let (first, end) = key_material(&text, 0, text.len(), true).unwrap();
+        assert_eq!(&text[first..end], body.trim_end());
+    }
+
+    #[test]
+    fn key_material_takes_armour_headers_then_body() {
+        let text = "\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00FF\n\nMIIEowIBAAKCAQEA3Tz2mr7SZiAM\n";
+        let (first, end) = key_material(text, 0, text.len(), true).unwrap();
+        assert_eq!(&text[first..end], text.trim());
+        // Without headers allowed, a header line ends the material before it starts.
+        assert_eq!(key_material(text, 0, text.len(), false), None);
+    }
+
+    #[test]
+    fn key_material_understands_escaped_newlines_and_cut_lines() {
+        let text = r#"\nMIIEowIBAAKCAQEA3Tz2mr7SZiAM\nQUJDREVGR0hJSktMTU5PUFFS", "next": 1"#;
+        let (first, end) = key_material(text, 0, text.len(), true).unwrap();
+        assert_eq!(
+            &text[first..end],
+            r"MIIEowIBAAKCAQEA3Tz2mr7SZiAM\nQUJDREVGR0hJSktMTU5PUFFS"
+        );
+    }
+
+    #[test]
+    fn a_mention_is_not_key_material() {
+        for text in ["\n\nThat is the header line.", "` headers", "\nabc\n", ""] {
+            assert_eq!(key_material(text, 0, text.len(), true), None, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn key_material_respects_the_limit() {
+        let text = format!("\n{}", "A".repeat(1000));
+        let (_, end) = key_material(&text, 0, 101, true).unwrap();
+        assert_eq!(end, 101);
+    }
+
+    #[test]
+    fn char_boundaries() {
+        let text = "aé🔑b";
+        assert_eq!(floor_char_boundary(text, 2), 1);
+        assert_eq!(floor_char_boundary(text, 100), text.len());
+        assert_eq!(next_char_boundary(text, 1), 3);
+        assert_eq!(next_char_boundary(text, 3), 7);
+    }
+}
