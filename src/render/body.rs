@@ -399,7 +399,12 @@ mod tests {
     }
 
     fn run(t: &CompletedTurn) -> Conversation {
-        let redactor = Redactor::new(&[]).expect("redactor");
+        let redactor = Redactor::new(&[crate::redact::ExtraPattern {
+            name: "test-secret".into(),
+            keywords: vec!["SECRET-".into()],
+            regex: "SECRET-[A-Z0-9]+".into(),
+        }])
+        .expect("redactor");
         let cfg = WalkConfig {
             artifact_tokens: 100,
             next_plan_number: 1,

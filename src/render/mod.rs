@@ -512,7 +512,12 @@ mod tests {
     }
 
     fn redactor() -> Redactor {
-        Redactor::new(&[]).expect("redactor")
+        Redactor::new(&[crate::redact::ExtraPattern {
+            name: "test-secret".into(),
+            keywords: vec!["SECRET-".into()],
+            regex: "SECRET-[A-Z0-9]+".into(),
+        }])
+        .expect("redactor")
     }
 
     fn render(turns: &[&CompletedTurn], number: u32) -> RenderedChapter {
