@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use dsh_chapters::session::writer::{generate_session, session_log_path, write_session, SessionScript};
+use dsh_chapters::session::writer::{
+    generate_session, session_log_path, write_session, SessionScript,
+};
 
 const SESSION: &str = "session-bench-0000-4000-8000-000000000000";
 
@@ -31,19 +33,38 @@ fn setup(turns: usize, bytes_per_turn: usize) -> Setup {
     std::fs::create_dir_all(log.parent().expect("dir")).expect("mkdir");
     let script = SessionScript::new(4, 1_764_400_000_000);
     let header = script.header(SESSION, &ws_str, 1_764_400_000_000);
-    write_session(&log, true, &header, generate_session(1, turns, bytes_per_turn, 4, &ws_str), false).expect("write");
+    write_session(
+        &log,
+        true,
+        &header,
+        generate_session(1, turns, bytes_per_turn, 4, &ws_str),
+        false,
+    )
+    .expect("write");
     let out = Command::new("sh")
         .arg("-c")
         .arg(format!("zstd -dc '{}' | wc -c", log.display()))
         .output()
         .expect("zstd -dc | wc -c (is zstd installed?)");
-    let decompressed = String::from_utf8_lossy(&out.stdout).trim().parse().expect("a byte count");
-    Setup { _tmp: tmp, home, ws, log, decompressed }
+    let decompressed = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("a byte count");
+    Setup {
+        _tmp: tmp,
+        home,
+        ws,
+        log,
+        decompressed,
+    }
 }
 
 fn chapters(s: &Setup, args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_chapters"));
-    c.args(args).current_dir(&s.ws).env("DSH_HOME", &s.home).env("CHAPTERS_HARNESS_ID", "bench");
+    c.args(args)
+        .current_dir(&s.ws)
+        .env("DSH_HOME", &s.home)
+        .env("CHAPTERS_HARNESS_ID", "bench");
     c.stdout(Stdio::null()).stderr(Stdio::inherit());
     c
 }
@@ -62,7 +83,13 @@ fn measure(mut cmd: Command) -> (Duration, u64) {
     if time.exists() {
         let rss_file = tempfile::NamedTempFile::new().expect("tmp");
         let mut wrapped = Command::new(time);
-        wrapped.arg("-f").arg("%M").arg("-o").arg(rss_file.path()).arg(cmd.get_program()).args(cmd.get_args());
+        wrapped
+            .arg("-f")
+            .arg("%M")
+            .arg("-o")
+            .arg(rss_file.path())
+            .arg(cmd.get_program())
+            .args(cmd.get_args());
         if let Some(dir) = cmd.get_current_dir() {
             wrapped.current_dir(dir);
         }
@@ -76,7 +103,14 @@ fn measure(mut cmd: Command) -> (Duration, u64) {
         let status = wrapped.status().expect("run");
         let elapsed = start.elapsed();
         assert!(status.success(), "{cmd:?} failed");
-        let rss = std::fs::read_to_string(rss_file.path()).expect("rss").trim().lines().last().unwrap_or("0").parse().unwrap_or(0);
+        let rss = std::fs::read_to_string(rss_file.path())
+            .expect("rss")
+            .trim()
+            .lines()
+            .last()
+            .unwrap_or("0")
+            .parse()
+            .unwrap_or(0);
         return (elapsed, rss);
     }
     let start = Instant::now();
@@ -105,7 +139,10 @@ fn zstd_dc(log: &Path) -> Duration {
 }
 
 fn main() {
-    println!("{:>6} {:>10} {:>10} {:>12} {:>12} {:>8} {:>10}", "turns", "MiB(dec)", "MiB(zst)", "zstd -dc ms", "archive ms", "ratio", "peak RSS");
+    println!(
+        "{:>6} {:>10} {:>10} {:>12} {:>12} {:>8} {:>10}",
+        "turns", "MiB(dec)", "MiB(zst)", "zstd -dc ms", "archive ms", "ratio", "peak RSS"
+    );
     for (turns, per_turn) in [(500usize, 27_000usize), (2_000, 27_000)] {
         let s = setup(turns, per_turn);
         let zst = std::fs::metadata(&s.log).expect("meta").len();

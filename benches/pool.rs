@@ -26,16 +26,37 @@ fn machine() -> Machine {
     let home = base.join("home");
     let ws = base.join("ws");
     std::fs::create_dir_all(ws.join(".git")).expect("ws");
-    std::fs::write(ws.join(".git/config"), "[remote \"origin\"]\n\turl = https://example.com/bench/widgets.git\n").expect("cfg");
+    std::fs::write(
+        ws.join(".git/config"),
+        "[remote \"origin\"]\n\turl = https://example.com/bench/widgets.git\n",
+    )
+    .expect("cfg");
     let pool = base.join("pool.git");
-    let m = Machine { home, root: ws.join(".dsh-chapters").join(ROOT), ws, pool, _tmp: tmp };
-    run(chapters(&m, &["link", m.pool.to_str().expect("utf8"), "--visibility", "private"]));
+    let m = Machine {
+        home,
+        root: ws.join(".dsh-chapters").join(ROOT),
+        ws,
+        pool,
+        _tmp: tmp,
+    };
+    run(chapters(
+        &m,
+        &[
+            "link",
+            m.pool.to_str().expect("utf8"),
+            "--visibility",
+            "private",
+        ],
+    ));
     m
 }
 
 fn chapters(m: &Machine, args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_chapters"));
-    c.args(args).current_dir(&m.ws).env("DSH_HOME", &m.home).env("CHAPTERS_HARNESS_ID", "bench");
+    c.args(args)
+        .current_dir(&m.ws)
+        .env("DSH_HOME", &m.home)
+        .env("CHAPTERS_HARNESS_ID", "bench");
     c.stdout(Stdio::null());
     c
 }
@@ -57,7 +78,9 @@ fn chapter_text(i: usize) -> String {
 }
 
 fn artifact_text(i: usize) -> String {
-    (0..200).map(|l| format!("build output {i:06} line {l:04} ok\n")).collect()
+    (0..200)
+        .map(|l| format!("build output {i:06} line {l:04} ok\n"))
+        .collect()
 }
 
 /// Write chapters `from..to` (and one artifact each) into the store; returns their pool paths.
@@ -81,9 +104,15 @@ fn write_chapters(m: &Machine, key: &str, from: usize, to: usize) -> Vec<(String
 }
 
 fn project_key(m: &Machine) -> String {
-    let out = chapters(m, &["status", "--json"]).stdout(Stdio::piped()).output().expect("status");
+    let out = chapters(m, &["status", "--json"])
+        .stdout(Stdio::piped())
+        .output()
+        .expect("status");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    v["identity"]["projectKey"].as_str().expect("key").to_owned()
+    v["identity"]["projectKey"]
+        .as_str()
+        .expect("key")
+        .to_owned()
 }
 
 /// Native git: the same files committed in a work tree and pushed into a bare repo.
@@ -92,7 +121,13 @@ fn native_git(files: &[(String, String)]) -> Duration {
     let work = tmp.path().join("work");
     let bare = tmp.path().join("bare.git");
     let git = |dir: &Path, args: &[&str]| {
-        let st = Command::new("git").current_dir(dir).args(args).stdout(Stdio::null()).stderr(Stdio::null()).status().expect("git");
+        let st = Command::new("git")
+            .current_dir(dir)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("git");
         assert!(st.success(), "git {args:?}");
     };
     std::fs::create_dir_all(&work).expect("mkdir");
@@ -129,8 +164,14 @@ fn main() {
     }
     println!("publish 1,000 chapters + 1,000 artifacts to a local pool");
     println!("  chapters sync   {:>8.1} ms", ours.as_secs_f64() * 1e3);
-    println!("  git add/commit/push {:>8.1} ms", native.as_secs_f64() * 1e3);
-    println!("  ratio           {:>8.2}x (goal ≤ 1.0)", ours.as_secs_f64() / native.as_secs_f64());
+    println!(
+        "  git add/commit/push {:>8.1} ms",
+        native.as_secs_f64() * 1e3
+    );
+    println!(
+        "  ratio           {:>8.2}x (goal ≤ 1.0)",
+        ours.as_secs_f64() / native.as_secs_f64()
+    );
 
     // 2. +10 chapters into a pool of 10,000 vs of 100.
     let mut times = Vec::new();

@@ -111,9 +111,17 @@ pub enum ArchiveError {
     #[error("no session named {id} in this workspace's logs ({dir}); `chapters status` lists what is there")]
     NoSuchSession { id: String, dir: PathBuf },
     #[error("collections/{session_id}.jsonl line {line}: not a signature ({detail}); the ledger is damaged — restore it from a backup")]
-    BadSignatureLine { session_id: String, line: usize, detail: String },
+    BadSignatureLine {
+        session_id: String,
+        line: usize,
+        detail: String,
+    },
     #[error("session log {file} ends at seq {log_end:?} but turns up to seq {signed_hi} were already signed from it: the log was truncated or replaced. Nothing archived was touched; restore the log or archive its replacement under a new session")]
-    LogTruncated { file: PathBuf, log_end: Option<u64>, signed_hi: u64 },
+    LogTruncated {
+        file: PathBuf,
+        log_end: Option<u64>,
+        signed_hi: u64,
+    },
     #[error("session log {file} changed between two reads (seq {seq} no longer completes a turn); archive again")]
     LogChanged { file: PathBuf, seq: u64 },
 }
@@ -143,7 +151,10 @@ pub fn archive_workspace(
     let workspace_str = ctx.workspace.to_string_lossy().into_owned();
     let logs = discover::list_sessions(ctx.dsh_home, &workspace_str)?;
 
-    let mut report = ArchiveReport { reason: Some(reason), ..ArchiveReport::default() };
+    let mut report = ArchiveReport {
+        reason: Some(reason),
+        ..ArchiveReport::default()
+    };
     let mut found = Vec::new();
     for log in logs {
         match read_header(&log.log, ctx.config) {
@@ -201,14 +212,18 @@ fn root_session(id: &str, parents: &BTreeMap<String, Option<String>>) -> String 
 }
 
 fn reader_options(config: &Config) -> ReaderOptions {
-    ReaderOptions { max_line_bytes: config.max_event_bytes as usize }
+    ReaderOptions {
+        max_line_bytes: config.max_event_bytes as usize,
+    }
 }
 
 fn read_header(log: &Path, config: &Config) -> Result<Header, ArchiveError> {
     let mut reader = LogReader::open_with(log, ResumePoint::default(), reader_options(config))?;
     match reader.next_item()? {
         Some(LogItem::Header(h)) => Ok(h),
-        _ => Err(ArchiveError::NoHeader { file: log.to_path_buf() }),
+        _ => Err(ArchiveError::NoHeader {
+            file: log.to_path_buf(),
+        }),
     }
 }
 
@@ -222,15 +237,20 @@ fn safe_id(id: &str) -> bool {
 }
 
 /// Signatures already in the ledger, in order.
-fn signed(store: &Store, root: &str, session_id: &str) -> Result<(Vec<Signature>, Option<String>), ArchiveError> {
+fn signed(
+    store: &Store,
+    root: &str,
+    session_id: &str,
+) -> Result<(Vec<Signature>, Option<String>), ArchiveError> {
     let read = store.read_collection(root, session_id)?;
     let mut out = Vec::with_capacity(read.lines.len());
     for (i, line) in read.lines.into_iter().enumerate() {
-        let sig: Signature = serde_json::from_value(line).map_err(|e| ArchiveError::BadSignatureLine {
-            session_id: session_id.to_owned(),
-            line: i + 1,
-            detail: e.to_string(),
-        })?;
+        let sig: Signature =
+            serde_json::from_value(line).map_err(|e| ArchiveError::BadSignatureLine {
+                session_id: session_id.to_owned(),
+                line: i + 1,
+                detail: e.to_string(),
+            })?;
         out.push(sig);
     }
     Ok((out, read.torn_tail))
@@ -247,7 +267,10 @@ fn archive_session(
     let file = &found.log.log;
     for id in [session_id, root] {
         if !safe_id(id) {
-            return Err(ArchiveError::UnsafeSessionId { file: file.clone(), id: id.to_owned() });
+            return Err(ArchiveError::UnsafeSessionId {
+                file: file.clone(),
+                id: id.to_owned(),
+            });
         }
     }
     let mut report = SessionReport {
@@ -271,11 +294,16 @@ fn archive_session(
         .map(|d| d.seq_hi)
         .max();
     // A seeded fork starts with a copy of its parent's events: those are the parent's.
-    let seed_end = if found.header.is_seeded { found.header.seed_length.unwrap_or(0) } else { 0 };
+    let seed_end = if found.header.is_seeded {
+        found.header.seed_length.unwrap_or(0)
+    } else {
+        0
+    };
     let first_unarchived = archived_hi.map_or(seed_end, |hi| (hi + 1).max(seed_end));
 
     // Pass 1: sign completed, unsigned turns; find where the unarchived span starts.
-    let mut reader = LogReader::open_with(file, ResumePoint::default(), reader_options(ctx.config))?;
+    let mut reader =
+        LogReader::open_with(file, ResumePoint::default(), reader_options(ctx.config))?;
     let mut assembler = TurnAssembler::new();
     let mut new_sigs = Vec::new();
     let mut span_resume: Option<ResumePoint> = None;
@@ -284,8 +312,12 @@ fn archive_session(
     let mut last_completed_end: Option<u64> = None;
     loop {
         let before = reader.resume_point();
-        let Some(item) = reader.next_item()? else { break };
-        let LogItem::Event(event) = item else { continue };
+        let Some(item) = reader.next_item()? else {
+            break;
+        };
+        let LogItem::Event(event) = item else {
+            continue;
+        };
         if span_resume.is_none() && event.seq >= first_unarchived {
             span_resume = Some(before);
         }
@@ -298,7 +330,12 @@ fn archive_session(
                 continue;
             }
             if signed_hi.is_none_or(|hi| turn.end_seq > hi) {
-                new_sigs.push(signature::sign(&turn, session_id, &ctx.workspace.to_string_lossy(), ctx.now));
+                new_sigs.push(signature::sign(
+                    &turn,
+                    session_id,
+                    &ctx.workspace.to_string_lossy(),
+                    ctx.now,
+                ));
             }
         }
     }
@@ -314,7 +351,11 @@ fn archive_session(
     let log_end = reader.resume_point().next_seq.checked_sub(1);
     if let Some(hi) = signed_hi {
         if log_end.is_none_or(|end| end < hi) {
-            return Err(ArchiveError::LogTruncated { file: file.clone(), log_end, signed_hi: hi });
+            return Err(ArchiveError::LogTruncated {
+                file: file.clone(),
+                log_end,
+                signed_hi: hi,
+            });
         }
     }
 
@@ -342,7 +383,10 @@ fn archive_session(
     let span_lo = first_unarchived;
     let todo: Vec<Signature> = sigs
         .into_iter()
-        .filter(|s| s.seqs.first().is_some_and(|&lo| lo >= span_lo) && s.seqs.last().is_some_and(|&hi| hi <= span_hi))
+        .filter(|s| {
+            s.seqs.first().is_some_and(|&lo| lo >= span_lo)
+                && s.seqs.last().is_some_and(|&hi| hi <= span_hi)
+        })
         .collect();
     let cfg = ComposeConfig {
         merge_threshold: ctx.config.merge_threshold,
@@ -363,13 +407,20 @@ fn archive_session(
     let mut buffered: Vec<CompletedTurn> = Vec::new();
     while let Some(span) = spans.peek() {
         let Some(item) = reader.next_item()? else {
-            return Err(ArchiveError::LogChanged { file: file.clone(), seq: span.seq_hi });
+            return Err(ArchiveError::LogChanged {
+                file: file.clone(),
+                seq: span.seq_hi,
+            });
         };
-        let LogItem::Event(event) = item else { continue };
+        let LogItem::Event(event) = item else {
+            continue;
+        };
         if event.seq < span_lo {
             continue;
         }
-        let Some(turn) = assembler.push(event) else { continue };
+        let Some(turn) = assembler.push(event) else {
+            continue;
+        };
         if turn.end_seq < span.seq_lo {
             continue;
         }
@@ -379,7 +430,10 @@ fn archive_session(
             continue;
         }
         if end > span.seq_hi {
-            return Err(ArchiveError::LogChanged { file: file.clone(), seq: span.seq_hi });
+            return Err(ArchiveError::LogChanged {
+                file: file.clone(),
+                seq: span.seq_hi,
+            });
         }
         let span = spans.next().expect("peeked above");
         let turns: Vec<&CompletedTurn> = buffered.iter().collect();

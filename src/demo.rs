@@ -42,7 +42,12 @@ pub fn prepare(root: &Path) -> io::Result<DemoSetup> {
     for turn in turns(&ws) {
         writer.append_turn(&mut script, &turn)?;
     }
-    Ok(DemoSetup { dsh_home, workspace, session_id: DEMO_SESSION_ID.to_owned(), log })
+    Ok(DemoSetup {
+        dsh_home,
+        workspace,
+        session_id: DEMO_SESSION_ID.to_owned(),
+        log,
+    })
 }
 
 fn bash(command: &str, output: &str) -> ToolCallSpec {
@@ -50,7 +55,11 @@ fn bash(command: &str, output: &str) -> ToolCallSpec {
 }
 
 fn read(ws: &str, path: &str, output: &str) -> ToolCallSpec {
-    ToolCallSpec::new("read_file", json!({ "path": format!("{ws}/{path}") }), output)
+    ToolCallSpec::new(
+        "read_file",
+        json!({ "path": format!("{ws}/{path}") }),
+        output,
+    )
 }
 
 fn turns(ws: &str) -> Vec<TurnSpec> {
@@ -67,7 +76,10 @@ fn turns(ws: &str) -> Vec<TurnSpec> {
     t1.pre_turn = true;
     t1.tool_calls = vec![
         read(ws, "src/auth/middleware.rs", middleware),
-        bash("cargo test -p auth refresh", "test refresh_valid_token ... FAILED\n"),
+        bash(
+            "cargo test -p auth refresh",
+            "test refresh_valid_token ... FAILED\n",
+        ),
     ];
 
     let mut t2 = TurnSpec::new(
@@ -92,7 +104,11 @@ fn turns(ws: &str) -> Vec<TurnSpec> {
         "Next task: the CSV exporter in src/export/csv.rs drops the header row. Plan the fix first.",
         "Here is the plan; I'll wait for your go-ahead.",
     );
-    t4.tool_calls = vec![read(ws, "src/export/csv.rs", "pub fn export(rows: &[Row]) -> String { rows_to_csv(rows) }\n")];
+    t4.tool_calls = vec![read(
+        ws,
+        "src/export/csv.rs",
+        "pub fn export(rows: &[Row]) -> String { rows_to_csv(rows) }\n",
+    )];
     t4.plan = Some(
         "# Fix the CSV header\n\n1. Write the header row before the data rows in `src/export/csv.rs`.\n2. Add a test with an empty table.\n3. Run `cargo test -p export`.\n"
             .to_owned(),
@@ -103,8 +119,15 @@ fn turns(ws: &str) -> Vec<TurnSpec> {
         "The exporter now writes the header row first; `cargo test -p export` passes.",
     );
     t5.tool_calls = vec![
-        read(ws, "src/export/csv.rs", "pub fn export(rows: &[Row]) -> String { header() + &rows_to_csv(rows) }\n"),
-        bash("cargo test -p export", "test export_empty_table ... ok\ntest export_header ... ok\n"),
+        read(
+            ws,
+            "src/export/csv.rs",
+            "pub fn export(rows: &[Row]) -> String { header() + &rows_to_csv(rows) }\n",
+        ),
+        bash(
+            "cargo test -p export",
+            "test export_empty_table ... ok\ntest export_header ... ok\n",
+        ),
     ];
 
     let mut t6 = TurnSpec::new("Now update the changelog.", "");

@@ -32,7 +32,11 @@ mod tests {
     use super::*;
 
     fn src(kind: &str, name: Option<&str>, form: Option<&str>) -> MessageSource {
-        MessageSource { kind: kind.into(), name: name.map(Into::into), form: form.map(Into::into) }
+        MessageSource {
+            kind: kind.into(),
+            name: name.map(Into::into),
+            form: form.map(Into::into),
+        }
     }
 
     #[test]
@@ -44,7 +48,10 @@ mod tests {
 
     #[test]
     fn delegate_reports_are_conversation_but_not_human() {
-        for s in [src("agent-message", None, Some("relay")), src("subagent-settled", None, Some("notice"))] {
+        for s in [
+            src("agent-message", None, Some("relay")),
+            src("subagent-settled", None, Some("notice")),
+        ] {
             assert!(is_conversation(&s));
             assert!(!is_human_authored(&s));
         }
@@ -65,6 +72,10 @@ mod tests {
         ] {
             assert!(!is_conversation(&s), "{s:?} must be screened");
         }
-        assert!(is_conversation(&src("plugin", Some("plan-mode"), Some("notice"))));
+        assert!(is_conversation(&src(
+            "plugin",
+            Some("plan-mode"),
+            Some("notice")
+        )));
     }
 }

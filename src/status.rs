@@ -90,10 +90,14 @@ pub fn status(
     }
     let pending_turns = sessions.iter().map(|s| s.unarchived_turns).sum();
     let mirror = workspace.join(MIRROR_DIR);
-    let link = store.as_ref().and_then(|s| crate::pool::link::read(s.dir()).ok().flatten());
+    let link = store
+        .as_ref()
+        .and_then(|s| crate::pool::link::read(s.dir()).ok().flatten());
     let last = store.as_ref().and_then(crate::pool::sync::read_status);
     let pending_publish = match (&store, &link) {
-        (Some(store), Some(link)) => crate::pool::sync::pending(store, workspace, identity, link.visibility),
+        (Some(store), Some(link)) => {
+            crate::pool::sync::pending(store, workspace, identity, link.visibility)
+        }
         _ => None,
     };
     let last_sync_code = match (&link, &last) {
@@ -122,7 +126,10 @@ pub fn status(
             canonical: identity.canonical.clone(),
         },
         harness_id: harness_id.to_owned(),
-        upstream: link.as_ref().map(|l| l.upstream.describe()).or_else(|| config.knowledge_remote.clone()),
+        upstream: link
+            .as_ref()
+            .map(|l| l.upstream.describe())
+            .or_else(|| config.knowledge_remote.clone()),
         mirror_exists: mirror.join(".git").is_dir(),
         mirror,
         mode: mode.to_owned(),
@@ -139,7 +146,11 @@ pub fn status(
     })
 }
 
-fn session_status(store: Option<&Store>, log: &discover::SessionLog, config: &Config) -> SessionStatus {
+fn session_status(
+    store: Option<&Store>,
+    log: &discover::SessionLog,
+    config: &Config,
+) -> SessionStatus {
     let mut out = SessionStatus {
         session_id: log
             .session_dir
@@ -153,7 +164,9 @@ fn session_status(store: Option<&Store>, log: &discover::SessionLog, config: &Co
         in_flight: None,
         error: None,
     };
-    let opts = ReaderOptions { max_line_bytes: config.max_event_bytes as usize };
+    let opts = ReaderOptions {
+        max_line_bytes: config.max_event_bytes as usize,
+    };
     let mut reader = match LogReader::open_with(&log.log, ResumePoint::default(), opts) {
         Ok(r) => r,
         Err(e) => {
@@ -197,6 +210,9 @@ fn session_status(store: Option<&Store>, log: &discover::SessionLog, config: &Co
             .map(|d| d.seq_hi)
             .max()
     });
-    out.unarchived_turns = ends.iter().filter(|&&end| archived_hi.is_none_or(|hi| end > hi)).count() as u64;
+    out.unarchived_turns = ends
+        .iter()
+        .filter(|&&end| archived_hi.is_none_or(|hi| end > hi))
+        .count() as u64;
     out
 }

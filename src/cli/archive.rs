@@ -54,7 +54,11 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         print_text(&report);
     }
     for failure in &report.failures {
-        eprintln!("chapters: {}: {}", failure.session_dir.display(), failure.error);
+        eprintln!(
+            "chapters: {}: {}",
+            failure.session_dir.display(),
+            failure.error
+        );
     }
     if report.failures.is_empty() {
         Ok(())

@@ -22,12 +22,24 @@ pub struct Args {
 pub fn run(args: Args) -> Result<()> {
     let root = match args.dir {
         Some(d) => d,
-        None => std::env::temp_dir().join(format!("chapters-demo-{}-{}", std::process::id(), super::now_ms())),
+        None => std::env::temp_dir().join(format!(
+            "chapters-demo-{}-{}",
+            std::process::id(),
+            super::now_ms()
+        )),
     };
-    if root.exists() && std::fs::read_dir(&root).map(|mut d| d.next().is_some()).unwrap_or(true) {
-        anyhow::bail!("{} already exists and is not empty; give --dir a new directory", root.display());
+    if root.exists()
+        && std::fs::read_dir(&root)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        anyhow::bail!(
+            "{} already exists and is not empty; give --dir a new directory",
+            root.display()
+        );
     }
-    let setup = demo::prepare(&root).with_context(|| format!("cannot write the demo into {}", root.display()))?;
+    let setup = demo::prepare(&root)
+        .with_context(|| format!("cannot write the demo into {}", root.display()))?;
     println!("wrote a DSH session log: {}", setup.log.display());
 
     let env = Env::resolve(Some(&setup.workspace), Some(setup.dsh_home.clone()))?;
@@ -50,7 +62,11 @@ pub fn run(args: Args) -> Result<()> {
     };
     let report = archive::archive_workspace(&ctx, None, Reason::Manual, &|_| {})?;
     for failure in &report.failures {
-        eprintln!("chapters: {}: {}", failure.session_dir.display(), failure.error);
+        eprintln!(
+            "chapters: {}: {}",
+            failure.session_dir.display(),
+            failure.error
+        );
     }
     if !report.failures.is_empty() {
         return Err(Reported.into());
@@ -72,15 +88,27 @@ pub fn run(args: Args) -> Result<()> {
     }
     println!("\nthe store ({}):", store.dir().display());
     list_files(store.dir(), store.dir())?;
-    if let Some(first) = report.sessions.first().and_then(|s| s.chapters.first().map(|c| (s, c))) {
-        let path = store.dir().join(&first.0.root_session_id).join("chapters").join(first.1);
-        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    if let Some(first) = report
+        .sessions
+        .first()
+        .and_then(|s| s.chapters.first().map(|c| (s, c)))
+    {
+        let path = store
+            .dir()
+            .join(&first.0.root_session_id)
+            .join("chapters")
+            .join(first.1);
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
         println!("\n── {} (first {} lines) ──", first.1, args.show);
         for line in text.lines().take(args.show) {
             println!("{line}");
         }
     }
-    println!("\nrun it again to see that nothing new is written: chapters archive --workspace {}", env.workspace.display());
+    println!(
+        "\nrun it again to see that nothing new is written: chapters archive --workspace {}",
+        env.workspace.display()
+    );
     println!("(with DSH_HOME={})", env.dsh_home.display());
     Ok(())
 }

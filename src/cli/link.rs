@@ -61,7 +61,13 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         // A link without a token must not keep an older pool's token around.
         credentials::delete(&env.dsh_home, &env.identity.project_key)?;
     }
-    let record = LinkRecord { v: link::LINK_VERSION, upstream, visibility, linked_at: now, linked_by: env.harness_id.clone() };
+    let record = LinkRecord {
+        v: link::LINK_VERSION,
+        upstream,
+        visibility,
+        linked_at: now,
+        linked_by: env.harness_id.clone(),
+    };
     link::write(store.dir(), &record)?;
     if args.json {
         return super::print_json(&serde_json::json!({
@@ -71,9 +77,17 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
             "mirror": env.workspace.join(MIRROR_DIR),
         }));
     }
-    println!("linked {} to {} ({})", env.workspace.display(), record.upstream.describe(), visibility.as_str());
+    println!(
+        "linked {} to {} ({})",
+        env.workspace.display(),
+        record.upstream.describe(),
+        visibility.as_str()
+    );
     if token.is_some() {
-        println!("  token stored 0600 under {}", credentials::credentials_dir(&env.dsh_home).display());
+        println!(
+            "  token stored 0600 under {}",
+            credentials::credentials_dir(&env.dsh_home).display()
+        );
     }
     if visibility == Visibility::Public {
         println!("  declared public: chapters, plans, artifacts and collections will never be published there");
@@ -84,15 +98,22 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
 
 fn read_token(args: &Args) -> Result<Option<Secret>> {
     let raw = if let Some(file) = &args.token_file {
-        Some(std::fs::read_to_string(file).with_context(|| format!("cannot read the token file {}", file.display()))?)
+        Some(
+            std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read the token file {}", file.display()))?,
+        )
     } else if args.token_stdin {
         let mut s = String::new();
-        std::io::stdin().read_to_string(&mut s).context("cannot read the token from standard input")?;
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("cannot read the token from standard input")?;
         Some(s)
     } else {
         None
     };
-    raw.map(|r| Secret::parse(&r)).transpose().map_err(Into::into)
+    raw.map(|r| Secret::parse(&r))
+        .transpose()
+        .map_err(Into::into)
 }
 
 fn show(env: &Env, json: bool) -> Result<()> {
@@ -126,8 +147,21 @@ fn show(env: &Env, json: bool) -> Result<()> {
             if token { ", token stored" } else { "" }
         ),
     }
-    println!("mirror      {}{}", mirror.display(), if mirror.join(".git").is_dir() { "" } else { " (not yet created)" });
-    println!("project     {} ({}: {})", env.identity.project_key, env.identity.source.as_str(), env.identity.origin);
+    println!(
+        "mirror      {}{}",
+        mirror.display(),
+        if mirror.join(".git").is_dir() {
+            ""
+        } else {
+            " (not yet created)"
+        }
+    );
+    println!(
+        "project     {} ({}: {})",
+        env.identity.project_key,
+        env.identity.source.as_str(),
+        env.identity.origin
+    );
     println!("harness     {}", env.harness_id);
     Ok(())
 }

@@ -18,7 +18,11 @@ use dsh_chapters::config::{self, Config};
 use dsh_chapters::identity::{self, Identity};
 
 #[derive(Parser)]
-#[command(name = "chapters", version, about = "A shared, searchable memory of your coding agents' past work")]
+#[command(
+    name = "chapters",
+    version,
+    about = "A shared, searchable memory of your coding agents' past work"
+)]
 struct Cli {
     /// The workspace (default: the current directory; its git top level when inside one).
     #[arg(long, global = true, value_name = "DIR")]
@@ -58,8 +62,12 @@ impl Env {
             Some(w) => w.to_path_buf(),
             None => std::env::current_dir().context("cannot read the current directory")?,
         };
-        let dir = std::fs::canonicalize(&dir)
-            .with_context(|| format!("workspace {} does not exist or is not readable", dir.display()))?;
+        let dir = std::fs::canonicalize(&dir).with_context(|| {
+            format!(
+                "workspace {} does not exist or is not readable",
+                dir.display()
+            )
+        })?;
         let workspace = identity::workspace_root(&dir)?;
         let dsh_home = match dsh_home {
             Some(h) => h,
@@ -67,12 +75,24 @@ impl Env {
         };
         let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
         let config = config::load(&dsh_home, &workspace, &env, &Default::default())?;
-        let override_origin = config.origin_of("projectKeyOverride").unwrap_or("config").to_owned();
-        let override_key = config.project_key_override.as_deref().map(|k| (k, override_origin.as_str()));
+        let override_origin = config
+            .origin_of("projectKeyOverride")
+            .unwrap_or("config")
+            .to_owned();
+        let override_key = config
+            .project_key_override
+            .as_deref()
+            .map(|k| (k, override_origin.as_str()));
         let identity = identity::resolve(&workspace, override_key)?;
         // CHAPTERS_HARNESS_ID is a config key's env layer, already folded into `config`.
         let harness_id = identity::harness_id(config.harness_id.as_deref(), None)?;
-        Ok(Env { workspace, dsh_home, config, identity, harness_id })
+        Ok(Env {
+            workspace,
+            dsh_home,
+            config,
+            identity,
+            harness_id,
+        })
     }
 }
 
@@ -80,9 +100,9 @@ fn dsh_home_from_env() -> Result<PathBuf> {
     if let Some(h) = std::env::var_os("DSH_HOME").filter(|h| !h.is_empty()) {
         return Ok(PathBuf::from(h));
     }
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .context("neither DSH_HOME nor HOME is set: set DSH_HOME to the harness's home (usually ~/.dsh)")?;
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).context(
+        "neither DSH_HOME nor HOME is set: set DSH_HOME to the harness's home (usually ~/.dsh)",
+    )?;
     Ok(PathBuf::from(home).join(".dsh"))
 }
 

@@ -15,19 +15,39 @@ pub struct Args {
 
 pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     let env = Env::resolve(workspace, None)?;
-    let report = status::status(&env.workspace, &env.dsh_home, &env.config, &env.identity, &env.harness_id)?;
+    let report = status::status(
+        &env.workspace,
+        &env.dsh_home,
+        &env.config,
+        &env.identity,
+        &env.harness_id,
+    )?;
     if args.json {
         return super::print_json(&report);
     }
     let id = &report.identity;
     println!("workspace   {}", report.workspace.display());
-    println!("project     {} ({}: {})", id.project_key, id.project_key_source, id.origin);
+    println!(
+        "project     {} ({}: {})",
+        id.project_key, id.project_key_source, id.origin
+    );
     if id.project_key_source == "path-derived" {
         println!("            warning: path-derived key — differs on every machine; add a git remote or set projectKeyOverride");
     }
     println!("harness     {}", report.harness_id);
-    println!("upstream    {}", report.upstream.as_deref().unwrap_or("none (not linked)"));
-    println!("mirror      {}{}", report.mirror.display(), if report.mirror_exists { "" } else { " (absent)" });
+    println!(
+        "upstream    {}",
+        report.upstream.as_deref().unwrap_or("none (not linked)")
+    );
+    println!(
+        "mirror      {}{}",
+        report.mirror.display(),
+        if report.mirror_exists {
+            ""
+        } else {
+            " (absent)"
+        }
+    );
     if let Some(w) = &report.identity_warning {
         println!("WARNING     {w}");
     }
@@ -35,7 +55,11 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         "mode        {} (last sync: {}{})",
         report.mode,
         report.last_sync_code,
-        report.last_sync_at.as_deref().map(|a| format!(" at {a}")).unwrap_or_default()
+        report
+            .last_sync_at
+            .as_deref()
+            .map(|a| format!(" at {a}"))
+            .unwrap_or_default()
     );
     if let Some(hint) = &report.last_sync_hint {
         println!("            {hint}");
@@ -43,7 +67,14 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     if let Some(p) = &report.pending_publish {
         let total: u64 = p.values().sum();
         let parts: Vec<String> = p.iter().map(|(k, n)| format!("{n} {k}")).collect();
-        println!("unpublished {total} file(s){}", if parts.is_empty() { String::new() } else { format!(": {}", parts.join(", ")) });
+        println!(
+            "unpublished {total} file(s){}",
+            if parts.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", parts.join(", "))
+            }
+        );
     }
     match &report.store {
         None => println!("store       not enabled — run `chapters init`"),
@@ -52,9 +83,15 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
             c.root_sessions, c.chapters, c.plans, c.artifacts, c.collection_lines
         ),
     }
-    println!("pending     {} completed turn(s) not yet archived", report.pending_turns);
+    println!(
+        "pending     {} completed turn(s) not yet archived",
+        report.pending_turns
+    );
     for s in &report.sessions {
-        let flight = s.in_flight.map(|(lo, hi)| format!(", in flight {lo}..={hi}")).unwrap_or_default();
+        let flight = s
+            .in_flight
+            .map(|(lo, hi)| format!(", in flight {lo}..={hi}"))
+            .unwrap_or_default();
         println!(
             "  {}  v{}  {} completed, {} unarchived{flight}",
             s.session_id, s.generation, s.completed_turns, s.unarchived_turns

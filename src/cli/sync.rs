@@ -52,7 +52,10 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
                 print_text(&report);
             }
             for r in &report.refused {
-                eprintln!("chapters: refused to overwrite {} in the pool: {}", r.path, r.reason);
+                eprintln!(
+                    "chapters: refused to overwrite {} in the pool: {}",
+                    r.path, r.reason
+                );
             }
             if report.refused.is_empty() {
                 Ok(())
@@ -77,14 +80,21 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
 
 fn print_text(report: &SyncReport) {
     let published: u64 = report.published.values().sum();
-    let parts: Vec<String> = report.published.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    let parts: Vec<String> = report
+        .published
+        .iter()
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect();
     if published == 0 {
         println!("{}: nothing new to publish", report.upstream);
     } else {
         println!("{}: published {}", report.upstream, parts.join(", "));
     }
     if report.received > 0 {
-        println!("  {} file(s) of the pool now readable in .dsh-knowledge/", report.received);
+        println!(
+            "  {} file(s) of the pool now readable in .dsh-knowledge/",
+            report.received
+        );
     }
     if let Some(head) = &report.pool_head {
         println!("  pool head {head}");

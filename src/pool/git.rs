@@ -392,18 +392,26 @@ impl GitRepo {
 
     /// Blobs of `new` that `old` lacks or holds with other bytes, sorted by path. Descends
     /// only into subtrees whose ids differ, so the cost follows the change, not the tree.
-    pub fn changed_blobs(&self, old: Option<ObjectId>, new: ObjectId) -> Result<Vec<(String, ObjectId)>, GitError> {
+    pub fn changed_blobs(
+        &self,
+        old: Option<ObjectId>,
+        new: ObjectId,
+    ) -> Result<Vec<(String, ObjectId)>, GitError> {
         let mut out = Vec::new();
         let mut pending = vec![(String::new(), old, new)];
         while let Some((prefix, old_id, new_id)) = pending.pop() {
             if old_id == Some(new_id) {
                 continue;
             }
-            let mut before: std::collections::BTreeMap<Vec<u8>, (ObjectId, bool)> = Default::default();
+            let mut before: std::collections::BTreeMap<Vec<u8>, (ObjectId, bool)> =
+                Default::default();
             if let Some(old_id) = old_id {
                 let data = self.read_kind(old_id, Kind::Tree, "tree")?;
                 for entry in self.decode_tree(old_id, &data)?.entries {
-                    before.insert(entry.filename.to_vec(), (entry.oid.to_owned(), entry.mode.is_tree()));
+                    before.insert(
+                        entry.filename.to_vec(),
+                        (entry.oid.to_owned(), entry.mode.is_tree()),
+                    );
                 }
             }
             let data = self.read_kind(new_id, Kind::Tree, "tree")?;

@@ -46,7 +46,11 @@ pub struct LinkRecord {
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
     #[error("{path}: {source}")]
-    Io { path: PathBuf, #[source] source: std::io::Error },
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{path} is damaged ({detail}); link the pool again with `chapters link <pool> --visibility …`")]
     Damaged { path: PathBuf, detail: String },
     #[error("{url} is a network pool: a token is required (--token-file F or --token-stdin); only loopback pools may go without")]
@@ -71,12 +75,17 @@ pub fn read(store_dir: &Path) -> Result<Option<LinkRecord>, LinkError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(LinkError::Io { path, source }),
     };
-    let record: LinkRecord =
-        serde_json::from_slice(&bytes).map_err(|e| LinkError::Damaged { path: path.clone(), detail: e.to_string() })?;
+    let record: LinkRecord = serde_json::from_slice(&bytes).map_err(|e| LinkError::Damaged {
+        path: path.clone(),
+        detail: e.to_string(),
+    })?;
     if record.v > LINK_VERSION {
         return Err(LinkError::Damaged {
             path,
-            detail: format!("format version {} is newer than this program reads ({LINK_VERSION})", record.v),
+            detail: format!(
+                "format version {} is newer than this program reads ({LINK_VERSION})",
+                record.v
+            ),
         });
     }
     Ok(Some(record))
@@ -92,10 +101,16 @@ pub fn write(store_dir: &Path, record: &LinkRecord) -> Result<(), LinkError> {
 /// `cwd` (a relative pool path would mean something else from every directory).
 pub fn parse_upstream(target: &str, cwd: &Path) -> Result<Upstream, LinkError> {
     if transport::is_network_url(target) {
-        return Ok(Upstream::Network { url: target.to_owned() });
+        return Ok(Upstream::Network {
+            url: target.to_owned(),
+        });
     }
     let raw = target.strip_prefix("file://").unwrap_or(target);
-    let path = if Path::new(raw).is_absolute() { PathBuf::from(raw) } else { cwd.join(raw) };
+    let path = if Path::new(raw).is_absolute() {
+        PathBuf::from(raw)
+    } else {
+        cwd.join(raw)
+    };
     if path.exists() && !path.is_dir() {
         return Err(LinkError::NotADirectory { path });
     }
@@ -109,7 +124,11 @@ pub fn token_rule(upstream: &Upstream, have_token: bool) -> Result<(), LinkError
         Upstream::Network { url } => {
             let ssh = url.starts_with("ssh://") || (!url.contains("://") && url.contains('@'));
             if ssh {
-                return if have_token { Err(LinkError::TokenForSsh { url: url.clone() }) } else { Ok(()) };
+                return if have_token {
+                    Err(LinkError::TokenForSsh { url: url.clone() })
+                } else {
+                    Ok(())
+                };
             }
             if have_token || transport::is_loopback(url) {
                 Ok(())
@@ -129,23 +148,36 @@ mod tests {
         let cwd = Path::new("/home/ana/ws");
         assert_eq!(
             parse_upstream("../pool", cwd).expect("local"),
-            Upstream::Local { path: PathBuf::from("/home/ana/ws/../pool") }
+            Upstream::Local {
+                path: PathBuf::from("/home/ana/ws/../pool")
+            }
         );
         assert_eq!(
             parse_upstream("https://git.example.com/team/pool.git", cwd).expect("net"),
-            Upstream::Network { url: "https://git.example.com/team/pool.git".into() }
+            Upstream::Network {
+                url: "https://git.example.com/team/pool.git".into()
+            }
         );
-        assert!(matches!(parse_upstream("git@github.com:team/pool.git", cwd), Ok(Upstream::Network { .. })));
+        assert!(matches!(
+            parse_upstream("git@github.com:team/pool.git", cwd),
+            Ok(Upstream::Network { .. })
+        ));
     }
 
     #[test]
     fn tokens_are_required_except_loopback_and_ssh() {
         let net = |u: &str| Upstream::Network { url: u.into() };
-        assert!(matches!(token_rule(&net("https://git.example.com/p.git"), false), Err(LinkError::TokenRequired { .. })));
+        assert!(matches!(
+            token_rule(&net("https://git.example.com/p.git"), false),
+            Err(LinkError::TokenRequired { .. })
+        ));
         assert!(token_rule(&net("https://git.example.com/p.git"), true).is_ok());
         assert!(token_rule(&net("http://127.0.0.1:8080/p.git"), false).is_ok());
         assert!(token_rule(&net("git@github.com:t/p.git"), false).is_ok());
-        assert!(matches!(token_rule(&net("ssh://git@h/t/p.git"), true), Err(LinkError::TokenForSsh { .. })));
+        assert!(matches!(
+            token_rule(&net("ssh://git@h/t/p.git"), true),
+            Err(LinkError::TokenForSsh { .. })
+        ));
         assert!(token_rule(&Upstream::Local { path: "/p".into() }, false).is_ok());
     }
 
@@ -155,7 +187,9 @@ mod tests {
         assert_eq!(read(tmp.path()).expect("absent"), None);
         let rec = LinkRecord {
             v: 1,
-            upstream: Upstream::Local { path: "/pool".into() },
+            upstream: Upstream::Local {
+                path: "/pool".into(),
+            },
             visibility: Visibility::Private,
             linked_at: "2026-11-29T00:00:00.000Z".into(),
             linked_by: "m1".into(),

@@ -52,20 +52,31 @@ impl FileKind {
 /// `None` for store files that are not published (state, config, locks, temp files).
 pub fn pool_path(project_key: &str, store_rel: &str) -> Option<(String, FileKind)> {
     let parts: Vec<&str> = store_rel.split('/').collect();
-    if parts.iter().any(|p| p.is_empty() || p.starts_with('.') || *p == "..") {
+    if parts
+        .iter()
+        .any(|p| p.is_empty() || p.starts_with('.') || *p == "..")
+    {
         return None;
     }
     match parts.as_slice() {
         [root, "chapters", file] if file.ends_with(".md") => {
-            let kind = if file.starts_with("plan-") { FileKind::Plan } else { FileKind::Chapter };
+            let kind = if file.starts_with("plan-") {
+                FileKind::Plan
+            } else {
+                FileKind::Chapter
+            };
             Some((format!("chapters/{project_key}/{root}/{file}"), kind))
         }
         [_root, "artifacts", prefix, file] if file.ends_with(".txt") && prefix.len() == 2 => {
-            Some((format!("artifacts/{project_key}/{prefix}/{file}"), FileKind::Artifact))
+            Some((
+                format!("artifacts/{project_key}/{prefix}/{file}"),
+                FileKind::Artifact,
+            ))
         }
-        [_root, "collections", file] if file.ends_with(".jsonl") => {
-            Some((format!("collections/{project_key}/{file}"), FileKind::Collection))
-        }
+        [_root, "collections", file] if file.ends_with(".jsonl") => Some((
+            format!("collections/{project_key}/{file}"),
+            FileKind::Collection,
+        )),
         _ => None,
     }
 }
@@ -96,14 +107,23 @@ pub enum Action {
 
 /// Decide for one file. `pool_blob` is the pool tree's blob id at the path, if any;
 /// `pool_bytes` is read only when the ids differ and the file is a ledger.
-pub fn decide(kind: FileKind, store_bytes: &[u8], pool_blob: Option<&str>, pool_bytes: impl FnOnce() -> Option<Vec<u8>>) -> Action {
-    let Some(pool_blob) = pool_blob else { return Action::Add };
+pub fn decide(
+    kind: FileKind,
+    store_bytes: &[u8],
+    pool_blob: Option<&str>,
+    pool_bytes: impl FnOnce() -> Option<Vec<u8>>,
+) -> Action {
+    let Some(pool_blob) = pool_blob else {
+        return Action::Add;
+    };
     if pool_blob == blob_id(store_bytes) {
         return Action::Same;
     }
     if !kind.is_ledger() {
         return Action::Refuse {
-            reason: "the pool holds different bytes at this write-once path (another machine wrote it)".into(),
+            reason:
+                "the pool holds different bytes at this write-once path (another machine wrote it)"
+                    .into(),
         };
     }
     match pool_bytes() {
@@ -117,7 +137,8 @@ pub fn decide(kind: FileKind, store_bytes: &[u8], pool_blob: Option<&str>, pool_
 
 /// The `.gitattributes` shipped at the pool's root: ledgers merge by union, so even a
 /// hand merge of the pool can never conflict on them.
-pub const GITATTRIBUTES: &str = "# Written by dsh-chapters. Append-only ledgers merge by union.\n*.jsonl merge=union\n";
+pub const GITATTRIBUTES: &str =
+    "# Written by dsh-chapters. Append-only ledgers merge by union.\n*.jsonl merge=union\n";
 
 #[cfg(test)]
 mod tests {
@@ -129,11 +150,17 @@ mod tests {
     fn mapping_follows_the_contract() {
         assert_eq!(
             pool_path(PK, "session-a/chapters/001-x.md"),
-            Some((format!("chapters/{PK}/session-a/001-x.md"), FileKind::Chapter))
+            Some((
+                format!("chapters/{PK}/session-a/001-x.md"),
+                FileKind::Chapter
+            ))
         );
         assert_eq!(
             pool_path(PK, "session-a/chapters/plan-001-x.md"),
-            Some((format!("chapters/{PK}/session-a/plan-001-x.md"), FileKind::Plan))
+            Some((
+                format!("chapters/{PK}/session-a/plan-001-x.md"),
+                FileKind::Plan
+            ))
         );
         assert_eq!(
             pool_path(PK, "session-a/artifacts/ab/abcdef.txt"),
@@ -141,7 +168,10 @@ mod tests {
         );
         assert_eq!(
             pool_path(PK, "session-a/collections/session-b.jsonl"),
-            Some((format!("collections/{PK}/session-b.jsonl"), FileKind::Collection))
+            Some((
+                format!("collections/{PK}/session-b.jsonl"),
+                FileKind::Collection
+            ))
         );
         for unpublished in [
             "project.yml",
@@ -161,7 +191,10 @@ mod tests {
     #[test]
     fn blob_id_is_gits() {
         // `printf 'hello\n' | git hash-object --stdin`
-        assert_eq!(blob_id(b"hello\n"), "ce013625030ba8dba906f756967f9e9ca394464a");
+        assert_eq!(
+            blob_id(b"hello\n"),
+            "ce013625030ba8dba906f756967f9e9ca394464a"
+        );
         assert_eq!(blob_id(b""), "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391");
     }
 
@@ -170,28 +203,54 @@ mod tests {
         let ours = b"line1\nline2\n";
         let never = || -> Option<Vec<u8>> { panic!("pool bytes read needlessly") };
         assert_eq!(decide(FileKind::Chapter, ours, None, never), Action::Add);
-        assert_eq!(decide(FileKind::Chapter, ours, Some(&blob_id(ours)), never), Action::Same);
-        assert!(matches!(decide(FileKind::Chapter, ours, Some(&blob_id(b"x")), never), Action::Refuse { .. }));
-        assert!(matches!(decide(FileKind::Artifact, ours, Some(&blob_id(b"x")), never), Action::Refuse { .. }));
         assert_eq!(
-            decide(FileKind::Collection, ours, Some(&blob_id(b"line1\n")), || Some(b"line1\n".to_vec())),
+            decide(FileKind::Chapter, ours, Some(&blob_id(ours)), never),
+            Action::Same
+        );
+        assert!(matches!(
+            decide(FileKind::Chapter, ours, Some(&blob_id(b"x")), never),
+            Action::Refuse { .. }
+        ));
+        assert!(matches!(
+            decide(FileKind::Artifact, ours, Some(&blob_id(b"x")), never),
+            Action::Refuse { .. }
+        ));
+        assert_eq!(
+            decide(
+                FileKind::Collection,
+                ours,
+                Some(&blob_id(b"line1\n")),
+                || Some(b"line1\n".to_vec())
+            ),
             Action::Append
         );
         assert!(matches!(
-            decide(FileKind::Collection, ours, Some(&blob_id(b"other\n")), || Some(b"other\n".to_vec())),
+            decide(
+                FileKind::Collection,
+                ours,
+                Some(&blob_id(b"other\n")),
+                || Some(b"other\n".to_vec())
+            ),
             Action::Refuse { .. }
         ));
         // The pool's ledger longer than ours: never shrink it.
         let longer = b"line1\nline2\nline3\n";
         assert!(matches!(
-            decide(FileKind::Collection, ours, Some(&blob_id(longer)), || Some(longer.to_vec())),
+            decide(FileKind::Collection, ours, Some(&blob_id(longer)), || Some(
+                longer.to_vec()
+            )),
             Action::Refuse { .. }
         ));
     }
 
     #[test]
     fn public_pools_get_nothing_from_conversation() {
-        for k in [FileKind::Chapter, FileKind::Plan, FileKind::Artifact, FileKind::Collection] {
+        for k in [
+            FileKind::Chapter,
+            FileKind::Plan,
+            FileKind::Artifact,
+            FileKind::Collection,
+        ] {
             assert!(k.from_conversation());
         }
         assert!(!FileKind::Derived.from_conversation());

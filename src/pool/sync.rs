@@ -173,21 +173,33 @@ const MISMATCH_PREFIX: &str = "the pool's project.yml names projectKey ";
 
 impl From<GitError> for Fail {
     fn from(e: GitError) -> Fail {
-        Fail { code: SyncCode::Other, detail: e.to_string() }
+        Fail {
+            code: SyncCode::Other,
+            detail: e.to_string(),
+        }
     }
 }
 impl From<TransportError> for Fail {
     fn from(e: TransportError) -> Fail {
-        Fail { code: SyncCode::from_transport(e.code), detail: e.to_string() }
+        Fail {
+            code: SyncCode::from_transport(e.code),
+            detail: e.to_string(),
+        }
     }
 }
 impl From<StoreError> for Fail {
     fn from(e: StoreError) -> Fail {
-        Fail { code: SyncCode::Other, detail: e.to_string() }
+        Fail {
+            code: SyncCode::Other,
+            detail: e.to_string(),
+        }
     }
 }
 fn mirror_io(path: &Path, e: std::io::Error) -> Fail {
-    Fail { code: SyncCode::MirrorIo, detail: format!("{}: {e}", path.display()) }
+    Fail {
+        code: SyncCode::MirrorIo,
+        detail: format!("{}: {e}", path.display()),
+    }
 }
 
 /// The transport seam: the six verbs of the original's provider, for git.
@@ -197,7 +209,12 @@ trait Provider {
     /// Make the pool exist (a bare repository for a local path; a no-op for a URL).
     fn init_local(&self) -> Result<(), Fail>;
     /// Publish `commit` whose parent is `expected`, fast-forward only.
-    fn push(&self, mirror: &GitRepo, commit: ObjectId, expected: Option<ObjectId>) -> Result<(), Fail>;
+    fn push(
+        &self,
+        mirror: &GitRepo,
+        commit: ObjectId,
+        expected: Option<ObjectId>,
+    ) -> Result<(), Fail>;
 }
 
 struct LocalPool {
@@ -206,35 +223,59 @@ struct LocalPool {
 
 impl LocalPool {
     fn open(&self) -> Result<Option<GitRepo>, Fail> {
-        let empty_dir = std::fs::read_dir(&self.path).map(|mut d| d.next().is_none()).unwrap_or(true);
+        let empty_dir = std::fs::read_dir(&self.path)
+            .map(|mut d| d.next().is_none())
+            .unwrap_or(true);
         if !self.path.exists() || empty_dir {
             return Ok(None);
         }
-        GitRepo::open(&self.path).map(Some).map_err(|e| Fail { code: SyncCode::PoolBroken, detail: e.to_string() })
+        GitRepo::open(&self.path).map(Some).map_err(|e| Fail {
+            code: SyncCode::PoolBroken,
+            detail: e.to_string(),
+        })
     }
 }
 
 impl Provider for LocalPool {
     fn pull_fast_forward(&self, mirror: &GitRepo) -> Result<Option<ObjectId>, Fail> {
-        let Some(pool) = self.open()? else { return Ok(None) };
+        let Some(pool) = self.open()? else {
+            return Ok(None);
+        };
         let head = pool.ref_target(POOL_REF)?;
         if let Some(head) = head {
-            git::copy_reachable(&pool, mirror, head).map_err(|e| Fail { code: SyncCode::PoolBroken, detail: e.to_string() })?;
+            git::copy_reachable(&pool, mirror, head).map_err(|e| Fail {
+                code: SyncCode::PoolBroken,
+                detail: e.to_string(),
+            })?;
         }
         Ok(head)
     }
 
     fn init_local(&self) -> Result<(), Fail> {
-        GitRepo::init_bare(&self.path).map(|_| ()).map_err(|e| Fail { code: SyncCode::PoolBroken, detail: e.to_string() })
+        GitRepo::init_bare(&self.path)
+            .map(|_| ())
+            .map_err(|e| Fail {
+                code: SyncCode::PoolBroken,
+                detail: e.to_string(),
+            })
     }
 
-    fn push(&self, mirror: &GitRepo, commit: ObjectId, expected: Option<ObjectId>) -> Result<(), Fail> {
-        let pool = GitRepo::open(&self.path).map_err(|e| Fail { code: SyncCode::PoolBroken, detail: e.to_string() })?;
+    fn push(
+        &self,
+        mirror: &GitRepo,
+        commit: ObjectId,
+        expected: Option<ObjectId>,
+    ) -> Result<(), Fail> {
+        let pool = GitRepo::open(&self.path).map_err(|e| Fail {
+            code: SyncCode::PoolBroken,
+            detail: e.to_string(),
+        })?;
         match git::publish_local(mirror, &pool, POOL_REF, commit, expected) {
             Ok(_) => Ok(()),
-            Err(e @ (GitError::RefMoved { .. } | GitError::NotFastForward { .. })) => {
-                Err(Fail { code: SyncCode::Diverged, detail: e.to_string() })
-            }
+            Err(e @ (GitError::RefMoved { .. } | GitError::NotFastForward { .. })) => Err(Fail {
+                code: SyncCode::Diverged,
+                detail: e.to_string(),
+            }),
             Err(e) => Err(e.into()),
         }
     }
@@ -249,7 +290,10 @@ impl Provider for NetworkPool {
     fn pull_fast_forward(&self, mirror: &GitRepo) -> Result<Option<ObjectId>, Fail> {
         let head = transport::fetch(mirror.path(), &self.remote, self.timeout)?;
         head.map(|hex| {
-            ObjectId::from_hex(hex.as_bytes()).map_err(|e| Fail { code: SyncCode::Other, detail: format!("bad head {hex}: {e}") })
+            ObjectId::from_hex(hex.as_bytes()).map_err(|e| Fail {
+                code: SyncCode::Other,
+                detail: format!("bad head {hex}: {e}"),
+            })
         })
         .transpose()
     }
@@ -258,8 +302,18 @@ impl Provider for NetworkPool {
         Ok(())
     }
 
-    fn push(&self, mirror: &GitRepo, commit: ObjectId, _expected: Option<ObjectId>) -> Result<(), Fail> {
-        transport::push(mirror.path(), &self.remote, &commit.to_string(), self.timeout)?;
+    fn push(
+        &self,
+        mirror: &GitRepo,
+        commit: ObjectId,
+        _expected: Option<ObjectId>,
+    ) -> Result<(), Fail> {
+        transport::push(
+            mirror.path(),
+            &self.remote,
+            &commit.to_string(),
+            self.timeout,
+        )?;
         Ok(())
     }
 }
@@ -271,8 +325,13 @@ fn ensure_mirror(mirror_dir: &Path, report: &mut SyncReport) -> Result<GitRepo, 
         Err(first) => {
             remove_mirror(mirror_dir)?;
             report.mirror_rebuilt = true;
-            report.notes.push(format!("the mirror was damaged ({first}); rebuilt it from the pool and the store"));
-            GitRepo::init_or_open_mirror(mirror_dir).map_err(|e| Fail { code: SyncCode::MirrorIo, detail: e.to_string() })
+            report.notes.push(format!(
+                "the mirror was damaged ({first}); rebuilt it from the pool and the store"
+            ));
+            GitRepo::init_or_open_mirror(mirror_dir).map_err(|e| Fail {
+                code: SyncCode::MirrorIo,
+                detail: e.to_string(),
+            })
         }
     }
 }
@@ -318,7 +377,12 @@ fn store_files(store: &Store, project_key: &str) -> Result<Vec<(String, FileKind
     Ok(out)
 }
 
-fn walk_store(dir: &Path, rel: &str, project_key: &str, out: &mut Vec<(String, FileKind, PathBuf)>) -> std::io::Result<()> {
+fn walk_store(
+    dir: &Path,
+    rel: &str,
+    project_key: &str,
+    out: &mut Vec<(String, FileKind, PathBuf)>,
+) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -348,7 +412,9 @@ pub fn project_yml(identity: &Identity) -> String {
 
 /// The projectKey a pool `project.yml` names.
 fn project_key_in(yml: &str) -> Option<String> {
-    yml.lines().find_map(|l| l.strip_prefix("projectKey:")).map(|v| v.trim().trim_matches('"').to_owned())
+    yml.lines()
+        .find_map(|l| l.strip_prefix("projectKey:"))
+        .map(|v| v.trim().trim_matches('"').to_owned())
 }
 
 fn git_dir(mirror_dir: &Path) -> PathBuf {
@@ -356,18 +422,30 @@ fn git_dir(mirror_dir: &Path) -> PathBuf {
 }
 
 fn read_json<T: for<'de> Deserialize<'de> + Default>(path: &Path) -> T {
-    std::fs::read(path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+    std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
 }
 
 /// Run one sync. On failure the error carries the code and what was done; the last
 /// status is written either way.
 pub fn sync(ctx: &SyncContext<'_>, pull_only: bool) -> Result<SyncReport, SyncError> {
     let upstream = ctx.link.upstream.describe();
-    let mut report = SyncReport { upstream: upstream.clone(), visibility: Some(ctx.link.visibility), ..Default::default() };
+    let mut report = SyncReport {
+        upstream: upstream.clone(),
+        visibility: Some(ctx.link.visibility),
+        ..Default::default()
+    };
     let lock = match ctx.store.lock(ctx.lock_timeout) {
         Ok(l) => l,
         Err(e) => {
-            return Err(SyncError { code: SyncCode::Other, upstream, detail: e.to_string(), report: Box::new(report) });
+            return Err(SyncError {
+                code: SyncCode::Other,
+                upstream,
+                detail: e.to_string(),
+                report: Box::new(report),
+            });
         }
     };
     let result = run(ctx, pull_only, &mut report);
@@ -375,7 +453,12 @@ pub fn sync(ctx: &SyncContext<'_>, pull_only: bool) -> Result<SyncReport, SyncEr
         Ok(mismatch) => (SyncCode::Ok, None, mismatch.clone()),
         Err(f) => {
             let key = (f.code == SyncCode::IdentityMismatch)
-                .then(|| f.detail.strip_prefix(MISMATCH_PREFIX).and_then(|r| r.split(',').next()).map(str::to_owned))
+                .then(|| {
+                    f.detail
+                        .strip_prefix(MISMATCH_PREFIX)
+                        .and_then(|r| r.split(',').next())
+                        .map(str::to_owned)
+                })
                 .flatten();
             (f.code, Some(f.detail.clone()), key)
         }
@@ -390,12 +473,19 @@ pub fn sync(ctx: &SyncContext<'_>, pull_only: bool) -> Result<SyncReport, SyncEr
         pool_project_key,
     };
     if let Err(e) = write_status(ctx.store, &status) {
-        report.notes.push(format!("could not record the sync status: {e}"));
+        report
+            .notes
+            .push(format!("could not record the sync status: {e}"));
     }
     drop(lock);
     match result {
         Ok(_) => Ok(report),
-        Err(f) => Err(SyncError { code: f.code, upstream, detail: f.detail, report: Box::new(report) }),
+        Err(f) => Err(SyncError {
+            code: f.code,
+            upstream,
+            detail: f.detail,
+            report: Box::new(report),
+        }),
     }
 }
 
@@ -405,18 +495,29 @@ pub fn read_status(store: &Store) -> Option<SyncStatus> {
 
 fn write_status(store: &Store, status: &SyncStatus) -> Result<(), StoreError> {
     let text = serde_json::to_string_pretty(status).expect("a SyncStatus always serializes");
-    atomic::write_atomic(&store.dir().join(STATUS_FILE), format!("{text}\n").as_bytes())
+    atomic::write_atomic(
+        &store.dir().join(STATUS_FILE),
+        format!("{text}\n").as_bytes(),
+    )
 }
 
 /// Returns the pool's projectKey when it differs from ours (publication refused then).
-fn run(ctx: &SyncContext<'_>, pull_only: bool, report: &mut SyncReport) -> Result<Option<String>, Fail> {
+fn run(
+    ctx: &SyncContext<'_>,
+    pull_only: bool,
+    report: &mut SyncReport,
+) -> Result<Option<String>, Fail> {
     let mirror_dir = ctx.workspace.join(MIRROR_DIR);
     let mirror = ensure_mirror(&mirror_dir, report)?;
     let provider: Box<dyn Provider> = match &ctx.link.upstream {
         Upstream::Local { path } => Box::new(LocalPool { path: path.clone() }),
-        Upstream::Network { url } => {
-            Box::new(NetworkPool { remote: Remote { url: url.clone(), token: ctx.token.clone() }, timeout: ctx.timeout })
-        }
+        Upstream::Network { url } => Box::new(NetworkPool {
+            remote: Remote {
+                url: url.clone(),
+                token: ctx.token.clone(),
+            },
+            timeout: ctx.timeout,
+        }),
     };
 
     for attempt in 1..=MAX_ATTEMPTS {
@@ -429,7 +530,9 @@ fn run(ctx: &SyncContext<'_>, pull_only: bool, report: &mut SyncReport) -> Resul
         if let Some(tree) = base_tree {
             if let Some(blob) = mirror.blob_at(tree, "project.yml")? {
                 let theirs = String::from_utf8_lossy(&mirror.read_blob(blob)?).into_owned();
-                if let Some(key) = project_key_in(&theirs).filter(|k| k != &ctx.identity.project_key) {
+                if let Some(key) =
+                    project_key_in(&theirs).filter(|k| k != &ctx.identity.project_key)
+                {
                     materialize(&mirror, &mirror_dir, head, report)?;
                     return Err(Fail {
                         code: SyncCode::IdentityMismatch,
@@ -448,7 +551,8 @@ fn run(ctx: &SyncContext<'_>, pull_only: bool, report: &mut SyncReport) -> Resul
             return Ok(None);
         }
 
-        let (upserts, published) = plan_publication(ctx, &mirror, &mirror_dir, head, base_tree, report)?;
+        let (upserts, published) =
+            plan_publication(ctx, &mirror, &mirror_dir, head, base_tree, report)?;
         if upserts.is_empty() {
             save_published(&mirror_dir, head, published);
             materialize(&mirror, &mirror_dir, head, report)?;
@@ -457,7 +561,14 @@ fn run(ctx: &SyncContext<'_>, pull_only: bool, report: &mut SyncReport) -> Resul
         let tree = mirror.tree_with(base_tree, &upserts)?;
         let email = format!("{}@dsh-chapters.local", ctx.harness_id);
         let message = commit_message(ctx.harness_id, &report.published);
-        let commit = mirror.write_commit(tree, &head.into_iter().collect::<Vec<_>>(), "dsh-chapters", &email, ctx.now_secs, &message)?;
+        let commit = mirror.write_commit(
+            tree,
+            &head.into_iter().collect::<Vec<_>>(),
+            "dsh-chapters",
+            &email,
+            ctx.now_secs,
+            &message,
+        )?;
         provider.init_local()?;
         match provider.push(&mirror, commit, head) {
             Ok(()) => {
@@ -469,7 +580,9 @@ fn run(ctx: &SyncContext<'_>, pull_only: bool, report: &mut SyncReport) -> Resul
             Err(f) if f.code == SyncCode::Diverged && attempt < MAX_ATTEMPTS => {
                 // Another machine published first: fetch its head and plan again from the
                 // store (the mirror is transport; nothing of this attempt is kept).
-                report.notes.push(format!("attempt {attempt}: the pool moved on; re-fetching and publishing again"));
+                report.notes.push(format!(
+                    "attempt {attempt}: the pool moved on; re-fetching and publishing again"
+                ));
                 report.published.clear();
                 report.refused.clear();
                 report.withheld_public = 0;
@@ -477,12 +590,18 @@ fn run(ctx: &SyncContext<'_>, pull_only: bool, report: &mut SyncReport) -> Resul
             Err(f) => return Err(f),
         }
     }
-    Err(Fail { code: SyncCode::Diverged, detail: format!("the pool kept moving through {MAX_ATTEMPTS} attempts") })
+    Err(Fail {
+        code: SyncCode::Diverged,
+        detail: format!("the pool kept moving through {MAX_ATTEMPTS} attempts"),
+    })
 }
 
 fn commit_message(harness: &str, published: &BTreeMap<String, u64>) -> String {
     let parts: Vec<String> = published.iter().map(|(k, n)| format!("{n} {k}")).collect();
-    format!("dsh-chapters: publish from {harness}\n\n{}", parts.join(", "))
+    format!(
+        "dsh-chapters: publish from {harness}\n\n{}",
+        parts.join(", ")
+    )
 }
 
 type Upserts = Vec<(String, ObjectId)>;
@@ -513,36 +632,55 @@ fn plan_publication(
             report.withheld_public += 1;
             continue;
         }
-        let meta = std::fs::metadata(&file).map_err(|e| Fail { code: SyncCode::Other, detail: format!("{}: {e}", file.display()) })?;
+        let meta = std::fs::metadata(&file).map_err(|e| Fail {
+            code: SyncCode::Other,
+            detail: format!("{}: {e}", file.display()),
+        })?;
         let (len, mtime) = stat_key(&meta);
         if let Some((l, m, _)) = published.files.get(&pool_path) {
             if *l == len && *m == mtime {
                 continue;
             }
         }
-        let bytes = std::fs::read(&file).map_err(|e| Fail { code: SyncCode::Other, detail: format!("{}: {e}", file.display()) })?;
+        let bytes = std::fs::read(&file).map_err(|e| Fail {
+            code: SyncCode::Other,
+            detail: format!("{}: {e}", file.display()),
+        })?;
         let pool_blob = match base_tree {
             Some(tree) => mirror.blob_at(tree, &pool_path)?,
             None => None,
         };
         let pool_hex = pool_blob.map(|b| b.to_string());
-        let action = plan::decide(kind, &bytes, pool_hex.as_deref(), || pool_blob.and_then(|b| mirror.read_blob(b).ok()));
+        let action = plan::decide(kind, &bytes, pool_hex.as_deref(), || {
+            pool_blob.and_then(|b| mirror.read_blob(b).ok())
+        });
         match action {
             Action::Same => {}
             Action::Add | Action::Append => {
                 let blob = mirror.write_blob(&bytes)?;
                 upserts.push((pool_path.clone(), blob));
-                *report.published.entry(kind_name(kind).to_owned()).or_insert(0) += 1;
+                *report
+                    .published
+                    .entry(kind_name(kind).to_owned())
+                    .or_insert(0) += 1;
             }
             Action::Refuse { reason } => {
-                report.refused.push(Refusal { path: pool_path, reason });
+                report.refused.push(Refusal {
+                    path: pool_path,
+                    reason,
+                });
                 continue;
             }
         }
-        published.files.insert(pool_path, (len, mtime, plan::blob_id(&bytes)));
+        published
+            .files
+            .insert(pool_path, (len, mtime, plan::blob_id(&bytes)));
     }
     // Derived files: rebuilt and committed when they diverge, never merged.
-    for (path, text) in [("project.yml", project_yml(ctx.identity)), (".gitattributes", plan::GITATTRIBUTES.to_owned())] {
+    for (path, text) in [
+        ("project.yml", project_yml(ctx.identity)),
+        (".gitattributes", plan::GITATTRIBUTES.to_owned()),
+    ] {
         let want = plan::blob_id(text.as_bytes());
         let have = match base_tree {
             Some(tree) => mirror.blob_at(tree, path)?.map(|b| b.to_string()),
@@ -550,7 +688,10 @@ fn plan_publication(
         };
         if have.as_deref() != Some(want.as_str()) {
             upserts.push((path.to_owned(), mirror.write_blob(text.as_bytes())?));
-            *report.published.entry(kind_name(FileKind::Derived).to_owned()).or_insert(0) += 1;
+            *report
+                .published
+                .entry(kind_name(FileKind::Derived).to_owned())
+                .or_insert(0) += 1;
         }
     }
     if report.withheld_public > 0 {
@@ -589,7 +730,12 @@ fn save_published(mirror_dir: &Path, head: Option<ObjectId>, mut published: Publ
 
 /// Copy-in: make the pool's files at `head` readable under the mirror directory, writing
 /// only what changed since the last materialized head.
-fn materialize(mirror: &GitRepo, mirror_dir: &Path, head: Option<ObjectId>, report: &mut SyncReport) -> Result<(), Fail> {
+fn materialize(
+    mirror: &GitRepo,
+    mirror_dir: &Path,
+    head: Option<ObjectId>,
+    report: &mut SyncReport,
+) -> Result<(), Fail> {
     let Some(head) = head else { return Ok(()) };
     let marker = git_dir(mirror_dir).join(MATERIALIZED_FILE);
     let previous = std::fs::read_to_string(&marker)
@@ -607,17 +753,29 @@ fn materialize(mirror: &GitRepo, mirror_dir: &Path, head: Option<ObjectId>, repo
             std::fs::create_dir_all(parent).map_err(|e| mirror_io(parent, e))?;
         }
         let bytes = mirror.read_blob(blob)?;
-        atomic::write_atomic(&target, &bytes).map_err(|e| Fail { code: SyncCode::MirrorIo, detail: e.to_string() })?;
+        atomic::write_atomic(&target, &bytes).map_err(|e| Fail {
+            code: SyncCode::MirrorIo,
+            detail: e.to_string(),
+        })?;
         report.received += 1;
     }
-    atomic::write_atomic(&marker, format!("{head}\n").as_bytes()).map_err(|e| Fail { code: SyncCode::MirrorIo, detail: e.to_string() })?;
+    atomic::write_atomic(&marker, format!("{head}\n").as_bytes()).map_err(|e| Fail {
+        code: SyncCode::MirrorIo,
+        detail: e.to_string(),
+    })?;
     Ok(())
 }
 
 /// Store files the pool lacks as of the last sync (for `status`): files not in the
 /// publication manifest, or changed since. `None` when never synced.
-pub fn pending(store: &Store, workspace: &Path, identity: &Identity, visibility: Visibility) -> Option<BTreeMap<String, u64>> {
-    let published: Published = read_json(&git_dir(&workspace.join(MIRROR_DIR)).join(PUBLISHED_FILE));
+pub fn pending(
+    store: &Store,
+    workspace: &Path,
+    identity: &Identity,
+    visibility: Visibility,
+) -> Option<BTreeMap<String, u64>> {
+    let published: Published =
+        read_json(&git_dir(&workspace.join(MIRROR_DIR)).join(PUBLISHED_FILE));
     let files = store_files(store, &identity.project_key).ok()?;
     let mut out = BTreeMap::new();
     for (pool_path, kind, file) in files {

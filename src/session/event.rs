@@ -91,7 +91,10 @@ impl Event {
         let msg = self.data.get("message").unwrap_or(&self.data);
         let text = content_text(msg.get("content"));
         let src = msg.get("source").or_else(|| self.data.get("source"));
-        Some(UserMessage { text, source: parse_source(src) })
+        Some(UserMessage {
+            text,
+            source: parse_source(src),
+        })
     }
 
     /// An `assistant/message` event: the text of its text blocks (reasoning excluded).
@@ -128,7 +131,9 @@ impl Event {
             return None;
         }
         let msg = self.data.get("message").unwrap_or(&self.data);
-        if msg.get("role").and_then(Value::as_str) == Some("tool") || msg.get("toolCallId").is_some() {
+        if msg.get("role").and_then(Value::as_str) == Some("tool")
+            || msg.get("toolCallId").is_some()
+        {
             return Some(ToolResult {
                 call_id: str_field(msg, "toolCallId"),
                 content: value_text(msg.get("content")),
@@ -152,18 +157,28 @@ impl Event {
                 })
                 .unwrap_or_default(),
             content: value_text(block.get("content")),
-            is_error: block.get("isError").and_then(Value::as_bool).unwrap_or(false),
+            is_error: block
+                .get("isError")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         })
     }
 }
 
 fn str_field(v: &Value, key: &str) -> String {
-    v.get(key).and_then(Value::as_str).unwrap_or_default().to_owned()
+    v.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
 }
 
 fn parse_source(src: Option<&Value>) -> MessageSource {
     let Some(src) = src else {
-        return MessageSource { kind: "unknown".into(), name: None, form: None };
+        return MessageSource {
+            kind: "unknown".into(),
+            name: None,
+            form: None,
+        };
     };
     let raw_kind = src.get("kind").and_then(Value::as_str).unwrap_or("unknown");
     let (kind, name_from_kind) = match raw_kind.split_once(':') {

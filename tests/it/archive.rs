@@ -1,6 +1,8 @@
 //! `chapters init` + `archive` + `status`, end to end through the binary.
 
-use dsh_chapters::session::writer::{LogWriter, SessionScript, TurnSpec, AGENT_INSTRUCTIONS_TEXT, SKILL_CATALOG_TEXT};
+use dsh_chapters::session::writer::{
+    LogWriter, SessionScript, TurnSpec, AGENT_INSTRUCTIONS_TEXT, SKILL_CATALOG_TEXT,
+};
 
 use crate::support::{bash, read, text_of, two_task_turns, Sandbox, START_MS};
 
@@ -21,17 +23,39 @@ fn archive_writes_chapters_then_nothing_new_then_appends_after() {
     assert_eq!(s["sessionId"], S1);
     assert_eq!(s["turnsSigned"], 5);
     assert_eq!(s["turnsArchived"], 5);
-    let chapters: Vec<String> =
-        s["chapters"].as_array().expect("chapters").iter().map(|c| c.as_str().expect("name").to_owned()).collect();
+    let chapters: Vec<String> = s["chapters"]
+        .as_array()
+        .expect("chapters")
+        .iter()
+        .map(|c| c.as_str().expect("name").to_owned())
+        .collect();
     assert_eq!(chapters.len(), 2, "two tasks → two chapters: {chapters:?}");
-    assert!(chapters[0].starts_with("001-") && chapters[1].starts_with("002-"), "{chapters:?}");
+    assert!(
+        chapters[0].starts_with("001-") && chapters[1].starts_with("002-"),
+        "{chapters:?}"
+    );
 
     let first = sb.snapshot();
-    let collection = String::from_utf8(first[&format!("{S1}/collections/{S1}.jsonl")].clone()).expect("utf8");
-    assert_eq!(collection.lines().count(), 5, "one collection line per completed turn");
+    let collection =
+        String::from_utf8(first[&format!("{S1}/collections/{S1}.jsonl")].clone()).expect("utf8");
+    assert_eq!(
+        collection.lines().count(),
+        5,
+        "one collection line per completed turn"
+    );
     for line in collection.lines() {
         let v: serde_json::Value = serde_json::from_str(line).expect("json line");
-        for key in ["seqs", "paths", "commands", "terms", "size", "by", "at", "turn", "sessionId"] {
+        for key in [
+            "seqs",
+            "paths",
+            "commands",
+            "terms",
+            "size",
+            "by",
+            "at",
+            "turn",
+            "sessionId",
+        ] {
             assert!(v.get(key).is_some(), "collection line lacks {key}: {line}");
         }
         assert_eq!(v["by"], "deterministic");
@@ -40,13 +64,19 @@ fn archive_writes_chapters_then_nothing_new_then_appends_after() {
     // Run twice: nothing new, not one byte changed.
     let again = sb.json(&["archive", "--json"]);
     assert_eq!(again["sessions"][0]["turnsSigned"], 0);
-    assert_eq!(again["sessions"][0]["chapters"].as_array().map(Vec::len), Some(0));
+    assert_eq!(
+        again["sessions"][0]["chapters"].as_array().map(Vec::len),
+        Some(0)
+    );
     assert_eq!(sb.snapshot(), first);
 
     // More turns: new chapters after the old ones; the old ones untouched.
     let mut w = LogWriter::open_append(&log, true).expect("append");
     let mut script = SessionScript::starting_at(4, last_seq(&sb) + 1, 6, START_MS + 1_000_000);
-    let mut t = TurnSpec::new("Write the release notes for the deploy script", "Release notes written.");
+    let mut t = TurnSpec::new(
+        "Write the release notes for the deploy script",
+        "Release notes written.",
+    );
     t.tool_calls = vec![read(&sb.ws, "docs/RELEASE.md", "# Release\n")];
     w.append_turn(&mut script, &t).expect("append turn");
     let third = sb.json(&["archive", "--json"]);
@@ -61,7 +91,10 @@ fn archive_writes_chapters_then_nothing_new_then_appends_after() {
     let after = sb.snapshot();
     for (path, bytes) in &first {
         if path.ends_with(".jsonl") {
-            assert!(after[path].starts_with(bytes), "{path}: a ledger only grows by appending");
+            assert!(
+                after[path].starts_with(bytes),
+                "{path}: a ledger only grows by appending"
+            );
         } else {
             assert_eq!(&after[path], bytes, "{path} was rewritten");
         }
@@ -69,10 +102,20 @@ fn archive_writes_chapters_then_nothing_new_then_appends_after() {
 }
 
 fn last_seq(sb: &Sandbox) -> u64 {
-    let c = std::fs::read_to_string(sb.store().join(S1).join("collections").join(format!("{S1}.jsonl"))).expect("ledger");
+    let c = std::fs::read_to_string(
+        sb.store()
+            .join(S1)
+            .join("collections")
+            .join(format!("{S1}.jsonl")),
+    )
+    .expect("ledger");
     let last = c.lines().last().expect("a line");
     let v: serde_json::Value = serde_json::from_str(last).expect("json");
-    v["seqs"].as_array().and_then(|a| a.last()).and_then(|x| x.as_u64()).expect("seq")
+    v["seqs"]
+        .as_array()
+        .and_then(|a| a.last())
+        .and_then(|x| x.as_u64())
+        .expect("seq")
 }
 
 #[test]
@@ -88,21 +131,37 @@ fn chapters_have_contract_frontmatter_and_cover_the_span() {
         let fm = dsh_chapters::render::parse_frontmatter(&text).expect("frontmatter parses");
         assert_eq!(fm.kind, "chapter", "{path}");
         for key in [
-            "title:", "summary:", "kind:", "projectKey:", "harnessId: test-machine", "sessionId:", "rootSessionId:",
-            "seqRange:", "messages:", "tokens:", "topics:", "artifacts:", "sha256:", "generated:",
+            "title:",
+            "summary:",
+            "kind:",
+            "projectKey:",
+            "harnessId: test-machine",
+            "sessionId:",
+            "rootSessionId:",
+            "seqRange:",
+            "messages:",
+            "tokens:",
+            "topics:",
+            "artifacts:",
+            "sha256:",
+            "generated:",
         ] {
             assert!(text.contains(key), "{path} lacks `{key}`");
         }
         let body = dsh_chapters::render::body_text(&text).expect("body");
         let sha = dsh_chapters::render::sha256_hex(body.as_bytes());
         assert!(
-            text.contains(&format!("\nsha256: {sha}\n")) || text.contains(&format!("\nsha256: \"{sha}\"\n")),
+            text.contains(&format!("\nsha256: {sha}\n"))
+                || text.contains(&format!("\nsha256: \"{sha}\"\n")),
             "{path}: sha256 is not the body's"
         );
         ranges.push(fm.seq_range);
     }
     ranges.sort();
-    assert_eq!(ranges[0].0, 0, "the first chapter starts at the log's first event");
+    assert_eq!(
+        ranges[0].0, 0,
+        "the first chapter starts at the log's first event"
+    );
     for w in ranges.windows(2) {
         assert_eq!(w[0].1 + 1, w[1].0, "chapters tile the session: {ranges:?}");
     }
@@ -114,26 +173,55 @@ fn secrets_never_reach_the_store_and_injections_are_screened() {
     let aws = "AKIAIOSFODNN7EXAMPLE";
     let gh = "ghp_16C7e42F292c6912E7710c838347Ae178B4a";
     let pem = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\nAAAAAAAAAAEAAAAzAAAAC3NzaC1lZDI1NTE5AAAAIG\n-----END OPENSSH PRIVATE KEY-----";
-    let mut t = TurnSpec::new(&format!("Deploy with {aws} and token {gh}"), &format!("Used the key {aws}."));
+    let mut t = TurnSpec::new(
+        &format!("Deploy with {aws} and token {gh}"),
+        &format!("Used the key {aws}."),
+    );
     t.tool_calls = vec![
-        bash(&sb.ws, &format!("GITHUB_TOKEN={gh} ./deploy.sh"), &format!("key file:\n{pem}\ndone\n")),
-        read(&sb.ws, "postgres.env", "DATABASE_URL=postgres://app:hunter2hunter2@db.internal:5432/app\n"),
+        bash(
+            &sb.ws,
+            &format!("GITHUB_TOKEN={gh} ./deploy.sh"),
+            &format!("key file:\n{pem}\ndone\n"),
+        ),
+        read(
+            &sb.ws,
+            "postgres.env",
+            "DATABASE_URL=postgres://app:hunter2hunter2@db.internal:5432/app\n",
+        ),
     ];
     t.plan = Some(format!("# Rotate\n1. Revoke {gh}\n"));
     sb.write_session(S1, 4, true, &[t]);
     sb.ok(&["init"]);
     let report = sb.json(&["archive", "--json"]);
-    let redactions: u64 =
-        report["sessions"][0]["redactions"].as_object().expect("counts").values().filter_map(|v| v.as_u64()).sum();
+    let redactions: u64 = report["sessions"][0]["redactions"]
+        .as_object()
+        .expect("counts")
+        .values()
+        .filter_map(|v| v.as_u64())
+        .sum();
     assert!(redactions >= 5, "redaction counts reported: {report}");
     let all = text_of(&sb.snapshot());
-    for secret in [aws, gh, "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ", "hunter2hunter2"] {
+    for secret in [
+        aws,
+        gh,
+        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ",
+        "hunter2hunter2",
+    ] {
         assert!(!all.contains(secret), "{secret} reached the store");
     }
     assert!(all.contains("⟦redacted:credential sha256="));
-    assert!(!all.contains(AGENT_INSTRUCTIONS_TEXT.lines().nth(2).expect("a line")), "instructions leaked");
-    assert!(!all.contains("review: review a diff"), "skill catalog leaked: {SKILL_CATALOG_TEXT}");
-    assert_eq!(report["sessions"][0]["omittedInjections"], 2, "instructions + skill catalog, each a marker");
+    assert!(
+        !all.contains(AGENT_INSTRUCTIONS_TEXT.lines().nth(2).expect("a line")),
+        "instructions leaked"
+    );
+    assert!(
+        !all.contains("review: review a diff"),
+        "skill catalog leaked: {SKILL_CATALOG_TEXT}"
+    );
+    assert_eq!(
+        report["sessions"][0]["omittedInjections"], 2,
+        "instructions + skill catalog, each a marker"
+    );
     assert!(all.contains("⟦omitted: host-injected agent-instructions"));
     let plans = report["sessions"][0]["plans"].as_array().expect("plans");
     assert_eq!(plans.len(), 1);
@@ -146,7 +234,9 @@ fn secrets_never_reach_the_store_and_injections_are_screened() {
 #[test]
 fn big_tool_results_become_one_artifact() {
     let sb = Sandbox::new();
-    let big: String = (0..4000).map(|i| format!("line {i:05} of a long build log\n")).collect();
+    let big: String = (0..4000)
+        .map(|i| format!("line {i:05} of a long build log\n"))
+        .collect();
     let mut t1 = TurnSpec::new("Run the full build for the widgets", "Built.");
     t1.tool_calls = vec![bash(&sb.ws, "cargo build --workspace", &big)];
     let mut t2 = TurnSpec::new("Run the full build for the widgets again", "Built again.");
@@ -155,15 +245,37 @@ fn big_tool_results_become_one_artifact() {
     sb.ok(&["init"]);
     sb.ok(&["archive"]);
     let snap = sb.snapshot();
-    let artifacts: Vec<_> = snap.iter().filter(|(p, _)| p.contains("/artifacts/")).collect();
-    assert_eq!(artifacts.len(), 1, "same content stored once: {:?}", snap.keys().collect::<Vec<_>>());
+    let artifacts: Vec<_> = snap
+        .iter()
+        .filter(|(p, _)| p.contains("/artifacts/"))
+        .collect();
+    assert_eq!(
+        artifacts.len(),
+        1,
+        "same content stored once: {:?}",
+        snap.keys().collect::<Vec<_>>()
+    );
     let (path, bytes) = artifacts[0];
     assert_eq!(bytes, big.as_bytes(), "artifact is the result verbatim");
     let sha = dsh_chapters::render::sha256_hex(bytes);
-    assert!(path.ends_with(&format!("artifacts/{}/{sha}.txt", &sha[..2])), "{path}");
-    let chapters = text_of(&snap.into_iter().filter(|(p, _)| p.contains("/chapters/")).collect());
-    assert!(chapters.contains(&sha), "the chapter references the artifact");
-    assert!(!chapters.contains("line 02000 of a long build log"), "the big result is not inlined");
+    assert!(
+        path.ends_with(&format!("artifacts/{}/{sha}.txt", &sha[..2])),
+        "{path}"
+    );
+    let chapters = text_of(
+        &snap
+            .into_iter()
+            .filter(|(p, _)| p.contains("/chapters/"))
+            .collect(),
+    );
+    assert!(
+        chapters.contains(&sha),
+        "the chapter references the artifact"
+    );
+    assert!(
+        !chapters.contains("line 02000 of a long build log"),
+        "the big result is not inlined"
+    );
 }
 
 #[test]
@@ -183,8 +295,14 @@ fn every_generation_compressed_and_plain_archives_the_same_chapters() {
             }
             sb.ok(&["init"]);
             let report = sb.json(&["archive", "--json"]);
-            assert_eq!(report["sessions"][0]["generation"], version, "v{version} compressed={compressed}");
-            assert_eq!(report["sessions"][0]["turnsArchived"], 5, "v{version} compressed={compressed}");
+            assert_eq!(
+                report["sessions"][0]["generation"], version,
+                "v{version} compressed={compressed}"
+            );
+            assert_eq!(
+                report["sessions"][0]["turnsArchived"], 5,
+                "v{version} compressed={compressed}"
+            );
             let titles: Vec<String> = sb
                 .chapter_files()
                 .iter()
@@ -205,12 +323,21 @@ fn every_generation_compressed_and_plain_archives_the_same_chapters() {
 fn same_input_gives_byte_identical_chapters() {
     let sb = Sandbox::new();
     let mut turns = two_task_turns(&sb.ws);
-    turns.extend(dsh_chapters::session::writer::generate_session(3, 40, 3_000, 4, &sb.ws_str()));
+    turns.extend(dsh_chapters::session::writer::generate_session(
+        3,
+        40,
+        3_000,
+        4,
+        &sb.ws_str(),
+    ));
     sb.write_session(S1, 4, true, &turns);
     sb.ok(&["init"]);
     sb.ok(&["archive"]);
     let docs = |sb: &Sandbox| -> Vec<(String, Vec<u8>)> {
-        sb.snapshot().into_iter().filter(|(p, _)| p.contains("/chapters/") || p.contains("/artifacts/")).collect()
+        sb.snapshot()
+            .into_iter()
+            .filter(|(p, _)| p.contains("/chapters/") || p.contains("/artifacts/"))
+            .collect()
     };
     let first = docs(&sb);
     assert!(first.len() > 3);
@@ -230,7 +357,10 @@ fn in_flight_turn_waits_and_is_archived_once_complete() {
     sb.ok(&["init"]);
     let r = sb.json(&["archive", "--json"]);
     assert_eq!(r["sessions"][0]["turnsSigned"], 5);
-    assert!(r["sessions"][0]["inFlight"].is_array(), "in-flight turn reported: {r}");
+    assert!(
+        r["sessions"][0]["inFlight"].is_array(),
+        "in-flight turn reported: {r}"
+    );
     let status = sb.json(&["status", "--json"]);
     assert_eq!(status["pendingTurns"], 0);
     assert!(status["sessions"][0]["inFlight"].is_array());
@@ -270,15 +400,31 @@ fn a_fork_archives_under_its_root_session_without_the_seeded_prefix() {
     });
     sb.ok(&["init"]);
     let r = sb.json(&["archive", "--json"]);
-    let child = r["sessions"].as_array().expect("sessions").iter().find(|s| s["sessionId"] == S2).expect("child");
+    let child = r["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .find(|s| s["sessionId"] == S2)
+        .expect("child");
     assert_eq!(child["rootSessionId"], S1);
-    assert_eq!(child["turnsArchived"], 2, "only the child's own turns: {child}");
+    assert_eq!(
+        child["turnsArchived"], 2,
+        "only the child's own turns: {child}"
+    );
     let snap = sb.snapshot();
-    assert!(snap.keys().any(|k| k.starts_with(&format!("{S1}/collections/{S2}.jsonl"))));
-    assert!(!snap.keys().any(|k| k.starts_with(&format!("{S2}/"))), "no separate tree for the fork");
+    assert!(snap
+        .keys()
+        .any(|k| k.starts_with(&format!("{S1}/collections/{S2}.jsonl"))));
+    assert!(
+        !snap.keys().any(|k| k.starts_with(&format!("{S2}/"))),
+        "no separate tree for the fork"
+    );
     // Chapter numbers are shared within the tree and never collide.
     let names: Vec<String> = sb.chapter_files();
-    let mut numbers: Vec<&str> = names.iter().map(|n| &n.rsplit('/').next().expect("name")[..3]).collect();
+    let mut numbers: Vec<&str> = names
+        .iter()
+        .map(|n| &n.rsplit('/').next().expect("name")[..3])
+        .collect();
     numbers.sort();
     let before = numbers.len();
     numbers.dedup();
@@ -311,8 +457,17 @@ fn status_shows_identity_and_counts() {
     let s = sb.json(&["status", "--json"]);
     assert_eq!(s["identity"]["projectKeySource"], "remote");
     assert_eq!(s["identity"]["canonical"], "github.com/example/widgets");
-    assert!(s["identity"]["origin"].as_str().expect("origin").contains(".git/config"));
-    assert_eq!(s["identity"]["projectKey"], dsh_chapters::identity::uuid_v5(&dsh_chapters::identity::PROJECT_NAMESPACE, b"github.com/example/widgets"));
+    assert!(s["identity"]["origin"]
+        .as_str()
+        .expect("origin")
+        .contains(".git/config"));
+    assert_eq!(
+        s["identity"]["projectKey"],
+        dsh_chapters::identity::uuid_v5(
+            &dsh_chapters::identity::PROJECT_NAMESPACE,
+            b"github.com/example/widgets"
+        )
+    );
     assert_eq!(s["harnessId"], "test-machine");
     assert_eq!(s["mode"], "local-only");
     assert_eq!(s["store"]["chapters"], 2);
@@ -329,31 +484,62 @@ fn archive_needs_init_and_usage_errors_exit_2() {
     let out = sb.run(&["archive"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("chapters init"));
-    assert_eq!(sb.run(&["archive", "--reason", "sometimes"]).status.code(), Some(2));
+    assert_eq!(
+        sb.run(&["archive", "--reason", "sometimes"]).status.code(),
+        Some(2)
+    );
     assert_eq!(sb.run(&["no-such-command"]).status.code(), Some(2));
 }
 
 #[test]
 fn two_archivers_at_once_never_interleave() {
     let sb = Sandbox::new();
-    let turns: Vec<TurnSpec> = dsh_chapters::session::writer::generate_session(7, 120, 4_000, 4, &sb.ws_str()).collect();
+    let turns: Vec<TurnSpec> =
+        dsh_chapters::session::writer::generate_session(7, 120, 4_000, 4, &sb.ws_str()).collect();
     sb.write_session(S1, 4, true, &turns);
     sb.ok(&["init"]);
-    let a = sb.cmd(&["archive", "--json"]).stdout(std::process::Stdio::piped()).spawn().expect("a");
-    let b = sb.cmd(&["archive", "--json"]).stdout(std::process::Stdio::piped()).spawn().expect("b");
-    let (a, b) = (a.wait_with_output().expect("a"), b.wait_with_output().expect("b"));
+    let a = sb
+        .cmd(&["archive", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("a");
+    let b = sb
+        .cmd(&["archive", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("b");
+    let (a, b) = (
+        a.wait_with_output().expect("a"),
+        b.wait_with_output().expect("b"),
+    );
     assert!(a.status.success() && b.status.success(), "{a:?} {b:?}");
     let ja: serde_json::Value = serde_json::from_slice(&a.stdout).expect("json a");
     let jb: serde_json::Value = serde_json::from_slice(&b.stdout).expect("json b");
-    let signed = ja["sessions"][0]["turnsSigned"].as_u64().unwrap_or(0) + jb["sessions"][0]["turnsSigned"].as_u64().unwrap_or(0);
+    let signed = ja["sessions"][0]["turnsSigned"].as_u64().unwrap_or(0)
+        + jb["sessions"][0]["turnsSigned"].as_u64().unwrap_or(0);
     let completed = turns.iter().filter(|t| t.end_reason.is_some()).count() as u64;
-    assert_eq!(signed, completed, "each turn signed exactly once across both runs");
-    let ledger = std::fs::read_to_string(sb.store().join(S1).join("collections").join(format!("{S1}.jsonl"))).expect("ledger");
+    assert_eq!(
+        signed, completed,
+        "each turn signed exactly once across both runs"
+    );
+    let ledger = std::fs::read_to_string(
+        sb.store()
+            .join(S1)
+            .join("collections")
+            .join(format!("{S1}.jsonl")),
+    )
+    .expect("ledger");
     assert_eq!(ledger.lines().count() as u64, completed);
     let reference = Sandbox::new();
-    let turns2: Vec<TurnSpec> = dsh_chapters::session::writer::generate_session(7, 120, 4_000, 4, &reference.ws_str()).collect();
+    let turns2: Vec<TurnSpec> =
+        dsh_chapters::session::writer::generate_session(7, 120, 4_000, 4, &reference.ws_str())
+            .collect();
     reference.write_session(S1, 4, true, &turns2);
     reference.ok(&["init"]);
     reference.ok(&["archive"]);
-    assert_eq!(sb.chapter_files(), reference.chapter_files(), "racing archivers compose as one run does");
+    assert_eq!(
+        sb.chapter_files(),
+        reference.chapter_files(),
+        "racing archivers compose as one run does"
+    );
 }

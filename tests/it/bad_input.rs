@@ -27,20 +27,35 @@ fn stderr(out: &Output) -> String {
 
 /// The bad session fails with exit 1 naming `file`, the good one is untouched, and no
 /// panic message appears.
-fn assert_refused(sb: &Sandbox, before: &std::collections::BTreeMap<String, Vec<u8>>, file: &Path, needle: &str) {
+fn assert_refused(
+    sb: &Sandbox,
+    before: &std::collections::BTreeMap<String, Vec<u8>>,
+    file: &Path,
+    needle: &str,
+) {
     let out = sb.run(&["archive"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "stderr: {err}");
     assert!(!err.contains("panicked"), "{err}");
-    let name = file.file_name().expect("name").to_string_lossy().into_owned();
-    assert!(err.contains(&name), "the message names the file {name}: {err}");
+    let name = file
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        err.contains(&name),
+        "the message names the file {name}: {err}"
+    );
     assert!(err.contains(needle), "the message says `{needle}`: {err}");
     let after = sb.snapshot();
     for (path, bytes) in before {
         assert_eq!(after.get(path), Some(bytes), "{path} was touched");
     }
     let bad_tree: Vec<_> = after.keys().filter(|k| k.starts_with(BAD)).collect();
-    assert!(bad_tree.iter().all(|k| k.contains("/collections/")), "no chapters from a bad log: {bad_tree:?}");
+    assert!(
+        bad_tree.iter().all(|k| k.contains("/collections/")),
+        "no chapters from a bad log: {bad_tree:?}"
+    );
 }
 
 fn plain_lines(sb: &Sandbox, lines: &[Vec<u8>]) -> std::path::PathBuf {
@@ -55,17 +70,29 @@ fn plain_lines(sb: &Sandbox, lines: &[Vec<u8>]) -> std::path::PathBuf {
 }
 
 fn header(sb: &Sandbox, id: &str) -> Vec<u8> {
-    serde_json::json!({"type":"session","version":4,"id":id,"createdAt":1,"cwd":sb.ws_str()}).to_string().into_bytes()
+    serde_json::json!({"type":"session","version":4,"id":id,"createdAt":1,"cwd":sb.ws_str()})
+        .to_string()
+        .into_bytes()
 }
 
 fn event(seq: u64, kind: &str) -> Vec<u8> {
-    serde_json::json!({"type":kind,"seq":seq,"time":1,"data":{"turn":1}}).to_string().into_bytes()
+    serde_json::json!({"type":kind,"seq":seq,"time":1,"data":{"turn":1}})
+        .to_string()
+        .into_bytes()
 }
 
 #[test]
 fn garbled_line_names_file_and_seq() {
     let (sb, before) = setup();
-    let file = plain_lines(&sb, &[header(&sb, BAD), event(0, "turn/start"), b"{\"type\":\"user/mess".to_vec(), event(1, "turn/end")]);
+    let file = plain_lines(
+        &sb,
+        &[
+            header(&sb, BAD),
+            event(0, "turn/start"),
+            b"{\"type\":\"user/mess".to_vec(),
+            event(1, "turn/end"),
+        ],
+    );
     assert_refused(&sb, &before, &file, "seq");
 }
 
@@ -98,7 +125,8 @@ fn a_100_mb_single_line_is_refused() {
     std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
     let mut f = std::io::BufWriter::new(std::fs::File::create(&path).expect("create"));
     f.write_all(&header(&sb, BAD)).expect("w");
-    f.write_all(b"\n{\"type\":\"tool/result\",\"seq\":0,\"data\":{\"x\":\"").expect("w");
+    f.write_all(b"\n{\"type\":\"tool/result\",\"seq\":0,\"data\":{\"x\":\"")
+        .expect("w");
     let chunk = vec![b'a'; 1 << 20];
     for _ in 0..100 {
         f.write_all(&chunk).expect("w");
@@ -120,9 +148,23 @@ fn invalid_utf8() {
 #[test]
 fn seq_gap_and_repeat() {
     let (sb, before) = setup();
-    let file = plain_lines(&sb, &[header(&sb, BAD), event(0, "turn/start"), event(2, "turn/end")]);
+    let file = plain_lines(
+        &sb,
+        &[
+            header(&sb, BAD),
+            event(0, "turn/start"),
+            event(2, "turn/end"),
+        ],
+    );
     assert_refused(&sb, &before, &file, "seq");
-    let file = plain_lines(&sb, &[header(&sb, BAD), event(0, "turn/start"), event(0, "turn/end")]);
+    let file = plain_lines(
+        &sb,
+        &[
+            header(&sb, BAD),
+            event(0, "turn/start"),
+            event(0, "turn/end"),
+        ],
+    );
     assert_refused(&sb, &before, &file, "repeated");
 }
 
@@ -130,10 +172,20 @@ fn seq_gap_and_repeat() {
 fn hostile_session_ids_are_refused() {
     for id in ["../../escape", "a/b", "..", "session-x/../../y"] {
         let (sb, before) = setup();
-        let file = plain_lines(&sb, &[header(&sb, id), event(0, "turn/start"), event(1, "turn/end")]);
+        let file = plain_lines(
+            &sb,
+            &[
+                header(&sb, id),
+                event(0, "turn/start"),
+                event(1, "turn/end"),
+            ],
+        );
         assert_refused(&sb, &before, &file, id);
         let root = sb.ws.parent().expect("parent");
-        assert!(!root.join("escape").exists() && !root.join("y").exists(), "wrote outside the store");
+        assert!(
+            !root.join("escape").exists() && !root.join("y").exists(),
+            "wrote outside the store"
+        );
     }
 }
 
@@ -154,13 +206,25 @@ fn log_truncated_between_two_runs() {
     sb.ok(&["archive"]);
     let before = sb.snapshot();
     let len = std::fs::metadata(&path).expect("meta").len();
-    let f = std::fs::OpenOptions::new().write(true).open(&path).expect("open");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("open");
     f.set_len(len / 3).expect("truncate");
     let out = sb.run(&["archive"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("truncated"), "{err}");
-    assert!(err.contains(&path.file_name().expect("name").to_string_lossy().into_owned()), "{err}");
+    assert!(
+        err.contains(
+            &path
+                .file_name()
+                .expect("name")
+                .to_string_lossy()
+                .into_owned()
+        ),
+        "{err}"
+    );
     assert_eq!(sb.snapshot(), before, "nothing archived touched");
 }
 
@@ -169,8 +233,12 @@ fn torn_last_frame_is_a_note_not_an_error() {
     let sb = Sandbox::new();
     let path = sb.write_session(GOOD, 4, true, &two_task_turns(&sb.ws));
     // Half a frame more, as a writer killed mid-append leaves it.
-    let tail = zstd::encode_all(&b"{\"type\":\"turn/start\",\"seq\":999}\n"[..], 3).expect("encode");
-    let mut f = std::fs::OpenOptions::new().append(true).open(&path).expect("open");
+    let tail =
+        zstd::encode_all(&b"{\"type\":\"turn/start\",\"seq\":999}\n"[..], 3).expect("encode");
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .expect("open");
     f.write_all(&tail[..tail.len() / 2]).expect("write");
     drop(f);
     sb.ok(&["init"]);

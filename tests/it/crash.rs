@@ -26,8 +26,8 @@ fn normalized(sb: &Sandbox) -> BTreeMap<String, String> {
             let text = if p.ends_with(".jsonl") {
                 text.lines()
                     .map(|l| {
-                        let v: serde_json::Value =
-                            serde_json::from_str(l).unwrap_or_else(|e| panic!("{p}: bad ledger line ({e}): {l}"));
+                        let v: serde_json::Value = serde_json::from_str(l)
+                            .unwrap_or_else(|e| panic!("{p}: bad ledger line ({e}): {l}"));
                         v["seqs"].to_string()
                     })
                     .collect::<Vec<_>>()
@@ -54,7 +54,12 @@ fn kill_9_at_many_points_then_finish_equals_one_clean_run() {
     sb.fresh_store();
     let mut kills = 0;
     for delay_ms in [1u64, 3, 8, 15, 25, 40, 60, 90, 130, 180, 250, 350, 500] {
-        let mut child = sb.cmd(&["archive"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("spawn");
+        let mut child = sb
+            .cmd(&["archive"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
         std::thread::sleep(Duration::from_millis(delay_ms));
         if child.try_wait().expect("try_wait").is_none() {
             child.kill().expect("SIGKILL");
@@ -63,13 +68,24 @@ fn kill_9_at_many_points_then_finish_equals_one_clean_run() {
         child.wait().expect("reap");
         // Readable after every kill: status works and every stored file parses.
         let status = sb.run(&["status", "--json"]);
-        assert!(status.status.success(), "status after a kill at {delay_ms} ms: {}", String::from_utf8_lossy(&status.stderr));
+        assert!(
+            status.status.success(),
+            "status after a kill at {delay_ms} ms: {}",
+            String::from_utf8_lossy(&status.stderr)
+        );
         let _ = normalized(&sb);
     }
-    assert!(kills >= 3, "the archive finished too fast to be killed; make the session bigger");
+    assert!(
+        kills >= 3,
+        "the archive finished too fast to be killed; make the session bigger"
+    );
     sb.ok(&["archive"]);
     let got = normalized(&sb);
-    assert_eq!(got.keys().collect::<Vec<_>>(), expected.keys().collect::<Vec<_>>(), "same files");
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>(),
+        "same files"
+    );
     for (path, text) in &expected {
         assert_eq!(&got[path], text, "{path} differs from an uninterrupted run");
     }

@@ -15,13 +15,25 @@ fn session_id(machine: usize, n: usize) -> String {
 }
 
 fn git(repo: &Path, args: &[&str]) -> String {
-    let out = Command::new("git").arg("--git-dir").arg(repo).args(args).output().expect("git");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("git")
+        .arg("--git-dir")
+        .arg(repo)
+        .args(args)
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn pool_files(pool: &Path) -> BTreeSet<String> {
-    git(pool, &["ls-tree", "-r", "--name-only", "main"]).lines().map(str::to_owned).collect()
+    git(pool, &["ls-tree", "-r", "--name-only", "main"])
+        .lines()
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Chapter files a machine's store holds, as pool paths.
@@ -33,7 +45,10 @@ fn own_pool_paths(sb: &Sandbox, project_key: &str) -> BTreeSet<String> {
 }
 
 fn project_key(sb: &Sandbox) -> String {
-    sb.json(&["status", "--json"])["identity"]["projectKey"].as_str().expect("key").to_owned()
+    sb.json(&["status", "--json"])["identity"]["projectKey"]
+        .as_str()
+        .expect("key")
+        .to_owned()
 }
 
 /// Which harnesses ever committed each path (derived files aside).
@@ -45,17 +60,30 @@ fn writers_per_path(pool: &Path) -> BTreeMap<String, BTreeSet<String>> {
         if let Some(a) = line.strip_prefix('@') {
             author = a.to_owned();
         } else if !line.is_empty() && line != "project.yml" && line != ".gitattributes" {
-            out.entry(line.to_owned()).or_default().insert(author.clone());
+            out.entry(line.to_owned())
+                .or_default()
+                .insert(author.clone());
         }
     }
     out
 }
 
 fn add_turns(sb: &Sandbox, session: &str, log: &Path, n: usize) {
-    let text = std::fs::read_to_string(sb.store().join(session).join("collections").join(format!("{session}.jsonl")))
-        .expect("ledger");
-    let last: serde_json::Value = serde_json::from_str(text.lines().last().expect("line")).expect("json");
-    let next = last["seqs"].as_array().and_then(|a| a.last()).and_then(|v| v.as_u64()).expect("seq") + 1;
+    let text = std::fs::read_to_string(
+        sb.store()
+            .join(session)
+            .join("collections")
+            .join(format!("{session}.jsonl")),
+    )
+    .expect("ledger");
+    let last: serde_json::Value =
+        serde_json::from_str(text.lines().last().expect("line")).expect("json");
+    let next = last["seqs"]
+        .as_array()
+        .and_then(|a| a.last())
+        .and_then(|v| v.as_u64())
+        .expect("seq")
+        + 1;
     let turn = last["turn"].as_u64().expect("turn") + 1;
     let mut w = LogWriter::open_append(log, true).expect("append");
     let mut script = SessionScript::starting_at(4, next, turn, START_MS + 5_000_000);
@@ -69,15 +97,28 @@ fn add_turns(sb: &Sandbox, session: &str, log: &Path, n: usize) {
 fn three_machines_interleaved_on_a_local_pool() {
     let tmp = tempfile::tempdir().expect("tmp");
     let pool = tmp.path().join("pool.git");
-    let machines: Vec<Sandbox> = (0..3).map(|i| Sandbox::machine(&format!("machine-{i}"))).collect();
+    let machines: Vec<Sandbox> = (0..3)
+        .map(|i| Sandbox::machine(&format!("machine-{i}")))
+        .collect();
     let mut logs = Vec::new();
     for (i, m) in machines.iter().enumerate() {
         let s = session_id(i, 1);
-        logs.push((s.clone(), m.write_session(&s, 4, true, &two_task_turns(&m.ws))));
-        m.ok(&["link", pool.to_str().expect("utf8"), "--visibility", "private"]);
+        logs.push((
+            s.clone(),
+            m.write_session(&s, 4, true, &two_task_turns(&m.ws)),
+        ));
+        m.ok(&[
+            "link",
+            pool.to_str().expect("utf8"),
+            "--visibility",
+            "private",
+        ]);
     }
     let key = project_key(&machines[0]);
-    assert!(machines.iter().all(|m| project_key(m) == key), "one remote, one project key");
+    assert!(
+        machines.iter().all(|m| project_key(m) == key),
+        "one remote, one project key"
+    );
     let mut heads = Vec::new();
     // Interleaved: archive/sync in a mixed order, with new turns in between.
     for (round, order) in [[0usize, 1, 2], [2, 0, 1], [1, 2, 0]].iter().enumerate() {
@@ -102,20 +143,40 @@ fn three_machines_interleaved_on_a_local_pool() {
             .args(["merge-base", "--is-ancestor", h, &final_head])
             .status()
             .expect("git");
-        assert!(st.success(), "{h} is not an ancestor of the final head: a forced update happened");
+        assert!(
+            st.success(),
+            "{h} is not an ancestor of the final head: a forced update happened"
+        );
     }
-    let fsck = Command::new("git").arg("--git-dir").arg(&pool).args(["fsck", "--strict"]).output().expect("fsck");
-    assert!(fsck.status.success(), "{}", String::from_utf8_lossy(&fsck.stderr));
+    let fsck = Command::new("git")
+        .arg("--git-dir")
+        .arg(&pool)
+        .args(["fsck", "--strict"])
+        .output()
+        .expect("fsck");
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
 
     let in_pool = pool_files(&pool);
     for m in &machines {
         let own = own_pool_paths(m, &key);
         assert!(!own.is_empty());
-        assert!(own.is_subset(&in_pool), "{} did not publish everything", m.harness);
+        assert!(
+            own.is_subset(&in_pool),
+            "{} did not publish everything",
+            m.harness
+        );
         // Every machine can read every other machine's chapters in its mirror.
         for other in &machines {
             for p in own_pool_paths(other, &key) {
-                assert!(m.ws.join(".dsh-knowledge").join(&p).is_file(), "{} lacks {p}", m.harness);
+                assert!(
+                    m.ws.join(".dsh-knowledge").join(&p).is_file(),
+                    "{} lacks {p}",
+                    m.harness
+                );
             }
         }
     }
@@ -136,16 +197,29 @@ fn status_counts_what_waits_and_one_sync_publishes_it() {
     let pool = tmp.path().join("pool.git");
     let m = Sandbox::machine("solo");
     m.write_session(&session_id(9, 1), 4, true, &two_task_turns(&m.ws));
-    m.ok(&["link", pool.to_str().expect("utf8"), "--visibility", "private"]);
+    m.ok(&[
+        "link",
+        pool.to_str().expect("utf8"),
+        "--visibility",
+        "private",
+    ]);
     m.ok(&["archive"]);
     let s = m.json(&["status", "--json"]);
     assert_eq!(s["lastSyncCode"], "never-synced");
-    assert!(s["pendingPublish"]["chapter"].as_u64().unwrap_or(0) >= 2, "{s}");
+    assert!(
+        s["pendingPublish"]["chapter"].as_u64().unwrap_or(0) >= 2,
+        "{s}"
+    );
     m.ok(&["sync"]);
     let s = m.json(&["status", "--json"]);
     assert_eq!(s["lastSyncCode"], "ok");
     assert_eq!(s["mode"], "linked");
-    let pending: u64 = s["pendingPublish"].as_object().expect("obj").values().filter_map(|v| v.as_u64()).sum();
+    let pending: u64 = s["pendingPublish"]
+        .as_object()
+        .expect("obj")
+        .values()
+        .filter_map(|v| v.as_u64())
+        .sum();
     assert_eq!(pending, 0, "{s}");
     // Twice: nothing new, the head does not move.
     let head = git(&pool, &["rev-parse", "main"]);
@@ -159,14 +233,27 @@ fn pool_deleted_and_recreated_gets_everything_again() {
     let pool = tmp.path().join("pool.git");
     let m = Sandbox::machine("m1");
     m.write_session(&session_id(1, 1), 4, true, &two_task_turns(&m.ws));
-    m.ok(&["link", pool.to_str().expect("utf8"), "--visibility", "private"]);
+    m.ok(&[
+        "link",
+        pool.to_str().expect("utf8"),
+        "--visibility",
+        "private",
+    ]);
     m.ok(&["archive"]);
     m.ok(&["sync"]);
     let before = pool_files(&pool);
     std::fs::remove_dir_all(&pool).expect("rm pool");
-    Command::new("git").args(["init", "--bare", "-q"]).arg(&pool).status().expect("git init");
+    Command::new("git")
+        .args(["init", "--bare", "-q"])
+        .arg(&pool)
+        .status()
+        .expect("git init");
     m.ok(&["sync"]);
-    assert_eq!(pool_files(&pool), before, "everything republished from the store");
+    assert_eq!(
+        pool_files(&pool),
+        before,
+        "everything republished from the store"
+    );
 }
 
 #[test]
@@ -176,7 +263,12 @@ fn pool_unreachable_degrades_to_local_only_and_recovers() {
     let m = Sandbox::machine("m1");
     let s = session_id(1, 1);
     let log = m.write_session(&s, 4, true, &two_task_turns(&m.ws));
-    m.ok(&["link", pool.to_str().expect("utf8"), "--visibility", "private"]);
+    m.ok(&[
+        "link",
+        pool.to_str().expect("utf8"),
+        "--visibility",
+        "private",
+    ]);
     m.ok(&["archive"]);
     m.ok(&["sync"]);
     // The pool becomes a broken path: not a repository.
@@ -190,7 +282,11 @@ fn pool_unreachable_degrades_to_local_only_and_recovers() {
     assert_eq!(st["mode"], "local-only", "{st}");
     assert_ne!(st["lastSyncCode"], "ok");
     assert!(st["lastSyncHint"].is_string());
-    assert!(st["pendingPublish"].as_object().expect("obj").values().any(|v| v.as_u64() > Some(0)));
+    assert!(st["pendingPublish"]
+        .as_object()
+        .expect("obj")
+        .values()
+        .any(|v| v.as_u64() > Some(0)));
     // Back: one sync publishes everything pending.
     std::fs::remove_file(&pool).expect("rm file");
     m.ok(&["sync"]);
@@ -205,19 +301,37 @@ fn public_pools_receive_no_conversation() {
     let pool = tmp.path().join("pool.git");
     let m = Sandbox::machine("m1");
     m.write_session(&session_id(1, 1), 4, true, &two_task_turns(&m.ws));
-    m.ok(&["link", pool.to_str().expect("utf8"), "--visibility", "public"]);
+    m.ok(&[
+        "link",
+        pool.to_str().expect("utf8"),
+        "--visibility",
+        "public",
+    ]);
     m.ok(&["archive"]);
     let out = m.ok(&["sync"]);
-    assert!(out.contains("declared public") && out.contains(pool.to_str().expect("utf8")), "{out}");
+    assert!(
+        out.contains("declared public") && out.contains(pool.to_str().expect("utf8")),
+        "{out}"
+    );
     let files = pool_files(&pool);
-    assert!(files.iter().all(|f| f == "project.yml" || f == ".gitattributes"), "{files:?}");
+    assert!(
+        files
+            .iter()
+            .all(|f| f == "project.yml" || f == ".gitattributes"),
+        "{files:?}"
+    );
 }
 
 #[test]
 fn visibility_is_mandatory_and_tokens_are_required_for_network_pools() {
     let m = Sandbox::machine("m1");
     assert_eq!(m.run(&["link", "/tmp/some-pool"]).status.code(), Some(2));
-    let out = m.run(&["link", "https://git.example.com/team/pool.git", "--visibility", "private"]);
+    let out = m.run(&[
+        "link",
+        "https://git.example.com/team/pool.git",
+        "--visibility",
+        "private",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("token"));
     let shown = m.ok(&["link"]);
@@ -235,18 +349,29 @@ fn a_machine_never_overwrites_another_machines_file() {
     a.write_session(&s, 4, true, &two_task_turns(&a.ws)[..3]);
     b.write_session(&s, 4, true, &two_task_turns(&b.ws)[3..]);
     for m in [&a, &b] {
-        m.ok(&["link", pool.to_str().expect("utf8"), "--visibility", "private"]);
+        m.ok(&[
+            "link",
+            pool.to_str().expect("utf8"),
+            "--visibility",
+            "private",
+        ]);
         m.ok(&["archive"]);
     }
     a.ok(&["sync"]);
-    let before: BTreeMap<String, String> =
-        pool_files(&pool).into_iter().map(|p| (p.clone(), git(&pool, &["rev-parse", &format!("main:{p}")]))).collect();
+    let before: BTreeMap<String, String> = pool_files(&pool)
+        .into_iter()
+        .map(|p| (p.clone(), git(&pool, &["rev-parse", &format!("main:{p}")])))
+        .collect();
     let out = b.run(&["sync"]);
     assert_eq!(out.status.code(), Some(1), "the refusal is reported");
     assert!(String::from_utf8_lossy(&out.stderr).contains("refused to overwrite"));
     for (p, id) in &before {
         if p != "project.yml" && p != ".gitattributes" {
-            assert_eq!(&git(&pool, &["rev-parse", &format!("main:{p}")]), id, "{p} was overwritten");
+            assert_eq!(
+                &git(&pool, &["rev-parse", &format!("main:{p}")]),
+                id,
+                "{p} was overwritten"
+            );
         }
     }
 }
@@ -256,22 +381,41 @@ fn two_syncs_at_once_on_one_workspace() {
     let tmp = tempfile::tempdir().expect("tmp");
     let pool = tmp.path().join("pool.git");
     let m = Sandbox::machine("m1");
-    let turns: Vec<TurnSpec> = dsh_chapters::session::writer::generate_session(5, 60, 3_000, 4, &m.ws_str()).collect();
+    let turns: Vec<TurnSpec> =
+        dsh_chapters::session::writer::generate_session(5, 60, 3_000, 4, &m.ws_str()).collect();
     m.write_session(&session_id(1, 1), 4, true, &turns);
-    m.ok(&["link", pool.to_str().expect("utf8"), "--visibility", "private"]);
+    m.ok(&[
+        "link",
+        pool.to_str().expect("utf8"),
+        "--visibility",
+        "private",
+    ]);
     m.ok(&["archive"]);
     let a = m.cmd(&["sync"]).output();
     let b = m.cmd(&["sync"]).output();
     let (a, b) = (a.expect("a"), b.expect("b"));
     // Run for real concurrently as well.
-    let c = m.cmd(&["sync"]).stdout(std::process::Stdio::null()).spawn().expect("c");
-    let d = m.cmd(&["sync"]).stdout(std::process::Stdio::null()).spawn().expect("d");
+    let c = m
+        .cmd(&["sync"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("c");
+    let d = m
+        .cmd(&["sync"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("d");
     assert!(c.wait_with_output().expect("c").status.success());
     assert!(d.wait_with_output().expect("d").status.success());
     assert!(a.status.success() && b.status.success());
     let key = project_key(&m);
     assert!(own_pool_paths(&m, &key).is_subset(&pool_files(&pool)));
-    let fsck = Command::new("git").arg("--git-dir").arg(&pool).args(["fsck", "--strict"]).output().expect("fsck");
+    let fsck = Command::new("git")
+        .arg("--git-dir")
+        .arg(&pool)
+        .args(["fsck", "--strict"])
+        .output()
+        .expect("fsck");
     assert!(fsck.status.success());
 }
 
@@ -280,13 +424,24 @@ fn kill_9_during_sync_then_sync_again_loses_nothing() {
     let tmp = tempfile::tempdir().expect("tmp");
     let pool = tmp.path().join("pool.git");
     let m = Sandbox::machine("m1");
-    let turns: Vec<TurnSpec> = dsh_chapters::session::writer::generate_session(11, 250, 4_000, 4, &m.ws_str()).collect();
+    let turns: Vec<TurnSpec> =
+        dsh_chapters::session::writer::generate_session(11, 250, 4_000, 4, &m.ws_str()).collect();
     m.write_session(&session_id(1, 1), 4, true, &turns);
-    m.ok(&["link", pool.to_str().expect("utf8"), "--visibility", "private"]);
+    m.ok(&[
+        "link",
+        pool.to_str().expect("utf8"),
+        "--visibility",
+        "private",
+    ]);
     m.ok(&["archive"]);
     let mut kills = 0;
     for delay in [2u64, 6, 12, 25, 50, 90, 150] {
-        let mut child = m.cmd(&["sync"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("spawn");
+        let mut child = m
+            .cmd(&["sync"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
         std::thread::sleep(std::time::Duration::from_millis(delay));
         if child.try_wait().expect("wait").is_none() {
             child.kill().expect("kill");
@@ -294,8 +449,17 @@ fn kill_9_during_sync_then_sync_again_loses_nothing() {
         }
         child.wait().expect("reap");
         if pool.join("refs").exists() && git_ok(&pool, &["rev-parse", "--verify", "main"]) {
-            let fsck = Command::new("git").arg("--git-dir").arg(&pool).args(["fsck"]).output().expect("fsck");
-            assert!(fsck.status.success(), "pool damaged after a kill at {delay} ms: {}", String::from_utf8_lossy(&fsck.stderr));
+            let fsck = Command::new("git")
+                .arg("--git-dir")
+                .arg(&pool)
+                .args(["fsck"])
+                .output()
+                .expect("fsck");
+            assert!(
+                fsck.status.success(),
+                "pool damaged after a kill at {delay} ms: {}",
+                String::from_utf8_lossy(&fsck.stderr)
+            );
         }
     }
     let _ = kills;
@@ -303,7 +467,11 @@ fn kill_9_during_sync_then_sync_again_loses_nothing() {
     let key = project_key(&m);
     let own = own_pool_paths(&m, &key);
     let files = pool_files(&pool);
-    assert!(own.is_subset(&files), "missing: {:?}", own.difference(&files).collect::<Vec<_>>());
+    assert!(
+        own.is_subset(&files),
+        "missing: {:?}",
+        own.difference(&files).collect::<Vec<_>>()
+    );
     // Nothing duplicated: every store file's bytes equal the pool's.
     for (rel, bytes) in m.snapshot() {
         if let Some((p, _)) = dsh_chapters::pool::plan::pool_path(&key, &rel) {
@@ -314,7 +482,13 @@ fn kill_9_during_sync_then_sync_again_loses_nothing() {
 }
 
 fn git_ok(repo: &Path, args: &[&str]) -> bool {
-    Command::new("git").arg("--git-dir").arg(repo).args(args).output().map(|o| o.status.success()).unwrap_or(false)
+    Command::new("git")
+        .arg("--git-dir")
+        .arg(repo)
+        .args(args)
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
 }
 
 #[test]
@@ -322,7 +496,12 @@ fn network_pool_over_http_with_a_token_revoked_mid_run() {
     let tmp = tempfile::tempdir().expect("tmp");
     let root = tmp.path().join("forge");
     std::fs::create_dir_all(&root).expect("forge");
-    assert!(Command::new("git").args(["init", "--bare", "-q"]).arg(root.join("pool.git")).status().expect("git").success());
+    assert!(Command::new("git")
+        .args(["init", "--bare", "-q"])
+        .arg(root.join("pool.git"))
+        .status()
+        .expect("git")
+        .success());
     let server = GitHttpServer::start(&root, Some("s3cret-token-for-tests"));
     let url = server.url("pool.git");
     let a = Sandbox::machine("net-a");
@@ -332,12 +511,22 @@ fn network_pool_over_http_with_a_token_revoked_mid_run() {
         m.write_session(&s, 4, true, &two_task_turns(&m.ws));
         let token_file = m.ws.parent().expect("root").join("token");
         std::fs::write(&token_file, "s3cret-token-for-tests\n").expect("token");
-        m.ok(&["link", &url, "--visibility", "private", "--token-file", token_file.to_str().expect("utf8")]);
+        m.ok(&[
+            "link",
+            &url,
+            "--visibility",
+            "private",
+            "--token-file",
+            token_file.to_str().expect("utf8"),
+        ]);
         m.ok(&["archive"]);
         // The token is stored 0600 under the home, never in the project tree.
         let cred = m.home.join("dsh-chapters/credentials").join(project_key(m));
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(&cred).expect("cred").permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&cred).expect("cred").permissions().mode() & 0o777,
+            0o600
+        );
         let tree = m.snapshot();
         assert!(!crate::support::text_of(&tree).contains("s3cret-token-for-tests"));
         let shown = m.ok(&["link"]);
@@ -349,9 +538,14 @@ fn network_pool_over_http_with_a_token_revoked_mid_run() {
     let served = root.join("pool.git");
     let key = project_key(&a);
     let files = pool_files(&served);
-    assert!(own_pool_paths(&a, &key).is_subset(&files) && own_pool_paths(&b, &key).is_subset(&files));
+    assert!(
+        own_pool_paths(&a, &key).is_subset(&files) && own_pool_paths(&b, &key).is_subset(&files)
+    );
     for p in own_pool_paths(&b, &key) {
-        assert!(a.ws.join(".dsh-knowledge").join(&p).is_file(), "a cannot read b's {p}");
+        assert!(
+            a.ws.join(".dsh-knowledge").join(&p).is_file(),
+            "a cannot read b's {p}"
+        );
     }
     // Revoked mid-run: auth code, local-only, re-link advice; archive still works.
     server.set_token(Some("a-new-token".into()));
@@ -363,7 +557,10 @@ fn network_pool_over_http_with_a_token_revoked_mid_run() {
     let st = a.json(&["status", "--json"]);
     assert_eq!(st["mode"], "local-only");
     assert_eq!(st["lastSyncCode"], "auth");
-    assert!(st["lastSyncHint"].as_str().expect("hint").contains("link again"));
+    assert!(st["lastSyncHint"]
+        .as_str()
+        .expect("hint")
+        .contains("link again"));
     // Unreachable: a network code, told apart from divergence by code.
     drop(server);
     let out = a.run(&["sync", "--json"]);

@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use dsh_chapters::session::writer::{session_log_path, LogWriter, SessionScript, ToolCallSpec, TurnSpec};
+use dsh_chapters::session::writer::{
+    session_log_path, LogWriter, SessionScript, ToolCallSpec, TurnSpec,
+};
 use serde_json::json;
 
 pub const START_MS: i64 = 1_764_400_000_000;
@@ -29,7 +31,12 @@ impl Sandbox {
             "[remote \"origin\"]\n\turl = https://github.com/example/widgets.git\n",
         )
         .expect("git config");
-        Sandbox { _tmp: tmp, home, ws, harness: "test-machine".into() }
+        Sandbox {
+            _tmp: tmp,
+            home,
+            ws,
+            harness: "test-machine".into(),
+        }
     }
 
     /// A "machine" of its own: its own workspace and home, named `harness`.
@@ -45,7 +52,9 @@ impl Sandbox {
 
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_chapters"));
-        cmd.args(args).current_dir(&self.ws).env("DSH_HOME", &self.home);
+        cmd.args(args)
+            .current_dir(&self.ws)
+            .env("DSH_HOME", &self.home);
         for (k, _) in std::env::vars() {
             if k.starts_with("CHAPTERS_") {
                 cmd.env_remove(k);
@@ -82,7 +91,13 @@ impl Sandbox {
     }
 
     /// Write a whole session log; returns its path.
-    pub fn write_session(&self, session: &str, version: u32, compressed: bool, turns: &[TurnSpec]) -> PathBuf {
+    pub fn write_session(
+        &self,
+        session: &str,
+        version: u32,
+        compressed: bool,
+        turns: &[TurnSpec],
+    ) -> PathBuf {
         self.write_session_with(session, version, compressed, turns, |_| {})
     }
 
@@ -125,12 +140,17 @@ impl Sandbox {
     }
 
     pub fn chapter_files(&self) -> Vec<String> {
-        self.snapshot().into_keys().filter(|k| k.contains("/chapters/")).collect()
+        self.snapshot()
+            .into_keys()
+            .filter(|k| k.contains("/chapters/"))
+            .collect()
     }
 }
 
 fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in rd.flatten() {
         let p = e.path();
         let name = e.file_name().to_string_lossy().into_owned();
@@ -140,14 +160,22 @@ fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
         if p.is_dir() {
             walk(base, &p, out);
         } else {
-            let rel = p.strip_prefix(base).expect("under base").to_string_lossy().into_owned();
+            let rel = p
+                .strip_prefix(base)
+                .expect("under base")
+                .to_string_lossy()
+                .into_owned();
             out.insert(rel, std::fs::read(&p).expect("read"));
         }
     }
 }
 
 pub fn text_of(files: &BTreeMap<String, Vec<u8>>) -> String {
-    files.values().map(|b| String::from_utf8_lossy(b).into_owned()).collect::<Vec<_>>().join("\n")
+    files
+        .values()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 pub fn bash(ws: &Path, command: &str, out: &str) -> ToolCallSpec {
@@ -156,7 +184,11 @@ pub fn bash(ws: &Path, command: &str, out: &str) -> ToolCallSpec {
 }
 
 pub fn read(ws: &Path, rel: &str, out: &str) -> ToolCallSpec {
-    ToolCallSpec::new("read_file", json!({ "path": ws.join(rel).to_string_lossy() }), out)
+    ToolCallSpec::new(
+        "read_file",
+        json!({ "path": ws.join(rel).to_string_lossy() }),
+        out,
+    )
 }
 
 /// A few turns on two tasks: auth (three turns) then csv export (two turns).
