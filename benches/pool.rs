@@ -15,10 +15,16 @@ struct Machine {
     home: PathBuf,
     ws: PathBuf,
     pool: PathBuf,
-    root: PathBuf,
+    store: PathBuf,
 }
 
-const ROOT: &str = "session-bench-0000-4000-8000-000000000000";
+/// Chapters per session: real pools spread chapters over many sessions (the pool's
+/// `chapters/<pk>/<session>/` directories), so the benchmark does too.
+const PER_SESSION: usize = 50;
+
+fn session(i: usize) -> String {
+    format!("session-bench-0000-4000-8000-{:012}", i / PER_SESSION)
+}
 
 fn machine() -> Machine {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -34,7 +40,7 @@ fn machine() -> Machine {
     let pool = base.join("pool.git");
     let m = Machine {
         home,
-        root: ws.join(".dsh-chapters").join(ROOT),
+        store: ws.join(".dsh-chapters"),
         ws,
         pool,
         _tmp: tmp,
@@ -70,7 +76,8 @@ fn run(mut c: Command) -> Duration {
 
 /// A chapter of ~4 KB and an artifact of ~8 KB, like the archive writes them.
 fn chapter_text(i: usize) -> String {
-    let mut s = format!("---\ntitle: \"Chapter {i}\"\nkind: chapter\nsessionId: {ROOT}\nrootSessionId: {ROOT}\nseqRange: [{}, {}]\n---\n# Chapter {i}\n\n", i * 10, i * 10 + 9);
+    let root = session(i);
+    let mut s = format!("---\ntitle: \"Chapter {i}\"\nkind: chapter\nsessionId: {root}\nrootSessionId: {root}\nseqRange: [{}, {}]\n---\n# Chapter {i}\n\n", i * 10, i * 10 + 9);
     while s.len() < 4096 {
         s.push_str(&format!("**User** · seq {i}\n\nFix the refresh middleware, step {i}, and run the tests again.\n\n"));
     }
@@ -85,17 +92,18 @@ fn artifact_text(i: usize) -> String {
 
 /// Write chapters `from..to` (and one artifact each) into the store; returns their pool paths.
 fn write_chapters(m: &Machine, key: &str, from: usize, to: usize) -> Vec<(String, String)> {
-    let chapters = m.root.join("chapters");
-    std::fs::create_dir_all(&chapters).expect("mkdir");
     let mut out = Vec::new();
     for i in from..to {
-        let name = format!("{i:05}-chapter-{i}.md");
+        let root = m.store.join(session(i));
+        let chapters = root.join("chapters");
+        std::fs::create_dir_all(&chapters).expect("mkdir");
+        let name = format!("{:03}-chapter-{i}.md", i % PER_SESSION + 1);
         let text = chapter_text(i);
         std::fs::write(chapters.join(&name), &text).expect("write");
-        out.push((format!("chapters/{key}/{ROOT}/{name}"), text));
+        out.push((format!("chapters/{key}/{}/{name}", session(i)), text));
         let art = artifact_text(i);
         let sha = dsh_chapters::render::sha256_hex(art.as_bytes());
-        let dir = m.root.join("artifacts").join(&sha[..2]);
+        let dir = root.join("artifacts").join(&sha[..2]);
         std::fs::create_dir_all(&dir).expect("mkdir");
         std::fs::write(dir.join(format!("{sha}.txt")), &art).expect("write");
         out.push((format!("artifacts/{key}/{}/{sha}.txt", &sha[..2]), art));

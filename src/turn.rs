@@ -104,14 +104,7 @@ mod tests {
     use serde_json::{json, Value};
 
     fn ev(seq: u64, kind: &str, data: Value) -> Event {
-        Event {
-            seq,
-            kind: kind.into(),
-            time: None,
-            data,
-            ignorable: false,
-            source_event_seqs: None,
-        }
+        Event::new(seq, kind, data)
     }
 
     fn end(seq: u64, turn: Option<u64>, reason: &str) -> Event {

@@ -3,7 +3,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use dsh_chapters::archive::{self, ArchiveContext, ArchiveReport, Reason};
+use dsh_chapters::archive::{self, ArchiveContext, ArchiveReport, Reason, SessionReport};
 
 use super::{Env, Reported};
 
@@ -67,24 +67,29 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     }
 }
 
+/// One line per archived session: what was signed, written, screened and redacted.
+pub fn summary_line(s: &SessionReport) -> String {
+    let redactions: u64 = s.redactions.values().sum();
+    format!(
+        "{}: {} turn(s) signed, {} archived into {} chapter(s), {} plan(s), {} new artifact(s); {} host-injected message(s) omitted, {} credential(s) redacted",
+        s.session_id,
+        s.turns_signed,
+        s.turns_archived,
+        s.chapters.len(),
+        s.plans.len(),
+        s.artifacts_written,
+        s.omitted_injections,
+        redactions
+    )
+}
+
 fn print_text(report: &ArchiveReport) {
     if report.sessions.is_empty() && report.failures.is_empty() {
         println!("no sessions found for this workspace");
         return;
     }
     for s in &report.sessions {
-        let redactions: u64 = s.redactions.values().sum();
-        println!(
-            "{}: {} turn(s) signed, {} archived into {} chapter(s), {} plan(s), {} new artifact(s); {} host-injected message(s) omitted, {} credential(s) redacted",
-            s.session_id,
-            s.turns_signed,
-            s.turns_archived,
-            s.chapters.len(),
-            s.plans.len(),
-            s.artifacts_written,
-            s.omitted_injections,
-            redactions
-        );
+        println!("{}", summary_line(s));
         for c in s.chapters.iter().chain(&s.plans) {
             println!("  .dsh-chapters/{}/chapters/{c}", s.root_session_id);
         }

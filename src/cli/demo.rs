@@ -72,19 +72,10 @@ pub fn run(args: Args) -> Result<()> {
         return Err(Reported.into());
     }
     for s in &report.sessions {
-        let redactions: u64 = s.redactions.values().sum();
-        println!(
-            "archived {}: {} turns signed, {} archived into {} chapter(s) and {} plan(s), {} artifact(s), {} host-injected message(s) omitted, {} credential(s) redacted{}",
-            s.session_id,
-            s.turns_signed,
-            s.turns_archived,
-            s.chapters.len(),
-            s.plans.len(),
-            s.artifacts_written,
-            s.omitted_injections,
-            redactions,
-            s.in_flight.map(|(lo, hi)| format!(", turn in flight at seqs {lo}..={hi} left for later")).unwrap_or_default()
-        );
+        println!("archived {}", super::archive::summary_line(s));
+        if let Some((lo, hi)) = s.in_flight {
+            println!("  turn in flight at seqs {lo}..={hi} left for a later archive");
+        }
     }
     println!("\nthe store ({}):", store.dir().display());
     list_files(store.dir(), store.dir())?;

@@ -376,14 +376,7 @@ mod tests {
     use serde_json::json;
 
     fn ev(seq: u64, kind: &str, data: Value) -> Event {
-        Event {
-            seq,
-            kind: kind.into(),
-            time: None,
-            data,
-            ignorable: false,
-            source_event_seqs: None,
-        }
+        Event::new(seq, kind, data)
     }
 
     fn turn(events: Vec<Event>) -> CompletedTurn {

@@ -302,7 +302,17 @@ fn chapter_title(
 fn chapter_summary(conv: &body::Conversation, span: &ChapterSpan, redactor: &Redactor) -> String {
     conv.last_assistant
         .as_deref()
-        .map(|text| markdown::one_line(redact_again(redactor, text).as_str()))
+        .map(|text| {
+            // Redact the whole text (a cut could halve a secret), then flatten only the
+            // head the summary can use.
+            let redacted = redact_again(redactor, text);
+            let head = redacted.as_str();
+            let mut end = head.len().min(SUMMARY_MAX_CHARS * 8);
+            while !head.is_char_boundary(end) {
+                end -= 1;
+            }
+            markdown::one_line(&head[..end])
+        })
         .filter(|l| !l.is_empty())
         .map_or_else(
             || {
@@ -421,14 +431,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn ev(seq: u64, kind: &str, data: Value) -> Event {
-        Event {
-            seq,
-            kind: kind.into(),
-            time: None,
-            data,
-            ignorable: false,
-            source_event_seqs: None,
-        }
+        Event::new(seq, kind, data)
     }
 
     fn user(seq: u64, kind: &str, name: Option<&str>, form: Option<&str>, text: &str) -> Event {

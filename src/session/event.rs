@@ -64,6 +64,18 @@ pub struct ToolResult {
 }
 
 impl Event {
+    /// An event of `kind` at `seq` with `data` (no time, not ignorable).
+    pub fn new(seq: u64, kind: &str, data: Value) -> Event {
+        Event {
+            seq,
+            kind: kind.to_owned(),
+            time: None,
+            data,
+            ignorable: false,
+            source_event_seqs: None,
+        }
+    }
+
     /// `data.turn`, when the event carries one.
     pub fn turn(&self) -> Option<u64> {
         self.data.get("turn").and_then(Value::as_u64)

@@ -145,17 +145,38 @@ pub(super) fn scan_text(
     strictness: Strictness,
     mut each: impl FnMut(String) -> bool,
 ) {
-    for token in text.split(is_text_delimiter) {
-        // A cheap pre-filter: every accepted mention has a `.` or a `/`, or is one of the
-        // well-known `…file` names.
-        if !token.contains(['.', '/']) && !token.contains("file") {
-            continue;
+    // Only tokens holding a `.`, a `/` or `file` can be mentions, so jump from one such
+    // byte to the next and widen to the token around it, instead of splitting the whole
+    // text (tool output is most of a session's bytes).
+    let bytes = text.as_bytes();
+    let file = memchr::memmem::Finder::new("file");
+    let mut next_file = file.find(bytes);
+    let mut at = 0;
+    while at < bytes.len() {
+        if next_file.is_some_and(|f| f < at) {
+            next_file = file.find(&bytes[at..]).map(|o| at + o);
         }
-        if let Some(p) = from_mention(token, ws, strictness) {
-            if !each(p) {
-                return;
+        let mark = memchr::memchr2(b'.', b'/', &bytes[at..]).map(|o| at + o);
+        let Some(hit) = [mark, next_file].into_iter().flatten().min() else {
+            break;
+        };
+        let start = text[..hit]
+            .char_indices()
+            .rev()
+            .find(|&(_, c)| is_text_delimiter(c))
+            .map_or(0, |(i, c)| i + c.len_utf8());
+        let end = text[hit..]
+            .char_indices()
+            .find(|&(_, c)| is_text_delimiter(c))
+            .map_or(text.len(), |(i, _)| hit + i);
+        if end > start {
+            if let Some(p) = from_mention(&text[start..end], ws, strictness) {
+                if !each(p) {
+                    return;
+                }
             }
         }
+        at = end.max(hit + 1);
     }
 }
 

@@ -29,6 +29,29 @@ fn git(repo: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+fn link_private(m: &Sandbox, pool: &Path) {
+    m.ok(&[
+        "link",
+        pool.to_str().expect("utf8"),
+        "--visibility",
+        "private",
+    ]);
+}
+
+fn assert_fsck(pool: &Path) {
+    let fsck = Command::new("git")
+        .arg("--git-dir")
+        .arg(pool)
+        .args(["fsck", "--strict"])
+        .output()
+        .expect("fsck");
+    assert!(
+        fsck.status.success(),
+        "git fsck: {}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+}
+
 fn pool_files(pool: &Path) -> BTreeSet<String> {
     git(pool, &["ls-tree", "-r", "--name-only", "main"])
         .lines()
@@ -107,12 +130,7 @@ fn three_machines_interleaved_on_a_local_pool() {
             s.clone(),
             m.write_session(&s, 4, true, &two_task_turns(&m.ws)),
         ));
-        m.ok(&[
-            "link",
-            pool.to_str().expect("utf8"),
-            "--visibility",
-            "private",
-        ]);
+        link_private(&m, &pool);
     }
     let key = project_key(&machines[0]);
     assert!(
@@ -148,17 +166,7 @@ fn three_machines_interleaved_on_a_local_pool() {
             "{h} is not an ancestor of the final head: a forced update happened"
         );
     }
-    let fsck = Command::new("git")
-        .arg("--git-dir")
-        .arg(&pool)
-        .args(["fsck", "--strict"])
-        .output()
-        .expect("fsck");
-    assert!(
-        fsck.status.success(),
-        "{}",
-        String::from_utf8_lossy(&fsck.stderr)
-    );
+    assert_fsck(&pool);
 
     let in_pool = pool_files(&pool);
     for m in &machines {
@@ -197,12 +205,7 @@ fn status_counts_what_waits_and_one_sync_publishes_it() {
     let pool = tmp.path().join("pool.git");
     let m = Sandbox::machine("solo");
     m.write_session(&session_id(9, 1), 4, true, &two_task_turns(&m.ws));
-    m.ok(&[
-        "link",
-        pool.to_str().expect("utf8"),
-        "--visibility",
-        "private",
-    ]);
+    link_private(&m, &pool);
     m.ok(&["archive"]);
     let s = m.json(&["status", "--json"]);
     assert_eq!(s["lastSyncCode"], "never-synced");
@@ -233,12 +236,7 @@ fn pool_deleted_and_recreated_gets_everything_again() {
     let pool = tmp.path().join("pool.git");
     let m = Sandbox::machine("m1");
     m.write_session(&session_id(1, 1), 4, true, &two_task_turns(&m.ws));
-    m.ok(&[
-        "link",
-        pool.to_str().expect("utf8"),
-        "--visibility",
-        "private",
-    ]);
+    link_private(&m, &pool);
     m.ok(&["archive"]);
     m.ok(&["sync"]);
     let before = pool_files(&pool);
@@ -263,12 +261,7 @@ fn pool_unreachable_degrades_to_local_only_and_recovers() {
     let m = Sandbox::machine("m1");
     let s = session_id(1, 1);
     let log = m.write_session(&s, 4, true, &two_task_turns(&m.ws));
-    m.ok(&[
-        "link",
-        pool.to_str().expect("utf8"),
-        "--visibility",
-        "private",
-    ]);
+    link_private(&m, &pool);
     m.ok(&["archive"]);
     m.ok(&["sync"]);
     // The pool becomes a broken path: not a repository.
@@ -349,12 +342,7 @@ fn a_machine_never_overwrites_another_machines_file() {
     a.write_session(&s, 4, true, &two_task_turns(&a.ws)[..3]);
     b.write_session(&s, 4, true, &two_task_turns(&b.ws)[3..]);
     for m in [&a, &b] {
-        m.ok(&[
-            "link",
-            pool.to_str().expect("utf8"),
-            "--visibility",
-            "private",
-        ]);
+        link_private(&m, &pool);
         m.ok(&["archive"]);
     }
     a.ok(&["sync"]);
@@ -384,12 +372,7 @@ fn two_syncs_at_once_on_one_workspace() {
     let turns: Vec<TurnSpec> =
         dsh_chapters::session::writer::generate_session(5, 60, 3_000, 4, &m.ws_str()).collect();
     m.write_session(&session_id(1, 1), 4, true, &turns);
-    m.ok(&[
-        "link",
-        pool.to_str().expect("utf8"),
-        "--visibility",
-        "private",
-    ]);
+    link_private(&m, &pool);
     m.ok(&["archive"]);
     let a = m.cmd(&["sync"]).output();
     let b = m.cmd(&["sync"]).output();
@@ -410,13 +393,7 @@ fn two_syncs_at_once_on_one_workspace() {
     assert!(a.status.success() && b.status.success());
     let key = project_key(&m);
     assert!(own_pool_paths(&m, &key).is_subset(&pool_files(&pool)));
-    let fsck = Command::new("git")
-        .arg("--git-dir")
-        .arg(&pool)
-        .args(["fsck", "--strict"])
-        .output()
-        .expect("fsck");
-    assert!(fsck.status.success());
+    assert_fsck(&pool);
 }
 
 #[test]
@@ -427,12 +404,7 @@ fn kill_9_during_sync_then_sync_again_loses_nothing() {
     let turns: Vec<TurnSpec> =
         dsh_chapters::session::writer::generate_session(11, 250, 4_000, 4, &m.ws_str()).collect();
     m.write_session(&session_id(1, 1), 4, true, &turns);
-    m.ok(&[
-        "link",
-        pool.to_str().expect("utf8"),
-        "--visibility",
-        "private",
-    ]);
+    link_private(&m, &pool);
     m.ok(&["archive"]);
     let mut kills = 0;
     for delay in [2u64, 6, 12, 25, 50, 90, 150] {
