@@ -767,6 +767,10 @@ enum CopyStep {
 /// follows what is new, not the pool's size. Local repositories only: no git program, no pack
 /// negotiation. Annotated tags are refused.
 pub fn copy_reachable(from: &GitRepo, to: &GitRepo, tip: ObjectId) -> Result<u64, GitError> {
+    // Probing for objects that are (mostly) absent would make gix re-scan the pack
+    // directory on every miss; nothing packs objects into `to` while we copy.
+    let mut probe = to.repo.objects.clone();
+    probe.refresh_never();
     let mut copied = 0u64;
     let mut visited = HashSet::new();
     let mut stack = vec![CopyStep::Visit {
@@ -787,7 +791,7 @@ pub fn copy_reachable(from: &GitRepo, to: &GitRepo, tip: ObjectId) -> Result<u64
                 baseline,
             } => (id, expected, baseline),
         };
-        if !visited.insert(id) || to.has_object(id) {
+        if !visited.insert(id) || probe.exists(&id) {
             continue;
         }
         let (kind, data) = from.read_object(id, "reachable object")?;

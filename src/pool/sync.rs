@@ -18,7 +18,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::credentials::Secret;
-use super::git::{self, GitError, GitRepo, ObjectId};
+use super::git::{GitError, GitRepo, ObjectId};
 use super::link::{LinkRecord, Upstream};
 use super::plan::{self, Action, FileKind, Visibility};
 use super::transport::{self, FailureCode, Remote, TransportError};
@@ -202,16 +202,17 @@ fn mirror_io(path: &Path, e: std::io::Error) -> Fail {
     }
 }
 
-/// The transport seam: the six verbs of the original's provider, for git.
+/// The transport seam. The original's six verbs map here as: `ensureClone` →
+/// [`ensure_mirror`], `removeMirror` → [`remove_mirror`], `initLocal` →
+/// `LocalPool::open_or_init`, `stageAllAndCommit` → `tree_with` + `write_commit` on the
+/// provider's object repository (shared by every provider), and the two below.
 trait Provider {
-    /// Bring the pool's head into the mirror's object database; `None` for an empty pool.
-    fn pull_fast_forward(&self, mirror: &GitRepo) -> Result<Option<ObjectId>, Fail>;
-    /// Make the pool exist (a bare repository for a local path; a no-op for a URL).
-    fn init_local(&self) -> Result<(), Fail>;
-    /// Publish `commit` whose parent is `expected`, fast-forward only.
+    /// The pool's head, its objects readable through `repo`; `None` for an empty pool.
+    fn pull_fast_forward(&self, repo: &GitRepo) -> Result<Option<ObjectId>, Fail>;
+    /// Publish `commit` (written into `repo`) whose parent is `expected`, fast-forward only.
     fn push(
         &self,
-        mirror: &GitRepo,
+        repo: &GitRepo,
         commit: ObjectId,
         expected: Option<ObjectId>,
     ) -> Result<(), Fail>;
@@ -222,14 +223,11 @@ struct LocalPool {
 }
 
 impl LocalPool {
-    fn open(&self) -> Result<Option<GitRepo>, Fail> {
-        let empty_dir = std::fs::read_dir(&self.path)
-            .map(|mut d| d.next().is_none())
-            .unwrap_or(true);
-        if !self.path.exists() || empty_dir {
-            return Ok(None);
-        }
-        GitRepo::open(&self.path).map(Some).map_err(|e| Fail {
+    /// The pool itself, created on first sync. A local pool needs no second object
+    /// database: objects are written straight into it (invisible until its ref moves), so
+    /// every object is written once.
+    fn open_or_init(&self) -> Result<GitRepo, Fail> {
+        GitRepo::init_bare(&self.path).map_err(|e| Fail {
             code: SyncCode::PoolBroken,
             detail: e.to_string(),
         })
@@ -237,42 +235,21 @@ impl LocalPool {
 }
 
 impl Provider for LocalPool {
-    fn pull_fast_forward(&self, mirror: &GitRepo) -> Result<Option<ObjectId>, Fail> {
-        let Some(pool) = self.open()? else {
-            return Ok(None);
-        };
-        let head = pool.ref_target(POOL_REF)?;
-        if let Some(head) = head {
-            git::copy_reachable(&pool, mirror, head).map_err(|e| Fail {
-                code: SyncCode::PoolBroken,
-                detail: e.to_string(),
-            })?;
-        }
-        Ok(head)
-    }
-
-    fn init_local(&self) -> Result<(), Fail> {
-        GitRepo::init_bare(&self.path)
-            .map(|_| ())
-            .map_err(|e| Fail {
-                code: SyncCode::PoolBroken,
-                detail: e.to_string(),
-            })
+    fn pull_fast_forward(&self, pool: &GitRepo) -> Result<Option<ObjectId>, Fail> {
+        Ok(pool.ref_target(POOL_REF)?)
     }
 
     fn push(
         &self,
-        mirror: &GitRepo,
+        pool: &GitRepo,
         commit: ObjectId,
         expected: Option<ObjectId>,
     ) -> Result<(), Fail> {
-        let pool = GitRepo::open(&self.path).map_err(|e| Fail {
-            code: SyncCode::PoolBroken,
-            detail: e.to_string(),
-        })?;
-        match git::publish_local(mirror, &pool, POOL_REF, commit, expected) {
-            Ok(_) => Ok(()),
-            Err(e @ (GitError::RefMoved { .. } | GitError::NotFastForward { .. })) => Err(Fail {
+        // The commit's parent is `expected` by construction: the compare-and-swap is the
+        // fast-forward check, under the ref's lock file.
+        match pool.cas_ref(POOL_REF, expected, commit, "dsh-chapters: publish") {
+            Ok(()) => Ok(()),
+            Err(e @ GitError::RefMoved { .. }) => Err(Fail {
                 code: SyncCode::Diverged,
                 detail: e.to_string(),
             }),
@@ -296,10 +273,6 @@ impl Provider for NetworkPool {
             })
         })
         .transpose()
-    }
-
-    fn init_local(&self) -> Result<(), Fail> {
-        Ok(())
     }
 
     fn push(
@@ -508,16 +481,24 @@ fn run(
     report: &mut SyncReport,
 ) -> Result<Option<String>, Fail> {
     let mirror_dir = ctx.workspace.join(MIRROR_DIR);
-    let mirror = ensure_mirror(&mirror_dir, report)?;
-    let provider: Box<dyn Provider> = match &ctx.link.upstream {
-        Upstream::Local { path } => Box::new(LocalPool { path: path.clone() }),
-        Upstream::Network { url } => Box::new(NetworkPool {
-            remote: Remote {
-                url: url.clone(),
-                token: ctx.token.clone(),
-            },
-            timeout: ctx.timeout,
-        }),
+    let mirror_git = ensure_mirror(&mirror_dir, report)?;
+    // The object database this sync reads and writes: the pool itself when it is a local
+    // path, else the mirror (which `git fetch`/`git push` move objects through).
+    let (mirror, provider): (GitRepo, Box<dyn Provider>) = match &ctx.link.upstream {
+        Upstream::Local { path } => {
+            let pool = LocalPool { path: path.clone() };
+            (pool.open_or_init()?, Box::new(pool))
+        }
+        Upstream::Network { url } => (
+            mirror_git,
+            Box::new(NetworkPool {
+                remote: Remote {
+                    url: url.clone(),
+                    token: ctx.token.clone(),
+                },
+                timeout: ctx.timeout,
+            }),
+        ),
     };
 
     for attempt in 1..=MAX_ATTEMPTS {
@@ -569,7 +550,6 @@ fn run(
             ctx.now_secs,
             &message,
         )?;
-        provider.init_local()?;
         match provider.push(&mirror, commit, head) {
             Ok(()) => {
                 report.pool_head = Some(commit.to_string());
@@ -737,6 +717,9 @@ fn materialize(
     report: &mut SyncReport,
 ) -> Result<(), Fail> {
     let Some(head) = head else { return Ok(()) };
+    // This machine's own files are in its store already: only other machines' files need
+    // copying in (and rewriting ours would double every publish's writes).
+    let own: Published = read_json(&git_dir(mirror_dir).join(PUBLISHED_FILE));
     let marker = git_dir(mirror_dir).join(MATERIALIZED_FILE);
     let previous = std::fs::read_to_string(&marker)
         .ok()
@@ -747,17 +730,33 @@ fn materialize(
     }
     let old_tree = previous.map(|c| mirror.commit_tree(c)).transpose()?;
     let new_tree = mirror.commit_tree(head)?;
+    let mut wrote = false;
     for (path, blob) in mirror.changed_blobs(old_tree, new_tree)? {
+        if own
+            .files
+            .get(&path)
+            .is_some_and(|(_, _, id)| *id == blob.to_string())
+        {
+            continue;
+        }
         let target = mirror_dir.join(&path);
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).map_err(|e| mirror_io(parent, e))?;
         }
         let bytes = mirror.read_blob(blob)?;
-        atomic::write_atomic(&target, &bytes).map_err(|e| Fail {
+        // The mirror is transport: one filesystem sync below instead of one per file.
+        atomic::write_atomic_unsynced(&target, &bytes).map_err(|e| Fail {
             code: SyncCode::MirrorIo,
             detail: e.to_string(),
         })?;
+        wrote = true;
         report.received += 1;
+    }
+    if wrote {
+        atomic::sync_filesystem(mirror_dir).map_err(|e| Fail {
+            code: SyncCode::MirrorIo,
+            detail: e.to_string(),
+        })?;
     }
     atomic::write_atomic(&marker, format!("{head}\n").as_bytes()).map_err(|e| Fail {
         code: SyncCode::MirrorIo,

@@ -66,6 +66,26 @@ pub fn sync_dir(dir: &Path) -> Result<(), StoreError> {
         .map_err(|e| io_err(dir, e))
 }
 
+/// Replace `path` with `bytes` by rename, without syncing: for rebuildable copies (the
+/// mirror), made durable in bulk by [`sync_filesystem`].
+pub fn write_atomic_unsynced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let (dir, name) = parent_and_name(path)?;
+    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}{TEMP_MARKER}{}.{n}", std::process::id()));
+    let written = fs::write(&tmp, bytes).and_then(|()| fs::rename(&tmp, path));
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(io_err(path, e));
+    }
+    Ok(())
+}
+
+/// Flush every pending write of the filesystem holding `dir` (one `syncfs`).
+pub fn sync_filesystem(dir: &Path) -> Result<(), StoreError> {
+    let d = File::open(dir).map_err(|e| io_err(dir, e))?;
+    rustix::fs::syncfs(&d).map_err(|e| io_err(dir, e.into()))
+}
+
 /// Replace `path` with `bytes` atomically (create it when absent).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let tmp = write_temp(path, bytes)?;
