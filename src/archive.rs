@@ -27,7 +27,6 @@ use crate::session::discover::{self, SessionLog};
 use crate::session::reader::{LogItem, LogReader, ReadError, ReadNote, ReaderOptions, ResumePoint};
 use crate::session::Header;
 use crate::signature::{self, Signature, SIGNATURE_VERSION};
-use crate::store::lock::WriterLock;
 use crate::store::{Store, StoreError};
 use crate::turn::{CompletedTurn, TurnAssembler};
 
@@ -142,11 +141,7 @@ pub fn archive_workspace(
     progress: &dyn Fn(&str),
 ) -> Result<ArchiveReport, ArchiveError> {
     let store = Store::open(ctx.workspace)?;
-    let _lock = WriterLock::acquire(
-        store.dir(),
-        Duration::from_millis(ctx.config.writer_lock_timeout_ms),
-    )
-    .map_err(StoreError::from)?;
+    let _lock = store.lock(Duration::from_millis(ctx.config.writer_lock_timeout_ms))?;
     let redactor = Redactor::new(&ctx.config.redaction_patterns)?;
     let workspace_str = ctx.workspace.to_string_lossy().into_owned();
     let logs = discover::list_sessions(ctx.dsh_home, &workspace_str)?;
@@ -381,20 +376,44 @@ fn archive_session(
         return Ok(report);
     };
     let span_lo = first_unarchived;
-    let todo: Vec<Signature> = sigs
-        .into_iter()
+    let all_sigs = sigs;
+    let todo: Vec<Signature> = all_sigs
+        .iter()
         .filter(|s| {
             s.seqs.first().is_some_and(|&lo| lo >= span_lo)
                 && s.seqs.last().is_some_and(|&hi| hi <= span_hi)
         })
+        .cloned()
         .collect();
     let cfg = ComposeConfig {
         merge_threshold: ctx.config.merge_threshold,
         chapter_limit: ctx.config.chapter_limit,
     };
-    let spans = compose::compose(session_id, &todo, span_lo, span_hi, &cfg)?;
+    let mut spans = compose::compose(session_id, &todo, span_lo, span_hi, &cfg)?;
     if spans.is_empty() {
         return Ok(report);
+    }
+    // The first chapter's opening rule, decided against the chapter written before it.
+    let last_archived = archived
+        .iter()
+        .filter(|d| d.kind == "chapter" && d.session_id == session_id)
+        .max_by_key(|d| d.seq_hi);
+    if let (Some(prev), Some(first)) = (last_archived, spans.first_mut()) {
+        let prior: Vec<Signature> = all_sigs
+            .iter()
+            .filter(|s| {
+                s.seqs.first().is_some_and(|&lo| lo >= prev.seq_lo)
+                    && s.seqs.last().is_some_and(|&hi| hi <= prev.seq_hi)
+            })
+            .cloned()
+            .collect();
+        if let (Some(&member), Some(decision)) =
+            (first.members.first(), first.decisions.first_mut())
+        {
+            if let Some(d) = compose::opening_decision(session_id, &prior, &todo[member], &cfg) {
+                *decision = d;
+            }
+        }
     }
 
     // Pass 2: re-read from the span start, render and write one chapter at a time.

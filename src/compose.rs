@@ -38,6 +38,9 @@ pub enum Rule {
     TopicChange,
     /// Would exceed `chapterLimit`: a new chapter.
     SizeLimit,
+    /// On topic with the chapter before it, which an earlier archive had already written:
+    /// chapters are append-only, so the turn opens a new one.
+    ArchiveBoundary,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -141,6 +144,36 @@ pub fn compose(
     let ranges: Vec<(u64, u64)> = chapters.iter().map(|c| (c.seq_lo, c.seq_hi)).collect();
     check_coverage(session_id, &ranges, span_lo, span_hi)?;
     Ok(chapters)
+}
+
+/// Why `next` opens a chapter after `prior` (the members of the chapter written before it,
+/// by an earlier archive): the decision an uninterrupted composition of `prior` then
+/// `next` records — so a chapter's recorded rule never depends on where an archive run
+/// started (a re-run after a crash writes the same bytes) — or `ArchiveBoundary` when that
+/// composition would have merged them. `None` without a prior chapter.
+pub fn opening_decision(
+    session_id: &str,
+    prior: &[Signature],
+    next: &Signature,
+    cfg: &ComposeConfig,
+) -> Option<Decision> {
+    let lo = *prior.first()?.seqs.first()?;
+    let hi = *next.seqs.last()?;
+    let mut all = prior.to_vec();
+    all.push(next.clone());
+    let chapters = compose(session_id, &all, lo, hi, cfg).ok()?;
+    let last = chapters.last()?;
+    let decision = last.decisions.iter().find(|d| d.turn == next.turn)?.clone();
+    let merged =
+        last.members.len() > 1 && matches!(decision.rule, Rule::Overlap | Rule::PrimaryPath);
+    Some(if merged {
+        Decision {
+            rule: Rule::ArchiveBoundary,
+            ..decision
+        }
+    } else {
+        decision
+    })
 }
 
 /// The coverage guard on its own: `ranges` (sorted) must tile `[lo, hi]` exactly.
@@ -1154,5 +1187,30 @@ mod tests {
                 ));
             }
         }
+    }
+
+    #[test]
+    fn opening_decision_matches_an_uninterrupted_run() {
+        let cfg = ComposeConfig {
+            merge_threshold: 0.3,
+            chapter_limit: 1000,
+        };
+        let a1 = sig(1, 0, 9, &["src/auth.rs"], &["cargo test"], &["auth"], 100);
+        let a2 = sig(2, 10, 19, &["src/auth.rs"], &["cargo test"], &["auth"], 100);
+        let b = sig(3, 20, 29, &["docs/csv.md"], &["make docs"], &["csv"], 100);
+        // Uninterrupted: b opens by a topic change after the auth chapter.
+        let whole =
+            compose("s", &[a1.clone(), a2.clone(), b.clone()], 0, 29, &cfg).expect("compose");
+        let expected = whole[1].decisions[0].clone();
+        assert_eq!(expected.rule, Rule::TopicChange);
+        assert_eq!(
+            opening_decision("s", &[a1.clone(), a2.clone()], &b, &cfg),
+            Some(expected)
+        );
+        // On topic with a chapter an earlier archive already wrote: a boundary, said so.
+        let a3 = sig(4, 20, 29, &["src/auth.rs"], &["cargo test"], &["auth"], 100);
+        let d = opening_decision("s", &[a1, a2], &a3, &cfg).expect("decision");
+        assert_eq!(d.rule, Rule::ArchiveBoundary);
+        assert_eq!(opening_decision("s", &[], &b, &cfg), None);
     }
 }

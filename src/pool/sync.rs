@@ -227,10 +227,39 @@ impl LocalPool {
     /// database: objects are written straight into it (invisible until its ref moves), so
     /// every object is written once.
     fn open_or_init(&self) -> Result<GitRepo, Fail> {
-        GitRepo::init_bare(&self.path).map_err(|e| Fail {
+        let broken = |e: GitError| Fail {
             code: SyncCode::PoolBroken,
             detail: e.to_string(),
-        })
+        };
+        if let Ok(repo) = GitRepo::open(&self.path) {
+            return Ok(repo);
+        }
+        let empty = std::fs::read_dir(&self.path)
+            .map(|mut d| d.next().is_none())
+            .unwrap_or(true);
+        if self.path.exists() && !empty {
+            // Not a repository and not ours to take over: say why, by name.
+            return GitRepo::init_bare(&self.path).map_err(broken);
+        }
+        // Several machines may create the pool at once: each builds it aside and renames
+        // it into place; the losers of the rename open the winner's.
+        let parent = self.path.parent().unwrap_or(Path::new("."));
+        let name = self
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        std::fs::create_dir_all(parent).map_err(|e| Fail {
+            code: SyncCode::PoolBroken,
+            detail: format!("{}: {e}", parent.display()),
+        })?;
+        let aside = parent.join(format!(".{name}.init.{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&aside);
+        GitRepo::init_bare(&aside).map_err(broken)?;
+        if std::fs::rename(&aside, &self.path).is_err() {
+            let _ = std::fs::remove_dir_all(&aside);
+        }
+        GitRepo::open(&self.path).map_err(broken)
     }
 }
 
@@ -325,6 +354,9 @@ struct Published {
     head: Option<String>,
     /// pool path → (length, mtime in ns, blob id)
     files: BTreeMap<String, (u64, u128, String)>,
+    /// root session → mtime of its `chapters/` when last listed (see [`store_files`]).
+    #[serde(default)]
+    roots: BTreeMap<String, u128>,
 }
 
 fn stat_key(meta: &std::fs::Metadata) -> (u64, u128) {
@@ -337,11 +369,41 @@ fn stat_key(meta: &std::fs::Metadata) -> (u64, u128) {
 }
 
 /// Every store file that maps to a pool path: (pool path, kind, absolute path).
-fn store_files(store: &Store, project_key: &str) -> Result<Vec<(String, FileKind, PathBuf)>, Fail> {
+///
+/// With `seen` (root → mtime of its `chapters/` at the last publication), a root whose
+/// `chapters/` did not change is not listed beyond its ledgers: chapters are write-once
+/// and artifacts are written only with a chapter of the same root, so nothing new can be
+/// there — the cost follows the change, not the store. `seen` is updated.
+fn store_files(
+    store: &Store,
+    project_key: &str,
+    mut seen: Option<&mut BTreeMap<String, u128>>,
+) -> Result<Vec<(String, FileKind, PathBuf)>, Fail> {
     let mut out = Vec::new();
     for root in store.roots()? {
         let root_dir = store.dir().join(&root);
-        walk_store(&root_dir, &root, project_key, &mut out).map_err(|e| Fail {
+        let listed = (|| -> std::io::Result<()> {
+            if let Some(seen) = seen.as_deref_mut() {
+                let mtime = std::fs::metadata(root_dir.join("chapters"))
+                    .map(|m| stat_key(&m).1)
+                    .unwrap_or(0);
+                if seen.get(&root) == Some(&mtime) {
+                    let ledgers = root_dir.join("collections");
+                    if ledgers.is_dir() {
+                        walk_store(
+                            &ledgers,
+                            &format!("{root}/collections"),
+                            project_key,
+                            &mut out,
+                        )?;
+                    }
+                    return Ok(());
+                }
+                seen.insert(root.clone(), mtime);
+            }
+            walk_store(&root_dir, &root, project_key, &mut out)
+        })();
+        listed.map_err(|e| Fail {
             code: SyncCode::Other,
             detail: format!("cannot list the store {}: {e}", root_dir.display()),
         })?;
@@ -605,9 +667,15 @@ fn plan_publication(
     };
     if !still_valid {
         published.files.clear();
+        published.roots.clear();
     }
     let mut upserts = Vec::new();
-    for (pool_path, kind, file) in store_files(ctx.store, &ctx.identity.project_key)? {
+    let files = store_files(
+        ctx.store,
+        &ctx.identity.project_key,
+        Some(&mut published.roots),
+    )?;
+    for (pool_path, kind, file) in files {
         if ctx.link.visibility == Visibility::Public && kind.from_conversation() {
             report.withheld_public += 1;
             continue;
@@ -775,7 +843,7 @@ pub fn pending(
 ) -> Option<BTreeMap<String, u64>> {
     let published: Published =
         read_json(&git_dir(&workspace.join(MIRROR_DIR)).join(PUBLISHED_FILE));
-    let files = store_files(store, &identity.project_key).ok()?;
+    let files = store_files(store, &identity.project_key, None).ok()?;
     let mut out = BTreeMap::new();
     for (pool_path, kind, file) in files {
         if visibility == Visibility::Public && kind.from_conversation() {

@@ -343,6 +343,7 @@ fn rule_name(rule: Rule) -> &'static str {
         Rule::PrimaryPath => "primary-path",
         Rule::TopicChange => "topic-change",
         Rule::SizeLimit => "size-limit",
+        Rule::ArchiveBoundary => "archive-boundary",
     }
 }
 
@@ -1117,6 +1118,7 @@ mod tests {
             Rule::PrimaryPath,
             Rule::TopicChange,
             Rule::SizeLimit,
+            Rule::ArchiveBoundary,
         ] {
             assert_eq!(
                 serde_json::to_value(rule).expect("serializes"),

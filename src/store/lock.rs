@@ -37,6 +37,7 @@ pub enum LockError {
 pub struct WriterLock {
     file: File,
     pid_path: PathBuf,
+    previous_holder_died: bool,
 }
 
 impl WriterLock {
@@ -72,13 +73,25 @@ impl WriterLock {
             }
         }
         let pid_path = store_dir.join(PID_FILE);
+        // The note is removed on every clean release: finding one means its writer died
+        // holding the lock, and may have left temp files behind.
+        let previous_holder_died = pid_path.exists();
         let command: Vec<String> = std::env::args().collect();
         let note = format!("{}\n{}\n", std::process::id(), command.join(" "));
         // Informational only: a failure here must not cost the lock we hold.
         if let Err(e) = super::atomic::write_atomic(&pid_path, note.as_bytes()) {
             tracing::debug!(error = %e, "could not record the writer pid");
         }
-        Ok(WriterLock { file, pid_path })
+        Ok(WriterLock {
+            file,
+            pid_path,
+            previous_holder_died,
+        })
+    }
+
+    /// Whether the previous holder died without releasing (its pid note was still there).
+    pub fn previous_holder_died(&self) -> bool {
+        self.previous_holder_died
     }
 }
 

@@ -539,3 +539,123 @@ fn network_pool_over_http_with_a_token_revoked_mid_run() {
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(j["code"], "network", "{j}");
 }
+
+#[test]
+fn machines_racing_to_publish_all_land_without_a_forced_update() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pool = tmp.path().join("pool.git");
+    let machines: Vec<Sandbox> = (0..3)
+        .map(|i| Sandbox::machine(&format!("racer-{i}")))
+        .collect();
+    for (i, m) in machines.iter().enumerate() {
+        m.write_session(&session_id(40 + i, 1), 4, true, &two_task_turns(&m.ws));
+        link_private(m, &pool);
+        m.ok(&["archive"]);
+    }
+    // All three publish at once: the losers of each compare-and-swap fetch and retry.
+    let children: Vec<_> = machines
+        .iter()
+        .map(|m| {
+            m.cmd(&["sync"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn")
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().expect("wait");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_fsck(&pool);
+    let key = project_key(&machines[0]);
+    let files = pool_files(&pool);
+    for m in &machines {
+        assert!(
+            own_pool_paths(m, &key).is_subset(&files),
+            "{} lost a file",
+            m.harness
+        );
+    }
+    // A linear history: every commit has at most one parent, none was rewritten.
+    let parents = git(&pool, &["log", "--format=%p", "main"]);
+    assert!(
+        parents.lines().all(|l| l.split_whitespace().count() <= 1),
+        "{parents}"
+    );
+}
+
+#[test]
+fn a_damaged_or_deleted_mirror_is_rebuilt_from_the_pool_and_the_store() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pool = tmp.path().join("pool.git");
+    let a = Sandbox::machine("m-a");
+    let b = Sandbox::machine("m-b");
+    for (i, m) in [&a, &b].into_iter().enumerate() {
+        m.write_session(&session_id(50 + i, 1), 4, true, &two_task_turns(&m.ws));
+        link_private(m, &pool);
+        m.ok(&["archive"]);
+        m.ok(&["sync"]);
+    }
+    a.ok(&["sync"]);
+    let key = project_key(&a);
+    let theirs: Vec<String> = own_pool_paths(&b, &key).into_iter().collect();
+    // Deleted outright.
+    std::fs::remove_dir_all(a.ws.join(".dsh-knowledge")).expect("rm mirror");
+    a.ok(&["sync"]);
+    assert!(theirs
+        .iter()
+        .all(|p| a.ws.join(".dsh-knowledge").join(p).is_file()));
+    // Garbage where the mirror's repository should be.
+    let git_dir = a.ws.join(".dsh-knowledge/.git");
+    std::fs::remove_dir_all(&git_dir).expect("rm");
+    std::fs::write(&git_dir, b"garbage").expect("garbage");
+    let out = a.ok(&["sync"]);
+    assert!(out.contains("rebuilt"), "{out}");
+    assert!(theirs
+        .iter()
+        .all(|p| a.ws.join(".dsh-knowledge").join(p).is_file()));
+    assert_eq!(a.json(&["status", "--json"])["lastSyncCode"], "ok");
+}
+
+#[test]
+fn a_pool_of_another_project_is_refused_loudly() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pool = tmp.path().join("pool.git");
+    let a = Sandbox::machine("m-a");
+    a.write_session(&session_id(60, 1), 4, true, &two_task_turns(&a.ws));
+    link_private(&a, &pool);
+    a.ok(&["archive"]);
+    a.ok(&["sync"]);
+    // Another project (another remote) linked to the same pool.
+    let other = Sandbox::machine("m-other");
+    std::fs::write(
+        other.ws.join(".git/config"),
+        "[remote \"origin\"]\n\turl = https://github.com/example/gadgets.git\n",
+    )
+    .expect("config");
+    other.write_session(&session_id(61, 1), 4, true, &two_task_turns(&other.ws));
+    link_private(&other, &pool);
+    other.ok(&["archive"]);
+    let head = git(&pool, &["rev-parse", "main"]);
+    let out = other.run(&["sync", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(j["code"], "identity-mismatch");
+    assert_eq!(
+        git(&pool, &["rev-parse", "main"]),
+        head,
+        "nothing published into a foreign pool"
+    );
+    let st = other.json(&["status", "--json"]);
+    let warning = st["identityWarning"].as_str().expect("warning");
+    assert!(
+        warning.contains(&project_key(&a)) && warning.contains(&project_key(&other)),
+        "{warning}"
+    );
+    assert!(other.ok(&["status"]).contains("WARNING"));
+}
