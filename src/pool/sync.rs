@@ -27,7 +27,7 @@ use crate::store::{atomic, Store, StoreError, MIRROR_DIR};
 
 pub const POOL_REF: &str = "refs/heads/main";
 const STATUS_FILE: &str = "sync-status.json";
-const PUBLISHED_FILE: &str = "dsh-chapters-published.json";
+const PUBLISHED_DIR: &str = "dsh-chapters-published";
 const MATERIALIZED_FILE: &str = "dsh-chapters-materialized";
 /// Divergence is resolved by re-fetching and re-planning from the store; bounded.
 const MAX_ATTEMPTS: u32 = 4;
@@ -349,14 +349,80 @@ fn remove_mirror(mirror_dir: &Path) -> Result<(), Fail> {
 /// What the pool already had at a head, per store file: lets a sync skip reading and
 /// hashing everything it published before. Valid only while the pool keeps that head in
 /// its history (a recreated pool discards it and everything is compared again).
-#[derive(Debug, Default, Serialize, Deserialize)]
+///
+/// On disk, `<mirror>/.git/dsh-chapters-published/`: `HEAD` and one `<root>.json` per
+/// root session, loaded and rewritten only for the roots a sync touches — so its cost
+/// follows the change, not the store.
 struct Published {
+    dir: PathBuf,
     head: Option<String>,
+    roots: BTreeMap<String, RootManifest>,
+    dirty: std::collections::BTreeSet<String>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct RootManifest {
+    /// mtime (ns) of the root's `chapters/` when last listed (see [`store_files`]).
+    chapters_mtime: u128,
     /// pool path → (length, mtime in ns, blob id)
     files: BTreeMap<String, (u64, u128, String)>,
-    /// root session → mtime of its `chapters/` when last listed (see [`store_files`]).
-    #[serde(default)]
-    roots: BTreeMap<String, u128>,
+}
+
+impl Published {
+    fn load(mirror_dir: &Path) -> Published {
+        let dir = git_dir(mirror_dir).join(PUBLISHED_DIR);
+        let head = std::fs::read_to_string(dir.join("HEAD"))
+            .ok()
+            .map(|h| h.trim().to_owned())
+            .filter(|h| !h.is_empty());
+        Published {
+            dir,
+            head,
+            roots: BTreeMap::new(),
+            dirty: Default::default(),
+        }
+    }
+
+    fn root(&mut self, root: &str) -> &mut RootManifest {
+        let dir = &self.dir;
+        self.roots
+            .entry(root.to_owned())
+            .or_insert_with(|| read_json(&dir.join(format!("{root}.json"))))
+    }
+
+    fn touch(&mut self, root: &str) {
+        self.dirty.insert(root.to_owned());
+    }
+
+    /// Forget everything (the pool no longer holds what this records).
+    fn reset(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+        self.head = None;
+        self.roots.clear();
+        self.dirty.clear();
+    }
+
+    /// Best effort: losing it costs one full comparison at the next sync, nothing else.
+    fn save(mut self, head: Option<ObjectId>) {
+        let result = (|| -> Result<(), StoreError> {
+            std::fs::create_dir_all(&self.dir).map_err(|e| StoreError::Io {
+                path: self.dir.clone(),
+                source: e,
+            })?;
+            for root in std::mem::take(&mut self.dirty) {
+                if let Some(m) = self.roots.get(&root) {
+                    let text = serde_json::to_vec(m).expect("a RootManifest always serializes");
+                    atomic::write_atomic_unsynced(&self.dir.join(format!("{root}.json")), &text)?;
+                }
+            }
+            let head = head.map(|h| h.to_string()).unwrap_or_default();
+            atomic::write_atomic_unsynced(&self.dir.join("HEAD"), format!("{head}\n").as_bytes())?;
+            atomic::sync_filesystem(&self.dir)
+        })();
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "could not save the publication manifest");
+        }
+    }
 }
 
 fn stat_key(meta: &std::fs::Metadata) -> (u64, u128) {
@@ -368,45 +434,48 @@ fn stat_key(meta: &std::fs::Metadata) -> (u64, u128) {
     (meta.len(), mtime)
 }
 
-/// Every store file that maps to a pool path: (pool path, kind, absolute path).
+/// Every store file that maps to a pool path: (root, pool path, kind, absolute path).
 ///
-/// With `seen` (root → mtime of its `chapters/` at the last publication), a root whose
-/// `chapters/` did not change is not listed beyond its ledgers: chapters are write-once
-/// and artifacts are written only with a chapter of the same root, so nothing new can be
-/// there — the cost follows the change, not the store. `seen` is updated.
+/// With `published`, a root whose `chapters/` did not change since it was last listed is
+/// not listed beyond its ledgers: chapters are write-once and artifacts are written only
+/// with a chapter of the same root, so nothing new can be there — the cost follows the
+/// change, not the store.
 fn store_files(
     store: &Store,
     project_key: &str,
-    mut seen: Option<&mut BTreeMap<String, u128>>,
-) -> Result<Vec<(String, FileKind, PathBuf)>, Fail> {
+    mut published: Option<&mut Published>,
+) -> Result<Vec<(String, String, FileKind, PathBuf)>, Fail> {
     let mut out = Vec::new();
     for root in store.roots()? {
         let root_dir = store.dir().join(&root);
+        let mut found = Vec::new();
         let listed = (|| -> std::io::Result<()> {
-            if let Some(seen) = seen.as_deref_mut() {
+            if let Some(published) = published.as_deref_mut() {
                 let mtime = std::fs::metadata(root_dir.join("chapters"))
                     .map(|m| stat_key(&m).1)
                     .unwrap_or(0);
-                if seen.get(&root) == Some(&mtime) {
+                if published.root(&root).chapters_mtime == mtime && mtime != 0 {
                     let ledgers = root_dir.join("collections");
                     if ledgers.is_dir() {
                         walk_store(
                             &ledgers,
                             &format!("{root}/collections"),
                             project_key,
-                            &mut out,
+                            &mut found,
                         )?;
                     }
                     return Ok(());
                 }
-                seen.insert(root.clone(), mtime);
+                published.root(&root).chapters_mtime = mtime;
+                published.touch(&root);
             }
-            walk_store(&root_dir, &root, project_key, &mut out)
+            walk_store(&root_dir, &root, project_key, &mut found)
         })();
         listed.map_err(|e| Fail {
             code: SyncCode::Other,
             detail: format!("cannot list the store {}: {e}", root_dir.display()),
         })?;
+        out.extend(found.into_iter().map(|(p, k, f)| (root.clone(), p, k, f)));
     }
     out.sort();
     Ok(out)
@@ -576,7 +645,7 @@ fn run(
                 if let Some(key) =
                     project_key_in(&theirs).filter(|k| k != &ctx.identity.project_key)
                 {
-                    materialize(&mirror, &mirror_dir, head, report)?;
+                    materialize(&mirror, &mirror_dir, head, &BTreeMap::new(), report)?;
                     return Err(Fail {
                         code: SyncCode::IdentityMismatch,
                         detail: format!(
@@ -590,15 +659,15 @@ fn run(
             }
         }
         if pull_only {
-            materialize(&mirror, &mirror_dir, head, report)?;
+            materialize(&mirror, &mirror_dir, head, &BTreeMap::new(), report)?;
             return Ok(None);
         }
 
         let (upserts, published) =
             plan_publication(ctx, &mirror, &mirror_dir, head, base_tree, report)?;
         if upserts.is_empty() {
-            save_published(&mirror_dir, head, published);
-            materialize(&mirror, &mirror_dir, head, report)?;
+            published.save(head);
+            materialize(&mirror, &mirror_dir, head, &BTreeMap::new(), report)?;
             return Ok(None);
         }
         let tree = mirror.tree_with(base_tree, &upserts)?;
@@ -615,8 +684,9 @@ fn run(
         match provider.push(&mirror, commit, head) {
             Ok(()) => {
                 report.pool_head = Some(commit.to_string());
-                save_published(&mirror_dir, Some(commit), published);
-                materialize(&mirror, &mirror_dir, Some(commit), report)?;
+                published.save(Some(commit));
+                let own: BTreeMap<String, ObjectId> = upserts.into_iter().collect();
+                materialize(&mirror, &mirror_dir, Some(commit), &own, report)?;
                 return Ok(None);
             }
             Err(f) if f.code == SyncCode::Diverged && attempt < MAX_ATTEMPTS => {
@@ -657,7 +727,7 @@ fn plan_publication(
     base_tree: Option<ObjectId>,
     report: &mut SyncReport,
 ) -> Result<(Upserts, Published), Fail> {
-    let mut published: Published = read_json(&git_dir(mirror_dir).join(PUBLISHED_FILE));
+    let mut published = Published::load(mirror_dir);
     let still_valid = match (&published.head, head) {
         (Some(old), Some(head)) => ObjectId::from_hex(old.as_bytes())
             .ok()
@@ -666,16 +736,11 @@ fn plan_publication(
         _ => false,
     };
     if !still_valid {
-        published.files.clear();
-        published.roots.clear();
+        published.reset();
     }
     let mut upserts = Vec::new();
-    let files = store_files(
-        ctx.store,
-        &ctx.identity.project_key,
-        Some(&mut published.roots),
-    )?;
-    for (pool_path, kind, file) in files {
+    let files = store_files(ctx.store, &ctx.identity.project_key, Some(&mut published))?;
+    for (root, pool_path, kind, file) in files {
         if ctx.link.visibility == Visibility::Public && kind.from_conversation() {
             report.withheld_public += 1;
             continue;
@@ -685,7 +750,7 @@ fn plan_publication(
             detail: format!("{}: {e}", file.display()),
         })?;
         let (len, mtime) = stat_key(&meta);
-        if let Some((l, m, _)) = published.files.get(&pool_path) {
+        if let Some((l, m, _)) = published.root(&root).files.get(&pool_path) {
             if *l == len && *m == mtime {
                 continue;
             }
@@ -721,8 +786,10 @@ fn plan_publication(
             }
         }
         published
+            .root(&root)
             .files
             .insert(pool_path, (len, mtime, plan::blob_id(&bytes)));
+        published.touch(&root);
     }
     // Derived files: rebuilt and committed when they diverge, never merged.
     for (path, text) in [
@@ -766,28 +833,16 @@ fn kind_name(kind: FileKind) -> &'static str {
     }
 }
 
-fn save_published(mirror_dir: &Path, head: Option<ObjectId>, mut published: Published) {
-    published.head = head.map(|h| h.to_string());
-    let path = git_dir(mirror_dir).join(PUBLISHED_FILE);
-    let text = serde_json::to_vec(&published).expect("a Published always serializes");
-    // Best effort: losing it costs one full comparison at the next sync, nothing else.
-    if let Err(e) = atomic::write_atomic(&path, &text) {
-        tracing::warn!(error = %e, "could not save the publication manifest");
-    }
-}
-
 /// Copy-in: make the pool's files at `head` readable under the mirror directory, writing
 /// only what changed since the last materialized head.
 fn materialize(
     mirror: &GitRepo,
     mirror_dir: &Path,
     head: Option<ObjectId>,
+    own: &BTreeMap<String, ObjectId>,
     report: &mut SyncReport,
 ) -> Result<(), Fail> {
     let Some(head) = head else { return Ok(()) };
-    // This machine's own files are in its store already: only other machines' files need
-    // copying in (and rewriting ours would double every publish's writes).
-    let own: Published = read_json(&git_dir(mirror_dir).join(PUBLISHED_FILE));
     let marker = git_dir(mirror_dir).join(MATERIALIZED_FILE);
     let previous = std::fs::read_to_string(&marker)
         .ok()
@@ -800,11 +855,9 @@ fn materialize(
     let new_tree = mirror.commit_tree(head)?;
     let mut wrote = false;
     for (path, blob) in mirror.changed_blobs(old_tree, new_tree)? {
-        if own
-            .files
-            .get(&path)
-            .is_some_and(|(_, _, id)| *id == blob.to_string())
-        {
+        // This machine's own files are in its store already: copying them in would double
+        // every publish's writes.
+        if own.get(&path) == Some(&blob) {
             continue;
         }
         let target = mirror_dir.join(&path);
@@ -841,18 +894,17 @@ pub fn pending(
     identity: &Identity,
     visibility: Visibility,
 ) -> Option<BTreeMap<String, u64>> {
-    let published: Published =
-        read_json(&git_dir(&workspace.join(MIRROR_DIR)).join(PUBLISHED_FILE));
+    let mut published = Published::load(&workspace.join(MIRROR_DIR));
     let files = store_files(store, &identity.project_key, None).ok()?;
     let mut out = BTreeMap::new();
-    for (pool_path, kind, file) in files {
+    for (root, pool_path, kind, file) in files {
         if visibility == Visibility::Public && kind.from_conversation() {
             continue;
         }
         let same = std::fs::metadata(&file)
             .ok()
             .map(|m| stat_key(&m))
-            .zip(published.files.get(&pool_path))
+            .zip(published.root(&root).files.get(&pool_path))
             .is_some_and(|((l, m), (pl, pm, _))| l == *pl && m == *pm);
         if !same {
             *out.entry(kind_name(kind).to_owned()).or_insert(0) += 1;
