@@ -120,6 +120,31 @@ fn add_turns(sb: &Sandbox, session: &str, log: &Path, n: usize) {
 fn three_machines_interleaved_on_a_local_pool() {
     let tmp = tempfile::tempdir().expect("tmp");
     let pool = tmp.path().join("pool.git");
+    three_machines_interleaved(&pool, pool.to_str().expect("utf8"), None);
+}
+
+#[test]
+fn three_machines_interleaved_over_http() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = tmp.path().join("forge");
+    std::fs::create_dir_all(&root).expect("forge");
+    let served = root.join("pool.git");
+    assert!(Command::new("git")
+        .args(["init", "--bare", "-q"])
+        .arg(&served)
+        .status()
+        .expect("git")
+        .success());
+    let server = GitHttpServer::start(&root, Some("three-machines-token"));
+    let token_file = tmp.path().join("token");
+    std::fs::write(&token_file, "three-machines-token\n").expect("token");
+    three_machines_interleaved(&served, &server.url("pool.git"), Some(&token_file));
+}
+
+/// Three machines (distinct harness ids, one remote) archive and sync in interleaved
+/// order through `target`; `pool` is the bare repository behind it.
+fn three_machines_interleaved(pool: &Path, target: &str, token_file: Option<&Path>) {
+    let pool = pool.to_path_buf();
     let machines: Vec<Sandbox> = (0..3)
         .map(|i| Sandbox::machine(&format!("machine-{i}")))
         .collect();
@@ -130,7 +155,19 @@ fn three_machines_interleaved_on_a_local_pool() {
             s.clone(),
             m.write_session(&s, 4, true, &two_task_turns(&m.ws)),
         ));
-        link_private(&m, &pool);
+        match token_file {
+            None => link_private(m, &pool),
+            Some(t) => {
+                m.ok(&[
+                    "link",
+                    target,
+                    "--visibility",
+                    "private",
+                    "--token-file",
+                    t.to_str().expect("utf8"),
+                ]);
+            }
+        }
     }
     let key = project_key(&machines[0]);
     assert!(
@@ -658,4 +695,39 @@ fn a_pool_of_another_project_is_refused_loudly() {
         "{warning}"
     );
     assert!(other.ok(&["status"]).contains("WARNING"));
+}
+
+#[test]
+fn an_unwritable_mirror_degrades_to_local_only_then_recovers() {
+    // The disk-full path: any write error in the mirror is `mirror-io`. A file where the
+    // mirror needs a directory makes the writes fail whoever runs the test (root included).
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pool = tmp.path().join("pool.git");
+    let a = Sandbox::machine("m-a");
+    let b = Sandbox::machine("m-b");
+    for (i, m) in [&a, &b].into_iter().enumerate() {
+        m.write_session(&session_id(70 + i, 1), 4, true, &two_task_turns(&m.ws));
+        link_private(m, &pool);
+        m.ok(&["archive"]);
+    }
+    b.ok(&["sync"]);
+    std::fs::create_dir_all(a.ws.join(".dsh-knowledge")).expect("mirror dir");
+    std::fs::write(a.ws.join(".dsh-knowledge/chapters"), b"in the way").expect("blocker");
+    let out = a.run(&["sync", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(j["code"], "mirror-io", "{j}");
+    let st = a.json(&["status", "--json"]);
+    assert_eq!(st["mode"], "local-only");
+    assert_eq!(st["lastSyncCode"], "mirror-io");
+    // Archiving is untouched by it.
+    a.ok(&["archive"]);
+    std::fs::remove_file(a.ws.join(".dsh-knowledge/chapters")).expect("unblock");
+    a.ok(&["sync"]);
+    let key = project_key(&a);
+    for p in own_pool_paths(&b, &key) {
+        assert!(a.ws.join(".dsh-knowledge").join(&p).is_file(), "{p}");
+    }
+    assert!(own_pool_paths(&a, &key).is_subset(&pool_files(&pool)));
+    assert_eq!(a.json(&["status", "--json"])["mode"], "linked");
 }
