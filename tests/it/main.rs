@@ -5,5 +5,6 @@ mod bad_input;
 mod crash;
 mod githttp;
 mod pool;
+mod shape;
 mod support;
 mod transport;
