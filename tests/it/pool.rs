@@ -379,7 +379,7 @@ fn a_machine_never_overwrites_another_machines_file() {
     a.write_session(&s, 4, true, &two_task_turns(&a.ws)[..3]);
     b.write_session(&s, 4, true, &two_task_turns(&b.ws)[3..]);
     for m in [&a, &b] {
-        link_private(&m, &pool);
+        link_private(m, &pool);
         m.ok(&["archive"]);
     }
     a.ok(&["sync"]);
