@@ -543,3 +543,45 @@ fn two_archivers_at_once_never_interleave() {
         "racing archivers compose as one run does"
     );
 }
+
+#[test]
+fn identity_sources_override_and_path_derived_are_shown() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    std::fs::write(
+        sb.store().join("config.yml"),
+        "# pinned for the monorepo\nprojectKeyOverride: 11111111-2222-5333-8444-555555555555\n",
+    )
+    .expect("config");
+    let s = sb.json(&["status", "--json"]);
+    assert_eq!(s["identity"]["projectKeySource"], "override");
+    assert_eq!(
+        s["identity"]["projectKey"],
+        "11111111-2222-5333-8444-555555555555"
+    );
+    let origin = s["identity"]["origin"].as_str().expect("origin");
+    assert!(
+        origin.contains("config.yml") && origin.contains(":2"),
+        "{origin}"
+    );
+
+    let bare = Sandbox::new();
+    std::fs::remove_dir_all(bare.ws.join(".git")).expect("no git");
+    let s = bare.json(&["status", "--json"]);
+    assert_eq!(s["identity"]["projectKeySource"], "path-derived");
+    assert!(bare.ok(&["status"]).contains("warning: path-derived"));
+    // A bad config value is refused by name, file and line.
+    std::fs::create_dir_all(bare.store()).expect("store");
+    std::fs::write(
+        bare.store().join("config.yml"),
+        "mergeThreshold: 0.3\nchapterLimt: 10\n",
+    )
+    .expect("config");
+    let out = bare.run(&["status"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("chapterLimt") && err.contains("config.yml") && err.contains('2'),
+        "{err}"
+    );
+}
