@@ -32,6 +32,8 @@ pub(super) struct PendingPlan {
     pub sha256: String,
     pub seq: u64,
     pub turn: u64,
+    /// The submitting call's event time, when logged.
+    pub time: Option<i64>,
     pub redactions: u64,
 }
 
@@ -254,6 +256,7 @@ impl Walker<'_> {
             body,
             seq,
             turn,
+            time: None,
             redactions: plan_counts.total(),
         }
     }

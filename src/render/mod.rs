@@ -151,8 +151,16 @@ pub fn render_chapter(
         .string("kind", "chapter");
     ids.write(&mut fm);
     fm.uints("seqRange", &[span.seq_lo, span.seq_hi])
-        .uints("turns", &turn_numbers)
-        .uint("messages", conv.messages)
+        .uints("turns", &turn_numbers);
+    write_date(
+        &mut fm,
+        turns
+            .iter()
+            .flat_map(|t| &t.events)
+            .filter_map(|e| e.time)
+            .max(),
+    );
+    fm.uint("messages", conv.messages)
         .uint("tokens", span.size)
         .strings("topics", &ids.topics)
         .strings("artifacts", &artifact_shas)
@@ -172,7 +180,14 @@ pub fn render_chapter(
     let plans = conv
         .plans
         .into_iter()
-        .map(|plan| plan_document(plan, &ids, &file_name, redactor, &mut counts))
+        .map(|mut plan| {
+            plan.time = turns
+                .iter()
+                .flat_map(|t| &t.events)
+                .find(|e| e.seq == plan.seq)
+                .and_then(|e| e.time);
+            plan_document(plan, &ids, &file_name, redactor, &mut counts)
+        })
         .collect();
 
     RenderedChapter {
@@ -243,8 +258,9 @@ fn plan_document(
         .string("kind", "plan");
     ids.write(&mut fm);
     fm.uints("seqRange", &[plan.seq, plan.seq])
-        .uints("turns", &[plan.turn])
-        .uint("messages", 1)
+        .uints("turns", &[plan.turn]);
+    write_date(&mut fm, plan.time);
+    fm.uint("messages", 1)
         .uint("tokens", estimated_tokens(body))
         .strings("topics", &ids.topics)
         .strings::<&str>("artifacts", &[])
@@ -366,6 +382,15 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// `date`: when the work happened — the latest event time of the range (RFC 3339 UTC), or
+/// `null` when the log recorded no time (absence is said, never a made-up zero).
+fn write_date(fm: &mut yaml::FrontmatterWriter, time_ms: Option<i64>) {
+    match time_ms {
+        Some(ms) => fm.string("date", &crate::time::rfc3339_utc(ms)),
+        None => fm.raw("date", "null"),
+    };
 }
 
 /// Read the frontmatter back from a stored document.
@@ -542,6 +567,7 @@ mod tests {
         root_session_id: String,
         seq_range: (u64, u64),
         turns: Vec<u64>,
+        date: Option<String>,
         messages: u64,
         tokens: u64,
         topics: Vec<String>,
@@ -575,6 +601,7 @@ mod tests {
         root_session_id: String,
         seq_range: (u64, u64),
         turns: Vec<u64>,
+        date: Option<String>,
         messages: u64,
         tokens: u64,
         topics: Vec<String>,
@@ -772,6 +799,7 @@ mod tests {
                 "rootSessionId",
                 "seqRange",
                 "turns",
+                "date",
                 "messages",
                 "tokens",
                 "topics",

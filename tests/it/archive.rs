@@ -139,6 +139,7 @@ fn chapters_have_contract_frontmatter_and_cover_the_span() {
             "sessionId:",
             "rootSessionId:",
             "seqRange:",
+            "date: \"2025-11-29T",
             "messages:",
             "tokens:",
             "topics:",
