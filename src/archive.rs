@@ -193,7 +193,7 @@ pub fn archive_workspace(
 
 /// The root of a session tree: follow `parentSession` through the sessions we know;
 /// a parent we do not have locally is still the root's name (its chapters live there).
-fn root_session(id: &str, parents: &BTreeMap<String, Option<String>>) -> String {
+pub(crate) fn root_session(id: &str, parents: &BTreeMap<String, Option<String>>) -> String {
     let mut current = id.to_owned();
     // Bounded: a cycle in hostile headers must not loop forever.
     for _ in 0..64 {
@@ -212,7 +212,7 @@ fn reader_options(config: &Config) -> ReaderOptions {
     }
 }
 
-fn read_header(log: &Path, config: &Config) -> Result<Header, ArchiveError> {
+pub(crate) fn read_header(log: &Path, config: &Config) -> Result<Header, ArchiveError> {
     let mut reader = LogReader::open_with(log, ResumePoint::default(), reader_options(config))?;
     match reader.next_item()? {
         Some(LogItem::Header(h)) => Ok(h),

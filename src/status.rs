@@ -85,8 +85,25 @@ pub fn status(
     let counts = store.as_ref().map(Store::counts).transpose()?;
     let ws = workspace.to_string_lossy().into_owned();
     let mut sessions = Vec::new();
-    for log in discover::list_sessions(dsh_home, &ws)? {
-        sessions.push(session_status(store.as_ref(), &log, config));
+    let logs = discover::list_sessions(dsh_home, &ws)?;
+    // Chapters live under the root of each session tree: resolve roots as the archive does.
+    let headers: Vec<Option<crate::session::Header>> = logs
+        .iter()
+        .map(|l| crate::archive::read_header(&l.log, config).ok())
+        .collect();
+    let parents: std::collections::BTreeMap<String, Option<String>> = headers
+        .iter()
+        .flatten()
+        .map(|h| (h.id.clone(), h.parent_session.clone()))
+        .collect();
+    for (log, header) in logs.iter().zip(&headers) {
+        sessions.push(session_status(
+            store.as_ref(),
+            log,
+            header.as_ref(),
+            &parents,
+            config,
+        ));
     }
     let pending_turns = sessions.iter().map(|s| s.unarchived_turns).sum();
     let mirror = workspace.join(MIRROR_DIR);
@@ -149,6 +166,8 @@ pub fn status(
 fn session_status(
     store: Option<&Store>,
     log: &discover::SessionLog,
+    header: Option<&crate::session::Header>,
+    parents: &std::collections::BTreeMap<String, Option<String>>,
     config: &Config,
 ) -> SessionStatus {
     let mut out = SessionStatus {
@@ -176,13 +195,9 @@ fn session_status(
     };
     let mut assembler = TurnAssembler::new();
     let mut ends = Vec::new();
-    let mut root_and_id: Option<(String, Option<String>)> = None;
     loop {
         match reader.next_item() {
-            Ok(Some(LogItem::Header(h))) => {
-                out.session_id = h.id.clone();
-                root_and_id = Some((h.id, h.parent_session));
-            }
+            Ok(Some(LogItem::Header(h))) => out.session_id = h.id,
             Ok(Some(LogItem::Event(e))) => {
                 if let Some(turn) = assembler.push(e) {
                     ends.push(turn.end_seq);
@@ -196,17 +211,20 @@ fn session_status(
         }
     }
     out.in_flight = assembler.in_flight();
+    // A seeded fork's first events are its parent's: never this session's to archive.
+    let seed_end = header
+        .filter(|h| h.is_seeded)
+        .and_then(|h| h.seed_length)
+        .unwrap_or(0);
+    ends.retain(|&end| end >= seed_end);
     out.completed_turns = ends.len() as u64;
-    // Chapters live under the root session; without the whole tree at hand, look under the
-    // session itself and its named parent (one hop covers the common fork).
-    let archived_hi = store.and_then(|store| {
-        let (id, parent) = root_and_id.as_ref()?;
-        [Some(id), parent.as_ref()]
+    let archived_hi = store.zip(header).and_then(|(store, h)| {
+        let root = crate::archive::root_session(&h.id, parents);
+        store
+            .archived(&root)
+            .ok()?
             .into_iter()
-            .flatten()
-            .filter_map(|root| store.archived(root).ok())
-            .flatten()
-            .filter(|d| d.kind == "chapter" && &d.session_id == id)
+            .filter(|d| d.kind == "chapter" && d.session_id == h.id)
             .map(|d| d.seq_hi)
             .max()
     });

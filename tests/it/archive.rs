@@ -416,6 +416,9 @@ fn a_fork_archives_under_its_root_session_without_the_seeded_prefix() {
     assert!(snap
         .keys()
         .any(|k| k.starts_with(&format!("{S1}/collections/{S2}.jsonl"))));
+    // Status agrees: nothing waits, the seeded prefix is the parent's, not the fork's.
+    let st = sb.json(&["status", "--json"]);
+    assert_eq!(st["pendingTurns"], 0, "{st}");
     assert!(
         !snap.keys().any(|k| k.starts_with(&format!("{S2}/"))),
         "no separate tree for the fork"
