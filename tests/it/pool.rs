@@ -731,3 +731,31 @@ fn an_unwritable_mirror_degrades_to_local_only_then_recovers() {
     assert!(own_pool_paths(&a, &key).is_subset(&pool_files(&pool)));
     assert_eq!(a.json(&["status", "--json"])["mode"], "linked");
 }
+
+#[test]
+fn pull_only_brings_files_in_and_publishes_nothing() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pool = tmp.path().join("pool.git");
+    let a = Sandbox::machine("m-a");
+    let b = Sandbox::machine("m-b");
+    for (i, m) in [&a, &b].into_iter().enumerate() {
+        m.write_session(&session_id(80 + i, 1), 4, true, &two_task_turns(&m.ws));
+        link_private(m, &pool);
+        m.ok(&["archive"]);
+    }
+    a.ok(&["sync"]);
+    let head = git(&pool, &["rev-parse", "main"]);
+    b.ok(&["sync", "--pull-only"]);
+    assert_eq!(
+        git(&pool, &["rev-parse", "main"]),
+        head,
+        "pull-only published"
+    );
+    let key = project_key(&a);
+    for p in own_pool_paths(&a, &key) {
+        assert!(b.ws.join(".dsh-knowledge").join(&p).is_file(), "{p}");
+    }
+    let shown = b.json(&["link", "--json"]);
+    assert_eq!(shown["visibility"], "private");
+    assert_eq!(shown["mirrorExists"], true);
+}
