@@ -759,3 +759,69 @@ fn pull_only_brings_files_in_and_publishes_nothing() {
     assert_eq!(shown["visibility"], "private");
     assert_eq!(shown["mirrorExists"], true);
 }
+
+#[test]
+fn a_local_pool_needs_no_git_program() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pool = tmp.path().join("pool.git");
+    let m = Sandbox::machine("m1");
+    m.write_session(&session_id(90, 1), 4, true, &two_task_turns(&m.ws));
+    link_private(&m, &pool);
+    m.ok(&["archive"]);
+    // No `git` anywhere on PATH: the local path is gix only.
+    let out = m
+        .cmd(&["sync"])
+        .env("PATH", tmp.path().join("no-such-bin"))
+        .output()
+        .expect("sync");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let key = project_key(&m);
+    assert!(own_pool_paths(&m, &key).is_subset(&pool_files(&pool)));
+}
+
+#[test]
+fn a_sync_never_lands_mid_archive() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pool = tmp.path().join("pool.git");
+    let m = Sandbox::machine("m1");
+    let turns: Vec<TurnSpec> =
+        dsh_chapters::session::writer::generate_session(13, 200, 4_000, 4, &m.ws_str()).collect();
+    m.write_session(&session_id(91, 1), 4, true, &turns);
+    link_private(&m, &pool);
+    // Archive and sync race for the writer lock; whichever wins, the pool never holds a
+    // chapter whose collection line is missing, and a final sync publishes everything.
+    let archive = m
+        .cmd(&["archive"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("archive");
+    let sync = m
+        .cmd(&["sync"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("sync");
+    assert!(archive
+        .wait_with_output()
+        .expect("archive")
+        .status
+        .success());
+    assert!(sync.wait_with_output().expect("sync").status.success());
+    if git_ok(&pool, &["rev-parse", "--verify", "main"]) {
+        // All or nothing: the sync ran wholly before the archive or wholly after it.
+        let files = pool_files(&pool);
+        let published = files.iter().filter(|f| f.starts_with("chapters/")).count();
+        let stored = m.chapter_files().len();
+        assert!(
+            published == 0 || published == stored,
+            "{published} of {stored} chapters published: a half-written store shipped"
+        );
+    }
+    m.ok(&["sync"]);
+    let key = project_key(&m);
+    assert!(own_pool_paths(&m, &key).is_subset(&pool_files(&pool)));
+    assert_fsck(&pool);
+}
