@@ -13,6 +13,7 @@ pub mod identity;
 pub mod injection;
 pub mod pool;
 pub mod redact;
+pub mod search; pub mod search_door;
 pub mod render;
 pub mod session;
 pub mod signature;

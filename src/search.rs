@@ -1,0 +1,716 @@
+//! The deterministic scorer and packer behind `chapters search` (PURE: documents, a query and
+//! a clock value in; ranked, packed lines out).
+//!
+//! Every point a result earns is traceable: per query term, +2 when a topic contains it, +1
+//! for the title, +1 for the summary, +1 when the kind equals it (so `plan` finds plans); the
+//! recency bonus `0.5^(age_days / 30)` is added only to a document that already scored. Ties
+//! break by path, so the same corpus and query always give the same answer.
+
+use serde::{Deserialize, Serialize};
+
+/// Points for a query term found in one of a document's topics.
+const TOPIC_POINTS: u32 = 2;
+/// Points for a query term found in the title, the summary, or equal to the kind.
+const FIELD_POINTS: u32 = 1;
+/// The recency bonus halves every this many days.
+const RECENCY_HALF_LIFE_DAYS: f64 = 30.0;
+/// The recency bonus of a document dated now.
+const RECENCY_MAX: f64 = 1.0;
+const MS_PER_DAY: f64 = 86_400_000.0;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    #[error("no YAML frontmatter (a chapter document starts with a `---` line)")]
+    NoFrontmatter,
+    #[error("bad frontmatter: {0}")]
+    Frontmatter(String),
+}
+
+/// The frontmatter fields search reads. Unknown keys are ignored; `title` and `kind` are
+/// required (a document without them is not a chapter, plan or rule).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DocMeta {
+    pub title: String,
+    #[serde(default)]
+    pub summary: String,
+    pub kind: String,
+    #[serde(default)]
+    pub project_key: String,
+    #[serde(default)]
+    pub topics: Vec<String>,
+    /// RFC 3339, or `null` when the log recorded no time.
+    #[serde(default)]
+    pub date: Option<String>,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub seq_range: Option<(u64, u64)>,
+}
+
+/// Parse a document's frontmatter (the text from its opening `---` line through its closing
+/// `---` line is enough; the body is not needed).
+pub fn parse_meta(doc: &str) -> Result<DocMeta, SearchError> {
+    let yaml = crate::render::frontmatter_text(doc).ok_or(SearchError::NoFrontmatter)?;
+    serde_saphyr::from_str(yaml).map_err(|e| SearchError::Frontmatter(e.to_string()))
+}
+
+/// One searchable document: where it is (as shown to the reader) and what it says of itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchDoc {
+    pub path: String,
+    pub meta: DocMeta,
+}
+
+/// Which field a query term hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Field {
+    Topic,
+    Title,
+    Summary,
+    Kind,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TermHit {
+    pub term: String,
+    pub field: Field,
+    pub points: u32,
+}
+
+/// The recency term of a score, said even when it is zero.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "recency", rename_all = "kebab-case")]
+pub enum Recency {
+    /// `points = 0.5^(age_days / 30)`; a date in the future counts as age 0.
+    Bonus { age_days: f64, points: f64 },
+    /// The document carries no date (or one that is not RFC 3339): no bonus.
+    NoDate,
+    /// The document scored nothing on the query terms, so recency is not added.
+    NotScored,
+}
+
+impl Recency {
+    pub fn points(&self) -> f64 {
+        match self {
+            Recency::Bonus { points, .. } => *points,
+            Recency::NoDate | Recency::NotScored => 0.0,
+        }
+    }
+}
+
+/// A document's score and how it was earned.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Explain {
+    pub hits: Vec<TermHit>,
+    pub base: u32,
+    #[serde(flatten)]
+    pub recency: Recency,
+}
+
+/// One ranked result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ranked<'a> {
+    pub doc: &'a SearchDoc,
+    pub score: f64,
+    pub explain: Explain,
+}
+
+/// The query terms: lowercase, split on anything but letters, digits and `_`, tokens of at
+/// least 2 characters, each once, in first-seen order.
+pub fn query_terms(query: &str) -> Vec<String> {
+    let lowered: String = query.chars().flat_map(char::to_lowercase).collect();
+    let mut terms: Vec<String> = Vec::new();
+    for token in lowered.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+        if token.chars().count() >= 2 && !terms.iter().any(|t| t == token) {
+            terms.push(token.to_owned());
+        }
+    }
+    terms
+}
+
+/// Score one document against the query terms at `now_ms`.
+pub fn score(doc: &SearchDoc, terms: &[String], now_ms: i64) -> (f64, Explain) {
+    let meta = &doc.meta;
+    let title = meta.title.to_lowercase();
+    let summary = meta.summary.to_lowercase();
+    let kind = meta.kind.to_lowercase();
+    let topics: Vec<String> = meta.topics.iter().map(|t| t.to_lowercase()).collect();
+    let mut hits = Vec::new();
+    for term in terms {
+        let t = term.as_str();
+        if topics.iter().any(|topic| topic.contains(t)) {
+            hits.push(hit(term, Field::Topic, TOPIC_POINTS));
+        }
+        if title.contains(t) {
+            hits.push(hit(term, Field::Title, FIELD_POINTS));
+        }
+        if summary.contains(t) {
+            hits.push(hit(term, Field::Summary, FIELD_POINTS));
+        }
+        if kind == t {
+            hits.push(hit(term, Field::Kind, FIELD_POINTS));
+        }
+    }
+    let base: u32 = hits.iter().map(|h| h.points).sum();
+    let recency = if base == 0 {
+        Recency::NotScored
+    } else {
+        recency(meta.date.as_deref(), now_ms)
+    };
+    let score = f64::from(base) + recency.points();
+    (
+        score,
+        Explain {
+            hits,
+            base,
+            recency,
+        },
+    )
+}
+
+fn hit(term: &str, field: Field, points: u32) -> TermHit {
+    TermHit {
+        term: term.to_owned(),
+        field,
+        points,
+    }
+}
+
+/// The recency term of a dated document; `NoDate` when the date is absent or unreadable.
+pub fn recency(date: Option<&str>, now_ms: i64) -> Recency {
+    let Some(at_ms) = date.and_then(parse_rfc3339_ms) else {
+        return Recency::NoDate;
+    };
+    let age_days = ((now_ms - at_ms) as f64 / MS_PER_DAY).max(0.0);
+    Recency::Bonus {
+        age_days,
+        points: RECENCY_MAX * 0.5f64.powf(age_days / RECENCY_HALF_LIFE_DAYS),
+    }
+}
+
+/// What to look for: query terms, and optionally a topic every result must carry.
+#[derive(Debug, Clone, Default)]
+pub struct Query {
+    pub terms: Vec<String>,
+    /// Exact topic (case-insensitive) a document must carry to be considered.
+    pub topic: Option<String>,
+}
+
+/// Rank `docs`: documents that earn a score > 0, highest first, ties by path (ascending).
+///
+/// With no query terms and a `topic`, every document carrying that topic is listed, newest
+/// first (its score is then its recency term alone; undated documents score 0 and come last),
+/// ties by path.
+pub fn rank<'a>(docs: &'a [SearchDoc], query: &Query, now_ms: i64) -> Vec<Ranked<'a>> {
+    let topic = query.topic.as_deref().map(str::to_lowercase);
+    let mut ranked: Vec<Ranked<'a>> = docs
+        .iter()
+        .filter(|d| match &topic {
+            Some(t) => d.meta.topics.iter().any(|dt| dt.to_lowercase() == *t),
+            None => true,
+        })
+        .filter_map(|doc| {
+            if query.terms.is_empty() {
+                // A topic listing: the topic is the match; order by recency.
+                topic.as_ref()?;
+                let recency = recency(doc.meta.date.as_deref(), now_ms);
+                return Some(Ranked {
+                    doc,
+                    score: recency.points(),
+                    explain: Explain {
+                        hits: Vec::new(),
+                        base: 0,
+                        recency,
+                    },
+                });
+            }
+            let (score, explain) = score(doc, &query.terms, now_ms);
+            (explain.base > 0).then_some(Ranked {
+                doc,
+                score,
+                explain,
+            })
+        })
+        .collect();
+    ranked.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.doc.path.cmp(&b.doc.path))
+    });
+    ranked
+}
+
+/// `YYYY-MM-DD` of a document's date, or `-`.
+pub fn day_of(date: Option<&str>) -> String {
+    match date {
+        Some(d) if parse_rfc3339_ms(d).is_some() => d[..10].to_owned(),
+        _ => "-".to_owned(),
+    }
+}
+
+/// One result line: `score | date | kind | title | path (topics: a, b)`.
+pub fn result_line(r: &Ranked<'_>) -> String {
+    let m = &r.doc.meta;
+    format!(
+        "{:.2} | {} | {} | {} | {} (topics: {})",
+        r.score,
+        day_of(m.date.as_deref()),
+        m.kind,
+        one_line(&m.title),
+        r.doc.path,
+        m.topics.join(", ")
+    )
+}
+
+/// A title with line breaks would break the one-line-per-result contract.
+fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// Estimated tokens of one line: ceil(chars / 4).
+pub fn line_tokens(line: &str) -> u64 {
+    crate::render::estimated_tokens(line)
+}
+
+/// How many whole lines fit the budget, most relevant first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Packed {
+    /// The first `shown` lines are shown; never a clipped line.
+    pub shown: usize,
+    pub requested: u64,
+    pub used: u64,
+    pub remaining: u64,
+    /// The first line alone exceeds the budget: its size, so the caller can ask again.
+    pub first_line_too_large: Option<u64>,
+}
+
+/// Pack whole lines in order until the next one would exceed `budget` tokens.
+pub fn pack(lines: &[String], budget: u64) -> Packed {
+    let mut used = 0u64;
+    let mut shown = 0usize;
+    let mut first_line_too_large = None;
+    for line in lines {
+        let cost = line_tokens(line);
+        if used + cost > budget {
+            if shown == 0 {
+                first_line_too_large = Some(cost);
+            }
+            break;
+        }
+        used += cost;
+        shown += 1;
+    }
+    Packed {
+        shown,
+        requested: budget,
+        used,
+        remaining: budget - used,
+        first_line_too_large,
+    }
+}
+
+/// Milliseconds since the Unix epoch of `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`; `None` for
+/// anything else.
+pub fn parse_rfc3339_ms(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    if b.len() < 20 || !b.is_ascii() {
+        return None;
+    }
+    let num = |from: usize, len: usize| -> Option<i64> {
+        let s = text.get(from..from + len)?;
+        s.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| s.parse().ok())?
+    };
+    let sep_ok = b[4] == b'-'
+        && b[7] == b'-'
+        && matches!(b[10], b'T' | b't' | b' ')
+        && b[13] == b':'
+        && b[16] == b':';
+    if !sep_ok {
+        return None;
+    }
+    let (year, month, day) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
+    let (hour, minute, second) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
+    if !(1..=12).contains(&month)
+        || day < 1
+        || day > days_in_month(year, month)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let mut i = 19;
+    let mut millis = 0i64;
+    if b[i] == b'.' {
+        let start = i + 1;
+        i = start;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        let frac = &text[start..i.min(start + 3)];
+        millis = frac.parse::<i64>().ok()? * 10i64.pow(3 - frac.len() as u32);
+    }
+    let offset_min = match &text[i..] {
+        "Z" | "z" => 0,
+        rest if rest.len() == 6 && matches!(rest.as_bytes()[0], b'+' | b'-') => {
+            if rest.as_bytes()[3] != b':' {
+                return None;
+            }
+            let (h, m) = (num(i + 1, 2)?, num(i + 4, 2)?);
+            if h > 23 || m > 59 {
+                return None;
+            }
+            let sign = if rest.starts_with('-') { -1 } else { 1 };
+            sign * (h * 60 + m)
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(year, month, day);
+    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_min * 60;
+    Some(secs * 1000 + millis)
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_764_400_000_000; // 2025-11-29T07:06:40Z
+    const DAY: i64 = 86_400_000;
+
+    fn doc(path: &str, title: &str, summary: &str, kind: &str, topics: &[&str]) -> SearchDoc {
+        SearchDoc {
+            path: path.to_owned(),
+            meta: DocMeta {
+                title: title.to_owned(),
+                summary: summary.to_owned(),
+                kind: kind.to_owned(),
+                project_key: "pk".to_owned(),
+                topics: topics.iter().map(|t| (*t).to_owned()).collect(),
+                date: None,
+                session_id: None,
+                seq_range: None,
+            },
+        }
+    }
+
+    fn dated(mut d: SearchDoc, ms: i64) -> SearchDoc {
+        d.meta.date = Some(crate::time::rfc3339_utc(ms));
+        d
+    }
+
+    fn q(text: &str) -> Query {
+        Query {
+            terms: query_terms(text),
+            topic: None,
+        }
+    }
+
+    #[test]
+    fn query_terms_are_lowercase_words_of_two_or_more() {
+        assert_eq!(
+            query_terms("Fix the CSV-header, a b_c x!! csv"),
+            ["fix", "the", "csv", "header", "b_c"]
+        );
+        assert!(query_terms("").is_empty());
+        assert!(query_terms("a - ! ?").is_empty());
+    }
+
+    #[test]
+    fn weights_topic_two_title_summary_kind_one() {
+        let d = doc(
+            "a.md",
+            "Auth fix",
+            "the auth bug",
+            "chapter",
+            &["authentication"],
+        );
+        let (s, e) = score(&d, &query_terms("auth"), NOW);
+        assert_eq!(e.base, 4, "{e:?}");
+        assert_eq!(s, 4.0, "no date, no recency");
+        assert_eq!(e.recency, Recency::NoDate);
+        let fields: Vec<Field> = e.hits.iter().map(|h| h.field).collect();
+        assert_eq!(fields, [Field::Topic, Field::Title, Field::Summary]);
+        // Two topics containing the term still count once.
+        let d2 = doc("b.md", "x", "y", "chapter", &["auth", "oauth"]);
+        assert_eq!(score(&d2, &query_terms("auth"), NOW).1.base, 2);
+    }
+
+    #[test]
+    fn kind_hit_finds_plans_only_on_equality() {
+        let plan = doc("p.md", "Fix the header", "", "plan", &[]);
+        let chapter = doc("c.md", "Fix the header", "", "chapter", &[]);
+        let (_, e) = score(&plan, &query_terms("plan"), NOW);
+        assert_eq!(
+            e.hits,
+            [TermHit {
+                term: "plan".into(),
+                field: Field::Kind,
+                points: 1
+            }]
+        );
+        assert_eq!(score(&chapter, &query_terms("plan"), NOW).1.base, 0);
+        assert_eq!(score(&plan, &query_terms("pla"), NOW).1.base, 0);
+    }
+
+    #[test]
+    fn recency_halves_every_thirty_days_and_only_for_matches() {
+        let points = |age: i64| recency(Some(&crate::time::rfc3339_utc(NOW - age)), NOW).points();
+        assert!((points(0) - 1.0).abs() < 1e-9);
+        assert!((points(30 * DAY) - 0.5).abs() < 1e-9);
+        assert!((points(60 * DAY) - 0.25).abs() < 1e-9);
+        assert!(
+            (points(-5 * DAY) - 1.0).abs() < 1e-9,
+            "future dates count as now"
+        );
+        let fresh = dated(doc("a.md", "csv", "", "chapter", &[]), NOW - 30 * DAY);
+        let (s, e) = score(&fresh, &query_terms("csv"), NOW);
+        assert!((s - 1.5).abs() < 1e-9, "{s}");
+        assert!(
+            matches!(e.recency, Recency::Bonus { age_days, .. } if (age_days - 30.0).abs() < 1e-9)
+        );
+        let (s, e) = score(&fresh, &query_terms("nothing"), NOW);
+        assert_eq!((s, e.recency), (0.0, Recency::NotScored));
+        let garbled = SearchDoc {
+            meta: DocMeta {
+                date: Some("yesterday".into()),
+                ..fresh.meta.clone()
+            },
+            ..fresh.clone()
+        };
+        assert_eq!(
+            score(&garbled, &query_terms("csv"), NOW).1.recency,
+            Recency::NoDate
+        );
+    }
+
+    #[test]
+    fn ranked_by_score_then_path_zero_is_not_a_match() {
+        let docs = vec![
+            doc("b.md", "csv", "", "chapter", &[]),
+            doc("a.md", "csv", "", "chapter", &[]),
+            doc("c.md", "other", "", "chapter", &[]),
+            doc("d.md", "", "", "chapter", &["csv"]),
+        ];
+        let ranked = rank(&docs, &q("csv"), NOW);
+        let paths: Vec<&str> = ranked.iter().map(|r| r.doc.path.as_str()).collect();
+        assert_eq!(paths, ["d.md", "a.md", "b.md"]);
+        // Recency breaks an equal base: the newer first regardless of path.
+        let docs = vec![
+            dated(doc("a.md", "csv", "", "chapter", &[]), NOW - 90 * DAY),
+            dated(doc("b.md", "csv", "", "chapter", &[]), NOW - DAY),
+        ];
+        let ranked = rank(&docs, &q("csv"), NOW);
+        assert_eq!(ranked[0].doc.path, "b.md");
+    }
+
+    #[test]
+    fn ranking_is_deterministic_under_input_order() {
+        let mut docs: Vec<SearchDoc> = (0..20)
+            .map(|i| {
+                dated(
+                    doc(&format!("{i:02}.md"), "auth csv", "", "chapter", &["csv"]),
+                    NOW - (i % 3) * DAY,
+                )
+            })
+            .collect();
+        let first: Vec<String> = rank(&docs, &q("csv auth"), NOW)
+            .iter()
+            .map(result_line)
+            .collect();
+        docs.reverse();
+        let second: Vec<String> = rank(&docs, &q("csv auth"), NOW)
+            .iter()
+            .map(result_line)
+            .collect();
+        assert_eq!(first, second);
+        assert_eq!(first.len(), 20);
+    }
+
+    #[test]
+    fn topic_filter_is_exact_and_lists_by_recency_without_terms() {
+        let docs = vec![
+            dated(doc("a.md", "x", "", "chapter", &["Auth"]), NOW - 10 * DAY),
+            dated(doc("b.md", "x", "", "chapter", &["auth"]), NOW - DAY),
+            doc("c.md", "x", "", "chapter", &["auth"]),
+            doc("d.md", "x", "", "chapter", &["oauth"]),
+        ];
+        let listing = Query {
+            terms: Vec::new(),
+            topic: Some("AUTH".into()),
+        };
+        let paths: Vec<&str> = rank(&docs, &listing, NOW)
+            .iter()
+            .map(|r| r.doc.path.as_str())
+            .collect();
+        assert_eq!(paths, ["b.md", "a.md", "c.md"]);
+        // No terms and no topic: nothing is a match.
+        assert!(rank(&docs, &Query::default(), NOW).is_empty());
+        // Terms and a topic: the topic restricts, the terms score.
+        let both = Query {
+            terms: query_terms("x"),
+            topic: Some("oauth".into()),
+        };
+        let ranked = rank(&docs, &both, NOW);
+        assert_eq!(ranked.len(), 1);
+        assert_eq!(ranked[0].doc.path, "d.md");
+    }
+
+    #[test]
+    fn explain_names_every_term_field_and_the_recency() {
+        let d = dated(
+            doc("a.md", "CSV export", "header row", "plan", &["csv"]),
+            NOW - 15 * DAY,
+        );
+        let ranked = rank(std::slice::from_ref(&d), &q("csv plan header"), NOW);
+        let e = &ranked[0].explain;
+        let got: Vec<(&str, Field, u32)> = e
+            .hits
+            .iter()
+            .map(|h| (h.term.as_str(), h.field, h.points))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("csv", Field::Topic, 2),
+                ("csv", Field::Title, 1),
+                ("plan", Field::Kind, 1),
+                ("header", Field::Summary, 1),
+            ]
+        );
+        assert_eq!(e.base, 5);
+        let json = serde_json::to_value(e).expect("json");
+        assert_eq!(json["recency"], "bonus");
+        assert!((json["points"].as_f64().expect("points") - 0.5f64.powf(0.5)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn result_line_has_the_five_fields_on_one_line() {
+        let d = dated(
+            doc("p/a.md", "Two\nlines", "", "plan", &["csv", "export"]),
+            NOW,
+        );
+        let ranked = rank(std::slice::from_ref(&d), &q("csv"), NOW);
+        assert_eq!(
+            result_line(&ranked[0]),
+            "3.00 | 2025-11-29 | plan | Two lines | p/a.md (topics: csv, export)"
+        );
+    }
+
+    #[test]
+    fn pack_takes_whole_lines_and_accounts_exactly() {
+        let lines: Vec<String> = ["aaaa", "bbbbb", "cc", "dddddddd"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        // Costs: 1, 2, 1, 2.
+        let p = pack(&lines, 4);
+        assert_eq!((p.shown, p.used, p.remaining), (3, 4, 0));
+        assert_eq!(p.first_line_too_large, None);
+        let p = pack(&lines, 2);
+        assert_eq!(
+            (p.shown, p.used, p.remaining),
+            (1, 1, 1),
+            "stops, never skips ahead"
+        );
+        let p = pack(&lines, 100);
+        assert_eq!((p.shown, p.used, p.remaining), (4, 6, 94));
+        assert_eq!(pack(&[], 5).shown, 0);
+        assert_eq!(pack(&[], 5).first_line_too_large, None);
+    }
+
+    #[test]
+    fn pack_refuses_a_budget_below_the_first_line_with_its_size() {
+        let lines = vec!["x".repeat(41)];
+        let p = pack(&lines, 10);
+        assert_eq!((p.shown, p.used, p.remaining), (0, 0, 10));
+        assert_eq!(p.first_line_too_large, Some(11));
+        assert_eq!(pack(&lines, 0).first_line_too_large, Some(11));
+        // Characters, not bytes.
+        assert_eq!(line_tokens("éééé"), 1);
+    }
+
+    #[test]
+    fn parse_meta_reads_the_fields_and_ignores_unknown_keys() {
+        let text = "---\ntitle: \"Fix it\"\nsummary: s\nkind: plan\nprojectKey: \"pk\"\nsessionId: s1\nseqRange: [3, 9]\ndate: null\ntopics: [a, b]\nextra: {x: 1}\n---\nbody\n";
+        let m = parse_meta(text).expect("meta");
+        assert_eq!(m.title, "Fix it");
+        assert_eq!(m.kind, "plan");
+        assert_eq!(m.seq_range, Some((3, 9)));
+        assert_eq!(m.date, None);
+        assert_eq!(m.topics, ["a", "b"]);
+    }
+
+    #[test]
+    fn parse_meta_refuses_garbled_truncated_and_hostile_input() {
+        assert!(matches!(parse_meta(""), Err(SearchError::NoFrontmatter)));
+        assert!(matches!(
+            parse_meta("---\ntitle: x\nkind: chapter\n"),
+            Err(SearchError::NoFrontmatter)
+        ));
+        assert!(parse_meta("---\ntitle: [unclosed\nkind: x\n---\n").is_err());
+        assert!(parse_meta("---\nsummary: no title\n---\n").is_err());
+        assert!(parse_meta("---\ntitle: x\nkind: chapter\ntopics: 7\n---\n").is_err());
+        let huge = format!(
+            "---\ntitle: \"{}\"\nkind: chapter\n---\n",
+            "t".repeat(1 << 20)
+        );
+        assert_eq!(parse_meta(&huge).expect("huge").title.len(), 1 << 20);
+    }
+
+    #[test]
+    fn rfc3339_round_trips_and_refuses_garbage() {
+        for ms in [0, NOW, NOW + 123, 951_782_400_000 /* 2000-02-29 */] {
+            assert_eq!(parse_rfc3339_ms(&crate::time::rfc3339_utc(ms)), Some(ms));
+        }
+        assert_eq!(
+            parse_rfc3339_ms("2025-11-29T09:06:40+02:00"),
+            parse_rfc3339_ms("2025-11-29T07:06:40Z")
+        );
+        assert_eq!(parse_rfc3339_ms("2025-11-29T07:06:40.5Z"), Some(NOW + 500));
+        for bad in [
+            "",
+            "2025-11-29",
+            "2025-13-01T00:00:00Z",
+            "2025-02-29T00:00:00Z",
+            "2025-11-29T07:06:40",
+            "2025-11-29T07:06:40.Z",
+            "2025-11-29T07:06:40+0200",
+            "2025-11-29T07:06:4xZ",
+            "２０２５-11-29T07:06:40Z",
+        ] {
+            assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
+        }
+        assert_eq!(day_of(Some("2025-11-29T07:06:40Z")), "2025-11-29");
+        assert_eq!(day_of(Some("soon")), "-");
+        assert_eq!(day_of(None), "-");
+    }
+}
