@@ -38,6 +38,23 @@ pub enum Door {
     PoolAndStore,
 }
 
+impl Door {
+    /// The sentence naming the door, so "this machine only" is never read as "the project".
+    pub fn describe(self, documents: usize, mirror_absent: bool) -> String {
+        match self {
+            Door::Store => format!(
+                "searched this machine's store only ({documents} documents; no pool linked — other machines' work is not here)"
+            ),
+            Door::PoolAndStore if mirror_absent => format!(
+                "searched the pool mirror and this machine's store ({documents} documents; the mirror is empty — run `chapters sync` to bring in other machines' work)"
+            ),
+            Door::PoolAndStore => format!(
+                "searched the pool mirror and this machine's store ({documents} documents)"
+            ),
+        }
+    }
+}
+
 /// A document that could not be read, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Unreadable {

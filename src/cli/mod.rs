@@ -4,6 +4,7 @@ mod archive;
 mod demo;
 mod init;
 mod link;
+mod search;
 mod status;
 mod sync;
 
@@ -43,6 +44,8 @@ enum Command {
     Link(link::Args),
     /// Pull, then publish what the store has that the pool lacks.
     Sync(sync::Args),
+    /// Find past work: chapters and plans, scored and packed to a token budget.
+    Search(search::Args),
     /// Generate a sample session in a scratch home, archive it and show what was written.
     Demo(demo::Args),
 }
@@ -134,6 +137,7 @@ pub fn run() -> ExitCode {
         Command::Demo(a) => demo::run(a),
         Command::Link(a) => link::run(cli.workspace.as_deref(), a),
         Command::Sync(a) => sync::run(cli.workspace.as_deref(), a),
+        Command::Search(a) => search::run(cli.workspace.as_deref(), a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
