@@ -5,6 +5,7 @@ mod bad_input;
 mod crash;
 mod githttp;
 mod pool;
+mod search;
 mod shape;
 mod support;
 mod transport;
