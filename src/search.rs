@@ -84,6 +84,7 @@ pub struct TermHit {
 #[serde(tag = "recency", rename_all = "kebab-case")]
 pub enum Recency {
     /// `points = 0.5^(age_days / 30)`; a date in the future counts as age 0.
+    #[serde(rename_all = "camelCase")]
     Bonus { age_days: f64, points: f64 },
     /// The document carries no date (or one that is not RFC 3339): no bonus.
     NoDate,

@@ -19,6 +19,7 @@ const PURE: &[&str] = &[
     "src/render/yaml.rs",
     "src/time.rs",
     "src/pool/plan.rs",
+    "src/search.rs",
 ];
 
 const SHELL_ONLY: &[&str] = &[
