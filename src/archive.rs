@@ -418,7 +418,21 @@ fn archive_session(
 
     // Pass 2: re-read from the span start, render and write one chapter at a time.
     let mut next_chapter = store.next_chapter_number(root)?;
-    let mut next_plan = store.next_plan_number(root)?;
+    // Plan numbers count only plans whose chapter landed: a plan written by a run killed
+    // before its chapter is an orphan, and the re-run rewrites it under the same number
+    // with the same bytes instead of numbering the same plan twice.
+    let landed: std::collections::BTreeSet<&str> = archived
+        .iter()
+        .filter(|d| d.kind == "chapter")
+        .map(|d| d.file_name.as_str())
+        .collect();
+    let mut next_plan = archived
+        .iter()
+        .filter(|d| d.kind == "plan" && d.chapter.as_deref().is_some_and(|c| landed.contains(c)))
+        .map(|d| d.number)
+        .max()
+        .unwrap_or(0)
+        + 1;
     let resume = span_resume.unwrap_or_default();
     let mut reader = LogReader::open_with(file, resume, reader_options(ctx.config))?;
     let mut assembler = TurnAssembler::starting_at(span_lo, completed_before_span);

@@ -75,6 +75,8 @@ pub struct ArchivedDoc {
     pub session_id: String,
     pub seq_lo: u64,
     pub seq_hi: u64,
+    /// For a plan: the chapter file that references it.
+    pub chapter: Option<String>,
 }
 
 /// Counts for `chapters status`.
@@ -417,6 +419,7 @@ impl Store {
                 session_id: fm.session_id,
                 seq_lo: fm.seq_range.0,
                 seq_hi: fm.seq_range.1,
+                chapter: fm.chapter,
             });
         }
         docs.sort_by(|a, b| {
@@ -444,7 +447,8 @@ impl Store {
             .saturating_add(1))
     }
 
-    /// The next free plan number (1-based).
+    /// One past the highest plan number on disk, orphans of killed runs included. The
+    /// archive numbers from the plans whose chapter landed instead (see `archive`).
     pub fn next_plan_number(&self, root_session: &str) -> Result<u32, StoreError> {
         Ok(self
             .max_number(root_session, Series::Plan)?

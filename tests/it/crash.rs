@@ -81,10 +81,11 @@ fn kill_9_at_many_points_then_finish_equals_one_clean_run() {
     );
     sb.ok(&["archive"]);
     let got = normalized(&sb);
-    assert_eq!(
-        got.keys().collect::<Vec<_>>(),
-        expected.keys().collect::<Vec<_>>(),
-        "same files"
+    let extra: Vec<_> = got.keys().filter(|k| !expected.contains_key(*k)).collect();
+    let missing: Vec<_> = expected.keys().filter(|k| !got.contains_key(*k)).collect();
+    assert!(
+        extra.is_empty() && missing.is_empty(),
+        "files differ from an uninterrupted run: extra {extra:?}, missing {missing:?}"
     );
     for (path, text) in &expected {
         assert_eq!(&got[path], text, "{path} differs from an uninterrupted run");
@@ -93,4 +94,44 @@ fn kill_9_at_many_points_then_finish_equals_one_clean_run() {
     let before = sb.snapshot();
     sb.ok(&["archive"]);
     assert_eq!(sb.snapshot(), before);
+}
+
+/// A run killed after a chapter's plan was written but before the chapter itself leaves an
+/// orphan plan; the re-run must rewrite it under the same number, not number it twice.
+#[test]
+fn an_orphan_plan_is_rewritten_not_renumbered() {
+    let sb = Sandbox::new();
+    let mut turns = crate::support::two_task_turns(&sb.ws);
+    turns[3].plan = Some("# Plan\n\n1. write the header row\n".to_owned());
+    sb.write_session(S, 4, true, &turns);
+    sb.ok(&["init"]);
+    sb.ok(&["archive"]);
+    let expected = sb.snapshot();
+    let chapters = sb.store().join(S).join("chapters");
+    let plan_chapter = expected
+        .iter()
+        .filter(|(p, _)| p.contains("/chapters/plan-"))
+        .find_map(|(_, b)| {
+            let text = String::from_utf8_lossy(b).into_owned();
+            dsh_chapters::render::parse_frontmatter(&text)
+                .ok()
+                .and_then(|fm| fm.chapter)
+        })
+        .expect("a plan naming its chapter");
+    // The state a kill leaves: the plan is there, its chapter (and every later one) is not.
+    let mut names: Vec<String> = std::fs::read_dir(&chapters)
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with("plan-"))
+        .collect();
+    names.sort();
+    for n in names.iter().filter(|n| n.as_str() >= plan_chapter.as_str()) {
+        std::fs::remove_file(chapters.join(n)).expect("rm");
+    }
+    sb.ok(&["archive"]);
+    assert_eq!(
+        sb.snapshot().keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>()
+    );
+    assert_eq!(sb.snapshot(), expected, "the re-run wrote other bytes");
 }
