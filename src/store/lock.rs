@@ -78,8 +78,10 @@ impl WriterLock {
         let previous_holder_died = pid_path.exists();
         let command: Vec<String> = std::env::args().collect();
         let note = format!("{}\n{}\n", std::process::id(), command.join(" "));
-        // Informational only: a failure here must not cost the lock we hold.
-        if let Err(e) = super::atomic::write_atomic(&pid_path, note.as_bytes()) {
+        // Informational only: a failure here must not cost the lock we hold. Written in
+        // place, not through a temp file: a kill mid-write leaves at worst a torn note (the
+        // flock is the truth), never a stray temp file beside the store.
+        if let Err(e) = fs::write(&pid_path, note.as_bytes()) {
             tracing::debug!(error = %e, "could not record the writer pid");
         }
         Ok(WriterLock {
