@@ -455,11 +455,19 @@ impl Store {
             .saturating_add(1))
     }
 
-    /// Root session ids that have a directory in the store, sorted.
+    /// Root session ids that have a directory in the store, sorted. A root is a directory
+    /// holding `chapters/`, `collections/` or `artifacts/`: other directories beside them
+    /// (curation edits, an index, rules) are never mistaken for session trees.
     pub fn roots(&self) -> Result<Vec<String>, StoreError> {
         Ok(list_dir(&self.dir)?
             .into_iter()
             .filter(|(name, file_type)| file_type.is_dir() && is_safe_component(name))
+            .filter(|(name, _)| {
+                let dir = self.dir.join(name);
+                ["chapters", "collections", "artifacts"]
+                    .iter()
+                    .any(|sub| dir.join(sub).is_dir())
+            })
             .map(|(name, _)| name)
             .collect())
     }
@@ -881,6 +889,9 @@ mod tests {
             content: text(content),
         };
         store.write_artifact("root", &artifact).unwrap();
+        // Directories that are not session trees (edits, an index) are not roots.
+        fs::create_dir_all(store.dir().join("edits").join("machine-a")).unwrap();
+        fs::create_dir_all(store.dir().join("index")).unwrap();
         assert_eq!(store.roots().unwrap(), vec!["root", "root-2"]);
         assert_eq!(
             store.counts().unwrap(),
