@@ -3,7 +3,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use dsh_chapters::archive::{self, ArchiveContext, ArchiveReport, Reason, SessionReport};
+use dsh_chapters::archive::{self, ArchiveReport, Reason, SessionReport};
 
 use super::{Env, Reported};
 
@@ -23,14 +23,7 @@ pub struct Args {
 pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     let env = Env::resolve(workspace, None)?;
     let now = dsh_chapters::time::rfc3339_utc(super::now_ms());
-    let ctx = ArchiveContext {
-        workspace: &env.workspace,
-        dsh_home: &env.dsh_home,
-        config: &env.config,
-        identity: &env.identity,
-        harness_id: &env.harness_id,
-        now: &now,
-    };
+    let ctx = env.archive_context(&now);
     let bar = if std::io::stderr().is_terminal() && !args.json {
         let bar = indicatif::ProgressBar::new_spinner();
         bar.enable_steady_tick(std::time::Duration::from_millis(120));

@@ -2,7 +2,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use dsh_chapters::archive::{self, ArchiveContext, Reason};
+use dsh_chapters::archive::{self, Reason};
 use dsh_chapters::demo;
 use dsh_chapters::store::Store;
 
@@ -52,14 +52,7 @@ pub fn run(args: Args) -> Result<()> {
         env.identity.project_key,
         env.identity.source.as_str()
     );
-    let ctx = ArchiveContext {
-        workspace: &env.workspace,
-        dsh_home: &env.dsh_home,
-        config: &env.config,
-        identity: &env.identity,
-        harness_id: &env.harness_id,
-        now: &now,
-    };
+    let ctx = env.archive_context(&now);
     let report = archive::archive_workspace(&ctx, None, Reason::Manual, &|_| {})?;
     for failure in &report.failures {
         eprintln!(

@@ -99,6 +99,23 @@ impl Env {
     }
 }
 
+impl Env {
+    /// What an archive run needs from the resolved environment, at the time `now`.
+    pub fn archive_context<'a>(
+        &'a self,
+        now: &'a str,
+    ) -> dsh_chapters::archive::ArchiveContext<'a> {
+        dsh_chapters::archive::ArchiveContext {
+            workspace: &self.workspace,
+            dsh_home: &self.dsh_home,
+            config: &self.config,
+            identity: &self.identity,
+            harness_id: &self.harness_id,
+            now,
+        }
+    }
+}
+
 fn dsh_home_from_env() -> Result<PathBuf> {
     if let Some(h) = std::env::var_os("DSH_HOME").filter(|h| !h.is_empty()) {
         return Ok(PathBuf::from(h));

@@ -8,7 +8,7 @@ use std::process::Command;
 use dsh_chapters::session::writer::{LogWriter, SessionScript, TurnSpec};
 
 use crate::githttp::GitHttpServer;
-use crate::support::{two_task_turns, Sandbox, START_MS};
+use crate::support::{link_private, two_task_turns, Sandbox, START_MS};
 
 fn session_id(machine: usize, n: usize) -> String {
     format!("session-{machine:08}-0000-4000-8000-{n:012}")
@@ -27,15 +27,6 @@ fn git(repo: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn link_private(m: &Sandbox, pool: &Path) {
-    m.ok(&[
-        "link",
-        pool.to_str().expect("utf8"),
-        "--visibility",
-        "private",
-    ]);
 }
 
 fn assert_fsck(pool: &Path) {

@@ -1,9 +1,7 @@
 //! `chapters search` end to end: the store door, the pool door, the two empty answers, the
 //! budget, plans by kind, and the project filter.
 
-use std::path::Path;
-
-use crate::support::{two_task_turns, Sandbox};
+use crate::support::{link_private, two_task_turns, Sandbox};
 
 const S1: &str = "session-51515151-1111-4111-8111-111111111111";
 const S2: &str = "session-52525252-2222-4222-8222-222222222222";
@@ -174,15 +172,6 @@ fn kind_plan_finds_a_plan() {
     );
     let hits = plan["explain"]["hits"].as_array().expect("hits");
     assert!(hits.iter().any(|h| h["field"] == "kind"), "{plan}");
-}
-
-fn link_private(m: &Sandbox, pool: &Path) {
-    m.ok(&[
-        "link",
-        pool.to_str().expect("utf8"),
-        "--visibility",
-        "private",
-    ]);
 }
 
 #[test]

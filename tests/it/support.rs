@@ -218,3 +218,13 @@ pub fn two_task_turns(ws: &Path) -> Vec<TurnSpec> {
     }
     t
 }
+
+/// Link `m` to the local pool at `pool`, declared private.
+pub fn link_private(m: &Sandbox, pool: &Path) {
+    m.ok(&[
+        "link",
+        pool.to_str().expect("utf8"),
+        "--visibility",
+        "private",
+    ]);
+}
