@@ -57,7 +57,7 @@ pub enum LinkError {
     TokenRequired { url: String },
     #[error("{url} is an ssh URL: it uses your own ssh setup, so no token is taken; drop --token-file/--token-stdin")]
     TokenForSsh { url: String },
-    #[error("{path} is not a directory that can hold a pool")]
+    #[error("{path} is a file, not a directory that can hold a pool: give a directory (an absent or empty one becomes a bare repository on first sync) or a git URL")]
     NotADirectory { path: PathBuf },
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
