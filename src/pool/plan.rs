@@ -29,6 +29,8 @@ pub enum FileKind {
     Plan,
     Artifact,
     Collection,
+    /// `edits/<harnessId>/curation.jsonl`: a machine's curation facts (Layer 1).
+    Curation,
     /// `project.yml`, `.gitattributes`: derived, rebuilt when they diverge, never merged.
     Derived,
 }
@@ -42,7 +44,7 @@ impl FileKind {
 
     /// Ledgers grow only by appending; every other file is write-once.
     pub fn is_ledger(self) -> bool {
-        matches!(self, FileKind::Collection)
+        matches!(self, FileKind::Collection | FileKind::Curation)
     }
 }
 
@@ -59,6 +61,11 @@ pub fn pool_path(project_key: &str, store_rel: &str) -> Option<(String, FileKind
         return None;
     }
     match parts.as_slice() {
+        // Checked first: a curation file is never read as a session tree's ledger.
+        ["edits", harness, "curation.jsonl"] => Some((
+            format!("edits/{harness}/curation.jsonl"),
+            FileKind::Curation,
+        )),
         [root, "chapters", file] if file.ends_with(".md") => {
             let kind = if file.starts_with("plan-") {
                 FileKind::Plan
@@ -173,7 +180,17 @@ mod tests {
                 FileKind::Collection
             ))
         );
+        assert_eq!(
+            pool_path(PK, "edits/machine-a/curation.jsonl"),
+            Some((
+                "edits/machine-a/curation.jsonl".to_string(),
+                FileKind::Curation
+            ))
+        );
+        assert!(FileKind::Curation.is_ledger());
         for unpublished in [
+            "edits/machine-a/notes.jsonl",
+            "edits/curation.jsonl",
             "project.yml",
             "state.json",
             "config.yml",

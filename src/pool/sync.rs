@@ -477,9 +477,33 @@ fn store_files(
         })?;
         out.extend(found.into_iter().map(|(p, k, f)| (root.clone(), p, k, f)));
     }
+    // This machine's curation facts: one small ledger per harness id, always listed.
+    let edits = store.dir().join(crate::curation::file::EDITS_DIR);
+    if edits.is_dir() {
+        let mut found = Vec::new();
+        walk_store(
+            &edits,
+            crate::curation::file::EDITS_DIR,
+            project_key,
+            &mut found,
+        )
+        .map_err(|e| Fail {
+            code: SyncCode::Other,
+            detail: format!("cannot list the store {}: {e}", edits.display()),
+        })?;
+        // `.edits` cannot be a session id (no leading dot), so its manifest never collides.
+        out.extend(
+            found
+                .into_iter()
+                .map(|(p, k, f)| (EDITS_MANIFEST.to_owned(), p, k, f)),
+        );
+    }
     out.sort();
     Ok(out)
 }
+
+/// The publication manifest's key for the store's `edits/` tree.
+const EDITS_MANIFEST: &str = ".edits";
 
 fn walk_store(
     dir: &Path,
@@ -829,6 +853,7 @@ fn kind_name(kind: FileKind) -> &'static str {
         FileKind::Plan => "plan",
         FileKind::Artifact => "artifact",
         FileKind::Collection => "collection",
+        FileKind::Curation => "curation",
         FileKind::Derived => "derived",
     }
 }
