@@ -10,6 +10,7 @@ pub mod compose;
 pub mod config;
 pub mod curation;
 pub mod demo;
+pub mod enrich;
 pub mod identity;
 pub mod injection;
 pub mod pool;

@@ -64,6 +64,18 @@ pub struct StatusReport {
     pub store: Option<StoreCounts>,
     pub sessions: Vec<SessionStatus>,
     pub pending_turns: u64,
+    /// Model enrichment: `null` when no endpoint is configured (enrichment off).
+    pub enrichment: Option<EnrichmentStatus>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnrichmentStatus {
+    pub endpoint: String,
+    pub model: Option<String>,
+    pub enabled: bool,
+    /// Counts and backoff from the last batches; `null` when none has run here.
+    pub batches: Option<crate::enrich::run::EnrichStatus>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -160,6 +172,17 @@ pub fn status(
         store: counts,
         sessions,
         pending_turns,
+        enrichment: config
+            .enrichment_endpoint
+            .as_ref()
+            .map(|endpoint| EnrichmentStatus {
+                endpoint: endpoint.clone(),
+                model: config.enrichment_model.clone(),
+                enabled: config.enrichment_enabled,
+                batches: store
+                    .as_ref()
+                    .and_then(|s| crate::enrich::run::read_status(s).ok().flatten()),
+            }),
     })
 }
 

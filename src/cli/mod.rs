@@ -2,6 +2,7 @@
 
 mod archive;
 mod demo;
+mod enrich;
 mod init;
 mod link;
 mod search;
@@ -46,6 +47,8 @@ enum Command {
     Sync(sync::Args),
     /// Find past work: chapters and plans, scored and packed to a token budget.
     Search(search::Args),
+    /// Idle-time model enrichment: `run`, `report`, `model`.
+    Enrich(enrich::Args),
     /// Generate a sample session in a scratch home, archive it and show what was written.
     Demo(demo::Args),
 }
@@ -155,6 +158,7 @@ pub fn run() -> ExitCode {
         Command::Link(a) => link::run(cli.workspace.as_deref(), a),
         Command::Sync(a) => sync::run(cli.workspace.as_deref(), a),
         Command::Search(a) => search::run(cli.workspace.as_deref(), a),
+        Command::Enrich(a) => enrich::run(cli.workspace.as_deref(), a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -87,6 +87,32 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         "pending     {} completed turn(s) not yet archived",
         report.pending_turns
     );
+    match &report.enrichment {
+        None => println!("enrichment  off (no endpoint)"),
+        Some(e) => {
+            let counts = e.batches.as_ref().map_or_else(
+                || "no batch yet".to_owned(),
+                |b| {
+                    format!(
+                        "annotated {}, invalid {}, failed {}, timeouts {}{}",
+                        b.annotated,
+                        b.invalid,
+                        b.failed,
+                        b.timeouts,
+                        b.last_error
+                            .as_ref()
+                            .map(|err| format!(" — last error: {err}"))
+                            .unwrap_or_default()
+                    )
+                },
+            );
+            println!(
+                "enrichment  {} via {}: {counts}",
+                if e.enabled { "on" } else { "disabled here" },
+                e.endpoint
+            );
+        }
+    }
     for s in &report.sessions {
         let flight = s
             .in_flight

@@ -107,6 +107,9 @@ pub enum Action {
     Append,
     /// The pool already holds these bytes.
     Same,
+    /// A chapter this machine re-annotated (model-owned frontmatter only, the body's bytes
+    /// unchanged): the one sanctioned replacement of a write-once file (record §6.2).
+    Annotate,
     /// The pool holds different bytes this machine may not replace: another machine
     /// wrote that path, or the pool's copy is not a prefix of ours. Never overwritten.
     Refuse { reason: String },
@@ -125,6 +128,26 @@ pub fn decide(
     };
     if pool_blob == blob_id(store_bytes) {
         return Action::Same;
+    }
+    if kind == FileKind::Chapter {
+        use crate::render::annotate::{is_reannotation, ModelFields};
+        // Only a chapter a model annotated can be a re-annotation: the pool's bytes are read
+        // for nothing else.
+        let ours = std::str::from_utf8(store_bytes)
+            .ok()
+            .filter(|doc| ModelFields::read(doc).is_ok_and(|f| f.title_model().is_some()));
+        let reannotated = ours.is_some_and(|ours| {
+            pool_bytes().is_some_and(|theirs| {
+                std::str::from_utf8(&theirs).is_ok_and(|theirs| is_reannotation(theirs, ours))
+            })
+        });
+        return if reannotated {
+            Action::Annotate
+        } else {
+            Action::Refuse {
+                reason: "the pool holds a different chapter at this write-once path (another machine wrote it, or the body changed)".into(),
+            }
+        };
     }
     if !kind.is_ledger() {
         return Action::Refuse {
@@ -226,6 +249,32 @@ mod tests {
         );
         assert!(matches!(
             decide(FileKind::Chapter, ours, Some(&blob_id(b"x")), never),
+            Action::Refuse { .. }
+        ));
+        // A re-annotated chapter replaces its earlier copy; a different body never does.
+        let body = "# T\n\nbody\n";
+        let sha = crate::render::sha256_hex(body.as_bytes());
+        let det = format!("---\ntitle: T\nsummary: s\nkind: chapter\ntopics: [a]\nsha256: {sha}\ngenerated: {{title: {{by: deterministic}}}}\n---\n{body}");
+        let annotated = det
+            .replace("title: T", "title: Better")
+            .replace("{by: deterministic}", "{by: model, model: m, at: t}");
+        assert_eq!(
+            decide(
+                FileKind::Chapter,
+                annotated.as_bytes(),
+                Some(&blob_id(det.as_bytes())),
+                || Some(det.clone().into_bytes())
+            ),
+            Action::Annotate
+        );
+        let other_body = annotated.replace("body\n", "other\n");
+        assert!(matches!(
+            decide(
+                FileKind::Chapter,
+                other_body.as_bytes(),
+                Some(&blob_id(det.as_bytes())),
+                || Some(det.clone().into_bytes())
+            ),
             Action::Refuse { .. }
         ));
         assert!(matches!(

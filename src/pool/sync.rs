@@ -793,7 +793,7 @@ fn plan_publication(
         });
         match action {
             Action::Same => {}
-            Action::Add | Action::Append => {
+            Action::Add | Action::Append | Action::Annotate => {
                 let blob = mirror.write_blob(&bytes)?;
                 upserts.push((pool_path.clone(), blob));
                 *report

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod annotate;
 mod body;
 mod markdown;
 mod yaml;

@@ -332,6 +332,31 @@ impl Store {
         atomic::write_new(&dir.join(name), doc.text.as_bytes())
     }
 
+    /// The one sanctioned rewrite of a stored chapter (record §6.2): replace it with its
+    /// re-annotated bytes, only if it still holds exactly `expected` (what the annotation
+    /// was computed from) and the new bytes differ from it in model-owned frontmatter only.
+    /// `Ok(false)`: the file changed meanwhile, nothing written. The caller holds the
+    /// writer lock.
+    pub fn reannotate_chapter(
+        &self,
+        root_session: &str,
+        file_name: &str,
+        expected: &str,
+        annotated: &Redacted<String>,
+    ) -> Result<bool, StoreError> {
+        let name = check_id(file_name)?;
+        let path = self.chapters_dir(root_session)?.join(name);
+        let current = fs::read(&path).map_err(|e| io_err(&path, e))?;
+        if current != expected.as_bytes() {
+            return Ok(false);
+        }
+        if !crate::render::annotate::is_reannotation(expected, annotated.as_str()) {
+            return Err(StoreError::WouldOverwrite { path });
+        }
+        atomic::write_atomic(&path, annotated.as_bytes())?;
+        Ok(true)
+    }
+
     /// Write a content-addressed artifact once: `Ok(false)` when it is already there.
     pub fn write_artifact(
         &self,

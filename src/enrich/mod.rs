@@ -1,0 +1,15 @@
+//! Idle-time model enrichment (record §6): better titles, summaries and topics for archived
+//! chapters from any OpenAI-compatible chat-completions endpoint — validated, provenance-
+//! tagged, re-runnable, and never in the way.
+//!
+//! `slice` (what one call sees) and `answer` (what a valid answer is) are pure; `http` is
+//! the one network call; `run` walks the store, calls one chapter at a time (the target
+//! server is single-slot), and writes through the store's one sanctioned chapter rewrite.
+
+pub mod answer;
+pub mod http;
+pub mod run;
+pub mod slice;
+
+/// The name under `$DSH_HOME/dsh-chapters/credentials/` that holds the endpoint's API key.
+pub const KEY_NAME: &str = "enrichment-api-key";

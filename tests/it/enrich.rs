@@ -1,0 +1,476 @@
+//! Enrichment against a real HTTP server on loopback speaking the chat-completions API with
+//! scripted answers: valid; invalid then valid; always invalid; slower than the timeout;
+//! 500s. Plus an opt-in live test against `CHAPTERS_LIVE_ENDPOINT`.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sha2::Digest;
+
+use crate::support::{link_private, two_task_turns, Sandbox};
+
+#[derive(Clone)]
+enum Reply {
+    /// 200 with this completion text.
+    Content(String),
+    /// Sleep, then answer with this completion text.
+    Slow(Duration, String),
+    Status(u16),
+}
+
+struct Server {
+    url: String,
+    script: Arc<Mutex<VecDeque<Reply>>>,
+    /// Every request: (headers, body).
+    seen: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+fn good(title: &str) -> Reply {
+    Reply::Content(
+        serde_json::json!({
+            "title": title,
+            "summary": "The expiry check compared seconds with milliseconds; fixed and tested.",
+            "topics": ["Auth", "jwt refresh", "middleware"],
+        })
+        .to_string(),
+    )
+}
+
+/// A chat-completions server on loopback. Replies are taken from the script in order; once
+/// it is empty, `fallback` answers.
+fn serve(script: Vec<Reply>, fallback: Reply) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let script = Arc::new(Mutex::new(VecDeque::from(script)));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (s, v) = (script.clone(), seen.clone());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let (s, v, fallback) = (s.clone(), v.clone(), fallback.clone());
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut head = String::new();
+                let mut length = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if let Some(n) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = n.trim().parse().unwrap();
+                    }
+                    head.push_str(&line);
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0; length];
+                reader.read_exact(&mut body).unwrap();
+                v.lock()
+                    .unwrap()
+                    .push((head, String::from_utf8(body).unwrap()));
+                let reply = s.lock().unwrap().pop_front().unwrap_or(fallback);
+                let (status, content) = match reply {
+                    Reply::Content(c) => (200, Some(c)),
+                    Reply::Slow(d, c) => {
+                        std::thread::sleep(d);
+                        (200, Some(c))
+                    }
+                    Reply::Status(code) => (code, None),
+                };
+                let body = match content {
+                    Some(c) => serde_json::json!({
+                        "id": "x", "object": "chat.completion",
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": c}, "finish_reason": "stop"}],
+                    })
+                    .to_string(),
+                    None => "{\"error\":\"scripted failure\"}".to_owned(),
+                };
+                let mut stream = stream;
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    Server { url, script, seen }
+}
+
+fn archived(sb: &Sandbox) {
+    sb.write_session("s-enrich", 4, true, &two_task_turns(&sb.ws));
+    sb.ok(&["init"]);
+    sb.ok(&["archive"]);
+}
+
+fn point_at(sb: &Sandbox, server: &Server, model: &str) {
+    sb.ok(&[
+        "enrich",
+        "model",
+        "--endpoint",
+        &server.url,
+        "--model",
+        model,
+    ]);
+}
+
+/// Chapter files (not plans) with their bytes.
+fn chapters(sb: &Sandbox) -> BTreeMap<String, String> {
+    sb.snapshot()
+        .into_iter()
+        .filter(|(p, _)| p.contains("/chapters/") && !p.contains("/plan-"))
+        .map(|(p, b)| (p, String::from_utf8(b).unwrap()))
+        .collect()
+}
+
+fn body_sha(doc: &str) -> String {
+    let body = dsh_chapters::render::body_text(doc).unwrap();
+    hex(&sha2::Sha256::digest(body.as_bytes()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn frontmatter(doc: &str) -> serde_json::Value {
+    let yaml = dsh_chapters::render::frontmatter_text(doc).unwrap();
+    serde_saphyr::from_str(yaml).unwrap()
+}
+
+#[test]
+fn valid_answers_annotate_model_owned_fields_and_never_touch_a_body() {
+    let sb = Sandbox::new();
+    archived(&sb);
+    let before = chapters(&sb);
+    assert!(before.len() >= 2);
+    let plans_before: Vec<_> = sb
+        .snapshot()
+        .into_iter()
+        .filter(|(p, _)| p.contains("/plan-"))
+        .collect();
+    let server = serve(vec![], good("Fix the refresh-token expiry check"));
+    point_at(&sb, &server, "m1");
+
+    let report = sb.json(&["enrich", "run", "--json", "--limit", "50"]);
+    assert_eq!(
+        report["annotated"].as_array().unwrap().len(),
+        before.len(),
+        "{report}"
+    );
+    let after = chapters(&sb);
+    for (path, doc) in &after {
+        assert_eq!(
+            body_sha(doc),
+            body_sha(&before[path]),
+            "{path}: the body changed"
+        );
+        let fm = frontmatter(doc);
+        assert_eq!(fm["title"], "Fix the refresh-token expiry check");
+        assert_eq!(
+            fm["topics"],
+            serde_json::json!(["auth", "jwt-refresh", "middleware"])
+        );
+        assert_eq!(fm["generated"]["title"]["by"], "model");
+        assert_eq!(fm["generated"]["title"]["model"], "m1");
+        assert_eq!(fm["generated"]["title"]["previousBy"], "deterministic");
+        assert_eq!(fm["sha256"].as_str().unwrap(), body_sha(doc));
+    }
+    // Plans are never annotated.
+    let plans_after: Vec<_> = sb
+        .snapshot()
+        .into_iter()
+        .filter(|(p, _)| p.contains("/plan-"))
+        .collect();
+    assert_eq!(plans_before, plans_after);
+    // The request carried the cheap slice, not the whole chapter.
+    let (_, body) = server.seen.lock().unwrap()[0].clone();
+    let request: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(request["model"], "m1");
+    assert!(request["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .contains("## Human request 1"));
+
+    // Same model, same answer: nothing queued; forced, nothing changes.
+    let calls = server.seen.lock().unwrap().len();
+    let again = sb.json(&["enrich", "run", "--json"]);
+    assert_eq!(again["queued"], 0);
+    assert_eq!(
+        server.seen.lock().unwrap().len(),
+        calls,
+        "no call for a done chapter"
+    );
+    let forced = sb.json(&["enrich", "run", "--json", "--all", "--limit", "50"]);
+    assert_eq!(forced["unchanged"].as_u64().unwrap() as usize, before.len());
+    assert_eq!(chapters(&sb), after);
+
+    // A newer model overwrites model-owned fields only, and the provenance shows both.
+    point_at(&sb, &server, "m2");
+    server
+        .script
+        .lock()
+        .unwrap()
+        .push_back(good("A newer title for the expiry fix"));
+    sb.ok(&["enrich", "run", "--limit", "1"]);
+    let newer = chapters(&sb);
+    let changed: Vec<_> = newer.iter().filter(|(p, d)| after[*p] != **d).collect();
+    assert_eq!(changed.len(), 1);
+    let fm = frontmatter(changed[0].1);
+    assert_eq!(fm["title"], "A newer title for the expiry fix");
+    assert_eq!(fm["generated"]["summary"]["model"], "m2");
+    assert_eq!(fm["generated"]["summary"]["previousModel"], "m1");
+    assert_eq!(body_sha(changed[0].1), body_sha(&before[changed[0].0]));
+
+    let status = sb.json(&["status", "--json"]);
+    assert_eq!(
+        status["enrichment"]["batches"]["annotated"]
+            .as_u64()
+            .unwrap() as usize,
+        before.len() + 1
+    );
+}
+
+#[test]
+fn an_invalid_answer_is_retried_once_then_the_deterministic_values_stay() {
+    let sb = Sandbox::new();
+    archived(&sb);
+    let before = chapters(&sb);
+    // First chapter: invalid, then valid. Second: invalid twice.
+    let server = serve(
+        vec![
+            Reply::Content("Sure! Here is the title you wanted.".into()),
+            good("Fixed on the retry"),
+            Reply::Content("{\"title\": \"\", \"summary\": \"s\", \"topics\": []}".into()),
+            Reply::Content("{\"title\": 42}".into()),
+        ],
+        Reply::Status(500),
+    );
+    point_at(&sb, &server, "m1");
+    let report = sb.json(&["enrich", "run", "--json", "--limit", "2"]);
+    assert_eq!(report["annotated"].as_array().unwrap().len(), 1, "{report}");
+    assert_eq!(report["invalid"].as_array().unwrap().len(), 1, "{report}");
+    assert_eq!(report["retries"], 2);
+    let after = chapters(&sb);
+    let unchanged = after.iter().filter(|(p, d)| before[*p] == **d).count();
+    assert_eq!(
+        unchanged,
+        before.len() - 1,
+        "the twice-invalid chapter is byte-identical"
+    );
+    let status = sb.json(&["enrich", "report", "--json"]);
+    assert_eq!(status["status"]["invalid"], 1);
+    assert!(status["status"]["lastError"]
+        .as_str()
+        .unwrap()
+        .contains("invalid answer twice"));
+}
+
+#[test]
+fn a_slow_or_failing_endpoint_is_counted_backs_off_and_never_blanks_a_chapter() {
+    let sb = Sandbox::new();
+    archived(&sb);
+    let before = chapters(&sb);
+
+    let slow = serve(vec![], Reply::Slow(Duration::from_secs(3), "{}".into()));
+    point_at(&sb, &slow, "m1");
+    let out = sb
+        .cmd(&["enrich", "run", "--json"])
+        .env("CHAPTERS_ENRICHMENT_TIMEOUT_MS", "300")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["timeouts"], 1,
+        "the batch stops at the first timeout: {report}"
+    );
+    assert_eq!(chapters(&sb), before);
+
+    let failing = serve(vec![], Reply::Status(500));
+    point_at(&sb, &failing, "m1");
+    let out = sb.run(&["enrich", "run"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("failed"));
+    assert_eq!(chapters(&sb), before);
+    let status = sb.json(&["status", "--json"]);
+    let batches = &status["enrichment"]["batches"];
+    assert_eq!(batches["timeouts"], 1);
+    assert_eq!(batches["failed"], 1);
+    assert_eq!(batches["consecutiveFailures"], 2);
+    assert!(batches["backoffUntilMs"].as_i64().is_some());
+    assert!(batches["lastError"].as_str().unwrap().contains("HTTP 500"));
+
+    // Archiving is untouched by a dead endpoint, and a good batch clears the backoff.
+    sb.ok(&["archive"]);
+    let fixed = serve(vec![], good("Back"));
+    point_at(&sb, &fixed, "m1");
+    sb.ok(&["enrich", "run"]);
+    let status = sb.json(&["enrich", "report", "--json"]);
+    assert_eq!(status["status"]["consecutiveFailures"], 0);
+    assert!(status["status"]["backoffUntilMs"].is_null());
+
+    // Nothing listens: a connect failure, said plainly.
+    let dead = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", dead.local_addr().unwrap());
+    drop(dead);
+    sb.ok(&["enrich", "model", "--endpoint", &url, "--model", "m1"]);
+    let out = sb.run(&["enrich", "run", "--all"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn the_api_key_is_stored_0600_sent_as_a_bearer_and_never_printed() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    archived(&sb);
+    let server = serve(vec![], good("Keyed"));
+    const KEY: &str = "sk-live-test-key-0123456789abcdef";
+    let mut child = sb
+        .cmd(&[
+            "enrich",
+            "model",
+            "--endpoint",
+            &server.url,
+            "--model",
+            "m1",
+            "--key-stdin",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(KEY.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let key_file = sb.home.join("dsh-chapters/credentials/enrichment-api-key");
+    assert_eq!(
+        std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let config = std::fs::read_to_string(sb.home.join("dsh-chapters/config.yml")).unwrap();
+    assert!(!config.contains(KEY));
+
+    let mut printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    for args in [
+        &["enrich", "run"][..],
+        &["enrich", "report"],
+        &["enrich", "report", "--json"],
+        &["status"],
+        &["status", "--json"],
+    ] {
+        let out = sb.run(args);
+        printed.push_str(&String::from_utf8_lossy(&out.stdout));
+        printed.push_str(&String::from_utf8_lossy(&out.stderr));
+    }
+    assert!(!printed.contains(KEY), "the key was printed");
+    assert!(printed.contains("API key stored"));
+    let (head, _) = server.seen.lock().unwrap()[0].clone();
+    assert!(
+        head.contains(&format!("Authorization: Bearer {KEY}")),
+        "{head}"
+    );
+    let store_text = crate::support::text_of(&sb.snapshot());
+    assert!(!store_text.contains(KEY));
+}
+
+#[test]
+fn a_bad_endpoint_or_model_is_refused_and_the_config_kept() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    for (endpoint, model) in [
+        ("https://api.example.com/v1", "m"),
+        ("ftp://x", "m"),
+        ("http://127.0.0.1:8080/v1", ""),
+    ] {
+        let out = sb.run(&["enrich", "model", "--endpoint", endpoint, "--model", model]);
+        assert_eq!(out.status.code(), Some(1), "{endpoint} {model:?}");
+    }
+    assert!(!sb.home.join("dsh-chapters/config.yml").exists());
+    let out = sb.run(&["enrich", "run"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("enrichmentEndpoint"));
+}
+
+#[test]
+fn an_annotated_chapter_replaces_its_earlier_copy_in_the_pool() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pool = tmp.path().join("pool.git");
+    let a = Sandbox::machine("machine-a");
+    archived(&a);
+    link_private(&a, &pool);
+    a.ok(&["sync"]);
+    let server = serve(vec![], good("Annotated before the second sync"));
+    point_at(&a, &server, "m1");
+    a.ok(&["enrich", "run", "--limit", "50"]);
+    let report = a.json(&["sync", "--json"]);
+    assert!(
+        report["report"]["refused"].as_array().unwrap().is_empty(),
+        "{report}"
+    );
+
+    let b = Sandbox::machine("machine-b");
+    b.ok(&["init"]);
+    link_private(&b, &pool);
+    b.ok(&["sync"]);
+    let mirrored = walk(&b.ws.join(".dsh-knowledge/chapters"));
+    let annotated = mirrored
+        .iter()
+        .filter(|(p, d)| !p.contains("/plan-") && d.contains("Annotated before the second sync"))
+        .count();
+    assert_eq!(annotated, chapters(&a).len());
+}
+
+fn walk(dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else if let Ok(text) = std::fs::read_to_string(&path) {
+            out.push((path.to_string_lossy().into_owned(), text));
+        }
+    }
+    out
+}
+
+/// Opt-in: a real endpoint named by `CHAPTERS_LIVE_ENDPOINT` (and `CHAPTERS_LIVE_MODEL`).
+#[test]
+fn live_endpoint_when_one_is_named() {
+    let Ok(endpoint) = std::env::var("CHAPTERS_LIVE_ENDPOINT") else {
+        eprintln!("skipped: set CHAPTERS_LIVE_ENDPOINT (and CHAPTERS_LIVE_MODEL) to run enrichment against a real model");
+        return;
+    };
+    let model = std::env::var("CHAPTERS_LIVE_MODEL").unwrap_or_else(|_| "default".into());
+    let sb = Sandbox::new();
+    archived(&sb);
+    let before = chapters(&sb);
+    sb.ok(&[
+        "enrich",
+        "model",
+        "--endpoint",
+        &endpoint,
+        "--model",
+        &model,
+    ]);
+    let report = sb.json(&["enrich", "run", "--json", "--limit", "1"]);
+    eprintln!("live report: {report}");
+    for (path, doc) in chapters(&sb) {
+        assert_eq!(body_sha(&doc), body_sha(&before[&path]));
+    }
+}
