@@ -277,7 +277,10 @@ impl Redactor {
 
         for pattern in rules::PATTERNS {
             let regex = compile(pattern.name, pattern.regex)?;
-            if matches!(pattern.anchor, Anchor::QueryLabel | Anchor::ConnLabel) {
+            if matches!(
+                pattern.anchor,
+                Anchor::QueryLabel | Anchor::ConnLabel | Anchor::AssignLabel
+            ) {
                 equals_rules.push(rules.len());
             }
             own(pattern.keywords, rules.len());
@@ -790,6 +793,7 @@ impl PatternRule {
             Check::Always => true,
             Check::TokenLike => rules::token_like(secret),
             Check::NotPlaceholder => !rules::is_placeholder(secret),
+            Check::AssignedSecret => rules::assigned_secret(secret),
         };
         passes.then_some((span.start, span.end))
     }
@@ -1163,6 +1167,40 @@ mod tests {
         ] {
             assert_untouched(text);
         }
+    }
+
+    #[test]
+    fn assigned_secrets_in_env_files_shells_and_flags() {
+        for (text, secret) in [
+            ("DB_PASSWORD=Sup3rS3cret!\nDB_HOST=db", "Sup3rS3cret!"),
+            ("export GITHUB_API_TOKEN=a1b2c3d4e5f6", "a1b2c3d4e5f6"),
+            ("mysql --password=p4ssw0rd -h db", "p4ssw0rd"),
+            ("curl --api-key=Zx9Yw8Vu7T https://x", "Zx9Yw8Vu7T"),
+            ("SECRET_KEY=\"with spaces 42\"", "with spaces 42"),
+            ("env AWS_ACCESS_KEY=AbCdEfGhIjKl make", "AbCdEfGhIjKl"),
+            ("{\"cmd\":\"run --token=T0ken-Value\"}", "T0ken-Value"),
+        ] {
+            assert_redacts(text, &[secret], "assigned_secret");
+        }
+        for text in [
+            "login(user, password=password)",
+            "client = Client(api_key=self.api_key)",
+            "TOKEN=${GITHUB_TOKEN}",
+            "PASSWORD=****",
+            "x==y; token == expected",
+            "MAX_TOKENS=4000",
+        ] {
+            assert_untouched(text);
+        }
+    }
+
+    #[test]
+    fn html_escaped_query_secrets() {
+        assert_redacts(
+            "<a href=\"https://x.test/cb?code=1&amp;access_token=ya29.AbC123xyz\">",
+            &["ya29.AbC123xyz"],
+            "url_query_secret",
+        );
     }
 
     #[test]

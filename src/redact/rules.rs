@@ -18,6 +18,10 @@ pub(super) enum Anchor {
     /// Woken by an `=`: `password=`/`pwd=` in a connection string; the attempt starts at a
     /// `;` before the label when there is one, else at the label.
     ConnLabel,
+    /// Woken by an `=`: `NAME=value` in an env file, a shell line or a CLI flag
+    /// (`DB_PASSWORD=…`, `export API_TOKEN=…`, `--password=…`), the label standing alone
+    /// (after a line start, a blank, a quote or `--`); the attempt starts at the label.
+    AssignLabel,
 }
 
 /// A byte-level test at a keyword hit, run before the regex: a necessary condition of the
@@ -44,6 +48,9 @@ pub(super) enum Check {
     TokenLike,
     /// Not a template reference or an already-masked value (`${DB_PASSWORD}`, `****`).
     NotPlaceholder,
+    /// An assigned value that is not a placeholder and not a bare lowercase identifier
+    /// (`password=password`, `api_key=self.api_key` are code, not secrets).
+    AssignedSecret,
 }
 
 pub(super) struct BuiltinPattern {
@@ -85,6 +92,24 @@ const QUERY_LABEL_TAILS: &[&[u8]] = &[
     b"pwd",
     b"sig",
     b"signature",
+];
+/// Longest `NAME=` label walked back over (with a leading `--`).
+const MAX_ASSIGN_LABEL: usize = 64;
+/// What an assignment's label must end with (ASCII case aside).
+const ASSIGN_LABEL_TAILS: &[&[u8]] = &[
+    b"password",
+    b"passwd",
+    b"secret",
+    b"token",
+    b"api_key",
+    b"api-key",
+    b"apikey",
+    b"access_key",
+    b"access-key",
+    b"private_key",
+    b"private-key",
+    b"secret_key",
+    b"secret-key",
 ];
 /// Longest PEM label walked back over (`SSH2 ENCRYPTED ` plus BEGIN/END).
 const MAX_PEM_LABEL: usize = 48;
@@ -272,7 +297,7 @@ pub(super) const PATTERNS: &[BuiltinPattern] = &[
         // no keywords.
         name: "url_query_secret",
         keywords: &[],
-        regex: r#"[?&](?i-u:(?:access|auth|refresh|id|session)?_?token|client_?secret|api[_-]?key|x-amz-signature|x-amz-security-token|key|secret|password|passwd|pwd|sig|signature)=([^&#\s"'<>⟦⟧\\]+)"#,
+        regex: r#"(?:[?&]|&amp;)(?i-u:(?:access|auth|refresh|id|session)?_?token|client_?secret|api[_-]?key|x-amz-signature|x-amz-security-token|key|secret|password|passwd|pwd|sig|signature)=([^&#\s"'<>⟦⟧\\]+)"#,
         anchor: Anchor::QueryLabel,
         gate: Gate::Open,
         reach: 4096,
@@ -288,6 +313,16 @@ pub(super) const PATTERNS: &[BuiltinPattern] = &[
         gate: Gate::Open,
         reach: 512,
         check: Check::NotPlaceholder,
+    },
+    BuiltinPattern {
+        // The label stays. Quoted values may hold blanks; bare ones run to a blank or quote.
+        name: "assigned_secret",
+        keywords: &[],
+        regex: r#"(?:--?)?[A-Za-z0-9_.-]*(?i-u:password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|secret[_-]?key)=(?:"([^"\n⟦⟧\\]{1,512})"|'([^'\n⟦⟧\\]{1,512})'|([^\s"'`;,()<>⟦⟧\\]+))"#,
+        anchor: Anchor::AssignLabel,
+        gate: Gate::Open,
+        reach: 1024,
+        check: Check::AssignedSecret,
     },
     BuiltinPattern {
         name: "azure_storage_key",
@@ -306,7 +341,7 @@ pub(super) fn keyword_anchor(anchor: Anchor, text: &str, start: usize) -> Option
     match anchor {
         Anchor::Keyword => Some(start),
         Anchor::Before(back) => Some(floor_char_boundary(text, start.saturating_sub(back))),
-        Anchor::QueryLabel | Anchor::ConnLabel => None,
+        Anchor::QueryLabel | Anchor::ConnLabel | Anchor::AssignLabel => None,
     }
 }
 
@@ -339,7 +374,34 @@ pub(super) fn equals_anchor(anchor: Anchor, text: &str, equals: usize) -> Option
                 .iter()
                 .any(|tail| ends_with_ignore_case(label, tail));
             let separator = label_start.checked_sub(1)?;
-            (secret_bearing && matches!(bytes[separator], b'?' | b'&')).then_some(separator)
+            if !secret_bearing {
+                return None;
+            }
+            match bytes[separator] {
+                b'?' | b'&' => Some(separator),
+                // An HTML-escaped query: `…&amp;token=…`.
+                b';' if bytes[..separator].ends_with(b"&amp") => Some(separator - 4),
+                _ => None,
+            }
+        }
+        Anchor::AssignLabel => {
+            let floor = equals.saturating_sub(MAX_ASSIGN_LABEL);
+            let mut label_start = equals;
+            while label_start > floor
+                && (is_label_byte(bytes[label_start - 1]) || bytes[label_start - 1] == b'.')
+            {
+                label_start -= 1;
+            }
+            let label = &bytes[label_start..equals];
+            let secret_bearing = ASSIGN_LABEL_TAILS
+                .iter()
+                .any(|tail| ends_with_ignore_case(label, tail));
+            let stands_alone = label_start == 0
+                || matches!(
+                    bytes[label_start - 1],
+                    b' ' | b'\t' | b'\n' | b'\r' | b'"' | b'\'' | b'`' | b'{' | b'(' | b','
+                );
+            (secret_bearing && stands_alone).then_some(label_start)
         }
         Anchor::ConnLabel => {
             let label_end = skip_back_blanks(bytes, equals);
@@ -426,6 +488,15 @@ pub(super) fn token_like(secret: &str) -> bool {
     bytes.len() >= 32
         || bytes.iter().any(u8::is_ascii_digit)
         || (bytes.iter().any(u8::is_ascii_uppercase) && bytes.iter().any(u8::is_ascii_lowercase))
+}
+
+/// An assigned value worth hiding: not a placeholder, and not a bare lowercase identifier or
+/// dotted path (`password=password`, `token=self.token`), which is code.
+pub(super) fn assigned_secret(value: &str) -> bool {
+    let identifier = value
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || matches!(b, b'_' | b'.'));
+    !is_placeholder(value) && !identifier && value.len() >= 4
 }
 
 /// A template reference or an already-masked value; replacing it would hide no secret.
