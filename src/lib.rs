@@ -15,6 +15,7 @@ pub mod injection;
 pub mod pool;
 pub mod redact;
 pub mod render;
+pub mod rules;
 pub mod search;
 pub mod search_door;
 pub mod session;

@@ -4,6 +4,8 @@ mod archive;
 mod demo;
 mod init;
 mod link;
+mod notice;
+mod rule;
 mod search;
 mod status;
 mod sync;
@@ -48,6 +50,10 @@ enum Command {
     Search(search::Args),
     /// Generate a sample session in a scratch home, archive it and show what was written.
     Demo(demo::Args),
+    /// Rules: propose, list, view, approve, revoke, pin, unpin, active, conflicts.
+    Rule(rule::Args),
+    /// Print the continuation notice (with its rules block) for a session.
+    Notice(notice::Args),
 }
 
 /// What every command resolves before it runs.
@@ -155,6 +161,8 @@ pub fn run() -> ExitCode {
         Command::Link(a) => link::run(cli.workspace.as_deref(), a),
         Command::Sync(a) => sync::run(cli.workspace.as_deref(), a),
         Command::Search(a) => search::run(cli.workspace.as_deref(), a),
+        Command::Rule(a) => rule::run(cli.workspace.as_deref(), a),
+        Command::Notice(a) => notice::run(cli.workspace.as_deref(), a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

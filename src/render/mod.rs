@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 mod body;
 mod markdown;
-mod yaml;
+pub(crate) mod yaml;
 
 use crate::compose::{ChapterSpan, Rule};
 use crate::redact::{Redacted, RedactionCounts, Redactor};
