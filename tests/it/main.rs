@@ -5,6 +5,7 @@ mod bad_input;
 mod crash;
 mod githttp;
 mod pool;
+mod rules;
 mod search;
 mod shape;
 mod support;
