@@ -12,6 +12,7 @@ pub mod curation;
 pub mod demo;
 pub mod identity;
 pub mod injection;
+pub mod mcp;
 pub mod pool;
 pub mod redact;
 pub mod render;

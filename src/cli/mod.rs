@@ -4,6 +4,7 @@ mod archive;
 mod demo;
 mod init;
 mod link;
+mod mcp;
 mod notice;
 mod rule;
 mod search;
@@ -54,6 +55,8 @@ enum Command {
     Rule(rule::Args),
     /// Print the continuation notice (with its rules block) for a session.
     Notice(notice::Args),
+    /// Serve the Model Context Protocol on stdio: chapters_search, chapters_rules, chapters_rule_propose, chapters_artifact.
+    Mcp(mcp::Args),
 }
 
 /// What every command resolves before it runs.
@@ -163,6 +166,7 @@ pub fn run() -> ExitCode {
         Command::Search(a) => search::run(cli.workspace.as_deref(), a),
         Command::Rule(a) => rule::run(cli.workspace.as_deref(), a),
         Command::Notice(a) => notice::run(cli.workspace.as_deref(), a),
+        Command::Mcp(a) => mcp::run(cli.workspace.as_deref(), a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -4,6 +4,7 @@ mod archive;
 mod bad_input;
 mod crash;
 mod githttp;
+mod mcp;
 mod pool;
 mod rules;
 mod search;
