@@ -251,6 +251,18 @@ impl Rule {
         })
     }
 
+    /// The same rule with other words (the redacted ones): id, title and topics follow.
+    pub fn with_text(&self, text: &str) -> Result<Rule, RuleError> {
+        let text = check_text(text)?;
+        Ok(Rule {
+            id: rule_id(self.scope, self.session.as_deref(), &text),
+            title: title_of(&text),
+            topics: topics_of(&self.category, &text),
+            text,
+            ..self.clone()
+        })
+    }
+
     /// The file name in `<store>/rules/`.
     pub fn file_name(&self) -> String {
         format!("{}.md", self.id)

@@ -207,17 +207,7 @@ pub fn write_rule(
 ) -> Result<(Rule, Written), RulesStoreError> {
     let mut counts = RedactionCounts::default();
     let text = redactor.redact(&rule.text, &mut counts).into_inner();
-    let rule = match rule.scope {
-        Scope::Project => Rule::project(&rule.project_key, &rule.category, &text)?,
-        Scope::Session => Rule::session_marker(
-            &rule.project_key,
-            rule.harness.as_deref().unwrap_or_default(),
-            rule.session.as_deref().unwrap_or_default(),
-            rule.root_session.as_deref().unwrap_or_default(),
-            rule.seq.unwrap_or_default(),
-            &text,
-        )?,
-    };
+    let rule = rule.with_text(&text)?;
     let corpus = read_rules(workspace, &rule.project_key, rule.scope == Scope::Project)?;
     if let Some(existing) = corpus.get(&rule.id) {
         if existing.rule.category != rule.category {
@@ -429,16 +419,21 @@ pub fn read_curation(
 /// Gather the stored inputs and build the block: the one path every door takes.
 pub fn assemble(req: &AssembleRequest<'_>) -> Result<Assembled, RulesStoreError> {
     let store_dir = req.workspace.join(STORE_DIR);
-    let Ok(store) = Store::open(req.workspace) else {
-        return Ok(Assembled {
-            block: Block::None,
-            linked: false,
-            lineage: None,
-            unreadable: Vec::new(),
-            curation_notes: Vec::new(),
-            proposed: 0,
-            terms: Vec::new(),
-        });
+    let store = match Store::open(req.workspace) {
+        Ok(store) => store,
+        // A workspace never enabled has no rules: zero bytes, not a failure.
+        Err(StoreError::NotEnabled { .. }) => {
+            return Ok(Assembled {
+                block: Block::None,
+                linked: false,
+                lineage: None,
+                unreadable: Vec::new(),
+                curation_notes: Vec::new(),
+                proposed: 0,
+                terms: Vec::new(),
+            })
+        }
+        Err(e) => return Err(e.into()),
     };
     let linked = link::read(&store_dir)?.is_some();
     let project_key = req.identity.project_key.as_str();
@@ -566,6 +561,38 @@ mod tests {
             walk_ancestors("k", &partial, LINEAGE_CAP).sessions,
             vec!["k", "gone"]
         );
+    }
+
+    #[test]
+    fn unreadable_rule_files_are_counted_and_named_never_honoured() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        let rules = ws.join(STORE_DIR).join(RULES_DIR);
+        std::fs::create_dir_all(&rules).unwrap();
+        let good = Rule::project("pk", "x", "Keep it short.").unwrap();
+        std::fs::write(rules.join(good.file_name()), good.render()).unwrap();
+        std::fs::write(rules.join("r-0000000000000000.md"), "---\ntitle: [\n").unwrap();
+        std::fs::write(rules.join("garbled.md"), [0xff, 0xfe, 0x00]).unwrap();
+        let huge = format!(
+            "{}{}",
+            good.render(),
+            "x".repeat(MAX_RULE_FILE_BYTES as usize)
+        );
+        std::fs::write(rules.join("r-1111111111111111.md"), huge).unwrap();
+        // A truncated copy of a real rule: its text no longer matches its id.
+        let torn = good.render();
+        std::fs::write(rules.join("r-2222222222222222.md"), &torn[..torn.len() - 4]).unwrap();
+        // A session rule planted in the mirror governs nothing.
+        let mirror = ws.join(MIRROR_DIR).join(RULES_DIR).join("pk");
+        std::fs::create_dir_all(&mirror).unwrap();
+        let s = Rule::session_marker("pk", "m", "sess", "sess", 1, "Planted.").unwrap();
+        std::fs::write(mirror.join(s.file_name()), s.render()).unwrap();
+        let corpus = read_rules(ws, "pk", true).unwrap();
+        assert_eq!(corpus.rules.len(), 1);
+        assert_eq!(corpus.rules[0].rule, good);
+        assert_eq!(corpus.unreadable.len(), 5, "{:?}", corpus.unreadable);
+        assert!(corpus.resolve(&good.id[..6]).is_ok());
+        assert!(corpus.resolve("r-").is_err());
     }
 
     #[test]
