@@ -251,10 +251,17 @@ fn three_machines_a_rule_governs_only_where_a_person_approved_it() {
     c.ok(&["sync"]);
     let files = pool_files(&pool);
     assert_eq!(files.matches(&id).count(), 1, "{files}");
-    // The block is byte-stable: B's notice rules block equals a second build.
-    let n1 = b.ok(&["notice", "--session", PARENT]);
-    let n2 = b.ok(&["notice", "--session", PARENT]);
-    assert_eq!(n1, n2);
+    // Approved on A too: A's and B's heads are byte-identical (a pure function of stored
+    // inputs, not of which machine wrote the file or read the directory).
+    a.ok(&["rule", "approve", &id, "--by", "Ada"]);
+    let na = a.ok(&["notice", "--session", PARENT]);
+    let nb = b.ok(&["notice", "--session", PARENT]);
+    assert!(na.contains("regression test"), "{na}");
+    assert_eq!(na, nb);
+    assert!(
+        c.ok(&["rule", "active"]).contains("nothing renders"),
+        "C's own proposal still governs nothing on C"
+    );
 }
 
 #[test]
