@@ -68,6 +68,8 @@ pub struct SessionReport {
     pub omitted_injections: u64,
     pub redactions: BTreeMap<String, u64>,
     pub notes: Vec<String>,
+    /// Session rules captured from `rulesMarkerPrefix` lines of newly signed turns.
+    pub session_rules: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -123,6 +125,8 @@ pub enum ArchiveError {
     },
     #[error("session log {file} changed between two reads (seq {seq} no longer completes a turn); archive again")]
     LogChanged { file: PathBuf, seq: u64 },
+    #[error("session rules: {0}")]
+    Rules(#[from] crate::rules::store::RulesStoreError),
 }
 
 /// A session found on disk, with its header.
@@ -305,6 +309,16 @@ fn archive_session(
     // Completed turns before the span: a resumed assembler numbers turns after them.
     let mut completed_before_span = 0u64;
     let mut last_completed_end: Option<u64> = None;
+    let rule_capture = crate::rules::store::SessionCapture {
+        store,
+        workspace: ctx.workspace,
+        redactor,
+        config: ctx.config,
+        project_key: &ctx.identity.project_key,
+        harness: ctx.harness_id,
+        session_id,
+        root_session: root,
+    };
     loop {
         let before = reader.resume_point();
         let Some(item) = reader.next_item()? else {
@@ -325,6 +339,11 @@ fn archive_session(
                 continue;
             }
             if signed_hi.is_none_or(|hi| turn.end_seq > hi) {
+                // The signing point is where `ADD RULE:` lines become session rules (§7.5);
+                // written before the signatures, idempotently, so none is ever lost.
+                report
+                    .session_rules
+                    .extend(rule_capture.capture_turn(&turn)?);
                 new_sigs.push(signature::sign(
                     &turn,
                     session_id,

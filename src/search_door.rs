@@ -89,6 +89,14 @@ pub fn collect(
         let rel = format!("{STORE_DIR}/{root}/chapters");
         read_dir_docs(workspace, &rel, &root, &mut seen, &mut corpus)?;
     }
+    // Rules are chapters of kind `rule` (record §7.1): this machine's (both tiers), then the
+    // pool's project rules. One file per id, so the (dir, name) key dedupes them.
+    let rules_rel = format!("{STORE_DIR}/{}", crate::rules::store::RULES_DIR);
+    read_dir_docs(workspace, &rules_rel, "rules", &mut seen, &mut corpus)?;
+    if linked {
+        let rel = format!("{MIRROR_DIR}/rules/{project_key}");
+        read_dir_docs(workspace, &rel, "rules", &mut seen, &mut corpus)?;
+    }
     if linked {
         let mirror_chapters = workspace.join(MIRROR_DIR).join("chapters");
         corpus.mirror_absent = !mirror_chapters.is_dir();

@@ -5,6 +5,9 @@ mod demo;
 mod enrich;
 mod init;
 mod link;
+mod mcp;
+mod notice;
+mod rule;
 mod search;
 mod status;
 mod sync;
@@ -51,6 +54,12 @@ enum Command {
     Enrich(enrich::Args),
     /// Generate a sample session in a scratch home, archive it and show what was written.
     Demo(demo::Args),
+    /// Rules: propose, list, view, approve, revoke, pin, unpin, active, conflicts.
+    Rule(rule::Args),
+    /// Print the continuation notice (with its rules block) for a session.
+    Notice(notice::Args),
+    /// Serve the Model Context Protocol on stdio: chapters_search, chapters_rules, chapters_rule_propose, chapters_artifact.
+    Mcp(mcp::Args),
 }
 
 /// What every command resolves before it runs.
@@ -159,6 +168,9 @@ pub fn run() -> ExitCode {
         Command::Sync(a) => sync::run(cli.workspace.as_deref(), a),
         Command::Search(a) => search::run(cli.workspace.as_deref(), a),
         Command::Enrich(a) => enrich::run(cli.workspace.as_deref(), a),
+        Command::Rule(a) => rule::run(cli.workspace.as_deref(), a),
+        Command::Notice(a) => notice::run(cli.workspace.as_deref(), a),
+        Command::Mcp(a) => mcp::run(cli.workspace.as_deref(), a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

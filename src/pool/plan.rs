@@ -31,6 +31,8 @@ pub enum FileKind {
     Collection,
     /// `edits/<harnessId>/curation.jsonl`: a machine's curation facts (Layer 1).
     Curation,
+    /// `rules/<projectKey>/r-<hex>.md`: a project rule (write-once, content-derived name).
+    Rule,
     /// `project.yml`, `.gitattributes`: derived, rebuilt when they diverge, never merged.
     Derived,
 }
@@ -50,7 +52,8 @@ impl FileKind {
 
 /// `<root>/chapters/X.md → chapters/<pk>/<root>/X.md`,
 /// `<root>/artifacts/ab/<sha>.txt → artifacts/<pk>/ab/<sha>.txt`,
-/// `<root>/collections/<session>.jsonl → collections/<pk>/<session>.jsonl`.
+/// `<root>/collections/<session>.jsonl → collections/<pk>/<session>.jsonl`,
+/// `rules/r-<hex>.md → rules/<pk>/r-<hex>.md` (project rules; session rules never).
 /// `None` for store files that are not published (state, config, locks, temp files).
 pub fn pool_path(project_key: &str, store_rel: &str) -> Option<(String, FileKind)> {
     let parts: Vec<&str> = store_rel.split('/').collect();
@@ -66,6 +69,16 @@ pub fn pool_path(project_key: &str, store_rel: &str) -> Option<(String, FileKind
             format!("edits/{harness}/curation.jsonl"),
             FileKind::Curation,
         )),
+        // Session rules (`s-…`) are never staged: they govern one session tree on this
+        // machine (record §7.5), and this is the one place that decides so.
+        ["rules", file]
+            if file.starts_with(crate::rules::PROJECT_PREFIX)
+                && file
+                    .strip_suffix(".md")
+                    .is_some_and(crate::rules::is_rule_id) =>
+        {
+            Some((format!("rules/{project_key}/{file}"), FileKind::Rule))
+        }
         [root, "chapters", file] if file.ends_with(".md") => {
             let kind = if file.starts_with("plan-") {
                 FileKind::Plan
@@ -225,6 +238,28 @@ mod tests {
             "session-a//chapters/001.md",
         ] {
             assert_eq!(pool_path(PK, unpublished), None, "{unpublished}");
+        }
+    }
+
+    #[test]
+    fn project_rules_are_published_and_session_rules_never() {
+        let project = crate::rules::rule_id(crate::rules::Scope::Project, None, "Do it.");
+        let session = crate::rules::rule_id(crate::rules::Scope::Session, Some("s-1"), "Do it.");
+        assert_eq!(
+            pool_path(PK, &format!("rules/{project}.md")),
+            Some((format!("rules/{PK}/{project}.md"), FileKind::Rule))
+        );
+        assert!(!FileKind::Rule.is_ledger());
+        assert!(FileKind::Rule.from_conversation());
+        for unpublished in [
+            format!("rules/{session}.md"),
+            format!("rules/session/{project}.md"),
+            format!("rules/{project}.txt"),
+            "rules/r-notanid.md".to_owned(),
+            "rules/README.md".to_owned(),
+            format!("rules/.{project}.md.tmp.1.2"),
+        ] {
+            assert_eq!(pool_path(PK, &unpublished), None, "{unpublished}");
         }
     }
 

@@ -498,9 +498,32 @@ fn store_files(
                 .map(|(p, k, f)| (EDITS_MANIFEST.to_owned(), p, k, f)),
         );
     }
+    // Rule files: the mapping publishes project rules and never a session rule.
+    let rules = store.dir().join(crate::rules::store::RULES_DIR);
+    if rules.is_dir() {
+        let mut found = Vec::new();
+        walk_store(
+            &rules,
+            crate::rules::store::RULES_DIR,
+            project_key,
+            &mut found,
+        )
+        .map_err(|e| Fail {
+            code: SyncCode::Other,
+            detail: format!("cannot list the store {}: {e}", rules.display()),
+        })?;
+        out.extend(
+            found
+                .into_iter()
+                .map(|(p, k, f)| (RULES_MANIFEST.to_owned(), p, k, f)),
+        );
+    }
     out.sort();
     Ok(out)
 }
+
+/// The publication manifest's key for the store's `rules/` tree (no session id has a dot).
+const RULES_MANIFEST: &str = ".rules";
 
 /// The publication manifest's key for the store's `edits/` tree.
 const EDITS_MANIFEST: &str = ".edits";
@@ -854,6 +877,7 @@ fn kind_name(kind: FileKind) -> &'static str {
         FileKind::Artifact => "artifact",
         FileKind::Collection => "collection",
         FileKind::Curation => "curation",
+        FileKind::Rule => "rule",
         FileKind::Derived => "derived",
     }
 }

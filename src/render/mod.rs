@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 pub mod annotate;
 mod body;
 mod markdown;
-mod yaml;
+pub(crate) mod yaml;
 
 use crate::compose::{ChapterSpan, Rule};
 use crate::redact::{Redacted, RedactionCounts, Redactor};

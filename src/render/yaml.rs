@@ -5,19 +5,19 @@
 //! back to itself and no value can span lines (a `---` line can never appear inside). Pure.
 
 /// A frontmatter block being written, `---` lines included.
-pub(super) struct FrontmatterWriter {
+pub(crate) struct FrontmatterWriter {
     out: String,
 }
 
 impl FrontmatterWriter {
-    pub(super) fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             out: String::from("---\n"),
         }
     }
 
     /// `key: <value>` where `value` is already YAML (a scalar, flow sequence or mapping).
-    pub(super) fn raw(&mut self, key: &str, value: &str) -> &mut Self {
+    pub(crate) fn raw(&mut self, key: &str, value: &str) -> &mut Self {
         self.out.push_str(key);
         self.out.push_str(": ");
         self.out.push_str(value);
@@ -25,26 +25,26 @@ impl FrontmatterWriter {
         self
     }
 
-    pub(super) fn string(&mut self, key: &str, value: &str) -> &mut Self {
+    pub(crate) fn string(&mut self, key: &str, value: &str) -> &mut Self {
         self.raw(key, &scalar(value))
     }
 
-    pub(super) fn uint(&mut self, key: &str, value: u64) -> &mut Self {
+    pub(crate) fn uint(&mut self, key: &str, value: u64) -> &mut Self {
         self.raw(key, &value.to_string())
     }
 
-    pub(super) fn strings<S: AsRef<str>>(&mut self, key: &str, items: &[S]) -> &mut Self {
+    pub(crate) fn strings<S: AsRef<str>>(&mut self, key: &str, items: &[S]) -> &mut Self {
         let items: Vec<String> = items.iter().map(|s| scalar(s.as_ref())).collect();
         self.raw(key, &flow_seq(&items))
     }
 
-    pub(super) fn uints(&mut self, key: &str, items: &[u64]) -> &mut Self {
+    pub(crate) fn uints(&mut self, key: &str, items: &[u64]) -> &mut Self {
         let items: Vec<String> = items.iter().map(u64::to_string).collect();
         self.raw(key, &flow_seq(&items))
     }
 
     /// The block with its closing `---` line.
-    pub(super) fn finish(&mut self) -> String {
+    pub(crate) fn finish(&mut self) -> String {
         let mut out = std::mem::take(&mut self.out);
         out.push_str("---\n");
         out
@@ -52,19 +52,19 @@ impl FrontmatterWriter {
 }
 
 /// `[a, b]` of items that are already YAML.
-pub(super) fn flow_seq(items: &[String]) -> String {
+pub(crate) fn flow_seq(items: &[String]) -> String {
     format!("[{}]", items.join(", "))
 }
 
 /// `{k: v, …}` of values that are already YAML; keys are fixed identifiers.
-pub(super) fn flow_map(pairs: &[(&str, String)]) -> String {
+pub(crate) fn flow_map(pairs: &[(&str, String)]) -> String {
     let inner: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}: {v}")).collect();
     format!("{{{}}}", inner.join(", "))
 }
 
 /// A float that parses back to itself: shortest round-trip digits, YAML spellings for
 /// the non-finite values.
-pub(super) fn float(v: f64) -> String {
+pub(crate) fn float(v: f64) -> String {
     if v.is_nan() {
         ".nan".into()
     } else if v.is_infinite() {
@@ -81,7 +81,7 @@ const RESERVED_WORDS: [&str; 11] = [
 
 /// `s` as a YAML scalar: plain if it is an identifier-like word that cannot be read as a
 /// number, boolean, null or indicator; double-quoted otherwise.
-pub(super) fn scalar(s: &str) -> String {
+pub(crate) fn scalar(s: &str) -> String {
     let mut chars = s.chars();
     let plain = chars
         .next()

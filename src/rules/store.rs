@@ -1,0 +1,611 @@
+//! The shell of rules: rule files in the store (`<store>/rules/<id>.md`, write-once) and in
+//! the pool mirror (`<mirror>/rules/<projectKey>/<id>.md`, other machines' project rules),
+//! this machine's facts, the session lineage walk, the marker capture at the signing point,
+//! and [`assemble`] — everything a door needs to call the one block builder.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::block::{self, Block, BlockInput, Candidate, Caps, ProjectAbsence};
+use super::{status, Rule, RuleError, Scope, Status};
+use crate::config::Config;
+use crate::curation::file::{self as curation_file, CurationFileError};
+use crate::curation::Curation;
+use crate::identity::{Identity, KeySource};
+use crate::pool::link;
+use crate::redact::{RedactionCounts, Redactor};
+use crate::signature::Signature;
+use crate::store::{atomic, Store, StoreError, MIRROR_DIR, STORE_DIR};
+use crate::turn::CompletedTurn;
+
+/// `<store>/rules/`: both tiers, one directory; the file name's prefix says the tier.
+pub const RULES_DIR: &str = "rules";
+/// Most sessions the ancestry walk expands before it stops and says so.
+pub const LINEAGE_CAP: usize = 64;
+/// A rule file is read up to this many bytes; a larger one is counted unreadable.
+const MAX_RULE_FILE_BYTES: u64 = 256 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RulesStoreError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Rule(#[from] RuleError),
+    #[error(transparent)]
+    Curation(#[from] CurationFileError),
+    #[error(transparent)]
+    Link(#[from] link::LinkError),
+    #[error("cannot list {path}: {source}; check its permissions")]
+    List {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("rule {id} already exists in category {existing:?} with these words; a rule file is write-once — the same text is one rule whatever its category")]
+    OtherCategory { id: String, existing: String },
+    #[error("cannot read the session logs: {0}")]
+    Discover(#[from] crate::session::discover::DiscoverError),
+}
+
+/// One readable rule and where it was read.
+#[derive(Debug, Clone)]
+pub struct RuleEntry {
+    pub rule: Rule,
+    /// Workspace-relative path.
+    pub path: String,
+    /// From this machine's store (else: the pool mirror, another machine's proposal).
+    pub local: bool,
+}
+
+/// Every rule this workspace can see.
+#[derive(Debug, Default)]
+pub struct RuleCorpus {
+    /// Sorted by id; the store's copy wins over the mirror's.
+    pub rules: Vec<RuleEntry>,
+    /// (path, reason): counted and named, never silently dropped.
+    pub unreadable: Vec<(String, String)>,
+}
+
+impl RuleCorpus {
+    pub fn get(&self, id: &str) -> Option<&RuleEntry> {
+        self.rules
+            .binary_search_by(|e| e.rule.id.as_str().cmp(id))
+            .ok()
+            .map(|i| &self.rules[i])
+    }
+
+    /// An exact id, or a unique prefix of one (at least 4 characters).
+    pub fn resolve(&self, id: &str) -> Result<&RuleEntry, String> {
+        if let Some(e) = self.get(id) {
+            return Ok(e);
+        }
+        let matches: Vec<&RuleEntry> = if id.len() >= 4 {
+            self.rules
+                .iter()
+                .filter(|e| e.rule.id.starts_with(id))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        match matches.as_slice() {
+            [one] => Ok(one),
+            [] => Err(format!(
+                "no rule {id:?} in this workspace's store or pool mirror; `chapters rule list` shows the ids"
+            )),
+            many => Err(format!(
+                "{id:?} names {} rules ({}); give more of the id",
+                many.len(),
+                many.iter()
+                    .map(|e| e.rule.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+}
+
+fn markdown_files(dir: &Path) -> Result<Vec<String>, RulesStoreError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(RulesStoreError::List {
+                path: dir.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let mut names = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        if entry.file_type().is_ok_and(|t| t.is_file())
+            && !name.starts_with('.')
+            && name.ends_with(".md")
+        {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+fn read_bounded(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    let mut text = String::new();
+    file.take(MAX_RULE_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if text.len() as u64 > MAX_RULE_FILE_BYTES {
+        return Err(format!("larger than {MAX_RULE_FILE_BYTES} bytes"));
+    }
+    Ok(text)
+}
+
+/// Read the rules of the store and (when given) the mirror's directory for this project.
+pub fn read_rules(
+    workspace: &Path,
+    project_key: &str,
+    with_mirror: bool,
+) -> Result<RuleCorpus, RulesStoreError> {
+    let mut by_id: BTreeMap<String, RuleEntry> = BTreeMap::new();
+    let mut corpus = RuleCorpus::default();
+    let mut dirs = vec![(format!("{STORE_DIR}/{RULES_DIR}"), true)];
+    if with_mirror {
+        dirs.push((format!("{MIRROR_DIR}/{RULES_DIR}/{project_key}"), false));
+    }
+    for (rel_dir, local) in dirs {
+        for name in markdown_files(&workspace.join(&rel_dir))? {
+            let path = format!("{rel_dir}/{name}");
+            let stem = name.trim_end_matches(".md");
+            if by_id.contains_key(stem) {
+                continue;
+            }
+            match read_bounded(&workspace.join(&path))
+                .and_then(|text| Rule::parse(&path, &text).map_err(|e| e.to_string()))
+            {
+                // A session rule in the mirror cannot have come from this program's sync;
+                // it governs nothing here.
+                Ok(rule) if !local && rule.scope == Scope::Session => corpus
+                    .unreadable
+                    .push((path, "a session rule in the pool: session rules are never published, so this one is ignored".into())),
+                Ok(rule) => {
+                    by_id.insert(rule.id.clone(), RuleEntry { rule, path, local });
+                }
+                Err(reason) => corpus.unreadable.push((path, reason)),
+            }
+        }
+    }
+    corpus.rules = by_id.into_values().collect();
+    Ok(corpus)
+}
+
+/// What writing a rule did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Written {
+    /// A new file in the store.
+    New,
+    /// The store already held these bytes (the same words proposed again).
+    AlreadyHere,
+    /// Another machine proposed the same words; the pool's copy is the rule.
+    InThePool,
+}
+
+/// Write one rule file (write-once). The caller holds the writer lock. The text passes the
+/// redactor first, so the id covers the bytes that are stored.
+pub fn write_rule(
+    store: &Store,
+    workspace: &Path,
+    redactor: &Redactor,
+    rule: Rule,
+) -> Result<(Rule, Written), RulesStoreError> {
+    let mut counts = RedactionCounts::default();
+    let text = redactor.redact(&rule.text, &mut counts).into_inner();
+    let rule = rule.with_text(&text)?;
+    let corpus = read_rules(workspace, &rule.project_key, rule.scope == Scope::Project)?;
+    if let Some(existing) = corpus.get(&rule.id) {
+        if existing.rule.category != rule.category {
+            return Err(RulesStoreError::OtherCategory {
+                id: rule.id.clone(),
+                existing: existing.rule.category.clone(),
+            });
+        }
+        if !existing.local {
+            return Ok((rule, Written::InThePool));
+        }
+    }
+    let bytes = redactor.redact(&rule.render(), &mut counts);
+    let dir = store.dir().join(RULES_DIR);
+    std::fs::create_dir_all(&dir).map_err(|source| RulesStoreError::List {
+        path: dir.clone(),
+        source,
+    })?;
+    let wrote = atomic::write_new(&dir.join(rule.file_name()), bytes.as_bytes())?;
+    Ok((
+        rule,
+        if wrote {
+            Written::New
+        } else {
+            Written::AlreadyHere
+        },
+    ))
+}
+
+/// The session-tier capture at the signing point (§7.5), for the archive's pass 1 and the
+/// daemon's `turn/end`: every marker line of the turn's human-authored messages becomes a
+/// session rule file. Idempotent (content-derived ids, write-once files), so a re-run after
+/// a crash rewrites identical bytes or nothing. Zero model tokens.
+pub struct SessionCapture<'a> {
+    pub store: &'a Store,
+    pub workspace: &'a Path,
+    pub redactor: &'a Redactor,
+    pub config: &'a Config,
+    pub project_key: &'a str,
+    pub harness: &'a str,
+    pub session_id: &'a str,
+    pub root_session: &'a str,
+}
+
+impl SessionCapture<'_> {
+    /// Capture the turn's marker rules; returns the ids newly written.
+    pub fn capture_turn(&self, turn: &CompletedTurn) -> Result<Vec<String>, RulesStoreError> {
+        if !self.config.session_rules_enabled {
+            return Ok(Vec::new());
+        }
+        let mut written = Vec::new();
+        for (seq, text) in super::turn_marker_rules(turn, &self.config.rules_marker_prefix) {
+            let rule = match Rule::session_marker(
+                self.project_key,
+                self.harness,
+                self.session_id,
+                self.root_session,
+                seq,
+                &text,
+            ) {
+                Ok(rule) => rule,
+                // A marker line too long to be a rule is the person's text, not an order we
+                // can keep; the turn itself is still archived.
+                Err(e) => {
+                    tracing::warn!(session = %self.session_id, seq, error = %e, "marker line not captured");
+                    continue;
+                }
+            };
+            let (rule, outcome) = write_rule(self.store, self.workspace, self.redactor, rule)?;
+            if outcome == Written::New {
+                written.push(rule.id);
+            }
+        }
+        Ok(written)
+    }
+}
+
+/// A session and its ancestors, nearest first (the session itself first).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lineage {
+    pub sessions: Vec<String>,
+    /// The walk stopped at [`LINEAGE_CAP`] with ancestors left: said, never silent.
+    pub truncated: bool,
+    /// The session has no log in this workspace: its ancestors are unknown here.
+    pub unknown_session: bool,
+}
+
+impl Lineage {
+    pub fn root(&self) -> &str {
+        self.sessions.last().map(String::as_str).unwrap_or_default()
+    }
+
+    /// The line said inside the block (and by `rule active`) when the cap bit.
+    pub fn note(&self) -> Option<String> {
+        self.truncated.then(|| {
+            format!(
+                "LINEAGE TRUNCATED: the ancestry walk hit its cap of {LINEAGE_CAP} sessions; session rules of older ancestors are not included"
+            )
+        })
+    }
+}
+
+/// Walk `parentSession` edges upward from `start` (pure). The only edge the DSH log format
+/// records is the header's `parentSession` (there is no registry edge in the log), so that
+/// is the walk. Only upward: a child's rules never govern the session that spawned it.
+pub fn walk_ancestors(
+    start: &str,
+    parents: &BTreeMap<String, Option<String>>,
+    cap: usize,
+) -> Lineage {
+    let mut sessions = vec![start.to_owned()];
+    let mut seen: BTreeSet<String> = sessions.iter().cloned().collect();
+    let mut current = start.to_owned();
+    let mut truncated = false;
+    while let Some(Some(parent)) = parents.get(&current) {
+        if seen.contains(parent) {
+            break;
+        }
+        if sessions.len() > cap {
+            truncated = true;
+            break;
+        }
+        seen.insert(parent.clone());
+        sessions.push(parent.clone());
+        current = parent.clone();
+    }
+    Lineage {
+        unknown_session: !parents.contains_key(start),
+        sessions,
+        truncated,
+    }
+}
+
+/// The lineage of `session` from the workspace's session logs (headers only; an unreadable
+/// header contributes no edge rather than failing).
+pub fn lineage(
+    dsh_home: &Path,
+    workspace: &Path,
+    config: &Config,
+    session: &str,
+) -> Result<Lineage, RulesStoreError> {
+    let logs = crate::session::discover::list_sessions(dsh_home, &workspace.to_string_lossy())?;
+    let mut parents = BTreeMap::new();
+    for log in logs {
+        if let Ok(header) = crate::archive::read_header(&log.log, config) {
+            parents.insert(header.id, header.parent_session);
+        }
+    }
+    Ok(walk_ancestors(session, &parents, LINEAGE_CAP))
+}
+
+/// The term bag of a session head: the terms of its stored turn signatures, sorted.
+fn session_terms(store: &Store, root: &str, session: &str) -> Vec<String> {
+    let Ok(read) = store.read_collection(root, session) else {
+        return Vec::new();
+    };
+    let mut terms = BTreeSet::new();
+    for line in read.lines {
+        if let Ok(sig) = serde_json::from_value::<Signature>(line) {
+            terms.extend(sig.terms);
+        }
+    }
+    terms.into_iter().collect()
+}
+
+/// Where the rules block is asked for.
+pub struct AssembleRequest<'a> {
+    pub workspace: &'a Path,
+    pub dsh_home: &'a Path,
+    pub config: &'a Config,
+    pub identity: &'a Identity,
+    pub harness: &'a str,
+    /// The session whose head is rebuilt (its lineage's session rules), if any.
+    pub session: Option<&'a str>,
+    /// Continue: both tiers. Fork: project rules only (zero session bytes).
+    pub include_session: bool,
+    /// The task's query terms; `None` ⇒ the session's stored signature terms.
+    pub terms: Option<Vec<String>>,
+}
+
+/// The block and everything a door reports beside it.
+#[derive(Debug)]
+pub struct Assembled {
+    pub block: Block,
+    pub linked: bool,
+    pub lineage: Option<Lineage>,
+    pub unreadable: Vec<(String, String)>,
+    pub curation_notes: Vec<String>,
+    /// Project rules proposed and not approved on this machine.
+    pub proposed: usize,
+    pub terms: Vec<String>,
+}
+
+/// Read this machine's facts (the store's file, and the mirror's other machines when linked).
+pub fn read_curation(
+    workspace: &Path,
+    linked: bool,
+) -> Result<(Curation, Vec<String>), RulesStoreError> {
+    let store_dir = workspace.join(STORE_DIR);
+    let mirror = workspace.join(MIRROR_DIR);
+    let read = curation_file::read_all(&store_dir, linked.then_some(mirror.as_path()))?;
+    let mut notes = read.notes;
+    let curation = Curation::fold(read.facts);
+    notes.extend(curation.ignored.iter().cloned());
+    Ok((curation, notes))
+}
+
+/// Gather the stored inputs and build the block: the one path every door takes.
+pub fn assemble(req: &AssembleRequest<'_>) -> Result<Assembled, RulesStoreError> {
+    let store_dir = req.workspace.join(STORE_DIR);
+    let store = match Store::open(req.workspace) {
+        Ok(store) => store,
+        // A workspace never enabled has no rules: zero bytes, not a failure.
+        Err(StoreError::NotEnabled { .. }) => {
+            return Ok(Assembled {
+                block: Block::None,
+                linked: false,
+                lineage: None,
+                unreadable: Vec::new(),
+                curation_notes: Vec::new(),
+                proposed: 0,
+                terms: Vec::new(),
+            })
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let linked = link::read(&store_dir)?.is_some();
+    let project_key = req.identity.project_key.as_str();
+    let corpus = read_rules(req.workspace, project_key, linked)?;
+    let (curation, curation_notes) = read_curation(req.workspace, linked)?;
+    let lineage = match req.session {
+        Some(s) => Some(lineage(req.dsh_home, req.workspace, req.config, s)?),
+        None => None,
+    };
+    let ours = |e: &&RuleEntry| e.rule.project_key == project_key;
+    let mut proposed = 0;
+    let mut project_rules = Vec::new();
+    let mut session_rules = Vec::new();
+    let on_lineage: BTreeSet<&str> = lineage
+        .iter()
+        .flat_map(|l| l.sessions.iter().map(String::as_str))
+        .collect();
+    for entry in corpus.rules.iter().filter(ours) {
+        let rule = &entry.rule;
+        let st = status(rule, &curation, req.harness);
+        let cand = Candidate {
+            rule,
+            pinned: curation.rule_pinned(req.harness, &rule.id),
+        };
+        match (rule.scope, st) {
+            (Scope::Project, Status::Proposed) => proposed += 1,
+            (Scope::Project, Status::Core) if linked => project_rules.push(cand),
+            (Scope::Session, Status::Active)
+                if req.include_session
+                    && entry.local
+                    && rule
+                        .session
+                        .as_deref()
+                        .is_some_and(|s| on_lineage.contains(s)) =>
+            {
+                session_rules.push(cand)
+            }
+            _ => {}
+        }
+    }
+    let terms = match (&req.terms, req.session, &lineage) {
+        (Some(t), _, _) => t.clone(),
+        (None, Some(s), Some(l)) => session_terms(&store, l.root(), s),
+        _ => Vec::new(),
+    };
+    let project_absence = if !linked {
+        Some(ProjectAbsence::NotLinked {
+            source: req.identity.source.as_str().to_owned(),
+            origin: req.identity.origin.clone(),
+        })
+    } else if req.identity.source == KeySource::PathDerived {
+        Some(ProjectAbsence::PathDerived {
+            origin: req.identity.origin.clone(),
+        })
+    } else {
+        Some(ProjectAbsence::NoneApproved { proposed })
+    };
+    let slug = req.identity.slug();
+    let input = BlockInput {
+        slug: &slug,
+        project_key,
+        project_rules,
+        session_rules,
+        terms: &terms,
+        caps: Caps {
+            project: req.config.project_rules_display_cap as usize,
+            session: req.config.session_rules_display_cap as usize,
+            budget_tokens: req.config.core_rules_budget_tokens,
+            relevance: req.config.rules_relevance,
+        },
+        project_absence,
+        lineage_note: lineage.as_ref().and_then(Lineage::note),
+    };
+    let block = block::build(&input);
+    Ok(Assembled {
+        block,
+        linked,
+        lineage,
+        unreadable: corpus.unreadable,
+        curation_notes,
+        proposed,
+        terms,
+    })
+}
+
+/// Take the store's writer lock for a rule write (one writer per file, ever).
+pub fn lock(store: &Store, config: &Config) -> Result<crate::store::lock::WriterLock, StoreError> {
+    store.lock(Duration::from_millis(config.writer_lock_timeout_ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parents(edges: &[(&str, Option<&str>)]) -> BTreeMap<String, Option<String>> {
+        edges
+            .iter()
+            .map(|(a, b)| ((*a).to_owned(), b.map(str::to_owned)))
+            .collect()
+    }
+
+    #[test]
+    fn the_walk_goes_up_only_and_survives_loops() {
+        let p = parents(&[
+            ("c", Some("b")),
+            ("b", Some("a")),
+            ("a", None),
+            ("d", Some("c")),
+        ]);
+        let l = walk_ancestors("c", &p, LINEAGE_CAP);
+        assert_eq!(l.sessions, vec!["c", "b", "a"]);
+        assert!(!l.truncated && !l.unknown_session);
+        assert_eq!(l.root(), "a");
+        let looped = parents(&[("x", Some("y")), ("y", Some("x"))]);
+        assert_eq!(
+            walk_ancestors("x", &looped, LINEAGE_CAP).sessions,
+            vec!["x", "y"]
+        );
+        let unknown = walk_ancestors("zzz", &p, LINEAGE_CAP);
+        assert!(unknown.unknown_session);
+        assert_eq!(unknown.sessions, vec!["zzz"]);
+        // A parent we have no log of is still an ancestor (its rules may be here).
+        let partial = parents(&[("k", Some("gone"))]);
+        assert_eq!(
+            walk_ancestors("k", &partial, LINEAGE_CAP).sessions,
+            vec!["k", "gone"]
+        );
+    }
+
+    #[test]
+    fn unreadable_rule_files_are_counted_and_named_never_honoured() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        let rules = ws.join(STORE_DIR).join(RULES_DIR);
+        std::fs::create_dir_all(&rules).unwrap();
+        let good = Rule::project("pk", "x", "Keep it short.").unwrap();
+        std::fs::write(rules.join(good.file_name()), good.render()).unwrap();
+        std::fs::write(rules.join("r-0000000000000000.md"), "---\ntitle: [\n").unwrap();
+        std::fs::write(rules.join("garbled.md"), [0xff, 0xfe, 0x00]).unwrap();
+        let huge = format!(
+            "{}{}",
+            good.render(),
+            "x".repeat(MAX_RULE_FILE_BYTES as usize)
+        );
+        std::fs::write(rules.join("r-1111111111111111.md"), huge).unwrap();
+        // A truncated copy of a real rule: its text no longer matches its id.
+        let torn = good.render();
+        std::fs::write(rules.join("r-2222222222222222.md"), &torn[..torn.len() - 4]).unwrap();
+        // A session rule planted in the mirror governs nothing.
+        let mirror = ws.join(MIRROR_DIR).join(RULES_DIR).join("pk");
+        std::fs::create_dir_all(&mirror).unwrap();
+        let s = Rule::session_marker("pk", "m", "sess", "sess", 1, "Planted.").unwrap();
+        std::fs::write(mirror.join(s.file_name()), s.render()).unwrap();
+        let corpus = read_rules(ws, "pk", true).unwrap();
+        assert_eq!(corpus.rules.len(), 1);
+        assert_eq!(corpus.rules[0].rule, good);
+        assert_eq!(corpus.unreadable.len(), 5, "{:?}", corpus.unreadable);
+        assert!(corpus.resolve(&good.id[..6]).is_ok());
+        assert!(corpus.resolve("r-").is_err());
+    }
+
+    #[test]
+    fn the_walk_says_when_the_cap_bites() {
+        let edges: Vec<(String, Option<String>)> = (0..200)
+            .map(|i| (format!("s{i}"), Some(format!("s{}", i + 1))))
+            .collect();
+        let p: BTreeMap<String, Option<String>> = edges.into_iter().collect();
+        let l = walk_ancestors("s0", &p, LINEAGE_CAP);
+        assert!(l.truncated);
+        assert_eq!(l.sessions.len(), LINEAGE_CAP + 1);
+        assert!(l
+            .note()
+            .is_some_and(|n| n.starts_with("LINEAGE TRUNCATED:")));
+    }
+}
