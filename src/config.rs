@@ -533,7 +533,7 @@ mod tests {
     fn every_key_is_in_defaults_yml_with_a_comment_above() {
         let serialized = serde_json::to_value(Config::defaults()).unwrap();
         let keys: Vec<&String> = serialized.as_object().unwrap().keys().collect();
-        assert_eq!(keys.len(), 36);
+        assert_eq!(keys.len(), 37);
         let lines: Vec<&str> = DEFAULTS_YML.lines().collect();
         for key in keys {
             let line = key_line(DEFAULTS_YML, key)

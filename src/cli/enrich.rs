@@ -70,6 +70,8 @@ fn run_batch(workspace: Option<&Path>, limit: Option<u64>, all: bool, json: bool
         store: &store,
         workspace: &env.workspace,
         config: &env.config,
+        project_key: &env.identity.project_key,
+        harness: &env.harness_id,
         key: key.as_ref(),
         now_ms: super::now_ms(),
     };
@@ -107,6 +109,22 @@ fn print_report(r: &EnrichReport) {
     );
     for name in &r.annotated {
         println!("  annotated {name}");
+    }
+    for m in &r.rules_mined {
+        println!(
+            "  mined session rule {} from {} ({}{})",
+            m.id,
+            m.chapter,
+            match m.label {
+                dsh_chapters::rules::MinedLabel::Stated => "stated",
+                dsh_chapters::rules::MinedLabel::Inferred => "inferred",
+            },
+            if m.review_only {
+                ", review-only until approved"
+            } else {
+                ""
+            }
+        );
     }
     if r.unchanged > 0 {
         println!("  {} unchanged (same model, same answer)", r.unchanged);

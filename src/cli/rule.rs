@@ -331,10 +331,15 @@ fn decide(env: &Env, d: Decision, act: Act) -> Result<()> {
     let entry = corpus.resolve(&d.id).map_err(anyhow::Error::msg)?;
     let rule = &entry.rule;
     let kind = match act {
-        Act::Approve if rule.scope == Scope::Session => bail!(
+        Act::Approve
+            if rule.scope == Scope::Session
+                && !rule.mined.as_ref().is_some_and(|m| m.review_only) =>
+        {
+            bail!(
             "{} is a session rule: it governs its session tree by derivation and needs no approval; `chapters rule add` proposes its words as a project rule",
             rule.id
-        ),
+            )
+        }
         Act::Approve => FactKind::RuleStatus {
             rule: rule.id.clone(),
             status: RuleStatus::Approved,
@@ -450,15 +455,107 @@ fn active(env: &Env, session: Option<&str>, intent: Intent, json: bool) -> Resul
 }
 
 fn conflicts(env: &Env, json: bool) -> Result<()> {
-    let why = match &env.config.enrichment_endpoint {
-        None => "no model route is configured (enrichmentEndpoint is unset): `rule conflicts` spends one bounded model call over the assembled rules and has nothing to call. Set enrichmentEndpoint (and enrichmentModel) to enable it; nothing was checked".to_owned(),
-        Some(endpoint) => format!(
-            "a model route is configured ({endpoint}), but this version does not make the conflicts call yet; nothing was checked"
-        ),
+    use dsh_chapters::enrich::{http::Endpoint, KEY_NAME};
+    use dsh_chapters::rules::conflicts;
+    let refuse = |why: String| -> Result<()> {
+        if json {
+            super::print_json(&json!({"refused": why}))?;
+        }
+        eprintln!("chapters: rule conflicts refused: {why}");
+        Err(Reported.into())
     };
-    if json {
-        super::print_json(&json!({"refused": why}))?;
+    let Some(url) = env.config.enrichment_endpoint.as_deref() else {
+        return refuse("no model route is configured (enrichmentEndpoint is unset): `rule conflicts` spends one bounded model call over the assembled rules and has nothing to call. Set one with `chapters enrich model --endpoint URL --model NAME`; nothing was checked".to_owned());
+    };
+    let endpoint = Endpoint::parse(url)?;
+    let linked = linked(env)?;
+    let corpus = rules_store::read_rules(&env.workspace, &env.identity.project_key, linked)?;
+    let (curation, notes) = rules_store::read_curation(&env.workspace, linked)?;
+    report_unreadable(&corpus.unreadable, &notes);
+    // The set that governs on this machine: core project rules and active local session rules.
+    let governing: Vec<&Rule> = corpus
+        .rules
+        .iter()
+        .filter(
+            |e| match rules::status(&e.rule, &curation, &env.harness_id) {
+                // Project rules govern only a linked checkout (§7.8).
+                Status::Core => linked,
+                Status::Active => e.local,
+                _ => false,
+            },
+        )
+        .map(|e| &e.rule)
+        .collect();
+    if governing.len() < 2 {
+        let note = format!(
+            "{} rule(s) govern on this machine: nothing to compare",
+            governing.len()
+        );
+        if json {
+            return super::print_json(
+                &json!({"checked": governing.len(), "conflicts": [], "note": note}),
+            );
+        }
+        println!("{note}");
+        return Ok(());
     }
-    eprintln!("chapters: rule conflicts refused: {why}");
-    Err(Reported.into())
+    let messages = match conflicts::messages(&governing) {
+        Ok(m) => m,
+        Err(e) => return refuse(e.to_string()),
+    };
+    let key = dsh_chapters::pool::credentials::load(&env.dsh_home, KEY_NAME)?;
+    let mut request = json!({
+        "messages": messages,
+        "max_tokens": env.config.enrichment_max_tokens,
+        "temperature": 0,
+        "stream": false,
+    });
+    if let Some(model) = &env.config.enrichment_model {
+        request["model"] = json!(model);
+    }
+    let body = serde_json::to_vec(&request).context("cannot encode the request")?;
+    let timeout = std::time::Duration::from_millis(env.config.enrichment_timeout_ms);
+    let mut last = String::new();
+    // One call, and one retry when its answer is not a valid report.
+    for _ in 0..2 {
+        let (status, bytes) =
+            endpoint.post_json("chat/completions", &body, key.as_ref(), timeout)?;
+        if !(200..300).contains(&status) {
+            return refuse(format!(
+                "{} answered HTTP {status}; nothing was checked",
+                endpoint.describe()
+            ));
+        }
+        let content = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|v| {
+                v["choices"][0]["message"]["content"]
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .unwrap_or_default();
+        match conflicts::parse(&content, &governing) {
+            Ok(report) => {
+                if json {
+                    return super::print_json(&json!({
+                        "checked": governing.len(),
+                        "model": env.config.enrichment_model,
+                        "conflicts": report,
+                    }));
+                }
+                println!(
+                    "{} governing rule(s) checked by {}: {} contradictory pair(s) (report only; no rule was changed)",
+                    governing.len(),
+                    env.config.enrichment_model.as_deref().unwrap_or("the endpoint's default model"),
+                    report.len()
+                );
+                for c in &report {
+                    println!("  {} ⟂ {}: {}", c.a, c.b, c.why);
+                }
+                return Ok(());
+            }
+            Err(e) => last = e.to_string(),
+        }
+    }
+    refuse(format!("{last} (twice); nothing was checked"))
 }

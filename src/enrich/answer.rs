@@ -139,6 +139,25 @@ pub fn parse(content: &str) -> Result<Answer, AnswerError> {
             topics.push(label);
         }
     }
+    let rules = parse_rules_field(&value)?;
+    Ok(Answer {
+        title,
+        summary,
+        topics,
+        rules,
+    })
+}
+
+/// The answer of a dedicated mining call: `{"rules": [...]}`.
+pub fn parse_rules(content: &str) -> Result<Vec<MinedRule>, AnswerError> {
+    let value = json_object(content)?;
+    if value.get("rules").is_none() {
+        return Err(field("rules", "is missing"));
+    }
+    parse_rules_field(&value)
+}
+
+fn parse_rules_field(value: &Value) -> Result<Vec<MinedRule>, AnswerError> {
     let mut rules = Vec::new();
     match value.get("rules") {
         None | Some(Value::Null) => {}
@@ -171,12 +190,7 @@ pub fn parse(content: &str) -> Result<Answer, AnswerError> {
         }
         Some(_) => return Err(field("rules", "is not a list")),
     }
-    Ok(Answer {
-        title,
-        summary,
-        topics,
-        rules,
-    })
+    Ok(rules)
 }
 
 /// Whitespace-folded, lowercase: how "says it verbatim" is compared.
@@ -263,6 +277,15 @@ mod tests {
             eleven.join(",")
         ))
         .is_err());
+    }
+
+    #[test]
+    fn a_mining_answer_holds_rules_only() {
+        let rules = parse_rules(r#"{"rules":[{"text":"Run fmt","label":"stated"}]}"#).unwrap();
+        assert_eq!(rules.len(), 1);
+        assert!(parse_rules(r#"{"rules":[]}"#).unwrap().is_empty());
+        assert!(parse_rules(r#"{"title":"t"}"#).is_err());
+        assert!(parse_rules("no").is_err());
     }
 
     #[test]

@@ -82,15 +82,29 @@ pub struct EnrichReport {
     pub timeouts: usize,
     pub retries: usize,
     pub redactions: u64,
+    /// Session rules mined and written (ids), at most `rulesMinedPerChapter` per chapter.
+    pub rules_mined: Vec<MinedReport>,
     /// Set when the batch did not start because of the backoff.
     pub backed_off_until_ms: Option<i64>,
     pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MinedReport {
+    pub id: String,
+    pub chapter: String,
+    pub label: crate::rules::MinedLabel,
+    pub review_only: bool,
 }
 
 pub struct EnrichContext<'a> {
     pub store: &'a Store,
     pub workspace: &'a Path,
     pub config: &'a Config,
+    /// Mined session rules carry the project and the machine that mined them.
+    pub project_key: &'a str,
+    pub harness: &'a str,
     pub key: Option<&'a Secret>,
     pub now_ms: i64,
 }
@@ -240,6 +254,74 @@ fn clip(text: &str) -> String {
     }
 }
 
+/// Write a chapter's mined rules as session rules of its session (never project-tier, never
+/// staged): `stated` only when a human sentence of the chapter holds the words, at most
+/// `rulesMinedPerChapter` written — a rule already there does not count against the cap.
+fn write_mined(
+    ctx: &EnrichContext<'_>,
+    redactor: &Redactor,
+    doc: &str,
+    body: &str,
+    queued: &Queued,
+    candidates: &[answer::MinedRule],
+) -> Result<Vec<MinedReport>, String> {
+    use crate::rules::{self, store as rules_store, Mined, MinedLabel, Rule};
+    let meta = crate::render::parse_frontmatter(doc).map_err(|e| e.to_string())?;
+    let human = slice::human_text(body);
+    let review_only = !ctx.config.rules_auto_activate;
+    let corpus = rules_store::read_rules(ctx.workspace, ctx.project_key, false)
+        .map_err(|e| e.to_string())?;
+    let mut written = Vec::new();
+    for candidate in candidates {
+        if written.len() as u64 >= ctx.config.rules_mined_per_chapter {
+            break;
+        }
+        let label = match answer::check_stated(candidate, &human) {
+            answer::RuleLabel::Stated => MinedLabel::Stated,
+            answer::RuleLabel::Inferred => MinedLabel::Inferred,
+        };
+        let category = rules::check_category(&candidate.category)
+            .unwrap_or_else(|_| rules::MARKER_CATEGORY.to_owned());
+        let rule = match Rule::session_mined(
+            ctx.project_key,
+            ctx.harness,
+            &meta.session_id,
+            &meta.root_session_id,
+            meta.seq_range.0,
+            &category,
+            &candidate.text,
+            Mined {
+                label,
+                chapter: queued.file.clone(),
+                review_only,
+            },
+        ) {
+            Ok(rule) => rule,
+            Err(_) => continue,
+        };
+        // The same words already kept for this session (a marker, an earlier batch).
+        let mut counts = RedactionCounts::default();
+        let redacted = redactor.redact(&rule.text, &mut counts).into_inner();
+        let Ok(rule) = rule.with_text(&redacted) else {
+            continue;
+        };
+        if corpus.get(&rule.id).is_some() {
+            continue;
+        }
+        match rules_store::write_rule(ctx.store, ctx.workspace, redactor, rule) {
+            Ok((rule, rules_store::Written::New)) => written.push(MinedReport {
+                id: rule.id,
+                chapter: format!("{}/{}", queued.root, queued.file),
+                label,
+                review_only,
+            }),
+            Ok(_) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(written)
+}
+
 /// Run one batch. The clock value is the caller's; `at` stamps provenance.
 pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport, EnrichError> {
     let url = ctx
@@ -280,9 +362,10 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
     report.queued = queue.len();
     let limit = options.limit.unwrap_or(ctx.config.enrichment_batch_cap);
     let limits = SliceLimits::default();
-    // Rules mining is wired once mined rules have a home (see the note); until then
-    // the call does not ask for them, so no candidate is silently dropped.
-    let mine_rules = false;
+    let mine_rules = ctx.config.rules_enrichment && ctx.config.session_rules_enabled;
+    // `rulesModel` set: mining is its own bounded call; else it rides the annotation call.
+    let rules_model = ctx.config.rules_model.trim();
+    let mine_inline = mine_rules && rules_model.is_empty();
     let mut counts = RedactionCounts::default();
     let mut endpoint_failed = false;
 
@@ -297,9 +380,10 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
             report.notes.push(format!("{name}: no body; skipped"));
             continue;
         };
+        let chapter_slice = slice::slice(body, &limits);
         let messages = slice::messages(
-            &slice::slice(body, &limits),
-            mine_rules,
+            &chapter_slice,
+            mine_inline,
             ctx.config.rules_mined_per_chapter,
         );
         let mut parsed: Option<Result<answer::Answer, AnswerError>> = None;
@@ -350,6 +434,36 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
             }
             None => continue,
         };
+        let candidates = if !mine_rules {
+            Vec::new()
+        } else if mine_inline {
+            answer.rules.clone()
+        } else {
+            let mining = slice::mining_messages(&chapter_slice, ctx.config.rules_mined_per_chapter);
+            let mut found = None;
+            for _ in 0..2 {
+                match call(&endpoint, ctx, rules_model, &mining) {
+                    Call::Content(content) => {
+                        if let Ok(rules) = answer::parse_rules(&content) {
+                            found = Some(rules);
+                            break;
+                        }
+                    }
+                    Call::Failed(e) | Call::TimedOut(e) => {
+                        report
+                            .notes
+                            .push(format!("{name}: the mining call failed: {e}"));
+                        break;
+                    }
+                }
+            }
+            if found.is_none() {
+                report
+                    .notes
+                    .push(format!("{name}: no valid mining answer; no rules mined"));
+            }
+            found.unwrap_or_default()
+        };
         let topics = curation.canonical_topics(answer.topics.iter().map(String::as_str));
         let unvetted: Vec<String> = topics
             .iter()
@@ -368,16 +482,25 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
             },
             at: &at,
         };
-        match annotate::annotate(&doc, &annotation, &redactor, &mut counts) {
+        let annotated = annotate::annotate(&doc, &annotation, &redactor, &mut counts);
+        // The lock is taken for the writes only: the model calls above never hold it.
+        let _lock = ctx
+            .store
+            .lock(Duration::from_millis(ctx.config.writer_lock_timeout_ms))?;
+        if !candidates.is_empty() {
+            match write_mined(ctx, &redactor, &doc, body, &queued, &candidates) {
+                Ok(mined) => report.rules_mined.extend(mined),
+                Err(e) => report
+                    .notes
+                    .push(format!("{name}: mined rules not written: {e}")),
+            }
+        }
+        match annotated {
             Ok(Annotated::Unchanged) => {
                 report.unchanged += 1;
                 status.unchanged += 1;
             }
             Ok(Annotated::Changed(text)) => {
-                // The lock is taken for the write only: the model call above never holds it.
-                let _lock = ctx
-                    .store
-                    .lock(Duration::from_millis(ctx.config.writer_lock_timeout_ms))?;
                 if ctx
                     .store
                     .reannotate_chapter(&queued.root, &queued.file, &doc, &text)?

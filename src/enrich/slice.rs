@@ -112,6 +112,34 @@ pub fn system_prompt(mine_rules: bool, rules_cap: u64) -> String {
     prompt
 }
 
+/// Every human request of a body, uncapped: what a `stated` rule is checked against.
+pub fn human_text(body: &str) -> Vec<String> {
+    let unlimited = SliceLimits {
+        message_chars: usize::MAX,
+        max_requests: usize::MAX,
+        body_head_chars: 0,
+    };
+    slice(body, &unlimited).requests
+}
+
+/// The instruction of a dedicated mining call (`rulesModel`): rules only.
+pub fn mining_prompt(rules_cap: u64) -> String {
+    format!(
+        "You read one chapter of an AI coding agent's past work and list the standing orders \
+         the human gave for future work. Answer with ONE JSON object and nothing else: \
+         {{\"rules\": at most {rules_cap} items, each {{\"text\": the order, \"label\": \"stated\" \
+         if a human sentence says it verbatim, else \"inferred\", \"category\": one word}} — [] when \
+         there are none}}."
+    )
+}
+
+/// The chat messages of a dedicated mining call.
+pub fn mining_messages(slice: &Slice, rules_cap: u64) -> Value {
+    let mut messages = messages(slice, false, rules_cap);
+    messages[0]["content"] = Value::String(mining_prompt(rules_cap));
+    messages
+}
+
 /// The chat messages of one call.
 pub fn messages(slice: &Slice, mine_rules: bool, rules_cap: u64) -> Value {
     let mut user = String::new();

@@ -14,6 +14,7 @@
 //! pool's write-once rule never sees two versions of it.
 
 pub mod block;
+pub mod conflicts;
 pub mod notice;
 pub mod store;
 
@@ -82,6 +83,26 @@ pub enum RuleError {
     Parse { file: String, detail: String },
 }
 
+/// How a model-mined session rule stands (§7.5, amendment 2026-10-21).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MinedLabel {
+    /// A human sentence of the chapter says it verbatim.
+    Stated,
+    /// Read between the lines: nobody said it.
+    Inferred,
+}
+
+/// Where a mined rule came from and whether it may govern on arrival.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mined {
+    pub label: MinedLabel,
+    /// The chapter file it was mined from.
+    pub chapter: String,
+    /// `rulesAutoActivate: false` when written: inert until a person approves it.
+    pub review_only: bool,
+}
+
 /// A rule as its file says it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rule {
@@ -100,6 +121,8 @@ pub struct Rule {
     pub harness: Option<String>,
     pub seq: Option<u64>,
     pub derived_from: Option<DerivedFrom>,
+    /// Set on a rule a model mined from a chapter (never a project rule).
+    pub mined: Option<Mined>,
 }
 
 /// The text as ids and files hold it: trimmed, every run of whitespace one space, so a
@@ -222,6 +245,7 @@ impl Rule {
             harness: None,
             seq: None,
             derived_from: None,
+            mined: None,
         })
     }
 
@@ -248,6 +272,39 @@ impl Rule {
             harness: Some(harness.to_owned()),
             seq: Some(seq),
             derived_from: Some(DerivedFrom::Marker),
+            mined: None,
+        })
+    }
+
+    /// A session rule a model mined from `chapter` of `session` (first seq `seq`). Never
+    /// project-tier: a model proposes nothing to the pool.
+    #[allow(clippy::too_many_arguments)]
+    pub fn session_mined(
+        project_key: &str,
+        harness: &str,
+        session: &str,
+        root_session: &str,
+        seq: u64,
+        category: &str,
+        text: &str,
+        mined: Mined,
+    ) -> Result<Rule, RuleError> {
+        let category = check_category(category)?;
+        let text = check_text(text)?;
+        Ok(Rule {
+            id: rule_id(Scope::Session, Some(session), &text),
+            scope: Scope::Session,
+            title: title_of(&text),
+            topics: topics_of(&category, &text),
+            category,
+            text,
+            project_key: project_key.to_owned(),
+            session: Some(session.to_owned()),
+            root_session: Some(root_session.to_owned()),
+            harness: Some(harness.to_owned()),
+            seq: Some(seq),
+            derived_from: Some(DerivedFrom::Model),
+            mined: Some(mined),
         })
     }
 
@@ -283,6 +340,9 @@ impl Rule {
                 "status",
                 match self.scope {
                     Scope::Project => "proposed",
+                    Scope::Session if self.mined.as_ref().is_some_and(|m| m.review_only) => {
+                        "review-only"
+                    }
                     Scope::Session => "active",
                 },
             )
@@ -308,6 +368,19 @@ impl Rule {
                     DerivedFrom::Model => "model",
                 },
             );
+        }
+        if let Some(mined) = &self.mined {
+            fm.string(
+                "minedLabel",
+                match mined.label {
+                    MinedLabel::Stated => "stated",
+                    MinedLabel::Inferred => "inferred",
+                },
+            )
+            .string("minedFrom", &mined.chapter);
+            if mined.review_only {
+                fm.raw("reviewOnly", "true");
+            }
         }
         fm.strings("topics", &self.topics)
             .string("sha256", &crate::render::sha256_hex(body.as_bytes()))
@@ -365,6 +438,14 @@ impl Rule {
             harness: meta.harness_id,
             seq: meta.seq_range.map(|(lo, _)| lo),
             derived_from: meta.derived_from,
+            mined: match (meta.mined_label, meta.mined_from) {
+                (Some(label), Some(chapter)) => Some(Mined {
+                    label,
+                    chapter,
+                    review_only: meta.review_only,
+                }),
+                _ => None,
+            },
         })
     }
 
@@ -375,7 +456,17 @@ impl Rule {
                 format!("you said this (session {session}, seq {seq})")
             }
             (Some(DerivedFrom::Marker), _, _) => "you said this".to_owned(),
-            (Some(DerivedFrom::Model), _, _) => "inferred by a model — nobody said it".to_owned(),
+            (Some(DerivedFrom::Model), _, _) => match &self.mined {
+                Some(Mined {
+                    label: MinedLabel::Stated,
+                    chapter,
+                    ..
+                }) => format!("stated by you in {chapter} (found by a model)"),
+                Some(Mined { chapter, .. }) => {
+                    format!("inferred by a model from {chapter} — nobody said it")
+                }
+                None => "inferred by a model — nobody said it".to_owned(),
+            },
             (Some(DerivedFrom::Human), _, _) | (None, _, _) => "stated by a person".to_owned(),
         }
     }
@@ -404,6 +495,12 @@ struct RuleMeta {
     seq_range: Option<(u64, u64)>,
     #[serde(default)]
     derived_from: Option<DerivedFrom>,
+    #[serde(default)]
+    mined_label: Option<MinedLabel>,
+    #[serde(default)]
+    mined_from: Option<String>,
+    #[serde(default)]
+    review_only: bool,
 }
 
 /// A rule's standing on this machine.
@@ -418,6 +515,10 @@ pub enum Status {
     Revoked,
     /// A session rule not revoked: it governs its own session tree (and its descendants).
     Active,
+    /// A mined session rule written with `rulesAutoActivate: false`: inert until a person
+    /// approves it.
+    #[serde(rename = "review-only")]
+    ReviewOnly,
 }
 
 impl Status {
@@ -427,6 +528,7 @@ impl Status {
             Status::Core => "core",
             Status::Revoked => "revoked",
             Status::Active => "active",
+            Status::ReviewOnly => "review-only",
         }
     }
 }
@@ -439,7 +541,14 @@ pub fn status(rule: &Rule, curation: &Curation, harness: &str) -> Status {
         (_, Some(RuleStatus::Revoked)) => Status::Revoked,
         (Scope::Project, Some(RuleStatus::Approved)) => Status::Core,
         (Scope::Project, None) => Status::Proposed,
-        // Session activation is derived; an approval fact says nothing more about it.
+        // A review-only mined rule waits for a person; every other session rule's
+        // activation is derived, and an approval fact says nothing more about it.
+        (Scope::Session, decision)
+            if rule.mined.as_ref().is_some_and(|m| m.review_only)
+                && decision != Some(RuleStatus::Approved) =>
+        {
+            Status::ReviewOnly
+        }
         (Scope::Session, _) => Status::Active,
     }
 }

@@ -474,3 +474,234 @@ fn live_endpoint_when_one_is_named() {
         assert_eq!(body_sha(&doc), body_sha(&before[&path]));
     }
 }
+
+fn with_rules(title: &str, rules: serde_json::Value) -> Reply {
+    Reply::Content(
+        serde_json::json!({
+            "title": title,
+            "summary": "Fixed the expiry check.",
+            "topics": ["auth"],
+            "rules": rules,
+        })
+        .to_string(),
+    )
+}
+
+/// Session rule files in the store: (id, frontmatter).
+fn session_rules(sb: &Sandbox) -> Vec<(String, serde_json::Value)> {
+    sb.snapshot()
+        .into_iter()
+        .filter(|(p, _)| p.contains("rules/s-"))
+        .map(|(p, b)| (p, frontmatter(&String::from_utf8(b).unwrap())))
+        .collect()
+}
+
+#[test]
+fn mined_rules_become_session_rules_labelled_capped_and_never_published() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pool = tmp.path().join("pool.git");
+    let sb = Sandbox::new();
+    archived(&sb);
+    link_private(&sb, &pool);
+    // The human said "Fix the refresh token middleware expiry bug" — a `stated` claim of
+    // words nobody said is relabelled `inferred`; four candidates, a cap of three written
+    // (the duplicate does not count against it).
+    let server = serve(
+        vec![with_rules(
+            "Mined",
+            serde_json::json!([
+                {"text": "Fix the refresh token middleware expiry bug", "label": "stated", "category": "auth"},
+                {"text": "Always run cargo test -p auth first", "label": "stated", "category": "testing"},
+                {"text": "Fix the refresh token middleware expiry bug", "label": "stated", "category": "auth"},
+                {"text": "Keep diffs small", "label": "inferred"},
+                {"text": "A fourth rule that the cap keeps out", "label": "inferred"},
+            ]),
+        )],
+        good("Plain"),
+    );
+    point_at(&sb, &server, "m1");
+    let report = sb.json(&["enrich", "run", "--json", "--limit", "1"]);
+    let mined = report["rulesMined"].as_array().unwrap();
+    assert_eq!(mined.len(), 3, "{report}");
+    let rules = session_rules(&sb);
+    assert_eq!(rules.len(), 3);
+    let label_of = |text: &str| {
+        rules
+            .iter()
+            .find(|(_, fm)| fm["title"].as_str().unwrap().starts_with(text))
+            .map(|(_, fm)| fm["minedLabel"].as_str().unwrap().to_owned())
+            .unwrap()
+    };
+    assert_eq!(label_of("Fix the refresh token"), "stated");
+    assert_eq!(label_of("Always run cargo test"), "inferred");
+    assert_eq!(label_of("Keep diffs small"), "inferred");
+    for (_, fm) in &rules {
+        assert_eq!(fm["derivedFrom"], "model");
+        assert_eq!(fm["scope"], "session");
+        assert_eq!(fm["status"], "active");
+        assert!(fm["minedFrom"].as_str().unwrap().ends_with(".md"));
+    }
+
+    // They govern the session tree on arrival (rulesAutoActivate), with their warrant.
+    let active = sb.ok(&["rule", "active", "--session", "s-enrich"]);
+    assert!(
+        active.contains("Always run cargo test -p auth first"),
+        "{active}"
+    );
+    assert!(active.contains("inferred by a model from"), "{active}");
+    assert!(active.contains("stated by you in"), "{active}");
+
+    // Never staged to the pool.
+    sb.ok(&["sync"]);
+    let tree = std::process::Command::new("git")
+        .args([
+            "-C",
+            pool.to_str().unwrap(),
+            "ls-tree",
+            "-r",
+            "--name-only",
+            "main",
+        ])
+        .output()
+        .unwrap();
+    let tree = String::from_utf8_lossy(&tree.stdout);
+    assert!(tree.contains("chapters/"), "{tree}");
+    assert!(
+        !tree
+            .lines()
+            .any(|l| l.starts_with("rules/") && l.contains("/s-")),
+        "a session rule reached the pool:\n{tree}"
+    );
+}
+
+#[test]
+fn review_only_mined_rules_wait_for_a_person() {
+    let sb = Sandbox::new();
+    archived(&sb);
+    let server = serve(
+        vec![with_rules(
+            "Mined",
+            serde_json::json!([{"text": "Prefer tracing over println", "label": "inferred", "category": "logging"}]),
+        )],
+        good("Plain"),
+    );
+    point_at(&sb, &server, "m1");
+    let out = sb
+        .cmd(&["enrich", "run", "--json", "--limit", "1"])
+        .env("CHAPTERS_RULES_AUTO_ACTIVATE", "false")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rules = session_rules(&sb);
+    assert_eq!(rules.len(), 1);
+    assert_eq!(rules[0].1["reviewOnly"], true);
+    let id = rules[0].1["id"].as_str().unwrap().to_owned();
+    let view = sb.json(&["rule", "view", &id, "--json"]);
+    assert_eq!(view["status"], "review-only");
+    let active = sb.ok(&["rule", "active", "--session", "s-enrich"]);
+    assert!(!active.contains("Prefer tracing"), "{active}");
+    // A person approves it; then it governs.
+    sb.ok(&["rule", "approve", &id, "--by", "Ana"]);
+    assert_eq!(
+        sb.json(&["rule", "view", &id, "--json"])["status"],
+        "active"
+    );
+    let active = sb.ok(&["rule", "active", "--session", "s-enrich"]);
+    assert!(active.contains("Prefer tracing"), "{active}");
+}
+
+#[test]
+fn a_dedicated_rules_model_mines_in_its_own_call() {
+    let sb = Sandbox::new();
+    archived(&sb);
+    let server = serve(
+        vec![
+            good("Annotated"),
+            Reply::Content(
+                serde_json::json!({"rules": [{"text": "Run clippy before pushing", "label": "inferred"}]})
+                    .to_string(),
+            ),
+        ],
+        good("Plain"),
+    );
+    point_at(&sb, &server, "m1");
+    let out = sb
+        .cmd(&["enrich", "run", "--json", "--limit", "1"])
+        .env("CHAPTERS_RULES_MODEL", "miner-7b")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen = server.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    let first: serde_json::Value = serde_json::from_str(&seen[0].1).unwrap();
+    let second: serde_json::Value = serde_json::from_str(&seen[1].1).unwrap();
+    assert_eq!(first["model"], "m1");
+    assert!(!first["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .contains("standing orders"));
+    assert_eq!(second["model"], "miner-7b");
+    assert_eq!(session_rules(&sb).len(), 1);
+}
+
+#[test]
+fn rule_conflicts_spends_one_call_and_only_reports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pool = tmp.path().join("pool.git");
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    link_private(&sb, &pool);
+    let mut ids = Vec::new();
+    for text in [
+        "Always run the full test suite before a commit.",
+        "Never run the full test suite; run only the changed crate.",
+        "Use tracing for logs.",
+    ] {
+        let out = sb.json(&["rule", "add", "testing", text, "--json"]);
+        let id = out["id"].as_str().unwrap().to_owned();
+        sb.ok(&["rule", "approve", &id, "--by", "Ana"]);
+        ids.push(id);
+    }
+    let before = sb.snapshot();
+    let server = serve(
+        vec![
+            Reply::Content("not a report".into()),
+            Reply::Content(
+                serde_json::json!({"conflicts": [{"a": ids[1], "b": ids[0], "why": "always vs never"}]})
+                    .to_string(),
+            ),
+        ],
+        Reply::Status(500),
+    );
+    point_at(&sb, &server, "m1");
+    let report = sb.json(&["rule", "conflicts", "--json"]);
+    assert_eq!(report["checked"], 3, "{report}");
+    let pairs = report["conflicts"].as_array().unwrap();
+    assert_eq!(pairs.len(), 1);
+    let (a, b) = if ids[0] < ids[1] {
+        (&ids[0], &ids[1])
+    } else {
+        (&ids[1], &ids[0])
+    };
+    assert_eq!(pairs[0]["a"], a.as_str());
+    assert_eq!(pairs[0]["b"], b.as_str());
+    assert_eq!(
+        server.seen.lock().unwrap().len(),
+        2,
+        "one call and one retry"
+    );
+    // Report-only: not a byte of the store changed.
+    assert_eq!(sb.snapshot(), before);
+    // A failing route refuses and says so.
+    let out = sb.run(&["rule", "conflicts"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("HTTP 500"));
+}
