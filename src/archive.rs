@@ -354,7 +354,17 @@ fn archive_session(
         }
     }
 
-    // Sign: one batch, one fsync, before any chapter is written.
+    // Sign: one batch, one fsync, before any chapter is written. The daemon signs under
+    // the collections lock alone, so it may have signed some of these turns since the
+    // read above: read the ledger again under that lock and append only what is past it.
+    if !new_sigs.is_empty() {
+        let _collections = store.lock_collections()?;
+        let (fresh, _) = signed(store, root, session_id)?;
+        if let Some(fresh_hi) = fresh.iter().filter_map(|s| s.seqs.last().copied()).max() {
+            new_sigs.retain(|s| s.seqs.last().is_some_and(|&end| end > fresh_hi));
+        }
+        sigs = fresh;
+    }
     if !new_sigs.is_empty() {
         let mut counts = RedactionCounts::default();
         let lines: Vec<_> = new_sigs

@@ -1,6 +1,7 @@
 //! The CLI edge: argument parsing, environment, printing. `anyhow` lives here only.
 
 mod archive;
+mod daemon;
 mod demo;
 mod init;
 mod link;
@@ -46,6 +47,8 @@ enum Command {
     Sync(sync::Args),
     /// Find past work: chapters and plans, scored and packed to a token budget.
     Search(search::Args),
+    /// The background daemon: sign turns as they end, archive at the right moments, sync.
+    Daemon(daemon::Args),
     /// Generate a sample session in a scratch home, archive it and show what was written.
     Demo(demo::Args),
 }
@@ -146,7 +149,10 @@ pub fn run() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    init_logging();
+    // The daemon sets up its own logging (its log files).
+    if !matches!(cli.command, Command::Daemon(_)) {
+        init_logging();
+    }
     let result = match cli.command {
         Command::Init(a) => init::run(cli.workspace.as_deref(), a),
         Command::Archive(a) => archive::run(cli.workspace.as_deref(), a),
@@ -155,6 +161,7 @@ pub fn run() -> ExitCode {
         Command::Link(a) => link::run(cli.workspace.as_deref(), a),
         Command::Sync(a) => sync::run(cli.workspace.as_deref(), a),
         Command::Search(a) => search::run(cli.workspace.as_deref(), a),
+        Command::Daemon(a) => daemon::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

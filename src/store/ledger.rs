@@ -3,8 +3,9 @@
 //! next append), a corrupt middle line refused by name and never appended past,
 //! byte-identical duplicate lines read once. OWNER: store helper.
 //!
-//! Appends are not serialized here: callers hold the store's writer lock, so no other
-//! writer can slip a line between the validating read and the append.
+//! Appends are not serialized here: callers of a collection append hold the store's
+//! collections lock (`store::lock::CollectionsLock`), so no other signer can slip a line
+//! between the validating read and the append.
 
 use std::collections::HashSet;
 use std::fs::{self, OpenOptions};

@@ -278,6 +278,12 @@ impl Store {
         Ok(held)
     }
 
+    /// Take the collections lock (see [`lock::CollectionsLock`]): around reading a
+    /// ledger's last signature and appending after it.
+    pub fn lock_collections(&self) -> Result<lock::CollectionsLock, StoreError> {
+        Ok(lock::CollectionsLock::acquire(&self.dir)?)
+    }
+
     /// `<store>/<root>`.
     pub fn root_dir(&self, root_session: &str) -> Result<PathBuf, StoreError> {
         Ok(self.dir.join(check_id(root_session)?))
