@@ -720,6 +720,12 @@ impl Runtime {
 
     fn full_scan(&mut self) {
         self.last_rescan = Instant::now();
+        if !self.paths.home.is_dir() {
+            // Our own home was removed (the DSH_HOME deleted): nothing left to serve.
+            tracing::warn!(home = %self.paths.home.display(), "the daemon's home is gone; stopping");
+            self.stop = true;
+            return;
+        }
         self.watch.ensure_sessions_watched();
         let mut dirs = Vec::new();
         if let Ok(entries) = std::fs::read_dir(&self.paths.sessions) {

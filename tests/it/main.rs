@@ -3,6 +3,7 @@
 mod archive;
 mod bad_input;
 mod crash;
+mod daemon;
 mod githttp;
 mod pool;
 mod search;
