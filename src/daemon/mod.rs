@@ -893,7 +893,7 @@ impl Runtime {
         };
         let (follower, note) = match Follower::open(log, saved.as_ref(), options) {
             Ok(opened) => opened,
-            Err(e) if matches!(e, follow::FollowError::NoHeader { .. }) => return,
+            Err(follow::FollowError::NoHeader { .. }) => return,
             Err(e) => {
                 self.session_error(ws_dir, session_dir, e.to_string());
                 return;

@@ -711,7 +711,7 @@ fn kill_9_during_a_live_stream_signs_every_turn_exactly_once() {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
-            if rng % 7 == 0 {
+            if rng.is_multiple_of(7) {
                 live.event("compaction/end", json!({}));
             }
             live.turn(i);
