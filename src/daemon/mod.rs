@@ -647,6 +647,10 @@ impl Runtime {
         let now = now_ms();
         for ws in self.workspaces.values() {
             let Some(ctx) = &ws.ctx else { continue };
+            // A job in progress wakes the loop when it is done; its moments wait for that.
+            if ws.archive_busy || ws.sync_busy {
+                continue;
+            }
             if let Some(at) = ws.clock.next_deadline(ctx.timing(), ws.linked) {
                 let ms = u64::try_from(at.saturating_sub(now)).unwrap_or(0);
                 wake = wake.min(Duration::from_millis(ms));
@@ -1086,8 +1090,10 @@ impl Runtime {
             return;
         };
         if ws.archive_busy {
-            // One archive at a time per workspace; this moment runs once it is done.
+            // One archive at a time per workspace; this moment runs once it is done, and
+            // covers the turns waiting now.
             ws.archive_again = Some(reason);
+            ws.clock.on_archive_started();
             return;
         }
         let now = now_ms();
@@ -1144,6 +1150,9 @@ impl Runtime {
         let mut due = Vec::new();
         for (dir, ws) in &self.workspaces {
             let Some(ctx) = &ws.ctx else { continue };
+            if ws.archive_busy || ws.sync_busy {
+                continue;
+            }
             for d in ws.clock.due(now, ctx.timing(), ws.linked) {
                 due.push((dir.clone(), d, ws.linked));
             }
@@ -1366,7 +1375,9 @@ impl Runtime {
                 self.state_written = Instant::now();
             }
             Err(e) => {
+                // Retried at the next change, not in a loop: the state only saves re-reading.
                 let message = format!("cannot save the daemon state: {e}");
+                self.state_dirty = false;
                 self.state_written = Instant::now();
                 self.error("state", message);
             }

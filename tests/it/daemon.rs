@@ -776,3 +776,31 @@ fn kill_9_during_a_live_stream_signs_every_turn_exactly_once() {
         "chapters cover every completed turn"
     );
 }
+
+/// `chapters archive` run again and again while the daemon signs a live stream: the two
+/// signers race for the same ledger and every completed turn is still signed exactly once.
+#[test]
+fn archive_runs_racing_the_daemon_sign_every_turn_once() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let mut live = Live::create(&sb, P, |_| {});
+    let log = live.path().to_path_buf();
+    let _d = Daemon::start(&sb, &[]);
+    let writing = std::thread::spawn(move || {
+        for i in 0..150 {
+            live.turn(i);
+            std::thread::sleep(Duration::from_millis(1 + (i as u64 * 7) % 9));
+        }
+    });
+    let mut runs = 0;
+    while !writing.is_finished() {
+        sb.ok(&["archive"]);
+        runs += 1;
+    }
+    writing.join().expect("writer");
+    sb.ok(&["archive"]);
+    assert!(runs >= 3, "too few archives raced the stream ({runs})");
+    let want = completed_ends(&log);
+    wait_for("the daemon caught up", || caught_up(&sb, P, &log));
+    assert_eq!(signed(&sb, P, P), want, "exactly once, in order");
+}
