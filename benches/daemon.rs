@@ -5,7 +5,7 @@
 //!     write returning to its collection line appearing in the ledger (the daemon appends it
 //!     with one write and then fsyncs). Side by side, in the same run, the baseline: the same
 //!     writer appending a line of its own and fsyncing it. Also the daemon's own figure
-//!     (`daemon status`: log mtime → collection line fsynced).
+//!     (`daemon status`: change noticed → collection line fsynced).
 //! (b) at rest with 50 watched sessions: the daemon's CPU % over 12 s from
 //!     `/proc/<pid>/stat` and its RSS from `/proc/<pid>/status`, beside a `sleep` process.
 
@@ -185,7 +185,7 @@ fn latency() {
         pct(&daemon_ms, 0.99) / pct(&base_ms, 0.99)
     );
     println!(
-        "  the daemon's own figure (log mtime → line fsynced), last {} samples: p50 {} ms  p99 {} ms",
+        "  the daemon's own figure (change noticed → line fsynced), last {} samples: p50 {} ms  p99 {} ms",
         s["signing"]["samples"], s["signing"]["p50Ms"], s["signing"]["p99Ms"]
     );
     println!(

@@ -988,6 +988,9 @@ impl Runtime {
         let Some(entry) = ws.sessions.get_mut(session_dir) else {
             return;
         };
+        // Latency is counted from here, the change noticed: file times are too coarse
+        // (a kernel tick, ~4 ms) to time the writer's frame.
+        let noticed = Instant::now();
         let session_id = entry.follower.header.id.clone();
         let seed_end = entry.follower.seed_end();
         let signed_hint = entry.cursor.signed_hi();
@@ -1016,26 +1019,18 @@ impl Runtime {
                 &mut entry.cursor,
             )
         };
-        let durable_at = SystemTime::now();
+        let latency = noticed.elapsed().as_secs_f64() * 1000.0;
         let mut errors = Vec::new();
         match signed {
             Ok(n) if n > 0 => {
                 entry.signed += n as u64;
                 self.signed_total += n as u64;
-                if let Some(written) = std::fs::metadata(&entry.follower.log.log)
-                    .ok()
-                    .and_then(|m| m.modified().ok())
-                {
-                    let latency = durable_at
-                        .duration_since(written)
-                        .map_or(0.0, |d| d.as_secs_f64() * 1000.0);
-                    self.last_latency_ms = Some(latency);
-                    if self.latencies.len() == LATENCY_SAMPLES {
-                        self.latencies.pop_front();
-                    }
-                    self.latencies.push_back(latency);
+                self.last_latency_ms = Some(latency);
+                if self.latencies.len() == LATENCY_SAMPLES {
+                    self.latencies.pop_front();
                 }
-                tracing::debug!(session = %session_id, turns = n, "signed");
+                self.latencies.push_back(latency);
+                tracing::debug!(session = %session_id, turns = n, latency_ms = latency, "signed");
             }
             Ok(_) => {}
             Err(e) => errors.push(format!("{session_id}: signing failed: {e}")),

@@ -77,6 +77,9 @@ impl Watch {
         let cb_flags = Arc::clone(&flags);
         let watcher =
             notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
+                // Opens and closes without a write are the daemon's own reads: following
+                // them would make every read trigger another.
+                Ok(event) if matches!(event.kind, notify::EventKind::Access(_)) => {}
                 Ok(event) => {
                     if event.need_rescan() {
                         cb_flags.rescan.store(true, Ordering::SeqCst);
@@ -187,8 +190,24 @@ mod tests {
         let first = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
         assert!(first.iter().any(|p| p.ends_with("sessions")), "{first:?}");
         w.ensure_sessions_watched();
-        std::fs::write(dir.path().join("sessions/--w--/s/session.jsonl"), b"x").unwrap();
+        let other = dir.path().join("sessions/--w--/s/other");
+        std::fs::write(&other, b"x").unwrap();
         let target = dir.path().join("sessions/--w--/s/session.jsonl");
+        // Drain what the write of `other` caused, then read it: a read is no event, so
+        // the next event is the write of `target`.
+        loop {
+            let got = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+            if got.contains(&other) {
+                break;
+            }
+        }
+        while rx.try_recv().is_ok() {}
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        while rx.try_recv().is_ok() {}
+        assert_eq!(std::fs::read(&other).unwrap(), b"x");
+        std::fs::write(&target, b"x").unwrap();
+        let first = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+        assert_eq!(first, vec![target.clone()], "a read must not be reported");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
             let got = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();

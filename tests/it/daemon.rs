@@ -804,3 +804,26 @@ fn archive_runs_racing_the_daemon_sign_every_turn_once() {
     wait_for("the daemon caught up", || caught_up(&sb, P, &log));
     assert_eq!(signed(&sb, P, P), want, "exactly once, in order");
 }
+
+/// The trigger logic is pure (the source-shape rule of `shape.rs`, for the daemon's module).
+#[test]
+fn the_trigger_logic_does_no_io() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/daemon/triggers.rs"
+    ))
+    .expect("triggers.rs");
+    let code = text.split("#[cfg(test)]").next().unwrap_or("");
+    for needle in [
+        "std::fs",
+        "std::env",
+        "std::process",
+        "std::net",
+        "SystemTime",
+        "Instant::now",
+        "File::",
+        "Command::new",
+    ] {
+        assert!(!code.contains(needle), "triggers.rs uses `{needle}`");
+    }
+}
