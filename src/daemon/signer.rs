@@ -26,11 +26,13 @@ pub enum SignError {
     },
 }
 
-/// What is known of one ledger: its length when last read, and its last signed seq.
+/// What is known of one ledger: its length when last read, its last signed seq, and the
+/// length at which this signer last left it whole (after its own append).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LedgerCursor {
     len: Option<u64>,
     signed_hi: Option<u64>,
+    whole_len: Option<u64>,
 }
 
 impl LedgerCursor {
@@ -120,9 +122,10 @@ pub fn sign(
             redactor.redact_json(&value, &mut counts)
         })
         .collect();
-    store.append_collection_many(root, session_id, &lines)?;
+    let new_len = store.append_collection_after(root, session_id, &lines, cursor.whole_len)?;
     cursor.signed_hi = fresh.iter().filter_map(|s| s.seqs.last().copied()).max();
-    cursor.len = ledger_len(&path)?;
+    cursor.len = Some(new_len);
+    cursor.whole_len = Some(new_len);
     Ok(fresh.len())
 }
 

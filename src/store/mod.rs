@@ -381,6 +381,28 @@ impl Store {
         Ok(ledger::append_many(&path, lines, COLLECTION_VERSION)?)
     }
 
+    /// [`Store::append_collection_many`] for a signer holding the collections lock that knows
+    /// the ledger was whole at `whole_len` bytes (see [`ledger::append_many_after`]).
+    /// Returns the ledger's new length.
+    pub fn append_collection_after(
+        &self,
+        root_session: &str,
+        session_id: &str,
+        lines: &[Redacted<serde_json::Value>],
+        whole_len: Option<u64>,
+    ) -> Result<u64, StoreError> {
+        let path = self.collection_path(root_session, session_id)?;
+        if let Some(dir) = path.parent() {
+            create_dir_all(dir)?;
+        }
+        Ok(ledger::append_many_after(
+            &path,
+            lines,
+            COLLECTION_VERSION,
+            whole_len,
+        )?)
+    }
+
     pub fn read_collection(
         &self,
         root_session: &str,
