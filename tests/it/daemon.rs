@@ -489,6 +489,15 @@ fn a_fork_pulls_archives_the_parent_and_pushes() {
     wait_for("the child's own turn signed", || {
         signed(&sb, P, C).len() == 1
     });
+    // sync-now publishes it (the collection line) without waiting for a moment.
+    let mut c = Client::connect(&socket(&sb), Duration::from_secs(10)).expect("connect");
+    let v = c.request(Request::SyncNow, &socket(&sb)).expect("sync-now");
+    assert_eq!(v["queued"], 1, "{v}");
+    wait_for("the child's collection in the pool", || {
+        pool_files(&pool)
+            .iter()
+            .any(|f| f.starts_with("collections/") && f.ends_with(&format!("{C}.jsonl")))
+    });
 }
 
 #[test]
