@@ -373,20 +373,33 @@ fn archive_session(
         }
     }
 
-    // Sign: one batch, one fsync, before any chapter is written.
+    // Sign: one batch, one fsync, before any chapter is written. The daemon signs under
+    // the collections lock alone, so it may have signed some of these turns since the
+    // read above: read the ledger again under that lock and append only what is past it.
     if !new_sigs.is_empty() {
-        let mut counts = RedactionCounts::default();
-        let lines: Vec<_> = new_sigs
-            .iter()
-            .map(|s| {
-                let value = serde_json::to_value(s).expect("a Signature always serializes to JSON");
-                redactor.redact_json(&value, &mut counts)
-            })
-            .collect();
-        store.append_collection_many(root, session_id, &lines)?;
-        add_counts(&mut report.redactions, &counts);
-        report.turns_signed = new_sigs.len() as u64;
-        sigs.extend(new_sigs);
+        let collections_lock = store.lock_collections()?;
+        let (fresh, _) = signed(store, root, session_id)?;
+        if let Some(fresh_hi) = fresh.iter().filter_map(|s| s.seqs.last().copied()).max() {
+            new_sigs.retain(|s| s.seqs.last().is_some_and(|&end| end > fresh_hi));
+        }
+        sigs = fresh;
+        if !new_sigs.is_empty() {
+            let mut counts = RedactionCounts::default();
+            let lines: Vec<_> = new_sigs
+                .iter()
+                .map(|s| {
+                    let value =
+                        serde_json::to_value(s).expect("a Signature always serializes to JSON");
+                    redactor.redact_json(&value, &mut counts)
+                })
+                .collect();
+            store.append_collection_many(root, session_id, &lines)?;
+            add_counts(&mut report.redactions, &counts);
+            report.turns_signed = new_sigs.len() as u64;
+            sigs.extend(new_sigs);
+        }
+        // Held only around the read and the append: the daemon signs under it.
+        drop(collections_lock);
     }
     debug_assert!(sigs.iter().all(|s| s.v <= SIGNATURE_VERSION));
 

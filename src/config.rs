@@ -46,6 +46,16 @@ pub enum KnowledgeProvider {
     Git,
 }
 
+/// How the daemon learns that a session log grew.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DaemonWatch {
+    /// Kernel notifications (inotify), polling only when they cannot be had.
+    Auto,
+    /// Always poll every `daemonPollMs`.
+    Poll,
+}
+
 /// Every tunable; `config/defaults.yml` documents each key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -63,6 +73,9 @@ pub struct Config {
     pub writer_lock_timeout_ms: u64,
     pub sync_timeout_ms: u64,
     pub idle_archive_ms: u64,
+    pub daemon_watch: DaemonWatch,
+    pub daemon_poll_ms: u64,
+    pub daemon_rescan_ms: u64,
     pub search_default_max_tokens: u64,
     pub enrichment_endpoint: Option<String>,
     pub enrichment_model: Option<String>,
@@ -254,6 +267,9 @@ fn check_key(config: &Config, key: &str) -> Result<(), String> {
         "toolResultDeferFloorTokens" => positive(config.tool_result_defer_floor_tokens),
         "maxEventBytes" => positive(config.max_event_bytes),
         "syncTimeoutMs" => positive(config.sync_timeout_ms),
+        "idleArchiveMs" => positive(config.idle_archive_ms),
+        "daemonPollMs" => positive(config.daemon_poll_ms),
+        "daemonRescanMs" => positive(config.daemon_rescan_ms),
         "searchDefaultMaxTokens" => positive(config.search_default_max_tokens),
         "enrichmentMaxTokens" => positive(config.enrichment_max_tokens),
         "enrichmentBatchCap" => positive(config.enrichment_batch_cap),
@@ -497,6 +513,9 @@ mod tests {
             writer_lock_timeout_ms: 10000,
             sync_timeout_ms: 60000,
             idle_archive_ms: 600_000,
+            daemon_watch: DaemonWatch::Auto,
+            daemon_poll_ms: 1000,
+            daemon_rescan_ms: 60000,
             search_default_max_tokens: 400,
             enrichment_endpoint: None,
             enrichment_model: None,
@@ -533,7 +552,7 @@ mod tests {
     fn every_key_is_in_defaults_yml_with_a_comment_above() {
         let serialized = serde_json::to_value(Config::defaults()).unwrap();
         let keys: Vec<&String> = serialized.as_object().unwrap().keys().collect();
-        assert_eq!(keys.len(), 37);
+        assert_eq!(keys.len(), 40);
         let lines: Vec<&str> = DEFAULTS_YML.lines().collect();
         for key in keys {
             let line = key_line(DEFAULTS_YML, key)

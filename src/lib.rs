@@ -9,6 +9,7 @@ pub mod archive;
 pub mod compose;
 pub mod config;
 pub mod curation;
+pub mod daemon;
 pub mod demo;
 pub mod enrich;
 pub mod identity;

@@ -1,6 +1,7 @@
 //! The CLI edge: argument parsing, environment, printing. `anyhow` lives here only.
 
 mod archive;
+mod daemon;
 mod demo;
 mod enrich;
 mod init;
@@ -52,6 +53,8 @@ enum Command {
     Search(search::Args),
     /// Idle-time model enrichment: `run`, `report`, `model`.
     Enrich(enrich::Args),
+    /// The background daemon: sign turns as they end, archive at the right moments, sync.
+    Daemon(daemon::Args),
     /// Generate a sample session in a scratch home, archive it and show what was written.
     Demo(demo::Args),
     /// Rules: propose, list, view, approve, revoke, pin, unpin, active, conflicts.
@@ -158,7 +161,10 @@ pub fn run() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    init_logging();
+    // The daemon sets up its own logging (its log files).
+    if !matches!(cli.command, Command::Daemon(_)) {
+        init_logging();
+    }
     let result = match cli.command {
         Command::Init(a) => init::run(cli.workspace.as_deref(), a),
         Command::Archive(a) => archive::run(cli.workspace.as_deref(), a),
@@ -171,6 +177,7 @@ pub fn run() -> ExitCode {
         Command::Rule(a) => rule::run(cli.workspace.as_deref(), a),
         Command::Notice(a) => notice::run(cli.workspace.as_deref(), a),
         Command::Mcp(a) => mcp::run(cli.workspace.as_deref(), a),
+        Command::Daemon(a) => daemon::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

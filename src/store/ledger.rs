@@ -3,8 +3,9 @@
 //! next append), a corrupt middle line refused by name and never appended past,
 //! byte-identical duplicate lines read once. OWNER: store helper.
 //!
-//! Appends are not serialized here: callers hold the store's writer lock, so no other
-//! writer can slip a line between the validating read and the append.
+//! Appends are not serialized here: callers of a collection append hold the store's
+//! collections lock (`store::lock::CollectionsLock`), so no other signer can slip a line
+//! between the validating read and the append.
 
 use std::collections::HashSet;
 use std::fs::{self, OpenOptions};
@@ -189,8 +190,22 @@ pub fn append_many(
     lines: &[Redacted<serde_json::Value>],
     known_version: u64,
 ) -> Result<(), LedgerError> {
+    append_many_after(path, lines, known_version, None).map(drop)
+}
+
+/// [`append_many`] for a caller that serializes appenders (the store's collections lock)
+/// and knows the ledger was whole at `whole_len` bytes — it wrote or validated them. When
+/// the file still has exactly that length, the validating scan of every earlier line is
+/// skipped, so an append costs the same at line 10 and at line 100,000; any other length
+/// (someone else appended, a hand edit) takes the full scan. Returns the new length.
+pub fn append_many_after(
+    path: &Path,
+    lines: &[Redacted<serde_json::Value>],
+    known_version: u64,
+    whole_len: Option<u64>,
+) -> Result<u64, LedgerError> {
     if lines.is_empty() {
-        return Ok(());
+        return fs::metadata(path).map_or(Ok(0), |m| Ok(m.len()));
     }
     let mut payload = String::new();
     for line in lines {
@@ -212,10 +227,24 @@ pub fn append_many(
         payload.push('\n');
     }
 
+    let current_len = match fs::metadata(path) {
+        Ok(m) => Some(m.len()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_err(path, e)),
+    };
     let Scan {
         read: existing,
         tail,
-    } = scan(path, known_version)?;
+    } = match whole_len {
+        Some(len) if current_len == Some(len) => Scan {
+            read: LedgerRead {
+                exists: true,
+                ..LedgerRead::default()
+            },
+            tail: Tail::Clean,
+        },
+        _ => scan(path, known_version)?,
+    };
     match tail {
         Tail::Clean => {}
         Tail::Unterminated => payload.insert(0, '\n'),
@@ -243,6 +272,7 @@ pub fn append_many(
     file.write_all(payload.as_bytes())
         .and_then(|()| file.sync_data())
         .map_err(|e| io_err(path, e))?;
+    let new_len = file.metadata().map_err(|e| io_err(path, e))?.len();
     if !existing.exists {
         // A new file's directory entry must be durable too, or a crash could lose the file.
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -251,7 +281,7 @@ pub fn append_many(
                 .map_err(|e| io_err(dir, e))?;
         }
     }
-    Ok(())
+    Ok(new_len)
 }
 
 #[cfg(test)]
@@ -271,6 +301,23 @@ mod tests {
         let p = dir.path().join("c.jsonl");
         fs::write(&p, content).unwrap();
         (dir, p)
+    }
+
+    #[test]
+    fn an_append_after_a_known_whole_length_skips_the_scan_only_at_that_length() {
+        let (_dir, p) = ledger(b"");
+        let len = append_many_after(&p, &[redacted(json!({"v": 1, "n": 1}))], 1, None).unwrap();
+        assert_eq!(len, fs::metadata(&p).unwrap().len());
+        let len =
+            append_many_after(&p, &[redacted(json!({"v": 1, "n": 2}))], 1, Some(len)).unwrap();
+        assert_eq!(read(&p, 1).unwrap().lines.len(), 2);
+        // Another writer left a torn line: the length differs, so the scan runs and cuts it.
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(b"{\"v\":1,\"n\":").unwrap();
+        append_many_after(&p, &[redacted(json!({"v": 1, "n": 3}))], 1, Some(len)).unwrap();
+        let r = read(&p, 1).unwrap();
+        assert_eq!(r.lines.len(), 3);
+        assert!(r.torn_tail.is_none());
     }
 
     #[test]

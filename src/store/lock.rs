@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 pub const LOCK_FILE: &str = ".writer.lock";
 pub const PID_FILE: &str = ".writer.pid";
+/// The collections lock: held only around "read the ledger's last signature, append".
+pub const COLLECTIONS_LOCK_FILE: &str = ".collections.lock";
 
 /// How long to sleep between attempts: short enough that a waiter follows a quick
 /// holder closely, long enough not to spin.
@@ -105,6 +107,41 @@ impl Drop for WriterLock {
     }
 }
 
+/// Held around one "read the last signature, append the new ones" step of any collection
+/// ledger of the store. The daemon signs turns under this lock alone (never the writer
+/// lock, which an archive holds for seconds), and the archive's pass 1 re-reads the ledger
+/// under it before appending, so a turn is signed exactly once whoever gets there first.
+/// Holds last microseconds to milliseconds, so waiting for it blocks.
+#[derive(Debug)]
+pub struct CollectionsLock {
+    file: File,
+}
+
+impl CollectionsLock {
+    pub fn acquire(store_dir: &Path) -> Result<CollectionsLock, LockError> {
+        let path = store_dir.join(COLLECTIONS_LOCK_FILE);
+        let io = |source| LockError::Io {
+            path: path.clone(),
+            source,
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io)?;
+        file.lock().map_err(io)?;
+        Ok(CollectionsLock { file })
+    }
+}
+
+impl Drop for CollectionsLock {
+    fn drop(&mut self) {
+        let _ = self.file.unlock();
+    }
+}
+
 /// `<pid> (<command>)` from the pid note, or `unknown` when it cannot be read.
 fn read_holder(pid_path: &Path) -> String {
     let Ok(text) = fs::read_to_string(pid_path) else {
@@ -168,6 +205,27 @@ mod tests {
         });
         rx.recv().unwrap();
         drop(held);
+        waiter.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn the_collections_lock_excludes_and_is_independent_of_the_writer_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let _writer = WriterLock::acquire(dir.path(), Duration::from_millis(0)).unwrap();
+        let held = CollectionsLock::acquire(dir.path()).unwrap();
+        let path = dir.path().to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            let got = CollectionsLock::acquire(&path).map(drop);
+            tx.send(()).unwrap();
+            got
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_millis(100)).is_err(),
+            "a second holder waits"
+        );
+        drop(held);
+        rx.recv().unwrap();
         waiter.join().unwrap().unwrap();
     }
 

@@ -278,6 +278,12 @@ impl Store {
         Ok(held)
     }
 
+    /// Take the collections lock (see [`lock::CollectionsLock`]): around reading a
+    /// ledger's last signature and appending after it.
+    pub fn lock_collections(&self) -> Result<lock::CollectionsLock, StoreError> {
+        Ok(lock::CollectionsLock::acquire(&self.dir)?)
+    }
+
     /// `<store>/<root>`.
     pub fn root_dir(&self, root_session: &str) -> Result<PathBuf, StoreError> {
         Ok(self.dir.join(check_id(root_session)?))
@@ -398,6 +404,28 @@ impl Store {
             create_dir_all(dir)?;
         }
         Ok(ledger::append_many(&path, lines, COLLECTION_VERSION)?)
+    }
+
+    /// [`Store::append_collection_many`] for a signer holding the collections lock that knows
+    /// the ledger was whole at `whole_len` bytes (see [`ledger::append_many_after`]).
+    /// Returns the ledger's new length.
+    pub fn append_collection_after(
+        &self,
+        root_session: &str,
+        session_id: &str,
+        lines: &[Redacted<serde_json::Value>],
+        whole_len: Option<u64>,
+    ) -> Result<u64, StoreError> {
+        let path = self.collection_path(root_session, session_id)?;
+        if let Some(dir) = path.parent() {
+            create_dir_all(dir)?;
+        }
+        Ok(ledger::append_many_after(
+            &path,
+            lines,
+            COLLECTION_VERSION,
+            whole_len,
+        )?)
     }
 
     pub fn read_collection(

@@ -3,6 +3,7 @@
 mod archive;
 mod bad_input;
 mod crash;
+mod daemon;
 mod enrich;
 mod githttp;
 mod mcp;

@@ -1,0 +1,299 @@
+//! Daemon benchmark, run with `cargo bench --bench daemon`:
+//!
+//! (a) signing latency: a writer appends ≥ 500 live turns (one zstd frame each, as the
+//!     harness does) to a log the daemon follows; for each, the time from the frame's
+//!     write returning to its collection line appearing in the ledger (the daemon appends it
+//!     with one write and then fsyncs). Side by side, in the same run, the baseline: the same
+//!     writer appending a line of its own and fsyncing it. Also the daemon's own figure
+//!     (`daemon status`: change noticed → collection line fsynced).
+//! (b) at rest with 50 watched sessions: the daemon's CPU % over 12 s from
+//!     `/proc/<pid>/stat` and its RSS from `/proc/<pid>/status`, beside a `sleep` process.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use dsh_chapters::daemon::control::{Client, Request};
+use dsh_chapters::session::writer::{session_log_path, LogWriter, SessionScript, TurnSpec};
+
+const START_MS: i64 = 1_764_400_000_000;
+const TURNS: usize = 600;
+const WARMUP: usize = 20;
+const SESSIONS_AT_REST: usize = 50;
+
+struct Sandbox {
+    _tmp: tempfile::TempDir,
+    home: PathBuf,
+    ws: PathBuf,
+}
+
+fn sandbox() -> Sandbox {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let root = std::fs::canonicalize(tmp.path()).expect("canonical");
+    let home = root.join("home");
+    let ws = root.join("ws");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::create_dir_all(&ws).expect("ws");
+    let sb = Sandbox {
+        _tmp: tmp,
+        home,
+        ws,
+    };
+    let ok = chapters(&sb, &["init"]).status().expect("init").success();
+    assert!(ok, "chapters init");
+    sb
+}
+
+fn chapters(sb: &Sandbox, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_chapters"));
+    c.args(args)
+        .current_dir(&sb.ws)
+        .env("DSH_HOME", &sb.home)
+        .env("CHAPTERS_HARNESS_ID", "bench")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    c
+}
+
+fn socket(sb: &Sandbox) -> PathBuf {
+    sb.home.join("dsh-chapters/daemon.sock")
+}
+
+fn start_daemon(sb: &Sandbox) -> Child {
+    let child = chapters(sb, &["daemon", "--foreground"])
+        .spawn()
+        .expect("daemon");
+    let started = Instant::now();
+    while Client::connect(&socket(sb), Duration::from_secs(2)).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(30), "no daemon");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+fn status(sb: &Sandbox) -> serde_json::Value {
+    let mut c = Client::connect(&socket(sb), Duration::from_secs(10)).expect("connect");
+    c.request(Request::Status, &socket(sb)).expect("status")
+}
+
+fn new_log(sb: &Sandbox, id: &str) -> (LogWriter, SessionScript) {
+    let ws = sb.ws.to_string_lossy().into_owned();
+    let path = session_log_path(&sb.home, &ws, id, 4, true);
+    std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
+    let script = SessionScript::new(4, START_MS);
+    let header = script.header(id, &ws, START_MS);
+    (
+        LogWriter::create(&path, true, &header).expect("log"),
+        script,
+    )
+}
+
+fn turn(i: usize) -> TurnSpec {
+    let mut t = TurnSpec::new(
+        &format!("Make the exporter handle row {i} of the csv in src/export/csv.rs"),
+        &format!("Row {i} handled; the tests pass."),
+    );
+    t.tool_calls = vec![dsh_chapters::session::writer::ToolCallSpec::new(
+        "bash",
+        serde_json::json!({"command": "cargo test -p export"}),
+        "test result: ok. 12 passed\n",
+    )];
+    t
+}
+
+fn len(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+fn latency() {
+    let sb = sandbox();
+    let id = "session-bench-0000-4000-8000-000000000001";
+    let (mut writer, mut script) = new_log(&sb, id);
+    // The harness fsyncs after each batch; here the write alone is the start of the clock,
+    // and the writer's fsync is what the baseline measures.
+    writer.set_sync(false);
+    let mut daemon = start_daemon(&sb);
+    let ledger = sb
+        .ws
+        .join(".dsh-chapters")
+        .join(id)
+        .join("collections")
+        .join(format!("{id}.jsonl"));
+    let baseline_path = sb.ws.join("baseline.jsonl");
+    let mut baseline_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&baseline_path)
+        .expect("baseline file");
+    let line = format!("{}\n", "x".repeat(300));
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let (mut daemon_ms, mut base_ms) = (Vec::new(), Vec::new());
+    for i in 0..TURNS + WARMUP {
+        let before = len(&ledger);
+        writer.append_turn(&mut script, &turn(i)).expect("append");
+        let written = Instant::now();
+        while len(&ledger) == before {
+            assert!(
+                written.elapsed() < Duration::from_secs(10),
+                "turn {i} never signed"
+            );
+            std::hint::spin_loop();
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        let seen = written.elapsed();
+        let t = Instant::now();
+        baseline_file
+            .write_all(line.as_bytes())
+            .expect("baseline write");
+        baseline_file.sync_data().expect("baseline fsync");
+        let base = t.elapsed();
+        if i >= WARMUP {
+            daemon_ms.push(seen.as_secs_f64() * 1000.0);
+            base_ms.push(base.as_secs_f64() * 1000.0);
+        }
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        std::thread::sleep(Duration::from_millis(5 + rng % 15));
+    }
+    let s = status(&sb);
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    daemon_ms.sort_by(f64::total_cmp);
+    base_ms.sort_by(f64::total_cmp);
+    println!("(a) signing latency over {TURNS} live turns (after {WARMUP} warm-up turns)");
+    println!(
+        "  frame written → collection line in the ledger: p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
+        pct(&daemon_ms, 0.5),
+        pct(&daemon_ms, 0.99),
+        daemon_ms[daemon_ms.len() - 1]
+    );
+    println!(
+        "  baseline, the writer's own line append + fsync: p50 {:.3} ms  p99 {:.3} ms",
+        pct(&base_ms, 0.5),
+        pct(&base_ms, 0.99)
+    );
+    println!(
+        "  ratio: p50 {:.2}x  p99 {:.2}x",
+        pct(&daemon_ms, 0.5) / pct(&base_ms, 0.5),
+        pct(&daemon_ms, 0.99) / pct(&base_ms, 0.99)
+    );
+    println!(
+        "  the daemon's own figure (change noticed → line fsynced), last {} samples: p50 {} ms  p99 {} ms",
+        s["signing"]["samples"], s["signing"]["p50Ms"], s["signing"]["p99Ms"]
+    );
+    println!(
+        "  goal p99 ≤ 5 ms: {}",
+        if pct(&daemon_ms, 0.99) <= 5.0 {
+            "met"
+        } else {
+            "NOT met"
+        }
+    );
+}
+
+fn proc_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    // Fields after the parenthesized command name; utime and stime are the 14th and 15th.
+    let after = &stat[stat.rfind(')').expect("comm") + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime")
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS")
+}
+
+fn clk_tck() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+fn at_rest() {
+    let sb = sandbox();
+    for n in 0..SESSIONS_AT_REST {
+        let (mut w, mut script) = new_log(&sb, &format!("session-rest-0000-4000-8000-{n:012}"));
+        for i in 0..5 {
+            w.append_turn(&mut script, &turn(i)).expect("append");
+        }
+    }
+    let mut daemon = start_daemon(&sb);
+    let pid = daemon.id();
+    let started = Instant::now();
+    loop {
+        let s = status(&sb);
+        let all_signed =
+            s["signing"]["turnsSigned"].as_u64() == Some((SESSIONS_AT_REST * 5) as u64);
+        if s["sessionsWatched"].as_u64() == Some(SESSIONS_AT_REST as u64) && all_signed {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "daemon never caught up: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let mut sleeper = Command::new("sleep").arg("60").spawn().expect("sleep");
+    let window = Duration::from_secs(12);
+    let (d0, s0) = (proc_ticks(pid), proc_ticks(sleeper.id()));
+    let t = Instant::now();
+    std::thread::sleep(window);
+    let secs = t.elapsed().as_secs_f64();
+    let (d1, s1) = (proc_ticks(pid), proc_ticks(sleeper.id()));
+    let tck = clk_tck();
+    let cpu = |a: u64, b: u64| (b - a) as f64 / tck / secs * 100.0;
+    let (daemon_rss, sleep_rss) = (rss_kib(pid), rss_kib(sleeper.id()));
+    let s = status(&sb);
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    println!(
+        "(b) at rest, {SESSIONS_AT_REST} watched sessions ({}), {secs:.1} s window",
+        s["watch"]
+    );
+    println!(
+        "  daemon: CPU {:.3} %  ({} ticks of 1/{tck} s)  RSS {:.1} MiB",
+        cpu(d0, d1),
+        d1 - d0,
+        daemon_rss as f64 / 1024.0
+    );
+    println!(
+        "  baseline `sleep`: CPU {:.3} %  RSS {:.1} MiB   (RSS ratio {:.1}x)",
+        cpu(s0, s1),
+        sleep_rss as f64 / 1024.0,
+        daemon_rss as f64 / sleep_rss.max(1) as f64
+    );
+    println!(
+        "  goal ≤ 0.1 % CPU: {}; goal ≤ 25 MiB RSS: {}",
+        if cpu(d0, d1) <= 0.1 { "met" } else { "NOT met" },
+        if daemon_rss <= 25 * 1024 {
+            "met"
+        } else {
+            "NOT met"
+        }
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing to parse.
+    latency();
+    at_rest();
+}

@@ -1,0 +1,1457 @@
+//! The daemon (shell): follow every enabled workspace's live session logs, sign each turn
+//! as its `turn/end` frame lands, archive at the right moments and sync in the background.
+//!
+//! Threads, and why each exists:
+//! - **main** (`Runtime::run`): owns all follow state. It decodes appended frames and
+//!   signs (collections lock only, one fsync) — nothing else ever runs here, so a
+//!   signature never waits on an archive, a sync, a model or the network.
+//! - **worker**: archives and syncs, one job at a time, under the store's writer lock
+//!   (the same lock `chapters archive` and `chapters sync` take).
+//! - **watcher** (`notify`'s own thread): changed paths → a bounded channel (`try_send`;
+//!   when full, a rescan flag instead of blocking).
+//! - **control**: the Unix socket; requests are forwarded to main and answered from there.
+//! - **signals**: SIGTERM/SIGINT stop, SIGHUP reloads (`signal-hook`, no `unsafe`).
+//!
+//! Its home is `$DSH_HOME/dsh-chapters/`: `daemon.pid` (the lock), `daemon.sock`,
+//! `daemon-state.json` (resume anchors), `logs/`. Nothing is written under
+//! `$DSH_HOME/sessions`.
+
+pub mod control;
+pub mod follow;
+pub mod logs;
+pub mod pidlock;
+pub mod service;
+pub mod signer;
+pub mod triggers;
+pub mod watch;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::{json, Value};
+
+use crate::archive::{self, ArchiveContext, Reason};
+use crate::config::{self, Config, ConfigError, DaemonWatch, Layer};
+use crate::identity::{self, Identity};
+use crate::pool::{credentials, link, sync};
+use crate::redact::Redactor;
+use crate::session::discover::{self, parse_log_file_name};
+use crate::session::reader::ReaderOptions;
+use crate::signature::{self, Signature};
+use crate::store::{atomic, Store, STORE_DIR};
+
+use follow::{Follower, SavedFollow};
+use signer::LedgerCursor;
+use triggers::{Due, NewSession, Timing, WorkspaceClock};
+use watch::{Watch, WatchFlags};
+
+pub const HOME_DIR: &str = "dsh-chapters";
+pub const SOCKET_FILE: &str = "daemon.sock";
+pub const STATE_FILE: &str = "daemon-state.json";
+pub const LOGS_DIR: &str = "logs";
+
+/// Messages queued for the main thread (bounded; file events never block on it).
+const QUEUE: usize = 4096;
+/// Signing latencies kept for the percentiles.
+const LATENCY_SAMPLES: usize = 2048;
+/// Runtime errors kept for `status`.
+const ERRORS_KEPT: usize = 32;
+/// The state file is written once the daemon has been quiet this long…
+const STATE_QUIET: Duration = Duration::from_millis(500);
+/// …or at least this often under a steady stream.
+const STATE_MAX_AGE: Duration = Duration::from_secs(10);
+/// How long a stop waits for an archive or sync in progress before leaving it (every
+/// store write is atomic, so leaving one mid-way is as safe as a kill).
+const STOP_GRACE: Duration = Duration::from_millis(1500);
+
+/// The daemon's files under `$DSH_HOME/dsh-chapters/`.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    pub dsh_home: PathBuf,
+    pub home: PathBuf,
+    pub socket: PathBuf,
+    pub state: PathBuf,
+    pub logs: PathBuf,
+    pub sessions: PathBuf,
+}
+
+impl Paths {
+    pub fn new(dsh_home: &Path) -> Paths {
+        let home = dsh_home.join(HOME_DIR);
+        Paths {
+            dsh_home: dsh_home.to_path_buf(),
+            socket: home.join(SOCKET_FILE),
+            state: home.join(STATE_FILE),
+            logs: home.join(LOGS_DIR),
+            sessions: dsh_home.join("sessions"),
+            home,
+        }
+    }
+}
+
+/// Errors that keep the daemon from starting (runtime errors are logged and shown instead).
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Lock(#[from] pidlock::PidLockError),
+    #[error("cannot listen on the control socket {path}: {source}; another program holds it, or the path is too long for a Unix socket (108 bytes) — set a shorter DSH_HOME")]
+    Socket {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the daemon's configuration is refused: {0}")]
+    Config(#[from] ConfigError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot install the signal handlers: {0}")]
+    Signals(std::io::Error),
+}
+
+/// What the CLI resolves for the daemon.
+pub struct Options {
+    pub dsh_home: PathBuf,
+    /// The process's `CHAPTERS_*` environment (a config layer).
+    pub env: BTreeMap<String, String>,
+}
+
+/// The daemon's own config: defaults < `$DSH_HOME/dsh-chapters/config.yml` < env.
+pub fn load_home_config(
+    dsh_home: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<Config, ConfigError> {
+    let path = dsh_home.join(HOME_DIR).join("config.yml");
+    let mut layers = Vec::new();
+    match std::fs::read_to_string(&path) {
+        Ok(text) => layers.push(Layer {
+            origin: path.display().to_string(),
+            text,
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => return Err(ConfigError::Io { path, source }),
+    }
+    Config::from_layers(&layers, env, &BTreeMap::new())
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn mtime_ms(path: &Path) -> Option<i64> {
+    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
+    let d = modified.duration_since(SystemTime::UNIX_EPOCH).ok()?;
+    i64::try_from(d.as_millis()).ok()
+}
+
+/// Everything an archive or sync of one workspace needs, resolved once per (re)load.
+struct WsCtx {
+    workspace: PathBuf,
+    workspace_str: String,
+    config: Config,
+    identity: Identity,
+    harness_id: String,
+    redactor: Redactor,
+    store: Store,
+}
+
+impl WsCtx {
+    fn load(
+        workspace: &Path,
+        dsh_home: &Path,
+        env: &BTreeMap<String, String>,
+    ) -> Result<WsCtx, String> {
+        let config =
+            config::load(dsh_home, workspace, env, &BTreeMap::new()).map_err(|e| e.to_string())?;
+        let origin = config
+            .origin_of("projectKeyOverride")
+            .unwrap_or("config")
+            .to_owned();
+        let override_key = config
+            .project_key_override
+            .as_deref()
+            .map(|k| (k, origin.as_str()));
+        let identity = identity::resolve(workspace, override_key).map_err(|e| e.to_string())?;
+        let harness_id =
+            identity::harness_id(config.harness_id.as_deref(), None).map_err(|e| e.to_string())?;
+        let redactor = Redactor::new(&config.redaction_patterns).map_err(|e| e.to_string())?;
+        let store = Store::open(workspace).map_err(|e| e.to_string())?;
+        Ok(WsCtx {
+            workspace: workspace.to_path_buf(),
+            workspace_str: workspace.to_string_lossy().into_owned(),
+            config,
+            identity,
+            harness_id,
+            redactor,
+            store,
+        })
+    }
+
+    fn timing(&self) -> Timing {
+        Timing {
+            idle_archive_ms: self.config.idle_archive_ms,
+            sync_debounce_ms: self.config.sync_debounce_ms,
+        }
+    }
+
+    fn linked(&self) -> bool {
+        link::read(self.store.dir()).ok().flatten().is_some()
+    }
+}
+
+#[derive(Debug, Clone)]
+enum JobKind {
+    Archive {
+        reason: Reason,
+        only: Option<String>,
+        pull_first: bool,
+        push_after: bool,
+    },
+    Sync {
+        pull_only: bool,
+    },
+}
+
+struct Job {
+    ws_dir: PathBuf,
+    ctx: Arc<WsCtx>,
+    dsh_home: PathBuf,
+    kind: JobKind,
+}
+
+struct SyncOutcome {
+    pull_only: bool,
+    result: Result<(), String>,
+}
+
+struct JobDone {
+    ws_dir: PathBuf,
+    kind: JobKind,
+    /// Chapters written and per-session failures, or the archive's error.
+    archive: Option<Result<(usize, Vec<String>), String>>,
+    syncs: Vec<SyncOutcome>,
+}
+
+enum Msg {
+    Fs(Vec<PathBuf>),
+    Control(control::Incoming),
+    Signal(i32),
+    Done(Box<JobDone>),
+}
+
+fn run_sync(job: &Job, pull_only: bool) -> SyncOutcome {
+    let result = (|| {
+        let ctx = &job.ctx;
+        let Some(record) = link::read(ctx.store.dir()).map_err(|e| e.to_string())? else {
+            return Ok(());
+        };
+        let token = match &record.upstream {
+            link::Upstream::Network { .. } => {
+                credentials::load(&job.dsh_home, &ctx.identity.project_key)
+                    .map_err(|e| e.to_string())?
+            }
+            link::Upstream::Local { .. } => None,
+        };
+        let now = now_ms();
+        let now_str = crate::time::rfc3339_utc(now);
+        let sctx = sync::SyncContext {
+            workspace: &ctx.workspace,
+            store: &ctx.store,
+            identity: &ctx.identity,
+            harness_id: &ctx.harness_id,
+            link: &record,
+            token,
+            now_secs: now / 1000,
+            now: &now_str,
+            timeout: Duration::from_millis(ctx.config.sync_timeout_ms),
+            lock_timeout: Duration::from_millis(ctx.config.writer_lock_timeout_ms),
+        };
+        sync::sync(&sctx, pull_only)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    })();
+    SyncOutcome { pull_only, result }
+}
+
+fn run_job(job: &Job) -> JobDone {
+    let mut done = JobDone {
+        ws_dir: job.ws_dir.clone(),
+        kind: job.kind.clone(),
+        archive: None,
+        syncs: Vec::new(),
+    };
+    match &job.kind {
+        JobKind::Sync { pull_only } => done.syncs.push(run_sync(job, *pull_only)),
+        JobKind::Archive {
+            reason,
+            only,
+            pull_first,
+            push_after,
+        } => {
+            if *pull_first {
+                done.syncs.push(run_sync(job, true));
+            }
+            let now = crate::time::rfc3339_utc(now_ms());
+            let ctx = ArchiveContext {
+                workspace: &job.ctx.workspace,
+                dsh_home: &job.dsh_home,
+                config: &job.ctx.config,
+                identity: &job.ctx.identity,
+                harness_id: &job.ctx.harness_id,
+                now: &now,
+            };
+            let result = archive::archive_workspace(&ctx, only.as_deref(), *reason, &|_| {});
+            done.archive = Some(match result {
+                Ok(report) => Ok((
+                    report.chapters_written(),
+                    report
+                        .failures
+                        .iter()
+                        .map(|f| format!("{}: {}", f.session_dir.display(), f.error))
+                        .collect(),
+                )),
+                Err(e) => Err(e.to_string()),
+            });
+            if *push_after {
+                done.syncs.push(run_sync(job, false));
+            }
+        }
+    }
+    done
+}
+
+struct SessionEntry {
+    follower: Follower,
+    cursor: LedgerCursor,
+    root: String,
+    error: Option<String>,
+    signed: u64,
+}
+
+struct WsEntry {
+    /// The workspace from the sessions' headers (`cwd`), once a header was read.
+    workspace: Option<PathBuf>,
+    ctx: Option<Arc<WsCtx>>,
+    /// Why the workspace is not followed (not enabled, or its config refused).
+    not_followed: Option<String>,
+    sessions: BTreeMap<PathBuf, SessionEntry>,
+    clock: WorkspaceClock,
+    linked: bool,
+    archive_busy: bool,
+    archive_again: Option<Reason>,
+    sync_busy: bool,
+    last_archive: Option<Value>,
+    last_sync: Option<Value>,
+}
+
+impl WsEntry {
+    fn new() -> WsEntry {
+        WsEntry {
+            workspace: None,
+            ctx: None,
+            not_followed: None,
+            sessions: BTreeMap::new(),
+            clock: WorkspaceClock::default(),
+            linked: false,
+            archive_busy: false,
+            archive_again: None,
+            sync_busy: false,
+            last_archive: None,
+            last_sync: None,
+        }
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize, Default)]
+struct StateFile {
+    v: u32,
+    /// Log path → where a restart resumes it.
+    logs: BTreeMap<String, SavedFollow>,
+}
+
+struct Runtime {
+    paths: Paths,
+    env: BTreeMap<String, String>,
+    config: Config,
+    started: Instant,
+    started_at: String,
+    workspaces: BTreeMap<PathBuf, WsEntry>,
+    saved: BTreeMap<String, SavedFollow>,
+    state_dirty: bool,
+    state_changed: Instant,
+    state_written: Instant,
+    jobs: mpsc::Sender<Job>,
+    queued_jobs: Arc<AtomicUsize>,
+    latencies: VecDeque<f64>,
+    signed_total: u64,
+    last_latency_ms: Option<f64>,
+    errors: VecDeque<Value>,
+    watch: Watch,
+    flags: Arc<WatchFlags>,
+    last_reload: Option<Value>,
+    initial_scan_done: bool,
+    last_rescan: Instant,
+    stop: bool,
+}
+
+/// Run the daemon in this process until SIGTERM/SIGINT or a `stop` request.
+pub fn run(options: Options) -> Result<(), DaemonError> {
+    let paths = Paths::new(&options.dsh_home);
+    let config = load_home_config(&paths.dsh_home, &options.env)?;
+    let _lock = pidlock::PidLock::acquire(&paths.home)?;
+    // We hold the lock: a socket file left here is a dead daemon's.
+    let _ = std::fs::remove_file(&paths.socket);
+    let listener = UnixListener::bind(&paths.socket).map_err(|source| DaemonError::Socket {
+        path: paths.socket.clone(),
+        source,
+    })?;
+    let (tx, rx) = mpsc::sync_channel::<Msg>(QUEUE);
+
+    let signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGHUP,
+    ])
+    .map_err(DaemonError::Signals)?;
+    spawn("signals", {
+        let tx = tx.clone();
+        let mut signals = signals;
+        move || {
+            for signal in signals.forever() {
+                if tx.send(Msg::Signal(signal)).is_err() {
+                    return;
+                }
+            }
+        }
+    })?;
+    let pid = std::process::id();
+    spawn("control", {
+        let tx = tx.clone();
+        move || {
+            control::serve(listener, pid, move |incoming| {
+                tx.send(Msg::Control(incoming)).is_ok()
+            })
+        }
+    })?;
+    let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
+    let queued_jobs = Arc::new(AtomicUsize::new(0));
+    let (worker_done_tx, worker_done_rx) = mpsc::channel::<()>();
+    spawn("worker", {
+        let tx = tx.clone();
+        let queued = Arc::clone(&queued_jobs);
+        move || {
+            for job in jobs_rx {
+                let done = run_job(&job);
+                queued.fetch_sub(1, Ordering::SeqCst);
+                if tx.send(Msg::Done(Box::new(done))).is_err() {
+                    break;
+                }
+            }
+            let _ = worker_done_tx.send(());
+        }
+    })?;
+
+    let flags = Arc::new(WatchFlags::default());
+    let watch = Watch::start(
+        &paths.dsh_home,
+        Arc::clone(&flags),
+        {
+            let tx = tx.clone();
+            move |paths| tx.try_send(Msg::Fs(paths)).is_ok()
+        },
+        config.daemon_watch == DaemonWatch::Poll,
+    );
+    drop(tx);
+
+    let saved = read_state(&paths.state);
+    let now = Instant::now();
+    let mut rt = Runtime {
+        paths,
+        env: options.env,
+        config,
+        started: now,
+        started_at: crate::time::rfc3339_utc(now_ms()),
+        workspaces: BTreeMap::new(),
+        saved,
+        state_dirty: false,
+        state_changed: now,
+        state_written: now,
+        jobs: jobs_tx,
+        queued_jobs,
+        latencies: VecDeque::new(),
+        signed_total: 0,
+        last_latency_ms: None,
+        errors: VecDeque::new(),
+        watch,
+        flags,
+        last_reload: None,
+        initial_scan_done: false,
+        last_rescan: now,
+        stop: false,
+    };
+    tracing::info!(pid, home = %rt.paths.dsh_home.display(), watch = ?rt.watch.mode, "daemon started");
+    if let watch::WatchMode::Polling { reason } = &rt.watch.mode {
+        let reason = reason.clone();
+        rt.error("watch", reason);
+    }
+    rt.full_scan();
+    rt.initial_scan_done = true;
+    rt.main_loop(&rx);
+
+    // Stopping: persist where each log was, let a job in progress finish briefly.
+    rt.write_state();
+    let Runtime { jobs, paths, .. } = rt;
+    drop(jobs);
+    if worker_done_rx.recv_timeout(STOP_GRACE).is_err() {
+        tracing::warn!("an archive or sync was still running at stop; it is left mid-way (every store write is atomic)");
+    }
+    let _ = std::fs::remove_file(&paths.socket);
+    tracing::info!("daemon stopped");
+    Ok(())
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), DaemonError> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map(drop)
+        .map_err(|source| DaemonError::Io {
+            path: PathBuf::from(format!("<thread {name}>")),
+            source,
+        })
+}
+
+fn read_state(path: &Path) -> BTreeMap<String, SavedFollow> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return BTreeMap::new(),
+        Err(e) => {
+            tracing::warn!(file = %path.display(), error = %e, "cannot read the daemon state; following every log from its start");
+            return BTreeMap::new();
+        }
+    };
+    match serde_json::from_slice::<StateFile>(&bytes) {
+        Ok(state) if state.v == 1 => state.logs,
+        Ok(_) | Err(_) => {
+            tracing::warn!(file = %path.display(), "the daemon state does not parse; following every log from its start");
+            BTreeMap::new()
+        }
+    }
+}
+
+/// Where a path under `sessions/` points: its workspace dir, session dir, and file name.
+fn locate(sessions: &Path, path: &Path) -> Option<(PathBuf, Option<PathBuf>, Option<String>)> {
+    let rel = path.strip_prefix(sessions).ok()?;
+    let mut parts = rel.components().map(|c| c.as_os_str().to_owned());
+    let ws = sessions.join(parts.next()?);
+    let Some(session) = parts.next() else {
+        return Some((ws, None, None));
+    };
+    let session_dir = ws.join(session);
+    let file = parts.next().map(|f| f.to_string_lossy().into_owned());
+    Some((ws, Some(session_dir), file))
+}
+
+fn percentile(samples: &VecDeque<f64>, p: f64) -> Option<f64> {
+    if samples.is_empty() {
+        return None;
+    }
+    let mut sorted: Vec<f64> = samples.iter().copied().collect();
+    sorted.sort_by(f64::total_cmp);
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[rank - 1])
+}
+
+impl Runtime {
+    fn error(&mut self, what: &str, detail: String) {
+        tracing::warn!(what, "{detail}");
+        if self.errors.len() == ERRORS_KEPT {
+            self.errors.pop_front();
+        }
+        self.errors.push_back(json!({
+            "at": crate::time::rfc3339_utc(now_ms()),
+            "what": what,
+            "detail": detail,
+        }));
+    }
+
+    fn main_loop(&mut self, rx: &Receiver<Msg>) {
+        let mut changed: BTreeSet<PathBuf> = BTreeSet::new();
+        while !self.stop {
+            let timeout = self.next_wake();
+            match rx.recv_timeout(timeout) {
+                Ok(msg) => self.handle(msg, &mut changed),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            // Take everything already queued, so a burst of events is one pass.
+            for _ in 0..QUEUE {
+                match rx.try_recv() {
+                    Ok(msg) => self.handle(msg, &mut changed),
+                    Err(_) => break,
+                }
+            }
+            if self.stop {
+                break;
+            }
+            if self.flags.limit_hit.swap(false, Ordering::SeqCst) && !self.watch.is_polling() {
+                let message =
+                    watch::limit_message("a watch for a new directory could not be added");
+                self.watch.fall_back(message.clone());
+                self.error("watch", message);
+                self.flags.rescan.store(true, Ordering::SeqCst);
+            }
+            let rescan_every = if self.watch.is_polling() {
+                Duration::from_millis(self.config.daemon_poll_ms)
+            } else {
+                Duration::from_millis(self.config.daemon_rescan_ms)
+            };
+            if self.flags.rescan.swap(false, Ordering::SeqCst)
+                || self.last_rescan.elapsed() >= rescan_every
+            {
+                changed.clear();
+                self.full_scan();
+            } else {
+                for path in std::mem::take(&mut changed) {
+                    self.on_path(&path);
+                }
+            }
+            self.fire_due();
+            let quiet = self.state_changed.elapsed() >= STATE_QUIET;
+            if self.state_dirty && (quiet || self.state_written.elapsed() >= STATE_MAX_AGE) {
+                self.write_state();
+            }
+        }
+    }
+
+    fn next_wake(&self) -> Duration {
+        let rescan_every = if self.watch.is_polling() {
+            Duration::from_millis(self.config.daemon_poll_ms)
+        } else {
+            Duration::from_millis(self.config.daemon_rescan_ms)
+        };
+        let mut wake = rescan_every.saturating_sub(self.last_rescan.elapsed());
+        if self.state_dirty {
+            wake = wake.min(STATE_QUIET.saturating_sub(self.state_changed.elapsed()));
+        }
+        let now = now_ms();
+        for ws in self.workspaces.values() {
+            let Some(ctx) = &ws.ctx else { continue };
+            // A job in progress wakes the loop when it is done; its moments wait for that.
+            if ws.archive_busy || ws.sync_busy {
+                continue;
+            }
+            if let Some(at) = ws.clock.next_deadline(ctx.timing(), ws.linked) {
+                let ms = u64::try_from(at.saturating_sub(now)).unwrap_or(0);
+                wake = wake.min(Duration::from_millis(ms));
+            }
+        }
+        // Never spin: at least one millisecond between passes that found nothing to do.
+        wake.max(Duration::from_millis(1))
+    }
+
+    fn handle(&mut self, msg: Msg, changed: &mut BTreeSet<PathBuf>) {
+        match msg {
+            Msg::Fs(paths) => changed.extend(paths),
+            Msg::Signal(signal) if signal == signal_hook::consts::SIGHUP => {
+                let _ = self.reload();
+            }
+            Msg::Signal(signal) => {
+                tracing::info!(signal, "stop requested by signal");
+                self.stop = true;
+            }
+            Msg::Control(incoming) => {
+                let answer = match incoming.request {
+                    control::Request::Status => Ok(self.status()),
+                    control::Request::SyncNow => Ok(json!({"queued": self.sync_now()})),
+                    control::Request::Reload => self.reload(),
+                    control::Request::Stop => {
+                        tracing::info!("stop requested over the control socket");
+                        self.stop = true;
+                        Ok(json!({"stopping": true}))
+                    }
+                };
+                let _ = incoming.reply.send(answer);
+            }
+            Msg::Done(done) => self.job_done(*done),
+        }
+    }
+
+    /// A changed path: a log of a followed session is polled at once; anything else
+    /// rescans the directory it belongs to.
+    fn on_path(&mut self, path: &Path) {
+        if path == self.paths.sessions || !path.starts_with(&self.paths.sessions) {
+            if path == self.paths.sessions {
+                self.watch.ensure_sessions_watched();
+                self.full_scan();
+            }
+            return;
+        }
+        let Some((ws_dir, session_dir, file)) = locate(&self.paths.sessions, path) else {
+            return;
+        };
+        let followed = self
+            .workspaces
+            .get(&ws_dir)
+            .is_some_and(|w| w.ctx.is_some());
+        match (session_dir, file) {
+            (Some(session_dir), Some(file)) if followed => {
+                let is_current_log = self
+                    .workspaces
+                    .get(&ws_dir)
+                    .and_then(|w| w.sessions.get(&session_dir))
+                    .is_some_and(|s| s.follower.log.log == path);
+                if is_current_log {
+                    self.poll_session(&ws_dir, &session_dir);
+                } else if parse_log_file_name(&file).is_some() {
+                    self.scan_session(&ws_dir, &session_dir);
+                }
+            }
+            (Some(session_dir), None) if followed => self.scan_session(&ws_dir, &session_dir),
+            _ => self.scan_ws(&ws_dir),
+        }
+    }
+
+    fn full_scan(&mut self) {
+        self.last_rescan = Instant::now();
+        if !self.paths.home.is_dir() {
+            // Our own home was removed (the DSH_HOME deleted): nothing left to serve.
+            tracing::warn!(home = %self.paths.home.display(), "the daemon's home is gone; stopping");
+            self.stop = true;
+            return;
+        }
+        self.watch.ensure_sessions_watched();
+        let mut dirs = Vec::new();
+        if let Ok(entries) = std::fs::read_dir(&self.paths.sessions) {
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                if name.starts_with("--") && entry.path().is_dir() {
+                    dirs.push(entry.path());
+                }
+            }
+        }
+        dirs.sort();
+        let gone: Vec<PathBuf> = self
+            .workspaces
+            .keys()
+            .filter(|k| !dirs.contains(k))
+            .cloned()
+            .collect();
+        for dir in gone {
+            if let Some(ws) = self.workspaces.remove(&dir) {
+                if !ws.sessions.is_empty() {
+                    self.error(
+                        "workspace",
+                        format!("{}: the workspace's session directory was deleted; its sessions are no longer followed (nothing archived is touched)", dir.display()),
+                    );
+                    self.state_dirty = true;
+                }
+            }
+        }
+        for dir in dirs {
+            self.scan_ws(&dir);
+        }
+    }
+
+    /// Find the workspace of a `--<key>--` directory, decide whether it is followed, and
+    /// scan its sessions.
+    fn scan_ws(&mut self, ws_dir: &Path) {
+        let session_dirs = match list_dirs(ws_dir) {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(ws) = self.workspaces.remove(ws_dir) {
+                    if !ws.sessions.is_empty() {
+                        self.error(
+                            "workspace",
+                            format!(
+                                "{}: deleted; its sessions are no longer followed",
+                                ws_dir.display()
+                            ),
+                        );
+                    }
+                }
+                return;
+            }
+            Err(e) => {
+                self.error(
+                    "workspace",
+                    format!("cannot list {}: {e}", ws_dir.display()),
+                );
+                return;
+            }
+        };
+        let entry = self
+            .workspaces
+            .entry(ws_dir.to_path_buf())
+            .or_insert_with(WsEntry::new);
+        if entry.workspace.is_none() {
+            entry.workspace = session_dirs.iter().find_map(|d| workspace_of(d));
+        }
+        let Some(workspace) = entry.workspace.clone() else {
+            return;
+        };
+        if entry.ctx.is_none() {
+            if !workspace.join(STORE_DIR).is_dir() {
+                entry.not_followed = Some("not enabled (run `chapters init` there)".into());
+                return;
+            }
+            let expected = discover::workspace_sessions_dir(
+                &self.paths.dsh_home,
+                &workspace.to_string_lossy(),
+            );
+            if expected != ws_dir {
+                entry.not_followed = Some(format!(
+                    "its sessions' cwd resolves to {}, whose sessions live in {}; `chapters archive` there does not read this directory",
+                    workspace.display(),
+                    expected.display()
+                ));
+                return;
+            }
+            match WsCtx::load(&workspace, &self.paths.dsh_home, &self.env) {
+                Ok(ctx) => {
+                    entry.linked = ctx.linked();
+                    entry.ctx = Some(Arc::new(ctx));
+                    entry.not_followed = None;
+                    tracing::info!(workspace = %workspace.display(), "following a workspace");
+                }
+                Err(e) => {
+                    let message = format!("{}: {e}", workspace.display());
+                    if entry.not_followed.as_deref() != Some(message.as_str()) {
+                        entry.not_followed = Some(message.clone());
+                        self.error("workspace", message);
+                    }
+                    return;
+                }
+            }
+        }
+        let known: Vec<PathBuf> = entry.sessions.keys().cloned().collect();
+        for gone in known.iter().filter(|k| !session_dirs.contains(k)) {
+            self.drop_session(ws_dir, gone, "its session directory was deleted");
+        }
+        for dir in session_dirs {
+            self.scan_session(ws_dir, &dir);
+        }
+    }
+
+    fn drop_session(&mut self, ws_dir: &Path, session_dir: &Path, why: &str) {
+        if let Some(ws) = self.workspaces.get_mut(ws_dir) {
+            if ws.sessions.remove(session_dir).is_some() {
+                self.state_dirty = true;
+                self.error(
+                    "session",
+                    format!(
+                        "{}: {why}; no longer followed (nothing archived is touched)",
+                        session_dir.display()
+                    ),
+                );
+            }
+        }
+    }
+
+    /// (Re)discover one session's current log; open a follower for a new session or a new
+    /// generation, then poll it.
+    fn scan_session(&mut self, ws_dir: &Path, session_dir: &Path) {
+        let log = match discover::highest_generation(session_dir) {
+            Ok(Some(log)) => log,
+            Ok(None) => return,
+            Err(discover::DiscoverError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                self.drop_session(ws_dir, session_dir, "its session directory was deleted");
+                return;
+            }
+            Err(e) => {
+                self.session_error(ws_dir, session_dir, e.to_string());
+                return;
+            }
+        };
+        let Some(ws) = self.workspaces.get_mut(ws_dir) else {
+            return;
+        };
+        let Some(ctx) = ws.ctx.clone() else {
+            return;
+        };
+        let current = ws
+            .sessions
+            .get(session_dir)
+            .map(|s| s.follower.log.log.clone());
+        if current.as_ref() == Some(&log.log) {
+            self.poll_session(ws_dir, session_dir);
+            return;
+        }
+        let is_new = current.is_none();
+        let saved = self.saved.get(&*log.log.to_string_lossy()).cloned();
+        let options = ReaderOptions {
+            max_line_bytes: usize::try_from(ctx.config.max_event_bytes).unwrap_or(usize::MAX),
+        };
+        let (follower, note) = match Follower::open(log, saved.as_ref(), options) {
+            Ok(opened) => opened,
+            Err(follow::FollowError::NoHeader { .. }) => return,
+            Err(e) => {
+                self.session_error(ws_dir, session_dir, e.to_string());
+                return;
+            }
+        };
+        if let Some(note) = note {
+            self.error("session", note);
+        }
+        let header = follower.header.clone();
+        let last_write = mtime_ms(&follower.log.log).unwrap_or_else(now_ms);
+        let Some(ws) = self.workspaces.get_mut(ws_dir) else {
+            return;
+        };
+        ws.sessions.insert(
+            session_dir.to_path_buf(),
+            SessionEntry {
+                follower,
+                cursor: LedgerCursor::default(),
+                root: header.id.clone(),
+                error: None,
+                signed: 0,
+            },
+        );
+        ws.clock.on_append(last_write);
+        // Roots follow parentSession through the workspace's sessions, as the archive does.
+        let parents: BTreeMap<String, Option<String>> = ws
+            .sessions
+            .values()
+            .map(|s| {
+                (
+                    s.follower.header.id.clone(),
+                    s.follower.header.parent_session.clone(),
+                )
+            })
+            .collect();
+        for s in ws.sessions.values_mut() {
+            s.root = archive::root_session(&s.follower.header.id, &parents);
+        }
+        let known_ids: BTreeSet<String> = parents.keys().cloned().collect();
+        let linked = ws.linked;
+        let refreshed = match ws.sessions.get_mut(session_dir) {
+            Some(entry) => signer::refresh(&ctx.store, &entry.root, &header.id, &mut entry.cursor),
+            None => Ok(()),
+        };
+        if let Err(e) = refreshed {
+            self.session_error(ws_dir, session_dir, e.to_string());
+        }
+        tracing::info!(session = %header.id, log = %session_dir.display(), "following a session");
+        if is_new && self.initial_scan_done {
+            match triggers::on_new_session(header.parent_session.as_deref(), &header.id, linked) {
+                NewSession::Fork { parent } => {
+                    let only = known_ids.contains(&parent).then_some(parent);
+                    self.queue_archive(ws_dir, Reason::Fork, only, linked, linked);
+                }
+                NewSession::Pull => {
+                    self.queue_sync(ws_dir, true, false);
+                }
+                NewSession::Nothing => {}
+            }
+        }
+        self.poll_session(ws_dir, session_dir);
+    }
+
+    fn session_error(&mut self, ws_dir: &Path, session_dir: &Path, message: String) {
+        let repeat = self
+            .workspaces
+            .get_mut(ws_dir)
+            .and_then(|w| w.sessions.get_mut(session_dir))
+            .map(|s| {
+                let repeat = s.error.as_deref() == Some(message.as_str());
+                s.error = Some(message.clone());
+                repeat
+            })
+            .unwrap_or(false);
+        if !repeat {
+            self.error("session", message);
+        }
+    }
+
+    /// Decode what a session's log gained and sign every turn it completed.
+    fn poll_session(&mut self, ws_dir: &Path, session_dir: &Path) {
+        let Some(ws) = self.workspaces.get_mut(ws_dir) else {
+            return;
+        };
+        let Some(ctx) = ws.ctx.clone() else {
+            return;
+        };
+        let Some(entry) = ws.sessions.get_mut(session_dir) else {
+            return;
+        };
+        // Latency is counted from here, the change noticed: file times are too coarse
+        // (a kernel tick, ~4 ms) to time the writer's frame.
+        let noticed = Instant::now();
+        let session_id = entry.follower.header.id.clone();
+        let seed_end = entry.follower.seed_end();
+        let signed_hint = entry.cursor.signed_hi();
+        let now_str = crate::time::rfc3339_utc(now_ms());
+        let mut sigs: Vec<Signature> = Vec::new();
+        let polled = entry.follower.poll(&mut |turn| {
+            if turn.end_seq < seed_end || signed_hint.is_some_and(|hi| turn.end_seq <= hi) {
+                return;
+            }
+            sigs.push(signature::sign(
+                turn,
+                &session_id,
+                &ctx.workspace_str,
+                &now_str,
+            ));
+        });
+        let signed = if sigs.is_empty() {
+            Ok(0)
+        } else {
+            signer::sign(
+                &ctx.store,
+                &entry.root,
+                &session_id,
+                &sigs,
+                &ctx.redactor,
+                &mut entry.cursor,
+            )
+        };
+        let latency = noticed.elapsed().as_secs_f64() * 1000.0;
+        let mut errors = Vec::new();
+        match signed {
+            Ok(n) if n > 0 => {
+                entry.signed += n as u64;
+                self.signed_total += n as u64;
+                self.last_latency_ms = Some(latency);
+                if self.latencies.len() == LATENCY_SAMPLES {
+                    self.latencies.pop_front();
+                }
+                self.latencies.push_back(latency);
+                tracing::debug!(session = %session_id, turns = n, latency_ms = latency, "signed");
+            }
+            Ok(_) => {}
+            Err(e) => errors.push(format!("{session_id}: signing failed: {e}")),
+        }
+        let mut compaction = false;
+        let mut gone = false;
+        match polled {
+            Ok(p) => {
+                if let Some(reset) = p.reset {
+                    errors.push(reset);
+                }
+                if p.appended {
+                    ws.clock.on_append(now_ms());
+                    self.state_dirty = true;
+                    self.state_changed = Instant::now();
+                }
+                if p.turns_completed > 0 {
+                    ws.clock.on_turn_completed();
+                }
+                compaction = p.compaction;
+                if errors.is_empty() {
+                    entry.error = None;
+                }
+            }
+            Err(e) if e.is_gone() => gone = true,
+            Err(e) => errors.push(e.to_string()),
+        }
+        if gone {
+            self.drop_session(ws_dir, session_dir, "its log was deleted");
+            return;
+        }
+        for message in errors {
+            self.session_error(ws_dir, session_dir, message);
+        }
+        if compaction {
+            self.queue_archive(ws_dir, Reason::Compaction, None, false, false);
+        }
+    }
+
+    fn queue_archive(
+        &mut self,
+        ws_dir: &Path,
+        reason: Reason,
+        only: Option<String>,
+        pull_first: bool,
+        push_after: bool,
+    ) {
+        let Some(ws) = self.workspaces.get_mut(ws_dir) else {
+            return;
+        };
+        let Some(ctx) = ws.ctx.clone() else {
+            return;
+        };
+        if ws.archive_busy {
+            // One archive at a time per workspace; this moment runs once it is done, and
+            // covers the turns waiting now.
+            ws.archive_again = Some(reason);
+            ws.clock.on_archive_started();
+            return;
+        }
+        let now = now_ms();
+        let pull_first = pull_first && ws.clock.sync_allowed(now);
+        let push_after = push_after && ws.clock.sync_allowed(now);
+        ws.archive_busy = true;
+        ws.clock.on_archive_started();
+        tracing::info!(workspace = %ctx.workspace.display(), reason = ?reason, "archive queued");
+        self.submit(Job {
+            ws_dir: ws_dir.to_path_buf(),
+            ctx,
+            dsh_home: self.paths.dsh_home.clone(),
+            kind: JobKind::Archive {
+                reason,
+                only,
+                pull_first,
+                push_after,
+            },
+        });
+    }
+
+    fn queue_sync(&mut self, ws_dir: &Path, pull_only: bool, forced: bool) -> bool {
+        let Some(ws) = self.workspaces.get_mut(ws_dir) else {
+            return false;
+        };
+        let Some(ctx) = ws.ctx.clone() else {
+            return false;
+        };
+        if !ws.linked || ws.sync_busy || (!forced && !ws.clock.sync_allowed(now_ms())) {
+            return false;
+        }
+        ws.sync_busy = true;
+        if !pull_only {
+            ws.clock.on_push_started();
+        }
+        self.submit(Job {
+            ws_dir: ws_dir.to_path_buf(),
+            ctx,
+            dsh_home: self.paths.dsh_home.clone(),
+            kind: JobKind::Sync { pull_only },
+        });
+        true
+    }
+
+    fn submit(&mut self, job: Job) {
+        self.queued_jobs.fetch_add(1, Ordering::SeqCst);
+        if self.jobs.send(job).is_err() {
+            self.queued_jobs.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    fn fire_due(&mut self) {
+        let now = now_ms();
+        let mut due = Vec::new();
+        for (dir, ws) in &self.workspaces {
+            let Some(ctx) = &ws.ctx else { continue };
+            if ws.archive_busy || ws.sync_busy {
+                continue;
+            }
+            for d in ws.clock.due(now, ctx.timing(), ws.linked) {
+                due.push((dir.clone(), d, ws.linked));
+            }
+        }
+        for (dir, d, linked) in due {
+            match d {
+                Due::IdleArchive => self.queue_archive(&dir, Reason::Idle, None, false, linked),
+                Due::Push => {
+                    self.queue_sync(&dir, false, false);
+                }
+            }
+        }
+    }
+
+    fn job_done(&mut self, done: JobDone) {
+        let now = now_ms();
+        let at = crate::time::rfc3339_utc(now);
+        let mut errors = Vec::new();
+        let mut again = None;
+        {
+            let Some(ws) = self.workspaces.get_mut(&done.ws_dir) else {
+                return;
+            };
+            let timing = ws.ctx.as_ref().map(|c| c.timing()).unwrap_or(Timing {
+                idle_archive_ms: u64::MAX,
+                sync_debounce_ms: 0,
+            });
+            if let JobKind::Archive {
+                reason, push_after, ..
+            } = &done.kind
+            {
+                ws.archive_busy = false;
+                let (wrote, summary) = match &done.archive {
+                    Some(Ok((chapters, failures))) => {
+                        errors.extend(failures.iter().cloned());
+                        (
+                            *chapters > 0,
+                            json!({"at": at, "reason": reason, "chaptersWritten": chapters, "failures": failures}),
+                        )
+                    }
+                    Some(Err(e)) => {
+                        errors.push(format!("archive ({reason:?}) failed: {e}"));
+                        (false, json!({"at": at, "reason": reason, "error": e}))
+                    }
+                    None => (false, Value::Null),
+                };
+                ws.last_archive = Some(summary);
+                ws.clock.on_archive_done(now, wrote, timing);
+                if *push_after {
+                    ws.clock.on_push_started();
+                }
+                again = ws.archive_again.take();
+            } else {
+                ws.sync_busy = false;
+            }
+            for s in &done.syncs {
+                ws.clock.on_sync_result(now, s.result.is_ok(), timing);
+                ws.last_sync = Some(json!({
+                    "at": at,
+                    "pullOnly": s.pull_only,
+                    "ok": s.result.is_ok(),
+                    "error": s.result.as_ref().err(),
+                    "consecutiveFailures": ws.clock.sync_failures(),
+                }));
+                if let Err(e) = &s.result {
+                    errors.push(format!(
+                        "{} failed (retried after a backoff; the archive is not affected): {e}",
+                        if s.pull_only { "pull" } else { "sync" }
+                    ));
+                }
+            }
+            ws.linked = ws.ctx.as_ref().is_some_and(|c| c.linked());
+        }
+        for e in errors {
+            self.error("archive/sync", e);
+        }
+        if let Some(reason) = again {
+            self.queue_archive(&done.ws_dir, reason, None, false, false);
+        }
+    }
+
+    fn sync_now(&mut self) -> usize {
+        let dirs: Vec<PathBuf> = self.workspaces.keys().cloned().collect();
+        dirs.iter()
+            .filter(|d| self.queue_sync(d, false, true))
+            .count()
+    }
+
+    /// Re-read every config (the daemon's and each followed workspace's); a bad one is
+    /// refused by name and the old ones are kept, all of them.
+    fn reload(&mut self) -> Result<Value, String> {
+        let at = crate::time::rfc3339_utc(now_ms());
+        let result = (|| -> Result<(Config, Vec<(PathBuf, WsCtx)>), String> {
+            let config =
+                load_home_config(&self.paths.dsh_home, &self.env).map_err(|e| e.to_string())?;
+            let mut fresh = Vec::new();
+            for (dir, ws) in &self.workspaces {
+                if let Some(old) = &ws.ctx {
+                    let ctx = WsCtx::load(&old.workspace, &self.paths.dsh_home, &self.env)?;
+                    fresh.push((dir.clone(), ctx));
+                }
+            }
+            Ok((config, fresh))
+        })();
+        match result {
+            Ok((config, fresh)) => {
+                let n = fresh.len();
+                if config.daemon_watch != self.config.daemon_watch {
+                    tracing::info!("daemonWatch changes take effect at the next start");
+                }
+                self.config = config;
+                for (dir, ctx) in fresh {
+                    if let Some(ws) = self.workspaces.get_mut(&dir) {
+                        ws.linked = ctx.linked();
+                        ws.ctx = Some(Arc::new(ctx));
+                    }
+                }
+                tracing::info!(workspaces = n, "configuration reloaded");
+                self.last_reload = Some(json!({"at": at, "ok": true}));
+                Ok(json!({"reloaded": true, "workspaces": n}))
+            }
+            Err(e) => {
+                let message =
+                    format!("reload refused, the previous configuration stays in force: {e}");
+                self.error("reload", message.clone());
+                self.last_reload = Some(json!({"at": at, "ok": false, "error": message}));
+                Err(message)
+            }
+        }
+    }
+
+    fn status(&self) -> Value {
+        let mut workspaces = Vec::new();
+        let mut sessions_watched = 0usize;
+        for (dir, ws) in &self.workspaces {
+            let sessions: Vec<Value> = ws
+                .sessions
+                .values()
+                .map(|s| {
+                    json!({
+                        "sessionId": s.follower.header.id,
+                        "rootSessionId": s.root,
+                        "log": s.follower.log.log,
+                        "generation": s.follower.log.generation,
+                        "offset": s.follower.offset(),
+                        "lastSignedSeq": s.cursor.signed_hi(),
+                        "signedThisRun": s.signed,
+                        "inFlight": s.follower.in_flight(),
+                        "error": s.error,
+                    })
+                })
+                .collect();
+            sessions_watched += sessions.len();
+            workspaces.push(json!({
+                "sessionsDir": dir,
+                "workspace": ws.workspace,
+                "followed": ws.ctx.is_some(),
+                "notFollowed": ws.not_followed,
+                "linked": ws.linked,
+                "sessions": sessions,
+                "archiveRunning": ws.archive_busy,
+                "lastArchive": ws.last_archive,
+                "lastSync": ws.last_sync,
+                "syncFailures": ws.clock.sync_failures(),
+                "pushDueAt": ws.clock.push_due_ms().map(crate::time::rfc3339_utc),
+            }));
+        }
+        let (mode, reason) = match &self.watch.mode {
+            watch::WatchMode::Notify => ("notify", None),
+            watch::WatchMode::Polling { reason } => ("polling", Some(reason.clone())),
+        };
+        json!({
+            "pid": std::process::id(),
+            "version": env!("CARGO_PKG_VERSION"),
+            "dshHome": self.paths.dsh_home,
+            "startedAt": self.started_at,
+            "uptimeSecs": self.started.elapsed().as_secs(),
+            "watch": mode,
+            "pollingFallback": self.watch.is_polling(),
+            "pollingReason": reason,
+            "workspacesFollowed": self.workspaces.values().filter(|w| w.ctx.is_some()).count(),
+            "sessionsWatched": sessions_watched,
+            "workspaces": workspaces,
+            "signing": {
+                "turnsSigned": self.signed_total,
+                "lastMs": self.last_latency_ms,
+                "p50Ms": percentile(&self.latencies, 0.50),
+                "p99Ms": percentile(&self.latencies, 0.99),
+                "samples": self.latencies.len(),
+            },
+            "queueDepth": self.queued_jobs.load(Ordering::SeqCst),
+            "lastReload": self.last_reload,
+            "lastErrors": self.errors,
+            "logs": self.paths.logs,
+        })
+    }
+
+    fn write_state(&mut self) {
+        let mut logs = BTreeMap::new();
+        for ws in self.workspaces.values() {
+            for s in ws.sessions.values() {
+                logs.insert(
+                    s.follower.log.log.to_string_lossy().into_owned(),
+                    s.follower.saved(),
+                );
+            }
+        }
+        let state = StateFile { v: 1, logs };
+        let bytes = match serde_json::to_vec(&state) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot serialize the daemon state");
+                return;
+            }
+        };
+        match atomic::write_atomic(&self.paths.state, &bytes) {
+            Ok(()) => {
+                self.saved = state.logs;
+                self.state_dirty = false;
+                self.state_written = Instant::now();
+            }
+            Err(e) => {
+                // Retried at the next change, not in a loop: the state only saves re-reading.
+                let message = format!("cannot save the daemon state: {e}");
+                self.state_dirty = false;
+                self.state_written = Instant::now();
+                self.error("state", message);
+            }
+        }
+    }
+}
+
+/// Sub-directories of `dir`, sorted.
+fn list_dirs(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The workspace a session directory's log names: its header's `cwd`, resolved to the
+/// enclosing checkout as the CLI resolves `--workspace`.
+fn workspace_of(session_dir: &Path) -> Option<PathBuf> {
+    let log = discover::highest_generation(session_dir).ok()??;
+    let header = archive::read_header(&log.log, &Config::defaults()).ok()?;
+    let cwd = header.cwd.filter(|c| Path::new(c).is_absolute())?;
+    identity::workspace_root(Path::new(&cwd)).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_under_sessions_are_located() {
+        let s = Path::new("/h/sessions");
+        assert_eq!(locate(s, Path::new("/elsewhere")), None);
+        assert_eq!(
+            locate(s, Path::new("/h/sessions/--w--")),
+            Some((PathBuf::from("/h/sessions/--w--"), None, None))
+        );
+        assert_eq!(
+            locate(s, Path::new("/h/sessions/--w--/s1")),
+            Some((
+                PathBuf::from("/h/sessions/--w--"),
+                Some(PathBuf::from("/h/sessions/--w--/s1")),
+                None
+            ))
+        );
+        assert_eq!(
+            locate(s, Path::new("/h/sessions/--w--/s1/session.v4.jsonl.zstd")),
+            Some((
+                PathBuf::from("/h/sessions/--w--"),
+                Some(PathBuf::from("/h/sessions/--w--/s1")),
+                Some("session.v4.jsonl.zstd".into())
+            ))
+        );
+    }
+
+    #[test]
+    fn percentiles() {
+        let mut v = VecDeque::new();
+        assert_eq!(percentile(&v, 0.99), None);
+        v.extend((1..=100).map(f64::from));
+        assert_eq!(percentile(&v, 0.50), Some(50.0));
+        assert_eq!(percentile(&v, 0.99), Some(99.0));
+        v.clear();
+        v.push_back(3.0);
+        assert_eq!(percentile(&v, 0.99), Some(3.0));
+    }
+
+    #[test]
+    fn a_damaged_state_file_is_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(STATE_FILE);
+        std::fs::write(&path, b"{ not json").unwrap();
+        assert!(read_state(&path).is_empty());
+        std::fs::write(&path, br#"{"v":9,"logs":{}}"#).unwrap();
+        assert!(read_state(&path).is_empty());
+        assert!(read_state(&dir.path().join("absent")).is_empty());
+    }
+}

@@ -1,0 +1,263 @@
+//! Signing at `turn/end`: append the collection lines of freshly completed turns, redacted,
+//! in one write and one fsync, under the store's short collections lock — never the writer
+//! lock, so a running archive or sync never delays a signature. Shell.
+//!
+//! Exactly once, across the daemon, `chapters archive` and restarts: under the lock the
+//! ledger's last signed `turn/end` seq is read, and only turns past it are appended (the
+//! archive's pass 1 does the same under the same lock). The last seq is cached with the
+//! ledger's length; an unchanged length means nobody else appended, so the ledger is
+//! re-read only after another writer touched it.
+
+use std::path::Path;
+
+use crate::redact::{RedactionCounts, Redactor};
+use crate::signature::Signature;
+use crate::store::{Store, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SignError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("collections/{session_id}.jsonl line {line}: not a signature ({detail}); the ledger is damaged — restore it from a backup")]
+    BadLine {
+        session_id: String,
+        line: usize,
+        detail: String,
+    },
+}
+
+/// What is known of one ledger: its length when last read, its last signed seq, and the
+/// length at which this signer last left it whole (after its own append).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LedgerCursor {
+    len: Option<u64>,
+    signed_hi: Option<u64>,
+    whole_len: Option<u64>,
+}
+
+impl LedgerCursor {
+    /// The last signed `turn/end` seq as last seen (a hint; the lock holder re-checks).
+    pub fn signed_hi(&self) -> Option<u64> {
+        self.signed_hi
+    }
+}
+
+fn ledger_len(path: &Path) -> Result<Option<u64>, StoreError> {
+    match std::fs::metadata(path) {
+        Ok(m) => Ok(Some(m.len())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+fn read_signed_hi(store: &Store, root: &str, session_id: &str) -> Result<Option<u64>, SignError> {
+    let read = store.read_collection(root, session_id)?;
+    let mut hi = None;
+    for (i, line) in read.lines.into_iter().enumerate() {
+        let sig: Signature = serde_json::from_value(line).map_err(|e| SignError::BadLine {
+            session_id: session_id.to_owned(),
+            line: i + 1,
+            detail: e.to_string(),
+        })?;
+        hi = hi.max(sig.seqs.last().copied());
+    }
+    Ok(hi)
+}
+
+/// Bring `cursor` up to date without the lock (at start-up, to skip old turns cheaply).
+pub fn refresh(
+    store: &Store,
+    root: &str,
+    session_id: &str,
+    cursor: &mut LedgerCursor,
+) -> Result<(), SignError> {
+    let path = store.collection_path(root, session_id)?;
+    let len = ledger_len(&path)?;
+    if len != cursor.len {
+        cursor.signed_hi = read_signed_hi(store, root, session_id)?;
+        cursor.len = len;
+    }
+    Ok(())
+}
+
+/// Append the signatures past the ledger's last one; returns how many were appended.
+/// `sigs` must be in `turn/end` order.
+pub fn sign(
+    store: &Store,
+    root: &str,
+    session_id: &str,
+    sigs: &[Signature],
+    redactor: &Redactor,
+    cursor: &mut LedgerCursor,
+) -> Result<usize, SignError> {
+    if sigs.is_empty() {
+        return Ok(0);
+    }
+    let path = store.collection_path(root, session_id)?;
+    let _lock = store.lock_collections()?;
+    let len = ledger_len(&path)?;
+    if len != cursor.len {
+        cursor.signed_hi = read_signed_hi(store, root, session_id)?;
+        cursor.len = len;
+    }
+    let fresh: Vec<&Signature> = sigs
+        .iter()
+        .filter(|s| {
+            s.seqs
+                .last()
+                .is_some_and(|&end| cursor.signed_hi.is_none_or(|hi| end > hi))
+        })
+        .collect();
+    if fresh.is_empty() {
+        return Ok(0);
+    }
+    let mut counts = RedactionCounts::default();
+    let lines: Vec<_> = fresh
+        .iter()
+        .map(|s| {
+            let value = serde_json::to_value(s).expect("a Signature always serializes to JSON");
+            redactor.redact_json(&value, &mut counts)
+        })
+        .collect();
+    let new_len = store.append_collection_after(root, session_id, &lines, cursor.whole_len)?;
+    cursor.signed_hi = fresh.iter().filter_map(|s| s.seqs.last().copied()).max();
+    cursor.len = Some(new_len);
+    cursor.whole_len = Some(new_len);
+    Ok(fresh.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sig(session: &str, lo: u64, hi: u64) -> Signature {
+        Signature {
+            v: 1,
+            session_id: session.into(),
+            turn: hi,
+            seqs: (lo..=hi).collect(),
+            paths: vec![],
+            commands: vec![],
+            terms: vec!["AKIAABCDEFGHIJKLMNOP".into()],
+            size: 1,
+            by: "deterministic".into(),
+            at: "2026-01-01T00:00:00Z".into(),
+            reason: "completed".into(),
+        }
+    }
+
+    fn ends(store: &Store) -> Vec<u64> {
+        store
+            .read_collection("r", "s")
+            .unwrap()
+            .lines
+            .iter()
+            .map(|l| {
+                l["seqs"]
+                    .as_array()
+                    .unwrap()
+                    .last()
+                    .unwrap()
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn signs_once_across_two_signers_with_their_own_cursors() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::init(dir.path()).unwrap();
+        let redactor = Redactor::new(&[]).unwrap();
+        let (mut a, mut b) = (LedgerCursor::default(), LedgerCursor::default());
+        assert_eq!(
+            sign(
+                &store,
+                "r",
+                "s",
+                &[sig("s", 0, 4), sig("s", 5, 9)],
+                &redactor,
+                &mut a
+            )
+            .unwrap(),
+            2
+        );
+        // The other signer read the log more slowly: it offers turns already signed.
+        assert_eq!(
+            sign(&store, "r", "s", &[sig("s", 0, 4)], &redactor, &mut b).unwrap(),
+            0
+        );
+        assert_eq!(
+            sign(
+                &store,
+                "r",
+                "s",
+                &[sig("s", 5, 9), sig("s", 10, 12)],
+                &redactor,
+                &mut b
+            )
+            .unwrap(),
+            1
+        );
+        // The first signer's cache is stale; the length tells it to re-read.
+        assert_eq!(
+            sign(&store, "r", "s", &[sig("s", 10, 12)], &redactor, &mut a).unwrap(),
+            0
+        );
+        assert_eq!(ends(&store), vec![4, 9, 12]);
+        assert_eq!(a.signed_hi(), Some(12));
+        // Redacted on the way in.
+        let text = std::fs::read_to_string(store.collection_path("r", "s").unwrap()).unwrap();
+        assert!(!text.contains("AKIAABCDEFGHIJKLMNOP"), "{text}");
+        assert!(text.contains("redacted"), "{text}");
+    }
+
+    #[test]
+    fn a_torn_tail_is_cut_and_its_turn_signed_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::init(dir.path()).unwrap();
+        let redactor = Redactor::new(&[]).unwrap();
+        let mut c = LedgerCursor::default();
+        sign(&store, "r", "s", &[sig("s", 0, 4)], &redactor, &mut c).unwrap();
+        let path = store.collection_path("r", "s").unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut f, br#"{"v":1,"seqs":[5,6"#).unwrap();
+        let mut fresh = LedgerCursor::default();
+        refresh(&store, "r", "s", &mut fresh).unwrap();
+        assert_eq!(fresh.signed_hi(), Some(4));
+        assert_eq!(
+            sign(&store, "r", "s", &[sig("s", 5, 6)], &redactor, &mut c).unwrap(),
+            1
+        );
+        assert_eq!(ends(&store), vec![4, 6]);
+    }
+
+    #[test]
+    fn a_damaged_ledger_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::init(dir.path()).unwrap();
+        let redactor = Redactor::new(&[]).unwrap();
+        let path = store.collection_path("r", "s").unwrap();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "{\"v\":1,\"not\":\"a signature\"}\n").unwrap();
+        let err = sign(
+            &store,
+            "r",
+            "s",
+            &[sig("s", 0, 1)],
+            &redactor,
+            &mut LedgerCursor::default(),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("collections/s.jsonl line 1"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,838 @@
+//! The daemon end to end: the real binary, real zstd logs grown frame by frame while it
+//! runs, real inotify, real signals, kill -9.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use dsh_chapters::daemon::control::{Client, Request};
+use dsh_chapters::session::writer::{LogWriter, SessionScript, TurnSpec};
+use dsh_chapters::session::Header;
+use serde_json::{json, Value};
+
+use crate::support::{link_private, Sandbox, START_MS};
+
+const P: &str = "session-11111111-1111-4111-8111-111111111111";
+const C: &str = "session-22222222-2222-4222-8222-222222222222";
+const Q: &str = "session-33333333-3333-4333-8333-333333333333";
+
+/// Long enough for a loaded CI machine; every wait ends as soon as its condition holds.
+const WAIT: Duration = Duration::from_secs(30);
+
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !cond() {
+        assert!(started.elapsed() < WAIT, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn socket(sb: &Sandbox) -> PathBuf {
+    sb.home.join("dsh-chapters/daemon.sock")
+}
+
+/// A daemon in the foreground, as a child of the test.
+struct Daemon {
+    child: Child,
+}
+
+impl Daemon {
+    fn start(sb: &Sandbox, env: &[(&str, &str)]) -> Daemon {
+        let child = spawn(sb, env);
+        let d = Daemon { child };
+        wait_for("the daemon's socket", || {
+            Client::connect(&socket(sb), Duration::from_secs(5)).is_ok()
+        });
+        d
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn signal(&self, name: &str) {
+        let ok = Command::new("kill")
+            .args([format!("-{name}"), self.pid().to_string()])
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok, "kill -{name}");
+    }
+
+    fn wait_exit(&mut self) -> ExitStatus {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(started.elapsed() < WAIT, "the daemon did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn spawn(sb: &Sandbox, env: &[(&str, &str)]) -> Child {
+    let mut cmd = sb.cmd(&["daemon", "--foreground"]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the daemon")
+}
+
+fn status(sb: &Sandbox) -> Value {
+    let mut c = Client::connect(&socket(sb), Duration::from_secs(10)).expect("connect");
+    c.request(Request::Status, &socket(sb)).expect("status")
+}
+
+/// A session log being written live, frame by frame.
+struct Live {
+    writer: LogWriter,
+    script: SessionScript,
+}
+
+impl Live {
+    fn create(sb: &Sandbox, id: &str, edit: impl FnOnce(&mut Header)) -> Live {
+        Live::create_in(&sb.home, &sb.ws_str(), id, edit)
+    }
+
+    fn create_in(home: &Path, ws: &str, id: &str, edit: impl FnOnce(&mut Header)) -> Live {
+        let path = dsh_chapters::session::writer::session_log_path(home, ws, id, 4, true);
+        std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
+        let script = SessionScript::new(4, START_MS);
+        let mut header = script.header(id, ws, START_MS);
+        edit(&mut header);
+        let writer = LogWriter::create(&path, true, &header).expect("create log");
+        Live { writer, script }
+    }
+
+    fn turn(&mut self, i: usize) {
+        let spec = TurnSpec::new(
+            &format!("Fix the parser for input case {i} in src/parse.rs"),
+            &format!("Parser case {i} fixed."),
+        );
+        self.writer
+            .append_turn(&mut self.script, &spec)
+            .expect("append turn");
+    }
+
+    fn in_flight(&mut self, i: usize) {
+        let mut spec = TurnSpec::new(&format!("Now look at case {i}"), "working");
+        spec.end_reason = None;
+        self.writer
+            .append_turn(&mut self.script, &spec)
+            .expect("append turn");
+    }
+
+    fn event(&mut self, kind: &str, data: Value) {
+        let seq = self.script.next_seq();
+        // The script does not know this event: continue its numbering by hand.
+        self.script = SessionScript::starting_at(
+            4,
+            seq + 1,
+            self.script.next_turn(),
+            self.script.clock_ms() + 1,
+        );
+        self.writer
+            .append_batch(&[json!({"type": kind, "seq": seq, "time": START_MS, "data": data})])
+            .expect("append event");
+    }
+
+    fn path(&self) -> &Path {
+        self.writer.path()
+    }
+}
+
+/// The `turn/end` seqs of a session's collection ledger, in order.
+fn signed(sb: &Sandbox, root: &str, session: &str) -> Vec<u64> {
+    signed_in(&sb.store(), root, session)
+}
+
+fn signed_in(store: &Path, root: &str, session: &str) -> Vec<u64> {
+    let path = store
+        .join(root)
+        .join("collections")
+        .join(format!("{session}.jsonl"));
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter(|l| l.ends_with('}'))
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).expect("a whole ledger line");
+            v["seqs"]
+                .as_array()
+                .and_then(|a| a.last())
+                .and_then(Value::as_u64)
+                .expect("seqs")
+        })
+        .collect()
+}
+
+/// Every completed turn's `turn/end` seq in a log, read by the library's own reader.
+fn completed_ends(log: &Path) -> Vec<u64> {
+    use dsh_chapters::session::reader::{LogItem, LogReader, ResumePoint};
+    let mut reader = LogReader::open(log, ResumePoint::default()).expect("open");
+    let mut out = Vec::new();
+    while let Ok(Some(item)) = reader.next_item() {
+        if let LogItem::Event(e) = item {
+            if e.kind == "turn/end" {
+                out.push(e.seq);
+            }
+        }
+    }
+    out
+}
+
+fn chapters(store: &Path, root: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(store.join(root).join("chapters"))
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".md") && !n.starts_with('.'))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+fn session_status<'a>(status: &'a Value, id: &str) -> Option<&'a Value> {
+    status["workspaces"]
+        .as_array()?
+        .iter()
+        .flat_map(|w| w["sessions"].as_array().into_iter().flatten())
+        .find(|s| s["sessionId"] == id)
+}
+
+/// The daemon has read `log` up to its current end.
+fn caught_up(sb: &Sandbox, id: &str, log: &Path) -> bool {
+    let len = std::fs::metadata(log).expect("log").len();
+    session_status(&status(sb), id).is_some_and(|s| s["offset"] == len)
+}
+
+#[test]
+fn lifecycle_status_second_daemon_refused_and_stop() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let mut live = Live::create(&sb, P, |_| {});
+    live.turn(0);
+    let mut d = Daemon::start(&sb, &[]);
+    wait_for("the first turn signed", || signed(&sb, P, P).len() == 1);
+
+    let s = sb.json(&["daemon", "status", "--json"]);
+    assert_eq!(s["running"], true);
+    assert_eq!(s["pid"], d.pid());
+    assert_eq!(s["sessionsWatched"], 1);
+    assert_eq!(s["workspacesFollowed"], 1);
+    assert_eq!(s["pollingFallback"], false);
+    assert!(s["uptimeSecs"].is_u64() && s["queueDepth"].is_u64(), "{s}");
+    assert!(s["signing"]["p99Ms"].is_number(), "{s}");
+    let text = sb.ok(&["daemon", "status"]);
+    assert!(text.contains(&format!("daemon pid {}", d.pid())), "{text}");
+
+    // One daemon per DSH_HOME: a second one refuses, naming the holder.
+    let second = sb.run(&["daemon", "--foreground"]);
+    assert_eq!(second.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(err.contains(&format!("pid {}", d.pid())), "{err}");
+    // So does a background start.
+    let bg = sb.run(&["daemon"]);
+    assert_eq!(
+        bg.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&bg.stderr)
+    );
+
+    let out = sb.ok(&["daemon", "stop"]);
+    assert!(out.contains("stopped"), "{out}");
+    assert!(d.wait_exit().success());
+    assert!(!socket(&sb).exists(), "the socket is removed at stop");
+    let s = sb.json(&["daemon", "status", "--json"]);
+    assert_eq!(s["running"], false);
+    assert!(sb.ok(&["daemon", "stop"]).contains("no daemon"));
+    // Logs went to the daemon's home, not to the sessions.
+    let log = std::fs::read_to_string(sb.home.join("dsh-chapters/logs/daemon.log")).expect("log");
+    assert!(
+        log.contains("daemon started") && log.contains("daemon stopped"),
+        "{log}"
+    );
+}
+
+#[test]
+fn background_start_then_stop() {
+    let sb = Sandbox::new();
+    let out = sb.ok(&["daemon"]);
+    assert!(out.contains("daemon started (pid"), "{out}");
+    let s = sb.json(&["daemon", "status", "--json"]);
+    assert_eq!(s["running"], true);
+    let pid = s["pid"].as_u64().expect("pid");
+    assert!(sb.ok(&["daemon", "stop"]).contains(&format!("pid {pid}")));
+    assert_eq!(sb.json(&["daemon", "status", "--json"])["running"], false);
+}
+
+#[test]
+fn a_live_session_gets_every_completed_turn_signed_and_the_in_flight_one_not() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let mut live = Live::create(&sb, P, |_| {});
+    live.turn(0);
+    let _d = Daemon::start(&sb, &[]);
+    for i in 1..20 {
+        live.turn(i);
+        let want = i + 1;
+        wait_for("turn signed", || signed(&sb, P, P).len() == want);
+    }
+    live.in_flight(20);
+    wait_for("the daemon read the in-flight frame", || {
+        caught_up(&sb, P, live.path())
+    });
+    let ends = signed(&sb, P, P);
+    assert_eq!(
+        ends,
+        completed_ends(live.path()),
+        "exactly the completed turns"
+    );
+    let s = status(&sb);
+    assert!(
+        session_status(&s, P).expect("session")["inFlight"].is_array(),
+        "{s}"
+    );
+    // Completing it signs it.
+    live.event(
+        "turn/end",
+        json!({"turn": 20, "reason": {"kind": "completed"}}),
+    );
+    wait_for("the completed turn signed", || {
+        signed(&sb, P, P).len() == 21
+    });
+    assert_eq!(signed(&sb, P, P), completed_ends(live.path()));
+    // `chapters archive` takes the writer lock and runs while the daemon does; it signs
+    // nothing twice.
+    sb.ok(&["archive"]);
+    assert_eq!(signed(&sb, P, P), completed_ends(live.path()));
+    assert!(!chapters(&sb.store(), P).is_empty());
+}
+
+#[test]
+fn polling_fallback_follows_too_and_says_so() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let mut live = Live::create(&sb, P, |_| {});
+    let _d = Daemon::start(
+        &sb,
+        &[
+            ("CHAPTERS_DAEMON_WATCH", "poll"),
+            ("CHAPTERS_DAEMON_POLL_MS", "50"),
+        ],
+    );
+    for i in 0..3 {
+        live.turn(i);
+    }
+    wait_for("turns signed by polling", || signed(&sb, P, P).len() == 3);
+    let s = status(&sb);
+    assert_eq!(s["pollingFallback"], true);
+    assert!(
+        s["pollingReason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("daemonWatch"),
+        "{s}"
+    );
+}
+
+#[test]
+fn new_workspaces_and_sessions_after_start_are_picked_up() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let _d = Daemon::start(&sb, &[]);
+    // A session in the enabled workspace, created after the start.
+    let mut a = Live::create(&sb, P, |_| {});
+    a.turn(0);
+    wait_for("the new session signed", || signed(&sb, P, P).len() == 1);
+    // A new workspace, enabled after the start, with a session of its own.
+    let ws2 = sb.home.parent().expect("root").join("ws2");
+    std::fs::create_dir_all(&ws2).expect("ws2");
+    let init = sb.cmd(&["init"]).current_dir(&ws2).output().expect("init");
+    assert!(init.status.success());
+    let mut b = Live::create_in(&sb.home, &ws2.to_string_lossy(), Q, |_| {});
+    b.turn(0);
+    b.turn(1);
+    let store2 = ws2.join(".dsh-chapters");
+    wait_for("the new workspace's session signed", || {
+        signed_in(&store2, Q, Q).len() == 2
+    });
+    // A workspace that is not enabled is seen, not followed, and nothing is written to it.
+    let ws3 = sb.home.parent().expect("root").join("ws3");
+    std::fs::create_dir_all(&ws3).expect("ws3");
+    let mut c = Live::create_in(&sb.home, &ws3.to_string_lossy(), C, |_| {});
+    c.turn(0);
+    wait_for("the disabled workspace listed", || {
+        status(&sb)["workspaces"]
+            .as_array()
+            .expect("workspaces")
+            .iter()
+            .any(|w| w["workspace"] == ws3.to_string_lossy().as_ref() && w["followed"] == false)
+    });
+    assert!(!ws3.join(".dsh-chapters").exists());
+    assert_eq!(status(&sb)["workspacesFollowed"], 2);
+}
+
+#[test]
+fn a_compaction_archives_the_completed_turns() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let mut live = Live::create(&sb, P, |_| {});
+    let _d = Daemon::start(&sb, &[]);
+    for i in 0..4 {
+        live.turn(i);
+    }
+    wait_for("turns signed", || signed(&sb, P, P).len() == 4);
+    assert!(
+        chapters(&sb.store(), P).is_empty(),
+        "no archive before a moment"
+    );
+    live.event("compaction/start", json!({}));
+    live.event("compaction/end", json!({}));
+    wait_for("chapters written by the compaction archive", || {
+        !chapters(&sb.store(), P).is_empty()
+    });
+    wait_for("the archive reported", || {
+        status(&sb)["workspaces"][0]["lastArchive"]["reason"] == "compaction"
+    });
+}
+
+#[test]
+fn an_idle_session_is_archived() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let mut live = Live::create(&sb, P, |_| {});
+    let _d = Daemon::start(&sb, &[("CHAPTERS_IDLE_ARCHIVE_MS", "300")]);
+    for i in 0..3 {
+        live.turn(i);
+    }
+    wait_for("chapters written when idle", || {
+        !chapters(&sb.store(), P).is_empty()
+    });
+    let s = status(&sb);
+    assert_eq!(s["workspaces"][0]["lastArchive"]["reason"], "idle", "{s}");
+}
+
+fn pool_files(pool: &Path) -> BTreeSet<String> {
+    let out = Command::new("git")
+        .arg("--git-dir")
+        .arg(pool)
+        .args(["ls-tree", "-r", "--name-only", "main"])
+        .output()
+        .expect("git");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_fork_pulls_archives_the_parent_and_pushes() {
+    let sb = Sandbox::new();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pool = tmp.path().join("pool.git");
+    sb.ok(&["init"]);
+    link_private(&sb, &pool);
+    let mut parent = Live::create(&sb, P, |_| {});
+    let _d = Daemon::start(&sb, &[("CHAPTERS_SYNC_DEBOUNCE_MS", "100")]);
+    for i in 0..3 {
+        parent.turn(i);
+    }
+    wait_for("parent turns signed", || signed(&sb, P, P).len() == 3);
+    let seed = parent.script.next_seq();
+    let mut child = Live::create(&sb, C, |h| {
+        h.parent_session = Some(P.into());
+        h.is_seeded = true;
+        h.seed_length = Some(seed);
+    });
+    // The fork's copy of its parent's events, then its own first turn.
+    child.script = SessionScript::starting_at(4, 0, 0, START_MS);
+    for i in 0..3 {
+        child.turn(i);
+    }
+    child.turn(3);
+    wait_for("the parent archived and pushed", || {
+        pool_files(&pool)
+            .iter()
+            .any(|f| f.starts_with("chapters/") && f.contains(P))
+    });
+    wait_for("the fork's archive reported", || {
+        let s = status(&sb);
+        let ws = &s["workspaces"][0];
+        ws["lastArchive"]["reason"] == "fork"
+            && ws["lastSync"]["ok"] == true
+            && ws["linked"] == true
+    });
+    // The child's own turn is signed into the root's collections; its seeded prefix is not.
+    wait_for("the child's own turn signed", || {
+        signed(&sb, P, C).len() == 1
+    });
+    // sync-now publishes it (the collection line) without waiting for a moment.
+    let mut c = Client::connect(&socket(&sb), Duration::from_secs(10)).expect("connect");
+    let v = c.request(Request::SyncNow, &socket(&sb)).expect("sync-now");
+    assert_eq!(v["queued"], 1, "{v}");
+    wait_for("the child's collection in the pool", || {
+        pool_files(&pool)
+            .iter()
+            .any(|f| f.starts_with("collections/") && f.ends_with(&format!("{C}.jsonl")))
+    });
+}
+
+#[test]
+fn sigterm_and_sigint_exit_zero() {
+    for signal in ["TERM", "INT"] {
+        let sb = Sandbox::new();
+        sb.ok(&["init"]);
+        let mut live = Live::create(&sb, P, |_| {});
+        let mut d = Daemon::start(&sb, &[]);
+        live.turn(0);
+        wait_for("signed", || signed(&sb, P, P).len() == 1);
+        d.signal(signal);
+        let exit = d.wait_exit();
+        assert_eq!(exit.code(), Some(0), "SIG{signal}: {exit}");
+        // Where it stopped is saved for the next start.
+        let state = std::fs::read_to_string(sb.home.join("dsh-chapters/daemon-state.json"))
+            .expect("state saved");
+        assert!(state.contains(P), "{state}");
+    }
+}
+
+#[test]
+fn reload_refuses_a_bad_config_by_name_and_keeps_the_old() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let d = Daemon::start(&sb, &[]);
+    let config = sb.home.join("dsh-chapters/config.yml");
+    std::fs::write(&config, "syncDebounceMs: 5\nidleArchiveMs: banana\n").expect("config");
+    // Over the socket: refused, with the key and the file:line.
+    let mut c = Client::connect(&socket(&sb), Duration::from_secs(10)).expect("connect");
+    let err = c
+        .request(Request::Reload, &socket(&sb))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("idleArchiveMs") && err.contains("config.yml:2"),
+        "{err}"
+    );
+    assert!(err.contains("previous configuration stays"), "{err}");
+    // By SIGHUP: the same, shown in status; the daemon carries on.
+    std::fs::write(&config, "idleArchiveMs: -3\n").expect("config");
+    d.signal("HUP");
+    wait_for("the refused reload shown", || {
+        let s = status(&sb);
+        s["lastReload"]["ok"] == false
+            && s["lastReload"]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("idleArchiveMs") && e.contains("config.yml:1"))
+    });
+    // A good one is taken.
+    std::fs::write(&config, "idleArchiveMs: 1234\n").expect("config");
+    let v = c.request(Request::Reload, &socket(&sb)).expect("reload");
+    assert_eq!(v["reloaded"], true);
+    assert_eq!(status(&sb)["lastReload"]["ok"], true);
+}
+
+#[test]
+fn hostile_control_input_is_refused_and_the_daemon_survives() {
+    let sb = Sandbox::new();
+    let _d = Daemon::start(&sb, &[]);
+    let mut raw = UnixStream::connect(socket(&sb)).expect("connect");
+    raw.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut reader = BufReader::new(raw.try_clone().expect("clone"));
+    let mut hello = String::new();
+    reader.read_line(&mut hello).expect("hello");
+    let hello: Value = serde_json::from_str(&hello).expect("hello is JSON");
+    assert_eq!(hello["v"], 1);
+    assert_eq!(hello["hello"], "dsh-chapters-daemon");
+    raw.write_all(b"{\"v\":1,\"request\":\"status\"\n")
+        .expect("write");
+    let mut answer = String::new();
+    reader.read_line(&mut answer).expect("answer");
+    assert!(answer.contains("\"ok\":false"), "{answer}");
+    raw.write_all(b"{\"v\":1,\"request\":\"format-disk\"}\n")
+        .expect("write");
+    answer.clear();
+    reader.read_line(&mut answer).expect("answer");
+    assert!(answer.contains("unknown request"), "{answer}");
+    // A line over the cap: an error, then the connection is closed.
+    let _ = raw.write_all(&vec![b'{'; 200 * 1024]);
+    answer.clear();
+    reader.read_line(&mut answer).expect("answer");
+    assert!(answer.contains("longer than"), "{answer}");
+    // Many idle connections at once, dropped: the daemon still answers.
+    let idle: Vec<UnixStream> = (0..20)
+        .filter_map(|_| UnixStream::connect(socket(&sb)).ok())
+        .collect();
+    drop(idle);
+    wait_for(
+        "the daemon answering again once the idle connections are gone",
+        || {
+            Client::connect(&socket(&sb), Duration::from_secs(5))
+                .and_then(|mut c| c.request(Request::Status, &socket(&sb)))
+                .is_ok_and(|s| s["pid"].is_u64())
+        },
+    );
+}
+
+#[test]
+fn bad_logs_are_reported_and_the_others_carry_on() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let mut good = Live::create(&sb, P, |_| {});
+    let mut garbled = Live::create(&sb, C, |_| {});
+    let mut truncated = Live::create(&sb, Q, |_| {});
+    let _d = Daemon::start(&sb, &[]);
+    for live in [&mut good, &mut garbled, &mut truncated] {
+        live.turn(0);
+        live.turn(1);
+    }
+    wait_for("all signed", || {
+        signed(&sb, P, P).len() == 2 && signed(&sb, C, C).len() == 2 && signed(&sb, Q, Q).len() == 2
+    });
+    // Garbage appended to one log.
+    let mut raw = std::fs::OpenOptions::new()
+        .append(true)
+        .open(garbled.path())
+        .expect("open");
+    raw.write_all(b"\x28\xb5\x2f\xfdthis is not a zstd frame at all......")
+        .expect("garbage");
+    drop(raw);
+    // Another truncated under the daemon.
+    let len = std::fs::metadata(truncated.path()).expect("len").len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(truncated.path())
+        .expect("open")
+        .set_len(len / 2)
+        .expect("truncate");
+    // The good one carries on.
+    good.turn(2);
+    wait_for("the good session signed on", || {
+        signed(&sb, P, P).len() == 3
+    });
+    wait_for("both reported", || {
+        let s = status(&sb);
+        let garbled_err =
+            session_status(&s, C).and_then(|x| x["error"].as_str().map(str::to_owned));
+        let text = s["lastErrors"].to_string();
+        garbled_err.is_some_and(|e| e.contains("corrupt zstd frame")) && text.contains("truncated")
+    });
+    // A session directory deleted: reported, the others carry on.
+    std::fs::remove_dir_all(truncated.path().parent().expect("dir")).expect("rm");
+    good.turn(3);
+    wait_for("the good session signed on", || {
+        signed(&sb, P, P).len() == 4
+    });
+    wait_for("the deletion reported", || {
+        let s = status(&sb);
+        session_status(&s, Q).is_none() && s["lastErrors"].to_string().contains("deleted")
+    });
+    // Nothing signed twice, nothing lost.
+    assert_eq!(signed(&sb, P, P), completed_ends(good.path()));
+    assert_eq!(signed(&sb, C, C).len(), 2);
+    assert_eq!(signed(&sb, Q, Q).len(), 2);
+}
+
+#[test]
+fn install_and_uninstall_write_and_remove_the_user_unit() {
+    let sb = Sandbox::new();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let home = tmp.path().join("home");
+    let xdg = tmp.path().join("xdg");
+    std::fs::create_dir_all(&home).expect("home");
+    let run = |args: &[&str], xdg_set: bool| {
+        let mut cmd = sb.cmd(args);
+        cmd.env("HOME", &home)
+            .env("DSH_CHAPTERS_NO_SERVICE_MANAGER", "1");
+        if xdg_set {
+            cmd.env("XDG_CONFIG_HOME", &xdg);
+        } else {
+            cmd.env_remove("XDG_CONFIG_HOME");
+        }
+        let out = cmd.output().expect("run");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let unit = xdg.join("systemd/user/dsh-chapters.service");
+    let out = run(&["daemon", "install"], true);
+    assert!(out.contains(&format!("wrote {}", unit.display())), "{out}");
+    assert!(out.contains("undo: chapters daemon uninstall"), "{out}");
+    assert!(
+        !out.contains("systemctl --user daemon-reload`"),
+        "systemctl must not run: {out}"
+    );
+    let text = std::fs::read_to_string(&unit).expect("unit");
+    assert!(text.contains("daemon --foreground"), "{text}");
+    assert!(
+        text.contains(&format!("DSH_HOME={}", sb.home.display())),
+        "{text}"
+    );
+    assert!(run(&["daemon", "install"], true).contains("already installed"));
+    assert!(run(&["daemon", "uninstall"], true).contains("removed"));
+    assert!(!unit.exists());
+    assert!(run(&["daemon", "uninstall"], true).contains("nothing to remove"));
+    // Without XDG_CONFIG_HOME: under ~/.config.
+    run(&["daemon", "install"], false);
+    assert!(home
+        .join(".config/systemd/user/dsh-chapters.service")
+        .exists());
+}
+
+/// kill -9 at random moments of a live stream, restart, repeat; in the end every completed
+/// turn is signed exactly once, in order, no line torn, and the chapters tile their range.
+#[test]
+fn kill_9_during_a_live_stream_signs_every_turn_exactly_once() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let env = [("CHAPTERS_IDLE_ARCHIVE_MS", "150")];
+    let mut live = Live::create(&sb, P, |_| {});
+    let log = live.path().to_path_buf();
+    let writing = std::thread::spawn(move || {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..240 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            if rng.is_multiple_of(7) {
+                live.event("compaction/end", json!({}));
+            }
+            live.turn(i);
+            std::thread::sleep(Duration::from_millis(2 + rng % 25));
+        }
+        live.in_flight(240);
+    });
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut kills = 0;
+    while !writing.is_finished() {
+        let mut child = spawn(&sb, &env);
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        std::thread::sleep(Duration::from_millis(150 + rng % 600));
+        let _ = child.kill();
+        let _ = child.wait();
+        kills += 1;
+        // Between kills the store stays whole: every ledger line parses.
+        let _ = signed(&sb, P, P);
+    }
+    writing.join().expect("writer");
+    assert!(kills >= 4, "the stream ended before enough kills ({kills})");
+    let _d = Daemon::start(&sb, &env);
+    let want = completed_ends(&log);
+    assert_eq!(want.len(), 240);
+    wait_for("every completed turn signed", || {
+        signed(&sb, P, P).len() >= want.len()
+    });
+    wait_for("the daemon caught up", || caught_up(&sb, P, &log));
+    let got = signed(&sb, P, P);
+    assert_eq!(got, want, "signed exactly once, in order, no gap");
+    // No torn line anywhere in the ledger.
+    let text = std::fs::read_to_string(
+        sb.store()
+            .join(P)
+            .join("collections")
+            .join(format!("{P}.jsonl")),
+    )
+    .expect("ledger");
+    assert!(text.ends_with('\n'));
+    for line in text.lines() {
+        serde_json::from_str::<Value>(line).expect("whole line");
+    }
+    // The chapters written so far tile a prefix of the log with no gap and no overlap,
+    // and an archive now completes them.
+    sb.ok(&["archive"]);
+    let mut next = 0u64;
+    for name in chapters(&sb.store(), P)
+        .iter()
+        .filter(|n| !n.starts_with("plan-"))
+    {
+        let text = std::fs::read_to_string(sb.store().join(P).join("chapters").join(name))
+            .expect("chapter");
+        let fm = dsh_chapters::render::parse_frontmatter(&text).expect("whole chapter");
+        assert_eq!(fm.seq_range.0, next, "{name} starts where the last ended");
+        next = fm.seq_range.1 + 1;
+    }
+    assert_eq!(
+        next,
+        want.last().expect("turns") + 1,
+        "chapters cover every completed turn"
+    );
+}
+
+/// `chapters archive` run again and again while the daemon signs a live stream: the two
+/// signers race for the same ledger and every completed turn is still signed exactly once.
+#[test]
+fn archive_runs_racing_the_daemon_sign_every_turn_once() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let mut live = Live::create(&sb, P, |_| {});
+    let log = live.path().to_path_buf();
+    let _d = Daemon::start(&sb, &[]);
+    let writing = std::thread::spawn(move || {
+        for i in 0..150 {
+            live.turn(i);
+            std::thread::sleep(Duration::from_millis(1 + (i as u64 * 7) % 9));
+        }
+    });
+    let mut runs = 0;
+    while !writing.is_finished() {
+        sb.ok(&["archive"]);
+        runs += 1;
+    }
+    writing.join().expect("writer");
+    sb.ok(&["archive"]);
+    assert!(runs >= 3, "too few archives raced the stream ({runs})");
+    let want = completed_ends(&log);
+    wait_for("the daemon caught up", || caught_up(&sb, P, &log));
+    assert_eq!(signed(&sb, P, P), want, "exactly once, in order");
+}
+
+/// The trigger logic is pure (the source-shape rule of `shape.rs`, for the daemon's module).
+#[test]
+fn the_trigger_logic_does_no_io() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/daemon/triggers.rs"
+    ))
+    .expect("triggers.rs");
+    let code = text.split("#[cfg(test)]").next().unwrap_or("");
+    for needle in [
+        "std::fs",
+        "std::env",
+        "std::process",
+        "std::net",
+        "SystemTime",
+        "Instant::now",
+        "File::",
+        "Command::new",
+    ] {
+        assert!(!code.contains(needle), "triggers.rs uses `{needle}`");
+    }
+}
