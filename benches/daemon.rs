@@ -6,6 +6,11 @@
 //!     with one write and then fsyncs). Side by side, in the same run, the baseline: the same
 //!     writer appending a line of its own and fsyncing it. Also the daemon's own figure
 //!     (`daemon status`: change noticed → collection line fsynced).
+//! (c) signing latency while an enrichment batch runs vs at rest, in one run: the same
+//!     daemon and log, 300 live turns with no batch, then 300 while `chapters enrich run`
+//!     annotates 200 archived chapters against a model server on loopback (each answer
+//!     after 30 ms) — the batch's model calls, frontmatter rewrites and writer lock
+//!     contend with the signing path on the same store and the same two cores.
 //! (b) at rest with 50 watched sessions: the daemon's CPU % over 12 s from
 //!     `/proc/<pid>/stat` and its RSS from `/proc/<pid>/status`, beside a `sleep` process.
 
@@ -292,8 +297,169 @@ fn at_rest() {
     );
 }
 
+/// A chat-completions server on loopback: every answer valid, after `delay`.
+fn model_server(delay: Duration) -> String {
+    use std::io::{BufRead, BufReader, Read};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+                let mut length = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if let Some(n) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = n.trim().parse().unwrap_or(0);
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                std::thread::sleep(delay);
+                let content = serde_json::json!({
+                    "title": "Handle the csv rows in the exporter",
+                    "summary": "Rows handled; tests pass.",
+                    "topics": ["csv", "exporter"],
+                })
+                .to_string();
+                let body = serde_json::json!({"choices": [{"message": {"role": "assistant", "content": content}}]})
+                    .to_string();
+                let mut stream = stream;
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    url
+}
+
+/// Append `n` live turns; the time from each frame's write to its collection line.
+fn signing_phase(
+    writer: &mut LogWriter,
+    script: &mut SessionScript,
+    ledger: &Path,
+    first: usize,
+    n: usize,
+) -> Vec<f64> {
+    let mut out = Vec::new();
+    let mut rng = 0x2545_f491_4f6c_dd1du64 ^ first as u64;
+    for i in first..first + n {
+        let before = len(ledger);
+        writer.append_turn(script, &turn(i)).expect("append");
+        let written = Instant::now();
+        while len(ledger) == before {
+            assert!(
+                written.elapsed() < Duration::from_secs(10),
+                "turn {i} never signed"
+            );
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        out.push(written.elapsed().as_secs_f64() * 1000.0);
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        std::thread::sleep(Duration::from_millis(5 + rng % 15));
+    }
+    out.sort_by(f64::total_cmp);
+    out
+}
+
+fn enrichment_interference() {
+    const PHASE: usize = 300;
+    let sb = sandbox();
+    // 200 archived chapters for the batch to annotate: one turn per task, so one chapter each.
+    let old = "session-bench-0000-4000-8000-0000000000aa";
+    let (mut w, mut sc) = new_log(&sb, old);
+    w.set_sync(false);
+    for i in 0..200 {
+        let t = TurnSpec::new(
+            &format!("Task {i}: rename the field number {i} in src/model_{i}.rs"),
+            &format!("Field {i} renamed."),
+        );
+        w.append_turn(&mut sc, &t).expect("append");
+    }
+    drop(w);
+    assert!(chapters(&sb, &["archive"])
+        .status()
+        .expect("archive")
+        .success());
+    let url = model_server(Duration::from_millis(30));
+    let ok = chapters(
+        &sb,
+        &["enrich", "model", "--endpoint", &url, "--model", "bench"],
+    )
+    .status()
+    .expect("enrich model")
+    .success();
+    assert!(ok);
+
+    let id = "session-bench-0000-4000-8000-000000000002";
+    let (mut writer, mut script) = new_log(&sb, id);
+    writer.set_sync(false);
+    // The daemon's own idle batches stay out of the way: this run starts the batch itself.
+    let mut daemon = chapters(&sb, &["daemon", "--foreground"])
+        .env("CHAPTERS_ENRICHMENT_TRIGGER", "manual")
+        .spawn()
+        .expect("daemon");
+    let started = Instant::now();
+    while Client::connect(&socket(&sb), Duration::from_secs(2)).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(30), "no daemon");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ledger = sb
+        .ws
+        .join(".dsh-chapters")
+        .join(id)
+        .join("collections")
+        .join(format!("{id}.jsonl"));
+    let _warm = signing_phase(&mut writer, &mut script, &ledger, 0, WARMUP);
+    let rest = signing_phase(&mut writer, &mut script, &ledger, WARMUP, PHASE);
+    let mut batch = chapters(&sb, &["enrich", "run", "--limit", "1000"])
+        .spawn()
+        .expect("enrich run");
+    let busy = signing_phase(&mut writer, &mut script, &ledger, WARMUP + PHASE, PHASE);
+    let batch_running_at_end = batch.try_wait().expect("try_wait").is_none();
+    let _ = batch.wait();
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    println!(
+        "(c) signing latency while an enrichment batch runs vs at rest ({PHASE} live turns each)"
+    );
+    println!(
+        "  at rest:               p50 {:.3} ms  p99 {:.3} ms",
+        pct(&rest, 0.5),
+        pct(&rest, 0.99)
+    );
+    println!(
+        "  during the batch:      p50 {:.3} ms  p99 {:.3} ms{}",
+        pct(&busy, 0.5),
+        pct(&busy, 0.99),
+        if batch_running_at_end {
+            ""
+        } else {
+            "  (the batch ended before the phase did)"
+        }
+    );
+    let ratio = pct(&busy, 0.99) / pct(&rest, 0.99);
+    println!(
+        "  ratio p99 batch/rest: {ratio:.2}x (p50 {:.2}x) — goal ≤ 1.2: {}",
+        pct(&busy, 0.5) / pct(&rest, 0.5),
+        if ratio <= 1.2 { "met" } else { "NOT met" }
+    );
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; nothing to parse.
     latency();
+    enrichment_interference();
     at_rest();
 }

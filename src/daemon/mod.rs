@@ -47,7 +47,7 @@ use crate::store::{atomic, Store, STORE_DIR};
 
 use follow::{Follower, SavedFollow};
 use signer::LedgerCursor;
-use triggers::{Due, NewSession, Timing, WorkspaceClock};
+use triggers::{Due, EnrichClock, NewSession, Timing, WorkspaceClock};
 use watch::{Watch, WatchFlags};
 
 pub const HOME_DIR: &str = "dsh-chapters";
@@ -247,6 +247,50 @@ enum Msg {
     Control(control::Incoming),
     Signal(i32),
     Done(Box<JobDone>),
+    Enriched(Box<EnrichDone>),
+}
+
+/// An idle-time enrichment batch for one workspace, on its own thread: model calls take
+/// seconds, and neither signing nor archives ever wait for them.
+struct EnrichJob {
+    ws_dir: PathBuf,
+    ctx: Arc<WsCtx>,
+    dsh_home: PathBuf,
+}
+
+struct EnrichDone {
+    ws_dir: PathBuf,
+    result: Result<crate::enrich::run::EnrichReport, String>,
+}
+
+fn run_enrich(job: &EnrichJob) -> EnrichDone {
+    let ctx = &job.ctx;
+    let result = (|| {
+        let key =
+            credentials::load(&job.dsh_home, crate::enrich::KEY_NAME).map_err(|e| e.to_string())?;
+        let ectx = crate::enrich::run::EnrichContext {
+            store: &ctx.store,
+            workspace: &ctx.workspace,
+            config: &ctx.config,
+            project_key: &ctx.identity.project_key,
+            harness: &ctx.harness_id,
+            key: key.as_ref(),
+            now_ms: now_ms(),
+        };
+        crate::enrich::run::run(
+            &ectx,
+            crate::enrich::run::RunOptions {
+                limit: None,
+                all: false,
+                respect_backoff: true,
+            },
+        )
+        .map_err(|e| e.to_string())
+    })();
+    EnrichDone {
+        ws_dir: job.ws_dir.clone(),
+        result,
+    }
 }
 
 fn run_sync(job: &Job, pull_only: bool) -> SyncOutcome {
@@ -281,6 +325,11 @@ fn run_sync(job: &Job, pull_only: bool) -> SyncOutcome {
             .map_err(|e| e.to_string())
     })();
     SyncOutcome { pull_only, result }
+}
+
+/// Enrichment runs here only with an endpoint, switched on for this machine.
+fn enrichment_on(config: &Config) -> bool {
+    config.enrichment_endpoint.is_some() && config.enrichment_enabled
 }
 
 fn run_job(job: &Job) -> JobDone {
@@ -352,6 +401,9 @@ struct WsEntry {
     sync_busy: bool,
     last_archive: Option<Value>,
     last_sync: Option<Value>,
+    enrich: EnrichClock,
+    enrich_busy: bool,
+    last_enrich: Option<Value>,
 }
 
 impl WsEntry {
@@ -368,6 +420,9 @@ impl WsEntry {
             sync_busy: false,
             last_archive: None,
             last_sync: None,
+            enrich: EnrichClock::default(),
+            enrich_busy: false,
+            last_enrich: None,
         }
     }
 }
@@ -391,6 +446,7 @@ struct Runtime {
     state_changed: Instant,
     state_written: Instant,
     jobs: mpsc::Sender<Job>,
+    enrich_jobs: mpsc::Sender<EnrichJob>,
     queued_jobs: Arc<AtomicUsize>,
     latencies: VecDeque<f64>,
     signed_total: u64,
@@ -460,6 +516,18 @@ pub fn run(options: Options) -> Result<(), DaemonError> {
             let _ = worker_done_tx.send(());
         }
     })?;
+    let (enrich_tx, enrich_rx) = mpsc::channel::<EnrichJob>();
+    spawn("enrich", {
+        let tx = tx.clone();
+        move || {
+            for job in enrich_rx {
+                let done = run_enrich(&job);
+                if tx.send(Msg::Enriched(Box::new(done))).is_err() {
+                    break;
+                }
+            }
+        }
+    })?;
 
     let flags = Arc::new(WatchFlags::default());
     let watch = Watch::start(
@@ -487,6 +555,7 @@ pub fn run(options: Options) -> Result<(), DaemonError> {
         state_changed: now,
         state_written: now,
         jobs: jobs_tx,
+        enrich_jobs: enrich_tx,
         queued_jobs,
         latencies: VecDeque::new(),
         signed_total: 0,
@@ -656,6 +725,19 @@ impl Runtime {
                 wake = wake.min(Duration::from_millis(ms));
             }
         }
+        for ws in self.workspaces.values() {
+            let Some(ctx) = &ws.ctx else { continue };
+            if ws.enrich_busy || !enrichment_on(&ctx.config) {
+                continue;
+            }
+            if let Some(at) = ws
+                .enrich
+                .due_at(ctx.config.enrichment_trigger, ctx.config.enrichment_idle_ms)
+            {
+                let ms = u64::try_from(at.saturating_sub(now)).unwrap_or(0);
+                wake = wake.min(Duration::from_millis(ms));
+            }
+        }
         // Never spin: at least one millisecond between passes that found nothing to do.
         wake.max(Duration::from_millis(1))
     }
@@ -684,6 +766,7 @@ impl Runtime {
                 let _ = incoming.reply.send(answer);
             }
             Msg::Done(done) => self.job_done(*done),
+            Msg::Enriched(done) => self.enrich_done(*done),
         }
     }
 
@@ -996,9 +1079,16 @@ impl Runtime {
         let signed_hint = entry.cursor.signed_hi();
         let now_str = crate::time::rfc3339_utc(now_ms());
         let mut sigs: Vec<Signature> = Vec::new();
+        // Turns holding `ADD RULE:` lines: their session rules are written at this signing
+        // point, before the signature (§7.5).
+        let mut marker_turns = Vec::new();
+        let marker_prefix = ctx.config.rules_marker_prefix.clone();
         let polled = entry.follower.poll(&mut |turn| {
             if turn.end_seq < seed_end || signed_hint.is_some_and(|hi| turn.end_seq <= hi) {
                 return;
+            }
+            if !crate::rules::turn_marker_rules(turn, &marker_prefix).is_empty() {
+                marker_turns.push(turn.clone());
             }
             sigs.push(signature::sign(
                 turn,
@@ -1007,7 +1097,28 @@ impl Runtime {
                 &now_str,
             ));
         });
+        let capture = crate::rules::store::SessionCapture {
+            store: &ctx.store,
+            workspace: &ctx.workspace,
+            redactor: &ctx.redactor,
+            config: &ctx.config,
+            project_key: &ctx.identity.project_key,
+            harness: &ctx.harness_id,
+            session_id: &session_id,
+            root_session: &entry.root,
+        };
+        let captured: Result<usize, String> = marker_turns.iter().try_fold(0, |n, turn| {
+            capture
+                .capture_turn(turn)
+                .map(|ids| n + ids.len())
+                .map_err(|e| e.to_string())
+        });
         let signed = if sigs.is_empty() {
+            Ok(0)
+        } else if let Err(e) = &captured {
+            // Unsigned, these turns are signed — and their rules captured — by the next
+            // archive's pass 1: a rule is never lost behind a signature.
+            tracing::warn!(session = %session_id, error = %e, "session rule capture failed; signing left to the archive");
             Ok(0)
         } else {
             signer::sign(
@@ -1021,6 +1132,9 @@ impl Runtime {
         };
         let latency = noticed.elapsed().as_secs_f64() * 1000.0;
         let mut errors = Vec::new();
+        if let Err(e) = captured {
+            errors.push(format!("{session_id}: session rule capture failed: {e}"));
+        }
         match signed {
             Ok(n) if n > 0 => {
                 entry.signed += n as u64;
@@ -1044,6 +1158,7 @@ impl Runtime {
                 }
                 if p.appended {
                     ws.clock.on_append(now_ms());
+                    ws.enrich.on_append(now_ms());
                     self.state_dirty = true;
                     self.state_changed = Instant::now();
                 }
@@ -1160,6 +1275,81 @@ impl Runtime {
                 }
             }
         }
+        for (dir, ws) in self.workspaces.iter_mut() {
+            let Some(ctx) = &ws.ctx else { continue };
+            if ws.enrich_busy || !enrichment_on(&ctx.config) {
+                continue;
+            }
+            let due = ws
+                .enrich
+                .due_at(ctx.config.enrichment_trigger, ctx.config.enrichment_idle_ms);
+            if due.is_some_and(|at| at <= now) {
+                ws.enrich.on_batch_started();
+                ws.enrich_busy = true;
+                let job = EnrichJob {
+                    ws_dir: dir.clone(),
+                    ctx: Arc::clone(ctx),
+                    dsh_home: self.paths.dsh_home.clone(),
+                };
+                if self.enrich_jobs.send(job).is_err() {
+                    ws.enrich_busy = false;
+                }
+            }
+        }
+    }
+
+    fn enrich_done(&mut self, done: EnrichDone) {
+        let at = crate::time::rfc3339_utc(now_ms());
+        let mut error = None;
+        if let Some(ws) = self.workspaces.get_mut(&done.ws_dir) {
+            ws.enrich_busy = false;
+            match &done.result {
+                Ok(report) => {
+                    let stopped = report.failed + report.timeouts > 0;
+                    let more = report.queued > report.examined && !stopped;
+                    ws.enrich.on_batch_done(
+                        more || stopped,
+                        report.backed_off_until_ms.or_else(|| {
+                            // A failed batch backs off by the status file's clock; re-read it.
+                            ws.ctx.as_ref().and_then(|c| {
+                                crate::enrich::run::read_status(&c.store)
+                                    .ok()
+                                    .flatten()?
+                                    .backoff_until_ms
+                            })
+                        }),
+                    );
+                    ws.last_enrich = Some(json!({
+                        "at": at,
+                        "annotated": report.annotated.len(),
+                        "invalid": report.invalid.len(),
+                        "failed": report.failed,
+                        "timeouts": report.timeouts,
+                        "rulesMined": report.rules_mined.len(),
+                        "waiting": report.queued.saturating_sub(report.examined),
+                    }));
+                    if stopped {
+                        error = Some(format!(
+                            "enrichment of {} stopped: the endpoint failed {} time(s), timed out {} time(s); chapters keep their values",
+                            done.ws_dir.display(),
+                            report.failed,
+                            report.timeouts
+                        ));
+                    }
+                }
+                Err(e) => {
+                    ws.enrich.on_batch_done(false, None);
+                    ws.last_enrich = Some(json!({"at": at, "error": e}));
+                    error = Some(format!(
+                        "enrichment of {} failed: {e}",
+                        done.ws_dir.display()
+                    ));
+                }
+            }
+        }
+        if let Some(e) = error {
+            self.error("enrich", e);
+        }
     }
 
     fn job_done(&mut self, done: JobDone) {
@@ -1196,6 +1386,9 @@ impl Runtime {
                 };
                 ws.last_archive = Some(summary);
                 ws.clock.on_archive_done(now, wrote, timing);
+                if wrote {
+                    ws.enrich.on_chapters_written();
+                }
                 if *push_after {
                     ws.clock.on_push_started();
                 }
@@ -1205,6 +1398,9 @@ impl Runtime {
             }
             for s in &done.syncs {
                 ws.clock.on_sync_result(now, s.result.is_ok(), timing);
+                if s.result.is_ok() && !s.pull_only {
+                    ws.enrich.on_push_ok();
+                }
                 ws.last_sync = Some(json!({
                     "at": at,
                     "pullOnly": s.pull_only,
@@ -1311,6 +1507,8 @@ impl Runtime {
                 "archiveRunning": ws.archive_busy,
                 "lastArchive": ws.last_archive,
                 "lastSync": ws.last_sync,
+                "lastEnrich": ws.last_enrich,
+                "enrichBusy": ws.enrich_busy,
                 "syncFailures": ws.clock.sync_failures(),
                 "pushDueAt": ws.clock.push_due_ms().map(crate::time::rfc3339_utc),
             }));

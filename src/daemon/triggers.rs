@@ -8,10 +8,14 @@
 //! - idle: no append for `idleArchiveMs` while completed turns wait → archive (reason
 //!   `idle`), then push at once;
 //! - after any other archive → push when `syncDebounceMs` has passed since the first
-//!   archive not yet pushed (archives inside the window coalesce into one push).
+//!   archive not yet pushed (archives inside the window coalesce into one push);
+//! - enrichment (`EnrichClock`) → after chapters were written, on a push or after
+//!   `enrichmentIdleMs` without an append, as `enrichmentTrigger` says.
 //!
 //! A failed sync backs off: the n-th failure in a row blocks syncs for
 //! `syncDebounceMs × 2^(n-1)`, at most [`MAX_BACKOFF_MS`]; a success clears it.
+
+use crate::config::EnrichmentTrigger;
 
 /// The longest a run of sync failures blocks the next sync: one hour.
 pub const MAX_BACKOFF_MS: u64 = 3_600_000;
@@ -170,6 +174,65 @@ pub fn is_compaction(kind: &str) -> bool {
     matches!(kind, "compaction/end" | "compaction/summary")
 }
 
+/// When an idle-time enrichment batch is due for one workspace (record §6.2): never per
+/// turn; after a push or after `enrichmentIdleMs` without an append, as `enrichmentTrigger`
+/// says, and only when archives wrote chapters since the last batch.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EnrichClock {
+    /// Chapters were written that no batch has looked at since.
+    pending: bool,
+    /// A push succeeded since those chapters were written.
+    pushed: bool,
+    last_append_ms: Option<i64>,
+    /// The last batch backed off: nothing before this time.
+    not_before_ms: Option<i64>,
+}
+
+impl EnrichClock {
+    pub fn on_append(&mut self, now_ms: i64) {
+        self.last_append_ms = Some(self.last_append_ms.map_or(now_ms, |t| t.max(now_ms)));
+    }
+
+    pub fn on_chapters_written(&mut self) {
+        self.pending = true;
+    }
+
+    pub fn on_push_ok(&mut self) {
+        if self.pending {
+            self.pushed = true;
+        }
+    }
+
+    pub fn on_batch_started(&mut self) {
+        self.pending = false;
+        self.pushed = false;
+    }
+
+    /// A batch ended; `more` when chapters still wait (the batch cap, or a stop), and
+    /// `not_before_ms` when the endpoint is backing off.
+    pub fn on_batch_done(&mut self, more: bool, not_before_ms: Option<i64>) {
+        self.pending |= more;
+        self.not_before_ms = not_before_ms;
+    }
+
+    /// When the next batch is due, if one is waiting; `None` for `manual`.
+    pub fn due_at(&self, trigger: EnrichmentTrigger, idle_ms: u64) -> Option<i64> {
+        if !self.pending || trigger == EnrichmentTrigger::Manual {
+            return None;
+        }
+        let after_push =
+            matches!(trigger, EnrichmentTrigger::Push | EnrichmentTrigger::Both) && self.pushed;
+        let after_idle = matches!(trigger, EnrichmentTrigger::Idle | EnrichmentTrigger::Both)
+            .then(|| add_ms(self.last_append_ms.unwrap_or(0), idle_ms));
+        let at = match (after_push, after_idle) {
+            (true, _) => i64::MIN,
+            (false, Some(at)) => at,
+            (false, None) => return None,
+        };
+        Some(at.max(self.not_before_ms.unwrap_or(i64::MIN)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,5 +362,45 @@ mod tests {
         assert!(!is_compaction("compaction/start"));
         assert!(!is_compaction("compaction/prune"));
         assert!(!is_compaction("turn/end"));
+    }
+
+    #[test]
+    fn enrichment_waits_for_chapters_then_a_push_or_the_idle_time() {
+        use crate::config::EnrichmentTrigger as T;
+        let mut c = EnrichClock::default();
+        c.on_append(1_000);
+        assert_eq!(
+            c.due_at(T::Both, 60_000),
+            None,
+            "nothing archived: nothing to enrich"
+        );
+        c.on_chapters_written();
+        assert_eq!(c.due_at(T::Both, 60_000), Some(61_000));
+        assert_eq!(
+            c.due_at(T::Push, 60_000),
+            None,
+            "push mode waits for a push"
+        );
+        assert_eq!(c.due_at(T::Manual, 60_000), None);
+        c.on_append(5_000);
+        assert_eq!(
+            c.due_at(T::Idle, 60_000),
+            Some(65_000),
+            "an append postpones it"
+        );
+        c.on_push_ok();
+        assert_eq!(c.due_at(T::Push, 60_000), Some(i64::MIN));
+        assert_eq!(c.due_at(T::Idle, 60_000), Some(65_000));
+        c.on_batch_started();
+        assert_eq!(c.due_at(T::Both, 60_000), None);
+        // The cap left chapters, and the endpoint backs off until 200_000.
+        c.on_batch_done(true, Some(200_000));
+        assert_eq!(c.due_at(T::Both, 60_000), Some(200_000));
+        c.on_batch_done(false, None);
+        assert_eq!(
+            c.due_at(T::Both, 60_000),
+            Some(65_000),
+            "still pending from before"
+        );
     }
 }

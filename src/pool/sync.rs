@@ -792,6 +792,16 @@ fn plan_publication(
             report.withheld_public += 1;
             continue;
         }
+        // The daemon appends signatures under the collections lock, not the writer lock:
+        // a ledger is read under it too, so a line is never published half-written.
+        let _collections = if kind == FileKind::Collection {
+            Some(ctx.store.lock_collections().map_err(|e| Fail {
+                code: SyncCode::Other,
+                detail: format!("cannot take the collections lock: {e}"),
+            })?)
+        } else {
+            None
+        };
         let meta = std::fs::metadata(&file).map_err(|e| Fail {
             code: SyncCode::Other,
             detail: format!("{}: {e}", file.display()),

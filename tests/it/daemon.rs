@@ -332,6 +332,42 @@ fn a_live_session_gets_every_completed_turn_signed_and_the_in_flight_one_not() {
 }
 
 #[test]
+fn an_add_rule_line_becomes_a_session_rule_at_the_signing_point() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let mut live = Live::create(&sb, P, |_| {});
+    let _d = Daemon::start(&sb, &[]);
+    live.turn(0);
+    let spec = TurnSpec::new(
+        "Fix the lexer next.\nADD RULE: run cargo fmt before every commit",
+        "Noted; fixing the lexer.",
+    );
+    live.writer
+        .append_turn(&mut live.script, &spec)
+        .expect("append turn");
+    wait_for("both turns signed", || signed(&sb, P, P).len() == 2);
+    // Written before the signature, so it is there once the turn is signed.
+    let rules: Vec<_> = std::fs::read_dir(sb.store().join("rules"))
+        .expect("a rules directory")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    assert!(rules[0].starts_with("s-"), "{rules:?}");
+    let active = sb.ok(&["rule", "active", "--session", P]);
+    assert!(
+        active.contains("run cargo fmt before every commit"),
+        "{active}"
+    );
+    // The archive that follows does not capture it again.
+    let report = sb.json(&["archive", "--json"]);
+    assert!(
+        !report.to_string().contains("\"sessionRules\":[\"s-"),
+        "{report}"
+    );
+}
+
+#[test]
 fn polling_fallback_follows_too_and_says_so() {
     let sb = Sandbox::new();
     sb.ok(&["init"]);
@@ -433,6 +469,45 @@ fn an_idle_session_is_archived() {
     });
     let s = status(&sb);
     assert_eq!(s["workspaces"][0]["lastArchive"]["reason"], "idle", "{s}");
+}
+
+#[test]
+fn idle_time_enrichment_annotates_archived_chapters_in_the_background() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let server = crate::enrich::serve(vec![], crate::enrich::good("Annotated by the daemon"));
+    sb.ok(&[
+        "enrich",
+        "model",
+        "--endpoint",
+        &server.url,
+        "--model",
+        "m1",
+    ]);
+    let mut live = Live::create(&sb, P, |_| {});
+    let _d = Daemon::start(
+        &sb,
+        &[
+            ("CHAPTERS_IDLE_ARCHIVE_MS", "300"),
+            ("CHAPTERS_ENRICHMENT_IDLE_MS", "300"),
+        ],
+    );
+    for i in 0..3 {
+        live.turn(i);
+    }
+    wait_for("a chapter annotated by the model", || {
+        chapters(&sb.store(), P).iter().any(|c| {
+            std::fs::read_to_string(sb.store().join(P).join("chapters").join(c))
+                .is_ok_and(|t| t.contains("Annotated by the daemon"))
+        })
+    });
+    wait_for("the batch reported", || {
+        status(&sb)["workspaces"][0]["lastEnrich"]["annotated"]
+            .as_u64()
+            .is_some_and(|n| n >= 1)
+    });
+    // Every turn signed exactly once while it ran.
+    assert_eq!(signed(&sb, P, P), completed_ends(live.path()));
 }
 
 fn pool_files(pool: &Path) -> BTreeSet<String> {

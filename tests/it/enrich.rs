@@ -14,7 +14,7 @@ use sha2::Digest;
 use crate::support::{link_private, two_task_turns, Sandbox};
 
 #[derive(Clone)]
-enum Reply {
+pub enum Reply {
     /// 200 with this completion text.
     Content(String),
     /// Sleep, then answer with this completion text.
@@ -22,14 +22,14 @@ enum Reply {
     Status(u16),
 }
 
-struct Server {
-    url: String,
+pub struct Server {
+    pub url: String,
     script: Arc<Mutex<VecDeque<Reply>>>,
     /// Every request: (headers, body).
     seen: Arc<Mutex<Vec<(String, String)>>>,
 }
 
-fn good(title: &str) -> Reply {
+pub fn good(title: &str) -> Reply {
     Reply::Content(
         serde_json::json!({
             "title": title,
@@ -42,7 +42,7 @@ fn good(title: &str) -> Reply {
 
 /// A chat-completions server on loopback. Replies are taken from the script in order; once
 /// it is empty, `fallback` answers.
-fn serve(script: Vec<Reply>, fallback: Reply) -> Server {
+pub fn serve(script: Vec<Reply>, fallback: Reply) -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let script = Arc::new(Mutex::new(VecDeque::from(script)));
