@@ -63,6 +63,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
 }
 
 fn run_batch(workspace: Option<&Path>, limit: Option<u64>, all: bool, json: bool) -> Result<()> {
+    dsh_chapters::enrich::run_in_background();
     let env = Env::resolve(workspace, None)?;
     let store = Store::open(&env.workspace)?;
     let key = credentials::load(&env.dsh_home, KEY_NAME)?;

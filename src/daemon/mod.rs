@@ -520,6 +520,7 @@ pub fn run(options: Options) -> Result<(), DaemonError> {
     spawn("enrich", {
         let tx = tx.clone();
         move || {
+            crate::enrich::run_in_background();
             for job in enrich_rx {
                 let done = run_enrich(&job);
                 if tx.send(Msg::Enriched(Box::new(done))).is_err() {

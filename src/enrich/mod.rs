@@ -11,5 +11,17 @@ pub mod http;
 pub mod run;
 pub mod slice;
 
+/// Politeness of a thread that runs enrichment: its model calls and rewrites are background
+/// work and yield the CPU to signing and archiving.
+pub const BACKGROUND_NICE: i32 = 10;
+
+/// Lower the calling thread's CPU priority (Linux keeps a nice value per thread; elsewhere
+/// it is the process's). A failure only costs politeness, so it is logged, not returned.
+pub fn run_in_background() {
+    if let Err(e) = rustix::process::nice(BACKGROUND_NICE) {
+        tracing::debug!(error = %e, "could not lower the enrichment thread's priority");
+    }
+}
+
 /// The name under `$DSH_HOME/dsh-chapters/credentials/` that holds the endpoint's API key.
 pub const KEY_NAME: &str = "enrichment-api-key";

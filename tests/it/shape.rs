@@ -20,6 +20,15 @@ const PURE: &[&str] = &[
     "src/time.rs",
     "src/pool/plan.rs",
     "src/search.rs",
+    "src/curation/mod.rs",
+    "src/enrich/slice.rs",
+    "src/enrich/answer.rs",
+    "src/render/annotate.rs",
+    "src/rules/mod.rs",
+    "src/rules/block.rs",
+    "src/rules/notice.rs",
+    "src/rules/conflicts.rs",
+    "src/daemon/triggers.rs",
 ];
 
 const SHELL_ONLY: &[&str] = &[
