@@ -11,6 +11,7 @@ pub mod config;
 pub mod curation;
 pub mod demo;
 pub mod identity;
+pub mod index;
 pub mod injection;
 pub mod pool;
 pub mod redact;

@@ -1,0 +1,1 @@
+//! The emergent vocabulary (record §6.3), PURE: merge candidates and `topics/vocabulary.json`.
