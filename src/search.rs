@@ -266,6 +266,12 @@ pub fn recency_at(at_ms: Option<i64>, now_ms: i64) -> Recency {
     }
 }
 
+/// The start (00:00:00 UTC) of the day holding `ms`: the clock search measures recency
+/// from, so an answer does not change between two machines, or two runs, of one day.
+pub fn day_start(ms: i64) -> i64 {
+    ms - ms.rem_euclid(MS_PER_DAY as i64)
+}
+
 /// What to look for: query terms, and optionally a topic every result must carry.
 #[derive(Debug, Clone, Default)]
 pub struct Query {
@@ -542,6 +548,16 @@ mod tests {
             terms: query_terms(text),
             topic: None,
         }
+    }
+
+    #[test]
+    fn day_start_is_midnight_utc() {
+        assert_eq!(
+            crate::time::rfc3339_utc(day_start(NOW)),
+            "2025-11-29T00:00:00.000Z"
+        );
+        assert_eq!(day_start(day_start(NOW)), day_start(NOW));
+        assert_eq!(day_start(-1), -DAY);
     }
 
     #[test]

@@ -2,11 +2,13 @@
 
 mod archive;
 mod demo;
+mod index;
 mod init;
 mod link;
 mod search;
 mod status;
 mod sync;
+mod topic;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -46,6 +48,10 @@ enum Command {
     Sync(sync::Args),
     /// Find past work: chapters and plans, scored and packed to a token budget.
     Search(search::Args),
+    /// The derived topic index: `rebuild` is its repair path.
+    Index(index::Args),
+    /// Curate topics: `merge A B` reads topic A as B everywhere.
+    Topic(topic::Args),
     /// Generate a sample session in a scratch home, archive it and show what was written.
     Demo(demo::Args),
 }
@@ -155,6 +161,8 @@ pub fn run() -> ExitCode {
         Command::Link(a) => link::run(cli.workspace.as_deref(), a),
         Command::Sync(a) => sync::run(cli.workspace.as_deref(), a),
         Command::Search(a) => search::run(cli.workspace.as_deref(), a),
+        Command::Index(a) => index::run(cli.workspace.as_deref(), a),
+        Command::Topic(a) => topic::run(cli.workspace.as_deref(), a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -72,7 +72,9 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         curation: corpus.curation.clone(),
         core_rule_bonus: env.config.rules_core_bonus,
     };
-    let now = super::now_ms();
+    // Recency is measured from the start of the current UTC day: every machine at the
+    // same pool state gives the same answer all day, not one that drifts by the millisecond.
+    let now = search::day_start(super::now_ms());
     // Every line costs at least MIN_LINE_TOKENS, so no more than this many can be shown;
     // ties are resolved by path that far (and further if ever needed, below).
     let mut resolve = (budget / MIN_LINE_TOKENS + 2) as usize;

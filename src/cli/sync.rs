@@ -43,6 +43,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         now: &now,
         timeout: Duration::from_millis(env.config.sync_timeout_ms),
         lock_timeout: Duration::from_millis(env.config.writer_lock_timeout_ms),
+        rebuild_index: false,
     };
     match sync::sync(&ctx, args.pull_only) {
         Ok(report) => {

@@ -23,8 +23,13 @@ pub const INDEX_DIR: &str = "index";
 /// `%HH`, then `.md` — portable on every filesystem and forge, and one-to-one.
 pub fn shard_file(topic: &str) -> String {
     let mut out = String::with_capacity(topic.len() + 3);
-    for b in topic.bytes() {
-        if b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-' {
+    // `con.md`, `aux.md`, … cannot be checked out on Windows: such a name's first letter
+    // is written `%HH` too, so every clone of the pool works everywhere.
+    let device = is_windows_device(topic);
+    for (i, b) in topic.bytes().enumerate() {
+        if device && i == 0 {
+            out.push_str(&format!("%{b:02X}"));
+        } else if b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-' {
             out.push(b as char);
         } else {
             out.push_str(&format!("%{b:02X}"));
@@ -32,6 +37,13 @@ pub fn shard_file(topic: &str) -> String {
     }
     out.push_str(".md");
     out
+}
+
+fn is_windows_device(stem: &str) -> bool {
+    matches!(stem, "con" | "prn" | "aux" | "nul")
+        || (stem.len() == 4
+            && (stem.starts_with("com") || stem.starts_with("lpt"))
+            && stem.as_bytes()[3].is_ascii_digit())
 }
 
 /// The topic a shard file holds: the inverse of [`shard_file`]; `None` for a name
@@ -289,7 +301,10 @@ mod tests {
         assert_eq!(shard_file("é"), "%C3%A9.md");
         assert_eq!(shard_file("manifest.json"), "manifest%2Ejson.md");
         assert_ne!(shard_file("a%2F"), shard_file("a/"));
-        for topic in ["auth", "a/b", "é", "manifest.json", "x y"] {
+        assert_eq!(shard_file("con"), "%63on.md");
+        assert_eq!(shard_file("com1"), "%63om1.md");
+        assert_eq!(shard_file("console"), "console.md");
+        for topic in ["auth", "a/b", "é", "manifest.json", "x y", "con", "lpt9"] {
             assert_eq!(topic_of_file(&shard_file(topic)).as_deref(), Some(topic));
         }
         for junk in [

@@ -4,6 +4,7 @@ mod archive;
 mod bad_input;
 mod crash;
 mod githttp;
+mod index;
 mod pool;
 mod search;
 mod shape;
