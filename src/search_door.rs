@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::curation::Curation;
-use crate::index::build::{self, BuildError};
+use crate::index::build::{self, BuildError, VocabApply};
 use crate::index::shard::{self, INDEX_DIR};
 use crate::index::table::{Found, Table, TableDoc, TableError, TableQuery};
 use crate::pool::link;
@@ -96,6 +96,7 @@ pub fn open(
     project_key: &str,
     cross_project: bool,
     lock_timeout: Duration,
+    vocabulary: Option<&VocabApply<'_>>,
 ) -> Result<Corpus, DoorError> {
     let store_dir = workspace.join(STORE_DIR);
     let link = if store_dir.is_dir() {
@@ -135,6 +136,9 @@ pub fn open(
         return Ok(corpus);
     }
     let (table, _) = Table::refresh(workspace, linked, lock_timeout)?;
+    if !private_pool {
+        update_store_index(workspace, project_key, &table, vocabulary);
+    }
     let inputs = build::read_curation(&store_dir, linked.then_some(mirror_dir.as_path()))?;
     (corpus.documents, corpus.other_projects) = table.counts(project_key, cross_project, linked);
     corpus.unreadable = table
@@ -146,9 +150,6 @@ pub fn open(
             reason: reason.clone(),
         })
         .collect();
-    if !private_pool {
-        update_store_index(workspace, &table);
-    }
     corpus.curation = inputs.curation;
     corpus.notes = inputs.notes;
     corpus.table = Some(table);
@@ -157,13 +158,23 @@ pub fn open(
 
 /// The store's index follows its documents; a busy store (an archive or a sync running)
 /// is left for the next search.
-fn update_store_index(workspace: &Path, table: &Table) {
+fn update_store_index(
+    workspace: &Path,
+    project_key: &str,
+    table: &Table,
+    vocabulary: Option<&VocabApply<'_>>,
+) {
     let Ok(store) = crate::store::Store::open(workspace) else {
         return;
     };
     let Ok(_lock) = store.lock(Duration::ZERO) else {
         return;
     };
+    if let Some(apply) = vocabulary {
+        if let Err(e) = build::apply_vocabulary(&store, table, project_key, false, None, apply) {
+            tracing::warn!(error = %e, "could not apply the vocabulary");
+        }
+    }
     if let Err(e) = build::update_store(workspace, table, false) {
         tracing::warn!(error = %e, "could not update the store's topic index");
     }
@@ -294,7 +305,7 @@ mod tests {
             ".dsh-chapters/s1/chapters/notes.txt",
             &chapter("pk", "N"),
         );
-        let corpus = open(ws, "pk", false, T).expect("open");
+        let corpus = open(ws, "pk", false, T, None).expect("open");
         assert_eq!(corpus.door, Door::Store);
         assert_eq!((corpus.documents, corpus.other_projects), (1, 1));
         let bad: Vec<&str> = corpus.unreadable.iter().map(|u| u.path.as_str()).collect();
@@ -317,7 +328,7 @@ mod tests {
             ".dsh-chapters/s1/chapters/001-a.md"
         );
         assert!(terms.is_empty(), "one letter is not a term");
-        let all = open(ws, "pk", true, T).expect("open");
+        let all = open(ws, "pk", true, T, None).expect("open");
         assert_eq!((all.documents, all.other_projects), (2, 0));
         // The store's index followed (not linked): a csv shard listing one document of pk
         // and one of the other project.
@@ -327,7 +338,7 @@ mod tests {
     #[test]
     fn no_store_is_an_empty_store_door_and_creates_nothing() {
         let tmp = tempfile::tempdir().expect("tmp");
-        let corpus = open(tmp.path(), "pk", false, T).expect("open");
+        let corpus = open(tmp.path(), "pk", false, T, None).expect("open");
         assert_eq!(corpus.door, Door::Store);
         assert_eq!(corpus.documents, 0);
         assert!(corpus.unreadable.is_empty());
@@ -340,7 +351,7 @@ mod tests {
         let ws = tmp.path();
         let huge = format!("---\ntitle: x\n{}", "k: v\n".repeat(100_000));
         put(ws, ".dsh-chapters/s1/chapters/001-a.md", &huge);
-        let corpus = open(ws, "pk", false, T).expect("open");
+        let corpus = open(ws, "pk", false, T, None).expect("open");
         assert_eq!(corpus.unreadable.len(), 1);
         assert!(corpus.unreadable[0].reason.contains("closing `---`"));
     }

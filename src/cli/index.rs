@@ -72,6 +72,7 @@ fn rebuild(workspace: Option<&Path>, args: RebuildArgs) -> Result<()> {
             timeout: Duration::from_millis(env.config.sync_timeout_ms),
             lock_timeout,
             rebuild_index: true,
+            vocabulary: None,
         };
         return match sync::sync(&ctx, false) {
             Ok(report) => {

@@ -47,11 +47,30 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     let budget = args
         .max_tokens
         .unwrap_or(env.config.search_default_max_tokens);
+    let vocab_redactor = env
+        .config
+        .vocab_apply
+        .then(|| dsh_chapters::redact::Redactor::new(&env.config.redaction_patterns))
+        .transpose()?;
+    let at = dsh_chapters::time::rfc3339_utc(super::now_ms());
+    let vocabulary =
+        vocab_redactor
+            .as_ref()
+            .map(|redactor| dsh_chapters::index::build::VocabApply {
+                params: dsh_chapters::index::vocab::VocabParams {
+                    co_min: env.config.vocab_co_min,
+                    overlap_min: env.config.vocab_overlap_min,
+                },
+                redactor,
+                harness: &env.harness_id,
+                now: &at,
+            });
     let corpus = search_door::open(
         &env.workspace,
         &env.identity.project_key,
         args.cross_project,
         std::time::Duration::from_millis(env.config.writer_lock_timeout_ms),
+        vocabulary.as_ref(),
     )?;
     for u in &corpus.unreadable {
         eprintln!(

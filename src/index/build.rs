@@ -17,10 +17,12 @@ use std::path::Path;
 
 use super::shard::{self, InputState, Manifest, ShardState, INDEX_DIR, MANIFEST_FILE};
 use super::table::{self, Table, TableDoc};
+use super::vocab::{self, Candidate, VocabParams};
 use super::IndexDoc;
 use crate::curation::{self, file::CurationFileError, Curation};
 use crate::pool::plan::blob_id;
-use crate::store::{atomic, StoreError, MIRROR_DIR, STORE_DIR};
+use crate::redact::Redactor;
+use crate::store::{atomic, Store, StoreError, MIRROR_DIR, STORE_DIR};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
@@ -110,7 +112,12 @@ pub struct Update {
     /// Topics whose shard was regenerated.
     pub touched: usize,
     pub manifest: Manifest,
+    /// `topics/vocabulary.json` as of this build.
+    pub vocabulary: String,
 }
+
+/// Where the vocabulary file lives, relative to the base (pool root or store).
+pub const VOCABULARY_FILE: &str = "topics/vocabulary.json";
 
 /// Every machine's curation facts folded, the blob id of each file by its pool path, and
 /// notes on what could not be honoured.
@@ -294,6 +301,14 @@ pub fn plan(
     update
         .writes
         .insert(MANIFEST_FILE.to_owned(), update.manifest.render());
+    let counts: BTreeMap<String, u64> = update
+        .manifest
+        .shards
+        .iter()
+        .filter(|(_, s)| s.count > 0)
+        .filter_map(|(file, s)| shard::topic_of_file(file).map(|t| (t, s.count)))
+        .collect();
+    update.vocabulary = vocab::vocabulary_json(&counts, curation);
     Ok(update)
 }
 
@@ -367,6 +382,53 @@ fn write_if_changed(path: &Path, text: &str) -> Result<bool, BuildError> {
     Ok(true)
 }
 
+/// The vocabulary's merge candidates over the door's documents (`include_mirror` when
+/// linked), given every machine's curation.
+pub fn vocabulary_candidates(
+    table: &Table,
+    project_key: &str,
+    include_mirror: bool,
+    curation: &Curation,
+    params: VocabParams,
+) -> Result<Vec<Candidate>, BuildError> {
+    let raw = table.label_docs(project_key, include_mirror)?;
+    let sets = vocab::canonical_sets(&raw, curation);
+    Ok(vocab::candidates(&sets, curation, params))
+}
+
+/// `vocabApply: true`: what the vocabulary pass may write, and with which redactor.
+pub struct VocabApply<'a> {
+    pub params: VocabParams,
+    pub redactor: &'a Redactor,
+    pub harness: &'a str,
+    pub now: &'a str,
+}
+
+/// Apply the vocabulary: each candidate becomes a `topic-alias` fact by `plugin` in this
+/// machine's curation file (a person's alias still wins: the fold never lets a plugin fact
+/// override one). The caller holds the store's writer lock. Returns what was written.
+pub fn apply_vocabulary(
+    store: &Store,
+    table: &Table,
+    project_key: &str,
+    include_mirror: bool,
+    mirror_dir: Option<&Path>,
+    apply: &VocabApply<'_>,
+) -> Result<Vec<Candidate>, BuildError> {
+    let inputs = read_curation(store.dir(), mirror_dir)?;
+    let candidates = vocabulary_candidates(
+        table,
+        project_key,
+        include_mirror,
+        &inputs.curation,
+        apply.params,
+    )?;
+    for c in &candidates {
+        curation::file::append(store, apply.harness, &c.fact(apply.now), apply.redactor)?;
+    }
+    Ok(candidates)
+}
+
 /// Bring the store's own index (`<store>/index/`) up to date with the table, or rebuild it.
 pub fn update_store(workspace: &Path, table: &Table, full: bool) -> Result<Written, BuildError> {
     let store_dir = workspace.join(STORE_DIR);
@@ -382,7 +444,16 @@ pub fn update_store(workspace: &Path, table: &Table, full: bool) -> Result<Writt
         &BTreeSet::new(),
         full,
     )?;
-    apply(&index_dir, &update)
+    let written = apply(&index_dir, &update)?;
+    let vocabulary = store_dir.join(VOCABULARY_FILE);
+    if let Some(dir) = vocabulary.parent() {
+        std::fs::create_dir_all(dir).map_err(|source| BuildError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    }
+    write_if_changed(&vocabulary, &update.vocabulary)?;
+    Ok(written)
 }
 
 #[cfg(test)]

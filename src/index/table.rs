@@ -403,6 +403,43 @@ impl Table {
         Ok(out)
     }
 
+    /// Every raw topic label with its documents (numbered `segment << 32 | id`), for the
+    /// vocabulary: the door's documents of this project only.
+    pub fn label_docs(
+        &self,
+        project_key: &str,
+        include_mirror: bool,
+    ) -> Result<super::vocab::DocSets, TableError> {
+        let mut out = super::vocab::DocSets::new();
+        for (s, info) in self.state.segments.iter().enumerate() {
+            let seg = SegReader::open(&self.dir, info)?;
+            let mut start = 1;
+            while start < seg.dict.len() {
+                let Some((token, off, count)) = seg.line(start) else {
+                    break;
+                };
+                let end = memchr::memchr(b'\n', &seg.dict[start..])
+                    .map_or(seg.dict.len(), |i| start + i + 1);
+                if seg.dict[start] == FIELD_TOPIC {
+                    let token = token.to_owned();
+                    for id in seg.postings(off, count)? {
+                        let m = seg.meta(id);
+                        if (m.flags & FLAG_MIRROR != 0 && !include_mirror)
+                            || info.pks.get(m.pk as usize).map(String::as_str) != Some(project_key)
+                        {
+                            continue;
+                        }
+                        out.entry(token.clone())
+                            .or_default()
+                            .insert(((s as u64) << 32) | u64::from(id));
+                    }
+                }
+                start = end;
+            }
+        }
+        Ok(out)
+    }
+
     /// Rank the table's documents for `q`: the same order `search::rank` gives over every
     /// document, for the first `q.resolve` results.
     pub fn search(&self, q: &TableQuery<'_>) -> Result<Vec<Found>, TableError> {

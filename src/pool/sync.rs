@@ -164,6 +164,8 @@ pub struct SyncContext<'a> {
     /// Rebuild the pool's topic index from the tree (`chapters index rebuild`) instead of
     /// updating it.
     pub rebuild_index: bool,
+    /// `vocabApply: true`: the vocabulary's candidates become plugin facts before publishing.
+    pub vocabulary: Option<crate::index::build::VocabApply<'a>>,
 }
 
 /// Internal failure before it is given its code.
@@ -694,6 +696,12 @@ fn run(
         // The mirror becomes the pulled pool first, so the topic index is built over the
         // pool's tree as this commit leaves it: the mirror's files plus this store's.
         let pulled = materialize(&mirror, &mirror_dir, head, &BTreeMap::new(), report)?;
+        if ctx.link.visibility == Visibility::Private {
+            if let Some(apply) = &ctx.vocabulary {
+                // Before planning, so the facts publish with the index they shape.
+                apply_vocabulary(ctx, &mirror_dir, apply, report);
+            }
+        }
         let (mut upserts, published) =
             plan_publication(ctx, &mirror, &mirror_dir, head, base_tree, report)?;
         let index = if ctx.link.visibility == Visibility::Private {
@@ -737,12 +745,18 @@ fn run(
                 if let Some((update, _)) = &index {
                     // This machine's index files are not materialized (they are its own
                     // upserts): written here, so `index/` in the mirror is the pool's.
-                    crate::index::build::apply(&mirror_dir.join(INDEX_DIR), update).map_err(
-                        |e| Fail {
-                            code: SyncCode::MirrorIo,
-                            detail: e.to_string(),
-                        },
-                    )?;
+                    let io = |e: &dyn std::fmt::Display| Fail {
+                        code: SyncCode::MirrorIo,
+                        detail: e.to_string(),
+                    };
+                    crate::index::build::apply(&mirror_dir.join(INDEX_DIR), update)
+                        .map_err(|e| io(&e))?;
+                    let vocabulary = mirror_dir.join(crate::index::build::VOCABULARY_FILE);
+                    if let Some(dir) = vocabulary.parent() {
+                        std::fs::create_dir_all(dir).map_err(|e| io(&e))?;
+                    }
+                    atomic::write_atomic_unsynced(&vocabulary, update.vocabulary.as_bytes())
+                        .map_err(|e| io(&e))?;
                 }
                 let own: BTreeMap<String, ObjectId> = upserts.into_iter().collect();
                 materialize(&mirror, &mirror_dir, Some(commit), &own, report)?;
@@ -951,6 +965,43 @@ fn materialize(
     Ok(written)
 }
 
+/// `vocabApply`: write this machine's plugin facts for the vocabulary's candidates over the
+/// pulled pool and this store. A failure is a note: the sync still publishes.
+fn apply_vocabulary(
+    ctx: &SyncContext<'_>,
+    mirror_dir: &Path,
+    apply: &crate::index::build::VocabApply<'_>,
+    report: &mut SyncReport,
+) {
+    let result = crate::index::table::Table::refresh(ctx.workspace, true, ctx.lock_timeout)
+        .map_err(crate::index::build::BuildError::from)
+        .and_then(|(table, _)| {
+            crate::index::build::apply_vocabulary(
+                ctx.store,
+                &table,
+                &ctx.identity.project_key,
+                true,
+                Some(mirror_dir),
+                apply,
+            )
+        });
+    match result {
+        Ok(written) if written.is_empty() => {}
+        Ok(written) => report.notes.push(format!(
+            "vocabulary: {} topic-alias fact(s) written by the plugin ({})",
+            written.len(),
+            written
+                .iter()
+                .map(|c| format!("{} → {}", c.from, c.to))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        Err(e) => report
+            .notes
+            .push(format!("vocabulary: nothing applied: {e}")),
+    }
+}
+
 /// The pool's topic index (`index/`), derived: the shards a change touches, rebuilt and
 /// committed when they differ from the pool's — never merged. `pulled` are the paths the
 /// pull brought in: index files among them were written by someone else and are verified
@@ -1055,6 +1106,18 @@ fn plan_index(
         upserts.push((
             format!("{INDEX_DIR}/{file}"),
             mirror.write_blob(text.as_bytes())?,
+        ));
+        *report.published.entry("index".to_owned()).or_insert(0) += 1;
+    }
+    let vocabulary = update.vocabulary.as_bytes();
+    let have = match base_tree {
+        Some(tree) => mirror.blob_at(tree, build::VOCABULARY_FILE)?,
+        None => None,
+    };
+    if have.map(|b| b.to_string()) != Some(plan::blob_id(vocabulary)) {
+        upserts.push((
+            build::VOCABULARY_FILE.to_owned(),
+            mirror.write_blob(vocabulary)?,
         ));
         *report.published.entry("index".to_owned()).or_insert(0) += 1;
     }

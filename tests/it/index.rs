@@ -274,3 +274,74 @@ fn two_machines_at_one_pool_state_answer_byte_for_byte_alike() {
         assert!(!one.is_empty());
     }
 }
+
+fn put_chapter(sb: &Sandbox, root: &str, name: &str, title: &str, topics: &str) {
+    let key = sb.json(&["status", "--json"])["identity"]["projectKey"]
+        .as_str()
+        .expect("key")
+        .to_owned();
+    let dir = sb.store().join(root).join("chapters");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(
+        dir.join(name),
+        format!("---\ntitle: \"{title}\"\nsummary: \"\"\nkind: chapter\nprojectKey: \"{key}\"\ntopics: [{topics}]\ndate: \"2025-11-20T00:00:00Z\"\n---\nbody\n"),
+    )
+    .expect("write");
+}
+
+#[test]
+fn the_vocabulary_is_shadow_by_default_and_applied_as_plugin_facts_a_person_overrides() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    put_chapter(&sb, "s1", "001-a.md", "Token refresh", "token, auth");
+    put_chapter(&sb, "s1", "002-b.md", "Tokens expire", "tokens, expiry");
+    put_chapter(&sb, "s2", "001-c.md", "More tokens", "tokens");
+    sb.ok(&["search", "token"]);
+    let status = sb.json(&["status", "--json"]);
+    let vocab = &status["vocabulary"];
+    assert_eq!(vocab["apply"], false);
+    let candidates = vocab["candidates"].as_array().expect("candidates");
+    assert_eq!(candidates.len(), 1, "{vocab}");
+    assert_eq!(candidates[0]["from"], "token");
+    assert_eq!(candidates[0]["to"], "tokens");
+    assert_eq!(candidates[0]["signal"], "plural");
+    let curation = sb.store().join("edits/test-machine/curation.jsonl");
+    assert!(!curation.exists(), "shadow mode writes nothing");
+    assert!(sb.ok(&["status"]).contains("shadow"));
+
+    let out = sb
+        .cmd(&["search", "token", "--json"])
+        .env("CHAPTERS_VOCAB_APPLY", "true")
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let facts = std::fs::read_to_string(&curation).expect("a plugin fact");
+    assert!(
+        facts.contains("\"author\":\"plugin\"")
+            && facts.contains("plural: token (1 documents) / tokens (2 documents)"),
+        "{facts}"
+    );
+    let listed = sb.json(&["search", "--topic", "token", "--json"]);
+    assert_eq!(listed["canonicalTopic"], "tokens");
+    assert_eq!(listed["total"], 3);
+    let vocabulary =
+        std::fs::read_to_string(sb.store().join("topics/vocabulary.json")).expect("vocabulary");
+    assert!(vocabulary.contains("\"from\": \"token\""), "{vocabulary}");
+    assert!(sb.store().join("index/token.md").is_file(), "the stub");
+    // Applying again writes nothing new (the candidate is gone).
+    let again = sb
+        .cmd(&["search", "token"])
+        .env("CHAPTERS_VOCAB_APPLY", "true")
+        .output()
+        .expect("run");
+    assert!(again.status.success());
+    assert_eq!(std::fs::read_to_string(&curation).expect("facts"), facts);
+    // A person's alias for the same topic wins over the plugin's.
+    sb.ok(&["topic", "merge", "token", "credential"]);
+    let listed = sb.json(&["search", "--topic", "token", "--json"]);
+    assert_eq!(listed["canonicalTopic"], "credential");
+}
