@@ -181,7 +181,15 @@ fn reset_derived(ws: &Path) {
 fn update(ws: &Path, full: bool) -> (Duration, build::Written) {
     let t = Instant::now();
     let (table, _) = Table::refresh(ws, false, LOCK).expect("refresh");
+    let refreshed = t.elapsed();
     let written = build::update_store(ws, &table, full).expect("update");
+    if std::env::var_os("INDEX_BENCH_VERBOSE").is_some() {
+        eprintln!(
+            "    refresh {:.2} ms, shards {:.2} ms",
+            refreshed.as_secs_f64() * 1e3,
+            (t.elapsed() - refreshed).as_secs_f64() * 1e3
+        );
+    }
     (t.elapsed(), written)
 }
 
@@ -246,6 +254,7 @@ fn worker(ws: &Path, rounds: usize) {
         for q in QUERIES {
             let t = Instant::now();
             let corpus = search_door::open(ws, PK, false, LOCK, None).expect("open");
+            let opened = t.elapsed();
             let terms = search::query_terms(q);
             let params = ScoreParams {
                 curation: corpus.curation.clone(),
@@ -265,6 +274,14 @@ fn worker(ws: &Path, rounds: usize) {
                 }
             }
             times.push(t.elapsed());
+            if std::env::var_os("INDEX_BENCH_VERBOSE").is_some() {
+                eprintln!(
+                    "{q:>22}: open {:.2} ms, query {:.2} ms, {} matches",
+                    opened.as_secs_f64() * 1e3,
+                    (t.elapsed() - opened).as_secs_f64() * 1e3,
+                    answer.total
+                );
+            }
             total += answer.total;
         }
     }
@@ -314,6 +331,14 @@ fn main() {
         return;
     }
     let trials = 7;
+    let search_only = std::env::var_os("INDEX_BENCH_SEARCH_ONLY").is_some();
+    if !search_only {
+        update_section(trials);
+    }
+    search_section();
+}
+
+fn update_section(trials: usize) {
     println!("== index update after +10 chapters (table refresh + touched shards + manifest) ==");
     let (full_small, small, small_max, touched_small) = update_figures(1_000, trials);
     let (full_big, big, big_max, touched_big) = update_figures(100_000, trials);
@@ -333,7 +358,9 @@ fn main() {
         "  ratio 100,000 / 1,000: {:.2} (target ≤ 1.5)",
         big.as_secs_f64() / small.as_secs_f64()
     );
+}
 
+fn search_section() {
     let ws = corpus(100_000);
     // The table and index are current after update_figures; warm the page cache once.
     update(&ws, false);

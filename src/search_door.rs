@@ -164,6 +164,9 @@ fn update_store_index(
     table: &Table,
     vocabulary: Option<&VocabApply<'_>>,
 ) {
+    if vocabulary.is_none() && build::store_index_current(workspace, table) {
+        return;
+    }
     let Ok(store) = crate::store::Store::open(workspace) else {
         return;
     };

@@ -112,8 +112,9 @@ pub struct Update {
     /// Topics whose shard was regenerated.
     pub touched: usize,
     pub manifest: Manifest,
-    /// `topics/vocabulary.json` as of this build.
-    pub vocabulary: String,
+    /// `topics/vocabulary.json` as of this build, when the vocabulary (the canonical topics
+    /// or the aliases) may have changed; `None` = unchanged, nothing to write.
+    pub vocabulary: Option<String>,
 }
 
 /// Where the vocabulary file lives, relative to the base (pool root or store).
@@ -257,7 +258,7 @@ pub fn plan(
                     Some(topic) => {
                         touched.insert(topic);
                     }
-                    None if file == MANIFEST_FILE => {}
+                    None if file == MANIFEST_FILE || file == VOCABULARY_SUSPECT => {}
                     None => {
                         update.removes.insert(file.clone());
                     }
@@ -301,15 +302,33 @@ pub fn plan(
     update
         .writes
         .insert(MANIFEST_FILE.to_owned(), update.manifest.render());
-    let counts: BTreeMap<String, u64> = update
-        .manifest
+    let same_topics = old.as_ref().is_some_and(|o| {
+        !update.full
+            && o.aliases == update.manifest.aliases
+            && o.shards.len() == update.manifest.shards.len()
+            && update
+                .writes
+                .keys()
+                .all(|f| f == MANIFEST_FILE || o.shards.contains_key(f))
+    });
+    if !same_topics || suspects.contains(VOCABULARY_SUSPECT) {
+        update.vocabulary = Some(vocabulary_of(&update.manifest, curation));
+    }
+    Ok(update)
+}
+
+/// Passed among the suspects when someone else changed `topics/vocabulary.json`.
+pub const VOCABULARY_SUSPECT: &str = "../topics/vocabulary.json";
+
+/// `topics/vocabulary.json` for the topics a manifest lists.
+pub fn vocabulary_of(manifest: &Manifest, curation: &Curation) -> String {
+    let topics: BTreeSet<String> = manifest
         .shards
         .iter()
         .filter(|(_, s)| s.count > 0)
-        .filter_map(|(file, s)| shard::topic_of_file(file).map(|t| (t, s.count)))
+        .filter_map(|(file, _)| shard::topic_of_file(file))
         .collect();
-    update.vocabulary = vocab::vocabulary_json(&counts, curation);
-    Ok(update)
+    vocab::vocabulary_json(&topics, curation)
 }
 
 fn shard_state(text: &str) -> ShardState {
@@ -434,6 +453,10 @@ pub fn update_store(workspace: &Path, table: &Table, full: bool) -> Result<Writt
     let store_dir = workspace.join(STORE_DIR);
     let index_dir = store_dir.join(INDEX_DIR);
     let inputs = read_curation(&store_dir, None)?;
+    let marker = index_dir.join(BUILT_MARKER);
+    if !full && store_index_is_current(&index_dir, table, &inputs.files) {
+        return Ok(Written::default());
+    }
     let old = std::fs::read_to_string(index_dir.join(MANIFEST_FILE)).ok();
     let update = plan(
         table,
@@ -452,9 +475,50 @@ pub fn update_store(workspace: &Path, table: &Table, full: bool) -> Result<Writt
             source,
         })?;
     }
-    write_if_changed(&vocabulary, &update.vocabulary)?;
+    if let Some(text) = &update.vocabulary {
+        write_if_changed(&vocabulary, text)?;
+    }
+    write_if_changed(
+        &marker,
+        &built_key(&index_dir, table, &update.manifest.curation),
+    )?;
     Ok(written)
 }
+
+/// What a store-index build is a function of, locally: the table's generation, the
+/// curation files, and the manifest as written (a hand edit changes its stamp).
+fn built_key(index_dir: &Path, table: &Table, curation_files: &BTreeMap<String, String>) -> String {
+    let manifest_stamp = std::fs::metadata(index_dir.join(MANIFEST_FILE))
+        .ok()
+        .map(|m| (m.len(), m.modified().ok()));
+    format!(
+        "{}\n{}\n{manifest_stamp:?}\n",
+        table.generation(),
+        serde_json::to_string(curation_files).expect("a map of strings")
+    )
+}
+
+fn store_index_is_current(
+    index_dir: &Path,
+    table: &Table,
+    curation_files: &BTreeMap<String, String>,
+) -> bool {
+    std::fs::read_to_string(index_dir.join(BUILT_MARKER)).ok()
+        == Some(built_key(index_dir, table, curation_files))
+}
+
+/// Whether the store's index already reflects the table and the curation files: read-only,
+/// so a search can skip the writer lock when nothing changed.
+pub fn store_index_current(workspace: &Path, table: &Table) -> bool {
+    let store_dir = workspace.join(STORE_DIR);
+    read_curation(&store_dir, None)
+        .map(|inputs| store_index_is_current(&store_dir.join(INDEX_DIR), table, &inputs.files))
+        .unwrap_or(false)
+}
+
+/// `<store>/index/.built`: the inputs of the last store-index update (a dot file: never
+/// part of the index, ignored by a rebuild's clean-up).
+const BUILT_MARKER: &str = ".built";
 
 #[cfg(test)]
 mod tests {
@@ -475,6 +539,7 @@ mod tests {
         std::fs::read_dir(dir)
             .expect("index dir")
             .flatten()
+            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
             .map(|e| {
                 (
                     e.file_name().to_string_lossy().into_owned(),

@@ -153,6 +153,9 @@ pub struct Refresh {
 pub struct Table {
     dir: PathBuf,
     state: State,
+    /// Segments opened so far (dictionary and metadata in memory, files open): each is
+    /// opened once per table, however many lookups a query or a build makes.
+    open: std::cell::RefCell<Vec<Option<std::rc::Rc<SegReader>>>>,
 }
 
 /// A ranked result: segment, document number, score.
@@ -187,7 +190,7 @@ impl Table {
     pub fn open(store_dir: &Path) -> Table {
         let dir = store_dir.join(TABLE_DIR);
         let state = load_state(&dir).unwrap_or_default();
-        Table { dir, state }
+        Table::new(dir, state)
     }
 
     /// Bring the table up to date with the document folders, under the table's own lock
@@ -214,6 +217,7 @@ impl Table {
             }
         };
         let now = SystemTime::now();
+        let mut dirty = report.rebuilt;
         let mut added: Vec<TableDoc> = Vec::new();
         let sources = list_sources(workspace, linked)?;
         for (key, root) in &sources {
@@ -229,6 +233,7 @@ impl Table {
             if known_state.mtime == mtime && mtime != 0 {
                 continue;
             }
+            dirty = true;
             let mut known = read_names(&dir, key)?;
             let twins = twin_names(&dir, &state, key, root)?;
             let mut changed = false;
@@ -295,10 +300,30 @@ impl Table {
             }
             save_state(&dir, &state)?;
             remove_unreferenced(&dir, &state);
-        } else if report.rebuilt || !sources.is_empty() {
+        } else if dirty {
             save_state(&dir, &state)?;
         }
-        Ok((Table { dir, state }, report))
+        Ok((Table::new(dir, state), report))
+    }
+
+    fn new(dir: PathBuf, state: State) -> Table {
+        let open = std::cell::RefCell::new(vec![None; state.segments.len()]);
+        Table { dir, state, open }
+    }
+
+    /// Segment `s`, opened on first use.
+    fn seg(&self, s: usize) -> Result<std::rc::Rc<SegReader>, TableError> {
+        if let Some(seg) = &self.open.borrow()[s] {
+            return Ok(seg.clone());
+        }
+        let seg = std::rc::Rc::new(SegReader::open(&self.dir, &self.state.segments[s])?);
+        self.open.borrow_mut()[s] = Some(seg.clone());
+        Ok(seg)
+    }
+
+    /// Changes whenever the table's documents do: the next segment's number.
+    pub fn generation(&self) -> u64 {
+        self.state.next_id
     }
 
     /// Documents that could not be read, by path.
@@ -334,29 +359,7 @@ impl Table {
 
     /// One document's record.
     pub fn doc(&self, seg: usize, id: u32) -> Result<TableDoc, TableError> {
-        let info = &self.state.segments[seg];
-        let meta_path = seg_path(&self.dir, info.id, "meta");
-        let docs_path = seg_path(&self.dir, info.id, "docs");
-        let meta = pread(
-            &meta_path,
-            u64::from(id) * META_BYTES as u64,
-            META_BYTES * 2,
-        )?;
-        let start = u32::from_le_bytes(meta[8..12].try_into().expect("4 bytes")) as u64;
-        let end = if id + 1 < info.docs {
-            u32::from_le_bytes(
-                meta[META_BYTES + 8..META_BYTES + 12]
-                    .try_into()
-                    .expect("4 bytes"),
-            ) as u64
-        } else {
-            info.sizes[0]
-        };
-        let bytes = pread(&docs_path, start, (end - start) as usize)?;
-        parse_record(&bytes).ok_or_else(|| TableError::Damaged {
-            path: docs_path,
-            detail: format!("record {id}"),
-        })
+        self.seg(seg)?.record(id)
     }
 
     /// Every document (the full rebuild and the reference checks read this).
@@ -372,11 +375,11 @@ impl Table {
     /// Every document read from one folder (a `sources` key).
     pub fn docs_in_folder(&self, folder: &str) -> Result<Vec<TableDoc>, TableError> {
         let mut out = Vec::new();
-        for (s, info) in self.state.segments.iter().enumerate() {
-            let seg = SegReader::open(&self.dir, info)?;
+        for s in 0..self.state.segments.len() {
+            let seg = self.seg(s)?;
             if let Some((off, count)) = seg.exact(FIELD_FOLDER, folder) {
                 for id in seg.postings(off, count)? {
-                    out.push(self.doc(s, id)?);
+                    out.push(seg.record(id)?);
                 }
             }
         }
@@ -387,8 +390,8 @@ impl Table {
     /// Documents carrying any of these (normalized, raw) topic labels.
     pub fn docs_with_labels(&self, labels: &BTreeSet<String>) -> Result<Vec<TableDoc>, TableError> {
         let mut out = Vec::new();
-        for (s, info) in self.state.segments.iter().enumerate() {
-            let seg = SegReader::open(&self.dir, info)?;
+        for s in 0..self.state.segments.len() {
+            let seg = self.seg(s)?;
             let mut ids = BTreeSet::new();
             for label in labels {
                 if let Some((off, count)) = seg.exact(FIELD_TOPIC, label) {
@@ -396,7 +399,7 @@ impl Table {
                 }
             }
             for id in ids {
-                out.push(self.doc(s, id)?);
+                out.push(seg.record(id)?);
             }
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));
@@ -412,7 +415,7 @@ impl Table {
     ) -> Result<super::vocab::DocSets, TableError> {
         let mut out = super::vocab::DocSets::new();
         for (s, info) in self.state.segments.iter().enumerate() {
-            let seg = SegReader::open(&self.dir, info)?;
+            let seg = self.seg(s)?;
             let mut start = 1;
             while start < seg.dict.len() {
                 let Some((token, off, count)) = seg.line(start) else {
@@ -446,7 +449,7 @@ impl Table {
         let sources: BTreeSet<&String> = q.curation.aliases().keys().collect();
         let mut found = Vec::new();
         for (s, info) in self.state.segments.iter().enumerate() {
-            let seg = SegReader::open(&self.dir, info)?;
+            let seg = self.seg(s)?;
             let n = info.docs as usize;
             let allowed: Option<BTreeSet<u32>> = match q.topic {
                 Some(topic) => {
@@ -461,6 +464,8 @@ impl Table {
                 None => None,
             };
             let mut base = vec![0f64; if q.terms.is_empty() { 0 } else { n }];
+            let mut seen = vec![0u32; base.len()];
+            let mut pass = 0u32;
             for term in q.terms {
                 // Field by field, in the reference scorer's order, so sums round alike.
                 let mut topic: HashMap<u32, f64> = HashMap::new();
@@ -493,12 +498,16 @@ impl Table {
                     base[id as usize] += search::TOPIC_POINTS * w;
                 }
                 for field in [FIELD_TITLE, FIELD_SUMMARY] {
-                    let mut ids = BTreeSet::new();
+                    // A document counts once per field however many of its tokens match:
+                    // `seen` holds the pass that last counted it.
+                    pass += 1;
                     for (_, off, count) in seg.containing(field, term) {
-                        ids.extend(seg.postings(off, count)?);
-                    }
-                    for id in ids {
-                        base[id as usize] += search::FIELD_POINTS;
+                        for id in seg.postings(off, count)? {
+                            if seen[id as usize] != pass {
+                                seen[id as usize] = pass;
+                                base[id as usize] += search::FIELD_POINTS;
+                            }
+                        }
                     }
                 }
                 if let Some((off, count)) = seg.exact(FIELD_KIND, term) {
@@ -507,6 +516,11 @@ impl Table {
                     }
                 }
             }
+            let pk_ok: Vec<bool> = info
+                .pks
+                .iter()
+                .map(|pk| q.cross_project || pk == q.project_key)
+                .collect();
             let candidates: Box<dyn Iterator<Item = u32>> = if q.terms.is_empty() {
                 match &allowed {
                     Some(ids) => Box::new(ids.clone().into_iter()),
@@ -525,9 +539,7 @@ impl Table {
                 if m.flags & FLAG_MIRROR != 0 && !q.include_mirror {
                     continue;
                 }
-                if !q.cross_project
-                    && info.pks.get(m.pk as usize).map(String::as_str) != Some(q.project_key)
-                {
+                if !pk_ok.get(m.pk as usize).copied().unwrap_or(false) {
                     continue;
                 }
                 let date = (m.date != NO_DATE).then_some(m.date);
@@ -545,11 +557,39 @@ impl Table {
                 found.push(Found { seg: s, id, score });
             }
         }
-        found.sort_by(|a, b| {
+        let order = |a: &Found, b: &Found| {
             b.score
                 .total_cmp(&a.score)
                 .then_with(|| (a.seg, a.id).cmp(&(b.seg, b.id)))
-        });
+        };
+        // Only the head a reader can be shown needs an order (plus its tie group, which
+        // extends past it only among equal scores): select it, sort it, leave the rest.
+        if q.resolve < found.len() {
+            found.select_nth_unstable_by(q.resolve, order);
+            let pivot = found[q.resolve].score;
+            let (head, tail) = found.split_at_mut(q.resolve + 1);
+            head.sort_by(order);
+            // Equal scores in the tail belong to the head's last tie group.
+            let mut ties: Vec<Found> = tail
+                .iter()
+                .copied()
+                .filter(|f| f.score.to_bits() == pivot.to_bits())
+                .collect();
+            if !ties.is_empty() {
+                let mut rest: Vec<Found> = tail
+                    .iter()
+                    .copied()
+                    .filter(|f| f.score.to_bits() != pivot.to_bits())
+                    .collect();
+                let mut merged = head.to_vec();
+                merged.append(&mut ties);
+                merged.sort_by(order);
+                merged.append(&mut rest);
+                found = merged;
+            }
+        } else {
+            found.sort_by(order);
+        }
         // Ties across segments break by path: resolve every tie group that reaches the
         // results a reader can be shown (within a segment, number order is path order).
         let mut start = 0;
@@ -603,10 +643,9 @@ fn stamp(t: SystemTime) -> u128 {
 fn list_sources(workspace: &Path, linked: bool) -> Result<Vec<(String, String)>, TableError> {
     let mut out = Vec::new();
     let store_dir = workspace.join(STORE_DIR);
+    // A root without `chapters/` is skipped by the caller's stat (one stat per folder).
     for root in list_dirs(&store_dir)? {
-        if store_dir.join(&root).join("chapters").is_dir() {
-            out.push((format!("{STORE_DIR}/{root}/chapters"), root));
-        }
+        out.push((format!("{STORE_DIR}/{root}/chapters"), root));
     }
     if linked {
         let chapters = workspace.join(MIRROR_DIR).join("chapters");
@@ -891,6 +930,12 @@ struct SegReader {
     meta: Vec<u8>,
     post: fs::File,
     post_path: PathBuf,
+    docs: fs::File,
+    docs_path: PathBuf,
+    docs_len: u64,
+    count: u32,
+    /// Where each dictionary line starts, found on the first exact lookup.
+    lines: std::cell::OnceCell<Vec<u32>>,
 }
 
 impl SegReader {
@@ -905,12 +950,53 @@ impl SegReader {
         let meta = read("meta")?;
         let post_path = seg_path(dir, info.id, "post");
         let post = fs::File::open(&post_path).map_err(|e| io_err(&post_path, e))?;
+        let docs_path = seg_path(dir, info.id, "docs");
+        let docs = fs::File::open(&docs_path).map_err(|e| io_err(&docs_path, e))?;
+        if meta.len() != info.docs as usize * META_BYTES {
+            return Err(TableError::Damaged {
+                path: seg_path(dir, info.id, "meta"),
+                detail: format!("{} bytes for {} documents", meta.len(), info.docs),
+            });
+        }
         Ok(SegReader {
             dict,
             meta,
             post,
             post_path,
+            docs,
+            docs_path,
+            docs_len: info.sizes[0],
+            count: info.docs,
+            lines: std::cell::OnceCell::new(),
         })
+    }
+
+    /// Document `id`'s record (one positioned read).
+    fn record(&self, id: u32) -> Result<TableDoc, TableError> {
+        let offset = |i: u32| -> u64 {
+            let at = i as usize * META_BYTES + 8;
+            u64::from(u32::from_le_bytes(
+                self.meta[at..at + 4].try_into().expect("4 bytes"),
+            ))
+        };
+        let damaged = || TableError::Damaged {
+            path: self.docs_path.clone(),
+            detail: format!("record {id}"),
+        };
+        if id >= self.count {
+            return Err(damaged());
+        }
+        let start = offset(id);
+        let end = if id + 1 < self.count {
+            offset(id + 1)
+        } else {
+            self.docs_len
+        };
+        let mut bytes = vec![0u8; end.saturating_sub(start) as usize];
+        self.docs
+            .read_exact_at(&mut bytes, start)
+            .map_err(|e| io_err(&self.docs_path, e))?;
+        parse_record(&bytes).ok_or_else(damaged)
     }
 
     fn meta(&self, id: u32) -> Meta {
@@ -957,11 +1043,28 @@ impl SegReader {
         out
     }
 
-    /// The entry of `field` whose token is exactly `token`.
+    /// The entry of `field` whose token is exactly `token`: a binary search, the lines
+    /// being sorted by field then token (a token never holds a byte below `\t`, so
+    /// comparing `F\ttoken\t` prefixes orders lines as (field, token) pairs).
     fn exact(&self, field: u8, token: &str) -> Option<(u64, u64)> {
-        let needle = format!("\n{}\t{token}\t", field as char);
-        let at = memchr::memmem::find(&self.dict, needle.as_bytes())?;
-        self.line(at + 1).map(|(_, off, count)| (off, count))
+        let lines = self.lines.get_or_init(|| {
+            memchr::memchr_iter(b'\n', &self.dict[..self.dict.len().saturating_sub(1)])
+                .map(|i| (i + 1) as u32)
+                .collect()
+        });
+        let key = format!("{}\t{token}\t", field as char);
+        let key = key.as_bytes();
+        let found = lines.binary_search_by(|&start| {
+            let line = &self.dict[start as usize..];
+            let n = key.len().min(line.len());
+            line[..n].cmp(key).then(if n < key.len() {
+                std::cmp::Ordering::Less
+            } else {
+                std::cmp::Ordering::Equal
+            })
+        });
+        let start = lines[found.ok()?] as usize;
+        self.line(start).map(|(_, off, count)| (off, count))
     }
 
     fn postings(&self, off: u64, count: u64) -> Result<Vec<u32>, TableError> {
@@ -974,23 +1077,6 @@ impl SegReader {
             .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
             .collect())
     }
-}
-
-fn pread(path: &Path, at: u64, len: usize) -> Result<Vec<u8>, TableError> {
-    let file = fs::File::open(path).map_err(|e| io_err(path, e))?;
-    let mut bytes = vec![0u8; len];
-    let mut filled = 0;
-    while filled < len {
-        let n = file
-            .read_at(&mut bytes[filled..], at + filled as u64)
-            .map_err(|e| io_err(path, e))?;
-        if n == 0 {
-            break;
-        }
-        filled += n;
-    }
-    bytes.truncate(filled);
-    Ok(bytes)
 }
 
 // --- state and per-folder name lists -------------------------------------------------

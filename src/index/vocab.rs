@@ -255,7 +255,6 @@ struct VocabularyFile<'a> {
 #[derive(Debug, Serialize)]
 struct VocabTopic<'a> {
     topic: &'a str,
-    documents: u64,
     aliases: Vec<VocabAlias<'a>>,
 }
 
@@ -266,9 +265,10 @@ struct VocabAlias<'a> {
     alias: &'a crate::curation::Alias,
 }
 
-/// `topics/vocabulary.json`: every canonical topic with its document count and the aliases
-/// folded into it, each with its provenance (author, machine, time, reason). Deterministic.
-pub fn vocabulary_json(counts: &BTreeMap<String, u64>, curation: &Curation) -> String {
+/// `topics/vocabulary.json`: every canonical topic and the aliases folded into it, each
+/// with its provenance (author, machine, time, reason). Deterministic; no counts, so it
+/// changes only when the vocabulary does (a new topic, a new alias), not with every document.
+pub fn vocabulary_json(topics: &BTreeSet<String>, curation: &Curation) -> String {
     let mut aliases: BTreeMap<String, Vec<VocabAlias<'_>>> = BTreeMap::new();
     for (from, alias) in curation.aliases() {
         let to = curation.canonical(from).topic;
@@ -279,7 +279,7 @@ pub fn vocabulary_json(counts: &BTreeMap<String, u64>, curation: &Curation) -> S
                 .push(VocabAlias { from, alias });
         }
     }
-    let mut topics: BTreeSet<String> = counts.keys().cloned().collect();
+    let mut topics: BTreeSet<String> = topics.clone();
     topics.extend(aliases.keys().cloned());
     let file = VocabularyFile {
         v: 1,
@@ -287,7 +287,6 @@ pub fn vocabulary_json(counts: &BTreeMap<String, u64>, curation: &Curation) -> S
             .iter()
             .map(|t| VocabTopic {
                 topic: t,
-                documents: counts.get(t).copied().unwrap_or(0),
                 aliases: aliases.remove(t).unwrap_or_default(),
             })
             .collect(),
@@ -398,9 +397,9 @@ mod tests {
             candidates(&canonical, &curation, P).is_empty(),
             "applying is idempotent"
         );
-        let counts: BTreeMap<String, u64> = [("tokens".to_string(), 3)].into();
-        let json = vocabulary_json(&counts, &curation);
-        assert_eq!(json, vocabulary_json(&counts, &curation));
+        let topics: BTreeSet<String> = ["tokens".to_string()].into();
+        let json = vocabulary_json(&topics, &curation);
+        assert_eq!(json, vocabulary_json(&topics, &curation));
         let v: serde_json::Value = serde_json::from_str(&json).expect("json");
         assert_eq!(v["topics"][0]["topic"], "tokens");
         assert_eq!(v["topics"][0]["aliases"][0]["from"], "token");

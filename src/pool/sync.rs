@@ -755,8 +755,10 @@ fn run(
                     if let Some(dir) = vocabulary.parent() {
                         std::fs::create_dir_all(dir).map_err(|e| io(&e))?;
                     }
-                    atomic::write_atomic_unsynced(&vocabulary, update.vocabulary.as_bytes())
-                        .map_err(|e| io(&e))?;
+                    if let Some(text) = &update.vocabulary {
+                        atomic::write_atomic_unsynced(&vocabulary, text.as_bytes())
+                            .map_err(|e| io(&e))?;
+                    }
                 }
                 let own: BTreeMap<String, ObjectId> = upserts.into_iter().collect();
                 materialize(&mirror, &mirror_dir, Some(commit), &own, report)?;
@@ -1029,12 +1031,15 @@ fn plan_index(
         .map(|b| mirror.read_blob(b))
         .transpose()?
         .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
-    let suspects: std::collections::BTreeSet<String> = pulled
+    let mut suspects: std::collections::BTreeSet<String> = pulled
         .iter()
         .filter_map(|p| p.strip_prefix("index/"))
         .filter(|f| !f.contains('/'))
         .map(str::to_owned)
         .collect();
+    if pulled.iter().any(|p| p == build::VOCABULARY_FILE) {
+        suspects.insert(build::VOCABULARY_SUSPECT.to_owned());
+    }
     let planned = (|| -> Result<build::Update, build::BuildError> {
         let (table, _) =
             crate::index::table::Table::refresh(ctx.workspace, true, ctx.lock_timeout)?;
@@ -1109,17 +1114,19 @@ fn plan_index(
         ));
         *report.published.entry("index".to_owned()).or_insert(0) += 1;
     }
-    let vocabulary = update.vocabulary.as_bytes();
-    let have = match base_tree {
-        Some(tree) => mirror.blob_at(tree, build::VOCABULARY_FILE)?,
-        None => None,
-    };
-    if have.map(|b| b.to_string()) != Some(plan::blob_id(vocabulary)) {
-        upserts.push((
-            build::VOCABULARY_FILE.to_owned(),
-            mirror.write_blob(vocabulary)?,
-        ));
-        *report.published.entry("index".to_owned()).or_insert(0) += 1;
+    if let Some(vocabulary) = &update.vocabulary {
+        let vocabulary = vocabulary.as_bytes();
+        let have = match base_tree {
+            Some(tree) => mirror.blob_at(tree, build::VOCABULARY_FILE)?,
+            None => None,
+        };
+        if have.map(|b| b.to_string()) != Some(plan::blob_id(vocabulary)) {
+            upserts.push((
+                build::VOCABULARY_FILE.to_owned(),
+                mirror.write_blob(vocabulary)?,
+            ));
+            *report.published.entry("index".to_owned()).or_insert(0) += 1;
+        }
     }
     Ok(Some((update, removals)))
 }

@@ -11,12 +11,13 @@ use crate::support::{link_private, two_task_turns, Sandbox};
 const S1: &str = "session-61616161-1111-4111-8111-111111111111";
 const S2: &str = "session-62626262-2222-4222-8222-222222222222";
 
-/// Every file of a directory, by name (not recursive: `index/` is flat).
+/// Every file of a directory, by name (not recursive: `index/` is flat; dot files are
+/// local bookkeeping, not the index).
 fn files(dir: &Path) -> BTreeMap<String, String> {
     std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .flatten()
-        .filter(|e| e.path().is_file())
+        .filter(|e| e.path().is_file() && !e.file_name().to_string_lossy().starts_with('.'))
         .map(|e| {
             (
                 e.file_name().to_string_lossy().into_owned(),
