@@ -1072,10 +1072,18 @@ impl SegReader {
         self.post
             .read_exact_at(&mut bytes, off * 4)
             .map_err(|e| io_err(&self.post_path, e))?;
-        Ok(bytes
+        let ids: Vec<u32> = bytes
             .chunks_exact(4)
             .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
-            .collect())
+            .collect();
+        // A garbled cache must be an error, never an index out of bounds.
+        if ids.iter().any(|id| *id >= self.count) {
+            return Err(TableError::Damaged {
+                path: self.post_path.clone(),
+                detail: format!("a posting past the segment's {} documents", self.count),
+            });
+        }
+        Ok(ids)
     }
 }
 
@@ -1425,6 +1433,46 @@ mod tests {
         let (table, r) = Table::refresh(ws, false, Duration::from_secs(5)).expect("refresh");
         assert!(r.rebuilt);
         assert_eq!(table.counts("pk", false, false), (1, 0));
+    }
+
+    #[test]
+    fn garbled_postings_are_an_error_not_a_panic() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        put(
+            ws,
+            ".dsh-chapters/s1/chapters/001-a.md",
+            &chapter("Alpha", "", "chapter", "x", "null"),
+        );
+        let (table, _) = Table::refresh(ws, false, Duration::from_secs(5)).expect("refresh");
+        let dir = ws.join(".dsh-chapters").join(TABLE_DIR);
+        let post = fs::read_dir(&dir)
+            .expect("dir")
+            .flatten()
+            .find(|e| e.file_name().to_string_lossy().ends_with(".post"))
+            .expect("postings");
+        let len = fs::metadata(post.path()).expect("len").len() as usize;
+        fs::write(post.path(), vec![0xff; len]).expect("garble, same size");
+        let curation = Curation::default();
+        let params = ScoreParams::default();
+        let terms = search::query_terms("alpha");
+        let q = TableQuery {
+            terms: &terms,
+            topic: None,
+            project_key: "pk",
+            cross_project: false,
+            include_mirror: false,
+            curation: &curation,
+            harness: "m",
+            params: &params,
+            now_ms: NOW,
+            resolve: 10,
+        };
+        let err = Table::open(&ws.join(".dsh-chapters"))
+            .search(&q)
+            .expect_err("damaged");
+        assert!(err.to_string().contains("delete .search"), "{err}");
+        drop(table);
     }
 
     #[test]
