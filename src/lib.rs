@@ -13,6 +13,7 @@ pub mod daemon;
 pub mod demo;
 pub mod enrich;
 pub mod identity;
+pub mod index;
 pub mod injection;
 pub mod mcp;
 pub mod pool;

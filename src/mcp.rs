@@ -313,37 +313,56 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Value, Stri
     let budget = args
         .count("max_tokens")?
         .unwrap_or(ctx.config.search_default_max_tokens);
-    let (door, corpus) = match search_door::collect(ctx.workspace, &ctx.identity.project_key, false)
-    {
-        Ok(found) => found,
+    let corpus = match search_door::open(
+        ctx.workspace,
+        &ctx.identity.project_key,
+        false,
+        std::time::Duration::from_millis(ctx.config.writer_lock_timeout_ms),
+        None,
+    ) {
+        Ok(corpus) => corpus,
         Err(e) => return Ok(text_result(format!("search failed: {e}"), true)),
     };
-    let ranked = search::rank(&corpus.docs, &query, (ctx.now_ms)());
-    let lines: Vec<String> = ranked.iter().map(search::result_line).collect();
-    let packed = search::pack(&lines, budget);
-    let mut out = door.describe(corpus.docs.len(), corpus.mirror_absent);
+    let topic = query
+        .topic
+        .as_deref()
+        .map(|t| corpus.curation.canonical(t).topic);
+    let params = search::ScoreParams {
+        curation: corpus.curation.clone(),
+        core_rule_bonus: ctx.config.rules_core_bonus,
+    };
+    let now = search::day_start((ctx.now_ms)());
+    let answer = match corpus.answer_packed(
+        &query.terms,
+        topic.as_deref(),
+        &params,
+        ctx.harness_id,
+        now,
+        budget,
+    ) {
+        Ok(answer) => answer,
+        Err(e) => return Ok(text_result(format!("search failed: {e}"), true)),
+    };
+    let mut out = corpus.door.describe(corpus.documents, corpus.mirror_absent);
     out.push('\n');
-    if let Some(needed) = packed.first_line_too_large {
+    if let Some(needed) = answer.packed.first_line_too_large {
         return Ok(text_result(
-            format!("{out}budget too small: the best of {} matches is one line of {needed} tokens and max_tokens is {budget}; ask again with max_tokens {needed} or more (a line is never clipped)", ranked.len()),
+            format!("{out}budget too small: the best of {} matches is one line of {needed} tokens and max_tokens is {budget}; ask again with max_tokens {needed} or more (a line is never clipped)", answer.total),
             true,
         ));
     }
-    if corpus.docs.is_empty() {
+    if corpus.documents == 0 {
         out.push_str("nothing here: no chapters, plans or rules archived yet\n");
-    } else if ranked.is_empty() {
+    } else if answer.total == 0 {
         out.push_str(&format!("nothing matched {text:?}: try other words\n"));
     } else {
-        for line in &lines[..packed.shown] {
+        for line in &answer.lines[..answer.packed.shown] {
             out.push_str(line);
             out.push('\n');
         }
         out.push_str(&format!(
             "shown {} of {} matches, used {} of {} tokens\n",
-            packed.shown,
-            ranked.len(),
-            packed.used,
-            packed.requested
+            answer.packed.shown, answer.total, answer.packed.used, answer.packed.requested
         ));
     }
     Ok(text_result(out, false))

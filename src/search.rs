@@ -1,17 +1,23 @@
 //! The deterministic scorer and packer behind `chapters search` (PURE: documents, a query and
 //! a clock value in; ranked, packed lines out).
 //!
-//! Every point a result earns is traceable: per query term, +2 when a topic contains it, +1
-//! for the title, +1 for the summary, +1 when the kind equals it (so `plan` finds plans); the
-//! recency bonus `0.5^(age_days / 30)` is added only to a document that already scored. Ties
-//! break by path, so the same corpus and query always give the same answer.
+//! Every point a result earns is traceable: per query term, +2 when a topic contains it
+//! (times the topic's curation `weight`, 1 when none is set; the highest weight among the
+//! matching topics), +1 for the title, +1 for the summary, +1 when the kind equals it (so
+//! `plan` finds plans); the recency bonus `0.5^(age_days / 30)` and the core-rule bonus
+//! (config `rulesCoreBonus`, for a `kind: rule` document approved on this machine) are added
+//! only to a document that already scored. Topics are canonical (curation aliases applied
+//! before scoring). Ties break by path, so the same corpus and query always give the same
+//! answer.
 
 use serde::{Deserialize, Serialize};
 
-/// Points for a query term found in one of a document's topics.
-const TOPIC_POINTS: u32 = 2;
+/// Points for a query term found in one of a document's topics (before its weight).
+pub const TOPIC_POINTS: f64 = 2.0;
 /// Points for a query term found in the title, the summary, or equal to the kind.
-const FIELD_POINTS: u32 = 1;
+pub const FIELD_POINTS: f64 = 1.0;
+/// The weight of a topic no `weight` fact names.
+pub const NEUTRAL_WEIGHT: f64 = 1.0;
 /// The recency bonus halves every this many days.
 const RECENCY_HALF_LIFE_DAYS: f64 = 30.0;
 /// The recency bonus of a document dated now.
@@ -46,6 +52,9 @@ pub struct DocMeta {
     pub session_id: Option<String>,
     #[serde(default)]
     pub seq_range: Option<(u64, u64)>,
+    /// A rule's id (`kind: rule` documents), what its `rule-status` facts name.
+    #[serde(default)]
+    pub id: Option<String>,
 }
 
 /// Parse a document's frontmatter (the text from its opening `---` line through its closing
@@ -56,10 +65,28 @@ pub fn parse_meta(doc: &str) -> Result<DocMeta, SearchError> {
 }
 
 /// One searchable document: where it is (as shown to the reader) and what it says of itself.
+/// `meta.topics` are canonical (curation applied) by the time it is scored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchDoc {
     pub path: String,
     pub meta: DocMeta,
+    /// A `kind: rule` document this machine approved: earns the core-rule bonus.
+    pub core_rule: bool,
+}
+
+/// What scoring needs beyond the document and the terms.
+#[derive(Debug, Clone, Default)]
+pub struct ScoreParams {
+    /// Every machine's curation facts: the `weight` per canonical topic (absent: neutral).
+    pub curation: crate::curation::Curation,
+    /// Points added to a scored core rule (config `rulesCoreBonus`).
+    pub core_rule_bonus: f64,
+}
+
+impl ScoreParams {
+    pub fn weight(&self, topic: &str) -> f64 {
+        self.curation.weight(topic).unwrap_or(NEUTRAL_WEIGHT)
+    }
 }
 
 /// Which field a query term hit.
@@ -76,7 +103,7 @@ pub enum Field {
 pub struct TermHit {
     pub term: String,
     pub field: Field,
-    pub points: u32,
+    pub points: f64,
 }
 
 /// The recency term of a score, said even when it is zero.
@@ -103,11 +130,14 @@ impl Recency {
 
 /// A document's score and how it was earned.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Explain {
     pub hits: Vec<TermHit>,
-    pub base: u32,
+    pub base: f64,
     #[serde(flatten)]
     pub recency: Recency,
+    /// The core-rule bonus added (0 unless a scored core rule).
+    pub core_rule_bonus: f64,
 }
 
 /// One ranked result.
@@ -132,7 +162,12 @@ pub fn query_terms(query: &str) -> Vec<String> {
 }
 
 /// Score one document against the query terms at `now_ms`.
-pub fn score(doc: &SearchDoc, terms: &[String], now_ms: i64) -> (f64, Explain) {
+pub fn score(
+    doc: &SearchDoc,
+    terms: &[String],
+    now_ms: i64,
+    params: &ScoreParams,
+) -> (f64, Explain) {
     let meta = &doc.meta;
     let title = meta.title.to_lowercase();
     let summary = meta.summary.to_lowercase();
@@ -141,8 +176,15 @@ pub fn score(doc: &SearchDoc, terms: &[String], now_ms: i64) -> (f64, Explain) {
     let mut hits = Vec::new();
     for term in terms {
         let t = term.as_str();
-        if topics.iter().any(|topic| topic.contains(t)) {
-            hits.push(hit(term, Field::Topic, TOPIC_POINTS));
+        let topic_weight = topics
+            .iter()
+            .filter(|topic| topic.contains(t))
+            .map(|topic| params.weight(topic))
+            .fold(None, |best: Option<f64>, w| {
+                Some(best.map_or(w, |b| b.max(w)))
+            });
+        if let Some(w) = topic_weight {
+            hits.push(hit(term, Field::Topic, TOPIC_POINTS * w));
         }
         if title.contains(t) {
             hits.push(hit(term, Field::Title, FIELD_POINTS));
@@ -154,24 +196,52 @@ pub fn score(doc: &SearchDoc, terms: &[String], now_ms: i64) -> (f64, Explain) {
             hits.push(hit(term, Field::Kind, FIELD_POINTS));
         }
     }
-    let base: u32 = hits.iter().map(|h| h.points).sum();
-    let recency = if base == 0 {
-        Recency::NotScored
+    let base: f64 = hits.iter().map(|h| h.points).sum();
+    finish(
+        hits,
+        base,
+        meta.date.as_deref(),
+        doc.core_rule,
+        now_ms,
+        params,
+    )
+}
+
+/// The score of term hits already found: the base, plus recency and the core-rule bonus
+/// when the base is positive. Shared by the reference scorer above and the search table.
+pub fn finish(
+    hits: Vec<TermHit>,
+    base: f64,
+    date: Option<&str>,
+    core_rule: bool,
+    now_ms: i64,
+    params: &ScoreParams,
+) -> (f64, Explain) {
+    let (recency, core_rule_bonus) = if base > 0.0 {
+        (
+            recency(date, now_ms),
+            if core_rule {
+                params.core_rule_bonus
+            } else {
+                0.0
+            },
+        )
     } else {
-        recency(meta.date.as_deref(), now_ms)
+        (Recency::NotScored, 0.0)
     };
-    let score = f64::from(base) + recency.points();
+    let score = base + recency.points() + core_rule_bonus;
     (
         score,
         Explain {
             hits,
             base,
             recency,
+            core_rule_bonus,
         },
     )
 }
 
-fn hit(term: &str, field: Field, points: u32) -> TermHit {
+fn hit(term: &str, field: Field, points: f64) -> TermHit {
     TermHit {
         term: term.to_owned(),
         field,
@@ -181,7 +251,12 @@ fn hit(term: &str, field: Field, points: u32) -> TermHit {
 
 /// The recency term of a dated document; `NoDate` when the date is absent or unreadable.
 pub fn recency(date: Option<&str>, now_ms: i64) -> Recency {
-    let Some(at_ms) = date.and_then(parse_rfc3339_ms) else {
+    recency_at(date.and_then(parse_rfc3339_ms), now_ms)
+}
+
+/// The recency term of a document dated `at_ms` (already parsed).
+pub fn recency_at(at_ms: Option<i64>, now_ms: i64) -> Recency {
+    let Some(at_ms) = at_ms else {
         return Recency::NoDate;
     };
     let age_days = ((now_ms - at_ms) as f64 / MS_PER_DAY).max(0.0);
@@ -189,6 +264,12 @@ pub fn recency(date: Option<&str>, now_ms: i64) -> Recency {
         age_days,
         points: RECENCY_MAX * 0.5f64.powf(age_days / RECENCY_HALF_LIFE_DAYS),
     }
+}
+
+/// The start (00:00:00 UTC) of the day holding `ms`: the clock search measures recency
+/// from, so an answer does not change between two machines, or two runs, of one day.
+pub fn day_start(ms: i64) -> i64 {
+    ms - ms.rem_euclid(MS_PER_DAY as i64)
 }
 
 /// What to look for: query terms, and optionally a topic every result must carry.
@@ -204,7 +285,15 @@ pub struct Query {
 /// With no query terms and a `topic`, every document carrying that topic is listed, newest
 /// first (its score is then its recency term alone; undated documents score 0 and come last),
 /// ties by path.
-pub fn rank<'a>(docs: &'a [SearchDoc], query: &Query, now_ms: i64) -> Vec<Ranked<'a>> {
+///
+/// This is the reference ranking: the search table (`index::table`) answers the same
+/// question without reading every document, and its answer must equal this one.
+pub fn rank<'a>(
+    docs: &'a [SearchDoc],
+    query: &Query,
+    now_ms: i64,
+    params: &ScoreParams,
+) -> Vec<Ranked<'a>> {
     let topic = query.topic.as_deref().map(str::to_lowercase);
     let mut ranked: Vec<Ranked<'a>> = docs
         .iter()
@@ -222,13 +311,14 @@ pub fn rank<'a>(docs: &'a [SearchDoc], query: &Query, now_ms: i64) -> Vec<Ranked
                     score: recency.points(),
                     explain: Explain {
                         hits: Vec::new(),
-                        base: 0,
+                        base: 0.0,
                         recency,
+                        core_rule_bonus: 0.0,
                     },
                 });
             }
-            let (score, explain) = score(doc, &query.terms, now_ms);
-            (explain.base > 0).then_some(Ranked {
+            let (score, explain) = score(doc, &query.terms, now_ms, params);
+            (explain.base > 0.0).then_some(Ranked {
                 doc,
                 score,
                 explain,
@@ -243,6 +333,20 @@ pub fn rank<'a>(docs: &'a [SearchDoc], query: &Query, now_ms: i64) -> Vec<Ranked
     ranked
 }
 
+/// A topic listing with no terms scores each document by its recency alone.
+pub fn listing_score(date: Option<&str>, now_ms: i64) -> (f64, Explain) {
+    let recency = recency(date, now_ms);
+    (
+        recency.points(),
+        Explain {
+            hits: Vec::new(),
+            base: 0.0,
+            recency,
+            core_rule_bonus: 0.0,
+        },
+    )
+}
+
 /// `YYYY-MM-DD` of a document's date, or `-`.
 pub fn day_of(date: Option<&str>) -> String {
     match date {
@@ -253,14 +357,19 @@ pub fn day_of(date: Option<&str>) -> String {
 
 /// One result line: `score | date | kind | title | path (topics: a, b)`.
 pub fn result_line(r: &Ranked<'_>) -> String {
-    let m = &r.doc.meta;
+    line_of(r.score, r.doc)
+}
+
+/// The result line of a document with this score.
+pub fn line_of(score: f64, doc: &SearchDoc) -> String {
+    let m = &doc.meta;
     format!(
         "{:.2} | {} | {} | {} | {} (topics: {})",
-        r.score,
+        score,
         day_of(m.date.as_deref()),
         m.kind,
         one_line(&m.title),
-        r.doc.path,
+        doc.path,
         m.topics.join(", ")
     )
 }
@@ -419,8 +528,14 @@ mod tests {
                 date: None,
                 session_id: None,
                 seq_range: None,
+                id: None,
             },
+            core_rule: false,
         }
+    }
+
+    fn p() -> ScoreParams {
+        ScoreParams::default()
     }
 
     fn dated(mut d: SearchDoc, ms: i64) -> SearchDoc {
@@ -433,6 +548,16 @@ mod tests {
             terms: query_terms(text),
             topic: None,
         }
+    }
+
+    #[test]
+    fn day_start_is_midnight_utc() {
+        assert_eq!(
+            crate::time::rfc3339_utc(day_start(NOW)),
+            "2025-11-29T00:00:00.000Z"
+        );
+        assert_eq!(day_start(day_start(NOW)), day_start(NOW));
+        assert_eq!(day_start(-1), -DAY);
     }
 
     #[test]
@@ -454,32 +579,32 @@ mod tests {
             "chapter",
             &["authentication"],
         );
-        let (s, e) = score(&d, &query_terms("auth"), NOW);
-        assert_eq!(e.base, 4, "{e:?}");
+        let (s, e) = score(&d, &query_terms("auth"), NOW, &p());
+        assert_eq!(e.base, 4.0, "{e:?}");
         assert_eq!(s, 4.0, "no date, no recency");
         assert_eq!(e.recency, Recency::NoDate);
         let fields: Vec<Field> = e.hits.iter().map(|h| h.field).collect();
         assert_eq!(fields, [Field::Topic, Field::Title, Field::Summary]);
         // Two topics containing the term still count once.
         let d2 = doc("b.md", "x", "y", "chapter", &["auth", "oauth"]);
-        assert_eq!(score(&d2, &query_terms("auth"), NOW).1.base, 2);
+        assert_eq!(score(&d2, &query_terms("auth"), NOW, &p()).1.base, 2.0);
     }
 
     #[test]
     fn kind_hit_finds_plans_only_on_equality() {
         let plan = doc("p.md", "Fix the header", "", "plan", &[]);
         let chapter = doc("c.md", "Fix the header", "", "chapter", &[]);
-        let (_, e) = score(&plan, &query_terms("plan"), NOW);
+        let (_, e) = score(&plan, &query_terms("plan"), NOW, &p());
         assert_eq!(
             e.hits,
             [TermHit {
                 term: "plan".into(),
                 field: Field::Kind,
-                points: 1
+                points: 1.0
             }]
         );
-        assert_eq!(score(&chapter, &query_terms("plan"), NOW).1.base, 0);
-        assert_eq!(score(&plan, &query_terms("pla"), NOW).1.base, 0);
+        assert_eq!(score(&chapter, &query_terms("plan"), NOW, &p()).1.base, 0.0);
+        assert_eq!(score(&plan, &query_terms("pla"), NOW, &p()).1.base, 0.0);
     }
 
     #[test]
@@ -493,12 +618,12 @@ mod tests {
             "future dates count as now"
         );
         let fresh = dated(doc("a.md", "csv", "", "chapter", &[]), NOW - 30 * DAY);
-        let (s, e) = score(&fresh, &query_terms("csv"), NOW);
+        let (s, e) = score(&fresh, &query_terms("csv"), NOW, &p());
         assert!((s - 1.5).abs() < 1e-9, "{s}");
         assert!(
             matches!(e.recency, Recency::Bonus { age_days, .. } if (age_days - 30.0).abs() < 1e-9)
         );
-        let (s, e) = score(&fresh, &query_terms("nothing"), NOW);
+        let (s, e) = score(&fresh, &query_terms("nothing"), NOW, &p());
         assert_eq!((s, e.recency), (0.0, Recency::NotScored));
         let garbled = SearchDoc {
             meta: DocMeta {
@@ -508,7 +633,7 @@ mod tests {
             ..fresh.clone()
         };
         assert_eq!(
-            score(&garbled, &query_terms("csv"), NOW).1.recency,
+            score(&garbled, &query_terms("csv"), NOW, &p()).1.recency,
             Recency::NoDate
         );
     }
@@ -521,7 +646,7 @@ mod tests {
             doc("c.md", "other", "", "chapter", &[]),
             doc("d.md", "", "", "chapter", &["csv"]),
         ];
-        let ranked = rank(&docs, &q("csv"), NOW);
+        let ranked = rank(&docs, &q("csv"), NOW, &p());
         let paths: Vec<&str> = ranked.iter().map(|r| r.doc.path.as_str()).collect();
         assert_eq!(paths, ["d.md", "a.md", "b.md"]);
         // Recency breaks an equal base: the newer first regardless of path.
@@ -529,7 +654,7 @@ mod tests {
             dated(doc("a.md", "csv", "", "chapter", &[]), NOW - 90 * DAY),
             dated(doc("b.md", "csv", "", "chapter", &[]), NOW - DAY),
         ];
-        let ranked = rank(&docs, &q("csv"), NOW);
+        let ranked = rank(&docs, &q("csv"), NOW, &p());
         assert_eq!(ranked[0].doc.path, "b.md");
     }
 
@@ -543,12 +668,12 @@ mod tests {
                 )
             })
             .collect();
-        let first: Vec<String> = rank(&docs, &q("csv auth"), NOW)
+        let first: Vec<String> = rank(&docs, &q("csv auth"), NOW, &p())
             .iter()
             .map(result_line)
             .collect();
         docs.reverse();
-        let second: Vec<String> = rank(&docs, &q("csv auth"), NOW)
+        let second: Vec<String> = rank(&docs, &q("csv auth"), NOW, &p())
             .iter()
             .map(result_line)
             .collect();
@@ -568,19 +693,19 @@ mod tests {
             terms: Vec::new(),
             topic: Some("AUTH".into()),
         };
-        let paths: Vec<&str> = rank(&docs, &listing, NOW)
+        let paths: Vec<&str> = rank(&docs, &listing, NOW, &p())
             .iter()
             .map(|r| r.doc.path.as_str())
             .collect();
         assert_eq!(paths, ["b.md", "a.md", "c.md"]);
         // No terms and no topic: nothing is a match.
-        assert!(rank(&docs, &Query::default(), NOW).is_empty());
+        assert!(rank(&docs, &Query::default(), NOW, &p()).is_empty());
         // Terms and a topic: the topic restricts, the terms score.
         let both = Query {
             terms: query_terms("x"),
             topic: Some("oauth".into()),
         };
-        let ranked = rank(&docs, &both, NOW);
+        let ranked = rank(&docs, &both, NOW, &p());
         assert_eq!(ranked.len(), 1);
         assert_eq!(ranked[0].doc.path, "d.md");
     }
@@ -591,9 +716,9 @@ mod tests {
             doc("a.md", "CSV export", "header row", "plan", &["csv"]),
             NOW - 15 * DAY,
         );
-        let ranked = rank(std::slice::from_ref(&d), &q("csv plan header"), NOW);
+        let ranked = rank(std::slice::from_ref(&d), &q("csv plan header"), NOW, &p());
         let e = &ranked[0].explain;
-        let got: Vec<(&str, Field, u32)> = e
+        let got: Vec<(&str, Field, f64)> = e
             .hits
             .iter()
             .map(|h| (h.term.as_str(), h.field, h.points))
@@ -601,13 +726,13 @@ mod tests {
         assert_eq!(
             got,
             [
-                ("csv", Field::Topic, 2),
-                ("csv", Field::Title, 1),
-                ("plan", Field::Kind, 1),
-                ("header", Field::Summary, 1),
+                ("csv", Field::Topic, 2.0),
+                ("csv", Field::Title, 1.0),
+                ("plan", Field::Kind, 1.0),
+                ("header", Field::Summary, 1.0),
             ]
         );
-        assert_eq!(e.base, 5);
+        assert_eq!(e.base, 5.0);
         let json = serde_json::to_value(e).expect("json");
         assert_eq!(json["recency"], "bonus");
         assert!((json["points"].as_f64().expect("points") - 0.5f64.powf(0.5)).abs() < 1e-9);
@@ -619,11 +744,47 @@ mod tests {
             doc("p/a.md", "Two\nlines", "", "plan", &["csv", "export"]),
             NOW,
         );
-        let ranked = rank(std::slice::from_ref(&d), &q("csv"), NOW);
+        let ranked = rank(std::slice::from_ref(&d), &q("csv"), NOW, &p());
         assert_eq!(
             result_line(&ranked[0]),
             "3.00 | 2025-11-29 | plan | Two lines | p/a.md (topics: csv, export)"
         );
+    }
+
+    #[test]
+    fn weights_scale_topic_points_and_core_rules_earn_the_bonus_only_when_scored() {
+        use crate::curation::{Author, Curation, Fact, FactKind, SourcedFact};
+        let weight = |topic: &str, weight: f64| SourcedFact {
+            harness: "m1".into(),
+            line: 1,
+            fact: Fact::new(
+                FactKind::Weight {
+                    topic: topic.into(),
+                    weight,
+                },
+                Author::User,
+                "1",
+            ),
+        };
+        let params = ScoreParams {
+            core_rule_bonus: 0.15,
+            curation: Curation::fold([weight("authentication", 3.0), weight("auth", 0.5)]),
+        };
+        let d = doc("a.md", "x", "", "rule", &["auth", "authentication"]);
+        let (s, e) = score(&d, &query_terms("auth"), NOW, &params);
+        assert_eq!(e.hits[0].points, 6.0, "the highest matching weight wins");
+        assert_eq!((s, e.core_rule_bonus), (6.0, 0.0), "not a core rule");
+        let core = SearchDoc {
+            core_rule: true,
+            ..d.clone()
+        };
+        let (s, e) = score(&core, &query_terms("auth"), NOW, &params);
+        assert_eq!((s, e.core_rule_bonus), (6.15, 0.15));
+        let (s, e) = score(&core, &query_terms("zebra"), NOW, &params);
+        assert_eq!((s, e.core_rule_bonus), (0.0, 0.0), "no hit, no bonus");
+        let json = serde_json::to_value(&score(&core, &query_terms("auth"), NOW, &params).1)
+            .expect("json");
+        assert_eq!(json["coreRuleBonus"], 0.15);
     }
 
     #[test]

@@ -66,6 +66,9 @@ pub struct StatusReport {
     pub pending_turns: u64,
     /// Model enrichment: `null` when no endpoint is configured (enrichment off).
     pub enrichment: Option<EnrichmentStatus>,
+    /// The vocabulary's merge candidates (record §6.3) over the documents the last search or
+    /// sync read; `null` without a store. Shadow mode (`vocabApply: false`) only reports them.
+    pub vocabulary: Option<VocabularyStatus>,
 }
 
 #[derive(Debug, Serialize)]
@@ -76,6 +79,53 @@ pub struct EnrichmentStatus {
     pub enabled: bool,
     /// Counts and backoff from the last batches; `null` when none has run here.
     pub batches: Option<crate::enrich::run::EnrichStatus>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VocabularyStatus {
+    /// `vocabApply`: false = shadow (reported here, nothing written).
+    pub apply: bool,
+    pub candidates: Vec<crate::index::vocab::Candidate>,
+    /// Set when the candidates could not be computed (the report still stands).
+    pub error: Option<String>,
+}
+
+/// Candidates from the search table as last written (status writes nothing, so it does not
+/// refresh it) and every machine's curation.
+fn vocabulary_status(
+    store: &Store,
+    workspace: &Path,
+    identity: &Identity,
+    linked: bool,
+    config: &Config,
+) -> VocabularyStatus {
+    let table = crate::index::table::Table::open(store.dir());
+    let mirror = workspace.join(MIRROR_DIR);
+    let params = crate::index::vocab::VocabParams {
+        co_min: config.vocab_co_min,
+        overlap_min: config.vocab_overlap_min,
+    };
+    let result =
+        crate::index::build::read_curation(store.dir(), linked.then_some(mirror.as_path()))
+            .and_then(|inputs| {
+                crate::index::build::vocabulary_candidates(
+                    &table,
+                    &identity.project_key,
+                    linked,
+                    &inputs.curation,
+                    params,
+                )
+            });
+    let (candidates, error) = match result {
+        Ok(c) => (c, None),
+        Err(e) => (Vec::new(), Some(e.to_string())),
+    };
+    VocabularyStatus {
+        apply: config.vocab_apply,
+        candidates,
+        error,
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -169,6 +219,9 @@ pub fn status(
         visibility: link.as_ref().map(|l| l.visibility.as_str().to_owned()),
         pending_publish,
         identity_warning,
+        vocabulary: store
+            .as_ref()
+            .map(|s| vocabulary_status(s, workspace, identity, link.is_some(), config)),
         store: counts,
         sessions,
         pending_turns,

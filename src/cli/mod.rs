@@ -4,6 +4,7 @@ mod archive;
 mod daemon;
 mod demo;
 mod enrich;
+mod index;
 mod init;
 mod link;
 mod mcp;
@@ -12,6 +13,7 @@ mod rule;
 mod search;
 mod status;
 mod sync;
+mod topic;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -55,6 +57,10 @@ enum Command {
     Enrich(enrich::Args),
     /// The background daemon: sign turns as they end, archive at the right moments, sync.
     Daemon(daemon::Args),
+    /// The derived topic index: `rebuild` is its repair path.
+    Index(index::Args),
+    /// Curate topics: `merge A B` reads topic A as B everywhere.
+    Topic(topic::Args),
     /// Generate a sample session in a scratch home, archive it and show what was written.
     Demo(demo::Args),
     /// Rules: propose, list, view, approve, revoke, pin, unpin, active, conflicts.
@@ -178,6 +184,8 @@ pub fn run() -> ExitCode {
         Command::Notice(a) => notice::run(cli.workspace.as_deref(), a),
         Command::Mcp(a) => mcp::run(cli.workspace.as_deref(), a),
         Command::Daemon(a) => daemon::run(a),
+        Command::Index(a) => index::run(cli.workspace.as_deref(), a),
+        Command::Topic(a) => topic::run(cli.workspace.as_deref(), a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

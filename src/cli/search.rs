@@ -3,7 +3,7 @@ use std::path::Path;
 use anyhow::Result;
 use serde_json::json;
 
-use dsh_chapters::search::{self, Field, Query, Ranked, Recency};
+use dsh_chapters::search::{self, Explain, Field, Recency, ScoreParams};
 use dsh_chapters::search_door::{self, Door};
 
 use super::{Env, Reported};
@@ -17,7 +17,9 @@ pub struct Args {
     /// result lines only, most relevant first.
     #[arg(long, value_name = "N")]
     max_tokens: Option<u64>,
-    /// Only documents carrying this topic (exact, case-insensitive); with no QUERY, list them newest first.
+    /// Only documents carrying this topic (exact, case-insensitive, curation aliases followed
+    /// to the canonical topic — the documents of its `index/` shard); with no QUERY, list them
+    /// newest first.
     #[arg(long, value_name = "T")]
     topic: Option<String>,
     /// Include other projects' documents (default: this workspace's projectKey only).
@@ -33,11 +35,8 @@ pub struct Args {
 
 pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     let text = args.query.join(" ");
-    let query = Query {
-        terms: search::query_terms(&text),
-        topic: args.topic.clone(),
-    };
-    if query.terms.is_empty() && query.topic.is_none() {
+    let terms = search::query_terms(&text);
+    if terms.is_empty() && args.topic.is_none() {
         clap::Error::raw(
             clap::error::ErrorKind::ValueValidation,
             format!("the query {text:?} has no word of two or more letters or digits: give one, or --topic T\n"),
@@ -48,10 +47,30 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     let budget = args
         .max_tokens
         .unwrap_or(env.config.search_default_max_tokens);
-    let (door, corpus) = search_door::collect(
+    let vocab_redactor = env
+        .config
+        .vocab_apply
+        .then(|| dsh_chapters::redact::Redactor::new(&env.config.redaction_patterns))
+        .transpose()?;
+    let at = dsh_chapters::time::rfc3339_utc(super::now_ms());
+    let vocabulary =
+        vocab_redactor
+            .as_ref()
+            .map(|redactor| dsh_chapters::index::build::VocabApply {
+                params: dsh_chapters::index::vocab::VocabParams {
+                    co_min: env.config.vocab_co_min,
+                    overlap_min: env.config.vocab_overlap_min,
+                },
+                redactor,
+                harness: &env.harness_id,
+                now: &at,
+            });
+    let corpus = search_door::open(
         &env.workspace,
         &env.identity.project_key,
         args.cross_project,
+        std::time::Duration::from_millis(env.config.writer_lock_timeout_ms),
+        vocabulary.as_ref(),
     )?;
     for u in &corpus.unreadable {
         eprintln!(
@@ -59,32 +78,73 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
             u.path, u.reason
         );
     }
-    let ranked = search::rank(&corpus.docs, &query, super::now_ms());
-    let lines: Vec<String> = ranked.iter().map(search::result_line).collect();
-    let packed = search::pack(&lines, budget);
-    let empty = if corpus.docs.is_empty() {
+    for note in &corpus.notes {
+        eprintln!("chapters: {note}");
+    }
+    // The topic as the index keys it: aliases followed to the canonical label.
+    let topic = args
+        .topic
+        .as_deref()
+        .map(|t| corpus.curation.canonical(t).topic);
+    let shard = topic.as_deref().and_then(|t| corpus.shard_path(t));
+    let params = ScoreParams {
+        curation: corpus.curation.clone(),
+        core_rule_bonus: env.config.rules_core_bonus,
+    };
+    // Recency is measured from the start of the current UTC day: every machine at the
+    // same pool state gives the same answer all day, not one that drifts by the millisecond.
+    let now = search::day_start(super::now_ms());
+    let search_door::PackedAnswer {
+        hits,
+        lines,
+        packed,
+        total,
+    } = corpus.answer_packed(
+        &terms,
+        topic.as_deref(),
+        &params,
+        &env.harness_id,
+        now,
+        budget,
+    )?;
+    let empty = if corpus.documents == 0 {
         Some("nothing-here")
-    } else if ranked.is_empty() {
+    } else if total == 0 {
         Some("nothing-matched")
     } else {
         None
     };
-    let searched = door.describe(corpus.docs.len(), corpus.mirror_absent);
+    let searched = corpus.door.describe(corpus.documents, corpus.mirror_absent);
+    let door = corpus.door;
+    let shard_rel = shard.as_ref().map(|p| {
+        p.strip_prefix(&env.workspace)
+            .unwrap_or(p)
+            .to_string_lossy()
+            .into_owned()
+    });
 
     if args.json {
-        let matches: Vec<serde_json::Value> = ranked[..packed.shown]
+        let matches: Vec<serde_json::Value> = hits[..packed.shown]
             .iter()
-            .map(|r| match_json(r, args.explain))
+            .map(|h| {
+                match_json(
+                    h,
+                    args.explain
+                        .then(|| search_door::explain(h, &terms, &params, now)),
+                )
+            })
             .collect();
         super::print_json(&json!({
             "door": door,
             "searched": searched,
             "query": text,
             "topic": args.topic,
-            "documents": corpus.docs.len(),
+            "canonicalTopic": topic,
+            "shard": shard_rel,
+            "documents": corpus.documents,
             "unreadable": corpus.unreadable.len(),
             "otherProjects": corpus.other_projects,
-            "total": ranked.len(),
+            "total": total,
             "shown": packed.shown,
             "budget": {"requested": packed.requested, "used": packed.used, "remaining": packed.remaining},
             "budgetTooSmall": packed.first_line_too_large.map(|needed| json!({"needed": needed})),
@@ -103,18 +163,15 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
                 describe_query(&text, args.topic.as_deref())
             ),
             None => {
-                for (r, line) in ranked.iter().zip(&lines).take(packed.shown) {
+                for (h, line) in hits.iter().zip(&lines).take(packed.shown) {
                     println!("{line}");
                     if args.explain {
-                        print_explain(r);
+                        print_explain(h.score, &search_door::explain(h, &terms, &params, now));
                     }
                 }
                 println!(
                     "shown {} of {} matches, used {} of {} tokens",
-                    packed.shown,
-                    ranked.len(),
-                    packed.used,
-                    packed.requested
+                    packed.shown, total, packed.used, packed.requested
                 );
             }
         }
@@ -122,14 +179,14 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     if let Some(needed) = packed.first_line_too_large {
         eprintln!(
             "chapters: budget too small: the best of {} matches is one line of {needed} tokens, --max-tokens is {budget}; ask again with --max-tokens {needed} or more (a line is never clipped)",
-            ranked.len()
+            total
         );
         return Err(Reported.into());
     }
     Ok(())
 }
 
-fn nothing_here(door: Door, other_projects: usize) -> String {
+fn nothing_here(door: Door, other_projects: u64) -> String {
     let mut advice = match door {
         Door::Store => "nothing here: no chapters or plans yet — run `chapters archive` to archive this workspace's sessions, or link a pool and `chapters sync` to bring in other machines' work".to_owned(),
         Door::PoolAndStore => "nothing here: no chapters or plans yet — run `chapters archive` to archive this workspace's sessions, and `chapters sync` to bring in the pool's".to_owned(),
@@ -160,9 +217,9 @@ fn field_name(field: Field) -> &'static str {
     }
 }
 
-fn print_explain(r: &Ranked<'_>) {
+fn print_explain(score: f64, explain: &Explain) {
     let mut terms: Vec<(&str, Vec<String>)> = Vec::new();
-    for h in &r.explain.hits {
+    for h in &explain.hits {
         let part = format!("{} +{}", field_name(h.field), h.points);
         match terms.iter_mut().find(|(t, _)| *t == h.term) {
             Some((_, parts)) => parts.push(part),
@@ -172,33 +229,44 @@ fn print_explain(r: &Ranked<'_>) {
     for (term, parts) in terms {
         println!("    {term}: {}", parts.join(", "));
     }
-    match &r.explain.recency {
+    match &explain.recency {
         Recency::Bonus { age_days, points } => {
             println!("    recency: {age_days:.1} days old, 0.5^({age_days:.1}/30) = +{points:.2}")
         }
         Recency::NoDate => println!("    recency: no date, no bonus"),
         Recency::NotScored => println!("    recency: not added (no term hit)"),
     }
+    if explain.core_rule_bonus > 0.0 {
+        println!(
+            "    core rule (approved on this machine): +{:.2}",
+            explain.core_rule_bonus
+        );
+    }
     println!(
-        "    score: {} + {:.2} = {:.2}",
-        r.explain.base,
-        r.explain.recency.points(),
-        r.score
+        "    score: {} + {:.2}{} = {:.2}",
+        explain.base,
+        explain.recency.points(),
+        if explain.core_rule_bonus > 0.0 {
+            format!(" + {:.2}", explain.core_rule_bonus)
+        } else {
+            String::new()
+        },
+        score
     );
 }
 
-fn match_json(r: &Ranked<'_>, explain: bool) -> serde_json::Value {
-    let m = &r.doc.meta;
+fn match_json(h: &search_door::Hit, explain: Option<Explain>) -> serde_json::Value {
+    let m = &h.doc.meta;
     let mut v = json!({
-        "score": r.score,
+        "score": h.score,
         "date": m.date.as_deref().filter(|d| search::parse_rfc3339_ms(d).is_some()),
         "kind": m.kind,
         "title": m.title,
-        "path": r.doc.path,
+        "path": h.doc.path,
         "topics": m.topics,
     });
-    if explain {
-        v["explain"] = json!(r.explain);
+    if let Some(explain) = explain {
+        v["explain"] = json!(explain);
     }
     v
 }

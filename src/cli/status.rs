@@ -113,6 +113,20 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
             );
         }
     }
+    if let Some(v) = &report.vocabulary {
+        println!(
+            "vocabulary  {} merge candidate(s){}",
+            v.candidates.len(),
+            if v.apply {
+                " (vocabApply: applied at the next search or sync)"
+            } else {
+                " (shadow: vocabApply is false, nothing written)"
+            }
+        );
+        for c in &v.candidates {
+            println!("  {} → {}: {}", c.from, c.to, c.reason);
+        }
+    }
     for s in &report.sessions {
         let flight = s
             .in_flight

@@ -32,6 +32,11 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     };
     let now_ms = super::now_ms();
     let now = dsh_chapters::time::rfc3339_utc(now_ms);
+    let vocab = env
+        .config
+        .vocab_apply
+        .then(|| dsh_chapters::redact::Redactor::new(&env.config.redaction_patterns))
+        .transpose()?;
     let ctx = SyncContext {
         workspace: &env.workspace,
         store: &store,
@@ -43,6 +48,18 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         now: &now,
         timeout: Duration::from_millis(env.config.sync_timeout_ms),
         lock_timeout: Duration::from_millis(env.config.writer_lock_timeout_ms),
+        rebuild_index: false,
+        vocabulary: vocab
+            .as_ref()
+            .map(|redactor| dsh_chapters::index::build::VocabApply {
+                params: dsh_chapters::index::vocab::VocabParams {
+                    co_min: env.config.vocab_co_min,
+                    overlap_min: env.config.vocab_overlap_min,
+                },
+                redactor,
+                harness: &env.harness_id,
+                now: &now,
+            }),
     };
     match sync::sync(&ctx, args.pull_only) {
         Ok(report) => {

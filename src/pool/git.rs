@@ -328,6 +328,20 @@ impl GitRepo {
         base: Option<ObjectId>,
         upserts: &[(String, ObjectId)],
     ) -> Result<ObjectId, GitError> {
+        self.tree_edit(base, upserts, &[])
+    }
+
+    /// [`Self::tree_with`], then remove the file entries at `removals` (a path with nothing
+    /// there, or a tree there, is left as it is): derived files that are no longer derived.
+    pub fn tree_edit(
+        &self,
+        base: Option<ObjectId>,
+        upserts: &[(String, ObjectId)],
+        removals: &[String],
+    ) -> Result<ObjectId, GitError> {
+        for path in removals {
+            validate_tree_path(path)?;
+        }
         for (path, blob) in upserts {
             validate_tree_path(path)?;
             self.require_kind(*blob, Kind::Blob, "upserted blob")?;
@@ -350,6 +364,15 @@ impl GitRepo {
                 .map_err(|source| GitError::Write {
                     repo: self.git_dir.clone(),
                     what: format!("tree entry {path}"),
+                    source,
+                })?;
+        }
+        for path in removals {
+            editor
+                .remove_if_leaf(path.split('/'))
+                .map_err(|source| GitError::Write {
+                    repo: self.git_dir.clone(),
+                    what: format!("removal of {path}"),
                     source,
                 })?;
         }

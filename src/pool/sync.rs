@@ -23,6 +23,7 @@ use super::link::{LinkRecord, Upstream};
 use super::plan::{self, Action, FileKind, Visibility};
 use super::transport::{self, FailureCode, Remote, TransportError};
 use crate::identity::Identity;
+use crate::index::shard::{INDEX_DIR, MANIFEST_FILE};
 use crate::store::{atomic, Store, StoreError, MIRROR_DIR};
 
 pub const POOL_REF: &str = "refs/heads/main";
@@ -160,6 +161,11 @@ pub struct SyncContext<'a> {
     pub now: &'a str,
     pub timeout: Duration,
     pub lock_timeout: Duration,
+    /// Rebuild the pool's topic index from the tree (`chapters index rebuild`) instead of
+    /// updating it.
+    pub rebuild_index: bool,
+    /// `vocabApply: true`: the vocabulary's candidates become plugin facts before publishing.
+    pub vocabulary: Option<crate::index::build::VocabApply<'a>>,
 }
 
 /// Internal failure before it is given its code.
@@ -710,14 +716,41 @@ fn run(
             return Ok(None);
         }
 
-        let (upserts, published) =
+        // The mirror becomes the pulled pool first, so the topic index is built over the
+        // pool's tree as this commit leaves it: the mirror's files plus this store's.
+        let pulled = materialize(&mirror, &mirror_dir, head, &BTreeMap::new(), report)?;
+        if ctx.link.visibility == Visibility::Private {
+            if let Some(apply) = &ctx.vocabulary {
+                // Before planning, so the facts publish with the index they shape.
+                apply_vocabulary(ctx, &mirror_dir, apply, report);
+            }
+        }
+        let (mut upserts, published) =
             plan_publication(ctx, &mirror, &mirror_dir, head, base_tree, report)?;
-        if upserts.is_empty() {
+        let index = if ctx.link.visibility == Visibility::Private {
+            plan_index(
+                ctx,
+                &mirror,
+                &mirror_dir,
+                base_tree,
+                &pulled,
+                &mut upserts,
+                report,
+            )?
+        } else {
+            None
+        };
+        let removals = index.as_ref().map(|(_, r)| r.clone()).unwrap_or_default();
+        if upserts.is_empty() && removals.is_empty() {
             published.save(head);
-            materialize(&mirror, &mirror_dir, head, &BTreeMap::new(), report)?;
             return Ok(None);
         }
-        let tree = mirror.tree_with(base_tree, &upserts)?;
+        let tree = mirror.tree_edit(base_tree, &upserts, &removals)?;
+        if Some(tree) == base_tree {
+            // Everything planned is already there (a rebuilt index equal to the pool's).
+            published.save(head);
+            return Ok(None);
+        }
         let email = format!("{}@dsh-chapters.local", ctx.harness_id);
         let message = commit_message(ctx.harness_id, &report.published);
         let commit = mirror.write_commit(
@@ -732,6 +765,24 @@ fn run(
             Ok(()) => {
                 report.pool_head = Some(commit.to_string());
                 published.save(Some(commit));
+                if let Some((update, _)) = &index {
+                    // This machine's index files are not materialized (they are its own
+                    // upserts): written here, so `index/` in the mirror is the pool's.
+                    let io = |e: &dyn std::fmt::Display| Fail {
+                        code: SyncCode::MirrorIo,
+                        detail: e.to_string(),
+                    };
+                    crate::index::build::apply(&mirror_dir.join(INDEX_DIR), update)
+                        .map_err(|e| io(&e))?;
+                    let vocabulary = mirror_dir.join(crate::index::build::VOCABULARY_FILE);
+                    if let Some(dir) = vocabulary.parent() {
+                        std::fs::create_dir_all(dir).map_err(|e| io(&e))?;
+                    }
+                    if let Some(text) = &update.vocabulary {
+                        atomic::write_atomic_unsynced(&vocabulary, text.as_bytes())
+                            .map_err(|e| io(&e))?;
+                    }
+                }
                 let own: BTreeMap<String, ObjectId> = upserts.into_iter().collect();
                 materialize(&mirror, &mirror_dir, Some(commit), &own, report)?;
                 return Ok(None);
@@ -894,21 +945,25 @@ fn kind_name(kind: FileKind) -> &'static str {
 
 /// Copy-in: make the pool's files at `head` readable under the mirror directory, writing
 /// only what changed since the last materialized head.
+/// Returns the paths written.
 fn materialize(
     mirror: &GitRepo,
     mirror_dir: &Path,
     head: Option<ObjectId>,
     own: &BTreeMap<String, ObjectId>,
     report: &mut SyncReport,
-) -> Result<(), Fail> {
-    let Some(head) = head else { return Ok(()) };
+) -> Result<Vec<String>, Fail> {
+    let mut written = Vec::new();
+    let Some(head) = head else {
+        return Ok(written);
+    };
     let marker = git_dir(mirror_dir).join(MATERIALIZED_FILE);
     let previous = std::fs::read_to_string(&marker)
         .ok()
         .and_then(|s| ObjectId::from_hex(s.trim().as_bytes()).ok())
         .filter(|c| mirror.has_object(*c));
     if previous == Some(head) {
-        return Ok(());
+        return Ok(written);
     }
     let old_tree = previous.map(|c| mirror.commit_tree(c)).transpose()?;
     let new_tree = mirror.commit_tree(head)?;
@@ -931,6 +986,7 @@ fn materialize(
         })?;
         wrote = true;
         report.received += 1;
+        written.push(path);
     }
     if wrote {
         atomic::sync_filesystem(mirror_dir).map_err(|e| Fail {
@@ -942,7 +998,171 @@ fn materialize(
         code: SyncCode::MirrorIo,
         detail: e.to_string(),
     })?;
-    Ok(())
+    Ok(written)
+}
+
+/// `vocabApply`: write this machine's plugin facts for the vocabulary's candidates over the
+/// pulled pool and this store. A failure is a note: the sync still publishes.
+fn apply_vocabulary(
+    ctx: &SyncContext<'_>,
+    mirror_dir: &Path,
+    apply: &crate::index::build::VocabApply<'_>,
+    report: &mut SyncReport,
+) {
+    let result = crate::index::table::Table::refresh(ctx.workspace, true, ctx.lock_timeout)
+        .map_err(crate::index::build::BuildError::from)
+        .and_then(|(table, _)| {
+            crate::index::build::apply_vocabulary(
+                ctx.store,
+                &table,
+                &ctx.identity.project_key,
+                true,
+                Some(mirror_dir),
+                apply,
+            )
+        });
+    match result {
+        Ok(written) if written.is_empty() => {}
+        Ok(written) => report.notes.push(format!(
+            "vocabulary: {} topic-alias fact(s) written by the plugin ({})",
+            written.len(),
+            written
+                .iter()
+                .map(|c| format!("{} → {}", c.from, c.to))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        Err(e) => report
+            .notes
+            .push(format!("vocabulary: nothing applied: {e}")),
+    }
+}
+
+/// The pool's topic index (`index/`), derived: the shards a change touches, rebuilt and
+/// committed when they differ from the pool's — never merged. `pulled` are the paths the
+/// pull brought in: index files among them were written by someone else and are verified
+/// by regeneration. A failure to build it is a note, never a failed sync (the documents
+/// still publish; the next sync builds the index).
+#[allow(clippy::too_many_arguments)]
+fn plan_index(
+    ctx: &SyncContext<'_>,
+    mirror: &GitRepo,
+    mirror_dir: &Path,
+    base_tree: Option<ObjectId>,
+    pulled: &[String],
+    upserts: &mut Upserts,
+    report: &mut SyncReport,
+) -> Result<Option<(crate::index::build::Update, Vec<String>)>, Fail> {
+    use crate::index::build::{self, Base};
+    let index_dir = mirror_dir.join(INDEX_DIR);
+    let manifest_path = format!("{INDEX_DIR}/{MANIFEST_FILE}");
+    // What the pool holds (not the mirror: a recreated pool holds nothing of it).
+    let tree_manifest = match base_tree {
+        Some(tree) => mirror.blob_at(tree, &manifest_path)?,
+        None => None,
+    };
+    let old = tree_manifest
+        .map(|b| mirror.read_blob(b))
+        .transpose()?
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+    let mut suspects: std::collections::BTreeSet<String> = pulled
+        .iter()
+        .filter_map(|p| p.strip_prefix("index/"))
+        .filter(|f| !f.contains('/'))
+        .map(str::to_owned)
+        .collect();
+    if pulled.iter().any(|p| p == build::VOCABULARY_FILE) {
+        suspects.insert(build::VOCABULARY_SUSPECT.to_owned());
+    }
+    let planned = (|| -> Result<build::Update, build::BuildError> {
+        let (table, _) =
+            crate::index::table::Table::refresh(ctx.workspace, true, ctx.lock_timeout)?;
+        let inputs = build::read_curation(ctx.store.dir(), Some(mirror_dir))?;
+        build::plan(
+            &table,
+            &Base::Pool {
+                project_key: ctx.identity.project_key.clone(),
+            },
+            &inputs.curation,
+            inputs.files,
+            old.as_deref(),
+            &suspects,
+            ctx.rebuild_index,
+        )
+    })();
+    let update = match planned {
+        Ok(u) => u,
+        Err(e) => {
+            report
+                .notes
+                .push(format!("the topic index was not updated: {e}"));
+            return Ok(None);
+        }
+    };
+    let mut removals: Vec<String> = update
+        .removes
+        .iter()
+        .map(|f| format!("{INDEX_DIR}/{f}"))
+        .collect();
+    if update.full {
+        // A full rebuild also drops files the index does not name (hand-added ones).
+        if let Ok(entries) = std::fs::read_dir(&index_dir) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if !name.starts_with('.') && !update.writes.contains_key(&name) {
+                    removals.push(format!("{INDEX_DIR}/{name}"));
+                }
+            }
+        }
+    }
+    removals.sort();
+    removals.dedup();
+    let recorded = old
+        .as_deref()
+        .and_then(crate::index::shard::Manifest::parse);
+    for (file, text) in &update.writes {
+        let want = plan::blob_id(text.as_bytes());
+        // What the pool holds there: the manifest's record of an untouched-by-others shard
+        // (no read), else the tree's entry; a full rebuild writes everything and lets the
+        // tree comparison below drop a commit that changes nothing.
+        let have = if file == MANIFEST_FILE {
+            tree_manifest.map(|b| b.to_string())
+        } else if update.full {
+            None
+        } else if let Some(m) = recorded.as_ref().filter(|_| !suspects.contains(file)) {
+            m.shards.get(file).map(|state| state.hash.clone())
+        } else {
+            match base_tree {
+                Some(tree) => mirror
+                    .blob_at(tree, &format!("{INDEX_DIR}/{file}"))?
+                    .map(|b| b.to_string()),
+                None => None,
+            }
+        };
+        if have.as_deref() == Some(want.as_str()) {
+            continue;
+        }
+        upserts.push((
+            format!("{INDEX_DIR}/{file}"),
+            mirror.write_blob(text.as_bytes())?,
+        ));
+        *report.published.entry("index".to_owned()).or_insert(0) += 1;
+    }
+    if let Some(vocabulary) = &update.vocabulary {
+        let vocabulary = vocabulary.as_bytes();
+        let have = match base_tree {
+            Some(tree) => mirror.blob_at(tree, build::VOCABULARY_FILE)?,
+            None => None,
+        };
+        if have.map(|b| b.to_string()) != Some(plan::blob_id(vocabulary)) {
+            upserts.push((
+                build::VOCABULARY_FILE.to_owned(),
+                mirror.write_blob(vocabulary)?,
+            ));
+            *report.published.entry("index".to_owned()).or_insert(0) += 1;
+        }
+    }
+    Ok(Some((update, removals)))
 }
 
 /// Store files the pool lacks as of the last sync (for `status`): files not in the

@@ -156,6 +156,11 @@ fn valid_answers_annotate_model_owned_fields_and_never_touch_a_body() {
         .collect();
     let server = serve(vec![], good("Fix the refresh-token expiry check"));
     point_at(&sb, &server, "m1");
+    // The search table is built before the annotation, so the update below is incremental.
+    assert_eq!(
+        sb.json(&["search", "middleware", "--json"])["empty"],
+        serde_json::Value::Null
+    );
 
     let report = sb.json(&["enrich", "run", "--json", "--limit", "50"]);
     assert_eq!(
@@ -223,6 +228,16 @@ fn valid_answers_annotate_model_owned_fields_and_never_touch_a_body() {
     assert_eq!(changed.len(), 1);
     let fm = frontmatter(changed[0].1);
     assert_eq!(fm["title"], "A newer title for the expiry fix");
+    // Search reads the re-annotated title.
+    let found = sb.json(&["search", "newer", "--json"]);
+    assert_eq!(found["total"], 1, "{found}");
+    assert!(
+        found["matches"][0]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with(changed[0].0.rsplit('/').next().unwrap()),
+        "{found}"
+    );
     assert_eq!(fm["generated"]["summary"]["model"], "m2");
     assert_eq!(fm["generated"]["summary"]["previousModel"], "m1");
     assert_eq!(body_sha(changed[0].1), body_sha(&before[changed[0].0]));

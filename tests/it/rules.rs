@@ -189,6 +189,31 @@ fn a_marker_becomes_a_session_rule_carried_on_continue_dropped_on_fork_never_pub
             .any(|l| l.starts_with("rules/") && l.contains("/s-")),
         "{files}"
     );
+    // The pool's topic index lists the project rule and never names the session rule.
+    let index = std::process::Command::new("git")
+        .args([
+            "-C",
+            pool.to_str().expect("utf8"),
+            "grep",
+            "-h",
+            "-e",
+            ".",
+            "main",
+            "--",
+            "index/",
+        ])
+        .output()
+        .expect("git grep");
+    let index = String::from_utf8_lossy(&index.stdout);
+    assert!(
+        index.contains(&pid),
+        "the project rule is indexed:\n{index}"
+    );
+    assert!(
+        !index.contains(sid.as_str()),
+        "a session rule is named by the pool's index:\n{index}"
+    );
+    assert!(!index.contains("Never push"), "{index}");
 
     // Revoke is a local fact: the rule stops governing.
     sb.ok(&["rule", "revoke", sid, "--by", "Ana"]);
@@ -331,10 +356,17 @@ fn only_the_human_door_writes_a_persons_rule_decision() {
             if rel == "cli/rule.rs" || rel.starts_with("curation/") {
                 continue;
             }
+            // `topic merge` is the human door for a topic-alias: a person's act too, but it
+            // may build no rule fact.
+            let needles: &[&str] = if rel == "cli/topic.rs" {
+                &["FactKind::RuleStatus", "FactKind::RulePin"]
+            } else {
+                &["Author::User", "FactKind::RuleStatus", "FactKind::RulePin"]
+            };
             let text = std::fs::read_to_string(&path).expect("read");
             // Test modules may build facts to test the fold; production code above them may not.
             let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-            for needle in ["Author::User", "FactKind::RuleStatus", "FactKind::RulePin"] {
+            for needle in needles {
                 if code.contains(needle) {
                     offenders.push(format!("{rel}: {needle}"));
                 }

@@ -1,0 +1,119 @@
+//! `chapters index rebuild`: the repair path of the derived topic index (record §10.2).
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde_json::json;
+
+use dsh_chapters::index::{build, table::Table};
+use dsh_chapters::pool::credentials;
+use dsh_chapters::pool::link::{self, Upstream};
+use dsh_chapters::pool::plan::Visibility;
+use dsh_chapters::pool::sync::{self, SyncContext};
+use dsh_chapters::store::Store;
+
+use super::{Env, Reported};
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Subcommand)]
+enum Command {
+    /// Rebuild the index from the documents and curation facts: `<store>/index/` when not
+    /// linked to a private pool; the pool's `index/` (pulled, rebuilt, committed) when linked.
+    Rebuild(RebuildArgs),
+}
+
+#[derive(clap::Args)]
+struct RebuildArgs {
+    /// Print the result as one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
+    match args.command {
+        Command::Rebuild(a) => rebuild(workspace, a),
+    }
+}
+
+fn rebuild(workspace: Option<&Path>, args: RebuildArgs) -> Result<()> {
+    let env = Env::resolve(workspace, None)?;
+    let store = Store::open(&env.workspace).with_context(|| {
+        format!(
+            "{} is not enabled: run `chapters init` first",
+            env.workspace.display()
+        )
+    })?;
+    let lock_timeout = Duration::from_millis(env.config.writer_lock_timeout_ms);
+    let record = link::read(store.dir())?;
+    if let Some(record) = record.filter(|r| r.visibility == Visibility::Private) {
+        let token = match &record.upstream {
+            Upstream::Network { .. } => {
+                credentials::load(&env.dsh_home, &env.identity.project_key)?
+            }
+            Upstream::Local { .. } => None,
+        };
+        let now_ms = super::now_ms();
+        let now = dsh_chapters::time::rfc3339_utc(now_ms);
+        let ctx = SyncContext {
+            workspace: &env.workspace,
+            store: &store,
+            identity: &env.identity,
+            harness_id: &env.harness_id,
+            link: &record,
+            token,
+            now_secs: now_ms / 1000,
+            now: &now,
+            timeout: Duration::from_millis(env.config.sync_timeout_ms),
+            lock_timeout,
+            rebuild_index: true,
+            vocabulary: None,
+        };
+        return match sync::sync(&ctx, false) {
+            Ok(report) => {
+                let index = report.published.get("index").copied().unwrap_or(0);
+                if args.json {
+                    super::print_json(
+                        &json!({"base": "pool", "code": "ok", "changed": index, "report": report}),
+                    )?;
+                } else {
+                    println!(
+                        "rebuilt the pool's index ({}): {index} file(s) differed and were committed",
+                        report.upstream
+                    );
+                    for note in &report.notes {
+                        println!("  note: {note}");
+                    }
+                }
+                Ok(())
+            }
+            Err(e) => {
+                eprintln!("chapters: the pool's index was not rebuilt: {e}");
+                Err(Reported.into())
+            }
+        };
+    }
+    let _lock = store.lock(lock_timeout)?;
+    let (table, _) = Table::refresh(&env.workspace, false, lock_timeout)?;
+    let written = build::update_store(&env.workspace, &table, true)?;
+    if args.json {
+        return super::print_json(&json!({"base": "store", "result": written}));
+    }
+    if written.documents == 0 && written.shards == 0 {
+        bail!("nothing to index: the store holds no chapters yet — run `chapters archive` first");
+    }
+    println!(
+        "rebuilt {}: {} shard(s) over {} document(s), {} file(s) rewritten, {} removed",
+        store.dir().join("index").display(),
+        written.shards,
+        written.documents,
+        written.written,
+        written.removed
+    );
+    Ok(())
+}

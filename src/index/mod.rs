@@ -1,0 +1,29 @@
+//! Layer 2 of the index (record §10.2) and the search table behind `chapters search`.
+//!
+//! - `shard` (pure): one markdown shard per canonical topic, alias stubs, the manifest —
+//!   a function of the documents and the curation facts, nothing else.
+//! - `vocab` (pure): merge candidates for the emergent vocabulary (§6.3) and
+//!   `topics/vocabulary.json`.
+//! - `table` (shell): the local search table — every document's frontmatter read once,
+//!   kept as append-only segments with postings, so a query never parses the corpus.
+//! - `build` (shell): the incremental index build (store, or the pool inside `sync`) and
+//!   `chapters index rebuild`.
+
+pub mod build;
+pub mod shard;
+pub mod table;
+pub mod vocab;
+
+/// One document as the index sees it: where it is (relative to the index's base: the pool's
+/// root, or the store), and the frontmatter fields shards and search use.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexDoc {
+    pub path: String,
+    pub title: String,
+    pub kind: String,
+    /// RFC 3339, or `None` when the document carries no date.
+    pub date: Option<String>,
+    /// Topics as written in the frontmatter, normalized (`curation::normalize_topic`);
+    /// canonicalization happens when the index or a query reads them.
+    pub topics: Vec<String>,
+}

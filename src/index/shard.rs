@@ -1,0 +1,424 @@
+//! The derived index's files (PURE): shards, alias stubs and the manifest, as bytes.
+//!
+//! A shard lists every document of one canonical topic: a header line (topic, count, last
+//! updated — the newest document's date, never the clock), then one list item per document,
+//! `date | title | [file](relative link) | (kind)`, newest first, ties by path. A topic that
+//! curation folded into another (`topic-alias`) keeps a stub naming where it went, so a
+//! link to the old shard still leads somewhere and no file ever has to be deleted from the
+//! pool. Every byte follows from the documents and the facts: no clock, no listing order.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::IndexDoc;
+use crate::curation::Curation;
+
+/// The manifest's format version.
+pub const MANIFEST_VERSION: u32 = 1;
+pub const MANIFEST_FILE: &str = "manifest.json";
+pub const INDEX_DIR: &str = "index";
+
+/// The shard file of a topic: the label with every byte outside `[a-z0-9_-]` written as
+/// `%HH`, then `.md` — portable on every filesystem and forge, and one-to-one.
+pub fn shard_file(topic: &str) -> String {
+    let mut out = String::with_capacity(topic.len() + 3);
+    // `con.md`, `aux.md`, … cannot be checked out on Windows: such a name's first letter
+    // is written `%HH` too, so every clone of the pool works everywhere.
+    let device = is_windows_device(topic);
+    for (i, b) in topic.bytes().enumerate() {
+        if device && i == 0 {
+            out.push_str(&format!("%{b:02X}"));
+        } else if b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out.push_str(".md");
+    out
+}
+
+fn is_windows_device(stem: &str) -> bool {
+    matches!(stem, "con" | "prn" | "aux" | "nul")
+        || (stem.len() == 4
+            && (stem.starts_with("com") || stem.starts_with("lpt"))
+            && stem.as_bytes()[3].is_ascii_digit())
+}
+
+/// The topic a shard file holds: the inverse of [`shard_file`]; `None` for a name
+/// [`shard_file`] never produces (the manifest, a hand-added file).
+pub fn topic_of_file(file: &str) -> Option<String> {
+    let stem = file.strip_suffix(".md")?;
+    let bytes = stem.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'%' {
+            let hex = stem.get(i + 1..i + 3)?;
+            if hex.bytes().any(|h| h.is_ascii_lowercase()) {
+                return None;
+            }
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b);
+            i += 1;
+        }
+    }
+    let topic = String::from_utf8(out).ok()?;
+    (!topic.is_empty() && shard_file(&topic) == file).then_some(topic)
+}
+
+/// `YYYY-MM-DD`, or `-` for no (or an unreadable) date.
+fn day(date: Option<&str>) -> String {
+    crate::search::day_of(date)
+}
+
+/// A field on one line: control characters (a newline would split the item) become spaces.
+fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect::<String>()
+        .trim()
+        .to_owned()
+}
+
+/// The order of a shard's lines: newest first (undated last), then by path.
+fn line_order(a: &IndexDoc, b: &IndexDoc) -> std::cmp::Ordering {
+    let at = |d: &IndexDoc| d.date.as_deref().and_then(crate::search::parse_rfc3339_ms);
+    at(b).cmp(&at(a)).then_with(|| a.path.cmp(&b.path))
+}
+
+/// One shard. `docs` are the documents whose canonical topics include `topic`, in any
+/// order; `link_prefix` leads from the index directory to the base (`../`).
+pub fn render_shard(topic: &str, docs: &[&IndexDoc]) -> String {
+    let mut docs: Vec<&IndexDoc> = docs.to_vec();
+    docs.sort_by(|a, b| line_order(a, b));
+    docs.dedup_by(|a, b| a.path == b.path);
+    let newest = docs
+        .first()
+        .map(|d| day(d.date.as_deref()))
+        .unwrap_or_else(|| "-".into());
+    let noun = if docs.len() == 1 {
+        "document"
+    } else {
+        "documents"
+    };
+    let mut out = format!(
+        "# {} — {} {noun}, last updated {newest}\n\n",
+        one_line(topic),
+        docs.len()
+    );
+    for d in docs {
+        let file = d.path.rsplit('/').next().unwrap_or(&d.path);
+        out.push_str(&format!(
+            "- {} | {} | [{file}](../{}) | ({})\n",
+            day(d.date.as_deref()),
+            one_line(&d.title),
+            d.path,
+            one_line(&d.kind)
+        ));
+    }
+    out
+}
+
+/// The stub left where a topic was folded into another.
+pub fn render_stub(topic: &str, canonical: &str) -> String {
+    format!(
+        "# {} — merged into [{}]({})\n\nA `topic-alias` curation fact folds this topic into `{}`; its documents are listed there.\n",
+        one_line(topic),
+        one_line(canonical),
+        shard_file(canonical),
+        one_line(canonical)
+    )
+}
+
+/// The canonical topics of one document.
+pub fn canonical_topics(doc: &IndexDoc, curation: &Curation) -> Vec<String> {
+    curation.canonical_topics(doc.topics.iter().map(String::as_str))
+}
+
+/// Every alias source whose canonical label is another: each gets a stub.
+pub fn stubs(curation: &Curation) -> BTreeMap<String, String> {
+    curation
+        .aliases()
+        .keys()
+        .filter_map(|from| {
+            let to = curation.canonical(from).topic;
+            (to != *from && !to.is_empty()).then(|| (from.clone(), to))
+        })
+        .collect()
+}
+
+/// The whole index but the manifest: file name → bytes. The repair path and the reference
+/// the incremental build must equal.
+pub fn build_all(docs: &[IndexDoc], curation: &Curation) -> BTreeMap<String, String> {
+    let mut by_topic: BTreeMap<String, Vec<&IndexDoc>> = BTreeMap::new();
+    for d in docs {
+        for t in canonical_topics(d, curation) {
+            by_topic.entry(t).or_default().push(d);
+        }
+    }
+    let mut files: BTreeMap<String, String> = by_topic
+        .iter()
+        .map(|(t, ds)| (shard_file(t), render_shard(t, ds)))
+        .collect();
+    for (from, to) in stubs(curation) {
+        files.insert(shard_file(&from), render_stub(&from, &to));
+    }
+    files
+}
+
+/// What the manifest records of one input directory (a session's folder of documents).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputState {
+    pub files: u64,
+    /// SHA-256 over the sorted `name NUL blob-id LF` lines of its documents: a content hash
+    /// of the directory, so a changed directory is found without reading its files.
+    pub hash: String,
+}
+
+/// What the manifest records of one shard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardState {
+    /// Documents listed (0 for an alias stub).
+    pub count: u64,
+    /// Git's blob id of the shard's bytes: a pool tree entry compares without a read.
+    pub hash: String,
+}
+
+/// `index/manifest.json`: what the last build processed, so the next one touches only
+/// what is new. Deterministic bytes (sorted maps, no clock), the same on every machine at
+/// the same pool state.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Manifest {
+    pub v: u32,
+    pub documents: u64,
+    /// Input directory (relative to the base) → its state when processed.
+    pub inputs: BTreeMap<String, InputState>,
+    /// Curation file (relative to the base) → its git blob id when processed.
+    pub curation: BTreeMap<String, String>,
+    /// The effective aliases when built (alias source → canonical topic): a new fact's
+    /// effect is the difference, found without re-reading a document.
+    pub aliases: BTreeMap<String, String>,
+    /// Shard file → its state as written.
+    pub shards: BTreeMap<String, ShardState>,
+}
+
+impl Manifest {
+    pub fn render(&self) -> String {
+        let mut text =
+            serde_json::to_string_pretty(self).expect("a manifest is strings and numbers");
+        text.push('\n');
+        text
+    }
+
+    pub fn parse(text: &str) -> Option<Manifest> {
+        serde_json::from_str::<Manifest>(text)
+            .ok()
+            .filter(|m| m.v == MANIFEST_VERSION)
+    }
+}
+
+/// The content hash of an input directory from its `(name, blob id)` pairs, any order.
+pub fn input_hash<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    let mut lines: Vec<String> = entries
+        .into_iter()
+        .map(|(name, blob)| format!("{name}\0{blob}\n"))
+        .collect();
+    lines.sort();
+    crate::render::sha256_hex(lines.concat().as_bytes())
+}
+
+/// The effective alias map of a curation (source → canonical), as the manifest keeps it.
+pub fn alias_map(curation: &Curation) -> BTreeMap<String, String> {
+    curation
+        .aliases()
+        .keys()
+        .map(|from| (from.clone(), curation.canonical(from).topic))
+        .collect()
+}
+
+/// Raw labels whose canonical topic differs between two alias maps, with both canonicals:
+/// the shards a new curation fact touches.
+pub fn alias_changes(
+    old: &BTreeMap<String, String>,
+    new: &BTreeMap<String, String>,
+) -> BTreeSet<String> {
+    let mut touched = BTreeSet::new();
+    let labels: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+    for label in labels {
+        let before = old.get(label).unwrap_or(label);
+        let after = new.get(label).unwrap_or(label);
+        if before != after {
+            touched.insert(label.clone());
+            touched.insert(before.clone());
+            touched.insert(after.clone());
+        }
+    }
+    touched
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::curation::{Author, Fact, FactKind, SourcedFact};
+
+    fn doc(path: &str, title: &str, date: Option<&str>, topics: &[&str]) -> IndexDoc {
+        IndexDoc {
+            path: path.into(),
+            title: title.into(),
+            kind: "chapter".into(),
+            date: date.map(str::to_owned),
+            topics: topics.iter().map(|t| (*t).to_owned()).collect(),
+        }
+    }
+
+    fn alias(from: &str, to: &str, author: Author, at: &str) -> SourcedFact {
+        SourcedFact {
+            harness: "m1".into(),
+            line: 1,
+            fact: Fact::new(
+                FactKind::TopicAlias {
+                    from: from.into(),
+                    to: to.into(),
+                },
+                author,
+                at,
+            ),
+        }
+    }
+
+    #[test]
+    fn shard_file_names_are_portable_and_one_to_one() {
+        assert_eq!(shard_file("auth"), "auth.md");
+        assert_eq!(shard_file("csv-export_2"), "csv-export_2.md");
+        assert_eq!(shard_file("a/b"), "a%2Fb.md");
+        assert_eq!(shard_file("..x"), "%2E%2Ex.md");
+        assert_eq!(shard_file("é"), "%C3%A9.md");
+        assert_eq!(shard_file("manifest.json"), "manifest%2Ejson.md");
+        assert_ne!(shard_file("a%2F"), shard_file("a/"));
+        assert_eq!(shard_file("con"), "%63on.md");
+        assert_eq!(shard_file("com1"), "%63om1.md");
+        assert_eq!(shard_file("console"), "console.md");
+        for topic in ["auth", "a/b", "é", "manifest.json", "x y", "con", "lpt9"] {
+            assert_eq!(topic_of_file(&shard_file(topic)).as_deref(), Some(topic));
+        }
+        for junk in [
+            "manifest.json",
+            "a%2f.md",
+            "A.md",
+            "%zz.md",
+            ".md",
+            "a%2.md",
+            "%FF.md",
+        ] {
+            assert_eq!(topic_of_file(junk), None, "{junk}");
+        }
+    }
+
+    #[test]
+    fn a_shard_lists_newest_first_with_relative_links() {
+        let a = doc(
+            "chapters/pk/s1/001-a.md",
+            "Old | one",
+            Some("2025-01-02T00:00:00Z"),
+            &["auth"],
+        );
+        let b = doc(
+            "chapters/pk/s2/001-b.md",
+            "New\nline",
+            Some("2025-03-04T00:00:00Z"),
+            &["auth"],
+        );
+        let c = doc("chapters/pk/s0/001-c.md", "Undated", None, &["auth"]);
+        let text = render_shard("auth", &[&a, &c, &b]);
+        assert_eq!(
+            text,
+            "# auth — 3 documents, last updated 2025-03-04\n\n\
+             - 2025-03-04 | New line | [001-b.md](../chapters/pk/s2/001-b.md) | (chapter)\n\
+             - 2025-01-02 | Old | one | [001-a.md](../chapters/pk/s1/001-a.md) | (chapter)\n\
+             - - | Undated | [001-c.md](../chapters/pk/s0/001-c.md) | (chapter)\n"
+        );
+        assert_eq!(
+            render_shard("auth", &[&b, &c, &a]),
+            text,
+            "input order is irrelevant"
+        );
+        assert!(render_shard("x", &[&c]).starts_with("# x — 1 document, last updated -\n"));
+    }
+
+    #[test]
+    fn build_all_canonicalizes_and_leaves_stubs() {
+        let docs = vec![
+            doc(
+                "p/1.md",
+                "A",
+                Some("2025-01-01T00:00:00Z"),
+                &["auth", "csv"],
+            ),
+            doc(
+                "p/2.md",
+                "B",
+                Some("2025-01-02T00:00:00Z"),
+                &["authentication"],
+            ),
+        ];
+        let none = build_all(&docs, &Curation::default());
+        assert_eq!(
+            none.keys().collect::<Vec<_>>(),
+            ["auth.md", "authentication.md", "csv.md"]
+        );
+        let curation = Curation::fold([alias("auth", "authentication", Author::User, "1")]);
+        let merged = build_all(&docs, &curation);
+        assert!(merged["authentication.md"].starts_with("# authentication — 2 documents"));
+        assert!(merged["auth.md"].contains("merged into [authentication](authentication.md)"));
+        assert_eq!(merged["csv.md"], none["csv.md"]);
+        // Documents in another order: the same bytes.
+        let reversed: Vec<IndexDoc> = docs.iter().rev().cloned().collect();
+        assert_eq!(build_all(&reversed, &curation), merged);
+    }
+
+    #[test]
+    fn alias_changes_name_every_touched_topic() {
+        let old: BTreeMap<String, String> = [("auth".to_string(), "authn".to_string())].into();
+        let new: BTreeMap<String, String> = [
+            ("auth".to_string(), "authentication".to_string()),
+            ("login".to_string(), "authentication".to_string()),
+        ]
+        .into();
+        let touched: Vec<String> = alias_changes(&old, &new).into_iter().collect();
+        assert_eq!(touched, ["auth", "authentication", "authn", "login"]);
+        assert!(alias_changes(&new, &new).is_empty());
+    }
+
+    #[test]
+    fn manifest_round_trips_and_refuses_other_versions_and_garbage() {
+        let mut m = Manifest {
+            v: MANIFEST_VERSION,
+            documents: 2,
+            ..Manifest::default()
+        };
+        m.inputs.insert(
+            "chapters/pk/s1".into(),
+            InputState {
+                files: 2,
+                hash: input_hash([("b.md", "2"), ("a.md", "1")]),
+            },
+        );
+        let text = m.render();
+        assert_eq!(Manifest::parse(&text), Some(m.clone()));
+        assert_eq!(m.render(), text, "deterministic bytes");
+        assert_eq!(
+            input_hash([("a.md", "1"), ("b.md", "2")]),
+            m.inputs["chapters/pk/s1"].hash
+        );
+        assert_eq!(Manifest::parse(&text.replace("\"v\": 1", "\"v\": 9")), None);
+        assert_eq!(Manifest::parse(""), None);
+        assert_eq!(Manifest::parse(&text[..text.len() / 2]), None);
+        assert_eq!(Manifest::parse("{\"v\":1,\"documents\":\"x\"}"), None);
+    }
+}
