@@ -66,9 +66,83 @@ pub struct StatusReport {
     pub pending_turns: u64,
     /// Model enrichment: `null` when no endpoint is configured (enrichment off).
     pub enrichment: Option<EnrichmentStatus>,
+    /// The background daemon of this `DSH_HOME`, asked over its socket.
+    pub daemon: DaemonSummary,
     /// The vocabulary's merge candidates (record §6.3) over the documents the last search or
     /// sync read; `null` without a store. Shadow mode (`vocabApply: false`) only reports them.
     pub vocabulary: Option<VocabularyStatus>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DaemonSummary {
+    pub running: bool,
+    pub pid: Option<u64>,
+    pub uptime_secs: Option<u64>,
+    /// Whether it follows this workspace's sessions, and how many.
+    pub follows_this_workspace: bool,
+    pub sessions: u64,
+    pub signing_p99_ms: Option<f64>,
+    /// This workspace's last archive, sync and enrichment as the daemon saw them.
+    pub last_archive: Option<serde_json::Value>,
+    pub last_sync: Option<serde_json::Value>,
+    pub last_enrich: Option<serde_json::Value>,
+    pub errors: usize,
+    /// Why it is not running (or could not be asked), and what to do.
+    pub note: Option<String>,
+}
+
+/// Ask the daemon (if one runs for this home) what it does for this workspace.
+fn daemon_summary(dsh_home: &Path, workspace: &Path) -> DaemonSummary {
+    let mut out = DaemonSummary {
+        running: false,
+        pid: None,
+        uptime_secs: None,
+        follows_this_workspace: false,
+        sessions: 0,
+        signing_p99_ms: None,
+        last_archive: None,
+        last_sync: None,
+        last_enrich: None,
+        errors: 0,
+        note: None,
+    };
+    let socket = crate::daemon::Paths::new(dsh_home).socket;
+    let asked = crate::daemon::control::Client::connect(&socket, std::time::Duration::from_secs(2))
+        .and_then(|mut c| c.request(crate::daemon::control::Request::Status, &socket));
+    let status = match asked {
+        Ok(status) => status,
+        Err(_) => {
+            out.note = Some(
+                "not running: `chapters daemon` (or `chapters daemon install`) signs and archives as turns end; until then run `chapters archive`".into(),
+            );
+            return out;
+        }
+    };
+    out.running = true;
+    out.pid = status["pid"].as_u64();
+    out.uptime_secs = status["uptimeSecs"].as_u64();
+    out.signing_p99_ms = status["signing"]["p99Ms"].as_f64();
+    out.errors = status["lastErrors"].as_array().map_or(0, Vec::len);
+    let here = workspace.to_string_lossy();
+    if let Some(ws) = status["workspaces"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|w| w["workspace"].as_str() == Some(here.as_ref()))
+    {
+        out.follows_this_workspace = ws["followed"].as_bool().unwrap_or(false);
+        out.sessions = ws["sessions"].as_array().map_or(0, |s| s.len() as u64);
+        out.last_archive = Some(ws["lastArchive"].clone()).filter(|v| !v.is_null());
+        out.last_sync = Some(ws["lastSync"].clone()).filter(|v| !v.is_null());
+        out.last_enrich = Some(ws["lastEnrich"].clone()).filter(|v| !v.is_null());
+        if !out.follows_this_workspace {
+            out.note = ws["notFollowed"].as_str().map(str::to_owned);
+        }
+    } else {
+        out.note = Some("running, but it has seen no session of this workspace yet".into());
+    }
+    out
 }
 
 #[derive(Debug, Serialize)]
@@ -225,6 +299,7 @@ pub fn status(
         store: counts,
         sessions,
         pending_turns,
+        daemon: daemon_summary(dsh_home, workspace),
         enrichment: config
             .enrichment_endpoint
             .as_ref()

@@ -87,6 +87,29 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         "pending     {} completed turn(s) not yet archived",
         report.pending_turns
     );
+    let d = &report.daemon;
+    if d.running {
+        println!(
+            "daemon      running (pid {}, up {} s): {}{}{}",
+            d.pid.unwrap_or_default(),
+            d.uptime_secs.unwrap_or_default(),
+            if d.follows_this_workspace {
+                format!("follows {} session(s) here", d.sessions)
+            } else {
+                "does not follow this workspace".to_owned()
+            },
+            d.signing_p99_ms
+                .map(|p| format!(", signing p99 {p:.1} ms"))
+                .unwrap_or_default(),
+            if d.errors > 0 {
+                format!(", {} recent error(s) — `chapters daemon status`", d.errors)
+            } else {
+                String::new()
+            }
+        );
+    } else {
+        println!("daemon      {}", d.note.as_deref().unwrap_or("not running"));
+    }
     match &report.enrichment {
         None => println!("enrichment  off (no endpoint)"),
         Some(e) => {

@@ -469,6 +469,14 @@ fn an_idle_session_is_archived() {
     });
     let s = status(&sb);
     assert_eq!(s["workspaces"][0]["lastArchive"]["reason"], "idle", "{s}");
+    // `chapters status` shows what the daemon does here.
+    let st = sb.json(&["status", "--json"]);
+    let d = &st["daemon"];
+    assert_eq!(d["running"], true, "{st}");
+    assert_eq!(d["followsThisWorkspace"], true, "{st}");
+    assert_eq!(d["sessions"], 1, "{st}");
+    assert_eq!(d["lastArchive"]["reason"], "idle", "{st}");
+    assert!(sb.ok(&["status"]).contains("daemon      running"));
 }
 
 #[test]
