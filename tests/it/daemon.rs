@@ -739,6 +739,85 @@ fn bad_logs_are_reported_and_the_others_carry_on() {
     assert_eq!(signed(&sb, Q, Q).len(), 2);
 }
 
+/// Make everything under `dir` readable and writable by anyone (the daemon may run as
+/// another user below).
+fn open_up(dir: &Path) {
+    let ok = Command::new("chmod")
+        .args(["-R", "a+rwX"])
+        .arg(dir)
+        .status()
+        .expect("chmod")
+        .success();
+    assert!(ok);
+}
+
+#[test]
+fn a_log_made_unreadable_is_reported_and_the_others_carry_on() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let mut good = Live::create(&sb, P, |_| {});
+    let mut locked = Live::create(&sb, C, |_| {});
+    for live in [&mut good, &mut locked] {
+        live.turn(0);
+    }
+    // Root reads any file: as root, the daemon runs as `nobody`, so a permission change is
+    // a real one for it.
+    let as_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    let mut cmd = if as_root {
+        let root = sb.home.parent().expect("sandbox root");
+        open_up(root);
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_chapters"));
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_chapters"))
+    };
+    cmd.args(["daemon", "--foreground"])
+        .current_dir(&sb.ws)
+        .env("DSH_HOME", &sb.home)
+        .env("CHAPTERS_HARNESS_ID", &sb.harness)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut d = Daemon {
+        child: cmd.spawn().expect("spawn the daemon"),
+    };
+    wait_for("the daemon's socket", || {
+        Client::connect(&socket(&sb), Duration::from_secs(5)).is_ok()
+    });
+    wait_for("both signed", || {
+        signed(&sb, P, P).len() == 1 && signed(&sb, C, C).len() == 1
+    });
+    // The log's permissions change under the daemon; the session grows.
+    std::fs::set_permissions(locked.path(), std::fs::Permissions::from_mode(0o000))
+        .expect("chmod 000");
+    locked.turn(1);
+    good.turn(1);
+    wait_for("the good session signed on", || {
+        signed(&sb, P, P).len() == 2
+    });
+    wait_for("the unreadable log reported", || {
+        let s = status(&sb);
+        let err = session_status(&s, C).and_then(|x| x["error"].as_str().map(str::to_owned));
+        err.is_some_and(|e| e.contains("ermission"))
+            || s["lastErrors"].to_string().contains("ermission")
+    });
+    // Readable again: the session is followed on, nothing signed twice or lost.
+    std::fs::set_permissions(locked.path(), std::fs::Permissions::from_mode(0o644))
+        .expect("chmod 644");
+    locked.turn(2);
+    wait_for("the unlocked session caught up", || {
+        signed(&sb, C, C).len() == 3
+    });
+    assert_eq!(signed(&sb, C, C), completed_ends(locked.path()));
+    assert_eq!(signed(&sb, P, P), completed_ends(good.path()));
+    d.kill9();
+}
+
 #[test]
 fn install_and_uninstall_write_and_remove_the_user_unit() {
     let sb = Sandbox::new();
