@@ -380,15 +380,13 @@ fn signing_phase(
 fn enrichment_interference(model_delay: Duration) {
     const PHASE: usize = 300;
     let sb = sandbox();
-    // 200 archived chapters for the batch to annotate: one turn per task, so one chapter each.
+    // Archived chapters for the batches to annotate: a generated session whose tasks switch
+    // every few turns (small turns, so chapters are many).
     let old = "session-bench-0000-4000-8000-0000000000aa";
     let (mut w, mut sc) = new_log(&sb, old);
     w.set_sync(false);
-    for i in 0..200 {
-        let t = TurnSpec::new(
-            &format!("Task {i}: rename the field number {i} in src/model_{i}.rs"),
-            &format!("Field {i} renamed."),
-        );
+    let ws_text = sb.ws.to_string_lossy().into_owned();
+    for t in dsh_chapters::session::writer::generate_session(7, 300, 1_500, 4, &ws_text) {
         w.append_turn(&mut sc, &t).expect("append");
     }
     drop(w);
@@ -449,7 +447,11 @@ fn enrichment_interference(model_delay: Duration) {
     let _ = daemon.kill();
     let _ = daemon.wait();
     let chapters_now = std::fs::read_dir(sb.ws.join(".dsh-chapters").join(old).join("chapters"))
-        .map_or(0, |d| d.count());
+        .map_or(0, |d| {
+            d.flatten()
+                .filter(|e| !e.file_name().to_string_lossy().starts_with("plan-"))
+                .count()
+        });
     println!(
         "(c) signing latency while enrichment batches run vs at rest ({PHASE} live turns each; {chapters_now} chapters, the model answers after {} ms, {batch_runs} batch run(s))",
         model_delay.as_millis()
