@@ -1,7 +1,7 @@
 //! A small HTTP/1.1 client for one POST of JSON to an OpenAI-compatible endpoint, with a
-//! hard deadline over the whole exchange and a cap on the answer's size. Plain `http://`
-//! only: the model servers this targets (llama.cpp, Ollama, vLLM) listen on loopback or a
-//! LAN; an `https://` endpoint is refused with what to do instead.
+//! hard deadline over the whole exchange and a cap on the answer's size. Plain `http://` is
+//! spoken here (the local model servers: llama.cpp, Ollama, vLLM); `https://` (a hosted
+//! provider) goes through the `curl` program (`enrich::curl`), the key never on its argv.
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -14,6 +14,7 @@ const MAX_RESPONSE_BYTES: usize = 4 << 20;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Endpoint {
+    tls: bool,
     host: String,
     port: u16,
     /// The base path without a trailing `/`, e.g. `/v1`.
@@ -54,14 +55,11 @@ impl Endpoint {
             url: url.to_owned(),
             why: why.to_owned(),
         };
-        if url.starts_with("https://") {
-            return Err(bad(
-                "https endpoints are not supported yet; serve the model on http:// (loopback or LAN), or put a local TLS-terminating proxy in front of a hosted one",
-            ));
-        }
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| bad("it must start with http://"))?;
+        let (tls, rest) = match (url.strip_prefix("https://"), url.strip_prefix("http://")) {
+            (Some(rest), _) => (true, rest),
+            (None, Some(rest)) => (false, rest),
+            (None, None) => return Err(bad("it must start with http:// or https://")),
+        };
         let (authority, path) = match rest.find('/') {
             Some(at) => (&rest[..at], &rest[at..]),
             None => (rest, ""),
@@ -78,15 +76,21 @@ impl Endpoint {
                     .map_err(|_| bad("the port is not a number"))?;
                 (h, port)
             }
-            _ => (authority, 80),
+            _ => (authority, if tls { 443 } else { 80 }),
         };
         if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(bad("the host is empty or holds spaces"));
         }
-        if path.contains(['?', '#']) || path.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        if path.contains(['?', '#', '"', '\\'])
+            || path.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
             return Err(bad("the path may not hold a query, fragment or spaces"));
         }
+        if host.contains(['"', '\\', '/']) {
+            return Err(bad("the host holds a quote, a backslash or a slash"));
+        }
         Ok(Endpoint {
+            tls,
             host: host.to_owned(),
             port,
             base_path: path.trim_end_matches('/').to_owned(),
@@ -95,7 +99,13 @@ impl Endpoint {
 
     /// For messages: never carries a key.
     pub fn describe(&self) -> String {
-        format!("http://{}:{}{}", self.host, self.port, self.base_path)
+        format!(
+            "{}://{}:{}{}",
+            if self.tls { "https" } else { "http" },
+            self.host,
+            self.port,
+            self.base_path
+        )
     }
 
     /// POST `body` to `<base>/<path>`; returns the status and the body bytes.
@@ -106,8 +116,12 @@ impl Endpoint {
         key: Option<&Secret>,
         timeout: Duration,
     ) -> Result<(u16, Vec<u8>), HttpError> {
-        let deadline = Instant::now() + timeout;
         let endpoint = self.describe();
+        if self.tls {
+            let url = format!("{endpoint}/{}", path.trim_start_matches('/'));
+            return super::curl::post_json(&url, &endpoint, body, key, timeout);
+        }
+        let deadline = Instant::now() + timeout;
         let io = |source| HttpError::Io {
             endpoint: endpoint.clone(),
             source,
@@ -278,8 +292,14 @@ mod tests {
             Endpoint::parse("http://localhost").unwrap().describe(),
             "http://localhost:80"
         );
+        assert_eq!(
+            Endpoint::parse("https://api.example.com/v1")
+                .unwrap()
+                .describe(),
+            "https://api.example.com:443/v1"
+        );
         for (bad, why) in [
-            ("https://api.example.com/v1", "https endpoints"),
+            ("https://api.example.com/v1\"", "query"),
             ("ftp://x", "http://"),
             ("http://user:pw@host/v1", "credentials"),
             ("http://:80/v1", "host"),

@@ -7,6 +7,7 @@
 //! server is single-slot), and writes through the store's one sanctioned chapter rewrite.
 
 pub mod answer;
+pub mod curl;
 pub mod http;
 pub mod run;
 pub mod slice;

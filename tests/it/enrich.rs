@@ -409,7 +409,7 @@ fn a_bad_endpoint_or_model_is_refused_and_the_config_kept() {
     let sb = Sandbox::new();
     sb.ok(&["init"]);
     for (endpoint, model) in [
-        ("https://api.example.com/v1", "m"),
+        ("https://api.example.com/v1?key=1", "m"),
         ("ftp://x", "m"),
         ("http://127.0.0.1:8080/v1", ""),
     ] {
@@ -719,4 +719,140 @@ fn rule_conflicts_spends_one_call_and_only_reports() {
     let out = sb.run(&["rule", "conflicts"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("HTTP 500"));
+}
+
+const TLS_SERVER: &str = r#"
+import http.server, json, ssl, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        json.loads(body)
+        with open(sys.argv[3], "a") as seen:
+            seen.write(self.headers.get("Authorization", "") + "\n")
+        content = json.dumps({"title": "Annotated over TLS", "summary": "Done.", "topics": ["tls"]})
+        out = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+server.socket = ctx.wrap_socket(server.socket, server_side=True)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"#;
+
+/// A hosted provider speaks https: a real TLS server on loopback (Python's, with a certificate
+/// made here by openssl), reached through curl, the key in a 0600 file curl reads, never argv.
+#[test]
+fn an_https_endpoint_is_reached_through_curl_with_the_key_off_the_command_line() {
+    use std::io::BufRead as _;
+    let sb = Sandbox::new();
+    archived(&sb);
+    let tls = tempfile::tempdir().unwrap();
+    let (cert, key_pem) = (tls.path().join("cert.pem"), tls.path().join("key.pem"));
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+        ])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1"])
+        .arg("-keyout")
+        .arg(&key_pem)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl (install it: the test makes a certificate)");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let script = tls.path().join("server.py");
+    std::fs::write(&script, TLS_SERVER).unwrap();
+    let seen = tls.path().join("seen.txt");
+    let mut server = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(&cert)
+        .arg(&key_pem)
+        .arg(&seen)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut port = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    let url = format!("https://127.0.0.1:{}/v1", port.trim());
+
+    const KEY: &str = "sk-hosted-provider-key-0123456789";
+    let mut child = sb
+        .cmd(&[
+            "enrich",
+            "model",
+            "--endpoint",
+            &url,
+            "--model",
+            "hosted",
+            "--key-stdin",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(KEY.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let scratch = tempfile::tempdir().unwrap();
+    let before = chapters(&sb);
+    let out = sb
+        .cmd(&["enrich", "run", "--json", "--limit", "50"])
+        .env("CURL_CA_BUNDLE", &cert)
+        .env("TMPDIR", scratch.path())
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["annotated"].as_array().unwrap().len(),
+        before.len(),
+        "{report}"
+    );
+    for (path, doc) in chapters(&sb) {
+        assert!(doc.contains("Annotated over TLS"));
+        assert_eq!(body_sha(&doc), body_sha(&before[&path]));
+    }
+    let headers = std::fs::read_to_string(&seen).unwrap();
+    assert!(
+        headers.lines().all(|l| l == format!("Bearer {KEY}")),
+        "{headers}"
+    );
+    // The config file curl read (with the key) is gone.
+    assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(KEY));
+
+    // The server gone: the failure is counted and said, nothing is blanked.
+    let out = sb.run(&["enrich", "run", "--all", "--limit", "1"]);
+    assert_eq!(out.status.code(), Some(1));
 }
