@@ -89,8 +89,38 @@ pub fn run(args: Args) -> Result<()> {
             println!("{line}");
         }
     }
+    // Finding it again: the same door and scorer as `chapters search`.
+    let query = "refresh token expiry";
+    let corpus = dsh_chapters::search_door::open(
+        &env.workspace,
+        &env.identity.project_key,
+        false,
+        std::time::Duration::from_millis(env.config.writer_lock_timeout_ms),
+        None,
+    )?;
+    let params = dsh_chapters::search::ScoreParams {
+        curation: corpus.curation.clone(),
+        core_rule_bonus: env.config.rules_core_bonus,
+    };
+    let terms = dsh_chapters::search::query_terms(query);
+    let found = corpus.answer_packed(
+        &terms,
+        None,
+        &params,
+        &env.harness_id,
+        dsh_chapters::search::day_start(super::now_ms()),
+        200,
+    )?;
+    println!("\nchapters search {query:?} (best first, packed to 200 tokens):");
+    for line in &found.lines[..found.packed.shown] {
+        println!("  {line}");
+    }
     println!(
         "\nrun it again to see that nothing new is written: chapters archive --workspace {}",
+        env.workspace.display()
+    );
+    println!(
+        "search it yourself: chapters search \"csv header\" --workspace {}",
         env.workspace.display()
     );
     println!("(with DSH_HOME={})", env.dsh_home.display());

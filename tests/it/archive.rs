@@ -589,3 +589,37 @@ fn identity_sources_override_and_path_derived_are_shown() {
         "{err}"
     );
 }
+
+/// The README's first command: `chapters demo` builds a session, archives it, shows the store
+/// and finds a chapter again.
+#[test]
+fn the_demo_archives_its_sample_and_finds_it_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("demo");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_chapters"))
+        .args(["demo", "--dir"])
+        .arg(&dir)
+        .env_remove("DSH_HOME")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("into 4 chapter(s), 1 plan(s)"), "{text}");
+    assert!(text.contains("3 credential(s) redacted"), "{text}");
+    let found = text
+        .split("chapters search \"refresh token expiry\"")
+        .nth(1)
+        .unwrap_or_default();
+    assert!(found.contains("001-the-refresh-token-middleware"), "{text}");
+    // A second run into the same directory refuses rather than mixing two demos.
+    let again = std::process::Command::new(env!("CARGO_BIN_EXE_chapters"))
+        .args(["demo", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(1));
+}
