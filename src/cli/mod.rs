@@ -51,7 +51,7 @@ enum Command {
     Link(link::Args),
     /// Pull, then publish what the store has that the pool lacks.
     Sync(sync::Args),
-    /// Find past work: chapters and plans, scored and packed to a token budget.
+    /// Find past work: chapters, plans and rules, scored and packed to a token budget.
     Search(search::Args),
     /// Idle-time model enrichment: `run`, `report`, `model`.
     Enrich(enrich::Args),
