@@ -219,6 +219,22 @@ mod tests {
     }
 
     #[test]
+    fn a_full_queue_raises_the_rescan_flag_instead_of_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("sessions")).unwrap();
+        let flags = Arc::new(WatchFlags::default());
+        // The daemon's queue is always full here: every hand-off is refused.
+        let mut w = Watch::start(dir.path(), Arc::clone(&flags), |_| false, false);
+        w.ensure_sessions_watched();
+        std::fs::write(dir.path().join("sessions/log"), b"x").unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !flags.rescan.load(Ordering::SeqCst) {
+            assert!(std::time::Instant::now() < deadline, "no rescan flag");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    #[test]
     fn forced_polling() {
         let dir = tempfile::tempdir().unwrap();
         let w = Watch::start(dir.path(), Arc::default(), |_| true, true);

@@ -13,7 +13,7 @@ use dsh_chapters::session::writer::{LogWriter, SessionScript, TurnSpec};
 use dsh_chapters::session::Header;
 use serde_json::{json, Value};
 
-use crate::support::{link_private, Sandbox, START_MS};
+use crate::support::{link_private, two_task_turns, Sandbox, START_MS};
 
 const P: &str = "session-11111111-1111-4111-8111-111111111111";
 const C: &str = "session-22222222-2222-4222-8222-222222222222";
@@ -583,6 +583,117 @@ fn a_fork_pulls_archives_the_parent_and_pushes() {
             .iter()
             .any(|f| f.starts_with("collections/") && f.ends_with(&format!("{C}.jsonl")))
     });
+}
+
+/// §5.1's sync points: a new session of a linked workspace pulls (another machine's work
+/// arrives in the mirror); an archive pushes once `syncDebounceMs` has passed.
+#[test]
+fn a_new_session_pulls_and_an_archive_pushes_after_the_debounce() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pool = tmp.path().join("pool.git");
+    let other = Sandbox::machine("machine-b");
+    other.write_session(Q, 4, true, &two_task_turns(&other.ws));
+    other.ok(&["init"]);
+    other.ok(&["archive"]);
+    link_private(&other, &pool);
+    other.ok(&["sync"]);
+
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    link_private(&sb, &pool);
+    let _d = Daemon::start(&sb, &[("CHAPTERS_SYNC_DEBOUNCE_MS", "300")]);
+    let mirrored = || {
+        let dir = sb.ws.join(".dsh-knowledge/chapters");
+        std::fs::read_dir(&dir)
+            .is_ok_and(|mut pks| pks.any(|pk| pk.is_ok_and(|pk| pk.path().join(Q).is_dir())))
+    };
+    assert!(!mirrored(), "nothing pulled before a new session");
+    let mut live = Live::create(&sb, P, |_| {});
+    live.turn(0);
+    wait_for(
+        "the new session's pull brought machine-b's chapters",
+        mirrored,
+    );
+    live.turn(1);
+    live.event("compaction/start", json!({}));
+    live.event("compaction/end", json!({}));
+    wait_for("the compaction archive pushed after the debounce", || {
+        pool_files(&pool)
+            .iter()
+            .any(|f| f.starts_with("chapters/") && f.contains(P))
+    });
+}
+
+/// A pool that fails: logged, shown in both statuses, retried with a backoff — and the
+/// archive still writes its chapters.
+#[test]
+fn a_failing_pool_is_shown_and_never_fails_an_archive() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pool = tmp.path().join("pool.git");
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    link_private(&sb, &pool);
+    // The pool's path is taken by a plain file: no sync can succeed.
+    std::fs::write(&pool, b"not a repository").expect("block the pool");
+    let mut live = Live::create(&sb, P, |_| {});
+    let _d = Daemon::start(&sb, &[("CHAPTERS_SYNC_DEBOUNCE_MS", "100")]);
+    for i in 0..3 {
+        live.turn(i);
+    }
+    live.event("compaction/start", json!({}));
+    live.event("compaction/end", json!({}));
+    wait_for("the archive wrote its chapters", || {
+        !chapters(&sb.store(), P).is_empty()
+    });
+    wait_for("the failed push is shown", || {
+        let s = status(&sb);
+        let ws = &s["workspaces"][0];
+        ws["lastSync"]["ok"] == false
+            && ws["syncFailures"].as_u64().is_some_and(|n| n >= 1)
+            && s["lastErrors"]
+                .to_string()
+                .contains("the archive is not affected")
+    });
+    let st = sb.json(&["status", "--json"]);
+    assert_eq!(st["mode"], "local-only", "{st}");
+    assert_ne!(st["lastSyncCode"], "ok", "{st}");
+    assert!(
+        st["lastSyncHint"].as_str().is_some_and(|h| !h.is_empty()),
+        "{st}"
+    );
+}
+
+/// The signer never waits on the writer lock an archive or a sync holds.
+#[test]
+fn signing_never_waits_for_the_writer_lock() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let mut live = Live::create(&sb, P, |_| {});
+    let _d = Daemon::start(&sb, &[]);
+    live.turn(0);
+    wait_for("signed", || signed(&sb, P, P).len() == 1);
+    let store = dsh_chapters::store::Store::open(&sb.ws).expect("store");
+    let held = store.lock(Duration::from_secs(5)).expect("the writer lock");
+    for i in 1..4 {
+        live.turn(i);
+    }
+    wait_for("turns signed while the writer lock is held", || {
+        signed(&sb, P, P).len() == 4
+    });
+    // An archive meanwhile waits for the lock, as every writer does.
+    let out = sb
+        .cmd(&["archive"])
+        .env("CHAPTERS_WRITER_LOCK_TIMEOUT_MS", "200")
+        .output()
+        .expect("archive");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the archive cannot take the held lock"
+    );
+    drop(held);
+    sb.ok(&["archive"]);
+    assert!(!chapters(&sb.store(), P).is_empty());
 }
 
 #[test]

@@ -27,6 +27,8 @@ pub struct Server {
     script: Arc<Mutex<VecDeque<Reply>>>,
     /// Every request: (headers, body).
     seen: Arc<Mutex<Vec<(String, String)>>>,
+    /// The most requests ever in flight at once.
+    max_in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 pub fn good(title: &str) -> Reply {
@@ -48,17 +50,25 @@ pub fn serve(script: Vec<Reply>, fallback: Reply) -> Server {
     let script = Arc::new(Mutex::new(VecDeque::from(script)));
     let seen = Arc::new(Mutex::new(Vec::new()));
     let (s, v) = (script.clone(), seen.clone());
+    let max_in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let max = max_in_flight.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(stream) = stream else { continue };
             let (s, v, fallback) = (s.clone(), v.clone(), fallback.clone());
+            let (in_flight, max) = (in_flight.clone(), max.clone());
             std::thread::spawn(move || {
+                use std::sync::atomic::Ordering::SeqCst;
+                let now = in_flight.fetch_add(1, SeqCst) + 1;
+                max.fetch_max(now, SeqCst);
                 let mut reader = BufReader::new(stream.try_clone().unwrap());
                 let mut head = String::new();
                 let mut length = 0usize;
                 loop {
                     let mut line = String::new();
                     if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        in_flight.fetch_sub(1, SeqCst);
                         return;
                     }
                     if let Some(n) = line.to_ascii_lowercase().strip_prefix("content-length:") {
@@ -92,6 +102,9 @@ pub fn serve(script: Vec<Reply>, fallback: Reply) -> Server {
                     None => "{\"error\":\"scripted failure\"}".to_owned(),
                 };
                 let mut stream = stream;
+                // Out of flight before the answer lands, so the next request is not counted
+                // as overlapping this one.
+                in_flight.fetch_sub(1, SeqCst);
                 let _ = write!(
                     stream,
                     "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -100,7 +113,12 @@ pub fn serve(script: Vec<Reply>, fallback: Reply) -> Server {
             });
         }
     });
-    Server { url, script, seen }
+    Server {
+        url,
+        script,
+        seen,
+        max_in_flight,
+    }
 }
 
 fn archived(sb: &Sandbox) {
@@ -193,6 +211,13 @@ fn valid_answers_annotate_model_owned_fields_and_never_touch_a_body() {
         .filter(|(p, _)| p.contains("/plan-"))
         .collect();
     assert_eq!(plans_before, plans_after);
+    // One request in flight at a time (the target server is single-slot).
+    assert_eq!(
+        server
+            .max_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
     // The request carried the cheap slice, not the whole chapter.
     let (_, body) = server.seen.lock().unwrap()[0].clone();
     let request: serde_json::Value = serde_json::from_str(&body).unwrap();
