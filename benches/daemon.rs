@@ -168,8 +168,19 @@ fn latency() {
         std::thread::sleep(Duration::from_millis(5 + rng % 15));
     }
     let s = status(&sb);
-    let _ = daemon.kill();
-    let _ = daemon.wait();
+    // SIGTERM while a turn is being signed: the daemon finishes the write and exits.
+    writer
+        .append_turn(&mut script, &turn(TURNS + WARMUP))
+        .expect("append");
+    let asked = Instant::now();
+    let sent = Command::new("kill")
+        .args(["-TERM", &daemon.id().to_string()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(sent);
+    let exit = daemon.wait().expect("wait");
+    let stop_ms = asked.elapsed().as_secs_f64() * 1000.0;
     daemon_ms.sort_by(f64::total_cmp);
     base_ms.sort_by(f64::total_cmp);
     println!("(a) signing latency over {TURNS} live turns (after {WARMUP} warm-up turns)");
@@ -192,6 +203,11 @@ fn latency() {
     println!(
         "  the daemon's own figure (change noticed → line fsynced), last {} samples: p50 {} ms  p99 {} ms",
         s["signing"]["samples"], s["signing"]["p50Ms"], s["signing"]["p99Ms"]
+    );
+    println!(
+        "  SIGTERM during a live stream → exit {:?} after {stop_ms:.1} ms (goal: exit 0 within 2 s: {})",
+        exit.code(),
+        if exit.code() == Some(0) && stop_ms <= 2000.0 { "met" } else { "NOT met" }
     );
     println!(
         "  goal p99 ≤ 5 ms: {}",

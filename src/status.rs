@@ -176,10 +176,7 @@ fn vocabulary_status(
 ) -> VocabularyStatus {
     let table = crate::index::table::Table::open(store.dir());
     let mirror = workspace.join(MIRROR_DIR);
-    let params = crate::index::vocab::VocabParams {
-        co_min: config.vocab_co_min,
-        overlap_min: config.vocab_overlap_min,
-    };
+    let params = crate::index::vocab::VocabParams::from_config(config);
     let result =
         crate::index::build::read_curation(store.dir(), linked.then_some(mirror.as_path()))
             .and_then(|inputs| {

@@ -455,7 +455,7 @@ fn active(env: &Env, session: Option<&str>, intent: Intent, json: bool) -> Resul
 }
 
 fn conflicts(env: &Env, json: bool) -> Result<()> {
-    use dsh_chapters::enrich::{http::Endpoint, KEY_NAME};
+    use dsh_chapters::enrich::{chat, http::Endpoint, Completion, KEY_NAME};
     use dsh_chapters::rules::conflicts;
     let refuse = |why: String| -> Result<()> {
         if json {
@@ -504,36 +504,16 @@ fn conflicts(env: &Env, json: bool) -> Result<()> {
         Err(e) => return refuse(e.to_string()),
     };
     let key = dsh_chapters::pool::credentials::load(&env.dsh_home, KEY_NAME)?;
-    let mut request = json!({
-        "messages": messages,
-        "max_tokens": env.config.enrichment_max_tokens,
-        "temperature": 0,
-        "stream": false,
-    });
-    if let Some(model) = &env.config.enrichment_model {
-        request["model"] = json!(model);
-    }
-    let body = serde_json::to_vec(&request).context("cannot encode the request")?;
-    let timeout = std::time::Duration::from_millis(env.config.enrichment_timeout_ms);
+    let model = env.config.enrichment_model.as_deref().unwrap_or_default();
     let mut last = String::new();
     // One call, and one retry when its answer is not a valid report.
     for _ in 0..2 {
-        let (status, bytes) =
-            endpoint.post_json("chat/completions", &body, key.as_ref(), timeout)?;
-        if !(200..300).contains(&status) {
-            return refuse(format!(
-                "{} answered HTTP {status}; nothing was checked",
-                endpoint.describe()
-            ));
-        }
-        let content = serde_json::from_slice::<serde_json::Value>(&bytes)
-            .ok()
-            .and_then(|v| {
-                v["choices"][0]["message"]["content"]
-                    .as_str()
-                    .map(str::to_owned)
-            })
-            .unwrap_or_default();
+        let content = match chat(&endpoint, &env.config, key.as_ref(), model, &messages) {
+            Completion::Content(content) => content,
+            Completion::Failed(e) | Completion::TimedOut(e) => {
+                return refuse(format!("{e}; nothing was checked"))
+            }
+        };
         match conflicts::parse(&content, &governing) {
             Ok(report) => {
                 if json {

@@ -53,18 +53,14 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         .then(|| dsh_chapters::redact::Redactor::new(&env.config.redaction_patterns))
         .transpose()?;
     let at = dsh_chapters::time::rfc3339_utc(super::now_ms());
-    let vocabulary =
-        vocab_redactor
-            .as_ref()
-            .map(|redactor| dsh_chapters::index::build::VocabApply {
-                params: dsh_chapters::index::vocab::VocabParams {
-                    co_min: env.config.vocab_co_min,
-                    overlap_min: env.config.vocab_overlap_min,
-                },
-                redactor,
-                harness: &env.harness_id,
-                now: &at,
-            });
+    let vocabulary = vocab_redactor.as_ref().and_then(|redactor| {
+        dsh_chapters::index::build::VocabApply::when_applied(
+            &env.config,
+            redactor,
+            &env.harness_id,
+            &at,
+        )
+    });
     let corpus = search_door::open(
         &env.workspace,
         &env.identity.project_key,

@@ -49,17 +49,14 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         timeout: Duration::from_millis(env.config.sync_timeout_ms),
         lock_timeout: Duration::from_millis(env.config.writer_lock_timeout_ms),
         rebuild_index: false,
-        vocabulary: vocab
-            .as_ref()
-            .map(|redactor| dsh_chapters::index::build::VocabApply {
-                params: dsh_chapters::index::vocab::VocabParams {
-                    co_min: env.config.vocab_co_min,
-                    overlap_min: env.config.vocab_overlap_min,
-                },
+        vocabulary: vocab.as_ref().and_then(|redactor| {
+            dsh_chapters::index::build::VocabApply::when_applied(
+                &env.config,
                 redactor,
-                harness: &env.harness_id,
-                now: &now,
-            }),
+                &env.harness_id,
+                &now,
+            )
+        }),
     };
     match sync::sync(&ctx, args.pull_only) {
         Ok(report) => {

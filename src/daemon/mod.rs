@@ -320,18 +320,12 @@ fn run_sync(job: &Job, pull_only: bool) -> SyncOutcome {
             timeout: Duration::from_millis(ctx.config.sync_timeout_ms),
             lock_timeout: Duration::from_millis(ctx.config.writer_lock_timeout_ms),
             rebuild_index: false,
-            vocabulary: ctx
-                .config
-                .vocab_apply
-                .then(|| crate::index::build::VocabApply {
-                    params: crate::index::vocab::VocabParams {
-                        co_min: ctx.config.vocab_co_min,
-                        overlap_min: ctx.config.vocab_overlap_min,
-                    },
-                    redactor: &ctx.redactor,
-                    harness: &ctx.harness_id,
-                    now: &now_str,
-                }),
+            vocabulary: crate::index::build::VocabApply::when_applied(
+                &ctx.config,
+                &ctx.redactor,
+                &ctx.harness_id,
+                &now_str,
+            ),
         };
         sync::sync(&sctx, pull_only)
             .map(drop)

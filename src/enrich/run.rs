@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 
 use super::answer::{self, AnswerError};
 use super::http::{Endpoint, HttpError};
 use super::slice::{self, SliceLimits};
+use super::{chat, Completion};
 use crate::config::Config;
 use crate::curation::{self, Curation};
 use crate::pool::credentials::Secret;
@@ -208,45 +208,6 @@ fn scan(
     Ok((queue, known))
 }
 
-/// The text of a completion, or why there is none.
-enum Call {
-    Content(String),
-    Failed(String),
-    TimedOut(String),
-}
-
-fn call(endpoint: &Endpoint, ctx: &EnrichContext<'_>, model: &str, messages: &Value) -> Call {
-    let mut request = json!({
-        "messages": messages,
-        "max_tokens": ctx.config.enrichment_max_tokens,
-        "temperature": 0,
-        "stream": false,
-    });
-    if !model.is_empty() {
-        request["model"] = Value::String(model.to_owned());
-    }
-    let body = serde_json::to_vec(&request).expect("a JSON value always serializes");
-    let timeout = Duration::from_millis(ctx.config.enrichment_timeout_ms);
-    match endpoint.post_json("chat/completions", &body, ctx.key, timeout) {
-        Err(e) if e.is_timeout() => Call::TimedOut(e.to_string()),
-        Err(e) => Call::Failed(e.to_string()),
-        Ok((status, bytes)) if !(200..300).contains(&status) => Call::Failed(format!(
-            "{} answered HTTP {status}: {}",
-            endpoint.describe(),
-            String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
-        )),
-        Ok((_, bytes)) => match serde_json::from_slice::<Value>(&bytes).ok().and_then(|v| {
-            v["choices"][0]["message"]["content"]
-                .as_str()
-                .map(str::to_owned)
-        }) {
-            Some(content) => Call::Content(content),
-            // A 200 without a completion is an invalid answer, not a dead endpoint.
-            None => Call::Content(String::new()),
-        },
-    }
-}
-
 fn clip(text: &str) -> String {
     match text.char_indices().nth(ERROR_TEXT_MAX) {
         Some((at, _)) => format!("{}…", &text[..at]),
@@ -391,8 +352,8 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
             if attempt == 1 {
                 report.retries += 1;
             }
-            match call(&endpoint, ctx, &model, &messages) {
-                Call::Content(content) => {
+            match chat(&endpoint, ctx.config, ctx.key, &model, &messages) {
+                Completion::Content(content) => {
                     let result = answer::parse(&content);
                     let valid = result.is_ok();
                     parsed = Some(result);
@@ -400,14 +361,14 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
                         break;
                     }
                 }
-                Call::Failed(e) => {
+                Completion::Failed(e) => {
                     report.failed += 1;
                     status.failed += 1;
                     status.last_error = Some(clip(&e));
                     endpoint_failed = true;
                     break;
                 }
-                Call::TimedOut(e) => {
+                Completion::TimedOut(e) => {
                     report.timeouts += 1;
                     status.timeouts += 1;
                     status.last_error = Some(clip(&e));
@@ -442,14 +403,14 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
             let mining = slice::mining_messages(&chapter_slice, ctx.config.rules_mined_per_chapter);
             let mut found = None;
             for _ in 0..2 {
-                match call(&endpoint, ctx, rules_model, &mining) {
-                    Call::Content(content) => {
+                match chat(&endpoint, ctx.config, ctx.key, rules_model, &mining) {
+                    Completion::Content(content) => {
                         if let Ok(rules) = answer::parse_rules(&content) {
                             found = Some(rules);
                             break;
                         }
                     }
-                    Call::Failed(e) | Call::TimedOut(e) => {
+                    Completion::Failed(e) | Completion::TimedOut(e) => {
                         report
                             .notes
                             .push(format!("{name}: the mining call failed: {e}"));

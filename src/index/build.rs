@@ -439,6 +439,23 @@ pub struct VocabApply<'a> {
     pub now: &'a str,
 }
 
+impl<'a> VocabApply<'a> {
+    /// The vocabulary pass as configured: `None` in shadow mode (`vocabApply: false`).
+    pub fn when_applied(
+        config: &crate::config::Config,
+        redactor: &'a Redactor,
+        harness: &'a str,
+        now: &'a str,
+    ) -> Option<VocabApply<'a>> {
+        config.vocab_apply.then(|| VocabApply {
+            params: VocabParams::from_config(config),
+            redactor,
+            harness,
+            now,
+        })
+    }
+}
+
 /// Apply the vocabulary: each candidate becomes a `topic-alias` fact by `plugin` in this
 /// machine's curation file (a person's alias still wins: the fold never lets a plugin fact
 /// override one). The caller holds the store's writer lock. Returns what was written.

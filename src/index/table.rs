@@ -716,26 +716,20 @@ fn list_sources(workspace: &Path, linked: bool) -> Result<Vec<(String, String)>,
 }
 
 fn list_dirs(dir: &Path) -> Result<Vec<String>, TableError> {
-    let entries = match fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_err(dir, e)),
-    };
-    let mut out = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| io_err(dir, e))?;
-        let Ok(name) = entry.file_name().into_string() else {
-            continue;
-        };
-        if is_safe_component(&name) && entry.file_type().is_ok_and(|t| t.is_dir()) {
-            out.push(name);
-        }
-    }
-    out.sort();
-    Ok(out)
+    list_names(dir, |name, kind| is_safe_component(name) && kind.is_dir())
 }
 
 fn list_markdown(dir: &Path) -> Result<Vec<String>, TableError> {
+    list_names(dir, |name, kind| {
+        !name.starts_with('.') && name.ends_with(".md") && kind.is_file()
+    })
+}
+
+/// The UTF-8 names in `dir` that `keep` accepts, sorted; a missing directory has none.
+fn list_names(
+    dir: &Path,
+    keep: impl Fn(&str, fs::FileType) -> bool,
+) -> Result<Vec<String>, TableError> {
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -747,10 +741,7 @@ fn list_markdown(dir: &Path) -> Result<Vec<String>, TableError> {
         let Ok(name) = entry.file_name().into_string() else {
             continue;
         };
-        if !name.starts_with('.')
-            && name.ends_with(".md")
-            && entry.file_type().is_ok_and(|t| t.is_file())
-        {
+        if entry.file_type().is_ok_and(|t| keep(&name, t)) {
             out.push(name);
         }
     }

@@ -39,6 +39,15 @@ pub struct VocabParams {
     pub overlap_min: f64,
 }
 
+impl VocabParams {
+    pub fn from_config(config: &crate::config::Config) -> VocabParams {
+        VocabParams {
+            co_min: config.vocab_co_min,
+            overlap_min: config.vocab_overlap_min,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Signal {
