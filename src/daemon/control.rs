@@ -281,7 +281,7 @@ pub struct Client {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("no daemon answers on {socket}: {source}")]
+    #[error("no daemon answers on {socket}: {source}; start one with `chapters daemon` (or `chapters daemon install`)")]
     Connect {
         socket: PathBuf,
         #[source]

@@ -25,13 +25,13 @@ pub struct Endpoint {
 pub enum HttpError {
     #[error("{url:?} is not an endpoint this program can call: {why}")]
     BadUrl { url: String, why: String },
-    #[error("cannot reach {endpoint}: {source}")]
+    #[error("cannot reach {endpoint}: {source}; is the model server running there? (`chapters enrich model --endpoint URL` changes it)")]
     Connect {
         endpoint: String,
         #[source]
         source: std::io::Error,
     },
-    #[error("{endpoint} did not answer within {ms} ms")]
+    #[error("{endpoint} did not answer within {ms} ms; a slow model needs a larger `enrichmentTimeoutMs`")]
     Timeout { endpoint: String, ms: u128 },
     #[error("{endpoint}: {source}")]
     Io {
@@ -342,6 +342,30 @@ mod tests {
                 String::from_utf8_lossy(broken)
             );
         }
+    }
+
+    #[test]
+    fn a_huge_answer_is_refused_at_the_cap() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            if let Ok((mut stream, _)) = listener.accept() {
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf);
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\n\r\n");
+                let chunk = vec![b'x'; 1 << 20];
+                for _ in 0..6 {
+                    if stream.write_all(&chunk).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        let endpoint = Endpoint::parse(&format!("http://127.0.0.1:{port}/v1")).unwrap();
+        let err = endpoint
+            .post_json("chat/completions", b"{}", None, Duration::from_secs(10))
+            .unwrap_err();
+        assert!(err.to_string().contains("larger than"), "{err}");
     }
 
     #[test]
