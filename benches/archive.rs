@@ -148,7 +148,15 @@ fn main() {
         "{:>6} {:>10} {:>10} {:>12} {:>12} {:>8} {:>10}",
         "turns", "MiB(dec)", "MiB(zst)", "zstd -dc ms", "archive ms", "ratio", "peak RSS"
     );
+    // ARCHIVE_BENCH_TURNS=2000 runs one size; ARCHIVE_BENCH_KEEP=1 keeps the scratch
+    // home and workspaces (printed) for profiling by hand.
+    let only: Option<usize> = std::env::var("ARCHIVE_BENCH_TURNS")
+        .ok()
+        .and_then(|v| v.parse().ok());
     for (turns, per_turn) in [(500usize, 27_000usize), (2_000, 27_000)] {
+        if only.is_some_and(|n| n != turns) {
+            continue;
+        }
         let mut s = setup(turns, per_turn);
         let zst = std::fs::metadata(&s.log).expect("meta").len();
         let mut best_zstd = Duration::MAX;
@@ -171,5 +179,10 @@ fn main() {
             best_archive.as_secs_f64() / best_zstd.as_secs_f64(),
             peak as f64 / 1024.0
         );
+        if std::env::var_os("ARCHIVE_BENCH_KEEP").is_some() {
+            let Setup { _tmp, home, .. } = s;
+            eprintln!("kept: {}", _tmp.keep().display());
+            drop(home);
+        }
     }
 }

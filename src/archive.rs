@@ -1,16 +1,19 @@
 //! The archive door (shell): discover the workspace's sessions, sign every completed,
 //! unsigned turn, compose every completed, unarchived turn into chapters and write them.
 //!
-//! Two streaming passes per session keep memory bounded whatever the log size: pass 1
-//! signs (only signatures are kept), pass 2 re-reads from the resume point of the first
-//! unarchived turn and holds one chapter's events at a time. Every write goes through the
-//! store, which accepts only `Redacted` values. The whole run holds the writer lock.
+//! One streaming pass per session, memory bounded whatever the log size: the reader
+//! assembles turns, signs the unsigned ones and composes the unarchived ones online
+//! (`compose::Online`: a chapter closes when the next turn opens another); a second thread
+//! renders and writes each closed chapter while the reader decodes on. Every write goes
+//! through the store, which accepts only `Redacted` values. The whole run holds the
+//! writer lock.
 //!
-//! Crash safety: signatures are appended (one write + fsync) before any chapter is
-//! written, and within a chapter artifacts and plans are written before the chapter file,
-//! which is the commit of its range. A kill at any point leaves either a complete chapter
-//! or none; re-rendering is deterministic, so a re-run rewrites an orphaned plan or
-//! artifact with identical bytes (a no-op) and never numbers anything twice.
+//! Crash safety: the run's documents are one group (`store::group`): written without an
+//! fsync each, then the new signatures are appended (one write + fsync), then one
+//! `syncfs` and a commit line. A kill anywhere before the commit leaves documents past
+//! the root's last commit; the next run removes them and, rendering being deterministic,
+//! writes the same bytes again — nothing is numbered twice, nothing committed is touched.
+//! A run that fails (a truncated or garbled log) removes what it wrote.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -83,6 +86,10 @@ pub struct SessionFailure {
 #[serde(rename_all = "camelCase")]
 pub struct ArchiveReport {
     pub reason: Option<Reason>,
+    /// Documents an interrupted archive left uncommitted (`<root>/<file>`), removed before
+    /// this run wrote them again (see `store::group`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub uncommitted_removed: Vec<String>,
     pub sessions: Vec<SessionReport>,
     pub failures: Vec<SessionFailure>,
 }
@@ -123,8 +130,10 @@ pub enum ArchiveError {
         log_end: Option<u64>,
         signed_hi: u64,
     },
-    #[error("session log {file} changed between two reads (seq {seq} no longer completes a turn); archive again")]
-    LogChanged { file: PathBuf, seq: u64 },
+    #[error(
+        "the chapter writer thread panicked; nothing past the last commit was kept — archive again"
+    )]
+    WriterPanicked,
     #[error("session rules: {0}")]
     Rules(#[from] crate::rules::store::RulesStoreError),
 }
@@ -152,6 +161,9 @@ pub fn archive_workspace(
 
     let mut report = ArchiveReport {
         reason: Some(reason),
+        // Before anything reads what is archived: an interrupted run's uncommitted
+        // documents go, and this run writes them again.
+        uncommitted_removed: store.recover_uncommitted()?,
         ..ArchiveReport::default()
     };
     let mut found = Vec::new();
@@ -281,108 +293,127 @@ fn archive_session(
     };
 
     // What is already signed and archived for this session.
-    let (mut sigs, torn) = signed(store, root, session_id)?;
+    let (sigs, torn) = signed(store, root, session_id)?;
     if let Some(note) = torn {
         report.notes.push(note);
     }
-    let signed_hi = sigs.iter().filter_map(|s| s.seqs.last().copied()).max();
+    let mut group = store.begin_group(root, redactor)?;
     let archived = store.archived(root)?;
-    let archived_hi = archived
+    let last_archived = archived
         .iter()
         .filter(|d| d.kind == "chapter" && d.session_id == session_id)
-        .map(|d| d.seq_hi)
-        .max();
+        .max_by_key(|d| d.seq_hi);
     // A seeded fork starts with a copy of its parent's events: those are the parent's.
     let seed_end = if found.header.is_seeded {
         found.header.seed_length.unwrap_or(0)
     } else {
         0
     };
-    let first_unarchived = archived_hi.map_or(seed_end, |hi| (hi + 1).max(seed_end));
-
-    // Pass 1: sign completed, unsigned turns; find where the unarchived span starts.
-    let mut reader =
-        LogReader::open_with(file, ResumePoint::default(), reader_options(ctx.config))?;
-    let mut assembler = TurnAssembler::new();
-    let mut new_sigs = Vec::new();
-    let mut span_resume: Option<ResumePoint> = None;
-    // Completed turns before the span: a resumed assembler numbers turns after them.
-    let mut completed_before_span = 0u64;
-    let mut last_completed_end: Option<u64> = None;
-    let rule_capture = crate::rules::store::SessionCapture {
-        store,
-        workspace: ctx.workspace,
-        redactor,
-        config: ctx.config,
-        project_key: &ctx.identity.project_key,
-        harness: ctx.harness_id,
+    let first_unarchived = last_archived.map_or(seed_end, |d| (d.seq_hi + 1).max(seed_end));
+    // The first new chapter's opening rule is decided against the chapter written before it.
+    let prior: Vec<Signature> = last_archived
+        .map(|prev| {
+            sigs.iter()
+                .filter(|s| {
+                    s.seqs.first().is_some_and(|&lo| lo >= prev.seq_lo)
+                        && s.seqs.last().is_some_and(|&hi| hi <= prev.seq_hi)
+                })
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let composer = compose::Online::new(
         session_id,
-        root_session: root,
-    };
-    loop {
-        let before = reader.resume_point();
-        let Some(item) = reader.next_item()? else {
-            break;
-        };
-        let LogItem::Event(event) = item else {
-            continue;
-        };
-        if span_resume.is_none() && event.seq >= first_unarchived {
-            span_resume = Some(before);
-        }
-        if let Some(turn) = assembler.push(event) {
-            last_completed_end = Some(turn.end_seq);
-            if turn.end_seq < first_unarchived {
-                completed_before_span += 1;
-            }
-            if turn.end_seq < seed_end {
-                continue;
-            }
-            if signed_hi.is_none_or(|hi| turn.end_seq > hi) {
-                // The signing point is where `ADD RULE:` lines become session rules (§7.5);
-                // written before the signatures, idempotently, so none is ever lost.
-                report
-                    .session_rules
-                    .extend(rule_capture.capture_turn(&turn)?);
-                new_sigs.push(signature::sign(
-                    &turn,
-                    session_id,
-                    &ctx.workspace.to_string_lossy(),
-                    ctx.now,
-                ));
-            }
-        }
-    }
-    for note in reader.notes() {
-        match note {
-            ReadNote::TornTail { file, at } => report.notes.push(format!(
-                "{}: torn last frame at byte {at} skipped (a write in progress or a crash); its records are read once complete",
-                file.display()
-            )),
-        }
-    }
-    report.in_flight = assembler.in_flight();
-    let log_end = reader.resume_point().next_seq.checked_sub(1);
-    if let Some(hi) = signed_hi {
-        if log_end.is_none_or(|end| end < hi) {
-            return Err(ArchiveError::LogTruncated {
-                file: file.clone(),
-                log_end,
-                signed_hi: hi,
-            });
-        }
-    }
+        ComposeConfig {
+            merge_threshold: ctx.config.merge_threshold,
+            chapter_limit: ctx.config.chapter_limit,
+        },
+        first_unarchived,
+        prior,
+    );
 
-    // Sign: one batch, one fsync, before any chapter is written. The daemon signs under
-    // the collections lock alone, so it may have signed some of these turns since the
-    // read above: read the ledger again under that lock and append only what is past it.
+    // The writer owns the numbering: plan numbers depend on what the chapters before
+    // rendered. Plan numbers count only plans whose chapter landed (a store written before
+    // group commit may hold an orphan plan; the re-run rewrites it under the same number).
+    let landed: std::collections::BTreeSet<&str> = archived
+        .iter()
+        .filter(|d| d.kind == "chapter")
+        .map(|d| d.file_name.as_str())
+        .collect();
+    let mut numbers = Numbering {
+        chapter: store.next_chapter_number(root)?,
+        plan: archived
+            .iter()
+            .filter(|d| {
+                d.kind == "plan" && d.chapter.as_deref().is_some_and(|c| landed.contains(c))
+            })
+            .map(|d| d.number)
+            .max()
+            .unwrap_or(0)
+            + 1,
+    };
+    let meta = ChapterMeta {
+        project_key: ctx.identity.project_key.clone(),
+        harness_id: ctx.harness_id.to_owned(),
+        session_id: session_id.to_owned(),
+        root_session_id: root.to_owned(),
+        number: 0,
+        next_plan_number: 0,
+        tool_result_artifact_tokens: ctx.config.tool_result_artifact_tokens,
+    };
+    let pass = Pass {
+        ctx,
+        file,
+        store,
+        redactor,
+        session_id,
+        root,
+        sigs: &sigs,
+        first_unarchived,
+        seed_end,
+    };
+
+    // One pass over the log: sign every completed, unsigned turn and compose the
+    // unarchived ones as they complete; a second thread renders and writes each chapter
+    // as it closes while this one decodes on (a bounded hand-off: memory stays one or two
+    // chapters' events whatever the log size).
+    let (to_writer, from_reader) = std::sync::mpsc::sync_channel::<Closed>(2);
+    let (read_result, write_result) = std::thread::scope(|scope| {
+        let written = &mut report;
+        let group = &mut group;
+        let writer = scope.spawn(move || -> Result<(), ArchiveError> {
+            for closed in from_reader {
+                write_chapter(group, redactor, &meta, &mut numbers, closed, written)?;
+            }
+            Ok(())
+        });
+        let read_result = pass.run(composer, &to_writer);
+        drop(to_writer);
+        let write_result = writer.join().unwrap_or(Err(ArchiveError::WriterPanicked));
+        (read_result, write_result)
+    });
+    let read = match (read_result, write_result) {
+        (Ok(read), Ok(())) => read,
+        (Err(e), _) | (Ok(_), Err(e)) => {
+            // A refused archive leaves the store as it was.
+            group.abort();
+            return Err(e);
+        }
+    };
+    report.notes.extend(read.notes);
+    report.in_flight = read.in_flight;
+    report.session_rules.extend(read.session_rules);
+
+    // Sign: one batch, one fsync, before the chapters are committed. The daemon signs
+    // under the collections lock alone, so it may have signed some of these turns since
+    // the ledger was read: read it again under that lock and append only what is past it.
+    let mut new_sigs = read.new_sigs;
     if !new_sigs.is_empty() {
         let collections_lock = store.lock_collections()?;
         let (fresh, _) = signed(store, root, session_id)?;
         if let Some(fresh_hi) = fresh.iter().filter_map(|s| s.seqs.last().copied()).max() {
             new_sigs.retain(|s| s.seqs.last().is_some_and(|&end| end > fresh_hi));
         }
-        sigs = fresh;
         if !new_sigs.is_empty() {
             let mut counts = RedactionCounts::default();
             let lines: Vec<_> = new_sigs
@@ -393,144 +424,206 @@ fn archive_session(
                     redactor.redact_json(&value, &mut counts)
                 })
                 .collect();
-            store.append_collection_many(root, session_id, &lines)?;
+            if let Err(e) = store.append_collection_many(root, session_id, &lines) {
+                group.abort();
+                return Err(e.into());
+            }
             add_counts(&mut report.redactions, &counts);
             report.turns_signed = new_sigs.len() as u64;
-            sigs.extend(new_sigs);
         }
         // Held only around the read and the append: the daemon signs under it.
         drop(collections_lock);
     }
     debug_assert!(sigs.iter().all(|s| s.v <= SIGNATURE_VERSION));
-
-    // Compose the unarchived, completed span.
-    let Some(span_hi) = last_completed_end.filter(|&hi| hi >= first_unarchived) else {
-        return Ok(report);
-    };
-    let span_lo = first_unarchived;
-    let all_sigs = sigs;
-    let todo: Vec<Signature> = all_sigs
-        .iter()
-        .filter(|s| {
-            s.seqs.first().is_some_and(|&lo| lo >= span_lo)
-                && s.seqs.last().is_some_and(|&hi| hi <= span_hi)
-        })
-        .cloned()
-        .collect();
-    let cfg = ComposeConfig {
-        merge_threshold: ctx.config.merge_threshold,
-        chapter_limit: ctx.config.chapter_limit,
-    };
-    let mut spans = compose::compose(session_id, &todo, span_lo, span_hi, &cfg)?;
-    if spans.is_empty() {
-        return Ok(report);
-    }
-    // The first chapter's opening rule, decided against the chapter written before it.
-    let last_archived = archived
-        .iter()
-        .filter(|d| d.kind == "chapter" && d.session_id == session_id)
-        .max_by_key(|d| d.seq_hi);
-    if let (Some(prev), Some(first)) = (last_archived, spans.first_mut()) {
-        let prior: Vec<Signature> = all_sigs
-            .iter()
-            .filter(|s| {
-                s.seqs.first().is_some_and(|&lo| lo >= prev.seq_lo)
-                    && s.seqs.last().is_some_and(|&hi| hi <= prev.seq_hi)
-            })
-            .cloned()
-            .collect();
-        if let (Some(&member), Some(decision)) =
-            (first.members.first(), first.decisions.first_mut())
-        {
-            if let Some(d) = compose::opening_decision(session_id, &prior, &todo[member], &cfg) {
-                *decision = d;
-            }
-        }
-    }
-
-    // Pass 2: re-read from the span start, render and write one chapter at a time.
-    let mut next_chapter = store.next_chapter_number(root)?;
-    // Plan numbers count only plans whose chapter landed: a plan written by a run killed
-    // before its chapter is an orphan, and the re-run rewrites it under the same number
-    // with the same bytes instead of numbering the same plan twice.
-    let landed: std::collections::BTreeSet<&str> = archived
-        .iter()
-        .filter(|d| d.kind == "chapter")
-        .map(|d| d.file_name.as_str())
-        .collect();
-    let mut next_plan = archived
-        .iter()
-        .filter(|d| d.kind == "plan" && d.chapter.as_deref().is_some_and(|c| landed.contains(c)))
-        .map(|d| d.number)
-        .max()
-        .unwrap_or(0)
-        + 1;
-    let resume = span_resume.unwrap_or_default();
-    let mut reader = LogReader::open_with(file, resume, reader_options(ctx.config))?;
-    let mut assembler = TurnAssembler::starting_at(span_lo, completed_before_span);
-    let mut spans = spans.into_iter().peekable();
-    let mut buffered: Vec<CompletedTurn> = Vec::new();
-    while let Some(span) = spans.peek() {
-        let Some(item) = reader.next_item()? else {
-            return Err(ArchiveError::LogChanged {
-                file: file.clone(),
-                seq: span.seq_hi,
-            });
-        };
-        let LogItem::Event(event) = item else {
-            continue;
-        };
-        if event.seq < span_lo {
-            continue;
-        }
-        let Some(turn) = assembler.push(event) else {
-            continue;
-        };
-        if turn.end_seq < span.seq_lo {
-            continue;
-        }
-        let end = turn.end_seq;
-        buffered.push(turn);
-        if end < span.seq_hi {
-            continue;
-        }
-        if end > span.seq_hi {
-            return Err(ArchiveError::LogChanged {
-                file: file.clone(),
-                seq: span.seq_hi,
-            });
-        }
-        let span = spans.next().expect("peeked above");
-        let turns: Vec<&CompletedTurn> = buffered.iter().collect();
-        let meta = ChapterMeta {
-            project_key: ctx.identity.project_key.clone(),
-            harness_id: ctx.harness_id.to_owned(),
-            session_id: session_id.to_owned(),
-            root_session_id: root.to_owned(),
-            number: next_chapter,
-            next_plan_number: next_plan,
-            tool_result_artifact_tokens: ctx.config.tool_result_artifact_tokens,
-        };
-        let rendered = render::render_chapter(&span, &turns, &meta, redactor);
-        for artifact in &rendered.artifacts {
-            if store.write_artifact(root, artifact)? {
-                report.artifacts_written += 1;
-            }
-        }
-        for plan in &rendered.plans {
-            store.write_document(root, plan)?;
-            report.plans.push(plan.file_name.clone());
-        }
-        store.write_document(root, &rendered.chapter)?;
-        report.chapters.push(rendered.chapter.file_name.clone());
-        report.turns_archived += buffered.len() as u64;
-        report.omitted_injections += rendered.stats.omitted_injections;
-        add_counts(&mut report.redactions, &rendered.stats.redactions);
-        next_chapter += 1;
-        next_plan += rendered.plans.len() as u32;
-        buffered.clear();
-    }
+    group.commit()?;
     Ok(report)
+}
+
+/// What the reading pass found besides the chapters it handed on.
+#[derive(Default)]
+struct PassOutcome {
+    new_sigs: Vec<Signature>,
+    notes: Vec<String>,
+    in_flight: Option<(u64, u64)>,
+    session_rules: Vec<String>,
+}
+
+/// The reading half of an archive run (see [`archive_session`]).
+struct Pass<'p> {
+    ctx: &'p ArchiveContext<'p>,
+    file: &'p Path,
+    store: &'p Store,
+    redactor: &'p Redactor,
+    session_id: &'p str,
+    root: &'p str,
+    /// The ledger's signatures, as read at the start.
+    sigs: &'p [Signature],
+    first_unarchived: u64,
+    seed_end: u64,
+}
+
+impl Pass<'_> {
+    fn run(
+        &self,
+        mut composer: compose::Online,
+        to_writer: &std::sync::mpsc::SyncSender<Closed>,
+    ) -> Result<PassOutcome, ArchiveError> {
+        let mut out = PassOutcome::default();
+        let signed_hi = self
+            .sigs
+            .iter()
+            .filter_map(|s| s.seqs.last().copied())
+            .max();
+        // The ledger's signatures of unarchived turns, by their last seq: the composition
+        // uses these (the daemon may have signed the turns) as a two-pass run would.
+        let ledger: BTreeMap<u64, &Signature> = self
+            .sigs
+            .iter()
+            .filter_map(|s| Some((*s.seqs.last()?, s)))
+            .filter(|&(end, _)| end >= self.first_unarchived)
+            .collect();
+        let rule_capture = crate::rules::store::SessionCapture {
+            store: self.store,
+            workspace: self.ctx.workspace,
+            redactor: self.redactor,
+            config: self.ctx.config,
+            project_key: &self.ctx.identity.project_key,
+            harness: self.ctx.harness_id,
+            session_id: self.session_id,
+            root_session: self.root,
+        };
+        let mut reader = LogReader::open_with(
+            self.file,
+            ResumePoint::default(),
+            reader_options(self.ctx.config),
+        )?;
+        let mut assembler = TurnAssembler::new();
+        let mut buffered: Vec<CompletedTurn> = Vec::new();
+        let mut last_completed_end: Option<u64> = None;
+        let mut writer_gone = false;
+        while let Some(item) = reader.next_item()? {
+            let LogItem::Event(event) = item else {
+                continue;
+            };
+            let Some(turn) = assembler.push(event) else {
+                continue;
+            };
+            last_completed_end = Some(turn.end_seq);
+            if turn.end_seq < self.seed_end {
+                continue;
+            }
+            let fresh = if signed_hi.is_none_or(|hi| turn.end_seq > hi) {
+                // The signing point is where `ADD RULE:` lines become session rules (§7.5);
+                // written before the signatures, idempotently, so none is ever lost.
+                out.session_rules.extend(rule_capture.capture_turn(&turn)?);
+                let sig = signature::sign(
+                    &turn,
+                    self.session_id,
+                    &self.ctx.workspace.to_string_lossy(),
+                    self.ctx.now,
+                );
+                out.new_sigs.push(sig.clone());
+                Some(sig)
+            } else {
+                None
+            };
+            if turn.end_seq < self.first_unarchived || writer_gone {
+                continue;
+            }
+            // A turn the ledger has no signature for is a hole: its chapter absorbs it.
+            let sig = fresh.or_else(|| ledger.get(&turn.end_seq).map(|s| (*s).clone()));
+            if let Some(sig) = sig {
+                if let Some(span) = composer.push(sig)? {
+                    let closed = Closed {
+                        span,
+                        turns: std::mem::take(&mut buffered),
+                    };
+                    // A closed channel means the writer failed; its error is reported.
+                    writer_gone = to_writer.send(closed).is_err();
+                }
+            }
+            buffered.push(turn);
+        }
+        for note in reader.notes() {
+            match note {
+                ReadNote::TornTail { file, at } => out.notes.push(format!(
+                    "{}: torn last frame at byte {at} skipped (a write in progress or a crash); its records are read once complete",
+                    file.display()
+                )),
+            }
+        }
+        out.in_flight = assembler.in_flight();
+        let log_end = reader.resume_point().next_seq.checked_sub(1);
+        if let Some(hi) = signed_hi {
+            if log_end.is_none_or(|end| end < hi) {
+                return Err(ArchiveError::LogTruncated {
+                    file: self.file.to_path_buf(),
+                    log_end,
+                    signed_hi: hi,
+                });
+            }
+        }
+        let Some(span_hi) = last_completed_end.filter(|&hi| hi >= self.first_unarchived) else {
+            return Ok(out);
+        };
+        if let Some(span) = composer.finish(span_hi)? {
+            if !writer_gone {
+                let _ = to_writer.send(Closed {
+                    span,
+                    turns: buffered,
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Chapter and plan numbers of the next chapter the writer renders.
+struct Numbering {
+    chapter: u32,
+    plan: u32,
+}
+
+/// A chapter the reader has closed: its span and its turns, for the writer.
+struct Closed {
+    span: compose::ChapterSpan,
+    turns: Vec<CompletedTurn>,
+}
+
+/// The writing half of an archive run: render one chapter and write its artifacts, its plans and
+/// then the chapter itself (the commit of its range within the group).
+fn write_chapter(
+    group: &mut crate::store::group::Group<'_>,
+    redactor: &Redactor,
+    meta: &ChapterMeta,
+    numbers: &mut Numbering,
+    closed: Closed,
+    report: &mut SessionReport,
+) -> Result<(), ArchiveError> {
+    let turns: Vec<&CompletedTurn> = closed.turns.iter().collect();
+    let meta = ChapterMeta {
+        number: numbers.chapter,
+        next_plan_number: numbers.plan,
+        ..meta.clone()
+    };
+    let rendered = render::render_chapter(&closed.span, &turns, &meta, redactor);
+    for artifact in &rendered.artifacts {
+        if group.write_artifact(artifact)? {
+            report.artifacts_written += 1;
+        }
+    }
+    for plan in &rendered.plans {
+        group.write_document(plan)?;
+        report.plans.push(plan.file_name.clone());
+    }
+    group.write_document(&rendered.chapter)?;
+    report.chapters.push(rendered.chapter.file_name.clone());
+    report.turns_archived += turns.len() as u64;
+    report.omitted_injections += rendered.stats.omitted_injections;
+    add_counts(&mut report.redactions, &rendered.stats.redactions);
+    numbers.chapter += 1;
+    numbers.plan += rendered.plans.len() as u32;
+    Ok(())
 }
 
 fn add_counts(into: &mut BTreeMap<String, u64>, counts: &RedactionCounts) {

@@ -117,21 +117,14 @@ pub fn compose(
     for p in rest {
         let incoming = &features[p.index];
         let score = open.score(incoming, &features);
-        let overlaps = score >= cfg.merge_threshold;
-        let on_topic = overlaps || open.primary_matches(incoming, &features);
-        let fits = open.size.saturating_add(incoming.size) <= cfg.chapter_limit;
-        let rule = match (on_topic, fits) {
-            (true, true) if overlaps => Rule::Overlap,
-            (true, true) => Rule::PrimaryPath,
-            (true, false) => Rule::SizeLimit,
-            (false, _) => Rule::TopicChange,
-        };
-        let decision = Decision {
-            turn: sigs[p.index].turn,
-            rule,
-            score: round4(score),
-        };
-        if on_topic && fits {
+        let (decision, merge) = decide(
+            cfg,
+            sigs[p.index].turn,
+            score,
+            || open.primary_matches(incoming, &features),
+            open.size.saturating_add(incoming.size),
+        );
+        if merge {
             open.add(p, &features, decision);
         } else {
             chapters.push(open.close(sigs));
@@ -174,6 +167,230 @@ pub fn opening_decision(
     } else {
         decision
     })
+}
+
+/// The rule that places a turn after the open chapter, and whether it joins it: on topic
+/// (overlap ≥ τ, else the same primary path) and the chapter with it under the limit.
+fn decide(
+    cfg: &ComposeConfig,
+    turn: u64,
+    score: f64,
+    primary_matches: impl FnOnce() -> bool,
+    size_with_it: u64,
+) -> (Decision, bool) {
+    let overlaps = score >= cfg.merge_threshold;
+    let on_topic = overlaps || primary_matches();
+    let fits = size_with_it <= cfg.chapter_limit;
+    let rule = match (on_topic, fits) {
+        (true, true) if overlaps => Rule::Overlap,
+        (true, true) => Rule::PrimaryPath,
+        (true, false) => Rule::SizeLimit,
+        (false, _) => Rule::TopicChange,
+    };
+    let decision = Decision {
+        turn,
+        rule,
+        score: round4(score),
+    };
+    (decision, on_topic && fits)
+}
+
+/// [`compose`] one signature at a time, for an archive that signs, composes and renders in
+/// one pass over the log: [`Online::push`] returns the chapter a turn closes (the turn
+/// opens the next), [`Online::finish`] the last one. Fed the same signatures in seq order
+/// it produces exactly what [`compose`] does (a test holds the two together), keeping only
+/// the open chapter — memory is one chapter whatever the span.
+pub struct Online {
+    session_id: String,
+    cfg: ComposeConfig,
+    span_lo: u64,
+    /// The chapter written before the span (by an earlier archive), for the first
+    /// chapter's opening decision; taken at the first push.
+    prior: Option<Vec<Signature>>,
+    open: Option<OpenChapter>,
+    /// Signatures placed so far (members are numbered in push order).
+    placed: usize,
+    /// The highest seq claimed so far, to refuse overlaps as [`compose`] does.
+    reach: Option<u64>,
+}
+
+struct OpenChapter {
+    sigs: Vec<Signature>,
+    members: Vec<usize>,
+    decisions: Vec<Decision>,
+    seq_lo: u64,
+    seq_hi: u64,
+    paths: BTreeSet<String>,
+    commands: BTreeSet<String>,
+    terms: BTreeSet<String>,
+    size: u64,
+}
+
+impl OpenChapter {
+    fn open(sig: Signature, index: usize, lo: u64, hi: u64, decision: Decision) -> Self {
+        let mut c = OpenChapter {
+            sigs: Vec::new(),
+            members: Vec::new(),
+            decisions: Vec::new(),
+            seq_lo: lo,
+            seq_hi: hi,
+            paths: BTreeSet::new(),
+            commands: BTreeSet::new(),
+            terms: BTreeSet::new(),
+            size: 0,
+        };
+        c.add(sig, index, hi, decision);
+        c
+    }
+
+    fn add(&mut self, sig: Signature, index: usize, hi: u64, decision: Decision) {
+        self.paths.extend(sig.paths.iter().cloned());
+        self.commands.extend(sig.commands.iter().cloned());
+        self.terms.extend(sig.terms.iter().cloned());
+        self.size = self.size.saturating_add(sig.size);
+        self.seq_hi = hi;
+        self.members.push(index);
+        self.decisions.push(decision);
+        self.sigs.push(sig);
+    }
+
+    /// [`Running::score`] over owned sets.
+    fn score(&self, incoming: &Features<'_>) -> f64 {
+        let union: (BTreeSet<&str>, BTreeSet<&str>, BTreeSet<&str>) = (
+            self.paths.iter().map(String::as_str).collect(),
+            self.commands.iter().map(String::as_str).collect(),
+            self.terms.iter().map(String::as_str).collect(),
+        );
+        let first = Features::of(&self.sigs[0]);
+        let last = Features::of(self.sigs.last().expect("an open chapter has a member"));
+        let theirs = incoming.sets();
+        overlap((&union.0, &union.1, &union.2), theirs)
+            .max(overlap(first.sets(), theirs))
+            .max(overlap(last.sets(), theirs))
+    }
+
+    /// [`Running::primary_matches`] over owned signatures.
+    fn primary_matches(&self, incoming: &Features<'_>) -> bool {
+        let Some(theirs) = incoming.primary else {
+            return false;
+        };
+        let first = &self.sigs[0];
+        let last = self.sigs.last().expect("an open chapter has a member");
+        [first, last]
+            .iter()
+            .filter_map(|s| s.paths.first())
+            .any(|ours| same_file(ours, theirs))
+    }
+
+    fn close(self) -> ChapterSpan {
+        let local: Vec<usize> = (0..self.sigs.len()).collect();
+        ChapterSpan {
+            seq_lo: self.seq_lo,
+            seq_hi: self.seq_hi,
+            topics: topics(&local, &self.sigs),
+            members: self.members,
+            decisions: self.decisions,
+            size: self.size,
+        }
+    }
+}
+
+impl Online {
+    /// Compose the span starting at `span_lo`; `prior` holds the signatures of the chapter
+    /// an earlier archive wrote just before it (empty when none).
+    pub fn new(session_id: &str, cfg: ComposeConfig, span_lo: u64, prior: Vec<Signature>) -> Self {
+        Online {
+            session_id: session_id.to_owned(),
+            cfg,
+            span_lo,
+            prior: (!prior.is_empty()).then_some(prior),
+            open: None,
+            placed: 0,
+            reach: None,
+        }
+    }
+
+    /// Place the next completed turn's signature (seq order). Returns the chapter it
+    /// closed, if it opens a new one. A signature with no seqs claims nothing and is left
+    /// out; one that overlaps an earlier one or starts before the span is refused.
+    pub fn push(&mut self, sig: Signature) -> Result<Option<ChapterSpan>, ComposeError> {
+        let Some((lo, hi)) = seq_range(&sig) else {
+            return Ok(None);
+        };
+        let mut bad = Vec::new();
+        if lo < self.span_lo {
+            bad.push((lo, hi.min(self.span_lo.saturating_sub(1))));
+        }
+        if let Some(r) = self.reach.filter(|&r| lo <= r) {
+            bad.push((lo, hi.min(r)));
+        }
+        if !bad.is_empty() {
+            return Err(ComposeError::Overlap {
+                session_id: self.session_id.clone(),
+                overlap: bad,
+            });
+        }
+        self.reach = Some(self.reach.map_or(hi, |r| r.max(hi)));
+        let index = self.placed;
+        self.placed += 1;
+
+        let Some(open) = self.open.as_mut() else {
+            let opening = self
+                .prior
+                .take()
+                .and_then(|prior| opening_decision(&self.session_id, &prior, &sig, &self.cfg))
+                .unwrap_or(Decision {
+                    turn: sig.turn,
+                    rule: Rule::Open,
+                    score: 0.0,
+                });
+            // A hole before the first signature belongs to the first chapter.
+            self.open = Some(OpenChapter::open(
+                sig,
+                index,
+                lo.min(self.span_lo),
+                hi,
+                opening,
+            ));
+            return Ok(None);
+        };
+        let incoming = Features::of(&sig);
+        let score = open.score(&incoming);
+        let (decision, merge) = decide(
+            &self.cfg,
+            sig.turn,
+            score,
+            || open.primary_matches(&incoming),
+            open.size.saturating_add(incoming.size),
+        );
+        drop(incoming);
+        if merge {
+            open.add(sig, index, hi, decision);
+            return Ok(None);
+        }
+        let next = OpenChapter::open(sig, index, lo, hi, decision);
+        let mut closed = std::mem::replace(open, next);
+        // A hole between two signatures belongs to the chapter before it.
+        closed.seq_hi = closed.seq_hi.max(lo.saturating_sub(1));
+        Ok(Some(closed.close()))
+    }
+
+    /// The last chapter, widened to `span_hi`; the span must be covered (else the error
+    /// names the seqs, as [`compose`]'s guard does).
+    pub fn finish(self, span_hi: u64) -> Result<Option<ChapterSpan>, ComposeError> {
+        let Some(mut open) = self.open else {
+            check_coverage(&self.session_id, &[], self.span_lo, span_hi)?;
+            return Ok(None);
+        };
+        if self.reach.is_some_and(|r| r > span_hi) {
+            return Err(ComposeError::Overlap {
+                session_id: self.session_id,
+                overlap: vec![(span_hi.saturating_add(1), self.reach.unwrap_or(span_hi))],
+            });
+        }
+        open.seq_hi = open.seq_hi.max(span_hi);
+        Ok(Some(open.close()))
+    }
 }
 
 /// The coverage guard on its own: `ranges` (sorted) must tile `[lo, hi]` exactly.
@@ -1212,5 +1429,112 @@ mod tests {
         let d = opening_decision("s", &[a1, a2], &a3, &cfg).expect("decision");
         assert_eq!(d.rule, Rule::ArchiveBoundary);
         assert_eq!(opening_decision("s", &[], &b, &cfg), None);
+    }
+
+    /// Online composition, fed the signatures one by one (with the hole-making gaps and
+    /// a prior chapter), equals [`compose`] over all of them, in every field: a pseudo-random
+    /// sweep over topics, paths, sizes and gaps.
+    #[test]
+    fn online_equals_compose() {
+        let words = [
+            "auth", "token", "csv", "header", "cache", "index", "parser", "retry",
+        ];
+        let files = [
+            "src/auth.rs",
+            "src/csv.rs",
+            "SRC/Auth.ts",
+            "src/cache.rs",
+            "docs/x.md",
+        ];
+        let cmds = ["cargo test", "cargo build", "make"];
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for case in 0..300 {
+            let mut sigs = Vec::new();
+            let mut seq = next(3);
+            let span_lo = 0;
+            let turns = 1 + next(25);
+            for turn in 0..turns {
+                let len = 1 + next(6);
+                let pick = |n: u64, pool: &[&'static str], r: &mut dyn FnMut(u64) -> u64| {
+                    (0..n)
+                        .map(|_| pool[r(pool.len() as u64) as usize])
+                        .collect::<Vec<_>>()
+                };
+                let t = pick(next(4), &words, &mut next);
+                let p = pick(next(3), &files, &mut next);
+                let c = pick(next(2), &cmds, &mut next);
+                let dedup = |v: Vec<&'static str>| {
+                    let mut out: Vec<&'static str> = Vec::new();
+                    for x in v {
+                        if !out.contains(&x) {
+                            out.push(x);
+                        }
+                    }
+                    out
+                };
+                let (t, p, c) = (dedup(t), dedup(p), dedup(c));
+                let size = 1 + next(300);
+                sigs.push(sig(turn, seq, seq + len - 1, &p, &c, &t, size));
+                seq += len + next(3); // sometimes a hole
+            }
+            let span_hi = seq + next(3);
+            let cfg = ComposeConfig {
+                merge_threshold: [0.2, 0.35, 0.5][(case % 3) as usize],
+                chapter_limit: 200 + next(600),
+            };
+            // Sometimes the span starts after a prior chapter written earlier.
+            let split = if case % 4 == 0 {
+                (turns / 2) as usize
+            } else {
+                0
+            };
+            let (prior, rest) = sigs.split_at(split);
+            let lo = rest.first().map_or(span_lo, |s| s.seqs[0]);
+            let mut want = compose("s", rest, lo, span_hi, &cfg).unwrap();
+            if let (Some(first), false) = (want.first_mut(), prior.is_empty()) {
+                if let Some(d) = opening_decision("s", prior, &rest[0], &cfg) {
+                    first.decisions[0] = d;
+                }
+            }
+            let mut online = Online::new("s", cfg.clone(), lo, prior.to_vec());
+            let mut got = Vec::new();
+            for s in rest {
+                got.extend(online.push(s.clone()).unwrap());
+            }
+            got.extend(online.finish(span_hi).unwrap());
+            assert_eq!(got, want, "case {case}");
+        }
+    }
+
+    #[test]
+    fn online_refuses_what_compose_refuses() {
+        let mut online = Online::new("s", CFG, 10, Vec::new());
+        assert!(matches!(
+            online.push(sig(0, 5, 12, &[], &[], &["a"], 1)),
+            Err(ComposeError::Overlap { .. })
+        ));
+        online.push(sig(1, 10, 14, &[], &[], &["a"], 1)).unwrap();
+        assert!(matches!(
+            online.push(sig(2, 14, 16, &[], &[], &["a"], 1)),
+            Err(ComposeError::Overlap { .. })
+        ));
+        let empty = Online::new("s", CFG, 3, Vec::new());
+        assert!(matches!(empty.finish(9), Err(ComposeError::Gap { .. })));
+        assert_eq!(
+            Online::new("s", CFG, 3, Vec::new()).finish(2).unwrap(),
+            None
+        );
+        let mut beyond = Online::new("s", CFG, 0, Vec::new());
+        beyond.push(sig(0, 0, 9, &[], &[], &["a"], 1)).unwrap();
+        assert!(matches!(
+            beyond.finish(5),
+            Err(ComposeError::Overlap { .. })
+        ));
     }
 }

@@ -664,6 +664,15 @@ fn run(
     pull_only: bool,
     report: &mut SyncReport,
 ) -> Result<Option<String>, Fail> {
+    // Never publish what an interrupted archive left uncommitted (after a power loss it
+    // may be torn); the next archive writes it again.
+    let removed = ctx.store.recover_uncommitted()?;
+    if !removed.is_empty() {
+        report.notes.push(format!(
+            "{} document(s) an interrupted archive left uncommitted were removed; the next archive writes them again",
+            removed.len()
+        ));
+    }
     let mirror_dir = ctx.workspace.join(MIRROR_DIR);
     let mirror_git = ensure_mirror(&mirror_dir, report)?;
     // The object database this sync reads and writes: the pool itself when it is a local

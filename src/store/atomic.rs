@@ -97,6 +97,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     sync_dir(dir)
 }
 
+/// When a write-once file becomes durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Before the call returns: data synced before the name appears, directory synced after.
+    Now,
+    /// At the caller's group commit ([`crate::store::group`]): no fsync here; the caller
+    /// makes the whole group durable with one `syncfs` and then records the commit.
+    Group,
+}
+
 /// Create `path` with `bytes` only if it does not exist yet: `Ok(true)` when written,
 /// `Ok(false)` when it already holds exactly these bytes (an idempotent re-run), and
 /// [`StoreError::WouldOverwrite`] when it holds anything else.
@@ -105,13 +115,25 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
 /// even two racing writers cannot replace each other's file (a check-then-rename could).
 /// This needs a filesystem with hard links, which every local Linux and macOS one has.
 pub fn write_new(path: &Path, bytes: &[u8]) -> Result<bool, StoreError> {
+    write_new_with(path, bytes, Durability::Now)
+}
+
+/// [`write_new`], durable now or at the caller's group commit.
+pub fn write_new_with(
+    path: &Path,
+    bytes: &[u8],
+    durability: Durability,
+) -> Result<bool, StoreError> {
     if path.exists() {
         return compare_existing(path, bytes);
     }
     let (dir, _) = parent_and_name(path)?;
-    match link_anonymous(dir, path, bytes) {
+    let now = durability == Durability::Now;
+    match link_anonymous(dir, path, bytes, now) {
         Ok(Some(())) => {
-            sync_dir(dir)?;
+            if now {
+                sync_dir(dir)?;
+            }
             return Ok(true);
         }
         Ok(None) => {}
@@ -125,8 +147,9 @@ pub fn write_new(path: &Path, bytes: &[u8]) -> Result<bool, StoreError> {
     match linked {
         Ok(()) => {
             removed.map_err(|e| io_err(&tmp, e))?;
-            let (dir, _) = parent_and_name(path)?;
-            sync_dir(dir)?;
+            if now {
+                sync_dir(dir)?;
+            }
             Ok(true)
         }
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => compare_existing(path, bytes),
@@ -134,12 +157,12 @@ pub fn write_new(path: &Path, bytes: &[u8]) -> Result<bool, StoreError> {
     }
 }
 
-/// Linux: write into an unnamed inode (`O_TMPFILE`), sync it, then give it its name with
-/// `linkat`, which fails when the name exists. No named temp file is created and unlinked,
-/// which on ext4 makes every later create in the directory scan recently freed inodes —
-/// it dominated archive time. `Ok(None)` when the filesystem has no `O_TMPFILE`: the
-/// caller falls back to a named temp file.
-fn link_anonymous(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<Option<()>> {
+/// Linux: write into an unnamed inode (`O_TMPFILE`), sync it when `sync`, then give it its
+/// name with `linkat`, which fails when the name exists. No named temp file is created and
+/// unlinked, which on ext4 makes every later create in the directory scan recently freed
+/// inodes — it dominated archive time. `Ok(None)` when the filesystem has no `O_TMPFILE`:
+/// the caller falls back to a named temp file.
+fn link_anonymous(dir: &Path, path: &Path, bytes: &[u8], sync: bool) -> io::Result<Option<()>> {
     use rustix::fs::{linkat, openat, AtFlags, Mode, OFlags, CWD};
     use std::os::fd::AsRawFd;
     let fd = match openat(
@@ -156,7 +179,14 @@ fn link_anonymous(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<Option<()
     };
     let mut file = File::from(fd);
     file.write_all(bytes)?;
-    file.sync_data()?;
+    if sync {
+        file.sync_data()?;
+    } else {
+        // Start writing it out now, without waiting: Linux's DONTNEED begins writeback of
+        // dirty pages (and drops only clean ones), so the group's one `syncfs` finds the
+        // work mostly done instead of flushing the whole run at the end. Advice only.
+        let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed);
+    }
     let by_fd = format!("/proc/self/fd/{}", file.as_raw_fd());
     match linkat(CWD, by_fd.as_str(), CWD, path, AtFlags::SYMLINK_FOLLOW) {
         Ok(()) => Ok(Some(())),

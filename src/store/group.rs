@@ -1,0 +1,381 @@
+//! Group commit for an archive run: the run's chapters, plans and artifacts of one root
+//! session are written without an fsync each, then made durable together by one `syncfs`,
+//! and only then is the commit recorded: a line in the ledger `<store>/commits.jsonl`
+//! naming the root and the highest chapter and plan number that are durable.
+//!
+//! Why: a fsync per file (data, then directory) cost the archive more than all its other
+//! work together — each one waits for the disk to flush its cache. One flush per run is
+//! as durable at the commit point.
+//!
+//! Crash safety. A killed process loses nothing it wrote (the page cache survives it); a
+//! power loss may leave files written after the last commit empty, partial or missing.
+//! Either way, whoever next takes the writer lock and opens a group or syncs
+//! ([`Store::recover_uncommitted`]) removes every chapter and plan numbered past the
+//! root's last commit — they were never committed — and the archive writes them again:
+//! rendering is deterministic, so after a kill they come back byte for byte. A
+//! content-addressed artifact left damaged is recognised by its hash and replaced (see
+//! `Store::write_artifact_in`). Before a root's first unsynced write, a commit line for
+//! what is already there is appended (synced), so unsynced files never exist without one.
+//!
+//! A root with no commit line (a store written before group commit, or one no group has
+//! written to yet) had every document synced one by one: all of them count as committed.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::atomic::{self, Durability};
+use super::{check_id, io_err, ledger, list_dir, parse_doc_name, Series, Store, StoreError};
+use crate::redact::{RedactionCounts, Redactor};
+use crate::render::{Artifact, Document};
+
+/// The commit ledger, at the store's top (never published to the pool).
+pub const COMMITS_JSONL: &str = "commits.jsonl";
+
+/// Format version of commit lines; a newer one is refused.
+const COMMIT_VERSION: u64 = 1;
+
+/// The highest chapter and plan numbers of a root that are durable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitMark {
+    pub v: u64,
+    pub root: String,
+    pub chapter: u32,
+    pub plan: u32,
+}
+
+/// One root session's writes of an archive run; see the module docs.
+pub struct Group<'s> {
+    store: &'s Store,
+    redactor: &'s Redactor,
+    root: String,
+    /// Whether a commit line exists for this root (else one is written before a write).
+    marked: bool,
+    /// Whether anything was written since the last commit.
+    dirty: bool,
+    /// Files this group created since the last commit, for [`Group::abort`].
+    created: Vec<std::path::PathBuf>,
+}
+
+/// Each root's last commit line.
+fn read_marks(store: &Store) -> Result<BTreeMap<String, CommitMark>, StoreError> {
+    let path = store.dir().join(COMMITS_JSONL);
+    let read = ledger::read(&path, COMMIT_VERSION)?;
+    let mut marks = BTreeMap::new();
+    for (i, line) in read.lines.into_iter().enumerate() {
+        let mark: CommitMark = serde_json::from_value(line).map_err(|e| StoreError::Damaged {
+            path: path.clone(),
+            detail: format!("line {} is not a commit line ({e})", i + 1),
+        })?;
+        marks.insert(mark.root.clone(), mark);
+    }
+    Ok(marks)
+}
+
+/// The highest chapter and plan numbers among the documents in `dir`.
+fn highest(dir: &Path, root: &str) -> Result<CommitMark, StoreError> {
+    let mut mark = CommitMark {
+        v: COMMIT_VERSION,
+        root: root.to_owned(),
+        chapter: 0,
+        plan: 0,
+    };
+    for (name, _) in list_dir(dir)? {
+        match parse_doc_name(&name) {
+            Some((Series::Chapter, n)) => mark.chapter = mark.chapter.max(n),
+            Some((Series::Plan, n)) => mark.plan = mark.plan.max(n),
+            None => {}
+        }
+    }
+    Ok(mark)
+}
+
+impl Store {
+    fn append_commit(&self, mark: &CommitMark, redactor: &Redactor) -> Result<(), StoreError> {
+        let value = serde_json::to_value(mark).expect("a commit line always serializes");
+        // Ids and numbers only, but every ledger line passes the one chokepoint.
+        let line = redactor.redact_json(&value, &mut RedactionCounts::default());
+        Ok(ledger::append(
+            &self.dir().join(COMMITS_JSONL),
+            &line,
+            COMMIT_VERSION,
+        )?)
+    }
+
+    /// Remove every chapter and plan of every root numbered past that root's last commit:
+    /// what an interrupted group left. Call with the writer lock held. Returns the removed
+    /// documents as `<root>/<file>`.
+    pub fn recover_uncommitted(&self) -> Result<Vec<String>, StoreError> {
+        let mut removed = Vec::new();
+        for (root, mark) in read_marks(self)? {
+            if check_id(&root).is_err() {
+                continue;
+            }
+            let dir = self.chapters_dir(&root)?;
+            let mut here = 0;
+            for (name, file_type) in list_dir(&dir)? {
+                let past = match parse_doc_name(&name) {
+                    Some((Series::Chapter, n)) => n > mark.chapter,
+                    Some((Series::Plan, n)) => n > mark.plan,
+                    None => false,
+                };
+                if past && file_type.is_file() {
+                    let path = dir.join(&name);
+                    fs::remove_file(&path).map_err(|e| io_err(&path, e))?;
+                    removed.push(format!("{root}/{name}"));
+                    here += 1;
+                }
+            }
+            if here > 0 {
+                atomic::sync_dir(&dir)?;
+                tracing::info!(
+                    root = root.as_str(),
+                    removed = here,
+                    "removed documents an interrupted archive left uncommitted; the archive writes them again"
+                );
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Open a group of writes for `root_session` (after [`Store::recover_uncommitted`]).
+    /// Call with the writer lock held.
+    pub fn begin_group<'s>(
+        &'s self,
+        root_session: &str,
+        redactor: &'s Redactor,
+    ) -> Result<Group<'s>, StoreError> {
+        let root = check_id(root_session)?.to_owned();
+        let marked = read_marks(self)?.contains_key(&root);
+        Ok(Group {
+            store: self,
+            redactor,
+            root,
+            marked,
+            dirty: false,
+            created: Vec::new(),
+        })
+    }
+}
+
+impl Group<'_> {
+    /// Before the first unsynced write of a root without a commit line: record what is
+    /// there (all of it synced one by one) as committed.
+    fn before_write(&mut self) -> Result<(), StoreError> {
+        if !self.marked {
+            let dir = self.store.chapters_dir(&self.root)?;
+            self.store
+                .append_commit(&highest(&dir, &self.root)?, self.redactor)?;
+            self.marked = true;
+        }
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// [`Store::write_document`], durable at [`Group::commit`].
+    pub fn write_document(&mut self, doc: &Document) -> Result<bool, StoreError> {
+        self.before_write()?;
+        let written = self
+            .store
+            .write_document_in(&self.root, doc, Durability::Group)?;
+        if written {
+            let dir = self.store.chapters_dir(&self.root)?;
+            self.created.push(dir.join(&doc.file_name));
+        }
+        Ok(written)
+    }
+
+    /// [`Store::write_artifact`], durable at [`Group::commit`].
+    pub fn write_artifact(&mut self, artifact: &Artifact) -> Result<bool, StoreError> {
+        self.before_write()?;
+        let written = self
+            .store
+            .write_artifact_in(&self.root, artifact, Durability::Group)?;
+        if written {
+            self.created
+                .push(self.store.artifact_path(&self.root, &artifact.sha256)?);
+        }
+        Ok(written)
+    }
+
+    /// Give up the writes since the last commit: remove every file this group created
+    /// (best effort — what stays is past the commit and the next run removes it). For a
+    /// run that fails after writing, so that a refused archive leaves the store as it was.
+    pub fn abort(&mut self) {
+        for path in self.created.drain(..) {
+            if let Err(e) = fs::remove_file(&path) {
+                tracing::warn!(path = %path.display(), error = %e, "could not remove an uncommitted file; the next archive removes it");
+            }
+        }
+        self.dirty = false;
+    }
+
+    /// Make everything written durable (one `syncfs`), then record the commit. A group
+    /// that wrote nothing commits nothing.
+    pub fn commit(&mut self) -> Result<(), StoreError> {
+        if !self.dirty {
+            return Ok(());
+        }
+        let dir = self.store.chapters_dir(&self.root)?;
+        atomic::sync_filesystem(self.store.dir())?;
+        self.store
+            .append_commit(&highest(&dir, &self.root)?, self.redactor)?;
+        self.dirty = false;
+        self.created.clear();
+        Ok(())
+    }
+}
+
+/// Each root's last commit, for tests and diagnostics.
+pub fn commit_marks(store: &Store) -> Result<BTreeMap<String, CommitMark>, StoreError> {
+    read_marks(store)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redact::{RedactionCounts, Redactor};
+    use sha2::{Digest, Sha256};
+
+    fn text(s: &str) -> crate::redact::Redacted<String> {
+        Redactor::new(&[])
+            .unwrap()
+            .redact(s, &mut RedactionCounts::default())
+    }
+
+    fn doc(name: &str, kind: &str, lo: u64, hi: u64) -> Document {
+        Document {
+            file_name: name.into(),
+            text: text(&format!(
+                "---\ntitle: \"T {name}\"\nkind: {kind}\nsessionId: s-1\nrootSessionId: r\nseqRange: [{lo}, {hi}]\n---\n# body\n"
+            )),
+        }
+    }
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::init(dir.path()).unwrap();
+        (dir, store)
+    }
+
+    fn mark(store: &Store, root: &str) -> Option<(u32, u32)> {
+        commit_marks(store)
+            .unwrap()
+            .get(root)
+            .map(|m| (m.chapter, m.plan))
+    }
+
+    #[test]
+    fn a_first_write_marks_what_is_there_and_commit_marks_the_rest() {
+        let (_d, store) = store();
+        let r = Redactor::new(&[]).unwrap();
+        store
+            .write_document("r", &doc("001-a.md", "chapter", 1, 2))
+            .unwrap();
+        store
+            .write_document("r", &doc("plan-001-p.md", "plan", 1, 1))
+            .unwrap();
+        let mut g = store.begin_group("r", &r).unwrap();
+        g.commit().unwrap();
+        assert_eq!(
+            mark(&store, "r"),
+            None,
+            "a group that wrote nothing commits nothing"
+        );
+        g.write_document(&doc("002-b.md", "chapter", 3, 4)).unwrap();
+        assert_eq!(
+            mark(&store, "r"),
+            Some((1, 1)),
+            "documents written one by one (synced) count as committed before the first group write"
+        );
+        g.write_document(&doc("plan-002-q.md", "plan", 3, 3))
+            .unwrap();
+        g.commit().unwrap();
+        assert_eq!(mark(&store, "r"), Some((2, 2)));
+        let ledger = fs::read_to_string(store.dir().join(COMMITS_JSONL)).unwrap();
+        assert_eq!(ledger.lines().count(), 2, "{ledger}");
+    }
+
+    #[test]
+    fn an_interrupted_group_is_removed_and_written_again() {
+        let (_d, store) = store();
+        let r = Redactor::new(&[]).unwrap();
+        let mut g = store.begin_group("r", &r).unwrap();
+        g.write_document(&doc("001-a.md", "chapter", 1, 2)).unwrap();
+        g.commit().unwrap();
+        g.write_document(&doc("002-b.md", "chapter", 3, 4)).unwrap();
+        g.write_document(&doc("plan-001-p.md", "plan", 3, 3))
+            .unwrap();
+        drop(g); // killed before commit
+        let dir = store.chapters_dir("r").unwrap();
+        // A power loss may also leave a torn file past the mark.
+        fs::write(dir.join("003-c.md"), b"---\nkind: chap").unwrap();
+        // Another root, never grouped: nothing of it is touched.
+        store
+            .write_document("other", &doc("007-x.md", "chapter", 1, 2))
+            .unwrap();
+        let removed = store.recover_uncommitted().unwrap();
+        assert_eq!(removed, vec!["r/002-b.md", "r/003-c.md", "r/plan-001-p.md"]);
+        assert!(dir.join("001-a.md").exists(), "committed documents stay");
+        assert_eq!(
+            store.archived("r").unwrap().len(),
+            1,
+            "the store reads whole"
+        );
+        assert_eq!(store.archived("other").unwrap().len(), 1);
+        let mut g = store.begin_group("r", &r).unwrap();
+        assert!(g.write_document(&doc("002-b.md", "chapter", 3, 4)).unwrap());
+        g.commit().unwrap();
+        assert!(
+            store.recover_uncommitted().unwrap().is_empty(),
+            "a committed group is never removed"
+        );
+    }
+
+    #[test]
+    fn a_damaged_commit_ledger_is_refused_by_name() {
+        let (_d, store) = store();
+        let r = Redactor::new(&[]).unwrap();
+        let path = store.dir().join(COMMITS_JSONL);
+        for bad in [
+            &b"{\"v\":1,\"root\":\"r\",\"chapter\":1,\"plan\":0}\n{garbage\n{\"v\":1}\n"[..],
+            b"{\"v\":1,\"root\":\"r\"}\n",
+            b"{\"v\":9,\"root\":\"r\",\"chapter\":1,\"plan\":0}\n",
+        ] {
+            fs::write(&path, bad).unwrap();
+            let Err(err) = store.recover_uncommitted() else {
+                panic!("{bad:?} was accepted");
+            };
+            assert!(err.to_string().contains(COMMITS_JSONL), "{err}");
+            assert!(store.begin_group("r", &r).is_err());
+        }
+        // A torn last line (a killed append) is skipped: the commit before it holds.
+        fs::write(
+            &path,
+            b"{\"v\":1,\"root\":\"r\",\"chapter\":1,\"plan\":0}\n{\"v\":1,\"ro",
+        )
+        .unwrap();
+        assert!(store.recover_uncommitted().unwrap().is_empty());
+        assert_eq!(mark(&store, "r"), Some((1, 0)));
+    }
+
+    #[test]
+    fn a_damaged_artifact_is_replaced_not_refused() {
+        let (_d, store) = store();
+        let r = Redactor::new(&[]).unwrap();
+        let content = "tool output\n";
+        let artifact = Artifact {
+            sha256: super::super::hex(&Sha256::digest(content.as_bytes())),
+            content: text(content),
+        };
+        let mut g = store.begin_group("r", &r).unwrap();
+        assert!(g.write_artifact(&artifact).unwrap());
+        let path = store.artifact_path("r", &artifact.sha256).unwrap();
+        fs::write(&path, b"").unwrap(); // what a power loss may leave
+        assert!(g.write_artifact(&artifact).unwrap(), "repaired");
+        assert_eq!(fs::read_to_string(&path).unwrap(), "tool output\n");
+        assert!(!g.write_artifact(&artifact).unwrap(), "then idempotent");
+    }
+}
