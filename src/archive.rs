@@ -377,23 +377,46 @@ fn archive_session(
     // unarchived ones as they complete; a second thread renders and writes each chapter
     // as it closes while this one decodes on (a bounded hand-off: memory stays one or two
     // chapters' events whatever the log size).
-    let (to_writer, from_reader) = std::sync::mpsc::sync_channel::<Closed>(2);
+    // Three stages, each a thread, joined by bounded channels (two chapters each): the
+    // reader (decode, sign, compose), the renderer (render, redact, hash) and the writer
+    // (files). On two cores the kernel's file creation overlaps both others.
+    let (to_renderer, from_reader) = std::sync::mpsc::sync_channel::<Closed>(2);
+    let (to_writer, from_renderer) = std::sync::mpsc::sync_channel::<render::RenderedChapter>(2);
     let (read_result, write_result) = std::thread::scope(|scope| {
         let written = &mut report;
         let group = &mut group;
-        let writer = scope.spawn(move || -> Result<(), ArchiveError> {
+        let renderer = scope.spawn(move || {
+            let mut rendered = RenderTally::default();
             for closed in from_reader {
-                write_chapter(group, redactor, &meta, &mut numbers, closed, written)?;
+                let chapter = render_chapter(redactor, &meta, &mut numbers, closed, &mut rendered);
+                if to_writer.send(chapter).is_err() {
+                    break; // the writer failed; its error is reported
+                }
+            }
+            rendered
+        });
+        let writer = scope.spawn(move || -> Result<(), ArchiveError> {
+            for chapter in from_renderer {
+                write_chapter(group, &chapter, written)?;
             }
             Ok(())
         });
-        let read_result = pass.run(composer, &to_writer);
-        drop(to_writer);
+        let read_result = pass.run(composer, &to_renderer);
+        drop(to_renderer);
+        let tally = renderer.join();
         let write_result = writer.join().unwrap_or(Err(ArchiveError::WriterPanicked));
-        (read_result, write_result)
+        match tally {
+            Ok(tally) => (read_result, write_result.map(|()| tally)),
+            Err(_) => (read_result, Err(ArchiveError::WriterPanicked)),
+        }
     });
     let read = match (read_result, write_result) {
-        (Ok(read), Ok(())) => read,
+        (Ok(read), Ok(tally)) => {
+            report.turns_archived += tally.turns;
+            report.omitted_injections += tally.omitted_injections;
+            add_counts(&mut report.redactions, &tally.redactions);
+            read
+        }
         (Err(e), _) | (Ok(_), Err(e)) => {
             // A refused archive leaves the store as it was.
             group.abort();
@@ -590,16 +613,23 @@ struct Closed {
     turns: Vec<CompletedTurn>,
 }
 
-/// The writing half of an archive run: render one chapter and write its artifacts, its plans and
-/// then the chapter itself (the commit of its range within the group).
-fn write_chapter(
-    group: &mut crate::store::group::Group<'_>,
+/// What the renderer counted.
+#[derive(Default)]
+struct RenderTally {
+    turns: u64,
+    omitted_injections: u64,
+    redactions: RedactionCounts,
+}
+
+/// The rendering stage: one closed chapter → its documents, numbered (the renderer owns
+/// the numbering: plan numbers depend on what the chapters before rendered).
+fn render_chapter(
     redactor: &Redactor,
     meta: &ChapterMeta,
     numbers: &mut Numbering,
     closed: Closed,
-    report: &mut SessionReport,
-) -> Result<(), ArchiveError> {
+    tally: &mut RenderTally,
+) -> render::RenderedChapter {
     let turns: Vec<&CompletedTurn> = closed.turns.iter().collect();
     let meta = ChapterMeta {
         number: numbers.chapter,
@@ -607,6 +637,20 @@ fn write_chapter(
         ..meta.clone()
     };
     let rendered = render::render_chapter(&closed.span, &turns, &meta, redactor);
+    tally.turns += turns.len() as u64;
+    tally.omitted_injections += rendered.stats.omitted_injections;
+    tally.redactions.add(&rendered.stats.redactions);
+    numbers.chapter += 1;
+    numbers.plan += rendered.plans.len() as u32;
+    rendered
+}
+
+/// The writing stage: a chapter's artifacts, then its plans, then the chapter itself.
+fn write_chapter(
+    group: &mut crate::store::group::Group<'_>,
+    rendered: &render::RenderedChapter,
+    report: &mut SessionReport,
+) -> Result<(), ArchiveError> {
     for artifact in &rendered.artifacts {
         if group.write_artifact(artifact)? {
             report.artifacts_written += 1;
@@ -618,11 +662,6 @@ fn write_chapter(
     }
     group.write_document(&rendered.chapter)?;
     report.chapters.push(rendered.chapter.file_name.clone());
-    report.turns_archived += turns.len() as u64;
-    report.omitted_injections += rendered.stats.omitted_injections;
-    add_counts(&mut report.redactions, &rendered.stats.redactions);
-    numbers.chapter += 1;
-    numbers.plan += rendered.plans.len() as u32;
     Ok(())
 }
 

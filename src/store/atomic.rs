@@ -124,11 +124,13 @@ pub fn write_new_with(
     bytes: &[u8],
     durability: Durability,
 ) -> Result<bool, StoreError> {
-    if path.exists() {
+    let now = durability == Durability::Now;
+    // A group's files are new (what a killed run left is removed first): skip the check,
+    // `linkat` refuses an existing name anyway.
+    if now && path.exists() {
         return compare_existing(path, bytes);
     }
     let (dir, _) = parent_and_name(path)?;
-    let now = durability == Durability::Now;
     match link_anonymous(dir, path, bytes, now) {
         Ok(Some(())) => {
             if now {

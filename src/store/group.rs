@@ -57,6 +57,7 @@ pub struct Group<'s> {
     dirty: bool,
     /// Files this group created since the last commit, for [`Group::abort`].
     created: Vec<std::path::PathBuf>,
+    made_dirs: super::MadeDirs,
 }
 
 /// Each root's last commit line.
@@ -156,6 +157,7 @@ impl Store {
             marked,
             dirty: false,
             created: Vec::new(),
+            made_dirs: Default::default(),
         })
     }
 }
@@ -177,9 +179,12 @@ impl Group<'_> {
     /// [`Store::write_document`], durable at [`Group::commit`].
     pub fn write_document(&mut self, doc: &Document) -> Result<bool, StoreError> {
         self.before_write()?;
-        let written = self
-            .store
-            .write_document_in(&self.root, doc, Durability::Group)?;
+        let written = self.store.write_document_in(
+            &self.root,
+            doc,
+            Durability::Group,
+            Some(&mut self.made_dirs),
+        )?;
         if written {
             let dir = self.store.chapters_dir(&self.root)?;
             self.created.push(dir.join(&doc.file_name));
@@ -190,9 +195,12 @@ impl Group<'_> {
     /// [`Store::write_artifact`], durable at [`Group::commit`].
     pub fn write_artifact(&mut self, artifact: &Artifact) -> Result<bool, StoreError> {
         self.before_write()?;
-        let written = self
-            .store
-            .write_artifact_in(&self.root, artifact, Durability::Group)?;
+        let written = self.store.write_artifact_in(
+            &self.root,
+            artifact,
+            Durability::Group,
+            Some(&mut self.made_dirs),
+        )?;
         if written {
             self.created
                 .push(self.store.artifact_path(&self.root, &artifact.sha256)?);

@@ -160,6 +160,21 @@ fn create_dir_all(dir: &Path) -> Result<(), StoreError> {
     fs::create_dir_all(dir).map_err(|e| io_err(dir, e))
 }
 
+/// Directories a writer already made (a group writes thousands of files into a few).
+type MadeDirs = std::collections::BTreeSet<PathBuf>;
+
+fn ensure_dir(dir: &Path, made: Option<&mut MadeDirs>) -> Result<(), StoreError> {
+    match made {
+        Some(made) if made.contains(dir) => Ok(()),
+        Some(made) => {
+            create_dir_all(dir)?;
+            made.insert(dir.to_path_buf());
+            Ok(())
+        }
+        None => create_dir_all(dir),
+    }
+}
+
 /// Names in `dir`, sorted; an absent directory has none.
 fn list_dir(dir: &Path) -> Result<Vec<(String, fs::FileType)>, StoreError> {
     let entries = match fs::read_dir(dir) {
@@ -328,7 +343,7 @@ impl Store {
 
     /// Write a chapter or plan once: `Ok(false)` when the same bytes are already there.
     pub fn write_document(&self, root_session: &str, doc: &Document) -> Result<bool, StoreError> {
-        self.write_document_in(root_session, doc, atomic::Durability::Now)
+        self.write_document_in(root_session, doc, atomic::Durability::Now, None)
     }
 
     fn write_document_in(
@@ -336,6 +351,7 @@ impl Store {
         root_session: &str,
         doc: &Document,
         durability: atomic::Durability,
+        made: Option<&mut MadeDirs>,
     ) -> Result<bool, StoreError> {
         let name = check_id(&doc.file_name)?;
         if parse_doc_name(name).is_none() {
@@ -344,7 +360,7 @@ impl Store {
             });
         }
         let dir = self.chapters_dir(root_session)?;
-        create_dir_all(&dir)?;
+        ensure_dir(&dir, made)?;
         atomic::write_new_with(&dir.join(name), doc.text.as_bytes(), durability)
     }
 
@@ -379,7 +395,7 @@ impl Store {
         root_session: &str,
         artifact: &Artifact,
     ) -> Result<bool, StoreError> {
-        self.write_artifact_in(root_session, artifact, atomic::Durability::Now)
+        self.write_artifact_in(root_session, artifact, atomic::Durability::Now, None)
     }
 
     /// [`Store::write_artifact`], durable now or at a group commit. An existing file whose
@@ -391,6 +407,7 @@ impl Store {
         root_session: &str,
         artifact: &Artifact,
         durability: atomic::Durability,
+        made: Option<&mut MadeDirs>,
     ) -> Result<bool, StoreError> {
         let path = self.artifact_path(root_session, &artifact.sha256)?;
         let actual = hex(&Sha256::digest(artifact.content.as_bytes()));
@@ -401,7 +418,7 @@ impl Store {
             });
         }
         if let Some(dir) = path.parent() {
-            create_dir_all(dir)?;
+            ensure_dir(dir, made)?;
         }
         match atomic::write_new_with(&path, artifact.content.as_bytes(), durability) {
             Err(StoreError::WouldOverwrite { .. }) => {
