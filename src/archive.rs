@@ -3,8 +3,9 @@
 //!
 //! One streaming pass per session, memory bounded whatever the log size: the reader
 //! assembles turns, signs the unsigned ones and composes the unarchived ones online
-//! (`compose::Online`: a chapter closes when the next turn opens another); a second thread
-//! renders and writes each closed chapter while the reader decodes on. Every write goes
+//! (`compose::Online`: a chapter closes when the next turn opens another); a renderer
+//! thread renders each closed chapter and a writer thread writes it while the reader
+//! decodes on. Every write goes
 //! through the store, which accepts only `Redacted` values. The whole run holds the
 //! writer lock.
 //!
