@@ -389,26 +389,44 @@ fn archive_session(
         let renderer = scope.spawn(move || {
             let mut rendered = RenderTally::default();
             for closed in from_reader {
+                let started = std::time::Instant::now();
                 let chapter = render_chapter(redactor, &meta, &mut numbers, closed, &mut rendered);
+                rendered.busy += started.elapsed();
                 if to_writer.send(chapter).is_err() {
                     break; // the writer failed; its error is reported
                 }
             }
             rendered
         });
-        let writer = scope.spawn(move || -> Result<(), ArchiveError> {
+        let writer = scope.spawn(move || -> Result<Duration, ArchiveError> {
+            let mut busy = Duration::ZERO;
             for chapter in from_renderer {
+                let started = std::time::Instant::now();
                 write_chapter(group, &chapter, written)?;
+                busy += started.elapsed();
             }
-            Ok(())
+            Ok(busy)
         });
+        let started = std::time::Instant::now();
         let read_result = pass.run(composer, &to_renderer);
+        let read_elapsed = started.elapsed();
         drop(to_renderer);
         let tally = renderer.join();
         let write_result = writer.join().unwrap_or(Err(ArchiveError::WriterPanicked));
-        match tally {
-            Ok(tally) => (read_result, write_result.map(|()| tally)),
-            Err(_) => (read_result, Err(ArchiveError::WriterPanicked)),
+        match (tally, write_result) {
+            (Ok(tally), Ok(write_busy)) => {
+                // Which stage bounds the run (the reader's time includes waiting for room).
+                tracing::debug!(
+                    session = session_id,
+                    reader_ms = read_elapsed.as_millis() as u64,
+                    render_busy_ms = tally.busy.as_millis() as u64,
+                    write_busy_ms = write_busy.as_millis() as u64,
+                    "archive stages"
+                );
+                (read_result, Ok(tally))
+            }
+            (_, Err(e)) => (read_result, Err(e)),
+            (Err(_), _) => (read_result, Err(ArchiveError::WriterPanicked)),
         }
     });
     let read = match (read_result, write_result) {
@@ -617,6 +635,8 @@ struct Closed {
 /// What the renderer counted.
 #[derive(Default)]
 struct RenderTally {
+    /// Time spent rendering (not waiting).
+    busy: Duration,
     turns: u64,
     omitted_injections: u64,
     redactions: RedactionCounts,
