@@ -3,11 +3,16 @@
 //!
 //! It lives in `<store>/.search/` (a dot directory: never published, never a session tree)
 //! and is a cache: lose it and the next search rebuilds it from the documents. It holds
-//! append-only *segments*; a refresh lists the document folders (store, and the mirror when
-//! linked), re-lists only a folder whose mtime moved, reads only files it has not seen, and
-//! writes them as one new segment; a segment at least a quarter the size of the one before
-//! it is merged into it, so there are O(log n) segments and each document is rewritten
-//! O(log n) times.
+//! append-only *segments*; a refresh looks at the folders the store's change journal
+//! (`store::journal`) names since its cursor — or, when the journal cannot say, every 10
+//! minutes and on `chapters index rebuild`, lists every document folder (store, and the
+//! mirror when linked) and re-lists only a folder whose mtime moved — reads only files it has
+//! not seen or whose (length, mtime) moved, and writes them as one new segment; a segment at
+//! least a quarter the size of the one before it is merged into it, so there are O(log n)
+//! segments and each document is rewritten O(log n) times. Nothing beside the segments grows
+//! with the corpus per refresh: the folder states are in 256 parts, each folder's file list
+//! in its own file, and a bounded change log says which documents each revision changed, so
+//! an index update asks only for what changed since the revision it last saw.
 //!
 //! A segment is four files: `docs` (one tab-separated record per document, sorted by path),
 //! `meta` (16 bytes per document: date, record offset, project, flags), `dict` (one line per
@@ -115,7 +120,7 @@ struct SegmentInfo {
     id: u64,
     docs: u32,
     /// Bytes of each file, checked on open: a torn cache is rebuilt, never trusted.
-    sizes: [u64; 4],
+    sizes: [u64; 5],
     /// Project keys of the segment's documents; `meta` refers to them by index.
     pks: Vec<String>,
     /// Per project key: (store documents, mirror documents).
@@ -745,7 +750,7 @@ impl Table {
         let mut out = Vec::new();
         for s in 0..self.state.segments.len() {
             let seg = self.seg(s)?;
-            if let Some((off, count)) = seg.exact(FIELD_FOLDER, folder) {
+            if let Some((off, count)) = seg.exact(FIELD_FOLDER, folder)? {
                 for id in seg.postings(off, count)? {
                     out.push(seg.record(id)?);
                 }
@@ -762,7 +767,7 @@ impl Table {
             let seg = self.seg(s)?;
             let mut ids = BTreeSet::new();
             for label in labels {
-                if let Some((off, count)) = seg.exact(FIELD_TOPIC, label) {
+                if let Some((off, count)) = seg.exact(FIELD_TOPIC, label)? {
                     ids.extend(seg.postings(off, count)?);
                 }
             }
@@ -784,17 +789,18 @@ impl Table {
         let mut out = super::vocab::DocSets::new();
         for (s, info) in self.state.segments.iter().enumerate() {
             let seg = self.seg(s)?;
+            let dict = seg.dict()?;
             let mut start = 1;
-            while start < seg.dict.len() {
-                let Some((token, off, count)) = seg.line(start) else {
+            while start < dict.len() {
+                let Some((token, off, count)) = SegReader::line(dict, start) else {
                     break;
                 };
-                let end = memchr::memchr(b'\n', &seg.dict[start..])
-                    .map_or(seg.dict.len(), |i| start + i + 1);
-                if seg.dict[start] == FIELD_TOPIC {
+                let end =
+                    memchr::memchr(b'\n', &dict[start..]).map_or(dict.len(), |i| start + i + 1);
+                if dict[start] == FIELD_TOPIC {
                     let token = token.to_owned();
                     for id in seg.postings(off, count)? {
-                        let m = seg.meta(id);
+                        let m = seg.meta(id)?;
                         if (m.flags & FLAG_MIRROR != 0 && !include_mirror)
                             || info.pks.get(m.pk as usize).map(String::as_str) != Some(project_key)
                         {
@@ -823,7 +829,7 @@ impl Table {
                 Some(topic) => {
                     let mut ids = BTreeSet::new();
                     for label in labels_of(topic, q.curation) {
-                        if let Some((off, count)) = seg.exact(FIELD_TOPIC, &label) {
+                        if let Some((off, count)) = seg.exact(FIELD_TOPIC, &label)? {
                             ids.extend(seg.postings(off, count)?);
                         }
                     }
@@ -837,7 +843,7 @@ impl Table {
             for term in q.terms {
                 // Field by field, in the reference scorer's order, so sums round alike.
                 let mut topic: HashMap<u32, f64> = HashMap::new();
-                for (label, off, count) in seg.containing(FIELD_TOPIC, term) {
+                for (label, off, count) in seg.containing(FIELD_TOPIC, term)? {
                     if sources.contains(&label) {
                         continue;
                     }
@@ -852,7 +858,7 @@ impl Table {
                     if !canonical.contains(term.as_str()) {
                         continue;
                     }
-                    if let Some((off, count)) = seg.exact(FIELD_TOPIC, source) {
+                    if let Some((off, count)) = seg.exact(FIELD_TOPIC, source)? {
                         let w = q.params.weight(&canonical);
                         for id in seg.postings(off, count)? {
                             let e = topic.entry(id).or_insert(w);
@@ -869,7 +875,7 @@ impl Table {
                     // A document counts once per field however many of its tokens match:
                     // `seen` holds the pass that last counted it.
                     pass += 1;
-                    for (_, off, count) in seg.containing(field, term) {
+                    for (_, off, count) in seg.containing(field, term)? {
                         for id in seg.postings(off, count)? {
                             if seen[id as usize] != pass {
                                 seen[id as usize] = pass;
@@ -878,7 +884,7 @@ impl Table {
                         }
                     }
                 }
-                if let Some((off, count)) = seg.exact(FIELD_KIND, term) {
+                if let Some((off, count)) = seg.exact(FIELD_KIND, term)? {
                     for id in seg.postings(off, count)? {
                         base[id as usize] += search::FIELD_POINTS;
                     }
@@ -903,7 +909,7 @@ impl Table {
                         continue;
                     }
                 }
-                let m = seg.meta(id);
+                let m = seg.meta(id)?;
                 if m.flags & FLAG_MIRROR != 0 && !q.include_mirror {
                     continue;
                 }
@@ -1113,7 +1119,10 @@ fn seg_path(dir: &Path, id: u64, part: &str) -> PathBuf {
     dir.join(format!("seg-{id}.{part}"))
 }
 
-const PARTS: [&str; 4] = ["docs", "meta", "dict", "post"];
+const PARTS: [&str; 5] = ["docs", "meta", "dict", "post", "skip"];
+/// Every this many dictionary lines, `skip` holds the line's offset and key: an exact lookup
+/// reads that small file and one block of the dictionary, never the whole of it.
+const SKIP_EVERY: usize = 64;
 
 fn clean(text: &str) -> String {
     text.chars()
@@ -1246,7 +1255,11 @@ fn write_segment(dir: &Path, id: u64, mut docs: Vec<TableDoc>) -> Result<Segment
     }
     let mut dict = String::new();
     let mut post = Vec::new();
-    for ((field, token), ids) in &postings {
+    let mut skip = String::new();
+    for (n, ((field, token), ids)) in postings.iter().enumerate() {
+        if n % SKIP_EVERY == 0 {
+            skip.push_str(&format!("{}\t{}\t{token}\n", dict.len(), *field as char));
+        }
         dict.push_str(&format!(
             "{}\t{token}\t{}\t{}\n",
             *field as char,
@@ -1257,8 +1270,14 @@ fn write_segment(dir: &Path, id: u64, mut docs: Vec<TableDoc>) -> Result<Segment
             post.extend_from_slice(&id.to_le_bytes());
         }
     }
-    let parts: [&[u8]; 4] = [text.as_bytes(), &meta, dict.as_bytes(), &post];
-    let mut sizes = [0u64; 4];
+    let parts: [&[u8]; 5] = [
+        text.as_bytes(),
+        &meta,
+        dict.as_bytes(),
+        &post,
+        skip.as_bytes(),
+    ];
+    let mut sizes = [0u64; 5];
     for (i, (part, bytes)) in PARTS.iter().zip(parts).enumerate() {
         atomic::write_atomic_unsynced(&seg_path(dir, id, part), bytes)?;
         sizes[i] = bytes.len() as u64;
@@ -1291,45 +1310,65 @@ struct Meta {
     flags: u8,
 }
 
-/// A segment opened for one query: its dictionary and metadata in memory, postings and
-/// records read on demand.
+/// A segment opened for lookups: each file read on demand — an exact lookup (an index
+/// update's) reads the small skip list and one dictionary block; a query's substring
+/// lookups and ranking load the whole dictionary and metadata, once.
 struct SegReader {
+    dict_file: fs::File,
+    meta_file: fs::File,
+    dict_path: PathBuf,
+    dict_len: u64,
     /// The dictionary with a leading `\n`, so every line starts after one.
-    dict: Vec<u8>,
-    meta: Vec<u8>,
+    dict: std::cell::OnceCell<Vec<u8>>,
+    meta_path: PathBuf,
+    meta: std::cell::OnceCell<Vec<u8>>,
+    skip_path: PathBuf,
+    /// (dictionary offset, `F\ttoken\t`) of every [`SKIP_EVERY`]th line.
+    skip: std::cell::OnceCell<Vec<(u64, Vec<u8>)>>,
     post: fs::File,
     post_path: PathBuf,
     docs: fs::File,
     docs_path: PathBuf,
     docs_len: u64,
     count: u32,
-    /// Where each dictionary line starts, found on the first exact lookup.
+    /// Where each dictionary line starts, found on the first in-memory exact lookup.
     lines: std::cell::OnceCell<Vec<u32>>,
+}
+
+/// The value of a once-cell, computed by `init` the first time (which may fail).
+fn once<'a, T>(
+    cell: &'a std::cell::OnceCell<T>,
+    init: impl FnOnce() -> Result<T, TableError>,
+) -> Result<&'a T, TableError> {
+    if let Some(v) = cell.get() {
+        return Ok(v);
+    }
+    let v = init()?;
+    Ok(cell.get_or_init(|| v))
 }
 
 impl SegReader {
     fn open(dir: &Path, info: &SegmentInfo) -> Result<SegReader, TableError> {
-        let read = |part: &str| {
+        let open = |part: &str| {
             let p = seg_path(dir, info.id, part);
-            fs::read(&p).map_err(|e| io_err(&p, e))
+            fs::File::open(&p)
+                .map(|f| (f, p.clone()))
+                .map_err(|e| io_err(&p, e))
         };
-        let mut dict = Vec::with_capacity(info.sizes[2] as usize + 1);
-        dict.push(b'\n');
-        dict.extend(read("dict")?);
-        let meta = read("meta")?;
-        let post_path = seg_path(dir, info.id, "post");
-        let post = fs::File::open(&post_path).map_err(|e| io_err(&post_path, e))?;
-        let docs_path = seg_path(dir, info.id, "docs");
-        let docs = fs::File::open(&docs_path).map_err(|e| io_err(&docs_path, e))?;
-        if meta.len() != info.docs as usize * META_BYTES {
-            return Err(TableError::Damaged {
-                path: seg_path(dir, info.id, "meta"),
-                detail: format!("{} bytes for {} documents", meta.len(), info.docs),
-            });
-        }
+        let (post, post_path) = open("post")?;
+        let (docs, docs_path) = open("docs")?;
+        let (dict_file, _) = open("dict")?;
+        let (meta_file, _) = open("meta")?;
         Ok(SegReader {
-            dict,
-            meta,
+            dict_file,
+            meta_file,
+            dict_path: seg_path(dir, info.id, "dict"),
+            dict_len: info.sizes[2],
+            dict: std::cell::OnceCell::new(),
+            meta_path: seg_path(dir, info.id, "meta"),
+            meta: std::cell::OnceCell::new(),
+            skip_path: seg_path(dir, info.id, "skip"),
+            skip: std::cell::OnceCell::new(),
             post,
             post_path,
             docs,
@@ -1340,14 +1379,72 @@ impl SegReader {
         })
     }
 
+    fn dict(&self) -> Result<&[u8], TableError> {
+        once(&self.dict, || {
+            let bytes = fs::read(&self.dict_path).map_err(|e| io_err(&self.dict_path, e))?;
+            let mut dict = Vec::with_capacity(bytes.len() + 1);
+            dict.push(b'\n');
+            dict.extend(bytes);
+            Ok(dict)
+        })
+        .map(Vec::as_slice)
+    }
+
+    fn metas(&self) -> Result<&[u8], TableError> {
+        once(&self.meta, || {
+            let meta = fs::read(&self.meta_path).map_err(|e| io_err(&self.meta_path, e))?;
+            if meta.len() != self.count as usize * META_BYTES {
+                return Err(TableError::Damaged {
+                    path: self.meta_path.clone(),
+                    detail: format!("{} bytes for {} documents", meta.len(), self.count),
+                });
+            }
+            Ok(meta)
+        })
+        .map(Vec::as_slice)
+    }
+
+    fn skips(&self) -> Result<&[(u64, Vec<u8>)], TableError> {
+        once(&self.skip, || {
+            let text = fs::read(&self.skip_path).map_err(|e| io_err(&self.skip_path, e))?;
+            let mut out = Vec::new();
+            for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                let tab = memchr::memchr(b'\t', line);
+                let offset = tab
+                    .and_then(|t| std::str::from_utf8(&line[..t]).ok())
+                    .and_then(|o| o.parse::<u64>().ok())
+                    .filter(|o| *o < self.dict_len);
+                let (Some(tab), Some(offset)) = (tab, offset) else {
+                    return Err(TableError::Damaged {
+                        path: self.skip_path.clone(),
+                        detail: "a skip line without an offset in the dictionary".into(),
+                    });
+                };
+                let mut key = line[tab + 1..].to_vec();
+                key.push(b'\t');
+                out.push((offset, key));
+            }
+            Ok(out)
+        })
+        .map(Vec::as_slice)
+    }
+
+    /// A record's start in `docs`: from the metadata when it is loaded, else one read.
+    fn record_offset(&self, id: u32) -> Result<u64, TableError> {
+        let at = id as usize * META_BYTES + 8;
+        let mut bytes = [0u8; 4];
+        match self.meta.get() {
+            Some(meta) => bytes.copy_from_slice(&meta[at..at + 4]),
+            None => self
+                .meta_file
+                .read_exact_at(&mut bytes, at as u64)
+                .map_err(|e| io_err(&self.meta_path, e))?,
+        }
+        Ok(u64::from(u32::from_le_bytes(bytes)))
+    }
+
     /// Document `id`'s record (one positioned read).
     fn record(&self, id: u32) -> Result<TableDoc, TableError> {
-        let offset = |i: u32| -> u64 {
-            let at = i as usize * META_BYTES + 8;
-            u64::from(u32::from_le_bytes(
-                self.meta[at..at + 4].try_into().expect("4 bytes"),
-            ))
-        };
         let damaged = || TableError::Damaged {
             path: self.docs_path.clone(),
             detail: format!("record {id}"),
@@ -1355,33 +1452,36 @@ impl SegReader {
         if id >= self.count {
             return Err(damaged());
         }
-        let start = offset(id);
+        let start = self.record_offset(id)?;
         let end = if id + 1 < self.count {
-            offset(id + 1)
+            self.record_offset(id + 1)?
         } else {
             self.docs_len
         };
-        let mut bytes = vec![0u8; end.saturating_sub(start) as usize];
+        if end < start || end > self.docs_len {
+            return Err(damaged());
+        }
+        let mut bytes = vec![0u8; (end - start) as usize];
         self.docs
             .read_exact_at(&mut bytes, start)
             .map_err(|e| io_err(&self.docs_path, e))?;
         parse_record(&bytes).ok_or_else(damaged)
     }
 
-    fn meta(&self, id: u32) -> Meta {
+    fn meta(&self, id: u32) -> Result<Meta, TableError> {
         let at = id as usize * META_BYTES;
-        let m = &self.meta[at..at + META_BYTES];
-        Meta {
+        let m = &self.metas()?[at..at + META_BYTES];
+        Ok(Meta {
             date: i64::from_le_bytes(m[0..8].try_into().expect("8 bytes")),
             pk: u16::from_le_bytes(m[12..14].try_into().expect("2 bytes")),
             flags: m[14],
-        }
+        })
     }
 
     /// The dictionary line starting at `start` (just after a `\n`): token, offset, count.
-    fn line(&self, start: usize) -> Option<(&str, u64, u64)> {
-        let end = memchr::memchr(b'\n', &self.dict[start..])? + start;
-        let text = std::str::from_utf8(&self.dict[start + 2..end]).ok()?;
+    fn line(dict: &[u8], start: usize) -> Option<(&str, u64, u64)> {
+        let end = memchr::memchr(b'\n', &dict[start..])? + start;
+        let text = std::str::from_utf8(dict.get(start + 2..end)?).ok()?;
         let mut parts = text.rsplitn(3, '\t');
         let count = parts.next()?.parse().ok()?;
         let off = parts.next()?.parse().ok()?;
@@ -1389,51 +1489,83 @@ impl SegReader {
     }
 
     /// Entries of `field` whose token contains `term`.
-    fn containing(&self, field: u8, term: &str) -> Vec<(String, u64, u64)> {
+    fn containing(&self, field: u8, term: &str) -> Result<Vec<(String, u64, u64)>, TableError> {
+        let dict = self.dict()?;
         let mut out = Vec::new();
         let mut last = usize::MAX;
-        for occ in memchr::memmem::find_iter(&self.dict, term.as_bytes()) {
-            let start = memchr::memrchr(b'\n', &self.dict[..occ]).map_or(0, |i| i + 1);
-            if start == last || self.dict.get(start) != Some(&field) {
+        for occ in memchr::memmem::find_iter(dict, term.as_bytes()) {
+            let start = memchr::memrchr(b'\n', &dict[..occ]).map_or(0, |i| i + 1);
+            if start == last || dict.get(start) != Some(&field) {
                 continue;
             }
             let token_start = start + 2;
-            let Some(tab) = memchr::memchr(b'\t', &self.dict[token_start..]) else {
+            let Some(tab) = memchr::memchr(b'\t', &dict[token_start..]) else {
                 continue;
             };
             if occ < token_start || occ + term.len() > token_start + tab {
                 continue;
             }
             last = start;
-            if let Some((token, off, count)) = self.line(start) {
+            if let Some((token, off, count)) = SegReader::line(dict, start) {
                 out.push((token.to_owned(), off, count));
             }
         }
-        out
+        Ok(out)
     }
 
     /// The entry of `field` whose token is exactly `token`: a binary search, the lines
     /// being sorted by field then token (a token never holds a byte below `\t`, so
-    /// comparing `F\ttoken\t` prefixes orders lines as (field, token) pairs).
-    fn exact(&self, field: u8, token: &str) -> Option<(u64, u64)> {
-        let lines = self.lines.get_or_init(|| {
-            memchr::memchr_iter(b'\n', &self.dict[..self.dict.len().saturating_sub(1)])
-                .map(|i| (i + 1) as u32)
-                .collect()
-        });
+    /// comparing `F\ttoken\t` prefixes orders lines as (field, token) pairs) — in memory
+    /// when a query loaded the dictionary, else over the skip list and one block.
+    fn exact(&self, field: u8, token: &str) -> Result<Option<(u64, u64)>, TableError> {
         let key = format!("{}\t{token}\t", field as char);
         let key = key.as_bytes();
-        let found = lines.binary_search_by(|&start| {
-            let line = &self.dict[start as usize..];
+        let order = |line: &[u8]| {
             let n = key.len().min(line.len());
             line[..n].cmp(key).then(if n < key.len() {
                 std::cmp::Ordering::Less
             } else {
                 std::cmp::Ordering::Equal
             })
-        });
-        let start = lines[found.ok()?] as usize;
-        self.line(start).map(|(_, off, count)| (off, count))
+        };
+        if let Some(dict) = self.dict.get() {
+            let lines = self.lines.get_or_init(|| {
+                memchr::memchr_iter(b'\n', &dict[..dict.len().saturating_sub(1)])
+                    .map(|i| (i + 1) as u32)
+                    .collect()
+            });
+            let Ok(found) = lines.binary_search_by(|&start| order(&dict[start as usize..])) else {
+                return Ok(None);
+            };
+            let start = lines[found] as usize;
+            return Ok(SegReader::line(dict, start).map(|(_, off, count)| (off, count)));
+        }
+        let skips = self.skips()?;
+        // The last block whose first key is not past the key.
+        let block = skips.partition_point(|(_, first)| order(first) != std::cmp::Ordering::Greater);
+        let Some(block) = block.checked_sub(1) else {
+            return Ok(None);
+        };
+        let from = skips[block].0;
+        let to = skips.get(block + 1).map_or(self.dict_len, |(o, _)| *o);
+        let mut bytes = vec![0u8; to.saturating_sub(from) as usize + 1];
+        bytes[0] = b'\n';
+        self.dict_file
+            .read_exact_at(&mut bytes[1..], from)
+            .map_err(|e| io_err(&self.dict_path, e))?;
+        let mut start = 1;
+        while start < bytes.len() {
+            let line = &bytes[start..];
+            match order(line) {
+                std::cmp::Ordering::Equal => {
+                    return Ok(SegReader::line(&bytes, start).map(|(_, off, count)| (off, count)))
+                }
+                std::cmp::Ordering::Greater => return Ok(None),
+                std::cmp::Ordering::Less => {}
+            }
+            start += memchr::memchr(b'\n', line).map_or(line.len(), |i| i + 1);
+        }
+        Ok(None)
     }
 
     fn postings(&self, off: u64, count: u64) -> Result<Vec<u32>, TableError> {
@@ -2305,6 +2437,72 @@ mod tests {
         fs::write(part.path(), "garbage\n").expect("garble");
         let err = table.all_sources().expect_err("damaged");
         assert!(err.to_string().contains("delete .search"), "{err}");
+    }
+
+    #[test]
+    fn an_exact_lookup_through_the_skip_list_equals_the_whole_dictionary() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        for i in 0..150 {
+            put(
+                ws,
+                &format!(".dsh-chapters/s{}/chapters/{i:03}-a.md", i % 7),
+                &chapter(
+                    &format!("T{i} w{}", i * 7),
+                    "",
+                    "chapter",
+                    &format!("t{i}, u{}", i % 13),
+                    "null",
+                ),
+            );
+        }
+        let (table, _) = refresh(ws);
+        let info = &table.state.segments[0];
+        let whole = SegReader::open(&table.dir, info).expect("open");
+        let dict = whole.dict().expect("dict").to_vec();
+        let mut keys: Vec<(u8, String)> = Vec::new();
+        let mut start = 1;
+        while start < dict.len() {
+            let (token, _, _) = SegReader::line(&dict, start).expect("line");
+            keys.push((dict[start], token.to_owned()));
+            start += memchr::memchr(b'\n', &dict[start..]).expect("newline") + 1;
+        }
+        assert!(
+            keys.len() > 3 * SKIP_EVERY,
+            "{} lines: several blocks",
+            keys.len()
+        );
+        // Absent keys before, between and after the present ones.
+        let mut probes = keys.clone();
+        probes.extend([
+            (b'A', "x".to_owned()),
+            (FIELD_TOPIC, "t0a".to_owned()),
+            (FIELD_TOPIC, "zzz".to_owned()),
+            (b'z', "x".to_owned()),
+            (FIELD_TITLE, String::new()),
+        ]);
+        for (field, token) in &probes {
+            let skipping = SegReader::open(&table.dir, info).expect("open");
+            let by_skip = skipping.exact(*field, token).expect("skip");
+            assert!(skipping.dict.get().is_none(), "the dictionary was not read");
+            let in_memory = whole.exact(*field, token).expect("memory");
+            assert_eq!(by_skip, in_memory, "{} {token}", *field as char);
+            assert_eq!(
+                by_skip.is_some(),
+                keys.contains(&(*field, token.clone())),
+                "{} {token}",
+                *field as char
+            );
+        }
+        // Records read through single metadata reads equal those read with it loaded.
+        let lazy = SegReader::open(&table.dir, info).expect("open");
+        for id in 0..info.docs {
+            assert_eq!(lazy.record(id).expect("lazy"), {
+                whole.metas().expect("metas");
+                whole.record(id).expect("loaded")
+            });
+        }
+        assert!(lazy.meta.get().is_none());
     }
 
     #[test]
