@@ -1336,10 +1336,10 @@ struct SegReader {
 }
 
 /// The value of a once-cell, computed by `init` the first time (which may fail).
-fn once<'a, T>(
-    cell: &'a std::cell::OnceCell<T>,
+fn once<T>(
+    cell: &std::cell::OnceCell<T>,
     init: impl FnOnce() -> Result<T, TableError>,
-) -> Result<&'a T, TableError> {
+) -> Result<&T, TableError> {
     if let Some(v) = cell.get() {
         return Ok(v);
     }
