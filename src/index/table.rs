@@ -1429,21 +1429,34 @@ impl SegReader {
         .map(Vec::as_slice)
     }
 
-    /// A record's start in `docs`: from the metadata when it is loaded, else one read.
-    fn record_offset(&self, id: u32) -> Result<u64, TableError> {
+    /// A record's (start, end) in `docs`: from the metadata when it is loaded, else one read
+    /// of the two offsets (adjacent entries).
+    fn record_span(&self, id: u32) -> Result<(u64, u64), TableError> {
         let at = id as usize * META_BYTES + 8;
-        let mut bytes = [0u8; 4];
+        let last = id + 1 >= self.count;
+        let mut bytes = [0u8; META_BYTES + 4];
+        let want = if last { 4 } else { META_BYTES + 4 };
         match self.meta.get() {
-            Some(meta) => bytes.copy_from_slice(&meta[at..at + 4]),
+            Some(meta) => bytes[..want].copy_from_slice(&meta[at..at + want]),
             None => self
                 .meta_file
-                .read_exact_at(&mut bytes, at as u64)
+                .read_exact_at(&mut bytes[..want], at as u64)
                 .map_err(|e| io_err(&self.meta_path, e))?,
         }
-        Ok(u64::from(u32::from_le_bytes(bytes)))
+        let offset = |i: usize| {
+            u64::from(u32::from_le_bytes(
+                bytes[i..i + 4].try_into().expect("4 bytes"),
+            ))
+        };
+        let end = if last {
+            self.docs_len
+        } else {
+            offset(META_BYTES)
+        };
+        Ok((offset(0), end))
     }
 
-    /// Document `id`'s record (one positioned read).
+    /// Document `id`'s record (one positioned read, two before the metadata is loaded).
     fn record(&self, id: u32) -> Result<TableDoc, TableError> {
         let damaged = || TableError::Damaged {
             path: self.docs_path.clone(),
@@ -1452,12 +1465,7 @@ impl SegReader {
         if id >= self.count {
             return Err(damaged());
         }
-        let start = self.record_offset(id)?;
-        let end = if id + 1 < self.count {
-            self.record_offset(id + 1)?
-        } else {
-            self.docs_len
-        };
+        let (start, end) = self.record_span(id)?;
         if end < start || end > self.docs_len {
             return Err(damaged());
         }
