@@ -414,8 +414,8 @@ fn update_section(trials: usize) {
     }
     small.clean_up();
     big.clean_up();
-    small.report("1,000 chapters:  ");
-    big.report("100,000 chapters:");
+    small.report("1,000 chapters  ");
+    big.report("100,000 chapters");
     let paired: Vec<f64> = small
         .times
         .iter()
