@@ -19,7 +19,8 @@
 //! store's change journal, so the update reads the journal instead of listing every folder.
 //!
 //! Run: `cargo bench --bench index` (release); `INDEX_BENCH_UPDATE_ONLY=1` skips the search
-//! section, `INDEX_BENCH_SEARCH_ONLY=1` the update section, `INDEX_BENCH_VERBOSE=1` prints
+//! section, `INDEX_BENCH_SEARCH_ONLY=1` the update section, `INDEX_BENCH_TRIALS=N` sets the
+//! number of +10-chapter trials at each size (11), `INDEX_BENCH_VERBOSE=1` prints
 //! the split of every update. `rg` is optional: its absence is said.
 
 use std::io::Write as _;
@@ -393,7 +394,11 @@ fn main() {
         worker(Path::new(&ws), 20);
         return;
     }
-    let trials = 11;
+    let trials = std::env::var("INDEX_BENCH_TRIALS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .filter(|t| *t > 0)
+        .unwrap_or(11);
     let search_only = std::env::var_os("INDEX_BENCH_SEARCH_ONLY").is_some();
     if !search_only {
         update_section(trials);
@@ -407,6 +412,9 @@ fn update_section(trials: usize) {
     println!("== index update after +10 chapters (table refresh + touched shards + manifest) ==");
     let mut small = Side::new(1_000);
     let mut big = Side::new(100_000);
+    // The full builds leave ~100 MB to write back: flushed now, so the trials do not pay
+    // for it (the big side's more).
+    dsh_chapters::store::atomic::sync_filesystem(&big.ws).expect("syncfs");
     // Side by side: the trials alternate, so both sizes see the same machine (it is shared).
     for trial in 0..trials {
         small.trial(trial);

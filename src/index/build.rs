@@ -698,7 +698,19 @@ pub fn apply(index_dir: &Path, update: &Update) -> Result<Written, BuildError> {
     let mut order: Vec<(&String, &String)> = update.writes.iter().collect();
     order.sort_by_key(|(name, _)| rank(name));
     for (name, text) in order {
-        written.written += write_if_changed(&index_dir.join(name), text)? as usize;
+        let path = index_dir.join(name);
+        // A file the previous build recorded with other bytes changes: written without
+        // reading it first. Anything else is compared (a hand edit may already match).
+        if update
+            .recorded
+            .get(name)
+            .is_some_and(|was| *was != blob_id(text.as_bytes()))
+        {
+            atomic::write_atomic_unsynced(&path, text.as_bytes())?;
+            written.written += 1;
+        } else {
+            written.written += write_if_changed(&path, text)? as usize;
+        }
     }
     Ok(written)
 }
