@@ -2,14 +2,15 @@
 //!
 //! The documents come from the search table (`index::table`), which has read every
 //! document's frontmatter once; the manifest says what the last build processed — per input
-//! folder a content hash of its `(name, blob id)` pairs, per curation file its blob id, the
-//! effective aliases and every shard's count and blob id (the per-folder and per-shard
-//! records in 256 parts, `manifest/xx.json`). An update asks the table what changed since
+//! folder a content hash of its `(name, blob id)` pairs (in 256 parts, `manifest/xx.json`),
+//! per curation file its blob id, and the effective aliases. An update asks the table what
+//! changed since
 //! the revision the last build saw (documents by name, and the topics of versions they
 //! replaced) and regenerates only the shards of topics those documents carry, that an alias
 //! change moved, or that someone else changed (`suspects`) — each regenerated whole from the
 //! table, so a hand edit in a touched shard is overwritten and the bytes always equal a full
-//! rebuild — reading and rewriting only the parts that record them. When the table cannot
+//! rebuild — reading and rewriting only the parts that record the changed folders. When the
+//! table cannot
 //! say (another incarnation, a revision older than its change log), every input is compared
 //! with its record instead, as a first build after the cache was lost does.
 //!
@@ -21,8 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use super::shard::{
-    self, InputState, Manifest, ManifestPart, ShardState, INDEX_DIR, MANIFEST_FILE,
-    MANIFEST_PARTS_DIR,
+    self, InputState, Manifest, ManifestPart, INDEX_DIR, MANIFEST_FILE, MANIFEST_PARTS_DIR,
 };
 use super::table::{self, SourceState, Table, TableDoc, TableRev};
 use super::vocab::{self, Candidate, VocabParams};
@@ -171,8 +171,8 @@ pub struct Update {
     /// `topics/vocabulary.json` as of this build, when the vocabulary (the canonical topics
     /// or the aliases) may have changed; `None` = unchanged, nothing to write.
     pub vocabulary: Option<String>,
-    /// For files of `writes`, the blob id the base held as the previous build recorded or
-    /// read it (not for suspects): what a caller compares against without a read.
+    /// For parts among `writes`, the blob id of the bytes the plan read there (not for
+    /// suspects): a caller writes a part whose bytes differ without reading it again.
     pub recorded: BTreeMap<String, String>,
     /// The table revision this update was planned from: recorded with the index, so the
     /// next update asks only for what changed since.
@@ -276,6 +276,12 @@ pub struct Previous<'a> {
     /// Reads one part (`manifest/xx.json`, relative to the index directory): `None` when
     /// the base has none.
     pub read_part: &'a dyn Fn(&str) -> Result<Option<String>, BuildError>,
+    /// Whether the base holds this file of the index (a shard, relative to the index
+    /// directory): what tells a new topic from a known one and what a removal must remove.
+    pub holds: &'a dyn Fn(&str) -> Result<bool, BuildError>,
+    /// Every file the base's index holds (relative to the index directory): read only when
+    /// the set of topics changed, for `topics/vocabulary.json`.
+    pub list: &'a dyn Fn() -> Result<Vec<String>, BuildError>,
     /// The table revision the last build saw; `None` (unknown, or another table): every
     /// input is compared with its record instead.
     pub since: Option<TableRev>,
@@ -372,10 +378,6 @@ fn full_build(
         .map(|d| base.index_doc(d))
         .collect();
     let files = shard::build_all(&docs, curation);
-    let shards: BTreeMap<String, ShardState> = files
-        .iter()
-        .map(|(file, text)| (file.clone(), shard_state(text)))
-        .collect();
     let mut update = Update {
         full: true,
         touched: files.len(),
@@ -384,14 +386,11 @@ fn full_build(
         revision: table.revision(),
         ..Update::default()
     };
-    for (file, part) in shard::parts_of(&inputs(table, base)?, &shards) {
+    for (file, part) in shard::parts_of(&inputs(table, base)?) {
         update.writes.insert(file, part.render());
     }
+    update.vocabulary = Some(vocabulary_json(files.keys(), curation));
     update.writes.extend(files);
-    update.vocabulary = Some(vocabulary_json(
-        shards.iter().filter(|(_, s)| s.count > 0).map(|(f, _)| f),
-        curation,
-    ));
     update
         .writes
         .insert(MANIFEST_FILE.to_owned(), manifest.render());
@@ -462,8 +461,7 @@ fn incremental(
     }
     for file in suspects {
         if shard::is_part_file(file) {
-            // Someone else's records: each input checked against the table, each shard
-            // regenerated (so the records are this build's own).
+            // Someone else's records: each input checked against the table.
             let part = parts.get(file)?.clone();
             for (dir, state) in &part.inputs {
                 if input_state(table, base, dir)?.as_ref() != Some(state) {
@@ -471,7 +469,6 @@ fn incremental(
                     whole.insert(dir.clone());
                 }
             }
-            touched.extend(part.shards.keys().filter_map(|f| shard::topic_of_file(f)));
             continue;
         }
         match shard::topic_of_file(file) {
@@ -526,21 +523,17 @@ fn incremental(
                     .then(|| shard::render_shard(&topic, &docs.iter().collect::<Vec<_>>()))
             }
         };
-        let part = parts.of(&file)?;
-        let was = part.shards.get(&file).cloned();
-        if let Some(was) = was.as_ref().filter(|_| !suspects.contains(&file)) {
-            update.recorded.insert(file.clone(), was.hash.clone());
-        }
+        // Whether a stub is a stub moves only with the aliases (compared above); a topic
+        // comes or goes when its shard appears or empties.
+        let held = (previous.holds)(&file)?;
         match text {
             Some(text) => {
-                let state = shard_state(&text);
-                topics_moved |= was.as_ref().map(|w| w.count > 0) != Some(state.count > 0);
-                part.shards.insert(file.clone(), state);
+                topics_moved |= !held && !stubs.contains_key(&topic);
                 update.writes.insert(file, text);
             }
             None => {
-                topics_moved |= was.as_ref().is_some_and(|w| w.count > 0);
-                if part.shards.remove(&file).is_some() || suspects.contains(&file) {
+                topics_moved |= held;
+                if held || suspects.contains(&file) {
                     update.removes.insert(file);
                 }
             }
@@ -569,21 +562,16 @@ fn incremental(
         }
     }
     if topics_moved {
-        // The topic list is the one thing that reads every part: only when it changed.
-        let mut topics: BTreeSet<String> = BTreeSet::new();
-        for file in shard::all_part_files() {
-            let part = parts.get(&file)?;
-            topics.extend(
-                part.shards
-                    .iter()
-                    .filter(|(_, s)| s.count > 0)
-                    .map(|(f, _)| f.clone()),
-            );
-        }
-        if parts.damaged {
-            return Ok(None);
-        }
-        update.vocabulary = Some(vocabulary_json(topics.iter(), curation));
+        // The topic list is the one thing that lists the whole index: only when it changed.
+        let mut files: BTreeSet<String> = (previous.list)()?.into_iter().collect();
+        files.retain(|f| !update.removes.contains(f));
+        files.extend(update.writes.keys().cloned());
+        update.vocabulary = Some(vocabulary_json(
+            files
+                .iter()
+                .filter(|f| shard::topic_of_file(f).is_some_and(|t| !stubs.contains_key(&t))),
+            curation,
+        ));
     }
     update
         .writes
@@ -592,21 +580,18 @@ fn incremental(
     Ok(Some(update))
 }
 
-/// `topics/vocabulary.json` for the topics of these shard files.
+/// `topics/vocabulary.json` for the topics of these shard files (alias stubs left out).
 fn vocabulary_json<'a>(files: impl Iterator<Item = &'a String>, curation: &Curation) -> String {
-    let topics: BTreeSet<String> = files.filter_map(|f| shard::topic_of_file(f)).collect();
+    let stubs = shard::stubs(curation);
+    let topics: BTreeSet<String> = files
+        .filter_map(|f| shard::topic_of_file(f))
+        .filter(|t| !stubs.contains_key(t))
+        .collect();
     vocab::vocabulary_json(&topics, curation)
 }
 
 /// Passed among the suspects when someone else changed `topics/vocabulary.json`.
 pub const VOCABULARY_SUSPECT: &str = "../topics/vocabulary.json";
-
-fn shard_state(text: &str) -> ShardState {
-    ShardState {
-        count: text.lines().filter(|l| l.starts_with("- ")).count() as u64,
-        hash: blob_id(text.as_bytes()),
-    }
-}
 
 /// What a store-index update did.
 #[derive(Debug, Default, serde::Serialize)]
@@ -799,9 +784,13 @@ pub fn update_store(workspace: &Path, table: &Table, full: bool) -> Result<Writt
         return Ok(Written::default());
     }
     let read_part = |file: &str| read_index_file(&index_dir, file);
+    let holds = |file: &str| Ok(index_dir.join(file).is_file());
+    let list = || Ok(files_on_disk(&index_dir));
     let previous = Previous {
         manifest: std::fs::read_to_string(index_dir.join(MANIFEST_FILE)).ok(),
         read_part: &read_part,
+        holds: &holds,
+        list: &list,
         since: built
             .as_deref()
             .and_then(|b| b.lines().next())
@@ -969,9 +958,19 @@ mod tests {
         // which s2's older document carries, is not regenerated.
         assert_eq!(next.touched, 2);
         let incremental = snapshot(&index);
+        let vocabulary = ws.join(".dsh-chapters").join(VOCABULARY_FILE);
+        let vocabulary_incremental = std::fs::read_to_string(&vocabulary).expect("vocabulary");
+        assert!(
+            vocabulary_incremental.contains("\"jwt\""),
+            "a new topic joins it"
+        );
         let rebuilt = update_store(ws, &refresh(ws), true).expect("rebuild");
         assert!(rebuilt.full);
         assert_eq!(snapshot(&index), incremental);
+        assert_eq!(
+            std::fs::read_to_string(&vocabulary).expect("vocabulary"),
+            vocabulary_incremental
+        );
         assert!(
             incremental["auth.md"].starts_with("# auth — 2 documents, last updated 2025-11-03\n")
         );
@@ -1072,8 +1071,18 @@ mod tests {
             incremental.keys()
         );
         assert!(incremental["csv.md"].starts_with("# csv — 1 document,"));
+        let vocabulary = ws.join(".dsh-chapters").join(VOCABULARY_FILE);
+        let vocabulary_incremental = std::fs::read_to_string(&vocabulary).expect("vocabulary");
+        assert!(
+            !vocabulary_incremental.contains("\"auth\""),
+            "a topic that emptied leaves it"
+        );
         update_store(ws, &refresh(ws), true).expect("rebuild");
         assert_eq!(snapshot(&index), incremental);
+        assert_eq!(
+            std::fs::read_to_string(&vocabulary).expect("vocabulary"),
+            vocabulary_incremental
+        );
     }
 
     #[test]
@@ -1125,28 +1134,30 @@ mod tests {
             &chapter("B", "t5", 2),
         );
         let table = refresh(ws);
-        let read = |file: &str| read_index_file(&index, file);
-        let previous = Previous {
-            manifest: before.get(MANIFEST_FILE).cloned(),
-            read_part: &read,
-            since: std::fs::read_to_string(index.join(BUILT_MARKER))
-                .ok()
-                .and_then(|b| b.lines().next()?.parse().ok()),
-        };
         let read_parts = std::cell::RefCell::new(BTreeSet::new());
         let counting = |file: &str| {
             read_parts.borrow_mut().insert(file.to_owned());
-            (previous.read_part)(file)
+            read_index_file(&index, file)
         };
+        let listed = std::cell::Cell::new(false);
+        let list = || {
+            listed.set(true);
+            Ok(files_on_disk(&index))
+        };
+        let holds = |file: &str| Ok(index.join(file).is_file());
         let update = plan(
             &table,
             &Base::Store,
             &Curation::default(),
             BTreeMap::new(),
             &Previous {
+                manifest: before.get(MANIFEST_FILE).cloned(),
                 read_part: &counting,
-                manifest: previous.manifest.clone(),
-                since: previous.since,
+                holds: &holds,
+                list: &list,
+                since: std::fs::read_to_string(index.join(BUILT_MARKER))
+                    .ok()
+                    .and_then(|b| b.lines().next()?.parse().ok()),
             },
             &BTreeSet::new(),
             false,
@@ -1154,20 +1165,25 @@ mod tests {
         .expect("plan");
         assert!(!update.full);
         assert_eq!(update.touched, 1, "t5 only");
-        let wanted: BTreeSet<String> =
-            [shard::part_file("t5.md"), shard::part_file("s05/chapters")].into();
+        let wanted: BTreeSet<String> = [shard::part_file("s05/chapters")].into();
         assert_eq!(
             *read_parts.borrow(),
             wanted,
-            "only the parts of what moved are read"
+            "only the part of the folder that moved is read"
         );
-        let parts: BTreeSet<&String> = update
-            .writes
-            .keys()
-            .filter(|f| shard::is_part_file(f))
-            .collect();
-        assert!(parts.len() <= 2 && !parts.is_empty(), "{parts:?}");
+        let written: BTreeSet<&String> = update.writes.keys().collect();
+        let expected = [
+            "manifest.json".to_owned(),
+            "t5.md".to_owned(),
+            shard::part_file("s05/chapters"),
+        ];
+        assert_eq!(
+            written,
+            expected.iter().collect(),
+            "the shard, one part, the manifest"
+        );
         assert!(update.vocabulary.is_none(), "no topic came or went");
+        assert!(!listed.get(), "the index is not listed");
         apply(&index, &update).expect("apply");
         let after = snapshot(&index);
         update_store(ws, &refresh(ws), true).expect("rebuild");
@@ -1206,9 +1222,13 @@ mod tests {
             project_key: "pk".into(),
         };
         let c = Curation::default();
+        let holds_nothing = |_: &str| Ok(false);
+        let list_nothing = || Ok(Vec::new());
         let empty = Previous {
             manifest: None,
             read_part: &nothing,
+            holds: &holds_nothing,
+            list: &list_nothing,
             since: None,
         };
         let first = plan(
@@ -1237,12 +1257,16 @@ mod tests {
         assert_eq!(first.documents, 2);
         let manifest = first.writes["manifest.json"].clone();
         let read = held(&first.writes);
+        let holds = |file: &str| Ok(first.writes.contains_key(file));
+        let list = || Ok(first.writes.keys().cloned().collect());
         // Someone edited auth.md and added junk.md in the pool: both are suspects, verified
         // against the table although nothing changed since the revision the build saw.
         let suspects: BTreeSet<String> = ["auth.md".to_string(), "junk.md".to_string()].into();
         let previous = Previous {
             manifest: Some(manifest.clone()),
             read_part: &read,
+            holds: &holds,
+            list: &list,
             since: Some(first.revision),
         };
         let next = plan(
@@ -1263,15 +1287,17 @@ mod tests {
             !next.writes.keys().any(|f| shard::is_part_file(f)),
             "no record moved: no part rewritten"
         );
-        // Someone garbled the part that records auth.md: a suspect that does not parse is
+        // Someone garbled the part that records s2: a suspect that does not parse is
         // repaired by a full build.
-        let part = shard::part_file("auth.md");
+        let part = shard::part_file("chapters/pk/s2");
         let mut garbled = first.writes.clone();
         garbled.insert(part.clone(), "{ not a part".into());
         let read = held(&garbled);
         let previous = Previous {
             manifest: Some(manifest.clone()),
             read_part: &read,
+            holds: &holds,
+            list: &list,
             since: Some(first.revision),
         };
         let repaired = plan(

@@ -1,4 +1,5 @@
-//! The derived index's files (PURE): shards, alias stubs and the manifest, as bytes.
+//! The derived index's files (PURE): shards, alias stubs and the manifest (with its parts),
+//! as bytes.
 //!
 //! A shard lists every document of one canonical topic: a header line (topic, count, last
 //! updated — the newest document's date, never the clock), then one list item per document,
@@ -180,20 +181,12 @@ pub struct InputState {
     pub hash: String,
 }
 
-/// What the manifest records of one shard.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShardState {
-    /// Documents listed (0 for an alias stub).
-    pub count: u64,
-    /// Git's blob id of the shard's bytes: a pool tree entry compares without a read.
-    pub hash: String,
-}
-
 /// `index/manifest.json`: what the last build processed that does not grow with the corpus
 /// — the document count, every curation file's blob id and the effective aliases. What does
-/// grow with it (one record per input directory and per shard) is in the manifest's parts,
-/// so an update reads and rewrites only the parts it touches. Deterministic bytes (sorted
-/// maps, no clock), the same on every machine at the same pool state.
+/// grow with it (one record per input directory) is in the manifest's parts, so an update
+/// reads and rewrites only the parts of the directories it touches. A shard needs no record:
+/// its count is in its header and its blob id in the tree that holds it. Deterministic bytes
+/// (sorted maps, no clock), the same on every machine at the same pool state.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Manifest {
@@ -224,20 +217,18 @@ impl Manifest {
 /// The directory of the manifest's parts, inside the index directory.
 pub const MANIFEST_PARTS_DIR: &str = "manifest";
 
-/// `index/manifest/<xx>.json`: the records of the input directories and shards whose name
-/// hashes to `xx` (the first two hex digits of its SHA-256; see [`part_file`]).
+/// `index/manifest/<xx>.json`: the records of the input directories whose name hashes to
+/// `xx` (the first two hex digits of its SHA-256; see [`part_file`]).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ManifestPart {
     /// Input directory (relative to the base) → its state when processed.
     pub inputs: BTreeMap<String, InputState>,
-    /// Shard file → its state as written.
-    pub shards: BTreeMap<String, ShardState>,
 }
 
 impl ManifestPart {
     pub fn is_empty(&self) -> bool {
-        self.inputs.is_empty() && self.shards.is_empty()
+        self.inputs.is_empty()
     }
 
     pub fn render(&self) -> String {
@@ -252,8 +243,8 @@ impl ManifestPart {
     }
 }
 
-/// The part (a file relative to the index directory) that records an input directory or a
-/// shard file: 256 parts, so a part stays small however large the corpus grows.
+/// The part (a file relative to the index directory) that records an input directory: 256
+/// parts, so a part stays small however large the corpus grows.
 pub fn part_file(key: &str) -> String {
     let digest = crate::render::sha256_hex(key.as_bytes());
     format!("{MANIFEST_PARTS_DIR}/{}.json", &digest[..2])
@@ -278,10 +269,7 @@ pub fn is_part_file(file: &str) -> bool {
 }
 
 /// Every record in its part: the parts of a whole index, each non-empty.
-pub fn parts_of(
-    inputs: &BTreeMap<String, InputState>,
-    shards: &BTreeMap<String, ShardState>,
-) -> BTreeMap<String, ManifestPart> {
+pub fn parts_of(inputs: &BTreeMap<String, InputState>) -> BTreeMap<String, ManifestPart> {
     let mut parts: BTreeMap<String, ManifestPart> = BTreeMap::new();
     for (dir, state) in inputs {
         parts
@@ -289,13 +277,6 @@ pub fn parts_of(
             .or_default()
             .inputs
             .insert(dir.clone(), state.clone());
-    }
-    for (file, state) in shards {
-        parts
-            .entry(part_file(file))
-            .or_default()
-            .shards
-            .insert(file.clone(), state.clone());
     }
     parts
 }
@@ -493,37 +474,31 @@ mod tests {
     #[test]
     fn parts_split_the_records_by_name_and_round_trip() {
         let mut inputs = BTreeMap::new();
-        inputs.insert(
-            "chapters/pk/s1".to_owned(),
-            InputState {
-                files: 2,
-                hash: input_hash([("b.md", "2"), ("a.md", "1")]),
-            },
-        );
+        for dir in [
+            "chapters/pk/s1",
+            "chapters/pk/s2",
+            "rules/pk",
+            "s3/chapters",
+        ] {
+            inputs.insert(
+                dir.to_owned(),
+                InputState {
+                    files: 2,
+                    hash: input_hash([("b.md", "2"), ("a.md", "1")]),
+                },
+            );
+        }
         assert_eq!(
             input_hash([("a.md", "1"), ("b.md", "2")]),
             inputs["chapters/pk/s1"].hash
         );
-        let mut shards = BTreeMap::new();
-        for topic in ["auth", "csv", "jwt", "x y"] {
-            shards.insert(
-                shard_file(topic),
-                ShardState {
-                    count: 1,
-                    hash: topic.into(),
-                },
-            );
-        }
-        let parts = parts_of(&inputs, &shards);
-        let records: usize = parts
-            .values()
-            .map(|p| p.inputs.len() + p.shards.len())
-            .sum();
-        assert_eq!(records, 5, "every record in exactly one part");
+        let parts = parts_of(&inputs);
+        let records: usize = parts.values().map(|p| p.inputs.len()).sum();
+        assert_eq!(records, 4, "every record in exactly one part");
         for (file, part) in &parts {
             assert!(is_part_file(file), "{file}");
             assert!(!part.is_empty());
-            for key in part.inputs.keys().chain(part.shards.keys()) {
+            for key in part.inputs.keys() {
                 assert_eq!(part_file(key), *file);
             }
             assert_eq!(ManifestPart::parse(&part.render()).as_ref(), Some(part));
@@ -539,10 +514,7 @@ mod tests {
         ] {
             assert!(!is_part_file(junk), "{junk}");
         }
-        assert_eq!(
-            ManifestPart::parse("{\"inputs\":{},\"shards\":{},\"x\":1}"),
-            None
-        );
+        assert_eq!(ManifestPart::parse("{\"inputs\":{},\"shards\":{}}"), None);
         assert_eq!(ManifestPart::parse("[]"), None);
     }
 }

@@ -1160,6 +1160,29 @@ fn plan_index(
     if pulled.iter().any(|p| p == build::VOCABULARY_FILE) {
         suspects.insert(build::VOCABULARY_SUSPECT.to_owned());
     }
+    // The pool's `index/` as its tree holds it (file → blob id), listed once, on first use.
+    let index_listing: std::cell::OnceCell<BTreeMap<String, ObjectId>> = std::cell::OnceCell::new();
+    let tree_index = || -> Result<&BTreeMap<String, ObjectId>, build::BuildError> {
+        if let Some(listing) = index_listing.get() {
+            return Ok(listing);
+        }
+        let io = |e: &dyn std::fmt::Display| build::BuildError::Io {
+            path: index_dir.clone(),
+            source: std::io::Error::other(e.to_string()),
+        };
+        let listing = match base_tree {
+            Some(tree) => match mirror.tree_at(tree, INDEX_DIR).map_err(|e| io(&e))? {
+                Some(index) => mirror
+                    .list_tree(index)
+                    .map_err(|e| io(&e))?
+                    .into_iter()
+                    .collect(),
+                None => BTreeMap::new(),
+            },
+            None => BTreeMap::new(),
+        };
+        Ok(index_listing.get_or_init(|| listing))
+    };
     let planned = (|| -> Result<build::Update, build::BuildError> {
         use crate::index::table::Table;
         let (table, _) = if ctx.rebuild_index {
@@ -1187,9 +1210,13 @@ fn plan_index(
                 Err(e) => Err(io(&e)),
             }
         };
+        let holds = |file: &str| Ok(tree_index()?.contains_key(file));
+        let list = || Ok(tree_index()?.keys().cloned().collect());
         let previous = build::Previous {
             manifest: old.clone(),
             read_part: &read_part,
+            holds: &holds,
+            list: &list,
             since: build::pool_since(&index_dir, materialized_before),
         };
         build::plan(
@@ -1218,12 +1245,21 @@ fn plan_index(
         .iter()
         .map(|f| format!("{INDEX_DIR}/{f}"))
         .collect();
+    let listing = match tree_index() {
+        Ok(listing) => listing,
+        Err(e) => {
+            report
+                .notes
+                .push(format!("the topic index was not updated: {e}"));
+            return Ok(None);
+        }
+    };
     if update.full {
         // A full rebuild also drops files the index does not name (hand-added ones).
         removals.extend(
-            build::files_on_disk(&index_dir)
-                .into_iter()
-                .filter(|name| !update.writes.contains_key(name))
+            listing
+                .keys()
+                .filter(|name| !update.writes.contains_key(*name))
                 .map(|name| format!("{INDEX_DIR}/{name}")),
         );
     }
@@ -1231,23 +1267,11 @@ fn plan_index(
     removals.dedup();
     for (file, text) in &update.writes {
         let want = plan::blob_id(text.as_bytes());
-        // What the pool holds there: what the previous build recorded or the plan read for
-        // a file nobody else changed (no read), else the tree's entry; a full rebuild
-        // writes everything and lets the tree comparison below drop a commit that changes
-        // nothing.
+        // What the pool holds there, from its tree.
         let have = if file == MANIFEST_FILE {
             tree_manifest.map(|b| b.to_string())
-        } else if update.full {
-            None
-        } else if !suspects.contains(file) {
-            update.recorded.get(file).cloned()
         } else {
-            match base_tree {
-                Some(tree) => mirror
-                    .blob_at(tree, &format!("{INDEX_DIR}/{file}"))?
-                    .map(|b| b.to_string()),
-                None => None,
-            }
+            listing.get(file).map(ToString::to_string)
         };
         if have.as_deref() == Some(want.as_str()) {
             continue;
