@@ -492,7 +492,7 @@ fn incremental(
     }
     touched.extend(shard::alias_changes(&old.aliases, &manifest.aliases));
 
-    // The records: each changed input, each regenerated shard.
+    // The record of each changed input; then each touched shard, regenerated.
     for dir in &dirs {
         let now = input_state(table, base, dir)?;
         let part = parts.of(dir)?;
@@ -684,8 +684,8 @@ pub fn apply(index_dir: &Path, update: &Update) -> Result<Written, BuildError> {
     order.sort_by_key(|(name, _)| rank(name));
     for (name, text) in order {
         let path = index_dir.join(name);
-        // A file the previous build recorded with other bytes changes: written without
-        // reading it first. Anything else is compared (a hand edit may already match).
+        // A part the plan read with other bytes: written without reading it again.
+        // Anything else is compared first (a shard may come out the same).
         if update
             .recorded
             .get(name)
