@@ -5,8 +5,8 @@
 //! here. Linked → the pool mirror (other machines' files) plus this machine's store (the sync
 //! does not materialize this machine's own files in the mirror), one document read once.
 //! Either way an unreadable document is counted and named, never silently dropped. The
-//! table is brought up to date first (only folders that changed are listed, only new files
-//! read), so a query never parses the corpus.
+//! table is brought up to date first (only the folders the store's change journal names are
+//! looked at, only new or rewritten files read), so a query never parses the corpus.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

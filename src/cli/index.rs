@@ -99,7 +99,7 @@ fn rebuild(workspace: Option<&Path>, args: RebuildArgs) -> Result<()> {
         };
     }
     let _lock = store.lock(lock_timeout)?;
-    let (table, _) = Table::refresh(&env.workspace, false, lock_timeout)?;
+    let (table, _) = Table::rescan(&env.workspace, false, lock_timeout)?;
     let written = build::update_store(&env.workspace, &table, true)?;
     if args.json {
         return super::print_json(&json!({"base": "store", "result": written}));

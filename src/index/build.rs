@@ -2,11 +2,17 @@
 //!
 //! The documents come from the search table (`index::table`), which has read every
 //! document's frontmatter once; the manifest says what the last build processed — per input
-//! folder a content hash of its `(name, blob id)` pairs, per curation file its blob id, the
-//! effective aliases and every shard's count and blob id. An update regenerates only the
-//! shards of topics that a changed folder's documents carry, that an alias change moved, or
-//! that someone else changed (`suspects`) — each regenerated whole from the table, so a
-//! hand edit in a touched shard is overwritten and the bytes always equal a full rebuild.
+//! folder a content hash of its `(name, blob id)` pairs (in 256 parts, `manifest/xx.json`),
+//! per curation file its blob id, and the effective aliases. An update asks the table what
+//! changed since
+//! the revision the last build saw (documents by name, and the topics of versions they
+//! replaced) and regenerates only the shards of topics those documents carry, that an alias
+//! change moved, or that someone else changed (`suspects`) — each regenerated whole from the
+//! table, so a hand edit in a touched shard is overwritten and the bytes always equal a full
+//! rebuild — reading and rewriting only the parts that record the changed folders. When the
+//! table cannot
+//! say (another incarnation, a revision older than its change log), every input is compared
+//! with its record instead, as a first build after the cache was lost does.
 //!
 //! Two bases: the store (`<store>/index/`, links `../<root>/chapters/X.md`) when the
 //! workspace is not linked to a private pool, and the pool (`index/` in the pool, links
@@ -15,8 +21,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use super::shard::{self, InputState, Manifest, ShardState, INDEX_DIR, MANIFEST_FILE};
-use super::table::{self, Table, TableDoc};
+use super::shard::{
+    self, InputState, Manifest, ManifestPart, INDEX_DIR, MANIFEST_FILE, MANIFEST_PARTS_DIR,
+};
+use super::table::{self, SourceState, Table, TableDoc, TableRev};
 use super::vocab::{self, Candidate, VocabParams};
 use super::IndexDoc;
 use crate::curation::{self, file::CurationFileError, Curation};
@@ -52,6 +60,32 @@ pub enum Base {
 }
 
 impl Base {
+    /// Whether the mirror's documents are among the base's.
+    fn includes_mirror(&self) -> bool {
+        matches!(self, Base::Pool { .. })
+    }
+
+    /// The table folders an input directory of this base gathers (the inverse of
+    /// [`Base::input_dir`]).
+    fn folders_of(&self, dir: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        match self {
+            Base::Store => out.push(format!("{STORE_DIR}/{dir}")),
+            Base::Pool { project_key } => {
+                out.push(format!("{MIRROR_DIR}/{dir}"));
+                if dir == format!("{RULES_DIR}/{project_key}") {
+                    out.push(format!("{STORE_DIR}/{RULES_DIR}"));
+                } else if let Some(root) = dir
+                    .strip_prefix(&format!("chapters/{project_key}/"))
+                    .filter(|r| !r.contains('/'))
+                {
+                    out.push(format!("{STORE_DIR}/{root}/chapters"));
+                }
+            }
+        }
+        out
+    }
+
     fn includes(&self, doc: &TableDoc) -> bool {
         match self {
             // A session rule is never staged to the pool — nor named by its index.
@@ -119,18 +153,30 @@ fn strip<'a>(path: &'a str, prefix: &str) -> &'a str {
 /// What an update writes and removes under the index directory (file names), and why.
 #[derive(Debug, Default)]
 pub struct Update {
-    /// File name → bytes, the manifest included; unchanged files may be among them (the
-    /// caller compares before writing).
+    /// File (relative to the index directory: a shard, `manifest.json`, a part
+    /// `manifest/xx.json`) → bytes; unchanged files may be among them (the caller compares
+    /// before writing).
     pub writes: BTreeMap<String, String>,
     pub removes: BTreeSet<String>,
-    /// A full rebuild (no usable manifest, a vanished input, or asked for).
+    /// A full rebuild (no usable manifest, a vanished input, a damaged part, or asked for).
     pub full: bool,
     /// Topics whose shard was regenerated.
     pub touched: usize,
+    /// Documents the index covers.
+    pub documents: u64,
+    /// Shard files (alias stubs included) of a full build; `None` for an update, which
+    /// does not count them.
+    pub shards: Option<usize>,
     pub manifest: Manifest,
     /// `topics/vocabulary.json` as of this build, when the vocabulary (the canonical topics
     /// or the aliases) may have changed; `None` = unchanged, nothing to write.
     pub vocabulary: Option<String>,
+    /// For parts among `writes`, the blob id of the bytes the plan read there (not for
+    /// suspects): a caller writes a part whose bytes differ without reading it again.
+    pub recorded: BTreeMap<String, String>,
+    /// The table revision this update was planned from: recorded with the index, so the
+    /// next update asks only for what changed since.
+    pub revision: TableRev,
 }
 
 /// Where the vocabulary file lives, relative to the base (pool root or store).
@@ -174,185 +220,378 @@ pub fn read_curation(
     })
 }
 
-/// The input folders of the base and their states.
-fn inputs(table: &Table, base: &Base) -> BTreeMap<String, (InputState, Vec<String>)> {
-    let mut out: BTreeMap<String, (InputState, Vec<String>)> = BTreeMap::new();
-    for (folder, state) in table.sources() {
-        if state.files == 0 {
-            continue;
+/// The input directories of the base and their states, over every folder of the table (a
+/// full build, or the comparison when the table cannot say what changed).
+fn inputs(table: &Table, base: &Base) -> Result<BTreeMap<String, InputState>, BuildError> {
+    let mut by_dir: BTreeMap<String, Vec<(String, SourceState)>> = BTreeMap::new();
+    for (folder, state) in table.all_sources()? {
+        if let Some(dir) = base.input_dir(&folder) {
+            by_dir.entry(dir).or_default().push((folder, state));
         }
-        let Some(dir) = base.input_dir(folder) else {
-            continue;
-        };
-        let entry = out.entry(dir).or_insert_with(|| {
-            (
-                InputState {
-                    files: 0,
-                    hash: String::new(),
-                },
-                Vec::new(),
-            )
+    }
+    Ok(by_dir
+        .into_iter()
+        .filter_map(|(dir, states)| combine(states).map(|s| (dir, s)))
+        .collect())
+}
+
+/// One input directory's state now: its folders' states combined.
+fn input_state(table: &Table, base: &Base, dir: &str) -> Result<Option<InputState>, BuildError> {
+    let mut states = Vec::new();
+    for folder in base.folders_of(dir) {
+        if let Some(state) = table.source(&folder)? {
+            states.push((folder, state));
+        }
+    }
+    Ok(combine(states))
+}
+
+/// The states of the folders behind one input directory (by folder key), as one: a folder
+/// split between the store and the mirror (rare) combines its hashes; a folder without a
+/// readable document is no input.
+fn combine(mut states: Vec<(String, SourceState)>) -> Option<InputState> {
+    states.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut out: Option<InputState> = None;
+    for (_, state) in states.into_iter().filter(|(_, s)| s.files > 0) {
+        out = Some(match out {
+            None => InputState {
+                files: state.files,
+                hash: state.hash,
+            },
+            Some(acc) => InputState {
+                files: acc.files + state.files,
+                hash: shard::input_hash([(acc.hash.as_str(), state.hash.as_str())]),
+            },
         });
-        entry.0.files += state.files;
-        entry.1.push(folder.clone());
-        // A folder split between the store and the mirror (rare): combine the hashes.
-        entry.0.hash = if entry.1.len() == 1 {
-            state.hash.clone()
-        } else {
-            shard::input_hash([(entry.0.hash.as_str(), state.hash.as_str())])
-        };
     }
     out
 }
 
-/// Plan an update of the index at `base`. `old_manifest` is the manifest now in the index
-/// directory; `suspects` are index files someone else changed since this machine last
-/// looked (they are verified by regeneration); `full` asks for the repair path.
+/// What the index at a base was last built from, so an update asks the table only for
+/// what changed since: the manifest as the base holds it, a reader of its parts, and the
+/// table revision that build saw.
+pub struct Previous<'a> {
+    /// `manifest.json` as the base holds it.
+    pub manifest: Option<String>,
+    /// Reads one part (`manifest/xx.json`, relative to the index directory): `None` when
+    /// the base has none.
+    pub read_part: &'a dyn Fn(&str) -> Result<Option<String>, BuildError>,
+    /// Whether the base holds this file of the index (a shard, relative to the index
+    /// directory): what tells a new topic from a known one and what a removal must remove.
+    pub holds: &'a dyn Fn(&str) -> Result<bool, BuildError>,
+    /// Every file the base's index holds (relative to the index directory): read only when
+    /// the set of topics changed, for `topics/vocabulary.json`.
+    pub list: &'a dyn Fn() -> Result<Vec<String>, BuildError>,
+    /// The table revision the last build saw; `None` (unknown, or another table): every
+    /// input is compared with its record instead.
+    pub since: Option<TableRev>,
+}
+
+/// The previous build's parts, read once each, as they are updated.
+struct Parts<'a> {
+    read: &'a dyn Fn(&str) -> Result<Option<String>, BuildError>,
+    /// Part file → (its text as read, its records as updated).
+    loaded: BTreeMap<String, (Option<String>, ManifestPart)>,
+    /// A part that did not parse: the caller rebuilds everything.
+    damaged: bool,
+}
+
+impl<'a> Parts<'a> {
+    fn new(read: &'a dyn Fn(&str) -> Result<Option<String>, BuildError>) -> Parts<'a> {
+        Parts {
+            read,
+            loaded: BTreeMap::new(),
+            damaged: false,
+        }
+    }
+
+    fn get(&mut self, file: &str) -> Result<&mut ManifestPart, BuildError> {
+        if !self.loaded.contains_key(file) {
+            let text = (self.read)(file)?;
+            let part = match text.as_deref().map(ManifestPart::parse) {
+                None => ManifestPart::default(),
+                Some(Some(p)) => p,
+                Some(None) => {
+                    self.damaged = true;
+                    ManifestPart::default()
+                }
+            };
+            self.loaded.insert(file.to_owned(), (text, part));
+        }
+        Ok(&mut self.loaded.get_mut(file).expect("inserted above").1)
+    }
+
+    fn of(&mut self, key: &str) -> Result<&mut ManifestPart, BuildError> {
+        self.get(&shard::part_file(key))
+    }
+}
+
+/// Plan an update of the index at `base`. `previous` is what the base holds; `suspects`
+/// are index files someone else changed since this machine last looked (they are verified
+/// by regeneration); `full` asks for the repair path.
 pub fn plan(
     table: &Table,
     base: &Base,
     curation: &Curation,
     curation_files: BTreeMap<String, String>,
-    old_manifest: Option<&str>,
+    previous: &Previous<'_>,
     suspects: &BTreeSet<String>,
     full: bool,
 ) -> Result<Update, BuildError> {
-    let inputs = inputs(table, base);
     let aliases = shard::alias_map(curation);
-    let old = old_manifest.and_then(Manifest::parse);
-    let mut update = Update::default();
-    let mut shards: BTreeMap<String, ShardState>;
-    match old
-        .as_ref()
-        .filter(|o| !full && o.inputs.keys().all(|k| inputs.contains_key(k)))
-    {
-        None => {
-            update.full = true;
-            let docs: Vec<IndexDoc> = table
-                .all_docs()?
-                .iter()
-                .filter(|d| base.includes(d))
-                .map(|d| base.index_doc(d))
-                .collect();
-            let files = shard::build_all(&docs, curation);
-            shards = BTreeMap::new();
-            for (file, text) in files {
-                shards.insert(file.clone(), shard_state(&text));
-                update.writes.insert(file, text);
-            }
-            update.touched = shards.len();
-            if let Some(old) = &old {
-                update.removes.extend(
-                    old.shards
-                        .keys()
-                        .filter(|f| !shards.contains_key(*f))
-                        .cloned(),
-                );
-            }
-        }
-        Some(old) => {
-            shards = old.shards.clone();
-            let mut touched: BTreeSet<String> = BTreeSet::new();
-            for (dir, (state, folders)) in &inputs {
-                if old.inputs.get(dir) == Some(state) {
-                    continue;
-                }
-                for folder in folders {
-                    for doc in table.docs_in_folder(folder)? {
-                        if base.includes(&doc) {
-                            touched.extend(
-                                curation
-                                    .canonical_topics(doc.meta.topics.iter().map(String::as_str)),
-                            );
-                        }
-                    }
-                }
-            }
-            touched.extend(shard::alias_changes(&old.aliases, &aliases));
-            for file in suspects {
-                match shard::topic_of_file(file) {
-                    Some(topic) => {
-                        touched.insert(topic);
-                    }
-                    None if file == MANIFEST_FILE || file == VOCABULARY_SUSPECT => {}
-                    None => {
-                        update.removes.insert(file.clone());
-                    }
-                }
-            }
-            let stubs = shard::stubs(curation);
-            update.touched = touched.len();
-            for topic in touched {
-                let file = shard::shard_file(&topic);
-                let text = match stubs.get(&topic) {
-                    Some(to) => shard::render_stub(&topic, to),
-                    None => {
-                        let docs: Vec<IndexDoc> = table
-                            .docs_with_labels(&table::labels_of(&topic, curation))?
-                            .iter()
-                            .filter(|d| base.includes(d))
-                            .map(|d| base.index_doc(d))
-                            .collect();
-                        if docs.is_empty() {
-                            if shards.remove(&file).is_some() || suspects.contains(&file) {
-                                update.removes.insert(file);
-                            }
-                            continue;
-                        }
-                        shard::render_shard(&topic, &docs.iter().collect::<Vec<_>>())
-                    }
-                };
-                shards.insert(file.clone(), shard_state(&text));
-                update.writes.insert(file, text);
-            }
-        }
-    }
-    update.manifest = Manifest {
+    let manifest = Manifest {
         v: shard::MANIFEST_VERSION,
-        documents: inputs.values().map(|(s, _)| s.files).sum(),
-        inputs: inputs.into_iter().map(|(k, (s, _))| (k, s)).collect(),
+        documents: table.documents(base.includes_mirror()),
         curation: curation_files,
         aliases,
-        shards,
     };
+    let old = previous.manifest.as_deref().and_then(Manifest::parse);
+    let (Some(old), false) = (old, full) else {
+        return full_build(table, base, curation, manifest);
+    };
+    match incremental(
+        table,
+        base,
+        curation,
+        manifest.clone(),
+        &old,
+        previous,
+        suspects,
+    )? {
+        Some(update) => Ok(update),
+        // A vanished input or a damaged part: the repair path.
+        None => full_build(table, base, curation, manifest),
+    }
+}
+
+/// The whole index from the table: every shard, every part.
+fn full_build(
+    table: &Table,
+    base: &Base,
+    curation: &Curation,
+    manifest: Manifest,
+) -> Result<Update, BuildError> {
+    let docs: Vec<IndexDoc> = table
+        .all_docs()?
+        .iter()
+        .filter(|d| base.includes(d))
+        .map(|d| base.index_doc(d))
+        .collect();
+    let files = shard::build_all(&docs, curation);
+    let mut update = Update {
+        full: true,
+        touched: files.len(),
+        shards: Some(files.len()),
+        documents: manifest.documents,
+        revision: table.revision(),
+        ..Update::default()
+    };
+    for (file, part) in shard::parts_of(&inputs(table, base)?) {
+        update.writes.insert(file, part.render());
+    }
+    update.vocabulary = Some(vocabulary_json(files.keys(), curation));
+    update.writes.extend(files);
     update
         .writes
-        .insert(MANIFEST_FILE.to_owned(), update.manifest.render());
-    let same_topics = old.as_ref().is_some_and(|o| {
-        !update.full
-            && o.aliases == update.manifest.aliases
-            && o.shards.len() == update.manifest.shards.len()
-            && update
-                .writes
-                .keys()
-                .all(|f| f == MANIFEST_FILE || o.shards.contains_key(f))
-    });
-    if !same_topics || suspects.contains(VOCABULARY_SUSPECT) {
-        update.vocabulary = Some(vocabulary_of(&update.manifest, curation));
-    }
+        .insert(MANIFEST_FILE.to_owned(), manifest.render());
+    update.manifest = manifest;
     Ok(update)
 }
 
-/// Passed among the suspects when someone else changed `topics/vocabulary.json`.
-pub const VOCABULARY_SUSPECT: &str = "../topics/vocabulary.json";
+/// The update of what changed since `previous`; `None` when only a full build can say.
+fn incremental(
+    table: &Table,
+    base: &Base,
+    curation: &Curation,
+    manifest: Manifest,
+    old: &Manifest,
+    previous: &Previous<'_>,
+    suspects: &BTreeSet<String>,
+) -> Result<Option<Update>, BuildError> {
+    let mut parts = Parts::new(previous.read_part);
+    let mut update = Update {
+        documents: manifest.documents,
+        revision: table.revision(),
+        ..Update::default()
+    };
+    let canonical =
+        |labels: &[String]| curation.canonical_topics(labels.iter().map(String::as_str));
+    // Input directories whose record may have moved, and the topics their change touches.
+    let mut dirs: BTreeSet<String> = BTreeSet::new();
+    let mut touched: BTreeSet<String> = BTreeSet::new();
+    // Directories whose changed documents are not known by name: every document counts.
+    let mut whole: BTreeSet<String> = BTreeSet::new();
+    let changes = match previous.since {
+        Some(since) => table.changes_since(since)?,
+        None => None,
+    };
+    match changes {
+        Some(changes) => {
+            for change in changes {
+                let Some(dir) = base.input_dir(&change.folder) else {
+                    continue;
+                };
+                dirs.insert(dir);
+                touched.extend(canonical(&change.old_labels));
+                if change.names.is_empty() {
+                    continue;
+                }
+                let names: BTreeSet<&String> = change.names.iter().collect();
+                for doc in table.docs_in_folder(&change.folder)? {
+                    if names.contains(&doc.name) && base.includes(&doc) {
+                        touched.extend(canonical(&doc.meta.topics));
+                    }
+                }
+            }
+        }
+        None => {
+            // The table cannot say what changed since: every input against its record.
+            let now = inputs(table, base)?;
+            let mut recorded: BTreeMap<String, InputState> = BTreeMap::new();
+            for file in shard::all_part_files() {
+                recorded.extend(parts.get(&file)?.inputs.clone());
+            }
+            for dir in now.keys().chain(recorded.keys()) {
+                if now.get(dir) != recorded.get(dir) {
+                    dirs.insert(dir.clone());
+                    whole.insert(dir.clone());
+                }
+            }
+        }
+    }
+    for file in suspects {
+        if shard::is_part_file(file) {
+            // Someone else's records: each input checked against the table.
+            let part = parts.get(file)?.clone();
+            for (dir, state) in &part.inputs {
+                if input_state(table, base, dir)?.as_ref() != Some(state) {
+                    dirs.insert(dir.clone());
+                    whole.insert(dir.clone());
+                }
+            }
+            continue;
+        }
+        match shard::topic_of_file(file) {
+            Some(topic) => {
+                touched.insert(topic);
+            }
+            None if file == MANIFEST_FILE || file == VOCABULARY_SUSPECT => {}
+            None => {
+                update.removes.insert(file.clone());
+            }
+        }
+    }
+    for dir in &whole {
+        for folder in base.folders_of(dir) {
+            for doc in table.docs_in_folder(&folder)? {
+                if base.includes(&doc) {
+                    touched.extend(canonical(&doc.meta.topics));
+                }
+            }
+        }
+    }
+    touched.extend(shard::alias_changes(&old.aliases, &manifest.aliases));
 
-/// `topics/vocabulary.json` for the topics a manifest lists.
-pub fn vocabulary_of(manifest: &Manifest, curation: &Curation) -> String {
-    let topics: BTreeSet<String> = manifest
-        .shards
-        .iter()
-        .filter(|(_, s)| s.count > 0)
-        .filter_map(|(file, _)| shard::topic_of_file(file))
+    // The record of each changed input; then each touched shard, regenerated.
+    for dir in &dirs {
+        let now = input_state(table, base, dir)?;
+        let part = parts.of(dir)?;
+        match now {
+            Some(state) => {
+                part.inputs.insert(dir.clone(), state);
+            }
+            // An input that vanished (a folder gone, or no longer readable): rebuild.
+            None if part.inputs.contains_key(dir) => return Ok(None),
+            None => {}
+        }
+    }
+    let stubs = shard::stubs(curation);
+    update.touched = touched.len();
+    let mut topics_moved = old.aliases != manifest.aliases || suspects.contains(VOCABULARY_SUSPECT);
+    for topic in touched {
+        let file = shard::shard_file(&topic);
+        let text = match stubs.get(&topic) {
+            Some(to) => Some(shard::render_stub(&topic, to)),
+            None => {
+                let docs: Vec<IndexDoc> = table
+                    .docs_with_labels(&table::labels_of(&topic, curation))?
+                    .iter()
+                    .filter(|d| base.includes(d))
+                    .map(|d| base.index_doc(d))
+                    .collect();
+                (!docs.is_empty())
+                    .then(|| shard::render_shard(&topic, &docs.iter().collect::<Vec<_>>()))
+            }
+        };
+        // Whether a stub is a stub moves only with the aliases (compared above); a topic
+        // comes or goes when its shard appears or empties.
+        let held = (previous.holds)(&file)?;
+        match text {
+            Some(text) => {
+                topics_moved |= !held && !stubs.contains_key(&topic);
+                update.writes.insert(file, text);
+            }
+            None => {
+                topics_moved |= held;
+                if held || suspects.contains(&file) {
+                    update.removes.insert(file);
+                }
+            }
+        }
+    }
+    if parts.damaged {
+        return Ok(None);
+    }
+    for (file, (text, part)) in &parts.loaded {
+        let rendered = (!part.is_empty()).then(|| part.render());
+        if rendered.as_deref() == text.as_deref() {
+            continue;
+        }
+        match rendered {
+            Some(rendered) => {
+                if let Some(text) = text.as_deref().filter(|_| !suspects.contains(file)) {
+                    update
+                        .recorded
+                        .insert(file.clone(), blob_id(text.as_bytes()));
+                }
+                update.writes.insert(file.clone(), rendered);
+            }
+            None => {
+                update.removes.insert(file.clone());
+            }
+        }
+    }
+    if topics_moved {
+        // The topic list is the one thing that lists the whole index: only when it changed.
+        let mut files: BTreeSet<String> = (previous.list)()?.into_iter().collect();
+        files.retain(|f| !update.removes.contains(f));
+        files.extend(update.writes.keys().cloned());
+        update.vocabulary = Some(vocabulary_json(
+            files
+                .iter()
+                .filter(|f| shard::topic_of_file(f).is_some_and(|t| !stubs.contains_key(&t))),
+            curation,
+        ));
+    }
+    update
+        .writes
+        .insert(MANIFEST_FILE.to_owned(), manifest.render());
+    update.manifest = manifest;
+    Ok(Some(update))
+}
+
+/// `topics/vocabulary.json` for the topics of these shard files (alias stubs left out).
+fn vocabulary_json<'a>(files: impl Iterator<Item = &'a String>, curation: &Curation) -> String {
+    let stubs = shard::stubs(curation);
+    let topics: BTreeSet<String> = files
+        .filter_map(|f| shard::topic_of_file(f))
+        .filter(|t| !stubs.contains_key(t))
         .collect();
     vocab::vocabulary_json(&topics, curation)
 }
 
-fn shard_state(text: &str) -> ShardState {
-    ShardState {
-        count: text.lines().filter(|l| l.starts_with("- ")).count() as u64,
-        hash: blob_id(text.as_bytes()),
-    }
-}
+/// Passed among the suspects when someone else changed `topics/vocabulary.json`.
+pub const VOCABULARY_SUSPECT: &str = "../topics/vocabulary.json";
 
 /// What a store-index update did.
 #[derive(Debug, Default, serde::Serialize)]
@@ -363,47 +602,100 @@ pub struct Written {
     pub written: usize,
     pub removed: usize,
     pub documents: u64,
+    /// Shard files after a full build (alias stubs included); 0 after an update, which
+    /// does not count them.
     pub shards: usize,
+}
+
+/// The files of an index directory (the parts as `manifest/xx.json`), dot files left out:
+/// what a full rebuild removes when it does not name them (hand-added files).
+pub fn files_on_disk(index_dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let list = |dir: &Path| -> Vec<(String, bool)> {
+        std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| {
+                        let name = e.file_name().to_string_lossy().into_owned();
+                        (name, e.file_type().is_ok_and(|t| t.is_dir()))
+                    })
+                    .filter(|(name, _)| !name.starts_with('.'))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for (name, dir) in list(index_dir) {
+        if !dir {
+            out.push(name);
+        } else if name == MANIFEST_PARTS_DIR {
+            for (part, sub) in list(&index_dir.join(MANIFEST_PARTS_DIR)) {
+                if !sub {
+                    out.push(format!("{MANIFEST_PARTS_DIR}/{part}"));
+                }
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 /// Apply an update to an index directory on disk: write what differs, remove what goes;
 /// on a full rebuild, also remove any file the index does not name (a hand-added file).
-/// The manifest is written last, so a crash leaves an older manifest and the next update
-/// regenerates what it did not record.
+/// The shards first, then the manifest's parts, then `manifest.json`: a crash leaves records
+/// behind the shards, and the next update (which starts from the revision recorded after
+/// this one completes) regenerates what they do not reflect.
 pub fn apply(index_dir: &Path, update: &Update) -> Result<Written, BuildError> {
-    std::fs::create_dir_all(index_dir).map_err(|source| BuildError::Io {
-        path: index_dir.to_path_buf(),
+    let parts_dir = index_dir.join(MANIFEST_PARTS_DIR);
+    std::fs::create_dir_all(&parts_dir).map_err(|source| BuildError::Io {
+        path: parts_dir.clone(),
         source,
     })?;
     let mut written = Written {
         full: update.full,
         touched: update.touched,
-        documents: update.manifest.documents,
-        shards: update.manifest.shards.len(),
+        documents: update.documents,
+        shards: update.shards.unwrap_or(0),
         ..Written::default()
     };
     let mut removes = update.removes.clone();
     if update.full {
-        if let Ok(entries) = std::fs::read_dir(index_dir) {
-            for entry in entries.flatten() {
-                let name = entry.file_name().to_string_lossy().into_owned();
-                if !name.starts_with('.') && !update.writes.contains_key(&name) {
-                    removes.insert(name);
-                }
-            }
-        }
+        removes.extend(
+            files_on_disk(index_dir)
+                .into_iter()
+                .filter(|f| !update.writes.contains_key(f)),
+        );
     }
     for name in &removes {
         if std::fs::remove_file(index_dir.join(name)).is_ok() {
             written.removed += 1;
         }
     }
-    let manifest = update.writes.get(MANIFEST_FILE);
-    for (name, text) in update.writes.iter().filter(|(n, _)| *n != MANIFEST_FILE) {
-        written.written += write_if_changed(&index_dir.join(name), text)? as usize;
-    }
-    if let Some(text) = manifest {
-        written.written += write_if_changed(&index_dir.join(MANIFEST_FILE), text)? as usize;
+    let rank = |name: &str| {
+        if name == MANIFEST_FILE {
+            2
+        } else if shard::is_part_file(name) {
+            1
+        } else {
+            0
+        }
+    };
+    let mut order: Vec<(&String, &String)> = update.writes.iter().collect();
+    order.sort_by_key(|(name, _)| rank(name));
+    for (name, text) in order {
+        let path = index_dir.join(name);
+        // A part the plan read with other bytes: written without reading it again.
+        // Anything else is compared first (a shard may come out the same).
+        if update
+            .recorded
+            .get(name)
+            .is_some_and(|was| *was != blob_id(text.as_bytes()))
+        {
+            atomic::write_atomic_unsynced(&path, text.as_bytes())?;
+            written.written += 1;
+        } else {
+            written.written += write_if_changed(&path, text)? as usize;
+        }
     }
     Ok(written)
 }
@@ -487,16 +779,29 @@ pub fn update_store(workspace: &Path, table: &Table, full: bool) -> Result<Writt
     let index_dir = store_dir.join(INDEX_DIR);
     let inputs = read_curation(&store_dir, None)?;
     let marker = index_dir.join(BUILT_MARKER);
-    if !full && store_index_is_current(&index_dir, table, &inputs.files) {
+    let built = std::fs::read_to_string(&marker).ok();
+    if !full && built == Some(built_key(&index_dir, table.revision(), &inputs.files)) {
         return Ok(Written::default());
     }
-    let old = std::fs::read_to_string(index_dir.join(MANIFEST_FILE)).ok();
+    let read_part = |file: &str| read_index_file(&index_dir, file);
+    let holds = |file: &str| Ok(index_dir.join(file).is_file());
+    let list = || Ok(files_on_disk(&index_dir));
+    let previous = Previous {
+        manifest: std::fs::read_to_string(index_dir.join(MANIFEST_FILE)).ok(),
+        read_part: &read_part,
+        holds: &holds,
+        list: &list,
+        since: built
+            .as_deref()
+            .and_then(|b| b.lines().next())
+            .and_then(|l| l.parse().ok()),
+    };
     let update = plan(
         table,
         &Base::Store,
         &inputs.curation,
         inputs.files,
-        old.as_deref(),
+        &previous,
         &BTreeSet::new(),
         full,
     )?;
@@ -513,45 +818,82 @@ pub fn update_store(workspace: &Path, table: &Table, full: bool) -> Result<Writt
     }
     write_if_changed(
         &marker,
-        &built_key(&index_dir, table, &update.manifest.curation),
+        &built_key(&index_dir, update.revision, &update.manifest.curation),
     )?;
     Ok(written)
 }
 
-/// What a store-index build is a function of, locally: the table's generation, the
-/// curation files, and the manifest as written (a hand edit changes its stamp).
-fn built_key(index_dir: &Path, table: &Table, curation_files: &BTreeMap<String, String>) -> String {
+/// A file of an index directory (`None` when absent).
+fn read_index_file(index_dir: &Path, file: &str) -> Result<Option<String>, BuildError> {
+    let path = index_dir.join(file);
+    match std::fs::read(&path) {
+        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(BuildError::Io { path, source }),
+    }
+}
+
+/// What a store-index build is a function of, locally: the table revision it saw (its
+/// first line: the next update asks the table for what changed since), the curation files,
+/// and the manifest as written (a hand edit changes its stamp).
+fn built_key(
+    index_dir: &Path,
+    revision: TableRev,
+    curation_files: &BTreeMap<String, String>,
+) -> String {
     let manifest_stamp = std::fs::metadata(index_dir.join(MANIFEST_FILE))
         .ok()
         .map(|m| (m.len(), m.modified().ok()));
     format!(
-        "{}\n{}\n{manifest_stamp:?}\n",
-        table.generation(),
+        "{revision}\n{}\n{manifest_stamp:?}\n",
         serde_json::to_string(curation_files).expect("a map of strings")
     )
-}
-
-fn store_index_is_current(
-    index_dir: &Path,
-    table: &Table,
-    curation_files: &BTreeMap<String, String>,
-) -> bool {
-    std::fs::read_to_string(index_dir.join(BUILT_MARKER)).ok()
-        == Some(built_key(index_dir, table, curation_files))
 }
 
 /// Whether the store's index already reflects the table and the curation files: read-only,
 /// so a search can skip the writer lock when nothing changed.
 pub fn store_index_current(workspace: &Path, table: &Table) -> bool {
     let store_dir = workspace.join(STORE_DIR);
+    let index_dir = store_dir.join(INDEX_DIR);
     read_curation(&store_dir, None)
-        .map(|inputs| store_index_is_current(&store_dir.join(INDEX_DIR), table, &inputs.files))
+        .map(|inputs| {
+            std::fs::read_to_string(index_dir.join(BUILT_MARKER)).ok()
+                == Some(built_key(&index_dir, table.revision(), &inputs.files))
+        })
         .unwrap_or(false)
 }
 
-/// `<store>/index/.built`: the inputs of the last store-index update (a dot file: never
-/// part of the index, ignored by a rebuild's clean-up).
+/// `index/.built`: the inputs of the last index update at that base (a dot file: never
+/// part of the index, never published, ignored by a rebuild's clean-up).
 const BUILT_MARKER: &str = ".built";
+
+/// The table revision the pool's index (materialized at `index_dir` in the mirror) was
+/// last built from by this machine — valid only while the mirror is still at the commit
+/// that build published (`head`): later commits' index files arrive as the pull's changed
+/// paths, which the update verifies as suspects. Anything else: `None` (compare all).
+pub fn pool_since(index_dir: &Path, head: Option<&str>) -> Option<TableRev> {
+    let text = std::fs::read_to_string(index_dir.join(BUILT_MARKER)).ok()?;
+    let mut lines = text.lines();
+    let revision = lines.next()?.parse().ok()?;
+    (Some(lines.next()?) == head).then_some(revision)
+}
+
+/// Record that the pool's index at `head` is this machine's build from `revision`.
+pub fn record_pool_build(
+    index_dir: &Path,
+    revision: TableRev,
+    head: &str,
+) -> Result<(), BuildError> {
+    std::fs::create_dir_all(index_dir).map_err(|source| BuildError::Io {
+        path: index_dir.to_path_buf(),
+        source,
+    })?;
+    write_if_changed(
+        &index_dir.join(BUILT_MARKER),
+        &format!("{revision}\n{head}\n"),
+    )?;
+    Ok(())
+}
 
 #[cfg(test)]
 mod tests {
@@ -559,9 +901,7 @@ mod tests {
     use std::time::Duration;
 
     fn put(ws: &Path, rel: &str, text: &str) {
-        let p = ws.join(rel);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        std::fs::write(p, text).expect("write");
+        table::put_document(ws, rel, text);
     }
 
     fn chapter(title: &str, topics: &str, day: u32) -> String {
@@ -569,15 +909,11 @@ mod tests {
     }
 
     fn snapshot(dir: &Path) -> BTreeMap<String, String> {
-        std::fs::read_dir(dir)
-            .expect("index dir")
-            .flatten()
-            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-            .map(|e| {
-                (
-                    e.file_name().to_string_lossy().into_owned(),
-                    std::fs::read_to_string(e.path()).expect("read"),
-                )
+        files_on_disk(dir)
+            .into_iter()
+            .map(|f| {
+                let text = std::fs::read_to_string(dir.join(&f)).expect("read");
+                (f, text)
             })
             .collect()
     }
@@ -618,12 +954,23 @@ mod tests {
         );
         let next = update_store(ws, &refresh(ws), false).expect("next");
         assert!(!next.full);
-        // s2 changed (csv, jwt, auth) and s3 is new (jwt): csv is regenerated (same bytes).
-        assert_eq!(next.touched, 3);
+        // The new documents' topics only (s2's 002-c: jwt, auth; s3's 001-d: jwt): csv,
+        // which s2's older document carries, is not regenerated.
+        assert_eq!(next.touched, 2);
         let incremental = snapshot(&index);
+        let vocabulary = ws.join(".dsh-chapters").join(VOCABULARY_FILE);
+        let vocabulary_incremental = std::fs::read_to_string(&vocabulary).expect("vocabulary");
+        assert!(
+            vocabulary_incremental.contains("\"jwt\""),
+            "a new topic joins it"
+        );
         let rebuilt = update_store(ws, &refresh(ws), true).expect("rebuild");
         assert!(rebuilt.full);
         assert_eq!(snapshot(&index), incremental);
+        assert_eq!(
+            std::fs::read_to_string(&vocabulary).expect("vocabulary"),
+            vocabulary_incremental
+        );
         assert!(
             incremental["auth.md"].starts_with("# auth — 2 documents, last updated 2025-11-03\n")
         );
@@ -692,6 +1039,169 @@ mod tests {
     }
 
     #[test]
+    fn a_reannotation_moves_its_document_out_of_its_old_topics_like_a_rebuild() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        put(
+            ws,
+            ".dsh-chapters/s1/chapters/001-a.md",
+            &chapter("A", "auth, csv", 1),
+        );
+        put(
+            ws,
+            ".dsh-chapters/s1/chapters/002-b.md",
+            &chapter("B", "csv", 2),
+        );
+        update_store(ws, &refresh(ws), false).expect("first");
+        // Enrichment rewrites 001-a with other topics (a longer file: its stamp moves).
+        put(
+            ws,
+            ".dsh-chapters/s1/chapters/001-a.md",
+            &chapter("A, annotated", "jwt", 1),
+        );
+        let next = update_store(ws, &refresh(ws), false).expect("next");
+        assert!(!next.full);
+        // jwt gains it; auth and csv lose it (auth goes, csv is regenerated).
+        assert_eq!(next.touched, 3);
+        let index = ws.join(".dsh-chapters/index");
+        let incremental = snapshot(&index);
+        assert!(
+            !incremental.contains_key("auth.md"),
+            "{:?}",
+            incremental.keys()
+        );
+        assert!(incremental["csv.md"].starts_with("# csv — 1 document,"));
+        let vocabulary = ws.join(".dsh-chapters").join(VOCABULARY_FILE);
+        let vocabulary_incremental = std::fs::read_to_string(&vocabulary).expect("vocabulary");
+        assert!(
+            !vocabulary_incremental.contains("\"auth\""),
+            "a topic that emptied leaves it"
+        );
+        update_store(ws, &refresh(ws), true).expect("rebuild");
+        assert_eq!(snapshot(&index), incremental);
+        assert_eq!(
+            std::fs::read_to_string(&vocabulary).expect("vocabulary"),
+            vocabulary_incremental
+        );
+    }
+
+    #[test]
+    fn without_a_usable_revision_every_input_is_compared_to_the_same_bytes() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        put(
+            ws,
+            ".dsh-chapters/s1/chapters/001-a.md",
+            &chapter("A", "auth", 1),
+        );
+        update_store(ws, &refresh(ws), false).expect("first");
+        let index = ws.join(".dsh-chapters/index");
+        put(
+            ws,
+            ".dsh-chapters/s2/chapters/001-b.md",
+            &chapter("B", "auth, jwt", 2),
+        );
+        // The record of the revision the last build saw is lost (and the table's own log
+        // with the cache): the update compares every input with its part instead.
+        std::fs::remove_file(index.join(BUILT_MARKER)).expect("rm marker");
+        std::fs::remove_dir_all(ws.join(".dsh-chapters/.search")).expect("rm table");
+        let next = update_store(ws, &refresh(ws), false).expect("next");
+        assert!(!next.full, "a comparison, not a rebuild");
+        assert_eq!(next.touched, 2, "auth and jwt, from s2's documents");
+        let incremental = snapshot(&index);
+        update_store(ws, &refresh(ws), true).expect("rebuild");
+        assert_eq!(snapshot(&index), incremental);
+        assert!(incremental["auth.md"].starts_with("# auth — 2 documents"));
+    }
+
+    #[test]
+    fn an_update_rewrites_only_the_parts_it_touches() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        for i in 0..40 {
+            put(
+                ws,
+                &format!(".dsh-chapters/s{i:02}/chapters/001-a.md"),
+                &chapter("A", &format!("t{i}, common"), 1),
+            );
+        }
+        update_store(ws, &refresh(ws), false).expect("first");
+        let index = ws.join(".dsh-chapters/index");
+        let before = snapshot(&index);
+        put(
+            ws,
+            ".dsh-chapters/s05/chapters/002-b.md",
+            &chapter("B", "t5", 2),
+        );
+        let table = refresh(ws);
+        let read_parts = std::cell::RefCell::new(BTreeSet::new());
+        let counting = |file: &str| {
+            read_parts.borrow_mut().insert(file.to_owned());
+            read_index_file(&index, file)
+        };
+        let listed = std::cell::Cell::new(false);
+        let list = || {
+            listed.set(true);
+            Ok(files_on_disk(&index))
+        };
+        let holds = |file: &str| Ok(index.join(file).is_file());
+        let update = plan(
+            &table,
+            &Base::Store,
+            &Curation::default(),
+            BTreeMap::new(),
+            &Previous {
+                manifest: before.get(MANIFEST_FILE).cloned(),
+                read_part: &counting,
+                holds: &holds,
+                list: &list,
+                since: std::fs::read_to_string(index.join(BUILT_MARKER))
+                    .ok()
+                    .and_then(|b| b.lines().next()?.parse().ok()),
+            },
+            &BTreeSet::new(),
+            false,
+        )
+        .expect("plan");
+        assert!(!update.full);
+        assert_eq!(update.touched, 1, "t5 only");
+        let wanted: BTreeSet<String> = [shard::part_file("s05/chapters")].into();
+        assert_eq!(
+            *read_parts.borrow(),
+            wanted,
+            "only the part of the folder that moved is read"
+        );
+        let written: BTreeSet<&String> = update.writes.keys().collect();
+        let expected = [
+            "manifest.json".to_owned(),
+            "t5.md".to_owned(),
+            shard::part_file("s05/chapters"),
+        ];
+        assert_eq!(
+            written,
+            expected.iter().collect(),
+            "the shard, one part, the manifest"
+        );
+        assert!(update.vocabulary.is_none(), "no topic came or went");
+        assert!(!listed.get(), "the index is not listed");
+        apply(&index, &update).expect("apply");
+        let after = snapshot(&index);
+        update_store(ws, &refresh(ws), true).expect("rebuild");
+        assert_eq!(snapshot(&index), after);
+    }
+
+    /// What a base holds, in memory: `Previous` over a plan's writes.
+    fn held(
+        writes: &BTreeMap<String, String>,
+    ) -> impl Fn(&str) -> Result<Option<String>, BuildError> + '_ {
+        move |file: &str| Ok(writes.get(file).cloned())
+    }
+
+    fn nothing(_: &str) -> Result<Option<String>, BuildError> {
+        Ok(None)
+    }
+
+    #[test]
     fn pool_paths_and_suspects() {
         let tmp = tempfile::tempdir().expect("tmp");
         let ws = tmp.path();
@@ -712,12 +1222,21 @@ mod tests {
             project_key: "pk".into(),
         };
         let c = Curation::default();
+        let holds_nothing = |_: &str| Ok(false);
+        let list_nothing = || Ok(Vec::new());
+        let empty = Previous {
+            manifest: None,
+            read_part: &nothing,
+            holds: &holds_nothing,
+            list: &list_nothing,
+            since: None,
+        };
         let first = plan(
             &table,
             &base,
             &c,
             BTreeMap::new(),
-            None,
+            &empty,
             &BTreeSet::new(),
             false,
         )
@@ -728,16 +1247,34 @@ mod tests {
                 && auth.contains("(../chapters/pk/s2/001-b.md)"),
             "{auth}"
         );
-        assert_eq!(first.manifest.inputs.len(), 2);
-        let manifest = first.manifest.render();
-        // Someone edited auth.md and added junk.md in the pool: both are suspects.
+        let recorded_inputs: usize = first
+            .writes
+            .iter()
+            .filter(|(f, _)| shard::is_part_file(f))
+            .map(|(_, t)| ManifestPart::parse(t).expect("part").inputs.len())
+            .sum();
+        assert_eq!(recorded_inputs, 2, "the store's s1 and the mirror's s2");
+        assert_eq!(first.documents, 2);
+        let manifest = first.writes["manifest.json"].clone();
+        let read = held(&first.writes);
+        let holds = |file: &str| Ok(first.writes.contains_key(file));
+        let list = || Ok(first.writes.keys().cloned().collect());
+        // Someone edited auth.md and added junk.md in the pool: both are suspects, verified
+        // against the table although nothing changed since the revision the build saw.
         let suspects: BTreeSet<String> = ["auth.md".to_string(), "junk.md".to_string()].into();
+        let previous = Previous {
+            manifest: Some(manifest.clone()),
+            read_part: &read,
+            holds: &holds,
+            list: &list,
+            since: Some(first.revision),
+        };
         let next = plan(
             &table,
             &base,
             &c,
             BTreeMap::new(),
-            Some(&manifest),
+            &previous,
             &suspects,
             false,
         )
@@ -746,17 +1283,47 @@ mod tests {
         assert_eq!(next.writes["auth.md"], *auth);
         assert!(next.removes.contains("junk.md"));
         assert_eq!(next.writes["manifest.json"], manifest);
+        assert!(
+            !next.writes.keys().any(|f| shard::is_part_file(f)),
+            "no record moved: no part rewritten"
+        );
+        // Someone garbled the part that records s2: a suspect that does not parse is
+        // repaired by a full build.
+        let part = shard::part_file("chapters/pk/s2");
+        let mut garbled = first.writes.clone();
+        garbled.insert(part.clone(), "{ not a part".into());
+        let read = held(&garbled);
+        let previous = Previous {
+            manifest: Some(manifest.clone()),
+            read_part: &read,
+            holds: &holds,
+            list: &list,
+            since: Some(first.revision),
+        };
+        let repaired = plan(
+            &table,
+            &base,
+            &c,
+            BTreeMap::new(),
+            &previous,
+            &[part.clone()].into(),
+            false,
+        )
+        .expect("plan");
+        assert!(repaired.full);
+        assert_eq!(repaired.writes[&part], first.writes[&part]);
         // The store base leaves the mirror's documents out.
         let store = plan(
             &table,
             &Base::Store,
             &c,
             BTreeMap::new(),
-            None,
+            &empty,
             &BTreeSet::new(),
             false,
         )
         .expect("plan");
         assert!(store.writes["auth.md"].starts_with("# auth — 1 document,"));
+        assert_eq!(store.documents, 1);
     }
 }

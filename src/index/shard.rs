@@ -1,4 +1,5 @@
-//! The derived index's files (PURE): shards, alias stubs and the manifest, as bytes.
+//! The derived index's files (PURE): shards, alias stubs and the manifest (with its parts),
+//! as bytes.
 //!
 //! A shard lists every document of one canonical topic: a header line (topic, count, last
 //! updated — the newest document's date, never the clock), then one list item per document,
@@ -15,7 +16,7 @@ use super::IndexDoc;
 use crate::curation::Curation;
 
 /// The manifest's format version.
-pub const MANIFEST_VERSION: u32 = 1;
+pub const MANIFEST_VERSION: u32 = 2;
 pub const MANIFEST_FILE: &str = "manifest.json";
 pub const INDEX_DIR: &str = "index";
 
@@ -180,32 +181,22 @@ pub struct InputState {
     pub hash: String,
 }
 
-/// What the manifest records of one shard.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShardState {
-    /// Documents listed (0 for an alias stub).
-    pub count: u64,
-    /// Git's blob id of the shard's bytes: a pool tree entry compares without a read.
-    pub hash: String,
-}
-
-/// `index/manifest.json`: what the last build processed, so the next one touches only
-/// what is new. Deterministic bytes (sorted maps, no clock), the same on every machine at
-/// the same pool state.
+/// `index/manifest.json`: what the last build processed that does not grow with the corpus
+/// — the document count, every curation file's blob id and the effective aliases. What does
+/// grow with it (one record per input directory) is in the manifest's parts, so an update
+/// reads and rewrites only the parts of the directories it touches. A shard needs no record:
+/// its count is in its header and its blob id in the tree that holds it. Deterministic bytes
+/// (sorted maps, no clock), the same on every machine at the same pool state.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Manifest {
     pub v: u32,
     pub documents: u64,
-    /// Input directory (relative to the base) → its state when processed.
-    pub inputs: BTreeMap<String, InputState>,
     /// Curation file (relative to the base) → its git blob id when processed.
     pub curation: BTreeMap<String, String>,
     /// The effective aliases when built (alias source → canonical topic): a new fact's
     /// effect is the difference, found without re-reading a document.
     pub aliases: BTreeMap<String, String>,
-    /// Shard file → its state as written.
-    pub shards: BTreeMap<String, ShardState>,
 }
 
 impl Manifest {
@@ -221,6 +212,73 @@ impl Manifest {
             .ok()
             .filter(|m| m.v == MANIFEST_VERSION)
     }
+}
+
+/// The directory of the manifest's parts, inside the index directory.
+pub const MANIFEST_PARTS_DIR: &str = "manifest";
+
+/// `index/manifest/<xx>.json`: the records of the input directories whose name hashes to
+/// `xx` (the first two hex digits of its SHA-256; see [`part_file`]).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManifestPart {
+    /// Input directory (relative to the base) → its state when processed.
+    pub inputs: BTreeMap<String, InputState>,
+}
+
+impl ManifestPart {
+    pub fn is_empty(&self) -> bool {
+        self.inputs.is_empty()
+    }
+
+    pub fn render(&self) -> String {
+        let mut text =
+            serde_json::to_string_pretty(self).expect("a manifest part is strings and numbers");
+        text.push('\n');
+        text
+    }
+
+    pub fn parse(text: &str) -> Option<ManifestPart> {
+        serde_json::from_str::<ManifestPart>(text).ok()
+    }
+}
+
+/// The part (a file relative to the index directory) that records an input directory: 256
+/// parts, so a part stays small however large the corpus grows.
+pub fn part_file(key: &str) -> String {
+    let digest = crate::render::sha256_hex(key.as_bytes());
+    format!("{MANIFEST_PARTS_DIR}/{}.json", &digest[..2])
+}
+
+/// Every part file there can be, in order.
+pub fn all_part_files() -> impl Iterator<Item = String> {
+    (0..=255u8).map(|b| format!("{MANIFEST_PARTS_DIR}/{b:02x}.json"))
+}
+
+/// Whether `file` (relative to the index directory) is a name [`part_file`] produces.
+pub fn is_part_file(file: &str) -> bool {
+    file.strip_prefix(MANIFEST_PARTS_DIR)
+        .and_then(|r| r.strip_prefix('/'))
+        .and_then(|r| r.strip_suffix(".json"))
+        .is_some_and(|hex| {
+            hex.len() == 2
+                && hex
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        })
+}
+
+/// Every record in its part: the parts of a whole index, each non-empty.
+pub fn parts_of(inputs: &BTreeMap<String, InputState>) -> BTreeMap<String, ManifestPart> {
+    let mut parts: BTreeMap<String, ManifestPart> = BTreeMap::new();
+    for (dir, state) in inputs {
+        parts
+            .entry(part_file(dir))
+            .or_default()
+            .inputs
+            .insert(dir.clone(), state.clone());
+    }
+    parts
 }
 
 /// The content hash of an input directory from its `(name, blob id)` pairs, any order.
@@ -402,23 +460,61 @@ mod tests {
             documents: 2,
             ..Manifest::default()
         };
-        m.inputs.insert(
-            "chapters/pk/s1".into(),
-            InputState {
-                files: 2,
-                hash: input_hash([("b.md", "2"), ("a.md", "1")]),
-            },
-        );
+        m.aliases.insert("auth".into(), "authentication".into());
         let text = m.render();
         assert_eq!(Manifest::parse(&text), Some(m.clone()));
         assert_eq!(m.render(), text, "deterministic bytes");
-        assert_eq!(
-            input_hash([("a.md", "1"), ("b.md", "2")]),
-            m.inputs["chapters/pk/s1"].hash
-        );
-        assert_eq!(Manifest::parse(&text.replace("\"v\": 1", "\"v\": 9")), None);
+        assert_eq!(Manifest::parse(&text.replace("\"v\": 2", "\"v\": 9")), None);
+        assert_eq!(Manifest::parse(&text.replace("\"v\": 2", "\"v\": 1")), None);
         assert_eq!(Manifest::parse(""), None);
         assert_eq!(Manifest::parse(&text[..text.len() / 2]), None);
-        assert_eq!(Manifest::parse("{\"v\":1,\"documents\":\"x\"}"), None);
+        assert_eq!(Manifest::parse("{\"v\":2,\"documents\":\"x\"}"), None);
+    }
+
+    #[test]
+    fn parts_split_the_records_by_name_and_round_trip() {
+        let mut inputs = BTreeMap::new();
+        for dir in [
+            "chapters/pk/s1",
+            "chapters/pk/s2",
+            "rules/pk",
+            "s3/chapters",
+        ] {
+            inputs.insert(
+                dir.to_owned(),
+                InputState {
+                    files: 2,
+                    hash: input_hash([("b.md", "2"), ("a.md", "1")]),
+                },
+            );
+        }
+        assert_eq!(
+            input_hash([("a.md", "1"), ("b.md", "2")]),
+            inputs["chapters/pk/s1"].hash
+        );
+        let parts = parts_of(&inputs);
+        let records: usize = parts.values().map(|p| p.inputs.len()).sum();
+        assert_eq!(records, 4, "every record in exactly one part");
+        for (file, part) in &parts {
+            assert!(is_part_file(file), "{file}");
+            assert!(!part.is_empty());
+            for key in part.inputs.keys() {
+                assert_eq!(part_file(key), *file);
+            }
+            assert_eq!(ManifestPart::parse(&part.render()).as_ref(), Some(part));
+        }
+        assert_eq!(all_part_files().count(), 256);
+        assert!(all_part_files().all(|f| is_part_file(&f)));
+        for junk in [
+            "manifest/0g.json",
+            "manifest/AB.json",
+            "manifest/abc.json",
+            "ab.json",
+            "manifest/ab.md",
+        ] {
+            assert!(!is_part_file(junk), "{junk}");
+        }
+        assert_eq!(ManifestPart::parse("{\"inputs\":{},\"shards\":{}}"), None);
+        assert_eq!(ManifestPart::parse("[]"), None);
     }
 }

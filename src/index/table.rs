@@ -3,11 +3,16 @@
 //!
 //! It lives in `<store>/.search/` (a dot directory: never published, never a session tree)
 //! and is a cache: lose it and the next search rebuilds it from the documents. It holds
-//! append-only *segments*; a refresh lists the document folders (store, and the mirror when
-//! linked), re-lists only a folder whose mtime moved, reads only files it has not seen, and
-//! writes them as one new segment; a segment at least a quarter the size of the one before
-//! it is merged into it, so there are O(log n) segments and each document is rewritten
-//! O(log n) times.
+//! append-only *segments*; a refresh looks at the folders the store's change journal
+//! (`store::journal`) names since its cursor — or, when the journal cannot say, every 10
+//! minutes and on `chapters index rebuild`, lists every document folder (store, and the
+//! mirror when linked) and re-lists only a folder whose mtime moved — reads only files it has
+//! not seen or whose (length, mtime) moved, and writes them as one new segment; a segment at
+//! least a quarter the size of the one before it is merged into it, so there are O(log n)
+//! segments and each document is rewritten O(log n) times. Nothing beside the segments grows
+//! with the corpus per refresh: the folder states are in 256 parts, each folder's file list
+//! in its own file, and a bounded change log says which documents each revision changed, so
+//! an index update asks only for what changed since the revision it last saw.
 //!
 //! A segment is four files: `docs` (one tab-separated record per document, sorted by path),
 //! `meta` (16 bytes per document: date, record offset, project, flags), `dict` (one line per
@@ -29,11 +34,11 @@ use serde::{Deserialize, Serialize};
 use crate::curation::{normalize_topic, Curation, RuleStatus};
 use crate::rules::store::RULES_DIR;
 use crate::search::{self, DocMeta, ScoreParams, SearchDoc};
-use crate::store::{self, atomic, is_safe_component, MIRROR_DIR, STORE_DIR};
+use crate::store::{self, atomic, is_safe_component, journal, MIRROR_DIR, STORE_DIR};
 
 pub const TABLE_DIR: &str = ".search";
 const STATE_FILE: &str = "state.json";
-const TABLE_VERSION: u32 = 1;
+const TABLE_VERSION: u32 = 2;
 /// A frontmatter longer than this is counted unreadable rather than buffered.
 const MAX_FRONTMATTER_BYTES: usize = 256 * 1024;
 /// A folder modified this recently is listed again next time: a file landing in the same
@@ -115,7 +120,7 @@ struct SegmentInfo {
     id: u64,
     docs: u32,
     /// Bytes of each file, checked on open: a torn cache is rebuilt, never trusted.
-    sizes: [u64; 4],
+    sizes: [u64; 5],
     /// Project keys of the segment's documents; `meta` refers to them by index.
     pks: Vec<String>,
     /// Per project key: (store documents, mirror documents).
@@ -123,23 +128,88 @@ struct SegmentInfo {
 }
 
 /// A document folder as last listed.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SourceState {
-    /// mtime (ns) when listed; 0 = list again next time.
+    /// mtime (ns) when listed; 0 = list again at the next full rescan.
     mtime: u128,
     pub files: u64,
     /// `shard::input_hash` of its readable documents.
     pub hash: String,
 }
 
+/// Which incarnation of the table, and how far its documents have moved: what a derived
+/// index records as "built from", so its next update asks only for what changed since.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableRev {
+    /// The table's incarnation (a clock reading when it was created): a revision of
+    /// another incarnation (the cache was lost and rebuilt) says nothing here.
+    pub id: u64,
+    pub rev: u64,
+}
+
+impl std::fmt::Display for TableRev {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:x}.{}", self.id, self.rev)
+    }
+}
+
+impl std::str::FromStr for TableRev {
+    type Err = ();
+    fn from_str(s: &str) -> Result<TableRev, ()> {
+        let (id, rev) = s.trim().split_once('.').ok_or(())?;
+        Ok(TableRev {
+            id: u64::from_str_radix(id, 16).map_err(|_| ())?,
+            rev: rev.parse().map_err(|_| ())?,
+        })
+    }
+}
+
+/// What one revision changed in one folder: the documents (re)read, and the topic labels
+/// of the versions they replaced (a re-annotation's old topics lose the document).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FolderChange {
+    pub folder: String,
+    pub names: Vec<String>,
+    pub old_labels: Vec<String>,
+}
+
+/// `state.json`: small whatever the corpus (the per-folder states live in `folders/`, the
+/// per-folder document lists in `sources/`, the change log in `changes.tsv`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct State {
     v: u32,
+    id: u64,
+    /// Bumped by every refresh that changed what some folder holds.
+    rev: u64,
     next_id: u64,
     segments: Vec<SegmentInfo>,
-    sources: BTreeMap<String, SourceState>,
     /// Documents that could not be read, by path, with why.
     unreadable: BTreeMap<String, String>,
+    /// Where this table stopped reading the store's change journal.
+    journal: Option<journal::Cursor>,
+    /// When every folder was last listed (ms since the epoch).
+    rescanned_ms: u64,
+    /// Whether the mirror's folders are in the table (linking changes the folder set).
+    linked: bool,
+    /// Every folder change of a revision above this one is in the change log.
+    log_floor: u64,
+}
+
+impl State {
+    fn new(now: SystemTime) -> State {
+        State {
+            v: TABLE_VERSION,
+            id: u64::try_from(stamp(now)).unwrap_or(u64::MAX),
+            ..State::default()
+        }
+    }
+
+    fn revision(&self) -> TableRev {
+        TableRev {
+            id: self.id,
+            rev: self.rev,
+        }
+    }
 }
 
 /// What one refresh found.
@@ -148,6 +218,40 @@ pub struct Refresh {
     pub added: usize,
     pub merged: usize,
     pub rebuilt: bool,
+    /// Why every folder was listed; `None` when the change journal named what to look at.
+    pub rescan: Option<String>,
+    /// Folders listed.
+    pub folders: usize,
+    /// Journal lines skipped, a journal that could not be started over.
+    pub notes: Vec<String>,
+}
+
+/// How a refresh finds what changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scan {
+    /// The change journal since the cursor; every folder (those whose mtime moved) when
+    /// the journal cannot say, when the folder set changed, or every [`FULL_RESCAN_EVERY`].
+    Journal,
+    /// Every folder listed and every file stat'ed whatever the mtimes say: the repair path.
+    Thorough,
+}
+
+/// A full rescan runs at least this often even when the journal has an answer: it finds a
+/// document no journal line names (a writer older than the journal, a folder copied in by
+/// hand) within this long — at once with `chapters index rebuild`.
+pub const FULL_RESCAN_EVERY: Duration = Duration::from_secs(600);
+/// A journal read to its end is started over once it is this large.
+const JOURNAL_COMPACT_AT: u64 = 64 * 1024;
+
+/// One folder a refresh looks at.
+struct Visit {
+    key: String,
+    root: String,
+    /// The files the journal named (a known file is stat'ed only when named); `None`: every
+    /// file of the folder is stat'ed.
+    named: Option<BTreeSet<String>>,
+    /// Skip the folder when its mtime is the one recorded (a full, not thorough, rescan).
+    check_mtime: bool,
 }
 
 /// The search table of one store.
@@ -194,37 +298,135 @@ impl Table {
         Table::new(dir, state)
     }
 
-    /// Bring the table up to date with the document folders, under the table's own lock
-    /// (never the store's writer lock: a search must not wait for an archive).
+    /// Bring the table up to date, under the table's own lock (never the store's writer
+    /// lock: a search must not wait for an archive): the folders the store's change journal
+    /// names since the last refresh, or every folder whose mtime moved when the journal
+    /// cannot say (see [`FULL_RESCAN_EVERY`]).
     pub fn refresh(
         workspace: &Path,
         linked: bool,
         lock_timeout: Duration,
+    ) -> Result<(Table, Refresh), TableError> {
+        Table::refresh_with(workspace, linked, lock_timeout, Scan::Journal)
+    }
+
+    /// Bring the table up to date by listing every folder and stat'ing every file, whatever
+    /// the journal and the mtimes say (`chapters index rebuild`: the repair path).
+    pub fn rescan(
+        workspace: &Path,
+        linked: bool,
+        lock_timeout: Duration,
+    ) -> Result<(Table, Refresh), TableError> {
+        Table::refresh_with(workspace, linked, lock_timeout, Scan::Thorough)
+    }
+
+    fn refresh_with(
+        workspace: &Path,
+        linked: bool,
+        lock_timeout: Duration,
+        scan: Scan,
     ) -> Result<(Table, Refresh), TableError> {
         let store_dir = workspace.join(STORE_DIR);
         let dir = store_dir.join(TABLE_DIR);
         fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
         let _lock = store::lock::WriterLock::acquire(&dir, lock_timeout)?;
         let mut report = Refresh::default();
+        let now = SystemTime::now();
+        let now_ms = u64::try_from(stamp(now) / 1_000_000).unwrap_or(u64::MAX);
         let mut state = match load_state(&dir) {
             Some(s) => s,
             None => {
                 report.rebuilt = true;
                 clear(&dir)?;
-                State {
-                    v: TABLE_VERSION,
-                    ..State::default()
-                }
+                State::new(now)
             }
         };
-        let now = SystemTime::now();
-        let mut dirty = report.rebuilt;
+        let before = (state.journal.clone(), state.linked, state.rescanned_ms);
+        let rescan = if scan == Scan::Thorough {
+            Some("asked for (`chapters index rebuild`)".to_owned())
+        } else if report.rebuilt {
+            Some("the table is new".to_owned())
+        } else if state.linked != linked {
+            Some("the workspace was linked or unlinked".to_owned())
+        } else if now_ms.saturating_sub(state.rescanned_ms) >= FULL_RESCAN_EVERY.as_millis() as u64
+        {
+            Some("the periodic full rescan".to_owned())
+        } else {
+            None
+        };
+        let from_journal = match rescan {
+            Some(reason) => Err(reason),
+            None => match journal::read_since(&store_dir, state.journal.as_ref()) {
+                journal::Since::Changes {
+                    changes,
+                    end,
+                    notes,
+                } => Ok((changes, end, notes)),
+                journal::Since::Rescan { reason } => Err(reason),
+            },
+        };
+        let visits: Vec<Visit> = match from_journal {
+            Ok((changes, end, notes)) => {
+                report.notes.extend(notes);
+                let mut by_folder: BTreeMap<String, (String, BTreeSet<String>)> = BTreeMap::new();
+                for change in changes {
+                    // A line naming anything but a document folder of this door is ignored:
+                    // it cannot hold a document the table keeps.
+                    if let Some(root) = source_root(&change.folder, linked) {
+                        by_folder
+                            .entry(change.folder)
+                            .or_insert_with(|| (root, BTreeSet::new()))
+                            .1
+                            .extend(change.files);
+                    }
+                }
+                state.journal = Some(end);
+                by_folder
+                    .into_iter()
+                    .map(|(key, (root, named))| Visit {
+                        key,
+                        root,
+                        named: Some(named),
+                        check_mtime: false,
+                    })
+                    .collect()
+            }
+            Err(reason) => {
+                // Started over before listing: whatever is written from now on is in the
+                // new generation, so nothing falls between this listing and the next read.
+                state.journal = match journal::restart(&store_dir) {
+                    Ok(cursor) => Some(cursor),
+                    Err(e) => {
+                        report.notes.push(format!(
+                            "the change journal could not be started over ({e}); the next search rescans again"
+                        ));
+                        None
+                    }
+                };
+                report.rescan = Some(reason);
+                state.rescanned_ms = now_ms;
+                list_sources(workspace, linked)?
+                    .into_iter()
+                    .map(|(key, root)| Visit {
+                        key,
+                        root,
+                        named: None,
+                        check_mtime: scan != Scan::Thorough,
+                    })
+                    .collect()
+            }
+        };
+        state.linked = linked;
+
+        let mut folders = Folders::new(&dir);
         let mut added: Vec<TableDoc> = Vec::new();
         // Paths whose document changed: their old version leaves the table.
         let mut replaced: BTreeSet<String> = BTreeSet::new();
-        let sources = list_sources(workspace, linked)?;
-        for (key, root) in &sources {
-            let path = workspace.join(key);
+        let mut known_writes: Vec<(String, BTreeMap<String, Known>)> = Vec::new();
+        let mut changed: Vec<FolderChange> = Vec::new();
+        let mut unreadable_moved = false;
+        for visit in &visits {
+            let path = workspace.join(&visit.key);
             let mtime = fs::metadata(&path)
                 .ok()
                 .and_then(|m| m.modified().ok())
@@ -232,100 +434,160 @@ impl Table {
             let Some((modified, mtime)) = mtime else {
                 continue;
             };
-            let known_state = state.sources.get(key).cloned().unwrap_or_default();
-            if known_state.mtime == mtime && mtime != 0 {
+            let was = folders.get(&visit.key)?;
+            if visit.check_mtime && was.as_ref().is_some_and(|w| w.mtime == mtime && mtime != 0) {
                 continue;
             }
-            dirty = true;
-            let mut known = read_names(&dir, key)?;
-            let mut stamps = read_stamps(&dir, key)?;
-            let twins = twin_names(&dir, &state, key, root)?;
-            let mut changed = false;
+            report.folders += 1;
+            let mut known = read_known(&dir, &visit.key)?;
+            let twins = twin_names(&dir, workspace, &visit.key, &visit.root, linked)?;
+            let mut names = Vec::new();
+            let mut known_moved = false;
             for name in list_markdown(&path)? {
                 if twins.contains(&name) {
                     continue;
                 }
-                let rel = format!("{key}/{name}");
+                let entry = known.get(&name).cloned();
+                // A known document is looked at again only when the journal names it (or
+                // on a rescan), and read again only when its size or time moved: the one
+                // sanctioned rewrite (enrichment's re-annotation) or another machine's,
+                // materialized into the mirror.
+                if entry.is_some() && visit.named.as_ref().is_some_and(|n| !n.contains(&name)) {
+                    continue;
+                }
+                let rel = format!("{}/{name}", visit.key);
                 let stamp_now = file_stamp(&workspace.join(&rel));
-                if known.contains_key(&name) {
-                    // A known document is read again only when its size or time moved: the
-                    // one sanctioned rewrite (enrichment's re-annotation) or another
-                    // machine's, materialized into the mirror.
-                    match (stamps.get(&name), stamp_now) {
-                        (Some(was), Some(now)) if *was != now => {}
+                if let Some(k) = &entry {
+                    match (k.stamp, stamp_now) {
+                        (Some(was), Some(now)) if was != now => {}
                         (None, Some(now)) => {
-                            stamps.insert(name.clone(), now);
-                            changed = true;
+                            known.insert(
+                                name.clone(),
+                                Known {
+                                    stamp: Some(now),
+                                    ..k.clone()
+                                },
+                            );
+                            known_moved = true;
                             continue;
                         }
                         _ => continue,
                     }
                 }
-                changed = true;
-                if let Some(now) = stamp_now {
-                    stamps.insert(name.clone(), now);
-                }
+                known_moved = true;
                 match read_doc(&workspace.join(&rel)) {
                     Ok((blob, meta)) => {
-                        if let Some(old) = known.get(&name) {
-                            if *old == blob {
+                        unreadable_moved |= state.unreadable.remove(&rel).is_some();
+                        if let Some(old) = &entry {
+                            if old.blob == blob {
+                                known.insert(
+                                    name.clone(),
+                                    Known {
+                                        blob,
+                                        stamp: stamp_now,
+                                    },
+                                );
                                 continue;
                             }
-                            replaced.insert(rel.clone());
+                            if old.blob != UNREADABLE {
+                                replaced.insert(rel.clone());
+                            }
                         }
-                        known.insert(name.clone(), blob.clone());
+                        known.insert(
+                            name.clone(),
+                            Known {
+                                blob: blob.clone(),
+                                stamp: stamp_now,
+                            },
+                        );
+                        names.push(name.clone());
                         added.push(TableDoc {
                             path: rel,
-                            root: root.clone(),
+                            root: visit.root.clone(),
                             name,
                             blob,
                             meta,
                         });
                     }
                     Err(reason) => {
-                        known.insert(name.clone(), "-".into());
+                        known.insert(
+                            name.clone(),
+                            Known {
+                                blob: UNREADABLE.into(),
+                                stamp: stamp_now,
+                            },
+                        );
                         state.unreadable.insert(rel, reason);
+                        unreadable_moved = true;
                     }
                 }
             }
-            if changed {
-                write_names(&dir, key, &known)?;
-                write_stamps(&dir, key, &stamps)?;
-            }
             let readable: Vec<(&str, &str)> = known
                 .iter()
-                .filter(|(_, b)| b.as_str() != "-")
-                .map(|(n, b)| (n.as_str(), b.as_str()))
+                .filter(|(_, k)| k.blob != UNREADABLE)
+                .map(|(n, k)| (n.as_str(), k.blob.as_str()))
                 .collect();
             let settled = now.duration_since(modified).is_ok_and(|age| age >= SETTLE);
-            state.sources.insert(
-                key.clone(),
-                SourceState {
-                    mtime: if settled { mtime } else { 0 },
-                    files: readable.len() as u64,
-                    hash: super::shard::input_hash(readable),
-                },
-            );
+            let now_state = SourceState {
+                mtime: if settled { mtime } else { 0 },
+                files: readable.len() as u64,
+                hash: super::shard::input_hash(readable),
+            };
+            let content_moved = was
+                .as_ref()
+                .is_none_or(|w| w.files != now_state.files || w.hash != now_state.hash);
+            if was.as_ref() != Some(&now_state) {
+                folders.set(&visit.key, now_state);
+            }
+            if known_moved {
+                known_writes.push((visit.key.clone(), known));
+            }
+            if content_moved || !names.is_empty() {
+                changed.push(FolderChange {
+                    folder: visit.key.clone(),
+                    names,
+                    old_labels: Vec::new(),
+                });
+            }
         }
         report.added = added.len();
+
+        let aux = !known_writes.is_empty() || folders.is_dirty() || !changed.is_empty();
+        let segments = !added.is_empty() || !replaced.is_empty();
+        if aux || segments {
+            // Until the state below is saved, the files beside it may be ahead of it: a
+            // crash in between leaves this marker, and the next refresh starts over.
+            let marker = dir.join(DIRTY_FILE);
+            fs::write(&marker, b"").map_err(|e| io_err(&marker, e))?;
+        }
         if !replaced.is_empty() {
             // Rare (a re-annotation): every segment is rewritten without the old versions,
-            // and the new ones join them in one segment.
+            // and the new ones join them in one segment. The old versions' topics are kept
+            // in the change log: their shards lose the document.
+            let mut old_labels: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
             let mut docs = Vec::new();
             for info in &state.segments {
-                docs.extend(
-                    read_segment_docs(&dir, info)?
-                        .into_iter()
-                        .filter(|d| !replaced.contains(&d.path)),
-                );
+                for doc in read_segment_docs(&dir, info)? {
+                    if replaced.contains(&doc.path) {
+                        old_labels
+                            .entry(folder_of(&doc.path).to_owned())
+                            .or_default()
+                            .extend(doc.meta.topics);
+                    } else {
+                        docs.push(doc);
+                    }
+                }
+            }
+            for change in &mut changed {
+                if let Some(labels) = old_labels.remove(&change.folder) {
+                    change.old_labels = labels.into_iter().collect();
+                }
             }
             docs.append(&mut added);
             let info = write_segment(&dir, state.next_id, docs)?;
             state.next_id += 1;
             state.segments = vec![info];
             report.merged += 1;
-            save_state(&dir, &state)?;
-            remove_unreferenced(&dir, &state);
         } else if !added.is_empty() {
             let info = write_segment(&dir, state.next_id, added)?;
             state.next_id += 1;
@@ -345,10 +607,30 @@ impl Table {
                 state.segments.push(info);
                 report.merged += 1;
             }
+        }
+        for (key, known) in &known_writes {
+            write_known(&dir, key, known)?;
+        }
+        folders.save()?;
+        if !changed.is_empty() {
+            state.rev += 1;
+            append_log(&dir, &mut state, &changed)?;
+        }
+        if let (Some(cursor), None) = (&state.journal, &report.rescan) {
+            match journal::compact(&store_dir, cursor, JOURNAL_COMPACT_AT) {
+                Ok(compacted) => state.journal = Some(compacted),
+                Err(e) => report
+                    .notes
+                    .push(format!("the change journal was not compacted: {e}")),
+            }
+        }
+        let moved = (state.journal.clone(), state.linked, state.rescanned_ms) != before;
+        if aux || segments || moved || unreadable_moved || report.rebuilt {
             save_state(&dir, &state)?;
+        }
+        if aux || segments {
+            let _ = fs::remove_file(dir.join(DIRTY_FILE));
             remove_unreferenced(&dir, &state);
-        } else if dirty {
-            save_state(&dir, &state)?;
         }
         Ok((Table::new(dir, state), report))
     }
@@ -368,9 +650,9 @@ impl Table {
         Ok(seg)
     }
 
-    /// Changes whenever the table's documents do: the next segment's number.
-    pub fn generation(&self) -> u64 {
-        self.state.next_id
+    /// Which incarnation and revision of the table this is (see [`TableRev`]).
+    pub fn revision(&self) -> TableRev {
+        self.state.revision()
     }
 
     /// Documents that could not be read, by path.
@@ -378,9 +660,53 @@ impl Table {
         &self.state.unreadable
     }
 
-    /// Every listed folder's state (for the index manifest), by workspace-relative path.
-    pub fn sources(&self) -> &BTreeMap<String, SourceState> {
-        &self.state.sources
+    /// One folder's state as last listed (`key` workspace-relative, as in [`FolderChange`]).
+    pub fn source(&self, key: &str) -> Result<Option<SourceState>, TableError> {
+        Folders::new(&self.dir).get(key)
+    }
+
+    /// Every folder's state: reads them all (a full index build, never an update).
+    pub fn all_sources(&self) -> Result<BTreeMap<String, SourceState>, TableError> {
+        Folders::new(&self.dir).all()
+    }
+
+    /// Every folder change after revision `since`, oldest first; `None` when the table
+    /// cannot say (another incarnation, or older than its change log reaches): the caller
+    /// compares everything instead.
+    pub fn changes_since(&self, since: TableRev) -> Result<Option<Vec<FolderChange>>, TableError> {
+        if since.id != self.state.id
+            || since.rev < self.state.log_floor
+            || since.rev > self.state.rev
+        {
+            return Ok(None);
+        }
+        if since.rev == self.state.rev {
+            return Ok(Some(Vec::new()));
+        }
+        let entries = read_log(&self.dir)?;
+        // Every revision after `since` must be there (the log is cut from its old end
+        // only, raising the floor): a gap means the log was lost, so nothing is trusted.
+        let found: BTreeSet<u64> = entries.iter().map(|(rev, _)| *rev).collect();
+        if ((since.rev + 1)..=self.state.rev).any(|r| !found.contains(&r)) {
+            return Ok(None);
+        }
+        Ok(Some(
+            entries
+                .into_iter()
+                .filter(|(rev, _)| *rev > since.rev)
+                .map(|(_, change)| change)
+                .collect(),
+        ))
+    }
+
+    /// Documents in the table: this machine's store's, plus the mirror's when asked.
+    pub fn documents(&self, include_mirror: bool) -> u64 {
+        self.state
+            .segments
+            .iter()
+            .flat_map(|seg| &seg.counts)
+            .map(|(store, mirror)| store + if include_mirror { *mirror } else { 0 })
+            .sum()
     }
 
     /// (documents in the door, documents of other projects left out).
@@ -424,7 +750,7 @@ impl Table {
         let mut out = Vec::new();
         for s in 0..self.state.segments.len() {
             let seg = self.seg(s)?;
-            if let Some((off, count)) = seg.exact(FIELD_FOLDER, folder) {
+            if let Some((off, count)) = seg.exact(FIELD_FOLDER, folder)? {
                 for id in seg.postings(off, count)? {
                     out.push(seg.record(id)?);
                 }
@@ -441,7 +767,7 @@ impl Table {
             let seg = self.seg(s)?;
             let mut ids = BTreeSet::new();
             for label in labels {
-                if let Some((off, count)) = seg.exact(FIELD_TOPIC, label) {
+                if let Some((off, count)) = seg.exact(FIELD_TOPIC, label)? {
                     ids.extend(seg.postings(off, count)?);
                 }
             }
@@ -463,17 +789,18 @@ impl Table {
         let mut out = super::vocab::DocSets::new();
         for (s, info) in self.state.segments.iter().enumerate() {
             let seg = self.seg(s)?;
+            let dict = seg.dict()?;
             let mut start = 1;
-            while start < seg.dict.len() {
-                let Some((token, off, count)) = seg.line(start) else {
+            while start < dict.len() {
+                let Some((token, off, count)) = SegReader::line(dict, start) else {
                     break;
                 };
-                let end = memchr::memchr(b'\n', &seg.dict[start..])
-                    .map_or(seg.dict.len(), |i| start + i + 1);
-                if seg.dict[start] == FIELD_TOPIC {
+                let end =
+                    memchr::memchr(b'\n', &dict[start..]).map_or(dict.len(), |i| start + i + 1);
+                if dict[start] == FIELD_TOPIC {
                     let token = token.to_owned();
                     for id in seg.postings(off, count)? {
-                        let m = seg.meta(id);
+                        let m = seg.meta(id)?;
                         if (m.flags & FLAG_MIRROR != 0 && !include_mirror)
                             || info.pks.get(m.pk as usize).map(String::as_str) != Some(project_key)
                         {
@@ -502,7 +829,7 @@ impl Table {
                 Some(topic) => {
                     let mut ids = BTreeSet::new();
                     for label in labels_of(topic, q.curation) {
-                        if let Some((off, count)) = seg.exact(FIELD_TOPIC, &label) {
+                        if let Some((off, count)) = seg.exact(FIELD_TOPIC, &label)? {
                             ids.extend(seg.postings(off, count)?);
                         }
                     }
@@ -516,7 +843,7 @@ impl Table {
             for term in q.terms {
                 // Field by field, in the reference scorer's order, so sums round alike.
                 let mut topic: HashMap<u32, f64> = HashMap::new();
-                for (label, off, count) in seg.containing(FIELD_TOPIC, term) {
+                for (label, off, count) in seg.containing(FIELD_TOPIC, term)? {
                     if sources.contains(&label) {
                         continue;
                     }
@@ -531,7 +858,7 @@ impl Table {
                     if !canonical.contains(term.as_str()) {
                         continue;
                     }
-                    if let Some((off, count)) = seg.exact(FIELD_TOPIC, source) {
+                    if let Some((off, count)) = seg.exact(FIELD_TOPIC, source)? {
                         let w = q.params.weight(&canonical);
                         for id in seg.postings(off, count)? {
                             let e = topic.entry(id).or_insert(w);
@@ -548,7 +875,7 @@ impl Table {
                     // A document counts once per field however many of its tokens match:
                     // `seen` holds the pass that last counted it.
                     pass += 1;
-                    for (_, off, count) in seg.containing(field, term) {
+                    for (_, off, count) in seg.containing(field, term)? {
                         for id in seg.postings(off, count)? {
                             if seen[id as usize] != pass {
                                 seen[id as usize] = pass;
@@ -557,7 +884,7 @@ impl Table {
                         }
                     }
                 }
-                if let Some((off, count)) = seg.exact(FIELD_KIND, term) {
+                if let Some((off, count)) = seg.exact(FIELD_KIND, term)? {
                     for id in seg.postings(off, count)? {
                         base[id as usize] += search::FIELD_POINTS;
                     }
@@ -582,7 +909,7 @@ impl Table {
                         continue;
                     }
                 }
-                let m = seg.meta(id);
+                let m = seg.meta(id)?;
                 if m.flags & FLAG_MIRROR != 0 && !q.include_mirror {
                     continue;
                 }
@@ -792,7 +1119,10 @@ fn seg_path(dir: &Path, id: u64, part: &str) -> PathBuf {
     dir.join(format!("seg-{id}.{part}"))
 }
 
-const PARTS: [&str; 4] = ["docs", "meta", "dict", "post"];
+const PARTS: [&str; 5] = ["docs", "meta", "dict", "post", "skip"];
+/// Every this many dictionary lines, `skip` holds the line's offset and key: an exact lookup
+/// reads that small file and one block of the dictionary, never the whole of it.
+const SKIP_EVERY: usize = 64;
 
 fn clean(text: &str) -> String {
     text.chars()
@@ -925,7 +1255,11 @@ fn write_segment(dir: &Path, id: u64, mut docs: Vec<TableDoc>) -> Result<Segment
     }
     let mut dict = String::new();
     let mut post = Vec::new();
-    for ((field, token), ids) in &postings {
+    let mut skip = String::new();
+    for (n, ((field, token), ids)) in postings.iter().enumerate() {
+        if n % SKIP_EVERY == 0 {
+            skip.push_str(&format!("{}\t{}\t{token}\n", dict.len(), *field as char));
+        }
         dict.push_str(&format!(
             "{}\t{token}\t{}\t{}\n",
             *field as char,
@@ -936,8 +1270,14 @@ fn write_segment(dir: &Path, id: u64, mut docs: Vec<TableDoc>) -> Result<Segment
             post.extend_from_slice(&id.to_le_bytes());
         }
     }
-    let parts: [&[u8]; 4] = [text.as_bytes(), &meta, dict.as_bytes(), &post];
-    let mut sizes = [0u64; 4];
+    let parts: [&[u8]; 5] = [
+        text.as_bytes(),
+        &meta,
+        dict.as_bytes(),
+        &post,
+        skip.as_bytes(),
+    ];
+    let mut sizes = [0u64; 5];
     for (i, (part, bytes)) in PARTS.iter().zip(parts).enumerate() {
         atomic::write_atomic_unsynced(&seg_path(dir, id, part), bytes)?;
         sizes[i] = bytes.len() as u64;
@@ -970,45 +1310,65 @@ struct Meta {
     flags: u8,
 }
 
-/// A segment opened for one query: its dictionary and metadata in memory, postings and
-/// records read on demand.
+/// A segment opened for lookups: each file read on demand — an exact lookup (an index
+/// update's) reads the small skip list and one dictionary block; a query's substring
+/// lookups and ranking load the whole dictionary and metadata, once.
 struct SegReader {
+    dict_file: fs::File,
+    meta_file: fs::File,
+    dict_path: PathBuf,
+    dict_len: u64,
     /// The dictionary with a leading `\n`, so every line starts after one.
-    dict: Vec<u8>,
-    meta: Vec<u8>,
+    dict: std::cell::OnceCell<Vec<u8>>,
+    meta_path: PathBuf,
+    meta: std::cell::OnceCell<Vec<u8>>,
+    skip_path: PathBuf,
+    /// (dictionary offset, `F\ttoken\t`) of every [`SKIP_EVERY`]th line.
+    skip: std::cell::OnceCell<Vec<(u64, Vec<u8>)>>,
     post: fs::File,
     post_path: PathBuf,
     docs: fs::File,
     docs_path: PathBuf,
     docs_len: u64,
     count: u32,
-    /// Where each dictionary line starts, found on the first exact lookup.
+    /// Where each dictionary line starts, found on the first in-memory exact lookup.
     lines: std::cell::OnceCell<Vec<u32>>,
+}
+
+/// The value of a once-cell, computed by `init` the first time (which may fail).
+fn once<T>(
+    cell: &std::cell::OnceCell<T>,
+    init: impl FnOnce() -> Result<T, TableError>,
+) -> Result<&T, TableError> {
+    if let Some(v) = cell.get() {
+        return Ok(v);
+    }
+    let v = init()?;
+    Ok(cell.get_or_init(|| v))
 }
 
 impl SegReader {
     fn open(dir: &Path, info: &SegmentInfo) -> Result<SegReader, TableError> {
-        let read = |part: &str| {
+        let open = |part: &str| {
             let p = seg_path(dir, info.id, part);
-            fs::read(&p).map_err(|e| io_err(&p, e))
+            fs::File::open(&p)
+                .map(|f| (f, p.clone()))
+                .map_err(|e| io_err(&p, e))
         };
-        let mut dict = Vec::with_capacity(info.sizes[2] as usize + 1);
-        dict.push(b'\n');
-        dict.extend(read("dict")?);
-        let meta = read("meta")?;
-        let post_path = seg_path(dir, info.id, "post");
-        let post = fs::File::open(&post_path).map_err(|e| io_err(&post_path, e))?;
-        let docs_path = seg_path(dir, info.id, "docs");
-        let docs = fs::File::open(&docs_path).map_err(|e| io_err(&docs_path, e))?;
-        if meta.len() != info.docs as usize * META_BYTES {
-            return Err(TableError::Damaged {
-                path: seg_path(dir, info.id, "meta"),
-                detail: format!("{} bytes for {} documents", meta.len(), info.docs),
-            });
-        }
+        let (post, post_path) = open("post")?;
+        let (docs, docs_path) = open("docs")?;
+        let (dict_file, _) = open("dict")?;
+        let (meta_file, _) = open("meta")?;
         Ok(SegReader {
-            dict,
-            meta,
+            dict_file,
+            meta_file,
+            dict_path: seg_path(dir, info.id, "dict"),
+            dict_len: info.sizes[2],
+            dict: std::cell::OnceCell::new(),
+            meta_path: seg_path(dir, info.id, "meta"),
+            meta: std::cell::OnceCell::new(),
+            skip_path: seg_path(dir, info.id, "skip"),
+            skip: std::cell::OnceCell::new(),
             post,
             post_path,
             docs,
@@ -1019,14 +1379,85 @@ impl SegReader {
         })
     }
 
-    /// Document `id`'s record (one positioned read).
-    fn record(&self, id: u32) -> Result<TableDoc, TableError> {
-        let offset = |i: u32| -> u64 {
-            let at = i as usize * META_BYTES + 8;
+    fn dict(&self) -> Result<&[u8], TableError> {
+        once(&self.dict, || {
+            let bytes = fs::read(&self.dict_path).map_err(|e| io_err(&self.dict_path, e))?;
+            let mut dict = Vec::with_capacity(bytes.len() + 1);
+            dict.push(b'\n');
+            dict.extend(bytes);
+            Ok(dict)
+        })
+        .map(Vec::as_slice)
+    }
+
+    fn metas(&self) -> Result<&[u8], TableError> {
+        once(&self.meta, || {
+            let meta = fs::read(&self.meta_path).map_err(|e| io_err(&self.meta_path, e))?;
+            if meta.len() != self.count as usize * META_BYTES {
+                return Err(TableError::Damaged {
+                    path: self.meta_path.clone(),
+                    detail: format!("{} bytes for {} documents", meta.len(), self.count),
+                });
+            }
+            Ok(meta)
+        })
+        .map(Vec::as_slice)
+    }
+
+    fn skips(&self) -> Result<&[(u64, Vec<u8>)], TableError> {
+        once(&self.skip, || {
+            let text = fs::read(&self.skip_path).map_err(|e| io_err(&self.skip_path, e))?;
+            let mut out = Vec::new();
+            for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                let tab = memchr::memchr(b'\t', line);
+                let offset = tab
+                    .and_then(|t| std::str::from_utf8(&line[..t]).ok())
+                    .and_then(|o| o.parse::<u64>().ok())
+                    .filter(|o| *o < self.dict_len);
+                let (Some(tab), Some(offset)) = (tab, offset) else {
+                    return Err(TableError::Damaged {
+                        path: self.skip_path.clone(),
+                        detail: "a skip line without an offset in the dictionary".into(),
+                    });
+                };
+                let mut key = line[tab + 1..].to_vec();
+                key.push(b'\t');
+                out.push((offset, key));
+            }
+            Ok(out)
+        })
+        .map(Vec::as_slice)
+    }
+
+    /// A record's (start, end) in `docs`: from the metadata when it is loaded, else one read
+    /// of the two offsets (adjacent entries).
+    fn record_span(&self, id: u32) -> Result<(u64, u64), TableError> {
+        let at = id as usize * META_BYTES + 8;
+        let last = id + 1 >= self.count;
+        let mut bytes = [0u8; META_BYTES + 4];
+        let want = if last { 4 } else { META_BYTES + 4 };
+        match self.meta.get() {
+            Some(meta) => bytes[..want].copy_from_slice(&meta[at..at + want]),
+            None => self
+                .meta_file
+                .read_exact_at(&mut bytes[..want], at as u64)
+                .map_err(|e| io_err(&self.meta_path, e))?,
+        }
+        let offset = |i: usize| {
             u64::from(u32::from_le_bytes(
-                self.meta[at..at + 4].try_into().expect("4 bytes"),
+                bytes[i..i + 4].try_into().expect("4 bytes"),
             ))
         };
+        let end = if last {
+            self.docs_len
+        } else {
+            offset(META_BYTES)
+        };
+        Ok((offset(0), end))
+    }
+
+    /// Document `id`'s record (one positioned read, two before the metadata is loaded).
+    fn record(&self, id: u32) -> Result<TableDoc, TableError> {
         let damaged = || TableError::Damaged {
             path: self.docs_path.clone(),
             detail: format!("record {id}"),
@@ -1034,33 +1465,31 @@ impl SegReader {
         if id >= self.count {
             return Err(damaged());
         }
-        let start = offset(id);
-        let end = if id + 1 < self.count {
-            offset(id + 1)
-        } else {
-            self.docs_len
-        };
-        let mut bytes = vec![0u8; end.saturating_sub(start) as usize];
+        let (start, end) = self.record_span(id)?;
+        if end < start || end > self.docs_len {
+            return Err(damaged());
+        }
+        let mut bytes = vec![0u8; (end - start) as usize];
         self.docs
             .read_exact_at(&mut bytes, start)
             .map_err(|e| io_err(&self.docs_path, e))?;
         parse_record(&bytes).ok_or_else(damaged)
     }
 
-    fn meta(&self, id: u32) -> Meta {
+    fn meta(&self, id: u32) -> Result<Meta, TableError> {
         let at = id as usize * META_BYTES;
-        let m = &self.meta[at..at + META_BYTES];
-        Meta {
+        let m = &self.metas()?[at..at + META_BYTES];
+        Ok(Meta {
             date: i64::from_le_bytes(m[0..8].try_into().expect("8 bytes")),
             pk: u16::from_le_bytes(m[12..14].try_into().expect("2 bytes")),
             flags: m[14],
-        }
+        })
     }
 
     /// The dictionary line starting at `start` (just after a `\n`): token, offset, count.
-    fn line(&self, start: usize) -> Option<(&str, u64, u64)> {
-        let end = memchr::memchr(b'\n', &self.dict[start..])? + start;
-        let text = std::str::from_utf8(&self.dict[start + 2..end]).ok()?;
+    fn line(dict: &[u8], start: usize) -> Option<(&str, u64, u64)> {
+        let end = memchr::memchr(b'\n', &dict[start..])? + start;
+        let text = std::str::from_utf8(dict.get(start + 2..end)?).ok()?;
         let mut parts = text.rsplitn(3, '\t');
         let count = parts.next()?.parse().ok()?;
         let off = parts.next()?.parse().ok()?;
@@ -1068,51 +1497,83 @@ impl SegReader {
     }
 
     /// Entries of `field` whose token contains `term`.
-    fn containing(&self, field: u8, term: &str) -> Vec<(String, u64, u64)> {
+    fn containing(&self, field: u8, term: &str) -> Result<Vec<(String, u64, u64)>, TableError> {
+        let dict = self.dict()?;
         let mut out = Vec::new();
         let mut last = usize::MAX;
-        for occ in memchr::memmem::find_iter(&self.dict, term.as_bytes()) {
-            let start = memchr::memrchr(b'\n', &self.dict[..occ]).map_or(0, |i| i + 1);
-            if start == last || self.dict.get(start) != Some(&field) {
+        for occ in memchr::memmem::find_iter(dict, term.as_bytes()) {
+            let start = memchr::memrchr(b'\n', &dict[..occ]).map_or(0, |i| i + 1);
+            if start == last || dict.get(start) != Some(&field) {
                 continue;
             }
             let token_start = start + 2;
-            let Some(tab) = memchr::memchr(b'\t', &self.dict[token_start..]) else {
+            let Some(tab) = memchr::memchr(b'\t', &dict[token_start..]) else {
                 continue;
             };
             if occ < token_start || occ + term.len() > token_start + tab {
                 continue;
             }
             last = start;
-            if let Some((token, off, count)) = self.line(start) {
+            if let Some((token, off, count)) = SegReader::line(dict, start) {
                 out.push((token.to_owned(), off, count));
             }
         }
-        out
+        Ok(out)
     }
 
     /// The entry of `field` whose token is exactly `token`: a binary search, the lines
     /// being sorted by field then token (a token never holds a byte below `\t`, so
-    /// comparing `F\ttoken\t` prefixes orders lines as (field, token) pairs).
-    fn exact(&self, field: u8, token: &str) -> Option<(u64, u64)> {
-        let lines = self.lines.get_or_init(|| {
-            memchr::memchr_iter(b'\n', &self.dict[..self.dict.len().saturating_sub(1)])
-                .map(|i| (i + 1) as u32)
-                .collect()
-        });
+    /// comparing `F\ttoken\t` prefixes orders lines as (field, token) pairs) — in memory
+    /// when a query loaded the dictionary, else over the skip list and one block.
+    fn exact(&self, field: u8, token: &str) -> Result<Option<(u64, u64)>, TableError> {
         let key = format!("{}\t{token}\t", field as char);
         let key = key.as_bytes();
-        let found = lines.binary_search_by(|&start| {
-            let line = &self.dict[start as usize..];
+        let order = |line: &[u8]| {
             let n = key.len().min(line.len());
             line[..n].cmp(key).then(if n < key.len() {
                 std::cmp::Ordering::Less
             } else {
                 std::cmp::Ordering::Equal
             })
-        });
-        let start = lines[found.ok()?] as usize;
-        self.line(start).map(|(_, off, count)| (off, count))
+        };
+        if let Some(dict) = self.dict.get() {
+            let lines = self.lines.get_or_init(|| {
+                memchr::memchr_iter(b'\n', &dict[..dict.len().saturating_sub(1)])
+                    .map(|i| (i + 1) as u32)
+                    .collect()
+            });
+            let Ok(found) = lines.binary_search_by(|&start| order(&dict[start as usize..])) else {
+                return Ok(None);
+            };
+            let start = lines[found] as usize;
+            return Ok(SegReader::line(dict, start).map(|(_, off, count)| (off, count)));
+        }
+        let skips = self.skips()?;
+        // The last block whose first key is not past the key.
+        let block = skips.partition_point(|(_, first)| order(first) != std::cmp::Ordering::Greater);
+        let Some(block) = block.checked_sub(1) else {
+            return Ok(None);
+        };
+        let from = skips[block].0;
+        let to = skips.get(block + 1).map_or(self.dict_len, |(o, _)| *o);
+        let mut bytes = vec![0u8; to.saturating_sub(from) as usize + 1];
+        bytes[0] = b'\n';
+        self.dict_file
+            .read_exact_at(&mut bytes[1..], from)
+            .map_err(|e| io_err(&self.dict_path, e))?;
+        let mut start = 1;
+        while start < bytes.len() {
+            let line = &bytes[start..];
+            match order(line) {
+                std::cmp::Ordering::Equal => {
+                    return Ok(SegReader::line(&bytes, start).map(|(_, off, count)| (off, count)))
+                }
+                std::cmp::Ordering::Greater => return Ok(None),
+                std::cmp::Ordering::Less => {}
+            }
+            start += memchr::memchr(b'\n', line).map_or(line.len(), |i| i + 1);
+        }
+        Ok(None)
     }
 
     fn postings(&self, off: u64, count: u64) -> Result<Vec<u32>, TableError> {
@@ -1135,10 +1596,27 @@ impl SegReader {
     }
 }
 
-// --- state and per-folder name lists -------------------------------------------------
+// --- state, folder states, per-folder document lists, change log ---------------------
 
-/// The state, if it is whole: every segment it names present with its recorded size.
+/// Present while the files beside the state may be ahead of it (a refresh writing them).
+const DIRTY_FILE: &str = "dirty";
+const FOLDERS_DIR: &str = "folders";
+const SOURCES_DIR: &str = "sources";
+const LOG_FILE: &str = "changes.tsv";
+/// A refresh changing more folders than this (a first build, a big pull) logs none of them:
+/// an index built before it compares everything once.
+const LOG_MAX_FOLDERS: usize = 256;
+/// Past this size the change log keeps its newer half.
+const LOG_MAX_BYTES: u64 = 64 * 1024;
+/// The blob id of a document that could not be read.
+const UNREADABLE: &str = "-";
+
+/// The state, if it is whole: no refresh died writing beside it, and every segment it
+/// names present with its recorded size.
 fn load_state(dir: &Path) -> Option<State> {
+    if dir.join(DIRTY_FILE).exists() {
+        return None;
+    }
     let bytes = fs::read(dir.join(STATE_FILE)).ok()?;
     let state: State = serde_json::from_slice(&bytes).ok()?;
     if state.v != TABLE_VERSION {
@@ -1164,16 +1642,17 @@ fn save_state(dir: &Path, state: &State) -> Result<(), TableError> {
     Ok(())
 }
 
-/// Start over: every segment and name list goes.
+/// Start over: every segment, list and log goes.
 fn clear(dir: &Path) -> Result<(), TableError> {
     for entry in fs::read_dir(dir).map_err(|e| io_err(dir, e))?.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with("seg-") || name == STATE_FILE {
+        if name.starts_with("seg-") || [STATE_FILE, LOG_FILE].contains(&name.as_str()) {
             let _ = fs::remove_file(entry.path());
-        } else if name == "sources" {
+        } else if name == SOURCES_DIR || name == FOLDERS_DIR {
             let _ = fs::remove_dir_all(entry.path());
         }
     }
+    let _ = fs::remove_file(dir.join(DIRTY_FILE));
     Ok(())
 }
 
@@ -1200,13 +1679,123 @@ fn file_stamp(path: &Path) -> Option<(u64, u128)> {
     Some((meta.len(), stamp(meta.modified().ok()?)))
 }
 
-fn stamps_path(dir: &Path, key: &str) -> PathBuf {
-    names_path(dir, key).with_extension("stamps")
+/// A key's file name: its digest, so any folder path maps to one portable name.
+fn digest_name(key: &str, len: usize) -> String {
+    crate::render::sha256_hex(key.as_bytes())[..len].to_owned()
 }
 
-/// Each known document's stamp when it was last read, per folder.
-fn read_stamps(dir: &Path, key: &str) -> Result<BTreeMap<String, (u64, u128)>, TableError> {
-    let path = stamps_path(dir, key);
+/// The folder states, in 256 files by the first two hex digits of the SHA-256 of the
+/// folder's key: an update reads and rewrites only the few it touches.
+struct Folders {
+    dir: PathBuf,
+    parts: BTreeMap<String, BTreeMap<String, SourceState>>,
+    dirty: BTreeSet<String>,
+}
+
+impl Folders {
+    fn new(table_dir: &Path) -> Folders {
+        Folders {
+            dir: table_dir.join(FOLDERS_DIR),
+            parts: BTreeMap::new(),
+            dirty: BTreeSet::new(),
+        }
+    }
+
+    fn part(&mut self, name: &str) -> Result<&mut BTreeMap<String, SourceState>, TableError> {
+        if !self.parts.contains_key(name) {
+            let path = self.dir.join(format!("{name}.tsv"));
+            let text = match fs::read_to_string(&path) {
+                Ok(t) => t,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
+                Err(e) => return Err(io_err(&path, e)),
+            };
+            let mut part = BTreeMap::new();
+            for line in text.lines() {
+                let f: Vec<&str> = line.split('\t').collect();
+                let parsed = (f.len() == 4)
+                    .then(|| Some((f[1].parse().ok()?, f[2].parse().ok()?)))
+                    .flatten();
+                let Some((mtime, files)) = parsed else {
+                    return Err(TableError::Damaged {
+                        path,
+                        detail: format!("folder line {line:?}"),
+                    });
+                };
+                part.insert(
+                    f[0].to_owned(),
+                    SourceState {
+                        mtime,
+                        files,
+                        hash: f[3].to_owned(),
+                    },
+                );
+            }
+            self.parts.insert(name.to_owned(), part);
+        }
+        Ok(self.parts.get_mut(name).expect("inserted above"))
+    }
+
+    fn get(&mut self, key: &str) -> Result<Option<SourceState>, TableError> {
+        Ok(self.part(&digest_name(key, 2))?.get(key).cloned())
+    }
+
+    fn set(&mut self, key: &str, state: SourceState) {
+        let name = digest_name(key, 2);
+        // Loaded by the `get` every visit makes first.
+        if let Some(part) = self.parts.get_mut(&name) {
+            part.insert(key.to_owned(), state);
+            self.dirty.insert(name);
+        }
+    }
+
+    fn is_dirty(&self) -> bool {
+        !self.dirty.is_empty()
+    }
+
+    fn all(&mut self) -> Result<BTreeMap<String, SourceState>, TableError> {
+        let names = list_names(&self.dir, |name, kind| {
+            kind.is_file() && name.len() == 6 && name.ends_with(".tsv")
+        })?;
+        let mut out = BTreeMap::new();
+        for name in names {
+            let stem = name.trim_end_matches(".tsv").to_owned();
+            out.extend(self.part(&stem)?.clone());
+        }
+        Ok(out)
+    }
+
+    fn save(&self) -> Result<(), TableError> {
+        if self.dirty.is_empty() {
+            return Ok(());
+        }
+        fs::create_dir_all(&self.dir).map_err(|e| io_err(&self.dir, e))?;
+        for name in &self.dirty {
+            let text: String = self.parts[name]
+                .iter()
+                .map(|(k, s)| format!("{k}\t{}\t{}\t{}\n", s.mtime, s.files, s.hash))
+                .collect();
+            atomic::write_atomic_unsynced(&self.dir.join(format!("{name}.tsv")), text.as_bytes())?;
+        }
+        Ok(())
+    }
+}
+
+/// What the table knows of one file of a folder: its blob id ([`UNREADABLE`] when it could
+/// not be read) and its (length, mtime) when it was read.
+#[derive(Debug, Clone, PartialEq)]
+struct Known {
+    blob: String,
+    stamp: Option<(u64, u128)>,
+}
+
+fn known_path(dir: &Path, key: &str) -> PathBuf {
+    dir.join(SOURCES_DIR)
+        .join(format!("{}.tsv", digest_name(key, 32)))
+}
+
+/// The files already read from one folder.
+fn read_known(dir: &Path, key: &str) -> Result<BTreeMap<String, Known>, TableError> {
+    let path = known_path(dir, key);
     let text = match fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
@@ -1215,87 +1804,204 @@ fn read_stamps(dir: &Path, key: &str) -> Result<BTreeMap<String, (u64, u128)>, T
     Ok(text
         .lines()
         .filter_map(|l| {
-            let mut parts = l.split('\t');
-            let name = parts.next()?;
-            let len = parts.next()?.parse().ok()?;
-            let mtime = parts.next()?.parse().ok()?;
-            Some((name.to_owned(), (len, mtime)))
+            let mut f = l.split('\t');
+            let name = f.next()?;
+            let blob = f.next()?;
+            let stamp = match (f.next(), f.next()) {
+                (Some(len), Some(mtime)) => Some((len.parse().ok()?, mtime.parse().ok()?)),
+                _ => None,
+            };
+            Some((
+                name.to_owned(),
+                Known {
+                    blob: blob.to_owned(),
+                    stamp,
+                },
+            ))
         })
         .collect())
 }
 
-fn write_stamps(
-    dir: &Path,
-    key: &str,
-    stamps: &BTreeMap<String, (u64, u128)>,
-) -> Result<(), TableError> {
-    let path = stamps_path(dir, key);
-    let text: String = stamps
+fn write_known(dir: &Path, key: &str, known: &BTreeMap<String, Known>) -> Result<(), TableError> {
+    let path = known_path(dir, key);
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).map_err(|e| io_err(parent, e))?;
+    }
+    let text: String = known
         .iter()
-        .map(|(n, (len, mtime))| format!("{n}\t{len}\t{mtime}\n"))
+        .map(|(n, k)| match k.stamp {
+            Some((len, mtime)) => format!("{n}\t{}\t{len}\t{mtime}\n", k.blob),
+            None => format!("{n}\t{}\n", k.blob),
+        })
         .collect();
     atomic::write_atomic_unsynced(&path, text.as_bytes())?;
     Ok(())
 }
 
-fn names_path(dir: &Path, key: &str) -> PathBuf {
-    let digest = crate::render::sha256_hex(key.as_bytes());
-    dir.join("sources").join(format!("{}.tsv", &digest[..32]))
-}
-
-/// The names (and blob ids, `-` for unreadable) already read from one folder.
-fn read_names(dir: &Path, key: &str) -> Result<BTreeMap<String, String>, TableError> {
-    let path = names_path(dir, key);
-    let text = match fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
-        Err(e) => return Err(io_err(&path, e)),
-    };
-    Ok(text
-        .lines()
-        .filter_map(|l| l.split_once('\t'))
-        .map(|(n, b)| (n.to_owned(), b.to_owned()))
-        .collect())
-}
-
-fn write_names(dir: &Path, key: &str, names: &BTreeMap<String, String>) -> Result<(), TableError> {
-    let path = names_path(dir, key);
-    if let Some(parent) = path.parent() {
-        fs::create_dir_all(parent).map_err(|e| io_err(parent, e))?;
+/// Append one revision's folder changes to the change log (`rev TAB folder TAB names TAB
+/// old labels`, lists joined by U+001F), keeping the log bounded: a refresh that changed
+/// too many folders is not logged, and a long log keeps its newer half — either way the
+/// floor rises, and an index built before it compares everything once.
+fn append_log(dir: &Path, state: &mut State, changed: &[FolderChange]) -> Result<(), TableError> {
+    let path = dir.join(LOG_FILE);
+    if changed.len() > LOG_MAX_FOLDERS {
+        let _ = fs::remove_file(&path);
+        state.log_floor = state.rev;
+        return Ok(());
     }
-    let text: String = names.iter().map(|(n, b)| format!("{n}\t{b}\n")).collect();
-    atomic::write_atomic_unsynced(&path, text.as_bytes())?;
+    let mut text = String::new();
+    for c in changed {
+        text.push_str(&format!(
+            "{}\t{}\t{}\t{}\n",
+            state.rev,
+            clean(&c.folder),
+            c.names
+                .iter()
+                .map(|n| clean(n))
+                .collect::<Vec<_>>()
+                .join("\u{1f}"),
+            c.old_labels
+                .iter()
+                .map(|n| clean(n))
+                .collect::<Vec<_>>()
+                .join("\u{1f}"),
+        ));
+    }
+    let mut file = fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&path)
+        .map_err(|e| io_err(&path, e))?;
+    io::Write::write_all(&mut file, text.as_bytes()).map_err(|e| io_err(&path, e))?;
+    let len = file.metadata().map_err(|e| io_err(&path, e))?.len();
+    drop(file);
+    if len > LOG_MAX_BYTES {
+        let all = fs::read_to_string(&path).map_err(|e| io_err(&path, e))?;
+        let cut = all.len() - all.len() / 2;
+        let cut = all[..cut].rfind('\n').map_or(0, |i| i + 1);
+        // The floor is the newest revision dropped; its other lines go too, so a revision
+        // is in the log whole or not at all.
+        let floor = all[..cut]
+            .lines()
+            .filter_map(|l| l.split('\t').next()?.parse::<u64>().ok())
+            .max()
+            .unwrap_or(state.log_floor);
+        let kept: String = all[cut..]
+            .lines()
+            .filter(|l| {
+                l.split('\t')
+                    .next()
+                    .and_then(|r| r.parse::<u64>().ok())
+                    .is_some_and(|r| r > floor)
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        atomic::write_atomic_unsynced(&path, kept.as_bytes())?;
+        state.log_floor = state.log_floor.max(floor);
+    }
     Ok(())
 }
 
-/// Names the other side already holds for the same root session (store ↔ mirror): one
-/// document is read once, whichever copy was seen first.
-fn twin_names(
-    dir: &Path,
-    state: &State,
-    key: &str,
-    root: &str,
-) -> Result<BTreeSet<String>, TableError> {
-    let mut out = BTreeSet::new();
-    let from_mirror = key.starts_with(MIRROR_DIR);
-    let rules = key == format!("{STORE_DIR}/{RULES_DIR}")
-        || key.starts_with(&format!("{MIRROR_DIR}/{RULES_DIR}/"));
-    for other in state.sources.keys() {
-        let twin = if rules {
-            // The same rule proposed on two machines: one id, one file in each place.
-            other.as_str() != key
-                && (*other == format!("{STORE_DIR}/{RULES_DIR}")
-                    || other.starts_with(&format!("{MIRROR_DIR}/{RULES_DIR}/")))
-        } else if from_mirror {
-            *other == format!("{STORE_DIR}/{root}/chapters")
+/// The change log's entries, by revision.
+fn read_log(dir: &Path) -> Result<Vec<(u64, FolderChange)>, TableError> {
+    let path = dir.join(LOG_FILE);
+    let text = match fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err(&path, e)),
+    };
+    let list = |s: &str| -> Vec<String> {
+        if s.is_empty() {
+            Vec::new()
         } else {
-            other.starts_with(MIRROR_DIR) && other.ends_with(&format!("/{root}"))
-        };
-        if twin {
-            out.extend(read_names(dir, other)?.into_keys());
+            s.split('\u{1f}').map(str::to_owned).collect()
         }
+    };
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let rev = (f.len() == 4).then(|| f[0].parse::<u64>().ok()).flatten();
+        let Some(rev) = rev else {
+            return Err(TableError::Damaged {
+                path,
+                detail: format!("change log line {line:?}"),
+            });
+        };
+        out.push((
+            rev,
+            FolderChange {
+                folder: f[1].to_owned(),
+                names: list(f[2]),
+                old_labels: list(f[3]),
+            },
+        ));
     }
     Ok(out)
+}
+
+/// The root a document folder's documents belong to, if `key` names a document folder of
+/// this door: `.dsh-chapters/<root>/chapters`, `.dsh-chapters/rules`, and when linked
+/// `.dsh-knowledge/chapters/<pk>/<root>` and `.dsh-knowledge/rules/<pk>`.
+fn source_root(key: &str, linked: bool) -> Option<String> {
+    let parts: Vec<&str> = key.split('/').collect();
+    if !parts[1..].iter().all(|p| is_safe_component(p)) {
+        return None;
+    }
+    match parts.as_slice() {
+        [STORE_DIR, RULES_DIR] => Some(RULES_DIR.to_owned()),
+        [STORE_DIR, root, "chapters"] => Some((*root).to_owned()),
+        [MIRROR_DIR, RULES_DIR, _] if linked => Some(RULES_DIR.to_owned()),
+        [MIRROR_DIR, "chapters", _, root] if linked => Some((*root).to_owned()),
+        _ => None,
+    }
+}
+
+/// Names the other side already holds for the same root session (store ↔ mirror), or for
+/// the same rule (the store's rules ↔ every project's rules in the mirror): one document is
+/// read once, whichever copy was seen first.
+fn twin_names(
+    dir: &Path,
+    workspace: &Path,
+    key: &str,
+    root: &str,
+    linked: bool,
+) -> Result<BTreeSet<String>, TableError> {
+    let store_rules = format!("{STORE_DIR}/{RULES_DIR}");
+    let mirror_rules = |pk: &str| format!("{MIRROR_DIR}/{RULES_DIR}/{pk}");
+    let mut twins: Vec<String> = Vec::new();
+    if key == store_rules || key.starts_with(&format!("{MIRROR_DIR}/{RULES_DIR}/")) {
+        // The same rule proposed on two machines: one id, one file in each place.
+        twins.push(store_rules.clone());
+        if linked {
+            for pk in list_dirs(&workspace.join(MIRROR_DIR).join(RULES_DIR))? {
+                twins.push(mirror_rules(&pk));
+            }
+        }
+    } else if key.starts_with(MIRROR_DIR) {
+        twins.push(format!("{STORE_DIR}/{root}/chapters"));
+    } else if linked {
+        for pk in list_dirs(&workspace.join(MIRROR_DIR).join("chapters"))? {
+            twins.push(format!("{MIRROR_DIR}/chapters/{pk}/{root}"));
+        }
+    }
+    let mut out = BTreeSet::new();
+    for twin in twins.iter().filter(|t| t.as_str() != key) {
+        out.extend(read_known(dir, twin)?.into_keys());
+    }
+    Ok(out)
+}
+
+/// Test support: write a document as a store writer does — the file, then its line in the
+/// store's change journal.
+#[cfg(test)]
+pub(crate) fn put_document(ws: &Path, rel: &str, text: &str) {
+    let p = ws.join(rel);
+    fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+    fs::write(&p, text).expect("write");
+    let (folder, name) = rel.rsplit_once('/').expect("a folder");
+    let store_dir = ws.join(STORE_DIR);
+    fs::create_dir_all(&store_dir).expect("store");
+    journal::record(&store_dir, folder, &[name]);
 }
 
 #[cfg(test)]
@@ -1309,9 +2015,7 @@ mod tests {
     }
 
     fn put(ws: &Path, rel: &str, text: &str) {
-        let p = ws.join(rel);
-        fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        fs::write(p, text).expect("write");
+        put_document(ws, rel, text);
     }
 
     const NOW: i64 = 1_764_400_000_000;
@@ -1506,6 +2210,307 @@ mod tests {
             );
             assert!(!got.is_empty(), "{terms:?}");
         }
+    }
+
+    fn refresh(ws: &Path) -> (Table, Refresh) {
+        Table::refresh(ws, false, Duration::from_secs(5)).expect("refresh")
+    }
+
+    fn paths(table: &Table) -> Vec<String> {
+        table
+            .all_docs()
+            .expect("docs")
+            .into_iter()
+            .map(|d| d.path)
+            .collect()
+    }
+
+    /// A file written without a journal line: a hand copy, or a writer older than the
+    /// journal.
+    fn put_by_hand(ws: &Path, rel: &str, text: &str) {
+        let p = ws.join(rel);
+        fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        fs::write(p, text).expect("write");
+    }
+
+    #[test]
+    fn the_journal_names_what_a_refresh_reads_and_a_rescan_finds_the_rest() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        let doc = |t: &str| chapter(t, "", "chapter", "x", "null");
+        put(ws, ".dsh-chapters/s1/chapters/001-a.md", &doc("A"));
+        let (_, r) = refresh(ws);
+        assert_eq!(r.rescan.as_deref(), Some("the table is new"));
+        // Journaled: read without listing any other folder.
+        put(ws, ".dsh-chapters/s1/chapters/002-b.md", &doc("B"));
+        put(ws, ".dsh-chapters/s2/chapters/001-c.md", &doc("C"));
+        let (table, r) = refresh(ws);
+        assert_eq!((r.rescan.as_deref(), r.added, r.folders), (None, 2, 2));
+        assert_eq!(paths(&table).len(), 3);
+        // Not journaled: a journal refresh does not see it ...
+        put_by_hand(ws, ".dsh-chapters/s3/chapters/001-d.md", &doc("D"));
+        put_by_hand(ws, ".dsh-chapters/s1/chapters/003-e.md", &doc("E"));
+        let (table, r) = refresh(ws);
+        assert_eq!((r.rescan.as_deref(), r.added), (None, 0));
+        assert_eq!(paths(&table).len(), 3);
+        // ... a journaled neighbour's folder listing does (a file in a named folder) ...
+        put(ws, ".dsh-chapters/s1/chapters/004-f.md", &doc("F"));
+        let (table, r) = refresh(ws);
+        assert_eq!(r.added, 2, "004-f named, 003-e listed beside it");
+        assert_eq!(paths(&table).len(), 5);
+        // ... and a rescan finds the rest.
+        let (table, r) = Table::rescan(ws, false, Duration::from_secs(5)).expect("rescan");
+        assert!(r.rescan.is_some());
+        assert_eq!(r.added, 1);
+        assert_eq!(paths(&table).len(), 6);
+        assert_eq!(refresh(ws).1.added, 0, "nothing read twice");
+    }
+
+    #[test]
+    fn a_missing_or_restarted_journal_and_the_periodic_rescan_list_every_folder() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        let doc = |t: &str| chapter(t, "", "chapter", "x", "null");
+        put(ws, ".dsh-chapters/s1/chapters/001-a.md", &doc("A"));
+        refresh(ws);
+        put_by_hand(ws, ".dsh-chapters/s2/chapters/001-b.md", &doc("B"));
+        fs::remove_file(journal::journal_path(&ws.join(STORE_DIR))).expect("rm journal");
+        let (table, r) = refresh(ws);
+        assert!(
+            r.rescan.as_deref().is_some_and(|w| w.contains("missing")),
+            "{r:?}"
+        );
+        assert_eq!(paths(&table).len(), 2);
+        // A writer that died holding the lock restarts the journal: a rescan follows.
+        put_by_hand(ws, ".dsh-chapters/s3/chapters/001-c.md", &doc("C"));
+        journal::restart(&ws.join(STORE_DIR)).expect("restart");
+        let (table, r) = refresh(ws);
+        assert!(
+            r.rescan
+                .as_deref()
+                .is_some_and(|w| w.contains("started over")),
+            "{r:?}"
+        );
+        assert_eq!(paths(&table).len(), 3);
+        // The periodic rescan: the last one long ago.
+        put_by_hand(ws, ".dsh-chapters/s4/chapters/001-d.md", &doc("D"));
+        assert_eq!(refresh(ws).1.added, 0);
+        let dir = ws.join(STORE_DIR).join(TABLE_DIR);
+        let mut state = load_state(&dir).expect("state");
+        state.rescanned_ms -= FULL_RESCAN_EVERY.as_millis() as u64;
+        save_state(&dir, &state).expect("save");
+        let (table, r) = refresh(ws);
+        assert_eq!(r.rescan.as_deref(), Some("the periodic full rescan"));
+        assert_eq!(paths(&table).len(), 4);
+        // Linking changes the folder set: the mirror's folders are listed at once.
+        put_by_hand(ws, ".dsh-knowledge/chapters/pk/s9/001-m.md", &doc("M"));
+        let (table, r) = Table::refresh(ws, true, Duration::from_secs(5)).expect("refresh");
+        assert!(r.rescan.is_some());
+        assert_eq!(paths(&table).len(), 5);
+    }
+
+    #[test]
+    fn a_journaled_rewrite_replaces_the_document_and_logs_its_old_topics() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        put(
+            ws,
+            ".dsh-chapters/s1/chapters/001-a.md",
+            &chapter("A", "", "chapter", "old1, old2", "null"),
+        );
+        let (table, _) = refresh(ws);
+        let first = table.revision();
+        put(
+            ws,
+            ".dsh-chapters/s1/chapters/001-a.md",
+            &chapter("A annotated", "", "chapter", "new", "null"),
+        );
+        let (table, r) = refresh(ws);
+        assert_eq!(r.added, 1);
+        let docs = table.all_docs().expect("docs");
+        assert_eq!(docs.len(), 1);
+        assert_eq!(docs[0].meta.topics, ["new"]);
+        let changes = table.changes_since(first).expect("log").expect("known");
+        assert_eq!(
+            changes,
+            [FolderChange {
+                folder: ".dsh-chapters/s1/chapters".into(),
+                names: vec!["001-a.md".into()],
+                old_labels: vec!["old1".into(), "old2".into()],
+            }]
+        );
+        assert_eq!(
+            table.changes_since(table.revision()).expect("log"),
+            Some(Vec::new())
+        );
+        // Another incarnation's revision, or one from the future, says nothing.
+        let other = TableRev {
+            id: first.id + 1,
+            ..first
+        };
+        assert_eq!(table.changes_since(other).expect("log"), None);
+        let future = TableRev {
+            rev: first.rev + 9,
+            ..first
+        };
+        assert_eq!(table.changes_since(future).expect("log"), None);
+        assert_eq!("zz.1".parse::<TableRev>(), Err(()));
+        assert_eq!(first.to_string().parse::<TableRev>(), Ok(first));
+    }
+
+    #[test]
+    fn the_change_log_is_bounded_and_its_floor_rises() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        put(
+            ws,
+            ".dsh-chapters/s0/chapters/001-a.md",
+            &chapter("A", "", "chapter", "x", "null"),
+        );
+        let (table, _) = refresh(ws);
+        let start = table.revision();
+        let long = "n".repeat(100);
+        // Five long names a revision: ~560 bytes a line.
+        for i in 0..(LOG_MAX_BYTES as usize / 400) {
+            for k in 0..5 {
+                put(
+                    ws,
+                    &format!(".dsh-chapters/s1/chapters/{i:04}-{k}-{long}.md"),
+                    &chapter("A", "", "chapter", "x", "null"),
+                );
+            }
+            refresh(ws);
+        }
+        let (table, _) = refresh(ws);
+        let len = fs::metadata(ws.join(STORE_DIR).join(TABLE_DIR).join(LOG_FILE))
+            .expect("log")
+            .len();
+        assert!(len <= LOG_MAX_BYTES + 1024, "{len}");
+        assert_eq!(
+            table.changes_since(start).expect("log"),
+            None,
+            "below the floor"
+        );
+        let recent = TableRev {
+            rev: table.revision().rev - 3,
+            ..start
+        };
+        assert_eq!(
+            table.changes_since(recent).expect("log").map(|c| c.len()),
+            Some(3)
+        );
+        // A refresh that changes more folders than the log keeps logs none of them.
+        for i in 0..=LOG_MAX_FOLDERS {
+            put(
+                ws,
+                &format!(".dsh-chapters/r{i:04}/chapters/001-a.md"),
+                &chapter("A", "", "chapter", "x", "null"),
+            );
+        }
+        let (after, r) = refresh(ws);
+        assert_eq!(r.added, LOG_MAX_FOLDERS + 1);
+        assert!(after
+            .changes_since(table.revision())
+            .expect("log")
+            .is_none());
+        assert_eq!(
+            after.changes_since(after.revision()).expect("log"),
+            Some(Vec::new())
+        );
+    }
+
+    #[test]
+    fn a_refresh_that_died_writing_leaves_a_table_that_is_rebuilt() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        put(
+            ws,
+            ".dsh-chapters/s1/chapters/001-a.md",
+            &chapter("A", "", "chapter", "x", "null"),
+        );
+        refresh(ws);
+        let dir = ws.join(STORE_DIR).join(TABLE_DIR);
+        fs::write(dir.join(DIRTY_FILE), "").expect("marker");
+        let (table, r) = refresh(ws);
+        assert!(r.rebuilt);
+        assert_eq!(paths(&table).len(), 1);
+        assert!(!dir.join(DIRTY_FILE).exists());
+        // A garbled folder-state part is an error naming the cache, never a panic.
+        let folders = dir.join(FOLDERS_DIR);
+        let part = fs::read_dir(&folders)
+            .expect("folders")
+            .flatten()
+            .next()
+            .expect("a part");
+        fs::write(part.path(), "garbage\n").expect("garble");
+        let err = table.all_sources().expect_err("damaged");
+        assert!(err.to_string().contains("delete .search"), "{err}");
+    }
+
+    #[test]
+    fn an_exact_lookup_through_the_skip_list_equals_the_whole_dictionary() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        for i in 0..150 {
+            put(
+                ws,
+                &format!(".dsh-chapters/s{}/chapters/{i:03}-a.md", i % 7),
+                &chapter(
+                    &format!("T{i} w{}", i * 7),
+                    "",
+                    "chapter",
+                    &format!("t{i}, u{}", i % 13),
+                    "null",
+                ),
+            );
+        }
+        let (table, _) = refresh(ws);
+        let info = &table.state.segments[0];
+        let whole = SegReader::open(&table.dir, info).expect("open");
+        let dict = whole.dict().expect("dict").to_vec();
+        let mut keys: Vec<(u8, String)> = Vec::new();
+        let mut start = 1;
+        while start < dict.len() {
+            let (token, _, _) = SegReader::line(&dict, start).expect("line");
+            keys.push((dict[start], token.to_owned()));
+            start += memchr::memchr(b'\n', &dict[start..]).expect("newline") + 1;
+        }
+        assert!(
+            keys.len() > 3 * SKIP_EVERY,
+            "{} lines: several blocks",
+            keys.len()
+        );
+        // Absent keys before, between and after the present ones.
+        let mut probes = keys.clone();
+        probes.extend([
+            (b'A', "x".to_owned()),
+            (FIELD_TOPIC, "t0a".to_owned()),
+            (FIELD_TOPIC, "zzz".to_owned()),
+            (b'z', "x".to_owned()),
+            (FIELD_TITLE, String::new()),
+        ]);
+        for (field, token) in &probes {
+            let skipping = SegReader::open(&table.dir, info).expect("open");
+            let by_skip = skipping.exact(*field, token).expect("skip");
+            assert!(skipping.dict.get().is_none(), "the dictionary was not read");
+            let in_memory = whole.exact(*field, token).expect("memory");
+            assert_eq!(by_skip, in_memory, "{} {token}", *field as char);
+            assert_eq!(
+                by_skip.is_some(),
+                keys.contains(&(*field, token.clone())),
+                "{} {token}",
+                *field as char
+            );
+        }
+        // Records read through single metadata reads equal those read with it loaded.
+        let lazy = SegReader::open(&table.dir, info).expect("open");
+        for id in 0..info.docs {
+            assert_eq!(lazy.record(id).expect("lazy"), {
+                whole.metas().expect("metas");
+                whole.record(id).expect("loaded")
+            });
+        }
+        assert!(lazy.meta.get().is_none());
     }
 
     #[test]

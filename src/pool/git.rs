@@ -488,6 +488,29 @@ impl GitRepo {
         Ok(None)
     }
 
+    /// The tree at `path` in `tree`, or `None` if nothing is there or a blob is there. Reads
+    /// only the trees along `path`.
+    pub fn tree_at(&self, tree: ObjectId, path: &str) -> Result<Option<ObjectId>, GitError> {
+        validate_tree_path(path)?;
+        let mut current = tree;
+        for component in path.split('/') {
+            let data = self.read_kind(current, Kind::Tree, "tree")?;
+            let decoded = self.decode_tree(current, &data)?;
+            let Some(entry) = decoded
+                .entries
+                .iter()
+                .find(|entry| entry.filename == component.as_bytes())
+            else {
+                return Ok(None);
+            };
+            if !entry.mode.is_tree() {
+                return Ok(None);
+            }
+            current = entry.oid.to_owned();
+        }
+        Ok(Some(current))
+    }
+
     /// The root tree of `commit`.
     pub fn commit_tree(&self, commit: ObjectId) -> Result<ObjectId, GitError> {
         let data = self.read_kind(commit, Kind::Commit, "commit")?;

@@ -574,6 +574,13 @@ fn project_key_in(yml: &str) -> Option<String> {
         .map(|v| v.trim().trim_matches('"').to_owned())
 }
 
+/// The commit the mirror's files were last materialized at, as its marker names it.
+fn materialized_head(mirror_dir: &Path) -> Option<String> {
+    std::fs::read_to_string(git_dir(mirror_dir).join(MATERIALIZED_FILE))
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
 fn git_dir(mirror_dir: &Path) -> PathBuf {
     mirror_dir.join(".git")
 }
@@ -697,6 +704,9 @@ fn run(
     for attempt in 1..=MAX_ATTEMPTS {
         report.attempts = attempt;
         let head = provider.pull_fast_forward(&mirror)?;
+        // Where the mirror stood before this pull: the pool index this machine last
+        // published is a valid base for an update only while the mirror is still there.
+        let materialized_before = materialized_head(&mirror_dir);
         report.pool_head = head.map(|h| h.to_string());
         let base_tree = head.map(|h| mirror.commit_tree(h)).transpose()?;
 
@@ -707,7 +717,14 @@ fn run(
                 if let Some(key) =
                     project_key_in(&theirs).filter(|k| k != &ctx.identity.project_key)
                 {
-                    materialize(&mirror, &mirror_dir, head, &BTreeMap::new(), report)?;
+                    materialize(
+                        &mirror,
+                        &mirror_dir,
+                        ctx.store.dir(),
+                        head,
+                        &BTreeMap::new(),
+                        report,
+                    )?;
                     return Err(Fail {
                         code: SyncCode::IdentityMismatch,
                         detail: format!(
@@ -721,13 +738,27 @@ fn run(
             }
         }
         if pull_only {
-            materialize(&mirror, &mirror_dir, head, &BTreeMap::new(), report)?;
+            materialize(
+                &mirror,
+                &mirror_dir,
+                ctx.store.dir(),
+                head,
+                &BTreeMap::new(),
+                report,
+            )?;
             return Ok(None);
         }
 
         // The mirror becomes the pulled pool first, so the topic index is built over the
         // pool's tree as this commit leaves it: the mirror's files plus this store's.
-        let pulled = materialize(&mirror, &mirror_dir, head, &BTreeMap::new(), report)?;
+        let pulled = materialize(
+            &mirror,
+            &mirror_dir,
+            ctx.store.dir(),
+            head,
+            &BTreeMap::new(),
+            report,
+        )?;
         if ctx.link.visibility == Visibility::Private {
             if let Some(apply) = &ctx.vocabulary {
                 // Before planning, so the facts publish with the index they shape.
@@ -743,6 +774,7 @@ fn run(
                 &mirror_dir,
                 base_tree,
                 &pulled,
+                materialized_before.as_deref(),
                 &mut upserts,
                 report,
             )?
@@ -750,14 +782,30 @@ fn run(
             None
         };
         let removals = index.as_ref().map(|(_, r)| r.clone()).unwrap_or_default();
+        let index_dir = mirror_dir.join(INDEX_DIR);
+        let record_index = |at: Option<ObjectId>| {
+            // The pool's index at `at` is this machine's build: the next update starts
+            // from its revision. Losing the record costs a comparison, never a wrong index.
+            if let (Some((update, _)), Some(at)) = (&index, at) {
+                if let Err(e) = crate::index::build::record_pool_build(
+                    &index_dir,
+                    update.revision,
+                    &at.to_string(),
+                ) {
+                    tracing::warn!(error = %e, "could not record the pool index build");
+                }
+            }
+        };
         if upserts.is_empty() && removals.is_empty() {
             published.save(head);
+            record_index(head);
             return Ok(None);
         }
         let tree = mirror.tree_edit(base_tree, &upserts, &removals)?;
         if Some(tree) == base_tree {
             // Everything planned is already there (a rebuilt index equal to the pool's).
             published.save(head);
+            record_index(head);
             return Ok(None);
         }
         let email = format!("{}@dsh-chapters.local", ctx.harness_id);
@@ -793,7 +841,15 @@ fn run(
                     }
                 }
                 let own: BTreeMap<String, ObjectId> = upserts.into_iter().collect();
-                materialize(&mirror, &mirror_dir, Some(commit), &own, report)?;
+                materialize(
+                    &mirror,
+                    &mirror_dir,
+                    ctx.store.dir(),
+                    Some(commit),
+                    &own,
+                    report,
+                )?;
+                record_index(Some(commit));
                 return Ok(None);
             }
             Err(f) if f.code == SyncCode::Diverged && attempt < MAX_ATTEMPTS => {
@@ -952,12 +1008,40 @@ fn kind_name(kind: FileKind) -> &'static str {
     }
 }
 
+/// Tell the search table which documents the mirror received (other machines' chapters,
+/// plans and project rules), one journal line per folder, so its next refresh reads them
+/// without listing the mirror.
+fn journal_documents(store_dir: &Path, written: &[String]) {
+    let mut by_folder: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for path in written {
+        let parts: Vec<&str> = path.split('/').collect();
+        let document = match parts.as_slice() {
+            ["chapters", _, _, name] | [crate::rules::store::RULES_DIR, _, name] => {
+                name.ends_with(".md")
+            }
+            _ => false,
+        };
+        if let (true, Some((folder, name))) = (document, path.rsplit_once('/')) {
+            by_folder
+                .entry(format!("{MIRROR_DIR}/{folder}"))
+                .or_default()
+                .push(name);
+        }
+    }
+    let changes: Vec<(&str, &[&str])> = by_folder
+        .iter()
+        .map(|(folder, names)| (folder.as_str(), names.as_slice()))
+        .collect();
+    crate::store::journal::record_many(store_dir, &changes);
+}
+
 /// Copy-in: make the pool's files at `head` readable under the mirror directory, writing
 /// only what changed since the last materialized head.
 /// Returns the paths written.
 fn materialize(
     mirror: &GitRepo,
     mirror_dir: &Path,
+    store_dir: &Path,
     head: Option<ObjectId>,
     own: &BTreeMap<String, ObjectId>,
     report: &mut SyncReport,
@@ -1002,6 +1086,7 @@ fn materialize(
             code: SyncCode::MirrorIo,
             detail: e.to_string(),
         })?;
+        journal_documents(store_dir, &written);
     }
     atomic::write_atomic(&marker, format!("{head}\n").as_bytes()).map_err(|e| Fail {
         code: SyncCode::MirrorIo,
@@ -1059,6 +1144,7 @@ fn plan_index(
     mirror_dir: &Path,
     base_tree: Option<ObjectId>,
     pulled: &[String],
+    materialized_before: Option<&str>,
     upserts: &mut Upserts,
     report: &mut SyncReport,
 ) -> Result<Option<(crate::index::build::Update, Vec<String>)>, Fail> {
@@ -1077,16 +1163,71 @@ fn plan_index(
     let mut suspects: std::collections::BTreeSet<String> = pulled
         .iter()
         .filter_map(|p| p.strip_prefix("index/"))
-        .filter(|f| !f.contains('/'))
+        .filter(|f| !f.contains('/') || crate::index::shard::is_part_file(f))
         .map(str::to_owned)
         .collect();
     if pulled.iter().any(|p| p == build::VOCABULARY_FILE) {
         suspects.insert(build::VOCABULARY_SUSPECT.to_owned());
     }
+    // The pool's `index/` as its tree holds it (file → blob id), listed once, on first use.
+    let index_listing: std::cell::OnceCell<BTreeMap<String, ObjectId>> = std::cell::OnceCell::new();
+    let tree_index = || -> Result<&BTreeMap<String, ObjectId>, build::BuildError> {
+        if let Some(listing) = index_listing.get() {
+            return Ok(listing);
+        }
+        let io = |e: &dyn std::fmt::Display| build::BuildError::Io {
+            path: index_dir.clone(),
+            source: std::io::Error::other(e.to_string()),
+        };
+        let listing = match base_tree {
+            Some(tree) => match mirror.tree_at(tree, INDEX_DIR).map_err(|e| io(&e))? {
+                Some(index) => mirror
+                    .list_tree(index)
+                    .map_err(|e| io(&e))?
+                    .into_iter()
+                    .collect(),
+                None => BTreeMap::new(),
+            },
+            None => BTreeMap::new(),
+        };
+        Ok(index_listing.get_or_init(|| listing))
+    };
     let planned = (|| -> Result<build::Update, build::BuildError> {
-        let (table, _) =
-            crate::index::table::Table::refresh(ctx.workspace, true, ctx.lock_timeout)?;
+        use crate::index::table::Table;
+        let (table, _) = if ctx.rebuild_index {
+            Table::rescan(ctx.workspace, true, ctx.lock_timeout)?
+        } else {
+            Table::refresh(ctx.workspace, true, ctx.lock_timeout)?
+        };
         let inputs = build::read_curation(ctx.store.dir(), Some(mirror_dir))?;
+        // The pool's parts as its tree holds them (not the mirror: a recreated pool holds
+        // nothing of them).
+        let read_part = |file: &str| -> Result<Option<String>, build::BuildError> {
+            let Some(tree) = base_tree else {
+                return Ok(None);
+            };
+            let io = |e: &dyn std::fmt::Display| build::BuildError::Io {
+                path: mirror_dir.join(INDEX_DIR).join(file),
+                source: std::io::Error::other(e.to_string()),
+            };
+            match mirror.blob_at(tree, &format!("{INDEX_DIR}/{file}")) {
+                Ok(Some(blob)) => mirror
+                    .read_blob(blob)
+                    .map(|bytes| Some(String::from_utf8_lossy(&bytes).into_owned()))
+                    .map_err(|e| io(&e)),
+                Ok(None) => Ok(None),
+                Err(e) => Err(io(&e)),
+            }
+        };
+        let holds = |file: &str| Ok(tree_index()?.contains_key(file));
+        let list = || Ok(tree_index()?.keys().cloned().collect());
+        let previous = build::Previous {
+            manifest: old.clone(),
+            read_part: &read_part,
+            holds: &holds,
+            list: &list,
+            since: build::pool_since(&index_dir, materialized_before),
+        };
         build::plan(
             &table,
             &Base::Pool {
@@ -1094,7 +1235,7 @@ fn plan_index(
             },
             &inputs.curation,
             inputs.files,
-            old.as_deref(),
+            &previous,
             &suspects,
             ctx.rebuild_index,
         )
@@ -1113,40 +1254,33 @@ fn plan_index(
         .iter()
         .map(|f| format!("{INDEX_DIR}/{f}"))
         .collect();
+    let listing = match tree_index() {
+        Ok(listing) => listing,
+        Err(e) => {
+            report
+                .notes
+                .push(format!("the topic index was not updated: {e}"));
+            return Ok(None);
+        }
+    };
     if update.full {
         // A full rebuild also drops files the index does not name (hand-added ones).
-        if let Ok(entries) = std::fs::read_dir(&index_dir) {
-            for entry in entries.flatten() {
-                let name = entry.file_name().to_string_lossy().into_owned();
-                if !name.starts_with('.') && !update.writes.contains_key(&name) {
-                    removals.push(format!("{INDEX_DIR}/{name}"));
-                }
-            }
-        }
+        removals.extend(
+            listing
+                .keys()
+                .filter(|name| !update.writes.contains_key(*name))
+                .map(|name| format!("{INDEX_DIR}/{name}")),
+        );
     }
     removals.sort();
     removals.dedup();
-    let recorded = old
-        .as_deref()
-        .and_then(crate::index::shard::Manifest::parse);
     for (file, text) in &update.writes {
         let want = plan::blob_id(text.as_bytes());
-        // What the pool holds there: the manifest's record of an untouched-by-others shard
-        // (no read), else the tree's entry; a full rebuild writes everything and lets the
-        // tree comparison below drop a commit that changes nothing.
+        // What the pool holds there, from its tree.
         let have = if file == MANIFEST_FILE {
             tree_manifest.map(|b| b.to_string())
-        } else if update.full {
-            None
-        } else if let Some(m) = recorded.as_ref().filter(|_| !suspects.contains(file)) {
-            m.shards.get(file).map(|state| state.hash.clone())
         } else {
-            match base_tree {
-                Some(tree) => mirror
-                    .blob_at(tree, &format!("{INDEX_DIR}/{file}"))?
-                    .map(|b| b.to_string()),
-                None => None,
-            }
+            listing.get(file).map(ToString::to_string)
         };
         if have.as_deref() == Some(want.as_str()) {
             continue;

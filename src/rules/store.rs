@@ -227,6 +227,13 @@ pub fn write_rule(
         source,
     })?;
     let wrote = atomic::write_new(&dir.join(rule.file_name()), bytes.as_bytes())?;
+    // Named also when it was already there: a capture re-run after a crash between the
+    // write and its journal line names it then.
+    crate::store::journal::record(
+        store.dir(),
+        &format!("{}/{RULES_DIR}", crate::store::STORE_DIR),
+        &[rule.file_name().as_str()],
+    );
     Ok((
         rule,
         if wrote {

@@ -57,7 +57,14 @@ pub struct Group<'s> {
     dirty: bool,
     /// Files this group created since the last commit, for [`Group::abort`].
     created: Vec<std::path::PathBuf>,
+    /// Documents written since the last commit, named in the change journal at commit.
+    created_docs: Vec<String>,
     made_dirs: super::MadeDirs,
+}
+
+/// A root's document folder as the change journal names it (workspace-relative).
+fn chapters_folder(root: &str) -> String {
+    format!("{}/{root}/{}", super::STORE_DIR, super::CHAPTERS)
 }
 
 /// Each root's last commit line.
@@ -131,6 +138,12 @@ impl Store {
             }
             if here > 0 {
                 atomic::sync_dir(&dir)?;
+                let names: Vec<&str> = removed[removed.len() - here..]
+                    .iter()
+                    .filter_map(|r| r.rsplit('/').next())
+                    .collect();
+                // The search table looks at what the journal names: these are gone.
+                super::journal::record(self.dir(), &chapters_folder(&root), &names);
                 tracing::info!(
                     root = root.as_str(),
                     removed = here,
@@ -157,6 +170,7 @@ impl Store {
             marked,
             dirty: false,
             created: Vec::new(),
+            created_docs: Vec::new(),
             made_dirs: Default::default(),
         })
     }
@@ -188,6 +202,7 @@ impl Group<'_> {
         if written {
             let dir = self.store.chapters_dir(&self.root)?;
             self.created.push(dir.join(&doc.file_name));
+            self.created_docs.push(doc.file_name.clone());
         }
         Ok(written)
     }
@@ -218,6 +233,7 @@ impl Group<'_> {
             }
         }
         self.dirty = false;
+        self.created_docs.clear();
     }
 
     /// Make everything written durable (one `syncfs`), then record the commit. A group
@@ -230,8 +246,13 @@ impl Group<'_> {
         atomic::sync_filesystem(self.store.dir())?;
         self.store
             .append_commit(&highest(&dir, &self.root)?, self.redactor)?;
+        if !self.created_docs.is_empty() {
+            let names: Vec<&str> = self.created_docs.iter().map(String::as_str).collect();
+            super::journal::record(self.store.dir(), &chapters_folder(&self.root), &names);
+        }
         self.dirty = false;
         self.created.clear();
+        self.created_docs.clear();
         Ok(())
     }
 }

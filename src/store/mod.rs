@@ -10,6 +10,7 @@
 
 pub mod atomic;
 pub mod group;
+pub mod journal;
 pub mod ledger;
 pub mod lock;
 
@@ -287,6 +288,11 @@ impl Store {
         if !held.previous_holder_died() {
             return Ok(held);
         }
+        // It may have written a document and died before naming it in the change journal:
+        // a journal started over makes the search table's next refresh list every folder.
+        if let Err(e) = journal::restart(&self.dir) {
+            tracing::warn!(error = %e, "could not start the change journal over after a writer died; the next periodic rescan lists every folder");
+        }
         let removed = atomic::clean_temp_files(&self.dir, STORE_DEPTH)?;
         if removed > 0 {
             tracing::info!(removed, store = %self.dir.display(), "removed temp files of interrupted writes");
@@ -361,7 +367,24 @@ impl Store {
         }
         let dir = self.chapters_dir(root_session)?;
         ensure_dir(&dir, made)?;
-        atomic::write_new_with(&dir.join(name), doc.text.as_bytes(), durability)
+        let wrote = atomic::write_new_with(&dir.join(name), doc.text.as_bytes(), durability)?;
+        // Also when the bytes were already there: a re-run after a crash between the write
+        // and its journal line names the document then. A group names its documents at
+        // its commit, in one line.
+        if durability == atomic::Durability::Now {
+            self.journal_document(&format!("{}/{CHAPTERS}", check_id(root_session)?), name);
+        }
+        Ok(wrote)
+    }
+
+    /// Name a document this store just wrote in the change journal (the search table's
+    /// refresh reads it instead of listing every folder).
+    fn journal_document(&self, folder_in_store: &str, name: &str) {
+        journal::record(
+            &self.dir,
+            &format!("{STORE_DIR}/{folder_in_store}"),
+            &[name],
+        );
     }
 
     /// The one sanctioned rewrite of a stored chapter (record §6.2): replace it with its
@@ -386,6 +409,7 @@ impl Store {
             return Err(StoreError::WouldOverwrite { path });
         }
         atomic::write_atomic(&path, annotated.as_bytes())?;
+        self.journal_document(&format!("{}/{CHAPTERS}", check_id(root_session)?), name);
         Ok(true)
     }
 

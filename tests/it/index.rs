@@ -5,8 +5,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
-use crate::support::{link_private, two_task_turns, Sandbox};
+use dsh_chapters::session::writer::{LogWriter, SessionScript, TurnSpec};
+
+use crate::support::{link_private, two_task_turns, Sandbox, START_MS};
 
 const S1: &str = "session-61616161-1111-4111-8111-111111111111";
 const S2: &str = "session-62626262-2222-4222-8222-222222222222";
@@ -44,9 +47,9 @@ fn git(repo: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The pool's `index/` at main, by file name.
+/// The pool's `index/` at main, by file name (the manifest's parts as `manifest/xx.json`).
 fn pool_index(pool: &Path) -> BTreeMap<String, String> {
-    git(pool, &["ls-tree", "--name-only", "main", "index/"])
+    git(pool, &["ls-tree", "-r", "--name-only", "main", "index/"])
         .lines()
         .map(|p| {
             (
@@ -82,7 +85,7 @@ fn the_store_index_follows_the_store_and_a_rebuild_gives_the_same_bytes() {
     sb.ok(&["archive"]);
     sb.ok(&["search", "csv"]);
     let index = sb.store().join("index");
-    let incremental = files(&index);
+    let incremental = files_deep(&index);
     assert!(
         incremental.contains_key("manifest.json"),
         "{:?}",
@@ -103,11 +106,11 @@ fn the_store_index_follows_the_store_and_a_rebuild_gives_the_same_bytes() {
     let v = sb.json(&["index", "rebuild", "--json"]);
     assert_eq!(v["base"], "store");
     assert_eq!(v["result"]["full"], true);
-    assert_eq!(files(&index), incremental, "rebuild = incremental");
+    assert_eq!(files_deep(&index), incremental, "rebuild = incremental");
     // A hand edit is repaired by the rebuild.
     std::fs::write(index.join("csv.md"), "hand edited\n").expect("edit");
     sb.ok(&["index", "rebuild"]);
-    assert_eq!(files(&index), incremental);
+    assert_eq!(files_deep(&index), incremental);
 }
 
 #[test]
@@ -160,7 +163,7 @@ fn topic_merge_is_a_persons_fact_that_syncs_and_moves_both_machines_alike() {
             .as_str()
             .expect("shard")
             .ends_with("index/csv.md"));
-        let index = files(&m.ws.join(".dsh-knowledge/index"));
+        let index = files_deep(&m.ws.join(".dsh-knowledge/index"));
         assert!(
             index["exporter.md"].contains("merged into [csv](csv.md)"),
             "{}",
@@ -168,10 +171,13 @@ fn topic_merge_is_a_persons_fact_that_syncs_and_moves_both_machines_alike() {
         );
     }
     assert_eq!(
-        files(&a.ws.join(".dsh-knowledge/index")),
-        files(&b.ws.join(".dsh-knowledge/index"))
+        files_deep(&a.ws.join(".dsh-knowledge/index")),
+        files_deep(&b.ws.join(".dsh-knowledge/index"))
     );
-    assert_eq!(files(&a.ws.join(".dsh-knowledge/index")), pool_index(&pool));
+    assert_eq!(
+        files_deep(&a.ws.join(".dsh-knowledge/index")),
+        pool_index(&pool)
+    );
 }
 
 #[test]
@@ -199,8 +205,8 @@ fn two_machines_build_the_same_pool_index_and_a_hand_edit_is_rebuilt() {
         settled,
         "a rebuild on either machine changes nothing"
     );
-    assert_eq!(files(&a.ws.join(".dsh-knowledge/index")), index);
-    assert_eq!(files(&b.ws.join(".dsh-knowledge/index")), index);
+    assert_eq!(files_deep(&a.ws.join(".dsh-knowledge/index")), index);
+    assert_eq!(files_deep(&b.ws.join(".dsh-knowledge/index")), index);
 
     // Someone edits a shard in the pool by hand: the next sync rebuilds it.
     let work = tmp.path().join("work");
@@ -252,8 +258,8 @@ fn two_machines_at_one_pool_state_answer_byte_for_byte_alike() {
     r1.ok(&["sync"]);
     r2.ok(&["sync"]);
     assert_eq!(
-        files(&r1.ws.join(".dsh-knowledge/index")),
-        files(&r2.ws.join(".dsh-knowledge/index"))
+        files_deep(&r1.ws.join(".dsh-knowledge/index")),
+        files_deep(&r2.ws.join(".dsh-knowledge/index"))
     );
     for args in [
         vec!["search", "csv", "exporter"],
@@ -345,4 +351,271 @@ fn the_vocabulary_is_shadow_by_default_and_applied_as_plugin_facts_a_person_over
     sb.ok(&["topic", "merge", "token", "credential"]);
     let listed = sb.json(&["search", "--topic", "token", "--json"]);
     assert_eq!(listed["canonicalTopic"], "credential");
+}
+
+// --- the change journal: every writer names what it wrote -------------------------------
+
+/// A fixed time long ago.
+fn long_ago() -> std::time::SystemTime {
+    std::time::UNIX_EPOCH + Duration::from_secs(1_600_000_000)
+}
+
+/// Set a folder's mtime back to [`long_ago`]: a rescan that lists folders by mtime sees it
+/// as unchanged since the table last listed it, so only the change journal can lead a
+/// refresh to what was written there.
+fn age(dir: &Path) {
+    std::fs::File::open(dir)
+        .and_then(|f| f.set_modified(long_ago()))
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+}
+
+fn journal_text(sb: &Sandbox) -> String {
+    std::fs::read_to_string(sb.store().join(".changes.jsonl")).unwrap_or_default()
+}
+
+fn total(sb: &Sandbox, terms: &[&str]) -> u64 {
+    let mut args = vec!["search"];
+    args.extend_from_slice(terms);
+    args.push("--json");
+    sb.json(&args)["total"].as_u64().expect("total")
+}
+
+fn last_seq(sb: &Sandbox, session: &str) -> u64 {
+    let ledger = std::fs::read_to_string(
+        sb.store()
+            .join(session)
+            .join("collections")
+            .join(format!("{session}.jsonl")),
+    )
+    .expect("ledger");
+    let v: serde_json::Value =
+        serde_json::from_str(ledger.lines().last().expect("a line")).expect("json");
+    v["seqs"]
+        .as_array()
+        .and_then(|a| a.last())
+        .and_then(serde_json::Value::as_u64)
+        .expect("seq")
+}
+
+/// One more turn on `session`'s log, in the same root.
+fn append_turn(sb: &Sandbox, session: &str, turn: TurnSpec) {
+    let log = sb.log_path(session, 4, true);
+    let mut w = LogWriter::open_append(&log, true).expect("append");
+    let mut script =
+        SessionScript::starting_at(4, last_seq(sb, session) + 1, 6, START_MS + 1_000_000);
+    w.append_turn(&mut script, &turn).expect("append turn");
+}
+
+#[test]
+fn every_writer_names_its_documents_and_search_finds_them_without_a_rescan() {
+    let sb = Sandbox::new();
+    sb.write_session(S1, 4, true, &two_task_turns(&sb.ws));
+    sb.ok(&["init"]);
+    sb.ok(&["archive"]);
+    let chapters = sb.store().join(S1).join("chapters");
+    let rules = sb.store().join("rules");
+    sb.ok(&[
+        "rule",
+        "add",
+        "testing",
+        "Every parser faces a garbled input test.",
+    ]);
+    // The first search builds the table (a full listing); the folders it records are old.
+    age(&chapters);
+    age(&rules);
+    assert!(total(&sb, &["csv"]) >= 1);
+    assert!(total(&sb, &["garbled"]) >= 1);
+
+    // The archive: a chapter (and a session rule from its marker) in folders the table
+    // already knows, which look unchanged to a listing.
+    let mut turn = TurnSpec::new(
+        "Write the zanzibar release notes.\nADD RULE: Release notes name every zanzibar migration.",
+        "Release notes written.",
+    );
+    turn.tool_calls = vec![crate::support::read(
+        &sb.ws,
+        "docs/RELEASE.md",
+        "# Release\n",
+    )];
+    append_turn(&sb, S1, turn);
+    let report = sb.json(&["archive", "--json"]);
+    let new_chapter = report["sessions"][0]["chapters"][0]
+        .as_str()
+        .expect("a new chapter")
+        .to_owned();
+    age(&chapters);
+    age(&rules);
+    let journal = journal_text(&sb);
+    assert!(journal.contains(&new_chapter), "{journal}");
+    assert!(journal.contains(&format!("\"folder\":\".dsh-chapters/{S1}/chapters\"")));
+    assert!(
+        journal.contains("\"folder\":\".dsh-chapters/rules\""),
+        "{journal}"
+    );
+    let found = sb.json(&["search", "zanzibar", "--json"]);
+    let kinds: Vec<&str> = found["matches"]
+        .as_array()
+        .expect("matches")
+        .iter()
+        .map(|m| m["kind"].as_str().expect("kind"))
+        .collect();
+    assert!(
+        kinds.contains(&"chapter") && kinds.contains(&"rule"),
+        "the new chapter and its session rule: {found}"
+    );
+
+    // A project rule (`rule add`).
+    sb.ok(&[
+        "rule",
+        "add",
+        "review",
+        "A quokka review precedes every merge.",
+    ]);
+    age(&rules);
+    assert_eq!(total(&sb, &["quokka"]), 1);
+
+    // Enrichment's re-annotation rewrites chapters in place (new topics, a new title).
+    let server = crate::enrich::serve(vec![], crate::enrich::good("Fix the narwhal expiry check"));
+    sb.ok(&[
+        "enrich",
+        "model",
+        "--endpoint",
+        &server.url,
+        "--model",
+        "m1",
+    ]);
+    assert_eq!(total(&sb, &["narwhal"]), 0);
+    let report = sb.json(&["enrich", "run", "--json", "--limit", "50"]);
+    let annotated = report["annotated"].as_array().expect("annotated").len() as u64;
+    assert!(annotated >= 3, "{report}");
+    age(&chapters);
+    assert_eq!(
+        total(&sb, &["narwhal"]),
+        annotated,
+        "every rewritten chapter, re-read"
+    );
+
+    // The store's index followed every writer: a rebuild gives the same bytes.
+    let index = sb.store().join("index");
+    let incremental = files_deep(&index);
+    assert!(
+        incremental["jwt-refresh.md"].contains("narwhal"),
+        "{:?}",
+        incremental.keys()
+    );
+    sb.ok(&["index", "rebuild"]);
+    assert_eq!(files_deep(&index), incremental, "rebuild = incremental");
+}
+
+#[test]
+fn the_pool_pull_names_other_machines_documents() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pool = tmp.path().join("pool.git");
+    let a = machine("machine-a", Some(S1), &pool);
+    let b = machine("machine-b", Some(S2), &pool);
+    b.ok(&["sync"]);
+    a.ok(&["sync"]);
+    let mirrored =
+        a.ws.join(".dsh-knowledge/chapters")
+            .read_dir()
+            .expect("mirror chapters")
+            .flatten()
+            .next()
+            .expect("a project")
+            .path()
+            .join(S2);
+    assert!(mirrored.is_dir());
+    age(&mirrored);
+    assert!(total(&a, &["csv"]) >= 2, "both machines' csv chapters");
+
+    // b writes a chapter in the same session; a's pull materializes it into a folder a's
+    // table knows, which looks unchanged to a listing.
+    let mut turn = TurnSpec::new("Tune the walrus cache eviction.", "Eviction tuned.");
+    turn.tool_calls = vec![crate::support::read(
+        &b.ws,
+        "src/cache.rs",
+        "fn evict() {}\n",
+    )];
+    append_turn(&b, S2, turn);
+    b.ok(&["archive"]);
+    b.ok(&["sync"]);
+    assert_eq!(total(&a, &["walrus"]), 0, "not pulled yet");
+    a.ok(&["sync"]);
+    age(&mirrored);
+    assert!(
+        journal_text(&a).contains(".dsh-knowledge/chapters/"),
+        "{}",
+        journal_text(&a)
+    );
+    assert_eq!(total(&a, &["walrus"]), 1);
+    // The pool's index built incrementally on both machines equals a rebuild.
+    let index = pool_index(&pool);
+    assert!(
+        index.keys().any(|f| f.starts_with("manifest/")),
+        "{:?}",
+        index.keys()
+    );
+    a.ok(&["index", "rebuild"]);
+    assert_eq!(pool_index(&pool), index, "a rebuild commits nothing new");
+}
+
+#[test]
+fn a_folder_copied_in_by_hand_is_found_by_the_fallback() {
+    let sb = Sandbox::new();
+    sb.write_session(S1, 4, true, &two_task_turns(&sb.ws));
+    sb.ok(&["init"]);
+    sb.ok(&["archive"]);
+    assert!(total(&sb, &["csv"]) >= 1);
+    let chapter = std::fs::read_dir(sb.store().join(S1).join("chapters"))
+        .expect("chapters")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| !p.to_string_lossy().contains("/plan-"))
+        .expect("a chapter");
+    let text = std::fs::read_to_string(&chapter).expect("read");
+    let title_line = text
+        .lines()
+        .find(|l| l.starts_with("title:"))
+        .expect("a title")
+        .to_owned();
+    // A chapter copied in by hand (no writer of this program, no journal line).
+    let by_hand = |root: &str, word: &str| {
+        let dir = sb.store().join(root).join("chapters");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(
+            dir.join("001-copied.md"),
+            text.replacen(&title_line, &format!("title: \"The {word} chapter\""), 1),
+        )
+        .expect("copy");
+    };
+    by_hand("session-copied-1", "ocelot");
+    assert_eq!(
+        total(&sb, &["ocelot"]),
+        0,
+        "the journal does not name it: found only by a rescan"
+    );
+    sb.ok(&["index", "rebuild"]);
+    assert_eq!(total(&sb, &["ocelot"]), 1, "the rebuild's full rescan");
+    assert!(
+        files(&sb.store().join("index"))
+            .iter()
+            .any(|(f, text)| f.ends_with(".md") && text.contains("session-copied-1")),
+        "the rebuilt index lists it"
+    );
+    // A journal that is gone (or was started over) means a full rescan at the next search.
+    by_hand("session-copied-2", "pangolin");
+    std::fs::remove_file(sb.store().join(".changes.jsonl")).expect("rm journal");
+    assert_eq!(total(&sb, &["pangolin"]), 1);
+}
+
+/// Every file of an index directory, the manifest's parts as `manifest/xx.json`.
+fn files_deep(dir: &Path) -> BTreeMap<String, String> {
+    let mut out = files(dir);
+    let parts = dir.join("manifest");
+    if parts.is_dir() {
+        for (name, text) in files(&parts) {
+            out.insert(format!("manifest/{name}"), text);
+        }
+    }
+    out
 }

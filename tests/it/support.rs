@@ -125,7 +125,8 @@ impl Sandbox {
         self.ws.join(".dsh-chapters")
     }
 
-    /// Every file under the store (excluding lock/pid/temp files) with its bytes.
+    /// Every file under the store (excluding lock/pid/temp files and the change journal,
+    /// the search table's local bookkeeping) with its bytes.
     pub fn snapshot(&self) -> BTreeMap<String, Vec<u8>> {
         let mut out = BTreeMap::new();
         walk(&self.store(), &self.store(), &mut out);
@@ -154,7 +155,7 @@ fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
     for e in rd.flatten() {
         let p = e.path();
         let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with(".writer") {
+        if name.starts_with(".writer") || name.starts_with(".changes.") {
             continue;
         }
         if p.is_dir() {
