@@ -329,6 +329,7 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
     let mine_inline = mine_rules && rules_model.is_empty();
     let mut counts = RedactionCounts::default();
     let mut endpoint_failed = false;
+    let mut published = atomic::DirSync::default();
 
     for queued in queue.into_iter().take(limit as usize) {
         report.examined += 1;
@@ -443,9 +444,21 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
             },
             at: &at,
         };
-        let annotated = annotate::annotate(&doc, &annotation, &redactor, &mut counts);
-        // The lock is taken for the writes only: the model calls above never hold it.
-        let _lock = ctx
+        let annotated = match annotate::annotate(&doc, &annotation, &redactor, &mut counts) {
+            Ok(Annotated::Unchanged) => Ok(None),
+            // Staged before the lock: writing and syncing the new bytes is the slow part,
+            // and nobody sees them until they are published.
+            Ok(Annotated::Changed(text)) => Ok(Some(ctx.store.stage_reannotation(
+                &queued.root,
+                &queued.file,
+                &doc,
+                &text,
+            )?)),
+            Err(e) => Err(e),
+        };
+        // The lock is held for the short writes only (a compare and a rename; mined rules,
+        // rarely): never across a model call, and released before the next chapter.
+        let lock = ctx
             .store
             .lock(Duration::from_millis(ctx.config.writer_lock_timeout_ms))?;
         if !candidates.is_empty() {
@@ -457,15 +470,12 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
             }
         }
         match annotated {
-            Ok(Annotated::Unchanged) => {
+            Ok(None) => {
                 report.unchanged += 1;
                 status.unchanged += 1;
             }
-            Ok(Annotated::Changed(text)) => {
-                if ctx
-                    .store
-                    .reannotate_chapter(&queued.root, &queued.file, &doc, &text)?
-                {
+            Ok(Some(staged)) => {
+                if ctx.store.reannotate_chapter(staged, &mut published)? {
                     report.annotated.push(name);
                     status.annotated += 1;
                 } else {
@@ -476,7 +486,11 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
             }
             Err(e) => report.notes.push(format!("{name}: {e}")),
         }
+        drop(lock);
     }
+    // One directory fsync per chapter folder for the whole batch, before the status counts
+    // the batch as done (see `atomic::Staged` for why that is enough).
+    published.sync()?;
     report.redactions = counts.total();
     if endpoint_failed {
         status.consecutive_failures += 1;
