@@ -16,8 +16,9 @@
 //!     lock — on the same store and the same two cores; the batch process is frozen
 //!     (SIGSTOP) for A blocks and thawed for B blocks. The bench asserts that a batch ran in
 //!     every B block and that chapters were rewritten while enriching, and prints how many
-//!     (and how many inside A blocks: none expected). `BENCH_SAMPLES_DIR=<dir>` writes every
-//!     sample (side, group, block, turn, ms) as CSV; `BENCH_CHAPTERS_BIN=<path>` measures
+//!     (and how many inside A blocks: none expected). Each frame is encoded first and
+//!     written with one `write`, the clock started just before it (see `LiveLog`). `BENCH_SAMPLES_DIR=<dir>` writes every
+//!     sample (side, group, block, turn, when, ms) and every batch's spawn and exit as CSV; `BENCH_CHAPTERS_BIN=<path>` measures
 //!     another build of `chapters` (an earlier commit's) with the same bench.
 //! (b) at rest with 50 watched sessions: the daemon's CPU % over 12 s from
 //!     `/proc/<pid>/stat` and its RSS from `/proc/<pid>/status`, beside a `sleep` process.
@@ -376,20 +377,52 @@ fn model_server(delay: Duration) -> String {
     url
 }
 
-/// Append `n` live turns; the time from each frame's write to its collection line.
+/// A live log (c) appends to itself: each turn's events encoded into one zstd frame in
+/// memory, then written with a single `write` — the clock starts just before that call.
+/// (Timing from when `LogWriter::append_turn` returns misses every turn the daemon signs
+/// while the writer is still inside the call: the write wakes the daemon, which may preempt
+/// the writer on its core and sign first; such a turn reads as ~0.005 ms. Up to half the
+/// samples of a run were such, more of them on the busier side.)
+struct LiveLog {
+    file: std::fs::File,
+    script: SessionScript,
+}
+
+impl LiveLog {
+    fn create(sb: &Sandbox, id: &str) -> LiveLog {
+        let (writer, script) = new_log(sb, id);
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(writer.path())
+            .expect("open the live log");
+        LiveLog { file, script }
+    }
+
+    fn frame(&mut self, i: usize) -> Vec<u8> {
+        let mut text = String::new();
+        for event in self.script.turn_events(&turn(i)) {
+            text.push_str(&event.to_string());
+            text.push('\n');
+        }
+        zstd::stream::encode_all(text.as_bytes(), 3).expect("zstd frame")
+    }
+}
+
+/// Append `n` live turns; the time from each frame's write to its collection line, in ms
+/// (with when the frame was written, in ms since `epoch`).
 fn signing_phase(
-    writer: &mut LogWriter,
-    script: &mut SessionScript,
+    log: &mut LiveLog,
     ledger: &Path,
-    first: usize,
-    n: usize,
-) -> Vec<f64> {
+    (first, n): (usize, usize),
+    epoch: Instant,
+) -> Vec<(f64, f64)> {
     let mut out = Vec::new();
     let mut rng = 0x2545_f491_4f6c_dd1du64 ^ first as u64;
     for i in first..first + n {
+        let frame = log.frame(i);
         let before = len(ledger);
-        writer.append_turn(script, &turn(i)).expect("append");
         let written = Instant::now();
+        log.file.write_all(&frame).expect("append");
         while len(ledger) == before {
             assert!(
                 written.elapsed() < Duration::from_secs(10),
@@ -397,7 +430,8 @@ fn signing_phase(
             );
             std::thread::sleep(Duration::from_micros(50));
         }
-        out.push(written.elapsed().as_secs_f64() * 1000.0);
+        let at = written.duration_since(epoch).as_secs_f64() * 1000.0;
+        out.push((at, written.elapsed().as_secs_f64() * 1000.0));
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
@@ -425,10 +459,12 @@ struct BatchState {
     finished: u64,
     /// Rewrites the finished batches reported (`--json`).
     annotated: u64,
+    /// When each batch process was spawned and reaped, in ms since the bench's epoch.
+    events: Vec<(f64, &'static str)>,
 }
 
 impl Batches {
-    fn start(sb: &Sandbox, args: &'static [&'static str]) -> Batches {
+    fn start(sb: &Sandbox, args: &[&str], epoch: Instant) -> Batches {
         let state = Arc::new(Mutex::new(BatchState {
             frozen: true,
             ..BatchState::default()
@@ -447,6 +483,8 @@ impl Batches {
                     if !st.frozen {
                         st.child = Some(cmd.spawn().expect("enrich run"));
                         st.started += 1;
+                        st.events
+                            .push((epoch.elapsed().as_secs_f64() * 1000.0, "spawned"));
                     }
                     continue;
                 };
@@ -464,6 +502,8 @@ impl Batches {
                     serde_json::from_slice(&out.stdout).expect("an enrich report");
                 st.annotated += report["annotated"].as_array().map_or(0, Vec::len) as u64;
                 st.finished += 1;
+                st.events
+                    .push((epoch.elapsed().as_secs_f64() * 1000.0, "reaped"));
             }
         });
         Batches {
@@ -565,8 +605,7 @@ fn enrichment_interference(model_delay: Duration) {
     assert!(ok);
 
     let id = "session-bench-0000-4000-8000-000000000002";
-    let (mut writer, mut script) = new_log(&sb, id);
-    writer.set_sync(false);
+    let mut log = LiveLog::create(&sb, id);
     // The daemon's own idle batches stay out of the way: this run starts the batches itself.
     let mut daemon = chapters(&sb, &["daemon", "--foreground"])
         .env("CHAPTERS_ENRICHMENT_TRIGGER", "manual")
@@ -585,20 +624,26 @@ fn enrichment_interference(model_delay: Duration) {
         .join(format!("{id}.jsonl"));
     // Batches of the default `enrichmentBatchCap` (5), `--all` so every batch has work: each
     // answer is new, so each chapter it examines is rewritten.
-    let batches = Batches::start(&sb, &["enrich", "run", "--all", "--limit", "5", "--json"]);
+    let epoch = Instant::now();
+    let limit = std::env::var("BENCH_ENRICH_LIMIT").unwrap_or_else(|_| "5".into());
+    let batches = Batches::start(
+        &sb,
+        &["enrich", "run", "--all", "--limit", &limit, "--json"],
+        epoch,
+    );
     let load_before = loadavg();
-    let _warm = signing_phase(&mut writer, &mut script, &ledger, 0, WARMUP);
+    let _warm = signing_phase(&mut log, &ledger, (0, WARMUP), epoch);
     // Samples per side; the rest side split by group parity for the null comparison below.
     let (mut rest, mut busy) = ([Vec::new(), Vec::new()], Vec::new());
     let mut next = WARMUP;
     let (mut rewritten_busy, mut rewritten_rest, mut blocks_rewriting) = (0, 0, 0);
-    let mut samples = String::from("side,group,block,turn,ms\n");
+    let mut samples = String::from("side,group,block,turn,at_ms,ms\n");
     for group in 0..GROUPS {
         for (k, &enriching) in GROUP.iter().enumerate() {
             batches.set_frozen(!enriching);
             let before = chapter_bytes(&chapter_dir);
             let (started0, finished0, ..) = batches.tally();
-            let ms = signing_phase(&mut writer, &mut script, &ledger, next, BLOCK_TURNS);
+            let timed = signing_phase(&mut log, &ledger, (next, BLOCK_TURNS), epoch);
             next += BLOCK_TURNS;
             let (started1, finished1, _, alive) = batches.tally();
             let after = chapter_bytes(&chapter_dir);
@@ -607,9 +652,10 @@ fn enrichment_interference(model_delay: Duration) {
                 .filter(|(n, b)| before.get(*n) != Some(*b))
                 .count();
             let side = if enriching { 'B' } else { 'A' };
-            for (i, v) in ms.iter().enumerate() {
-                samples.push_str(&format!("{side},{group},{k},{i},{v:.4}\n"));
+            for (i, (at, v)) in timed.iter().enumerate() {
+                samples.push_str(&format!("{side},{group},{k},{i},{at:.1},{v:.4}\n"));
             }
+            let ms = timed.into_iter().map(|(_, v)| v);
             if enriching {
                 // Enrichment really ran in the block: a batch process was alive (thawed)
                 // at its end, or one started or finished inside it.
@@ -632,10 +678,24 @@ fn enrichment_interference(model_delay: Duration) {
     );
     let load_after = loadavg();
     let (started, finished, annotated, _) = batches.tally();
+    let events: String = batches
+        .state
+        .lock()
+        .expect("batch state")
+        .events
+        .iter()
+        .map(|(at, what)| format!("{at:.1},{what}\n"))
+        .collect();
     drop(batches);
     if let Some(dir) = std::env::var_os("BENCH_SAMPLES_DIR") {
-        let path = PathBuf::from(dir).join(format!("c-{}ms.csv", model_delay.as_millis()));
-        std::fs::write(&path, samples).expect("write the samples");
+        let dir = PathBuf::from(dir);
+        let delay = model_delay.as_millis();
+        std::fs::write(dir.join(format!("c-{delay}ms.csv")), samples).expect("write samples");
+        std::fs::write(
+            dir.join(format!("c-{delay}ms-batches.csv")),
+            format!("at_ms,event\n{events}"),
+        )
+        .expect("write batch events");
     }
     let _ = daemon.kill();
     let _ = daemon.wait();
@@ -652,13 +712,14 @@ fn enrichment_interference(model_delay: Duration) {
         model_delay.as_millis()
     );
     println!(
-        "  enrichment: `enrich run --all --limit 5` batches: {started} started, {finished} finished ({annotated} rewrites reported); chapter files rewritten inside B blocks: {rewritten_busy} (in {blocks_rewriting} of {} blocks), inside A blocks: {rewritten_rest}",
+        "  enrichment: `enrich run --all --limit {limit}` batches: {started} started, {finished} finished ({annotated} rewrites reported); chapter files rewritten inside B blocks: {rewritten_busy} (in {blocks_rewriting} of {} blocks), inside A blocks: {rewritten_rest}",
         GROUPS * 2
     );
     println!("  load average {load_before} → {load_after}");
     let line = |name: &str, v: &[f64]| {
         println!(
-            "  {name:<21}p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
+            "  {name:<21}min {:.3} ms  p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
+            v[0],
             pct(v, 0.5),
             pct(v, 0.99),
             v[v.len() - 1]

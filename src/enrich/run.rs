@@ -133,10 +133,10 @@ pub fn read_status(store: &Store) -> Result<Option<EnrichStatus>, StoreError> {
     }
 }
 
-fn write_status(store: &Store, status: &EnrichStatus) -> Result<(), StoreError> {
+fn stage_status(store: &Store, status: &EnrichStatus) -> Result<atomic::Staged, StoreError> {
     let mut bytes = serde_json::to_vec_pretty(status).expect("plain data always serializes");
     bytes.push(b'\n');
-    atomic::write_atomic(&store.dir().join(STATUS_FILE), &bytes)
+    atomic::stage(&store.dir().join(STATUS_FILE), &bytes)
 }
 
 /// A chapter waiting in the queue.
@@ -488,9 +488,6 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
         }
         drop(lock);
     }
-    // One directory fsync per chapter folder for the whole batch, before the status counts
-    // the batch as done (see `atomic::Staged` for why that is enough).
-    published.sync()?;
     report.redactions = counts.total();
     if endpoint_failed {
         status.consecutive_failures += 1;
@@ -505,9 +502,20 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
     }
     status.last_run_at = Some(at);
     status.model = Some(model);
-    let _lock = ctx
-        .store
-        .lock(Duration::from_millis(ctx.config.writer_lock_timeout_ms))?;
-    write_status(ctx.store, &status)?;
+    // The batch's disk syncs, fewest first: staging the status syncs its data, which on a
+    // journaling filesystem commits the batch's renames with it; then one fsync per chapter
+    // folder published into (usually nothing left to write), so the renames are durable
+    // before the status that counts them is published; then the store folder.
+    let staged = stage_status(ctx.store, &status)?;
+    published.sync()?;
+    let status_path = staged.path().to_path_buf();
+    {
+        let _lock = ctx
+            .store
+            .lock(Duration::from_millis(ctx.config.writer_lock_timeout_ms))?;
+        staged.publish()?;
+    }
+    published.changed(&status_path);
+    published.sync()?;
     Ok(report)
 }

@@ -4,6 +4,10 @@
 //! crash leaves at most a temp file named `.<name>.tmp.<pid>.<n>` beside the target.
 //! Those are ours alone and are removed by [`clean_temp_files`] while the writer lock is
 //! held (never without it: a live writer's temp file must not vanish under it).
+//!
+//! [`Staged`] splits a replacement for background writers: the bytes are written and synced
+//! with no name and no lock, published later under the lock, and the directory synced once
+//! per batch ([`DirSync`]).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -180,17 +184,18 @@ fn write_anonymous(dir: &Path, bytes: &[u8]) -> io::Result<Option<File>> {
     Ok(Some(file))
 }
 
-/// New bytes for an existing file, made durable before they get any name: written into an
-/// unnamed inode (`O_TMPFILE`) and `fdatasync`ed without a lock, then published under the
-/// lock by [`Staged::publish`] with two directory operations and no sync at all.
+/// New bytes for a file (replacing it or creating it), made durable before they get any
+/// name: written into an unnamed inode (`O_TMPFILE`) and `fdatasync`ed without a lock, then
+/// published under the lock by [`Staged::publish`] with two directory operations and no sync.
 ///
 /// Why this is crash safe without a directory fsync per file: the data is on disk before a
 /// name points at it, so a crash shows the old file or the complete new one — never the
-/// zero-length file a rename of unsynced data may leave (ext4 guards that case only with
-/// `auto_da_alloc`, XFS not at all). The rename itself is one journaled operation; what
-/// the missing directory fsync costs is only *when* it is durable, so the caller fsyncs
-/// each directory it published into once, through [`DirSync`], before it records the work
-/// as done. A crash before that loses renames, never files: the old version stays.
+/// empty or zero-filled file a rename of unsynced data can leave (ext4's `auto_da_alloc`
+/// only starts that data's writeback at the rename, XFS not even that; neither waits). The
+/// rename is one journaled operation; what the missing directory fsync costs is only *when*
+/// it is durable, so the caller fsyncs each directory it published into once, through
+/// [`DirSync`], before it records the work as done. A crash before that loses renames,
+/// never files: the old version stays.
 #[derive(Debug)]
 pub struct Staged {
     path: PathBuf,
