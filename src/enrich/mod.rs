@@ -33,11 +33,12 @@ pub fn run_in_background() {
 }
 
 /// Put thread `tid` in the idle I/O class (`ionice -c 3`): the block layer serves its
-/// requests only when no one else's are waiting. The schedulers that order by class (`bfq`, and
-/// `mq-deadline` since Linux 5.14, aging a starved request after 10 s) honour it; `none`
-/// ignores it. Through the `ionice` program because `ioprio_set` has no safe binding and
-/// this crate forbids `unsafe`. Only enrichment's own requests are affected: it syncs its
-/// staged data itself (`store::atomic::Staged`), so no lock waits on them.
+/// requests only when no one else's are waiting. The schedulers that order by class
+/// (`bfq`, and `mq-deadline` since Linux 5.14, which ages a starved request after 10 s)
+/// honour it; `none` ignores it. Through the `ionice` program because `ioprio_set` has no
+/// safe binding and this crate forbids `unsafe`. Only enrichment's own requests wait: its
+/// chapter and status bytes are synced before the writer lock is taken
+/// (`store::atomic::Staged`), so no lock is held across them.
 fn idle_io(tid: i32) {
     let outcome = std::process::Command::new("ionice")
         .args(["-c", "3", "-p", &tid.to_string()])

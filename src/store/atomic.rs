@@ -149,7 +149,7 @@ fn link_anonymous(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<Option<()
     let Some(file) = write_anonymous(dir, bytes)? else {
         return Ok(None);
     };
-    let by_fd = format!("/proc/self/fd/{}", file.as_raw_fd());
+    let by_fd = format!("{PROC_FD}/{}", file.as_raw_fd());
     match linkat(CWD, by_fd.as_str(), CWD, path, AtFlags::SYMLINK_FOLLOW) {
         Ok(()) => Ok(Some(())),
         // No /proc: the named temp file still works.
