@@ -9,17 +9,19 @@
 //! (c) signing latency while enrichment batches run vs at rest, in one run: the same
 //!     daemon and log, 2,400 live turns in blocks of 25 alternating rest (A) and enrichment
 //!     (B) as ABBA 24 times, so each side gets 1,200 samples spread evenly over the run and
-//!     a drift or a stall of the shared machine weighs on both alike. `chapters enrich run
-//!     --all --limit 5` batches run back to back against a model server on loopback (each
-//!     answer after 800 ms, as a local model; then again after 30 ms, a write-heavy
-//!     stress), annotating 191 archived chapters — model calls, staged rewrites, the writer
-//!     lock — on the same store and the same two cores; the batch process is frozen
-//!     (SIGSTOP) for A blocks and thawed for B blocks. The bench asserts that a batch ran in
-//!     every B block and that chapters were rewritten while enriching, and prints how many
-//!     (and how many inside A blocks: none expected). Each frame is encoded first and
-//!     written with one `write`, the clock started just before it (see `LiveLog`). `BENCH_SAMPLES_DIR=<dir>` writes every
-//!     sample (side, group, block, turn, when, ms) and every batch's spawn and exit as CSV; `BENCH_CHAPTERS_BIN=<path>` measures
-//!     another build of `chapters` (an earlier commit's) with the same bench.
+//!     a drift or a stall of the shared machine weighs on both alike. The enrichment is what
+//!     the daemon's enrich thread runs (`enrich::run_in_background`, then `enrich::run::run`
+//!     batches of 5), back to back in a worker process (this binary, `enrich-worker`) that is
+//!     frozen (SIGSTOP) for A blocks and thawed for B blocks; it annotates 191 archived
+//!     chapters against a model server on loopback (each answer after 800 ms, as a local
+//!     model; then again after 30 ms, a write-heavy stress) — model calls, staged rewrites,
+//!     the writer lock — on the same store and the same two cores. The bench asserts that
+//!     batches finished and chapters were rewritten inside B blocks, and prints how many (and
+//!     how many inside A blocks: none expected). Each frame is encoded first and written
+//!     with one `write`, the clock started just before it (see `LiveLog`).
+//!     `BENCH_SAMPLES_DIR=<dir>` writes every sample (side, group, block, turn, when, ms)
+//!     and every batch's end as CSV; `BENCH_CHAPTERS_BIN=<path>` runs another build of
+//!     `chapters` as the daemon.
 //! (b) at rest with 50 watched sessions: the daemon's CPU % over 12 s from
 //!     `/proc/<pid>/stat` and its RSS from `/proc/<pid>/status`, beside a `sleep` process.
 
@@ -440,111 +442,116 @@ fn signing_phase(
     out
 }
 
-/// `chapters enrich run` batches back to back on a thread of their own, frozen (SIGSTOP)
-/// during rest blocks and thawed (SIGCONT) during enrichment blocks: a block switch never
-/// waits for a batch to end, so blocks can be short and many. A frozen process uses no CPU
-/// and issues no I/O; its model answer waits in the socket. The child is spawned, signalled
-/// and reaped under one mutex, so a signal never reaches a reaped (reusable) pid.
-struct Batches {
-    state: Arc<Mutex<BatchState>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+/// The enrichment side of (c): this bench binary re-run as a worker (`enrich-worker <ws>`)
+/// that does what the daemon's enrich thread does — `enrich::run_in_background`, then
+/// `enrich::run::run` batches of `enrichmentBatchCap` (5) — back to back, `--all` so each
+/// batch has work. A process of its own so it can be frozen (SIGSTOP) for rest blocks and
+/// thawed (SIGCONT) for enrichment blocks: a block switch never waits for a batch to end,
+/// so blocks can be short and many. Frozen, it uses no CPU and issues no I/O; a model
+/// answer waits in its socket. It prints one line per batch: `<ms since start> <rewrites>`.
+struct Worker {
+    child: Child,
+    batches: Arc<Mutex<Vec<(f64, u64)>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
-#[derive(Default)]
-struct BatchState {
-    frozen: bool,
-    quit: bool,
-    child: Option<Child>,
-    started: u64,
-    finished: u64,
-    /// Rewrites the finished batches reported (`--json`).
-    annotated: u64,
-    /// When each batch process was spawned and reaped, in ms since the bench's epoch.
-    events: Vec<(f64, &'static str)>,
-}
-
-impl Batches {
-    fn start(sb: &Sandbox, args: &[&str], epoch: Instant) -> Batches {
-        let state = Arc::new(Mutex::new(BatchState {
-            frozen: true,
-            ..BatchState::default()
-        }));
-        let mut cmd = chapters(sb, args);
-        cmd.stdout(Stdio::piped());
-        let thread = std::thread::spawn({
-            let state = state.clone();
-            move || loop {
-                std::thread::sleep(Duration::from_millis(5));
-                let mut st = state.lock().expect("batch state");
-                if st.quit {
-                    return;
+impl Worker {
+    fn start(sb: &Sandbox, epoch: Instant) -> Worker {
+        let mut child = Command::new(std::env::current_exe().expect("the bench binary"))
+            .args(["enrich-worker", &sb.ws.to_string_lossy()])
+            .env("DSH_HOME", &sb.home)
+            .env("CHAPTERS_HARNESS_ID", "bench")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("enrich worker");
+        let out = child.stdout.take().expect("piped");
+        let batches = Arc::new(Mutex::new(Vec::new()));
+        let reader = std::thread::spawn({
+            let batches = batches.clone();
+            move || {
+                use std::io::BufRead;
+                for line in std::io::BufReader::new(out).lines() {
+                    let Ok(line) = line else { return };
+                    let rewrites = line.trim().parse().expect("a batch line");
+                    let at = epoch.elapsed().as_secs_f64() * 1000.0;
+                    batches.lock().expect("batches").push((at, rewrites));
                 }
-                let Some(child) = st.child.as_mut() else {
-                    if !st.frozen {
-                        st.child = Some(cmd.spawn().expect("enrich run"));
-                        st.started += 1;
-                        st.events
-                            .push((epoch.elapsed().as_secs_f64() * 1000.0, "spawned"));
-                    }
-                    continue;
-                };
-                if child.try_wait().expect("try_wait").is_none() {
-                    continue;
-                }
-                let out = st
-                    .child
-                    .take()
-                    .expect("checked above")
-                    .wait_with_output()
-                    .expect("enrich run output");
-                assert!(out.status.success(), "enrich run failed");
-                let report: serde_json::Value =
-                    serde_json::from_slice(&out.stdout).expect("an enrich report");
-                st.annotated += report["annotated"].as_array().map_or(0, Vec::len) as u64;
-                st.finished += 1;
-                st.events
-                    .push((epoch.elapsed().as_secs_f64() * 1000.0, "reaped"));
             }
         });
-        Batches {
-            state,
-            thread: Some(thread),
+        Worker {
+            child,
+            batches,
+            reader: Some(reader),
         }
     }
 
-    fn set_frozen(&self, frozen: bool) {
-        let mut st = self.state.lock().expect("batch state");
-        st.frozen = frozen;
-        if let Some(child) = &st.child {
-            let signal = if frozen {
-                rustix::process::Signal::STOP
-            } else {
-                rustix::process::Signal::CONT
-            };
-            rustix::process::kill_process(rustix::process::Pid::from_child(child), signal)
-                .expect("signal the batch");
-        }
+    fn set_frozen(&mut self, frozen: bool) {
+        assert!(
+            self.child.try_wait().expect("try_wait").is_none(),
+            "the enrich worker died"
+        );
+        let signal = if frozen {
+            rustix::process::Signal::STOP
+        } else {
+            rustix::process::Signal::CONT
+        };
+        rustix::process::kill_process(rustix::process::Pid::from_child(&self.child), signal)
+            .expect("signal the enrich worker");
     }
 
-    /// (batches started, finished, rewrites they reported, a batch process exists now).
-    fn tally(&self) -> (u64, u64, u64, bool) {
-        let st = self.state.lock().expect("batch state");
-        (st.started, st.finished, st.annotated, st.child.is_some())
+    /// (batches finished, rewrites they reported).
+    fn tally(&self) -> (usize, u64) {
+        let b = self.batches.lock().expect("batches");
+        (b.len(), b.iter().map(|(_, n)| n).sum())
     }
 }
 
-impl Drop for Batches {
+impl Drop for Worker {
     fn drop(&mut self) {
-        let mut st = self.state.lock().expect("batch state");
-        st.quit = true;
-        if let Some(mut child) = st.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
         }
-        drop(st);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    }
+}
+
+/// The worker's loop (see [`Worker`]); never returns.
+fn enrich_worker(ws: &Path) -> ! {
+    use dsh_chapters::enrich::run::{run, EnrichContext, RunOptions};
+    dsh_chapters::enrich::run_in_background();
+    let home = PathBuf::from(std::env::var_os("DSH_HOME").expect("DSH_HOME"));
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let config = dsh_chapters::config::load(&home, ws, &env, &Default::default()).expect("config");
+    let identity = dsh_chapters::identity::resolve(ws, None).expect("identity");
+    let store = dsh_chapters::store::Store::open(ws).expect("store");
+    loop {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis() as i64;
+        let ctx = EnrichContext {
+            store: &store,
+            workspace: ws,
+            config: &config,
+            project_key: &identity.project_key,
+            harness: "bench",
+            key: None,
+            now_ms,
+        };
+        let options = RunOptions {
+            limit: None,
+            all: true,
+            respect_backoff: false,
+        };
+        let report = run(&ctx, options).expect("an enrichment batch");
+        assert_eq!(
+            report.failed + report.timeouts,
+            0,
+            "the model server failed"
+        );
+        println!("{}", report.annotated.len());
     }
 }
 
@@ -622,15 +629,9 @@ fn enrichment_interference(model_delay: Duration) {
         .join(id)
         .join("collections")
         .join(format!("{id}.jsonl"));
-    // Batches of the default `enrichmentBatchCap` (5), `--all` so every batch has work: each
-    // answer is new, so each chapter it examines is rewritten.
+    // Its start-up (config, store, the first scan) falls in the warm-up.
     let epoch = Instant::now();
-    let limit = std::env::var("BENCH_ENRICH_LIMIT").unwrap_or_else(|_| "5".into());
-    let batches = Batches::start(
-        &sb,
-        &["enrich", "run", "--all", "--limit", &limit, "--json"],
-        epoch,
-    );
+    let mut worker = Worker::start(&sb, epoch);
     let load_before = loadavg();
     let _warm = signing_phase(&mut log, &ledger, (0, WARMUP), epoch);
     // Samples per side; the rest side split by group parity for the null comparison below.
@@ -640,12 +641,10 @@ fn enrichment_interference(model_delay: Duration) {
     let mut samples = String::from("side,group,block,turn,at_ms,ms\n");
     for group in 0..GROUPS {
         for (k, &enriching) in GROUP.iter().enumerate() {
-            batches.set_frozen(!enriching);
+            worker.set_frozen(!enriching);
             let before = chapter_bytes(&chapter_dir);
-            let (started0, finished0, ..) = batches.tally();
             let timed = signing_phase(&mut log, &ledger, (next, BLOCK_TURNS), epoch);
             next += BLOCK_TURNS;
-            let (started1, finished1, _, alive) = batches.tally();
             let after = chapter_bytes(&chapter_dir);
             let rewritten = after
                 .iter()
@@ -657,12 +656,6 @@ fn enrichment_interference(model_delay: Duration) {
             }
             let ms = timed.into_iter().map(|(_, v)| v);
             if enriching {
-                // Enrichment really ran in the block: a batch process was alive (thawed)
-                // at its end, or one started or finished inside it.
-                assert!(
-                    alive || started1 > started0 || finished1 > finished0,
-                    "group {group}, block {k}: no batch ran"
-                );
                 rewritten_busy += rewritten;
                 blocks_rewriting += usize::from(rewritten > 0);
                 busy.extend(ms);
@@ -672,28 +665,31 @@ fn enrichment_interference(model_delay: Duration) {
             }
         }
     }
+    // Enrichment really ran: the worker is alive (a batch error would have ended it), its
+    // batches finished, and chapters were rewritten inside enrichment blocks — and only there.
+    worker.set_frozen(true);
+    let load_after = loadavg();
+    let (finished, annotated) = worker.tally();
+    assert!(finished > 0, "no enrichment batch finished");
     assert!(
         rewritten_busy > 0,
         "no chapter was rewritten while enriching"
     );
-    let load_after = loadavg();
-    let (started, finished, annotated, _) = batches.tally();
-    let events: String = batches
-        .state
+    let events: String = worker
+        .batches
         .lock()
-        .expect("batch state")
-        .events
+        .expect("batches")
         .iter()
-        .map(|(at, what)| format!("{at:.1},{what}\n"))
+        .map(|(at, n)| format!("{at:.1},{n}\n"))
         .collect();
-    drop(batches);
+    drop(worker);
     if let Some(dir) = std::env::var_os("BENCH_SAMPLES_DIR") {
         let dir = PathBuf::from(dir);
         let delay = model_delay.as_millis();
         std::fs::write(dir.join(format!("c-{delay}ms.csv")), samples).expect("write samples");
         std::fs::write(
             dir.join(format!("c-{delay}ms-batches.csv")),
-            format!("at_ms,event\n{events}"),
+            format!("batch_end_ms,rewrites\n{events}"),
         )
         .expect("write batch events");
     }
@@ -712,7 +708,7 @@ fn enrichment_interference(model_delay: Duration) {
         model_delay.as_millis()
     );
     println!(
-        "  enrichment: `enrich run --all --limit {limit}` batches: {started} started, {finished} finished ({annotated} rewrites reported); chapter files rewritten inside B blocks: {rewritten_busy} (in {blocks_rewriting} of {} blocks), inside A blocks: {rewritten_rest}",
+        "  enrichment: {finished} batches of 5 finished ({annotated} rewrites reported); chapter files rewritten inside B blocks: {rewritten_busy} (in {blocks_rewriting} of {} blocks), inside A blocks: {rewritten_rest}",
         GROUPS * 2
     );
     println!("  load average {load_before} → {load_after}");
@@ -729,7 +725,7 @@ fn enrichment_interference(model_delay: Duration) {
     line("during the batches:", &busy);
     let ratio = pct(&busy, 0.99) / pct(&rest, 0.99);
     println!(
-        "  ratio p99 batch/rest: {ratio:.2}x (p50 {:.2}x) — goal ≤ 1.2: {}",
+        "  ratio p99 batch/rest: {ratio:.3}x (p50 {:.2}x) — goal ≤ 1.2: {}",
         pct(&busy, 0.5) / pct(&rest, 0.5),
         if ratio <= 1.2 { "met" } else { "NOT met" }
     );
@@ -758,6 +754,11 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with("--"))
         .collect();
+    if let [mode, ws] = parts.as_slice() {
+        if mode == "enrich-worker" {
+            enrich_worker(Path::new(ws));
+        }
+    }
     let runs = |part: &str| parts.is_empty() || parts.iter().any(|p| p == part);
     if runs("a") {
         latency();
