@@ -5,7 +5,7 @@
 //! with a backoff, and never blank or block a chapter.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -330,6 +330,11 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
     let mut counts = RedactionCounts::default();
     let mut endpoint_failed = false;
     let mut published = atomic::DirSync::default();
+    // Rewrites are spaced (`enrichmentRewriteSpacingMs`): with a fast endpoint a batch would
+    // otherwise sync a file every few milliseconds, each sync a journal commit the signer's
+    // own fsync may queue behind. The model's answer time counts toward the spacing.
+    let spacing = Duration::from_millis(ctx.config.enrichment_rewrite_spacing_ms);
+    let mut last_rewrite: Option<Instant> = None;
 
     for queued in queue.into_iter().take(limit as usize) {
         report.examined += 1;
@@ -448,12 +453,18 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
             Ok(Annotated::Unchanged) => Ok(None),
             // Staged before the lock: writing and syncing the new bytes is the slow part,
             // and nobody sees them until they are published.
-            Ok(Annotated::Changed(text)) => Ok(Some(ctx.store.stage_reannotation(
-                &queued.root,
-                &queued.file,
-                &doc,
-                &text,
-            )?)),
+            Ok(Annotated::Changed(text)) => {
+                if let Some(wait) = last_rewrite.and_then(|at| spacing.checked_sub(at.elapsed())) {
+                    std::thread::sleep(wait);
+                }
+                last_rewrite = Some(Instant::now());
+                Ok(Some(ctx.store.stage_reannotation(
+                    &queued.root,
+                    &queued.file,
+                    &doc,
+                    &text,
+                )?))
+            }
             Err(e) => Err(e),
         };
         // The lock is held for the short writes only (a compare and a rename; mined rules,

@@ -553,8 +553,9 @@ fn a_batch_killed_mid_way_leaves_every_chapter_old_or_new_and_the_next_run_finis
             annotated >= 1,
             "round {round}: some chapters were annotated"
         );
-        // Readable: status and search work on the store as it was left.
+        // Readable: status, the enrichment status file and search, as the kill left them.
         sb.ok(&["status", "--json"]);
+        sb.ok(&["enrich", "report", "--json"]);
         sb.ok(&["search", "crash", "--json"]);
     }
     assert!(
