@@ -85,6 +85,7 @@ pub struct Config {
     pub enrichment_idle_ms: u64,
     pub enrichment_batch_cap: u64,
     pub enrichment_timeout_ms: u64,
+    pub enrichment_rewrite_spacing_ms: u64,
     pub vocab_apply: bool,
     pub vocab_co_min: u64,
     pub vocab_overlap_min: f64,
@@ -525,6 +526,7 @@ mod tests {
             enrichment_idle_ms: 60000,
             enrichment_batch_cap: 5,
             enrichment_timeout_ms: 60000,
+            enrichment_rewrite_spacing_ms: 500,
             vocab_apply: false,
             vocab_co_min: 3,
             vocab_overlap_min: 0.5,
@@ -552,7 +554,7 @@ mod tests {
     fn every_key_is_in_defaults_yml_with_a_comment_above() {
         let serialized = serde_json::to_value(Config::defaults()).unwrap();
         let keys: Vec<&String> = serialized.as_object().unwrap().keys().collect();
-        assert_eq!(keys.len(), 40);
+        assert_eq!(keys.len(), 41);
         let lines: Vec<&str> = DEFAULTS_YML.lines().collect();
         for key in keys {
             let line = key_line(DEFAULTS_YML, key)

@@ -5,7 +5,7 @@
 //! with a backoff, and never blank or block a chapter.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -133,10 +133,10 @@ pub fn read_status(store: &Store) -> Result<Option<EnrichStatus>, StoreError> {
     }
 }
 
-fn write_status(store: &Store, status: &EnrichStatus) -> Result<(), StoreError> {
+fn stage_status(store: &Store, status: &EnrichStatus) -> Result<atomic::Staged, StoreError> {
     let mut bytes = serde_json::to_vec_pretty(status).expect("plain data always serializes");
     bytes.push(b'\n');
-    atomic::write_atomic(&store.dir().join(STATUS_FILE), &bytes)
+    atomic::stage(&store.dir().join(STATUS_FILE), &bytes)
 }
 
 /// A chapter waiting in the queue.
@@ -329,6 +329,12 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
     let mine_inline = mine_rules && rules_model.is_empty();
     let mut counts = RedactionCounts::default();
     let mut endpoint_failed = false;
+    let mut published = atomic::DirSync::default();
+    // Rewrites are spaced (`enrichmentRewriteSpacingMs`): with a fast endpoint a batch would
+    // otherwise sync a file every few milliseconds, each sync a journal commit the signer's
+    // own fsync may queue behind. The model's answer time counts toward the spacing.
+    let spacing = Duration::from_millis(ctx.config.enrichment_rewrite_spacing_ms);
+    let mut last_rewrite: Option<Instant> = None;
 
     for queued in queue.into_iter().take(limit as usize) {
         report.examined += 1;
@@ -443,9 +449,27 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
             },
             at: &at,
         };
-        let annotated = annotate::annotate(&doc, &annotation, &redactor, &mut counts);
-        // The lock is taken for the writes only: the model calls above never hold it.
-        let _lock = ctx
+        let annotated = match annotate::annotate(&doc, &annotation, &redactor, &mut counts) {
+            Ok(Annotated::Unchanged) => Ok(None),
+            // Staged before the lock: writing and syncing the new bytes is the slow part,
+            // and nobody sees them until they are published.
+            Ok(Annotated::Changed(text)) => {
+                if let Some(wait) = last_rewrite.and_then(|at| spacing.checked_sub(at.elapsed())) {
+                    std::thread::sleep(wait);
+                }
+                last_rewrite = Some(Instant::now());
+                Ok(Some(ctx.store.stage_reannotation(
+                    &queued.root,
+                    &queued.file,
+                    &doc,
+                    &text,
+                )?))
+            }
+            Err(e) => Err(e),
+        };
+        // The lock is held for the short writes only (a compare and a rename; mined rules,
+        // rarely): never across a model call, and released before the next chapter.
+        let lock = ctx
             .store
             .lock(Duration::from_millis(ctx.config.writer_lock_timeout_ms))?;
         if !candidates.is_empty() {
@@ -457,15 +481,12 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
             }
         }
         match annotated {
-            Ok(Annotated::Unchanged) => {
+            Ok(None) => {
                 report.unchanged += 1;
                 status.unchanged += 1;
             }
-            Ok(Annotated::Changed(text)) => {
-                if ctx
-                    .store
-                    .reannotate_chapter(&queued.root, &queued.file, &doc, &text)?
-                {
+            Ok(Some(staged)) => {
+                if ctx.store.reannotate_chapter(staged, &mut published)? {
                     report.annotated.push(name);
                     status.annotated += 1;
                 } else {
@@ -476,6 +497,7 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
             }
             Err(e) => report.notes.push(format!("{name}: {e}")),
         }
+        drop(lock);
     }
     report.redactions = counts.total();
     if endpoint_failed {
@@ -491,9 +513,20 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
     }
     status.last_run_at = Some(at);
     status.model = Some(model);
-    let _lock = ctx
-        .store
-        .lock(Duration::from_millis(ctx.config.writer_lock_timeout_ms))?;
-    write_status(ctx.store, &status)?;
+    // The batch's disk syncs, fewest first: staging the status syncs its data, which on a
+    // journaling filesystem commits the batch's renames with it; then one fsync per chapter
+    // folder published into (usually nothing left to write), so the renames are durable
+    // before the status that counts them is published; then the store folder.
+    let staged = stage_status(ctx.store, &status)?;
+    published.sync()?;
+    let status_path = staged.path().to_path_buf();
+    {
+        let _lock = ctx
+            .store
+            .lock(Duration::from_millis(ctx.config.writer_lock_timeout_ms))?;
+        staged.publish()?;
+    }
+    published.changed(&status_path);
+    published.sync()?;
     Ok(report)
 }

@@ -225,6 +225,17 @@ fn with_ignore_hints(existing: &str) -> Option<String> {
     Some(out)
 }
 
+/// A chapter's re-annotation, staged by [`Store::stage_reannotation`] and published by
+/// [`Store::reannotate_chapter`].
+#[derive(Debug)]
+pub struct Reannotation {
+    expected: Vec<u8>,
+    staged: atomic::Staged,
+    /// `<root>/chapters` and the file name, for the change journal.
+    folder: String,
+    name: String,
+}
+
 pub struct Store {
     dir: PathBuf,
 }
@@ -387,29 +398,49 @@ impl Store {
         );
     }
 
-    /// The one sanctioned rewrite of a stored chapter (record §6.2): replace it with its
-    /// re-annotated bytes, only if it still holds exactly `expected` (what the annotation
-    /// was computed from) and the new bytes differ from it in model-owned frontmatter only.
-    /// `Ok(false)`: the file changed meanwhile, nothing written. The caller holds the
-    /// writer lock.
-    pub fn reannotate_chapter(
+    /// The one sanctioned rewrite of a stored chapter (record §6.2), step one of two, taking
+    /// no lock: check that `annotated` differs from `expected` (the bytes the annotation was
+    /// computed from) in model-owned frontmatter only, and stage it — written and synced,
+    /// not yet visible ([`atomic::Staged`]). The disk work happens here, so the writer lock
+    /// is held only around [`Store::reannotate_chapter`]'s compare and rename.
+    pub fn stage_reannotation(
         &self,
         root_session: &str,
         file_name: &str,
         expected: &str,
         annotated: &Redacted<String>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Reannotation, StoreError> {
         let name = check_id(file_name)?;
         let path = self.chapters_dir(root_session)?.join(name);
-        let current = fs::read(&path).map_err(|e| io_err(&path, e))?;
-        if current != expected.as_bytes() {
-            return Ok(false);
-        }
         if !crate::render::annotate::is_reannotation(expected, annotated.as_str()) {
             return Err(StoreError::WouldOverwrite { path });
         }
-        atomic::write_atomic(&path, annotated.as_bytes())?;
-        self.journal_document(&format!("{}/{CHAPTERS}", check_id(root_session)?), name);
+        Ok(Reannotation {
+            expected: expected.as_bytes().to_vec(),
+            staged: atomic::stage(&path, annotated.as_bytes())?,
+            folder: format!("{}/{CHAPTERS}", check_id(root_session)?),
+            name: name.to_owned(),
+        })
+    }
+
+    /// Step two, the caller holding the writer lock: replace the chapter with the staged
+    /// bytes only if it still holds exactly what they were computed from. `Ok(false)`: the
+    /// file changed meanwhile, nothing written. The rename is durable once `dirs` is synced,
+    /// which the caller does once per batch, before recording the batch as done; a crash
+    /// before that leaves the old complete chapter.
+    pub fn reannotate_chapter(
+        &self,
+        staged: Reannotation,
+        dirs: &mut atomic::DirSync,
+    ) -> Result<bool, StoreError> {
+        let path = staged.staged.path().to_path_buf();
+        let current = fs::read(&path).map_err(|e| io_err(&path, e))?;
+        if current != staged.expected {
+            return Ok(false);
+        }
+        staged.staged.publish()?;
+        dirs.changed(&path);
+        self.journal_document(&staged.folder, &staged.name);
         Ok(true)
     }
 
@@ -747,6 +778,82 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::init(dir.path()).unwrap();
         (dir, store)
+    }
+
+    #[test]
+    fn a_reannotation_is_staged_unseen_and_published_only_over_its_source() {
+        use crate::render::annotate::{annotate, Annotated, Annotation};
+        let (_dir, store) = store();
+        let chapter = |body: &str| {
+            format!(
+                "---\ntitle: A title\nsummary: \"s\"\nkind: chapter\ntopics: [auth]\nsha256: {}\ngenerated: {{title: {{by: deterministic}}, summary: {{by: deterministic}}, topics: {{by: deterministic}}}}\n---\n{body}",
+                crate::render::sha256_hex(body.as_bytes())
+            )
+        };
+        let source = chapter("# A title\n\n**User** · seq 1\n\nfix it\n");
+        let dir = store.chapters_dir("root-1").unwrap();
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("001-a-title.md");
+        fs::write(&path, &source).unwrap();
+        let topics = vec!["auth".to_string()];
+        let annotated = |title: &str, from: &str| {
+            let a = Annotation {
+                title,
+                summary: "Seconds were compared with milliseconds.",
+                topics: &topics,
+                unvetted: &[],
+                model: "m1",
+                at: "2026-11-29T00:00:00Z",
+            };
+            match annotate(from, &a, &redactor(), &mut RedactionCounts::default()).unwrap() {
+                Annotated::Changed(text) => text,
+                Annotated::Unchanged => panic!("expected a change"),
+            }
+        };
+        let first = annotated("First", &source);
+        let staged = store
+            .stage_reannotation("root-1", "001-a-title.md", &source, &first)
+            .unwrap();
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            source,
+            "unseen until published"
+        );
+        let mut dirs = atomic::DirSync::default();
+        assert!(store.reannotate_chapter(staged, &mut dirs).unwrap());
+        dirs.sync().unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), first.as_str());
+
+        // Computed from the old bytes, published after the file changed: refused, untouched.
+        let stale = store
+            .stage_reannotation(
+                "root-1",
+                "001-a-title.md",
+                &source,
+                &annotated("Stale", &source),
+            )
+            .unwrap();
+        assert!(!store.reannotate_chapter(stale, &mut dirs).unwrap());
+        assert_eq!(fs::read_to_string(&path).unwrap(), first.as_str());
+
+        // Anything but a re-annotation of its source is refused before a byte is written.
+        let other = annotated(
+            "Other",
+            &chapter("# A title\n\n**User** · seq 1\n\nfix it later\n"),
+        );
+        let err = store
+            .stage_reannotation("root-1", "001-a-title.md", &source, &other)
+            .unwrap_err();
+        assert!(matches!(err, StoreError::WouldOverwrite { .. }), "{err}");
+        assert!(matches!(
+            store.stage_reannotation("root-1", "../x.md", &source, &first),
+            Err(StoreError::UnsafeId { .. })
+        ));
+        let names: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, vec!["001-a-title.md"], "no temp file left");
     }
 
     #[test]

@@ -476,6 +476,120 @@ fn an_annotated_chapter_replaces_its_earlier_copy_in_the_pool() {
     assert_eq!(annotated, chapters(&a).len());
 }
 
+/// `chapters enrich run` killed with SIGKILL at different points of a batch (waiting for
+/// the model, staging, publishing): every chapter file is its old bytes or a complete new
+/// version, the store stays readable, and the next run finishes exactly what was left.
+#[test]
+fn a_batch_killed_mid_way_leaves_every_chapter_old_or_new_and_the_next_run_finishes() {
+    let sb = Sandbox::new();
+    let turns: Vec<_> =
+        dsh_chapters::session::writer::generate_session(7, 40, 1_500, 4, &sb.ws_str()).collect();
+    sb.write_session("s-crash", 4, true, &turns);
+    sb.ok(&["init"]);
+    sb.ok(&["archive"]);
+    let before = chapters(&sb);
+    assert!(before.len() >= 8, "{} chapters", before.len());
+    // Every answer differs, so each round rewrites chapters the previous one annotated.
+    let script = (0..2_000)
+        .map(|n| {
+            let text = serde_json::json!({
+                "title": format!("Take {n} of the crash-safe title"),
+                "summary": "Annotated while the batch could be killed.",
+                "topics": ["crash"],
+            })
+            .to_string();
+            Reply::Slow(Duration::from_millis(25), text)
+        })
+        .collect();
+    let server = serve(script, Reply::Status(500));
+    point_at(&sb, &server, "m1");
+    let new_or_old = |when: &str| {
+        let now = chapters(&sb);
+        assert_eq!(
+            now.keys().filter(|p| !p.contains("/.")).collect::<Vec<_>>(),
+            before.keys().collect::<Vec<_>>(),
+            "{when}: the same chapter files"
+        );
+        let mut annotated = 0;
+        for (path, old) in &before {
+            let doc = &now[path];
+            assert_eq!(body_sha(doc), body_sha(old), "{when}: {path}'s body");
+            if doc != old {
+                let fm = frontmatter(doc);
+                assert!(
+                    fm["title"]
+                        .as_str()
+                        .unwrap()
+                        .ends_with("of the crash-safe title"),
+                    "{when}: {path} is neither old nor new: {doc}"
+                );
+                assert_eq!(fm["generated"]["title"]["model"], "m1", "{when}: {path}");
+                annotated += 1;
+            }
+        }
+        annotated
+    };
+    let mut killed_mid_batch = 0;
+    for round in 0..6u64 {
+        let asked = server.seen.lock().unwrap().len();
+        let mut child = sb
+            .cmd(&["enrich", "run", "--all", "--limit", "1000"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // A few chapters in, then somewhere inside one chapter's answer and rewrite.
+        while server.seen.lock().unwrap().len() < asked + 3 + round as usize {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        std::thread::sleep(Duration::from_millis(round * 6));
+        child.kill().unwrap();
+        let status = child.wait().unwrap();
+        if status.code().is_none() {
+            killed_mid_batch += 1;
+        }
+        let annotated = new_or_old(&format!("after kill {round}"));
+        assert!(
+            annotated >= 1,
+            "round {round}: some chapters were annotated"
+        );
+        // Readable: status, the enrichment status file and search, as the kill left them.
+        sb.ok(&["status", "--json"]);
+        sb.ok(&["enrich", "report", "--json"]);
+        sb.ok(&["search", "crash", "--json"]);
+    }
+    assert!(
+        killed_mid_batch >= 5,
+        "the batches were killed, not finished"
+    );
+
+    let waiting = chapters(&sb)
+        .values()
+        .filter(|doc| frontmatter(doc)["generated"]["title"]["model"] != "m1")
+        .count();
+    let report = sb.json(&["enrich", "run", "--json", "--limit", "1000"]);
+    assert_eq!(
+        report["queued"].as_u64().unwrap() as usize,
+        waiting,
+        "{report}"
+    );
+    assert_eq!(
+        report["annotated"].as_array().unwrap().len(),
+        waiting,
+        "{report}"
+    );
+    assert_eq!(new_or_old("after the clean run"), before.len());
+    // No temp file outlives the next holder of the lock.
+    let leftovers: Vec<_> = sb
+        .snapshot()
+        .into_keys()
+        .filter(|p| p.contains(".tmp."))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let again = sb.json(&["enrich", "run", "--json"]);
+    assert_eq!(again["queued"], 0, "{again}");
+}
+
 fn walk(dir: &Path) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
