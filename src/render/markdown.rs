@@ -3,6 +3,23 @@
 
 /// The longest run of `c` in `s`.
 fn longest_run(s: &str, c: char) -> usize {
+    if c.is_ascii() {
+        // An ASCII byte never occurs inside a multi-byte UTF-8 sequence, so the runs of
+        // the byte are the runs of the char; memchr skips the text between them (this
+        // scan covers every tool output a chapter holds).
+        let (bytes, b) = (s.as_bytes(), c as u8);
+        let (mut longest, mut at) = (0, 0);
+        while let Some(found) = memchr::memchr(b, &bytes[at..]) {
+            let start = at + found;
+            let end = bytes[start..]
+                .iter()
+                .position(|&x| x != b)
+                .map_or(bytes.len(), |n| start + n);
+            longest = longest.max(end - start);
+            at = end;
+        }
+        return longest;
+    }
     let mut longest = 0;
     let mut run = 0;
     for ch in s.chars() {
@@ -282,5 +299,32 @@ mod tests {
             Some("Just steps")
         );
         assert_eq!(heading_or_first_line("   \n", 80), None);
+    }
+
+    #[test]
+    fn longest_run_by_bytes_equals_by_chars() {
+        let by_chars = |s: &str, c: char| {
+            let (mut longest, mut run) = (0, 0);
+            for ch in s.chars() {
+                run = if ch == c { run + 1 } else { 0 };
+                longest = longest.max(run);
+            }
+            longest
+        };
+        for s in [
+            "",
+            "`",
+            "``",
+            "a`b``c```",
+            "```",
+            "é`é``ü",
+            "x",
+            "``é````",
+            "ab```",
+            "`\n``\n```",
+        ] {
+            assert_eq!(longest_run(s, '`'), by_chars(s, '`'), "{s:?}");
+        }
+        assert_eq!(longest_run("é`éé", 'é'), 2);
     }
 }
