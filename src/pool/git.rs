@@ -465,6 +465,28 @@ impl GitRepo {
     /// The blob at `path` in `tree`, or `None` if nothing is there or a tree is there. Reads only
     /// the trees along `path`.
     pub fn blob_at(&self, tree: ObjectId, path: &str) -> Result<Option<ObjectId>, GitError> {
+        Ok(self
+            .entry_at(tree, path)?
+            .filter(|(_, mode)| !mode.is_tree() && !mode.is_commit())
+            .map(|(oid, _)| oid))
+    }
+
+    /// The tree at `path` in `tree`, or `None` if nothing is there or a blob is there. Reads
+    /// only the trees along `path`.
+    pub fn tree_at(&self, tree: ObjectId, path: &str) -> Result<Option<ObjectId>, GitError> {
+        Ok(self
+            .entry_at(tree, path)?
+            .filter(|(_, mode)| mode.is_tree())
+            .map(|(oid, _)| oid))
+    }
+
+    /// The entry at `path` in `tree` (every component before the last must be a tree), or
+    /// `None` if nothing is there.
+    fn entry_at(
+        &self,
+        tree: ObjectId,
+        path: &str,
+    ) -> Result<Option<(ObjectId, gix::objs::tree::EntryMode)>, GitError> {
         validate_tree_path(path)?;
         let mut components = path.split('/').peekable();
         let mut current = tree;
@@ -478,37 +500,15 @@ impl GitRepo {
             else {
                 return Ok(None);
             };
-            let is_last = components.peek().is_none();
-            match (is_last, entry.mode.is_tree()) {
-                (true, false) if !entry.mode.is_commit() => return Ok(Some(entry.oid.to_owned())),
-                (false, true) => current = entry.oid.to_owned(),
-                _ => return Ok(None),
+            if components.peek().is_none() {
+                return Ok(Some((entry.oid.to_owned(), entry.mode)));
             }
-        }
-        Ok(None)
-    }
-
-    /// The tree at `path` in `tree`, or `None` if nothing is there or a blob is there. Reads
-    /// only the trees along `path`.
-    pub fn tree_at(&self, tree: ObjectId, path: &str) -> Result<Option<ObjectId>, GitError> {
-        validate_tree_path(path)?;
-        let mut current = tree;
-        for component in path.split('/') {
-            let data = self.read_kind(current, Kind::Tree, "tree")?;
-            let decoded = self.decode_tree(current, &data)?;
-            let Some(entry) = decoded
-                .entries
-                .iter()
-                .find(|entry| entry.filename == component.as_bytes())
-            else {
-                return Ok(None);
-            };
             if !entry.mode.is_tree() {
                 return Ok(None);
             }
             current = entry.oid.to_owned();
         }
-        Ok(Some(current))
+        Ok(None)
     }
 
     /// The root tree of `commit`.

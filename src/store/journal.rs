@@ -17,7 +17,7 @@
 //! and compacts it once read. A failed append never fails the write it records: the journal
 //! is removed instead, which its reader takes as "rescan".
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -97,29 +97,9 @@ fn redactor() -> Option<&'static Redactor> {
 }
 
 /// Held around an append or a restart.
-struct JournalLock {
-    file: File,
-}
-
-impl JournalLock {
-    fn acquire(store_dir: &Path) -> Result<JournalLock, JournalError> {
-        let path = store_dir.join(JOURNAL_LOCK_FILE);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| io_err(&path, e))?;
-        file.lock().map_err(|e| io_err(&path, e))?;
-        Ok(JournalLock { file })
-    }
-}
-
-impl Drop for JournalLock {
-    fn drop(&mut self) {
-        let _ = self.file.unlock();
-    }
+fn lock_journal(store_dir: &Path) -> Result<super::lock::BlockingLock, JournalError> {
+    super::lock::BlockingLock::acquire(&store_dir.join(JOURNAL_LOCK_FILE))
+        .map_err(|e| JournalError::Store(StoreError::from(e)))
 }
 
 fn new_generation() -> String {
@@ -183,7 +163,7 @@ fn try_record(store_dir: &Path, changes: &[(&str, &[&str])]) -> Result<(), Journ
             )
         })
         .collect();
-    let _lock = JournalLock::acquire(store_dir)?;
+    let _lock = lock_journal(store_dir)?;
     let path = journal_path(store_dir);
     let len = match fs::metadata(&path) {
         Ok(m) => Some(m.len()),
@@ -225,7 +205,7 @@ fn start_over(path: &Path, carried: &[u8]) -> Result<Cursor, JournalError> {
 /// Start the journal over (a full rescan is about to cover everything it said): returns the
 /// cursor just after the new header.
 pub fn restart(store_dir: &Path) -> Result<Cursor, JournalError> {
-    let _lock = JournalLock::acquire(store_dir)?;
+    let _lock = lock_journal(store_dir)?;
     start_over(&journal_path(store_dir), &[])
 }
 
@@ -237,7 +217,7 @@ pub fn compact(store_dir: &Path, read_to: &Cursor, threshold: u64) -> Result<Cur
     if fs::metadata(&path).map_or(true, |m| m.len() <= threshold) {
         return Ok(read_to.clone());
     }
-    let _lock = JournalLock::acquire(store_dir)?;
+    let _lock = lock_journal(store_dir)?;
     if read_header(&path).as_deref() != Some(read_to.generation.as_str()) {
         // Started over meanwhile: the reader's next read sees it.
         return Ok(read_to.clone());
@@ -347,6 +327,7 @@ pub fn read_since(store_dir: &Path, cursor: Option<&Cursor>) -> Since {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::OpenOptions;
 
     fn changes_of(since: Since) -> (Vec<Change>, Cursor) {
         match since {

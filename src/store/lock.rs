@@ -114,14 +114,28 @@ impl Drop for WriterLock {
 /// Holds last microseconds to milliseconds, so waiting for it blocks.
 #[derive(Debug)]
 pub struct CollectionsLock {
-    file: File,
+    _held: BlockingLock,
 }
 
 impl CollectionsLock {
     pub fn acquire(store_dir: &Path) -> Result<CollectionsLock, LockError> {
-        let path = store_dir.join(COLLECTIONS_LOCK_FILE);
+        Ok(CollectionsLock {
+            _held: BlockingLock::acquire(&store_dir.join(COLLECTIONS_LOCK_FILE))?,
+        })
+    }
+}
+
+/// An exclusive lock on one file (created when absent), waited for, released on drop: for
+/// short critical sections (the collections lock, the change journal's lock).
+#[derive(Debug)]
+pub struct BlockingLock {
+    file: File,
+}
+
+impl BlockingLock {
+    pub fn acquire(path: &Path) -> Result<BlockingLock, LockError> {
         let io = |source| LockError::Io {
-            path: path.clone(),
+            path: path.to_path_buf(),
             source,
         };
         let file = OpenOptions::new()
@@ -129,14 +143,14 @@ impl CollectionsLock {
             .write(true)
             .create(true)
             .truncate(false)
-            .open(&path)
+            .open(path)
             .map_err(io)?;
         file.lock().map_err(io)?;
-        Ok(CollectionsLock { file })
+        Ok(BlockingLock { file })
     }
 }
 
-impl Drop for CollectionsLock {
+impl Drop for BlockingLock {
     fn drop(&mut self) {
         let _ = self.file.unlock();
     }
