@@ -4,7 +4,8 @@
 //! Reading and appending the files is `curation::file`.
 //!
 //! A person's decision is never automated: `rule-status` and `rule-pin` are valid only
-//! when authored by `user` with a named `by`, and a plugin alias never overrides a user's.
+//! when authored by `user` with a named `by`, a plugin alias never overrides a user's, and
+//! a person's `topic-pin` keeps the topic its own label against every plugin alias.
 
 pub mod file;
 
@@ -41,7 +42,9 @@ pub enum RuleStatus {
 pub enum FactKind {
     /// Merge or rename: the topic `from` is read as `to`.
     TopicAlias { from: String, to: String },
-    /// A topic that stays in the vocabulary whatever the merge signals say.
+    /// A topic that stays in the vocabulary whatever the merge signals say. A person's pin
+    /// also undoes the plugin's merge of that topic (record §6.3: every merge revertible):
+    /// while it holds, no plugin alias folds the topic away.
     TopicPin { topic: String, pinned: bool },
     /// Sibling chapters (pool-relative paths) that belong together.
     Group {
@@ -134,6 +137,24 @@ impl Fact {
         }
     }
 
+    /// A person's undo of a merge they made with git — the `topic-alias` line taken out of
+    /// the pool (`git revert`) — as the fact that keeps it undone: a `topic-pin` of the topic
+    /// by `user`. The person acted; the program only writes down what their commit did.
+    pub fn revert_seen_in_pool(from: &str, to: &str, pool_head: &str, at: &str) -> Fact {
+        let mut pin = Fact::new(
+            FactKind::TopicPin {
+                topic: from.to_owned(),
+                pinned: true,
+            },
+            Author::User,
+            at,
+        );
+        pin.reason = Some(format!(
+            "the merge {from} → {to} was reverted in the pool (seen at {pool_head}); a person's undo, recorded so it holds"
+        ));
+        pin
+    }
+
     /// Whether the line may be written (and is honoured when read).
     pub fn validate(&self) -> Result<(), FactError> {
         if self.v != CURATION_VERSION {
@@ -211,6 +232,15 @@ pub struct Alias {
     pub reason: Option<String>,
 }
 
+/// A person's pin that keeps a topic its own label, and which fact said so.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Kept {
+    pub harness: String,
+    pub at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
 /// A rule decision as one machine holds it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RuleDecision {
@@ -221,11 +251,16 @@ pub struct RuleDecision {
 
 /// What every machine's facts mean together. Deterministic whatever order the files were
 /// read in: facts are applied in (`at`, harness, line) order, later wins within an author
-/// class, and a person's alias always wins over the plugin's for the same topic.
+/// class, and a person's alias always wins over the plugin's for the same topic. A
+/// person's pin cancels any alias of the topic before it and every plugin alias whenever
+/// written; a person's later alias (or unpin) lifts it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Curation {
     aliases: BTreeMap<String, Alias>,
     pins: BTreeMap<String, bool>,
+    /// Topics a person pinned and has not since aliased or unpinned: no plugin alias folds
+    /// them, whatever its time.
+    kept: BTreeMap<String, Kept>,
     weights: BTreeMap<String, f64>,
     groups: Vec<(String, Vec<String>)>,
     notes: BTreeMap<String, Vec<String>>,
@@ -269,7 +304,12 @@ impl Curation {
                         .aliases
                         .get(&from)
                         .is_some_and(|a| a.author == Author::User && fact.author == Author::Plugin);
-                    if !keep_person {
+                    let kept = fact.author == Author::Plugin && out.kept.contains_key(&from);
+                    if fact.author == Author::User {
+                        // The person changed their mind about the topic: their alias holds.
+                        out.kept.remove(&from);
+                    }
+                    if !keep_person && !kept {
                         out.aliases.insert(
                             from,
                             Alias {
@@ -283,7 +323,23 @@ impl Curation {
                     }
                 }
                 FactKind::TopicPin { topic, pinned } => {
-                    out.pins.insert(normalize_topic(&topic), pinned);
+                    let topic = normalize_topic(&topic);
+                    if fact.author == Author::User {
+                        if pinned {
+                            out.aliases.remove(&topic);
+                            out.kept.insert(
+                                topic.clone(),
+                                Kept {
+                                    harness,
+                                    at: fact.at,
+                                    reason: fact.reason,
+                                },
+                            );
+                        } else {
+                            out.kept.remove(&topic);
+                        }
+                    }
+                    out.pins.insert(topic, pinned);
                 }
                 FactKind::Group { chapters, label } => {
                     out.groups.push((label, chapters));
@@ -355,6 +411,11 @@ impl Curation {
     /// Every effective alias, by source topic.
     pub fn aliases(&self) -> &BTreeMap<String, Alias> {
         &self.aliases
+    }
+
+    /// Topics a person keeps as their own label against the plugin's merges.
+    pub fn kept(&self) -> &BTreeMap<String, Kept> {
+        &self.kept
     }
 
     pub fn is_pinned(&self, topic: &str) -> bool {
@@ -534,6 +595,82 @@ mod tests {
             ),
         ]);
         assert_eq!(later.canonical("auth").topic, "identity");
+    }
+
+    fn pin(topic: &str, pinned: bool, author: Author, at: &str) -> Fact {
+        Fact::new(
+            FactKind::TopicPin {
+                topic: topic.into(),
+                pinned,
+            },
+            author,
+            at,
+        )
+    }
+
+    #[test]
+    fn a_persons_pin_undoes_the_plugins_merge_before_and_after_it() {
+        let merged = [sourced(
+            "m1",
+            1,
+            alias("token", "tokens", Author::Plugin, "1"),
+        )];
+        assert_eq!(
+            Curation::fold(merged.clone()).canonical("token").topic,
+            "tokens"
+        );
+        // Pinned after the merge (the revert), or before a merge the plugin writes later
+        // (another machine that had not seen the pin yet): the topic stays its own.
+        for facts in [
+            vec![
+                merged[0].clone(),
+                sourced("m2", 1, pin("Token", true, Author::User, "2")),
+            ],
+            vec![
+                sourced("m2", 1, pin("token", true, Author::User, "0")),
+                merged[0].clone(),
+            ],
+        ] {
+            let curation = Curation::fold(facts);
+            assert_eq!(curation.canonical("token").topic, "token");
+            assert!(curation.aliases().is_empty());
+            assert_eq!(curation.kept()["token"].harness, "m2");
+        }
+        // The plugin's own pin undoes nothing: only a person's decision does.
+        let plugin_pin = Curation::fold([
+            merged[0].clone(),
+            sourced("m1", 2, pin("token", true, Author::Plugin, "2")),
+        ]);
+        assert_eq!(plugin_pin.canonical("token").topic, "tokens");
+        // A person's later alias or unpin lifts the pin; an unpin does not bring back the
+        // merge it undid (the vocabulary may propose it again).
+        let realiased = Curation::fold([
+            merged[0].clone(),
+            sourced("m2", 1, pin("token", true, Author::User, "2")),
+            sourced("m2", 2, alias("token", "credential", Author::User, "3")),
+            sourced("m1", 2, alias("token", "tokens", Author::Plugin, "4")),
+        ]);
+        assert_eq!(realiased.canonical("token").topic, "credential");
+        let unpinned = Curation::fold([
+            merged[0].clone(),
+            sourced("m2", 1, pin("token", true, Author::User, "2")),
+            sourced("m2", 2, pin("token", false, Author::User, "3")),
+        ]);
+        assert_eq!(unpinned.canonical("token").topic, "token");
+        assert!(unpinned.kept().is_empty());
+        let merged_again = Curation::fold([
+            merged[0].clone(),
+            sourced("m2", 1, pin("token", true, Author::User, "2")),
+            sourced("m2", 2, pin("token", false, Author::User, "3")),
+            sourced("m1", 2, alias("token", "tokens", Author::Plugin, "4")),
+        ]);
+        assert_eq!(merged_again.canonical("token").topic, "tokens");
+        // A pin on the target does not undo a merge into it.
+        let target = Curation::fold([
+            merged[0].clone(),
+            sourced("m2", 1, pin("tokens", true, Author::User, "2")),
+        ]);
+        assert_eq!(target.canonical("token").topic, "tokens");
     }
 
     #[test]

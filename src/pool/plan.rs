@@ -120,6 +120,11 @@ pub enum Action {
     Append,
     /// The pool already holds these bytes.
     Same,
+    /// This machine's curation ledger, of which the pool lost lines (a person reverted the
+    /// plugin's merge in git): every line the pool kept is in ours, in order, so ours is
+    /// published whole again — a ledger never shrinks; what the revert meant was recorded
+    /// in it as a person's fact (`pool::sync`).
+    Restore,
     /// A chapter this machine re-annotated (model-owned frontmatter only, the body's bytes
     /// unchanged): the one sanctioned replacement of a write-once file (record §6.2).
     Annotate,
@@ -171,11 +176,23 @@ pub fn decide(
     }
     match pool_bytes() {
         Some(theirs) if theirs.len() < store_bytes.len() && store_bytes.starts_with(&theirs) => Action::Append,
+        Some(theirs) if kind == FileKind::Curation && lines_kept_in_order(&theirs, store_bytes) => {
+            Action::Restore
+        }
         Some(_) => Action::Refuse {
             reason: "the pool's ledger is not a prefix of this machine's: a ledger only grows by appending, and another machine may have written it".into(),
         },
         None => Action::Refuse { reason: "the pool's copy could not be read".into() },
     }
+}
+
+/// Whether every line of `theirs` is a line of `ours`, in the same order (`theirs` is
+/// `ours` with lines taken out).
+fn lines_kept_in_order(theirs: &[u8], ours: &[u8]) -> bool {
+    let mut ours = ours.split_inclusive(|b| *b == b'\n');
+    theirs
+        .split_inclusive(|b| *b == b'\n')
+        .all(|line| ours.any(|o| o == line))
 }
 
 /// The `.gitattributes` shipped at the pool's root: ledgers merge by union, so even a
@@ -340,6 +357,33 @@ mod tests {
             decide(FileKind::Collection, ours, Some(&blob_id(longer)), || Some(
                 longer.to_vec()
             )),
+            Action::Refuse { .. }
+        ));
+    }
+
+    #[test]
+    fn this_machines_curation_ledger_with_lines_taken_out_is_restored_never_another_ledger() {
+        let ours = b"a\nb\nc\npin\n";
+        let decide_with = |kind, theirs: &'static [u8]| {
+            decide(kind, ours, Some(&blob_id(theirs)), || Some(theirs.to_vec()))
+        };
+        for reverted in [&b"a\nc\n"[..], b"b\n", b"pin\n"] {
+            assert_eq!(decide_with(FileKind::Curation, reverted), Action::Restore);
+        }
+        for prefix in [&b"a\nb\n"[..], b""] {
+            assert_eq!(decide_with(FileKind::Curation, prefix), Action::Append);
+        }
+        for not_ours in [&b"c\na\n"[..], b"a\nx\n", b"a\nb\nc\npin\nmore\n", b"a\nc"] {
+            assert!(
+                matches!(
+                    decide_with(FileKind::Curation, not_ours),
+                    Action::Refuse { .. }
+                ),
+                "{not_ours:?}"
+            );
+        }
+        assert!(matches!(
+            decide_with(FileKind::Collection, b"a\nc\n"),
             Action::Refuse { .. }
         ));
     }

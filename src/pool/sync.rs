@@ -11,7 +11,7 @@
 //! push); git is its one provider, over a local path (gix only) or a network URL (the
 //! `git` program for fetch/push).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -22,8 +22,10 @@ use super::git::{GitError, GitRepo, ObjectId};
 use super::link::{LinkRecord, Upstream};
 use super::plan::{self, Action, FileKind, Visibility};
 use super::transport::{self, FailureCode, Remote, TransportError};
+use crate::curation::{self, Fact, FactKind};
 use crate::identity::Identity;
 use crate::index::shard::{INDEX_DIR, MANIFEST_FILE};
+use crate::redact::Redactor;
 use crate::store::{atomic, Store, StoreError, MIRROR_DIR};
 
 pub const POOL_REF: &str = "refs/heads/main";
@@ -389,6 +391,13 @@ impl Published {
         }
     }
 
+    /// The pool head this record describes, while the pool still holds it in the history
+    /// of `head`.
+    fn base(&self, mirror: &GitRepo, head: Option<ObjectId>) -> Option<ObjectId> {
+        let old = ObjectId::from_hex(self.head.as_ref()?.as_bytes()).ok()?;
+        (mirror.has_object(old) && mirror.is_ancestor(old, head?).unwrap_or(false)).then_some(old)
+    }
+
     fn root(&mut self, root: &str) -> &mut RootManifest {
         let dir = &self.dir;
         self.roots
@@ -701,7 +710,14 @@ fn run(
         ),
     };
 
-    for attempt in 1..=MAX_ATTEMPTS {
+    // `vocabApply`: the vocabulary's facts publish in a commit of their own after the
+    // documents', so `git revert` of that one commit undoes exactly the plugin's merges.
+    let mut vocabulary_round =
+        ctx.vocabulary.is_some() && ctx.link.visibility == Visibility::Private && !pull_only;
+    let mut message: Option<String> = None;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
         report.attempts = attempt;
         let head = provider.pull_fast_forward(&mirror)?;
         // Where the mirror stood before this pull: the pool index this machine last
@@ -759,14 +775,13 @@ fn run(
             &BTreeMap::new(),
             report,
         )?;
-        if ctx.link.visibility == Visibility::Private {
-            if let Some(apply) = &ctx.vocabulary {
-                // Before planning, so the facts publish with the index they shape.
-                apply_vocabulary(ctx, &mirror_dir, apply, report);
-            }
-        }
+        let force = if ctx.link.visibility == Visibility::Private {
+            honour_reverts(ctx, &mirror, &mirror_dir, head, report)?
+        } else {
+            BTreeSet::new()
+        };
         let (mut upserts, published) =
-            plan_publication(ctx, &mirror, &mirror_dir, head, base_tree, report)?;
+            plan_publication(ctx, &mirror, &mirror_dir, head, base_tree, &force, report)?;
         let index = if ctx.link.visibility == Visibility::Private {
             plan_index(
                 ctx,
@@ -796,27 +811,35 @@ fn run(
                 }
             }
         };
-        if upserts.is_empty() && removals.is_empty() {
+        let tree = if upserts.is_empty() && removals.is_empty() {
+            None
+        } else {
+            Some(mirror.tree_edit(base_tree, &upserts, &removals)?)
+        };
+        // Nothing to publish, or everything planned is already there (a rebuilt index equal
+        // to the pool's).
+        let Some(tree) = tree.filter(|t| Some(*t) != base_tree) else {
             published.save(head);
             record_index(head);
-            return Ok(None);
-        }
-        let tree = mirror.tree_edit(base_tree, &upserts, &removals)?;
-        if Some(tree) == base_tree {
-            // Everything planned is already there (a rebuilt index equal to the pool's).
-            published.save(head);
-            record_index(head);
-            return Ok(None);
-        }
+            match next_round(ctx, &mirror_dir, &mut vocabulary_round, report) {
+                Some(m) => {
+                    (message, attempt) = (Some(m), 0);
+                    continue;
+                }
+                None => return Ok(None),
+            }
+        };
         let email = format!("{}@dsh-chapters.local", ctx.harness_id);
-        let message = commit_message(ctx.harness_id, &report.published);
+        let text = message
+            .clone()
+            .unwrap_or_else(|| commit_message(ctx.harness_id, &report.published));
         let commit = mirror.write_commit(
             tree,
             &head.into_iter().collect::<Vec<_>>(),
             "dsh-chapters",
             &email,
             ctx.now_secs,
-            &message,
+            &text,
         )?;
         match provider.push(&mirror, commit, head) {
             Ok(()) => {
@@ -850,7 +873,10 @@ fn run(
                     report,
                 )?;
                 record_index(Some(commit));
-                return Ok(None);
+                match next_round(ctx, &mirror_dir, &mut vocabulary_round, report) {
+                    Some(m) => (message, attempt) = (Some(m), 0),
+                    None => return Ok(None),
+                }
             }
             Err(f) if f.code == SyncCode::Diverged && attempt < MAX_ATTEMPTS => {
                 // Another machine published first: fetch its head and plan again from the
@@ -865,10 +891,148 @@ fn run(
             Err(f) => return Err(f),
         }
     }
-    Err(Fail {
-        code: SyncCode::Diverged,
-        detail: format!("the pool kept moving through {MAX_ATTEMPTS} attempts"),
-    })
+}
+
+/// A person who reverted a merge in the pool — `git revert` of the plugin's vocabulary
+/// commit, or the line taken out by hand — took lines out of this machine's curation ledger
+/// there. The store's ledger is append-only and publishes them again, so what the revert
+/// meant is recorded first: each reverted `topic-alias` still in effect becomes a person's
+/// `topic-pin` of its topic, which undoes the merge on every machine (record §6.3: every
+/// merge revertible with git). Returns the pool paths to compare with the pool whatever the
+/// publication record says.
+fn honour_reverts(
+    ctx: &SyncContext<'_>,
+    mirror: &GitRepo,
+    mirror_dir: &Path,
+    head: Option<ObjectId>,
+    report: &mut SyncReport,
+) -> Result<BTreeSet<String>, Fail> {
+    let mut force = BTreeSet::new();
+    let Some(base) = Published::load(mirror_dir).base(mirror, head) else {
+        return Ok(force);
+    };
+    let Some(head) = head.filter(|h| *h != base) else {
+        return Ok(force);
+    };
+    let path = format!(
+        "{}/{}/{}",
+        curation::file::EDITS_DIR,
+        ctx.harness_id,
+        curation::file::CURATION_FILE
+    );
+    let Some(before) = mirror.blob_at(mirror.commit_tree(base)?, &path)? else {
+        return Ok(force);
+    };
+    let after = mirror.blob_at(mirror.commit_tree(head)?, &path)?;
+    if after == Some(before) {
+        return Ok(force);
+    }
+    let before = mirror.read_blob(before)?;
+    let after = after
+        .map(|b| mirror.read_blob(b))
+        .transpose()?
+        .unwrap_or_default();
+    let removed = lines_taken_out(&before, &after);
+    if removed.is_empty() {
+        return Ok(force);
+    }
+    force.insert(path.clone());
+    let fail = |e: &dyn std::fmt::Display| Fail {
+        code: SyncCode::Other,
+        detail: format!("recording a revert of {path} in the pool: {e}"),
+    };
+    let current = crate::index::build::read_curation(ctx.store.dir(), Some(mirror_dir))
+        .map_err(|e| fail(&e))?
+        .curation;
+    let mut undone = Vec::new();
+    for line in &removed {
+        let Ok(fact) = serde_json::from_slice::<Fact>(line) else {
+            continue;
+        };
+        let FactKind::TopicAlias { from, to } = fact.kind else {
+            continue;
+        };
+        let (from, to) = (
+            curation::normalize_topic(&from),
+            curation::normalize_topic(&to),
+        );
+        // Only a merge still in effect: a later fact may have replaced it, and a revert
+        // already recorded left none.
+        if current.aliases().get(&from).is_none_or(|a| a.to != to) || undone.contains(&from) {
+            continue;
+        }
+        let pin = Fact::revert_seen_in_pool(&from, &to, &head.to_string(), ctx.now);
+        let fallback;
+        let redactor = match &ctx.vocabulary {
+            Some(apply) => apply.redactor,
+            None => {
+                // Topic labels from a line that passed the full redactor when written.
+                fallback = Redactor::new(&[]).map_err(|e| fail(&e))?;
+                &fallback
+            }
+        };
+        curation::file::append(ctx.store, ctx.harness_id, &pin, redactor).map_err(|e| fail(&e))?;
+        undone.push(from);
+    }
+    report.notes.push(format!(
+        "the pool lost {} line(s) of this machine's curation ledger ({path}); a ledger only grows, so it is published whole again{}",
+        removed.len(),
+        if undone.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", and the reverted merge(s) of {} are kept undone by a person's topic-pin",
+                undone.join(", ")
+            )
+        }
+    ));
+    Ok(force)
+}
+
+/// The lines of `before` that `after` no longer holds, counting repeats.
+fn lines_taken_out<'a>(before: &'a [u8], after: &[u8]) -> Vec<&'a [u8]> {
+    let mut left: BTreeMap<&[u8], usize> = BTreeMap::new();
+    for line in after.split_inclusive(|b| *b == b'\n') {
+        *left.entry(line).or_default() += 1;
+    }
+    before
+        .split_inclusive(|b| *b == b'\n')
+        .filter(|line| match left.get_mut(line) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                false
+            }
+            _ => true,
+        })
+        .collect()
+}
+
+/// After a round published (or found nothing to publish): with `vocabApply`, write the
+/// vocabulary's facts once and, when there are any, return the message of the commit
+/// that publishes them in another round.
+fn next_round(
+    ctx: &SyncContext<'_>,
+    mirror_dir: &Path,
+    vocabulary_round: &mut bool,
+    report: &mut SyncReport,
+) -> Option<String> {
+    if !std::mem::take(vocabulary_round) {
+        return None;
+    }
+    let apply = ctx.vocabulary.as_ref()?;
+    let written = apply_vocabulary(ctx, mirror_dir, apply, report);
+    if written.is_empty() {
+        return None;
+    }
+    let lines: Vec<String> = written
+        .iter()
+        .map(|c| format!("{} → {} ({})", c.from, c.to, c.reason))
+        .collect();
+    Some(format!(
+        "dsh-chapters: vocabulary from {}\n\ntopic-alias facts by the plugin (`git revert` this commit to undo them):\n{}",
+        ctx.harness_id,
+        lines.join("\n")
+    ))
 }
 
 fn commit_message(harness: &str, published: &BTreeMap<String, u64>) -> String {
@@ -888,17 +1052,11 @@ fn plan_publication(
     mirror_dir: &Path,
     head: Option<ObjectId>,
     base_tree: Option<ObjectId>,
+    force: &BTreeSet<String>,
     report: &mut SyncReport,
 ) -> Result<(Upserts, Published), Fail> {
     let mut published = Published::load(mirror_dir);
-    let still_valid = match (&published.head, head) {
-        (Some(old), Some(head)) => ObjectId::from_hex(old.as_bytes())
-            .ok()
-            .map(|old| mirror.has_object(old) && mirror.is_ancestor(old, head).unwrap_or(false))
-            .unwrap_or(false),
-        _ => false,
-    };
-    if !still_valid {
+    if published.base(mirror, head).is_none() {
         published.reset();
     }
     let mut upserts = Vec::new();
@@ -924,7 +1082,7 @@ fn plan_publication(
         })?;
         let (len, mtime) = stat_key(&meta);
         if let Some((l, m, _)) = published.root(&root).files.get(&pool_path) {
-            if *l == len && *m == mtime {
+            if *l == len && *m == mtime && !force.contains(&pool_path) {
                 continue;
             }
         }
@@ -942,7 +1100,7 @@ fn plan_publication(
         });
         match action {
             Action::Same => {}
-            Action::Add | Action::Append | Action::Annotate => {
+            Action::Add | Action::Append | Action::Annotate | Action::Restore => {
                 let blob = mirror.write_blob(&bytes)?;
                 upserts.push((pool_path.clone(), blob));
                 *report
@@ -1102,7 +1260,7 @@ fn apply_vocabulary(
     mirror_dir: &Path,
     apply: &crate::index::build::VocabApply<'_>,
     report: &mut SyncReport,
-) {
+) -> Vec<crate::index::vocab::Candidate> {
     let result = crate::index::table::Table::refresh(ctx.workspace, true, ctx.lock_timeout)
         .map_err(crate::index::build::BuildError::from)
         .and_then(|(table, _)| {
@@ -1116,19 +1274,26 @@ fn apply_vocabulary(
             )
         });
     match result {
-        Ok(written) if written.is_empty() => {}
-        Ok(written) => report.notes.push(format!(
-            "vocabulary: {} topic-alias fact(s) written by the plugin ({})",
-            written.len(),
+        Ok(written) => {
+            if !written.is_empty() {
+                report.notes.push(format!(
+                    "vocabulary: {} topic-alias fact(s) written by the plugin ({})",
+                    written.len(),
+                    written
+                        .iter()
+                        .map(|c| format!("{} → {}", c.from, c.to))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
             written
-                .iter()
-                .map(|c| format!("{} → {}", c.from, c.to))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
-        Err(e) => report
-            .notes
-            .push(format!("vocabulary: nothing applied: {e}")),
+        }
+        Err(e) => {
+            report
+                .notes
+                .push(format!("vocabulary: nothing applied: {e}"));
+            Vec::new()
+        }
     }
 }
 
@@ -1333,4 +1498,24 @@ pub fn pending(
         }
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_taken_out_counts_repeats_and_ignores_what_was_added() {
+        let before = b"a\nb\na\nc\n";
+        assert_eq!(
+            lines_taken_out(before, b"a\nc\n"),
+            vec![&b"b\n"[..], b"a\n"]
+        );
+        assert_eq!(
+            lines_taken_out(before, b""),
+            before.split_inclusive(|b| *b == b'\n').collect::<Vec<_>>()
+        );
+        assert!(lines_taken_out(before, b"a\nb\na\nc\nd\n").is_empty());
+        assert!(lines_taken_out(b"", b"x\n").is_empty());
+    }
 }

@@ -31,12 +31,24 @@ fn files(dir: &Path) -> BTreeMap<String, String> {
 }
 
 fn git(repo: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("--git-dir")
-        .arg(repo)
+    let mut cmd = Command::new("git");
+    cmd.arg("--git-dir").arg(repo).env("HOME", repo);
+    run_git(cmd, args)
+}
+
+/// `git` in a work tree, as a person at a terminal would run it.
+fn git_in(dir: &Path, args: &[&str]) -> String {
+    let mut cmd = Command::new("git");
+    cmd.current_dir(dir)
+        .args(["-c", "user.name=Ana", "-c", "user.email=ana@example.com"])
+        .env("HOME", dir);
+    run_git(cmd, args)
+}
+
+fn run_git(mut cmd: Command, args: &[&str]) -> String {
+    let out = cmd
         .args(args)
         .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", repo)
         .output()
         .expect("git");
     assert!(
@@ -618,4 +630,137 @@ fn files_deep(dir: &Path) -> BTreeMap<String, String> {
         }
     }
     out
+}
+
+// --- every merge revertible with git (record §6.3) -------------------------------------
+
+fn sync_applying_vocabulary(m: &Sandbox) -> serde_json::Value {
+    let out = m.ok_with_env(&["sync", "--json"], &[("CHAPTERS_VOCAB_APPLY", "true")]);
+    serde_json::from_str(&out).expect("json")
+}
+
+fn canonical(m: &Sandbox, topic: &str) -> String {
+    m.json(&["search", "--topic", topic, "--json"])["canonicalTopic"]
+        .as_str()
+        .expect("canonicalTopic")
+        .to_owned()
+}
+
+#[test]
+fn a_git_revert_of_the_plugins_merge_in_the_pool_holds_on_every_machine() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pool = tmp.path().join("pool.git");
+    let a = Sandbox::machine("machine-a");
+    a.ok(&["init"]);
+    put_chapter(&a, "s1", "001-a.md", "Token refresh", "token, auth");
+    put_chapter(&a, "s1", "002-b.md", "Tokens expire", "tokens, expiry");
+    put_chapter(&a, "s2", "001-c.md", "More tokens", "tokens");
+    link_private(&a, &pool);
+    let ledger = "edits/machine-a/curation.jsonl";
+
+    // The plugin's merge lands in a commit of its own, after the documents'.
+    let report = sync_applying_vocabulary(&a);
+    assert!(report.to_string().contains("token → tokens"), "{report}");
+    let subject = git(&pool, &["log", "-1", "--format=%s", "main"]);
+    assert_eq!(subject.trim(), "dsh-chapters: vocabulary from machine-a");
+    let touched = git(&pool, &["show", "--format=", "--name-only", "main"]);
+    assert!(touched.lines().any(|l| l == ledger), "{touched}");
+    assert!(
+        !touched.lines().any(|l| l.starts_with("chapters/")),
+        "only the merge and what it derives: {touched}"
+    );
+    let b = machine("machine-b", None, &pool);
+    b.ok(&["sync"]);
+    assert_eq!(canonical(&a, "token"), "tokens");
+    assert_eq!(canonical(&b, "token"), "tokens");
+
+    // A person reverts that commit in the pool with git.
+    let work = tmp.path().join("work");
+    git_in(
+        tmp.path(),
+        &["clone", "-q", pool.to_str().expect("utf8"), "work"],
+    );
+    git_in(&work, &["revert", "--no-edit", "HEAD"]);
+    git_in(&work, &["push", "-q", "origin", "HEAD:main"]);
+    // The merge was the ledger's first line: the revert takes the file out of the pool.
+    assert!(git(&pool, &["ls-tree", "-r", "--name-only", "main", "edits/"]).is_empty());
+
+    // The machine that wrote the merge records the revert as a person's pin, publishes its
+    // ledger whole again (a ledger never shrinks), and does not merge the topic again.
+    let report = sync_applying_vocabulary(&a);
+    assert!(
+        report
+            .to_string()
+            .contains("kept undone by a person's topic-pin"),
+        "{report}"
+    );
+    let published = git(&pool, &["show", &format!("main:{ledger}")]);
+    let store_ledger = std::fs::read_to_string(a.store().join(ledger)).expect("ledger");
+    assert_eq!(published, store_ledger);
+    let lines: Vec<serde_json::Value> = published
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{published}");
+    assert_eq!(
+        (&lines[0]["type"], &lines[0]["author"]),
+        (&"topic-alias".into(), &"plugin".into())
+    );
+    assert_eq!(
+        (&lines[1]["type"], &lines[1]["topic"], &lines[1]["author"]),
+        (&"topic-pin".into(), &"token".into(), &"user".into())
+    );
+    assert!(
+        lines[1]["reason"]
+            .as_str()
+            .expect("reason")
+            .contains("reverted in the pool"),
+        "{published}"
+    );
+    let vocabulary = git(&pool, &["show", "main:topics/vocabulary.json"]);
+    assert!(!vocabulary.contains("\"from\": \"token\""), "{vocabulary}");
+    b.ok(&["sync"]);
+    for m in [&a, &b] {
+        assert_eq!(canonical(m, "token"), "token", "{}", m.harness);
+    }
+    assert_eq!(
+        files_deep(&a.ws.join(".dsh-knowledge/index")),
+        pool_index(&pool)
+    );
+    assert_eq!(
+        files_deep(&b.ws.join(".dsh-knowledge/index")),
+        pool_index(&pool)
+    );
+    // It holds: more syncs change nothing.
+    let settled = head(&pool);
+    sync_applying_vocabulary(&a);
+    b.ok(&["sync"]);
+    assert_eq!(head(&pool), settled);
+    assert_eq!(canonical(&a, "token"), "token");
+
+    // The pin is what holds it: lifted, the plugin merges the topic again.
+    let v = a.json(&["topic", "unpin", "token", "--json"]);
+    assert_eq!(v["written"]["type"], "topic-pin");
+    assert_eq!(v["written"]["pinned"], false);
+    sync_applying_vocabulary(&a);
+    assert_eq!(canonical(&a, "token"), "tokens");
+    b.ok(&["sync"]);
+    assert_eq!(canonical(&b, "token"), "tokens");
+    // And a person can undo it from the command line as well.
+    a.ok(&[
+        "topic",
+        "pin",
+        "token",
+        "--reason",
+        "token is the JWT, not the list",
+    ]);
+    a.ok(&["sync"]);
+    b.ok(&["sync"]);
+    assert_eq!(canonical(&a, "token"), "token");
+    assert_eq!(canonical(&b, "token"), "token");
+    assert_eq!(
+        a.run(&["topic", "pin", "  "]).status.code(),
+        Some(2),
+        "an empty topic is a usage error"
+    );
 }

@@ -353,6 +353,8 @@ fn only_the_human_door_writes_a_persons_rule_decision() {
                 .expect("under src")
                 .to_string_lossy()
                 .replace('\\', "/");
+            // `curation/` builds facts, among them `Fact::revert_seen_in_pool`: the record
+            // of a person's `git revert` in the pool (a person's act through git's door).
             if rel == "cli/rule.rs" || rel.starts_with("curation/") {
                 continue;
             }

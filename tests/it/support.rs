@@ -70,7 +70,14 @@ impl Sandbox {
 
     /// Run and require exit 0.
     pub fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
+        self.ok_with_env(args, &[])
+    }
+
+    /// Run with these environment variables set, and require exit 0.
+    pub fn ok_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> String {
+        let mut cmd = self.cmd(args);
+        cmd.envs(env.iter().copied());
+        let out = cmd.output().expect("run chapters");
         assert!(
             out.status.success(),
             "chapters {args:?} failed ({:?}):\nstdout:\n{}\nstderr:\n{}",
