@@ -20,7 +20,9 @@
 //!     batches finished and chapters were rewritten inside B blocks, and prints how many (and
 //!     how many inside A blocks: none expected). Each frame is encoded first and written
 //!     with one `write`, the clock started just before it (see `LiveLog`).
-//!     `BENCH_SAMPLES_DIR=<dir>` writes every sample (side, group, block, turn, when, ms)
+//!     `BENCH_ENRICH_FRESH=1` has the worker build that state afresh for every batch (read
+//!     every chapter, compile the redactor: what the daemon did before it kept them), the
+//!     same binary's baseline. `BENCH_SAMPLES_DIR=<dir>` writes every sample (side, group, block, turn, when, ms)
 //!     and every batch's end as CSV; `BENCH_CHAPTERS_BIN=<path>` runs another build of
 //!     `chapters` as the daemon.
 //! (b) at rest with 50 watched sessions: the daemon's CPU % over 12 s from
@@ -545,6 +547,9 @@ fn enrich_worker(ws: &Path) -> ! {
     let redactor =
         dsh_chapters::redact::Redactor::new(&config.redaction_patterns).expect("redactor");
     let mut catalog = Catalog::default();
+    let fresh = std::env::var_os("BENCH_ENRICH_FRESH").is_some();
+    // What the catalogs built afresh read (with `fresh`).
+    let (mut fresh_scans, mut fresh_files) = (0, 0);
     loop {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -564,8 +569,16 @@ fn enrich_worker(ws: &Path) -> ! {
             all: true,
             respect_backoff: false,
         };
-        let report =
-            run_with(&ctx, options, &mut catalog, Some(&redactor)).expect("an enrichment batch");
+        let report = if fresh {
+            let mut afresh = Catalog::default();
+            let report = run_with(&ctx, options, &mut afresh, None);
+            fresh_scans += afresh.full_scans();
+            fresh_files += afresh.files_read();
+            report
+        } else {
+            run_with(&ctx, options, &mut catalog, Some(&redactor))
+        }
+        .expect("an enrichment batch");
         assert_eq!(
             report.failed + report.timeouts,
             0,
@@ -574,8 +587,8 @@ fn enrich_worker(ws: &Path) -> ! {
         println!(
             "{} {} {}",
             report.annotated.len(),
-            catalog.full_scans(),
-            catalog.files_read()
+            fresh_scans + catalog.full_scans(),
+            fresh_files + catalog.files_read()
         );
     }
 }
@@ -696,6 +709,7 @@ fn enrichment_interference(model_delay: Duration) {
     let load_after = loadavg();
     let (finished, annotated) = worker.tally();
     let (full_scans, files_read) = *worker.reads.lock().expect("reads");
+    let worker_cpu_ms = proc_ticks(worker.child.id()) as f64 * 1000.0 / clk_tck();
     assert!(finished > 0, "no enrichment batch finished");
     assert!(
         rewritten_busy > 0,
@@ -738,7 +752,13 @@ fn enrichment_interference(model_delay: Duration) {
         GROUPS * 2
     );
     println!(
-        "  the worker's catalog: {full_scans} full read(s) of every chapter, {files_read} chapter files read in all"
+        "  the worker's state: {}; {full_scans} full read(s) of every chapter, {files_read} chapter files read; its CPU {worker_cpu_ms:.0} ms ({:.1} ms per finished batch, start-up included)",
+        if std::env::var_os("BENCH_ENRICH_FRESH").is_some() {
+            "built afresh per batch (BENCH_ENRICH_FRESH)"
+        } else {
+            "kept across batches"
+        },
+        worker_cpu_ms / finished as f64
     );
     println!("  load average {load_before} → {load_after}");
     let line = |name: &str, v: &[f64]| {
