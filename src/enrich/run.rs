@@ -247,7 +247,11 @@ impl Catalog {
                 }
             }
         }
-        for root in store.roots()? {
+        // Session folders are never removed by this program; one removed by hand leaves.
+        let present: std::collections::BTreeSet<String> = store.roots()?.into_iter().collect();
+        self.roots.retain(|root| present.contains(root));
+        self.chapters.retain(|(root, _), _| present.contains(root));
+        for root in present {
             if !self.roots.contains(&root) {
                 self.read_root(store, &root)?;
             }
@@ -493,10 +497,22 @@ pub fn run_with(
     for queued in queue.into_iter().take(limit as usize) {
         report.examined += 1;
         let name = format!("{}/{}", queued.root, queued.file);
-        let doc = std::fs::read_to_string(&queued.path).map_err(|e| StoreError::Io {
-            path: queued.path.clone(),
-            source: e,
-        })?;
+        let doc = match std::fs::read_to_string(&queued.path) {
+            Ok(doc) => doc,
+            // Removed by hand since the catalog listed it (no journal line says so).
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                catalog.chapters.remove(&(queued.root, queued.file));
+                report.notes.push(format!("{name}: gone; skipped"));
+                continue;
+            }
+            Err(e) => {
+                return Err(StoreError::Io {
+                    path: queued.path.clone(),
+                    source: e,
+                }
+                .into())
+            }
+        };
         let Some(body) = body_text(&doc) else {
             report.notes.push(format!("{name}: no body; skipped"));
             continue;
@@ -835,6 +851,46 @@ mod tests {
             queue(&catalog, &store, "m"),
             vec!["session-a/001-a.md", "session-a/002-b.md"]
         );
+    }
+
+    #[test]
+    fn a_chapter_or_folder_removed_by_hand_leaves_the_queue_without_failing_a_batch() {
+        let (dir, store) = store();
+        archive(&store, ROOT, "001-a.md", &doc("a", None, &[], &[]));
+        archive(&store, ROOT, "002-b.md", &doc("b", None, &[], &[]));
+        archive(&store, "session-b", "001-x.md", &doc("x", None, &[], &[]));
+        let mut catalog = Catalog::default();
+        catalog.refresh(&store, 0).unwrap();
+        std::fs::remove_dir_all(store.root_dir("session-b").unwrap()).unwrap();
+        std::fs::remove_file(store.chapters_dir(ROOT).unwrap().join("001-a.md")).unwrap();
+        catalog.refresh(&store, 1).unwrap();
+        assert_eq!(
+            queue(&catalog, &store, "m"),
+            vec!["session-a/001-a.md", "session-a/002-b.md"]
+        );
+
+        // The batch skips the gone chapter and reaches the next one: here an endpoint that
+        // refuses the connection, which stops the batch as a failure of its own.
+        let mut config = crate::config::Config::defaults();
+        config.enrichment_endpoint = Some("http://127.0.0.1:1/v1".into());
+        config.enrichment_model = Some("m".into());
+        let ctx = EnrichContext {
+            store: &store,
+            workspace: dir.path(),
+            config: &config,
+            project_key: "project",
+            harness: "test",
+            key: None,
+            now_ms: 2,
+        };
+        let report = run_with(&ctx, RunOptions::default(), &mut catalog, None).unwrap();
+        assert_eq!(report.examined, 2, "{report:?}");
+        assert!(
+            report.notes[0].contains("session-a/001-a.md: gone"),
+            "{report:?}"
+        );
+        assert_eq!(report.failed, 1, "{report:?}");
+        assert_eq!(queue(&catalog, &store, "m"), vec!["session-a/002-b.md"]);
     }
 
     #[test]
