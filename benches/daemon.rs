@@ -10,8 +10,9 @@
 //!     daemon and log, 2,400 live turns in blocks of 25 alternating rest (A) and enrichment
 //!     (B) as ABBA 24 times, so each side gets 1,200 samples spread evenly over the run and
 //!     a drift or a stall of the shared machine weighs on both alike. The enrichment is what
-//!     the daemon's enrich thread runs (`enrich::run_in_background`, then `enrich::run::run`
-//!     batches of 5), back to back in a worker process (this binary, `enrich-worker`) that is
+//!     the daemon's enrich thread runs (`enrich::run_in_background`, then
+//!     `enrich::run::run_with` batches of 5, one `Catalog` and one compiled redactor kept
+//!     across them), back to back in a worker process (this binary, `enrich-worker`) that is
 //!     frozen (SIGSTOP) for A blocks and thawed for B blocks; it annotates 191 archived
 //!     chapters against a model server on loopback (each answer after 800 ms, as a local
 //!     model; then again after 30 ms, a write-heavy stress) — model calls, staged rewrites,
@@ -19,7 +20,9 @@
 //!     batches finished and chapters were rewritten inside B blocks, and prints how many (and
 //!     how many inside A blocks: none expected). Each frame is encoded first and written
 //!     with one `write`, the clock started just before it (see `LiveLog`).
-//!     `BENCH_SAMPLES_DIR=<dir>` writes every sample (side, group, block, turn, when, ms)
+//!     `BENCH_ENRICH_FRESH=1` has the worker build that state afresh for every batch (read
+//!     every chapter, compile the redactor: what the daemon did before it kept them), the
+//!     same binary's baseline. `BENCH_SAMPLES_DIR=<dir>` writes every sample (side, group, block, turn, when, ms)
 //!     and every batch's end as CSV; `BENCH_CHAPTERS_BIN=<path>` runs another build of
 //!     `chapters` as the daemon.
 //! (b) at rest with 50 watched sessions: the daemon's CPU % over 12 s from
@@ -448,10 +451,13 @@ fn signing_phase(
 /// batch has work. A process of its own so it can be frozen (SIGSTOP) for rest blocks and
 /// thawed (SIGCONT) for enrichment blocks: a block switch never waits for a batch to end,
 /// so blocks can be short and many. Frozen, it uses no CPU and issues no I/O; a model
-/// answer waits in its socket. It prints one line per batch: `<ms since start> <rewrites>`.
+/// answer waits in its socket. It prints one line per batch: `<rewrites> <full reads of
+/// every chapter so far> <chapter files read so far>`.
 struct Worker {
     child: Child,
     batches: Arc<Mutex<Vec<(f64, u64)>>>,
+    /// The catalog's (full reads, files read) after the last batch.
+    reads: Arc<Mutex<(u64, u64)>>,
     reader: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -467,21 +473,31 @@ impl Worker {
             .expect("enrich worker");
         let out = child.stdout.take().expect("piped");
         let batches = Arc::new(Mutex::new(Vec::new()));
+        let reads = Arc::new(Mutex::new((0, 0)));
         let reader = std::thread::spawn({
             let batches = batches.clone();
+            let reads = reads.clone();
             move || {
                 use std::io::BufRead;
                 for line in std::io::BufReader::new(out).lines() {
                     let Ok(line) = line else { return };
-                    let rewrites = line.trim().parse().expect("a batch line");
+                    let fields: Vec<u64> = line
+                        .split_whitespace()
+                        .map(|f| f.parse().expect("a batch line"))
+                        .collect();
+                    let [rewrites, scans, files] = fields[..] else {
+                        panic!("a batch line: {line}")
+                    };
                     let at = epoch.elapsed().as_secs_f64() * 1000.0;
                     batches.lock().expect("batches").push((at, rewrites));
+                    *reads.lock().expect("reads") = (scans, files);
                 }
             }
         });
         Worker {
             child,
             batches,
+            reads,
             reader: Some(reader),
         }
     }
@@ -519,13 +535,21 @@ impl Drop for Worker {
 
 /// The worker's loop (see [`Worker`]); never returns.
 fn enrich_worker(ws: &Path) -> ! {
-    use dsh_chapters::enrich::run::{run, EnrichContext, RunOptions};
+    use dsh_chapters::enrich::run::{run_with, Catalog, EnrichContext, RunOptions};
     dsh_chapters::enrich::run_in_background();
     let home = PathBuf::from(std::env::var_os("DSH_HOME").expect("DSH_HOME"));
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     let config = dsh_chapters::config::load(&home, ws, &env, &Default::default()).expect("config");
     let identity = dsh_chapters::identity::resolve(ws, None).expect("identity");
     let store = dsh_chapters::store::Store::open(ws).expect("store");
+    // Kept across batches as the daemon's enrich thread keeps them: the workspace's
+    // compiled redactor and what earlier batches read of the chapters.
+    let redactor =
+        dsh_chapters::redact::Redactor::new(&config.redaction_patterns).expect("redactor");
+    let mut catalog = Catalog::default();
+    let fresh = std::env::var_os("BENCH_ENRICH_FRESH").is_some();
+    // What the catalogs built afresh read (with `fresh`).
+    let (mut fresh_scans, mut fresh_files) = (0, 0);
     loop {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -545,13 +569,27 @@ fn enrich_worker(ws: &Path) -> ! {
             all: true,
             respect_backoff: false,
         };
-        let report = run(&ctx, options).expect("an enrichment batch");
+        let report = if fresh {
+            let mut afresh = Catalog::default();
+            let report = run_with(&ctx, options, &mut afresh, None);
+            fresh_scans += afresh.full_scans();
+            fresh_files += afresh.files_read();
+            report
+        } else {
+            run_with(&ctx, options, &mut catalog, Some(&redactor))
+        }
+        .expect("an enrichment batch");
         assert_eq!(
             report.failed + report.timeouts,
             0,
             "the model server failed"
         );
-        println!("{}", report.annotated.len());
+        println!(
+            "{} {} {}",
+            report.annotated.len(),
+            fresh_scans + catalog.full_scans(),
+            fresh_files + catalog.files_read()
+        );
     }
 }
 
@@ -670,6 +708,8 @@ fn enrichment_interference(model_delay: Duration) {
     worker.set_frozen(true);
     let load_after = loadavg();
     let (finished, annotated) = worker.tally();
+    let (full_scans, files_read) = *worker.reads.lock().expect("reads");
+    let worker_cpu_ms = proc_ticks(worker.child.id()) as f64 * 1000.0 / clk_tck();
     assert!(finished > 0, "no enrichment batch finished");
     assert!(
         rewritten_busy > 0,
@@ -710,6 +750,15 @@ fn enrichment_interference(model_delay: Duration) {
     println!(
         "  enrichment: {finished} batches of 5 finished ({annotated} rewrites reported); chapter files rewritten inside B blocks: {rewritten_busy} (in {blocks_rewriting} of {} blocks), inside A blocks: {rewritten_rest}",
         GROUPS * 2
+    );
+    println!(
+        "  the worker's state: {}; {full_scans} full read(s) of every chapter, {files_read} chapter files read; its CPU {worker_cpu_ms:.0} ms ({:.1} ms per finished batch, start-up included)",
+        if std::env::var_os("BENCH_ENRICH_FRESH").is_some() {
+            "built afresh per batch (BENCH_ENRICH_FRESH)"
+        } else {
+            "kept across batches"
+        },
+        worker_cpu_ms / finished as f64
     );
     println!("  load average {load_before} → {load_after}");
     let line = |name: &str, v: &[f64]| {

@@ -263,7 +263,10 @@ struct EnrichDone {
     result: Result<crate::enrich::run::EnrichReport, String>,
 }
 
-fn run_enrich(job: &EnrichJob) -> EnrichDone {
+/// `catalog`: what the enrich thread's earlier batches of this workspace read of its
+/// chapters (see `enrich::run::Catalog`); the redactor is the workspace's, compiled once
+/// per configuration load — so a batch costs what it examines, not what the store holds.
+fn run_enrich(job: &EnrichJob, catalog: &mut crate::enrich::run::Catalog) -> EnrichDone {
     let ctx = &job.ctx;
     let result = (|| {
         let key =
@@ -277,13 +280,15 @@ fn run_enrich(job: &EnrichJob) -> EnrichDone {
             key: key.as_ref(),
             now_ms: now_ms(),
         };
-        crate::enrich::run::run(
+        crate::enrich::run::run_with(
             &ectx,
             crate::enrich::run::RunOptions {
                 limit: None,
                 all: false,
                 respect_backoff: true,
             },
+            catalog,
+            Some(&ctx.redactor),
         )
         .map_err(|e| e.to_string())
     })();
@@ -528,8 +533,10 @@ pub fn run(options: Options) -> Result<(), DaemonError> {
         let tx = tx.clone();
         move || {
             crate::enrich::run_in_background();
+            let mut catalogs = BTreeMap::<PathBuf, crate::enrich::run::Catalog>::new();
             for job in enrich_rx {
-                let done = run_enrich(&job);
+                let catalog = catalogs.entry(job.ws_dir.clone()).or_default();
+                let done = run_enrich(&job, catalog);
                 if tx.send(Msg::Enriched(Box::new(done))).is_err() {
                     break;
                 }

@@ -19,7 +19,7 @@ use crate::pool::credentials::Secret;
 use crate::redact::{RedactionCounts, Redactor};
 use crate::render::annotate::{self, Annotated, Annotation, ModelFields};
 use crate::render::body_text;
-use crate::store::{atomic, Store, StoreError};
+use crate::store::{atomic, journal, Store, StoreError};
 
 const STATUS_FILE: &str = "enrich-status.json";
 const STATUS_VERSION: u64 = 1;
@@ -146,25 +146,129 @@ struct Queued {
     path: PathBuf,
 }
 
-/// Every chapter of the store in (root, file) order, with the canonical topics already in
-/// use (the vocabulary a model's label is vetted against).
-fn scan(
-    store: &Store,
-    model: &str,
-    all: bool,
-    curation: &Curation,
-) -> Result<(Vec<Queued>, std::collections::BTreeSet<String>), StoreError> {
-    let mut queue = Vec::new();
-    let mut known = std::collections::BTreeSet::new();
-    for root in store.roots()? {
-        let dir = store.chapters_dir(&root)?;
-        let mut names: Vec<String> = match std::fs::read_dir(&dir) {
+/// How often a [`Catalog`] reads every chapter again although the change journal answered:
+/// a writer the journal missed (a crash between a write and its line) is found within this.
+pub const FULL_RESCAN_EVERY_MS: i64 = 600_000;
+
+/// What a batch needs of one chapter: which model titled it and the topics it holds that
+/// the vocabulary vetted (canonicalized per batch, by that batch's curation).
+#[derive(Debug, Clone, PartialEq)]
+struct Entry {
+    title_model: Option<String>,
+    vetted: Vec<String>,
+}
+
+/// The store's chapters as enrichment sees them, kept across the batches of one workspace
+/// (the daemon's enrich thread keeps one per workspace): a batch reads what the change
+/// journal (`store::journal`) names since the last one — new chapters, rewrites — instead
+/// of every chapter's frontmatter. It reads everything again when the journal cannot say
+/// (no cursor, started over, damaged), every [`FULL_RESCAN_EVERY_MS`], and reads a session
+/// folder it has not seen whole. A fresh catalog (the CLI's batch) reads everything once.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    /// (root, file) → entry, in (root, file) order: the queue's order.
+    chapters: std::collections::BTreeMap<(String, String), Entry>,
+    /// Session folders read whole.
+    roots: std::collections::BTreeSet<String>,
+    cursor: Option<journal::Cursor>,
+    rescanned_ms: Option<i64>,
+    full_scans: u64,
+    files_read: u64,
+}
+
+/// Queue and vocabulary for one batch.
+struct Snapshot {
+    queue: Vec<Queued>,
+    known: std::collections::BTreeSet<String>,
+}
+
+fn is_chapter_name(name: &str) -> bool {
+    name.ends_with(".md") && !name.starts_with("plan-") && !name.starts_with('.')
+}
+
+impl Catalog {
+    /// Full reads of every chapter so far (the first batch's included).
+    pub fn full_scans(&self) -> u64 {
+        self.full_scans
+    }
+
+    /// Chapter files read so far, by full reads and by journal lines alike.
+    pub fn files_read(&self) -> u64 {
+        self.files_read
+    }
+
+    /// Bring the catalog up to date with the store at `now_ms`.
+    fn refresh(&mut self, store: &Store, now_ms: i64) -> Result<(), StoreError> {
+        let due = self
+            .rescanned_ms
+            .is_none_or(|at| now_ms.saturating_sub(at) >= FULL_RESCAN_EVERY_MS);
+        let changes = if due {
+            None
+        } else {
+            match journal::read_since(store.dir(), self.cursor.as_ref()) {
+                journal::Since::Changes { changes, end, .. } => Some((changes, end)),
+                journal::Since::Rescan { reason } => {
+                    tracing::debug!(%reason, "enrichment reads every chapter again");
+                    None
+                }
+            }
+        };
+        match changes {
+            None => {
+                // The cursor before the reads: a chapter written meanwhile is read again
+                // next time, never missed.
+                self.cursor = journal::current(store.dir());
+                self.chapters.clear();
+                self.roots.clear();
+                self.rescanned_ms = Some(now_ms);
+                self.full_scans += 1;
+            }
+            Some((changes, end)) => {
+                self.cursor = Some(end);
+                let prefix = format!("{}/", crate::store::STORE_DIR);
+                for change in changes {
+                    let Some(root) = change
+                        .folder
+                        .strip_prefix(&prefix)
+                        .and_then(|rest| rest.strip_suffix("/chapters"))
+                        .filter(|root| self.roots.contains(*root))
+                    else {
+                        continue;
+                    };
+                    let root = root.to_owned();
+                    let dir = store.chapters_dir(&root)?;
+                    for file in change.files.iter().filter(|f| is_chapter_name(f)) {
+                        let key = (root.clone(), file.clone());
+                        match self.read_entry(&dir.join(file))? {
+                            Some(entry) => self.chapters.insert(key, entry),
+                            None => self.chapters.remove(&key),
+                        };
+                    }
+                }
+            }
+        }
+        // Session folders are never removed by this program; one removed by hand leaves.
+        let present: std::collections::BTreeSet<String> = store.roots()?.into_iter().collect();
+        self.roots.retain(|root| present.contains(root));
+        self.chapters.retain(|(root, _), _| present.contains(root));
+        for root in present {
+            if !self.roots.contains(&root) {
+                self.read_root(store, &root)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Read every chapter of one session folder.
+    fn read_root(&mut self, store: &Store, root: &str) -> Result<(), StoreError> {
+        let dir = store.chapters_dir(root)?;
+        let names: Vec<String> = match std::fs::read_dir(&dir) {
             Ok(entries) => entries
                 .filter_map(Result::ok)
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.ends_with(".md") && !n.starts_with("plan-") && !n.starts_with('.'))
+                .filter(|n| is_chapter_name(n))
                 .collect(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => {
                 return Err(StoreError::Io {
                     path: dir,
@@ -172,40 +276,72 @@ fn scan(
                 })
             }
         };
-        names.sort();
         for file in names {
-            let path = dir.join(&file);
-            let text = std::fs::read_to_string(&path).map_err(|e| StoreError::Io {
-                path: path.clone(),
-                source: e,
-            })?;
-            let Ok(fields) = ModelFields::read(&text) else {
-                continue;
-            };
-            if fields.kind != "chapter" {
-                continue;
+            if let Some(entry) = self.read_entry(&dir.join(&file))? {
+                self.chapters.insert((root.to_owned(), file), entry);
             }
-            // A model's label stays unvetted until the vocabulary takes it in: it never
-            // vets itself, so a re-run sees the same vocabulary.
-            known.extend(
-                curation.canonical_topics(
-                    fields
-                        .topics
-                        .iter()
-                        .filter(|t| !fields.topics_unvetted.contains(t))
-                        .map(String::as_str),
-                ),
-            );
-            if all || fields.title_model() != Some(model) {
+        }
+        self.roots.insert(root.to_owned());
+        Ok(())
+    }
+
+    /// A chapter's entry; `None` for a plan, unreadable frontmatter or a file gone.
+    fn read_entry(&mut self, path: &Path) -> Result<Option<Entry>, StoreError> {
+        self.files_read += 1;
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(StoreError::Io {
+                    path: path.to_path_buf(),
+                    source: e,
+                })
+            }
+        };
+        let Ok(fields) = ModelFields::read(&text) else {
+            return Ok(None);
+        };
+        if fields.kind != "chapter" {
+            return Ok(None);
+        }
+        let title_model = fields.title_model().map(str::to_owned);
+        // A model's label stays unvetted until the vocabulary takes it in: it never vets
+        // itself, so a re-run sees the same vocabulary.
+        let vetted = fields
+            .topics
+            .into_iter()
+            .filter(|t| !fields.topics_unvetted.contains(t))
+            .collect();
+        Ok(Some(Entry {
+            title_model,
+            vetted,
+        }))
+    }
+
+    /// Every chapter not yet titled by `model` (all of them with `all`) in (root, file)
+    /// order, and the canonical topics already in use (the vocabulary a model's label is
+    /// vetted against).
+    fn snapshot(
+        &self,
+        store: &Store,
+        model: &str,
+        all: bool,
+        curation: &Curation,
+    ) -> Result<Snapshot, StoreError> {
+        let mut queue = Vec::new();
+        let mut known = std::collections::BTreeSet::new();
+        for ((root, file), entry) in &self.chapters {
+            known.extend(curation.canonical_topics(entry.vetted.iter().map(String::as_str)));
+            if all || entry.title_model.as_deref() != Some(model) {
                 queue.push(Queued {
                     root: root.clone(),
-                    file,
-                    path,
+                    file: file.clone(),
+                    path: store.chapters_dir(root)?.join(file),
                 });
             }
         }
+        Ok(Snapshot { queue, known })
     }
-    Ok((queue, known))
 }
 
 fn clip(text: &str) -> String {
@@ -283,8 +419,22 @@ fn write_mined(
     Ok(written)
 }
 
-/// Run one batch. The clock value is the caller's; `at` stamps provenance.
+/// Run one batch on its own: every chapter read, the redactor compiled (the CLI's batch).
+/// The clock value is the caller's; `at` stamps provenance.
 pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport, EnrichError> {
+    run_with(ctx, options, &mut Catalog::default(), None)
+}
+
+/// Run one batch of a series (the daemon's, per workspace): `catalog` is what earlier
+/// batches of this store read, brought up to date from the change journal; `redactor` the
+/// caller's compiled `redactionPatterns` (`None`: compiled for this batch). The clock value
+/// is the caller's; `at` stamps provenance.
+pub fn run_with(
+    ctx: &EnrichContext<'_>,
+    options: RunOptions,
+    catalog: &mut Catalog,
+    redactor: Option<&Redactor>,
+) -> Result<EnrichReport, EnrichError> {
     let url = ctx
         .config
         .enrichment_endpoint
@@ -314,12 +464,20 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
             return Ok(report);
         }
     }
-    let redactor = Redactor::new(&ctx.config.redaction_patterns)?;
+    let compiled;
+    let redactor = match redactor {
+        Some(r) => r,
+        None => {
+            compiled = Redactor::new(&ctx.config.redaction_patterns)?;
+            &compiled
+        }
+    };
     let mirror = ctx.workspace.join(crate::store::MIRROR_DIR);
     let facts = curation::file::read_all(ctx.store.dir(), Some(&mirror))?;
     report.notes.extend(facts.notes);
     let curation = Curation::fold(facts.facts);
-    let (queue, known) = scan(ctx.store, &model, options.all, &curation)?;
+    catalog.refresh(ctx.store, ctx.now_ms)?;
+    let Snapshot { queue, known } = catalog.snapshot(ctx.store, &model, options.all, &curation)?;
     report.queued = queue.len();
     let limit = options.limit.unwrap_or(ctx.config.enrichment_batch_cap);
     let limits = SliceLimits::default();
@@ -339,10 +497,22 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
     for queued in queue.into_iter().take(limit as usize) {
         report.examined += 1;
         let name = format!("{}/{}", queued.root, queued.file);
-        let doc = std::fs::read_to_string(&queued.path).map_err(|e| StoreError::Io {
-            path: queued.path.clone(),
-            source: e,
-        })?;
+        let doc = match std::fs::read_to_string(&queued.path) {
+            Ok(doc) => doc,
+            // Removed by hand since the catalog listed it (no journal line says so).
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                catalog.chapters.remove(&(queued.root, queued.file));
+                report.notes.push(format!("{name}: gone; skipped"));
+                continue;
+            }
+            Err(e) => {
+                return Err(StoreError::Io {
+                    path: queued.path.clone(),
+                    source: e,
+                }
+                .into())
+            }
+        };
         let Some(body) = body_text(&doc) else {
             report.notes.push(format!("{name}: no body; skipped"));
             continue;
@@ -449,7 +619,7 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
             },
             at: &at,
         };
-        let annotated = match annotate::annotate(&doc, &annotation, &redactor, &mut counts) {
+        let annotated = match annotate::annotate(&doc, &annotation, redactor, &mut counts) {
             Ok(Annotated::Unchanged) => Ok(None),
             // Staged before the lock: writing and syncing the new bytes is the slow part,
             // and nobody sees them until they are published.
@@ -473,7 +643,7 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
             .store
             .lock(Duration::from_millis(ctx.config.writer_lock_timeout_ms))?;
         if !candidates.is_empty() {
-            match write_mined(ctx, &redactor, &doc, body, &queued, &candidates) {
+            match write_mined(ctx, redactor, &doc, body, &queued, &candidates) {
                 Ok(mined) => report.rules_mined.extend(mined),
                 Err(e) => report
                     .notes
@@ -529,4 +699,216 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
     published.changed(&status_path);
     published.sync()?;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::Document;
+
+    const ROOT: &str = "session-a";
+
+    fn doc(title: &str, model: Option<&str>, topics: &[&str], unvetted: &[&str]) -> String {
+        let generated = model.map_or(String::new(), |m| {
+            format!("generated:\n  title:\n    by: model\n    model: {m}\n    at: \"2026-01-01T00:00:00Z\"\n")
+        });
+        format!(
+            "---\ntitle: \"{title}\"\nkind: chapter\ntopics: [{}]\ntopicsUnvetted: [{}]\n{generated}---\n\nbody\n",
+            topics.join(", "),
+            unvetted.join(", ")
+        )
+    }
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::init(dir.path()).unwrap();
+        (dir, store)
+    }
+
+    /// Through the store's own writer, so the journal line is the one the archive writes.
+    fn archive(store: &Store, root: &str, name: &str, text: &str) {
+        let redactor = Redactor::new(&[]).unwrap();
+        let document = Document {
+            file_name: name.to_owned(),
+            text: redactor.redact(text, &mut RedactionCounts::default()),
+        };
+        assert!(store.write_document(root, &document).unwrap());
+    }
+
+    /// A rewrite as enrichment publishes it: the file replaced, its journal line appended.
+    fn rewrite(store: &Store, root: &str, name: &str, text: &str, journaled: bool) {
+        let path = store.chapters_dir(root).unwrap().join(name);
+        atomic::write_atomic(&path, text.as_bytes()).unwrap();
+        if journaled {
+            let folder = format!("{}/{root}/chapters", crate::store::STORE_DIR);
+            journal::record(store.dir(), &folder, &[name]);
+        }
+    }
+
+    fn queue(catalog: &Catalog, store: &Store, model: &str) -> Vec<String> {
+        let curation = Curation::fold(Vec::new());
+        let snapshot = catalog.snapshot(store, model, false, &curation).unwrap();
+        snapshot
+            .queue
+            .iter()
+            .map(|q| format!("{}/{}", q.root, q.file))
+            .collect()
+    }
+
+    fn known(catalog: &Catalog, store: &Store) -> Vec<String> {
+        let curation = Curation::fold(Vec::new());
+        let snapshot = catalog.snapshot(store, "m", false, &curation).unwrap();
+        snapshot.known.into_iter().collect()
+    }
+
+    #[test]
+    fn a_catalog_reads_every_chapter_once_then_only_what_the_journal_names() {
+        let (_dir, store) = store();
+        archive(&store, ROOT, "001-a.md", &doc("a", None, &["csv"], &[]));
+        archive(
+            &store,
+            ROOT,
+            "002-b.md",
+            &doc("b", Some("m"), &["git"], &[]),
+        );
+        archive(&store, ROOT, "plan-003-c.md", &doc("c", None, &[], &[]));
+        let mut catalog = Catalog::default();
+        catalog.refresh(&store, 0).unwrap();
+        assert_eq!((catalog.full_scans(), catalog.files_read()), (1, 2));
+        assert_eq!(queue(&catalog, &store, "m"), vec!["session-a/001-a.md"]);
+        assert_eq!(
+            queue(&catalog, &store, "other"),
+            vec!["session-a/001-a.md", "session-a/002-b.md"]
+        );
+
+        // Nothing written: nothing read.
+        catalog.refresh(&store, 1).unwrap();
+        assert_eq!((catalog.full_scans(), catalog.files_read()), (1, 2));
+
+        // A new chapter and a rewrite (the model titled `a`, with an unvetted label of its
+        // own): each read once, from its journal line.
+        archive(&store, ROOT, "004-d.md", &doc("d", None, &["zstd"], &[]));
+        rewrite(
+            &store,
+            ROOT,
+            "001-a.md",
+            &doc("A", Some("m"), &["csv", "new-label"], &["new-label"]),
+            true,
+        );
+        catalog.refresh(&store, 2).unwrap();
+        assert_eq!((catalog.full_scans(), catalog.files_read()), (1, 4));
+        assert_eq!(queue(&catalog, &store, "m"), vec!["session-a/004-d.md"]);
+        assert_eq!(known(&catalog, &store), vec!["csv", "git", "zstd"]);
+    }
+
+    #[test]
+    fn what_the_journal_cannot_say_is_read_again() {
+        let (_dir, store) = store();
+        archive(&store, ROOT, "001-a.md", &doc("a", None, &[], &[]));
+        let mut catalog = Catalog::default();
+        catalog.refresh(&store, 0).unwrap();
+
+        // Behind the journal's back (a writer that died before its line): not seen until
+        // the periodic full read.
+        rewrite(
+            &store,
+            ROOT,
+            "001-a.md",
+            &doc("a", Some("m"), &[], &[]),
+            false,
+        );
+        catalog.refresh(&store, 1).unwrap();
+        assert_eq!(queue(&catalog, &store, "m"), vec!["session-a/001-a.md"]);
+        catalog.refresh(&store, FULL_RESCAN_EVERY_MS).unwrap();
+        assert_eq!(catalog.full_scans(), 2);
+        assert!(queue(&catalog, &store, "m").is_empty());
+
+        // The journal started over (the search table's full rescan, a dead writer): all
+        // read again.
+        rewrite(&store, ROOT, "001-a.md", &doc("a", None, &[], &[]), false);
+        journal::restart(store.dir()).unwrap();
+        catalog.refresh(&store, FULL_RESCAN_EVERY_MS + 1).unwrap();
+        assert_eq!(catalog.full_scans(), 3);
+        assert_eq!(queue(&catalog, &store, "m"), vec!["session-a/001-a.md"]);
+
+        // The journal gone: all read again, every time, until a writer starts a new one.
+        std::fs::remove_file(journal::journal_path(store.dir())).unwrap();
+        catalog.refresh(&store, FULL_RESCAN_EVERY_MS + 2).unwrap();
+        catalog.refresh(&store, FULL_RESCAN_EVERY_MS + 3).unwrap();
+        assert_eq!(catalog.full_scans(), 5);
+
+        // A torn journal line is not an answer past it: the cursor stays before it.
+        archive(&store, ROOT, "002-b.md", &doc("b", None, &[], &[]));
+        catalog.refresh(&store, FULL_RESCAN_EVERY_MS + 4).unwrap();
+        let scans = catalog.full_scans();
+        let path = journal::journal_path(store.dir());
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.extend_from_slice(b"{\"v\":1,\"folder\":\"garbled");
+        std::fs::write(&path, bytes).unwrap();
+        catalog.refresh(&store, FULL_RESCAN_EVERY_MS + 5).unwrap();
+        assert_eq!(catalog.full_scans(), scans);
+        assert_eq!(
+            queue(&catalog, &store, "m"),
+            vec!["session-a/001-a.md", "session-a/002-b.md"]
+        );
+    }
+
+    #[test]
+    fn a_chapter_or_folder_removed_by_hand_leaves_the_queue_without_failing_a_batch() {
+        let (dir, store) = store();
+        archive(&store, ROOT, "001-a.md", &doc("a", None, &[], &[]));
+        archive(&store, ROOT, "002-b.md", &doc("b", None, &[], &[]));
+        archive(&store, "session-b", "001-x.md", &doc("x", None, &[], &[]));
+        let mut catalog = Catalog::default();
+        catalog.refresh(&store, 0).unwrap();
+        std::fs::remove_dir_all(store.root_dir("session-b").unwrap()).unwrap();
+        std::fs::remove_file(store.chapters_dir(ROOT).unwrap().join("001-a.md")).unwrap();
+        catalog.refresh(&store, 1).unwrap();
+        assert_eq!(
+            queue(&catalog, &store, "m"),
+            vec!["session-a/001-a.md", "session-a/002-b.md"]
+        );
+
+        // The batch skips the gone chapter and reaches the next one: here an endpoint that
+        // refuses the connection, which stops the batch as a failure of its own.
+        let mut config = crate::config::Config::defaults();
+        config.enrichment_endpoint = Some("http://127.0.0.1:1/v1".into());
+        config.enrichment_model = Some("m".into());
+        let ctx = EnrichContext {
+            store: &store,
+            workspace: dir.path(),
+            config: &config,
+            project_key: "project",
+            harness: "test",
+            key: None,
+            now_ms: 2,
+        };
+        let report = run_with(&ctx, RunOptions::default(), &mut catalog, None).unwrap();
+        assert_eq!(report.examined, 2, "{report:?}");
+        assert!(
+            report.notes[0].contains("session-a/001-a.md: gone"),
+            "{report:?}"
+        );
+        assert_eq!(report.failed, 1, "{report:?}");
+        assert_eq!(queue(&catalog, &store, "m"), vec!["session-a/002-b.md"]);
+    }
+
+    #[test]
+    fn a_session_folder_no_journal_line_names_is_read_on_sight() {
+        let (_dir, store) = store();
+        archive(&store, ROOT, "001-a.md", &doc("a", None, &[], &[]));
+        let mut catalog = Catalog::default();
+        catalog.refresh(&store, 0).unwrap();
+        // A folder copied in by hand: no journal line, a new root.
+        let dir = store.chapters_dir("session-b").unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("001-x.md"), doc("x", None, &[], &[])).unwrap();
+        std::fs::write(dir.join("002-garbled.md"), "not a chapter\0\u{1}").unwrap();
+        catalog.refresh(&store, 1).unwrap();
+        assert_eq!(catalog.full_scans(), 1);
+        assert_eq!(
+            queue(&catalog, &store, "m"),
+            vec!["session-a/001-a.md", "session-b/001-x.md"]
+        );
+    }
 }

@@ -516,6 +516,21 @@ fn idle_time_enrichment_annotates_archived_chapters_in_the_background() {
             .as_u64()
             .is_some_and(|n| n >= 1)
     });
+    // Chapters archived after that batch reach the next one: the enrich thread keeps what
+    // it read of the store and learns of new chapters from the change journal.
+    let first: BTreeSet<String> = chapters(&sb.store(), P).into_iter().collect();
+    for i in 3..6 {
+        live.turn(i);
+    }
+    wait_for("a later chapter annotated by the model", || {
+        chapters(&sb.store(), P)
+            .iter()
+            .filter(|c| !first.contains(*c))
+            .any(|c| {
+                std::fs::read_to_string(sb.store().join(P).join("chapters").join(c))
+                    .is_ok_and(|t| t.contains("Annotated by the daemon"))
+            })
+    });
     // Every turn signed exactly once while it ran.
     assert_eq!(signed(&sb, P, P), completed_ends(live.path()));
 }
