@@ -24,7 +24,7 @@
 //!     every chapter, compile the redactor: what the daemon did before it kept them), the
 //!     same binary's baseline. `BENCH_SAMPLES_DIR=<dir>` writes every sample (side, group, block, turn, when, ms)
 //!     and every batch's end as CSV; `BENCH_CHAPTERS_BIN=<path>` runs another build of
-//!     `chapters` as the daemon.
+//!     `chapters` as the daemon. `BENCH_C_GROUPS=N`: N ABBA groups instead of 24.
 //! (b) at rest with 50 watched sessions: the daemon's CPU % over 12 s from
 //!     `/proc/<pid>/stat` and its RSS from `/proc/<pid>/status`, beside a `sleep` process.
 
@@ -617,11 +617,22 @@ fn loadavg() -> String {
 /// Rest (A) and enrichment (B) blocks of 25 turns (~0.35 s), `ABBA` 24 times: within each
 /// group the two sides sit symmetric in time, and a stall of the shared machine (a second
 /// or two of another process's writeback) spans blocks of both sides.
+/// `BENCH_C_GROUPS=N` runs N groups instead (the archived session grows with it, so the
+/// batches never run out of chapters): a p99 from more samples moves less with the machine.
 const GROUPS: usize = 24;
+
+fn groups() -> usize {
+    std::env::var("BENCH_C_GROUPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(GROUPS)
+}
 const GROUP: [bool; 4] = [false, true, true, false];
 const BLOCK_TURNS: usize = 25;
 
 fn enrichment_interference(model_delay: Duration) {
+    let groups = groups();
     let sb = sandbox();
     // Archived chapters for the batches to annotate: a generated session whose tasks switch
     // every few turns (small turns, so chapters are many).
@@ -629,7 +640,8 @@ fn enrichment_interference(model_delay: Duration) {
     let (mut w, mut sc) = new_log(&sb, old);
     w.set_sync(false);
     let ws_text = sb.ws.to_string_lossy().into_owned();
-    for t in dsh_chapters::session::writer::generate_session(7, 300, 1_500, 4, &ws_text) {
+    let turns = 300 * groups.div_ceil(GROUPS);
+    for t in dsh_chapters::session::writer::generate_session(7, turns, 1_500, 4, &ws_text) {
         w.append_turn(&mut sc, &t).expect("append");
     }
     drop(w);
@@ -677,7 +689,7 @@ fn enrichment_interference(model_delay: Duration) {
     let mut next = WARMUP;
     let (mut rewritten_busy, mut rewritten_rest, mut blocks_rewriting) = (0, 0, 0);
     let mut samples = String::from("side,group,block,turn,at_ms,ms\n");
-    for group in 0..GROUPS {
+    for group in 0..groups {
         for (k, &enriching) in GROUP.iter().enumerate() {
             worker.set_frozen(!enriching);
             let before = chapter_bytes(&chapter_dir);
@@ -743,13 +755,13 @@ fn enrichment_interference(model_delay: Duration) {
     busy.sort_by(f64::total_cmp);
     let order: String = GROUP.iter().map(|&b| if b { 'B' } else { 'A' }).collect();
     println!(
-        "(c) signing latency while enrichment batches run vs at rest ({} live turns each side, blocks of {BLOCK_TURNS} in the order {order} × {GROUPS}; {chapter_count} chapters, the model answers after {} ms)",
+        "(c) signing latency while enrichment batches run vs at rest ({} live turns each side, blocks of {BLOCK_TURNS} in the order {order} × {groups}; {chapter_count} chapters, the model answers after {} ms)",
         rest.len(),
         model_delay.as_millis()
     );
     println!(
         "  enrichment: {finished} batches of 5 finished ({annotated} rewrites reported); chapter files rewritten inside B blocks: {rewritten_busy} (in {blocks_rewriting} of {} blocks), inside A blocks: {rewritten_rest}",
-        GROUPS * 2
+        groups * 2
     );
     println!(
         "  the worker's state: {}; {full_scans} full read(s) of every chapter, {files_read} chapter files read; its CPU {worker_cpu_ms:.0} ms ({:.1} ms per finished batch, start-up included)",
