@@ -17,9 +17,10 @@
 //!   they are expanded to the full list. A run may expand to at most
 //!   [`MAX_SOURCE_SEQS`] seqs per event (hostile input must not blow up memory).
 
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-use super::event::{Event, Header};
+use super::event::{DataFields, Event, EventHead, Header, Key, Skip, SkipVisitor};
 
 /// The most seqs one event's `sourceEventSeqs` may expand to.
 pub const MAX_SOURCE_SEQS: u64 = 1 << 20;
@@ -69,14 +70,10 @@ impl PackedRow {
         chunk.insert(self.member_key.to_owned(), member);
         let mut data = self.data_fields.clone();
         data.insert("chunk".to_owned(), Value::Object(chunk));
-        Some(Event {
-            seq: self.seq0 + i as u64,
-            kind: "assistant/chunk".to_owned(),
-            time: self.time,
-            data: Value::Object(data),
-            ignorable: self.ignorable,
-            source_event_seqs: None,
-        })
+        let mut event = Event::new(self.seq0 + i as u64, "assistant/chunk", Value::Object(data));
+        event.time = self.time;
+        event.ignorable = self.ignorable;
+        Some(event)
     }
 
     pub(crate) fn is_exhausted(&self) -> bool {
@@ -129,41 +126,155 @@ pub(crate) fn parse_header(text: &str) -> Result<Header, String> {
 }
 
 /// Parse one event line. Errors are the detail for `BadLine`.
+///
+/// One pass reads the envelope and the `data` fields the typed payloads use; the line is
+/// parsed again as a JSON tree only for what must be kept verbatim (the `data` of other
+/// kinds, packed chunk rows), which are the small lines of a log.
 pub(crate) fn parse_event_line(text: &str) -> Result<EventLine, String> {
-    let value: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let Value::Object(mut map) = value else {
+    let line: LineFields = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    if !line.object {
         return Err("not a JSON object".to_owned());
-    };
-    let kind = match map.remove("type") {
+    }
+    let kind = match line.kind {
         Some(Value::String(kind)) => kind,
         Some(_) => return Err("\"type\" is not a string".to_owned()),
         None => return Err("no \"type\"".to_owned()),
     };
-    let ignorable = map
-        .get("ignorable")
+    let ignorable = line
+        .ignorable
+        .as_ref()
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    if PACKED_ROW_TYPES.contains(&kind.as_str()) && !map.contains_key("seq") {
-        return packed_row(&kind, map, ignorable).map(EventLine::Packed);
-    }
-    let seq = match map.get("seq") {
-        Some(v) => v
-            .as_u64()
-            .ok_or_else(|| format!("seq {v} is not a non-negative integer"))?,
-        None => return Err(format!("{kind} event has no \"seq\"")),
+    let Some(seq) = line.seq else {
+        if PACKED_ROW_TYPES.contains(&kind.as_str()) {
+            let Ok(Value::Object(map)) = serde_json::from_str::<Value>(text) else {
+                return Err("the line changed between two parses".to_owned());
+            };
+            return packed_row(&kind, map, ignorable).map(EventLine::Packed);
+        }
+        return Err(format!("{kind} event has no \"seq\""));
     };
-    let source_event_seqs = match map.get("sourceEventSeqs") {
+    let seq = seq
+        .as_u64()
+        .ok_or_else(|| format!("seq {seq} is not a non-negative integer"))?;
+    let source_event_seqs = match &line.source_event_seqs {
         None | Some(Value::Null) => None,
         Some(v) => Some(expand_source_seqs(v)?),
     };
-    Ok(EventLine::Single(Event {
+    let head = EventHead {
         seq,
-        time: map.get("time").and_then(json_i64),
-        data: map.remove("data").unwrap_or(Value::Null),
         kind,
+        time: line.time.as_ref().and_then(json_i64),
         ignorable,
         source_event_seqs,
-    }))
+    };
+    let whole_data = || {
+        serde_json::from_str::<DataOnly>(text)
+            .map(|d| d.0.unwrap_or(Value::Null))
+            .map_err(|e| format!("not JSON: {e}"))
+    };
+    Event::from_line(head, line.data, whole_data).map(EventLine::Single)
+}
+
+/// The envelope of an event line, with the fields of its `data` (see [`DataFields`]).
+/// A repeated key keeps its last value, as in a JSON tree.
+#[derive(Default)]
+struct LineFields {
+    /// The line is a JSON object.
+    object: bool,
+    kind: Option<Value>,
+    seq: Option<Value>,
+    time: Option<Value>,
+    ignorable: Option<Value>,
+    source_event_seqs: Option<Value>,
+    data: DataFields,
+}
+
+impl<'de> Deserialize<'de> for LineFields {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct LineVisitor;
+        impl<'de> Visitor<'de> for LineVisitor {
+            type Value = LineFields;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LineFields, A::Error> {
+                let mut out = LineFields {
+                    object: true,
+                    ..LineFields::default()
+                };
+                while let Some(key) = map.next_key::<Key>()? {
+                    let slot = match key.0.as_ref() {
+                        "data" => {
+                            out.data = map.next_value::<DataFields>()?;
+                            continue;
+                        }
+                        "type" => &mut out.kind,
+                        "seq" => &mut out.seq,
+                        "time" => &mut out.time,
+                        "ignorable" => &mut out.ignorable,
+                        "sourceEventSeqs" => &mut out.source_event_seqs,
+                        _ => {
+                            map.next_value::<Skip>()?;
+                            continue;
+                        }
+                    };
+                    *slot = Some(map.next_value::<Value>()?);
+                }
+                Ok(out)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<LineFields, A::Error> {
+                SkipVisitor.visit_seq(seq)?;
+                Ok(LineFields::default())
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<LineFields, E> {
+                Ok(LineFields::default())
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<LineFields, E> {
+                Ok(LineFields::default())
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<LineFields, E> {
+                Ok(LineFields::default())
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<LineFields, E> {
+                Ok(LineFields::default())
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<LineFields, E> {
+                Ok(LineFields::default())
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<LineFields, E> {
+                Ok(LineFields::default())
+            }
+        }
+        deserializer.deserialize_any(LineVisitor)
+    }
+}
+
+/// Only the `data` of an event line (its last, if repeated), as a JSON tree.
+struct DataOnly(Option<Value>);
+
+impl<'de> Deserialize<'de> for DataOnly {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct DataVisitor;
+        impl<'de> Visitor<'de> for DataVisitor {
+            type Value = DataOnly;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DataOnly, A::Error> {
+                let mut data = None;
+                while let Some(key) = map.next_key::<Key>()? {
+                    if key.0 == "data" {
+                        data = Some(map.next_value::<Value>()?);
+                    } else {
+                        map.next_value::<Skip>()?;
+                    }
+                }
+                Ok(DataOnly(data))
+            }
+        }
+        deserializer.deserialize_map(DataVisitor)
+    }
 }
 
 fn packed_row(
@@ -367,7 +478,10 @@ mod tests {
     #[test]
     fn event_without_data_or_time() {
         let e = single(r#"{"type":"x/y","seq":0}"#);
-        assert_eq!((e.data, e.time, e.ignorable), (Value::Null, None, false));
+        assert_eq!(
+            (e.data(), e.time, e.ignorable),
+            (Some(&Value::Null), None, false)
+        );
     }
 
     #[test]
@@ -442,7 +556,7 @@ mod tests {
         assert_eq!(times, [Some(1000), Some(1005), Some(1012)]);
         assert!(events.iter().all(|e| e.kind == "assistant/chunk"));
         assert_eq!(
-            events[1].data,
+            *events[1].data().unwrap(),
             json!({"turn":1,"step":2,"chunk":{"type":"text-delta","index":0,"text":"b"}})
         );
     }
@@ -453,7 +567,7 @@ mod tests {
             r#"{"type":"reasoning-chunks","seq0":0,"time0":5,"data":{"turn":0,"step":0,"index":1,"dt":[1],"texts":["x","y"]}}"#,
         );
         assert_eq!(
-            r[0].data["chunk"],
+            r[0].data().unwrap()["chunk"],
             json!({"type":"reasoning-delta","index":1,"text":"x"})
         );
         let t = expand(
@@ -464,7 +578,7 @@ mod tests {
         assert_eq!((t[0].time, t[1].time), (Some(5), Some(5)));
         assert!(t[1].ignorable);
         assert_eq!(
-            t[1].data["chunk"],
+            t[1].data().unwrap()["chunk"],
             json!({"type":"tool-call-delta","index":2,"id":"call-1","name":"bash","argumentsDelta":"mmand\":1}"})
         );
     }
@@ -473,7 +587,7 @@ mod tests {
     fn packed_without_time_or_members() {
         let e = expand(r#"{"type":"text-chunks","seq0":0,"data":{"texts":["a"]}}"#);
         assert_eq!(
-            (e[0].time, &e[0].data),
+            (e[0].time, e[0].data().unwrap()),
             (None, &json!({"chunk":{"type":"text-delta","text":"a"}}))
         );
         assert!(expand(r#"{"type":"text-chunks","seq0":3,"data":{"texts":[]}}"#).is_empty());
