@@ -614,3 +614,444 @@ mod tests {
         assert_eq!(e.kind, "text-chunks");
     }
 }
+
+/// The typed payloads held equal to the JSON-tree reading they replaced: the old accessors,
+/// kept here as the oracle, over generated, hostile and randomly shaped lines.
+#[cfg(test)]
+mod oracle {
+    use super::*;
+    use crate::session::event::{MessageSource, ToolCall, ToolResult, UserMessage};
+    use crate::session::writer::{generate_session, SessionScript};
+    use serde_json::json;
+
+    /// What the old reader made of a line: the event fields and the accessors' answers.
+    #[derive(Debug, PartialEq)]
+    struct Reading {
+        seq: u64,
+        kind: String,
+        time: Option<i64>,
+        ignorable: bool,
+        source_event_seqs: Option<Vec<u64>>,
+        turn: Option<u64>,
+        turn_end_reason: Option<String>,
+        user: Option<UserMessage>,
+        assistant: Option<String>,
+        call: Option<ToolCall>,
+        result: Option<ToolResult>,
+        /// `data`, for the kinds that keep it.
+        data: Option<Value>,
+    }
+
+    fn new_reading(e: &Event) -> Reading {
+        Reading {
+            seq: e.seq,
+            kind: e.kind.clone(),
+            time: e.time,
+            ignorable: e.ignorable,
+            source_event_seqs: e.source_event_seqs.clone(),
+            turn: e.turn(),
+            turn_end_reason: e.turn_end_reason().map(str::to_owned),
+            user: e.user_message().cloned(),
+            assistant: e.assistant_text().map(str::to_owned),
+            call: e.tool_call().cloned(),
+            result: e.tool_result().cloned(),
+            data: e.data().cloned(),
+        }
+    }
+
+    /// The old `parse_event_line` (single events) and accessors, on a JSON tree.
+    fn old_reading(text: &str) -> Result<Option<Reading>, ()> {
+        let value: Value = serde_json::from_str(text).map_err(|_| ())?;
+        let Value::Object(mut map) = value else {
+            return Err(());
+        };
+        let Some(Value::String(kind)) = map.remove("type") else {
+            return Err(());
+        };
+        let ignorable = map
+            .get("ignorable")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if PACKED_ROW_TYPES.contains(&kind.as_str()) && !map.contains_key("seq") {
+            return Ok(None);
+        }
+        let seq = map.get("seq").and_then(Value::as_u64).ok_or(())?;
+        let source_event_seqs = match map.get("sourceEventSeqs") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(expand_source_seqs(v).map_err(|_| ())?),
+        };
+        let data = map.remove("data").unwrap_or(Value::Null);
+        let user = (kind == "user/message").then(|| {
+            let msg = data.get("message").unwrap_or(&data);
+            UserMessage {
+                text: content_text(msg.get("content")),
+                source: parse_source(msg.get("source").or_else(|| data.get("source"))),
+            }
+        });
+        let assistant = (kind == "assistant/message")
+            .then(|| content_text(data.get("message").unwrap_or(&data).get("content")));
+        let call = (kind == "tool/call").then(|| ToolCall {
+            call_id: str_field(&data, "callId"),
+            name: str_field(&data, "name"),
+            arguments: match data.get("arguments") {
+                Some(Value::String(s)) => s.clone(),
+                Some(other) => other.to_string(),
+                None => String::new(),
+            },
+        });
+        let result = if kind == "tool/result" {
+            tool_result(&data)
+        } else {
+            None
+        };
+        let keeps_data = !matches!(
+            kind.as_str(),
+            "user/message" | "assistant/message" | "tool/call"
+        ) && result.is_none();
+        Ok(Some(Reading {
+            seq,
+            time: map.get("time").and_then(json_i64),
+            ignorable,
+            source_event_seqs,
+            turn: data.get("turn").and_then(Value::as_u64),
+            turn_end_reason: (kind == "turn/end").then(|| {
+                data.get("reason")
+                    .and_then(|r| r.get("kind"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown")
+                    .to_owned()
+            }),
+            kind,
+            user,
+            assistant,
+            call,
+            result,
+            data: keeps_data.then_some(data),
+        }))
+    }
+
+    fn tool_result(data: &Value) -> Option<ToolResult> {
+        let msg = data.get("message").unwrap_or(data);
+        if msg.get("role").and_then(Value::as_str) == Some("tool")
+            || msg.get("toolCallId").is_some()
+        {
+            return Some(ToolResult {
+                call_id: str_field(msg, "toolCallId"),
+                content: value_text(msg.get("content")),
+                is_error: msg.get("isError").and_then(Value::as_bool).unwrap_or(false),
+            });
+        }
+        let blocks = msg.get("content").and_then(Value::as_array)?;
+        let block = blocks
+            .iter()
+            .find(|b| b.get("type").and_then(Value::as_str) == Some("tool-result"))?;
+        Some(ToolResult {
+            call_id: block
+                .get("toolCallId")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .or_else(|| {
+                    msg.get("source")
+                        .and_then(|s| s.get("callId"))
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                })
+                .unwrap_or_default(),
+            content: value_text(block.get("content")),
+            is_error: block
+                .get("isError")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        })
+    }
+
+    fn str_field(v: &Value, key: &str) -> String {
+        v.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    fn parse_source(src: Option<&Value>) -> MessageSource {
+        let Some(src) = src else {
+            return MessageSource {
+                kind: "unknown".into(),
+                name: None,
+                form: None,
+            };
+        };
+        let raw_kind = src.get("kind").and_then(Value::as_str).unwrap_or("unknown");
+        let (kind, name_from_kind) = match raw_kind.split_once(':') {
+            Some((k, n)) => (k.to_owned(), Some(n.to_owned())),
+            None => (raw_kind.to_owned(), None),
+        };
+        let name = name_from_kind.or_else(|| {
+            src.get("name")
+                .or_else(|| src.get("plugin"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        });
+        let form = src.get("form").and_then(Value::as_str).map(str::to_owned);
+        MessageSource { kind, name, form }
+    }
+
+    fn content_text(content: Option<&Value>) -> String {
+        match content {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(blocks)) => {
+                let mut out = String::new();
+                for b in blocks {
+                    if b.get("type").and_then(Value::as_str) == Some("text") {
+                        if let Some(t) = b.get("text").and_then(Value::as_str) {
+                            if !out.is_empty() {
+                                out.push_str("\n\n");
+                            }
+                            out.push_str(t);
+                        }
+                    }
+                }
+                out
+            }
+            _ => String::new(),
+        }
+    }
+
+    fn value_text(content: Option<&Value>) -> String {
+        match content {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(blocks)) if blocks.iter().all(|b| b.get("text").is_some()) => {
+                let mut out = String::new();
+                for b in blocks {
+                    if let Some(t) = b.get("text").and_then(Value::as_str) {
+                        if !out.is_empty() {
+                            out.push('\n');
+                        }
+                        out.push_str(t);
+                    }
+                }
+                out
+            }
+            Some(other) => other.to_string(),
+        }
+    }
+
+    /// Both readings of one line agree: the same refusal, or the same event.
+    fn check(text: &str) {
+        let new = parse_event_line(text);
+        match (old_reading(text), new) {
+            (Err(()), Err(_)) | (Ok(None), Ok(EventLine::Packed(_))) => {}
+            (Ok(Some(old)), Ok(EventLine::Single(e))) => {
+                assert_eq!(old, new_reading(&e), "{text}");
+                // The test constructor reads a tree the same way.
+                let data = old.data.clone().unwrap_or_else(|| {
+                    serde_json::from_str::<Value>(text).unwrap()["data"].clone()
+                });
+                let built = Event::new(e.seq, &e.kind, data);
+                assert_eq!(
+                    (
+                        built.user_message(),
+                        built.assistant_text(),
+                        built.tool_call()
+                    ),
+                    (e.user_message(), e.assistant_text(), e.tool_call()),
+                    "{text}"
+                );
+                assert_eq!(built.tool_result(), e.tool_result(), "{text}");
+                assert_eq!(built.turn(), e.turn(), "{text}");
+            }
+            (old, new) => panic!("{text}: old {old:?}, new {new:?}"),
+        }
+    }
+
+    #[test]
+    fn generated_sessions_read_alike() {
+        for version in 0..=4 {
+            let ws = "/w";
+            let mut script = SessionScript::new(version, 1_764_400_000_000);
+            let mut lines = 0;
+            for spec in generate_session(7 + u64::from(version), 60, 6_000, version, ws) {
+                for event in script.turn_events(&spec) {
+                    check(&event.to_string());
+                    lines += 1;
+                }
+            }
+            assert!(lines > 500, "v{version}: {lines} lines");
+        }
+    }
+
+    const KINDS: [&str; 7] = [
+        "user/message",
+        "assistant/message",
+        "tool/call",
+        "tool/result",
+        "turn/end",
+        "turn/start",
+        "x/unknown",
+    ];
+
+    #[test]
+    fn hostile_shapes_read_alike() {
+        let datas = [
+            "null",
+            "5",
+            "\"s\"",
+            "[]",
+            "[1,{\"turn\":2}]",
+            "{}",
+            r#"{"message":null,"source":{"kind":"user"}}"#,
+            r#"{"message":5,"content":"outer"}"#,
+            r#"{"message":{"content":"t","source":null},"source":{"kind":"user"}}"#,
+            r#"{"content":[{"type":"text","text":"a"},{"type":"text","text":""},{"type":"text","text":"b"}]}"#,
+            r#"{"content":[{"type":"text","text":""},{"type":"text","text":"b"}]}"#,
+            r#"{"content":[{"type":"text"},3,{"text":5},{"type":"text","text":7}]}"#,
+            r#"{"message":{"role":"tool","toolCallId":null,"content":[{"text":1},{"text":"x"}]}}"#,
+            r#"{"message":{"role":"tool","content":[{"text":"x"},{"type":"image"}]}}"#,
+            r#"{"message":{"role":"tool","content":{"a":[1,2.5,"x"]},"isError":"yes"}}"#,
+            r#"{"message":{"role":"user","content":[{"type":"tool-result","content":[{"type":"x"}],"isError":true}],"source":{"callId":"c"}}}"#,
+            r#"{"message":{"role":"user","content":[5,{"type":"tool-result","toolCallId":7,"content":null}],"source":{"callId":"c"}}}"#,
+            r#"{"message":{"role":"user","content":[{"type":"text","text":"no result block"}]}}"#,
+            r#"{"role":"tool","toolCallId":"top","content":"v4 on data"}"#,
+            r#"{"source":{"kind":"plugin:foo","name":5,"plugin":"p"}}"#,
+            r#"{"source":{"kind":"plugin","name":5,"plugin":"p","form":"relay"}}"#,
+            r#"{"source":{"kind":"plugin","plugin":"p"}}"#,
+            r#"{"arguments":{"b":1,"a":[true,null]}}"#,
+            r#"{"arguments":null,"callId":5,"name":"n"}"#,
+            r#"{"arguments":"{\"command\":\"ls\"}","callId":"c","name":"bash"}"#,
+            r#"{"turn":-1,"reason":{"kind":5}}"#,
+            r#"{"turn":1.0,"reason":"completed"}"#,
+            r#"{"turn":18446744073709551615,"reason":{"kind":"aborted"}}"#,
+            r#"{"content":"a","content":"b","turn":1,"turn":2}"#,
+            r#"{"message":{"content":"a"},"message":5}"#,
+            r#"{"message":5,"message":{"content":"last"}}"#,
+            r#"{"con\u0074ent":"escaped key","\u0074urn":4}"#,
+            r#"{"content":"\ud83d\ude00 pair and \n escapes \u0000"}"#,
+            r#"{"other":{"deep":[[[[{"x":"\u00e9"}]]]]},"content":"ok"}"#,
+        ];
+        for kind in KINDS {
+            for data in datas {
+                check(&format!(
+                    r#"{{"type":"{kind}","seq":3,"time":9,"data":{data}}}"#
+                ));
+                // The same with `type` last and extra envelope keys.
+                check(&format!(
+                    r#"{{"data":{data},"seq":3,"ignorable":true,"surfaceOp":{{"op":[1]}},"type":"{kind}"}}"#
+                ));
+            }
+        }
+        for line in [
+            r#"{"type":"a","type":"user/message","seq":1,"data":{"content":"x"}}"#,
+            r#"{"type":"user/message","seq":1,"data":{"content":"x"},"data":{"content":"y"}}"#,
+            r#"{"type":"user/message","seq":1,"seq":2}"#,
+            r#"{"type":"user/message","seq":null}"#,
+            r#"{"type":"user/message","seq":1,"time":1.5e3,"ignorable":1}"#,
+            r#"{"type":"user/message","seq":1,"sourceEventSeqs":[1,[2,3]]}"#,
+            r#"{"type":"user/message","seq":1,"sourceEventSeqs":null}"#,
+            r#"{"type":"tool/call","seq":1,"x":"\ud800"}"#,
+            r#"{"type":"tool/call","seq":1,"data":{"x":"\udc00"}}"#,
+            r#"{"type":"tool/call","seq":1,"data":{"x":1e999}}"#,
+            r#"{"type":"tool/call","seq":1,"data":{"x":"bad \q escape"}}"#,
+            r#"{"type":"tool/call","seq":1,"data":{"x":1}} trailing"#,
+            r#"{"type":"tool/call","seq":1,"data":{"x":1},}"#,
+            r#"{"type":"text-chunks","seq0":1,"data":{"texts":["a"]}}"#,
+            r#"{"type":"text-chunks","seq":1,"data":{"texts":["a"]}}"#,
+            r#"["type","user/message"]"#,
+            r#""user/message""#,
+            "null",
+            "",
+        ] {
+            check(line);
+        }
+        // Nesting past the parser's depth limit, in an ignored field and in a read one.
+        for field in ["surfaceOp", "data"] {
+            check(&format!(
+                r#"{{"type":"tool/result","seq":0,"{field}":{{"x":{}{}}}}}"#,
+                "[".repeat(300),
+                "]".repeat(300)
+            ));
+        }
+        check(&format!(
+            r#"{{"type":"tool/result","seq":0,"data":{{"content":{}{}}}}}"#,
+            "[".repeat(100),
+            "]".repeat(100)
+        ));
+    }
+
+    /// A random JSON value over the keys and strings the payload readers look at.
+    fn random_value(rng: &mut u64, depth: u32) -> Value {
+        const KEYS: [&str; 17] = [
+            "type",
+            "text",
+            "content",
+            "message",
+            "role",
+            "source",
+            "toolCallId",
+            "isError",
+            "callId",
+            "name",
+            "arguments",
+            "turn",
+            "reason",
+            "kind",
+            "plugin",
+            "form",
+            "step",
+        ];
+        const STRINGS: [&str; 10] = [
+            "text",
+            "tool",
+            "tool-result",
+            "user",
+            "plugin:x",
+            "agent-message",
+            "",
+            "a\nb",
+            "{\"path\":\"src/a.rs\"}",
+            "é",
+        ];
+        let pick = if depth >= 4 {
+            next(rng, 6)
+        } else {
+            next(rng, 9)
+        };
+        match pick {
+            0 => Value::Null,
+            1 => json!(next(rng, 2) == 0),
+            2 => json!(next(rng, 5)),
+            3 => json!(-(next(rng, 3) as i64) - 1),
+            4 => json!(next(rng, 7) as f64 + 0.5),
+            5 => json!(STRINGS[next(rng, STRINGS.len() as u64) as usize]),
+            6 => {
+                let n = next(rng, 4);
+                Value::Array((0..n).map(|_| random_value(rng, depth + 1)).collect())
+            }
+            _ => {
+                let n = next(rng, 5);
+                let mut map = Map::new();
+                for _ in 0..n {
+                    let key = KEYS[next(rng, KEYS.len() as u64) as usize];
+                    map.insert(key.to_owned(), random_value(rng, depth + 1));
+                }
+                Value::Object(map)
+            }
+        }
+    }
+
+    fn next(rng: &mut u64, n: u64) -> u64 {
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
+        *rng % n
+    }
+
+    #[test]
+    fn random_shapes_read_alike() {
+        let mut rng = 0x2545_F491_4F6C_DD1D_u64;
+        for i in 0..20_000u64 {
+            let kind = KINDS[(i % KINDS.len() as u64) as usize];
+            let data = random_value(&mut rng, 0);
+            check(&json!({"type": kind, "seq": i, "data": data}).to_string());
+        }
+    }
+}
