@@ -85,7 +85,7 @@ pub struct ToolResult {
 impl Event {
     /// An event of `kind` at `seq` with `data` (no time, not ignorable).
     pub fn new(seq: u64, kind: &str, data: Value) -> Event {
-        let fields = if TYPED_KINDS.contains(&kind) {
+        let fields = if is_typed(kind) {
             // Reading fields out of a `Value` cannot fail: every shape is accepted.
             DataFields::deserialize(&data).unwrap_or_default()
         } else {
@@ -109,17 +109,32 @@ impl Event {
         }
     }
 
-    /// An event read from a log line: `data` holds the fields read in the same pass;
-    /// `whole_data` is called only when the kind needs `data` verbatim.
+    /// An event read from a log line, with its `data` as the line's one pass captured it;
+    /// `whole_data` is called only when a kind needs `data` verbatim and the pass read only
+    /// its fields.
     pub(crate) fn from_line(
         head: EventHead,
-        fields: DataFields,
+        data: CapturedData,
         whole_data: impl FnOnce() -> Result<Value, String>,
     ) -> Result<Event, String> {
+        let typed = is_typed(&head.kind);
+        let (fields, tree) = match data {
+            CapturedData::Fields(fields) if typed => (fields, None),
+            // Reading fields out of a `Value` cannot fail: every shape is accepted.
+            CapturedData::Tree(tree) if typed => (
+                DataFields::deserialize(&tree).unwrap_or_default(),
+                Some(tree),
+            ),
+            CapturedData::Fields(_) => (DataFields::default(), None),
+            CapturedData::Tree(tree) => (DataFields::default(), Some(tree)),
+        };
         let (turn, payload) = match read_payload(&head.kind, fields) {
             Read::Typed(turn, payload) => (turn, payload),
             Read::NeedsData => {
-                let data = whole_data()?;
+                let data = match tree {
+                    Some(tree) => tree,
+                    None => whole_data()?,
+                };
                 (
                     data.get("turn").and_then(Value::as_u64),
                     Payload::Data(data),
@@ -216,6 +231,22 @@ const TYPED_KINDS: [&str; 4] = [
     "tool/call",
     "tool/result",
 ];
+
+/// Whether `kind`'s `data` is read into a typed payload (else it is kept verbatim).
+pub(crate) fn is_typed(kind: &str) -> bool {
+    TYPED_KINDS.contains(&kind)
+}
+
+/// An event line's `data` as its parse pass captured it: the fields the typed payloads
+/// read (when the kind was not known yet, or is typed), or the whole tree (when `type`
+/// came first and names a kind kept verbatim — the logs' own key order).
+// Lives on the stack for one line; boxing the fields would cost an allocation per line.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub(crate) enum CapturedData {
+    Fields(DataFields),
+    Tree(Value),
+}
 
 enum Read {
     Typed(Option<u64>, Payload),

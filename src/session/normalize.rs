@@ -20,7 +20,9 @@
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-use super::event::{DataFields, Event, EventHead, Header, Key, Skip, SkipVisitor};
+use super::event::{
+    is_typed, CapturedData, DataFields, Event, EventHead, Header, Key, Skip, SkipVisitor,
+};
 
 /// The most seqs one event's `sourceEventSeqs` may expand to.
 pub const MAX_SOURCE_SEQS: u64 = 1 << 20;
@@ -176,9 +178,8 @@ pub(crate) fn parse_event_line(text: &str) -> Result<EventLine, String> {
     Event::from_line(head, line.data, whole_data).map(EventLine::Single)
 }
 
-/// The envelope of an event line, with the fields of its `data` (see [`DataFields`]).
-/// A repeated key keeps its last value, as in a JSON tree.
-#[derive(Default)]
+/// The envelope of an event line, with its `data` (see [`CapturedData`]). A repeated key
+/// keeps its last value, as in a JSON tree.
 struct LineFields {
     /// The line is a JSON object.
     object: bool,
@@ -187,7 +188,21 @@ struct LineFields {
     time: Option<Value>,
     ignorable: Option<Value>,
     source_event_seqs: Option<Value>,
-    data: DataFields,
+    data: CapturedData,
+}
+
+impl Default for LineFields {
+    fn default() -> Self {
+        LineFields {
+            object: false,
+            kind: None,
+            seq: None,
+            time: None,
+            ignorable: None,
+            source_event_seqs: None,
+            data: CapturedData::Fields(DataFields::default()),
+        }
+    }
 }
 
 impl<'de> Deserialize<'de> for LineFields {
@@ -206,7 +221,17 @@ impl<'de> Deserialize<'de> for LineFields {
                 while let Some(key) = map.next_key::<Key>()? {
                     let slot = match key.0.as_ref() {
                         "data" => {
-                            out.data = map.next_value::<DataFields>()?;
+                            // With `type` already read, a kind kept verbatim takes its
+                            // tree in this pass; otherwise the typed fields are read.
+                            let verbatim = match &out.kind {
+                                Some(Value::String(kind)) => !is_typed(kind),
+                                _ => false,
+                            };
+                            out.data = if verbatim {
+                                CapturedData::Tree(map.next_value::<Value>()?)
+                            } else {
+                                CapturedData::Fields(map.next_value::<DataFields>()?)
+                            };
                             continue;
                         }
                         "type" => &mut out.kind,
@@ -873,6 +898,12 @@ mod oracle {
             for spec in generate_session(7 + u64::from(version), 60, 6_000, version, ws) {
                 for event in script.turn_events(&spec) {
                     check(&event.to_string());
+                    // The same event with `type` first, as the harness writes it.
+                    if let Value::Object(mut map) = event {
+                        let kind = map.remove("type").unwrap_or(Value::Null);
+                        let rest = Value::Object(map).to_string();
+                        check(&format!(r#"{{"type":{kind},{}"#, &rest[1..]));
+                    }
                     lines += 1;
                 }
             }
@@ -941,6 +972,11 @@ mod oracle {
         }
         for line in [
             r#"{"type":"a","type":"user/message","seq":1,"data":{"content":"x"}}"#,
+            r#"{"type":"a","seq":1,"data":{"content":"x","turn":3},"type":"user/message"}"#,
+            r#"{"type":"user/message","seq":1,"data":{"content":"x","turn":3},"type":"a"}"#,
+            r#"{"type":"a","seq":1,"data":{"content":"x"},"type":"tool/result"}"#,
+            r#"{"type":"tool/result","seq":1,"data":{"content":"x"},"data":{"message":{"role":"tool"}}}"#,
+            r#"{"type":"a","seq":1,"data":{"x":1},"type":"b","data":[2]}"#,
             r#"{"type":"user/message","seq":1,"data":{"content":"x"},"data":{"content":"y"}}"#,
             r#"{"type":"user/message","seq":1,"seq":2}"#,
             r#"{"type":"user/message","seq":null}"#,
@@ -1051,7 +1087,9 @@ mod oracle {
         for i in 0..20_000u64 {
             let kind = KINDS[(i % KINDS.len() as u64) as usize];
             let data = random_value(&mut rng, 0);
+            // Keys sorted (`data` before `type`) and in the logs' own order (`type` first).
             check(&json!({"type": kind, "seq": i, "data": data}).to_string());
+            check(&format!(r#"{{"type":"{kind}","seq":{i},"data":{data}}}"#));
         }
     }
 }
