@@ -1,5 +1,7 @@
 //! Archive benchmark: `chapters archive` of a generated session vs `zstd -dc` of the same
-//! file, side by side in one run, plus the archive's peak RSS at two log sizes.
+//! file, side by side in one run, plus the archive's peak RSS at two log sizes, and the
+//! reading stage alone (decode, parse, turns, signatures: what bounds the archive's wall
+//! time) timed in this process.
 //!
 //! Run: `cargo bench --bench archive` (needs the `zstd` program; `/usr/bin/time` when
 //! present measures peak RSS, otherwise /proc polling does).
@@ -8,9 +10,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use dsh_chapters::session::reader::{LogItem, LogReader, ResumePoint};
 use dsh_chapters::session::writer::{
     generate_session, session_log_path, write_session, SessionScript,
 };
+use dsh_chapters::signature;
+use dsh_chapters::turn::TurnAssembler;
 
 /// Runs per size; the best of each side is compared (the machine is shared and noisy).
 const REPEATS: usize = 7;
@@ -146,13 +151,39 @@ fn zstd_dc(log: &Path) -> Duration {
     start.elapsed()
 }
 
+/// The archive's reading stage alone, in this process: decode, parse, assemble turns and
+/// sign them (what bounds the archive's wall time), with no store. Returns the turns signed.
+fn read_and_sign(log: &Path, ws: &str) -> usize {
+    let mut reader = LogReader::open(log, ResumePoint::default()).expect("open log");
+    let mut assembler = TurnAssembler::new();
+    let mut signed = 0;
+    while let Some(item) = reader.next_item().expect("read log") {
+        let LogItem::Event(event) = item else {
+            continue;
+        };
+        if let Some(turn) = assembler.push(event) {
+            std::hint::black_box(signature::sign(&turn, SESSION, ws, "2026-01-01T00:00:00Z"));
+            signed += 1;
+        }
+    }
+    signed
+}
+
 fn main() {
     println!(
-        "{:>6} {:>10} {:>10} {:>12} {:>12} {:>8} {:>10}",
-        "turns", "MiB(dec)", "MiB(zst)", "zstd -dc ms", "archive ms", "ratio", "peak RSS"
+        "{:>6} {:>10} {:>10} {:>12} {:>12} {:>8} {:>10} {:>10}",
+        "turns",
+        "MiB(dec)",
+        "MiB(zst)",
+        "zstd -dc ms",
+        "archive ms",
+        "ratio",
+        "peak RSS",
+        "reader ms"
     );
     // ARCHIVE_BENCH_TURNS=2000 runs one size; ARCHIVE_BENCH_KEEP=1 keeps the scratch
-    // home and workspaces (printed) for profiling by hand.
+    // home and workspaces (printed) for profiling by hand; ARCHIVE_BENCH_READER_ONLY=1
+    // times only the reading stage.
     let only: Option<usize> = std::env::var("ARCHIVE_BENCH_TURNS")
         .ok()
         .and_then(|v| v.parse().ok());
@@ -169,8 +200,17 @@ fn main() {
         let zst = std::fs::metadata(&s.log).expect("meta").len();
         let mut best_zstd = Duration::MAX;
         let mut best_archive = Duration::MAX;
+        let mut best_reader = Duration::MAX;
         let mut peak = 0;
+        let ws = s.ws.to_string_lossy().into_owned();
+        let reader_only = std::env::var_os("ARCHIVE_BENCH_READER_ONLY").is_some();
         for n in 0..REPEATS {
+            let start = Instant::now();
+            assert_eq!(read_and_sign(&s.log, &ws), turns);
+            best_reader = best_reader.min(start.elapsed());
+            if reader_only {
+                continue;
+            }
             best_zstd = best_zstd.min(zstd_dc(&s.log));
             fresh_workspace(&mut s, n);
             let (t, rss) = measure(chapters(&s, &["archive"]));
@@ -178,14 +218,15 @@ fn main() {
             peak = peak.max(rss);
         }
         println!(
-            "{:>6} {:>10.1} {:>10.1} {:>12.1} {:>12.1} {:>7.2}x {:>7.1} MiB",
+            "{:>6} {:>10.1} {:>10.1} {:>12.1} {:>12.1} {:>7.2}x {:>7.1} MiB {:>10.1}",
             turns,
             s.decompressed as f64 / 1048576.0,
             zst as f64 / 1048576.0,
             best_zstd.as_secs_f64() * 1e3,
             best_archive.as_secs_f64() * 1e3,
             best_archive.as_secs_f64() / best_zstd.as_secs_f64(),
-            peak as f64 / 1024.0
+            peak as f64 / 1024.0,
+            best_reader.as_secs_f64() * 1e3
         );
         kept.push(s);
     }

@@ -415,10 +415,13 @@ fn archive_session(
         let write_result = writer.join().unwrap_or(Err(ArchiveError::WriterPanicked));
         match (tally, write_result) {
             (Ok(tally), Ok(write_busy)) => {
-                // Which stage bounds the run (the reader's time includes waiting for room).
+                // Which stage bounds the run (`reader_ms` includes `reader_wait_ms`, the time
+                // spent waiting for room to hand a chapter on).
+                let waited = read_result.as_ref().map_or(Duration::ZERO, |r| r.waited);
                 tracing::debug!(
                     session = session_id,
                     reader_ms = read_elapsed.as_millis() as u64,
+                    reader_wait_ms = waited.as_millis() as u64,
                     render_busy_ms = tally.busy.as_millis() as u64,
                     write_busy_ms = write_busy.as_millis() as u64,
                     "archive stages"
@@ -488,6 +491,8 @@ struct PassOutcome {
     notes: Vec<String>,
     in_flight: Option<(u64, u64)>,
     session_rules: Vec<String>,
+    /// Time spent waiting for the renderer to take a chapter (for the stages' debug line).
+    waited: Duration,
 }
 
 /// The reading half of an archive run (see [`archive_session`]).
@@ -581,7 +586,9 @@ impl Pass<'_> {
                         turns: std::mem::take(&mut buffered),
                     };
                     // A closed channel means the writer failed; its error is reported.
+                    let waiting = std::time::Instant::now();
                     writer_gone = to_writer.send(closed).is_err();
+                    out.waited += waiting.elapsed();
                 }
             }
             buffered.push(turn);

@@ -159,10 +159,10 @@ pub fn sign(turn: &CompletedTurn, session_id: &str, workspace: &str, at: &str) -
                 });
             }
         } else if let Some(text) = event.assistant_text() {
-            chars += char_count(&text);
+            chars += char_count(text);
         } else if let Some(call) = event.tool_call() {
             chars += char_count(&call.arguments);
-            read_call(&call, &ws, &mut paths, &mut commands);
+            read_call(call, &ws, &mut paths, &mut commands);
         } else if let Some(result) = event.tool_result() {
             chars += char_count(&result.content);
             let mut added = 0;
@@ -371,14 +371,7 @@ mod tests {
 
         fn push(&mut self, kind: &str, data: Value) -> &mut Self {
             let seq = self.events.len() as u64;
-            self.events.push(Event {
-                seq,
-                kind: kind.into(),
-                time: None,
-                data,
-                ignorable: false,
-                source_event_seqs: None,
-            });
+            self.events.push(Event::new(seq, kind, data));
             self
         }
 

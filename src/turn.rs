@@ -16,6 +16,9 @@ pub struct CompletedTurn {
     pub events: Vec<Event>,
 }
 
+/// The most events reserved for a turn before it starts.
+const MAX_RESERVED_EVENTS: usize = 1024;
+
 /// Streams events into completed turns, holding only the in-flight turn's events.
 ///
 /// Turn numbering: `data.turn` of the `turn/end`; else `data.turn` of the span's last
@@ -64,7 +67,11 @@ impl TurnAssembler {
         self.buffer.push(event);
         let reason = reason?;
 
-        let events = std::mem::take(&mut self.buffer);
+        // The next turn's buffer starts at this one's size (capped: one huge turn must not
+        // keep memory for all after it); growing it step by step was a large share of the
+        // reader's allocations.
+        let capacity = self.buffer.len().min(MAX_RESERVED_EVENTS);
+        let events = std::mem::replace(&mut self.buffer, Vec::with_capacity(capacity));
         self.completed_before += 1;
         let ordinal = self.completed_before;
         let end = events.last().expect("the turn/end was just pushed");

@@ -120,16 +120,19 @@ impl Walker<'_> {
                 // A result shape no reader generation knows: keep its data rather than lose it.
                 let fallback = ToolResult {
                     call_id: String::new(),
-                    content: ev.data.to_string(),
+                    content: ev.data().map(Value::to_string).unwrap_or_default(),
                     is_error: false,
                 };
-                self.tool_result(ev.seq, fallback);
+                self.tool_result(ev.seq, &fallback);
             } else if ev.kind == "assistant/chunk" {
-                let step = ev.data.get("step").and_then(Value::as_u64);
+                let step = ev
+                    .data()
+                    .and_then(|d| d.get("step"))
+                    .and_then(Value::as_u64);
                 if let Some(s) = streamed.get_mut(&step).filter(|s| s.first_seq == ev.seq) {
                     let label = format!("seq {}–{} (streamed)", s.first_seq, s.last_seq);
                     let text = std::mem::take(&mut s.text);
-                    self.assistant(&label, text);
+                    self.assistant(&label, &text);
                 }
             }
         }
@@ -143,7 +146,7 @@ impl Walker<'_> {
         &mut self.out.markdown
     }
 
-    fn user(&mut self, seq: u64, m: UserMessage) {
+    fn user(&mut self, seq: u64, m: &UserMessage) {
         if !is_conversation(&m.source) {
             self.out.omitted_injections += 1;
             let line = format!(
@@ -173,27 +176,27 @@ impl Walker<'_> {
             && self.out.first_human.is_none()
             && !m.text.trim().is_empty()
         {
-            self.out.first_human = Some(m.text);
+            self.out.first_human = Some(m.text.clone());
         }
     }
 
     /// Assistant text; a message with no text (only tool calls or reasoning) renders
     /// nothing and is not counted.
-    fn assistant(&mut self, position: &str, text: String) {
+    fn assistant(&mut self, position: &str, text: &str) {
         if text.trim().is_empty() {
             return;
         }
         self.out.messages += 1;
         let block = self.block();
         block.push_str(&format!("**Assistant** · {position}\n\n"));
-        push_text(block, &text);
+        push_text(block, text);
         if self.out.first_assistant.is_none() {
-            self.out.first_assistant = Some(text.clone());
+            self.out.first_assistant = Some(text.to_owned());
         }
-        self.out.last_assistant = Some(text);
+        self.out.last_assistant = Some(text.to_owned());
     }
 
-    fn tool_call(&mut self, seq: u64, turn: u64, call: ToolCall) {
+    fn tool_call(&mut self, seq: u64, turn: u64, call: &ToolCall) {
         self.out.tool_calls += 1;
         self.tool_names
             .insert(call.call_id.clone(), call.name.clone());
@@ -261,7 +264,7 @@ impl Walker<'_> {
         }
     }
 
-    fn tool_result(&mut self, seq: u64, result: ToolResult) {
+    fn tool_result(&mut self, seq: u64, result: &ToolResult) {
         let name = self.tool_names.get(&result.call_id).cloned();
         let error = if result.is_error { " (error)" } else { "" };
         let header = format!(
@@ -345,11 +348,12 @@ fn plan_arguments(arguments: &str) -> Option<(String, Option<String>)> {
 /// The text of an `assistant/chunk`: `data.delta`, or a `text-delta` chunk's text.
 /// Reasoning and tool-call chunks carry no message text.
 fn chunk_text(ev: &Event) -> Option<&str> {
-    let kind = ev.data.get("kind").and_then(Value::as_str);
-    if let Some(delta) = ev.data.get("delta").and_then(Value::as_str) {
+    let data = ev.data()?;
+    let kind = data.get("kind").and_then(Value::as_str);
+    if let Some(delta) = data.get("delta").and_then(Value::as_str) {
         return matches!(kind, None | Some("text" | "text-delta")).then_some(delta);
     }
-    let chunk = ev.data.get("chunk")?;
+    let chunk = data.get("chunk")?;
     if chunk.get("type").and_then(Value::as_str) != Some("text-delta") {
         return None;
     }
@@ -361,7 +365,10 @@ fn streamed_text(events: &[Event]) -> BTreeMap<Option<u64>, Streamed> {
     let mut by_step: BTreeMap<Option<u64>, Streamed> = BTreeMap::new();
     for ev in events.iter().filter(|e| e.kind == "assistant/chunk") {
         let Some(text) = chunk_text(ev) else { continue };
-        let step = ev.data.get("step").and_then(Value::as_u64);
+        let step = ev
+            .data()
+            .and_then(|d| d.get("step"))
+            .and_then(Value::as_u64);
         let s = by_step.entry(step).or_insert_with(|| Streamed {
             first_seq: ev.seq,
             last_seq: ev.seq,

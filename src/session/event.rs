@@ -1,6 +1,12 @@
 //! The event model: one header, then events with contiguous `seq`.
-//! Unknown event types are carried as they are (their `data` kept verbatim).
+//!
+//! The four kinds the archive reads (`user/message`, `assistant/message`, `tool/call`,
+//! `tool/result`) are parsed into typed payloads once, when the line is read, so signing
+//! and rendering borrow their text instead of walking and copying a JSON tree. Every other
+//! event (and a `tool/result` of a shape no reader generation knows) keeps its `data`
+//! verbatim as JSON: unknown types are carried, never fatal.
 
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 /// Line 1 of a session log.
@@ -26,9 +32,22 @@ pub struct Event {
     /// The `type` field, e.g. `turn/end`. Unknown types are kept.
     pub kind: String,
     pub time: Option<i64>,
-    pub data: Value,
     pub ignorable: bool,
     pub source_event_seqs: Option<Vec<u64>>,
+    /// `data.turn`, when it is a turn number.
+    turn: Option<u64>,
+    payload: Payload,
+}
+
+/// What an event's `data` holds, read once.
+#[derive(Debug, Clone, PartialEq)]
+enum Payload {
+    User(UserMessage),
+    Assistant(String),
+    Call(ToolCall),
+    Result(ToolResult),
+    /// Any other event's `data`, as logged (`null` when absent).
+    Data(Value),
 }
 
 /// Who wrote a user-role message, read from `source`.
@@ -66,19 +85,85 @@ pub struct ToolResult {
 impl Event {
     /// An event of `kind` at `seq` with `data` (no time, not ignorable).
     pub fn new(seq: u64, kind: &str, data: Value) -> Event {
+        let fields = if is_typed(kind) {
+            // Reading fields out of a `Value` cannot fail: every shape is accepted.
+            DataFields::deserialize(&data).unwrap_or_default()
+        } else {
+            DataFields::default()
+        };
+        let (turn, payload) = match read_payload(kind, fields) {
+            Read::Typed(turn, payload) => (turn, payload),
+            Read::NeedsData => (
+                data.get("turn").and_then(Value::as_u64),
+                Payload::Data(data),
+            ),
+        };
         Event {
             seq,
             kind: kind.to_owned(),
             time: None,
-            data,
             ignorable: false,
             source_event_seqs: None,
+            turn,
+            payload,
+        }
+    }
+
+    /// An event read from a log line, with its `data` as the line's one pass captured it;
+    /// `whole_data` is called only when a kind needs `data` verbatim and the pass read only
+    /// its fields.
+    pub(crate) fn from_line(
+        head: EventHead,
+        data: CapturedData,
+        whole_data: impl FnOnce() -> Result<Value, String>,
+    ) -> Result<Event, String> {
+        let typed = is_typed(&head.kind);
+        let (fields, tree) = match data {
+            CapturedData::Fields(fields) if typed => (fields, None),
+            // Reading fields out of a `Value` cannot fail: every shape is accepted.
+            CapturedData::Tree(tree) if typed => (
+                DataFields::deserialize(&tree).unwrap_or_default(),
+                Some(tree),
+            ),
+            CapturedData::Fields(_) => (DataFields::default(), None),
+            CapturedData::Tree(tree) => (DataFields::default(), Some(tree)),
+        };
+        let (turn, payload) = match read_payload(&head.kind, fields) {
+            Read::Typed(turn, payload) => (turn, payload),
+            Read::NeedsData => {
+                let data = match tree {
+                    Some(tree) => tree,
+                    None => whole_data()?,
+                };
+                (
+                    data.get("turn").and_then(Value::as_u64),
+                    Payload::Data(data),
+                )
+            }
+        };
+        Ok(Event {
+            seq: head.seq,
+            kind: head.kind,
+            time: head.time,
+            ignorable: head.ignorable,
+            source_event_seqs: head.source_event_seqs,
+            turn,
+            payload,
+        })
+    }
+
+    /// `data` as logged, for the kinds not read into a typed payload (`None` for
+    /// `user/message`, `assistant/message`, `tool/call` and a recognized `tool/result`).
+    pub fn data(&self) -> Option<&Value> {
+        match &self.payload {
+            Payload::Data(v) => Some(v),
+            _ => None,
         }
     }
 
     /// `data.turn`, when the event carries one.
     pub fn turn(&self) -> Option<u64> {
-        self.data.get("turn").and_then(Value::as_u64)
+        self.turn
     }
 
     /// `turn/end` → its `reason.kind` (`completed`, `aborted`, …).
@@ -87,8 +172,8 @@ impl Event {
             return None;
         }
         Some(
-            self.data
-                .get("reason")
+            self.data()
+                .and_then(|d| d.get("reason"))
                 .and_then(|r| r.get("kind"))
                 .and_then(Value::as_str)
                 .unwrap_or("unknown"),
@@ -96,92 +181,179 @@ impl Event {
     }
 
     /// A `user/message` event: joined text blocks and its source.
-    pub fn user_message(&self) -> Option<UserMessage> {
-        if self.kind != "user/message" {
-            return None;
+    pub fn user_message(&self) -> Option<&UserMessage> {
+        match &self.payload {
+            Payload::User(m) if self.kind == "user/message" => Some(m),
+            _ => None,
         }
-        let msg = self.data.get("message").unwrap_or(&self.data);
-        let text = content_text(msg.get("content"));
-        let src = msg.get("source").or_else(|| self.data.get("source"));
-        Some(UserMessage {
-            text,
-            source: parse_source(src),
-        })
     }
 
     /// An `assistant/message` event: the text of its text blocks (reasoning excluded).
-    pub fn assistant_text(&self) -> Option<String> {
-        if self.kind != "assistant/message" {
-            return None;
+    pub fn assistant_text(&self) -> Option<&str> {
+        match &self.payload {
+            Payload::Assistant(t) if self.kind == "assistant/message" => Some(t),
+            _ => None,
         }
-        let msg = self.data.get("message").unwrap_or(&self.data);
-        Some(content_text(msg.get("content")))
     }
 
     /// A `tool/call` event.
-    pub fn tool_call(&self) -> Option<ToolCall> {
-        if self.kind != "tool/call" {
-            return None;
+    pub fn tool_call(&self) -> Option<&ToolCall> {
+        match &self.payload {
+            Payload::Call(c) if self.kind == "tool/call" => Some(c),
+            _ => None,
         }
-        let d = &self.data;
-        let arguments = match d.get("arguments") {
-            Some(Value::String(s)) => s.clone(),
-            Some(other) => other.to_string(),
-            None => String::new(),
-        };
-        Some(ToolCall {
-            call_id: str_field(d, "callId"),
-            name: str_field(d, "name"),
-            arguments,
-        })
     }
 
     /// A `tool/result` event, v0–v3 (content block inside a user-role message) or v4
-    /// (`role: "tool"` with the fields on the message).
-    pub fn tool_result(&self) -> Option<ToolResult> {
-        if self.kind != "tool/result" {
-            return None;
+    /// (`role: "tool"` with the fields on the message). `None` for a shape no generation
+    /// knows (its `data` is kept, see [`Event::data`]).
+    pub fn tool_result(&self) -> Option<&ToolResult> {
+        match &self.payload {
+            Payload::Result(r) if self.kind == "tool/result" => Some(r),
+            _ => None,
         }
-        let msg = self.data.get("message").unwrap_or(&self.data);
-        if msg.get("role").and_then(Value::as_str) == Some("tool")
-            || msg.get("toolCallId").is_some()
-        {
-            return Some(ToolResult {
-                call_id: str_field(msg, "toolCallId"),
-                content: value_text(msg.get("content")),
-                is_error: msg.get("isError").and_then(Value::as_bool).unwrap_or(false),
-            });
-        }
-        let blocks = msg.get("content").and_then(Value::as_array)?;
-        let block = blocks
-            .iter()
-            .find(|b| b.get("type").and_then(Value::as_str) == Some("tool-result"))?;
-        Some(ToolResult {
-            call_id: block
-                .get("toolCallId")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .or_else(|| {
-                    msg.get("source")
-                        .and_then(|s| s.get("callId"))
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                })
-                .unwrap_or_default(),
-            content: value_text(block.get("content")),
-            is_error: block
-                .get("isError")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-        })
     }
 }
 
-fn str_field(v: &Value, key: &str) -> String {
-    v.get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
+/// The envelope fields of an event line, checked (see `normalize`).
+pub(crate) struct EventHead {
+    pub(crate) seq: u64,
+    pub(crate) kind: String,
+    pub(crate) time: Option<i64>,
+    pub(crate) ignorable: bool,
+    pub(crate) source_event_seqs: Option<Vec<u64>>,
+}
+
+/// The kinds read into a typed payload.
+const TYPED_KINDS: [&str; 4] = [
+    "user/message",
+    "assistant/message",
+    "tool/call",
+    "tool/result",
+];
+
+/// Whether `kind`'s `data` is read into a typed payload (else it is kept verbatim).
+pub(crate) fn is_typed(kind: &str) -> bool {
+    TYPED_KINDS.contains(&kind)
+}
+
+/// An event line's `data` as its parse pass captured it: the fields the typed payloads
+/// read (when the kind was not known yet, or is typed), or the whole tree (when `type`
+/// came first and names a kind kept verbatim — the logs' own key order).
+// Lives on the stack for one line; boxing the fields would cost an allocation per line.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub(crate) enum CapturedData {
+    Fields(DataFields),
+    Tree(Value),
+}
+
+enum Read {
+    Typed(Option<u64>, Payload),
+    /// The kind is not read into a typed payload, or its shape is unknown: keep `data`.
+    NeedsData,
+}
+
+/// The typed payload of `kind` from the fields of its `data` (the rules each accessor
+/// documents: `message` when present, else `data` itself).
+fn read_payload(kind: &str, data: DataFields) -> Read {
+    let turn = data.turn.as_ref().and_then(Value::as_u64);
+    let payload = match kind {
+        "user/message" => {
+            let DataFields {
+                message, source, ..
+            } = data;
+            let (content, source) = match message {
+                Some(msg) => {
+                    let msg = *msg;
+                    (msg.content, msg.source.or(source))
+                }
+                None => (data.content, source),
+            };
+            Payload::User(UserMessage {
+                text: content_text(content),
+                source: parse_source(source.as_ref()),
+            })
+        }
+        "assistant/message" => {
+            let content = match data.message {
+                Some(msg) => msg.content,
+                None => data.content,
+            };
+            Payload::Assistant(content_text(content))
+        }
+        "tool/call" => Payload::Call(ToolCall {
+            call_id: str_field(data.call_id),
+            name: str_field(data.name),
+            arguments: match data.arguments {
+                Some(Value::String(s)) => s,
+                Some(other) => other.to_string(),
+                None => String::new(),
+            },
+        }),
+        "tool/result" => {
+            let msg = match data.message {
+                Some(msg) => *msg,
+                None => data,
+            };
+            match tool_result(msg) {
+                Some(r) => Payload::Result(r),
+                None => return Read::NeedsData,
+            }
+        }
+        _ => return Read::NeedsData,
+    };
+    Read::Typed(turn, payload)
+}
+
+fn tool_result(msg: DataFields) -> Option<ToolResult> {
+    if msg.role.as_ref().and_then(Value::as_str) == Some("tool") || msg.tool_call_id.is_some() {
+        return Some(ToolResult {
+            call_id: str_field(msg.tool_call_id),
+            content: value_text(msg.content),
+            is_error: msg
+                .is_error
+                .as_ref()
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        });
+    }
+    let Some(Value::Array(blocks)) = msg.content else {
+        return None;
+    };
+    let block = blocks
+        .into_iter()
+        .find(|b| b.get("type").and_then(Value::as_str) == Some("tool-result"))?;
+    let Value::Object(mut block) = block else {
+        return None;
+    };
+    let call_id = match block.remove("toolCallId") {
+        Some(Value::String(id)) => Some(id),
+        _ => None,
+    }
+    .or_else(|| {
+        msg.source
+            .as_ref()
+            .and_then(|s| s.get("callId"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    })
+    .unwrap_or_default();
+    Some(ToolResult {
+        call_id,
+        content: value_text(block.remove("content")),
+        is_error: block
+            .get("isError")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+    })
+}
+
+fn str_field(v: Option<Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s,
+        _ => String::new(),
+    }
 }
 
 fn parse_source(src: Option<&Value>) -> MessageSource {
@@ -208,44 +380,230 @@ fn parse_source(src: Option<&Value>) -> MessageSource {
 }
 
 /// Text of a `content` array of blocks (`{type:"text",text}`), joined by blank lines.
-fn content_text(content: Option<&Value>) -> String {
+fn content_text(content: Option<Value>) -> String {
     match content {
-        Some(Value::String(s)) => s.clone(),
+        Some(Value::String(s)) => s,
         Some(Value::Array(blocks)) => {
-            let mut out = String::new();
-            for b in blocks {
-                if b.get("type").and_then(Value::as_str) == Some("text") {
-                    if let Some(t) = b.get("text").and_then(Value::as_str) {
-                        if !out.is_empty() {
-                            out.push_str("\n\n");
-                        }
-                        out.push_str(t);
+            let texts = blocks.into_iter().filter_map(|b| match b {
+                Value::Object(mut b) if b.get("type").and_then(Value::as_str) == Some("text") => {
+                    match b.remove("text") {
+                        Some(Value::String(t)) => Some(t),
+                        _ => None,
                     }
                 }
-            }
-            out
+                _ => None,
+            });
+            join(texts, "\n\n")
         }
         _ => String::new(),
     }
 }
 
 /// Any tool-result content to text: a string as is, blocks by their text, else JSON.
-fn value_text(content: Option<&Value>) -> String {
+fn value_text(content: Option<Value>) -> String {
     match content {
         None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.clone(),
+        Some(Value::String(s)) => s,
         Some(Value::Array(blocks)) if blocks.iter().all(|b| b.get("text").is_some()) => {
-            let mut out = String::new();
-            for b in blocks {
-                if let Some(t) = b.get("text").and_then(Value::as_str) {
-                    if !out.is_empty() {
-                        out.push('\n');
-                    }
-                    out.push_str(t);
-                }
-            }
-            out
+            let texts = blocks.into_iter().filter_map(|b| match b {
+                Value::Object(mut b) => match b.remove("text") {
+                    Some(Value::String(t)) => Some(t),
+                    _ => None,
+                },
+                _ => None,
+            });
+            join(texts, "\n")
         }
         Some(other) => other.to_string(),
+    }
+}
+
+/// Join owned pieces; a lone piece is moved, not copied (the usual single text block).
+fn join(pieces: impl Iterator<Item = String>, separator: &str) -> String {
+    let mut out = String::new();
+    for piece in pieces {
+        if out.is_empty() {
+            // An empty `out` gets no separator: the same as pushing onto it.
+            if piece.is_empty() {
+                continue;
+            }
+            out = piece;
+        } else {
+            out.push_str(separator);
+            out.push_str(&piece);
+        }
+    }
+    out
+}
+
+/// The fields of an event's `data` (and of its `message`) that the typed payloads read,
+/// captured in the line's one parse pass. Every shape is accepted, as a JSON tree would
+/// accept it: a field of an unexpected type is kept as it is and judged by the reader of
+/// the payload, a repeated key keeps its last value, any other key is checked and skipped.
+#[derive(Debug, Default)]
+pub(crate) struct DataFields {
+    turn: Option<Value>,
+    message: Option<Box<DataFields>>,
+    content: Option<Value>,
+    role: Option<Value>,
+    source: Option<Value>,
+    tool_call_id: Option<Value>,
+    is_error: Option<Value>,
+    call_id: Option<Value>,
+    name: Option<Value>,
+    arguments: Option<Value>,
+}
+
+impl<'de> Deserialize<'de> for DataFields {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(DataFieldsVisitor)
+    }
+}
+
+struct DataFieldsVisitor;
+
+impl<'de> Visitor<'de> for DataFieldsVisitor {
+    type Value = DataFields;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DataFields, A::Error> {
+        let mut out = DataFields::default();
+        while let Some(key) = map.next_key::<Key>()? {
+            let slot = match key.0.as_ref() {
+                "message" => {
+                    out.message = Some(Box::new(map.next_value::<DataFields>()?));
+                    continue;
+                }
+                "turn" => &mut out.turn,
+                "content" => &mut out.content,
+                "role" => &mut out.role,
+                "source" => &mut out.source,
+                "toolCallId" => &mut out.tool_call_id,
+                "isError" => &mut out.is_error,
+                "callId" => &mut out.call_id,
+                "name" => &mut out.name,
+                "arguments" => &mut out.arguments,
+                _ => {
+                    map.next_value::<Skip>()?;
+                    continue;
+                }
+            };
+            *slot = Some(map.next_value::<Value>()?);
+        }
+        Ok(out)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<DataFields, A::Error> {
+        SkipVisitor.visit_seq(seq)?;
+        Ok(DataFields::default())
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<DataFields, E> {
+        Ok(DataFields::default())
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<DataFields, E> {
+        Ok(DataFields::default())
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<DataFields, E> {
+        Ok(DataFields::default())
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<DataFields, E> {
+        Ok(DataFields::default())
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<DataFields, E> {
+        Ok(DataFields::default())
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<DataFields, E> {
+        Ok(DataFields::default())
+    }
+}
+
+/// A map key, borrowed from the line when it has no escapes.
+pub(crate) struct Key<'de>(pub(crate) std::borrow::Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string key")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+/// A value checked as a JSON tree would be (string escapes, nesting depth, numbers) and
+/// dropped without being built. (`IgnoredAny` would skip past lone surrogates and
+/// unbounded nesting that a tree refuses.)
+pub(crate) struct Skip;
+
+impl<'de> Deserialize<'de> for Skip {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(SkipVisitor)
+    }
+}
+
+pub(crate) struct SkipVisitor;
+
+impl<'de> Visitor<'de> for SkipVisitor {
+    type Value = Skip;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
+        while map.next_key::<Key>()?.is_some() {
+            map.next_value::<Skip>()?;
+        }
+        Ok(Skip)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
+        while seq.next_element::<Skip>()?.is_some() {}
+        Ok(Skip)
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Skip, E> {
+        Ok(Skip)
     }
 }

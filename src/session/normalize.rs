@@ -17,9 +17,12 @@
 //!   they are expanded to the full list. A run may expand to at most
 //!   [`MAX_SOURCE_SEQS`] seqs per event (hostile input must not blow up memory).
 
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-use super::event::{Event, Header};
+use super::event::{
+    is_typed, CapturedData, DataFields, Event, EventHead, Header, Key, Skip, SkipVisitor,
+};
 
 /// The most seqs one event's `sourceEventSeqs` may expand to.
 pub const MAX_SOURCE_SEQS: u64 = 1 << 20;
@@ -69,14 +72,10 @@ impl PackedRow {
         chunk.insert(self.member_key.to_owned(), member);
         let mut data = self.data_fields.clone();
         data.insert("chunk".to_owned(), Value::Object(chunk));
-        Some(Event {
-            seq: self.seq0 + i as u64,
-            kind: "assistant/chunk".to_owned(),
-            time: self.time,
-            data: Value::Object(data),
-            ignorable: self.ignorable,
-            source_event_seqs: None,
-        })
+        let mut event = Event::new(self.seq0 + i as u64, "assistant/chunk", Value::Object(data));
+        event.time = self.time;
+        event.ignorable = self.ignorable;
+        Some(event)
     }
 
     pub(crate) fn is_exhausted(&self) -> bool {
@@ -129,41 +128,178 @@ pub(crate) fn parse_header(text: &str) -> Result<Header, String> {
 }
 
 /// Parse one event line. Errors are the detail for `BadLine`.
+///
+/// One pass reads the envelope and the `data` fields the typed payloads use; the line is
+/// parsed again as a JSON tree only for what must be kept verbatim (the `data` of other
+/// kinds, packed chunk rows), which are the small lines of a log.
 pub(crate) fn parse_event_line(text: &str) -> Result<EventLine, String> {
-    let value: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let Value::Object(mut map) = value else {
+    let line: LineFields = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    if !line.object {
         return Err("not a JSON object".to_owned());
-    };
-    let kind = match map.remove("type") {
+    }
+    let kind = match line.kind {
         Some(Value::String(kind)) => kind,
         Some(_) => return Err("\"type\" is not a string".to_owned()),
         None => return Err("no \"type\"".to_owned()),
     };
-    let ignorable = map
-        .get("ignorable")
+    let ignorable = line
+        .ignorable
+        .as_ref()
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    if PACKED_ROW_TYPES.contains(&kind.as_str()) && !map.contains_key("seq") {
-        return packed_row(&kind, map, ignorable).map(EventLine::Packed);
-    }
-    let seq = match map.get("seq") {
-        Some(v) => v
-            .as_u64()
-            .ok_or_else(|| format!("seq {v} is not a non-negative integer"))?,
-        None => return Err(format!("{kind} event has no \"seq\"")),
+    let Some(seq) = line.seq else {
+        if PACKED_ROW_TYPES.contains(&kind.as_str()) {
+            let Ok(Value::Object(map)) = serde_json::from_str::<Value>(text) else {
+                return Err("the line changed between two parses".to_owned());
+            };
+            return packed_row(&kind, map, ignorable).map(EventLine::Packed);
+        }
+        return Err(format!("{kind} event has no \"seq\""));
     };
-    let source_event_seqs = match map.get("sourceEventSeqs") {
+    let seq = seq
+        .as_u64()
+        .ok_or_else(|| format!("seq {seq} is not a non-negative integer"))?;
+    let source_event_seqs = match &line.source_event_seqs {
         None | Some(Value::Null) => None,
         Some(v) => Some(expand_source_seqs(v)?),
     };
-    Ok(EventLine::Single(Event {
+    let head = EventHead {
         seq,
-        time: map.get("time").and_then(json_i64),
-        data: map.remove("data").unwrap_or(Value::Null),
         kind,
+        time: line.time.as_ref().and_then(json_i64),
         ignorable,
         source_event_seqs,
-    }))
+    };
+    let whole_data = || {
+        serde_json::from_str::<DataOnly>(text)
+            .map(|d| d.0.unwrap_or(Value::Null))
+            .map_err(|e| format!("not JSON: {e}"))
+    };
+    Event::from_line(head, line.data, whole_data).map(EventLine::Single)
+}
+
+/// The envelope of an event line, with its `data` (see [`CapturedData`]). A repeated key
+/// keeps its last value, as in a JSON tree.
+struct LineFields {
+    /// The line is a JSON object.
+    object: bool,
+    kind: Option<Value>,
+    seq: Option<Value>,
+    time: Option<Value>,
+    ignorable: Option<Value>,
+    source_event_seqs: Option<Value>,
+    data: CapturedData,
+}
+
+impl Default for LineFields {
+    fn default() -> Self {
+        LineFields {
+            object: false,
+            kind: None,
+            seq: None,
+            time: None,
+            ignorable: None,
+            source_event_seqs: None,
+            data: CapturedData::Fields(DataFields::default()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for LineFields {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct LineVisitor;
+        impl<'de> Visitor<'de> for LineVisitor {
+            type Value = LineFields;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LineFields, A::Error> {
+                let mut out = LineFields {
+                    object: true,
+                    ..LineFields::default()
+                };
+                while let Some(key) = map.next_key::<Key>()? {
+                    let slot = match key.0.as_ref() {
+                        "data" => {
+                            // With `type` already read, a kind kept verbatim takes its
+                            // tree in this pass; otherwise the typed fields are read.
+                            let verbatim = match &out.kind {
+                                Some(Value::String(kind)) => !is_typed(kind),
+                                _ => false,
+                            };
+                            out.data = if verbatim {
+                                CapturedData::Tree(map.next_value::<Value>()?)
+                            } else {
+                                CapturedData::Fields(map.next_value::<DataFields>()?)
+                            };
+                            continue;
+                        }
+                        "type" => &mut out.kind,
+                        "seq" => &mut out.seq,
+                        "time" => &mut out.time,
+                        "ignorable" => &mut out.ignorable,
+                        "sourceEventSeqs" => &mut out.source_event_seqs,
+                        _ => {
+                            map.next_value::<Skip>()?;
+                            continue;
+                        }
+                    };
+                    *slot = Some(map.next_value::<Value>()?);
+                }
+                Ok(out)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<LineFields, A::Error> {
+                SkipVisitor.visit_seq(seq)?;
+                Ok(LineFields::default())
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<LineFields, E> {
+                Ok(LineFields::default())
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<LineFields, E> {
+                Ok(LineFields::default())
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<LineFields, E> {
+                Ok(LineFields::default())
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<LineFields, E> {
+                Ok(LineFields::default())
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<LineFields, E> {
+                Ok(LineFields::default())
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<LineFields, E> {
+                Ok(LineFields::default())
+            }
+        }
+        deserializer.deserialize_any(LineVisitor)
+    }
+}
+
+/// Only the `data` of an event line (its last, if repeated), as a JSON tree.
+struct DataOnly(Option<Value>);
+
+impl<'de> Deserialize<'de> for DataOnly {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct DataVisitor;
+        impl<'de> Visitor<'de> for DataVisitor {
+            type Value = DataOnly;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DataOnly, A::Error> {
+                let mut data = None;
+                while let Some(key) = map.next_key::<Key>()? {
+                    if key.0 == "data" {
+                        data = Some(map.next_value::<Value>()?);
+                    } else {
+                        map.next_value::<Skip>()?;
+                    }
+                }
+                Ok(DataOnly(data))
+            }
+        }
+        deserializer.deserialize_map(DataVisitor)
+    }
 }
 
 fn packed_row(
@@ -367,7 +503,10 @@ mod tests {
     #[test]
     fn event_without_data_or_time() {
         let e = single(r#"{"type":"x/y","seq":0}"#);
-        assert_eq!((e.data, e.time, e.ignorable), (Value::Null, None, false));
+        assert_eq!(
+            (e.data(), e.time, e.ignorable),
+            (Some(&Value::Null), None, false)
+        );
     }
 
     #[test]
@@ -442,7 +581,7 @@ mod tests {
         assert_eq!(times, [Some(1000), Some(1005), Some(1012)]);
         assert!(events.iter().all(|e| e.kind == "assistant/chunk"));
         assert_eq!(
-            events[1].data,
+            *events[1].data().unwrap(),
             json!({"turn":1,"step":2,"chunk":{"type":"text-delta","index":0,"text":"b"}})
         );
     }
@@ -453,7 +592,7 @@ mod tests {
             r#"{"type":"reasoning-chunks","seq0":0,"time0":5,"data":{"turn":0,"step":0,"index":1,"dt":[1],"texts":["x","y"]}}"#,
         );
         assert_eq!(
-            r[0].data["chunk"],
+            r[0].data().unwrap()["chunk"],
             json!({"type":"reasoning-delta","index":1,"text":"x"})
         );
         let t = expand(
@@ -464,7 +603,7 @@ mod tests {
         assert_eq!((t[0].time, t[1].time), (Some(5), Some(5)));
         assert!(t[1].ignorable);
         assert_eq!(
-            t[1].data["chunk"],
+            t[1].data().unwrap()["chunk"],
             json!({"type":"tool-call-delta","index":2,"id":"call-1","name":"bash","argumentsDelta":"mmand\":1}"})
         );
     }
@@ -473,7 +612,7 @@ mod tests {
     fn packed_without_time_or_members() {
         let e = expand(r#"{"type":"text-chunks","seq0":0,"data":{"texts":["a"]}}"#);
         assert_eq!(
-            (e[0].time, &e[0].data),
+            (e[0].time, e[0].data().unwrap()),
             (None, &json!({"chunk":{"type":"text-delta","text":"a"}}))
         );
         assert!(expand(r#"{"type":"text-chunks","seq0":3,"data":{"texts":[]}}"#).is_empty());
@@ -498,5 +637,459 @@ mod tests {
     fn a_chunk_type_with_seq_is_an_ordinary_event() {
         let e = single(r#"{"type":"text-chunks","seq":3,"data":{}}"#);
         assert_eq!(e.kind, "text-chunks");
+    }
+}
+
+/// The typed payloads held equal to the JSON-tree reading they replaced: the old accessors,
+/// kept here as the oracle, over generated, hostile and randomly shaped lines.
+#[cfg(test)]
+mod oracle {
+    use super::*;
+    use crate::session::event::{MessageSource, ToolCall, ToolResult, UserMessage};
+    use crate::session::writer::{generate_session, SessionScript};
+    use serde_json::json;
+
+    /// What the old reader made of a line: the event fields and the accessors' answers.
+    #[derive(Debug, PartialEq)]
+    struct Reading {
+        seq: u64,
+        kind: String,
+        time: Option<i64>,
+        ignorable: bool,
+        source_event_seqs: Option<Vec<u64>>,
+        turn: Option<u64>,
+        turn_end_reason: Option<String>,
+        user: Option<UserMessage>,
+        assistant: Option<String>,
+        call: Option<ToolCall>,
+        result: Option<ToolResult>,
+        /// `data`, for the kinds that keep it.
+        data: Option<Value>,
+    }
+
+    fn new_reading(e: &Event) -> Reading {
+        Reading {
+            seq: e.seq,
+            kind: e.kind.clone(),
+            time: e.time,
+            ignorable: e.ignorable,
+            source_event_seqs: e.source_event_seqs.clone(),
+            turn: e.turn(),
+            turn_end_reason: e.turn_end_reason().map(str::to_owned),
+            user: e.user_message().cloned(),
+            assistant: e.assistant_text().map(str::to_owned),
+            call: e.tool_call().cloned(),
+            result: e.tool_result().cloned(),
+            data: e.data().cloned(),
+        }
+    }
+
+    /// The old `parse_event_line` (single events) and accessors, on a JSON tree.
+    fn old_reading(text: &str) -> Result<Option<Reading>, ()> {
+        let value: Value = serde_json::from_str(text).map_err(|_| ())?;
+        let Value::Object(mut map) = value else {
+            return Err(());
+        };
+        let Some(Value::String(kind)) = map.remove("type") else {
+            return Err(());
+        };
+        let ignorable = map
+            .get("ignorable")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if PACKED_ROW_TYPES.contains(&kind.as_str()) && !map.contains_key("seq") {
+            return Ok(None);
+        }
+        let seq = map.get("seq").and_then(Value::as_u64).ok_or(())?;
+        let source_event_seqs = match map.get("sourceEventSeqs") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(expand_source_seqs(v).map_err(|_| ())?),
+        };
+        let data = map.remove("data").unwrap_or(Value::Null);
+        let user = (kind == "user/message").then(|| {
+            let msg = data.get("message").unwrap_or(&data);
+            UserMessage {
+                text: content_text(msg.get("content")),
+                source: parse_source(msg.get("source").or_else(|| data.get("source"))),
+            }
+        });
+        let assistant = (kind == "assistant/message")
+            .then(|| content_text(data.get("message").unwrap_or(&data).get("content")));
+        let call = (kind == "tool/call").then(|| ToolCall {
+            call_id: str_field(&data, "callId"),
+            name: str_field(&data, "name"),
+            arguments: match data.get("arguments") {
+                Some(Value::String(s)) => s.clone(),
+                Some(other) => other.to_string(),
+                None => String::new(),
+            },
+        });
+        let result = if kind == "tool/result" {
+            tool_result(&data)
+        } else {
+            None
+        };
+        let keeps_data = !matches!(
+            kind.as_str(),
+            "user/message" | "assistant/message" | "tool/call"
+        ) && result.is_none();
+        Ok(Some(Reading {
+            seq,
+            time: map.get("time").and_then(json_i64),
+            ignorable,
+            source_event_seqs,
+            turn: data.get("turn").and_then(Value::as_u64),
+            turn_end_reason: (kind == "turn/end").then(|| {
+                data.get("reason")
+                    .and_then(|r| r.get("kind"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown")
+                    .to_owned()
+            }),
+            kind,
+            user,
+            assistant,
+            call,
+            result,
+            data: keeps_data.then_some(data),
+        }))
+    }
+
+    fn tool_result(data: &Value) -> Option<ToolResult> {
+        let msg = data.get("message").unwrap_or(data);
+        if msg.get("role").and_then(Value::as_str) == Some("tool")
+            || msg.get("toolCallId").is_some()
+        {
+            return Some(ToolResult {
+                call_id: str_field(msg, "toolCallId"),
+                content: value_text(msg.get("content")),
+                is_error: msg.get("isError").and_then(Value::as_bool).unwrap_or(false),
+            });
+        }
+        let blocks = msg.get("content").and_then(Value::as_array)?;
+        let block = blocks
+            .iter()
+            .find(|b| b.get("type").and_then(Value::as_str) == Some("tool-result"))?;
+        Some(ToolResult {
+            call_id: block
+                .get("toolCallId")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .or_else(|| {
+                    msg.get("source")
+                        .and_then(|s| s.get("callId"))
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                })
+                .unwrap_or_default(),
+            content: value_text(block.get("content")),
+            is_error: block
+                .get("isError")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        })
+    }
+
+    fn str_field(v: &Value, key: &str) -> String {
+        v.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    fn parse_source(src: Option<&Value>) -> MessageSource {
+        let Some(src) = src else {
+            return MessageSource {
+                kind: "unknown".into(),
+                name: None,
+                form: None,
+            };
+        };
+        let raw_kind = src.get("kind").and_then(Value::as_str).unwrap_or("unknown");
+        let (kind, name_from_kind) = match raw_kind.split_once(':') {
+            Some((k, n)) => (k.to_owned(), Some(n.to_owned())),
+            None => (raw_kind.to_owned(), None),
+        };
+        let name = name_from_kind.or_else(|| {
+            src.get("name")
+                .or_else(|| src.get("plugin"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        });
+        let form = src.get("form").and_then(Value::as_str).map(str::to_owned);
+        MessageSource { kind, name, form }
+    }
+
+    fn content_text(content: Option<&Value>) -> String {
+        match content {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(blocks)) => {
+                let mut out = String::new();
+                for b in blocks {
+                    if b.get("type").and_then(Value::as_str) == Some("text") {
+                        if let Some(t) = b.get("text").and_then(Value::as_str) {
+                            if !out.is_empty() {
+                                out.push_str("\n\n");
+                            }
+                            out.push_str(t);
+                        }
+                    }
+                }
+                out
+            }
+            _ => String::new(),
+        }
+    }
+
+    fn value_text(content: Option<&Value>) -> String {
+        match content {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(blocks)) if blocks.iter().all(|b| b.get("text").is_some()) => {
+                let mut out = String::new();
+                for b in blocks {
+                    if let Some(t) = b.get("text").and_then(Value::as_str) {
+                        if !out.is_empty() {
+                            out.push('\n');
+                        }
+                        out.push_str(t);
+                    }
+                }
+                out
+            }
+            Some(other) => other.to_string(),
+        }
+    }
+
+    /// Both readings of one line agree: the same refusal, or the same event.
+    fn check(text: &str) {
+        let new = parse_event_line(text);
+        match (old_reading(text), new) {
+            (Err(()), Err(_)) | (Ok(None), Ok(EventLine::Packed(_))) => {}
+            (Ok(Some(old)), Ok(EventLine::Single(e))) => {
+                assert_eq!(old, new_reading(&e), "{text}");
+                // The test constructor reads a tree the same way.
+                let data = old.data.clone().unwrap_or_else(|| {
+                    serde_json::from_str::<Value>(text).unwrap()["data"].clone()
+                });
+                let built = Event::new(e.seq, &e.kind, data);
+                assert_eq!(
+                    (
+                        built.user_message(),
+                        built.assistant_text(),
+                        built.tool_call()
+                    ),
+                    (e.user_message(), e.assistant_text(), e.tool_call()),
+                    "{text}"
+                );
+                assert_eq!(built.tool_result(), e.tool_result(), "{text}");
+                assert_eq!(built.turn(), e.turn(), "{text}");
+            }
+            (old, new) => panic!("{text}: old {old:?}, new {new:?}"),
+        }
+    }
+
+    #[test]
+    fn generated_sessions_read_alike() {
+        for version in 0..=4 {
+            let ws = "/w";
+            let mut script = SessionScript::new(version, 1_764_400_000_000);
+            let mut lines = 0;
+            for spec in generate_session(7 + u64::from(version), 60, 6_000, version, ws) {
+                for event in script.turn_events(&spec) {
+                    check(&event.to_string());
+                    // The same event with `type` first, as the harness writes it.
+                    if let Value::Object(mut map) = event {
+                        let kind = map.remove("type").unwrap_or(Value::Null);
+                        let rest = Value::Object(map).to_string();
+                        check(&format!(r#"{{"type":{kind},{}"#, &rest[1..]));
+                    }
+                    lines += 1;
+                }
+            }
+            assert!(lines > 500, "v{version}: {lines} lines");
+        }
+    }
+
+    const KINDS: [&str; 7] = [
+        "user/message",
+        "assistant/message",
+        "tool/call",
+        "tool/result",
+        "turn/end",
+        "turn/start",
+        "x/unknown",
+    ];
+
+    #[test]
+    fn hostile_shapes_read_alike() {
+        let datas = [
+            "null",
+            "5",
+            "\"s\"",
+            "[]",
+            "[1,{\"turn\":2}]",
+            "{}",
+            r#"{"message":null,"source":{"kind":"user"}}"#,
+            r#"{"message":5,"content":"outer"}"#,
+            r#"{"message":{"content":"t","source":null},"source":{"kind":"user"}}"#,
+            r#"{"content":[{"type":"text","text":"a"},{"type":"text","text":""},{"type":"text","text":"b"}]}"#,
+            r#"{"content":[{"type":"text","text":""},{"type":"text","text":"b"}]}"#,
+            r#"{"content":[{"type":"text"},3,{"text":5},{"type":"text","text":7}]}"#,
+            r#"{"message":{"role":"tool","toolCallId":null,"content":[{"text":1},{"text":"x"}]}}"#,
+            r#"{"message":{"role":"tool","content":[{"text":"x"},{"type":"image"}]}}"#,
+            r#"{"message":{"role":"tool","content":{"a":[1,2.5,"x"]},"isError":"yes"}}"#,
+            r#"{"message":{"role":"user","content":[{"type":"tool-result","content":[{"type":"x"}],"isError":true}],"source":{"callId":"c"}}}"#,
+            r#"{"message":{"role":"user","content":[5,{"type":"tool-result","toolCallId":7,"content":null}],"source":{"callId":"c"}}}"#,
+            r#"{"message":{"role":"user","content":[{"type":"text","text":"no result block"}]}}"#,
+            r#"{"role":"tool","toolCallId":"top","content":"v4 on data"}"#,
+            r#"{"source":{"kind":"plugin:foo","name":5,"plugin":"p"}}"#,
+            r#"{"source":{"kind":"plugin","name":5,"plugin":"p","form":"relay"}}"#,
+            r#"{"source":{"kind":"plugin","plugin":"p"}}"#,
+            r#"{"arguments":{"b":1,"a":[true,null]}}"#,
+            r#"{"arguments":null,"callId":5,"name":"n"}"#,
+            r#"{"arguments":"{\"command\":\"ls\"}","callId":"c","name":"bash"}"#,
+            r#"{"turn":-1,"reason":{"kind":5}}"#,
+            r#"{"turn":1.0,"reason":"completed"}"#,
+            r#"{"turn":18446744073709551615,"reason":{"kind":"aborted"}}"#,
+            r#"{"content":"a","content":"b","turn":1,"turn":2}"#,
+            r#"{"message":{"content":"a"},"message":5}"#,
+            r#"{"message":5,"message":{"content":"last"}}"#,
+            r#"{"con\u0074ent":"escaped key","\u0074urn":4}"#,
+            r#"{"content":"\ud83d\ude00 pair and \n escapes \u0000"}"#,
+            r#"{"other":{"deep":[[[[{"x":"\u00e9"}]]]]},"content":"ok"}"#,
+        ];
+        for kind in KINDS {
+            for data in datas {
+                check(&format!(
+                    r#"{{"type":"{kind}","seq":3,"time":9,"data":{data}}}"#
+                ));
+                // The same with `type` last and extra envelope keys.
+                check(&format!(
+                    r#"{{"data":{data},"seq":3,"ignorable":true,"surfaceOp":{{"op":[1]}},"type":"{kind}"}}"#
+                ));
+            }
+        }
+        for line in [
+            r#"{"type":"a","type":"user/message","seq":1,"data":{"content":"x"}}"#,
+            r#"{"type":"a","seq":1,"data":{"content":"x","turn":3},"type":"user/message"}"#,
+            r#"{"type":"user/message","seq":1,"data":{"content":"x","turn":3},"type":"a"}"#,
+            r#"{"type":"a","seq":1,"data":{"content":"x"},"type":"tool/result"}"#,
+            r#"{"type":"tool/result","seq":1,"data":{"content":"x"},"data":{"message":{"role":"tool"}}}"#,
+            r#"{"type":"a","seq":1,"data":{"x":1},"type":"b","data":[2]}"#,
+            r#"{"type":"user/message","seq":1,"data":{"content":"x"},"data":{"content":"y"}}"#,
+            r#"{"type":"user/message","seq":1,"seq":2}"#,
+            r#"{"type":"user/message","seq":null}"#,
+            r#"{"type":"user/message","seq":1,"time":1.5e3,"ignorable":1}"#,
+            r#"{"type":"user/message","seq":1,"sourceEventSeqs":[1,[2,3]]}"#,
+            r#"{"type":"user/message","seq":1,"sourceEventSeqs":null}"#,
+            r#"{"type":"tool/call","seq":1,"x":"\ud800"}"#,
+            r#"{"type":"tool/call","seq":1,"data":{"x":"\udc00"}}"#,
+            r#"{"type":"tool/call","seq":1,"data":{"x":1e999}}"#,
+            r#"{"type":"tool/call","seq":1,"data":{"x":"bad \q escape"}}"#,
+            r#"{"type":"tool/call","seq":1,"data":{"x":1}} trailing"#,
+            r#"{"type":"tool/call","seq":1,"data":{"x":1},}"#,
+            r#"{"type":"text-chunks","seq0":1,"data":{"texts":["a"]}}"#,
+            r#"{"type":"text-chunks","seq":1,"data":{"texts":["a"]}}"#,
+            r#"["type","user/message"]"#,
+            r#""user/message""#,
+            "null",
+            "",
+        ] {
+            check(line);
+        }
+        // Nesting past the parser's depth limit, in an ignored field and in a read one.
+        for field in ["surfaceOp", "data"] {
+            check(&format!(
+                r#"{{"type":"tool/result","seq":0,"{field}":{{"x":{}{}}}}}"#,
+                "[".repeat(300),
+                "]".repeat(300)
+            ));
+        }
+        check(&format!(
+            r#"{{"type":"tool/result","seq":0,"data":{{"content":{}{}}}}}"#,
+            "[".repeat(100),
+            "]".repeat(100)
+        ));
+    }
+
+    /// A random JSON value over the keys and strings the payload readers look at.
+    fn random_value(rng: &mut u64, depth: u32) -> Value {
+        const KEYS: [&str; 17] = [
+            "type",
+            "text",
+            "content",
+            "message",
+            "role",
+            "source",
+            "toolCallId",
+            "isError",
+            "callId",
+            "name",
+            "arguments",
+            "turn",
+            "reason",
+            "kind",
+            "plugin",
+            "form",
+            "step",
+        ];
+        const STRINGS: [&str; 10] = [
+            "text",
+            "tool",
+            "tool-result",
+            "user",
+            "plugin:x",
+            "agent-message",
+            "",
+            "a\nb",
+            "{\"path\":\"src/a.rs\"}",
+            "é",
+        ];
+        let pick = if depth >= 4 {
+            next(rng, 6)
+        } else {
+            next(rng, 9)
+        };
+        match pick {
+            0 => Value::Null,
+            1 => json!(next(rng, 2) == 0),
+            2 => json!(next(rng, 5)),
+            3 => json!(-(next(rng, 3) as i64) - 1),
+            4 => json!(next(rng, 7) as f64 + 0.5),
+            5 => json!(STRINGS[next(rng, STRINGS.len() as u64) as usize]),
+            6 => {
+                let n = next(rng, 4);
+                Value::Array((0..n).map(|_| random_value(rng, depth + 1)).collect())
+            }
+            _ => {
+                let n = next(rng, 5);
+                let mut map = Map::new();
+                for _ in 0..n {
+                    let key = KEYS[next(rng, KEYS.len() as u64) as usize];
+                    map.insert(key.to_owned(), random_value(rng, depth + 1));
+                }
+                Value::Object(map)
+            }
+        }
+    }
+
+    fn next(rng: &mut u64, n: u64) -> u64 {
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
+        *rng % n
+    }
+
+    #[test]
+    fn random_shapes_read_alike() {
+        let mut rng = 0x2545_F491_4F6C_DD1D_u64;
+        for i in 0..20_000u64 {
+            let kind = KINDS[(i % KINDS.len() as u64) as usize];
+            let data = random_value(&mut rng, 0);
+            // Keys sorted (`data` before `type`) and in the logs' own order (`type` first).
+            check(&json!({"type": kind, "seq": i, "data": data}).to_string());
+            check(&format!(r#"{{"type":"{kind}","seq":{i},"data":{data}}}"#));
+        }
     }
 }

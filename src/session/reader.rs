@@ -846,7 +846,10 @@ mod tests {
         assert!(out.error.is_none());
         let events = out.events();
         assert_eq!(events.len(), 30);
-        assert_eq!(events[29].data["text"].as_str().unwrap().len(), 200_002);
+        assert_eq!(
+            events[29].data().unwrap()["text"].as_str().unwrap().len(),
+            200_002
+        );
     }
 
     #[test]
@@ -1294,7 +1297,7 @@ mod tests {
         assert!(out.error.is_none());
         let events = out.events();
         assert_eq!(events[1].kind, "team/mailbox/whatever");
-        assert_eq!(events[1].data, json!({"x": [1, 2]}));
+        assert_eq!(*events[1].data().unwrap(), json!({"x": [1, 2]}));
         assert_eq!(out.seqs(), [0, 1, 2]);
     }
 
@@ -1310,7 +1313,7 @@ mod tests {
         let events = out.events();
         assert_eq!(events[3].kind, "assistant/chunk");
         assert_eq!(events[3].time, Some(53));
-        assert_eq!(events[3].data["chunk"]["text"], "c");
+        assert_eq!(events[3].data().unwrap()["chunk"]["text"], "c");
         // A line after the row must continue at seq0 + n.
         let bad = [header_json(), ev(0, "a"), row.to_owned(), ev(3, "b")];
         let path = write_file(tmp.path(), "bad.jsonl", &plain(&bad));
@@ -1533,11 +1536,8 @@ mod tests {
                 "content":[{"type":"tool-result","content":"s","isError":true}]}}}).to_string(),
         ];
         let path = write_file(tmp.path(), "session.jsonl", &plain(&lines));
-        let results: Vec<_> = read(&path, ResumePoint::default())
-            .events()
-            .iter()
-            .map(|e| e.tool_result().unwrap())
-            .collect();
+        let events = read(&path, ResumePoint::default()).events();
+        let results: Vec<_> = events.iter().map(|e| e.tool_result().unwrap()).collect();
         assert_eq!(
             (
                 results[0].call_id.as_str(),

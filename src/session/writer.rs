@@ -979,12 +979,14 @@ mod tests {
             assert_eq!(result.call_id, call.call_id, "v{version}");
             assert_eq!(result.content, "line one\nline two");
             assert!(result.is_error);
-            let raw_role = events
-                .iter()
-                .find(|e| e.kind == "tool/result")
-                .unwrap()
-                .data["message"]["role"]
-                .clone();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let raw: Value = serde_json::from_str(
+                text.lines()
+                    .find(|l| l.contains(r#""type":"tool/result""#))
+                    .unwrap(),
+            )
+            .unwrap();
+            let raw_role = &raw["data"]["message"]["role"];
             assert_eq!(raw_role, if version >= 4 { "tool" } else { "user" });
         }
     }
@@ -1020,7 +1022,7 @@ mod tests {
         assert_eq!(chunks.len(), 10);
         let joined: String = chunks[..5]
             .iter()
-            .map(|e| e.data["chunk"]["text"].as_str().unwrap())
+            .map(|e| e.data().unwrap()["chunk"]["text"].as_str().unwrap())
             .collect();
         assert_eq!(joined, text);
         let message = events
@@ -1060,7 +1062,7 @@ mod tests {
                     .iter()
                     .filter_map(|e| e.user_message())
                     .filter(|m| m.source.kind == "user")
-                    .map(|m| m.text)
+                    .map(|m| m.text.clone())
                     .collect();
                 let expected: Vec<String> = specs.iter().map(|s| s.human_text.clone()).collect();
                 assert_eq!(humans, expected);

@@ -60,12 +60,19 @@ const PRODUCT_NAMES: &[&str] = &[
 
 /// Characters that end a mention in running text.
 fn is_text_delimiter(c: char) -> bool {
-    c.is_whitespace() || "\"'`()<>{},;|=".contains(c)
+    matches!(
+        c,
+        '"' | '\'' | '`' | '(' | ')' | '<' | '>' | '{' | '}' | ',' | ';' | '|' | '='
+    ) || c.is_whitespace()
 }
 
 /// Characters no path mention carries (globs, expansions, escapes).
 fn is_foreign(c: char) -> bool {
-    c.is_control() || c.is_whitespace() || "*?$`'\"<>|{}\\".contains(c)
+    matches!(
+        c,
+        '*' | '?' | '$' | '`' | '\'' | '"' | '<' | '>' | '|' | '{' | '}' | '\\'
+    ) || c.is_control()
+        || c.is_whitespace()
 }
 
 /// The absolute workspace root paths are made relative to.
@@ -147,16 +154,24 @@ pub(super) fn scan_text(
 ) {
     // Only tokens holding a `.`, a `/` or `file` can be mentions, so jump from one such
     // byte to the next and widen to the token around it, instead of splitting the whole
-    // text (tool output is most of a session's bytes).
+    // text (tool output is most of a session's bytes). Under `NeedSlash` only a token
+    // holding a `/` can pass (`from_mention`), so only `/` is looked for: every hit inside
+    // a token widens to the same token, so the mentions found are the same.
     let bytes = text.as_bytes();
+    let slash_only = strictness == Strictness::NeedSlash;
     let file = memchr::memmem::Finder::new("file");
-    let mut next_file = file.find(bytes);
+    let mut next_file = if slash_only { None } else { file.find(bytes) };
     let mut at = 0;
     while at < bytes.len() {
         if next_file.is_some_and(|f| f < at) {
             next_file = file.find(&bytes[at..]).map(|o| at + o);
         }
-        let mark = memchr::memchr2(b'.', b'/', &bytes[at..]).map(|o| at + o);
+        let mark = if slash_only {
+            memchr::memchr(b'/', &bytes[at..])
+        } else {
+            memchr::memchr2(b'.', b'/', &bytes[at..])
+        }
+        .map(|o| at + o);
         let Some(hit) = [mark, next_file].into_iter().flatten().min() else {
             break;
         };
@@ -293,6 +308,88 @@ mod tests {
     fn lists_are_sorted_for_binary_search() {
         for list in [KNOWN_EXTENSIONS, WELL_KNOWN_FILES, PRODUCT_NAMES] {
             assert!(list.windows(2).all(|w| w[0] < w[1]), "{list:?}");
+        }
+    }
+
+    /// The scan before `NeedSlash` looked for `/` alone: every `.`, `/` and `file`.
+    fn scan_every_mark(text: &str, strictness: Strictness) -> Vec<String> {
+        let mut out = Vec::new();
+        let bytes = text.as_bytes();
+        let file = memchr::memmem::Finder::new("file");
+        let mut next_file = file.find(bytes);
+        let mut at = 0;
+        while at < bytes.len() {
+            if next_file.is_some_and(|f| f < at) {
+                next_file = file.find(&bytes[at..]).map(|o| at + o);
+            }
+            let mark = memchr::memchr2(b'.', b'/', &bytes[at..]).map(|o| at + o);
+            let Some(hit) = [mark, next_file].into_iter().flatten().min() else {
+                break;
+            };
+            let start = text[..hit]
+                .char_indices()
+                .rev()
+                .find(|&(_, c)| is_text_delimiter(c))
+                .map_or(0, |(i, c)| i + c.len_utf8());
+            let end = text[hit..]
+                .char_indices()
+                .find(|&(_, c)| is_text_delimiter(c))
+                .map_or(text.len(), |(i, _)| hit + i);
+            if end > start {
+                out.extend(from_mention(&text[start..end], &ws(), strictness));
+            }
+            at = end.max(hit + 1);
+        }
+        out
+    }
+
+    #[test]
+    fn slash_only_scan_finds_what_every_mark_found() {
+        const PIECES: [&str; 24] = [
+            "/",
+            ".",
+            "file",
+            " ",
+            "\n",
+            "\"",
+            "(",
+            ")",
+            ",",
+            ":12",
+            "#L3",
+            "src",
+            "x.rs",
+            "..",
+            "~",
+            "/home/ana/proj",
+            "Makefile",
+            "é",
+            "\u{a0}",
+            "\u{2003}",
+            "*",
+            "`",
+            "a",
+            "://",
+        ];
+        let mut rng = 0x9E37_79B9_7F4A_7C15_u64;
+        for _ in 0..5_000 {
+            let mut text = String::new();
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            for _ in 0..rng % 40 {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                text.push_str(PIECES[(rng % PIECES.len() as u64) as usize]);
+            }
+            for strictness in [Strictness::NeedSlash, Strictness::AllowBare] {
+                assert_eq!(
+                    scan(&text, strictness),
+                    scan_every_mark(&text, strictness),
+                    "{text:?}"
+                );
+            }
         }
     }
 
