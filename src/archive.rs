@@ -25,7 +25,7 @@ use serde::Serialize;
 use crate::compose::{self, ComposeConfig, ComposeError};
 use crate::config::Config;
 use crate::identity::Identity;
-use crate::redact::{RedactionCounts, Redactor};
+use crate::redact::{ConfigRedactor, RedactionCounts, Redactor};
 use crate::render::{self, ChapterMeta};
 use crate::session::discover::{self, SessionLog};
 use crate::session::reader::{LogItem, LogReader, ReadError, ReadNote, ReaderOptions, ResumePoint};
@@ -156,7 +156,7 @@ pub fn archive_workspace(
 ) -> Result<ArchiveReport, ArchiveError> {
     let store = Store::open(ctx.workspace)?;
     let _lock = store.lock(Duration::from_millis(ctx.config.writer_lock_timeout_ms))?;
-    let redactor = Redactor::new(&ctx.config.redaction_patterns)?;
+    let redactor = ConfigRedactor::new(&ctx.config.redaction_patterns)?;
     let workspace_str = ctx.workspace.to_string_lossy().into_owned();
     let logs = discover::list_sessions(ctx.dsh_home, &workspace_str)?;
 

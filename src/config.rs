@@ -282,7 +282,7 @@ fn check_key(config: &Config, key: &str) -> Result<(), String> {
             if let Some(p) = config.redaction_patterns.iter().find(|p| p.name.trim().is_empty()) {
                 return Err(format!("the pattern with regex {:?} has no name", p.regex));
             }
-            Redactor::new(&config.redaction_patterns).map(drop).map_err(|e| e.to_string())
+            Redactor::check_extra(&config.redaction_patterns).map_err(|e| e.to_string())
         }
         _ => Ok(()),
     }

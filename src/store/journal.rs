@@ -21,7 +21,6 @@ use std::fs::{self, File};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
@@ -92,8 +91,7 @@ pub fn journal_path(store_dir: &Path) -> PathBuf {
 /// Journal lines pass the built-in redactor like every ledger line (they hold file names,
 /// which the writer already derived from redacted text: in practice a no-op).
 fn redactor() -> Option<&'static Redactor> {
-    static BUILT_IN: OnceLock<Option<Redactor>> = OnceLock::new();
-    BUILT_IN.get_or_init(|| Redactor::new(&[]).ok()).as_ref()
+    crate::redact::built_in()
 }
 
 /// Held around an append or a restart.
