@@ -7,13 +7,13 @@
 //!     writer appending a line of its own and fsyncing it. Also the daemon's own figure
 //!     (`daemon status`: change noticed → collection line fsynced).
 //! (c) signing latency while enrichment batches run vs at rest, in one run: the same
-//!     daemon and log, 2,400 live turns in blocks of 25 alternating rest (A) and enrichment
-//!     (B) as ABBA 24 times, so each side gets 1,200 samples spread evenly over the run and
+//!     daemon and log, 9,600 live turns in blocks of 25 alternating rest (A) and enrichment
+//!     (B) as ABBA 96 times, so each side gets 4,800 samples spread evenly over the run and
 //!     a drift or a stall of the shared machine weighs on both alike. The enrichment is what
 //!     the daemon's enrich thread runs (`enrich::run_in_background`, then
 //!     `enrich::run::run_with` batches of 5, one `Catalog` and one compiled redactor kept
 //!     across them), back to back in a worker process (this binary, `enrich-worker`) that is
-//!     frozen (SIGSTOP) for A blocks and thawed for B blocks; it annotates 191 archived
+//!     frozen (SIGSTOP) for A blocks and thawed for B blocks; it annotates the archived (731 at 96 groups)
 //!     chapters against a model server on loopback (each answer after 800 ms, as a local
 //!     model; then again after 30 ms, a write-heavy stress) — model calls, staged rewrites,
 //!     the writer lock — on the same store and the same two cores. The bench asserts that
@@ -24,7 +24,7 @@
 //!     every chapter, compile the redactor: what the daemon did before it kept them), the
 //!     same binary's baseline. `BENCH_SAMPLES_DIR=<dir>` writes every sample (side, group, block, turn, when, ms)
 //!     and every batch's end as CSV; `BENCH_CHAPTERS_BIN=<path>` runs another build of
-//!     `chapters` as the daemon. `BENCH_C_GROUPS=N`: N ABBA groups instead of 24.
+//!     `chapters` as the daemon. `BENCH_C_GROUPS=N`: N ABBA groups instead of 96.
 //! (b) at rest with 50 watched sessions: the daemon's CPU % over 12 s from
 //!     `/proc/<pid>/stat` and its RSS from `/proc/<pid>/status`, beside a `sleep` process.
 
@@ -614,12 +614,16 @@ fn loadavg() -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
-/// Rest (A) and enrichment (B) blocks of 25 turns (~0.35 s), `ABBA` 24 times: within each
+/// Rest (A) and enrichment (B) blocks of 25 turns (~0.35 s), `ABBA` 96 times: within each
 /// group the two sides sit symmetric in time, and a stall of the shared machine (a second
-/// or two of another process's writeback) spans blocks of both sides.
+/// or two of another process's writeback) spans blocks of both sides. 4,800 samples a side:
+/// with 1,200 (24 groups, the bench before 2026-11-30) the rest-vs-rest null check ranged
+/// 0.29–3.78×, more than the 1.2 margin; with 4,800 it stayed within 0.72–1.11×.
 /// `BENCH_C_GROUPS=N` runs N groups instead (the archived session grows with it, so the
-/// batches never run out of chapters): a p99 from more samples moves less with the machine.
-const GROUPS: usize = 24;
+/// batches never run out of chapters).
+const GROUPS: usize = 96;
+/// The groups the archived session's 300 turns were sized for.
+const BASE_GROUPS: usize = 24;
 
 fn groups() -> usize {
     std::env::var("BENCH_C_GROUPS")
@@ -640,7 +644,7 @@ fn enrichment_interference(model_delay: Duration) {
     let (mut w, mut sc) = new_log(&sb, old);
     w.set_sync(false);
     let ws_text = sb.ws.to_string_lossy().into_owned();
-    let turns = 300 * groups.div_ceil(GROUPS);
+    let turns = 300 * groups.div_ceil(BASE_GROUPS);
     for t in dsh_chapters::session::writer::generate_session(7, turns, 1_500, 4, &ws_text) {
         w.append_turn(&mut sc, &t).expect("append");
     }
