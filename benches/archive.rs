@@ -1,7 +1,9 @@
 //! Archive benchmark: `chapters archive` of a generated session vs `zstd -dc` of the same
 //! file, side by side in one run, plus the archive's peak RSS at two log sizes, and the
 //! reading stage alone (decode, parse, turns, signatures: what bounds the archive's wall
-//! time) timed in this process.
+//! time) timed in this process, and the disk's own share: the same files (folders, names,
+//! sizes) created by plain writes and made durable by one `syncfs` ("create ms"), so a run
+//! whose archive is slow because the filesystem is says so beside its ratio.
 //!
 //! Run: `cargo bench --bench archive` (needs the `zstd` program; `/usr/bin/time` when
 //! present measures peak RSS, otherwise /proc polling does).
@@ -151,6 +153,50 @@ fn zstd_dc(log: &Path) -> Duration {
     start.elapsed()
 }
 
+/// Every file under `dir`, as (path relative to `dir`, length).
+fn files_under(dir: &Path) -> Vec<(PathBuf, u64)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir").flatten() {
+            let path = entry.path();
+            let meta = entry.metadata().expect("meta");
+            if meta.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path.strip_prefix(dir).expect("under dir").to_path_buf();
+                out.push((rel, meta.len()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The disk's side of the comparison: create the files an archive wrote — same folders,
+/// same names, same sizes — under `into` with plain `write`s, then make them durable with
+/// one `syncfs` as the archive's group commit does (`sync -f`). Any program that writes that
+/// many files durably pays this much; when it dwarfs `zstd -dc` (the filesystem still
+/// writing back a mass deletion, or another process's data), so does the archive.
+fn create_like(files: &[(PathBuf, u64)], into: &Path) -> Duration {
+    let bytes = vec![b'x'; files.iter().map(|(_, n)| *n).max().unwrap_or(0) as usize];
+    let start = Instant::now();
+    for (rel, len) in files {
+        let path = into.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(&path, &bytes[..*len as usize]).expect("write");
+    }
+    let synced = Command::new("sync")
+        .arg("-f")
+        .arg(into)
+        .status()
+        .expect("sync -f");
+    assert!(synced.success(), "sync -f {}", into.display());
+    start.elapsed()
+}
+
 /// The archive's reading stage alone, in this process: decode, parse, assemble turns and
 /// sign them (what bounds the archive's wall time), with no store. Returns the turns signed.
 fn read_and_sign(log: &Path, ws: &str) -> usize {
@@ -171,7 +217,7 @@ fn read_and_sign(log: &Path, ws: &str) -> usize {
 
 fn main() {
     println!(
-        "{:>6} {:>10} {:>10} {:>12} {:>12} {:>8} {:>10} {:>10}",
+        "{:>6} {:>10} {:>10} {:>12} {:>12} {:>8} {:>10} {:>10} {:>7} {:>10}",
         "turns",
         "MiB(dec)",
         "MiB(zst)",
@@ -179,7 +225,9 @@ fn main() {
         "archive ms",
         "ratio",
         "peak RSS",
-        "reader ms"
+        "reader ms",
+        "files",
+        "create ms"
     );
     // ARCHIVE_BENCH_TURNS=2000 runs one size; ARCHIVE_BENCH_KEEP=1 keeps the scratch
     // home and workspaces (printed) for profiling by hand; ARCHIVE_BENCH_READER_ONLY=1
@@ -202,6 +250,8 @@ fn main() {
         let mut best_archive = Duration::MAX;
         let mut best_reader = Duration::MAX;
         let mut peak = 0;
+        let mut best_create = Duration::MAX;
+        let mut written = Vec::new();
         let ws = s.ws.to_string_lossy().into_owned();
         let reader_only = std::env::var_os("ARCHIVE_BENCH_READER_ONLY").is_some();
         for n in 0..REPEATS {
@@ -216,9 +266,12 @@ fn main() {
             let (t, rss) = measure(chapters(&s, &["archive"]));
             best_archive = best_archive.min(t);
             peak = peak.max(rss);
+            written = files_under(&s.ws.join(".dsh-chapters"));
+            let probe = s.ws.with_file_name(format!("create-{n}"));
+            best_create = best_create.min(create_like(&written, &probe));
         }
         println!(
-            "{:>6} {:>10.1} {:>10.1} {:>12.1} {:>12.1} {:>7.2}x {:>7.1} MiB {:>10.1}",
+            "{:>6} {:>10.1} {:>10.1} {:>12.1} {:>12.1} {:>7.2}x {:>7.1} MiB {:>10.1} {:>7} {:>10.1}",
             turns,
             s.decompressed as f64 / 1048576.0,
             zst as f64 / 1048576.0,
@@ -226,7 +279,9 @@ fn main() {
             best_archive.as_secs_f64() * 1e3,
             best_archive.as_secs_f64() / best_zstd.as_secs_f64(),
             peak as f64 / 1024.0,
-            best_reader.as_secs_f64() * 1e3
+            best_reader.as_secs_f64() * 1e3,
+            written.len(),
+            best_create.as_secs_f64() * 1e3
         );
         kept.push(s);
     }
