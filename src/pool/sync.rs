@@ -25,7 +25,6 @@ use super::transport::{self, FailureCode, Remote, TransportError};
 use crate::curation::{self, Fact, FactKind};
 use crate::identity::Identity;
 use crate::index::shard::{INDEX_DIR, MANIFEST_FILE};
-use crate::redact::Redactor;
 use crate::store::{atomic, Store, StoreError, MIRROR_DIR};
 
 pub const POOL_REF: &str = "refs/heads/main";
@@ -962,14 +961,11 @@ fn honour_reverts(
             continue;
         }
         let pin = Fact::revert_seen_in_pool(&from, &to, &head.to_string(), ctx.now);
-        let fallback;
         let redactor = match &ctx.vocabulary {
             Some(apply) => apply.redactor,
-            None => {
-                // Topic labels from a line that passed the full redactor when written.
-                fallback = Redactor::new(&[]).map_err(|e| fail(&e))?;
-                &fallback
-            }
+            // Topic labels from a line that passed the full redactor when written.
+            None => crate::redact::built_in()
+                .ok_or_else(|| fail(&"the built-in redactor did not compile"))?,
         };
         curation::file::append(ctx.store, ctx.harness_id, &pin, redactor).map_err(|e| fail(&e))?;
         undone.push(from);

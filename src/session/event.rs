@@ -356,7 +356,7 @@ fn str_field(v: Option<Value>) -> String {
     }
 }
 
-fn parse_source(src: Option<&Value>) -> MessageSource {
+pub(crate) fn parse_source(src: Option<&Value>) -> MessageSource {
     let Some(src) = src else {
         return MessageSource {
             kind: "unknown".into(),
@@ -462,6 +462,36 @@ impl<'de> Deserialize<'de> for DataFields {
 
 struct DataFieldsVisitor;
 
+/// A visitor's methods for every JSON value but an object: the value is checked as a JSON
+/// tree would check it (an array walked by [`SkipVisitor`]) and read as `$out::default()`.
+macro_rules! non_objects_read_as_default {
+    ($out:ty) => {
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<$out, A::Error> {
+            SkipVisitor.visit_seq(seq)?;
+            Ok(<$out>::default())
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<$out, E> {
+            Ok(<$out>::default())
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<$out, E> {
+            Ok(<$out>::default())
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<$out, E> {
+            Ok(<$out>::default())
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<$out, E> {
+            Ok(<$out>::default())
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<$out, E> {
+            Ok(<$out>::default())
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<$out, E> {
+            Ok(<$out>::default())
+        }
+    };
+}
+pub(crate) use non_objects_read_as_default;
+
 impl<'de> Visitor<'de> for DataFieldsVisitor {
     type Value = DataFields;
 
@@ -496,34 +526,7 @@ impl<'de> Visitor<'de> for DataFieldsVisitor {
         Ok(out)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<DataFields, A::Error> {
-        SkipVisitor.visit_seq(seq)?;
-        Ok(DataFields::default())
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<DataFields, E> {
-        Ok(DataFields::default())
-    }
-
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<DataFields, E> {
-        Ok(DataFields::default())
-    }
-
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<DataFields, E> {
-        Ok(DataFields::default())
-    }
-
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<DataFields, E> {
-        Ok(DataFields::default())
-    }
-
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<DataFields, E> {
-        Ok(DataFields::default())
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<DataFields, E> {
-        Ok(DataFields::default())
-    }
+    non_objects_read_as_default!(DataFields);
 }
 
 /// A map key, borrowed from the line when it has no escapes.

@@ -21,7 +21,8 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::event::{
-    is_typed, CapturedData, DataFields, Event, EventHead, Header, Key, Skip, SkipVisitor,
+    is_typed, non_objects_read_as_default, CapturedData, DataFields, Event, EventHead, Header, Key,
+    Skip, SkipVisitor,
 };
 
 /// The most seqs one event's `sourceEventSeqs` may expand to.
@@ -248,28 +249,7 @@ impl<'de> Deserialize<'de> for LineFields {
                 }
                 Ok(out)
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<LineFields, A::Error> {
-                SkipVisitor.visit_seq(seq)?;
-                Ok(LineFields::default())
-            }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<LineFields, E> {
-                Ok(LineFields::default())
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<LineFields, E> {
-                Ok(LineFields::default())
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<LineFields, E> {
-                Ok(LineFields::default())
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<LineFields, E> {
-                Ok(LineFields::default())
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<LineFields, E> {
-                Ok(LineFields::default())
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<LineFields, E> {
-                Ok(LineFields::default())
-            }
+            non_objects_read_as_default!(LineFields);
         }
         deserializer.deserialize_any(LineVisitor)
     }
@@ -645,7 +625,7 @@ mod tests {
 #[cfg(test)]
 mod oracle {
     use super::*;
-    use crate::session::event::{MessageSource, ToolCall, ToolResult, UserMessage};
+    use crate::session::event::{parse_source, ToolCall, ToolResult, UserMessage};
     use crate::session::writer::{generate_session, SessionScript};
     use serde_json::json;
 
@@ -795,29 +775,6 @@ mod oracle {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned()
-    }
-
-    fn parse_source(src: Option<&Value>) -> MessageSource {
-        let Some(src) = src else {
-            return MessageSource {
-                kind: "unknown".into(),
-                name: None,
-                form: None,
-            };
-        };
-        let raw_kind = src.get("kind").and_then(Value::as_str).unwrap_or("unknown");
-        let (kind, name_from_kind) = match raw_kind.split_once(':') {
-            Some((k, n)) => (k.to_owned(), Some(n.to_owned())),
-            None => (raw_kind.to_owned(), None),
-        };
-        let name = name_from_kind.or_else(|| {
-            src.get("name")
-                .or_else(|| src.get("plugin"))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        });
-        let form = src.get("form").and_then(Value::as_str).map(str::to_owned);
-        MessageSource { kind, name, form }
     }
 
     fn content_text(content: Option<&Value>) -> String {

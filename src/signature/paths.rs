@@ -150,15 +150,28 @@ pub(super) fn scan_text(
     text: &str,
     ws: &Workspace,
     strictness: Strictness,
+    each: impl FnMut(String) -> bool,
+) {
+    // Under `NeedSlash` only a token holding a `/` can pass (`from_mention`), so only `/` is
+    // looked for: every hit inside a token widens to the same token, so the mentions found
+    // are the same (a property test holds it to the scan of every mark).
+    let slash_only = strictness == Strictness::NeedSlash;
+    scan_marks(text, ws, strictness, slash_only, each)
+}
+
+/// [`scan_text`], looking for `/` alone when `slash_only`, else for every `.`, `/` and
+/// `file`.
+fn scan_marks(
+    text: &str,
+    ws: &Workspace,
+    strictness: Strictness,
+    slash_only: bool,
     mut each: impl FnMut(String) -> bool,
 ) {
     // Only tokens holding a `.`, a `/` or `file` can be mentions, so jump from one such
     // byte to the next and widen to the token around it, instead of splitting the whole
-    // text (tool output is most of a session's bytes). Under `NeedSlash` only a token
-    // holding a `/` can pass (`from_mention`), so only `/` is looked for: every hit inside
-    // a token widens to the same token, so the mentions found are the same.
+    // text (tool output is most of a session's bytes).
     let bytes = text.as_bytes();
-    let slash_only = strictness == Strictness::NeedSlash;
     let file = memchr::memmem::Finder::new("file");
     let mut next_file = if slash_only { None } else { file.find(bytes) };
     let mut at = 0;
@@ -314,32 +327,10 @@ mod tests {
     /// The scan before `NeedSlash` looked for `/` alone: every `.`, `/` and `file`.
     fn scan_every_mark(text: &str, strictness: Strictness) -> Vec<String> {
         let mut out = Vec::new();
-        let bytes = text.as_bytes();
-        let file = memchr::memmem::Finder::new("file");
-        let mut next_file = file.find(bytes);
-        let mut at = 0;
-        while at < bytes.len() {
-            if next_file.is_some_and(|f| f < at) {
-                next_file = file.find(&bytes[at..]).map(|o| at + o);
-            }
-            let mark = memchr::memchr2(b'.', b'/', &bytes[at..]).map(|o| at + o);
-            let Some(hit) = [mark, next_file].into_iter().flatten().min() else {
-                break;
-            };
-            let start = text[..hit]
-                .char_indices()
-                .rev()
-                .find(|&(_, c)| is_text_delimiter(c))
-                .map_or(0, |(i, c)| i + c.len_utf8());
-            let end = text[hit..]
-                .char_indices()
-                .find(|&(_, c)| is_text_delimiter(c))
-                .map_or(text.len(), |(i, _)| hit + i);
-            if end > start {
-                out.extend(from_mention(&text[start..end], &ws(), strictness));
-            }
-            at = end.max(hit + 1);
-        }
+        scan_marks(text, &ws(), strictness, false, |p| {
+            out.push(p);
+            true
+        });
         out
     }
 

@@ -265,28 +265,13 @@ pub fn commit_marks(store: &Store) -> Result<BTreeMap<String, CommitMark>, Store
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::redact::{RedactionCounts, Redactor};
+    use crate::redact::Redactor;
     use sha2::{Digest, Sha256};
 
-    fn text(s: &str) -> crate::redact::Redacted<String> {
-        Redactor::new(&[])
-            .unwrap()
-            .redact(s, &mut RedactionCounts::default())
-    }
+    use crate::store::tests::{store, text};
 
     fn doc(name: &str, kind: &str, lo: u64, hi: u64) -> Document {
-        Document {
-            file_name: name.into(),
-            text: text(&format!(
-                "---\ntitle: \"T {name}\"\nkind: {kind}\nsessionId: s-1\nrootSessionId: r\nseqRange: [{lo}, {hi}]\n---\n# body\n"
-            )),
-        }
-    }
-
-    fn store() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::init(dir.path()).unwrap();
-        (dir, store)
+        crate::store::tests::doc_of("r", name, kind, lo, hi)
     }
 
     fn mark(store: &Store, root: &str) -> Option<(u32, u32)> {

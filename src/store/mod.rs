@@ -761,20 +761,25 @@ mod tests {
         Redactor::new(&[]).unwrap()
     }
 
-    fn text(s: &str) -> Redacted<String> {
+    pub(super) fn text(s: &str) -> Redacted<String> {
         redactor().redact(s, &mut RedactionCounts::default())
     }
 
     fn doc(name: &str, kind: &str, lo: u64, hi: u64) -> Document {
+        doc_of("root-1", name, kind, lo, hi)
+    }
+
+    /// A document of root `root` covering seqs `lo..=hi`.
+    pub(super) fn doc_of(root: &str, name: &str, kind: &str, lo: u64, hi: u64) -> Document {
         Document {
             file_name: name.into(),
             text: text(&format!(
-                "---\ntitle: \"T {name}\"\nkind: {kind}\nsessionId: s-1\nrootSessionId: root-1\nseqRange: [{lo}, {hi}]\n---\n# body\n"
+                "---\ntitle: \"T {name}\"\nkind: {kind}\nsessionId: s-1\nrootSessionId: {root}\nseqRange: [{lo}, {hi}]\n---\n# body\n"
             )),
         }
     }
 
-    fn store() -> (tempfile::TempDir, Store) {
+    pub(super) fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::init(dir.path()).unwrap();
         (dir, store)
