@@ -236,7 +236,7 @@ fn set_model(workspace: Option<&Path>, endpoint: &str, model: &str, key_stdin: b
     text.push_str(&format!("enrichmentModel: {}\n", quote(model)));
     atomic::write_atomic(&path, text.as_bytes())?;
     // A config the next command would refuse is put back at once.
-    let env_vars: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let env_vars = dsh_chapters::config::chapters_env();
     if let Err(e) = dsh_chapters::config::load(
         &env.dsh_home,
         &env.workspace,

@@ -69,12 +69,15 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         linked_by: env.harness_id.clone(),
     };
     link::write(store.dir(), &record)?;
+    // This machine's name in the pool must not depend on which shell runs the next sync.
+    let saved = env.persist_harness_id()?;
     if args.json {
         return super::print_json(&serde_json::json!({
             "upstream": record.upstream,
             "visibility": record.visibility,
             "tokenStored": token.is_some(),
             "mirror": env.workspace.join(MIRROR_DIR),
+            "harnessIdSaved": saved.is_some(),
         }));
     }
     println!(
@@ -91,6 +94,9 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     }
     if visibility == Visibility::Public {
         println!("  declared public: chapters, plans, artifacts and collections will never be published there");
+    }
+    if let Some(note) = saved {
+        println!("  {note}");
     }
     println!("  run `chapters sync` to publish");
     Ok(())

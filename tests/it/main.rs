@@ -6,6 +6,7 @@ mod crash;
 mod daemon;
 mod enrich;
 mod githttp;
+mod identity;
 mod index;
 mod mcp;
 mod pool;
