@@ -170,3 +170,31 @@ fn a_variable_that_is_not_utf8_is_refused_by_name_not_a_crash() {
     assert!(stderr.contains("CHAPTERS_HARNESS_ID"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// `chapters status | head -1`: the reader leaves early; the writer ends quietly.
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    use std::io::Read as _;
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    for args in [&["status"][..], &["daemon", "status"][..], &["--help"][..]] {
+        let mut child = sb
+            .cmd(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        // Close our end at once: every write of the child meets a closed pipe.
+        drop(child.stdout.take());
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .expect("stderr")
+            .read_to_string(&mut stderr)
+            .expect("read stderr");
+        let status = child.wait().expect("wait");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_ne!(status.code(), Some(101), "{args:?}: {stderr}");
+    }
+}
