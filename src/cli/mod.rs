@@ -195,6 +195,33 @@ impl std::fmt::Display for Reported {
 }
 impl std::error::Error for Reported {}
 
+#[cfg(test)]
+mod tests {
+    use super::said_once;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read config.yml: {source}")]
+    struct Repeats {
+        #[source]
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn a_cause_is_said_once() {
+        let io = || std::io::Error::other("Is a directory (os error 21)");
+        let e = anyhow::Error::new(Repeats { source: io() }).context("loading the config");
+        assert_eq!(
+            said_once(&e),
+            "loading the config: cannot read config.yml: Is a directory (os error 21)"
+        );
+        let e = anyhow::Error::new(io()).context("cannot write x");
+        assert_eq!(
+            said_once(&e),
+            "cannot write x: Is a directory (os error 21)"
+        );
+    }
+}
+
 pub fn run() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -228,10 +255,28 @@ pub fn run() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is::<Reported>() => ExitCode::from(1),
         Err(e) => {
-            eprintln!("chapters: {e:#}");
+            eprintln!("chapters: {}", said_once(&e));
             ExitCode::from(1)
         }
     }
+}
+
+/// The error and its causes, each said once: a message that already ends with (or holds)
+/// its cause's text — a module error written as "cannot read X: {source}" — does not get
+/// it appended again.
+fn said_once(error: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 fn init_logging() {

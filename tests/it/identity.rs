@@ -198,3 +198,16 @@ fn output_into_a_closed_pipe_ends_quietly() {
         assert_ne!(status.code(), Some(101), "{args:?}: {stderr}");
     }
 }
+
+/// An error whose message already holds its cause says the cause once.
+#[test]
+fn an_error_says_its_cause_once() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    std::fs::create_dir_all(sb.ws.join(".dsh-chapters/config.yml")).expect("a directory");
+    let out = sb.run(&["status"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("config.yml"), "{stderr}");
+    assert_eq!(stderr.matches("os error 21").count(), 1, "{stderr}");
+}
