@@ -122,8 +122,9 @@ pub fn token_rule(upstream: &Upstream, have_token: bool) -> Result<(), LinkError
     match upstream {
         Upstream::Local { .. } => Ok(()),
         Upstream::Network { url } => {
-            let ssh = url.starts_with("ssh://") || (!url.contains("://") && url.contains('@'));
-            if ssh {
+            // `ssh://`, `git+ssh://`, and scp-like `[user@]host:path` — an alias from the
+            // user's `~/.ssh/config` has no user part.
+            if transport::is_ssh(url) {
                 return if have_token {
                     Err(LinkError::TokenForSsh { url: url.clone() })
                 } else {
@@ -174,6 +175,8 @@ mod tests {
         assert!(token_rule(&net("https://git.example.com/p.git"), true).is_ok());
         assert!(token_rule(&net("http://127.0.0.1:8080/p.git"), false).is_ok());
         assert!(token_rule(&net("git@github.com:t/p.git"), false).is_ok());
+        assert!(token_rule(&net("poolhost:/srv/pool.git"), false).is_ok());
+        assert!(token_rule(&net("git+ssh://h/p.git"), false).is_ok());
         assert!(matches!(
             token_rule(&net("ssh://git@h/t/p.git"), true),
             Err(LinkError::TokenForSsh { .. })

@@ -486,7 +486,9 @@ fn uses_token(url: &str) -> bool {
         .is_some_and(|(s, _)| s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("https"))
 }
 
-fn is_ssh(url: &str) -> bool {
+/// Whether git reaches `url` over ssh: `ssh://`, `git+ssh://`, `ssh+git://`, or scp-like
+/// `[user@]host:path`.
+pub fn is_ssh(url: &str) -> bool {
     match split_scheme(url) {
         Some((s, _)) => ["ssh", "git+ssh", "ssh+git"]
             .iter()

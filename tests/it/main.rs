@@ -14,5 +14,6 @@ mod pool;
 mod rules;
 mod search;
 mod shape;
+mod ssh;
 mod support;
 mod transport;
