@@ -17,6 +17,7 @@
 
 mod paths;
 mod shell;
+mod terms;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -27,6 +28,7 @@ use crate::injection::{is_conversation, is_human_authored};
 use crate::session::event::ToolCall;
 use crate::turn::CompletedTurn;
 use paths::{Strictness, Workspace};
+pub use terms::terms_of;
 
 /// One collection line (`collections/<sessionId>.jsonl`), contract format plus `v`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -193,30 +195,6 @@ pub fn sign(turn: &CompletedTurn, session_id: &str, workspace: &str, at: &str) -
 /// Whether a term is a stopword (exposed for the index's query side).
 pub fn is_stopword(term: &str) -> bool {
     STOPWORDS.binary_search(&term).is_ok()
-}
-
-/// The topic terms of a text, in order, with repeats: lowercase runs of `[a-z0-9_]`,
-/// 3–28 long, holding a letter, not stopwords.
-pub fn terms_of(text: &str) -> impl Iterator<Item = String> + '_ {
-    let mut lowered = text.chars().flat_map(char::to_lowercase).peekable();
-    std::iter::from_fn(move || loop {
-        let mut token = String::new();
-        while let Some(c) =
-            lowered.next_if(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
-        {
-            token.push(c);
-        }
-        if token.is_empty() {
-            lowered.next()?;
-            continue;
-        }
-        if (3..=28).contains(&token.len())
-            && token.bytes().any(|b| b.is_ascii_lowercase())
-            && !is_stopword(&token)
-        {
-            return Some(token);
-        }
-    })
 }
 
 fn count_terms(text: &str, counts: &mut BTreeMap<String, u64>) {
@@ -467,8 +445,8 @@ mod tests {
                 "flow",
                 "x12",
                 "abc123",
-                "adir",
-                "berall"
+                "añadir",
+                "überall"
             ]
         );
         let long = "a".repeat(29);
