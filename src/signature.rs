@@ -27,7 +27,9 @@ use serde_json::Value;
 use crate::injection::{is_conversation, is_human_authored};
 use crate::session::event::ToolCall;
 use crate::turn::CompletedTurn;
-use paths::{Strictness, Workspace};
+use paths::Strictness;
+pub use paths::Workspace;
+use shell::Dialect;
 pub use terms::terms_of;
 
 /// One collection line (`collections/<sessionId>.jsonl`), contract format plus `v`.
@@ -63,19 +65,25 @@ const MAX_PATHS_PER_RESULT: usize = 8;
 /// Tool names whose `command`/`cmd` argument is a shell command. Sorted, lowercase.
 const SHELL_TOOLS: &[&str] = &[
     "bash",
+    "cmd",
     "command",
     "exec",
     "exec_command",
     "execute",
     "execute_command",
+    "fish",
     "local_shell",
+    "powershell",
+    "pwsh",
     "run",
     "run_command",
     "run_shell_command",
     "run_terminal_cmd",
+    "sh",
     "shell",
     "shell_command",
     "terminal",
+    "zsh",
 ];
 
 /// Argument keys whose string values are paths, compared lowercase without `_`/`-`
@@ -142,7 +150,12 @@ const STOPWORDS: &[&str] = &[
 /// Sign one turn. `workspace` is the absolute workspace root, used to make paths
 /// repo-relative; `at` is the RFC 3339 time stamp to record.
 pub fn sign(turn: &CompletedTurn, session_id: &str, workspace: &str, at: &str) -> Signature {
-    let ws = Workspace::new(workspace);
+    sign_in(turn, session_id, &Workspace::new(workspace), at)
+}
+
+/// [`sign`] for a session seen through its workspace: the root's `pathMap` twins and the
+/// session's cwd inside it (see [`Workspace::for_session`]).
+pub fn sign_in(turn: &CompletedTurn, session_id: &str, ws: &Workspace, at: &str) -> Signature {
     let mut paths = Bounded::new(MAX_PATHS);
     let mut commands = Bounded::new(MAX_COMMANDS);
     let mut term_counts: BTreeMap<String, u64> = BTreeMap::new();
@@ -155,7 +168,7 @@ pub fn sign(turn: &CompletedTurn, session_id: &str, workspace: &str, at: &str) -
             }
             if is_human_authored(&msg.source) {
                 count_terms(&msg.text, &mut term_counts);
-                paths::scan_text(&msg.text, &ws, Strictness::AllowBare, |p| {
+                paths::scan_text(&msg.text, ws, Strictness::AllowBare, |p| {
                     paths.insert(p);
                     !paths.is_full()
                 });
@@ -164,11 +177,11 @@ pub fn sign(turn: &CompletedTurn, session_id: &str, workspace: &str, at: &str) -
             chars += char_count(text);
         } else if let Some(call) = event.tool_call() {
             chars += char_count(&call.arguments);
-            read_call(call, &ws, &mut paths, &mut commands);
+            read_call(call, ws, &mut paths, &mut commands);
         } else if let Some(result) = event.tool_result() {
             chars += char_count(&result.content);
             let mut added = 0;
-            paths::scan_text(&result.content, &ws, Strictness::NeedSlash, |p| {
+            paths::scan_text(&result.content, ws, Strictness::NeedSlash, |p| {
                 if paths.insert(p) {
                     added += 1;
                 }
@@ -249,8 +262,9 @@ fn read_call(call: &ToolCall, ws: &Workspace, paths: &mut Bounded, commands: &mu
     if !is_shell_tool(&call.name) {
         return;
     }
+    let dialect = Dialect::of_tool(&call.name, ws.is_windows());
     let facts = match args.get("command").or_else(|| args.get("cmd")) {
-        Some(Value::String(script)) => shell::read_script(script),
+        Some(Value::String(script)) => shell::read_script(script, dialect),
         Some(Value::Array(argv)) => {
             let words: Option<Vec<String>> =
                 argv.iter().map(|w| w.as_str().map(str::to_owned)).collect();
