@@ -205,6 +205,29 @@ pub fn sign_in(turn: &CompletedTurn, session_id: &str, ws: &Workspace, at: &str)
     }
 }
 
+/// The first path (its file name) or else the first command a turn's tool calls touch:
+/// what a chapter's file name says when its title says nothing in ASCII.
+pub fn first_touch(turn: &CompletedTurn) -> Option<String> {
+    let ws = Workspace::new("");
+    for event in &turn.events {
+        if let Some(call) = event.tool_call() {
+            let mut paths = Bounded::new(1);
+            let mut commands = Bounded::new(1);
+            read_call(call, &ws, &mut paths, &mut commands);
+            let name = paths.items.first().and_then(|p| {
+                p.trim_end_matches('/')
+                    .rsplit('/')
+                    .next()
+                    .map(str::to_owned)
+            });
+            if let Some(hint) = name.or_else(|| commands.items.first().cloned()) {
+                return Some(hint);
+            }
+        }
+    }
+    None
+}
+
 /// Whether a term is a stopword (exposed for the index's query side).
 pub fn is_stopword(term: &str) -> bool {
     STOPWORDS.binary_search(&term).is_ok()
