@@ -1018,7 +1018,39 @@ mod tests {
                 ev(1, "turn/end", json!({})),
             ],
         );
-        assert_eq!(render(&[&symbols], 1).chapter.file_name, "001-chapter.md");
+        // No ASCII word in the title: the first topic that has one.
+        assert_eq!(render(&[&symbols], 1).chapter.file_name, "001-auth.md");
+    }
+
+    #[test]
+    fn a_title_without_ascii_letters_still_names_something() {
+        let chinese = turn(
+            5,
+            vec![
+                user(0, "user", None, None, "6月30日 08:03 修复解析器"),
+                call(1, "c1", "read_file", r#"{"path": "src/parser/lexer.rs"}"#),
+                ev(2, "turn/end", json!({})),
+            ],
+        );
+        let turns = [&chinese];
+        let mut span = span_of(&turns);
+        span.topics = vec!["修复".into(), "解析".into()];
+        let name = |span: &ChapterSpan, turns: &[&CompletedTurn]| {
+            render_chapter(span, turns, &meta(5), &redactor())
+                .chapter
+                .file_name
+        };
+        assert_eq!(name(&span, &turns), "005-lexer-rs.md");
+        let talk = turn(
+            5,
+            vec![
+                user(0, "user", None, None, "6月30日 08:03"),
+                ev(1, "turn/end", json!({})),
+            ],
+        );
+        assert_eq!(name(&span, &[&talk]), "005-turn-5.md");
+        span.topics.push("Redis".into());
+        assert_eq!(name(&span, &[&talk]), "005-redis.md");
     }
 
     #[test]

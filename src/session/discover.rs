@@ -421,4 +421,70 @@ mod tests {
         let err = highest_generation(&tmp.path().join("absent")).unwrap_err();
         assert!(err.to_string().contains("absent"));
     }
+
+    fn write_log(home: &Path, cwd: &str, id: &str) {
+        use crate::session::writer::{session_log_path, LogWriter, SessionScript};
+        let path = session_log_path(home, cwd, id, 4, true);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let header = SessionScript::new(4, 0).header(id, cwd, 0);
+        LogWriter::create(&path, true, &header).unwrap();
+    }
+
+    #[test]
+    fn a_workspace_owns_the_sessions_inside_it_and_only_those() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path();
+        write_log(home, "/a/proj", "s-root");
+        write_log(home, "/a/proj/svc/api", "s-sub");
+        // Shares the key `a-proj-x` with `/a/proj/x` but is a sibling: its header says so.
+        write_log(home, "/a/proj-x", "s-dash-sibling");
+        write_log(home, "/a/proj2", "s-prefix-sibling");
+        write_log(home, "/a/proj/x", "s-x");
+        let none: [(&String, &String); 0] = [];
+        let ids = |ws: &str, map: &std::collections::BTreeMap<String, String>| -> Vec<String> {
+            list_workspace_sessions(home, ws, map)
+                .unwrap()
+                .into_iter()
+                .map(|s| s.session_id)
+                .collect()
+        };
+        let empty = std::collections::BTreeMap::new();
+        assert_eq!(ids("/a/proj", &empty), ["s-root", "s-sub", "s-x"]);
+        assert_eq!(ids("/a/proj/svc", &empty), ["s-sub"]);
+        assert_eq!(
+            list_workspace_sessions(home, "/a/proj", none)
+                .unwrap()
+                .len(),
+            3
+        );
+        // The exact directory keeps every session, as before (its cwd is the root's key).
+        assert_eq!(ids("/a/proj-x", &empty), ["s-dash-sibling", "s-x"]);
+    }
+
+    #[test]
+    fn a_windows_session_is_found_through_the_path_map() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path();
+        write_log(home, r"C:\Users\ana\src\proj", "s-win");
+        write_log(home, r"c:\users\ana\src\proj\pkg", "s-win-sub");
+        write_log(home, "/mnt/c/Users/ana/src/proj", "s-wsl");
+        let map: std::collections::BTreeMap<String, String> = [
+            (r"C:\Users\ana\src".to_owned(), "/home/ana/src".to_owned()),
+            (
+                "/mnt/c/Users/ana/src".to_owned(),
+                "/home/ana/src".to_owned(),
+            ),
+        ]
+        .into();
+        let ids: Vec<String> = list_workspace_sessions(home, "/home/ana/src/proj", &map)
+            .unwrap()
+            .into_iter()
+            .map(|s| s.session_id)
+            .collect();
+        assert_eq!(ids, ["s-win", "s-win-sub", "s-wsl"]);
+        let empty = std::collections::BTreeMap::new();
+        assert!(list_workspace_sessions(home, "/home/ana/src/proj", &empty)
+            .unwrap()
+            .is_empty());
+    }
 }
