@@ -158,7 +158,8 @@ pub fn archive_workspace(
     let _lock = store.lock(Duration::from_millis(ctx.config.writer_lock_timeout_ms))?;
     let redactor = ConfigRedactor::new(&ctx.config.redaction_patterns)?;
     let workspace_str = ctx.workspace.to_string_lossy().into_owned();
-    let logs = discover::list_sessions(ctx.dsh_home, &workspace_str)?;
+    let logs =
+        discover::list_workspace_sessions(ctx.dsh_home, &workspace_str, &ctx.config.path_map)?;
 
     let mut report = ArchiveReport {
         reason: Some(reason),
@@ -372,6 +373,11 @@ fn archive_session(
         sigs: &sigs,
         first_unarchived,
         seed_end,
+        paths: signature::Workspace::for_session(
+            &ctx.workspace.to_string_lossy(),
+            found.header.cwd.as_deref(),
+            &ctx.config.path_map,
+        ),
     };
 
     // One pass over the log: sign every completed, unsigned turn and compose the
@@ -507,6 +513,8 @@ struct Pass<'p> {
     sigs: &'p [Signature],
     first_unarchived: u64,
     seed_end: u64,
+    /// The workspace as this session sees it (its cwd inside, the `pathMap` twins).
+    paths: signature::Workspace,
 }
 
 impl Pass<'_> {
@@ -563,12 +571,7 @@ impl Pass<'_> {
                 // The signing point is where `ADD RULE:` lines become session rules (§7.5);
                 // written before the signatures, idempotently, so none is ever lost.
                 out.session_rules.extend(rule_capture.capture_turn(&turn)?);
-                let sig = signature::sign(
-                    &turn,
-                    self.session_id,
-                    &self.ctx.workspace.to_string_lossy(),
-                    self.ctx.now,
-                );
+                let sig = signature::sign_in(&turn, self.session_id, &self.paths, self.ctx.now);
                 out.new_sigs.push(sig.clone());
                 Some(sig)
             } else {

@@ -102,6 +102,9 @@ pub struct Config {
     pub rules_relevance: bool,
     pub rules_core_bonus: f64,
     pub redaction_patterns: Vec<ExtraPattern>,
+    /// One machine's absolute directory → the same directory on another machine
+    /// (`C:\Users\ana\src` → `/home/ana/src`), read both ways.
+    pub path_map: BTreeMap<String, String>,
     /// Where each key's value came from (`defaults`, `<file>:<line>`, `env X`, `flag k`).
     #[serde(skip)]
     origins: BTreeMap<String, String>,
@@ -285,6 +288,21 @@ fn check_key(config: &Config, key: &str) -> Result<(), String> {
         "vocabCoMin" => positive(config.vocab_co_min),
         "coreRulesBudgetTokens" => positive(config.core_rules_budget_tokens),
         "rulesMarkerPrefix" if config.rules_marker_prefix.trim().is_empty() => Err("must not be empty".into()),
+        "pathMap" => {
+            for (from, to) in &config.path_map {
+                for side in [from, to] {
+                    if crate::session::cwdkey::normalize_abs(side).is_none() {
+                        return Err(format!(
+                            "{side:?} is not an absolute path (`/home/ana/src`, `C:\\Users\\ana\\src` or `\\\\server\\share`)"
+                        ));
+                    }
+                }
+                if crate::session::cwdkey::normalize_abs(from) == crate::session::cwdkey::normalize_abs(to) {
+                    return Err(format!("{from:?} is mapped to itself"));
+                }
+            }
+            Ok(())
+        }
         "redactionPatterns" => {
             if let Some(p) = config.redaction_patterns.iter().find(|p| p.name.trim().is_empty()) {
                 return Err(format!("the pattern with regex {:?} has no name", p.regex));
@@ -633,6 +651,7 @@ mod tests {
             rules_relevance: true,
             rules_core_bonus: 0.15,
             redaction_patterns: vec![],
+            path_map: BTreeMap::new(),
             origins: BTreeMap::new(),
         };
         let mut defaults = Config::defaults();
@@ -645,7 +664,7 @@ mod tests {
     fn every_key_is_in_defaults_yml_with_a_comment_above() {
         let serialized = serde_json::to_value(Config::defaults()).unwrap();
         let keys: Vec<&String> = serialized.as_object().unwrap().keys().collect();
-        assert_eq!(keys.len(), 41);
+        assert_eq!(keys.len(), 42);
         let lines: Vec<&str> = DEFAULTS_YML.lines().collect();
         for key in keys {
             let line = key_line(DEFAULTS_YML, key)
@@ -902,5 +921,40 @@ mod tests {
             c.origin_of("chapterLimit"),
             Some(format!("{}:1", ws_file.display()).as_str())
         );
+    }
+
+    #[test]
+    fn path_map_is_validated_by_name() {
+        let layer = |text: &str| Layer {
+            origin: "/w/.dsh-chapters/config.yml".into(),
+            text: text.into(),
+        };
+        let ok = Config::from_layers(
+            &[layer("pathMap:\n  'C:\\Users\\ana\\src': /home/ana/src\n  /mnt/c/Users/ana/src: /home/ana/src\n")],
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        )
+        .expect("valid");
+        assert_eq!(
+            ok.path_map.get("C:\\Users\\ana\\src").map(String::as_str),
+            Some("/home/ana/src")
+        );
+        assert_eq!(
+            ok.origin_of("pathMap"),
+            Some("/w/.dsh-chapters/config.yml:1")
+        );
+        for bad in [
+            "pathMap:\n  src: /home/ana/src\n",
+            "pathMap:\n  /a: /a/\n",
+            "pathMap: [1]\n",
+        ] {
+            let err = Config::from_layers(&[layer(bad)], &BTreeMap::new(), &BTreeMap::new())
+                .expect_err(bad)
+                .to_string();
+            assert!(
+                err.contains("pathMap") && err.contains("config.yml:1"),
+                "{err}"
+            );
+        }
     }
 }

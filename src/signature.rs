@@ -17,6 +17,7 @@
 
 mod paths;
 mod shell;
+mod terms;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -26,7 +27,10 @@ use serde_json::Value;
 use crate::injection::{is_conversation, is_human_authored};
 use crate::session::event::ToolCall;
 use crate::turn::CompletedTurn;
-use paths::{Strictness, Workspace};
+use paths::Strictness;
+pub use paths::Workspace;
+use shell::Dialect;
+pub use terms::terms_of;
 
 /// One collection line (`collections/<sessionId>.jsonl`), contract format plus `v`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -61,19 +65,25 @@ const MAX_PATHS_PER_RESULT: usize = 8;
 /// Tool names whose `command`/`cmd` argument is a shell command. Sorted, lowercase.
 const SHELL_TOOLS: &[&str] = &[
     "bash",
+    "cmd",
     "command",
     "exec",
     "exec_command",
     "execute",
     "execute_command",
+    "fish",
     "local_shell",
+    "powershell",
+    "pwsh",
     "run",
     "run_command",
     "run_shell_command",
     "run_terminal_cmd",
+    "sh",
     "shell",
     "shell_command",
     "terminal",
+    "zsh",
 ];
 
 /// Argument keys whose string values are paths, compared lowercase without `_`/`-`
@@ -140,7 +150,12 @@ const STOPWORDS: &[&str] = &[
 /// Sign one turn. `workspace` is the absolute workspace root, used to make paths
 /// repo-relative; `at` is the RFC 3339 time stamp to record.
 pub fn sign(turn: &CompletedTurn, session_id: &str, workspace: &str, at: &str) -> Signature {
-    let ws = Workspace::new(workspace);
+    sign_in(turn, session_id, &Workspace::new(workspace), at)
+}
+
+/// [`sign`] for a session seen through its workspace: the root's `pathMap` twins and the
+/// session's cwd inside it (see [`Workspace::for_session`]).
+pub fn sign_in(turn: &CompletedTurn, session_id: &str, ws: &Workspace, at: &str) -> Signature {
     let mut paths = Bounded::new(MAX_PATHS);
     let mut commands = Bounded::new(MAX_COMMANDS);
     let mut term_counts: BTreeMap<String, u64> = BTreeMap::new();
@@ -153,7 +168,7 @@ pub fn sign(turn: &CompletedTurn, session_id: &str, workspace: &str, at: &str) -
             }
             if is_human_authored(&msg.source) {
                 count_terms(&msg.text, &mut term_counts);
-                paths::scan_text(&msg.text, &ws, Strictness::AllowBare, |p| {
+                paths::scan_text(&msg.text, ws, Strictness::AllowBare, |p| {
                     paths.insert(p);
                     !paths.is_full()
                 });
@@ -162,11 +177,11 @@ pub fn sign(turn: &CompletedTurn, session_id: &str, workspace: &str, at: &str) -
             chars += char_count(text);
         } else if let Some(call) = event.tool_call() {
             chars += char_count(&call.arguments);
-            read_call(call, &ws, &mut paths, &mut commands);
+            read_call(call, ws, &mut paths, &mut commands);
         } else if let Some(result) = event.tool_result() {
             chars += char_count(&result.content);
             let mut added = 0;
-            paths::scan_text(&result.content, &ws, Strictness::NeedSlash, |p| {
+            paths::scan_text(&result.content, ws, Strictness::NeedSlash, |p| {
                 if paths.insert(p) {
                     added += 1;
                 }
@@ -190,33 +205,32 @@ pub fn sign(turn: &CompletedTurn, session_id: &str, workspace: &str, at: &str) -
     }
 }
 
+/// The first path (its file name) or else the first command a turn's tool calls touch:
+/// what a chapter's file name says when its title says nothing in ASCII.
+pub fn first_touch(turn: &CompletedTurn) -> Option<String> {
+    let ws = Workspace::new("");
+    for event in &turn.events {
+        if let Some(call) = event.tool_call() {
+            let mut paths = Bounded::new(1);
+            let mut commands = Bounded::new(1);
+            read_call(call, &ws, &mut paths, &mut commands);
+            let name = paths.items.first().and_then(|p| {
+                p.trim_end_matches('/')
+                    .rsplit('/')
+                    .next()
+                    .map(str::to_owned)
+            });
+            if let Some(hint) = name.or_else(|| commands.items.first().cloned()) {
+                return Some(hint);
+            }
+        }
+    }
+    None
+}
+
 /// Whether a term is a stopword (exposed for the index's query side).
 pub fn is_stopword(term: &str) -> bool {
     STOPWORDS.binary_search(&term).is_ok()
-}
-
-/// The topic terms of a text, in order, with repeats: lowercase runs of `[a-z0-9_]`,
-/// 3–28 long, holding a letter, not stopwords.
-pub fn terms_of(text: &str) -> impl Iterator<Item = String> + '_ {
-    let mut lowered = text.chars().flat_map(char::to_lowercase).peekable();
-    std::iter::from_fn(move || loop {
-        let mut token = String::new();
-        while let Some(c) =
-            lowered.next_if(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
-        {
-            token.push(c);
-        }
-        if token.is_empty() {
-            lowered.next()?;
-            continue;
-        }
-        if (3..=28).contains(&token.len())
-            && token.bytes().any(|b| b.is_ascii_lowercase())
-            && !is_stopword(&token)
-        {
-            return Some(token);
-        }
-    })
 }
 
 fn count_terms(text: &str, counts: &mut BTreeMap<String, u64>) {
@@ -271,8 +285,9 @@ fn read_call(call: &ToolCall, ws: &Workspace, paths: &mut Bounded, commands: &mu
     if !is_shell_tool(&call.name) {
         return;
     }
+    let dialect = Dialect::of_tool(&call.name, ws.is_windows());
     let facts = match args.get("command").or_else(|| args.get("cmd")) {
-        Some(Value::String(script)) => shell::read_script(script),
+        Some(Value::String(script)) => shell::read_script(script, dialect),
         Some(Value::Array(argv)) => {
             let words: Option<Vec<String>> =
                 argv.iter().map(|w| w.as_str().map(str::to_owned)).collect();
@@ -467,8 +482,8 @@ mod tests {
                 "flow",
                 "x12",
                 "abc123",
-                "adir",
-                "berall"
+                "añadir",
+                "überall"
             ]
         );
         let long = "a".repeat(29);

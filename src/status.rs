@@ -221,7 +221,7 @@ pub fn status(
     let counts = store.as_ref().map(Store::counts).transpose()?;
     let ws = workspace.to_string_lossy().into_owned();
     let mut sessions = Vec::new();
-    let logs = discover::list_sessions(dsh_home, &ws)?;
+    let logs = discover::list_workspace_sessions(dsh_home, &ws, &config.path_map)?;
     // Chapters live under the root of each session tree: resolve roots as the archive does.
     let headers: Vec<Option<crate::session::Header>> = logs
         .iter()

@@ -894,7 +894,9 @@ impl Runtime {
             .entry(ws_dir.to_path_buf())
             .or_insert_with(WsEntry::new);
         if entry.workspace.is_none() {
-            entry.workspace = session_dirs.iter().find_map(|d| workspace_of(d));
+            entry.workspace = session_dirs
+                .iter()
+                .find_map(|d| workspace_of(d, &self.config.path_map));
         }
         let Some(workspace) = entry.workspace.clone() else {
             return;
@@ -908,7 +910,18 @@ impl Runtime {
                 &self.paths.dsh_home,
                 &workspace.to_string_lossy(),
             );
-            if expected != ws_dir {
+            // A monorepo's package, or the workspace as another machine names it
+            // (`pathMap`): `chapters archive` at the root reads this directory too.
+            let belongs = crate::session::cwdkey::normalize_abs(&workspace.to_string_lossy())
+                .is_some_and(|root| {
+                    let mut roots = vec![root.clone()];
+                    roots.extend(crate::session::cwdkey::map_path(
+                        &root,
+                        &self.config.path_map,
+                    ));
+                    discover::key_relation(ws_dir, &discover::root_keys(&roots)).is_some()
+                });
+            if expected != ws_dir && !belongs {
                 entry.not_followed = Some(format!(
                     "its sessions' cwd resolves to {}, whose sessions live in {}; `chapters archive` there does not read this directory",
                     workspace.display(),
@@ -1093,6 +1106,11 @@ impl Runtime {
         let seed_end = entry.follower.seed_end();
         let signed_hint = entry.cursor.signed_hi();
         let now_str = crate::time::rfc3339_utc(now_ms());
+        let paths = signature::Workspace::for_session(
+            &ctx.workspace_str,
+            entry.follower.header.cwd.as_deref(),
+            &ctx.config.path_map,
+        );
         let mut sigs: Vec<Signature> = Vec::new();
         // Turns holding `ADD RULE:` lines: their session rules are written at this signing
         // point, before the signature (§7.5).
@@ -1105,12 +1123,7 @@ impl Runtime {
             if !crate::rules::turn_marker_rules(turn, &marker_prefix).is_empty() {
                 marker_turns.push(turn.clone());
             }
-            sigs.push(signature::sign(
-                turn,
-                &session_id,
-                &ctx.workspace_str,
-                &now_str,
-            ));
+            sigs.push(signature::sign_in(turn, &session_id, &paths, &now_str));
         });
         let capture = crate::rules::store::SessionCapture {
             store: &ctx.store,
@@ -1606,13 +1619,20 @@ fn list_dirs(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// The workspace a session directory's log names: its header's `cwd`, resolved to the
-/// enclosing checkout as the CLI resolves `--workspace`.
-fn workspace_of(session_dir: &Path) -> Option<PathBuf> {
+/// The workspace a session directory's log names: its header's `cwd` — or, for a cwd of
+/// another machine (`C:\\Users\\ana\\src\\proj`), its `pathMap` twin here — resolved to the
+/// enclosing checkout as the CLI resolves `--workspace` (a monorepo's package resolves to
+/// the repository's root).
+fn workspace_of(session_dir: &Path, path_map: &BTreeMap<String, String>) -> Option<PathBuf> {
     let log = discover::highest_generation(session_dir).ok()??;
     let header = archive::read_header(&log.log, &Config::defaults()).ok()?;
-    let cwd = header.cwd.filter(|c| Path::new(c).is_absolute())?;
-    identity::workspace_root(Path::new(&cwd)).ok()
+    let cwd = crate::session::cwdkey::normalize_abs(&header.cwd?)?;
+    let mut candidates = vec![cwd.clone()];
+    candidates.extend(crate::session::cwdkey::map_path(&cwd, path_map));
+    let native = candidates
+        .into_iter()
+        .find(|c| Path::new(&c.text).is_absolute())?;
+    identity::workspace_root(Path::new(&native.text)).ok()
 }
 
 #[cfg(test)]

@@ -130,7 +130,11 @@ pub fn render_chapter(
     };
     let body_sha = sha256_hex(body.as_bytes());
 
-    let file_name = format!("{:03}-{}.md", meta.number, file_stem(&title, "chapter"));
+    let file_name = format!(
+        "{:03}-{}.md",
+        meta.number,
+        file_stem(&title, &slug_fallback(span, turns, redactor))
+    );
     let turn_numbers: Vec<u64> = turns.iter().map(|t| t.turn).collect();
     let artifact_shas: Vec<&str> = conv.artifacts.iter().map(|a| a.sha256.as_str()).collect();
     let plan_files: Vec<&str> = conv.plans.iter().map(|p| p.file_name.as_str()).collect();
@@ -284,10 +288,10 @@ fn plan_document(
 }
 
 /// The slug of a title without its redaction markers (a marker's hash is no topic),
-/// or `fallback` when nothing is left.
+/// or `fallback` when it holds no ASCII letter (empty, or digits alone: `6-300803`).
 fn file_stem(title: &str, fallback: &str) -> String {
     let stem = slug(&markdown::without_markers(title));
-    if stem.is_empty() {
+    if !stem.bytes().any(|b| b.is_ascii_lowercase()) {
         fallback.to_owned()
     } else {
         stem
@@ -424,11 +428,55 @@ pub fn body_text(doc: &str) -> Option<&str> {
     rest.strip_suffix("\n---").map(|_| "")
 }
 
-/// `lowercase, [^a-z0-9]+ → -, trimmed, ≤ 48 chars`.
+/// A chapter's file name when its title slugs to nothing that says something (a title
+/// in Chinese, or only numbers): the first topic that holds an ASCII letter, else the
+/// first path or command its turns' tool calls touch, else its turn numbers
+/// (`turns-3-5`). Never `chapter`, never digits alone.
+fn slug_fallback(span: &ChapterSpan, turns: &[&CompletedTurn], redactor: &Redactor) -> String {
+    let says_something = |s: &str| s.bytes().any(|b| b.is_ascii_lowercase());
+    let hint = span
+        .topics
+        .iter()
+        .map(|t| slug(t))
+        .find(|s| says_something(s))
+        .or_else(|| {
+            turns
+                .iter()
+                .find_map(|t| crate::signature::first_touch(t))
+                .map(|hint| {
+                    slug(&markdown::without_markers(
+                        redact_again(redactor, &hint).as_str(),
+                    ))
+                })
+                .filter(|s| says_something(s))
+        });
+    hint.unwrap_or_else(|| match (turns.first(), turns.last()) {
+        (Some(first), Some(last)) if first.turn == last.turn => format!("turn-{}", first.turn),
+        (Some(first), Some(last)) => format!("turns-{}-{}", first.turn, last.turn),
+        _ => format!("seqs-{}-{}", span.seq_lo, span.seq_hi),
+    })
+}
+
+/// `lowercase, [^a-z0-9]+ → -, trimmed, ≤ 48 chars`; accented Latin letters lose their
+/// accents first (`Ünïcode` → `unicode`, `ß` → `ss`), so a French or German title keeps
+/// its words. A slug without an ASCII letter says nothing: see [`file_stem`].
 pub fn slug(title: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
     let mut out = String::with_capacity(title.len().min(48));
     let mut pending_dash = false;
-    for c in title.chars().flat_map(char::to_lowercase) {
+    let mut folded = String::with_capacity(title.len());
+    for c in title.nfkd() {
+        match c {
+            'ß' => folded.push_str("ss"),
+            'æ' | 'Æ' => folded.push_str("ae"),
+            'ø' | 'Ø' => folded.push('o'),
+            'đ' | 'Đ' => folded.push('d'),
+            'ł' | 'Ł' => folded.push('l'),
+            '\u{300}'..='\u{36f}' => {}
+            _ => folded.push(c),
+        }
+    }
+    for c in folded.chars().flat_map(char::to_lowercase) {
         if c.is_ascii_lowercase() || c.is_ascii_digit() {
             if pending_dash && !out.is_empty() {
                 out.push('-');
@@ -970,7 +1018,39 @@ mod tests {
                 ev(1, "turn/end", json!({})),
             ],
         );
-        assert_eq!(render(&[&symbols], 1).chapter.file_name, "001-chapter.md");
+        // No ASCII word in the title: the first topic that has one.
+        assert_eq!(render(&[&symbols], 1).chapter.file_name, "001-auth.md");
+    }
+
+    #[test]
+    fn a_title_without_ascii_letters_still_names_something() {
+        let chinese = turn(
+            5,
+            vec![
+                user(0, "user", None, None, "6月30日 08:03 修复解析器"),
+                call(1, "c1", "read_file", r#"{"path": "src/parser/lexer.rs"}"#),
+                ev(2, "turn/end", json!({})),
+            ],
+        );
+        let turns = [&chinese];
+        let mut span = span_of(&turns);
+        span.topics = vec!["修复".into(), "解析".into()];
+        let name = |span: &ChapterSpan, turns: &[&CompletedTurn]| {
+            render_chapter(span, turns, &meta(5), &redactor())
+                .chapter
+                .file_name
+        };
+        assert_eq!(name(&span, &turns), "005-lexer-rs.md");
+        let talk = turn(
+            5,
+            vec![
+                user(0, "user", None, None, "6月30日 08:03"),
+                ev(1, "turn/end", json!({})),
+            ],
+        );
+        assert_eq!(name(&span, &[&talk]), "005-turn-5.md");
+        span.topics.push("Redis".into());
+        assert_eq!(name(&span, &[&talk]), "005-redis.md");
     }
 
     #[test]
@@ -1174,7 +1254,11 @@ mod tests {
             slug("Fix the Refresh-Token middleware!"),
             "fix-the-refresh-token-middleware"
         );
-        assert_eq!(slug("  --Ünïcode  & spaces--  "), "n-code-spaces");
+        assert_eq!(slug("  --Ünïcode  & spaces--  "), "unicode-spaces");
+        assert_eq!(slug("Résumé straße"), "resume-strasse");
+        assert_eq!(slug("订单服务的接口延迟"), "");
+        assert_eq!(file_stem("6月30日 08:03", "turns-3-5"), "turns-3-5");
+        assert_eq!(file_stem("修复 parse.rs 的 bug", "x"), "parse-rs-bug");
         assert_eq!(slug("!!!"), "");
         let long = slug(&"word ".repeat(30));
         assert!(long.len() <= 48 && !long.ends_with('-'), "{long}");

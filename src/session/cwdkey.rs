@@ -95,6 +95,119 @@ pub fn unescape_session_id(name: &str) -> Option<String> {
     String::from_utf16(&units).ok()
 }
 
+/// An absolute path in one separator style: `/a/b` (POSIX), `C:/a/b` (a Windows drive,
+/// the letter upper-cased) or `//server/share/a` (a Windows share); `.` and `..` collapsed,
+/// no trailing `/`. Windows paths compare without regard to case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AbsPath {
+    pub text: String,
+    pub windows: bool,
+}
+
+/// `path` as an [`AbsPath`], whatever its separators (`C:\Users\ana`, `c:/users/ana`,
+/// `\\srv\share`, `\\?\C:\x`, `/home/ana`); `None` for a relative or empty path.
+pub fn normalize_abs(path: &str) -> Option<AbsPath> {
+    let p = path.trim();
+    let p = p
+        .strip_prefix(r"\\?\")
+        .or_else(|| p.strip_prefix("//?/"))
+        .unwrap_or(p);
+    let bytes = p.as_bytes();
+    let drive = bytes.len() >= 2
+        && bytes[0].is_ascii_alphabetic()
+        && bytes[1] == b':'
+        && (bytes.len() == 2 || bytes[2] == b'\\' || bytes[2] == b'/');
+    let unc = p.starts_with(r"\\");
+    let slashed = p.replace('\\', "/");
+    let (prefix, rest, windows) = if drive {
+        let letter = char::from(bytes[0].to_ascii_uppercase());
+        (format!("{letter}:"), &slashed[2..], true)
+    } else if unc {
+        (String::from("/"), &slashed[1..], true)
+    } else if slashed.starts_with('/') {
+        (String::new(), slashed.as_str(), false)
+    } else {
+        return None;
+    };
+    let mut segments: Vec<&str> = Vec::new();
+    for seg in rest.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                segments.pop();
+            }
+            _ => segments.push(seg),
+        }
+    }
+    let text = format!("{prefix}/{}", segments.join("/"));
+    let text = if text.len() > 1 && text.ends_with('/') && !text.ends_with(":/") {
+        text.trim_end_matches('/').to_owned()
+    } else {
+        text
+    };
+    Some(AbsPath { text, windows })
+}
+
+/// The part of `path` under `root` (`""` for the root itself), compared segment by segment
+/// (`/a/proj2` is not under `/a/proj`), without case for Windows paths.
+pub fn relative_to(path: &AbsPath, root: &AbsPath) -> Option<String> {
+    if path.windows != root.windows {
+        return None;
+    }
+    let root_text = root.text.trim_end_matches('/');
+    let head = path.text.get(..root_text.len())?;
+    let same = if root.windows {
+        head.eq_ignore_ascii_case(root_text)
+    } else {
+        head == root_text
+    };
+    if !same {
+        return None;
+    }
+    let rest = &path.text[root_text.len()..];
+    if rest.is_empty() {
+        return Some(String::new());
+    }
+    rest.strip_prefix('/').map(str::to_owned)
+}
+
+/// `rest` (a `/`-separated relative path) under `root`.
+pub fn join(root: &AbsPath, rest: &str) -> AbsPath {
+    let text = if rest.is_empty() {
+        root.text.clone()
+    } else {
+        format!("{}/{rest}", root.text.trim_end_matches('/'))
+    };
+    AbsPath {
+        text,
+        windows: root.windows,
+    }
+}
+
+/// `path` translated through every `pathMap` pair, in both directions (a Windows path to
+/// its Linux or Mac twin and back); the path itself not included. Pairs whose sides are not
+/// absolute are skipped (config validation refuses them).
+pub fn map_path<'m>(
+    path: &AbsPath,
+    path_map: impl IntoIterator<Item = (&'m String, &'m String)>,
+) -> Vec<AbsPath> {
+    let mut out: Vec<AbsPath> = Vec::new();
+    for (a, b) in path_map {
+        let (Some(a), Some(b)) = (normalize_abs(a), normalize_abs(b)) else {
+            continue;
+        };
+        for (from, to) in [(&a, &b), (&b, &a)] {
+            if let Some(rest) = relative_to(path, from) {
+                let mapped = join(to, &rest);
+                if mapped != *path && !out.contains(&mapped) {
+                    out.push(mapped);
+                }
+            }
+        }
+    }
+    out
+}
+
 fn is_kept_in_cwd_key(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')
 }
@@ -239,5 +352,70 @@ mod tests {
         ] {
             assert_eq!(unescape_session_id(bad), None, "{bad:?}");
         }
+    }
+    #[test]
+    fn absolute_paths_in_every_style() {
+        let n = |p: &str| normalize_abs(p).map(|a| (a.text, a.windows));
+        assert_eq!(n("/home/ana/x/"), Some(("/home/ana/x".into(), false)));
+        assert_eq!(
+            n(r"C:\Users\ana\proj"),
+            Some(("C:/Users/ana/proj".into(), true))
+        );
+        assert_eq!(
+            n("c:/Users/ana/./a/../proj\\"),
+            Some(("C:/Users/ana/proj".into(), true))
+        );
+        assert_eq!(n(r"\\srv\share\x"), Some(("//srv/share/x".into(), true)));
+        assert_eq!(n(r"\\?\C:\x"), Some(("C:/x".into(), true)));
+        assert_eq!(n("C:\\"), Some(("C:/".into(), true)));
+        assert_eq!(n("/"), Some(("/".into(), false)));
+        for rel in ["", "src/x.rs", r"src\x.rs", r".\x", "C:x"] {
+            assert_eq!(n(rel), None, "{rel:?}");
+        }
+    }
+
+    #[test]
+    fn relative_to_respects_segments_and_windows_case() {
+        let a = |p: &str| normalize_abs(p).expect("absolute");
+        assert_eq!(
+            relative_to(&a("/a/proj/x/y.rs"), &a("/a/proj")).as_deref(),
+            Some("x/y.rs")
+        );
+        assert_eq!(
+            relative_to(&a("/a/proj"), &a("/a/proj/")).as_deref(),
+            Some("")
+        );
+        assert_eq!(relative_to(&a("/a/proj2/x"), &a("/a/proj")), None);
+        assert_eq!(relative_to(&a("/A/proj/x"), &a("/a/proj")), None);
+        assert_eq!(
+            relative_to(&a(r"c:\users\ANA\proj\src\x.rs"), &a(r"C:\Users\ana\proj")).as_deref(),
+            Some("src/x.rs")
+        );
+        assert_eq!(relative_to(&a("/x"), &a("/")).as_deref(), Some("x"));
+        assert_eq!(relative_to(&a("C:/x"), &a("/")), None);
+    }
+
+    #[test]
+    fn path_map_both_ways() {
+        let map: std::collections::BTreeMap<String, String> = [
+            (r"C:\Users\ana\src".to_owned(), "/home/ana/src".to_owned()),
+            (
+                "/mnt/c/Users/ana/src".to_owned(),
+                "/home/ana/src".to_owned(),
+            ),
+        ]
+        .into();
+        let texts = |p: &str| -> Vec<String> {
+            map_path(&normalize_abs(p).expect("absolute"), &map)
+                .into_iter()
+                .map(|a| a.text)
+                .collect()
+        };
+        assert_eq!(texts(r"c:\users\ana\src\proj"), ["/home/ana/src/proj"]);
+        assert_eq!(
+            texts("/home/ana/src/proj"),
+            ["/mnt/c/Users/ana/src/proj", "C:/Users/ana/src/proj"]
+        );
+        assert!(texts("/home/ana/srcx").is_empty());
     }
 }

@@ -7,7 +7,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::cwdkey::{cwd_key, unescape_session_id};
+use super::cwdkey::{cwd_key, map_path, normalize_abs, relative_to, unescape_session_id, AbsPath};
+use super::reader::{LogItem, LogReader, ReaderOptions, ResumePoint};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionLog {
@@ -79,10 +80,136 @@ pub fn parse_log_file_name(name: &str) -> Option<(u32, bool)> {
     Some((generation, compressed))
 }
 
-/// Every session of the workspace, sorted by directory name; sessions without any log
-/// file are skipped. A missing workspace directory is an empty list.
+/// Every session of the workspace, sorted by directory; sessions without any log file are
+/// skipped. A session belongs to the workspace when its cwd is the workspace or any
+/// directory inside it (a monorepo's package), on this machine's paths or, through
+/// `path_map`, another machine's (`C:\Users\ana\src\proj`). Found by name first: the
+/// directories whose cwd key is the root's key (every session there belongs, as always) or
+/// extends it by `-…`; only those are opened, and a session in an extending directory
+/// belongs only when its header's cwd is inside the root, segment by segment (the key is
+/// lossy: `/a/proj-x` and `/a/proj/x` share it, `/a/proj2` does not extend it).
+pub fn list_workspace_sessions<'m>(
+    dsh_home: &Path,
+    workspace: &str,
+    path_map: impl IntoIterator<Item = (&'m String, &'m String)> + Clone,
+) -> Result<Vec<SessionLog>, DiscoverError> {
+    let Some(root) = normalize_abs(workspace) else {
+        return list_sessions(dsh_home, workspace);
+    };
+    let mut roots = vec![root.clone()];
+    roots.extend(map_path(&root, path_map.clone()));
+    let keys = root_keys(&roots);
+    let sessions_dir = dsh_home.join("sessions");
+    let entries = match std::fs::read_dir(&sessions_dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(DiscoverError::Io {
+                dir: sessions_dir,
+                source,
+            })
+        }
+    };
+    let mut dirs: Vec<(PathBuf, bool)> = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| DiscoverError::Io {
+            dir: sessions_dir.clone(),
+            source,
+        })?;
+        if let Some(exact) = key_relation(&entry.path(), &keys) {
+            dirs.push((entry.path(), exact));
+        }
+    }
+    dirs.sort();
+    let mut out = Vec::new();
+    for (dir, exact) in dirs {
+        for log in list_sessions_in(&dir)? {
+            if exact || cwd_inside(&log.log, &roots, path_map.clone()) {
+                out.push(log);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The cwd keys of a workspace root and its twins, each with whether it compares without
+/// case (a Windows path).
+pub fn root_keys(roots: &[AbsPath]) -> Vec<(String, bool)> {
+    roots
+        .iter()
+        .map(|r| (cwd_key(&r.text), r.windows))
+        .collect()
+}
+
+/// How a `--<key>--` directory relates to the workspace's keys: `Some(true)` for a root's
+/// own key, `Some(false)` for a key that extends one by `-…` (a subdirectory's, or a
+/// sibling's whose name goes on with `-`: the header decides), `None` otherwise.
+pub fn key_relation(ws_dir: &Path, keys: &[(String, bool)]) -> Option<bool> {
+    let name = ws_dir.file_name()?.to_str()?;
+    let key = name.strip_prefix("--")?.strip_suffix("--")?;
+    let mut found = None;
+    for (root_key, fold) in keys {
+        let eq = |a: &str, b: &str| {
+            if *fold {
+                a.eq_ignore_ascii_case(b)
+            } else {
+                a == b
+            }
+        };
+        if eq(key, root_key) {
+            return Some(true);
+        }
+        if key.len() > root_key.len()
+            && key.is_char_boundary(root_key.len())
+            && eq(&key[..root_key.len()], root_key)
+            && (root_key.is_empty() || key.as_bytes()[root_key.len()] == b'-')
+        {
+            found = Some(false);
+        }
+    }
+    found
+}
+
+/// Whether the log's header names a cwd inside one of `roots` (directly or through the map).
+fn cwd_inside<'m>(
+    log: &Path,
+    roots: &[AbsPath],
+    path_map: impl IntoIterator<Item = (&'m String, &'m String)>,
+) -> bool {
+    let Some(cwd) = header_cwd(log).as_deref().and_then(normalize_abs) else {
+        return false;
+    };
+    let mut seen = vec![cwd.clone()];
+    seen.extend(map_path(&cwd, path_map));
+    seen.iter()
+        .any(|c| roots.iter().any(|r| relative_to(c, r).is_some()))
+}
+
+/// The cwd a log's header records; `None` when it cannot be read (the archive reports an
+/// unreadable log of its own workspace; here it only decides membership).
+pub fn header_cwd(log: &Path) -> Option<String> {
+    // Never open a FIFO or a device here: a read could block discovery.
+    if !std::fs::metadata(log).is_ok_and(|m| m.is_file()) {
+        return None;
+    }
+    let mut reader =
+        LogReader::open_with(log, ResumePoint::default(), ReaderOptions::default()).ok()?;
+    match reader.next_item() {
+        Ok(Some(LogItem::Header(h))) => h.cwd,
+        _ => None,
+    }
+}
+
+/// Every session of the workspace directory named by its exact cwd key, sorted by
+/// directory name; sessions without any log file are skipped. A missing workspace
+/// directory is an empty list.
 pub fn list_sessions(dsh_home: &Path, workspace: &str) -> Result<Vec<SessionLog>, DiscoverError> {
-    let dir = workspace_sessions_dir(dsh_home, workspace);
+    list_sessions_in(&workspace_sessions_dir(dsh_home, workspace))
+}
+
+/// The sessions of one `--<key>--` directory, sorted by directory name.
+pub fn list_sessions_in(dir: &Path) -> Result<Vec<SessionLog>, DiscoverError> {
+    let dir = dir.to_path_buf();
     let entries = match std::fs::read_dir(&dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -293,5 +420,71 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let err = highest_generation(&tmp.path().join("absent")).unwrap_err();
         assert!(err.to_string().contains("absent"));
+    }
+
+    fn write_log(home: &Path, cwd: &str, id: &str) {
+        use crate::session::writer::{session_log_path, LogWriter, SessionScript};
+        let path = session_log_path(home, cwd, id, 4, true);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let header = SessionScript::new(4, 0).header(id, cwd, 0);
+        LogWriter::create(&path, true, &header).unwrap();
+    }
+
+    #[test]
+    fn a_workspace_owns_the_sessions_inside_it_and_only_those() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path();
+        write_log(home, "/a/proj", "s-root");
+        write_log(home, "/a/proj/svc/api", "s-sub");
+        // Shares the key `a-proj-x` with `/a/proj/x` but is a sibling: its header says so.
+        write_log(home, "/a/proj-x", "s-dash-sibling");
+        write_log(home, "/a/proj2", "s-prefix-sibling");
+        write_log(home, "/a/proj/x", "s-x");
+        let none: [(&String, &String); 0] = [];
+        let ids = |ws: &str, map: &std::collections::BTreeMap<String, String>| -> Vec<String> {
+            list_workspace_sessions(home, ws, map)
+                .unwrap()
+                .into_iter()
+                .map(|s| s.session_id)
+                .collect()
+        };
+        let empty = std::collections::BTreeMap::new();
+        assert_eq!(ids("/a/proj", &empty), ["s-root", "s-sub", "s-x"]);
+        assert_eq!(ids("/a/proj/svc", &empty), ["s-sub"]);
+        assert_eq!(
+            list_workspace_sessions(home, "/a/proj", none)
+                .unwrap()
+                .len(),
+            3
+        );
+        // The exact directory keeps every session, as before (its cwd is the root's key).
+        assert_eq!(ids("/a/proj-x", &empty), ["s-dash-sibling", "s-x"]);
+    }
+
+    #[test]
+    fn a_windows_session_is_found_through_the_path_map() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path();
+        write_log(home, r"C:\Users\ana\src\proj", "s-win");
+        write_log(home, r"c:\users\ana\src\proj\pkg", "s-win-sub");
+        write_log(home, "/mnt/c/Users/ana/src/proj", "s-wsl");
+        let map: std::collections::BTreeMap<String, String> = [
+            (r"C:\Users\ana\src".to_owned(), "/home/ana/src".to_owned()),
+            (
+                "/mnt/c/Users/ana/src".to_owned(),
+                "/home/ana/src".to_owned(),
+            ),
+        ]
+        .into();
+        let ids: Vec<String> = list_workspace_sessions(home, "/home/ana/src/proj", &map)
+            .unwrap()
+            .into_iter()
+            .map(|s| s.session_id)
+            .collect();
+        assert_eq!(ids, ["s-win", "s-win-sub", "s-wsl"]);
+        let empty = std::collections::BTreeMap::new();
+        assert!(list_workspace_sessions(home, "/home/ana/src/proj", &empty)
+            .unwrap()
+            .is_empty());
     }
 }

@@ -13,6 +13,8 @@
 //! clearly name a file (known extension or well-known name): `/tmp/out.json` is a touch
 //! worth recording, `/usr/bin` or `/dev/null` is not.
 
+use crate::session::cwdkey::{map_path, normalize_abs, relative_to, AbsPath};
+
 /// Longest mention considered: anything longer is data, not a path.
 const MAX_PATH_BYTES: usize = 1024;
 
@@ -70,36 +72,63 @@ fn is_text_delimiter(c: char) -> bool {
 fn is_foreign(c: char) -> bool {
     matches!(
         c,
-        '*' | '?' | '$' | '`' | '\'' | '"' | '<' | '>' | '|' | '{' | '}' | '\\'
+        '*' | '?' | '$' | '`' | '\'' | '"' | '<' | '>' | '|' | '{' | '}'
     ) || c.is_control()
         || c.is_whitespace()
 }
 
-/// The absolute workspace root paths are made relative to.
+/// The absolute workspace root paths are made relative to, with its other names (the
+/// `pathMap` twins: the same directory as a Windows machine or WSL names it), and the
+/// session's cwd inside it (a monorepo's subdirectory), which relative paths start from.
 #[derive(Debug, Clone)]
-pub(super) struct Workspace {
-    /// Collapsed, without trailing `/`; `None` when unknown or not absolute.
-    root: Option<String>,
+pub struct Workspace {
+    /// The root first, then its twins; empty when unknown or not absolute.
+    roots: Vec<AbsPath>,
+    /// The session's cwd relative to the root (`svc/api`), `""` at the root.
+    cwd_rel: String,
+    /// The session ran on Windows (its cwd is a Windows path): a shell tool's command
+    /// string is PowerShell unless the tool says otherwise.
+    windows: bool,
 }
 
 impl Workspace {
-    pub(super) fn new(workspace: &str) -> Self {
-        let w = workspace.trim();
-        let root = w.starts_with('/').then(|| collapse(w));
-        Self { root }
+    /// A workspace root alone (a session started at the root, on this machine's paths).
+    pub fn new(workspace: &str) -> Self {
+        Self {
+            roots: normalize_abs(workspace).into_iter().collect(),
+            cwd_rel: String::new(),
+            windows: false,
+        }
     }
 
-    /// The part of an absolute, collapsed path inside the workspace; `Some("")` for the root.
-    fn relative<'p>(&self, path: &'p str) -> Option<&'p str> {
-        let root = self.root.as_deref()?;
-        if root == "/" {
-            return Some(path.trim_start_matches('/'));
+    /// The workspace `root` as seen by a session whose header says `cwd`, with the
+    /// `pathMap` pairs that name the root on other machines.
+    pub fn for_session<'m>(
+        root: &str,
+        cwd: Option<&str>,
+        path_map: impl IntoIterator<Item = (&'m String, &'m String)> + Clone,
+    ) -> Self {
+        let mut ws = Self::new(root);
+        if let Some(first) = ws.roots.first().cloned() {
+            ws.roots.extend(map_path(&first, path_map));
         }
-        let rest = path.strip_prefix(root)?;
-        if rest.is_empty() {
-            return Some("");
+        if let Some(cwd) = cwd.and_then(normalize_abs) {
+            ws.windows = cwd.windows;
+            if let Some(rel) = ws.roots.iter().find_map(|r| relative_to(&cwd, r)) {
+                ws.cwd_rel = rel;
+            }
         }
-        rest.strip_prefix('/')
+        ws
+    }
+
+    /// Whether the session ran on Windows.
+    pub(super) fn is_windows(&self) -> bool {
+        self.windows
+    }
+
+    /// The part of an absolute path inside the workspace; `Some("")` for the root.
+    fn relative(&self, path: &AbsPath) -> Option<String> {
+        self.roots.iter().find_map(|r| relative_to(path, r))
     }
 }
 
@@ -120,7 +149,7 @@ pub(super) fn from_declared(value: &str, ws: &Workspace) -> Option<String> {
         return None;
     }
     // A spaced value is a real path only when it has structure; otherwise it is prose.
-    if v.contains(char::is_whitespace) && !v.contains('/') {
+    if v.contains(char::is_whitespace) && !v.contains(['/', '\\']) {
         return None;
     }
     finish(v, ws, |_| true)
@@ -135,11 +164,13 @@ pub(super) fn from_mention(token: &str, ws: &Workspace, strictness: Strictness) 
     if t.is_empty() || t.contains("://") || t.chars().any(is_foreign) {
         return None;
     }
-    if !t.contains('/') && PRODUCT_NAMES.iter().any(|p| p.eq_ignore_ascii_case(t)) {
+    let has_slash = t.contains(['/', '\\']);
+    if !has_slash && PRODUCT_NAMES.iter().any(|p| p.eq_ignore_ascii_case(t)) {
         return None;
     }
-    let dotted = t.starts_with("./") || t.starts_with("../");
-    let has_slash = t.contains('/');
+    let dotted = ["./", "../", ".\\", "..\\"]
+        .iter()
+        .any(|p| t.starts_with(p));
     finish(t, ws, |relative| {
         dotted || (names_a_file(relative) && (has_slash || strictness == Strictness::AllowBare))
     })
@@ -152,15 +183,15 @@ pub(super) fn scan_text(
     strictness: Strictness,
     each: impl FnMut(String) -> bool,
 ) {
-    // Under `NeedSlash` only a token holding a `/` can pass (`from_mention`), so only `/` is
-    // looked for: every hit inside a token widens to the same token, so the mentions found
+    // Under `NeedSlash` only a token holding a `/` or `\\` can pass (`from_mention`), so only
+    // those are looked for: every hit inside a token widens to the same token, so the mentions found
     // are the same (a property test holds it to the scan of every mark).
     let slash_only = strictness == Strictness::NeedSlash;
     scan_marks(text, ws, strictness, slash_only, each)
 }
 
-/// [`scan_text`], looking for `/` alone when `slash_only`, else for every `.`, `/` and
-/// `file`.
+/// [`scan_text`], looking for `/` and `\\` alone when `slash_only`, else for every `.`, `/`,
+/// `\\` and `file`.
 fn scan_marks(
     text: &str,
     ws: &Workspace,
@@ -180,9 +211,9 @@ fn scan_marks(
             next_file = file.find(&bytes[at..]).map(|o| at + o);
         }
         let mark = if slash_only {
-            memchr::memchr(b'/', &bytes[at..])
+            memchr::memchr2(b'/', b'\\', &bytes[at..])
         } else {
-            memchr::memchr2(b'.', b'/', &bytes[at..])
+            memchr::memchr3(b'.', b'/', b'\\', &bytes[at..])
         }
         .map(|o| at + o);
         let Some(hit) = [mark, next_file].into_iter().flatten().min() else {
@@ -231,25 +262,33 @@ fn clean_mention(token: &str) -> &str {
 }
 
 /// Collapse, make workspace paths relative, and apply `accept_relative` to relative
-/// results; absolute/home paths outside the workspace must name a file.
+/// results; absolute/home paths outside the workspace must name a file. Windows paths
+/// (`C:\\x\\y.rs`, `.\\y.rs`, `y\\z.rs`) come out with `/`; a relative path starts
+/// from the session's cwd inside the workspace.
 fn finish(path: &str, ws: &Workspace, accept_relative: impl Fn(&str) -> bool) -> Option<String> {
-    let collapsed = collapse(path);
-    let out = if collapsed.starts_with('/') {
-        match ws.relative(&collapsed) {
-            Some(rel) => rel.to_owned(),
-            None if names_a_file(&collapsed) => collapsed,
+    let out = if let Some(abs) = normalize_abs(path) {
+        match ws.relative(&abs) {
+            Some(rel) => rel,
+            None if names_a_file(&abs.text) => abs.text,
             None => return None,
         }
-    } else if collapsed == "~" || collapsed.starts_with("~/") {
-        if !names_a_file(&collapsed) {
-            return None;
-        }
-        collapsed
     } else {
-        if !accept_relative(&collapsed) {
-            return None;
+        let collapsed = collapse(&path.replace('\\', "/"));
+        if collapsed == "~" || collapsed.starts_with("~/") {
+            if !names_a_file(&collapsed) {
+                return None;
+            }
+            collapsed
+        } else {
+            if !accept_relative(&collapsed) {
+                return None;
+            }
+            if ws.cwd_rel.is_empty() {
+                collapsed
+            } else {
+                collapse(&format!("{}/{collapsed}", ws.cwd_rel))
+            }
         }
-        collapsed
     };
     (!out.is_empty() && out.chars().any(char::is_alphanumeric)).then_some(out)
 }
@@ -488,7 +527,6 @@ mod tests {
             "src/*.rs",
             "$HOME/x.rs",
             "{a,b}.rs",
-            "a\\b.rs",
             "src/\u{0}x.rs",
         ] {
             assert_eq!(mention(t), None, "{t:?}");
@@ -531,6 +569,70 @@ mod tests {
         let root = Workspace::new("/");
         assert_eq!(
             from_mention("/src/x.rs", &root, Strictness::AllowBare).as_deref(),
+            Some("src/x.rs")
+        );
+    }
+
+    fn windows_ws() -> Workspace {
+        let map: std::collections::BTreeMap<String, String> =
+            [(r"C:\Users\ana\src".to_owned(), "/home/ana/src".to_owned())].into();
+        Workspace::for_session("/home/ana/src/proj", Some(r"C:\Users\ana\src\proj"), &map)
+    }
+
+    #[test]
+    fn windows_paths_come_out_repo_relative_with_slashes() {
+        let w = windows_ws();
+        let m = |t: &str| from_mention(t, &w, Strictness::AllowBare);
+        for t in [
+            r"C:\Users\ana\src\proj\src\x.rs",
+            r"C:\\Users\\ana\\src\\proj\\src\\x.rs",
+            r"c:\users\ANA\src\proj\src\x.rs",
+            "C:/Users/ana/src/proj/src/x.rs",
+            r".\src\x.rs",
+            r".\\src\\x.rs",
+            r"src\x.rs",
+            r"src\\x.rs",
+            "/home/ana/src/proj/src/x.rs",
+            r#"@"C:\Users\ana\src\proj\src\x.rs""#,
+        ] {
+            assert_eq!(m(t).as_deref(), Some("src/x.rs"), "{t}");
+        }
+        assert_eq!(
+            from_declared(r"C:\Users\ana\src\proj\docs", &w).as_deref(),
+            Some("docs")
+        );
+        // Outside the workspace: kept only as a clear file, in `/` form.
+        assert_eq!(m(r"D:\tmp\out.json").as_deref(), Some("D:/tmp/out.json"));
+        assert_eq!(m(r"C:\Windows\System32"), None);
+        // A sibling sharing a prefix is not inside.
+        assert_eq!(
+            m(r"C:\Users\ana\src\proj2\x.rs").as_deref(),
+            Some("C:/Users/ana/src/proj2/x.rs")
+        );
+        let mut out = Vec::new();
+        scan_text(
+            "error: C:\\Users\\ana\\src\\proj\\src\\lib.rs:3:1 and .\\build.rs\r\n",
+            &w,
+            Strictness::NeedSlash,
+            |p| {
+                out.push(p);
+                true
+            },
+        );
+        assert_eq!(out, vec!["src/lib.rs", "build.rs"]);
+    }
+
+    #[test]
+    fn a_subdirectory_cwd_prefixes_relative_paths() {
+        let w = Workspace::for_session("/a/mono", Some("/a/mono/svc/api"), []);
+        let m = |t: &str| from_mention(t, &w, Strictness::AllowBare);
+        assert_eq!(m("src/x.rs").as_deref(), Some("svc/api/src/x.rs"));
+        assert_eq!(m("../web/y.ts").as_deref(), Some("svc/web/y.ts"));
+        assert_eq!(m("/a/mono/README.md").as_deref(), Some("README.md"));
+        // A cwd outside the workspace (or a sibling with a shared prefix) changes nothing.
+        let w = Workspace::for_session("/a/mono", Some("/a/mono2/svc"), []);
+        assert_eq!(
+            from_mention("src/x.rs", &w, Strictness::AllowBare).as_deref(),
             Some("src/x.rs")
         );
     }

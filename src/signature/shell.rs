@@ -2,6 +2,13 @@
 //! command string: words with quotes, `&&`/`||`/`;`/`|`/newline separators, redirections
 //! and here-documents (whose bodies are data, never commands). Not an evaluator:
 //! expansions stay literal, which is all a signature needs.
+//!
+//! PowerShell and `cmd` command strings are read by the same parser in their dialect:
+//! `\` is a path separator there, not an escape (PowerShell escapes with `` ` ``, `cmd`
+//! with `^`); `;`, `|`, `&&`, `||` and `&` separate commands (`&` is also PowerShell's call
+//! operator, which starts a command just the same); a program is named without its
+//! directory and `.exe`, lower-cased (both shells ignore case): `Get-Content` is
+//! `get-content`, `C:\Git\bin\git.exe status` is `git status`.
 
 use super::paths::names_a_file;
 
@@ -34,18 +41,57 @@ const PREFIX_WORDS: usize = 3;
 
 /// Wrappers that run the command after them: the command is what follows.
 const WRAPPERS: &[&str] = &["env", "nohup", "sudo", "time"];
-/// Shells whose `-c` argument is itself a script.
-const SHELLS: &[&str] = &["bash", "dash", "sh", "zsh"];
+/// POSIX-family shells whose `-c` argument is itself a script.
+const SHELLS: &[&str] = &["ash", "bash", "dash", "fish", "ksh", "sh", "zsh"];
 /// Builtins that move or configure the shell rather than do work: agents prefix nearly
 /// every call with `cd <workspace> &&`, which would make every turn share a command.
 const NON_WORK_BUILTINS: &[&str] = &[
-    ":", "cd", "exit", "export", "false", "popd", "pushd", "set", "true", "unset",
+    ":",
+    "cd",
+    "chdir",
+    "endlocal",
+    "exit",
+    "export",
+    "false",
+    "pop-location",
+    "popd",
+    "push-location",
+    "pushd",
+    "set",
+    "set-location",
+    "setlocal",
+    "sl",
+    "true",
+    "unset",
 ];
 
+/// Which shell's grammar a command string is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Dialect {
+    Posix,
+    PowerShell,
+    Cmd,
+}
+
+impl Dialect {
+    /// The dialect of a shell tool's command string: named by the tool (`pwsh`,
+    /// `powershell`, `cmd`, `bash`, `sh`, `zsh`, `fish`, …); a generic name (`shell`,
+    /// `run_command`) runs PowerShell on Windows and a POSIX shell elsewhere.
+    pub(super) fn of_tool(tool: &str, windows: bool) -> Dialect {
+        match tool.to_ascii_lowercase().as_str() {
+            "pwsh" | "powershell" => Dialect::PowerShell,
+            "cmd" => Dialect::Cmd,
+            name if SHELLS.contains(&name) => Dialect::Posix,
+            _ if windows => Dialect::PowerShell,
+            _ => Dialect::Posix,
+        }
+    }
+}
+
 /// Read a command string.
-pub(super) fn read_script(script: &str) -> ShellFacts {
+pub(super) fn read_script(script: &str, dialect: Dialect) -> ShellFacts {
     let mut facts = ShellFacts::default();
-    read_script_into(script, 0, &mut facts);
+    read_script_into(script, dialect, 0, &mut facts);
     facts
 }
 
@@ -56,17 +102,56 @@ pub(super) fn read_argv(argv: &[String]) -> ShellFacts {
         words: argv.iter().map(|a| Word { text: a.clone() }).collect(),
         redirect_targets: Vec::new(),
     };
-    read_command(&cmd, 0, &mut facts);
+    read_command(&cmd, Dialect::Posix, 0, &mut facts);
     facts
 }
 
-fn read_script_into(script: &str, depth: u32, facts: &mut ShellFacts) {
-    for cmd in parse(script) {
-        read_command(&cmd, depth, facts);
+fn read_script_into(script: &str, dialect: Dialect, depth: u32, facts: &mut ShellFacts) {
+    for cmd in parse_in(script, dialect) {
+        read_command(&cmd, dialect, depth, facts);
     }
 }
 
-fn read_command(cmd: &SimpleCommand, depth: u32, facts: &mut ShellFacts) {
+/// The program's name: no directory, no `.exe`; lower-cased where the shell ignores case.
+fn program_name(word: &str, dialect: Dialect) -> String {
+    let name = word.rsplit(['/', '\\']).next().unwrap_or_default();
+    let windows_binary = name.len() > 4 && name[name.len() - 4..].eq_ignore_ascii_case(".exe");
+    let name = if windows_binary {
+        &name[..name.len() - 4]
+    } else {
+        name
+    };
+    if dialect == Dialect::Posix && !windows_binary {
+        name.to_owned()
+    } else {
+        name.to_ascii_lowercase()
+    }
+}
+
+/// `pwsh -NoProfile -Command <script…>` / `cmd /c <script…>`: the dialect and script.
+fn windows_shell_script(name: &str, args: &[Word]) -> Option<(Dialect, String)> {
+    let (dialect, pos) = match name {
+        "pwsh" | "powershell" => (
+            Dialect::PowerShell,
+            args.iter().position(|w| {
+                let flag = w.text.trim_start_matches(['-', '/']).to_ascii_lowercase();
+                w.text.len() > flag.len() && !flag.is_empty() && "command".starts_with(&flag)
+            })?,
+        ),
+        "cmd" => (
+            Dialect::Cmd,
+            args.iter().position(|w| {
+                let t = w.text.to_ascii_lowercase();
+                t == "/c" || t == "/k"
+            })?,
+        ),
+        _ => return None,
+    };
+    let rest: Vec<&str> = args[pos + 1..].iter().map(|w| w.text.as_str()).collect();
+    Some((dialect, rest.join(" ")))
+}
+
+fn read_command(cmd: &SimpleCommand, dialect: Dialect, depth: u32, facts: &mut ShellFacts) {
     facts
         .path_words
         .extend(cmd.redirect_targets.iter().map(|w| w.text.clone()));
@@ -76,21 +161,35 @@ fn read_command(cmd: &SimpleCommand, depth: u32, facts: &mut ShellFacts) {
         return;
     };
     let args = &words[start + 1..];
-    if program.text.contains('/') {
+    if program.text.contains(['/', '\\']) {
         facts.path_words.push(program.text.clone());
     }
-    let name = program.text.rsplit('/').next().unwrap_or_default();
+    let name = program_name(&program.text, dialect);
+    let name = name.as_str();
 
     if SHELLS.contains(&name) {
         if let Some(inner) = shell_c_argument(args) {
             if depth < MAX_NESTING {
-                read_script_into(inner, depth + 1, facts);
+                read_script_into(inner, Dialect::Posix, depth + 1, facts);
             }
             return;
         }
     }
+    if let Some((inner_dialect, inner)) = windows_shell_script(name, args) {
+        if depth < MAX_NESTING {
+            read_script_into(&inner, inner_dialect, depth + 1, facts);
+        }
+        return;
+    }
 
     for arg in args {
+        // `cmd`'s switches are `/s`, `/b`: a `/` word without another separator.
+        let cmd_switch = dialect == Dialect::Cmd
+            && arg.text.starts_with('/')
+            && !arg.text[1..].contains(['/', '\\']);
+        if cmd_switch {
+            continue;
+        }
         match arg.text.strip_prefix('-') {
             // `--manifest-path=x/Cargo.toml`: the value may be a path.
             Some(flag) => {
@@ -110,7 +209,7 @@ fn read_command(cmd: &SimpleCommand, depth: u32, facts: &mut ShellFacts) {
         if prefix.len() == PREFIX_WORDS {
             break;
         }
-        if arg.text.starts_with('-') {
+        if arg.text.starts_with('-') || (dialect == Dialect::Cmd && arg.text.starts_with('/')) {
             continue;
         }
         // The family ends at the first operand that is data (a path, a file name, a
@@ -184,6 +283,7 @@ enum NextWord {
 }
 
 struct Parser<'a> {
+    dialect: Dialect,
     chars: std::iter::Peekable<std::str::Chars<'a>>,
     commands: Vec<SimpleCommand>,
     current: SimpleCommand,
@@ -193,9 +293,16 @@ struct Parser<'a> {
     pending_heredocs: Vec<String>,
 }
 
-/// Split a script into simple commands.
+/// Split a POSIX script into simple commands.
+#[cfg(test)]
 pub(super) fn parse(script: &str) -> Vec<SimpleCommand> {
+    parse_in(script, Dialect::Posix)
+}
+
+/// Split a script of `dialect` into simple commands.
+pub(super) fn parse_in(script: &str, dialect: Dialect) -> Vec<SimpleCommand> {
     let mut p = Parser {
+        dialect,
         chars: script.chars().peekable(),
         commands: Vec::new(),
         current: SimpleCommand::default(),
@@ -211,6 +318,9 @@ pub(super) fn parse(script: &str) -> Vec<SimpleCommand> {
 impl Parser<'_> {
     fn run(&mut self) {
         while let Some(c) = self.chars.next() {
+            if self.dialect != Dialect::Posix && self.windows_char(c) {
+                continue;
+            }
             match c {
                 ' ' | '\t' | '\r' => self.end_word(),
                 '\n' => {
@@ -276,6 +386,55 @@ impl Parser<'_> {
         }
         self.end_word();
         self.end_command();
+    }
+
+    /// PowerShell's and `cmd`'s own reading of `c`; false when it reads as in POSIX.
+    fn windows_char(&mut self, c: char) -> bool {
+        let escape = if self.dialect == Dialect::PowerShell {
+            '`'
+        } else {
+            '^'
+        };
+        match c {
+            // A path separator, never an escape.
+            '\\' => {
+                self.in_word = true;
+                self.word.push(c);
+            }
+            c if c == escape => {
+                if let Some(e) = self.chars.next() {
+                    if e != '\n' {
+                        self.in_word = true;
+                        self.word.push(e);
+                    }
+                }
+            }
+            '"' => {
+                self.in_word = true;
+                while let Some(c) = self.chars.next() {
+                    match c {
+                        '"' => break,
+                        c if c == escape && self.dialect == Dialect::PowerShell => {
+                            if let Some(e) = self.chars.next() {
+                                self.word.push(e);
+                            }
+                        }
+                        _ => self.word.push(c),
+                    }
+                }
+            }
+            // `cmd` has no single quotes and no comments.
+            '\'' | '#' if self.dialect == Dialect::Cmd => {
+                self.in_word = true;
+                self.word.push(c);
+            }
+            // Script blocks hold commands: `ForEach-Object { Remove-Item $_ }`.
+            '{' | '}' if self.dialect == Dialect::PowerShell && !self.in_word => {
+                self.end_command();
+            }
+            _ => return false,
+        }
+        true
     }
 
     fn redirect(&mut self, op: char) {
@@ -347,7 +506,7 @@ mod tests {
     use super::*;
 
     fn commands(script: &str) -> Vec<String> {
-        read_script(script).commands
+        read_script(script, Dialect::Posix).commands
     }
 
     #[test]
@@ -434,14 +593,17 @@ mod tests {
     #[test]
     fn heredoc_bodies_are_data() {
         let script = "cat > notes.md <<'EOF'\nrm -rf everything now\nEOF\ncargo test\ncat <<-X >> out.txt\n\tnot a command\n\tX\n";
-        let facts = read_script(script);
+        let facts = read_script(script, Dialect::Posix);
         assert_eq!(facts.commands, vec!["cat", "cargo test", "cat"]);
         assert_eq!(facts.path_words, vec!["notes.md", "test", "out.txt"]);
     }
 
     #[test]
     fn redirections_and_fd_duplication() {
-        let facts = read_script("cargo build 2>&1 > build.log && echo done &> /dev/null");
+        let facts = read_script(
+            "cargo build 2>&1 > build.log && echo done &> /dev/null",
+            Dialect::Posix,
+        );
         assert_eq!(facts.commands, vec!["cargo build", "echo done"]);
         assert_eq!(
             facts.path_words,
@@ -475,16 +637,85 @@ mod tests {
             "<<",
             "2>",
         ] {
-            let _ = read_script(s);
+            let _ = read_script(s, Dialect::Posix);
         }
         let huge = "x ".repeat(200_000) + "&& cargo test";
-        assert_eq!(read_script(&huge).commands, vec!["x x x", "cargo test"]);
+        assert_eq!(
+            read_script(&huge, Dialect::Posix).commands,
+            vec!["x x x", "cargo test"]
+        );
     }
 
     #[test]
     fn program_paths_are_path_words() {
-        let facts = read_script("./scripts/check.sh --fast src/lib.rs");
+        let facts = read_script("./scripts/check.sh --fast src/lib.rs", Dialect::Posix);
         assert_eq!(facts.commands, vec!["check.sh"]);
         assert_eq!(facts.path_words, vec!["./scripts/check.sh", "src/lib.rs"]);
+    }
+
+    fn ps(script: &str) -> ShellFacts {
+        read_script(script, Dialect::PowerShell)
+    }
+
+    #[test]
+    fn powershell_strings_read_as_powershell() {
+        let facts = ps(
+            r#"Set-Location C:\Users\ana\proj; Get-Content -Path .\src\x.rs | Select-String "fn main" && cargo test --lib; & "C:\Program Files\Git\bin\git.exe" status"#,
+        );
+        assert_eq!(
+            facts.commands,
+            vec!["get-content", "select-string", "cargo test", "git status"]
+        );
+        assert!(
+            facts.path_words.contains(&r".\src\x.rs".to_owned()),
+            "{:?}",
+            facts.path_words
+        );
+        // Backtick escapes; a script block's commands count.
+        let facts = ps("Get-ChildItem src -Recurse | ForEach-Object { Remove-Item `\"$_`\" }");
+        assert_eq!(
+            facts.commands,
+            vec!["get-childitem src", "foreach-object", "remove-item"]
+        );
+    }
+
+    #[test]
+    fn cmd_strings_read_as_cmd() {
+        let facts = read_script(
+            r#"cd /d C:\proj & dir /s /b src\*.rs && type src\x.rs ^& more"#,
+            Dialect::Cmd,
+        );
+        assert_eq!(facts.commands, vec!["dir", "type"]);
+        assert!(
+            facts.path_words.contains(&r"src\x.rs".to_owned()),
+            "{:?}",
+            facts.path_words
+        );
+    }
+
+    #[test]
+    fn windows_shells_nest_and_tools_name_their_dialect() {
+        let argv: Vec<String> = [
+            "pwsh",
+            "-NoProfile",
+            "-Command",
+            r"Get-Content .\README.md; npm test",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(read_argv(&argv).commands, vec!["get-content", "npm test"]);
+        let facts = read_script(r#"powershell.exe -c "Get-Item C:\x\y.txt""#, Dialect::Posix);
+        assert_eq!(facts.commands, vec!["get-item"]);
+        assert_eq!(
+            commands(r#"cmd.exe /C "dir /b && git diff""#),
+            vec!["dir", "git diff"]
+        );
+        assert_eq!(commands("fish -c 'make check'"), vec!["make check"]);
+        assert_eq!(Dialect::of_tool("PWSH", false), Dialect::PowerShell);
+        assert_eq!(Dialect::of_tool("powershell", false), Dialect::PowerShell);
+        assert_eq!(Dialect::of_tool("cmd", true), Dialect::Cmd);
+        assert_eq!(Dialect::of_tool("bash", true), Dialect::Posix);
+        assert_eq!(Dialect::of_tool("shell", true), Dialect::PowerShell);
+        assert_eq!(Dialect::of_tool("shell", false), Dialect::Posix);
     }
 }

@@ -1134,3 +1134,29 @@ fn the_trigger_logic_does_no_io() {
         assert!(!code.contains(needle), "triggers.rs uses `{needle}`");
     }
 }
+
+#[test]
+fn a_monorepo_package_session_is_followed_for_the_root_workspace() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let _d = Daemon::start(&sb, &[]);
+    // Started in a package of the repository, after the daemon: its own `--<key>--`.
+    let package = sb.ws.join("svc").join("api");
+    std::fs::create_dir_all(&package).expect("package");
+    let mut live = Live::create_in(&sb.home, &package.to_string_lossy(), Q, |_| {});
+    live.turn(0);
+    live.turn(1);
+    wait_for("the package's session signed into the root's store", || {
+        signed(&sb, Q, Q).len() == 2
+    });
+    let line = std::fs::read_to_string(
+        sb.store()
+            .join(Q)
+            .join("collections")
+            .join(format!("{Q}.jsonl")),
+    )
+    .expect("collection");
+    let first: Value = serde_json::from_str(line.lines().next().expect("a line")).expect("json");
+    assert_eq!(first["paths"], json!(["svc/api/src/parse.rs"]), "{first}");
+    assert!(session_status(&status(&sb), Q).is_some(), "status lists it");
+}

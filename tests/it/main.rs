@@ -12,6 +12,7 @@ mod index;
 mod mcp;
 mod pool;
 mod rules;
+mod scripts;
 mod search;
 mod shape;
 mod ssh;

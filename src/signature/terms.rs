@@ -1,0 +1,255 @@
+//! The topic terms of human text, for every script. Pure, no model, no dictionary:
+//! one pass over the characters, bounded work per character.
+//!
+//! - The text is read in NFKC and lowercased, so `résumé` typed precomposed or with
+//!   combining accents is one term, and full-width `ＡＰＩ` is `api`.
+//! - **Alphabetic scripts** (Latin with its accents, Greek, Cyrillic, …): runs of letters,
+//!   digits, `_` and combining marks; 3–28 characters, holding a letter, not a stopword.
+//!   `résumé` stays `résumé` (an accent never splits a word).
+//! - **Chinese characters** (also Japanese kanji): overlapping character bigrams of each
+//!   run, the run first cut at function characters (`的`, `了`, `是`, `我`, …) and with
+//!   function bigrams (`什么`, `可以`, …) left out. Written Chinese has no spaces, and a word
+//!   is most often two characters: `连接池排队` yields `连接`, `接池`, `池排`, `排队`, and
+//!   two turns about the same analysis share most of them. See `docs/architecture.md`
+//!   ("Terms in every script") for why bigrams and not a segmenter's dictionary.
+//! - **Katakana** runs of 2+ (Japanese loanwords: `データベース`) are one term each;
+//!   **hiragana** is grammar (particles, endings) and separates.
+//! - **Hangul**: each spaced word loses its trailing particle (`분석을` → `분석`), then
+//!   yields its syllable bigrams (a two-syllable noun is itself).
+//!
+//! Bounds: a term is at most 28 characters; the caller counts terms per message.
+
+use unicode_normalization::UnicodeNormalization;
+
+/// Shortest and longest term of an alphabetic script, in characters.
+const MIN_WORD_CHARS: usize = 3;
+const MAX_WORD_CHARS: usize = 28;
+
+/// Chinese function characters: a run of Han characters is cut at each (particles,
+/// pronouns, copula, measure word). Only characters that rarely start or end a content
+/// word of technical prose; `会` (会话), `能` (性能), `请` (请求), `对` (对象), `等` (等待)
+/// are not among them. Sorted.
+const HAN_BREAKS: &[char] = &[
+    '一', '个', '么', '也', '了', '他', '们', '你', '吗', '吧', '呀', '呢', '和', '哪', '啊', '嘛',
+    '在', '她', '它', '就', '很', '我', '把', '是', '的', '被', '让', '这', '那', '都',
+];
+
+/// Chinese bigrams that are function words: they carry no topic. Sorted.
+const HAN_STOP_BIGRAMS: &[&str] = &[
+    "为什", "之前", "之后", "但是", "可以", "因为", "如何", "如果", "已经", "应该", "所以", "时候",
+    "然后", "现在", "看看", "知道", "觉得", "还是", "需要",
+];
+
+/// Korean particles and endings stripped from the end of a spaced word, longest first.
+const HANGUL_SUFFIXES: &[&str] = &[
+    "입니다",
+    "습니다",
+    "에서",
+    "으로",
+    "까지",
+    "부터",
+    "하고",
+    "해서",
+    "하는",
+    "했다",
+    "한다",
+    "해줘",
+    "주세요",
+    "은",
+    "는",
+    "이",
+    "가",
+    "을",
+    "를",
+    "에",
+    "의",
+    "로",
+    "와",
+    "과",
+    "도",
+    "만",
+    "요",
+    "다",
+];
+
+/// What kind of character this is, for tokenizing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    /// Part of a word of an alphabetic script.
+    Word,
+    Han,
+    Katakana,
+    Hangul,
+    /// Anything else, hiragana included: ends every run.
+    Break,
+}
+
+fn class(c: char) -> Class {
+    match c {
+        '\u{3400}'..='\u{4DBF}'
+        | '\u{4E00}'..='\u{9FFF}'
+        | '\u{F900}'..='\u{FAFF}'
+        | '\u{20000}'..='\u{3134F}' => Class::Han,
+        // `ー` (U+30FC) lengthens a katakana vowel; `・` (U+30FB) separates words.
+        '\u{30FB}' => Class::Break,
+        '\u{30A1}'..='\u{30FF}' | '\u{31F0}'..='\u{31FF}' => Class::Katakana,
+        '\u{AC00}'..='\u{D7A3}' => Class::Hangul,
+        '\u{3040}'..='\u{309F}' | '\u{1100}'..='\u{11FF}' | '\u{3130}'..='\u{318F}' => Class::Break,
+        '_' => Class::Word,
+        // Combining marks left after NFKC (a base letter with no precomposed form).
+        '\u{0300}'..='\u{036F}' | '\u{1AB0}'..='\u{1AFF}' | '\u{1DC0}'..='\u{1DFF}' => Class::Word,
+        c if c.is_alphanumeric() => Class::Word,
+        _ => Class::Break,
+    }
+}
+
+/// The topic terms of a text, in order of appearance, with repeats.
+pub fn terms_of(text: &str) -> impl Iterator<Item = String> + '_ {
+    let mut chars = text.nfkc().flat_map(char::to_lowercase).peekable();
+    let mut pending: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    std::iter::from_fn(move || loop {
+        if let Some(term) = pending.pop_front() {
+            return Some(term);
+        }
+        let first = chars.next()?;
+        let kind = class(first);
+        if kind == Class::Break {
+            continue;
+        }
+        let mut run = vec![first];
+        while let Some(c) = chars.next_if(|&c| class(c) == kind) {
+            // A run longer than any term is still consumed; only its head is kept
+            // for alphabetic words, and CJK runs are cut into bounded pieces anyway.
+            if kind != Class::Word || run.len() <= MAX_WORD_CHARS {
+                run.push(c);
+            }
+            if kind != Class::Word && run.len() >= 256 {
+                break;
+            }
+        }
+        match kind {
+            Class::Word => {
+                if let Some(word) = alphabetic_term(&run) {
+                    return Some(word);
+                }
+            }
+            Class::Han => han_terms(&run, &mut pending),
+            Class::Katakana => {
+                if (2..=MAX_WORD_CHARS).contains(&run.len()) && run.iter().any(|&c| c != 'ー') {
+                    return Some(run.into_iter().collect());
+                }
+            }
+            Class::Hangul => hangul_terms(&run, &mut pending),
+            Class::Break => {}
+        }
+    })
+}
+
+fn alphabetic_term(run: &[char]) -> Option<String> {
+    if !(MIN_WORD_CHARS..=MAX_WORD_CHARS).contains(&run.len())
+        || !run.iter().any(|c| c.is_alphabetic())
+    {
+        return None;
+    }
+    let word: String = run.iter().collect();
+    (!super::is_stopword(&word)).then_some(word)
+}
+
+fn han_terms(run: &[char], out: &mut std::collections::VecDeque<String>) {
+    for piece in run.split(|c| HAN_BREAKS.binary_search(c).is_ok()) {
+        for pair in piece.windows(2) {
+            let bigram: String = pair.iter().collect();
+            if HAN_STOP_BIGRAMS.binary_search(&bigram.as_str()).is_err() {
+                out.push_back(bigram);
+            }
+        }
+    }
+}
+
+fn hangul_terms(run: &[char], out: &mut std::collections::VecDeque<String>) {
+    let word: String = run.iter().collect();
+    if HANGUL_SUFFIXES.contains(&word.as_str()) {
+        return;
+    }
+    let stem = HANGUL_SUFFIXES
+        .iter()
+        .find_map(|s| {
+            word.strip_suffix(s)
+                .filter(|rest| rest.chars().count() >= 2)
+        })
+        .unwrap_or(&word);
+    let syllables: Vec<char> = stem.chars().collect();
+    for pair in syllables.windows(2) {
+        out.push_back(pair.iter().collect());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn terms(text: &str) -> Vec<String> {
+        terms_of(text).collect()
+    }
+
+    #[test]
+    fn tables_are_sorted() {
+        assert!(HAN_BREAKS.windows(2).all(|w| w[0] < w[1]));
+        assert!(HAN_STOP_BIGRAMS.windows(2).all(|w| w[0] < w[1]));
+        assert!(HAN_STOP_BIGRAMS.iter().all(|b| b.chars().count() == 2));
+    }
+
+    #[test]
+    fn accented_latin_letters_stay_in_the_word() {
+        assert_eq!(
+            terms("Update the résumé parser"),
+            ["update", "résumé", "parser"]
+        );
+        // Decomposed accents compose; upper case folds.
+        assert_eq!(
+            terms("RE\u{301}SUME\u{301} Añadir Überall"),
+            ["résumé", "añadir", "überall"]
+        );
+        assert!(!terms("résumé").contains(&"sum".to_owned()));
+        assert_eq!(terms("Ошибка сериализации"), ["ошибка", "сериализации"]);
+        // Full-width ASCII is ASCII.
+        assert_eq!(terms("ＡＰＩ　ｒｅｄｉｓ"), ["api", "redis"]);
+    }
+
+    #[test]
+    fn chinese_yields_bigrams_cut_at_function_characters() {
+        assert_eq!(
+            terms("分析连接池的排队延迟"),
+            ["分析", "析连", "连接", "接池", "排队", "队延", "延迟"]
+        );
+        // Function bigrams and single characters carry nothing.
+        assert!(terms("我们可以吗？你觉得呢").is_empty());
+        // Mixed with ASCII words.
+        assert_eq!(terms("Redis缓存失效"), ["redis", "缓存", "存失", "失效"]);
+    }
+
+    #[test]
+    fn japanese_kanji_bigrams_katakana_words_hiragana_separates() {
+        assert_eq!(
+            terms("データベースの接続遅延を調査してください"),
+            ["データベース", "接続", "続遅", "遅延", "調査"]
+        );
+    }
+
+    #[test]
+    fn korean_words_lose_particles() {
+        assert_eq!(
+            terms("데이터베이스 연결을 분석해 주세요"),
+            ["데이", "이터", "터베", "베이", "이스", "연결", "분석", "석해"]
+        );
+    }
+
+    #[test]
+    fn bounded_on_long_runs() {
+        let long = "数".repeat(10_000);
+        let got = terms(&long);
+        assert!(got.len() > 9_900 && got.len() < 10_000, "{}", got.len());
+        assert!(got.iter().all(|t| t == "数数"));
+        assert_eq!(terms(&"a".repeat(10_000)).len(), 0);
+    }
+}
