@@ -563,8 +563,12 @@ impl Pass<'_> {
                 // The signing point is where `ADD RULE:` lines become session rules (§7.5);
                 // written before the signatures, idempotently, so none is ever lost.
                 out.session_rules.extend(rule_capture.capture_turn(&turn)?);
+                let text = self.redactor.redact_all(
+                    signature::TurnText::of(&turn),
+                    &mut RedactionCounts::default(),
+                );
                 let sig = signature::sign(
-                    &turn,
+                    &text,
                     self.session_id,
                     &self.ctx.workspace.to_string_lossy(),
                     self.ctx.now,

@@ -1105,8 +1105,12 @@ impl Runtime {
             if !crate::rules::turn_marker_rules(turn, &marker_prefix).is_empty() {
                 marker_turns.push(turn.clone());
             }
+            let text = ctx.redactor.redact_all(
+                signature::TurnText::of(turn),
+                &mut crate::redact::RedactionCounts::default(),
+            );
             sigs.push(signature::sign(
-                turn,
+                &text,
                 &session_id,
                 &ctx.workspace_str,
                 &now_str,
