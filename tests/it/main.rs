@@ -9,6 +9,7 @@ mod githttp;
 mod index;
 mod mcp;
 mod pool;
+mod privacy;
 mod rules;
 mod search;
 mod shape;
