@@ -208,7 +208,12 @@ fn read_and_sign(log: &Path, ws: &str) -> usize {
             continue;
         };
         if let Some(turn) = assembler.push(event) {
-            std::hint::black_box(signature::sign(&turn, SESSION, ws, "2026-01-01T00:00:00Z"));
+            let redactor = dsh_chapters::redact::built_in().expect("built-in rules compile");
+            let text = redactor.redact_all(
+                signature::TurnText::of(&turn),
+                &mut dsh_chapters::redact::RedactionCounts::default(),
+            );
+            std::hint::black_box(signature::sign(&text, SESSION, ws, "2026-01-01T00:00:00Z"));
             signed += 1;
         }
     }

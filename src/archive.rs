@@ -571,7 +571,11 @@ impl Pass<'_> {
                 // The signing point is where `ADD RULE:` lines become session rules (§7.5);
                 // written before the signatures, idempotently, so none is ever lost.
                 out.session_rules.extend(rule_capture.capture_turn(&turn)?);
-                let sig = signature::sign_in(&turn, self.session_id, &self.paths, self.ctx.now);
+                let text = self.redactor.redact_all(
+                    signature::TurnText::of(&turn),
+                    &mut RedactionCounts::default(),
+                );
+                let sig = signature::sign_in(&text, self.session_id, &self.paths, self.ctx.now);
                 out.new_sigs.push(sig.clone());
                 Some(sig)
             } else {

@@ -4,6 +4,9 @@
 
 use crate::session::event::MessageSource;
 
+mod spans;
+pub use spans::{screen_spans, unscreened_text, Piece, SpanKind};
+
 /// Strictly the human: only `source.kind == "user"` feeds topic signatures and rules.
 pub fn is_human_authored(source: &MessageSource) -> bool {
     source.kind == "user"

@@ -24,8 +24,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::injection::{is_conversation, is_human_authored};
-use crate::session::event::ToolCall;
+use crate::injection::{is_conversation, is_human_authored, unscreened_text};
+use crate::redact::{Redactable, Redacted};
+use crate::session::event::MessageSource;
 use crate::turn::CompletedTurn;
 use paths::Strictness;
 pub use paths::Workspace;
@@ -147,46 +148,131 @@ const STOPWORDS: &[&str] = &[
     "yourself", "zsh",
 ];
 
-/// Sign one turn. `workspace` is the absolute workspace root, used to make paths
-/// repo-relative; `at` is the RFC 3339 time stamp to record.
-pub fn sign(turn: &CompletedTurn, session_id: &str, workspace: &str, at: &str) -> Signature {
+/// What signing reads of one completed turn: the text of each event it looks at, with the
+/// host-injected spans of user messages already left out (`injection::screen_spans`).
+/// [`sign`] takes it only as `Redacted<TurnText>` (built by `Redactor::redact_all`), so
+/// terms, paths and commands are derived from redacted text and a secret that a pattern
+/// matches can never be lowercased, counted or cut into a signature first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnText {
+    turn: u64,
+    first_seq: u64,
+    end_seq: u64,
+    reason: String,
+    items: Vec<Item>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Item {
+    User { text: String, source: MessageSource },
+    Assistant(String),
+    Call { name: String, arguments: String },
+    Result(String),
+}
+
+impl TurnText {
+    /// The texts of `turn` that signing reads (not yet redacted).
+    pub fn of(turn: &CompletedTurn) -> TurnText {
+        let items = turn
+            .events
+            .iter()
+            .filter_map(|event| {
+                if let Some(msg) = event.user_message() {
+                    let text = if is_conversation(&msg.source) {
+                        unscreened_text(&msg.text).into_owned()
+                    } else {
+                        // Screened whole by the render; only its length is never read.
+                        String::new()
+                    };
+                    Some(Item::User {
+                        text,
+                        source: msg.source.clone(),
+                    })
+                } else if let Some(text) = event.assistant_text() {
+                    Some(Item::Assistant(text.to_owned()))
+                } else if let Some(call) = event.tool_call() {
+                    Some(Item::Call {
+                        name: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                    })
+                } else {
+                    event
+                        .tool_result()
+                        .map(|result| Item::Result(result.content.clone()))
+                }
+            })
+            .collect();
+        TurnText {
+            turn: turn.turn,
+            first_seq: turn.first_seq,
+            end_seq: turn.end_seq,
+            reason: turn.reason.clone(),
+            items,
+        }
+    }
+}
+
+impl Redactable for TurnText {
+    fn map_text(mut self, f: &mut dyn FnMut(&str) -> String) -> Self {
+        for item in &mut self.items {
+            match item {
+                Item::User { text, .. } | Item::Assistant(text) | Item::Result(text) => {
+                    *text = f(text);
+                }
+                Item::Call { name, arguments } => {
+                    *name = f(name);
+                    *arguments = f(arguments);
+                }
+            }
+        }
+        self
+    }
+}
+
+/// Sign one turn from its redacted text. `workspace` is the absolute workspace root, used
+/// to make paths repo-relative; `at` is the RFC 3339 time stamp to record.
+pub fn sign(turn: &Redacted<TurnText>, session_id: &str, workspace: &str, at: &str) -> Signature {
     sign_in(turn, session_id, &Workspace::new(workspace), at)
 }
 
 /// [`sign`] for a session seen through its workspace: the root's `pathMap` twins and the
 /// session's cwd inside it (see [`Workspace::for_session`]).
-pub fn sign_in(turn: &CompletedTurn, session_id: &str, ws: &Workspace, at: &str) -> Signature {
+pub fn sign_in(turn: &Redacted<TurnText>, session_id: &str, ws: &Workspace, at: &str) -> Signature {
+    let turn = turn.get();
     let mut paths = Bounded::new(MAX_PATHS);
     let mut commands = Bounded::new(MAX_COMMANDS);
     let mut term_counts: BTreeMap<String, u64> = BTreeMap::new();
     let mut chars: u64 = 0;
 
-    for event in &turn.events {
-        if let Some(msg) = event.user_message() {
-            if is_conversation(&msg.source) {
-                chars += char_count(&msg.text);
+    for item in &turn.items {
+        match item {
+            Item::User { text, source } => {
+                if is_conversation(source) {
+                    chars += char_count(text);
+                }
+                if is_human_authored(source) {
+                    count_terms(text, &mut term_counts);
+                    paths::scan_text(text, &ws, Strictness::AllowBare, |p| {
+                        paths.insert(p);
+                        !paths.is_full()
+                    });
+                }
             }
-            if is_human_authored(&msg.source) {
-                count_terms(&msg.text, &mut term_counts);
-                paths::scan_text(&msg.text, ws, Strictness::AllowBare, |p| {
-                    paths.insert(p);
-                    !paths.is_full()
+            Item::Assistant(text) => chars += char_count(text),
+            Item::Call { name, arguments } => {
+                chars += char_count(arguments);
+                read_call(name, arguments, ws, &mut paths, &mut commands);
+            }
+            Item::Result(content) => {
+                chars += char_count(content);
+                let mut added = 0;
+                paths::scan_text(content, ws, Strictness::NeedSlash, |p| {
+                    if paths.insert(p) {
+                        added += 1;
+                    }
+                    added < MAX_PATHS_PER_RESULT && !paths.is_full()
                 });
             }
-        } else if let Some(text) = event.assistant_text() {
-            chars += char_count(text);
-        } else if let Some(call) = event.tool_call() {
-            chars += char_count(&call.arguments);
-            read_call(call, ws, &mut paths, &mut commands);
-        } else if let Some(result) = event.tool_result() {
-            chars += char_count(&result.content);
-            let mut added = 0;
-            paths::scan_text(&result.content, ws, Strictness::NeedSlash, |p| {
-                if paths.insert(p) {
-                    added += 1;
-                }
-                added < MAX_PATHS_PER_RESULT && !paths.is_full()
-            });
         }
     }
 
@@ -206,21 +292,22 @@ pub fn sign_in(turn: &CompletedTurn, session_id: &str, ws: &Workspace, at: &str)
 }
 
 /// The first path (its file name) or else the first command a turn's tool calls touch:
-/// what a chapter's file name says when its title says nothing in ASCII.
-pub fn first_touch(turn: &CompletedTurn) -> Option<String> {
+/// what a chapter's file name says when its title says nothing in ASCII. Read from the
+/// redacted text, like everything signing derives.
+pub fn first_touch(turn: &Redacted<TurnText>) -> Option<String> {
     let ws = Workspace::new("");
-    for event in &turn.events {
-        if let Some(call) = event.tool_call() {
+    for item in &turn.get().items {
+        if let Item::Call { name, arguments } = item {
             let mut paths = Bounded::new(1);
             let mut commands = Bounded::new(1);
-            read_call(call, &ws, &mut paths, &mut commands);
-            let name = paths.items.first().and_then(|p| {
+            read_call(name, arguments, &ws, &mut paths, &mut commands);
+            let file = paths.items.first().and_then(|p| {
                 p.trim_end_matches('/')
                     .rsplit('/')
                     .next()
                     .map(str::to_owned)
             });
-            if let Some(hint) = name.or_else(|| commands.items.first().cloned()) {
+            if let Some(hint) = file.or_else(|| commands.items.first().cloned()) {
                 return Some(hint);
             }
         }
@@ -233,9 +320,22 @@ pub fn is_stopword(term: &str) -> bool {
     STOPWORDS.binary_search(&term).is_ok()
 }
 
+/// Terms of redacted text: the words of a marker (`⟦redacted:credential sha256=…⟧`, an
+/// omission) are ours, not the turn's, so the text between `⟦` and `⟧` is skipped.
 fn count_terms(text: &str, counts: &mut BTreeMap<String, u64>) {
-    for term in terms_of(text) {
-        *counts.entry(term).or_default() += 1;
+    let mut rest = text;
+    loop {
+        let (words, after) = match rest.split_once('⟦') {
+            Some((words, marked)) => (words, marked.split_once('⟧').map(|(_, a)| a)),
+            None => (rest, None),
+        };
+        for term in terms_of(words) {
+            *counts.entry(term).or_default() += 1;
+        }
+        match after {
+            Some(next) => rest = next,
+            None => return,
+        }
     }
 }
 
@@ -267,25 +367,31 @@ fn is_path_key(key: &str) -> bool {
 }
 
 /// Paths (and, for shell tools, commands) of one tool call.
-fn read_call(call: &ToolCall, ws: &Workspace, paths: &mut Bounded, commands: &mut Bounded) {
-    let parsed = match serde_json::from_str::<Value>(&call.arguments) {
+fn read_call(
+    name: &str,
+    arguments: &str,
+    ws: &Workspace,
+    paths: &mut Bounded,
+    commands: &mut Bounded,
+) {
+    let parsed = match serde_json::from_str::<Value>(arguments) {
         // Some producers double-encode: the arguments are a JSON string holding JSON.
         Ok(Value::String(inner)) => serde_json::from_str::<Value>(&inner).ok(),
         other => other.ok(),
     };
     let Some(args) = parsed else {
         // Unreadable arguments: only mentions that would pass in tool output.
-        paths::scan_text(&call.arguments, ws, Strictness::NeedSlash, |p| {
+        paths::scan_text(arguments, ws, Strictness::NeedSlash, |p| {
             paths.insert(p);
             !paths.is_full()
         });
         return;
     };
     collect_declared_paths(&args, false, ws, paths);
-    if !is_shell_tool(&call.name) {
+    if !is_shell_tool(name) {
         return;
     }
-    let dialect = Dialect::of_tool(&call.name, ws.is_windows());
+    let dialect = Dialect::of_tool(name, ws.is_windows());
     let facts = match args.get("command").or_else(|| args.get("cmd")) {
         Some(Value::String(script)) => shell::read_script(script, dialect),
         Some(Value::Array(argv)) => {
@@ -352,9 +458,10 @@ impl Bounded {
         }
     }
 
-    /// Adds a new item; true when it was added.
+    /// Adds a new item; true when it was added. A word holding a marker's bracket (a
+    /// redacted secret, an omission) is a piece of our markup, never a path or command.
     fn insert(&mut self, item: String) -> bool {
-        if self.is_full() || self.seen.contains(&item) {
+        if self.is_full() || self.seen.contains(&item) || item.contains(['⟦', '⟧']) {
             return false;
         }
         self.seen.insert(item.clone());
@@ -442,7 +549,12 @@ mod tests {
                 reason: "completed".into(),
                 events: self.events.clone(),
             };
-            sign(&turn, "session-1", WS, "2026-10-22T10:00:00Z")
+            let redactor = crate::redact::built_in().expect("built-in rules compile");
+            let text = redactor.redact_all(
+                TurnText::of(&turn),
+                &mut crate::redact::RedactionCounts::default(),
+            );
+            sign(&text, "session-1", WS, "2026-10-22T10:00:00Z")
         }
     }
 
@@ -489,6 +601,38 @@ mod tests {
         let long = "a".repeat(29);
         assert_eq!(terms_of(&format!("{long} {}", "b".repeat(28))).count(), 1);
         assert_eq!(terms_of("").count(), 0);
+    }
+
+    #[test]
+    fn secrets_and_injected_spans_never_become_terms_paths_or_commands() {
+        let sig = Log::new()
+            .user(
+                "user",
+                "Rotate AKIAIOSFODNN7EXAMPLE now, then call https://api.example.com/v1?token=Hunter2Hunter2 \
+                 and postgres://admin:Sup3rSecretPw@db.internal/app\n\
+                 <system-reminder>kubernetes kubernetes kubernetes</system-reminder>\n\
+                 rotate rotate",
+            )
+            .call(
+                "bash",
+                json!({"command": "curl -H 'Authorization: Bearer ghp_0123456789abcdefghijABCDEFGHIJ012345' https://x"}),
+            )
+            .result("see /home/ana/proj/src/ghp_0123456789abcdefghijABCDEFGHIJ012345.rs")
+            .sign();
+        let line = serde_json::to_string(&sig).unwrap().to_lowercase();
+        for secret in [
+            "akiaiosfodnn7example",
+            "hunter2",
+            "sup3rsecretpw",
+            "ghp_0123456789",
+            "kubernetes",
+            "redacted",
+            "credential",
+        ] {
+            assert!(!line.contains(secret), "{secret} in {line}");
+        }
+        assert_eq!(sig.terms[0], "rotate");
+        assert_eq!(sig.commands, vec!["curl"]);
     }
 
     #[test]

@@ -1123,7 +1123,11 @@ impl Runtime {
             if !crate::rules::turn_marker_rules(turn, &marker_prefix).is_empty() {
                 marker_turns.push(turn.clone());
             }
-            sigs.push(signature::sign_in(turn, &session_id, &paths, &now_str));
+            let text = ctx.redactor.redact_all(
+                signature::TurnText::of(turn),
+                &mut crate::redact::RedactionCounts::default(),
+            );
+            sigs.push(signature::sign_in(&text, &session_id, &paths, &now_str));
         });
         let capture = crate::rules::store::SessionCapture {
             store: &ctx.store,

@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use crate::curation::normalize_topic;
+use crate::redact::{Redacted, RedactionCounts, Redactor};
 
 pub const TITLE_MAX_CHARS: usize = 160;
 pub const SUMMARY_MAX_CHARS: usize = 800;
@@ -106,8 +107,29 @@ fn text(
     Ok(s.to_owned())
 }
 
-pub fn parse(content: &str) -> Result<Answer, AnswerError> {
+/// The answer's JSON object, every string in it redacted before any field is read: a topic
+/// is lowercased and a title cut only after a secret the model echoed has become a marker.
+fn redacted_object(
+    content: &str,
+    redactor: &Redactor,
+    counts: &mut RedactionCounts,
+) -> Result<Redacted<Value>, AnswerError> {
     let value = json_object(content)?;
+    Ok(redactor.redact_json(&value, counts))
+}
+
+/// Validate a completion's answer; its strings are redacted first.
+pub fn parse(
+    content: &str,
+    redactor: &Redactor,
+    counts: &mut RedactionCounts,
+) -> Result<Answer, AnswerError> {
+    fields(&redacted_object(content, redactor, counts)?)
+}
+
+/// The answer's fields, from its redacted object only.
+fn fields(value: &Redacted<Value>) -> Result<Answer, AnswerError> {
+    let value = value.get();
     let title = text(&value, "title", TITLE_MAX_CHARS, true)?;
     let summary = text(&value, "summary", SUMMARY_MAX_CHARS, false)?;
     let raw_topics = value
@@ -122,6 +144,12 @@ pub fn parse(content: &str) -> Result<Answer, AnswerError> {
     }
     let mut topics = Vec::new();
     for t in raw_topics {
+        if t.as_str()
+            .is_some_and(|t| t.contains(crate::redact::MARKER_PREFIX))
+        {
+            // A redacted secret is no topic; the label is dropped, never lowercased.
+            continue;
+        }
         let label = t
             .as_str()
             .map(normalize_topic)
@@ -139,7 +167,10 @@ pub fn parse(content: &str) -> Result<Answer, AnswerError> {
             topics.push(label);
         }
     }
-    let rules = parse_rules_field(&value)?;
+    if topics.is_empty() {
+        return Err(field("topics", "holds only redacted secrets"));
+    }
+    let rules = parse_rules_field(value)?;
     Ok(Answer {
         title,
         summary,
@@ -148,13 +179,17 @@ pub fn parse(content: &str) -> Result<Answer, AnswerError> {
     })
 }
 
-/// The answer of a dedicated mining call: `{"rules": [...]}`.
-pub fn parse_rules(content: &str) -> Result<Vec<MinedRule>, AnswerError> {
-    let value = json_object(content)?;
-    if value.get("rules").is_none() {
+/// The answer of a dedicated mining call: `{"rules": [...]}`, its strings redacted first.
+pub fn parse_rules(
+    content: &str,
+    redactor: &Redactor,
+    counts: &mut RedactionCounts,
+) -> Result<Vec<MinedRule>, AnswerError> {
+    let value = redacted_object(content, redactor, counts)?;
+    if value.get().get("rules").is_none() {
         return Err(field("rules", "is missing"));
     }
-    parse_rules_field(&value)
+    parse_rules_field(value.get())
 }
 
 fn parse_rules_field(value: &Value) -> Result<Vec<MinedRule>, AnswerError> {
@@ -218,6 +253,32 @@ pub fn check_stated(rule: &MinedRule, human_text: &[String]) -> RuleLabel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse(content: &str) -> Result<Answer, AnswerError> {
+        let redactor = crate::redact::built_in().expect("built-in rules");
+        super::parse(content, redactor, &mut RedactionCounts::default())
+    }
+
+    fn parse_rules(content: &str) -> Result<Vec<MinedRule>, AnswerError> {
+        let redactor = crate::redact::built_in().expect("built-in rules");
+        super::parse_rules(content, redactor, &mut RedactionCounts::default())
+    }
+
+    #[test]
+    fn an_echoed_secret_is_redacted_before_it_is_lowercased_or_kept() {
+        let answer = parse(
+            r#"{"title":"Rotated AKIAQ7ZXW4JRMN2KVB5T","summary":"Used ?token=Tq9sk2LmQ8","topics":["AKIAQ7ZXW4JRMN2KVB5T","auth"],"rules":[{"text":"Never paste AKIAQ7ZXW4JRMN2KVB5T"}]}"#,
+        )
+        .unwrap();
+        let all = format!("{answer:?}").to_lowercase();
+        assert!(
+            !all.contains("akiaq7zx") && !all.contains("tq9sk2lm"),
+            "{all}"
+        );
+        assert_eq!(answer.topics, vec!["auth"]);
+        assert!(answer.title.contains(crate::redact::MARKER_PREFIX));
+        assert!(parse(r#"{"title":"t","summary":"s","topics":["AKIAQ7ZXW4JRMN2KVB5T"]}"#).is_err());
+    }
 
     #[test]
     fn a_good_answer_in_any_wrapping() {

@@ -530,7 +530,7 @@ pub fn run_with(
             }
             match chat(&endpoint, ctx.config, ctx.key, &model, &messages) {
                 Completion::Content(content) => {
-                    let result = answer::parse(&content);
+                    let result = answer::parse(&content, redactor, &mut counts);
                     let valid = result.is_ok();
                     parsed = Some(result);
                     if valid {
@@ -581,7 +581,7 @@ pub fn run_with(
             for _ in 0..2 {
                 match chat(&endpoint, ctx.config, ctx.key, rules_model, &mining) {
                     Completion::Content(content) => {
-                        if let Ok(rules) = answer::parse_rules(&content) {
+                        if let Ok(rules) = answer::parse_rules(&content, redactor, &mut counts) {
                             found = Some(rules);
                             break;
                         }

@@ -33,21 +33,6 @@ pub struct Slice {
     pub body_head: String,
 }
 
-/// A message block of a rendered chapter body: `**User** · seq N` or `**Assistant** · seq N`,
-/// then its text up to the next block header.
-fn block_role(line: &str) -> Option<Option<&'static str>> {
-    let rest = line.strip_prefix("**")?;
-    let (role, tail) = rest.split_once("**")?;
-    if !tail.starts_with(" · seq ") && !tail.starts_with(" `") {
-        return None;
-    }
-    Some(match role {
-        "User" => Some("user"),
-        "Assistant" => Some("assistant"),
-        _ => None,
-    })
-}
-
 /// Cut at a character boundary, marking the cut.
 fn cap(text: &str, chars: usize) -> String {
     let text = text.trim();
@@ -58,20 +43,16 @@ fn cap(text: &str, chars: usize) -> String {
 }
 
 pub fn slice(body: &str, limits: &SliceLimits) -> Slice {
-    let mut blocks: Vec<(&'static str, String)> = Vec::new();
-    let mut current: Option<(&'static str, String)> = None;
-    for line in body.lines() {
-        if let Some(role) = block_role(line) {
-            blocks.extend(current.take());
-            current = role.map(|r| (r, String::new()));
-            continue;
-        }
-        if let Some((_, text)) = current.as_mut() {
-            text.push_str(line);
-            text.push('\n');
-        }
-    }
-    blocks.extend(current);
+    use crate::render::read::{messages, Speaker};
+    // The body's own reader: a speaker line typed inside a message is message text.
+    let blocks: Vec<(&'static str, String)> = messages(body)
+        .into_iter()
+        .filter_map(|m| match m.speaker {
+            Speaker::User => Some(("user", m.text)),
+            Speaker::Assistant => Some(("assistant", m.text)),
+            Speaker::DelegateReport | Speaker::HostNotice => None,
+        })
+        .collect();
     let assistant: Vec<&String> = blocks
         .iter()
         .filter(|(r, t)| *r == "assistant" && !t.trim().is_empty())

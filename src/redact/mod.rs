@@ -71,6 +71,15 @@ impl Redacted<String> {
     }
 }
 
+/// A value made of conversation text: every string in it that came from a log, a person,
+/// a tool or a model is rewritten by one function. Implemented beside the type (the
+/// signer's `signature::TurnText`); only [`Redactor::redact_all`] calls it, so the only
+/// way to a `Redacted<T>` is through the rules. An implementation must hand every such
+/// string to `f` and keep nothing from the value it consumed.
+pub trait Redactable: Sized {
+    fn map_text(self, f: &mut dyn FnMut(&str) -> String) -> Self;
+}
+
 /// Counts per rule name; never values.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RedactionCounts {
@@ -411,6 +420,11 @@ impl Redactor {
         }
         out.push_str(&text[copied..]);
         Redacted(out)
+    }
+
+    /// Redact every text of a [`Redactable`] value: what derivers read (the signer's turn).
+    pub fn redact_all<T: Redactable>(&self, value: T, counts: &mut RedactionCounts) -> Redacted<T> {
+        Redacted(value.map_text(&mut |text| self.redact(text, counts).into_inner()))
     }
 
     /// Redact every string inside a JSON value (keys kept), for ledger lines.

@@ -7,12 +7,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::markdown::{cut_at_word, heading_or_first_line, inline_code, one_line, push_fenced};
+use super::markdown::{
+    cut_at_word, escape_inline, heading_or_first_line, inline_code, one_line, push_fenced,
+    push_message_fence,
+};
 use super::{
     artifact_path, estimated_tokens, file_stem, sha256_hex, Artifact, SUMMARY_MAX_CHARS,
     TITLE_MAX_CHARS,
 };
-use crate::injection::{is_conversation, is_human_authored};
+use crate::injection::{is_conversation, is_human_authored, screen_spans, Piece};
 use crate::redact::{Redacted, RedactionCounts, Redactor};
 use crate::session::event::{Event, MessageSource, ToolCall, ToolResult, UserMessage};
 use crate::turn::CompletedTurn;
@@ -148,13 +151,7 @@ impl Walker<'_> {
 
     fn user(&mut self, seq: u64, m: &UserMessage) {
         if !is_conversation(&m.source) {
-            self.out.omitted_injections += 1;
-            let line = format!(
-                "{OMITTED_MARKER_PREFIX}{} · seq {seq} · {} chars⟧_\n",
-                source_label(&m.source),
-                m.text.chars().count()
-            );
-            self.block().push_str(&line);
+            self.omitted(&source_label(&m.source), seq, m.text.chars().count());
             return;
         }
         self.out.messages += 1;
@@ -165,19 +162,50 @@ impl Walker<'_> {
         } else {
             format!("**Host notice** ({})", source_label(&m.source))
         };
-        let block = self.block();
-        block.push_str(&format!("{speaker} · seq {seq}\n\n"));
-        if m.text.trim().is_empty() {
-            block.push_str("_(no text)_\n");
+        let pieces = screen_spans(&m.text);
+        let own_text: String = pieces
+            .iter()
+            .filter_map(|p| match p {
+                Piece::Text(t) => Some(*t),
+                Piece::Screened { .. } => None,
+            })
+            .collect();
+        self.block().push_str(&format!("{speaker} · seq {seq}\n\n"));
+        let screened = pieces.iter().any(|p| matches!(p, Piece::Screened { .. }));
+        if own_text.trim().is_empty() && !screened {
+            self.out.markdown.push_str("_(no text)_\n");
         } else {
-            push_text(block, &m.text);
+            // Injected spans inside the message leave the same marker a host-injected
+            // message does, between fenced pieces of the message's own text.
+            let mut first = true;
+            for piece in &pieces {
+                if !first {
+                    self.out.markdown.push('\n');
+                }
+                first = false;
+                match piece {
+                    Piece::Text(t) => push_message_fence(&mut self.out.markdown, t),
+                    Piece::Screened { kind, chars } => {
+                        self.out.omitted_injections += 1;
+                        let line = omitted_line(kind.label(), seq, *chars);
+                        self.out.markdown.push_str(&line);
+                    }
+                }
+            }
         }
         if is_human_authored(&m.source)
             && self.out.first_human.is_none()
-            && !m.text.trim().is_empty()
+            && !own_text.trim().is_empty()
         {
-            self.out.first_human = Some(m.text.clone());
+            self.out.first_human = Some(own_text);
         }
+    }
+
+    /// A whole host-injected message, screened: its countable marker line.
+    fn omitted(&mut self, label: &str, seq: u64, chars: usize) {
+        self.out.omitted_injections += 1;
+        let line = omitted_line(label, seq, chars);
+        self.block().push_str(&line);
     }
 
     /// Assistant text; a message with no text (only tool calls or reasoning) renders
@@ -189,7 +217,7 @@ impl Walker<'_> {
         self.out.messages += 1;
         let block = self.block();
         block.push_str(&format!("**Assistant** · {position}\n\n"));
-        push_text(block, text);
+        push_message_fence(block, text);
         if self.out.first_assistant.is_none() {
             self.out.first_assistant = Some(text.to_owned());
         }
@@ -296,12 +324,9 @@ impl Walker<'_> {
     }
 }
 
-/// Verbatim text, closed with a newline when it lacks one.
-fn push_text(out: &mut String, text: &str) {
-    out.push_str(text);
-    if !text.ends_with('\n') {
-        out.push('\n');
-    }
+/// The line a screened injection leaves: `_⟦omitted: host-injected LABEL · seq N · M chars⟧_`.
+fn omitted_line(label: &str, seq: u64, chars: usize) -> String {
+    format!("{OMITTED_MARKER_PREFIX}{label} · seq {seq} · {chars} chars⟧_\n")
 }
 
 /// `` `name` · `callId` `` with whichever parts are known.
@@ -318,8 +343,13 @@ fn call_ident(name: Option<&str>, call_id: &str) -> String {
     parts.join(" · ")
 }
 
-/// `kind[:name][/form]`, on one line.
+/// `kind[:name][/form]`, on one line, escaped so it reads as text in markdown.
 fn source_label(source: &MessageSource) -> String {
+    escape_inline(&raw_source_label(source), false)
+}
+
+/// `kind[:name][/form]`, on one line.
+fn raw_source_label(source: &MessageSource) -> String {
     let mut label = one_line(&source.kind);
     if let Some(name) = &source.name {
         label.push(':');
@@ -435,13 +465,13 @@ mod tests {
         assert_eq!(c.messages, 2);
         assert!(
             c.markdown
-                .contains("**Assistant** · seq 1–2 (streamed)\n\nHello\n"),
+                .contains("**Assistant** · seq 1–2 (streamed)\n\n```text\nHello\n```\n"),
             "{}",
             c.markdown
         );
         assert!(c
             .markdown
-            .contains("**Assistant** · seq 4–4 (streamed)\n\nBye\n"));
+            .contains("**Assistant** · seq 4–4 (streamed)\n\n```text\nBye\n```\n"));
         assert!(!c.markdown.contains("hmm"));
         assert_eq!(c.last_assistant.as_deref(), Some("Bye"));
 
@@ -503,7 +533,7 @@ mod tests {
             name: Some("n\u{7}".into()),
             form: Some("f\r\n".into()),
         };
-        assert_eq!(source_label(&src), "evil kind:n/f");
+        assert_eq!(raw_source_label(&src), "evil kind:n/f");
     }
 
     #[test]

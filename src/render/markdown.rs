@@ -54,6 +54,51 @@ pub(super) fn push_fenced(out: &mut String, info: &str, content: &str) {
     out.push('\n');
 }
 
+/// The info string of a message's fence: what marks a block as conversation text.
+pub(super) const MESSAGE_INFO: &str = "text";
+
+/// A message's text in a fenced block its content cannot close, so nothing typed in a
+/// message (a speaker line, a heading, a fence, HTML, a marker) is read as our markup.
+/// The content is copied byte for byte and ONE newline always follows it before the
+/// closing fence: the text is exactly the block's content minus that newline
+/// ([`super::read::messages`]).
+pub(super) fn push_message_fence(out: &mut String, content: &str) {
+    let fence = fence_for(content);
+    out.push_str(&fence);
+    out.push_str(MESSAGE_INFO);
+    out.push('\n');
+    out.push_str(content);
+    out.push('\n');
+    out.push_str(&fence);
+    out.push('\n');
+}
+
+/// A one-line value (a title, a summary, a label) as markdown inline text that reads as
+/// itself: the characters that would start emphasis, code, links, HTML, entities or
+/// strike-through are backslash-escaped, and so is a first character that would open a
+/// block (a list, a quote, a heading, a fence) when the line starts a block.
+pub(super) fn escape_inline(s: &str, starts_block: bool) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if matches!(
+            c,
+            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '&' | '~' | '#' | '|' | '!'
+        ) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    if starts_block {
+        let digits = out.bytes().take_while(u8::is_ascii_digit).count();
+        if matches!(out.as_bytes().first(), Some(b'-' | b'+' | b'=')) {
+            out.insert(0, '\\');
+        } else if digits > 0 && matches!(out.as_bytes().get(digits), Some(b'.' | b')')) {
+            out.insert(digits, '\\');
+        }
+    }
+    out
+}
+
 /// `s` as an inline code span on one line, delimited by more backticks than it contains.
 pub(super) fn inline_code(s: &str) -> String {
     let s = one_line(s);

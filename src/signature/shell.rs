@@ -115,7 +115,9 @@ fn read_script_into(script: &str, dialect: Dialect, depth: u32, facts: &mut Shel
 /// The program's name: no directory, no `.exe`; lower-cased where the shell ignores case.
 fn program_name(word: &str, dialect: Dialect) -> String {
     let name = word.rsplit(['/', '\\']).next().unwrap_or_default();
-    let windows_binary = name.len() > 4 && name[name.len() - 4..].eq_ignore_ascii_case(".exe");
+    // Bytes, not `str` slicing: the name may end in a multi-byte character (`…⟧`).
+    let windows_binary =
+        name.len() > 4 && name.as_bytes()[name.len() - 4..].eq_ignore_ascii_case(b".exe");
     let name = if windows_binary {
         &name[..name.len() - 4]
     } else {
@@ -507,6 +509,16 @@ mod tests {
 
     fn commands(script: &str) -> Vec<String> {
         read_script(script, Dialect::Posix).commands
+    }
+
+    #[test]
+    fn a_program_name_ending_in_a_wide_character_is_read_not_a_panic() {
+        assert_eq!(
+            program_name("x=⟦redacted⟧", Dialect::PowerShell),
+            "x=⟦redacted⟧"
+        );
+        assert_eq!(program_name("C:\\bin\\Tool.EXE", Dialect::Cmd), "tool");
+        assert_eq!(program_name("é.exe", Dialect::Posix), "é");
     }
 
     #[test]

@@ -1160,3 +1160,39 @@ fn a_monorepo_package_session_is_followed_for_the_root_workspace() {
     assert_eq!(first["paths"], json!(["svc/api/src/parse.rs"]), "{first}");
     assert!(session_status(&status(&sb), Q).is_some(), "status lists it");
 }
+
+/// Issue 13.1 on the daemon's signing path: a turn of secrets is signed from its redacted
+/// text, so the collection line holds no lowercased secret as a term.
+#[test]
+fn the_daemon_signs_from_redacted_text() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let mut live = Live::create(&sb, P, |_| {});
+    let _d = Daemon::start(&sb, &[]);
+    let secrets = ["AKIAQ7ZXW4JRMN2KVB5T", "glpat-Lx8Rq2VmNk4TzW7bHc9D"];
+    let text = format!(
+        "{a} {a} {a} {b} {b} {b} rotate",
+        a = secrets[0],
+        b = secrets[1]
+    );
+    live.writer
+        .append_turn(&mut live.script, &TurnSpec::new(&text, "Rotated."))
+        .expect("append turn");
+    wait_for("turn signed", || signed(&sb, P, P).len() == 1);
+    let ledger = std::fs::read_to_string(
+        sb.store()
+            .join(P)
+            .join("collections")
+            .join(format!("{P}.jsonl")),
+    )
+    .expect("ledger")
+    .to_ascii_lowercase();
+    for secret in secrets {
+        let secret = secret.to_ascii_lowercase();
+        for piece in secret.as_bytes().windows(8) {
+            let piece = std::str::from_utf8(piece).expect("ascii");
+            assert!(!ledger.contains(piece), "{piece:?} in {ledger}");
+        }
+    }
+    assert!(ledger.contains("\"rotate\""), "{ledger}");
+}

@@ -11,6 +11,7 @@ mod identity;
 mod index;
 mod mcp;
 mod pool;
+mod privacy;
 mod rules;
 mod scripts;
 mod search;

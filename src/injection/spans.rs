@@ -1,0 +1,217 @@
+//! Host-injected spans inside one user-role message (issue 13.3): `<system-reminder>…
+//! </system-reminder>` blocks and the instruction-file reminder form (a line `Instructions
+//! from: <path>` followed by the file's text). The render screen replaces each with the
+//! countable omission marker a host-injected message leaves, and the signer never reads
+//! their words; everything else of the message stays byte for byte. Pure.
+//!
+//! - A `<system-reminder>` tag (any letter case) opens a span that runs through the next
+//!   `</system-reminder>`, or to the end of the message when none follows (a reminder cut
+//!   short is still the host's text, and a wrong keep would publish it).
+//! - `Instructions from: <path>` (any letter case, at the start of a line, the rest of the
+//!   line one path-looking word: it holds `/` or `\`, or ends in `.md`) opens a span that
+//!   runs to the end of the message: the form carries a whole instruction file and has no
+//!   closing line of its own.
+
+/// The tag that opens a reminder block, lowercase.
+const REMINDER_OPEN: &str = "<system-reminder>";
+/// The tag that closes it, lowercase.
+const REMINDER_CLOSE: &str = "</system-reminder>";
+/// The reminder form's line prefix, lowercase.
+const INSTRUCTIONS_FROM: &str = "instructions from:";
+
+/// What a screened span was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpanKind {
+    SystemReminder,
+    InstructionsFrom,
+}
+
+impl SpanKind {
+    /// The label its omission marker names.
+    pub fn label(self) -> &'static str {
+        match self {
+            SpanKind::SystemReminder => "system-reminder",
+            SpanKind::InstructionsFrom => "instructions-from",
+        }
+    }
+}
+
+/// One piece of a message, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece<'a> {
+    /// The message's own bytes, verbatim.
+    Text(&'a str),
+    /// A screened span: what it was and its length in characters.
+    Screened { kind: SpanKind, chars: usize },
+}
+
+/// The message cut into its own text and its screened spans; empty text pieces are left out.
+/// Text without any span is one `Text` piece (or none when empty).
+pub fn screen_spans(text: &str) -> Vec<Piece<'_>> {
+    let mut pieces = Vec::new();
+    let mut at = 0;
+    while at < text.len() {
+        let Some((start, kind)) = next_span(text, at) else {
+            break;
+        };
+        let end = match kind {
+            SpanKind::SystemReminder => {
+                let body = start + REMINDER_OPEN.len();
+                find_ci(text, body, REMINDER_CLOSE).map_or(text.len(), |c| c + REMINDER_CLOSE.len())
+            }
+            SpanKind::InstructionsFrom => text.len(),
+        };
+        if start > at {
+            pieces.push(Piece::Text(&text[at..start]));
+        }
+        pieces.push(Piece::Screened {
+            kind,
+            chars: text[start..end].chars().count(),
+        });
+        at = end;
+    }
+    if at < text.len() {
+        pieces.push(Piece::Text(&text[at..]));
+    }
+    pieces
+}
+
+/// The message's own text with every screened span left out (what signatures read).
+pub fn unscreened_text(text: &str) -> std::borrow::Cow<'_, str> {
+    let pieces = screen_spans(text);
+    match pieces.as_slice() {
+        [] => std::borrow::Cow::Borrowed(""),
+        [Piece::Text(only)] => std::borrow::Cow::Borrowed(only),
+        _ => {
+            let mut out = String::with_capacity(text.len());
+            for piece in &pieces {
+                match piece {
+                    Piece::Text(t) => out.push_str(t),
+                    // A space keeps the words on either side apart.
+                    Piece::Screened { .. } => out.push(' '),
+                }
+            }
+            std::borrow::Cow::Owned(out)
+        }
+    }
+}
+
+/// The earliest span start at or after `from`.
+fn next_span(text: &str, from: usize) -> Option<(usize, SpanKind)> {
+    let reminder = find_ci(text, from, REMINDER_OPEN).map(|at| (at, SpanKind::SystemReminder));
+    let instructions = instructions_line(text, from).map(|at| (at, SpanKind::InstructionsFrom));
+    match (reminder, instructions) {
+        (Some(r), Some(i)) => Some(if i.0 < r.0 { i } else { r }),
+        (r, i) => r.or(i),
+    }
+}
+
+/// The start of the first `Instructions from: <path>` line at or after `from`.
+fn instructions_line(text: &str, from: usize) -> Option<usize> {
+    let mut search = from;
+    while let Some(at) = find_ci(text, search, INSTRUCTIONS_FROM) {
+        search = at + INSTRUCTIONS_FROM.len();
+        let line_start = text[..at].rfind('\n').map_or(0, |n| n + 1);
+        if line_start < from || !text[line_start..at].trim().is_empty() {
+            continue;
+        }
+        let rest = &text[at + INSTRUCTIONS_FROM.len()..];
+        let line = rest.split('\n').next().unwrap_or_default().trim();
+        let one_word = !line.is_empty() && !line.contains(char::is_whitespace);
+        let path_like =
+            line.contains('/') || line.contains('\\') || line.to_ascii_lowercase().ends_with(".md");
+        if one_word && path_like {
+            return Some(line_start);
+        }
+    }
+    None
+}
+
+/// The first ASCII-case-insensitive occurrence of `needle` (lowercase ASCII) at or after `from`.
+fn find_ci(text: &str, from: usize, needle: &str) -> Option<usize> {
+    let hay = text.as_bytes();
+    let needle = needle.as_bytes();
+    let first = needle[0];
+    let mut at = from;
+    while at + needle.len() <= hay.len() {
+        let found = memchr::memchr2(first, first.to_ascii_uppercase(), &hay[at..])?;
+        let start = at + found;
+        if start + needle.len() > hay.len() {
+            return None;
+        }
+        if hay[start..start + needle.len()].eq_ignore_ascii_case(needle) {
+            return Some(start);
+        }
+        at = start + 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(text: &str) -> Vec<String> {
+        screen_spans(text)
+            .into_iter()
+            .map(|p| match p {
+                Piece::Text(t) => format!("T:{t}"),
+                Piece::Screened { kind, chars } => format!("S:{}:{chars}", kind.label()),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn plain_text_is_one_piece() {
+        assert_eq!(shape("fix the parser"), ["T:fix the parser"]);
+        assert!(screen_spans("").is_empty());
+        assert_eq!(unscreened_text("abc"), "abc");
+    }
+
+    #[test]
+    fn reminder_blocks_are_screened_and_the_rest_kept_verbatim() {
+        let text = "before\n<system-reminder>\nsecret words\n</system-reminder>\nafter <SYSTEM-REMINDER>x</System-Reminder>!";
+        assert_eq!(
+            shape(text),
+            [
+                "T:before\n",
+                "S:system-reminder:49",
+                "T:\nafter ",
+                "S:system-reminder:36",
+                "T:!"
+            ]
+        );
+        assert_eq!(unscreened_text(text), "before\n \nafter  !");
+    }
+
+    #[test]
+    fn an_unclosed_reminder_runs_to_the_end() {
+        assert_eq!(
+            shape("ask <system-reminder> rest of it"),
+            ["T:ask ", "S:system-reminder:28"]
+        );
+    }
+
+    #[test]
+    fn the_instructions_form_needs_a_path_at_a_line_start() {
+        let text = "please read\nInstructions from: /repo/AGENTS.md\n# Rules\nalways lint\n";
+        assert_eq!(shape(text), ["T:please read\n", "S:instructions-from:55"]);
+        for kept in [
+            "I got instructions from: my boss",
+            "instructions from: the team lead",
+            "say instructions from: /x/AGENTS.md",
+        ] {
+            assert_eq!(shape(kept), [format!("T:{kept}")], "{kept}");
+        }
+        assert_eq!(
+            shape("  INSTRUCTIONS FROM: C:\\w\\CLAUDE.md\nbody"),
+            ["S:instructions-from:40"]
+        );
+    }
+
+    #[test]
+    fn utf8_around_spans_is_cut_at_boundaries() {
+        let text = "é<system-reminder>ü</system-reminder>日本";
+        assert_eq!(shape(text), ["T:é", "S:system-reminder:36", "T:日本"]);
+    }
+}
