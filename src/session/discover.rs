@@ -82,10 +82,25 @@ pub fn parse_log_file_name(name: &str) -> Option<(u32, bool)> {
 /// Every session of the workspace, sorted by directory name; sessions without any log
 /// file are skipped. A missing workspace directory is an empty list.
 pub fn list_sessions(dsh_home: &Path, workspace: &str) -> Result<Vec<SessionLog>, DiscoverError> {
+    let (sessions, unreadable) = list_sessions_and_unreadable(dsh_home, workspace)?;
+    match unreadable.into_iter().next() {
+        Some((_, e)) => Err(e),
+        None => Ok(sessions),
+    }
+}
+
+/// [`list_sessions`], with every session directory that cannot be read given back beside
+/// the sessions (directory, error) instead of failing the whole list: an unreadable
+/// session fails only itself. An unreadable workspace directory is still an error.
+#[allow(clippy::type_complexity)]
+pub fn list_sessions_and_unreadable(
+    dsh_home: &Path,
+    workspace: &str,
+) -> Result<(Vec<SessionLog>, Vec<(PathBuf, DiscoverError)>), DiscoverError> {
     let dir = workspace_sessions_dir(dsh_home, workspace);
     let entries = match std::fs::read_dir(&dir) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), Vec::new())),
         Err(source) => return Err(DiscoverError::Io { dir, source }),
     };
     let mut session_dirs = Vec::new();
@@ -102,16 +117,17 @@ pub fn list_sessions(dsh_home: &Path, workspace: &str) -> Result<Vec<SessionLog>
     }
     session_dirs.sort();
     let mut sessions = Vec::new();
+    let mut unreadable = Vec::new();
     for session_dir in session_dirs {
         match highest_generation(&session_dir) {
             Ok(Some(log)) => sessions.push(log),
             Ok(None) => {}
             // Removed between the listing and now: it has no log any more.
             Err(DiscoverError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+            Err(e) => unreadable.push((session_dir, e)),
         }
     }
-    Ok(sessions)
+    Ok((sessions, unreadable))
 }
 
 /// The highest-generation log in one session directory, if any. When a generation exists
