@@ -421,6 +421,7 @@ fn archive_session(
         number: 0,
         next_plan_number: 0,
         tool_result_artifact_tokens: ctx.config.tool_result_artifact_tokens,
+        render_reasoning: ctx.config.render_reasoning,
     };
     let pass = Pass {
         ctx,

@@ -69,6 +69,7 @@ pub struct Config {
     pub chapter_limit: u64,
     pub tool_result_artifact_tokens: u64,
     pub tool_result_defer_floor_tokens: u64,
+    pub render_reasoning: bool,
     pub max_event_bytes: u64,
     pub writer_lock_timeout_ms: u64,
     pub sync_timeout_ms: u64,
@@ -510,6 +511,7 @@ mod tests {
             chapter_limit: 8000,
             tool_result_artifact_tokens: 8000,
             tool_result_defer_floor_tokens: 200,
+            render_reasoning: false,
             max_event_bytes: 33_554_432,
             writer_lock_timeout_ms: 10000,
             sync_timeout_ms: 60000,
@@ -554,7 +556,7 @@ mod tests {
     fn every_key_is_in_defaults_yml_with_a_comment_above() {
         let serialized = serde_json::to_value(Config::defaults()).unwrap();
         let keys: Vec<&String> = serialized.as_object().unwrap().keys().collect();
-        assert_eq!(keys.len(), 41);
+        assert_eq!(keys.len(), 42);
         let lines: Vec<&str> = DEFAULTS_YML.lines().collect();
         for key in keys {
             let line = key_line(DEFAULTS_YML, key)
