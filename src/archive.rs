@@ -283,10 +283,8 @@ fn reader_options(config: &Config) -> ReaderOptions {
 /// A log that is skipped with a note, not a failure: not a regular file (a FIFO, a device,
 /// a socket — never read, so never blocked on), or empty (no header written yet).
 fn is_skipped(e: &ArchiveError) -> bool {
-    matches!(
-        e,
-        ArchiveError::NoHeader { .. } | ArchiveError::Read(ReadError::NotARegularFile { .. })
-    )
+    matches!(e, ArchiveError::NoHeader { .. })
+        || matches!(e, ArchiveError::Read(r) if r.is_special_file())
 }
 
 pub(crate) fn read_header(log: &Path, config: &Config) -> Result<Header, ArchiveError> {

@@ -101,6 +101,8 @@ fn line_after(after_seq: &Option<u64>) -> String {
     }
 }
 
+const DIRECTORY: &str = "a directory";
+
 /// What a file that is not a regular file is, in words.
 fn file_kind(file_type: std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
@@ -113,7 +115,7 @@ fn file_kind(file_type: std::fs::FileType) -> &'static str {
     } else if file_type.is_socket() {
         "a socket"
     } else if file_type.is_dir() {
-        "a directory"
+        DIRECTORY
     } else {
         "not a regular file"
     }
@@ -181,6 +183,12 @@ impl ReadError {
                 | ReadError::SeqGap { .. }
                 | ReadError::SeqRepeat { .. }
         )
+    }
+
+    /// A FIFO, a device or a socket where the log should be: never read, skipped with a
+    /// note (a directory of that name is a failure, as any unreadable log).
+    pub fn is_special_file(&self) -> bool {
+        matches!(self, ReadError::NotARegularFile { kind, .. } if *kind != DIRECTORY)
     }
 
     /// The last good seq before the damage, when known.

@@ -115,7 +115,24 @@ fn corrupt_frame_in_the_middle() {
         *b ^= 0x5a;
     }
     std::fs::write(&path, &bytes).expect("write");
-    assert_refused(&sb, &before, &path, "session log");
+    // Damage costs only itself: the turns before the corrupt frame are archived, the
+    // session is still reported (exit 1) by file with what to do.
+    let out = sb.run(&["archive"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.contains("session.v4.jsonl.zstd") && err.contains("corrupt zstd frame"),
+        "{err}"
+    );
+    assert!(
+        err.contains("is archived") || err.contains("no turn completed before it"),
+        "{err}"
+    );
+    let after = sb.snapshot();
+    for (path, bytes) in &before {
+        assert_eq!(after.get(path), Some(bytes), "{path} was touched");
+    }
 }
 
 #[test]
