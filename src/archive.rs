@@ -565,8 +565,8 @@ fn damage_message(
     last_completed_end: Option<u64>,
 ) -> String {
     let before = match last_completed_end {
-        Some(end) => format!("every completed turn before it (through seq {end}) is archived"),
-        None => "no turn completed before it".to_owned(),
+        Some(end) => format!("Every completed turn before it (through seq {end}) is archived"),
+        None => "No turn completed before it".to_owned(),
     };
     let from = in_flight
         .map(|(lo, _)| lo)

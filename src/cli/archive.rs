@@ -89,8 +89,9 @@ fn print_text(report: &ArchiveReport) {
         for c in s.chapters.iter().chain(&s.plans) {
             println!("  .dsh-chapters/{}/chapters/{c}", s.root_session_id);
         }
-        if let Some(damage) = &s.damage {
-            println!("  damaged: {damage}");
+        if s.damage.is_some() {
+            // The damage itself is said once, on stderr with the failures.
+            println!("  stopped at damage in the log (below); the turns before it are archived");
         } else if let Some((lo, hi)) = s.in_flight {
             println!("  turn in flight (seqs {lo} to {hi}) left for a later archive");
         }

@@ -121,16 +121,18 @@ fn corrupt_frame_in_the_middle() {
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "stderr: {err}");
     assert!(!err.contains("panicked"), "{err}");
+    // Flipped bytes either break the frame or decode to a garbled line: damage either way.
     assert!(
-        err.contains("session.v4.jsonl.zstd") && err.contains("corrupt zstd frame"),
+        err.contains("session.v4.jsonl.zstd") && err.contains("damaged"),
         "{err}"
     );
     assert!(
-        err.contains("is archived") || err.contains("no turn completed before it"),
+        err.contains("is archived") || err.contains("No turn completed before it"),
         "{err}"
     );
+    // The good session's files are untouched (the store's ledgers gain the bad one's lines).
     let after = sb.snapshot();
-    for (path, bytes) in &before {
+    for (path, bytes) in before.iter().filter(|(p, _)| p.starts_with(GOOD)) {
         assert_eq!(after.get(path), Some(bytes), "{path} was touched");
     }
 }
