@@ -74,6 +74,11 @@ pub struct SessionReport {
     pub notes: Vec<String>,
     /// Session rules captured from `rulesMarkerPrefix` lines of newly signed turns.
     pub session_rules: Vec<String>,
+    /// The log is damaged at a line or frame: where, what was archived before it and what
+    /// to do. Every completed turn before the spot is archived; the run reports the session
+    /// among the failures too, and every later archive retries from there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub damage: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -93,6 +98,11 @@ pub struct ArchiveReport {
     pub uncommitted_removed: Vec<String>,
     pub sessions: Vec<SessionReport>,
     pub failures: Vec<SessionFailure>,
+    /// What was skipped and is not a failure of what was asked: a log that is a FIFO, a
+    /// device or a socket; an empty log (no header yet); with `--session`, another
+    /// session that cannot be read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl ArchiveReport {
@@ -113,7 +123,7 @@ pub enum ArchiveError {
     Compose(#[from] ComposeError),
     #[error(transparent)]
     Redact(#[from] crate::redact::RedactError),
-    #[error("session log {file} has no header line; nothing to archive there")]
+    #[error("session log {file} has no header line yet (empty, or its first frame is still being written)")]
     NoHeader { file: PathBuf },
     #[error("session log {file}: session id {id:?} holds `/`, `\\` or `..`; refusing to use it as a directory name")]
     UnsafeSessionId { file: PathBuf, id: String },
@@ -125,7 +135,7 @@ pub enum ArchiveError {
         line: usize,
         detail: String,
     },
-    #[error("session log {file} ends at seq {log_end:?} but turns up to seq {signed_hi} were already signed from it: the log was truncated or replaced. Nothing archived was touched; restore the log or archive its replacement under a new session")]
+    #[error("session log {file} ends {} but turns up to seq {signed_hi} were already signed from it: the log was truncated or replaced. Nothing archived was touched; restore the log or archive its replacement under a new session", log_end.map_or_else(|| "before its first event".to_owned(), |end| format!("at seq {end}")))]
     LogTruncated {
         file: PathBuf,
         log_end: Option<u64>,
@@ -158,8 +168,11 @@ pub fn archive_workspace(
     let _lock = store.lock(Duration::from_millis(ctx.config.writer_lock_timeout_ms))?;
     let redactor = ConfigRedactor::new(&ctx.config.redaction_patterns)?;
     let workspace_str = ctx.workspace.to_string_lossy().into_owned();
-    let logs =
-        discover::list_workspace_sessions(ctx.dsh_home, &workspace_str, &ctx.config.path_map)?;
+    let (logs, unreadable) = discover::list_workspace_sessions_and_unreadable(
+        ctx.dsh_home,
+        &workspace_str,
+        &ctx.config.path_map,
+    )?;
 
     let mut report = ArchiveReport {
         reason: Some(reason),
@@ -168,19 +181,52 @@ pub fn archive_workspace(
         uncommitted_removed: store.recover_uncommitted()?,
         ..ArchiveReport::default()
     };
+    // With `--session`, a session that cannot be read is a failure only when it is the
+    // one asked for; any other is a note (it costs only itself).
+    let mut asked_failed = false;
+    let mut fail = |report: &mut ArchiveReport, dir: &Path, id: &str, error: String| {
+        if only.is_none_or(|only| only == id) {
+            asked_failed |= only.is_some();
+            report.failures.push(SessionFailure {
+                session_dir: dir.to_path_buf(),
+                error,
+            });
+        } else {
+            report.notes.push(format!(
+                "{}: {error} (not the session asked for; left alone)",
+                dir.display()
+            ));
+        }
+    };
+    for (dir, e) in unreadable {
+        let id = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let id = crate::session::cwdkey::unescape_session_id(&id).unwrap_or(id);
+        fail(&mut report, &dir, &id, e.to_string());
+    }
     let mut found = Vec::new();
     for log in logs {
         match read_header(&log.log, ctx.config) {
             Ok(header) => found.push(FoundSession { log, header }),
-            Err(e) => report.failures.push(SessionFailure {
-                session_dir: log.session_dir.clone(),
-                error: e.to_string(),
-            }),
+            Err(e) if is_skipped(&e) => report
+                .notes
+                .push(format!("{e}; skipped, nothing to archive there")),
+            Err(e) => fail(
+                &mut report,
+                &log.session_dir,
+                &log.session_id,
+                e.to_string(),
+            ),
         }
     }
     if let Some(id) = only {
         found.retain(|s| s.header.id == id);
         if found.is_empty() {
+            if asked_failed {
+                return Ok(report);
+            }
             return Err(ArchiveError::NoSuchSession {
                 id: id.to_owned(),
                 dir: discover::workspace_sessions_dir(ctx.dsh_home, &workspace_str),
@@ -196,7 +242,15 @@ pub fn archive_workspace(
         progress(&s.header.id);
         let root = root_session(&s.header.id, &parents);
         match archive_session(ctx, &store, &redactor, s, &root) {
-            Ok(r) => report.sessions.push(r),
+            Ok(r) => {
+                if let Some(damage) = &r.damage {
+                    report.failures.push(SessionFailure {
+                        session_dir: s.log.session_dir.clone(),
+                        error: damage.clone(),
+                    });
+                }
+                report.sessions.push(r)
+            }
             Err(e) => {
                 tracing::warn!(session = %s.header.id, error = %e, "archive of one session failed");
                 report.failures.push(SessionFailure {
@@ -228,6 +282,13 @@ fn reader_options(config: &Config) -> ReaderOptions {
     ReaderOptions {
         max_line_bytes: config.max_event_bytes as usize,
     }
+}
+
+/// A log that is skipped with a note, not a failure: not a regular file (a FIFO, a device,
+/// a socket — never read, so never blocked on), or empty (no header written yet).
+fn is_skipped(e: &ArchiveError) -> bool {
+    matches!(e, ArchiveError::NoHeader { .. })
+        || matches!(e, ArchiveError::Read(r) if r.is_special_file())
 }
 
 pub(crate) fn read_header(log: &Path, config: &Config) -> Result<Header, ArchiveError> {
@@ -362,6 +423,7 @@ fn archive_session(
         number: 0,
         next_plan_number: 0,
         tool_result_artifact_tokens: ctx.config.tool_result_artifact_tokens,
+        render_reasoning: ctx.config.render_reasoning,
     };
     let pass = Pass {
         ctx,
@@ -453,6 +515,7 @@ fn archive_session(
     };
     report.notes.extend(read.notes);
     report.in_flight = read.in_flight;
+    report.damage = read.damage;
     report.session_rules.extend(read.session_rules);
 
     // Sign: one batch, one fsync, before the chapters are committed. The daemon signs
@@ -499,6 +562,28 @@ struct PassOutcome {
     session_rules: Vec<String>,
     /// Time spent waiting for the renderer to take a chapter (for the stages' debug line).
     waited: Duration,
+    /// The log's damage, said in full (see [`SessionReport::damage`]).
+    damage: Option<String>,
+}
+
+/// What a damaged log costs and what to do: the reader's error (file and seq), the turns
+/// archived before it, the turn holding it.
+fn damage_message(
+    e: &ReadError,
+    in_flight: Option<(u64, u64)>,
+    last_completed_end: Option<u64>,
+) -> String {
+    let before = match last_completed_end {
+        Some(end) => format!("Every completed turn before it (through seq {end}) is archived"),
+        None => "No turn completed before it".to_owned(),
+    };
+    let from = in_flight
+        .map(|(lo, _)| lo)
+        .or_else(|| last_completed_end.map(|end| end + 1))
+        .unwrap_or(0);
+    format!(
+        "{e}. {before}; the turn holding the damage (from seq {from}) and everything after it are not. If DSH is still writing this session, archive again later; otherwise keep a copy of the log and repair or cut it at that line. Every archive retries from there"
+    )
 }
 
 /// The reading half of an archive run (see [`archive_session`]).
@@ -556,7 +641,20 @@ impl Pass<'_> {
         let mut buffered: Vec<CompletedTurn> = Vec::new();
         let mut last_completed_end: Option<u64> = None;
         let mut writer_gone = false;
-        while let Some(item) = reader.next_item()? {
+        // Damage in the log (a garbled or truncated line or frame, a seq gap) ends the pass
+        // like the log's end: every turn completed before it is archived, and it is
+        // reported with what to do. Any other read error fails the session.
+        let mut damage = None;
+        loop {
+            let item = match reader.next_item() {
+                Ok(Some(item)) => item,
+                Ok(None) => break,
+                Err(e) if e.is_damage() => {
+                    damage = Some(e);
+                    break;
+                }
+                Err(e) => return Err(e.into()),
+            };
             let LogItem::Event(event) = item else {
                 continue;
             };
@@ -600,17 +698,14 @@ impl Pass<'_> {
             }
             buffered.push(turn);
         }
-        for note in reader.notes() {
-            match note {
-                ReadNote::TornTail { file, at } => out.notes.push(format!(
-                    "{}: torn last frame at byte {at} skipped (a write in progress or a crash); its records are read once complete",
-                    file.display()
-                )),
-            }
-        }
+        out.notes
+            .extend(reader.notes().iter().map(ReadNote::to_string));
         out.in_flight = assembler.in_flight();
+        if let Some(e) = &damage {
+            out.damage = Some(damage_message(e, out.in_flight, last_completed_end));
+        }
         let log_end = reader.resume_point().next_seq.checked_sub(1);
-        if let Some(hi) = signed_hi {
+        if let (Some(hi), None) = (signed_hi, &damage) {
             if log_end.is_none_or(|end| end < hi) {
                 return Err(ArchiveError::LogTruncated {
                     file: self.file.to_path_buf(),

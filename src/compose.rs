@@ -65,7 +65,7 @@ pub struct ChapterSpan {
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ComposeError {
-    #[error("composition would drop completed seqs {missing:?} of session {session_id} (span {span_lo}..={span_hi}); refusing to archive")]
+    #[error("composition would drop completed seqs {missing:?} of session {session_id} (span seqs {span_lo} to {span_hi}); refusing to archive")]
     Gap {
         session_id: String,
         span_lo: u64,

@@ -15,8 +15,15 @@ pub fn is_human_authored(source: &MessageSource) -> bool {
 /// Whether a user-role message is archived as conversation. The human always is; host
 /// injections are screened except the named producer+form exceptions: delegate reports
 /// (`agent-message`/`relay`, `subagent-settled`/`notice`) and the plan-mode flip notice
-/// (`plugin` named `plan-mode`, form `notice`). Anything unknown is screened — it is
-/// re-derivable host state, and a wrong keep would leak instruction files into the pool.
+/// (`plugin` named `plan-mode`, form `notice`).
+///
+/// Screened (a marker each, never terms), as seen in DSH 0.2.x logs: `user-approval` (a
+/// policy-change notice), `runtime-context`, `time-context`, `skill-catalog`,
+/// `system-prompt` (v3: `plugin` named `@deepseek-ai/dsh-system-prompt`), `dsh-mnemon` (a
+/// memory plugin's injection), `dsh-session-title-llm`, `agent-instructions`,
+/// `compact-checkpoint`. Anything unknown — a new kind, a message without `source` — is
+/// screened too: it is most likely re-derivable host state, a wrong keep would leak
+/// instruction files into the pool, and the marker still says it was there.
 pub fn is_conversation(source: &MessageSource) -> bool {
     if is_human_authored(source) {
         return true;
@@ -58,6 +65,57 @@ mod tests {
             assert!(is_conversation(&s));
             assert!(!is_human_authored(&s));
         }
+    }
+
+    /// Every source kind DSH 0.2.x logs carry on a user-role message, read from the JSON
+    /// as the log has it, classified: human, delegate report, or host-injected.
+    #[test]
+    fn dsh_source_kinds_classified() {
+        use crate::session::event::parse_source;
+        use serde_json::json;
+        let cases = [
+            (json!({"kind": "user", "rpcId": "r"}), true, true),
+            (
+                json!({"kind": "agent-message", "form": "relay"}),
+                false,
+                true,
+            ),
+            (
+                json!({"kind": "subagent-settled", "form": "notice"}),
+                false,
+                true,
+            ),
+            (json!({"kind": "user-approval"}), false, false),
+            (
+                json!({"kind": "runtime-context", "form": "snapshot"}),
+                false,
+                false,
+            ),
+            (json!({"kind": "time-context"}), false, false),
+            (json!({"kind": "skill-catalog"}), false, false),
+            (json!({"kind": "system-prompt"}), false, false),
+            (json!({"kind": "dsh-mnemon"}), false, false),
+            (json!({"kind": "dsh-session-title-llm"}), false, false),
+            (
+                json!({"kind": "agent-instructions", "form": "instructions"}),
+                false,
+                false,
+            ),
+            (
+                json!({"kind": "plugin", "plugin": "@deepseek-ai/dsh-system-prompt", "form": "snapshot"}),
+                false,
+                false,
+            ),
+            (json!({"kind": "some-future-kind"}), false, false),
+            (json!({}), false, false),
+        ];
+        for (source, human, conversation) in cases {
+            let s = parse_source(Some(&source));
+            assert_eq!(is_human_authored(&s), human, "{source}");
+            assert_eq!(is_conversation(&s), conversation, "{source}");
+        }
+        let none = parse_source(None);
+        assert!(!is_human_authored(&none) && !is_conversation(&none));
     }
 
     #[test]

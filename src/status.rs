@@ -221,7 +221,23 @@ pub fn status(
     let counts = store.as_ref().map(Store::counts).transpose()?;
     let ws = workspace.to_string_lossy().into_owned();
     let mut sessions = Vec::new();
-    let logs = discover::list_workspace_sessions(dsh_home, &ws, &config.path_map)?;
+    let (logs, unreadable) =
+        discover::list_workspace_sessions_and_unreadable(dsh_home, &ws, &config.path_map)?;
+    // An unreadable session directory is reported as that session's error, not the run's.
+    for (dir, e) in unreadable {
+        sessions.push(SessionStatus {
+            session_id: dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            log: dir,
+            generation: 0,
+            completed_turns: 0,
+            unarchived_turns: 0,
+            in_flight: None,
+            error: Some(e.to_string()),
+        });
+    }
     // Chapters live under the root of each session tree: resolve roots as the archive does.
     let headers: Vec<Option<crate::session::Header>> = logs
         .iter()

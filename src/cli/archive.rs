@@ -77,6 +77,9 @@ pub fn summary_line(s: &SessionReport) -> String {
 }
 
 fn print_text(report: &ArchiveReport) {
+    for note in &report.notes {
+        println!("note: {note}");
+    }
     if report.sessions.is_empty() && report.failures.is_empty() {
         println!("no sessions found for this workspace");
         return;
@@ -86,8 +89,11 @@ fn print_text(report: &ArchiveReport) {
         for c in s.chapters.iter().chain(&s.plans) {
             println!("  .dsh-chapters/{}/chapters/{c}", s.root_session_id);
         }
-        if let Some((lo, hi)) = s.in_flight {
-            println!("  turn in flight (seqs {lo}..={hi}) left for a later archive");
+        if s.damage.is_some() {
+            // The damage itself is said once, on stderr with the failures.
+            println!("  stopped at damage in the log (below); the turns before it are archived");
+        } else if let Some((lo, hi)) = s.in_flight {
+            println!("  turn in flight (seqs {lo} to {hi}) left for a later archive");
         }
         for note in &s.notes {
             println!("  note: {note}");

@@ -67,7 +67,7 @@ pub fn run(args: Args) -> Result<()> {
     for s in &report.sessions {
         println!("archived {}", super::archive::summary_line(s));
         if let Some((lo, hi)) = s.in_flight {
-            println!("  turn in flight at seqs {lo}..={hi} left for a later archive");
+            println!("  turn in flight at seqs {lo} to {hi} left for a later archive");
         }
     }
     println!("\nthe store ({}):", store.dir().display());

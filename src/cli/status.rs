@@ -167,7 +167,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     for s in &report.sessions {
         let flight = s
             .in_flight
-            .map(|(lo, hi)| format!(", in flight {lo}..={hi}"))
+            .map(|(lo, hi)| format!(", in flight seqs {lo} to {hi}"))
             .unwrap_or_default();
         println!(
             "  {}  v{}  {} completed, {} unarchived{flight}",

@@ -470,6 +470,8 @@ struct Runtime {
     initial_scan_done: bool,
     last_rescan: Instant,
     stop: bool,
+    /// Logs that are a FIFO, a device or a socket: never opened for reading, said once.
+    skipped_logs: BTreeSet<PathBuf>,
 }
 
 /// Run the daemon in this process until SIGTERM/SIGINT or a `stop` request.
@@ -582,6 +584,7 @@ pub fn run(options: Options) -> Result<(), DaemonError> {
         initial_scan_done: false,
         last_rescan: now,
         stop: false,
+        skipped_logs: BTreeSet::new(),
     };
     tracing::info!(pid, home = %rt.paths.dsh_home.display(), watch = ?rt.watch.mode, "daemon started");
     if let watch::WatchMode::Polling { reason } = &rt.watch.mode {
@@ -1006,9 +1009,17 @@ impl Runtime {
         let options = ReaderOptions {
             max_line_bytes: usize::try_from(ctx.config.max_event_bytes).unwrap_or(usize::MAX),
         };
+        let log_path = log.log.clone();
         let (follower, note) = match Follower::open(log, saved.as_ref(), options) {
             Ok(opened) => opened,
             Err(follow::FollowError::NoHeader { .. }) => return,
+            // Not a file to follow (the open never blocks on it): skipped, said once.
+            Err(follow::FollowError::Read(e)) if e.is_special_file() => {
+                if self.skipped_logs.insert(log_path) {
+                    self.error("session", format!("{e}; skipped"));
+                }
+                return;
+            }
             Err(e) => {
                 self.session_error(ws_dir, session_dir, e.to_string());
                 return;

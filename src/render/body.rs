@@ -55,11 +55,15 @@ pub(super) struct Conversation {
     pub messages: u64,
     pub tool_calls: u64,
     pub omitted_injections: u64,
+    /// Assistant `reasoning` blocks left out (`renderReasoning` off).
+    pub omitted_reasoning: u64,
 }
 
 pub(super) struct WalkConfig {
     pub artifact_tokens: u64,
     pub next_plan_number: u32,
+    /// Render assistant `reasoning` blocks (`renderReasoning`); off, they are counted only.
+    pub render_reasoning: bool,
 }
 
 /// Walk `turns` in order and render their conversation.
@@ -113,8 +117,9 @@ impl Walker<'_> {
         for ev in &turn.events {
             if let Some(m) = ev.user_message() {
                 self.user(ev.seq, m);
-            } else if let Some(text) = ev.assistant_text() {
-                self.assistant(&format!("seq {}", ev.seq), text);
+            } else if let Some(m) = ev.assistant_message() {
+                self.reasoning(ev.seq, &m.reasoning);
+                self.assistant(&format!("seq {}", ev.seq), &m.text);
             } else if let Some(call) = ev.tool_call() {
                 self.tool_call(ev.seq, turn.turn, call);
             } else if let Some(result) = ev.tool_result() {
@@ -206,6 +211,22 @@ impl Walker<'_> {
         self.out.omitted_injections += 1;
         let line = omitted_line(label, seq, chars);
         self.block().push_str(&line);
+    }
+
+    /// An assistant message's reasoning blocks: the model's scratch work, which dominates
+    /// the bytes of a reasoning model's log. Rendered only with `renderReasoning` (not as
+    /// messages); otherwise counted for the frontmatter.
+    fn reasoning(&mut self, seq: u64, blocks: &[String]) {
+        if !self.cfg.render_reasoning {
+            self.out.omitted_reasoning += blocks.len() as u64;
+            return;
+        }
+        for text in blocks.iter().filter(|t| !t.trim().is_empty()) {
+            let block = self.block();
+            block.push_str(&format!("**Assistant reasoning** · seq {seq}\n\n"));
+            // Fenced like every message: its text can never read as our markup.
+            push_message_fence(block, text);
+        }
     }
 
     /// Assistant text; a message with no text (only tool calls or reasoning) renders
@@ -439,6 +460,7 @@ mod tests {
         }])
         .expect("redactor");
         let cfg = WalkConfig {
+            render_reasoning: false,
             artifact_tokens: 100,
             next_plan_number: 1,
         };

@@ -26,6 +26,9 @@ pub struct ChapterMeta {
     pub next_plan_number: u32,
     /// Tool results of at least this many estimated tokens become artifacts.
     pub tool_result_artifact_tokens: u64,
+    /// Render assistant `reasoning` blocks (`renderReasoning`); off, `omittedReasoning`
+    /// counts them.
+    pub render_reasoning: bool,
 }
 
 /// A content-addressed artifact: `artifacts/<sha[0:2]>/<sha>.txt`.
@@ -52,6 +55,8 @@ pub struct RenderStats {
     pub messages: u64,
     /// Host-injected messages screened out (each left a marker).
     pub omitted_injections: u64,
+    /// Assistant reasoning blocks left out (`renderReasoning` off).
+    pub omitted_reasoning: u64,
     pub redactions: RedactionCounts,
 }
 
@@ -110,6 +115,7 @@ pub fn render_chapter(
     let walk_cfg = body::WalkConfig {
         artifact_tokens: meta.tool_result_artifact_tokens,
         next_plan_number: meta.next_plan_number,
+        render_reasoning: meta.render_reasoning,
     };
     let conv = body::walk(turns, &walk_cfg, redactor, &mut counts);
 
@@ -177,6 +183,7 @@ pub fn render_chapter(
         .strings("artifacts", &artifact_shas)
         .strings("plans", &plan_files)
         .uint("omittedInjections", conv.omitted_injections)
+        .uint("omittedReasoning", conv.omitted_reasoning)
         .uint("redactions", counts.total())
         .raw("composition", &yaml::flow_seq(&composition))
         .string("sha256", &body_sha)
@@ -211,6 +218,7 @@ pub fn render_chapter(
         stats: RenderStats {
             messages: conv.messages,
             omitted_injections: conv.omitted_injections,
+            omitted_reasoning: conv.omitted_reasoning,
             redactions: counts,
         },
     }
@@ -598,6 +606,7 @@ mod tests {
             number,
             next_plan_number: 5,
             tool_result_artifact_tokens: 100,
+            render_reasoning: false,
         }
     }
 
@@ -635,6 +644,7 @@ mod tests {
         artifacts: Vec<String>,
         plans: Vec<String>,
         omitted_injections: u64,
+        omitted_reasoning: u64,
         redactions: u64,
         composition: Vec<CompositionEntry>,
         sha256: String,
@@ -1051,6 +1061,7 @@ mod tests {
                 "artifacts",
                 "plans",
                 "omittedInjections",
+                "omittedReasoning",
                 "redactions",
                 "composition",
                 "sha256",
@@ -1412,6 +1423,50 @@ mod tests {
             .text
             .as_str()
             .contains("seq 2 → artifact `artifacts/"));
+    }
+
+    #[test]
+    fn reasoning_is_left_out_and_counted_unless_asked_for() {
+        let t = turn(
+            1,
+            vec![
+                user(1, "user", None, None, "why does the login fail?"),
+                ev(
+                    2,
+                    "assistant/message",
+                    json!({"turn": 1, "message": {"role": "assistant", "content": [
+                        {"type": "reasoning", "text": "SCRATCH-ONE: the user asks about login"},
+                        {"type": "reasoning", "text": "SCRATCH-TWO: check the token"},
+                        {"type": "text", "text": "The token expired."},
+                        {"type": "tool-call", "id": "c1", "name": "bash", "arguments": "{}"}
+                    ]}}),
+                ),
+                ev(
+                    3,
+                    "turn/end",
+                    json!({"turn": 1, "reason": {"kind": "completed"}}),
+                ),
+            ],
+        );
+        let off = render(&[&t], 1);
+        let doc = off.chapter.text.as_str();
+        assert!(!doc.contains("SCRATCH-"), "{doc}");
+        assert!(doc.contains("The token expired."));
+        assert!(doc.contains("\nomittedReasoning: 2\n"), "{doc}");
+        assert_eq!(off.stats.omitted_reasoning, 2);
+
+        let mut meta = meta(1);
+        meta.render_reasoning = true;
+        let on = render_chapter(&span_of(&[&t]), &[&t], &meta, &redactor());
+        let doc = on.chapter.text.as_str();
+        assert!(
+            doc.contains("**Assistant reasoning** · seq 2\n\n```text\nSCRATCH-ONE"),
+            "{doc}"
+        );
+        assert!(doc.contains("SCRATCH-TWO") && doc.contains("\nomittedReasoning: 0\n"));
+        assert_eq!(on.stats.omitted_reasoning, 0);
+        // Reasoning is not a conversation message.
+        assert_eq!(on.stats.messages, off.stats.messages);
     }
 
     #[test]

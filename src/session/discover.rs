@@ -93,8 +93,24 @@ pub fn list_workspace_sessions<'m>(
     workspace: &str,
     path_map: impl IntoIterator<Item = (&'m String, &'m String)> + Clone,
 ) -> Result<Vec<SessionLog>, DiscoverError> {
+    let (sessions, unreadable) =
+        list_workspace_sessions_and_unreadable(dsh_home, workspace, path_map)?;
+    match unreadable.into_iter().next() {
+        Some((_, e)) => Err(e),
+        None => Ok(sessions),
+    }
+}
+
+/// [`list_workspace_sessions`], with the session directories that cannot be read given
+/// back beside the sessions instead of failing the list: an unreadable session fails only
+/// itself.
+pub fn list_workspace_sessions_and_unreadable<'m>(
+    dsh_home: &Path,
+    workspace: &str,
+    path_map: impl IntoIterator<Item = (&'m String, &'m String)> + Clone,
+) -> Result<SessionsAndUnreadable, DiscoverError> {
     let Some(root) = normalize_abs(workspace) else {
-        return list_sessions(dsh_home, workspace);
+        return list_sessions_and_unreadable(dsh_home, workspace);
     };
     let mut roots = vec![root.clone()];
     roots.extend(map_path(&root, path_map.clone()));
@@ -102,7 +118,7 @@ pub fn list_workspace_sessions<'m>(
     let sessions_dir = dsh_home.join("sessions");
     let entries = match std::fs::read_dir(&sessions_dir) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), Vec::new())),
         Err(source) => {
             return Err(DiscoverError::Io {
                 dir: sessions_dir,
@@ -122,14 +138,21 @@ pub fn list_workspace_sessions<'m>(
     }
     dirs.sort();
     let mut out = Vec::new();
+    let mut unreadable = Vec::new();
     for (dir, exact) in dirs {
-        for log in list_sessions_in(&dir)? {
+        let (logs, bad) = list_sessions_in_and_unreadable(&dir)?;
+        for log in logs {
             if exact || cwd_inside(&log.log, &roots, path_map.clone()) {
                 out.push(log);
             }
         }
+        // An unreadable session of a directory that may be a sibling's (an extending key)
+        // cannot be told apart by its header: only the root's own directory reports them.
+        if exact {
+            unreadable.extend(bad);
+        }
     }
-    Ok(out)
+    Ok((out, unreadable))
 }
 
 /// The cwd keys of a workspace root and its twins, each with whether it compares without
@@ -207,12 +230,35 @@ pub fn list_sessions(dsh_home: &Path, workspace: &str) -> Result<Vec<SessionLog>
     list_sessions_in(&workspace_sessions_dir(dsh_home, workspace))
 }
 
-/// The sessions of one `--<key>--` directory, sorted by directory name.
+/// [`list_sessions`], with every session directory that cannot be read given back beside
+/// the sessions (directory, error) instead of failing the whole list: an unreadable
+/// session fails only itself. An unreadable workspace directory is still an error.
+pub fn list_sessions_and_unreadable(
+    dsh_home: &Path,
+    workspace: &str,
+) -> Result<SessionsAndUnreadable, DiscoverError> {
+    list_sessions_in_and_unreadable(&workspace_sessions_dir(dsh_home, workspace))
+}
+
+/// Sessions, and the session directories that could not be read (each with its error).
+pub type SessionsAndUnreadable = (Vec<SessionLog>, Vec<(PathBuf, DiscoverError)>);
+
+/// The sessions of one `--<key>--` directory, sorted by directory name; the first
+/// unreadable session directory fails the list.
 pub fn list_sessions_in(dir: &Path) -> Result<Vec<SessionLog>, DiscoverError> {
+    let (sessions, unreadable) = list_sessions_in_and_unreadable(dir)?;
+    match unreadable.into_iter().next() {
+        Some((_, e)) => Err(e),
+        None => Ok(sessions),
+    }
+}
+
+/// [`list_sessions_in`], unreadable session directories given back beside the sessions.
+pub fn list_sessions_in_and_unreadable(dir: &Path) -> Result<SessionsAndUnreadable, DiscoverError> {
     let dir = dir.to_path_buf();
     let entries = match std::fs::read_dir(&dir) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), Vec::new())),
         Err(source) => return Err(DiscoverError::Io { dir, source }),
     };
     let mut session_dirs = Vec::new();
@@ -229,16 +275,17 @@ pub fn list_sessions_in(dir: &Path) -> Result<Vec<SessionLog>, DiscoverError> {
     }
     session_dirs.sort();
     let mut sessions = Vec::new();
+    let mut unreadable = Vec::new();
     for session_dir in session_dirs {
         match highest_generation(&session_dir) {
             Ok(Some(log)) => sessions.push(log),
             Ok(None) => {}
             // Removed between the listing and now: it has no log any more.
             Err(DiscoverError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+            Err(e) => unreadable.push((session_dir, e)),
         }
     }
-    Ok(sessions)
+    Ok((sessions, unreadable))
 }
 
 /// The highest-generation log in one session directory, if any. When a generation exists

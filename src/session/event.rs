@@ -43,7 +43,7 @@ pub struct Event {
 #[derive(Debug, Clone, PartialEq)]
 enum Payload {
     User(UserMessage),
-    Assistant(String),
+    Assistant(AssistantMessage),
     Call(ToolCall),
     Result(ToolResult),
     /// Any other event's `data`, as logged (`null` when absent).
@@ -64,6 +64,14 @@ pub struct MessageSource {
 pub struct UserMessage {
     pub text: String,
     pub source: MessageSource,
+}
+
+/// An assistant message's text blocks (joined) and its `reasoning` blocks (the model's
+/// scratch work, each block's text; rendered only with `renderReasoning`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AssistantMessage {
+    pub text: String,
+    pub reasoning: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -190,8 +198,13 @@ impl Event {
 
     /// An `assistant/message` event: the text of its text blocks (reasoning excluded).
     pub fn assistant_text(&self) -> Option<&str> {
+        self.assistant_message().map(|m| m.text.as_str())
+    }
+
+    /// An `assistant/message` event: its text and its reasoning blocks.
+    pub fn assistant_message(&self) -> Option<&AssistantMessage> {
         match &self.payload {
-            Payload::Assistant(t) if self.kind == "assistant/message" => Some(t),
+            Payload::Assistant(m) if self.kind == "assistant/message" => Some(m),
             _ => None,
         }
     }
@@ -280,7 +293,7 @@ fn read_payload(kind: &str, data: DataFields) -> Read {
                 Some(msg) => msg.content,
                 None => data.content,
             };
-            Payload::Assistant(content_text(content))
+            Payload::Assistant(assistant_content(content))
         }
         "tool/call" => Payload::Call(ToolCall {
             call_id: str_field(data.call_id),
@@ -396,6 +409,38 @@ fn content_text(content: Option<Value>) -> String {
             join(texts, "\n\n")
         }
         _ => String::new(),
+    }
+}
+
+/// An assistant `content`: the text blocks joined as [`content_text`] joins them, and each
+/// `reasoning` block's `text` (blocks of other types — `tool-call`, … — are read elsewhere).
+fn assistant_content(content: Option<Value>) -> AssistantMessage {
+    let Some(Value::Array(blocks)) = content else {
+        return AssistantMessage {
+            text: content_text(content),
+            reasoning: Vec::new(),
+        };
+    };
+    let mut texts = Vec::new();
+    let mut reasoning = Vec::new();
+    for block in blocks {
+        let Value::Object(mut b) = block else {
+            continue;
+        };
+        let text = match b.remove("text") {
+            Some(Value::String(t)) => Some(t),
+            _ => None,
+        };
+        match b.get("type").and_then(Value::as_str) {
+            Some("text") => texts.extend(text),
+            // Every reasoning block counts, one with no text (redacted by the provider) too.
+            Some("reasoning") => reasoning.push(text.unwrap_or_default()),
+            _ => {}
+        }
+    }
+    AssistantMessage {
+        text: join(texts.into_iter(), "\n\n"),
+        reasoning,
     }
 }
 

@@ -7,6 +7,7 @@ pub mod event;
 mod frames;
 pub mod normalize;
 pub mod reader;
+pub mod realshape;
 pub mod writer;
 
 pub use event::{Event, Header};

@@ -179,6 +179,99 @@ pub(crate) fn parse_event_line(text: &str) -> Result<EventLine, String> {
     Event::from_line(head, line.data, whole_data).map(EventLine::Single)
 }
 
+/// [`parse_event_line`], accepting what JavaScript's `JSON.stringify` writes: a string cut
+/// in the middle of a surrogate pair leaves a lone UTF-16 surrogate escape (`"\ud83d"`)
+/// that strict JSON refuses. Only when the strict parse fails, every lone surrogate escape
+/// is read as U+FFFD (`\ufffd`, the same length) and the line parsed again. Returns the
+/// line and how many escapes were replaced.
+pub(crate) fn parse_event_line_lenient(text: &str) -> Result<(EventLine, u64), String> {
+    match parse_event_line(text) {
+        Ok(line) => Ok((line, 0)),
+        Err(strict) => match replace_lone_surrogates(text) {
+            Some((repaired, n)) => parse_event_line(&repaired).map(|line| (line, n)),
+            None => Err(strict),
+        },
+    }
+}
+
+/// [`parse_header`], with lone surrogate escapes read as U+FFFD (see
+/// [`parse_event_line_lenient`]).
+pub(crate) fn parse_header_lenient(text: &str) -> Result<Header, String> {
+    parse_header(text).or_else(|strict| match replace_lone_surrogates(text) {
+        Some((repaired, _)) => parse_header(&repaired),
+        None => Err(strict),
+    })
+}
+
+/// `text` with every lone UTF-16 surrogate escape (`\uD800`–`\uDFFF` not part of a
+/// high+low pair) written `\ufffd`, and the count; `None` when there is none. An escaped
+/// backslash (`\\`) is skipped as a pair, so `\\ud83d` (a backslash, then text) is left.
+pub(crate) fn replace_lone_surrogates(text: &str) -> Option<(String, u64)> {
+    fn hex4(b: &[u8]) -> Option<u16> {
+        let s = std::str::from_utf8(b.get(..4)?).ok()?;
+        if !s.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return None;
+        }
+        u16::from_str_radix(s, 16).ok()
+    }
+    fn escape_at(b: &[u8], i: usize) -> Option<u16> {
+        if b.get(i) == Some(&b'\\') && b.get(i + 1) == Some(&b'u') {
+            hex4(b.get(i + 2..)?)
+        } else {
+            None
+        }
+    }
+    let b = text.as_bytes();
+    // Nothing to do without a `\u` followed by `d`/`D`: the usual failing line.
+    if !memchr::memmem::find_iter(b, b"\\u").any(|i| matches!(b.get(i + 2), Some(b'd' | b'D'))) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(b.len());
+    let mut count = 0u64;
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            // Copy up to the next backslash in one go.
+            let next = memchr::memchr(b'\\', &b[i..]).map_or(b.len(), |k| i + k);
+            out.extend_from_slice(&b[i..next]);
+            i = next;
+            continue;
+        }
+        match escape_at(b, i) {
+            Some(0xD800..=0xDBFF) => {
+                if matches!(escape_at(b, i + 6), Some(0xDC00..=0xDFFF)) {
+                    out.extend_from_slice(&b[i..i + 12]);
+                    i += 12;
+                } else {
+                    out.extend_from_slice(b"\\ufffd");
+                    count += 1;
+                    i += 6;
+                }
+            }
+            Some(0xDC00..=0xDFFF) => {
+                out.extend_from_slice(b"\\ufffd");
+                count += 1;
+                i += 6;
+            }
+            Some(_) => {
+                out.extend_from_slice(&b[i..i + 6]);
+                i += 6;
+            }
+            None => {
+                // Any other escape: the backslash and the byte after it, as they are.
+                let end = (i + 2).min(b.len());
+                out.extend_from_slice(&b[i..end]);
+                i = end;
+            }
+        }
+    }
+    if count == 0 {
+        return None;
+    }
+    // Only ASCII was replaced by ASCII: the bytes are still UTF-8.
+    String::from_utf8(out).ok().map(|s| (s, count))
+}
+
 /// The envelope of an event line, with its `data` (see [`CapturedData`]). A repeated key
 /// keeps its last value, as in a JSON tree.
 struct LineFields {
@@ -611,6 +704,47 @@ mod tests {
         ] {
             assert!(parse_event_line(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn lone_surrogates_replaced_pairs_and_escaped_backslashes_kept() {
+        let cases = [
+            (r#""\ud83d""#, Some((r#""\ufffd""#, 1))),
+            (r#""\uDC00x""#, Some((r#""\ufffdx""#, 1))),
+            (r#""\ud83d\u0041""#, Some((r#""\ufffd\u0041""#, 1))),
+            (
+                r#""\ud83d\ud83d\ude00""#,
+                Some((r#""\ufffd\ud83d\ude00""#, 1)),
+            ),
+            (r#""a\ud83d""#, Some((r#""a\ufffd""#, 1))),
+            (r#""\ud83d\ude00""#, None),
+            (r#""\\ud83d""#, None),
+            (r#""\u00e9 \n""#, None),
+            (r#""plain""#, None),
+        ];
+        for (text, want) in cases {
+            let got = replace_lone_surrogates(text);
+            assert_eq!(got.as_ref().map(|(s, n)| (s.as_str(), *n)), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn lenient_parse_reads_a_cut_emoji_as_replacement() {
+        let line = r#"{"type":"user/message","seq":3,"data":{"content":[{"type":"text","text":"hi \ud83d"}],"source":{"kind":"user"},"role":"user","id":"m"}}"#;
+        assert!(parse_event_line(line).is_err(), "strict JSON refuses it");
+        let (EventLine::Single(e), replaced) = parse_event_line_lenient(line).unwrap() else {
+            panic!("packed")
+        };
+        assert_eq!(replaced, 1);
+        assert_eq!(e.user_message().unwrap().text, "hi \u{fffd}");
+        // A line damaged otherwise stays refused with the strict parser's reason.
+        let garbled = r#"{"type":"a","seq":3,"data":{"x":"\ud83d"#;
+        assert!(parse_event_line_lenient(garbled).is_err());
+        let header = r#"{"type":"session","id":"s","cwd":"/w/\udc00"}"#;
+        assert_eq!(
+            parse_header_lenient(header).unwrap().cwd.as_deref(),
+            Some("/w/\u{fffd}")
+        );
     }
 
     #[test]

@@ -24,7 +24,7 @@ use zstd::stream::raw::{DParameter, Decoder, InBuffer, Operation, OutBuffer};
 
 use super::event::{Event, Header};
 use super::frames::{scan_frame, FrameScan};
-use super::normalize::{parse_event_line, parse_header, EventLine, PackedRow};
+use super::normalize::{parse_event_line_lenient, parse_header_lenient, EventLine, PackedRow};
 
 /// Where to resume reading. `byte_offset` is always at a frame boundary (zstd) or
 /// just after a newline (plain), so re-opening there decodes cleanly.
@@ -43,11 +43,82 @@ pub enum LogItem {
     Event(Event),
 }
 
-/// A note about the log that is not fatal (the torn tail).
+/// A note about the log that is not fatal.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ReadNote {
     /// The last frame or line was incomplete; it was skipped. `at` is its byte offset.
     TornTail { file: PathBuf, at: u64 },
+    /// Lines held lone UTF-16 surrogate escapes (`"\ud83d"`, what JavaScript's
+    /// `JSON.stringify` writes for a string cut in the middle of an emoji); each was read as
+    /// U+FFFD and the lines were kept. One note per reader, counting all of them.
+    LoneSurrogates {
+        file: PathBuf,
+        /// Lines with at least one replacement.
+        lines: u64,
+        /// Escapes replaced.
+        replaced: u64,
+        /// The seq of the first such line's event (or the seq after which it came).
+        first_seq: Option<u64>,
+    },
+}
+
+impl std::fmt::Display for ReadNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadNote::TornTail { file, at } => write!(
+                f,
+                "{}: torn last frame at byte {at} skipped (a write in progress or a crash); its records are read once complete",
+                file.display()
+            ),
+            ReadNote::LoneSurrogates {
+                file,
+                lines,
+                replaced,
+                first_seq,
+            } => {
+                write!(
+                    f,
+                    "{}: {replaced} lone UTF-16 surrogate escape(s) in {lines} line(s)",
+                    file.display()
+                )?;
+                if let Some(seq) = first_seq {
+                    write!(f, " (the first at seq {seq})")?;
+                }
+                write!(
+                    f,
+                    " read as U+FFFD: the writer cut a string inside an emoji; the lines are kept"
+                )
+            }
+        }
+    }
+}
+
+/// `the line after seq 5`, or `the first event line` before any event.
+fn line_after(after_seq: &Option<u64>) -> String {
+    match after_seq {
+        Some(seq) => format!("the line after seq {seq}"),
+        None => "the first event line".to_owned(),
+    }
+}
+
+const DIRECTORY: &str = "a directory";
+
+/// What a file that is not a regular file is, in words.
+fn file_kind(file_type: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if file_type.is_char_device() {
+        "a character device"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else if file_type.is_dir() {
+        DIRECTORY
+    } else {
+        "not a regular file"
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -64,23 +135,25 @@ pub enum ReadError {
         at: u64,
         detail: String,
     },
-    #[error("session log {file}: line after seq {after_seq:?} is not valid JSON ({detail}); the log is damaged there")]
+    #[error("session log {file}: {} is not a valid event ({detail}); the log is damaged there", line_after(.after_seq))]
     BadLine {
         file: PathBuf,
         after_seq: Option<u64>,
         detail: String,
     },
-    #[error("session log {file}: line after seq {after_seq:?} is longer than {limit} bytes; refusing to read it")]
+    #[error("session log {file}: {} is longer than maxEventBytes ({limit} bytes); refusing to read it (raise maxEventBytes in the config to read it)", line_after(.after_seq))]
     LineTooLong {
         file: PathBuf,
         after_seq: Option<u64>,
         limit: usize,
     },
-    #[error("session log {file}: line after seq {after_seq:?} is not valid UTF-8")]
+    #[error("session log {file}: {} is not valid UTF-8; the log is damaged there", line_after(.after_seq))]
     InvalidUtf8 {
         file: PathBuf,
         after_seq: Option<u64>,
     },
+    #[error("session log {file} is {kind}, not a regular file; it is not read (a log is never a pipe, a device or a socket)")]
+    NotARegularFile { file: PathBuf, kind: &'static str },
     #[error("session log {file}: seq gap — expected seq {expected}, found {found}")]
     SeqGap {
         file: PathBuf,
@@ -95,6 +168,76 @@ pub enum ReadError {
     },
     #[error("session log {file}: the first line is not a session header ({detail})")]
     BadHeader { file: PathBuf, detail: String },
+}
+
+impl ReadError {
+    /// The log itself is damaged at a line or frame (not an I/O failure or a refused file):
+    /// every complete record before the spot is good, and a later read may get past it.
+    pub fn is_damage(&self) -> bool {
+        matches!(
+            self,
+            ReadError::CorruptFrame { .. }
+                | ReadError::BadLine { .. }
+                | ReadError::LineTooLong { .. }
+                | ReadError::InvalidUtf8 { .. }
+                | ReadError::SeqGap { .. }
+                | ReadError::SeqRepeat { .. }
+        )
+    }
+
+    /// A FIFO, a device or a socket where the log should be: never read, skipped with a
+    /// note (a directory of that name is a failure, as any unreadable log).
+    pub fn is_special_file(&self) -> bool {
+        matches!(self, ReadError::NotARegularFile { kind, .. } if *kind != DIRECTORY)
+    }
+
+    /// The last good seq before the damage, when known.
+    pub fn after_seq(&self) -> Option<u64> {
+        match self {
+            ReadError::BadLine { after_seq, .. }
+            | ReadError::LineTooLong { after_seq, .. }
+            | ReadError::InvalidUtf8 { after_seq, .. } => *after_seq,
+            ReadError::SeqGap { expected, .. } | ReadError::SeqRepeat { expected, .. } => {
+                expected.checked_sub(1)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Open a log for reading without ever blocking: `O_NONBLOCK` (a FIFO with no writer
+/// would block `open` forever otherwise), then anything but a regular file — a FIFO, a
+/// device (a symlink to `/dev/zero`), a socket — is refused by name.
+fn open_regular(path: &Path) -> Result<File, ReadError> {
+    use rustix::fs::{Mode, OFlags};
+    let io_err = |source: io::Error| ReadError::Io {
+        file: path.to_path_buf(),
+        source,
+    };
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        // A socket cannot be opened at all (ENXIO): say what it is, not just the errno.
+        match std::fs::metadata(path) {
+            Ok(meta) if !meta.is_file() => ReadError::NotARegularFile {
+                file: path.to_path_buf(),
+                kind: file_kind(meta.file_type()),
+            },
+            _ => io_err(e.into()),
+        }
+    })?;
+    let file = File::from(fd);
+    let file_type = file.metadata().map_err(io_err)?.file_type();
+    if !file_type.is_file() {
+        return Err(ReadError::NotARegularFile {
+            file: path.to_path_buf(),
+            kind: file_kind(file_type),
+        });
+    }
+    Ok(file)
 }
 
 /// The default cap on one line: 32 MiB.
@@ -180,7 +323,7 @@ impl LogReader {
             file: path.to_path_buf(),
             source,
         };
-        let mut file = File::open(path).map_err(io_err)?;
+        let mut file = open_regular(path)?;
         let len = file.metadata().map_err(io_err)?.len();
         if from.byte_offset > len {
             return Err(io_err(io::Error::new(
@@ -198,7 +341,7 @@ impl LogReader {
             decoder
                 .set_parameter(DParameter::WindowLogMax(MAX_WINDOW_LOG))
                 .map_err(io_err)?;
-            let scanner = BufReader::with_capacity(8 * 1024, File::open(path).map_err(io_err)?);
+            let scanner = BufReader::with_capacity(8 * 1024, open_regular(path)?);
             Some(ZstdState {
                 decoder,
                 scanner,
@@ -307,7 +450,7 @@ impl LogReader {
             after_seq: self.after_seq(),
         })?;
         if !self.header_seen {
-            let header = parse_header(text).map_err(|detail| ReadError::BadHeader {
+            let header = parse_header_lenient(text).map_err(|detail| ReadError::BadHeader {
                 file: self.path.clone(),
                 detail,
             })?;
@@ -317,11 +460,19 @@ impl LogReader {
             }
             return Ok(Some(LogItem::Header(header)));
         }
-        let parsed = parse_event_line(text).map_err(|detail| ReadError::BadLine {
-            file: self.path.clone(),
-            after_seq: self.after_seq(),
-            detail,
-        })?;
+        let (parsed, replaced) =
+            parse_event_line_lenient(text).map_err(|detail| ReadError::BadLine {
+                file: self.path.clone(),
+                after_seq: self.after_seq(),
+                detail,
+            })?;
+        if replaced > 0 {
+            let seq = match &parsed {
+                EventLine::Single(event) => Some(event.seq),
+                EventLine::Packed(_) => self.after_seq(),
+            };
+            self.note_surrogates(replaced, seq);
+        }
         match parsed {
             EventLine::Single(event) => {
                 self.accept_seq(event.seq)?;
@@ -335,6 +486,28 @@ impl LogReader {
                 Ok(None)
             }
         }
+    }
+
+    /// Count a line's lone surrogate replacements in the reader's one note about them.
+    fn note_surrogates(&mut self, replaced: u64, seq: Option<u64>) {
+        for note in &mut self.notes {
+            if let ReadNote::LoneSurrogates {
+                lines,
+                replaced: total,
+                ..
+            } = note
+            {
+                *lines += 1;
+                *total += replaced;
+                return;
+            }
+        }
+        self.notes.push(ReadNote::LoneSurrogates {
+            file: self.path.clone(),
+            lines: 1,
+            replaced,
+            first_seq: seq,
+        });
     }
 
     fn accept_seq(&mut self, seq: u64) -> Result<(), ReadError> {
@@ -1398,6 +1571,123 @@ mod tests {
             left -= n;
         }
         out.flush().unwrap();
+    }
+
+    #[test]
+    fn fifo_device_and_socket_refused_without_blocking() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("fifo.jsonl.zstd");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        let zero = tmp.path().join("zero.jsonl");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let socket = tmp.path().join("socket.jsonl");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        for (path, kind) in [
+            (&fifo, "a FIFO"),
+            (&zero, "a character device"),
+            (&socket, "a socket"),
+        ] {
+            // A FIFO with no writer would block a plain open forever: this returns.
+            let err = LogReader::open(path, ResumePoint::default())
+                .err()
+                .expect("refused");
+            assert!(
+                matches!(err, ReadError::NotARegularFile { kind: k, .. } if k.starts_with(kind)),
+                "{err}"
+            );
+            let message = err.to_string();
+            assert!(message.contains(kind) && message.contains("not a regular file"));
+            assert!(!err.is_damage());
+        }
+    }
+
+    #[test]
+    fn lone_surrogates_read_as_replacement_and_counted() {
+        let tmp = tempfile::tempdir().unwrap();
+        // What `JSON.stringify` writes for a string cut inside an emoji: "\ud83d".
+        let cut = r#"{"type":"user/message","seq":1,"data":{"id":"m","role":"user","content":[{"type":"text","text":"look \ud83d"}],"source":{"kind":"user"}}}"#;
+        let low = r#"{"type":"session/title","seq":2,"data":{"title":"\ude00 and \ud83d\ude00"}}"#;
+        for (name, bytes) in [
+            (
+                "s.jsonl",
+                plain(&[header_json(), ev(0, "turn/start"), cut.into(), low.into()]),
+            ),
+            (
+                "s.jsonl.zstd",
+                frame(&[header_json(), ev(0, "turn/start"), cut.into(), low.into()]),
+            ),
+        ] {
+            let out = read(
+                &write_file(tmp.path(), name, &bytes),
+                ResumePoint::default(),
+            );
+            assert!(out.error.is_none(), "{:?}", out.error);
+            assert_eq!(out.seqs(), [0, 1, 2]);
+            let events = out.events();
+            assert_eq!(
+                events[1].user_message().map(|m| m.text.as_str()),
+                Some("look \u{fffd}")
+            );
+            assert_eq!(
+                events[2].data().unwrap()["title"],
+                json!("\u{fffd} and \u{1f600}")
+            );
+            assert_eq!(
+                out.notes,
+                [ReadNote::LoneSurrogates {
+                    file: tmp.path().join(name),
+                    lines: 2,
+                    replaced: 2,
+                    first_seq: Some(1),
+                }]
+            );
+            let said = out.notes[0].to_string();
+            assert!(
+                said.contains("2 lone UTF-16 surrogate escape(s) in 2 line(s)"),
+                "{said}"
+            );
+            assert!(
+                said.contains("the first at seq 1") && said.contains("U+FFFD"),
+                "{said}"
+            );
+        }
+    }
+
+    #[test]
+    fn messages_show_no_rust_syntax() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = write_file(
+            tmp.path(),
+            "s.jsonl",
+            &plain(&[header_json(), ev(0, "a"), "{garbled".into(), ev(2, "b")]),
+        );
+        let err = read(&path, ResumePoint::default()).error.expect("damaged");
+        let message = err.to_string();
+        assert!(message.contains("the line after seq 0"), "{message}");
+        assert!(
+            !message.contains("Some(") && !message.contains("..="),
+            "{message}"
+        );
+        assert!(err.is_damage());
+        assert_eq!(err.after_seq(), Some(0));
+        let first = write_file(
+            tmp.path(),
+            "f.jsonl",
+            &plain(&[header_json(), "{garbled".into()]),
+        );
+        let message = read(&first, ResumePoint::default())
+            .error
+            .expect("damaged")
+            .to_string();
+        assert!(message.contains("the first event line"), "{message}");
+        assert!(!message.contains("None"), "{message}");
     }
 
     #[test]

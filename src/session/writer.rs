@@ -128,6 +128,12 @@ impl LogWriter {
         self.write_unit(events.iter().map(Value::to_string))
     }
 
+    /// Append one batch of lines given as text (each `\n`-terminated): for lines no
+    /// `Value` can hold, such as a lone UTF-16 surrogate escape or a garbled line.
+    pub fn append_lines(&mut self, lines: &[String]) -> io::Result<()> {
+        self.write_unit(lines.iter().cloned())
+    }
+
     /// The events of one turn (from `script`) as one batch.
     pub fn append_turn(&mut self, script: &mut SessionScript, spec: &TurnSpec) -> io::Result<()> {
         let events = script.turn_events(spec);

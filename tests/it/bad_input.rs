@@ -115,7 +115,26 @@ fn corrupt_frame_in_the_middle() {
         *b ^= 0x5a;
     }
     std::fs::write(&path, &bytes).expect("write");
-    assert_refused(&sb, &before, &path, "session log");
+    // Damage costs only itself: the turns before the corrupt frame are archived, the
+    // session is still reported (exit 1) by file with what to do.
+    let out = sb.run(&["archive"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // Flipped bytes either break the frame or decode to a garbled line: damage either way.
+    assert!(
+        err.contains("session.v4.jsonl.zstd") && err.contains("damaged"),
+        "{err}"
+    );
+    assert!(
+        err.contains("is archived") || err.contains("No turn completed before it"),
+        "{err}"
+    );
+    // The good session's files are untouched (the store's ledgers gain the bad one's lines).
+    let after = sb.snapshot();
+    for (path, bytes) in before.iter().filter(|(p, _)| p.starts_with(GOOD)) {
+        assert_eq!(after.get(path), Some(bytes), "{path} was touched");
+    }
 }
 
 #[test]

@@ -1196,3 +1196,50 @@ fn the_daemon_signs_from_redacted_text() {
     }
     assert!(ledger.contains("\"rotate\""), "{ledger}");
 }
+
+/// Issue 14: a session log that is a FIFO (or a symlink to `/dev/zero`) never blocks the
+/// daemon; a header-only log grows into a real one and is followed; a line holding a lone
+/// UTF-16 surrogate (a string cut mid-emoji by `JSON.stringify`) does not stop the follow.
+#[test]
+fn a_fifo_never_blocks_the_daemon_and_a_header_only_log_grows_into_a_real_one() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let fifo = dsh_chapters::session::writer::session_log_path(&sb.home, &sb.ws_str(), C, 4, true);
+    std::fs::create_dir_all(fifo.parent().expect("dir")).expect("mkdir");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo")
+        .success());
+    let zero = dsh_chapters::session::writer::session_log_path(&sb.home, &sb.ws_str(), Q, 4, false);
+    std::fs::create_dir_all(zero.parent().expect("dir")).expect("mkdir");
+    std::os::unix::fs::symlink("/dev/zero", &zero).expect("symlink");
+    // Header only: the daemon follows it from there.
+    let mut live = Live::create(&sb, P, |_| {});
+    let _d = Daemon::start(&sb, &[]);
+    wait_for("the skipped logs said", || {
+        let errors = status(&sb)["lastErrors"].to_string();
+        errors.contains("a FIFO") && errors.contains("a character device")
+    });
+    live.turn(0);
+    wait_for("the first turn signed", || signed(&sb, P, P).len() == 1);
+    // A turn whose human text was cut mid-emoji.
+    let spec = TurnSpec::new("Fix the emoji CUTHERE handling", "Fixed CUTHERE.");
+    let lines: Vec<String> = live
+        .script
+        .turn_events(&spec)
+        .iter()
+        .map(|e| e.to_string().replace("CUTHERE", "\\ud83d"))
+        .collect();
+    live.writer.append_lines(&lines).expect("append");
+    live.turn(2);
+    wait_for("every turn signed", || signed(&sb, P, P).len() == 3);
+    assert_eq!(signed(&sb, P, P), completed_ends(live.path()));
+    // The control socket answered all along; the FIFO was never opened for reading.
+    let s = status(&sb);
+    assert_eq!(
+        s["lastErrors"].to_string().matches("a FIFO").count(),
+        1,
+        "said once: {s}"
+    );
+}
