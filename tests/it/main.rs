@@ -9,6 +9,7 @@ mod githttp;
 mod index;
 mod mcp;
 mod pool;
+mod redaction_corpus;
 mod rules;
 mod search;
 mod shape;
