@@ -337,6 +337,7 @@ fn kinds() -> Vec<(&'static str, Generator)> {
                 rng.token(10, UPPER_DIGITS),
                 rng.token(24, ALNUM)
             );
+            let _ = v;
             (format!("https://hooks.slack.com/services/{path}"), path)
         }),
         token_kind!("stripe_live_secret", |rng, v| format!(
