@@ -2009,6 +2009,17 @@ mod tests {
             let (out, _) = run(&text);
             assert!(out.len() <= text.len());
         }
+        // The `:` pass and the new keyword rules, densely: they finish (output unchecked).
+        for text in [
+            "password: ".repeat(200_000),
+            "\"token\": ".repeat(200_000),
+            "mysql -p ".repeat(200_000),
+            "Authorization: ".repeat(100_000),
+            "--password ".repeat(200_000),
+            "key-".repeat(300_000),
+        ] {
+            let _ = run(&text);
+        }
         let unterminated = format!("-----BEGIN RSA PRIVATE KEY-----\n{}", "A".repeat(2 << 20));
         let (out, counts) = run(&unterminated);
         assert_eq!(counts.total(), 1);

@@ -356,7 +356,7 @@ pub(super) const PATTERNS: &[BuiltinPattern] = &[
         // Unspaced (`NAME=value`, `--password=value`, `NAME=\"value\"` inside JSON-escaped
         // tool arguments) or spaced with a quoted value (`SECRET_KEY = '…'`); a spaced bare
         // value is code (`api_key = os.environ[…]`).
-        regex: r#"(?:--?)?[A-Za-z0-9_.-]*(?i-u:password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|secret[_-]?key|key[_-]?base|app[_-]?key|application[_-]?key)(?:=(?:"([^"\n⟦⟧\\]{1,512})"|'([^'\n⟦⟧\\]{1,512})'|\\"([^"\n⟦⟧\\]{1,512})\\"|([^\s"'`;,()\[\]{}<>⟦⟧\\]+))|[ \t]+=[ \t]*(?:"([^"\n⟦⟧\\]{1,512})"|'([^'\n⟦⟧\\]{1,512})'|\\"([^"\n⟦⟧\\]{1,512})\\"))"#,
+        regex: r#"(?:--?)?[A-Za-z0-9_.-]*(?i-u:password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|secret[_-]?key|key[_-]?base|app[_-]?key|application[_-]?key)(?:=(?:"([^"\n⟦⟧\\]+)"|'([^'\n⟦⟧\\]+)'|\\"([^"\n⟦⟧\\]+)\\"|([^\s"'`;,()\[\]{}<>⟦⟧\\]+))|[ \t]+=[ \t]*(?:"([^"\n⟦⟧\\]+)"|'([^'\n⟦⟧\\]+)'|\\"([^"\n⟦⟧\\]+)\\"))"#,
         anchor: Anchor::AssignLabel,
         gate: Gate::Open,
         reach: 1024,
@@ -379,7 +379,7 @@ pub(super) const PATTERNS: &[BuiltinPattern] = &[
         // `token: Option<Token>` and `password: Optional[str]` are types, not values.
         name: "labelled_secret",
         keywords: &[],
-        regex: r#"[A-Za-z0-9_.-]*(?i-u:password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|secret[_-]?key|app[_-]?key|application[_-]?key)(?:\\?["'])?[ \t]*:[ \t]*(?:\\?"([^"\n⟦⟧\\]{1,512})\\?"|'([^'\n⟦⟧\\]{1,512})'|([^\s"'`,;()\[\]{}<>⟦⟧\\]+)(?:[\s,;}\]\\"']|$))"#,
+        regex: r#"[A-Za-z0-9_.-]*(?i-u:password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|secret[_-]?key|app[_-]?key|application[_-]?key)(?:\\?["'])?[ \t]*:[ \t]*(?:\\?"([^"\n⟦⟧\\]+)\\?"|'([^'\n⟦⟧\\]+)'|([^\s"'`,;()\[\]{}<>⟦⟧\\]+)(?:[\s,;}\]\\"']|$))"#,
         anchor: Anchor::ColonLabel,
         gate: Gate::Open,
         reach: 1024,
@@ -400,7 +400,7 @@ pub(super) const PATTERNS: &[BuiltinPattern] = &[
         // `--password X` and `--db-password "X"` (the `=` form is `assigned_secret`'s).
         name: "password_flag",
         keywords: &["-passw"],
-        regex: r#"-passw(?:or)?d[ \t]+(?:"([^"\n⟦⟧\\]{1,256})"|'([^'\n⟦⟧\\]{1,256})'|\\"([^"\n⟦⟧\\]{1,256})\\"|([^\s"'`;|&<>⟦⟧\\-][^\s"'`;|&<>⟦⟧\\]*))"#,
+        regex: r#"-passw(?:or)?d[ \t]+(?:"([^"\n⟦⟧\\]+)"|'([^'\n⟦⟧\\]+)'|\\"([^"\n⟦⟧\\]+)\\"|([^\s"'`;|&<>⟦⟧\\-][^\s"'`;|&<>⟦⟧\\]*))"#,
         anchor: Anchor::Keyword,
         gate: Gate::Open,
         reach: 512,
@@ -410,7 +410,7 @@ pub(super) const PATTERNS: &[BuiltinPattern] = &[
         // MySQL's `-pSECRET` (no blank: `-p` alone prompts), on a `mysql…` command line.
         name: "mysql_password_flag",
         keywords: &["mysql"],
-        regex: r#"mysql(?:dump|admin|check|import|sh)?[ \t][^\n|;&]{0,256}?[ \t]-p(?:'([^'\n⟦⟧\\]{1,256})'|"([^"\n⟦⟧\\]{1,256})"|\\"([^"\n⟦⟧\\]{1,256})\\"|([^\s"'`;|&<>⟦⟧\\-][^\s"'`;|&<>⟦⟧\\]*))"#,
+        regex: r#"mysql(?:dump|admin|check|import|sh)?[ \t][^\n|;&]*?[ \t]-p(?:'([^'\n⟦⟧\\]+)'|"([^"\n⟦⟧\\]+)"|\\"([^"\n⟦⟧\\]+)\\"|([^\s"'`;|&<>⟦⟧\\-][^\s"'`;|&<>⟦⟧\\]*))"#,
         anchor: Anchor::Keyword,
         gate: Gate::Open,
         reach: 1024,
