@@ -773,6 +773,20 @@ mod tests {
     }
 
     #[test]
+    fn a_redaction_pattern_matching_empty_or_everything_is_refused_by_name() {
+        for (regex, name) in [("'.*'", "catch-all"), ("'(?s).+'", "everything")] {
+            let text = format!("redactionPatterns:\n  - name: {name}\n    regex: {regex}\n");
+            match Config::from_layers(&[layer("/c.yml", &text)], &none(), &none()) {
+                Err(ConfigError::BadValue { key, detail, .. }) => {
+                    assert_eq!(key, "redactionPatterns");
+                    assert!(detail.contains(&format!("{name:?}")), "{detail}");
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn bad_values_are_refused_by_key_and_line() {
         for (text, key, line) in [
             ("mergeThreshold: 1.5\n", "mergeThreshold", 1),

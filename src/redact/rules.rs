@@ -22,6 +22,10 @@ pub(super) enum Anchor {
     /// (`DB_PASSWORD=…`, `export API_TOKEN=…`, `--password=…`), the label standing alone
     /// (after a line start, a blank, a quote or `--`); the attempt starts at the label.
     AssignLabel,
+    /// Woken by a `:`: `label: value` in YAML, JSON (`"password": "…"`, also with the quotes
+    /// backslash-escaped inside a tool call's arguments) or an HTTP header (`X-Api-Key: …`),
+    /// the label standing alone; the attempt starts at the label.
+    ColonLabel,
 }
 
 /// A byte-level test at a keyword hit, run before the regex: a necessary condition of the
@@ -51,6 +55,10 @@ pub(super) enum Check {
     /// An assigned value that is not a placeholder and not a bare lowercase identifier
     /// (`password=password`, `api_key=self.api_key` are code, not secrets).
     AssignedSecret,
+    /// A `label: value` value: an assigned secret that is not all digits and looks random
+    /// (a digit or a symbol, or 16 characters) — `password: String` and `token: 4096` are
+    /// code and settings, not secrets.
+    LabelledValue,
 }
 
 pub(super) struct BuiltinPattern {
@@ -110,6 +118,31 @@ const ASSIGN_LABEL_TAILS: &[&[u8]] = &[
     b"private-key",
     b"secret_key",
     b"secret-key",
+    b"key_base",
+    b"app_key",
+    b"app-key",
+    b"application_key",
+    b"application-key",
+];
+/// What a `label:` must end with (ASCII case aside).
+const COLON_LABEL_TAILS: &[&[u8]] = &[
+    b"password",
+    b"passwd",
+    b"secret",
+    b"token",
+    b"api_key",
+    b"api-key",
+    b"apikey",
+    b"access_key",
+    b"access-key",
+    b"private_key",
+    b"private-key",
+    b"secret_key",
+    b"secret-key",
+    b"app_key",
+    b"app-key",
+    b"application_key",
+    b"application-key",
 ];
 /// Longest PEM label walked back over (`SSH2 ENCRYPTED ` plus BEGIN/END).
 const MAX_PEM_LABEL: usize = 48;
@@ -132,7 +165,7 @@ pub(super) const PATTERNS: &[BuiltinPattern] = &[
             "SecretAccessKey",
             "secretAccessKey",
         ],
-        regex: r#"(?:secret_access_key|SECRET_ACCESS_KEY|SecretAccessKey|secretAccessKey)["']?[ \t]*[:=][ \t]*["']?([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)"#,
+        regex: r#"(?:secret_access_key|SECRET_ACCESS_KEY|SecretAccessKey|secretAccessKey)(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)"#,
         anchor: Anchor::Keyword,
         gate: Gate::Open,
         reach: 128,
@@ -185,9 +218,11 @@ pub(super) const PATTERNS: &[BuiltinPattern] = &[
         check: Check::Always,
     },
     BuiltinPattern {
+        // Bot, user, app, config and refresh tokens (`xoxe.xoxp-1-…`); a digit follows the
+        // dash in every real one, which keeps `xoxo-hugs` and `xoxb-your-bot-token` out.
         name: "slack_token",
         keywords: &["xox", "xapp-"],
-        regex: r"(?:xox[abposre]|xapp)-[0-9A-Za-z-]{10,}",
+        regex: r"(?:xox[abposre](?:\.xox[abposre])?|xapp)-[0-9][0-9A-Za-z-]{9,}",
         anchor: Anchor::Keyword,
         gate: Gate::Open,
         reach: 512,
@@ -318,7 +353,10 @@ pub(super) const PATTERNS: &[BuiltinPattern] = &[
         // The label stays. Quoted values may hold blanks; bare ones run to a blank or quote.
         name: "assigned_secret",
         keywords: &[],
-        regex: r#"(?:--?)?[A-Za-z0-9_.-]*(?i-u:password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|secret[_-]?key)=(?:"([^"\n⟦⟧\\]{1,512})"|'([^'\n⟦⟧\\]{1,512})'|([^\s"'`;,()<>⟦⟧\\]+))"#,
+        // Unspaced (`NAME=value`, `--password=value`, `NAME=\"value\"` inside JSON-escaped
+        // tool arguments) or spaced with a quoted value (`SECRET_KEY = '…'`); a spaced bare
+        // value is code (`api_key = os.environ[…]`).
+        regex: r#"(?:--?)?[A-Za-z0-9_.-]*(?i-u:password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|secret[_-]?key|key[_-]?base|app[_-]?key|application[_-]?key)(?:=(?:"([^"\n⟦⟧\\]+)"|'([^'\n⟦⟧\\]+)'|\\"([^"\n⟦⟧\\]+)\\"|([^\s"'`;,()\[\]{}<>⟦⟧\\]+))|[ \t]+=[ \t]*(?:"([^"\n⟦⟧\\]+)"|'([^'\n⟦⟧\\]+)'|\\"([^"\n⟦⟧\\]+)\\"))"#,
         anchor: Anchor::AssignLabel,
         gate: Gate::Open,
         reach: 1024,
@@ -333,6 +371,107 @@ pub(super) const PATTERNS: &[BuiltinPattern] = &[
         reach: 512,
         check: Check::Always,
     },
+    BuiltinPattern {
+        // `label: value` in YAML, JSON (quotes possibly backslash-escaped) and HTTP headers;
+        // kubeconfig `token:`, `"password": "…"`, `X-Api-Key: …`. The label stays. A bare
+        // value must end at a blank, a comma, a closing bracket, a quote (a header inside
+        // `curl -H "…"`) or an escaped newline, so
+        // `token: Option<Token>` and `password: Optional[str]` are types, not values.
+        name: "labelled_secret",
+        keywords: &[],
+        regex: r#"[A-Za-z0-9_.-]*(?i-u:password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|secret[_-]?key|app[_-]?key|application[_-]?key)(?:\\?["'])?[ \t]*:[ \t]*(?:\\?"([^"\n⟦⟧\\]+)\\?"|'([^'\n⟦⟧\\]+)'|([^\s"'`,;()\[\]{}<>⟦⟧\\]+)(?:[\s,;}\]\\"']|$))"#,
+        anchor: Anchor::ColonLabel,
+        gate: Gate::Open,
+        reach: 1024,
+        check: Check::LabelledValue,
+    },
+    BuiltinPattern {
+        // `Authorization: Basic|Bearer|Token|… credentials` (also `Proxy-Authorization`, JSON
+        // headers with plain or escaped quotes); the header name and scheme stay.
+        name: "authorization_header",
+        keywords: &["uthorization", "UTHORIZATION"],
+        regex: r#"(?:uthorization|UTHORIZATION)(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?(?:(?i-u:basic|bearer|token|digest|negotiate|apikey|key|sso-key|ntlm)[ \t]+)?([A-Za-z0-9._~+/:-]{10,}=*)"#,
+        anchor: Anchor::Keyword,
+        gate: Gate::Open,
+        reach: 16 * 1024,
+        check: Check::TokenLike,
+    },
+    BuiltinPattern {
+        // `--password X` and `--db-password "X"` (the `=` form is `assigned_secret`'s).
+        name: "password_flag",
+        keywords: &["-passw"],
+        regex: r#"-passw(?:or)?d[ \t]+(?:"([^"\n⟦⟧\\]+)"|'([^'\n⟦⟧\\]+)'|\\"([^"\n⟦⟧\\]+)\\"|([^\s"'`;|&<>⟦⟧\\-][^\s"'`;|&<>⟦⟧\\]*))"#,
+        anchor: Anchor::Keyword,
+        gate: Gate::Open,
+        reach: 512,
+        check: Check::AssignedSecret,
+    },
+    BuiltinPattern {
+        // MySQL's `-pSECRET` (no blank: `-p` alone prompts), on a `mysql…` command line.
+        name: "mysql_password_flag",
+        keywords: &["mysql"],
+        regex: r#"mysql(?:dump|admin|check|import|sh)?[ \t][^\n|;&]*?[ \t]-p(?:'([^'\n⟦⟧\\]+)'|"([^"\n⟦⟧\\]+)"|\\"([^"\n⟦⟧\\]+)\\"|([^\s"'`;|&<>⟦⟧\\-][^\s"'`;|&<>⟦⟧\\]*))"#,
+        anchor: Anchor::Keyword,
+        gate: Gate::Open,
+        reach: 1024,
+        check: Check::AssignedSecret,
+    },
+    BuiltinPattern {
+        name: "shopify_token",
+        keywords: &["shp"],
+        regex: r"(?-u:\b)shp(?:at|ca|pa|ss)_[0-9a-fA-F]{32}(?-u:\b)",
+        anchor: Anchor::Keyword,
+        gate: Gate::WordStart,
+        reach: 64,
+        check: Check::Always,
+    },
+    BuiltinPattern {
+        name: "digitalocean_token",
+        keywords: &["dop_v1_", "doo_v1_", "dor_v1_"],
+        regex: r"do[opr]_v1_[0-9a-f]{64}",
+        anchor: Anchor::Keyword,
+        gate: Gate::Open,
+        reach: 128,
+        check: Check::Always,
+    },
+    BuiltinPattern {
+        name: "dockerhub_token",
+        keywords: &["dckr_"],
+        regex: r"dckr_(?:pat|oat)_[A-Za-z0-9_-]{20,}",
+        anchor: Anchor::Keyword,
+        gate: Gate::Open,
+        reach: 128,
+        check: Check::Always,
+    },
+    BuiltinPattern {
+        name: "heroku_api_key",
+        keywords: &["HRKU-"],
+        regex: r"HRKU-[A-Za-z0-9_-]{40,}",
+        anchor: Anchor::Keyword,
+        gate: Gate::Open,
+        reach: 128,
+        check: Check::Always,
+    },
+    BuiltinPattern {
+        // Private (`key-`) and public-validation (`pubkey-`) keys: 32 lowercase hex digits.
+        name: "mailgun_key",
+        keywords: &["key-"],
+        regex: r"key-[0-9a-f]{32}(?-u:\b)",
+        anchor: Anchor::Keyword,
+        gate: Gate::Open,
+        reach: 64,
+        check: Check::Always,
+    },
+    BuiltinPattern {
+        // Twilio API key (`SK…`) and account SID (`AC…`): two letters and 32 hex digits.
+        name: "twilio_key",
+        keywords: &["SK", "AC"],
+        regex: r"(?-u:\b)(?:SK[0-9a-fA-F]{32}|AC[0-9a-f]{32})(?-u:\b)",
+        anchor: Anchor::Keyword,
+        gate: Gate::WordStart,
+        reach: 64,
+        check: Check::Always,
+    },
 ];
 
 /// The attempt start for a keyword hit at `start`, or `None` when the context already
@@ -341,8 +480,62 @@ pub(super) fn keyword_anchor(anchor: Anchor, text: &str, start: usize) -> Option
     match anchor {
         Anchor::Keyword => Some(start),
         Anchor::Before(back) => Some(floor_char_boundary(text, start.saturating_sub(back))),
-        Anchor::QueryLabel | Anchor::ConnLabel | Anchor::AssignLabel => None,
+        Anchor::QueryLabel | Anchor::ConnLabel | Anchor::AssignLabel | Anchor::ColonLabel => None,
     }
+}
+
+/// Whether the `:` at `colon` can close a label that the `:`-woken rule cares about: every
+/// such label (`password`, `passwd`, `secret`, `token`, `…key`) ends in one of these letter
+/// pairs, after the label's closing quote if any. Most `:` (`"seq":`, `https:`, `12:00`,
+/// `"content":`) stop here at the cost of a few byte reads.
+pub(super) fn may_close_colon_label(bytes: &[u8], colon: usize) -> bool {
+    let end = label_end_before(bytes, colon);
+    end >= 2
+        && matches!(
+            [
+                bytes[end - 2].to_ascii_lowercase(),
+                bytes[end - 1].to_ascii_lowercase()
+            ],
+            [b'r', b'd'] | [b'w', b'd'] | [b'e', b't'] | [b'e', b'n'] | [b'e', b'y']
+        )
+}
+
+/// Where a label ends before the `:` or `=` at `at`: blanks, then a closing quote (possibly
+/// backslash-escaped) are skipped.
+fn label_end_before(bytes: &[u8], at: usize) -> usize {
+    let mut end = skip_back_blanks(bytes, at);
+    if end > 0 && matches!(bytes[end - 1], b'"' | b'\'') {
+        end -= 1;
+        if end > 0 && bytes[end - 1] == b'\\' {
+            end -= 1;
+        }
+    }
+    end
+}
+
+/// The attempt start for a `:` at `colon`, or `None` when the label before it is not a
+/// secret's or does not stand alone.
+pub(super) fn colon_anchor(text: &str, colon: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let label_end = label_end_before(bytes, colon);
+    let floor = label_end.saturating_sub(MAX_ASSIGN_LABEL);
+    let mut label_start = label_end;
+    while label_start > floor
+        && (is_label_byte(bytes[label_start - 1]) || bytes[label_start - 1] == b'.')
+    {
+        label_start -= 1;
+    }
+    let label = &bytes[label_start..label_end];
+    let secret_bearing = COLON_LABEL_TAILS
+        .iter()
+        .any(|tail| ends_with_ignore_case(label, tail));
+    let stands_alone = label_start == 0
+        || matches!(
+            bytes[label_start - 1],
+            // `\` closes an escaped newline (`\npassword:`): the `n` joined the label.
+            b' ' | b'\t' | b'\n' | b'\r' | b'"' | b'\'' | b'{' | b'(' | b',' | b'\\'
+        );
+    (secret_bearing && stands_alone).then_some(label_start)
 }
 
 /// Whether the `=` at `equals` can close a label that an `=`-woken rule cares about: every
@@ -362,7 +555,7 @@ pub(super) fn may_close_secret_label(bytes: &[u8], equals: usize) -> bool {
 pub(super) fn equals_anchor(anchor: Anchor, text: &str, equals: usize) -> Option<usize> {
     let bytes = text.as_bytes();
     match anchor {
-        Anchor::Keyword | Anchor::Before(_) => None,
+        Anchor::Keyword | Anchor::Before(_) | Anchor::ColonLabel => None,
         Anchor::QueryLabel => {
             let floor = equals.saturating_sub(MAX_QUERY_LABEL);
             let mut label_start = equals;
@@ -385,21 +578,23 @@ pub(super) fn equals_anchor(anchor: Anchor, text: &str, equals: usize) -> Option
             }
         }
         Anchor::AssignLabel => {
-            let floor = equals.saturating_sub(MAX_ASSIGN_LABEL);
-            let mut label_start = equals;
+            // `SECRET_KEY = '…'`: the label may stand a few blanks before its `=`.
+            let label_end = skip_back_blanks(bytes, equals);
+            let floor = label_end.saturating_sub(MAX_ASSIGN_LABEL);
+            let mut label_start = label_end;
             while label_start > floor
                 && (is_label_byte(bytes[label_start - 1]) || bytes[label_start - 1] == b'.')
             {
                 label_start -= 1;
             }
-            let label = &bytes[label_start..equals];
+            let label = &bytes[label_start..label_end];
             let secret_bearing = ASSIGN_LABEL_TAILS
                 .iter()
                 .any(|tail| ends_with_ignore_case(label, tail));
             let stands_alone = label_start == 0
                 || matches!(
                     bytes[label_start - 1],
-                    b' ' | b'\t' | b'\n' | b'\r' | b'"' | b'\'' | b'`' | b'{' | b'(' | b','
+                    b' ' | b'\t' | b'\n' | b'\r' | b'"' | b'\'' | b'`' | b'{' | b'(' | b',' | b'\\'
                 );
             (secret_bearing && stands_alone).then_some(label_start)
         }
@@ -490,6 +685,25 @@ pub(super) fn token_like(secret: &str) -> bool {
         || (bytes.iter().any(u8::is_ascii_uppercase) && bytes.iter().any(u8::is_ascii_lowercase))
 }
 
+/// A `label: value` worth hiding: an assigned secret, not all digits, and random-looking (a
+/// digit or a symbol, or at least 16 characters).
+pub(super) fn labelled_value(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    assigned_secret(value)
+        && !bytes.iter().all(u8::is_ascii_digit)
+        && (bytes.len() >= 16 || bytes.iter().any(|b| !b.is_ascii_alphabetic()))
+}
+
+/// A shape-matching token whose tail is one character repeated (`ghp_xxxx…`,
+/// `AKIAXXXXXXXXXXXXXXXX`, `sk-…0000000000000000`): a mask, not a key.
+pub(super) fn masked_tail(secret: &str) -> bool {
+    let bytes = secret.as_bytes();
+    bytes.len() >= 12 && {
+        let tail = &bytes[bytes.len() - 12..];
+        tail.iter().all(|b| b.eq_ignore_ascii_case(&tail[0]))
+    }
+}
+
 /// An assigned value worth hiding: not a placeholder, and not a bare lowercase identifier or
 /// dotted path (`password=password`, `token=self.token`), which is code.
 pub(super) fn assigned_secret(value: &str) -> bool {
@@ -514,8 +728,40 @@ pub(super) fn is_placeholder(value: &str) -> bool {
     let already_redacted = ["redacted", "[redacted]", "<redacted>"]
         .iter()
         .any(|word| value.eq_ignore_ascii_case(word));
-    all_masked || variable || template || already_redacted
+    // `<password>`, `<your-api-key>`: a slot to fill in.
+    let slot = value.starts_with('<') && value.ends_with('>');
+    // The value names what belongs there: `password`, `changeme`, `YOUR_API_KEY`,
+    // `your-token-here`, `example-secret`, `REPLACE_ME`.
+    let wordy = !value.is_empty()
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphabetic() || matches!(b, b'_' | b'-' | b'.'));
+    let lower = value.to_ascii_lowercase();
+    let names_itself = wordy
+        && (PLACEHOLDER_WORDS.contains(&lower.as_str())
+            || lower.starts_with("your")
+            || lower.contains("example")
+            || lower.contains("placeholder")
+            || lower.contains("replace")
+            || lower.contains("changeme")
+            || value.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'));
+    all_masked || variable || template || already_redacted || slot || names_itself
 }
+
+/// Values that name the slot instead of filling it.
+const PLACEHOLDER_WORDS: &[&str] = &[
+    "password",
+    "passwd",
+    "pass",
+    "secret",
+    "token",
+    "change-me",
+    "change_me",
+    "example",
+    "dummy",
+    "none",
+    "null",
+];
 
 /// One PEM armour line: `-----BEGIN <label> PRIVATE KEY-----`, its END twin, the PGP
 /// `… PRIVATE KEY BLOCK-----` and the SSH2 `---- BEGIN … PRIVATE KEY ----` forms.
@@ -709,6 +955,7 @@ mod tests {
             .flat_map(|p| p.keywords.iter().copied())
             .chain([PEM_KEYWORD, PUTTY_KEYWORD])
             .collect();
+        // 55 today; label words (`password`, `token`) are found by the `=`/`:` pass instead.
         assert!(unique.len() <= 56, "{} built-in keywords", unique.len());
     }
 

@@ -13,6 +13,7 @@ mod index;
 mod mcp;
 mod pool;
 mod privacy;
+mod redaction_corpus;
 mod rules;
 mod scripts;
 mod search;
