@@ -4,6 +4,7 @@ mod archive;
 mod bad_input;
 mod crash;
 mod daemon;
+mod doors;
 mod enrich;
 mod githttp;
 mod index;

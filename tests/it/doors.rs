@@ -1,0 +1,306 @@
+//! Local doors stay local (#13.10): the daemon's home, socket and files are owner-only
+//! whatever the umask, another local user cannot reach them, slow or idle clients cannot
+//! lock the control socket out, and `daemon status` never advises killing a healthy daemon.
+//! The real binary, the real daemon, real sockets; another user through `setpriv`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dsh_chapters::daemon::control::{Client, Request, MAX_CONNECTIONS};
+
+use crate::support::Sandbox;
+
+const WAIT: Duration = Duration::from_secs(30);
+const NOBODY: &str = "65534";
+
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !cond() {
+        assert!(started.elapsed() < WAIT, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn socket(sb: &Sandbox) -> PathBuf {
+    sb.home.join("dsh-chapters/daemon.sock")
+}
+
+fn as_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// `chapters ARGS` in the sandbox under a umask of 0.
+fn umask0(sb: &Sandbox, args: &[&str]) -> Command {
+    // The sandbox's command, for its environment and directory only.
+    let cmd = sb.cmd(&[]);
+    let mut sh = Command::new("sh");
+    sh.arg("-c")
+        .arg("umask 0 && exec \"$@\"")
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_chapters"))
+        .args(args);
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => sh.env(k, v),
+            None => sh.env_remove(k),
+        };
+    }
+    sh.current_dir(cmd.get_current_dir().expect("cwd"));
+    sh
+}
+
+fn ok(out: Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed ({:?}):\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `chapters ARGS` as the user `nobody`, with the sandbox's DSH_HOME.
+fn as_nobody(sb: &Sandbox, args: &[&str]) -> Output {
+    Command::new("setpriv")
+        .args([
+            &format!("--reuid={NOBODY}"),
+            &format!("--regid={NOBODY}"),
+            "--clear-groups",
+        ])
+        .arg(env!("CARGO_BIN_EXE_chapters"))
+        .args(args)
+        .current_dir("/")
+        .env("DSH_HOME", &sb.home)
+        .output()
+        .expect("setpriv")
+}
+
+struct Daemon(Child);
+
+impl Daemon {
+    fn alive(&mut self) -> bool {
+        self.0.try_wait().expect("try_wait").is_none()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_daemon(mut cmd: Command, sb: &Sandbox) -> Daemon {
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the daemon");
+    let d = Daemon(child);
+    wait_for("the daemon's socket", || {
+        Client::connect(&socket(sb), Duration::from_secs(5)).is_ok()
+    });
+    d
+}
+
+fn status_pid(sb: &Sandbox) -> u64 {
+    let mut c = Client::connect(&socket(sb), Duration::from_secs(10)).expect("connect");
+    c.request(Request::Status, &socket(sb)).expect("status")["pid"]
+        .as_u64()
+        .expect("pid")
+}
+
+/// Every entry under `dir` with its mode, the directory itself first.
+fn modes(dir: &Path) -> Vec<(PathBuf, u32, bool)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let meta = std::fs::symlink_metadata(&d).expect("stat");
+        out.push((d.clone(), meta.permissions().mode() & 0o7777, meta.is_dir()));
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(&d).expect("list") {
+                todo.push(entry.expect("entry").path());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_daemons_home_is_owner_only_under_umask_0_and_closed_to_other_users() {
+    let sb = Sandbox::new();
+    // Everything above the home is open to others, so only our own modes keep them out.
+    let root = sb.home.parent().expect("sandbox root");
+    for dir in [root, sb.home.as_path()] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    // A credential and the home config, written under umask 0 too.
+    let token = root.join("token");
+    std::fs::write(&token, "tok-for-doors-1234\n").expect("token");
+    ok(
+        umask0(
+            &sb,
+            &[
+                "link",
+                "https://git.example.com/team/pool.git",
+                "--visibility",
+                "private",
+                "--token-file",
+                token.to_str().expect("utf8"),
+            ],
+        )
+        .output()
+        .expect("link"),
+        "link",
+    );
+    ok(
+        umask0(
+            &sb,
+            &[
+                "enrich",
+                "model",
+                "--endpoint",
+                "http://127.0.0.1:9/v1",
+                "--model",
+                "m",
+            ],
+        )
+        .output()
+        .expect("enrich model"),
+        "enrich model",
+    );
+    let mut d = start_daemon(umask0(&sb, &["daemon", "--foreground"]), &sb);
+    let pid = status_pid(&sb);
+
+    if as_root() {
+        // Another local user can neither stop the daemon nor read its status…
+        let out = as_nobody(&sb, &["daemon", "stop"]);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!text.contains("stopped"), "{text}");
+        let out = as_nobody(&sb, &["daemon", "status", "--json"]);
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains("\"pid\""),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        // …nor reach the socket itself.
+        let out = Command::new("setpriv")
+            .args([
+                &format!("--reuid={NOBODY}"),
+                &format!("--regid={NOBODY}"),
+                "--clear-groups",
+                "python3",
+                "-c",
+                "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b'{\"v\":1,\"request\":\"stop\"}\\n'); print(s.recv(4096))",
+            ])
+            .arg(socket(&sb))
+            .output()
+            .expect("python3 as nobody");
+        assert!(!out.status.success(), "another user reached the socket");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("Permission denied"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The daemon runs on, untouched.
+        assert!(d.alive());
+        assert_eq!(status_pid(&sb), pid);
+    } else {
+        eprintln!("not root: the other-user half of this test needs setpriv as root");
+    }
+
+    let sock_mode = std::fs::metadata(socket(&sb))
+        .expect("socket")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(sock_mode, 0o600, "the control socket");
+
+    // Stopped by its owner: the state is saved, and every file it left is owner-only.
+    ok(sb.cmd(&["daemon", "stop"]).output().expect("stop"), "stop");
+    let home = sb.home.join("dsh-chapters");
+    let all = modes(&home);
+    for want in [
+        "daemon.pid",
+        "daemon-state.json",
+        "logs/daemon.log",
+        "config.yml",
+        "credentials",
+    ] {
+        assert!(
+            all.iter().any(|(p, _, _)| p.ends_with(want)),
+            "{want} missing: {all:?}"
+        );
+    }
+    for (path, mode, is_dir) in &all {
+        let want = if *is_dir { 0o700 } else { 0o600 };
+        assert_eq!(*mode, want, "{} has mode {mode:o}", path.display());
+    }
+}
+
+/// A client that connected, read the hello, and then sends a request line a byte at a
+/// time (one a second) — or nothing at all — until told to stop.
+fn slow_client(sb: &Sandbox, trickle: bool, stop: &Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    let mut s = UnixStream::connect(socket(sb)).expect("connect");
+    let mut hello = String::new();
+    BufReader::new(s.try_clone().expect("clone"))
+        .read_line(&mut hello)
+        .expect("hello");
+    assert!(hello.contains("dsh-chapters-daemon"), "{hello}");
+    let stop = Arc::clone(stop);
+    std::thread::spawn(move || {
+        let line = b"{\"v\":1,\"request\":\"status\"}";
+        let mut i = 0;
+        while !stop.load(Ordering::SeqCst) {
+            if trickle && s.write_all(&line[i % line.len()..][..1]).is_err() {
+                return;
+            }
+            i += 1;
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    })
+}
+
+#[test]
+fn slow_and_idle_clients_cannot_lock_out_the_daemons_socket() {
+    let sb = Sandbox::new();
+    let mut d = start_daemon(sb.cmd(&["daemon", "--foreground"]), &sb);
+    let stop = Arc::new(AtomicBool::new(false));
+    // Every slot taken, and more: clients trickling a byte a second, and idle ones.
+    let slow: Vec<_> = (0..MAX_CONNECTIONS + 4)
+        .map(|i| slow_client(&sb, i % 3 != 2, &stop))
+        .collect();
+    // While they hang, a normal client is served…
+    let mut c = Client::connect(&socket(&sb), Duration::from_secs(10)).expect("connect");
+    let status = c.request(Request::Status, &socket(&sb)).expect("status");
+    assert!(status["pid"].is_u64(), "{status}");
+    // …and so is the command a person types, which never advises killing it.
+    let out = sb.run(&["daemon", "status"]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("daemon pid"), "{text}");
+    assert!(!text.contains("kill"), "{text}");
+    assert!(d.alive());
+    stop.store(true, Ordering::SeqCst);
+    for t in slow {
+        t.join().expect("slow client");
+    }
+}
