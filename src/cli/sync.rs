@@ -61,7 +61,9 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     match sync::sync(&ctx, args.pull_only) {
         Ok(report) => {
             if args.json {
-                super::print_json(&serde_json::json!({"code": "ok", "report": report}))?;
+                super::print_json(
+                    &serde_json::json!({"code": "ok", "report": report, "linkMigrated": env.link_migration}),
+                )?;
             } else {
                 print_text(&report);
             }
@@ -84,6 +86,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
                     "detail": e.detail,
                     "hint": e.code.hint(),
                     "report": e.report,
+                    "linkMigrated": env.link_migration,
                 }))?;
             }
             eprintln!("chapters: {e}");

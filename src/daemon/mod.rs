@@ -182,6 +182,13 @@ impl WsCtx {
             .as_deref()
             .map(|k| (k, origin.as_str()));
         let identity = identity::resolve(workspace, override_key).map_err(|e| e.to_string())?;
+        // A credential in the link's URL leaves the project tree here too (#13.5).
+        if let Some(m) =
+            link::migrate_secret(&workspace.join(STORE_DIR), dsh_home, &identity.project_key)
+                .map_err(|e| e.to_string())?
+        {
+            tracing::warn!(workspace = %workspace.display(), "{}", m.note());
+        }
         let harness_id =
             identity::harness_id(config.harness_id.as_deref(), None).map_err(|e| e.to_string())?;
         let redactor = Redactor::new(&config.redaction_patterns).map_err(|e| e.to_string())?;

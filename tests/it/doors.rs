@@ -304,3 +304,278 @@ fn slow_and_idle_clients_cannot_lock_out_the_daemons_socket() {
         t.join().expect("slow client");
     }
 }
+
+// ---- #13.5: no credentials in the project tree ----------------------------------------
+
+const SECRET: &str = "s3cret-d00rs-t0ken-4711";
+
+/// Every file under `dir` whose bytes hold `needle` (case-insensitively), by path.
+fn files_holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
+    let needle = needle.to_ascii_lowercase();
+    let mut hits = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if meta.is_dir() {
+                todo.push(path);
+            } else if meta.is_file() {
+                let bytes = std::fs::read(&path).unwrap_or_default();
+                if String::from_utf8_lossy(&bytes)
+                    .to_ascii_lowercase()
+                    .contains(&needle)
+                {
+                    hits.push(path);
+                }
+            }
+        }
+    }
+    hits
+}
+
+fn both(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn a_url_with_a_credential_is_refused_masked_and_nothing_is_written() {
+    let sb = Sandbox::new();
+    let token_file = sb.home.parent().expect("root").join("token");
+    std::fs::write(&token_file, "good-token\n").expect("token");
+    let cases = [
+        format!("https://ana:{SECRET}@git.example.com/team/pool.git"),
+        format!("https://{SECRET}@git.example.com/team/pool.git"),
+        format!(
+            "https://ghp_{}@github.com/team/pool.git",
+            "A1b2C3d4".repeat(4)
+        ),
+        format!("https://git.example.com/team/pool.git?access_token={SECRET}"),
+        format!("https://gitlab.example.com/team/pool.git?private_token={SECRET}&x=1"),
+        format!("http://127.0.0.1:9/pool.git?token={SECRET}"),
+    ];
+    for url in &cases {
+        let secret = if url.contains("ghp_") {
+            "A1b2C3d4A1b2C3d4"
+        } else {
+            SECRET
+        };
+        for extra in [
+            vec![],
+            vec!["--token-file", token_file.to_str().expect("utf8")],
+            vec!["--json"],
+        ] {
+            let mut args = vec!["link", url.as_str(), "--visibility", "private"];
+            args.extend(extra.iter().copied());
+            let out = sb.run(&args);
+            let text = both(&out);
+            assert_eq!(out.status.code(), Some(1), "{url}: {text}");
+            assert!(!text.contains(secret), "the secret was echoed: {text}");
+            assert!(text.contains("***"), "not echoed masked: {text}");
+            assert!(
+                text.contains("--token-file") && text.contains("--token-stdin"),
+                "no way out named: {text}"
+            );
+        }
+        // Without the mandatory flag (a usage error): still never echoed.
+        let out = sb.run(&["link", url.as_str()]);
+        assert_eq!(out.status.code(), Some(2), "{}", both(&out));
+        assert!(!both(&out).contains(secret), "{}", both(&out));
+    }
+    assert!(!sb.store().exists(), "nothing written in the project tree");
+    assert!(
+        !sb.home.join("dsh-chapters/credentials").exists(),
+        "no credential stored"
+    );
+    assert!(files_holding(&sb.ws, SECRET).is_empty());
+}
+
+#[test]
+fn a_link_holding_a_credential_is_migrated_by_the_next_command() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let forge = tmp.path().join("forge");
+    std::fs::create_dir_all(&forge).expect("forge");
+    assert!(Command::new("git")
+        .args(["init", "--bare", "-q"])
+        .arg(forge.join("pool.git"))
+        .status()
+        .expect("git")
+        .success());
+    let server = crate::githttp::GitHttpServer::start(&forge, Some(SECRET));
+    let url = server.url("pool.git");
+    let m = Sandbox::machine("doors-m1");
+    m.write_session(
+        "session-0000d005-0000-4000-8000-000000000001",
+        4,
+        true,
+        &crate::support::two_task_turns(&m.ws),
+    );
+    // Linked as an older version (or a hand edit) left it: the token inside the URL.
+    m.ok(&["init"]);
+    let with_secret = url.replacen("http://", &format!("http://x-access-token:{SECRET}@"), 1);
+    std::fs::write(
+        m.store().join("pool.json"),
+        serde_json::to_string_pretty(&serde_json::json!({
+            "v": 1,
+            "upstream": {"kind": "network", "url": with_secret},
+            "visibility": "private",
+            "linkedAt": "2026-11-29T00:00:00.000Z",
+            "linkedBy": "doors-m1",
+        }))
+        .expect("json"),
+    )
+    .expect("pool.json");
+
+    // The next command that reads it moves the secret and says so, in --json too.
+    let out = m.run(&["status", "--json"]);
+    assert!(out.status.success(), "{}", both(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("note") && stderr.contains("***"),
+        "{stderr}"
+    );
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(status["linkMigrated"]["moved"], true, "{status}");
+    // The user name stays (it is no secret), the password goes.
+    let clean = with_secret.replacen(&format!(":{SECRET}"), "", 1);
+    assert_eq!(status["linkMigrated"]["url"], clean.as_str());
+    assert!(!both(&out).contains(SECRET), "{}", both(&out));
+    let key = status["identity"]["projectKey"]
+        .as_str()
+        .expect("key")
+        .to_owned();
+    let cred = m.home.join("dsh-chapters/credentials").join(&key);
+    assert_eq!(
+        std::fs::read_to_string(&cred).expect("credential").trim(),
+        SECRET
+    );
+    assert_eq!(
+        std::fs::metadata(&cred).expect("cred").permissions().mode() & 0o777,
+        0o600
+    );
+    assert!(files_holding(&m.ws, SECRET).is_empty(), "left in the tree");
+
+    // Once: the next command has nothing to move.
+    let again = m.json(&["link", "--json"]);
+    assert!(again["linkMigrated"].is_null(), "{again}");
+    assert_eq!(again["tokenStored"], true);
+    assert_eq!(again["upstream"]["url"], clean.as_str());
+
+    // The moved token is the one sync uses: the pool is reached and written.
+    m.ok(&["archive"]);
+    let outputs = [
+        m.run(&["sync"]),
+        m.run(&["sync", "--json"]),
+        m.run(&["status"]),
+        m.run(&["link"]),
+    ];
+    for out in &outputs {
+        assert!(out.status.success(), "{}", both(out));
+        assert!(!both(out).contains(SECRET), "{}", both(out));
+    }
+    let listed = Command::new("git")
+        .args(["ls-tree", "-r", "--name-only", "main"])
+        .current_dir(forge.join("pool.git"))
+        .output()
+        .expect("git");
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("chapters/"),
+        "nothing published"
+    );
+    // A failing sync (the token revoked) names no secret either.
+    server.set_token(Some("another-token".into()));
+    let out = m.run(&["sync"]);
+    assert!(!out.status.success());
+    assert!(!both(&out).contains(SECRET), "{}", both(&out));
+    assert!(files_holding(&m.ws, SECRET).is_empty(), "left in the tree");
+}
+
+// ---- #13.6: the pool is never the project ----------------------------------------------
+
+fn git_init(dir: &Path, bare: bool) {
+    let mut cmd = Command::new("git");
+    cmd.args(["init", "-q"]);
+    if bare {
+        cmd.arg("--bare");
+    }
+    assert!(cmd.arg(dir).status().expect("git").success());
+}
+
+#[test]
+fn link_refuses_the_project_its_repository_and_any_checkout() {
+    let sb = Sandbox::new();
+    let root = sb.home.parent().expect("root").to_path_buf();
+    git_init(&sb.ws, false);
+    std::fs::create_dir_all(sb.ws.join("src")).expect("src");
+    let other = root.join("other");
+    git_init(&other, false);
+    std::os::unix::fs::symlink(&sb.ws, root.join("alias")).expect("symlink");
+    std::fs::create_dir_all(root.join("full")).expect("full");
+    std::fs::write(root.join("full/notes.txt"), "x").expect("file");
+    let refused = [
+        (".".to_owned(), "inside the workspace"),
+        (".git".to_owned(), "own git repository"),
+        ("src/pool".to_owned(), "inside the workspace"),
+        ("src/../../ws/pool".to_owned(), "inside the workspace"),
+        (
+            format!("file://{}", sb.ws.display()),
+            "inside the workspace",
+        ),
+        (
+            root.join("alias/pool").display().to_string(),
+            "inside the workspace",
+        ),
+        (root.display().to_string(), "holds the workspace"),
+        (other.display().to_string(), "work tree"),
+        (other.join(".git").display().to_string(), "work tree"),
+        (
+            root.join("full").display().to_string(),
+            "not a bare git repository",
+        ),
+    ];
+    for (target, why) in &refused {
+        let out = sb.run(&["link", target, "--visibility", "private"]);
+        let text = both(&out);
+        assert_eq!(out.status.code(), Some(1), "{target}: {text}");
+        assert!(text.contains(why), "{target}: {text}");
+        assert!(
+            text.contains("bare repository") && text.contains("outside the project"),
+            "{target}: no way out named: {text}"
+        );
+    }
+    // Nothing written: no store, nothing committed into either checkout.
+    assert!(!sb.store().exists());
+    for repo in [&sb.ws, &other] {
+        let log = Command::new("git")
+            .args(["rev-parse", "--verify", "-q", "HEAD"])
+            .current_dir(repo)
+            .output()
+            .expect("git");
+        assert!(
+            !log.status.success(),
+            "a commit appeared in {}",
+            repo.display()
+        );
+    }
+    // A bare repository, an empty directory or a new path outside the project is taken.
+    let bare = root.join("pool.git");
+    git_init(&bare, true);
+    std::fs::create_dir_all(root.join("empty")).expect("empty");
+    for target in [bare, root.join("empty"), root.join("new/pool")] {
+        sb.ok(&[
+            "link",
+            target.to_str().expect("utf8"),
+            "--visibility",
+            "private",
+        ]);
+    }
+}
