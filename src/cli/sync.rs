@@ -28,7 +28,11 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     };
     let token = match &record.upstream {
         Upstream::Network { .. } => credentials::load(&env.dsh_home, &env.identity.project_key)?,
-        Upstream::Local { .. } => None,
+        // Checked again at every sync: a symlink may have moved since `link`.
+        Upstream::Local { path } => {
+            link::check_local_pool(path, &env.workspace)?;
+            None
+        }
     };
     let now_ms = super::now_ms();
     let now = dsh_chapters::time::rfc3339_utc(now_ms);

@@ -316,7 +316,11 @@ fn run_sync(job: &Job, pull_only: bool) -> SyncOutcome {
                 credentials::load(&job.dsh_home, &ctx.identity.project_key)
                     .map_err(|e| e.to_string())?
             }
-            link::Upstream::Local { .. } => None,
+            // Checked again at every sync: a symlink may have moved since `link`.
+            link::Upstream::Local { path } => {
+                link::check_local_pool(path, &ctx.workspace).map_err(|e| e.to_string())?;
+                None
+            }
         };
         let now = now_ms();
         let now_str = crate::time::rfc3339_utc(now);

@@ -578,4 +578,28 @@ fn link_refuses_the_project_its_repository_and_any_checkout() {
             "private",
         ]);
     }
+    // Syncs to a pool it created itself, again and again.
+    sb.ok(&["sync"]);
+    sb.ok(&["sync"]);
+    // A symlink linked while it pointed outside, turned to point into the project later:
+    // the next sync refuses, and writes nothing into the project.
+    let outside = root.join("outside");
+    std::fs::create_dir_all(&outside).expect("outside");
+    std::os::unix::fs::symlink(&outside, root.join("moving")).expect("symlink");
+    sb.ok(&[
+        "link",
+        root.join("moving/pool").to_str().expect("utf8"),
+        "--visibility",
+        "private",
+    ]);
+    std::fs::remove_file(root.join("moving")).expect("unlink");
+    std::os::unix::fs::symlink(sb.ws.join("src"), root.join("moving")).expect("symlink");
+    let out = sb.run(&["sync"]);
+    assert_eq!(out.status.code(), Some(1), "{}", both(&out));
+    assert!(
+        both(&out).contains("inside the workspace"),
+        "{}",
+        both(&out)
+    );
+    assert!(!sb.ws.join("src/pool").exists());
 }
