@@ -23,7 +23,8 @@ pub const DEFAULTS_YML: &str = include_str!("../config/defaults.yml");
 pub const NON_CONFIG_ENV: &[&str] = &["CHAPTERS_LOG"];
 
 const ENV_PREFIX: &str = "CHAPTERS_";
-const DEFAULTS_ORIGIN: &str = "defaults";
+/// The origin [`Config::origin_of`] gives a key no file, variable or flag set.
+pub const DEFAULTS_ORIGIN: &str = "defaults";
 
 /// When enrichment runs (record §6.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -131,6 +132,12 @@ pub enum ConfigError {
     },
     #[error("cannot read {path}: {source}")]
     Io {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
         path: std::path::PathBuf,
         #[source]
         source: std::io::Error,
@@ -438,6 +445,71 @@ fn set_raw(merger: &mut Merger, key: &str, raw: &str, at: &str) -> Result<(), Co
     })
 }
 
+/// The home config file: `$DSH_HOME/dsh-chapters/config.yml`.
+pub fn home_config_path(dsh_home: &Path) -> std::path::PathBuf {
+    dsh_home.join("dsh-chapters").join("config.yml")
+}
+
+/// `text` (a config file) with a top-level `key` set to the string `value`, or `None` when
+/// the file already sets `key`: a value a person wrote is never replaced. Pure.
+pub fn with_key_added(
+    origin: &str,
+    text: &str,
+    key: &str,
+    value: &str,
+    why: &str,
+) -> Result<Option<String>, ConfigError> {
+    if parse_layer(origin, text)?.contains_key(key) {
+        return Ok(None);
+    }
+    let mut out = text.to_string();
+    if !out.is_empty() && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    // A JSON string is a YAML double-quoted scalar: `42` stays the name "42".
+    let quoted = serde_json::to_string(value).expect("a string always serializes");
+    out.push_str(&format!("# {why}\n{key}: {quoted}\n"));
+    Ok(Some(out))
+}
+
+/// Set `key` in the home config unless the file already sets it; `Ok(true)` when written.
+/// Written whole (temp file, fsync, rename, directory fsync), owner-only like everything
+/// under `$DSH_HOME/dsh-chapters/`.
+pub fn persist_home_key(
+    dsh_home: &Path,
+    key: &str,
+    value: &str,
+    why: &str,
+) -> Result<bool, ConfigError> {
+    use std::io::Write as _;
+    let path = home_config_path(dsh_home);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(source) => return Err(ConfigError::Io { path, source }),
+    };
+    let Some(new_text) = with_key_added(&path.display().to_string(), &text, key, value, why)?
+    else {
+        return Ok(false);
+    };
+    let write_err = |source| ConfigError::Write {
+        path: path.clone(),
+        source,
+    };
+    // Owner-only whatever the umask, like everything in the home (`home`).
+    let dir = crate::home::ensure(dsh_home).map_err(write_err)?;
+    let dir = dir.as_path();
+    // tempfile creates the file 0600 in the same directory, so the rename is atomic.
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(write_err)?;
+    tmp.write_all(new_text.as_bytes()).map_err(write_err)?;
+    tmp.as_file().sync_all().map_err(write_err)?;
+    tmp.persist(&path).map_err(|e| write_err(e.error))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(write_err)?;
+    Ok(true)
+}
+
 /// Read the config files (absent ones are fine) and merge them with `env` and `flags`.
 pub fn load(
     dsh_home: &Path,
@@ -447,7 +519,7 @@ pub fn load(
 ) -> Result<Config, ConfigError> {
     let mut layers = Vec::new();
     for path in [
-        dsh_home.join("dsh-chapters").join("config.yml"),
+        home_config_path(dsh_home),
         workspace.join(crate::store::STORE_DIR).join("config.yml"),
     ] {
         match std::fs::read_to_string(&path) {
@@ -460,6 +532,21 @@ pub fn load(
         }
     }
     Config::from_layers(&layers, env, flags)
+}
+
+/// The home config file alone merged with `env`: what a command that serves every
+/// workspace (the daemon's `install`) reads.
+pub fn load_home(dsh_home: &Path, env: &BTreeMap<String, String>) -> Result<Config, ConfigError> {
+    let path = home_config_path(dsh_home);
+    let layers = match std::fs::read_to_string(&path) {
+        Ok(text) => vec![Layer {
+            origin: path.display().to_string(),
+            text,
+        }],
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(source) => return Err(ConfigError::Io { path, source }),
+    };
+    Config::from_layers(&layers, env, &BTreeMap::new())
 }
 
 /// The process's `CHAPTERS_*` environment, for [`load`]. A variable that is not valid

@@ -24,11 +24,15 @@ pub fn dir(dsh_home: &Path) -> PathBuf {
     dsh_home.join(HOME_DIR)
 }
 
-/// Create `$DSH_HOME/dsh-chapters` owner-only (its parent `$DSH_HOME` as any directory),
-/// tightening it when it exists looser. Returns its path.
+/// Create `$DSH_HOME/dsh-chapters` owner-only, tightening it when it exists looser.
+/// `$DSH_HOME` (the harness's) is left as it is when it exists; created here, it is
+/// owner-only too. Returns the home's path.
 pub fn ensure(dsh_home: &Path) -> io::Result<PathBuf> {
     let home = dir(dsh_home);
-    fs::create_dir_all(dsh_home)?;
+    DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(dsh_home)?;
     ensure_private_dir(&home)?;
     Ok(home)
 }

@@ -459,6 +459,18 @@ pub fn choose_harness_id(
     }
 }
 
+/// The warning when the environment names this machine otherwise than its config files: the
+/// shell then speaks as one machine while the daemon and an editor-launched `chapters mcp`
+/// (which read only the files) speak as another.
+pub fn harness_id_disagreement(env: Option<&str>, files: Option<&str>) -> Option<String> {
+    match (env, files) {
+        (Some(e), Some(f)) if e != f => Some(format!(
+            "CHAPTERS_HARNESS_ID is {e:?} but the config says harnessId {f:?}: the daemon and `chapters mcp` use {f:?}, so this shell archives as another machine — unset CHAPTERS_HARNESS_ID, or set harnessId to {e:?} in the config"
+        )),
+        _ => None,
+    }
+}
+
 /// [`choose_harness_id`] with the host name read only when it is needed.
 pub fn harness_id(
     config_value: Option<&str>,
@@ -760,6 +772,15 @@ mod tests {
             workspace_root(&top.join("absent")),
             Err(IdentityError::Io { .. })
         ));
+    }
+
+    #[test]
+    fn a_harness_id_the_environment_and_the_files_disagree_on_is_said() {
+        assert_eq!(harness_id_disagreement(None, Some("a")), None);
+        assert_eq!(harness_id_disagreement(Some("a"), None), None);
+        assert_eq!(harness_id_disagreement(Some("a"), Some("a")), None);
+        let w = harness_id_disagreement(Some("b"), Some("a")).unwrap();
+        assert!(w.contains("\"b\"") && w.contains("harnessId \"a\""), "{w}");
     }
 
     #[test]

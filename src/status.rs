@@ -61,6 +61,9 @@ pub struct StatusReport {
     pub pending_publish: Option<std::collections::BTreeMap<String, u64>>,
     /// The loud warning: the pool's project.yml names another projectKey.
     pub identity_warning: Option<String>,
+    /// The environment's `CHAPTERS_HARNESS_ID` and the config files' `harnessId` disagree:
+    /// this shell speaks as another machine than the daemon and `chapters mcp`.
+    pub harness_id_warning: Option<String>,
     pub store: Option<StoreCounts>,
     pub sessions: Vec<SessionStatus>,
     pub pending_turns: u64,
@@ -290,6 +293,7 @@ pub fn status(
         visibility: link.as_ref().map(|l| l.visibility.as_str().to_owned()),
         pending_publish,
         identity_warning,
+        harness_id_warning: None,
         vocabulary: store
             .as_ref()
             .map(|s| vocabulary_status(s, workspace, identity, link.is_some(), config)),

@@ -354,6 +354,24 @@ fn reload_systemd() {
 
 fn install(paths: &Paths) -> Result<()> {
     let spec = spec(paths)?;
+    // The unit copies none of the shell's environment: the harness id it would have seen
+    // there goes into the home config, so the service and this shell are one machine.
+    let home_config =
+        dsh_chapters::config::load_home(&paths.dsh_home, &dsh_chapters::config::chapters_env())?;
+    if let Some(from) = super::harness_id_unsettled(&home_config) {
+        let id = dsh_chapters::identity::harness_id(home_config.harness_id.as_deref(), None)?;
+        if dsh_chapters::config::persist_home_key(
+            &paths.dsh_home,
+            "harnessId",
+            &id,
+            super::HARNESS_ID_WHY,
+        )? {
+            println!(
+                "saved harness id {id:?} (from {from}) in {}",
+                dsh_chapters::config::home_config_path(&paths.dsh_home).display()
+            );
+        }
+    }
     let wrote = service::install(&spec)
         .with_context(|| format!("cannot write {}", spec.unit_path.display()))?;
     if wrote {

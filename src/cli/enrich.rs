@@ -241,7 +241,7 @@ fn set_model(workspace: Option<&Path>, endpoint: &str, model: &str, key_stdin: b
     dsh_chapters::home::write_private(&path, text.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))?;
     // A config the next command would refuse is put back at once.
-    let env_vars: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let env_vars = dsh_chapters::config::chapters_env();
     if let Err(e) = dsh_chapters::config::load(
         &env.dsh_home,
         &env.workspace,

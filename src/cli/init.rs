@@ -18,12 +18,15 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     let store = Store::init(&env.workspace)?;
     let now = dsh_chapters::time::rfc3339_utc(super::now_ms());
     store.write_project_yml(&env.identity, &env.harness_id, &now)?;
+    let saved = env.persist_harness_id()?;
     if args.json {
         return super::print_json(&serde_json::json!({
             "workspace": env.workspace,
             "store": store.dir(),
             "projectKey": env.identity.project_key,
             "projectKeySource": env.identity.source.as_str(),
+            "harnessId": env.harness_id,
+            "harnessIdSaved": saved.is_some(),
         }));
     }
     println!("enabled {}", env.workspace.display());
@@ -35,5 +38,9 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         env.identity.origin
     );
     println!("  ignored  .dsh-chapters/ and .dsh-knowledge/ added to .gitignore");
+    println!("  harness  {}", env.harness_id);
+    if let Some(note) = saved {
+        println!("  note     {note}");
+    }
     Ok(())
 }

@@ -42,7 +42,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
             .map_or_else(|| "<the URL without it>".to_owned(), |found| found.clean);
         let visibility = args.visibility.map_or("private|public", Visibility::as_str);
         bail!(
-            "{e}. Give the URL without it and the token apart, stored 0600 under {} and never in the project tree:\n  chapters link {clean} --visibility {visibility} --token-file FILE\n  (or `--token-stdin` to pipe it in); if the user name in the URL is not a token, leave it out too: the token's user name is supplied at sync",
+            "{e}. Give the URL without it and the token apart, stored 0600 under {} and never in the project tree:\n  chapters link {clean} --visibility {visibility} --token-file FILE\n  (or `--token-stdin` to pipe it in); a user name that is not a token may stay in the URL (the token is sent as that user)",
             credentials::credentials_dir(&env.dsh_home).display()
         );
     }
@@ -82,12 +82,15 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         linked_by: env.harness_id.clone(),
     };
     link::write(store.dir(), &record)?;
+    // This machine's name in the pool must not depend on which shell runs the next sync.
+    let saved = env.persist_harness_id()?;
     if args.json {
         return super::print_json(&serde_json::json!({
             "upstream": record.upstream,
             "visibility": record.visibility,
             "tokenStored": token.is_some(),
             "mirror": env.workspace.join(MIRROR_DIR),
+            "harnessIdSaved": saved.is_some(),
             "linkMigrated": env.link_migration,
         }));
     }
@@ -105,6 +108,9 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     }
     if visibility == Visibility::Public {
         println!("  declared public: chapters, plans, artifacts and collections will never be published there");
+    }
+    if let Some(note) = saved {
+        println!("  {note}");
     }
     println!("  run `chapters sync` to publish");
     Ok(())

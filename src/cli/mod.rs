@@ -82,7 +82,43 @@ pub struct Env {
     pub link_migration: Option<dsh_chapters::pool::link::Migration>,
 }
 
+/// The comment written above a saved `harnessId`.
+pub(crate) const HARNESS_ID_WHY: &str =
+    "this machine's name in every pool, for the CLI, the daemon and `chapters mcp` alike";
+
+/// Why this machine's harness id should be written to the home config, if it should.
+pub(crate) fn harness_id_unsettled(config: &Config) -> Option<&'static str> {
+    match config.origin_of("harnessId") {
+        None | Some(config::DEFAULTS_ORIGIN) => Some("the host name"),
+        Some(origin) if origin.starts_with("env ") => Some("CHAPTERS_HARNESS_ID"),
+        Some(_) => None,
+    }
+}
+
 impl Env {
+    /// Write this machine's harness id into the home config when it came from the
+    /// environment or the host name, so the CLI, the daemon's unit and an editor-launched
+    /// `chapters mcp` (none of which share the shell's environment) all use one name. A
+    /// value already in the home config is never replaced. Returns the note to print.
+    pub fn persist_harness_id(&self) -> Result<Option<String>> {
+        let Some(from) = harness_id_unsettled(&self.config) else {
+            return Ok(None);
+        };
+        let written = config::persist_home_key(
+            &self.dsh_home,
+            "harnessId",
+            &self.harness_id,
+            HARNESS_ID_WHY,
+        )?;
+        Ok(written.then(|| {
+            format!(
+                "harness id {:?} (from {from}) saved in {}",
+                self.harness_id,
+                config::home_config_path(&self.dsh_home).display()
+            )
+        }))
+    }
+
     fn resolve(workspace: Option<&Path>, dsh_home: Option<PathBuf>) -> Result<Env> {
         let dir = match workspace {
             Some(w) => w.to_path_buf(),
@@ -99,7 +135,8 @@ impl Env {
             Some(h) => h,
             None => dsh_home_from_env()?,
         };
-        let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+        // Lossy, not `env::vars()`: a non-UTF-8 variable must be refused by name, not panic.
+        let env = config::chapters_env();
         let config = config::load(&dsh_home, &workspace, &env, &Default::default())?;
         let override_origin = config
             .origin_of("projectKeyOverride")
@@ -171,6 +208,33 @@ impl std::fmt::Display for Reported {
 }
 impl std::error::Error for Reported {}
 
+#[cfg(test)]
+mod tests {
+    use super::said_once;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read config.yml: {source}")]
+    struct Repeats {
+        #[source]
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn a_cause_is_said_once() {
+        let io = || std::io::Error::other("Is a directory (os error 21)");
+        let e = anyhow::Error::new(Repeats { source: io() }).context("loading the config");
+        assert_eq!(
+            said_once(&e),
+            "loading the config: cannot read config.yml: Is a directory (os error 21)"
+        );
+        let e = anyhow::Error::new(io()).context("cannot write x");
+        assert_eq!(
+            said_once(&e),
+            "cannot write x: Is a directory (os error 21)"
+        );
+    }
+}
+
 pub fn run() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -204,10 +268,28 @@ pub fn run() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is::<Reported>() => ExitCode::from(1),
         Err(e) => {
-            eprintln!("chapters: {e:#}");
+            eprintln!("chapters: {}", said_once(&e));
             ExitCode::from(1)
         }
     }
+}
+
+/// The error and its causes, each said once: a message that already ends with (or holds)
+/// its cause's text — a module error written as "cannot read X: {source}" — does not get
+/// it appended again.
+fn said_once(error: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 fn init_logging() {

@@ -15,13 +15,24 @@ pub struct Args {
 
 pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     let env = Env::resolve(workspace, None)?;
-    let report = status::status(
+    let mut report = status::status(
         &env.workspace,
         &env.dsh_home,
         &env.config,
         &env.identity,
         &env.harness_id,
     )?;
+    let files = dsh_chapters::config::load(
+        &env.dsh_home,
+        &env.workspace,
+        &Default::default(),
+        &Default::default(),
+    )?;
+    let from_env = dsh_chapters::config::chapters_env().remove("CHAPTERS_HARNESS_ID");
+    report.harness_id_warning = dsh_chapters::identity::harness_id_disagreement(
+        from_env.as_deref(),
+        files.harness_id.as_deref(),
+    );
     if args.json {
         let Some(migration) = &env.link_migration else {
             return super::print_json(&report);
@@ -42,6 +53,9 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         println!("            warning: path-derived key — differs on every machine; add a git remote or set projectKeyOverride");
     }
     println!("harness     {}", report.harness_id);
+    if let Some(w) = &report.harness_id_warning {
+        println!("            warning: {w}");
+    }
     println!(
         "upstream    {}",
         report.upstream.as_deref().unwrap_or("none (not linked)")

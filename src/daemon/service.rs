@@ -105,6 +105,7 @@ pub fn unit_text(spec: &ServiceSpec) -> String {
              [Service]\n\
              Type=simple\n\
              ExecStart={} daemon --foreground\n\
+             ExecReload=/bin/kill -HUP $MAINPID\n\
              Environment={}\n\
              Restart=on-failure\n\
              RestartSec=5\n\
@@ -238,6 +239,14 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("WantedBy=default.target"));
+        // SIGHUP reloads the config (`systemctl --user reload`); nothing of the shell's
+        // environment but DSH_HOME is copied: the harness id comes from the home config.
+        assert!(
+            text.contains("ExecReload=/bin/kill -HUP $MAINPID\n"),
+            "{text}"
+        );
+        assert_eq!(text.matches("Environment=").count(), 1, "{text}");
+        assert!(!text.contains("CHAPTERS_"), "{text}");
     }
 
     #[test]

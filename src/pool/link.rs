@@ -158,18 +158,19 @@ const TOKEN_PREFIXES: &[&str] = &[
     "atatt",
 ];
 
-/// Whether a userinfo name (no password) is a token rather than a user name: a known token
-/// prefix, or 20 characters and more mixing letters and digits with no `.` or `@` (a name
-/// such a URL needs is never that: the credential helper supplies the token's user name).
+/// Whether a userinfo name (no password) is a token rather than the user name the token
+/// is sent as: a known token prefix, or 30 characters and more of letters, digits and `_`
+/// only, mixing letters and digits (or 40 hex digits). A user name such as `ana`,
+/// `x-access-token` or `gitlab+deploy-token-12` is kept.
 fn looks_like_token(user: &str) -> bool {
     let lower = user.to_ascii_lowercase();
     if TOKEN_PREFIXES.iter().any(|p| lower.starts_with(p)) {
         return true;
     }
-    user.len() >= 20
+    user.len() >= 30
+        && user.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
         && user.bytes().any(|b| b.is_ascii_digit())
         && user.bytes().any(|b| b.is_ascii_alphabetic())
-        && !user.contains(['.', '@'])
 }
 
 /// Whether a query or fragment parameter's name says its value is a credential.
@@ -571,8 +572,9 @@ pub fn token_rule(upstream: &Upstream, have_token: bool) -> Result<(), LinkError
     match upstream {
         Upstream::Local { .. } => Ok(()),
         Upstream::Network { url } => {
-            let ssh = url.starts_with("ssh://") || (!url.contains("://") && url.contains('@'));
-            if ssh {
+            // `ssh://`, `git+ssh://`, and scp-like `[user@]host:path` — an alias from the
+            // user's `~/.ssh/config` has no user part.
+            if transport::is_ssh(url) {
                 return if have_token {
                     Err(LinkError::TokenForSsh { url: url.clone() })
                 } else {
@@ -623,6 +625,8 @@ mod tests {
         assert!(token_rule(&net("https://git.example.com/p.git"), true).is_ok());
         assert!(token_rule(&net("http://127.0.0.1:8080/p.git"), false).is_ok());
         assert!(token_rule(&net("git@github.com:t/p.git"), false).is_ok());
+        assert!(token_rule(&net("poolhost:/srv/pool.git"), false).is_ok());
+        assert!(token_rule(&net("git+ssh://h/p.git"), false).is_ok());
         assert!(matches!(
             token_rule(&net("ssh://git@h/t/p.git"), true),
             Err(LinkError::TokenForSsh { .. })
@@ -691,6 +695,7 @@ mod tests {
         for fine in [
             "https://git.example.com/team/pool.git",
             "https://ana@git.example.com/p.git",
+            "https://gitlab+deploy-token-1234567@gitlab.com/t/p.git",
             "ssh://git@github.com/t/p.git",
             "http://127.0.0.1:8080/p.git?ref=main",
             "https://h.example/p.git?token=",

@@ -703,6 +703,7 @@ fn run(
                 remote: Remote {
                     url: url.clone(),
                     token: ctx.token.clone(),
+                    user: None,
                 },
                 timeout: ctx.timeout,
             }),

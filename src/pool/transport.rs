@@ -50,9 +50,11 @@ pub const TRACKING_REF: &str = "refs/remotes/pool/main";
 /// The one branch a pool has.
 pub const REMOTE_BRANCH: &str = "refs/heads/main";
 
-/// The user name sent with a token; forges accept any, this is GitHub's convention.
-const TOKEN_USER: &str = "x-access-token";
+/// The user name sent with a token when neither the link (`--user`) nor the URL
+/// (`https://ana@host/…`) names one; GitHub's convention, and most forges accept any.
+pub const DEFAULT_TOKEN_USER: &str = "x-access-token";
 const TOKEN_ENV: &str = "DSH_CHAPTERS_GIT_TOKEN";
+const USER_ENV: &str = "DSH_CHAPTERS_GIT_USER";
 const REJECTED_ENV: &str = "DSH_CHAPTERS_GIT_REJECTED";
 const REJECTED_MARK: &str = "credential-rejected";
 /// Transports git may use; `ext::` and friends could run commands named by a URL.
@@ -175,11 +177,39 @@ pub struct TransportError {
     pub url: String,
 }
 
-/// A network pool: its URL and, for http(s), the token (ssh uses the user's own setup).
+/// A network pool: its URL and, for http(s), the token and the user it is sent as (ssh
+/// uses the user's own setup).
 #[derive(Debug, Clone)]
 pub struct Remote {
     pub url: String,
     pub token: Option<Secret>,
+    /// The user given at `link --user`; `None`: the URL's user, else [`DEFAULT_TOKEN_USER`].
+    pub user: Option<String>,
+}
+
+impl Remote {
+    /// The user name the token is sent with.
+    pub fn token_user(&self) -> &str {
+        if let Some(user) = self.user.as_deref().filter(|u| !u.is_empty()) {
+            return user;
+        }
+        match userinfo(&self.url) {
+            Some(info) if !info.is_empty() && !info.contains(':') => info,
+            _ => DEFAULT_TOKEN_USER,
+        }
+    }
+}
+
+/// The warning for a token sent over plain `http://` to a host that is not loopback: basic
+/// auth crosses the network in clear.
+pub fn clear_text_warning(url: &str, has_token: bool) -> Option<String> {
+    let plain_http = split_scheme(url).is_some_and(|(s, _)| s.eq_ignore_ascii_case("http"));
+    (has_token && plain_http && !is_loopback(url)).then(|| {
+        format!(
+            "{} is plain http: the token is sent in clear (basic auth) to a host that is not this machine; use https",
+            display_url(url)
+        )
+    })
 }
 
 /// Fetch `refs/heads/main` of the remote into `git_dir`'s `refs/remotes/pool/main`; returns
@@ -374,6 +404,7 @@ pub fn command_for(git_dir: &Path, remote: &Remote, scratch: &Path, args: &[&str
     if let Some(token) = remote.token.as_ref().filter(|_| uses_token(&remote.url)) {
         config.push(("credential.helper", credential_helper()));
         cmd.env(TOKEN_ENV, token.expose());
+        cmd.env(USER_ENV, remote.token_user());
         cmd.env(REJECTED_ENV, scratch.join(REJECTED_MARK));
     }
     set_config(&mut cmd, &config);
@@ -417,11 +448,11 @@ fn base_config() -> Vec<(&'static str, String)> {
 
 /// A credential helper (run by git through the shell) that reads git's request — so git
 /// never writes into a closed pipe —, answers `get` with the token from the environment,
-/// and marks `erase`, which is git saying "the server refused it". It names the variable;
-/// the value never appears in config.
+/// and marks `erase`, which is git saying "the server refused it". It names the variables;
+/// neither the token nor the user (which could hold shell syntax) appears in config.
 fn credential_helper() -> String {
     format!(
-        "!f() {{ cat >/dev/null; case \"$1\" in get) printf 'username={TOKEN_USER}\\npassword=%s\\n' \"${TOKEN_ENV}\" ;; erase) : > \"${REJECTED_ENV}\" ;; esac; }}; f"
+        "!f() {{ cat >/dev/null; case \"$1\" in get) printf 'username=%s\\npassword=%s\\n' \"${USER_ENV}\" \"${TOKEN_ENV}\" ;; erase) : > \"${REJECTED_ENV}\" ;; esac; }}; f"
     )
 }
 
@@ -455,7 +486,9 @@ fn uses_token(url: &str) -> bool {
         .is_some_and(|(s, _)| s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("https"))
 }
 
-fn is_ssh(url: &str) -> bool {
+/// Whether git reaches `url` over ssh: `ssh://`, `git+ssh://`, `ssh+git://`, or scp-like
+/// `[user@]host:path`.
+pub fn is_ssh(url: &str) -> bool {
     match split_scheme(url) {
         Some((s, _)) => ["ssh", "git+ssh", "ssh+git"]
             .iter()
@@ -502,9 +535,18 @@ fn failure(
     code: FailureCode,
     detail: String,
 ) -> TransportError {
+    let mut detail = scrub(&detail, remote.token.as_ref());
+    if code == FailureCode::Auth && remote.token.is_some() && uses_token(&remote.url) {
+        // Name whom the forge refused: a token good for another user name fails alike.
+        detail = format!(
+            "{} (the token was sent as user {:?}; name another with `chapters link URL --user NAME`)",
+            detail.trim_end_matches('.'),
+            remote.token_user()
+        );
+    }
     TransportError {
         code,
-        detail: scrub(&detail, remote.token.as_ref()),
+        detail,
         operation,
         url: display_url(&remote.url),
     }
@@ -758,10 +800,37 @@ mod tests {
 
     const TOKEN: &str = "ghp_S3cr3t/Tok+en=";
 
+    #[test]
+    fn the_token_user_comes_from_the_link_then_the_url_then_the_default() {
+        let mut r = remote("https://ana@git.example.com/p.git");
+        assert_eq!(r.token_user(), "ana");
+        r.user = Some("bob".into());
+        assert_eq!(r.token_user(), "bob");
+        assert_eq!(
+            remote("https://git.example.com/p.git").token_user(),
+            "x-access-token"
+        );
+        assert_eq!(
+            remote("https://a:b@git.example.com/p.git").token_user(),
+            "x-access-token"
+        );
+    }
+
+    #[test]
+    fn a_token_over_plain_http_to_another_host_is_warned_about() {
+        assert!(clear_text_warning("http://git.example.com/p.git", true).is_some());
+        assert!(clear_text_warning("HTTP://git.example.com/p.git", true).is_some());
+        assert!(clear_text_warning("http://git.example.com/p.git", false).is_none());
+        assert!(clear_text_warning("https://git.example.com/p.git", true).is_none());
+        assert!(clear_text_warning("http://127.0.0.1:9/p.git", true).is_none());
+        assert!(clear_text_warning("ssh://git.example.com/p.git", true).is_none());
+    }
+
     fn remote(url: &str) -> Remote {
         Remote {
             url: url.to_owned(),
             token: Some(Secret::parse(TOKEN).unwrap()),
+            user: None,
         }
     }
 
@@ -992,7 +1061,7 @@ mod tests {
         assert!(!err.to_string().contains("S3cr3t") && !format!("{err:?}").contains("S3cr3t"));
         assert!(
             err.to_string()
-                .starts_with("push to https://forge.example/o/p.git failed (auth): echoed ***."),
+                .starts_with("push to https://forge.example/o/p.git failed (auth): echoed *** (the token was sent as user \"x-access-token\""),
             "{err}"
         );
     }

@@ -352,23 +352,35 @@ fn a_url_with_a_credential_is_refused_masked_and_nothing_is_written() {
     let sb = Sandbox::new();
     let token_file = sb.home.parent().expect("root").join("token");
     std::fs::write(&token_file, "good-token\n").expect("token");
+    let user_token = "s3cretD00rsT0ken4711abcdefghijklmnop";
+    let ghp = format!("ghp_{}", "A1b2C3d4".repeat(4));
     let cases = [
-        format!("https://ana:{SECRET}@git.example.com/team/pool.git"),
-        format!("https://{SECRET}@git.example.com/team/pool.git"),
-        format!(
-            "https://ghp_{}@github.com/team/pool.git",
-            "A1b2C3d4".repeat(4)
+        (
+            format!("https://ana:{SECRET}@git.example.com/team/pool.git"),
+            SECRET,
         ),
-        format!("https://git.example.com/team/pool.git?access_token={SECRET}"),
-        format!("https://gitlab.example.com/team/pool.git?private_token={SECRET}&x=1"),
-        format!("http://127.0.0.1:9/pool.git?token={SECRET}"),
+        (
+            format!("https://{user_token}@git.example.com/team/pool.git"),
+            user_token,
+        ),
+        (
+            format!("https://{ghp}@github.com/team/pool.git"),
+            ghp.as_str(),
+        ),
+        (
+            format!("https://git.example.com/team/pool.git?access_token={SECRET}"),
+            SECRET,
+        ),
+        (
+            format!("https://gitlab.example.com/team/pool.git?private_token={SECRET}&x=1"),
+            SECRET,
+        ),
+        (
+            format!("http://127.0.0.1:9/pool.git?token={SECRET}"),
+            SECRET,
+        ),
     ];
-    for url in &cases {
-        let secret = if url.contains("ghp_") {
-            "A1b2C3d4A1b2C3d4"
-        } else {
-            SECRET
-        };
+    for (url, secret) in &cases {
         for extra in [
             vec![],
             vec!["--token-file", token_file.to_str().expect("utf8")],

@@ -433,6 +433,9 @@ fn the_api_key_is_stored_0600_sent_as_a_bearer_and_never_printed() {
 fn a_bad_endpoint_or_model_is_refused_and_the_config_kept() {
     let sb = Sandbox::new();
     sb.ok(&["init"]);
+    // `init` saved the harness id there; a refused model must leave the file as it was.
+    let config = sb.home.join("dsh-chapters/config.yml");
+    let before = std::fs::read(&config).expect("init wrote the home config");
     for (endpoint, model) in [
         ("https://api.example.com/v1?key=1", "m"),
         ("ftp://x", "m"),
@@ -441,7 +444,7 @@ fn a_bad_endpoint_or_model_is_refused_and_the_config_kept() {
         let out = sb.run(&["enrich", "model", "--endpoint", endpoint, "--model", model]);
         assert_eq!(out.status.code(), Some(1), "{endpoint} {model:?}");
     }
-    assert!(!sb.home.join("dsh-chapters/config.yml").exists());
+    assert_eq!(std::fs::read(&config).expect("config"), before);
     let out = sb.run(&["enrich", "run"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("enrichmentEndpoint"));

@@ -21,6 +21,8 @@ const IDLE: Duration = Duration::from_secs(60);
 struct State {
     root: PathBuf,
     token: Mutex<Option<String>>,
+    /// The user name the token must come with (a forge that checks it); `None`: any.
+    user: Mutex<Option<String>>,
     stop: AtomicBool,
     chunked_requests: AtomicUsize,
     unauthorized: AtomicUsize,
@@ -40,6 +42,7 @@ impl GitHttpServer {
         let state = Arc::new(State {
             root: project_root.to_path_buf(),
             token: Mutex::new(token.map(str::to_owned)),
+            user: Mutex::new(None),
             stop: AtomicBool::new(false),
             chunked_requests: AtomicUsize::new(0),
             unauthorized: AtomicUsize::new(0),
@@ -72,6 +75,11 @@ impl GitHttpServer {
     /// Change (or revoke, or drop) the required token; applies to the next request.
     pub fn set_token(&self, token: Option<String>) {
         *self.state.token.lock().expect("token lock") = token;
+    }
+
+    /// Require this user name with the token (or any, with `None`).
+    pub fn set_user(&self, user: Option<&str>) {
+        *self.state.user.lock().expect("user lock") = user.map(str::to_owned);
     }
 
     /// How many requests came with a chunked body (git sends large pushes that way).
@@ -211,7 +219,7 @@ fn copy_body(req: &Request, reader: &mut impl BufRead, out: &mut impl Write) -> 
     }
 }
 
-fn authorized(req: &Request, token: Option<&str>) -> bool {
+fn authorized(req: &Request, token: Option<&str>, user: Option<&str>) -> bool {
     let Some(token) = token else { return true };
     let Some(credentials) = req
         .header("authorization")
@@ -222,7 +230,7 @@ fn authorized(req: &Request, token: Option<&str>) -> bool {
     };
     let text = String::from_utf8_lossy(&credentials);
     text.split_once(':')
-        .is_some_and(|(_user, password)| password == token)
+        .is_some_and(|(sent, password)| password == token && user.is_none_or(|u| u == sent))
 }
 
 fn serve(stream: TcpStream, state: &State) -> io::Result<()> {
@@ -239,7 +247,8 @@ fn serve(stream: TcpStream, state: &State) -> io::Result<()> {
         state.chunked_requests.fetch_add(1, Ordering::SeqCst);
     }
     let token = state.token.lock().expect("token lock").clone();
-    if !authorized(&req, token.as_deref()) {
+    let user = state.user.lock().expect("user lock").clone();
+    if !authorized(&req, token.as_deref(), user.as_deref()) {
         state.unauthorized.fetch_add(1, Ordering::SeqCst);
         // Read the body first, so the client sees the 401 and not a reset connection.
         if req

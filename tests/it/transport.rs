@@ -99,6 +99,7 @@ fn remote(url: String, token: Option<&str>) -> Remote {
     Remote {
         url,
         token: token.map(|t| Secret::parse(t).unwrap()),
+        user: None,
     }
 }
 
@@ -249,6 +250,51 @@ fn a_wrong_or_missing_token_is_auth() {
         assert_hidden(&err, WRONG);
     }
     assert_eq!(served_head(&f.root), None, "nothing was pushed");
+}
+
+/// A forge that checks the user name as well as the token: the user comes from the URL
+/// (`http://ana@host/…`) or from `link --user`; without either, `x-access-token` is sent,
+/// refused, and the error names it.
+#[test]
+fn the_token_goes_with_the_users_name() {
+    let f = Fixture::new(Some(TOKEN));
+    f.server.set_user(Some("ana"));
+    let c = commit(&f.a, None, b"x\n");
+
+    let plain = f.remote(Some(TOKEN));
+    let err = transport::push(&f.a, &plain, &c, PATIENCE).unwrap_err();
+    assert_eq!(err.code, FailureCode::Auth, "{err}");
+    assert!(
+        err.to_string().contains("sent as user \"x-access-token\""),
+        "{err}"
+    );
+    assert!(err.to_string().contains("--user NAME"), "{err}");
+    assert_hidden(&err, TOKEN);
+
+    let in_url = remote(
+        f.remote(None).url.replacen("http://", "http://ana@", 1),
+        Some(TOKEN),
+    );
+    assert_eq!(in_url.token_user(), "ana");
+    transport::push(&f.a, &in_url, &c, PATIENCE).unwrap();
+    assert_eq!(served_head(&f.root).as_deref(), Some(c.as_str()));
+
+    let named = Remote {
+        user: Some("ana".to_owned()),
+        ..f.remote(Some(TOKEN))
+    };
+    assert_eq!(
+        transport::fetch(&f.b, &named, PATIENCE).unwrap().as_deref(),
+        Some(c.as_str())
+    );
+    // A user name is data, never shell: it reaches git's helper through the environment.
+    let odd = Remote {
+        user: Some("a'b$(touch pwned)\"".to_owned()),
+        ..f.remote(Some(TOKEN))
+    };
+    let err = transport::fetch(&f.b, &odd, PATIENCE).unwrap_err();
+    assert_eq!(err.code, FailureCode::Auth, "{err}");
+    assert!(!Path::new("pwned").exists());
 }
 
 #[test]

@@ -1,0 +1,83 @@
+//! A local pool's publish survives a power cut: the objects a commit names are on disk before
+//! the ref moves, and the moved ref after. Shown with a real syscall trace (strace) of a real
+//! `chapters sync`.
+
+use std::path::Path;
+
+use crate::support::{link_private, two_task_turns, Sandbox};
+
+const SESSION: &str = "session-d0d0d0d0-0000-4000-8000-000000000001";
+
+/// One traced call: its text as strace printed it (`-y` resolves fds to paths).
+fn trace_of(sb: &Sandbox, args: &[&str], out: &Path) -> Vec<String> {
+    let mut cmd = std::process::Command::new("strace");
+    cmd.args(["-f", "-qq", "-y", "-s", "4096", "-o"])
+        .arg(out)
+        .args([
+            "-e",
+            "trace=syncfs,fsync,fdatasync,rename,renameat,renameat2,link,linkat",
+        ])
+        .arg(env!("CARGO_BIN_EXE_chapters"))
+        .args(args)
+        .current_dir(&sb.ws)
+        .env("DSH_HOME", &sb.home)
+        .env("CHAPTERS_HARNESS_ID", &sb.harness);
+    let status = cmd
+        .status()
+        .expect("strace (install it: apt-get install strace)");
+    assert!(status.success(), "strace chapters {args:?}");
+    std::fs::read_to_string(out)
+        .expect("trace")
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_local_publish_flushes_objects_before_the_ref_moves_and_the_ref_after() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pool = std::fs::canonicalize(tmp.path())
+        .expect("canon")
+        .join("pool.git");
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    sb.write_session(SESSION, 4, true, &two_task_turns(&sb.ws));
+    sb.ok(&["archive"]);
+    link_private(&sb, &pool);
+    // The first sync creates the pool; the traced one publishes into an existing pool.
+    sb.ok(&["sync"]);
+    sb.write_session(
+        "session-d0d0d0d0-0000-4000-8000-000000000002",
+        4,
+        true,
+        &two_task_turns(&sb.ws),
+    );
+    sb.ok(&["archive"]);
+
+    let lines = trace_of(&sb, &["sync"], &tmp.path().join("trace"));
+    let pool_text = pool.display().to_string();
+    let in_pool = |l: &str, sub: &str| l.contains(&format!("{pool_text}/{sub}"));
+    let ref_moved = lines
+        .iter()
+        .position(|l| l.contains("rename") && in_pool(l, "refs/heads/main.lock"))
+        .unwrap_or_else(|| panic!("the pool's main never moved:\n{}", lines.join("\n")));
+    let last_object = lines[..ref_moved]
+        .iter()
+        .rposition(|l| (l.contains("rename") || l.contains("link")) && in_pool(l, "objects/"))
+        .unwrap_or_else(|| panic!("no object written into the pool:\n{}", lines.join("\n")));
+    let flushes_pool = |l: &String| {
+        (l.contains("syncfs(") || l.contains("fsync("))
+            && l.contains(&pool_text)
+            && l.contains("= 0")
+    };
+    assert!(
+        lines[last_object..ref_moved].iter().any(flushes_pool),
+        "no flush of the pool between its last object and the ref's move:\n{}",
+        lines[last_object..=ref_moved].join("\n")
+    );
+    assert!(
+        lines[ref_moved..].iter().any(flushes_pool),
+        "no flush of the pool after the ref moved:\n{}",
+        lines[ref_moved..].join("\n")
+    );
+}
