@@ -6,7 +6,7 @@
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -37,8 +37,16 @@ pub fn ensure(dsh_home: &Path) -> io::Result<PathBuf> {
     Ok(home)
 }
 
+/// Whether `meta` has bits beyond `mode` and is ours to change: an entry another user
+/// owns (a home an administrator prepared, a daemon run as another user) is left as it is
+/// — only its owner may change its mode.
+fn needs_tightening(meta: &fs::Metadata, allowed: u32) -> bool {
+    meta.permissions().mode() & 0o7777 & !allowed != 0
+        && meta.uid() == rustix::process::geteuid().as_raw()
+}
+
 /// Create `dir` (its parent must exist) with mode `0700`, or tighten it to `0700` when it
-/// exists with any group or other bit. A symlink or a file in its place is refused.
+/// exists (and is ours) with any group or other bit. A file in its place is refused.
 pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     match DirBuilder::new().mode(DIR_MODE).create(dir) {
         Ok(()) => fs::set_permissions(dir, fs::Permissions::from_mode(DIR_MODE)),
@@ -50,7 +58,7 @@ pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
                     "exists and is not a directory",
                 ));
             }
-            if meta.permissions().mode() & 0o077 != 0 {
+            if needs_tightening(&meta, DIR_MODE) {
                 fs::set_permissions(dir, fs::Permissions::from_mode(DIR_MODE))?;
             }
             Ok(())
@@ -62,8 +70,15 @@ pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
 /// Make an existing file owner-only (a socket just bound, a file an older version created).
 pub fn tighten_file(path: &Path) -> io::Result<()> {
     let meta = fs::symlink_metadata(path)?;
-    if meta.permissions().mode() & 0o7077 != 0 {
+    if needs_tightening(&meta, FILE_MODE) {
         fs::set_permissions(path, fs::Permissions::from_mode(FILE_MODE))?;
+    }
+    Ok(())
+}
+
+fn tighten_open(file: &File) -> io::Result<()> {
+    if needs_tightening(&file.metadata()?, FILE_MODE) {
+        file.set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
     }
     Ok(())
 }
@@ -75,9 +90,7 @@ pub fn open_append(path: &Path) -> io::Result<File> {
         .append(true)
         .mode(FILE_MODE)
         .open(path)?;
-    if file.metadata()?.permissions().mode() & 0o7077 != 0 {
-        file.set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
-    }
+    tighten_open(&file)?;
     Ok(file)
 }
 
@@ -91,9 +104,7 @@ pub fn open_rw(path: &Path) -> io::Result<File> {
         .truncate(false)
         .mode(FILE_MODE)
         .open(path)?;
-    if file.metadata()?.permissions().mode() & 0o7077 != 0 {
-        file.set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
-    }
+    tighten_open(&file)?;
     Ok(file)
 }
 
