@@ -501,7 +501,6 @@ pub fn persist_home_key(
     why: &str,
 ) -> Result<bool, ConfigError> {
     use std::io::Write as _;
-    use std::os::unix::fs::DirBuilderExt as _;
     let path = home_config_path(dsh_home);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
@@ -516,12 +515,9 @@ pub fn persist_home_key(
         path: path.clone(),
         source,
     };
-    let dir = path.parent().expect("the home config path has a parent");
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(write_err)?;
+    // Owner-only whatever the umask, like everything in the home (`home`).
+    let dir = crate::home::ensure(dsh_home).map_err(write_err)?;
+    let dir = dir.as_path();
     // tempfile creates the file 0600 in the same directory, so the rename is atomic.
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(write_err)?;
     tmp.write_all(new_text.as_bytes()).map_err(write_err)?;
@@ -666,7 +662,7 @@ mod tests {
     fn every_key_is_in_defaults_yml_with_a_comment_above() {
         let serialized = serde_json::to_value(Config::defaults()).unwrap();
         let keys: Vec<&String> = serialized.as_object().unwrap().keys().collect();
-        assert_eq!(keys.len(), 42);
+        assert_eq!(keys.len(), 43);
         let lines: Vec<&str> = DEFAULTS_YML.lines().collect();
         for key in keys {
             let line = key_line(DEFAULTS_YML, key)

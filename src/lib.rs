@@ -12,6 +12,7 @@ pub mod curation;
 pub mod daemon;
 pub mod demo;
 pub mod enrich;
+pub mod home;
 pub mod identity;
 pub mod index;
 pub mod injection;

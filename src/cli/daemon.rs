@@ -1,7 +1,7 @@
 //! `chapters daemon [--foreground]`, `chapters daemon status [--json] | stop | install |
 //! uninstall`.
 
-use std::io::{IsTerminal, Read};
+use std::io::{ErrorKind, IsTerminal, Read};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
-use dsh_chapters::daemon::control::{Client, Request};
+use dsh_chapters::daemon::control::{Client, ClientError, Request};
 use dsh_chapters::daemon::service::{self, Manager, ServiceSpec};
 use dsh_chapters::daemon::{self, logs::RotatingLog, pidlock, Paths};
 
@@ -74,6 +74,8 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 fn foreground(paths: &Paths) -> Result<()> {
+    dsh_chapters::home::ensure(&paths.dsh_home)
+        .with_context(|| format!("cannot create the daemon's home {}", paths.home.display()))?;
     let log = RotatingLog::open(&paths.logs, std::io::stderr().is_terminal())
         .with_context(|| format!("cannot open the daemon's log in {}", paths.logs.display()))?;
     let filter = tracing_subscriber::EnvFilter::try_from_env("CHAPTERS_LOG")
@@ -141,18 +143,58 @@ fn background(paths: &Paths) -> Result<()> {
     }
 }
 
+/// How long a command keeps trying a socket that is absent or refusing while the lock is
+/// held: a daemon takes its lock a moment before it binds its socket.
+const SOCKET_RETRY: Duration = Duration::from_secs(2);
+
 fn request(paths: &Paths, request: Request) -> Result<Option<(u32, Value)>> {
-    let mut client = match Client::connect(&paths.socket, Duration::from_secs(10)) {
-        Ok(c) => c,
-        Err(e) => {
-            if let Some(pid) = pidlock::holder(&paths.home) {
-                bail!("the daemon (pid {pid}) holds the lock but its socket does not answer: {e}. Stop it with `kill {pid}`");
+    let started = Instant::now();
+    let mut client = loop {
+        match Client::connect(&paths.socket, Duration::from_secs(10)) {
+            Ok(c) => break c,
+            Err(e) => {
+                let Some(pid) = pidlock::holder(&paths.home) else {
+                    return Ok(None);
+                };
+                if is_absent_or_refused(&e) && started.elapsed() < SOCKET_RETRY {
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+                bail!("{}", unreachable_advice(pid, paths, &e));
             }
-            return Ok(None);
         }
     };
     let answer = client.request(request, &paths.socket)?;
     Ok(Some((client.pid, answer)))
+}
+
+fn is_absent_or_refused(e: &ClientError) -> bool {
+    matches!(e, ClientError::Connect { source, .. }
+        if matches!(source.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused))
+}
+
+/// What to say when the lock's holder does not answer on its socket. Only a daemon that
+/// cannot be reached at all (its socket gone or dead) is worth stopping by signal; a busy
+/// one, or one that is another user's, never is.
+fn unreachable_advice(pid: u32, paths: &Paths, e: &ClientError) -> String {
+    let socket = paths.socket.display();
+    match e {
+        ClientError::Connect { source, .. } if source.kind() == ErrorKind::NotFound => format!(
+            "the daemon (pid {pid}) holds the lock, but its socket {socket} is gone (removed while it ran), so neither `status` nor `stop` can reach it. \
+             `kill {pid}` stops it cleanly (SIGTERM: it finishes the write in progress); then `chapters daemon` starts one with a socket"
+        ),
+        ClientError::Connect { source, .. } if source.kind() == ErrorKind::ConnectionRefused => format!(
+            "the daemon (pid {pid}) holds the lock, but nothing accepts connections on its socket {socket} (a dead socket file), so neither `status` nor `stop` can reach it. \
+             `kill {pid}` stops it cleanly (SIGTERM: it finishes the write in progress); then `chapters daemon` starts one with a socket"
+        ),
+        ClientError::Connect { source, .. } if source.kind() == ErrorKind::PermissionDenied => format!(
+            "a daemon (pid {pid}) runs for this DSH_HOME, but its socket {socket} is not yours to use (permission denied): it runs as another user. Run this command as that user"
+        ),
+        other => format!(
+            "the daemon (pid {pid}) is running but did not answer this time ({other}); it is busy, not stuck: try again in a moment (its log: {})",
+            paths.logs.display()
+        ),
+    }
 }
 
 fn status(paths: &Paths, json: bool) -> Result<()> {
@@ -262,7 +304,7 @@ fn stop(paths: &Paths) -> Result<()> {
     let started = Instant::now();
     while pidlock::holder(&paths.home).is_some() {
         if started.elapsed() > STOP_WAIT {
-            eprintln!("chapters: the daemon (pid {pid}) did not exit within {} s; `kill -9 {pid}` is safe (every write is atomic)", STOP_WAIT.as_secs());
+            eprintln!("chapters: the daemon (pid {pid}) accepted the stop but has not exited within {} s (it finishes the signature in progress and gives a running archive or sync 1.5 s). Check again with `chapters daemon status`; if it is still there, `kill -9 {pid}` is safe (every write is atomic)", STOP_WAIT.as_secs());
             return Err(Reported.into());
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -374,4 +416,46 @@ fn uninstall() -> Result<()> {
         println!("nothing to remove: {} does not exist", path.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsh_chapters::daemon::control::ProtocolError;
+
+    fn connect_err(kind: ErrorKind) -> ClientError {
+        ClientError::Connect {
+            socket: "/h/dsh-chapters/daemon.sock".into(),
+            source: std::io::Error::from(kind),
+        }
+    }
+
+    #[test]
+    fn a_busy_or_foreign_daemon_is_never_advised_killed() {
+        let paths = Paths::new(std::path::Path::new("/h"));
+        let busy = [
+            ClientError::Io {
+                socket: paths.socket.clone(),
+                source: std::io::Error::from(ErrorKind::WouldBlock),
+            },
+            ClientError::Protocol {
+                socket: paths.socket.clone(),
+                source: ProtocolError::BadHello("too many control requests".into()),
+            },
+            connect_err(ErrorKind::PermissionDenied),
+            connect_err(ErrorKind::TimedOut),
+        ];
+        for e in &busy {
+            let advice = unreachable_advice(42, &paths, e);
+            assert!(!advice.contains("kill"), "{advice}");
+            assert!(advice.contains("pid 42"), "{advice}");
+        }
+        assert!(unreachable_advice(42, &paths, &busy[0]).contains("busy, not stuck"));
+        // Unreachable for good: stopping it by signal is the one way left, and said so.
+        for kind in [ErrorKind::NotFound, ErrorKind::ConnectionRefused] {
+            let advice = unreachable_advice(42, &paths, &connect_err(kind));
+            assert!(advice.contains("`kill 42`"), "{advice}");
+            assert!(!advice.contains("-9"), "{advice}");
+        }
+    }
 }

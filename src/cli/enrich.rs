@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use dsh_chapters::enrich::run::{self as batch, EnrichContext, EnrichReport, RunOptions};
 use dsh_chapters::enrich::{http::Endpoint, KEY_NAME};
 use dsh_chapters::pool::credentials::{self, Secret};
-use dsh_chapters::store::{atomic, Store};
+use dsh_chapters::store::Store;
 
 use super::Env;
 
@@ -218,8 +218,12 @@ fn set_model(workspace: Option<&Path>, endpoint: &str, model: &str, key_stdin: b
     } else {
         None
     };
-    let dir = env.dsh_home.join("dsh-chapters");
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let dir = dsh_chapters::home::ensure(&env.dsh_home).with_context(|| {
+        format!(
+            "cannot create {}",
+            dsh_chapters::home::dir(&env.dsh_home).display()
+        )
+    })?;
     let path = dir.join("config.yml");
     let old = match std::fs::read_to_string(&path) {
         Ok(text) => text,
@@ -234,7 +238,8 @@ fn set_model(workspace: Option<&Path>, endpoint: &str, model: &str, key_stdin: b
     let quote = |s: &str| serde_json::to_string(s).expect("a string always serializes");
     text.push_str(&format!("enrichmentEndpoint: {}\n", quote(endpoint)));
     text.push_str(&format!("enrichmentModel: {}\n", quote(model)));
-    atomic::write_atomic(&path, text.as_bytes())?;
+    dsh_chapters::home::write_private(&path, text.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))?;
     // A config the next command would refuse is put back at once.
     let env_vars = dsh_chapters::config::chapters_env();
     if let Err(e) = dsh_chapters::config::load(
@@ -243,7 +248,8 @@ fn set_model(workspace: Option<&Path>, endpoint: &str, model: &str, key_stdin: b
         &env_vars,
         &Default::default(),
     ) {
-        atomic::write_atomic(&path, old.as_bytes())?;
+        dsh_chapters::home::write_private(&path, old.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
         bail!("the new settings would make the config invalid, so nothing was changed: {e}");
     }
     println!(

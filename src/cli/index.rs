@@ -56,7 +56,10 @@ fn rebuild(workspace: Option<&Path>, args: RebuildArgs) -> Result<()> {
             Upstream::Network { .. } => {
                 credentials::load(&env.dsh_home, &env.identity.project_key)?
             }
-            Upstream::Local { .. } => None,
+            Upstream::Local { path } => {
+                link::check_local_pool(path, &env.workspace)?;
+                None
+            }
         };
         let now_ms = super::now_ms();
         let now = dsh_chapters::time::rfc3339_utc(now_ms);

@@ -36,6 +36,16 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     let Some(target) = args.pool.as_deref() else {
         return show(&env, args.json);
     };
+    // Checked before anything is read or written, and never echoed unmasked.
+    if let Err(e) = link::refuse_url_secrets(target) {
+        let clean = link::find_url_secrets(target)
+            .map_or_else(|| "<the URL without it>".to_owned(), |found| found.clean);
+        let visibility = args.visibility.map_or("private|public", Visibility::as_str);
+        bail!(
+            "{e}. Give the URL without it and the token apart, stored 0600 under {} and never in the project tree:\n  chapters link {clean} --visibility {visibility} --token-file FILE\n  (or `--token-stdin` to pipe it in); a user name that is not a token may stay in the URL (the token is sent as that user)",
+            credentials::credentials_dir(&env.dsh_home).display()
+        );
+    }
     let Some(visibility) = args.visibility else {
         bail!("--visibility private|public is mandatory: declare whether {target} may hold conversation (private) or not (public)");
     };
@@ -43,6 +53,9 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let upstream = link::parse_upstream(target, &cwd)?;
     link::token_rule(&upstream, token.is_some())?;
+    if let Upstream::Local { path } = &upstream {
+        link::check_local_pool(path, &env.workspace)?;
+    }
     if let Upstream::Local { .. } = upstream {
         if token.is_some() {
             bail!("{target} is a local path: it needs no token; drop --token-file/--token-stdin");
@@ -78,6 +91,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
             "tokenStored": token.is_some(),
             "mirror": env.workspace.join(MIRROR_DIR),
             "harnessIdSaved": saved.is_some(),
+            "linkMigrated": env.link_migration,
         }));
     }
     println!(
@@ -140,6 +154,7 @@ fn show(env: &Env, json: bool) -> Result<()> {
             "projectKeySource": env.identity.source.as_str(),
             "origin": env.identity.origin,
             "harnessId": env.harness_id,
+            "linkMigrated": env.link_migration,
         }));
     }
     match &record {

@@ -78,6 +78,8 @@ pub struct Env {
     pub config: Config,
     pub identity: Identity,
     pub harness_id: String,
+    /// A credential found in `pool.json`'s URL and moved out by this command (#13.5).
+    pub link_migration: Option<dsh_chapters::pool::link::Migration>,
 }
 
 /// The comment written above a saved `harnessId`.
@@ -147,12 +149,23 @@ impl Env {
         let identity = identity::resolve(&workspace, override_key)?;
         // CHAPTERS_HARNESS_ID is a config key's env layer, already folded into `config`.
         let harness_id = identity::harness_id(config.harness_id.as_deref(), None)?;
+        // The first command to read a link whose URL holds a credential moves it out of the
+        // project tree, and says so (never the credential itself).
+        let link_migration = dsh_chapters::pool::link::migrate_secret(
+            &workspace.join(dsh_chapters::store::STORE_DIR),
+            &dsh_home,
+            &identity.project_key,
+        )?;
+        if let Some(m) = &link_migration {
+            eprintln!("chapters: note: {}", m.note());
+        }
         Ok(Env {
             workspace,
             dsh_home,
             config,
             identity,
             harness_id,
+            link_migration,
         })
     }
 }

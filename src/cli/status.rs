@@ -34,7 +34,14 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         files.harness_id.as_deref(),
     );
     if args.json {
-        return super::print_json(&report);
+        let Some(migration) = &env.link_migration else {
+            return super::print_json(&report);
+        };
+        let mut value = serde_json::to_value(&report)?;
+        if let Some(fields) = value.as_object_mut() {
+            fields.insert("linkMigrated".into(), serde_json::to_value(migration)?);
+        }
+        return super::print_json(&value);
     }
     let id = &report.identity;
     println!("workspace   {}", report.workspace.display());

@@ -28,7 +28,11 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     };
     let token = match &record.upstream {
         Upstream::Network { .. } => credentials::load(&env.dsh_home, &env.identity.project_key)?,
-        Upstream::Local { .. } => None,
+        // Checked again at every sync: a symlink may have moved since `link`.
+        Upstream::Local { path } => {
+            link::check_local_pool(path, &env.workspace)?;
+            None
+        }
     };
     let now_ms = super::now_ms();
     let now = dsh_chapters::time::rfc3339_utc(now_ms);
@@ -61,7 +65,9 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     match sync::sync(&ctx, args.pull_only) {
         Ok(report) => {
             if args.json {
-                super::print_json(&serde_json::json!({"code": "ok", "report": report}))?;
+                super::print_json(
+                    &serde_json::json!({"code": "ok", "report": report, "linkMigrated": env.link_migration}),
+                )?;
             } else {
                 print_text(&report);
             }
@@ -84,6 +90,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
                     "detail": e.detail,
                     "hint": e.code.hint(),
                     "report": e.report,
+                    "linkMigrated": env.link_migration,
                 }))?;
             }
             eprintln!("chapters: {e}");

@@ -1,19 +1,26 @@
-//! The control socket: JSON lines over a Unix socket at `$DSH_HOME/dsh-chapters/daemon.sock`.
+//! The control socket: JSON lines over a Unix socket at `$DSH_HOME/dsh-chapters/daemon.sock`
+//! (mode 0600 in a 0700 home: only its owner can reach it).
 //!
 //! On connect the daemon writes its hello, `{"v":1,"hello":"dsh-chapters-daemon","pid":…,
 //! "version":"…"}`. Then each request is one line, `{"v":1,"request":"status"}` (also
 //! `sync-now`, `reload`, `stop`), answered by one line `{"v":1,"ok":true,…}` or
 //! `{"v":1,"ok":false,"error":"…"}`. A line longer than [`MAX_REQUEST_BYTES`] is refused
-//! with an error and the connection closed; so is a connection silent for
-//! [`IDLE_TIMEOUT`]. The parsing and framing here are pure; [`serve`] and [`Client`] are the
-//! thin socket shell around them.
+//! with an error and the connection closed; so is a request line not complete within
+//! [`REQUEST_DEADLINE`] of the hello or of the previous answer — a deadline over the whole
+//! line, so a client trickling a byte at a time cannot hold a connection. Connections are
+//! served on threads of their own, at most [`MAX_CONNECTIONS`]; when all are taken, a new
+//! client closes the one that has waited longest for its request line (never one whose
+//! request is being answered), so slow or idle clients can never lock the socket out.
+//! The parsing and framing here are pure; [`serve`] and [`Client`] are the thin socket
+//! shell around them.
 
+use std::collections::BTreeMap;
 use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::Shutdown;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -23,10 +30,14 @@ pub const PROTOCOL_VERSION: u64 = 1;
 pub const HELLO: &str = "dsh-chapters-daemon";
 /// The longest request line accepted, newline included.
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
-/// A connection that sends nothing for this long is closed.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
-/// Connections served at once; more are refused at once with an error line.
+/// A request line must be complete this long after the hello or the previous answer, or
+/// the connection is closed (also the deadline of each answer's write).
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+/// Connections served at once; a new one beyond closes the one waiting longest for its
+/// request line, or is refused with an error line when every one is being answered.
 pub const MAX_CONNECTIONS: usize = 8;
+/// How long a connection waits for the daemon's answer to its request.
+const ANSWER_WAIT: Duration = Duration::from_secs(10);
 
 /// What a client may ask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,42 +207,139 @@ pub struct Incoming {
     pub reply: std::sync::mpsc::Sender<Result<Value, String>>,
 }
 
+/// The connections being served: what eviction needs to choose and close one.
+#[derive(Default)]
+struct Registry {
+    next_id: u64,
+    conns: BTreeMap<u64, Conn>,
+}
+
+struct Conn {
+    /// A handle on the connection's socket, to shut it down from the accept thread.
+    stream: UnixStream,
+    /// When it began waiting for its current request line; `None` while its request is
+    /// being answered (never evicted then).
+    waiting_since: Option<Instant>,
+}
+
+type Shared = Arc<Mutex<Registry>>;
+
+fn registry(shared: &Shared) -> std::sync::MutexGuard<'_, Registry> {
+    // A connection thread that panicked leaves the map usable: recover it.
+    shared
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Registry {
+    /// Make room for a new connection: `true` when there is (a slot free, or the
+    /// connection waiting longest for its line was closed to free one).
+    fn make_room(&mut self) -> bool {
+        if self.conns.len() < MAX_CONNECTIONS {
+            return true;
+        }
+        let oldest = self
+            .conns
+            .iter()
+            .filter_map(|(id, c)| c.waiting_since.map(|t| (t, *id)))
+            .min();
+        let Some((_, id)) = oldest else {
+            return false;
+        };
+        if let Some(conn) = self.conns.remove(&id) {
+            // Its thread sees the end of stream and exits; the slot is ours from now.
+            let _ = conn.stream.shutdown(Shutdown::Both);
+        }
+        true
+    }
+}
+
 /// Accept connections until the listener fails; each is served on its own short-lived
-/// thread (at most [`MAX_CONNECTIONS`] at once). `forward` hands a request to the daemon.
+/// thread (at most [`MAX_CONNECTIONS`] at once, see the module's note on eviction).
+/// `forward` hands a request to the daemon.
 pub fn serve(
     listener: UnixListener,
     pid: u32,
     forward: impl Fn(Incoming) -> bool + Send + Sync + 'static,
 ) {
     let forward = Arc::new(forward);
-    let active = Arc::new(AtomicUsize::new(0));
+    let shared: Shared = Arc::default();
     for stream in listener.incoming() {
         let Ok(mut stream) = stream else {
             continue;
         };
-        if active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
-            active.fetch_sub(1, Ordering::SeqCst);
-            let _ = stream.write_all(
-                answer_line(&Err(format!(
-                    "too many control connections (at most {MAX_CONNECTIONS}); try again"
-                )))
-                .as_bytes(),
-            );
+        let Ok(handle) = stream.try_clone() else {
             continue;
-        }
+        };
+        let id = {
+            let mut reg = registry(&shared);
+            if !reg.make_room() {
+                drop(reg);
+                let _ = stream.set_write_timeout(Some(REQUEST_DEADLINE));
+                let _ = stream.write_all(
+                    answer_line(&Err(format!(
+                        "too many control requests in progress (at most {MAX_CONNECTIONS}); try again"
+                    )))
+                    .as_bytes(),
+                );
+                continue;
+            }
+            let id = reg.next_id;
+            reg.next_id += 1;
+            reg.conns.insert(
+                id,
+                Conn {
+                    stream: handle,
+                    waiting_since: Some(Instant::now()),
+                },
+            );
+            id
+        };
         let forward = Arc::clone(&forward);
-        let active_conn = Arc::clone(&active);
+        let conn_shared = Arc::clone(&shared);
         let spawned = std::thread::Builder::new()
             .name("control-conn".into())
             .spawn(move || {
-                if let Err(e) = serve_one(stream, pid, &*forward) {
+                if let Err(e) = serve_one(stream, pid, &*forward, &conn_shared, id) {
                     tracing::debug!(error = %e, "control connection ended");
                 }
-                active_conn.fetch_sub(1, Ordering::SeqCst);
+                registry(&conn_shared).conns.remove(&id);
             });
         if spawned.is_err() {
-            active.fetch_sub(1, Ordering::SeqCst);
+            registry(&shared).conns.remove(&id);
         }
+    }
+}
+
+/// A socket read under a deadline over the whole request line: each read waits at most
+/// what is left of it, and once it has passed every read fails with `TimedOut`.
+struct DeadlineReader {
+    stream: UnixStream,
+    deadline: Instant,
+}
+
+impl Read for DeadlineReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "request line not complete in time",
+            ));
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        self.stream.read(buf)
+    }
+}
+
+fn set_waiting(shared: &Shared, id: u64, waiting: Option<Instant>) -> bool {
+    match registry(shared).conns.get_mut(&id) {
+        Some(conn) => {
+            conn.waiting_since = waiting;
+            true
+        }
+        // Evicted meanwhile: its socket is shut down.
+        None => false,
     }
 }
 
@@ -239,12 +347,19 @@ fn serve_one(
     stream: UnixStream,
     pid: u32,
     forward: &(dyn Fn(Incoming) -> bool + Send + Sync),
+    shared: &Shared,
+    id: u64,
 ) -> io::Result<()> {
-    stream.set_read_timeout(Some(IDLE_TIMEOUT))?;
-    stream.set_write_timeout(Some(IDLE_TIMEOUT))?;
+    stream.set_write_timeout(Some(REQUEST_DEADLINE))?;
     let mut writer = stream.try_clone()?;
     writer.write_all(hello_line(pid).as_bytes())?;
-    let mut reader = BufReader::with_capacity(8 * 1024, stream);
+    let mut reader = BufReader::with_capacity(
+        8 * 1024,
+        DeadlineReader {
+            stream,
+            deadline: Instant::now() + REQUEST_DEADLINE,
+        },
+    );
     loop {
         let line = match read_bounded_line(&mut reader) {
             Ok(Some(line)) => line,
@@ -254,14 +369,32 @@ fn serve_one(
                     .write_all(answer_line(&Err(ProtocolError::TooLong.to_string())).as_bytes())?;
                 return Ok(());
             }
+            Err(ReadLineError::Io(e))
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+                ) =>
+            {
+                let _ = writer.write_all(
+                    answer_line(&Err(format!(
+                        "no complete request line within {} s; closing",
+                        REQUEST_DEADLINE.as_secs()
+                    )))
+                    .as_bytes(),
+                );
+                return Ok(());
+            }
             Err(ReadLineError::Io(e)) => return Err(e),
         };
+        if !set_waiting(shared, id, None) {
+            return Ok(());
+        }
         let answer = match parse_request(&line) {
             Err(e) => Err(e.to_string()),
             Ok(request) => {
                 let (tx, rx) = std::sync::mpsc::channel();
                 if forward(Incoming { request, reply: tx }) {
-                    rx.recv_timeout(Duration::from_secs(10))
+                    rx.recv_timeout(ANSWER_WAIT)
                         .unwrap_or_else(|_| Err("the daemon did not answer in time".into()))
                 } else {
                     Err("the daemon is stopping".into())
@@ -269,6 +402,11 @@ fn serve_one(
             }
         };
         writer.write_all(answer_line(&answer).as_bytes())?;
+        let now = Instant::now();
+        reader.get_mut().deadline = now + REQUEST_DEADLINE;
+        if !set_waiting(shared, id, Some(now)) {
+            return Ok(());
+        }
     }
 }
 
@@ -457,6 +595,38 @@ mod tests {
         assert_eq!(ok, json!({"v": 1, "ok": true, "queued": 2}));
         let err: Value = serde_json::from_str(&answer_line(&Err("no".into()))).unwrap();
         assert_eq!(err, json!({"v": 1, "ok": false, "error": "no"}));
+    }
+
+    #[test]
+    fn clients_stuck_mid_request_cannot_lock_the_socket_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("d.sock");
+        let listener = UnixListener::bind(&sock).unwrap();
+        std::thread::spawn(move || {
+            serve(listener, 7, |incoming: Incoming| {
+                let _ = incoming
+                    .reply
+                    .send(Ok(json!({"echo": incoming.request.as_str()})));
+                true
+            })
+        });
+        // More clients than slots, each stuck half-way through a request line.
+        let mut stuck = Vec::new();
+        for _ in 0..MAX_CONNECTIONS + 3 {
+            let mut s = UnixStream::connect(&sock).unwrap();
+            let mut hello = String::new();
+            BufReader::new(s.try_clone().unwrap())
+                .read_line(&mut hello)
+                .unwrap();
+            let _ = s.write_all(b"{\"v\":1,");
+            stuck.push(s);
+        }
+        // A client with a whole request is served while they hang.
+        let mut c = Client::connect(&sock, Duration::from_secs(5)).unwrap();
+        assert_eq!(c.request(Request::Status, &sock).unwrap()["echo"], "status");
+        // A served client is not evicted while it waits for its answer, nor after.
+        assert_eq!(c.request(Request::Stop, &sock).unwrap()["echo"], "stop");
+        drop(stuck);
     }
 
     #[test]

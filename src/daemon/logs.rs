@@ -3,7 +3,7 @@
 //! `(KEPT + 1) × MAX_FILE_BYTES`. Written through `tracing`; optionally echoed to stderr
 //! (a foreground daemon in a terminal).
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -23,10 +23,7 @@ pub struct RotatingLog {
 }
 
 fn open_current(dir: &Path) -> io::Result<(File, u64)> {
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join(LOG_FILE))?;
+    let file = crate::home::open_append(&dir.join(LOG_FILE))?;
     let len = file.metadata()?.len();
     Ok((file, len))
 }
@@ -37,7 +34,12 @@ impl RotatingLog {
     }
 
     fn with_cap(dir: &Path, cap: u64, echo_stderr: bool) -> io::Result<RotatingLog> {
-        fs::create_dir_all(dir)?;
+        // The home above is the caller's (`home::ensure`); this folder and its files are
+        // owner-only like everything in it.
+        if let Some(parent) = dir.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        crate::home::ensure_private_dir(dir)?;
         let (file, len) = open_current(dir)?;
         Ok(RotatingLog {
             dir: dir.to_path_buf(),

@@ -43,14 +43,14 @@ use crate::redact::Redactor;
 use crate::session::discover::{self, parse_log_file_name};
 use crate::session::reader::ReaderOptions;
 use crate::signature::{self, Signature};
-use crate::store::{atomic, Store, STORE_DIR};
+use crate::store::{Store, STORE_DIR};
 
 use follow::{Follower, SavedFollow};
 use signer::LedgerCursor;
 use triggers::{Due, EnrichClock, NewSession, Timing, WorkspaceClock};
 use watch::{Watch, WatchFlags};
 
-pub const HOME_DIR: &str = "dsh-chapters";
+pub const HOME_DIR: &str = crate::home::HOME_DIR;
 pub const SOCKET_FILE: &str = "daemon.sock";
 pub const STATE_FILE: &str = "daemon-state.json";
 pub const LOGS_DIR: &str = "logs";
@@ -182,6 +182,13 @@ impl WsCtx {
             .as_deref()
             .map(|k| (k, origin.as_str()));
         let identity = identity::resolve(workspace, override_key).map_err(|e| e.to_string())?;
+        // A credential in the link's URL leaves the project tree here too (#13.5).
+        if let Some(m) =
+            link::migrate_secret(&workspace.join(STORE_DIR), dsh_home, &identity.project_key)
+                .map_err(|e| e.to_string())?
+        {
+            tracing::warn!(workspace = %workspace.display(), "{}", m.note());
+        }
         let harness_id =
             identity::harness_id(config.harness_id.as_deref(), None).map_err(|e| e.to_string())?;
         let redactor = Redactor::new(&config.redaction_patterns).map_err(|e| e.to_string())?;
@@ -309,7 +316,11 @@ fn run_sync(job: &Job, pull_only: bool) -> SyncOutcome {
                 credentials::load(&job.dsh_home, &ctx.identity.project_key)
                     .map_err(|e| e.to_string())?
             }
-            link::Upstream::Local { .. } => None,
+            // Checked again at every sync: a symlink may have moved since `link`.
+            link::Upstream::Local { path } => {
+                link::check_local_pool(path, &ctx.workspace).map_err(|e| e.to_string())?;
+                None
+            }
         };
         let now = now_ms();
         let now_str = crate::time::rfc3339_utc(now);
@@ -478,10 +489,21 @@ struct Runtime {
 pub fn run(options: Options) -> Result<(), DaemonError> {
     let paths = Paths::new(&options.dsh_home);
     let config = load_home_config(&paths.dsh_home, &options.env)?;
+    // Owner-only whatever the umask: the home 0700, every file in it 0600.
+    crate::home::ensure(&paths.dsh_home).map_err(|source| DaemonError::Io {
+        path: paths.home.clone(),
+        source,
+    })?;
     let _lock = pidlock::PidLock::acquire(&paths.home)?;
     // We hold the lock: a socket file left here is a dead daemon's.
     let _ = std::fs::remove_file(&paths.socket);
     let listener = UnixListener::bind(&paths.socket).map_err(|source| DaemonError::Socket {
+        path: paths.socket.clone(),
+        source,
+    })?;
+    // The socket is bound with the umask's mode (0777 under a umask of 0); the home's 0700
+    // already keeps other users out, and the socket itself is made 0600 before serving.
+    crate::home::tighten_file(&paths.socket).map_err(|source| DaemonError::Socket {
         path: paths.socket.clone(),
         source,
     })?;
@@ -1604,7 +1626,7 @@ impl Runtime {
                 return;
             }
         };
-        match atomic::write_atomic(&self.paths.state, &bytes) {
+        match crate::home::write_private(&self.paths.state, &bytes) {
             Ok(()) => {
                 self.saved = state.logs;
                 self.state_dirty = false;

@@ -34,14 +34,11 @@ impl PidLock {
             path: path.clone(),
             source,
         };
-        fs::create_dir_all(home).map_err(io_err)?;
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io_err)?;
+        if let Some(parent) = home.parent() {
+            fs::create_dir_all(parent).map_err(io_err)?;
+        }
+        crate::home::ensure_private_dir(home).map_err(io_err)?;
+        let mut file = crate::home::open_rw(&path).map_err(io_err)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(fs::TryLockError::WouldBlock) => {

@@ -7,9 +7,9 @@
 //! puts it on a child's command line (`pool::transport`).
 
 use std::fmt;
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -18,7 +18,6 @@ use crate::store::is_safe_component;
 /// `$DSH_HOME/dsh-chapters/credentials`.
 const CREDENTIALS_DIR: [&str; 2] = ["dsh-chapters", "credentials"];
 const FILE_MODE: u32 = 0o600;
-const DIR_MODE: u32 = 0o700;
 /// A token is a short line; anything bigger is not one (and is not read into memory).
 const MAX_TOKEN_BYTES: usize = 8 * 1024;
 
@@ -115,32 +114,11 @@ pub fn credential_path(dsh_home: &Path, project_key: &str) -> Result<PathBuf, Cr
     Ok(credentials_dir(dsh_home).join(project_key))
 }
 
-/// Create the credentials directory (0700) and tighten it if it exists looser.
-fn ensure_dir(dir: &Path) -> Result<(), CredentialError> {
-    if let Some(parent) = dir.parent() {
-        fs::create_dir_all(parent).map_err(|e| io_err(parent, e))?;
-    }
-    match DirBuilder::new().mode(DIR_MODE).create(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            let meta = fs::symlink_metadata(dir).map_err(|e| io_err(dir, e))?;
-            if !meta.is_dir() {
-                return Err(io_err(
-                    dir,
-                    io::Error::new(
-                        io::ErrorKind::AlreadyExists,
-                        "exists and is not a directory",
-                    ),
-                ));
-            }
-            if meta.permissions().mode() & 0o077 != 0 {
-                fs::set_permissions(dir, fs::Permissions::from_mode(DIR_MODE))
-                    .map_err(|e| io_err(dir, e))?;
-            }
-            Ok(())
-        }
-        Err(e) => Err(io_err(dir, e)),
-    }
+/// Create the home and the credentials directory (both 0700) and tighten them if they
+/// exist looser.
+fn ensure_dir(dsh_home: &Path, dir: &Path) -> Result<(), CredentialError> {
+    crate::home::ensure(dsh_home).map_err(|e| io_err(&crate::home::dir(dsh_home), e))?;
+    crate::home::ensure_private_dir(dir).map_err(|e| io_err(dir, e))
 }
 
 /// Store `token` for `project_key`, replacing any earlier one atomically: a temp file
@@ -153,7 +131,7 @@ pub fn store(
 ) -> Result<PathBuf, CredentialError> {
     let path = credential_path(dsh_home, project_key)?;
     let dir = credentials_dir(dsh_home);
-    ensure_dir(&dir)?;
+    ensure_dir(dsh_home, &dir)?;
     let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
     let tmp = dir.join(format!(".{project_key}.tmp.{}.{n}", std::process::id()));
     let written = (|| {

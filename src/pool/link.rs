@@ -28,7 +28,11 @@ impl Upstream {
     pub fn describe(&self) -> String {
         match self {
             Upstream::Local { path } => path.display().to_string(),
-            Upstream::Network { url } => url.clone(),
+            // Never the secret a hand-edited or older `pool.json` may still hold.
+            Upstream::Network { url } => match find_url_secrets(url) {
+                Some(found) => found.masked,
+                None => url.clone(),
+            },
         }
     }
 }
@@ -59,6 +63,24 @@ pub enum LinkError {
     TokenForSsh { url: String },
     #[error("{path} is a file, not a directory that can hold a pool: give a directory (an absent or empty one becomes a bare repository on first sync) or a git URL")]
     NotADirectory { path: PathBuf },
+    #[error("{masked} carries a credential ({what}) inside the URL; refused, nothing was written: the link is kept in the project tree, where a credential must never be")]
+    SecretInUrl { masked: String, what: String },
+    #[error("{path} is inside the workspace {workspace}: the pool is never the project; give a bare repository, or an empty or new directory, outside the project")]
+    InsideWorkspace { path: PathBuf, workspace: PathBuf },
+    #[error("{path} holds the workspace {workspace}: the pool is never the project; give a bare repository, or an empty or new directory, outside the project")]
+    HoldsWorkspace { path: PathBuf, workspace: PathBuf },
+    #[error("{path} is the workspace's own git repository ({repo}): the pool is never the project; give a bare repository, or an empty or new directory, outside the project")]
+    OwnRepository { path: PathBuf, repo: PathBuf },
+    #[error("{path} is a repository with a work tree ({why}): sync would commit conversation into someone's checkout; give a bare repository (`git init --bare`), or an empty or new directory, outside the project")]
+    WorkTree { path: PathBuf, why: &'static str },
+    #[error("{path} holds files and is not a bare git repository: give a bare repository, or an empty or new directory, outside the project")]
+    NotEmpty { path: PathBuf },
+    #[error("moving the credential out of {path}: {source}")]
+    Credential {
+        path: PathBuf,
+        #[source]
+        source: super::credentials::CredentialError,
+    },
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
 }
@@ -94,6 +116,434 @@ pub fn read(store_dir: &Path) -> Result<Option<LinkRecord>, LinkError> {
 pub fn write(store_dir: &Path, record: &LinkRecord) -> Result<(), LinkError> {
     let text = serde_json::to_string_pretty(record).expect("a LinkRecord always serializes");
     atomic::write_atomic(&link_path(store_dir), format!("{text}\n").as_bytes())?;
+    Ok(())
+}
+
+/// What a network URL carries that must not be kept in the project tree: a password or a
+/// token in the userinfo, a token in the query or fragment (`access_token=`,
+/// `private_token=`, `token=`, `…_secret=`, `sig=` …).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UrlSecrets {
+    /// The URL without them: what the link keeps.
+    pub clean: String,
+    /// The URL with each replaced by `***`: what may be shown.
+    pub masked: String,
+    /// The values, percent-decoded, in the order found (a userinfo password first).
+    pub secrets: Vec<String>,
+    /// Where they were, for a person: `"a password in the userinfo"`, ….
+    pub what: Vec<&'static str>,
+}
+
+/// Prefixes of tokens issued by forges and services (a user name never starts so).
+const TOKEN_PREFIXES: &[&str] = &[
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "gldt-",
+    "glptt-",
+    "glrt-",
+    "gloas-",
+    "glcbt-",
+    "xoxb-",
+    "xoxp-",
+    "sk-",
+    "hf_",
+    "npm_",
+    "pypi-",
+    "dckr_pat_",
+    "atatt",
+];
+
+/// Whether a userinfo name (no password) is a token rather than the user name the token
+/// is sent as: a known token prefix, or 30 characters and more of letters, digits and `_`
+/// only, mixing letters and digits (or 40 hex digits). A user name such as `ana`,
+/// `x-access-token` or `gitlab+deploy-token-12` is kept.
+fn looks_like_token(user: &str) -> bool {
+    let lower = user.to_ascii_lowercase();
+    if TOKEN_PREFIXES.iter().any(|p| lower.starts_with(p)) {
+        return true;
+    }
+    user.len() >= 30
+        && user.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && user.bytes().any(|b| b.is_ascii_digit())
+        && user.bytes().any(|b| b.is_ascii_alphabetic())
+}
+
+/// Whether a query or fragment parameter's name says its value is a credential.
+fn is_secret_param(name: &str) -> bool {
+    let key = percent_decode(name).to_ascii_lowercase().replace('-', "_");
+    matches!(
+        key.as_str(),
+        "sig" | "signature" | "pwd" | "pass" | "auth" | "key" | "code" | "sas" | "credential"
+    ) || [
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "apikey",
+        "api_key",
+        "signature",
+    ]
+    .iter()
+    .any(|w| key.contains(w))
+        || key.ends_with("_key")
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| char::from(b).to_digit(16);
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push(u8::try_from(h * 16 + l).expect("two hex digits fit a byte"));
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `params` (`a=1&b=2`) with secret values cut out (`clean`) and masked (`masked`).
+fn split_params(
+    params: &str,
+    found: &mut Vec<String>,
+    what: &mut Vec<&'static str>,
+    label: &'static str,
+) -> (String, String) {
+    let mut clean = Vec::new();
+    let mut masked = Vec::new();
+    for pair in params.split('&') {
+        match pair.split_once('=') {
+            Some((name, value)) if !value.is_empty() && is_secret_param(name) => {
+                found.push(percent_decode(value));
+                what.push(label);
+                masked.push(format!("{name}=***"));
+            }
+            _ => {
+                clean.push(pair);
+                masked.push(pair.to_owned());
+            }
+        }
+    }
+    (clean.join("&"), masked.join("&"))
+}
+
+/// The credentials a `scheme://` URL carries, or `None` when it carries none.
+pub fn find_url_secrets(url: &str) -> Option<UrlSecrets> {
+    let (scheme, rest) = url.split_once("://")?;
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let mut secrets = Vec::new();
+    let mut what = Vec::new();
+    let (clean_auth, masked_auth) = match authority.rsplit_once('@') {
+        None => (authority.to_owned(), authority.to_owned()),
+        Some((info, host)) => {
+            let (user, pass) = match info.split_once(':') {
+                Some((u, p)) => (u, Some(p)),
+                None => (info, None),
+            };
+            let user_secret = looks_like_token(&percent_decode(user));
+            let pass_secret = pass.is_some_and(|p| !p.is_empty());
+            if pass_secret {
+                secrets.push(percent_decode(pass.unwrap_or_default()));
+                what.push("a password in the userinfo");
+            }
+            if user_secret {
+                secrets.push(percent_decode(user));
+                what.push("a token as the user name");
+            }
+            let shown_user = if user_secret { "***" } else { user };
+            let masked = match (pass_secret, pass) {
+                (true, _) => format!("{shown_user}:***@{host}"),
+                (false, Some(p)) => format!("{shown_user}:{p}@{host}"),
+                (false, None) => format!("{shown_user}@{host}"),
+            };
+            let clean = if user_secret || user.is_empty() {
+                host.to_owned()
+            } else {
+                format!("{user}@{host}")
+            };
+            (clean, masked)
+        }
+    };
+    // The path, then `?query`, then `#fragment`.
+    let (before_fragment, fragment) = match tail.split_once('#') {
+        Some((b, f)) => (b, Some(f)),
+        None => (tail, None),
+    };
+    let (path, query) = match before_fragment.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (before_fragment, None),
+    };
+    let mut clean = format!("{scheme}://{clean_auth}{path}");
+    let mut masked = format!("{scheme}://{masked_auth}{path}");
+    for (sep, part, label) in [
+        ('?', query, "a token in the query"),
+        ('#', fragment, "a token in the fragment"),
+    ] {
+        let Some(part) = part else { continue };
+        let (c, m) = split_params(part, &mut secrets, &mut what, label);
+        if !c.is_empty() {
+            clean.push(sep);
+            clean.push_str(&c);
+        }
+        masked.push(sep);
+        masked.push_str(&m);
+    }
+    if secrets.is_empty() {
+        return None;
+    }
+    what.dedup();
+    Some(UrlSecrets {
+        clean,
+        masked,
+        secrets,
+        what,
+    })
+}
+
+/// Refuse a URL that carries a credential, echoing it masked. Besides the URL's structure
+/// (userinfo, query, fragment), the built-in credential rules read it whole, so a token in
+/// the path is refused too.
+pub fn refuse_url_secrets(url: &str) -> Result<(), LinkError> {
+    let found = find_url_secrets(url);
+    let shown = found.as_ref().map_or(url, |f| f.masked.as_str());
+    let mut what: Vec<&str> = found.as_ref().map(|f| f.what.clone()).unwrap_or_default();
+    let mut masked = shown.to_owned();
+    if let Some(redactor) = crate::redact::built_in() {
+        let mut counts = crate::redact::RedactionCounts::default();
+        let redacted = redactor.redact(shown, &mut counts);
+        if counts.total() > 0 {
+            masked = redacted.as_str().to_owned();
+            what.push("a credential the built-in rules recognize");
+        }
+    }
+    if what.is_empty() {
+        return Ok(());
+    }
+    Err(LinkError::SecretInUrl {
+        masked,
+        what: what.join(", "),
+    })
+}
+
+/// What [`migrate_secret`] did to a `pool.json` that held a credential in its URL.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Migration {
+    /// The old URL, masked.
+    pub was: String,
+    /// The URL kept now.
+    pub url: String,
+    /// Where the credential now lives (`credentials/<projectKey>`, 0600).
+    pub credentials: PathBuf,
+    /// `false` when a token was already stored for this project: it was kept, and the
+    /// URL's credential dropped (revoke it at the forge: it sat in the project tree).
+    pub moved: bool,
+}
+
+impl Migration {
+    /// The note a person reads (never the credential).
+    pub fn note(&self) -> String {
+        let done = if self.moved {
+            format!("moved it to {} (0600)", self.credentials.display())
+        } else {
+            format!(
+                "dropped it, keeping the token already stored in {}",
+                self.credentials.display()
+            )
+        };
+        format!(
+            "the pool URL in pool.json carried a credential ({}); {done} and rewrote the URL as {}. It sat in the project tree: consider revoking it at the forge",
+            self.was, self.url
+        )
+    }
+}
+
+/// Move a credential out of an existing link's URL: the first one found goes to the
+/// credentials file (unless a token is stored already), then `pool.json` is rewritten with
+/// the URL without any (in that order, so a crash between leaves it in both places and
+/// the next run finishes the move). `None` when there was nothing to move.
+pub fn migrate_secret(
+    store_dir: &Path,
+    dsh_home: &Path,
+    project_key: &str,
+) -> Result<Option<Migration>, LinkError> {
+    let Some(mut record) = read(store_dir)? else {
+        return Ok(None);
+    };
+    let Upstream::Network { url } = &record.upstream else {
+        return Ok(None);
+    };
+    let Some(found) = find_url_secrets(url) else {
+        return Ok(None);
+    };
+    let path = link_path(store_dir);
+    let cred_err = |source| LinkError::Credential {
+        path: path.clone(),
+        source,
+    };
+    let credentials =
+        super::credentials::credential_path(dsh_home, project_key).map_err(cred_err)?;
+    let stored = super::credentials::load(dsh_home, project_key).map_err(cred_err)?;
+    let moved = match (&stored, found.secrets.first()) {
+        (None, Some(secret)) => match super::credentials::Secret::parse(secret) {
+            Ok(token) => {
+                super::credentials::store(dsh_home, project_key, &token).map_err(cred_err)?;
+                true
+            }
+            // Not a usable token (whitespace inside): dropped, as a stored one would be.
+            Err(_) => false,
+        },
+        _ => false,
+    };
+    let migration = Migration {
+        was: found.masked.clone(),
+        url: found.clean.clone(),
+        credentials,
+        moved,
+    };
+    record.upstream = Upstream::Network { url: found.clean };
+    write(store_dir, &record)?;
+    Ok(Some(migration))
+}
+
+/// Where a local pool really is: the longest existing ancestor resolved (symlinks, `..`),
+/// the rest (not there yet) normalized as `mkdir -p` would walk it.
+fn resolve_physical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::Prefix(_) | Component::RootDir => out.push(part.as_os_str()),
+            Component::CurDir => {}
+            // `out` is physical up to here (resolved below), so going up is exact.
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(name) => {
+                out.push(name);
+                if let Ok(real) = std::fs::canonicalize(&out) {
+                    out = real;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The workspace's own git directories: `.git` (a directory, or the file of a linked
+/// worktree pointing elsewhere) and the common directory it shares.
+fn own_git_dirs(workspace: &Path) -> Vec<PathBuf> {
+    let dot_git = workspace.join(".git");
+    let mut dirs = Vec::new();
+    let git_dir = if dot_git.is_dir() {
+        Some(dot_git)
+    } else {
+        std::fs::read_to_string(&dot_git).ok().and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("gitdir:"))
+                .map(|d| workspace.join(d.trim()))
+        })
+    };
+    if let Some(git_dir) = git_dir {
+        if let Ok(common) = std::fs::read_to_string(git_dir.join("commondir")) {
+            dirs.push(resolve_physical(&git_dir.join(common.trim())));
+        }
+        dirs.push(resolve_physical(&git_dir));
+    }
+    dirs
+}
+
+/// Whether a git `config` file says `bare = true` in its `[core]` section.
+fn config_says_bare(config: &str) -> bool {
+    let mut in_core = false;
+    for line in config.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_core = line
+                .trim_start_matches('[')
+                .trim()
+                .to_ascii_lowercase()
+                .starts_with("core");
+            continue;
+        }
+        if let Some((k, v)) = line.split_once('=') {
+            if in_core && k.trim().eq_ignore_ascii_case("bare") {
+                return matches!(
+                    v.trim().to_ascii_lowercase().as_str(),
+                    "true" | "yes" | "on" | "1"
+                );
+            }
+        }
+    }
+    false
+}
+
+/// The pool is never the project: refuse a local pool inside the workspace (or holding
+/// it), the workspace's own repository, any repository with a work tree, and a directory
+/// holding anything but a bare repository. Symlinks and `..` are resolved first.
+pub fn check_local_pool(path: &Path, workspace: &Path) -> Result<(), LinkError> {
+    let real = resolve_physical(path);
+    let ws = resolve_physical(workspace);
+    for repo in own_git_dirs(&ws) {
+        if real.starts_with(&repo) {
+            return Err(LinkError::OwnRepository {
+                path: path.to_path_buf(),
+                repo,
+            });
+        }
+    }
+    if real.starts_with(&ws) {
+        return Err(LinkError::InsideWorkspace {
+            path: path.to_path_buf(),
+            workspace: ws,
+        });
+    }
+    if ws.starts_with(&real) {
+        return Err(LinkError::HoldsWorkspace {
+            path: path.to_path_buf(),
+            workspace: ws,
+        });
+    }
+    if !real.is_dir() {
+        return Ok(());
+    }
+    let work_tree = |why| LinkError::WorkTree {
+        path: path.to_path_buf(),
+        why,
+    };
+    if std::fs::symlink_metadata(real.join(".git")).is_ok() {
+        return Err(work_tree("it has a .git"));
+    }
+    let is_git_dir = real.join("HEAD").is_file() && real.join("objects").is_dir();
+    if is_git_dir {
+        if real.join("commondir").exists() || real.join("gitdir").exists() {
+            return Err(work_tree("it is a linked worktree's git directory"));
+        }
+        let config = std::fs::read_to_string(real.join("config")).unwrap_or_default();
+        if real.file_name().is_some_and(|n| n == ".git") || !config_says_bare(&config) {
+            return Err(work_tree("it is the git directory of a checkout"));
+        }
+        return Ok(());
+    }
+    let empty = std::fs::read_dir(&real)
+        .map(|mut entries| entries.next().is_none())
+        .unwrap_or(false);
+    if !empty {
+        return Err(LinkError::NotEmpty {
+            path: path.to_path_buf(),
+        });
+    }
     Ok(())
 }
 
@@ -182,6 +632,199 @@ mod tests {
             Err(LinkError::TokenForSsh { .. })
         ));
         assert!(token_rule(&Upstream::Local { path: "/p".into() }, false).is_ok());
+    }
+
+    #[test]
+    fn credentials_in_urls_are_found_masked_and_cut_out() {
+        let cases: &[(&str, &str, &str, &[&str])] = &[
+            (
+                "https://ana:hunter2-pw@git.example.com/team/pool.git",
+                "https://ana@git.example.com/team/pool.git",
+                "https://ana:***@git.example.com/team/pool.git",
+                &["hunter2-pw"],
+            ),
+            (
+                "https://ghp_abcdefghijklmnopqrstuvwxyz0123456789@github.com/t/p.git",
+                "https://github.com/t/p.git",
+                "https://***@github.com/t/p.git",
+                &["ghp_abcdefghijklmnopqrstuvwxyz0123456789"],
+            ),
+            (
+                "https://oauth2:glpat-AbCdEf123456@gitlab.com/t/p.git",
+                "https://oauth2@gitlab.com/t/p.git",
+                "https://oauth2:***@gitlab.com/t/p.git",
+                &["glpat-AbCdEf123456"],
+            ),
+            (
+                "https://h.example/p.git?private_token=s3cr3t&ref=main",
+                "https://h.example/p.git?ref=main",
+                "https://h.example/p.git?private_token=***&ref=main",
+                &["s3cr3t"],
+            ),
+            (
+                "https://h.example/p.git?Access_Token=a%2Fb#token=fr4gval",
+                "https://h.example/p.git",
+                "https://h.example/p.git?Access_Token=***#token=***",
+                &["a/b", "fr4gval"],
+            ),
+            (
+                "http://u:p%40ss@127.0.0.1:8080/p.git?token=t1",
+                "http://u@127.0.0.1:8080/p.git",
+                "http://u:***@127.0.0.1:8080/p.git?token=***",
+                &["p@ss", "t1"],
+            ),
+            (
+                "ssh://git:pw@h.example/p.git",
+                "ssh://git@h.example/p.git",
+                "ssh://git:***@h.example/p.git",
+                &["pw"],
+            ),
+        ];
+        for (url, clean, masked, secrets) in cases {
+            let found = find_url_secrets(url).unwrap_or_else(|| panic!("{url}"));
+            assert_eq!(found.clean, *clean, "{url}");
+            assert_eq!(found.masked, *masked, "{url}");
+            assert_eq!(found.secrets, *secrets, "{url}");
+            let err = refuse_url_secrets(url).unwrap_err().to_string();
+            for secret in *secrets {
+                assert!(!err.contains(secret), "{err}");
+            }
+            assert!(err.contains(masked), "{err}");
+            assert!(find_url_secrets(clean).is_none(), "{clean}");
+        }
+        for fine in [
+            "https://git.example.com/team/pool.git",
+            "https://ana@git.example.com/p.git",
+            "https://gitlab+deploy-token-1234567@gitlab.com/t/p.git",
+            "ssh://git@github.com/t/p.git",
+            "http://127.0.0.1:8080/p.git?ref=main",
+            "https://h.example/p.git?token=",
+        ] {
+            assert_eq!(find_url_secrets(fine), None, "{fine}");
+            assert!(refuse_url_secrets(fine).is_ok(), "{fine}");
+        }
+        // Shown masked by every description of the link.
+        let up = Upstream::Network {
+            url: "https://u:pw-123@h/p.git".into(),
+        };
+        assert_eq!(up.describe(), "https://u:***@h/p.git");
+    }
+
+    #[test]
+    fn a_stored_link_with_a_credential_is_migrated_once() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let (store, home) = (tmp.path().join("store"), tmp.path().join("home"));
+        std::fs::create_dir_all(&store).expect("store");
+        let mut rec = LinkRecord {
+            v: 1,
+            upstream: Upstream::Network {
+                url: "https://u:tok-9f8e7d@h.example/p.git?x=1".into(),
+            },
+            visibility: Visibility::Private,
+            linked_at: "2026-11-29T00:00:00.000Z".into(),
+            linked_by: "m1".into(),
+        };
+        write(&store, &rec).expect("write");
+        let m = migrate_secret(&store, &home, "key-1")
+            .expect("migrate")
+            .expect("something moved");
+        assert!(m.moved);
+        assert_eq!(m.url, "https://u@h.example/p.git?x=1");
+        assert!(!m.note().contains("tok-9f8e7d"), "{}", m.note());
+        let stored = super::super::credentials::load(&home, "key-1")
+            .expect("load")
+            .expect("stored");
+        assert_eq!(stored.expose(), "tok-9f8e7d");
+        let text = std::fs::read_to_string(link_path(&store)).expect("read");
+        assert!(!text.contains("tok-9f8e7d"), "{text}");
+        assert_eq!(migrate_secret(&store, &home, "key-1").expect("again"), None);
+        // A token already stored wins; the URL's is dropped, never stored over it.
+        rec.upstream = Upstream::Network {
+            url: "https://h.example/p.git?access_token=other".into(),
+        };
+        write(&store, &rec).expect("write");
+        let m = migrate_secret(&store, &home, "key-1")
+            .expect("m")
+            .expect("some");
+        assert!(!m.moved);
+        let stored = super::super::credentials::load(&home, "key-1").expect("l");
+        assert_eq!(stored.expect("kept").expose(), "tok-9f8e7d");
+    }
+
+    #[test]
+    fn the_pool_is_never_the_project() {
+        use std::os::unix::fs::symlink;
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = std::fs::canonicalize(tmp.path()).expect("canon");
+        let ws = root.join("ws");
+        std::fs::create_dir_all(ws.join(".git/objects")).expect("ws");
+        std::fs::write(ws.join(".git/HEAD"), "ref: refs/heads/main\n").expect("head");
+        std::fs::create_dir_all(ws.join("src")).expect("src");
+        let refused = |p: &Path| check_local_pool(p, &ws).expect_err(&p.display().to_string());
+        assert!(matches!(refused(&ws), LinkError::InsideWorkspace { .. }));
+        assert!(matches!(
+            refused(&ws.join(".git")),
+            LinkError::OwnRepository { .. }
+        ));
+        assert!(matches!(
+            refused(&ws.join("src/../pool")),
+            LinkError::InsideWorkspace { .. }
+        ));
+        assert!(matches!(
+            refused(&ws.join("new/deeper/pool")),
+            LinkError::InsideWorkspace { .. }
+        ));
+        assert!(matches!(refused(&root), LinkError::HoldsWorkspace { .. }));
+        // `..` and symlinks resolved before deciding.
+        symlink(&ws, root.join("alias")).expect("symlink");
+        assert!(matches!(
+            refused(&root.join("alias/pool")),
+            LinkError::InsideWorkspace { .. }
+        ));
+        std::fs::create_dir_all(root.join("out")).expect("out");
+        assert!(check_local_pool(&root.join("out/../ws/../out/pool"), &ws).is_ok());
+        assert!(matches!(
+            refused(&root.join("out/../ws/pool")),
+            LinkError::InsideWorkspace { .. }
+        ));
+        // Another checkout, its git directory, a linked worktree's, a full directory.
+        let other = root.join("other");
+        std::fs::create_dir_all(other.join(".git/objects")).expect("other");
+        std::fs::write(other.join(".git/HEAD"), "x").expect("head");
+        std::fs::write(other.join(".git/config"), "[core]\n\tbare = false\n").expect("cfg");
+        assert!(matches!(refused(&other), LinkError::WorkTree { .. }));
+        assert!(matches!(
+            refused(&other.join(".git")),
+            LinkError::WorkTree { .. }
+        ));
+        std::fs::write(root.join("out/file"), "x").expect("file");
+        assert!(matches!(
+            refused(&root.join("out")),
+            LinkError::NotEmpty { .. }
+        ));
+        // A bare repository, an empty directory and a new path are fine.
+        let bare = root.join("pool.git");
+        std::fs::create_dir_all(bare.join("objects")).expect("bare");
+        std::fs::write(bare.join("HEAD"), "ref: refs/heads/main\n").expect("head");
+        std::fs::write(bare.join("config"), "[core]\n\tbare = true\n").expect("cfg");
+        assert!(check_local_pool(&bare, &ws).is_ok());
+        std::fs::create_dir_all(root.join("empty")).expect("empty");
+        assert!(check_local_pool(&root.join("empty"), &ws).is_ok());
+        assert!(check_local_pool(&root.join("new/pool"), &ws).is_ok());
+        // A linked worktree: its own repository lives outside it.
+        let wt = root.join("wt");
+        std::fs::create_dir_all(&wt).expect("wt");
+        std::fs::create_dir_all(ws.join(".git/worktrees/wt")).expect("admin");
+        std::fs::write(ws.join(".git/worktrees/wt/commondir"), "../..\n").expect("common");
+        std::fs::write(
+            wt.join(".git"),
+            format!("gitdir: {}\n", ws.join(".git/worktrees/wt").display()),
+        )
+        .expect("dotgit");
+        assert!(matches!(
+            check_local_pool(&ws.join(".git"), &wt),
+            Err(LinkError::OwnRepository { .. })
+        ));
     }
 
     #[test]

@@ -4,6 +4,7 @@ mod archive;
 mod bad_input;
 mod crash;
 mod daemon;
+mod doors;
 mod dsh_real;
 mod durable;
 mod enrich;
