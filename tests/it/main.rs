@@ -6,6 +6,7 @@ mod crash;
 mod daemon;
 mod durable;
 mod enrich;
+mod fulltext;
 mod githttp;
 mod identity;
 mod index;
