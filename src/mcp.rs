@@ -186,7 +186,7 @@ fn tools() -> Value {
             "inputSchema": {
                 "type": "object",
                 "properties": {
-                    "query": {"type": "string", "description": "Words to look for (topics count double; `plan` or `rule` finds those kinds)."},
+                    "query": {"type": "string", "description": "Words to look for in titles, topics (double), summaries and the conversations' text — tool output, commands, files read; `\"a phrase\"`, `prefix*`, `-word` leaves a word out; `plan` or `rule` finds those kinds."},
                     "max_tokens": {"type": "integer", "minimum": 1, "description": "Token budget of the answer (default: searchDefaultMaxTokens)."},
                     "topic": {"type": "string", "description": "Only documents carrying this topic."}
                 },

@@ -214,11 +214,12 @@ pub fn run() -> ExitCode {
     if !matches!(cli.command, Command::Daemon(_)) {
         init_logging();
     }
-    // Commands that write documents or curation facts: the store's topic index follows them
-    // after they succeed (a search, a reader, never writes it).
+    // Commands that rewrite documents or write curation facts: the store's topic index
+    // follows them after they succeed (a search, a reader, never writes it). An archive
+    // leaves it to the next of these or `index rebuild` (its re-run must write nothing).
     let writer = matches!(
         cli.command,
-        Command::Archive(_) | Command::Enrich(_) | Command::Rule(_) | Command::Topic(_)
+        Command::Enrich(_) | Command::Rule(_) | Command::Topic(_)
     );
     let workspace = cli.workspace.clone();
     let result = match cli.command {

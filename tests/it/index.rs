@@ -95,7 +95,13 @@ fn the_store_index_follows_the_store_and_a_rebuild_gives_the_same_bytes() {
     sb.write_session(S1, 4, true, &two_task_turns(&sb.ws));
     sb.ok(&["init"]);
     sb.ok(&["archive"]);
+    // A search writes no shard; a writer command does (a person's topic merge here).
     sb.ok(&["search", "csv"]);
+    assert!(
+        !sb.store().join("index").exists(),
+        "a search wrote the index"
+    );
+    sb.ok(&["topic", "merge", "csv-export", "csv"]);
     let index = sb.store().join("index");
     let incremental = files_deep(&index);
     assert!(
