@@ -208,9 +208,11 @@ impl Cache {
         let conn = Connection::open(path)?;
         conn.busy_timeout(busy)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.execute_batch(SCHEMA)?;
-        conn.pragma_update(None, "application_id", APPLICATION_ID)?;
-        conn.pragma_update(None, "user_version", CACHE_VERSION)?;
+        // Schema and marks in one transaction: another search opening the file meanwhile
+        // sees no cache of ours or a whole one, never a half-made one.
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; {SCHEMA} PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {CACHE_VERSION}; COMMIT;"
+        ))?;
         Ok(Cache {
             conn,
             path: path.to_path_buf(),
