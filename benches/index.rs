@@ -317,26 +317,23 @@ fn worker(ws: &Path, rounds: usize) {
     for _ in 0..rounds {
         for q in QUERIES {
             let t = Instant::now();
-            let corpus = search_door::open(ws, PK, false, LOCK, None).expect("open");
+            let corpus = search_door::open(ws, PK, false, LOCK).expect("open");
             let opened = t.elapsed();
-            let terms = search::query_terms(q);
             let params = ScoreParams {
                 curation: corpus.curation.clone(),
                 core_rule_bonus: 0.15,
             };
             let now = search::day_start(1_770_000_000_000);
+            // The whole query path, packed to a default budget (~400 tokens).
             let answer = corpus
-                .search(&terms, None, &params, "bench", now, 30)
+                .answer_packed(
+                    &search_door::Request::text(q, None),
+                    &params,
+                    "bench",
+                    now,
+                    400,
+                )
                 .expect("search");
-            // The lines a default budget shows (~400 tokens).
-            let mut used = 0;
-            for n in 0..answer.total {
-                let hit = corpus.hit(&answer, n, "bench").expect("hit");
-                used += search::line_tokens(&search::line_of(hit.score, &hit.doc));
-                if used > 400 {
-                    break;
-                }
-            }
             times.push(t.elapsed());
             if std::env::var_os("INDEX_BENCH_VERBOSE").is_some() {
                 eprintln!(

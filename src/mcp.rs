@@ -18,7 +18,7 @@ use crate::redact::Redactor;
 use crate::rules::block::Block;
 use crate::rules::store::{self as rules_store, AssembleRequest, Written};
 use crate::rules::Rule;
-use crate::search::{self, Query};
+use crate::search;
 use crate::search_door;
 use crate::store::{Store, MIRROR_DIR, STORE_DIR};
 
@@ -186,7 +186,7 @@ fn tools() -> Value {
             "inputSchema": {
                 "type": "object",
                 "properties": {
-                    "query": {"type": "string", "description": "Words to look for (topics count double; `plan` or `rule` finds those kinds)."},
+                    "query": {"type": "string", "description": "Words to look for in titles, topics (double), summaries and the conversations' text — tool output, commands, files read; `\"a phrase\"`, `prefix*`, `-word` leaves a word out; `plan` or `rule` finds those kinds."},
                     "max_tokens": {"type": "integer", "minimum": 1, "description": "Token budget of the answer (default: searchDefaultMaxTokens)."},
                     "topic": {"type": "string", "description": "Only documents carrying this topic."}
                 },
@@ -301,13 +301,10 @@ fn call(ctx: &McpContext<'_>, params: &Value) -> Result<Value, String> {
 
 fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Value, String> {
     let text = args.string("query", true)?.unwrap_or_default();
-    let query = Query {
-        terms: search::query_terms(&text),
-        topic: args.string("topic", false)?,
-    };
-    if query.terms.is_empty() && query.topic.is_none() {
+    let request = search_door::Request::text(&text, args.string("topic", false)?);
+    if request.query.is_empty() && request.topic.is_none() {
         return Err(format!(
-            "chapters_search: the query {text:?} has no word of two or more letters or digits"
+            "chapters_search: the query {text:?} has no word to look for (letters or digits)"
         ));
     }
     let budget = args
@@ -318,12 +315,12 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Value, Stri
         &ctx.identity.project_key,
         false,
         std::time::Duration::from_millis(ctx.config.writer_lock_timeout_ms),
-        None,
     ) {
         Ok(corpus) => corpus,
         Err(e) => return Ok(text_result(format!("search failed: {e}"), true)),
     };
-    let topic = query
+    let mut request = request;
+    request.topic = request
         .topic
         .as_deref()
         .map(|t| corpus.curation.canonical(t).topic);
@@ -332,14 +329,7 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Value, Stri
         core_rule_bonus: ctx.config.rules_core_bonus,
     };
     let now = search::day_start((ctx.now_ms)());
-    let answer = match corpus.answer_packed(
-        &query.terms,
-        topic.as_deref(),
-        &params,
-        ctx.harness_id,
-        now,
-        budget,
-    ) {
+    let answer = match corpus.answer_packed(&request, &params, ctx.harness_id, now, budget) {
         Ok(answer) => answer,
         Err(e) => return Ok(text_result(format!("search failed: {e}"), true)),
     };

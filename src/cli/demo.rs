@@ -96,16 +96,13 @@ pub fn run(args: Args) -> Result<()> {
         &env.identity.project_key,
         false,
         std::time::Duration::from_millis(env.config.writer_lock_timeout_ms),
-        None,
     )?;
     let params = dsh_chapters::search::ScoreParams {
         curation: corpus.curation.clone(),
         core_rule_bonus: env.config.rules_core_bonus,
     };
-    let terms = dsh_chapters::search::query_terms(query);
     let found = corpus.answer_packed(
-        &terms,
-        None,
+        &dsh_chapters::search_door::Request::text(query, None),
         &params,
         &env.harness_id,
         dsh_chapters::search::day_start(super::now_ms()),

@@ -103,6 +103,7 @@ fn rebuild(workspace: Option<&Path>, args: RebuildArgs) -> Result<()> {
     }
     let _lock = store.lock(lock_timeout)?;
     let (table, _) = Table::rescan(&env.workspace, false, lock_timeout)?;
+    apply_store_vocabulary(&env, &store, &table);
     let written = build::update_store(&env.workspace, &table, true)?;
     if args.json {
         return super::print_json(&json!({"base": "store", "result": written}));
@@ -119,4 +120,61 @@ fn rebuild(workspace: Option<&Path>, args: RebuildArgs) -> Result<()> {
         written.removed
     );
     Ok(())
+}
+
+/// The vocabulary pass over this machine's store (not linked to a private pool: the pool's
+/// is sync's), when config `vocabApply` says so: plugin facts appended. A writer's step —
+/// `index rebuild` and `archive` run it under the store's writer lock; a search never does.
+fn apply_store_vocabulary(env: &Env, store: &Store, table: &Table) {
+    if !env.config.vocab_apply {
+        return;
+    }
+    let redactor = match dsh_chapters::redact::Redactor::new(&env.config.redaction_patterns) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("chapters: the vocabulary was not applied: {e}");
+            return;
+        }
+    };
+    let at = dsh_chapters::time::rfc3339_utc(super::now_ms());
+    let Some(apply) = build::VocabApply::when_applied(&env.config, &redactor, &env.harness_id, &at)
+    else {
+        return;
+    };
+    if let Err(e) =
+        build::apply_vocabulary(store, table, &env.identity.project_key, false, None, &apply)
+    {
+        eprintln!("chapters: the vocabulary was not applied: {e}");
+    }
+}
+
+/// After an archive: the store's topic index (and vocabulary, when applied) follow the
+/// store, unless the workspace is linked to a private pool (whose index sync keeps) or
+/// another writer holds the store (the next archive or `index rebuild` does it).
+pub(super) fn follow_store(env: &Env) {
+    let Ok(store) = Store::open(&env.workspace) else {
+        return;
+    };
+    let record = link::read(store.dir()).ok().flatten();
+    if record
+        .as_ref()
+        .is_some_and(|r| r.visibility == Visibility::Private)
+    {
+        return;
+    }
+    let Ok(_lock) = store.lock(Duration::ZERO) else {
+        return;
+    };
+    let lock_timeout = Duration::from_millis(env.config.writer_lock_timeout_ms);
+    let table = match Table::refresh(&env.workspace, record.is_some(), lock_timeout) {
+        Ok((table, _)) => table,
+        Err(e) => {
+            tracing::warn!(error = %e, "the store's topic index was not updated");
+            return;
+        }
+    };
+    apply_store_vocabulary(env, &store, &table);
+    if let Err(e) = build::update_store(&env.workspace, &table, false) {
+        tracing::warn!(error = %e, "could not update the store's topic index");
+    }
 }

@@ -7,10 +7,12 @@ mod enrich;
 mod index;
 mod init;
 mod link;
+mod list;
 mod mcp;
 mod notice;
 mod rule;
 mod search;
+mod show;
 mod status;
 mod sync;
 mod topic;
@@ -53,6 +55,10 @@ enum Command {
     Sync(sync::Args),
     /// Find past work: chapters, plans and rules, scored and packed to a token budget.
     Search(search::Args),
+    /// Print one chapter, plan or rule by its id (from `search` or `list`) or path.
+    Show(show::Args),
+    /// List chapters, plans and rules, newest first.
+    List(list::Args),
     /// Idle-time model enrichment: `run`, `report`, `model`.
     Enrich(enrich::Args),
     /// The background daemon: sign turns as they end, archive at the right moments, sync.
@@ -248,6 +254,14 @@ pub fn run() -> ExitCode {
     if !matches!(cli.command, Command::Daemon(_)) {
         init_logging();
     }
+    // Commands that rewrite documents or write curation facts: the store's topic index
+    // follows them after they succeed (a search, a reader, never writes it). An archive
+    // leaves it to the next of these or `index rebuild` (its re-run must write nothing).
+    let writer = matches!(
+        cli.command,
+        Command::Enrich(_) | Command::Rule(_) | Command::Topic(_)
+    );
+    let workspace = cli.workspace.clone();
     let result = match cli.command {
         Command::Init(a) => init::run(cli.workspace.as_deref(), a),
         Command::Archive(a) => archive::run(cli.workspace.as_deref(), a),
@@ -256,6 +270,8 @@ pub fn run() -> ExitCode {
         Command::Link(a) => link::run(cli.workspace.as_deref(), a),
         Command::Sync(a) => sync::run(cli.workspace.as_deref(), a),
         Command::Search(a) => search::run(cli.workspace.as_deref(), a),
+        Command::Show(a) => show::run(cli.workspace.as_deref(), a),
+        Command::List(a) => list::run(cli.workspace.as_deref(), a),
         Command::Enrich(a) => enrich::run(cli.workspace.as_deref(), a),
         Command::Rule(a) => rule::run(cli.workspace.as_deref(), a),
         Command::Notice(a) => notice::run(cli.workspace.as_deref(), a),
@@ -264,6 +280,11 @@ pub fn run() -> ExitCode {
         Command::Index(a) => index::run(cli.workspace.as_deref(), a),
         Command::Topic(a) => topic::run(cli.workspace.as_deref(), a),
     };
+    if writer && result.is_ok() {
+        if let Ok(env) = Env::resolve(workspace.as_deref(), None) {
+            index::follow_store(&env);
+        }
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is::<Reported>() => ExitCode::from(1),

@@ -3,6 +3,7 @@ use std::path::Path;
 use anyhow::Result;
 use serde_json::json;
 
+use dsh_chapters::search::query::Parsed;
 use dsh_chapters::search::{self, Explain, Field, Recency, ScoreParams};
 use dsh_chapters::search_door::{self, Door};
 
@@ -10,7 +11,10 @@ use super::{Env, Reported};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Words to look for in topics (×2), titles, summaries and kinds (`plan` finds plans).
+    /// Words to look for: in topics (×2), titles, summaries and kinds (`plan` finds plans),
+    /// then in the documents' text. `"two words"` is a phrase, `auth*` a prefix, `-draft`
+    /// leaves out documents containing the word.
+    /// (A query starting with `-` goes after `--`, or inside one quoted argument.)
     #[arg(value_name = "QUERY", required_unless_present = "topic")]
     query: Vec<String>,
     /// The token budget of the answer (default: config `searchDefaultMaxTokens`); whole
@@ -28,45 +32,100 @@ pub struct Args {
     /// Show how each result earned its score (outside the token budget).
     #[arg(long)]
     explain: bool,
+    #[command(flatten)]
+    filters: Filters,
     /// Print the answer as one JSON document.
     #[arg(long)]
     json: bool,
 }
 
+/// The filters `chapters search` and `chapters list` share.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Filters {
+    /// Only documents of this kind (`chapter`, `plan`, `rule`).
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<String>,
+    /// Only documents of sessions of this agent (frontmatter `harness`; `dsh` today).
+    #[arg(long, value_name = "NAME")]
+    pub harness: Option<String>,
+    /// Only documents written on this machine (its harness id).
+    #[arg(long, value_name = "ID")]
+    pub machine: Option<String>,
+    /// Only documents of this session (an id or its first characters).
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Only documents dated at or after: `YYYY-MM-DD`, an RFC 3339 time, or `7d` / `12h` / `2w` ago.
+    #[arg(long, value_name = "WHEN")]
+    pub since: Option<String>,
+    /// Only documents dated before (same forms as --since).
+    #[arg(long, value_name = "WHEN")]
+    pub until: Option<String>,
+    /// Only documents that name this file.
+    #[arg(long, value_name = "FILE")]
+    pub path: Option<String>,
+}
+
+impl Filters {
+    /// The request these filters make, with `query` and `topic`; a date that cannot be read
+    /// is a usage error (exit 2).
+    pub fn request(
+        &self,
+        query: Parsed,
+        topic: Option<String>,
+        now_ms: i64,
+    ) -> search_door::Request {
+        let when = |flag: &str, text: &Option<String>| {
+            text.as_ref().map(|t| {
+                search::query::parse_when(t, now_ms).unwrap_or_else(|| {
+                    clap::Error::raw(
+                        clap::error::ErrorKind::ValueValidation,
+                        format!("{flag} {t:?} is not a date: give YYYY-MM-DD, an RFC 3339 time, or 7d / 12h / 2w\n"),
+                    )
+                    .exit()
+                })
+            })
+        };
+        search_door::Request {
+            query,
+            topic,
+            kind: self.kind.clone(),
+            harness: self.harness.clone(),
+            machine: self.machine.clone(),
+            session: self.session.clone(),
+            since_ms: when("--since", &self.since),
+            until_ms: when("--until", &self.until),
+            path: self.path.clone(),
+        }
+    }
+}
+
 pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     let text = args.query.join(" ");
-    let terms = search::query_terms(&text);
-    if terms.is_empty() && args.topic.is_none() {
+    let parsed = Parsed::parse(&text);
+    if parsed.is_empty() && args.topic.is_none() {
         clap::Error::raw(
             clap::error::ErrorKind::ValueValidation,
-            format!("the query {text:?} has no word of two or more letters or digits: give one, or --topic T\n"),
+            format!("the query {text:?} has no word to look for (two or more letters or digits; -word only leaves words out): give one, or --topic T\n"),
         )
         .exit();
+    }
+    if parsed.dropped > 0 {
+        eprintln!(
+            "chapters: the query has more than {} terms; the first {} are used, {} left out",
+            search::query::MAX_TERMS,
+            search::query::MAX_TERMS,
+            parsed.dropped
+        );
     }
     let env = Env::resolve(workspace, None)?;
     let budget = args
         .max_tokens
         .unwrap_or(env.config.search_default_max_tokens);
-    let vocab_redactor = env
-        .config
-        .vocab_apply
-        .then(|| dsh_chapters::redact::Redactor::new(&env.config.redaction_patterns))
-        .transpose()?;
-    let at = dsh_chapters::time::rfc3339_utc(super::now_ms());
-    let vocabulary = vocab_redactor.as_ref().and_then(|redactor| {
-        dsh_chapters::index::build::VocabApply::when_applied(
-            &env.config,
-            redactor,
-            &env.harness_id,
-            &at,
-        )
-    });
     let corpus = search_door::open(
         &env.workspace,
         &env.identity.project_key,
         args.cross_project,
         std::time::Duration::from_millis(env.config.writer_lock_timeout_ms),
-        vocabulary.as_ref(),
     )?;
     for u in &corpus.unreadable {
         eprintln!(
@@ -90,19 +149,13 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     // Recency is measured from the start of the current UTC day: every machine at the
     // same pool state gives the same answer all day, not one that drifts by the millisecond.
     let now = search::day_start(super::now_ms());
+    let request = args.filters.request(parsed, topic.clone(), super::now_ms());
     let search_door::PackedAnswer {
         hits,
         lines,
         packed,
         total,
-    } = corpus.answer_packed(
-        &terms,
-        topic.as_deref(),
-        &params,
-        &env.harness_id,
-        now,
-        budget,
-    )?;
+    } = corpus.answer_packed(&request, &params, &env.harness_id, now, budget)?;
     let empty = if corpus.documents == 0 {
         Some("nothing-here")
     } else if total == 0 {
@@ -122,13 +175,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     if args.json {
         let matches: Vec<serde_json::Value> = hits[..packed.shown]
             .iter()
-            .map(|h| {
-                match_json(
-                    h,
-                    args.explain
-                        .then(|| search_door::explain(h, &terms, &params, now)),
-                )
-            })
+            .map(|h| match_json(h, args.explain))
             .collect();
         super::print_json(&json!({
             "door": door,
@@ -162,7 +209,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
                 for (h, line) in hits.iter().zip(&lines).take(packed.shown) {
                     println!("{line}");
                     if args.explain {
-                        print_explain(h.score, &search_door::explain(h, &terms, &params, now));
+                        print_explain(h.score, &h.explain, &h.body);
                     }
                 }
                 println!(
@@ -213,7 +260,7 @@ fn field_name(field: Field) -> &'static str {
     }
 }
 
-fn print_explain(score: f64, explain: &Explain) {
+fn print_explain(score: f64, explain: &Explain, body: &search_door::BodyExplain) {
     let mut terms: Vec<(&str, Vec<String>)> = Vec::new();
     for h in &explain.hits {
         let part = format!("{} +{}", field_name(h.field), h.points);
@@ -232,6 +279,14 @@ fn print_explain(score: f64, explain: &Explain) {
         Recency::NoDate => println!("    recency: no date, no bonus"),
         Recency::NotScored => println!("    recency: not added (no term hit)"),
     }
+    if body.points > 0.0 {
+        println!(
+            "    body: BM25 {:.2}, {}·s/(1+s) = +{:.2}",
+            body.bm25,
+            search_door::BODY_MAX,
+            body.points
+        );
+    }
     if explain.core_rule_bonus > 0.0 {
         println!(
             "    core rule (approved on this machine): +{:.2}",
@@ -239,8 +294,13 @@ fn print_explain(score: f64, explain: &Explain) {
         );
     }
     println!(
-        "    score: {} + {:.2}{} = {:.2}",
+        "    score: {}{} + {:.2}{} = {:.2}",
         explain.base,
+        if body.points > 0.0 {
+            format!(" + {:.2}", body.points)
+        } else {
+            String::new()
+        },
         explain.recency.points(),
         if explain.core_rule_bonus > 0.0 {
             format!(" + {:.2}", explain.core_rule_bonus)
@@ -251,7 +311,7 @@ fn print_explain(score: f64, explain: &Explain) {
     );
 }
 
-fn match_json(h: &search_door::Hit, explain: Option<Explain>) -> serde_json::Value {
+fn match_json(h: &search_door::Hit, explain: bool) -> serde_json::Value {
     let m = &h.doc.meta;
     let mut v = json!({
         "score": h.score,
@@ -260,9 +320,15 @@ fn match_json(h: &search_door::Hit, explain: Option<Explain>) -> serde_json::Val
         "title": m.title,
         "path": h.doc.path,
         "topics": m.topics,
+        "id": h.id,
+        "harness": h.harness,
+        "machine": h.machine,
+        "snippet": h.snippet,
     });
-    if let Some(explain) = explain {
-        v["explain"] = json!(explain);
+    if explain {
+        let mut e = json!(h.explain);
+        e["body"] = json!(h.body);
+        v["explain"] = e;
     }
     v
 }

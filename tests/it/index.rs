@@ -95,7 +95,13 @@ fn the_store_index_follows_the_store_and_a_rebuild_gives_the_same_bytes() {
     sb.write_session(S1, 4, true, &two_task_turns(&sb.ws));
     sb.ok(&["init"]);
     sb.ok(&["archive"]);
+    // A search writes no shard; a writer command does (a person's topic merge here).
     sb.ok(&["search", "csv"]);
+    assert!(
+        !sb.store().join("index").exists(),
+        "a search wrote the index"
+    );
+    sb.ok(&["topic", "merge", "csv-export", "csv"]);
     let index = sb.store().join("index");
     let incremental = files_deep(&index);
     assert!(
@@ -315,7 +321,8 @@ fn the_vocabulary_is_shadow_by_default_and_applied_as_plugin_facts_a_person_over
     put_chapter(&sb, "s1", "001-a.md", "Token refresh", "token, auth");
     put_chapter(&sb, "s1", "002-b.md", "Tokens expire", "tokens, expiry");
     put_chapter(&sb, "s2", "001-c.md", "More tokens", "tokens");
-    sb.ok(&["search", "token"]);
+    // A writer's step (a search writes no fact and no shard): `index rebuild`.
+    sb.ok(&["index", "rebuild"]);
     let status = sb.json(&["status", "--json"]);
     let vocab = &status["vocabulary"];
     assert_eq!(vocab["apply"], false);
@@ -329,7 +336,7 @@ fn the_vocabulary_is_shadow_by_default_and_applied_as_plugin_facts_a_person_over
     assert!(sb.ok(&["status"]).contains("shadow"));
 
     let out = sb
-        .cmd(&["search", "token", "--json"])
+        .cmd(&["index", "rebuild", "--json"])
         .env("CHAPTERS_VOCAB_APPLY", "true")
         .output()
         .expect("run");
@@ -353,7 +360,7 @@ fn the_vocabulary_is_shadow_by_default_and_applied_as_plugin_facts_a_person_over
     assert!(sb.store().join("index/token.md").is_file(), "the stub");
     // Applying again writes nothing new (the candidate is gone).
     let again = sb
-        .cmd(&["search", "token"])
+        .cmd(&["index", "rebuild"])
         .env("CHAPTERS_VOCAB_APPLY", "true")
         .output()
         .expect("run");

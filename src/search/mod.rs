@@ -12,6 +12,9 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod cache;
+pub mod query;
+
 /// Points for a query term found in one of a document's topics (before its weight).
 pub const TOPIC_POINTS: f64 = 2.0;
 /// Points for a query term found in the title, the summary, or equal to the kind.

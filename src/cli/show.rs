@@ -1,0 +1,115 @@
+//! `chapters show ID|PATH`: one chapter, plan or rule — a short header, then the body.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use serde_json::json;
+
+use dsh_chapters::search::cache::short_id;
+use dsh_chapters::search_door;
+
+use super::Env;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The document: an id from `search` or `list` (`<session-prefix>/<number>`, `…/p<number>`
+    /// for a plan) or its path.
+    #[arg(value_name = "ID|PATH")]
+    id: String,
+    /// The file's bytes as stored (frontmatter included), nothing added.
+    #[arg(long, conflicts_with = "json")]
+    raw: bool,
+    /// Print the header fields and the body as one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
+    let env = Env::resolve(workspace, None)?;
+    let corpus = search_door::open(
+        &env.workspace,
+        &env.identity.project_key,
+        true,
+        std::time::Duration::from_millis(env.config.writer_lock_timeout_ms),
+    )?;
+    // A path given as the shell sees it: made relative to the workspace.
+    let key = {
+        let p = Path::new(&args.id);
+        let abs = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            std::env::current_dir()
+                .map(|d| d.join(p))
+                .unwrap_or_else(|_| p.to_path_buf())
+        };
+        match abs.canonicalize().ok().and_then(|a| {
+            env.workspace
+                .canonicalize()
+                .ok()
+                .and_then(|w| a.strip_prefix(w).ok().map(Path::to_path_buf))
+        }) {
+            Some(rel) => rel.to_string_lossy().into_owned(),
+            None => args.id.clone(),
+        }
+    };
+    let found = corpus.find(&key)?;
+    let row = match found.as_slice() {
+        [row] => row,
+        [] => bail!(
+            "no chapter, plan or rule {:?} here: give an id from `chapters search` or `chapters list` (like 5151abcd/3) or a document's path",
+            args.id
+        ),
+        many => bail!(
+            "{:?} names {} documents ({}): give more of the session id or the path",
+            args.id,
+            many.len(),
+            many.iter().map(|r| r.path.as_str()).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    let path = env.workspace.join(&row.path);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if args.raw {
+        print!("{text}");
+        return Ok(());
+    }
+    let body = dsh_chapters::render::body_text(&text).unwrap_or(&text);
+    let m = &row.meta;
+    let id = short_id(&row.root, &row.name, &row.path);
+    if args.json {
+        return super::print_json(&json!({
+            "id": id,
+            "path": row.path,
+            "title": m.title,
+            "kind": m.kind,
+            "date": m.date,
+            "harness": row.harness,
+            "machine": row.machine,
+            "session": m.session_id,
+            "seqRange": m.seq_range.map(|(a, b)| [a, b]),
+            "topics": m.topics,
+            "body": body,
+        }));
+    }
+    println!("# {}", m.title.replace(|c: char| c.is_control(), " "));
+    println!(
+        "{} | {} | {} | {} | session {} | seq {} | topics: {}",
+        id,
+        m.date.as_deref().unwrap_or("-"),
+        row.harness,
+        if row.machine.is_empty() {
+            "-"
+        } else {
+            &row.machine
+        },
+        m.session_id.as_deref().unwrap_or("-"),
+        m.seq_range
+            .map(|(a, b)| format!("{a}-{b}"))
+            .unwrap_or_else(|| "-".to_owned()),
+        m.topics.join(", ")
+    );
+    println!("{}", row.path);
+    println!();
+    print!("{body}");
+    Ok(())
+}
