@@ -4,12 +4,14 @@ mod archive;
 mod daemon;
 mod demo;
 mod enrich;
+mod forget;
 mod index;
 mod init;
 mod link;
 mod mcp;
 mod notice;
 mod rule;
+mod scan;
 mod search;
 mod status;
 mod sync;
@@ -67,6 +69,10 @@ enum Command {
     Rule(rule::Args),
     /// Print the continuation notice (with its rules block) for a session.
     Notice(notice::Args),
+    /// Take back what slipped through: `--list` the ids, then `forget ID… --by NAME`.
+    Forget(forget::Args),
+    /// Find old leaks: re-check the store (and with --pool the pool's whole history) with today's redaction rules.
+    Scan(scan::Args),
     /// Serve the Model Context Protocol on stdio: chapters_search, chapters_rules, chapters_rule_propose, chapters_artifact.
     Mcp(mcp::Args),
 }
@@ -186,6 +192,8 @@ pub fn run() -> ExitCode {
         Command::Daemon(a) => daemon::run(a),
         Command::Index(a) => index::run(cli.workspace.as_deref(), a),
         Command::Topic(a) => topic::run(cli.workspace.as_deref(), a),
+        Command::Forget(a) => forget::run(cli.workspace.as_deref(), a),
+        Command::Scan(a) => scan::run(cli.workspace.as_deref(), a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

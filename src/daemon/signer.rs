@@ -98,6 +98,11 @@ pub fn sign(
     }
     let path = store.collection_path(root, session_id)?;
     let _lock = store.lock_collections()?;
+    // A session tree a person forgot (`chapters forget`) is never signed into again; the
+    // forget took this lock while it removed the tree.
+    if crate::store::forget::read(store.dir()).is_ok_and(|f| f.root_forgotten(root)) {
+        return Ok(0);
+    }
     let len = ledger_len(&path)?;
     if len != cursor.len {
         cursor.signed_hi = read_signed_hi(store, root, session_id)?;

@@ -5,6 +5,7 @@ mod bad_input;
 mod crash;
 mod daemon;
 mod enrich;
+mod forget;
 mod githttp;
 mod index;
 mod mcp;
