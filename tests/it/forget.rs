@@ -445,3 +445,219 @@ fn forget_reaches_the_pool_tip_and_other_mirrors_and_is_refused_elsewhere() {
         "{found}"
     );
 }
+
+/// Today's rule for the leak, added after the archive let it through.
+fn add_rule(sb: &Sandbox) {
+    std::fs::write(
+        sb.store().join("config.yml"),
+        "redactionPatterns:\n  - name: zq-token\n    keywords: [\"zqleak_\"]\n    regex: 'zqleak_[a-z0-9]{16,}'\n",
+    )
+    .expect("config");
+}
+
+fn findings(v: &serde_json::Value) -> Vec<serde_json::Value> {
+    v["findings"].as_array().cloned().unwrap_or_default()
+}
+
+/// #13.8: a rule added today finds what yesterday's archive let through, in the store and in
+/// every blob of the pool's history — counts and locations, never values — and names the
+/// forget id that removes each; an unreachable pool is said, and the store still scanned.
+#[test]
+fn scan_finds_old_leaks_with_todays_rules_in_the_store_and_the_pool_history() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pool = tmp.path().join("pool.git");
+    let a = Sandbox::machine("machine-a");
+    let s = session_id(1, 7);
+    a.write_session(&s, 4, true, &leaky_turns(&a.ws));
+    link_private(&a, &pool);
+    a.ok(&["archive"]);
+    a.ok(&["sync"]);
+
+    // Yesterday's rules: nothing found.
+    let before = a.json(&["scan", "--pool", "--json"]);
+    assert_eq!(findings(&before["store"]).len(), 0, "{before}");
+    assert_eq!(findings(&before["pool"]["result"]).len(), 0, "{before}");
+
+    add_rule(&a);
+    let out = a.ok(&["scan", "--pool", "--json"]);
+    assert!(!out.contains(LEAK), "a value was printed: {out}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let (id, path) = leaky_chapter(&a);
+    let store = findings(&report["store"]);
+    let chapter = store
+        .iter()
+        .find(|f| f["location"] == format!(".dsh-chapters/{path}").as_str())
+        .unwrap_or_else(|| panic!("the chapter is not among {store:?}"));
+    assert_eq!(chapter["rule"], "zq-token");
+    assert!(chapter["count"].as_u64().unwrap_or(0) >= 2);
+    assert!(!chapter["lines"].as_array().expect("lines").is_empty());
+    assert_eq!(chapter["forgetId"], id.as_str());
+    // The signatures hold it too; forgetting the chapter scrubs them.
+    let signatures = store
+        .iter()
+        .find(|f| {
+            f["location"]
+                .as_str()
+                .is_some_and(|l| l.contains("/collections/"))
+        })
+        .unwrap_or_else(|| panic!("signatures not among {store:?}"));
+    assert_eq!(signatures["forgetId"], id.as_str());
+    let pool_found = findings(&report["pool"]["result"]);
+    assert!(
+        pool_found
+            .iter()
+            .any(|f| f["forgetId"] == id.as_str() && f["atTip"] == true),
+        "{pool_found:?}"
+    );
+    let text = a.ok(&["scan", "--pool"]);
+    assert!(
+        text.contains(&format!("chapters forget {id}")) && !text.contains(LEAK),
+        "{text}"
+    );
+
+    // Forgotten and synced: the store is clean, the pool's tip too; its history still holds
+    // the leak, and the scan says only a rewrite removes it.
+    a.ok(&["forget", &id, "--by", "Ada", "--reason", "zq token"]);
+    a.ok(&["sync"]);
+    let after = a.json(&["scan", "--pool", "--json"]);
+    let leftover: Vec<serde_json::Value> = findings(&after["store"]);
+    assert!(leftover.is_empty(), "{leftover:?}");
+    let history = findings(&after["pool"]["result"]);
+    assert!(!history.is_empty());
+    for f in &history {
+        assert_eq!(f["atTip"], false, "{f}");
+        assert!(
+            f["remedy"].as_str().is_some_and(|r| r.contains("purging")),
+            "{f}"
+        );
+    }
+
+    // An unreachable pool: said so (exit 1), the store still scanned and printed.
+    std::fs::rename(&pool, tmp.path().join("moved.git")).expect("move");
+    let out = a.run(&["scan", "--pool", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unreachable"));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(v["pool"]["reachable"], false);
+    assert!(v["store"]["scanned"].as_u64().unwrap_or(0) > 0, "{v}");
+}
+
+/// #13.9: the docs' purge (docs/purging.md), done on a real pool with the git program: after
+/// the rewrite every machine's next sync detects it, rebuilds its mirror, republishes nothing
+/// forgotten and loses nothing else.
+#[test]
+fn purge_history_with_git_filter_branch_and_every_machine_heals() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pool = tmp.path().join("pool.git");
+    let a = Sandbox::machine("machine-a");
+    let b = Sandbox::machine("machine-b");
+    let sa = session_id(1, 9);
+    a.write_session(&sa, 4, true, &leaky_turns(&a.ws));
+    let sb_id = session_id(2, 9);
+    b.write_session(&sb_id, 4, true, &crate::support::two_task_turns(&b.ws));
+    for m in [&a, &b] {
+        link_private(m, &pool);
+        m.ok(&["archive"]);
+        m.ok(&["sync"]);
+    }
+    a.ok(&["sync"]);
+    b.ok(&["sync"]);
+    let (id, _) = leaky_chapter(&a);
+    a.ok(&["forget", &id, "--by", "Ada", "--reason", "zq token"]);
+    a.ok(&["sync"]);
+    b.ok(&["sync"]);
+    let tip_before = pool_files(&pool);
+    assert!(!pool_files(&pool)
+        .iter()
+        .any(|p| p.contains(&id[id.rfind('/').expect("/") + 1..]) && p.contains(&sa)));
+    assert!(
+        pool_history_text(&pool).contains(LEAK),
+        "the history still holds it"
+    );
+    let old_root = git(&pool, &["rev-list", "--max-parents=0", "main"]);
+
+    // The purge, as docs/purging.md writes it (git filter-branch: part of git itself).
+    let filter =
+        format!("grep -rlZ --fixed-strings '{LEAK}' . | xargs -0 -r sed -i 's/{LEAK}/[purged]/g'");
+    let out = Command::new("git")
+        .arg("--git-dir")
+        .arg(&pool)
+        .args([
+            "filter-branch",
+            "--force",
+            "--tree-filter",
+            &filter,
+            "--",
+            "--all",
+        ])
+        .env("FILTER_BRANCH_SQUELCH_WARNING", "1")
+        .output()
+        .expect("git filter-branch");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for r in git(
+        &pool,
+        &["for-each-ref", "--format=%(refname)", "refs/original/"],
+    )
+    .lines()
+    {
+        git(&pool, &["update-ref", "-d", r]);
+    }
+    git(&pool, &["reflog", "expire", "--expire=now", "--all"]);
+    git(&pool, &["gc", "--prune=now", "--quiet"]);
+    assert!(!pool_history_text(&pool).contains(LEAK), "the purge worked");
+    assert_ne!(
+        git(&pool, &["rev-list", "--max-parents=0", "main"]),
+        old_root,
+        "the rewrite changed the first commit's id (its author and message are kept)"
+    );
+
+    // Every machine's next sync: rewrite detected, mirror rebuilt, nothing forgotten
+    // republished, nothing else lost.
+    for m in [&a, &b] {
+        let report = m.json(&["sync", "--json"]);
+        let r = &report["report"];
+        assert_eq!(r["historyRewritten"], true, "{report}");
+        assert_eq!(r["mirrorRebuilt"], true, "{report}");
+        assert!(r["notes"].to_string().contains("rewritten"), "{report}");
+    }
+    for m in [&a, &b] {
+        m.ok(&["sync"]);
+    }
+    assert!(
+        !pool_history_text(&pool).contains(LEAK),
+        "republished a leak"
+    );
+    let tip_after = pool_files(&pool);
+    let documents = |s: &BTreeSet<String>| -> BTreeSet<String> {
+        s.iter()
+            .filter(|p| {
+                p.starts_with("chapters/")
+                    || p.starts_with("artifacts/")
+                    || p.starts_with("collections/")
+                    || p.starts_with("forget/")
+            })
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        documents(&tip_after),
+        documents(&tip_before),
+        "lost or republished a document"
+    );
+    for m in [&a, &b] {
+        let mirror = m.ws.join(".dsh-knowledge");
+        assert!(!files_text(&mirror).contains(LEAK));
+        for p in documents(&tip_after) {
+            assert!(mirror.join(&p).is_file(), "{} lacks {p}", m.harness);
+        }
+    }
+    // B's own documents and A's other chapter are all still there.
+    assert!(tip_after.iter().any(|p| p.contains(&sb_id)));
+    assert!(tip_after
+        .iter()
+        .any(|p| p.contains(&sa) && p.starts_with("chapters/")));
+}
