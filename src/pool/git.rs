@@ -1286,6 +1286,84 @@ mod tests {
     }
 
     #[test]
+    fn removed_paths_reachable_blobs_and_the_root_fingerprint() {
+        let (_dir, repo) = new_bare();
+        let (one, two) = (
+            repo.write_blob(b"one").expect("blob"),
+            repo.write_blob(b"two").expect("blob"),
+        );
+        let old = repo
+            .tree_with(
+                None,
+                &[
+                    ("a/x.md".into(), one),
+                    ("a/y.md".into(), two),
+                    ("b/c/z.md".into(), one),
+                    ("keep.txt".into(), two),
+                ],
+            )
+            .expect("tree");
+        let new = repo
+            .tree_edit(Some(old), &[], &["a/x.md".into(), "b/c/z.md".into()])
+            .expect("edit");
+        assert_eq!(
+            repo.removed_paths(old, new).expect("diff"),
+            vec!["a/x.md".to_string(), "b/c/z.md".to_string()]
+        );
+        assert!(repo.removed_paths(new, new).expect("same").is_empty());
+        let first = repo
+            .write_commit(old, &[], "dsh-chapters", "a@b", 1_700_000_000, "first")
+            .expect("commit");
+        let second = repo
+            .write_commit(
+                new,
+                &[first],
+                "dsh-chapters",
+                "a@b",
+                1_700_000_100,
+                "second",
+            )
+            .expect("commit");
+        repo.cas_ref("refs/heads/main", None, second, "test")
+            .expect("ref");
+        let blobs = repo.reachable_blobs().expect("walk");
+        let ids: HashSet<ObjectId> = blobs.iter().map(|b| b.id).collect();
+        assert_eq!(
+            ids,
+            HashSet::from([one, two]),
+            "each blob once, the history's too"
+        );
+        // A rewrite keeps the first commit's author and message, not its id.
+        let other_tree = repo
+            .tree_with(None, &[("k.txt".into(), two)])
+            .expect("tree");
+        let rewritten = repo
+            .write_commit(
+                other_tree,
+                &[],
+                "dsh-chapters",
+                "a@b",
+                1_700_000_000,
+                "first",
+            )
+            .expect("commit");
+        let replaced = repo
+            .write_commit(
+                other_tree,
+                &[],
+                "dsh-chapters",
+                "a@b",
+                1_800_000_000,
+                "first",
+            )
+            .expect("commit");
+        let root = repo.root_fingerprint(second).expect("fp");
+        assert_eq!(root, repo.root_fingerprint(first).expect("fp"));
+        assert_eq!(root, repo.root_fingerprint(rewritten).expect("fp"));
+        assert_ne!(root, repo.root_fingerprint(replaced).expect("fp"));
+    }
+
+    #[test]
     fn blob_round_trip_is_readable_by_git() {
         let (_dir, repo) = new_bare();
         for bytes in [
