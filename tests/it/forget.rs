@@ -356,6 +356,26 @@ fn forget_reaches_the_pool_tip_and_other_mirrors_and_is_refused_elsewhere() {
         "B received it"
     );
 
+    let named_at_tip = || {
+        let out = Command::new("git")
+            .arg("--git-dir")
+            .arg(&pool)
+            .args([
+                "grep",
+                "-l",
+                "--fixed-strings",
+                &format!("{sa}/{name}"),
+                "main",
+            ])
+            .output()
+            .expect("git grep");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(
+        named_at_tip().contains("index/"),
+        "the topic index names it before"
+    );
+
     // B may not forget A's document: refused, naming A.
     let out = b.run(&["forget", &id, "--by", "Bob"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
@@ -427,6 +447,9 @@ fn forget_reaches_the_pool_tip_and_other_mirrors_and_is_refused_elsewhere() {
             "the forget commit only removes (publishing its ledger and the scrubbed signatures): {changed}"
         );
     }
+    // No file at the tip — the topic index and vocabulary included — names it any more.
+    let named = named_at_tip();
+    assert!(named.is_empty(), "still named at the tip: {named}");
     // A second sync republishes nothing forgotten.
     a.ok(&["sync"]);
     assert!(!pool_files(&pool).contains(&leaked));
