@@ -2,9 +2,12 @@
 //! 1. publishing 1,000 new chapters with their artifacts to a local-path pool
 //!    (`chapters sync`) vs native git (`git add -A`, `git commit`, `git push` of the same
 //!    files into a bare repository);
-//! 2. publishing +10 chapters into a pool of 10,000 vs a pool of 100.
+//! 2. publishing +10 chapters into a pool of 10,000 vs a pool of 100;
+//! 3. `chapters scan --pool` over a pool of 10,000 chapters (+10,000 artifacts, ten commits)
+//!    vs `git rev-list --objects --all | git cat-file --batch` over the same pool.
 //!
-//! Run: `cargo bench --bench pool` (needs the `git` program for the baseline).
+//! Run: `cargo bench --bench pool` (needs the `git` program for the baselines);
+//! `POOL_BENCH=scan cargo bench --bench pool` runs only the third.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -159,7 +162,74 @@ fn best<F: FnMut() -> Duration>(n: usize, mut f: F) -> Duration {
     (0..n).map(|_| f()).min().expect("n > 0")
 }
 
+/// The baseline of the scan: every object of the pool's history read by git itself.
+fn native_rev_list_cat_file(pool: &Path) -> Duration {
+    let start = Instant::now();
+    let mut list = Command::new("git")
+        .arg("--git-dir")
+        .arg(pool)
+        .args(["rev-list", "--objects", "--all"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("rev-list");
+    let cat = Command::new("git")
+        .arg("--git-dir")
+        .arg(pool)
+        .args(["cat-file", "--batch"])
+        .stdin(list.stdout.take().expect("pipe"))
+        .stdout(Stdio::null())
+        .status()
+        .expect("cat-file");
+    assert!(cat.success() && list.wait().expect("wait").success());
+    start.elapsed()
+}
+
+fn scan_bench() {
+    let m = machine();
+    let key = project_key(&m);
+    for batch in 0..10 {
+        write_chapters(&m, &key, batch * 1000, (batch + 1) * 1000);
+        run(chapters(&m, &["sync"]));
+    }
+    // Warm both once (the page cache holds the pool for each alike).
+    run(chapters(&m, &["scan", "--pool", "--json"]));
+    native_rev_list_cat_file(&m.pool);
+    let (mut whole, mut store, mut native) = (Duration::MAX, Duration::MAX, Duration::MAX);
+    for _ in 0..3 {
+        whole = whole.min(run(chapters(&m, &["scan", "--pool", "--json"])));
+        store = store.min(run(chapters(&m, &["scan", "--json"])));
+        native = native.min(native_rev_list_cat_file(&m.pool));
+    }
+    let pool_only = whole.saturating_sub(store);
+    println!("scan with today's rules, pool of 10,000 chapters + 10,000 artifacts (10 commits)");
+    println!(
+        "  chapters scan --pool      {:>8.1} ms (store + mirror + pool history)",
+        whole.as_secs_f64() * 1e3
+    );
+    println!(
+        "  chapters scan (store)     {:>8.1} ms",
+        store.as_secs_f64() * 1e3
+    );
+    println!(
+        "  the pool's share          {:>8.1} ms",
+        pool_only.as_secs_f64() * 1e3
+    );
+    println!(
+        "  git rev-list | cat-file   {:>8.1} ms",
+        native.as_secs_f64() * 1e3
+    );
+    println!(
+        "  ratio (scan --pool / git) {:>8.2}x; pool's share / git {:.2}x",
+        whole.as_secs_f64() / native.as_secs_f64(),
+        pool_only.as_secs_f64() / native.as_secs_f64()
+    );
+}
+
 fn main() {
+    if std::env::var("POOL_BENCH").as_deref() == Ok("scan") {
+        scan_bench();
+        return;
+    }
     // 1. 1,000 new chapters (+1,000 artifacts) into an empty pool vs native git.
     let mut ours = Duration::MAX;
     let mut native = Duration::MAX;
@@ -204,4 +274,7 @@ fn main() {
         "  ratio 10,000/100 {:>7.2}x (goal ≤ 1.5)",
         times[1].1.as_secs_f64() / times[0].1.as_secs_f64()
     );
+
+    // 3. the leak scan over the whole history of a pool of 10,000 chapters.
+    scan_bench();
 }

@@ -147,6 +147,8 @@ pub enum ArchiveError {
     WriterPanicked,
     #[error("session rules: {0}")]
     Rules(#[from] crate::rules::store::RulesStoreError),
+    #[error(transparent)]
+    Forget(#[from] crate::store::forget::ForgetError),
 }
 
 /// A session found on disk, with its header.
@@ -167,6 +169,8 @@ pub fn archive_workspace(
     let store = Store::open(ctx.workspace)?;
     let _lock = store.lock(Duration::from_millis(ctx.config.writer_lock_timeout_ms))?;
     let redactor = ConfigRedactor::new(&ctx.config.redaction_patterns)?;
+    // What a person took back (`chapters forget`) is never archived again.
+    let forgotten = crate::store::forget::read(store.dir())?;
     let workspace_str = ctx.workspace.to_string_lossy().into_owned();
     let (logs, unreadable) = discover::list_workspace_sessions_and_unreadable(
         ctx.dsh_home,
@@ -241,7 +245,20 @@ pub fn archive_workspace(
     for s in &found {
         progress(&s.header.id);
         let root = root_session(&s.header.id, &parents);
-        match archive_session(ctx, &store, &redactor, s, &root) {
+        if forgotten.root_forgotten(&root) {
+            report.sessions.push(SessionReport {
+                session_id: s.header.id.clone(),
+                root_session_id: root.clone(),
+                log: s.log.log.clone(),
+                generation: s.log.generation,
+                notes: vec![format!(
+                    "session tree {root} was forgotten by a person (`chapters forget`); it is never archived again"
+                )],
+                ..SessionReport::default()
+            });
+            continue;
+        }
+        match archive_session(ctx, &store, &redactor, s, &root, &forgotten) {
             Ok(r) => {
                 if let Some(damage) = &r.damage {
                     report.failures.push(SessionFailure {
@@ -336,6 +353,7 @@ fn archive_session(
     redactor: &Redactor,
     found: &FoundSession,
     root: &str,
+    forgotten: &crate::store::forget::Forgotten,
 ) -> Result<SessionReport, ArchiveError> {
     let session_id = found.header.id.as_str();
     let file = &found.log.log;
@@ -361,7 +379,21 @@ fn archive_session(
         report.notes.push(note);
     }
     let mut group = store.begin_group(root, redactor)?;
-    let archived = store.archived(root)?;
+    let mut archived = store.archived(root)?;
+    // A forgotten chapter's span counts as archived: it is never written again.
+    for (number, seq_lo, seq_hi) in forgotten.chapters_of(root, session_id) {
+        archived.push(crate::store::ArchivedDoc {
+            file_name: format!("{number:03}-forgotten.md"),
+            number,
+            kind: "chapter".into(),
+            title: String::new(),
+            session_id: session_id.to_owned(),
+            seq_lo,
+            seq_hi,
+            chapter: None,
+        });
+    }
+    let (forgotten_chapter, forgotten_plan) = forgotten.max_numbers(root);
     let last_archived = archived
         .iter()
         .filter(|d| d.kind == "chapter" && d.session_id == session_id)
@@ -403,9 +435,12 @@ fn archive_session(
         .filter(|d| d.kind == "chapter")
         .map(|d| d.file_name.as_str())
         .collect();
+    // A forgotten document's number is never given again (chapters are never renumbered).
     let mut numbers = Numbering {
-        chapter: store.next_chapter_number(root)?,
-        plan: archived
+        chapter: store
+            .next_chapter_number(root)?
+            .max(forgotten_chapter.saturating_add(1)),
+        plan: (archived
             .iter()
             .filter(|d| {
                 d.kind == "plan" && d.chapter.as_deref().is_some_and(|c| landed.contains(c))
@@ -413,7 +448,8 @@ fn archive_session(
             .map(|d| d.number)
             .max()
             .unwrap_or(0)
-            + 1,
+            + 1)
+        .max(forgotten_plan.saturating_add(1)),
     };
     let meta = ChapterMeta {
         project_key: ctx.identity.project_key.clone(),

@@ -21,6 +21,7 @@ pub mod pool;
 pub mod redact;
 pub mod render;
 pub mod rules;
+pub mod scan;
 pub mod search;
 pub mod search_door;
 pub mod session;

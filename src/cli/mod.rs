@@ -4,6 +4,7 @@ mod archive;
 mod daemon;
 mod demo;
 mod enrich;
+mod forget;
 mod index;
 mod init;
 mod link;
@@ -11,6 +12,7 @@ mod list;
 mod mcp;
 mod notice;
 mod rule;
+mod scan;
 mod search;
 mod show;
 mod status;
@@ -73,6 +75,10 @@ enum Command {
     Rule(rule::Args),
     /// Print the continuation notice (with its rules block) for a session.
     Notice(notice::Args),
+    /// Take back what slipped through: `--list` the ids, then `forget ID… --by NAME`.
+    Forget(forget::Args),
+    /// Find old leaks: re-check the store (and with --pool the pool's whole history) with today's redaction rules.
+    Scan(scan::Args),
     /// Serve the Model Context Protocol on stdio: chapters_search, chapters_rules, chapters_rule_propose, chapters_artifact.
     Mcp(mcp::Args),
 }
@@ -279,6 +285,8 @@ pub fn run() -> ExitCode {
         Command::Daemon(a) => daemon::run(a),
         Command::Index(a) => index::run(cli.workspace.as_deref(), a),
         Command::Topic(a) => topic::run(cli.workspace.as_deref(), a),
+        Command::Forget(a) => forget::run(cli.workspace.as_deref(), a),
+        Command::Scan(a) => scan::run(cli.workspace.as_deref(), a),
     };
     if writer && result.is_ok() {
         if let Ok(env) = Env::resolve(workspace.as_deref(), None) {

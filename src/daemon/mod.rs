@@ -1162,6 +1162,14 @@ impl Runtime {
             );
             sigs.push(signature::sign_in(&text, &session_id, &paths, &now_str));
         });
+        // A session tree a person forgot (`chapters forget`) is never written into again:
+        // neither its rules here nor its signatures (`signer::sign`).
+        if !marker_turns.is_empty()
+            && crate::store::forget::read(ctx.store.dir())
+                .is_ok_and(|f| f.root_forgotten(&entry.root))
+        {
+            marker_turns.clear();
+        }
         let capture = crate::rules::store::SessionCapture {
             store: &ctx.store,
             workspace: &ctx.workspace,

@@ -98,6 +98,11 @@ pub fn sign(
     }
     let path = store.collection_path(root, session_id)?;
     let _lock = store.lock_collections()?;
+    // A session tree a person forgot (`chapters forget`) is never signed into again; the
+    // forget took this lock while it removed the tree.
+    if crate::store::forget::read(store.dir()).is_ok_and(|f| f.root_forgotten(root)) {
+        return Ok(0);
+    }
     let len = ledger_len(&path)?;
     if len != cursor.len {
         cursor.signed_hi = read_signed_hi(store, root, session_id)?;
@@ -165,6 +170,39 @@ mod tests {
                     .unwrap()
             })
             .collect()
+    }
+
+    #[test]
+    fn a_forgotten_session_tree_is_never_signed_into() {
+        use crate::store::forget::{self, Act, Item};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::init(dir.path()).unwrap();
+        let redactor = Redactor::new(&[]).unwrap();
+        let act = Act {
+            v: 1,
+            act: "forget".into(),
+            at: "2026-12-01T00:00:00Z".into(),
+            by: "Ada".into(),
+            reason: None,
+            harness_id: "m".into(),
+            ids: vec!["r".into()],
+            items: vec![Item::Session {
+                root: "r".into(),
+                sessions: vec!["s".into()],
+            }],
+        };
+        forget::append(&store, &act, &redactor).unwrap();
+        let mut cursor = LedgerCursor::default();
+        assert_eq!(
+            sign(&store, "r", "s", &[sig("s", 0, 4)], &redactor, &mut cursor).unwrap(),
+            0
+        );
+        assert!(!store.read_collection("r", "s").unwrap().exists);
+        // Another tree is signed as ever.
+        assert_eq!(
+            sign(&store, "r2", "s", &[sig("s", 0, 4)], &redactor, &mut cursor).unwrap(),
+            1
+        );
     }
 
     #[test]

@@ -298,6 +298,23 @@ impl Table {
         Table::new(dir, state)
     }
 
+    /// Drop the table's state, so that the next refresh rebuilds it from the documents on
+    /// disk. The table never drops a document on its own (the store only grows); a writer
+    /// that removes documents (`chapters forget`, a file the pool no longer holds, a mirror
+    /// rebuilt after a rewrite of the pool's history) calls this.
+    pub fn invalidate(store_dir: &Path, lock_timeout: Duration) -> Result<(), TableError> {
+        let dir = store_dir.join(TABLE_DIR);
+        if !dir.is_dir() {
+            return Ok(());
+        }
+        let _lock = store::lock::WriterLock::acquire(&dir, lock_timeout)?;
+        match fs::remove_file(dir.join(STATE_FILE)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_err(&dir, e)),
+        }
+    }
+
     /// Bring the table up to date, under the table's own lock (never the store's writer
     /// lock: a search must not wait for an archive): the folders the store's change journal
     /// names since the last refresh, or every folder whose mtime moved when the journal

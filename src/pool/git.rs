@@ -177,6 +177,14 @@ fn show(id: &Option<ObjectId>) -> String {
     }
 }
 
+/// A blob met by [`GitRepo::reachable_blobs`]: its id, the first path and commit it was met at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReachableBlob {
+    pub id: ObjectId,
+    pub path: String,
+    pub commit: ObjectId,
+}
+
 /// One git repository: a pool (bare), a mirror (bare, at `<dir>/.git`) or any repository opened
 /// for reading. Not `Sync` (gix caches per handle): open one per thread.
 pub struct GitRepo {
@@ -466,6 +474,142 @@ impl GitRepo {
             }
         }
         out.sort();
+        Ok(out)
+    }
+
+    /// Paths `old` holds a blob at and `new` holds nothing at (files removed), sorted. Descends
+    /// only into subtrees whose ids differ.
+    pub fn removed_paths(&self, old: ObjectId, new: ObjectId) -> Result<Vec<String>, GitError> {
+        let mut out = Vec::new();
+        let mut pending = vec![(String::new(), old, Some(new))];
+        while let Some((prefix, old_id, new_id)) = pending.pop() {
+            if Some(old_id) == new_id {
+                continue;
+            }
+            let mut after: HashMap<Vec<u8>, (ObjectId, bool)> = HashMap::new();
+            if let Some(new_id) = new_id {
+                let data = self.read_kind(new_id, Kind::Tree, "tree")?;
+                for entry in self.decode_tree(new_id, &data)?.entries {
+                    after.insert(
+                        entry.filename.to_vec(),
+                        (entry.oid.to_owned(), entry.mode.is_tree()),
+                    );
+                }
+            }
+            let data = self.read_kind(old_id, Kind::Tree, "tree")?;
+            for entry in self.decode_tree(old_id, &data)?.entries {
+                if entry.mode.is_commit() {
+                    continue;
+                }
+                let name = entry.filename.to_str_lossy();
+                let path = format!("{prefix}{name}");
+                let now = after.get(entry.filename.as_ref() as &[u8]).copied();
+                if entry.mode.is_tree() {
+                    let new_sub = now.filter(|(_, t)| *t).map(|(id, _)| id);
+                    pending.push((format!("{path}/"), entry.oid.to_owned(), new_sub));
+                } else if now.is_none_or(|(_, is_tree)| is_tree) {
+                    out.push(path);
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// A fingerprint of the first commit of `head`'s history (following first parents): the
+    /// SHA-1 of its author line and message. A history rewrite (`git filter-repo`,
+    /// `git filter-branch`) keeps both even when it changes the commit's tree and id; a pool
+    /// created anew has a first commit of its own.
+    pub fn root_fingerprint(&self, head: ObjectId) -> Result<String, GitError> {
+        let mut current = head;
+        // Bounded by the history's length; a cycle is impossible in a content-addressed graph.
+        loop {
+            let data = self.read_kind(current, Kind::Commit, "commit")?;
+            let parent = self.decode_commit(current, &data)?.parents().next();
+            match parent {
+                Some(parent) => current = parent,
+                None => {
+                    // The raw commit: its `author` line and its message (after the first
+                    // blank line); the tree, parents and committer are what a rewrite changes.
+                    let mut h = sha1_smol::Sha1::new();
+                    let (headers, message) = match data.find(b"\n\n") {
+                        Some(at) => (&data[..at], &data[at + 2..]),
+                        None => (&data[..], &[][..]),
+                    };
+                    for line in headers.split(|b| *b == b'\n') {
+                        if line.starts_with(b"author ") {
+                            h.update(line);
+                            h.update(b"\n");
+                        }
+                    }
+                    h.update(message);
+                    return Ok(h.digest().to_string());
+                }
+            }
+        }
+    }
+
+    /// Every blob reachable from any reference (`git rev-list --objects --all`), each once,
+    /// with the first path and commit it was met at; trees are read once each. For the leak
+    /// scan of the pool's whole history.
+    pub fn reachable_blobs(&self) -> Result<Vec<ReachableBlob>, GitError> {
+        let mut tips = Vec::new();
+        let refs = self.repo.references().map_err(|e| GitError::ReadRef {
+            repo: self.git_dir.clone(),
+            refname: "refs/*".into(),
+            source: e.into(),
+        })?;
+        let all = refs.all().map_err(|e| GitError::ReadRef {
+            repo: self.git_dir.clone(),
+            refname: "refs/*".into(),
+            source: e.into(),
+        })?;
+        for reference in all.flatten() {
+            if let Some(id) = reference.target().try_id() {
+                tips.push(id.to_owned());
+            }
+        }
+        tips.sort();
+        tips.dedup();
+        let mut commits_seen: HashSet<ObjectId> = HashSet::new();
+        let mut trees_seen: HashSet<ObjectId> = HashSet::new();
+        let mut blobs_seen: HashSet<ObjectId> = HashSet::new();
+        let mut out = Vec::new();
+        let mut queue: VecDeque<ObjectId> = tips.into_iter().collect();
+        while let Some(commit) = queue.pop_front() {
+            if !commits_seen.insert(commit) {
+                continue;
+            }
+            let data = match self.read_object(commit, "commit")? {
+                (Kind::Commit, data) => data,
+                _ => continue, // a ref to a tag or a blob: not the pool's
+            };
+            let decoded = self.decode_commit(commit, &data)?;
+            queue.extend(decoded.parents());
+            let mut trees = vec![(String::new(), decoded.tree())];
+            while let Some((prefix, tree)) = trees.pop() {
+                if !trees_seen.insert(tree) {
+                    continue;
+                }
+                let data = self.read_kind(tree, Kind::Tree, "tree")?;
+                for entry in self.decode_tree(tree, &data)?.entries {
+                    if entry.mode.is_commit() {
+                        continue;
+                    }
+                    let path = format!("{prefix}{}", entry.filename.to_str_lossy());
+                    let oid = entry.oid.to_owned();
+                    if entry.mode.is_tree() {
+                        trees.push((format!("{path}/"), oid));
+                    } else if blobs_seen.insert(oid) {
+                        out.push(ReachableBlob {
+                            id: oid,
+                            path,
+                            commit,
+                        });
+                    }
+                }
+            }
+        }
         Ok(out)
     }
 
@@ -1162,6 +1306,84 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let repo = GitRepo::init_bare(&dir.path().join("pool")).expect("init");
         (dir, repo)
+    }
+
+    #[test]
+    fn removed_paths_reachable_blobs_and_the_root_fingerprint() {
+        let (_dir, repo) = new_bare();
+        let (one, two) = (
+            repo.write_blob(b"one").expect("blob"),
+            repo.write_blob(b"two").expect("blob"),
+        );
+        let old = repo
+            .tree_with(
+                None,
+                &[
+                    ("a/x.md".into(), one),
+                    ("a/y.md".into(), two),
+                    ("b/c/z.md".into(), one),
+                    ("keep.txt".into(), two),
+                ],
+            )
+            .expect("tree");
+        let new = repo
+            .tree_edit(Some(old), &[], &["a/x.md".into(), "b/c/z.md".into()])
+            .expect("edit");
+        assert_eq!(
+            repo.removed_paths(old, new).expect("diff"),
+            vec!["a/x.md".to_string(), "b/c/z.md".to_string()]
+        );
+        assert!(repo.removed_paths(new, new).expect("same").is_empty());
+        let first = repo
+            .write_commit(old, &[], "dsh-chapters", "a@b", 1_700_000_000, "first")
+            .expect("commit");
+        let second = repo
+            .write_commit(
+                new,
+                &[first],
+                "dsh-chapters",
+                "a@b",
+                1_700_000_100,
+                "second",
+            )
+            .expect("commit");
+        repo.cas_ref("refs/heads/main", None, second, "test")
+            .expect("ref");
+        let blobs = repo.reachable_blobs().expect("walk");
+        let ids: HashSet<ObjectId> = blobs.iter().map(|b| b.id).collect();
+        assert_eq!(
+            ids,
+            HashSet::from([one, two]),
+            "each blob once, the history's too"
+        );
+        // A rewrite keeps the first commit's author and message, not its id.
+        let other_tree = repo
+            .tree_with(None, &[("k.txt".into(), two)])
+            .expect("tree");
+        let rewritten = repo
+            .write_commit(
+                other_tree,
+                &[],
+                "dsh-chapters",
+                "a@b",
+                1_700_000_000,
+                "first",
+            )
+            .expect("commit");
+        let replaced = repo
+            .write_commit(
+                other_tree,
+                &[],
+                "dsh-chapters",
+                "a@b",
+                1_800_000_000,
+                "first",
+            )
+            .expect("commit");
+        let root = repo.root_fingerprint(second).expect("fp");
+        assert_eq!(root, repo.root_fingerprint(first).expect("fp"));
+        assert_eq!(root, repo.root_fingerprint(rewritten).expect("fp"));
+        assert_ne!(root, repo.root_fingerprint(replaced).expect("fp"));
     }
 
     #[test]

@@ -33,6 +33,9 @@ pub enum FileKind {
     Curation,
     /// `rules/<projectKey>/r-<hex>.md`: a project rule (write-once, content-derived name).
     Rule,
+    /// `forget/<harnessId>/forget.jsonl`: a machine's forget acts (ids, person, reason, time;
+    /// never the removed text), an append-only ledger.
+    Forget,
     /// `project.yml`, `.gitattributes`: derived, rebuilt when they diverge, never merged.
     Derived,
 }
@@ -46,7 +49,10 @@ impl FileKind {
 
     /// Ledgers grow only by appending; every other file is write-once.
     pub fn is_ledger(self) -> bool {
-        matches!(self, FileKind::Collection | FileKind::Curation)
+        matches!(
+            self,
+            FileKind::Collection | FileKind::Curation | FileKind::Forget
+        )
     }
 }
 
@@ -69,6 +75,9 @@ pub fn pool_path(project_key: &str, store_rel: &str) -> Option<(String, FileKind
             format!("edits/{harness}/curation.jsonl"),
             FileKind::Curation,
         )),
+        ["forget", harness, "forget.jsonl"] => {
+            Some((format!("forget/{harness}/forget.jsonl"), FileKind::Forget))
+        }
         // Session rules (`s-…`) are never staged: they govern one session tree on this
         // machine (record §7.5), and this is the one place that decides so.
         ["rules", file]

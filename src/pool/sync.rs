@@ -31,6 +31,9 @@ pub const POOL_REF: &str = "refs/heads/main";
 const STATUS_FILE: &str = "sync-status.json";
 const PUBLISHED_DIR: &str = "dsh-chapters-published";
 const MATERIALIZED_FILE: &str = "dsh-chapters-materialized";
+/// The fingerprint of the pool's first commit (`GitRepo::root_fingerprint`): tells a
+/// rewritten history (kept) from a pool created anew (changed).
+const POOL_ROOT_FILE: &str = "dsh-chapters-pool-root";
 /// Divergence is resolved by re-fetching and re-planning from the store; bounded.
 const MAX_ATTEMPTS: u32 = 4;
 
@@ -123,6 +126,14 @@ pub struct SyncReport {
     pub withheld_public: u64,
     pub attempts: u32,
     pub mirror_rebuilt: bool,
+    /// Files this machine's forget acts removed from the pool's tip (`chapters forget`).
+    pub forgotten: u64,
+    /// Files the pool no longer holds, dropped from the mirror (other machines' forgets).
+    pub dropped: u64,
+    /// The pool's history was rewritten (its head does not descend from the head this
+    /// mirror last materialized, and its project.yml still names this project): the mirror
+    /// was rebuilt from the new history.
+    pub history_rewritten: bool,
     pub notes: Vec<String>,
 }
 
@@ -512,6 +523,26 @@ fn store_files(
                 .map(|(p, k, f)| (EDITS_MANIFEST.to_owned(), p, k, f)),
         );
     }
+    // This machine's forget acts: one small ledger per harness id, always listed.
+    let forgets = store.dir().join(crate::store::forget::FORGET_DIR);
+    if forgets.is_dir() {
+        let mut found = Vec::new();
+        walk_store(
+            &forgets,
+            crate::store::forget::FORGET_DIR,
+            project_key,
+            &mut found,
+        )
+        .map_err(|e| Fail {
+            code: SyncCode::Other,
+            detail: format!("cannot list the store {}: {e}", forgets.display()),
+        })?;
+        out.extend(
+            found
+                .into_iter()
+                .map(|(p, k, f)| (FORGET_MANIFEST.to_owned(), p, k, f)),
+        );
+    }
     // Rule files: the mapping publishes project rules and never a session rule.
     let rules = store.dir().join(crate::rules::store::RULES_DIR);
     if rules.is_dir() {
@@ -538,6 +569,9 @@ fn store_files(
 
 /// The publication manifest's key for the store's `rules/` tree (no session id has a dot).
 const RULES_MANIFEST: &str = ".rules";
+
+/// The publication manifest's key for the store's `forget/` tree.
+const FORGET_MANIFEST: &str = ".forget";
 
 /// The publication manifest's key for the store's `edits/` tree.
 const EDITS_MANIFEST: &str = ".edits";
@@ -715,6 +749,8 @@ fn run(
     let mut vocabulary_round =
         ctx.vocabulary.is_some() && ctx.link.visibility == Visibility::Private && !pull_only;
     let mut message: Option<String> = None;
+    // A forget commit is made at most once per sync; after it the index is rebuilt whole.
+    let mut forget_pushed = false;
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -722,7 +758,7 @@ fn run(
         let head = provider.pull_fast_forward(&mirror)?;
         // Where the mirror stood before this pull: the pool index this machine last
         // published is a valid base for an update only while the mirror is still there.
-        let materialized_before = materialized_head(&mirror_dir);
+        let mut materialized_before = materialized_head(&mirror_dir);
         report.pool_head = head.map(|h| h.to_string());
         let base_tree = head.map(|h| mirror.commit_tree(h)).transpose()?;
 
@@ -753,6 +789,51 @@ fn run(
                 }
             }
         }
+        // A history rewritten under us (`git filter-repo` / `git filter-branch` to purge a
+        // leak): the pool still names this project (checked above), but its head does not
+        // descend from the one the mirror last materialized. The mirror's files are rebuilt
+        // from the new history; the store is the truth and republishes what the pool lacks,
+        // except what a person forgot.
+        if let Some(new) = head {
+            let old = materialized_before
+                .as_deref()
+                .and_then(|h| ObjectId::from_hex(h.as_bytes()).ok());
+            let root_file = git_dir(&mirror_dir).join(POOL_ROOT_FILE);
+            let known_root = std::fs::read_to_string(&root_file)
+                .ok()
+                .map(|s| s.trim().to_owned());
+            let diverged = match old {
+                Some(old) => !mirror.has_object(old) || !mirror.is_ancestor(old, new)?,
+                None => false,
+            };
+            if diverged || known_root.is_none() {
+                let root = mirror.root_fingerprint(new)?;
+                if diverged {
+                    let old = old.map(|o| o.to_string()).unwrap_or_default();
+                    rebuild_mirror_files(&mirror_dir, ctx.store.dir())?;
+                    materialized_before = None;
+                    report.mirror_rebuilt = true;
+                    // Same first commit (author and message), same project: a rewrite. A first
+                    // commit of its own: the pool was created anew (issue #17 refuses that).
+                    if known_root.as_deref().is_none_or(|k| k == root) {
+                        report.history_rewritten = true;
+                        report.notes.push(format!(
+                            "the pool's history was rewritten (its head {new} does not descend from {old}, which this mirror last held; its first commit and its project.yml are still this pool's): the mirror was rebuilt from the new history"
+                        ));
+                    } else {
+                        report.notes.push(format!(
+                            "the pool was replaced (its head {new} does not descend from {old}, and its first commit is not the one this mirror knew): the mirror was rebuilt from it"
+                        ));
+                    }
+                }
+                if known_root.as_deref() != Some(root.as_str()) {
+                    if let Err(e) = atomic::write_atomic(&root_file, format!("{root}\n").as_bytes())
+                    {
+                        tracing::warn!(error = %e, "could not record the pool's first commit");
+                    }
+                }
+            }
+        }
         if pull_only {
             materialize(
                 &mirror,
@@ -775,6 +856,51 @@ fn run(
             &BTreeMap::new(),
             report,
         )?;
+        // A person's forget acts: what the pool's tip still holds of them goes, in a commit
+        // of its own naming the person and the reason, before anything else is published.
+        if !forget_pushed {
+            let forgotten = read_forgotten(ctx)?;
+            if let Some((removals, scrubbed, text)) =
+                plan_forget(ctx, &mirror, base_tree, &forgotten)?
+            {
+                let mut ledgers = scrubbed;
+                if ctx.link.visibility == Visibility::Private {
+                    ledgers.extend(forget_ledgers(ctx, &mirror)?);
+                }
+                let tree = mirror.tree_edit(base_tree, &ledgers, &removals)?;
+                if Some(tree) != base_tree {
+                    let email = format!("{}@dsh-chapters.local", ctx.harness_id);
+                    let commit = mirror.write_commit(
+                        tree,
+                        &head.into_iter().collect::<Vec<_>>(),
+                        "dsh-chapters",
+                        &email,
+                        ctx.now_secs,
+                        &text,
+                    )?;
+                    match provider.push(&mirror, commit, head) {
+                        Ok(()) => {
+                            forget_pushed = true;
+                            report.forgotten += removals.len() as u64;
+                            report.pool_head = Some(commit.to_string());
+                            report.notes.push(format!(
+                                "removed {} forgotten file(s) from the pool's tip in commit {commit}; its history still holds them until it is rewritten (docs/purging.md)",
+                                removals.len()
+                            ));
+                            attempt = 0;
+                            continue;
+                        }
+                        Err(f) if f.code == SyncCode::Diverged && attempt < MAX_ATTEMPTS => {
+                            report.notes.push(format!(
+                                "attempt {attempt}: the pool moved on before the forget commit; re-fetching"
+                            ));
+                            continue;
+                        }
+                        Err(f) => return Err(f),
+                    }
+                }
+            }
+        }
         let force = if ctx.link.visibility == Visibility::Private {
             honour_reverts(ctx, &mirror, &mirror_dir, head, report)?
         } else {
@@ -792,6 +918,7 @@ fn run(
                 materialized_before.as_deref(),
                 &mut upserts,
                 report,
+                ctx.rebuild_index || forget_pushed,
             )?
         } else {
             None
@@ -890,6 +1017,179 @@ fn run(
             }
             Err(f) => return Err(f),
         }
+    }
+}
+
+/// This machine's forget acts (`chapters forget`).
+fn read_forgotten(ctx: &SyncContext<'_>) -> Result<crate::store::forget::Forgotten, Fail> {
+    crate::store::forget::read(ctx.store.dir()).map_err(|e| Fail {
+        code: SyncCode::Other,
+        detail: e.to_string(),
+    })
+}
+
+/// The pool paths of this machine's forgotten items that the tip at `base_tree` still holds,
+/// and the message of the commit that removes them (who, when, why, which ids). `None` when
+/// the tip holds none of them. Only paths in this machine's own namespace are named: its
+/// session folders, its sessions' ledgers, and the artifacts the forget found referenced by
+/// nothing else.
+fn plan_forget(
+    ctx: &SyncContext<'_>,
+    mirror: &GitRepo,
+    base_tree: Option<ObjectId>,
+    forgotten: &crate::store::forget::Forgotten,
+) -> Result<Option<(Vec<String>, Upserts, String)>, Fail> {
+    use crate::store::forget::Item;
+    let Some(tree) = base_tree.filter(|_| !forgotten.is_empty()) else {
+        return Ok(None);
+    };
+    let pk = &ctx.identity.project_key;
+    let mut removals = BTreeSet::new();
+    let mut upserts: Upserts = Vec::new();
+    let mut lines = Vec::new();
+    for act in &forgotten.acts {
+        let before = removals.len() + upserts.len();
+        for item in &act.items {
+            match item {
+                Item::Session { root, .. }
+                | Item::Chapter { root, .. }
+                | Item::Plan { root, .. } => {
+                    let dir = format!("chapters/{pk}/{root}");
+                    if let Some(sub) = mirror.tree_at(tree, &dir)? {
+                        for (p, _) in mirror.list_tree(sub)? {
+                            let path = format!("{dir}/{p}");
+                            if item.covers_pool_path(pk, &path) {
+                                removals.insert(path);
+                            }
+                        }
+                    }
+                    if let Item::Session { sessions, .. } = item {
+                        for s in sessions {
+                            let path = format!("collections/{pk}/{s}.jsonl");
+                            if mirror.blob_at(tree, &path)?.is_some() {
+                                removals.insert(path);
+                            }
+                        }
+                    }
+                }
+                Item::Artifact { sha256, .. } if sha256.len() > 2 => {
+                    let path = format!("artifacts/{pk}/{}/{sha256}.txt", &sha256[..2]);
+                    if mirror.blob_at(tree, &path)?.is_some() {
+                        removals.insert(path);
+                    }
+                }
+                Item::Artifact { .. } => {}
+            }
+            // A forgotten chapter's signatures were scrubbed in the store: the pool's copy
+            // of the ledger is replaced by it (the one place a ledger may shrink its lines'
+            // contents — never its lines).
+            if let Item::Chapter {
+                root, session_id, ..
+            } = item
+            {
+                let path = format!("collections/{pk}/{session_id}.jsonl");
+                let file = ctx.store.collection_path(root, session_id)?;
+                if let (Some(theirs), Ok(ours)) =
+                    (mirror.blob_at(tree, &path)?, std::fs::read(&file))
+                {
+                    if theirs.to_string() != plan::blob_id(&ours)
+                        && !upserts.iter().any(|(p, _)| p == &path)
+                    {
+                        upserts.push((path, mirror.write_blob(&ours)?));
+                    }
+                }
+            }
+        }
+        if removals.len() + upserts.len() > before {
+            let ids: Vec<String> = act.items.iter().map(Item::id).collect();
+            lines.push(format!(
+                "Forgotten by {} at {}: {}\nids: {}",
+                act.by,
+                act.at,
+                act.reason.as_deref().unwrap_or("(no reason given)"),
+                ids.join(", ")
+            ));
+        }
+    }
+    if removals.is_empty() && upserts.is_empty() {
+        return Ok(None);
+    }
+    let text = format!(
+        "dsh-chapters: forget from {}\n\n{}\n\n{} file(s) removed from the tip, {} signature ledger(s) scrubbed; the history still holds them until it is rewritten.\n",
+        ctx.harness_id,
+        lines.join("\n\n"),
+        removals.len(),
+        upserts.len()
+    );
+    Ok(Some((removals.into_iter().collect(), upserts, text)))
+}
+
+/// This store's forget ledgers as pool upserts (published with the forget commit, so other
+/// machines know what was taken back and by whom).
+fn forget_ledgers(ctx: &SyncContext<'_>, mirror: &GitRepo) -> Result<Upserts, Fail> {
+    let dir = ctx.store.dir().join(crate::store::forget::FORGET_DIR);
+    let mut found = Vec::new();
+    if dir.is_dir() {
+        walk_store(
+            &dir,
+            crate::store::forget::FORGET_DIR,
+            &ctx.identity.project_key,
+            &mut found,
+        )
+        .map_err(|e| Fail {
+            code: SyncCode::Other,
+            detail: format!("cannot list {}: {e}", dir.display()),
+        })?;
+    }
+    found.sort();
+    let mut out = Vec::new();
+    for (pool_path, _, file) in found {
+        let bytes = std::fs::read(&file).map_err(|e| Fail {
+            code: SyncCode::Other,
+            detail: format!("{}: {e}", file.display()),
+        })?;
+        out.push((pool_path, mirror.write_blob(&bytes)?));
+    }
+    Ok(out)
+}
+
+/// After a history rewrite: remove every materialized file of the mirror (its `.git` stays,
+/// minus the records of what it held), so the next materialization writes the new tree whole.
+fn rebuild_mirror_files(mirror_dir: &Path, store_dir: &Path) -> Result<(), Fail> {
+    let entries = match std::fs::read_dir(mirror_dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(mirror_io(mirror_dir, e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| mirror_io(mirror_dir, e))?;
+        if entry.file_name() == ".git" {
+            continue;
+        }
+        let path = entry.path();
+        let removed = if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.map_err(|e| mirror_io(&path, e))?;
+    }
+    for marker in [MATERIALIZED_FILE, PUBLISHED_DIR] {
+        let path = git_dir(mirror_dir).join(marker);
+        let _ = std::fs::remove_file(&path).or_else(|_| std::fs::remove_dir_all(&path));
+    }
+    forget_search_state(store_dir);
+    Ok(())
+}
+
+/// Documents left the mirror: the search table, which never drops a document on its own,
+/// is rebuilt at its next refresh, and the enrichment catalog reads every chapter again.
+fn forget_search_state(store_dir: &Path) {
+    if let Err(e) = crate::store::journal::restart(store_dir) {
+        tracing::warn!(error = %e, "could not start the change journal over after documents left the mirror");
+    }
+    if let Err(e) = crate::index::table::Table::invalidate(store_dir, Duration::from_secs(30)) {
+        tracing::warn!(error = %e, "could not reset the search table after documents left the mirror; `chapters index rebuild` does");
     }
 }
 
@@ -1058,7 +1358,13 @@ fn plan_publication(
     }
     let mut upserts = Vec::new();
     let files = store_files(ctx.store, &ctx.identity.project_key, Some(&mut published))?;
+    let forgotten = read_forgotten(ctx)?;
     for (root, pool_path, kind, file) in files {
+        // What a person forgot is never published again (it should not be in the store;
+        // a copy restored by hand stays local).
+        if forgotten.covers_pool_path(&ctx.identity.project_key, &pool_path) {
+            continue;
+        }
         if ctx.link.visibility == Visibility::Public && kind.from_conversation() {
             report.withheld_public += 1;
             continue;
@@ -1159,6 +1465,7 @@ fn kind_name(kind: FileKind) -> &'static str {
         FileKind::Collection => "collection",
         FileKind::Curation => "curation",
         FileKind::Rule => "rule",
+        FileKind::Forget => "forget",
         FileKind::Derived => "derived",
     }
 }
@@ -1236,6 +1543,30 @@ fn materialize(
         report.received += 1;
         written.push(path);
     }
+    // Files the pool no longer holds (a machine's forget, a purge): dropped here too.
+    let mut dropped = false;
+    if let Some(old_tree) = old_tree {
+        for path in mirror.removed_paths(old_tree, new_tree)? {
+            if path
+                .split('/')
+                .any(|c| c.is_empty() || c == "." || c == ".." || c == ".git")
+            {
+                continue;
+            }
+            let target = mirror_dir.join(&path);
+            match std::fs::remove_file(&target) {
+                Ok(()) => {
+                    report.dropped += 1;
+                    dropped = true;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(mirror_io(&target, e)),
+            }
+        }
+    }
+    if dropped {
+        forget_search_state(store_dir);
+    }
     if wrote {
         atomic::sync_filesystem(mirror_dir).map_err(|e| Fail {
             code: SyncCode::MirrorIo,
@@ -1309,6 +1640,7 @@ fn plan_index(
     materialized_before: Option<&str>,
     upserts: &mut Upserts,
     report: &mut SyncReport,
+    rebuild: bool,
 ) -> Result<Option<(crate::index::build::Update, Vec<String>)>, Fail> {
     use crate::index::build::{self, Base};
     let index_dir = mirror_dir.join(INDEX_DIR);
@@ -1356,7 +1688,7 @@ fn plan_index(
     };
     let planned = (|| -> Result<build::Update, build::BuildError> {
         use crate::index::table::Table;
-        let (table, _) = if ctx.rebuild_index {
+        let (table, _) = if rebuild {
             Table::rescan(ctx.workspace, true, ctx.lock_timeout)?
         } else {
             Table::refresh(ctx.workspace, true, ctx.lock_timeout)?
@@ -1399,7 +1731,7 @@ fn plan_index(
             inputs.files,
             &previous,
             &suspects,
-            ctx.rebuild_index,
+            rebuild,
         )
     })();
     let update = match planned {

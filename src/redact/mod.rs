@@ -425,6 +425,15 @@ impl Redactor {
             .collect()
     }
 
+    /// Where the rules find secrets in `text`, in order: (byte offset, rule name) — never
+    /// the values (`chapters scan`: old leaks found with today's rules).
+    pub fn locate(&self, text: &str) -> Vec<(usize, &str)> {
+        self.find_secrets(text)
+            .iter()
+            .map(|s| (s.start, self.rules[s.rule].name.as_str()))
+            .collect()
+    }
+
     /// Redact text; counts are added to `counts`.
     pub fn redact(&self, text: &str, counts: &mut RedactionCounts) -> Redacted<String> {
         let secrets = self.find_secrets(text);

@@ -9,6 +9,7 @@
 //! is checked first ([`is_safe_component`]), so no id can reach outside the store.
 
 pub mod atomic;
+pub mod forget;
 pub mod group;
 pub mod journal;
 pub mod ledger;

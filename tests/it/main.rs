@@ -8,6 +8,7 @@ mod doors;
 mod dsh_real;
 mod durable;
 mod enrich;
+mod forget;
 mod fulltext;
 mod githttp;
 mod identity;
