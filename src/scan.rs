@@ -231,11 +231,15 @@ fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) {
     }
 }
 
+/// One document of a root, as forget ids name it: (series is plan, number, seq_lo, seq_hi,
+/// session).
+type DocEntry = (bool, u32, u64, u64, String);
+
 /// What this store knows to name forget ids: each root's documents (number, seq range)
 /// and artifacts, and the session ids of its ledgers.
 struct ForgetIds {
-    /// root → (series is plan, number, seq_lo, seq_hi, session)
-    docs: BTreeMap<String, Vec<(bool, u32, u64, u64, String)>>,
+    /// root → its documents
+    docs: BTreeMap<String, Vec<DocEntry>>,
     /// session id → root
     sessions: BTreeMap<String, String>,
     /// artifact sha → root

@@ -252,7 +252,7 @@ pub fn sign_in(turn: &Redacted<TurnText>, session_id: &str, ws: &Workspace, at: 
                 }
                 if is_human_authored(source) {
                     count_terms(text, &mut term_counts);
-                    paths::scan_text(text, &ws, Strictness::AllowBare, |p| {
+                    paths::scan_text(text, ws, Strictness::AllowBare, |p| {
                         paths.insert(p);
                         !paths.is_full()
                     });

@@ -220,33 +220,6 @@ impl std::fmt::Display for Reported {
 }
 impl std::error::Error for Reported {}
 
-#[cfg(test)]
-mod tests {
-    use super::said_once;
-
-    #[derive(Debug, thiserror::Error)]
-    #[error("cannot read config.yml: {source}")]
-    struct Repeats {
-        #[source]
-        source: std::io::Error,
-    }
-
-    #[test]
-    fn a_cause_is_said_once() {
-        let io = || std::io::Error::other("Is a directory (os error 21)");
-        let e = anyhow::Error::new(Repeats { source: io() }).context("loading the config");
-        assert_eq!(
-            said_once(&e),
-            "loading the config: cannot read config.yml: Is a directory (os error 21)"
-        );
-        let e = anyhow::Error::new(io()).context("cannot write x");
-        assert_eq!(
-            said_once(&e),
-            "cannot write x: Is a directory (os error 21)"
-        );
-    }
-}
-
 pub fn run() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -344,4 +317,31 @@ pub fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::said_once;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read config.yml: {source}")]
+    struct Repeats {
+        #[source]
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn a_cause_is_said_once() {
+        let io = || std::io::Error::other("Is a directory (os error 21)");
+        let e = anyhow::Error::new(Repeats { source: io() }).context("loading the config");
+        assert_eq!(
+            said_once(&e),
+            "loading the config: cannot read config.yml: Is a directory (os error 21)"
+        );
+        let e = anyhow::Error::new(io()).context("cannot write x");
+        assert_eq!(
+            said_once(&e),
+            "cannot write x: Is a directory (os error 21)"
+        );
+    }
 }

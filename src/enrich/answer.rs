@@ -130,8 +130,8 @@ pub fn parse(
 /// The answer's fields, from its redacted object only.
 fn fields(value: &Redacted<Value>) -> Result<Answer, AnswerError> {
     let value = value.get();
-    let title = text(&value, "title", TITLE_MAX_CHARS, true)?;
-    let summary = text(&value, "summary", SUMMARY_MAX_CHARS, false)?;
+    let title = text(value, "title", TITLE_MAX_CHARS, true)?;
+    let summary = text(value, "summary", SUMMARY_MAX_CHARS, false)?;
     let raw_topics = value
         .get("topics")
         .and_then(Value::as_array)

@@ -557,12 +557,12 @@ impl GitRepo {
         let refs = self.repo.references().map_err(|e| GitError::ReadRef {
             repo: self.git_dir.clone(),
             refname: "refs/*".into(),
-            source: e.into(),
+            source: e,
         })?;
         let all = refs.all().map_err(|e| GitError::ReadRef {
             repo: self.git_dir.clone(),
             refname: "refs/*".into(),
-            source: e.into(),
+            source: e,
         })?;
         for reference in all.flatten() {
             if let Some(id) = reference.target().try_id() {

@@ -1092,9 +1092,7 @@ fn plan_forget(
                 if let (Some(theirs), Ok(ours)) =
                     (mirror.blob_at(tree, &path)?, std::fs::read(&file))
                 {
-                    if theirs.to_string() != plan::blob_id(&ours)
-                        && !upserts.iter().any(|(p, _)| p == &path)
-                    {
+                    if theirs != plan::blob_id(&ours) && !upserts.iter().any(|(p, _)| p == &path) {
                         upserts.push((path, mirror.write_blob(&ours)?));
                     }
                 }

@@ -858,13 +858,13 @@ mod tests {
                         depth += 1;
                     }
                 }
-                Md::End(tag) => {
+                Md::End(tag)
                     if !matches!(
                         tag,
                         TagEnd::Strong | TagEnd::Emphasis | TagEnd::Strikethrough
-                    ) {
-                        depth = depth.saturating_sub(1);
-                    }
+                    ) =>
+                {
+                    depth = depth.saturating_sub(1);
                 }
                 Md::Html(_) | Md::InlineHtml(_) => html += 1,
                 Md::Text(t) | Md::Code(t) => {

@@ -295,7 +295,7 @@ fn kinds() -> Vec<(&'static str, Generator)> {
         )),
         token_kind!("github_app_token", |rng, v| format!(
             "{}_{}",
-            if v % 2 == 0 { "ghs" } else { "ghu" },
+            if v.is_multiple_of(2) { "ghs" } else { "ghu" },
             rng.token(36, ALNUM)
         )),
         token_kind!("github_refresh_token", |rng, v| format!(
@@ -350,7 +350,11 @@ fn kinds() -> Vec<(&'static str, Generator)> {
         )),
         token_kind!("stripe_restricted", |rng, v| format!(
             "{}_{}",
-            if v % 2 == 0 { "rk_live" } else { "rk_test" },
+            if v.is_multiple_of(2) {
+                "rk_live"
+            } else {
+                "rk_test"
+            },
             rng.token(99, ALNUM)
         )),
         token_kind!("google_api_key", |rng, v| format!(
@@ -390,7 +394,7 @@ fn kinds() -> Vec<(&'static str, Generator)> {
             let query = format!(
                 "sv=2022-11-02&ss=b&srt=co&sp=rl&se=2026-12-31T00:00:00Z&spr=https&sig={sig}"
             );
-            let snippet = if v % 2 == 0 {
+            let snippet = if v.is_multiple_of(2) {
                 format!(
                     "https://acct{}.blob.core.windows.net/backups/db.bak?{query}",
                     rng.token(4, LOWER_ALNUM)
@@ -470,7 +474,7 @@ fn kinds() -> Vec<(&'static str, Generator)> {
         token_kind!("shopify_token", |rng, v| format!(
             "{}_{}",
             ["shpat", "shpca", "shppa", "shpss"][v % 4],
-            rng.token(32, if v % 2 == 0 { HEX } else { HEX_MIXED })
+            rng.token(32, if v.is_multiple_of(2) { HEX } else { HEX_MIXED })
         )),
         token_kind!("digitalocean_token", |rng, v| format!(
             "{}_v1_{}",
@@ -515,7 +519,7 @@ fn kinds() -> Vec<(&'static str, Generator)> {
                 rng.token(60 + v * 4, B64URL),
                 rng.token(43, B64URL)
             );
-            let snippet = if v % 2 == 0 {
+            let snippet = if v.is_multiple_of(2) {
                 jwt.clone()
             } else {
                 format!("id_token={jwt}")
@@ -523,7 +527,7 @@ fn kinds() -> Vec<(&'static str, Generator)> {
             (snippet, jwt)
         }),
         kind!("pem_rsa_private_key", |rng, v| {
-            let headers: &[&str] = if v % 2 == 0 {
+            let headers: &[&str] = if v.is_multiple_of(2) {
                 &[]
             } else {
                 &[
@@ -567,7 +571,11 @@ fn kinds() -> Vec<(&'static str, Generator)> {
         }),
         kind!("url_postgres", |rng, v| {
             let pw = rng.password(16);
-            let scheme = if v % 2 == 0 { "postgres" } else { "postgresql" };
+            let scheme = if v.is_multiple_of(2) {
+                "postgres"
+            } else {
+                "postgresql"
+            };
             (
                 format!(
                     "{scheme}://app_user:{pw}@db-{}.internal:5432/app?sslmode=require",
@@ -588,7 +596,7 @@ fn kinds() -> Vec<(&'static str, Generator)> {
         }),
         kind!("url_redis", |rng, v| {
             let pw = rng.password(20);
-            let url = if v % 2 == 0 {
+            let url = if v.is_multiple_of(2) {
                 format!("redis://:{pw}@cache.internal:6379/0")
             } else {
                 format!("rediss://default:{pw}@cache.internal:6380")
@@ -597,7 +605,7 @@ fn kinds() -> Vec<(&'static str, Generator)> {
         }),
         kind!("url_amqp", |rng, v| {
             let pw = rng.password(16);
-            let scheme = if v % 2 == 0 { "amqp" } else { "amqps" };
+            let scheme = if v.is_multiple_of(2) { "amqp" } else { "amqps" };
             (format!("{scheme}://guest:{pw}@mq.internal:5672/vhost"), pw)
         }),
         kind!("url_password_url_encoded", |rng, v| {
@@ -633,7 +641,7 @@ fn kinds() -> Vec<(&'static str, Generator)> {
             let token = rng.token(40, HEX);
             let header = cased("authorization", v);
             let scheme = ["Token", "token", "TOKEN"][v % 3];
-            let snippet = if v % 2 == 0 {
+            let snippet = if v.is_multiple_of(2) {
                 format!("{header}: {scheme} {token}")
             } else {
                 format!("curl -H \"{header}: {scheme} {token}\" https://api.internal/v1/me")
@@ -641,7 +649,7 @@ fn kinds() -> Vec<(&'static str, Generator)> {
             (snippet, token)
         }),
         kind!("kubeconfig_token", |rng, v| {
-            let token = if v % 2 == 0 {
+            let token = if v.is_multiple_of(2) {
                 format!(
                     "{}.{}",
                     rng.token(6, LOWER_ALNUM),
@@ -668,7 +676,11 @@ fn kinds() -> Vec<(&'static str, Generator)> {
         }),
         kind!("env_secret", |rng, v| {
             let secret = rng.token(32, ALNUM);
-            let label = if v % 2 == 0 { "secret" } else { "app_secret" };
+            let label = if v.is_multiple_of(2) {
+                "secret"
+            } else {
+                "app_secret"
+            };
             (
                 format!("{}={}", cased(label, v), quoted(&secret, v / 3)),
                 secret,
@@ -689,7 +701,7 @@ fn kinds() -> Vec<(&'static str, Generator)> {
         }),
         kind!("env_private_key", |rng, v| {
             let key = format!("0x{}", rng.token(64, HEX));
-            let label = if v % 2 == 0 {
+            let label = if v.is_multiple_of(2) {
                 "private_key"
             } else {
                 "wallet_private_key"
