@@ -6,6 +6,7 @@ use anyhow::{bail, Context, Result};
 use dsh_chapters::pool::credentials::{self, Secret};
 use dsh_chapters::pool::link::{self, LinkRecord, Upstream};
 use dsh_chapters::pool::plan::Visibility;
+use dsh_chapters::pool::transport;
 use dsh_chapters::store::{Store, MIRROR_DIR};
 
 use super::Env;
@@ -26,7 +27,18 @@ pub struct Args {
     /// Read the network pool's token from standard input.
     #[arg(long)]
     token_stdin: bool,
+    /// The forge user an https token is sent as (default: the URL's user, else
+    /// `x-access-token`).
+    #[arg(long, value_name = "NAME", requires = "pool")]
+    user: Option<String>,
     /// Print the link as one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct UnlinkArgs {
+    /// Print the result as one JSON document.
     #[arg(long)]
     json: bool,
 }
@@ -61,6 +73,21 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
             bail!("{target} is a local path: it needs no token; drop --token-file/--token-stdin");
         }
     }
+    let mut warnings = Vec::new();
+    if let Some(user) = &args.user {
+        match &upstream {
+            Upstream::Network { url } if !transport::is_ssh(url) => {
+                link::check_token_user(user).map_err(anyhow::Error::msg)?;
+            }
+            _ => bail!("--user names the user an https token is sent as; {target} takes no token (a local path, or ssh with your own setup): drop --user"),
+        }
+    }
+    if let Upstream::Network { url } = &upstream {
+        warnings.extend(transport::clear_text_warning(url, token.is_some()));
+    }
+    for w in &warnings {
+        eprintln!("chapters: warning: {w}");
+    }
     // Linking enables the workspace, as `init` does.
     let store = match Store::open(&env.workspace) {
         Ok(s) => s,
@@ -80,6 +107,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         visibility,
         linked_at: now,
         linked_by: env.harness_id.clone(),
+        user: args.user.clone(),
     };
     link::write(store.dir(), &record)?;
     // This machine's name in the pool must not depend on which shell runs the next sync.
@@ -92,6 +120,8 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
             "mirror": env.workspace.join(MIRROR_DIR),
             "harnessIdSaved": saved.is_some(),
             "linkMigrated": env.link_migration,
+            "user": record.user,
+            "warnings": warnings,
         }));
     }
     println!(
@@ -105,6 +135,9 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
             "  token stored 0600 under {}",
             credentials::credentials_dir(&env.dsh_home).display()
         );
+    }
+    if let Some(user) = &record.user {
+        println!("  the token is sent as user {user:?}");
     }
     if visibility == Visibility::Public {
         println!("  declared public: chapters, plans, artifacts and collections will never be published there");
@@ -134,6 +167,35 @@ fn read_token(args: &Args) -> Result<Option<Secret>> {
     raw.map(|r| Secret::parse(&r))
         .transpose()
         .map_err(Into::into)
+}
+
+/// `chapters unlink`: the workspace is no longer linked — `pool.json` and this project's
+/// token go; the store, and the mirror's copies of other machines' documents, stay.
+pub fn unlink(workspace: Option<&Path>, args: UnlinkArgs) -> Result<()> {
+    let env = Env::resolve(workspace, None)?;
+    let store = Store::open(&env.workspace)?;
+    let removed = link::remove(store.dir())?;
+    let token_removed = credentials::delete(&env.dsh_home, &env.identity.project_key)?;
+    if args.json {
+        return super::print_json(&serde_json::json!({
+            "unlinked": removed,
+            "tokenRemoved": token_removed,
+            "store": store.dir(),
+        }));
+    }
+    if removed {
+        println!("unlinked {}", env.workspace.display());
+        if token_removed {
+            println!("  the pool's token was removed");
+        }
+        println!(
+            "  the store is kept; {} keeps what was mirrored (delete it when you no longer need it)",
+            env.workspace.join(MIRROR_DIR).display()
+        );
+    } else {
+        println!("{} was not linked: nothing to do", env.workspace.display());
+    }
+    Ok(())
 }
 
 fn show(env: &Env, json: bool) -> Result<()> {

@@ -53,6 +53,8 @@ enum Command {
     Status(status::Args),
     /// Show the pool link, or bind a pool: a local directory or a git URL.
     Link(link::Args),
+    /// Undo `link`: the pool's link and token go; the store stays.
+    Unlink(link::UnlinkArgs),
     /// Pull, then publish what the store has that the pool lacks.
     Sync(sync::Args),
     /// Find past work: chapters, plans and rules, scored and packed to a token budget.
@@ -247,6 +249,7 @@ pub fn run() -> ExitCode {
         Command::Status(a) => status::run(cli.workspace.as_deref(), a),
         Command::Demo(a) => demo::run(a),
         Command::Link(a) => link::run(cli.workspace.as_deref(), a),
+        Command::Unlink(a) => link::unlink(cli.workspace.as_deref(), a),
         Command::Sync(a) => sync::run(cli.workspace.as_deref(), a),
         Command::Search(a) => search::run(cli.workspace.as_deref(), a),
         Command::Show(a) => show::run(cli.workspace.as_deref(), a),

@@ -138,7 +138,7 @@ fn scan_pool(
                 &Remote {
                     url: url.clone(),
                     token,
-                    user: None,
+                    user: record.user.clone(),
                 },
                 Duration::from_millis(env.config.sync_timeout_ms),
             )

@@ -45,6 +45,10 @@ pub struct LinkRecord {
     pub visibility: Visibility,
     pub linked_at: String,
     pub linked_by: String,
+    /// The user name an https token is sent as (`link --user`); absent: the URL's user,
+    /// else `x-access-token`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -111,6 +115,34 @@ pub fn read(store_dir: &Path) -> Result<Option<LinkRecord>, LinkError> {
         });
     }
     Ok(Some(record))
+}
+
+/// Remove the link (`chapters unlink`): `Ok(false)` when there was none. Durable: the
+/// directory is synced after the file goes.
+pub fn remove(store_dir: &Path) -> Result<bool, LinkError> {
+    let path = link_path(store_dir);
+    match std::fs::remove_file(&path) {
+        Ok(()) => {
+            atomic::sync_dir(store_dir)?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(source) => Err(LinkError::Io { path, source }),
+    }
+}
+
+/// Why `user` cannot be the user name a token is sent as, if it cannot.
+pub fn check_token_user(user: &str) -> Result<(), String> {
+    if user.is_empty()
+        || user
+            .chars()
+            .any(|c| c.is_control() || matches!(c, ':' | '@' | '/'))
+    {
+        return Err(format!(
+            "{user:?} is not a usable user name: give the forge account's name (no `:`, `@`, `/` or control characters)"
+        ));
+    }
+    Ok(())
 }
 
 pub fn write(store_dir: &Path, record: &LinkRecord) -> Result<(), LinkError> {
@@ -723,6 +755,7 @@ mod tests {
             visibility: Visibility::Private,
             linked_at: "2026-11-29T00:00:00.000Z".into(),
             linked_by: "m1".into(),
+            user: None,
         };
         write(&store, &rec).expect("write");
         let m = migrate_secret(&store, &home, "key-1")
@@ -839,6 +872,7 @@ mod tests {
             visibility: Visibility::Private,
             linked_at: "2026-11-29T00:00:00.000Z".into(),
             linked_by: "m1".into(),
+            user: None,
         };
         write(tmp.path(), &rec).expect("write");
         assert_eq!(read(tmp.path()).expect("read"), Some(rec));

@@ -737,7 +737,7 @@ fn run(
                 remote: Remote {
                     url: url.clone(),
                     token: ctx.token.clone(),
-                    user: None,
+                    user: ctx.link.user.clone(),
                 },
                 timeout: ctx.timeout,
             }),

@@ -13,6 +13,7 @@ mod fulltext;
 mod githttp;
 mod identity;
 mod index;
+mod link_user;
 mod mcp;
 mod pool;
 mod privacy;
