@@ -709,7 +709,13 @@ impl Pass<'_> {
                     signature::TurnText::of(&turn),
                     &mut RedactionCounts::default(),
                 );
-                let sig = signature::sign_in(&text, self.session_id, &self.paths, self.ctx.now);
+                let sig = signature::sign_in(
+                    &text,
+                    self.session_id,
+                    &self.paths,
+                    self.ctx.now,
+                    self.ctx.config.tool_result_artifact_tokens,
+                );
                 out.new_sigs.push(sig.clone());
                 Some(sig)
             } else {

@@ -231,13 +231,28 @@ impl Redactable for TurnText {
 
 /// Sign one turn from its redacted text. `workspace` is the absolute workspace root, used
 /// to make paths repo-relative; `at` is the RFC 3339 time stamp to record.
+/// Every tool result counts whole in `size`.
 pub fn sign(turn: &Redacted<TurnText>, session_id: &str, workspace: &str, at: &str) -> Signature {
-    sign_in(turn, session_id, &Workspace::new(workspace), at)
+    sign_in(turn, session_id, &Workspace::new(workspace), at, u64::MAX)
 }
 
+/// What a tool result stored as an artifact leaves inline: its one reference line
+/// (`**Tool result** `name` · `id` · seq N → artifact `artifacts/xx/<sha256>.txt` · N bytes ·
+/// ~N tokens`), about this many characters.
+pub const ARTIFACT_STUB_CHARS: u64 = 160;
+
 /// [`sign`] for a session seen through its workspace: the root's `pathMap` twins and the
-/// session's cwd inside it (see [`Workspace::for_session`]).
-pub fn sign_in(turn: &Redacted<TurnText>, session_id: &str, ws: &Workspace, at: &str) -> Signature {
+/// session's cwd inside it (see [`Workspace::for_session`]). `size` counts what a chapter
+/// holds inline: a tool result of `artifact_tokens` estimated tokens or more (the render's
+/// `toolResultArtifactTokens`) becomes an artifact and counts as its reference line, so one
+/// big log never pushes a task's next turn into a chapter of its own.
+pub fn sign_in(
+    turn: &Redacted<TurnText>,
+    session_id: &str,
+    ws: &Workspace,
+    at: &str,
+    artifact_tokens: u64,
+) -> Signature {
     let turn = turn.get();
     let mut paths = Bounded::new(MAX_PATHS);
     let mut commands = Bounded::new(MAX_COMMANDS);
@@ -264,7 +279,12 @@ pub fn sign_in(turn: &Redacted<TurnText>, session_id: &str, ws: &Workspace, at: 
                 read_call(name, arguments, ws, &mut paths, &mut commands);
             }
             Item::Result(content) => {
-                chars += char_count(content);
+                let whole = char_count(content);
+                chars += if whole.div_ceil(4) >= artifact_tokens {
+                    ARTIFACT_STUB_CHARS
+                } else {
+                    whole
+                };
                 let mut added = 0;
                 paths::scan_text(content, ws, Strictness::NeedSlash, |p| {
                     if paths.insert(p) {
@@ -556,6 +576,37 @@ mod tests {
             );
             sign(&text, "session-1", WS, "2026-10-22T10:00:00Z")
         }
+
+        /// [`Log::sign`] with the render's artifact threshold.
+        fn sign_with_artifacts(&mut self, artifact_tokens: u64) -> Signature {
+            let whole = self.sign();
+            self.events.pop();
+            self.push(
+                "turn/end",
+                json!({"turn": 3, "reason": {"kind": "completed"}}),
+            );
+            let turn = CompletedTurn {
+                turn: 3,
+                first_seq: 0,
+                end_seq: self.events.len() as u64 - 1,
+                reason: "completed".into(),
+                events: self.events.clone(),
+            };
+            let redactor = crate::redact::built_in().expect("built-in rules compile");
+            let text = redactor.redact_all(
+                TurnText::of(&turn),
+                &mut crate::redact::RedactionCounts::default(),
+            );
+            let sig = sign_in(
+                &text,
+                "session-1",
+                &Workspace::new(WS),
+                "t",
+                artifact_tokens,
+            );
+            assert_eq!(sig.paths, whole.paths, "only the size may differ");
+            sig
+        }
     }
 
     #[test]
@@ -760,6 +811,25 @@ mod tests {
             .assistant("日本語")
             .sign();
         assert_eq!(sig.size, 8);
+    }
+
+    #[test]
+    fn a_tool_result_stored_as_an_artifact_counts_as_its_reference_line() {
+        let big = "log line\n".repeat(4_000); // 36,000 chars, ~9,000 tokens
+        let sig = Log::new()
+            .user("user", "run it")
+            .call("bash", json!({"command": "make"}))
+            .result(&big)
+            .sign_with_artifacts(8_000);
+        // 6 + 18 (`{"command":"make"}`) + the stub line, not the 36,000 chars.
+        assert_eq!(sig.size, (6 + 18 + ARTIFACT_STUB_CHARS).div_ceil(4));
+        // Under the threshold, or with no threshold, a result counts whole.
+        let sig = Log::new()
+            .user("user", "run it")
+            .call("bash", json!({"command": "make"}))
+            .result(&big)
+            .sign_with_artifacts(10_000);
+        assert_eq!(sig.size, (6 + 18 + 36_000u64).div_ceil(4));
     }
 
     #[test]

@@ -1160,7 +1160,13 @@ impl Runtime {
                 signature::TurnText::of(turn),
                 &mut crate::redact::RedactionCounts::default(),
             );
-            sigs.push(signature::sign_in(&text, &session_id, &paths, &now_str));
+            sigs.push(signature::sign_in(
+                &text,
+                &session_id,
+                &paths,
+                &now_str,
+                ctx.config.tool_result_artifact_tokens,
+            ));
         });
         // A session tree a person forgot (`chapters forget`) is never written into again:
         // neither its rules here nor its signatures (`signer::sign`).
