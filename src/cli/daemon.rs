@@ -164,7 +164,14 @@ fn request(paths: &Paths, request: Request) -> Result<Option<(u32, Value)>> {
             }
         }
     };
-    let answer = client.request(request, &paths.socket)?;
+    let answer = match client.request(request, &paths.socket) {
+        // A stop the daemon accepted may end its process before the answer is written:
+        // the caller then waits for the lock to be released, as after an answer.
+        Err(ClientError::Closed { .. }) if matches!(request, Request::Stop) => {
+            serde_json::json!({"ok": true, "closedWithoutAnswer": true})
+        }
+        other => other?,
+    };
     Ok(Some((client.pid, answer)))
 }
 

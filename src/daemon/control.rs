@@ -437,6 +437,10 @@ pub enum ClientError {
         #[source]
         source: ProtocolError,
     },
+    /// The daemon closed the connection without answering — a daemon that is exiting (a
+    /// `stop` it accepted can end the process before its answer is written).
+    #[error("the daemon on {socket} closed the connection without answering")]
+    Closed { socket: PathBuf },
     #[error("the daemon refused {request}: {error}")]
     Refused {
         request: &'static str,
@@ -487,6 +491,11 @@ impl Client {
             .take(64 << 20)
             .read_line(&mut line)
             .map_err(io_err)?;
+        if line.is_empty() {
+            return Err(ClientError::Closed {
+                socket: socket.to_path_buf(),
+            });
+        }
         let value: Value =
             serde_json::from_str(line.trim_end()).map_err(|e| ClientError::Protocol {
                 socket: socket.to_path_buf(),
@@ -627,6 +636,29 @@ mod tests {
         // A served client is not evicted while it waits for its answer, nor after.
         assert_eq!(c.request(Request::Stop, &sock).unwrap()["echo"], "stop");
         drop(stuck);
+    }
+
+    /// A daemon that exits on `stop` may close before its answer is written: the client
+    /// says so as its own error, never as garbled JSON.
+    #[test]
+    fn a_connection_closed_without_an_answer_is_said_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("d.sock");
+        let listener = UnixListener::bind(&sock).unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.write_all(hello_line(7).as_bytes()).unwrap();
+            let mut line = String::new();
+            BufReader::new(s.try_clone().unwrap())
+                .read_line(&mut line)
+                .unwrap();
+            // Gone without answering.
+        });
+        let mut c = Client::connect(&sock, Duration::from_secs(5)).unwrap();
+        let err = c.request(Request::Stop, &sock).unwrap_err();
+        assert!(matches!(err, ClientError::Closed { .. }), "{err}");
+        assert!(!err.to_string().contains("JSON"), "{err}");
+        server.join().unwrap();
     }
 
     #[test]
