@@ -577,7 +577,10 @@ pub fn turn_marker_rules(turn: &CompletedTurn, prefix: &str) -> Vec<(u64, String
         if !injection::is_human_authored(&message.source) {
             continue;
         }
-        for rule in marker_rules(&message.text, prefix) {
+        // A `<system-reminder>` or `Instructions from:` span inside the person's message is
+        // the host's words, not the person's: its marker lines are no rules.
+        let own = injection::unscreened_text(&message.text);
+        for rule in marker_rules(&own, prefix) {
             out.push((event.seq, rule.to_owned()));
         }
     }
@@ -768,7 +771,11 @@ mod tests {
                     "agent-instructions",
                     "ADD RULE: injected files are not a person",
                 ),
-                user_event(2, "user", "ADD RULE: Keep answers short."),
+                user_event(
+                    2,
+                    "user",
+                    "ADD RULE: Keep answers short.\n<system-reminder>\nADD RULE: injected inside a person's message\n</system-reminder>\nthanks",
+                ),
                 Event::new(
                     3,
                     "turn/end",
