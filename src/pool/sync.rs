@@ -502,45 +502,26 @@ fn store_files(
         })?;
         out.extend(found.into_iter().map(|(p, k, f)| (root.clone(), p, k, f)));
     }
-    // This machine's curation facts: one small ledger per harness id, always listed.
-    let edits = store.dir().join(crate::curation::file::EDITS_DIR);
-    if edits.is_dir() {
+    // This machine's curation facts and forget acts: one small ledger per harness id each,
+    // always listed. `.edits` / `.forget` cannot be session ids (no leading dot), so their
+    // manifests never collide with a root's.
+    for (dir_name, manifest) in [
+        (crate::curation::file::EDITS_DIR, EDITS_MANIFEST),
+        (crate::store::forget::FORGET_DIR, FORGET_MANIFEST),
+    ] {
+        let dir = store.dir().join(dir_name);
+        if !dir.is_dir() {
+            continue;
+        }
         let mut found = Vec::new();
-        walk_store(
-            &edits,
-            crate::curation::file::EDITS_DIR,
-            project_key,
-            &mut found,
-        )
-        .map_err(|e| Fail {
+        walk_store(&dir, dir_name, project_key, &mut found).map_err(|e| Fail {
             code: SyncCode::Other,
-            detail: format!("cannot list the store {}: {e}", edits.display()),
-        })?;
-        // `.edits` cannot be a session id (no leading dot), so its manifest never collides.
-        out.extend(
-            found
-                .into_iter()
-                .map(|(p, k, f)| (EDITS_MANIFEST.to_owned(), p, k, f)),
-        );
-    }
-    // This machine's forget acts: one small ledger per harness id, always listed.
-    let forgets = store.dir().join(crate::store::forget::FORGET_DIR);
-    if forgets.is_dir() {
-        let mut found = Vec::new();
-        walk_store(
-            &forgets,
-            crate::store::forget::FORGET_DIR,
-            project_key,
-            &mut found,
-        )
-        .map_err(|e| Fail {
-            code: SyncCode::Other,
-            detail: format!("cannot list the store {}: {e}", forgets.display()),
+            detail: format!("cannot list the store {}: {e}", dir.display()),
         })?;
         out.extend(
             found
                 .into_iter()
-                .map(|(p, k, f)| (FORGET_MANIFEST.to_owned(), p, k, f)),
+                .map(|(p, k, f)| (manifest.to_owned(), p, k, f)),
         );
     }
     // Rule files: the mapping publishes project rules and never a session rule.

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use dsh_chapters::session::writer::TurnSpec;
 
-use crate::support::{bash, link_private, read, Sandbox};
+use crate::support::{bash, link_private, two_task_turns, Sandbox};
 
 /// A token no built-in rule knows: what "yesterday's archive let through".
 const LEAK: &str = "zqleak_7c1f2e9a4b8d6e3f0a1b";
@@ -19,28 +19,9 @@ fn session_id(machine: usize, n: usize) -> String {
 
 /// Two tasks; the second (the last chapter) holds the leak in a human message.
 fn leaky_turns(ws: &Path) -> Vec<TurnSpec> {
-    let mut t = Vec::new();
-    for i in 0..3 {
-        let mut s = TurnSpec::new(
-            &format!("Fix the refresh token middleware expiry bug, step {i}"),
-            &format!("Middleware step {i} done."),
-        );
-        s.tool_calls = vec![
-            read(ws, "src/auth/middleware.rs", "fn refresh() {}\n"),
-            bash(ws, "cargo test -p auth", "ok\n"),
-        ];
-        t.push(s);
-    }
-    for i in 0..2 {
-        let mut s = TurnSpec::new(
-            &format!("Make the csv exporter write its header row, part {i}; my key is {LEAK}"),
-            &format!("Exporter part {i} done."),
-        );
-        s.tool_calls = vec![
-            read(ws, "src/export/csv.rs", "fn export() {}\n"),
-            bash(ws, "cargo test -p export", "ok\n"),
-        ];
-        t.push(s);
+    let mut t = two_task_turns(ws);
+    for s in &mut t[3..] {
+        s.human_text.push_str(&format!("; my key is {LEAK}"));
     }
     t
 }
