@@ -44,6 +44,18 @@ pub enum Reason {
     Idle,
 }
 
+impl Reason {
+    /// The word the contract uses for this reason (as in `--reason` and the JSON report).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Manual => "manual",
+            Reason::Fork => "fork",
+            Reason::Compaction => "compaction",
+            Reason::Idle => "idle",
+        }
+    }
+}
+
 /// Everything one archive run needs, resolved by the caller.
 pub struct ArchiveContext<'a> {
     pub workspace: &'a Path,

@@ -223,11 +223,17 @@ impl std::fmt::Display for Reported {
 impl std::error::Error for Reported {}
 
 pub fn run() -> ExitCode {
+    let json = wants_json(std::env::args_os());
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
             let _ = e.print();
+            if json && code == 2 {
+                let first = e.to_string();
+                let first = first.lines().next().unwrap_or_default();
+                print_error_json("usage", first.trim_start_matches("error: "));
+            }
             return ExitCode::from(code);
         }
     };
@@ -273,10 +279,28 @@ pub fn run() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is::<Reported>() => ExitCode::from(1),
         Err(e) => {
-            eprintln!("chapters: {}", said_once(&e));
+            let message = said_once(&e);
+            eprintln!("chapters: {message}");
+            if json {
+                print_error_json("failed", &message);
+            }
             ExitCode::from(1)
         }
     }
+}
+
+/// Whether `--json` was asked for (before any `--`), known even when parsing fails.
+fn wants_json(args: impl Iterator<Item = std::ffi::OsString>) -> bool {
+    args.skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json")
+}
+
+/// A `--json` command that failed still prints one JSON document on stdout, so a script
+/// reading it never parses an empty stdout; the message also went to stderr.
+fn print_error_json(code: &str, message: &str) {
+    let doc = serde_json::json!({"error": {"code": code, "message": message, "hint": null}});
+    println!("{doc}");
 }
 
 /// The error and its causes, each said once: a message that already ends with (or holds)
@@ -331,6 +355,22 @@ mod tests {
     struct Repeats {
         #[source]
         source: std::io::Error,
+    }
+
+    #[test]
+    fn json_is_seen_before_the_end_of_options_only() {
+        let args = |list: &[&str]| {
+            list.iter()
+                .map(std::ffi::OsString::from)
+                .collect::<Vec<_>>()
+        };
+        assert!(super::wants_json(
+            args(&["chapters", "status", "--json"]).into_iter()
+        ));
+        assert!(!super::wants_json(
+            args(&["chapters", "search", "--", "--json"]).into_iter()
+        ));
+        assert!(!super::wants_json(args(&["--json", "status"]).into_iter()));
     }
 
     #[test]

@@ -1458,7 +1458,7 @@ impl Runtime {
                         )
                     }
                     Some(Err(e)) => {
-                        errors.push(format!("archive ({reason:?}) failed: {e}"));
+                        errors.push(format!("archive ({}) failed: {e}", reason.as_str()));
                         (false, json!({"at": at, "reason": reason, "error": e}))
                     }
                     None => (false, Value::Null),

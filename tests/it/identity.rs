@@ -211,3 +211,30 @@ fn an_error_says_its_cause_once() {
     assert!(stderr.contains("config.yml"), "{stderr}");
     assert_eq!(stderr.matches("os error 21").count(), 1, "{stderr}");
 }
+
+/// A `--json` command that fails still prints one JSON document on stdout, naming the error.
+#[test]
+fn a_json_failure_is_one_json_document_on_stdout() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    std::fs::create_dir_all(sb.ws.join(".dsh-chapters/config.yml")).expect("a directory");
+    let out = sb.run(&["status", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["error"]["code"], "failed", "{doc}");
+    let message = doc["error"]["message"].as_str().expect("a message");
+    assert!(message.contains("config.yml"), "{message}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("config.yml"));
+
+    let out = sb.run(&["status", "--json", "--no-such-flag"]);
+    assert_eq!(out.status.code(), Some(2));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["error"]["code"], "usage", "{doc}");
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .expect("a message")
+            .contains("--no-such-flag"),
+        "{doc}"
+    );
+}
