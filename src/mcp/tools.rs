@@ -447,6 +447,8 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
     );
     // The topic as the index keys it: aliases followed to the canonical label.
     let topic = topic.map(|t| corpus.curation.canonical(&t).topic);
+    // `..default()`: fields the door gains (`artifacts`) join with their defaults.
+    #[allow(clippy::needless_update)]
     let request = search_door::Request {
         query,
         topic,

@@ -373,6 +373,20 @@ fn the_python_sdk_client_works_in_both_protocol_eras() {
         // A filter narrows (no plan here).
         assert_eq!(r["searchFiltered"]["structured"]["total"], 0, "{era}: {r}");
 
+        // `query` is optional with `topic`; a `since` in the future is an empty answer.
+        let topic = &r["topicOnly"];
+        assert_eq!(topic["isError"], false, "{era}: {topic}");
+        assert!(
+            topic["structured"]["total"].as_u64().expect("total") >= 2,
+            "{era}: {topic}"
+        );
+        let future = &r["sinceFuture"];
+        assert_eq!(future["isError"], false, "{era}: {future}");
+        assert_eq!(
+            future["structured"]["empty"], "nothing-matched",
+            "{era}: {future}"
+        );
+
         // Reading the first match, paged by tokens with a cursor.
         let read = &r["read"];
         assert_eq!(read["isError"], false, "{era}: {read}");
@@ -464,10 +478,11 @@ fn the_python_sdk_client_works_in_both_protocol_eras() {
     assert_eq!(r["exit"], 0);
 }
 
-/// Start `chapters mcp` in `dir` (no `--workspace`), call one tool, close; (answer, stderr).
-fn without_workspace(sb: &Sandbox, dir: &Path) -> (Value, String) {
+/// Start `chapters mcp ARGS` in `dir`, call one tool, close; (answer, stderr).
+fn without_workspace(sb: &Sandbox, dir: &Path, args: &[&str]) -> (Value, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_chapters"));
     cmd.arg("mcp")
+        .args(args)
         .current_dir(dir)
         .env("DSH_HOME", &sb.home)
         .env("CHAPTERS_HARNESS_ID", &sb.harness)
@@ -514,7 +529,7 @@ fn started_without_a_project_it_says_so_and_names_the_workspace_flag() {
     let empty = sb.home.join("not-a-project");
     std::fs::create_dir_all(&empty).expect("mkdir");
     for dir in [empty.as_path(), Path::new("/")] {
-        let (answer, stderr) = without_workspace(&sb, dir);
+        let (answer, stderr) = without_workspace(&sb, dir, &[]);
         assert!(
             stderr.contains("no project at") && stderr.contains("--workspace"),
             "{}: {stderr}",
@@ -532,4 +547,13 @@ fn started_without_a_project_it_says_so_and_names_the_workspace_flag() {
         !empty.join(dsh_chapters::store::STORE_DIR).exists(),
         "nothing is created"
     );
+    // A --workspace that does not exist: served, and every tool says why.
+    let gone = sb.home.join("gone");
+    let (answer, stderr) =
+        without_workspace(&sb, &sb.ws, &["--workspace", &gone.to_string_lossy()]);
+    assert!(
+        stderr.contains("could not be opened") && stderr.contains("--workspace"),
+        "{stderr}"
+    );
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
 }

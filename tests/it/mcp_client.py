@@ -75,6 +75,10 @@ async def sdk_session(era, binary, workspace, query):
         out["searchFiltered"] = tool_result(
             await client.call_tool("chapters_search", {"query": query, "kind": "plan"})
         )
+        out["topicOnly"] = tool_result(await client.call_tool("chapters_search", {"topic": "csv"}))
+        out["sinceFuture"] = tool_result(
+            await client.call_tool("chapters_search", {"query": query, "since": "2999-01-01"})
+        )
         matches = (found["structured"] or {}).get("matches") or []
         if matches:
             first = tool_result(
