@@ -621,32 +621,13 @@ fn read_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Strin
     let end = page_end(&chars, start, (budget * CHARS_PER_TOKEN) as usize);
     let page: String = chars[start..end].iter().collect();
     let next = (end < total).then(|| end.to_string());
-    let m = &row.meta;
     let id = short_id(&row.root, &row.name, &row.path);
     let tokens = |chars: usize| (chars as u64).div_ceil(CHARS_PER_TOKEN);
-    let mut text = String::new();
-    if start == 0 {
-        text.push_str(&format!(
-            "# {}\n{} | {} | {} | {} | session {} | seq {} | topics: {}\n{}\n\n",
-            m.title.replace(|c: char| c.is_control(), " "),
-            id,
-            m.date.as_deref().unwrap_or("-"),
-            row.harness,
-            if row.machine.is_empty() {
-                "-"
-            } else {
-                &row.machine
-            },
-            m.session_id.as_deref().unwrap_or("-"),
-            m.seq_range
-                .map(|(a, b)| format!("{a}-{b}"))
-                .unwrap_or_else(|| "-".to_owned()),
-            m.topics.join(", "),
-            row.path
-        ));
+    let mut text = if start == 0 {
+        format!("{}\n\n", search_door::document_header(row))
     } else {
-        text.push_str(&format!("{id} ({}), continued:\n", row.path));
-    }
+        format!("{id} ({}), continued:\n", row.path)
+    };
     text.push_str(&page);
     if let Some(cursor) = &next {
         if !page.ends_with('\n') {
@@ -659,23 +640,17 @@ fn read_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Strin
             tokens(total)
         ));
     }
-    let structured = json!({
-        "id": id,
-        "path": row.path,
-        "title": m.title,
-        "kind": m.kind,
-        "date": m.date,
-        "harness": row.harness,
-        "machine": row.machine,
-        "session": m.session_id,
-        "seqRange": m.seq_range.map(|(a, b)| [a, b]),
-        "topics": m.topics,
-        "text": page,
-        "totalTokens": tokens(total),
-        "pageStartTokens": tokens(start),
-        "pageTokens": tokens(end - start),
-        "nextCursor": next,
-    });
+    let mut structured = search_door::document_fields(row);
+    for (key, value) in [
+        ("text", json!(page)),
+        ("totalTokens", json!(tokens(total))),
+        ("pageStartTokens", json!(tokens(start))),
+        ("pageTokens", json!(tokens(end - start))),
+        ("nextCursor", json!(next)),
+    ] {
+        structured.insert(key.to_owned(), value);
+    }
+    let structured = Value::Object(structured);
     Ok(Answer::Done { text, structured })
 }
 
