@@ -264,11 +264,17 @@ fn chapters_rules_refuses_an_overflowing_core_set_with_numbers() {
 
 /// Run `tests/it/mcp_client.py ERA` (the official Python SDK's client, `mcp` 2.x) against the
 /// built `chapters mcp` on `sb`'s workspace; its JSON report.
-fn python_client(sb: &Sandbox, era: &str, query: &str) -> Value {
+fn python_client(sb: &Sandbox, era: &str, query: &str, artifact: &str) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/mcp_client.py");
     let mut cmd = Command::new("python3");
     cmd.arg(&script)
-        .args([era, env!("CARGO_BIN_EXE_chapters"), &sb.ws_str(), query])
+        .args([
+            era,
+            env!("CARGO_BIN_EXE_chapters"),
+            &sb.ws_str(),
+            query,
+            artifact,
+        ])
         .current_dir(&sb.ws)
         .env("DSH_HOME", &sb.home)
         .env("CHAPTERS_HARNESS_ID", &sb.harness);
@@ -313,9 +319,14 @@ fn the_python_sdk_client_works_in_both_protocol_eras() {
         .collect();
     long.tool_calls = vec![bash(&sb.ws, "cat golden.csv", &body)];
     turns.push(long);
+    let mut big = TurnSpec::new("Dump the whole generated schema please", "Here it is.");
+    let dump: String = (0..4000).map(|i| format!("column_{i} text\n")).collect();
+    big.tool_calls = vec![bash(&sb.ws, "cat schema.sql", &dump)];
+    turns.push(big);
     sb.write_session(S1, 4, true, &turns);
     sb.ok(&["init"]);
     sb.ok(&["archive"]);
+    let hash = artifact_hash(&sb);
     let all = [
         "chapters_search",
         "chapters_read",
@@ -325,7 +336,7 @@ fn the_python_sdk_client_works_in_both_protocol_eras() {
     ];
 
     for era in ["modern", "legacy"] {
-        let r = python_client(&sb, era, "csv exporter");
+        let r = python_client(&sb, era, "csv exporter", &hash);
         let version = if era == "modern" {
             "2026-07-28"
         } else {
@@ -411,6 +422,34 @@ fn the_python_sdk_client_works_in_both_protocol_eras() {
             "{era}: {next}"
         );
 
+        // The other tools answer structured content too.
+        let rules = &r["rules"];
+        assert_eq!(rules["isError"], false, "{era}: {rules}");
+        assert_eq!(rules["structured"]["governing"], false, "{era}: {rules}");
+        assert_eq!(rules["structured"]["linked"], false, "{era}: {rules}");
+        let proposed = &r["propose"];
+        let written: Vec<&Value> = proposed
+            .as_array()
+            .expect("proposals")
+            .iter()
+            .map(|p| &p["structured"]["written"])
+            .collect();
+        let first_write = if era == "modern" {
+            "new"
+        } else {
+            "already-here"
+        };
+        assert_eq!(
+            written,
+            [&json!(first_write), &json!("already-here")],
+            "{era}: {proposed}"
+        );
+        assert_eq!(proposed[0]["structured"]["status"], "proposed");
+        let artifact = &r["artifact"]["structured"];
+        assert_eq!(artifact["hash"], hash.as_str(), "{era}: {artifact}");
+        assert_eq!(artifact["end"], 200, "{era}: {artifact}");
+        assert_eq!(artifact["nextOffset"], 200, "{era}: {artifact}");
+
         // Mistakes in arguments: error results with a sentence to act on.
         let bad = r["badArguments"].as_array().expect("bad");
         let expect = [
@@ -465,7 +504,7 @@ fn the_python_sdk_client_works_in_both_protocol_eras() {
     }
 
     // 2025-06-18, spoken by hand: the SDK's client offers only its newest handshake version.
-    let r = python_client(&sb, "2025-06-18", "csv exporter");
+    let r = python_client(&sb, "2025-06-18", "csv exporter", &hash);
     assert_eq!(r["protocolVersion"], "2025-06-18", "{r}");
     assert_eq!(tool_names(&r), all);
     assert_eq!(r["search"]["isError"], false, "{r}");

@@ -1,6 +1,6 @@
 """Drive `chapters mcp` with the official MCP Python SDK's client (mcp 2.x), as an agent would.
 
-Usage: mcp_client.py ERA CHAPTERS_BINARY WORKSPACE QUERY
+Usage: mcp_client.py ERA CHAPTERS_BINARY WORKSPACE QUERY ARTIFACT_HASH
   ERA: `modern`  - the SDK's default connect (`mode="auto"`: `server/discover`, 2026-07-28)
        `legacy`  - the SDK's `mode="legacy"`: the `initialize` handshake (2025-11-25)
        `2025-06-18` - the SDK client cannot offer an older handshake version, so this era is a
@@ -46,7 +46,7 @@ def tool_result(result):
     }
 
 
-async def sdk_session(era, binary, workspace, query):
+async def sdk_session(era, binary, workspace, query, artifact):
     from mcp.client.client import Client
     from mcp.client.stdio import StdioServerParameters
     from mcp.shared.exceptions import MCPError
@@ -92,6 +92,22 @@ async def sdk_session(era, binary, workspace, query):
                         "chapters_read", {"id": matches[0]["id"], "cursor": cursor, "max_tokens": 40}
                     )
                 )
+        # The other three tools: the SDK checks each structuredContent against its outputSchema.
+        out["rules"] = tool_result(
+            await client.call_tool("chapters_rules", {"task": "change the csv exporter"})
+        )
+        out["propose"] = [
+            tool_result(
+                await client.call_tool(
+                    "chapters_rule_propose",
+                    {"category": "testing", "text": "Every exporter change ships with a golden file."},
+                )
+            )
+            for _ in range(2)
+        ]
+        out["artifact"] = tool_result(
+            await client.call_tool("chapters_artifact", {"hash": artifact, "max_tokens": 50})
+        )
         out["badArguments"] = [
             tool_result(await client.call_tool(name, args))
             for name, args in [
@@ -164,9 +180,9 @@ def raw_session(version, binary, workspace, query):
 
 
 def main():
-    era, binary, workspace, query = sys.argv[1:5]
+    era, binary, workspace, query, artifact = sys.argv[1:6]
     if era in ("modern", "legacy"):
-        out = asyncio.run(sdk_session(era, binary, workspace, query))
+        out = asyncio.run(sdk_session(era, binary, workspace, query, artifact))
     else:
         out = raw_session(era, binary, workspace, query)
     import mcp  # noqa: F401 - the version the test ran against
