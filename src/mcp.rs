@@ -83,7 +83,7 @@ pub fn unusable_reason(workspace: &Path) -> Option<String> {
         ""
     };
     Some(format!(
-        "no project at {}{launched}: it is neither a git checkout nor a folder with a chapters store ({STORE_DIR}); register the server as `chapters mcp --workspace /path/to/project`",
+        "no project at {}{launched}: it is neither a git checkout nor a folder with a chapters store ({STORE_DIR}); register the server as `chapters mcp --workspace /path/to/project` (or run `chapters init` in this folder to make it one)",
         workspace.display()
     ))
 }
