@@ -1,11 +1,25 @@
 //! `chapters mcp`: a Model Context Protocol server on stdio (shell). Newline-delimited
-//! JSON-RPC 2.0, synchronous: one request in, one response out, in order. Four tools —
-//! `chapters_search`, `chapters_rules`, `chapters_rule_propose` (always `proposed`; nothing
-//! here approves, pins or revokes) and `chapters_artifact` — each a thin door over the same
-//! library functions the CLI uses (`search`, `rules::store::assemble`, the store).
+//! JSON-RPC 2.0, synchronous: one request in, one response out, in order.
+//!
+//! Both protocol eras, per request (the server keeps no session state):
+//! - **2026-07-28** ([`MODERN_VERSIONS`]): no handshake; `server/discover` names the versions
+//!   and capabilities, and every request carries its protocol version and the client's
+//!   capabilities in `params._meta`. A version this server does not speak is error -32022
+//!   with the supported versions in `data`. Every result carries `resultType` and the
+//!   server's identity in `_meta`.
+//! - **2025-11-25, 2025-06-18** and older ([`HANDSHAKE_VERSIONS`]): `initialize`, then plain
+//!   requests.
+//!
+//! Five tools (`tools`): each a thin door over the library functions the CLI uses. A tool's
+//! argument mistakes and failures are tool results with `isError` (the model reads and fixes
+//! them); JSON-RPC errors are for protocol faults only (bad JSON, unknown method or tool,
+//! an unsupported version).
 //!
 //! Built on serde_json rather than an SDK: the protocol surface a tools-only server needs
-//! is small, and an SDK would bring an async runtime into a crate that has none.
+//! is small, and an SDK would bring an async runtime into a crate that has none. The
+//! integration tests drive it with the official Python SDK's client in both eras.
+
+mod tools;
 
 use std::io::{self, BufRead, Write};
 use std::path::Path;
@@ -14,28 +28,28 @@ use serde_json::{json, Map, Value};
 
 use crate::config::Config;
 use crate::identity::Identity;
-use crate::redact::Redactor;
-use crate::rules::block::Block;
-use crate::rules::store::{self as rules_store, AssembleRequest, Written};
-use crate::rules::Rule;
-use crate::search;
-use crate::search_door;
-use crate::store::{Store, MIRROR_DIR, STORE_DIR};
+use crate::store::STORE_DIR;
 
-/// Protocol revisions this server speaks, newest first. A client asking for another gets
-/// the newest, and may disconnect (the protocol's negotiation).
-pub const PROTOCOL_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
-/// `chapters_artifact`'s page size when the call names none, in estimated tokens.
-const DEFAULT_ARTIFACT_TOKENS: u64 = 2000;
-/// The largest page `chapters_artifact` returns in one call.
-const MAX_ARTIFACT_TOKENS: u64 = 50_000;
+/// Per-request-envelope revisions this server speaks, newest first.
+pub const MODERN_VERSIONS: &[&str] = &["2026-07-28"];
+/// Revisions reached through the `initialize` handshake, newest first. A client asking for
+/// another gets the newest, and may disconnect (the handshake's negotiation).
+pub const HANDSHAKE_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 /// A request line longer than this is refused unread (a tool call is a few KiB).
 const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+
+/// `_meta` keys of the 2026-07-28 envelope.
+const VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
 const METHOD_NOT_FOUND: i64 = -32601;
 const INVALID_PARAMS: i64 = -32602;
+const UNSUPPORTED_VERSION: i64 = -32022;
+
+const INSTRUCTIONS: &str = "Before a task, call chapters_rules with the task description and name the rules you follow. For earlier work, decisions or bug history, call chapters_search first, then chapters_read with a result's id to read it. chapters_artifact returns an oversized tool result by its hash.";
 
 /// What the server answers from, resolved once at start.
 pub struct McpContext<'a> {
@@ -44,12 +58,43 @@ pub struct McpContext<'a> {
     pub config: &'a Config,
     pub identity: &'a Identity,
     pub harness_id: &'a str,
-    /// The clock, read per search (recency).
+    /// The clock, read per search (recency, `since`/`until`).
     pub now_ms: &'a dyn Fn() -> i64,
 }
 
+/// The workspace the server was started on.
+pub enum Workspace<'a> {
+    Ready(McpContext<'a>),
+    /// No project to answer from (an editor started the server from `/`, a folder with no
+    /// project, a workspace that cannot be read): the protocol is served, and every tool
+    /// call answers this reason as an error result.
+    Unusable(String),
+}
+
+/// Why `workspace` is no project to serve, if it is none: neither a git checkout nor a
+/// folder with a chapters store. The reason names `--workspace`.
+pub fn unusable_reason(workspace: &Path) -> Option<String> {
+    if workspace.join(".git").exists() || workspace.join(STORE_DIR).is_dir() {
+        return None;
+    }
+    let launched = if workspace == Path::new("/") {
+        " (a client started this server from `/`)"
+    } else {
+        ""
+    };
+    Some(format!(
+        "no project at {}{launched}: it is neither a git checkout nor a folder with a chapters store ({STORE_DIR}); register the server as `chapters mcp --workspace /path/to/project` (or run `chapters init` in this folder to make it one)",
+        workspace.display()
+    ))
+}
+
+/// The reason for a workspace that could not be opened at all.
+pub fn unopened_reason(error: &str) -> String {
+    format!("the workspace could not be opened: {error}; register the server as `chapters mcp --workspace /path/to/project`")
+}
+
 /// Serve until the input ends.
-pub fn serve(ctx: &McpContext<'_>, input: impl BufRead, mut output: impl Write) -> io::Result<()> {
+pub fn serve(ws: &Workspace<'_>, input: impl BufRead, mut output: impl Write) -> io::Result<()> {
     let mut input = input;
     let mut line = Vec::new();
     loop {
@@ -72,10 +117,10 @@ pub fn serve(ctx: &McpContext<'_>, input: impl BufRead, mut output: impl Write) 
             match serde_json::from_str::<Value>(text.trim()) {
                 Err(e) => Some(error(Value::Null, PARSE_ERROR, &format!("not JSON: {e}"))),
                 Ok(Value::Array(batch)) if !batch.is_empty() => {
-                    let answers: Vec<Value> = batch.iter().filter_map(|m| handle(ctx, m)).collect();
+                    let answers: Vec<Value> = batch.iter().filter_map(|m| handle(ws, m)).collect();
                     (!answers.is_empty()).then_some(Value::Array(answers))
                 }
-                Ok(message) => handle(ctx, &message),
+                Ok(message) => handle(ws, &message),
             }
         };
         if let Some(response) = response {
@@ -110,16 +155,92 @@ fn read_bounded_line(input: &mut impl BufRead, out: &mut Vec<u8>) -> io::Result<
     }
 }
 
+/// A JSON-RPC error: code, message, optional `data`.
+struct Fault {
+    code: i64,
+    message: String,
+    data: Option<Value>,
+}
+
+impl Fault {
+    fn new(code: i64, message: impl Into<String>) -> Fault {
+        Fault {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+}
+
 fn error(id: Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
-fn result(id: Value, value: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": value})
+fn fault(id: Value, f: Fault) -> Value {
+    let mut e = json!({"code": f.code, "message": f.message});
+    if let Some(data) = f.data {
+        e["data"] = data;
+    }
+    json!({"jsonrpc": "2.0", "id": id, "error": e})
+}
+
+/// Which era a request speaks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Era {
+    /// `initialize`, and requests without the 2026 envelope.
+    Handshake,
+    /// A request carrying the 2026-07-28 envelope (or `server/discover`).
+    Modern,
+}
+
+/// The era of one request, or the protocol fault its envelope is. `initialize` is always the
+/// handshake (it does not exist at 2026 versions); the envelope's version key alone marks a
+/// modern request, and then the envelope must be whole and its version one this server speaks.
+fn era_of(method: &str, params: &Value) -> Result<Era, Fault> {
+    if method == "initialize" {
+        return Ok(Era::Handshake);
+    }
+    let meta = params.get("_meta");
+    let Some(version) = meta.and_then(|m| m.get(VERSION_KEY)) else {
+        // A discovery probe without an envelope is still answered as the 2026 method.
+        return Ok(if method == "server/discover" {
+            Era::Modern
+        } else {
+            Era::Handshake
+        });
+    };
+    let Some(version) = version.as_str() else {
+        return Err(Fault::new(
+            INVALID_PARAMS,
+            format!("params._meta[{VERSION_KEY:?}] must be a string, got {version}"),
+        ));
+    };
+    if !MODERN_VERSIONS.contains(&version) {
+        return Err(Fault {
+            code: UNSUPPORTED_VERSION,
+            message: format!(
+                "unsupported protocol version {version:?}: this server speaks {} per request, and {} through initialize",
+                MODERN_VERSIONS.join(", "),
+                HANDSHAKE_VERSIONS.join(", ")
+            ),
+            data: Some(json!({"supported": MODERN_VERSIONS, "requested": version})),
+        });
+    }
+    if meta.and_then(|m| m.get(CAPABILITIES_KEY)).is_none() {
+        return Err(Fault::new(
+            INVALID_PARAMS,
+            format!("params._meta is missing the required envelope key {CAPABILITIES_KEY}"),
+        ));
+    }
+    Ok(Era::Modern)
+}
+
+fn server_info() -> Value {
+    json!({"name": "dsh-chapters", "title": "dsh-chapters", "version": env!("CARGO_PKG_VERSION")})
 }
 
 /// One message → its response; notifications and responses get none.
-fn handle(ctx: &McpContext<'_>, message: &Value) -> Option<Value> {
+fn handle(ws: &Workspace<'_>, message: &Value) -> Option<Value> {
     let Some(obj) = message.as_object() else {
         return Some(error(
             Value::Null,
@@ -153,394 +274,186 @@ fn handle(ctx: &McpContext<'_>, message: &Value) -> Option<Value> {
     };
     let id = id?; // a notification: acted on (there is nothing to act on), never answered
     let params = obj.get("params").cloned().unwrap_or(Value::Null);
-    Some(match method {
-        "initialize" => result(id, initialize(&params)),
-        "ping" => result(id, json!({})),
-        "tools/list" => result(id, json!({"tools": tools()})),
-        "tools/call" => match call(ctx, &params) {
-            Ok(value) => result(id, value),
-            Err(message) => error(id, INVALID_PARAMS, &message),
-        },
-        other => error(id, METHOD_NOT_FOUND, &format!("unknown method {other:?}; this server answers initialize, ping, tools/list and tools/call")),
+    if !(params.is_null() || params.is_object()) {
+        return Some(error(
+            id,
+            INVALID_PARAMS,
+            &format!("{method}: `params` must be an object"),
+        ));
+    }
+    let era = match era_of(method, &params) {
+        Ok(era) => era,
+        Err(f) => return Some(fault(id, f)),
+    };
+    let answer = match method {
+        "initialize" => Ok(initialize(ws, &params)),
+        "server/discover" => Ok(discover(ws)),
+        "ping" => Ok(json!({})),
+        "tools/list" => Ok(tools::list(era == Era::Modern)),
+        "tools/call" => tools::call(ws, &params),
+        other => Err(Fault::new(
+            METHOD_NOT_FOUND,
+            format!("unknown method {other:?}; this server answers server/discover, initialize, ping, tools/list and tools/call"),
+        )),
+    };
+    Some(match answer {
+        Ok(mut value) => {
+            if era == Era::Modern {
+                stamp_modern(&mut value);
+            }
+            json!({"jsonrpc": "2.0", "id": id, "result": value})
+        }
+        Err(f) => fault(id, f),
     })
 }
 
-fn initialize(params: &Value) -> Value {
+/// A 2026-era result: `resultType` and the server's identity in `_meta`.
+fn stamp_modern(value: &mut Value) {
+    if let Some(obj) = value.as_object_mut() {
+        obj.entry("resultType").or_insert_with(|| json!("complete"));
+        let meta = obj
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(SERVER_INFO_KEY.to_owned(), server_info());
+        }
+    }
+}
+
+fn instructions(ws: &Workspace<'_>) -> String {
+    match ws {
+        Workspace::Ready(_) => INSTRUCTIONS.to_owned(),
+        Workspace::Unusable(reason) => format!("Not usable yet: {reason}. {INSTRUCTIONS}"),
+    }
+}
+
+fn initialize(ws: &Workspace<'_>, params: &Value) -> Value {
     let asked = params.get("protocolVersion").and_then(Value::as_str);
     let version = asked
-        .filter(|v| PROTOCOL_VERSIONS.contains(v))
-        .unwrap_or(PROTOCOL_VERSIONS[0]);
+        .filter(|v| HANDSHAKE_VERSIONS.contains(v))
+        .unwrap_or(HANDSHAKE_VERSIONS[0]);
     json!({
         "protocolVersion": version,
         "capabilities": {"tools": {"listChanged": false}},
-        "serverInfo": {"name": "dsh-chapters", "version": env!("CARGO_PKG_VERSION")},
-        "instructions": "Before a task, call chapters_rules with the task description and name the rules you follow. For earlier work, decisions or bug history, call chapters_search first. chapters_artifact returns an oversized tool result by its hash.",
+        "serverInfo": server_info(),
+        "instructions": instructions(ws),
     })
 }
 
-fn tools() -> Value {
-    json!([
-        {
-            "name": "chapters_search",
-            "description": "Search this project's archived chapters, plans and rules (this machine's store, plus other machines' work when a pool is linked). Returns whole result lines, most relevant first, within a token budget.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "Words to look for in titles, topics (double), summaries and the conversations' text — tool output, commands, files read; `\"a phrase\"`, `prefix*`, `-word` leaves a word out; `plan` or `rule` finds those kinds."},
-                    "max_tokens": {"type": "integer", "minimum": 1, "description": "Token budget of the answer (default: searchDefaultMaxTokens)."},
-                    "topic": {"type": "string", "description": "Only documents carrying this topic."}
-                },
-                "required": ["query"]
-            }
-        },
-        {
-            "name": "chapters_rules",
-            "description": "The rules that apply to a task: project rules approved on this machine and, given a session, that session tree's rules — verbatim within the rules budget, with the count of any withheld.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "task": {"type": "string", "description": "What you are about to do."},
-                    "session": {"type": "string", "description": "The current session id (adds its session rules)."}
-                },
-                "required": ["task"]
-            }
-        },
-        {
-            "name": "chapters_rule_propose",
-            "description": "Propose a project rule. It is written `proposed` and governs nothing until a person approves it on each machine.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "category": {"type": "string", "description": "Lowercase category name, e.g. `testing`."},
-                    "text": {"type": "string", "description": "The rule, in words."}
-                },
-                "required": ["category", "text"]
-            }
-        },
-        {
-            "name": "chapters_artifact",
-            "description": "The text of an artifact (an oversized tool result a chapter names by SHA-256), one page within a token budget; a longer artifact says where the next page starts.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "hash": {"type": "string", "description": "The artifact's SHA-256 (64 hex digits)."},
-                    "max_tokens": {"type": "integer", "minimum": 1, "description": "Page size in estimated tokens (default 2000)."},
-                    "offset": {"type": "integer", "minimum": 0, "description": "First character of the page (default 0)."}
-                },
-                "required": ["hash"]
-            }
-        }
-    ])
-}
-
-fn text_result(text: String, is_error: bool) -> Value {
-    json!({"content": [{"type": "text", "text": text}], "isError": is_error})
-}
-
-/// Argument access with the tool named in every complaint.
-struct Arguments<'a> {
-    tool: &'a str,
-    map: Map<String, Value>,
-}
-
-impl Arguments<'_> {
-    fn string(&self, key: &str, required: bool) -> Result<Option<String>, String> {
-        match self.map.get(key) {
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            None | Some(Value::Null) if !required => Ok(None),
-            None | Some(Value::Null) => {
-                Err(format!("{}: `{key}` is required (a string)", self.tool))
-            }
-            Some(other) => Err(format!(
-                "{}: `{key}` must be a string, got {other}",
-                self.tool
-            )),
-        }
-    }
-
-    fn count(&self, key: &str) -> Result<Option<u64>, String> {
-        match self.map.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => v.as_u64().map(Some).ok_or_else(|| {
-                format!(
-                    "{}: `{key}` must be a non-negative integer, got {v}",
-                    self.tool
-                )
-            }),
-        }
-    }
-}
-
-/// `tools/call`: an unknown tool or bad arguments is a protocol error (the caller fixes the
-/// call); a tool that ran and could not answer is a result with `isError`.
-fn call(ctx: &McpContext<'_>, params: &Value) -> Result<Value, String> {
-    let tool = params
-        .get("name")
-        .and_then(Value::as_str)
-        .ok_or("tools/call needs `name`, one of the tools tools/list names")?;
-    let map = match params.get("arguments") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(m)) => m.clone(),
-        Some(other) => {
-            return Err(format!(
-                "{tool}: `arguments` must be an object, got {other}"
-            ))
-        }
-    };
-    let args = Arguments { tool, map };
-    match tool {
-        "chapters_search" => search_tool(ctx, &args),
-        "chapters_rules" => rules_tool(ctx, &args),
-        "chapters_rule_propose" => propose_tool(ctx, &args),
-        "chapters_artifact" => artifact_tool(ctx, &args),
-        other => Err(format!(
-            "unknown tool {other:?}; the tools are chapters_search, chapters_rules, chapters_rule_propose and chapters_artifact"
-        )),
-    }
-}
-
-fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Value, String> {
-    let text = args.string("query", true)?.unwrap_or_default();
-    let request = search_door::Request::text(&text, args.string("topic", false)?);
-    if request.query.is_empty() && request.topic.is_none() {
-        return Err(format!(
-            "chapters_search: the query {text:?} has no word to look for (letters or digits)"
-        ));
-    }
-    let budget = args
-        .count("max_tokens")?
-        .unwrap_or(ctx.config.search_default_max_tokens);
-    let corpus = match search_door::open(
-        ctx.workspace,
-        &ctx.identity.project_key,
-        false,
-        std::time::Duration::from_millis(ctx.config.writer_lock_timeout_ms),
-    ) {
-        Ok(corpus) => corpus,
-        Err(e) => return Ok(text_result(format!("search failed: {e}"), true)),
-    };
-    let mut request = request;
-    request.topic = request
-        .topic
-        .as_deref()
-        .map(|t| corpus.curation.canonical(t).topic);
-    let params = search::ScoreParams {
-        curation: corpus.curation.clone(),
-        core_rule_bonus: ctx.config.rules_core_bonus,
-    };
-    let now = search::day_start((ctx.now_ms)());
-    let answer = match corpus.answer_packed(&request, &params, ctx.harness_id, now, budget) {
-        Ok(answer) => answer,
-        Err(e) => return Ok(text_result(format!("search failed: {e}"), true)),
-    };
-    let mut out = corpus.door.describe(corpus.documents, corpus.mirror_absent);
-    out.push('\n');
-    if let Some(needed) = answer.packed.first_line_too_large {
-        return Ok(text_result(
-            format!("{out}budget too small: the best of {} matches is one line of {needed} tokens and max_tokens is {budget}; ask again with max_tokens {needed} or more (a line is never clipped)", answer.total),
-            true,
-        ));
-    }
-    if corpus.documents == 0 {
-        out.push_str("nothing here: no chapters, plans or rules archived yet\n");
-    } else if answer.total == 0 {
-        out.push_str(&format!("nothing matched {text:?}: try other words\n"));
-    } else {
-        for line in &answer.lines[..answer.packed.shown] {
-            out.push_str(line);
-            out.push('\n');
-        }
-        out.push_str(&format!(
-            "shown {} of {} matches, used {} of {} tokens\n",
-            answer.packed.shown, answer.total, answer.packed.used, answer.packed.requested
-        ));
-    }
-    Ok(text_result(out, false))
-}
-
-fn rules_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Value, String> {
-    let task = args.string("task", true)?.unwrap_or_default();
-    let session = args.string("session", false)?;
-    let assembled = match rules_store::assemble(&AssembleRequest {
-        workspace: ctx.workspace,
-        dsh_home: ctx.dsh_home,
-        config: ctx.config,
-        identity: ctx.identity,
-        harness: ctx.harness_id,
-        session: session.as_deref(),
-        include_session: session.is_some(),
-        terms: Some(search::query_terms(&task)),
-    }) {
-        Ok(a) => a,
-        Err(e) => return Ok(text_result(format!("rules could not be read: {e}"), true)),
-    };
-    // §7.8: the door names a missing project rather than answering a silent zero.
-    let note = if assembled.linked {
-        String::new()
-    } else {
-        format!(
-            "note: no project pool is linked here — project {} resolves from {} ({}); project rules govern only a linked checkout (`chapters link`)\n",
-            ctx.identity.project_key,
-            ctx.identity.source.as_str(),
-            ctx.identity.origin
-        )
-    };
-    Ok(match assembled.block {
-        Block::Rendered(r) => text_result(format!("{}{note}", r.text), false),
-        Block::None => text_result(
-            format!(
-                "no rule governs this task on this machine ({} project rule(s) proposed and not approved here)\n{note}",
-                assembled.proposed
-            ),
-            false,
-        ),
-        Block::Refused(refusal) => text_result(format!("{}\n{note}", refusal.message()), true),
+fn discover(ws: &Workspace<'_>) -> Value {
+    json!({
+        "supportedVersions": MODERN_VERSIONS,
+        "capabilities": {"tools": {}},
+        "instructions": instructions(ws),
+        "ttlMs": 0,
+        "cacheScope": "private",
     })
-}
-
-fn propose_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Value, String> {
-    let category = args.string("category", true)?.unwrap_or_default();
-    let text = args.string("text", true)?.unwrap_or_default();
-    let rule = Rule::project(&ctx.identity.project_key, &category, &text)
-        .map_err(|e| format!("chapters_rule_propose: {e}"))?;
-    let outcome = (|| -> Result<(Rule, Written), String> {
-        let store = Store::open(ctx.workspace).map_err(|e| e.to_string())?;
-        let redactor = Redactor::new(&ctx.config.redaction_patterns).map_err(|e| e.to_string())?;
-        let _lock = rules_store::lock(&store, ctx.config).map_err(|e| e.to_string())?;
-        rules_store::write_rule(&store, ctx.workspace, &redactor, rule).map_err(|e| e.to_string())
-    })();
-    Ok(match outcome {
-        Ok((rule, written)) => {
-            let what = match written {
-                Written::New => "proposed",
-                Written::AlreadyHere => "already proposed here",
-                Written::InThePool => "already proposed on another machine",
-            };
-            text_result(
-                format!(
-                    "{what}: {} ({}) — status proposed; it governs nothing until a person approves it on each machine (`chapters rule approve {} --by NAME`)\n",
-                    rule.id, rule.category, rule.id
-                ),
-                false,
-            )
-        }
-        Err(e) => text_result(format!("the rule was not written: {e}"), true),
-    })
-}
-
-fn artifact_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Value, String> {
-    let hash = args
-        .string("hash", true)?
-        .unwrap_or_default()
-        .to_lowercase();
-    if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(format!(
-            "chapters_artifact: `hash` must be 64 hex digits (an artifact's SHA-256), got {hash:?}"
-        ));
-    }
-    let budget = args
-        .count("max_tokens")?
-        .unwrap_or(DEFAULT_ARTIFACT_TOKENS)
-        .clamp(1, MAX_ARTIFACT_TOKENS);
-    let offset = args.count("offset")?.unwrap_or(0) as usize;
-    let Some(path) = find_artifact(ctx, &hash) else {
-        return Ok(text_result(
-            format!("no artifact {hash} in this machine's store or the pool mirror (`chapters sync` brings in other machines' artifacts)"),
-            true,
-        ));
-    };
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) => {
-            return Ok(text_result(
-                format!("cannot read {}: {e}", path.display()),
-                true,
-            ))
-        }
-    };
-    let total = text.chars().count();
-    if offset > total {
-        return Err(format!(
-            "chapters_artifact: offset {offset} is past the artifact's end ({total} characters)"
-        ));
-    }
-    let page_chars = (budget * 4) as usize;
-    let page: String = text.chars().skip(offset).take(page_chars).collect();
-    let end = offset + page.chars().count();
-    let header = if offset == 0 && end == total {
-        format!("artifact {hash} ({total} characters)\n")
-    } else {
-        format!(
-            "artifact {hash}: characters {offset}–{end} of {total}{}\n",
-            if end < total {
-                format!("; call again with offset {end} for the rest")
-            } else {
-                String::new()
-            }
-        )
-    };
-    Ok(text_result(format!("{header}{page}"), false))
-}
-
-/// `<store>/<root>/artifacts/ab/<sha>.txt` (any root), then the mirror's
-/// `artifacts/<projectKey>/ab/<sha>.txt`.
-fn find_artifact(ctx: &McpContext<'_>, hash: &str) -> Option<std::path::PathBuf> {
-    let rel = crate::render::artifact_path(hash);
-    if let Ok(store) = Store::open(ctx.workspace) {
-        for root in store.roots().unwrap_or_default() {
-            let p = ctx.workspace.join(STORE_DIR).join(&root).join(&rel);
-            if p.is_file() {
-                return Some(p);
-            }
-        }
-    }
-    let p = ctx
-        .workspace
-        .join(MIRROR_DIR)
-        .join("artifacts")
-        .join(&ctx.identity.project_key)
-        .join(&hash[..2])
-        .join(format!("{hash}.txt"));
-    p.is_file().then_some(p)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn negotiation_echoes_a_known_version_and_offers_the_newest_otherwise() {
-        let v = initialize(&json!({"protocolVersion": "2024-11-05"}));
-        assert_eq!(v["protocolVersion"], "2024-11-05");
-        let v = initialize(&json!({"protocolVersion": "1999-01-01"}));
-        assert_eq!(v["protocolVersion"], PROTOCOL_VERSIONS[0]);
-        assert!(v["capabilities"]["tools"].is_object());
+    fn modern(version: &str) -> Value {
+        json!({"_meta": {VERSION_KEY: version, CAPABILITIES_KEY: {}}})
+    }
+
+    fn ask(method: &str, params: Value) -> Value {
+        let ws = Workspace::Unusable("no project here".to_owned());
+        handle(
+            &ws,
+            &json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}),
+        )
+        .expect("an answer")
     }
 
     #[test]
-    fn every_tool_has_a_schema_with_its_required_fields() {
-        let tools = tools();
-        let names: Vec<&str> = tools
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap())
-            .collect();
+    fn negotiation_echoes_a_known_version_and_offers_the_newest_otherwise() {
+        let ws = Workspace::Unusable("x".to_owned());
+        let v = initialize(&ws, &json!({"protocolVersion": "2025-06-18"}));
+        assert_eq!(v["protocolVersion"], "2025-06-18");
+        let v = initialize(&ws, &json!({"protocolVersion": "2026-07-28"}));
         assert_eq!(
-            names,
-            [
-                "chapters_search",
-                "chapters_rules",
-                "chapters_rule_propose",
-                "chapters_artifact"
-            ]
+            v["protocolVersion"], "2025-11-25",
+            "initialize is the handshake era"
         );
-        for t in tools.as_array().unwrap() {
-            assert_eq!(t["inputSchema"]["type"], "object");
-            for r in t["inputSchema"]["required"].as_array().unwrap() {
-                assert!(t["inputSchema"]["properties"][r.as_str().unwrap()].is_object());
-            }
+        let v = initialize(&ws, &json!({"protocolVersion": "1999-01-01"}));
+        assert_eq!(v["protocolVersion"], HANDSHAKE_VERSIONS[0]);
+        assert!(v["capabilities"]["tools"].is_object());
+        assert!(v.get("resultType").is_none());
+    }
+
+    #[test]
+    fn discover_and_every_modern_result_carry_result_type_and_server_info() {
+        let d = ask("server/discover", modern("2026-07-28"));
+        let r = &d["result"];
+        assert_eq!(r["supportedVersions"], json!(["2026-07-28"]));
+        assert_eq!(r["resultType"], "complete");
+        assert_eq!(r["_meta"][SERVER_INFO_KEY]["name"], "dsh-chapters");
+        assert!(r["capabilities"]["tools"].is_object());
+        for method in ["ping", "tools/list"] {
+            let v = ask(method, modern("2026-07-28"));
+            assert_eq!(v["result"]["resultType"], "complete", "{method}: {v}");
         }
+        let v = ask(
+            "tools/call",
+            json!({"name": "chapters_search", "arguments": {"query": "x"}, "_meta": {VERSION_KEY: "2026-07-28", CAPABILITIES_KEY: {}}}),
+        );
+        assert_eq!(v["result"]["resultType"], "complete", "{v}");
+        assert_eq!(v["result"]["isError"], true, "no project here: {v}");
+        // The handshake era's results stay as they were.
+        assert_eq!(ask("ping", json!({}))["result"], json!({}));
+    }
+
+    #[test]
+    fn an_unsupported_version_is_32022_naming_the_supported_ones() {
+        let v = ask("tools/list", modern("2099-01-01"));
+        assert_eq!(v["error"]["code"], -32022, "{v}");
+        assert_eq!(v["error"]["data"]["supported"], json!(["2026-07-28"]));
+        assert_eq!(v["error"]["data"]["requested"], "2099-01-01");
+        // A handshake version is not spoken through the envelope.
+        let v = ask("tools/list", modern("2025-06-18"));
+        assert_eq!(v["error"]["code"], -32022, "{v}");
+        // A half envelope is a protocol fault naming the missing key.
+        let v = ask("tools/list", json!({"_meta": {VERSION_KEY: "2026-07-28"}}));
+        assert_eq!(v["error"]["code"], -32602, "{v}");
+        assert!(v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(CAPABILITIES_KEY));
+        let v = ask("tools/list", json!({"_meta": {VERSION_KEY: 7}}));
+        assert_eq!(v["error"]["code"], -32602, "{v}");
+        // initialize stays the handshake even when stamped.
+        let v = ask(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}, "_meta": {VERSION_KEY: "2099-01-01"}}),
+        );
+        assert_eq!(v["result"]["protocolVersion"], "2025-11-25", "{v}");
+    }
+
+    #[test]
+    fn an_unusable_workspace_names_the_flag() {
+        let tmp = tempfile::tempdir().unwrap();
+        let reason = unusable_reason(tmp.path()).expect("an empty folder is no project");
+        assert!(reason.contains("--workspace"), "{reason}");
+        assert!(unusable_reason(Path::new("/"))
+            .is_some_and(|r| r.contains("started this server from `/`")));
+        std::fs::create_dir(tmp.path().join(".git")).unwrap();
+        assert_eq!(unusable_reason(tmp.path()), None);
+        let v = ask(
+            "tools/call",
+            json!({"name": "chapters_read", "arguments": {"id": "a/1"}}),
+        );
+        assert_eq!(v["result"]["isError"], true);
+        assert!(v["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("no project here"));
+        let init = ask("initialize", json!({"protocolVersion": "2025-11-25"}));
+        assert!(init["result"]["instructions"]
+            .as_str()
+            .unwrap()
+            .starts_with("Not usable yet: no project here"));
     }
 
     #[test]

@@ -502,6 +502,52 @@ impl Corpus {
     }
 }
 
+/// The header `chapters show` and the MCP tool `chapters_read` print above a document's
+/// body: `# title`, then id, date, harness, machine, session, seq range and topics on one
+/// line, then the path (no trailing newline).
+pub fn document_header(row: &Row) -> String {
+    let m = &row.meta;
+    format!(
+        "# {}\n{} | {} | {} | {} | session {} | seq {} | topics: {}\n{}",
+        m.title.replace(|c: char| c.is_control(), " "),
+        short_id(&row.root, &row.name, &row.path),
+        m.date.as_deref().unwrap_or("-"),
+        row.harness,
+        if row.machine.is_empty() {
+            "-"
+        } else {
+            &row.machine
+        },
+        m.session_id.as_deref().unwrap_or("-"),
+        m.seq_range
+            .map(|(a, b)| format!("{a}-{b}"))
+            .unwrap_or_else(|| "-".to_owned()),
+        m.topics.join(", "),
+        row.path
+    )
+}
+
+/// The same header's fields as JSON (`chapters show --json`, `chapters_read`).
+pub fn document_fields(row: &Row) -> serde_json::Map<String, serde_json::Value> {
+    let m = &row.meta;
+    let v = serde_json::json!({
+        "id": short_id(&row.root, &row.name, &row.path),
+        "path": row.path,
+        "title": m.title,
+        "kind": m.kind,
+        "date": m.date,
+        "harness": row.harness,
+        "machine": row.machine,
+        "session": m.session_id,
+        "seqRange": m.seq_range.map(|(a, b)| [a, b]),
+        "topics": m.topics,
+    });
+    match v {
+        serde_json::Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    }
+}
+
 /// A document's body, or `None` when it cannot be read.
 pub fn read_body(path: &Path) -> Option<String> {
     let text = std::fs::read_to_string(path).ok()?;

@@ -5,7 +5,6 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 
-use dsh_chapters::search::cache::short_id;
 use dsh_chapters::search_door;
 
 use super::Env;
@@ -74,41 +73,12 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         return Ok(());
     }
     let body = dsh_chapters::render::body_text(&text).unwrap_or(&text);
-    let m = &row.meta;
-    let id = short_id(&row.root, &row.name, &row.path);
     if args.json {
-        return super::print_json(&json!({
-            "id": id,
-            "path": row.path,
-            "title": m.title,
-            "kind": m.kind,
-            "date": m.date,
-            "harness": row.harness,
-            "machine": row.machine,
-            "session": m.session_id,
-            "seqRange": m.seq_range.map(|(a, b)| [a, b]),
-            "topics": m.topics,
-            "body": body,
-        }));
+        let mut doc = search_door::document_fields(row);
+        doc.insert("body".to_owned(), json!(body));
+        return super::print_json(&serde_json::Value::Object(doc));
     }
-    println!("# {}", m.title.replace(|c: char| c.is_control(), " "));
-    println!(
-        "{} | {} | {} | {} | session {} | seq {} | topics: {}",
-        id,
-        m.date.as_deref().unwrap_or("-"),
-        row.harness,
-        if row.machine.is_empty() {
-            "-"
-        } else {
-            &row.machine
-        },
-        m.session_id.as_deref().unwrap_or("-"),
-        m.seq_range
-            .map(|(a, b)| format!("{a}-{b}"))
-            .unwrap_or_else(|| "-".to_owned()),
-        m.topics.join(", ")
-    );
-    println!("{}", row.path);
+    println!("{}", search_door::document_header(row));
     println!();
     print!("{body}");
     Ok(())
