@@ -304,7 +304,8 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Value, Stri
     let request = search_door::Request::text(&text, args.string("topic", false)?);
     if request.query.is_empty() && request.topic.is_none() {
         return Err(format!(
-            "chapters_search: the query {text:?} has no word to look for (letters or digits)"
+            "chapters_search: the query {:?} has no word to look for (letters or digits)",
+            crate::redact::echo(&text)
         ));
     }
     let budget = args
@@ -344,7 +345,9 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Value, Stri
     if corpus.documents == 0 {
         out.push_str("nothing here: no chapters, plans or rules archived yet\n");
     } else if answer.total == 0 {
-        out.push_str(&format!("nothing matched {text:?}: try other words\n"));
+        // The query is not echoed: the caller has it, and a password typed into a query
+        // is a secret no rule can tell from a word.
+        out.push_str("nothing matched the query: try other words\n");
     } else {
         for line in &answer.lines[..answer.packed.shown] {
             out.push_str(line);
