@@ -590,6 +590,18 @@ impl Store {
         Ok(docs)
     }
 
+    /// [`Store::archived`] as the store's document reader hands it to a deriver (the
+    /// continuation notice): `Redacted`, since the store holds only redacted documents.
+    pub fn archived_read_back(
+        &self,
+        root_session: &str,
+    ) -> Result<Vec<Redacted<ArchivedDoc>>, StoreError> {
+        let docs = self.archived(root_session)?;
+        Ok(read::Reader::of_store(&self.dir)
+            .read_back(docs)
+            .into_items())
+    }
+
     /// The highest number in a series, from file names alone (cheap; no frontmatter read).
     fn max_number(&self, root_session: &str, series: Series) -> Result<u32, StoreError> {
         let dir = self.chapters_dir(root_session)?;

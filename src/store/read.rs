@@ -6,8 +6,9 @@
 //! other machines' stores published), so what is read from there is redacted text. A
 //! [`Reader`] reads only there, and only it makes the [`ReadBack`] proof that
 //! [`Redacted::read_back`] needs. The derivers of the index, the vocabulary and the search
-//! cache read documents through the search table and the cache, which hold a `Reader`
-//! (a test in this module lists every caller of `read_back`).
+//! cache read documents through the search table and the cache, which hold a `Reader`; the
+//! continuation notice reads `Store::archived_read_back` (a test in this module lists every
+//! caller of `read_back`).
 
 use std::fs;
 use std::os::unix::fs::FileExt;
@@ -171,7 +172,12 @@ mod tests {
         callers.sort();
         assert_eq!(
             callers,
-            ["index/table.rs", "search/cache.rs", "store/read.rs"],
+            [
+                "index/table.rs",
+                "search/cache.rs",
+                "store/mod.rs",
+                "store/read.rs"
+            ],
             "who builds `Redacted` from read-back values"
         );
     }
