@@ -507,7 +507,7 @@ const HEADER_LABEL: &[u8] = b"authorization";
 pub(super) fn header_anchor(bytes: &[u8], at: usize) -> Option<usize> {
     let end = label_end_before(bytes, at);
     (end >= HEADER_LABEL.len()
-        && bytes[end - 1].to_ascii_lowercase() == b'n'
+        && bytes[end - 1].eq_ignore_ascii_case(&b'n')
         && ends_with_ignore_case(&bytes[..end], HEADER_LABEL))
     .then(|| end - HEADER_LABEL.len())
 }

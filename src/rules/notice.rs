@@ -71,6 +71,16 @@ pub fn build(
     out
 }
 
+impl crate::redact::Redactable for ChapterLine {
+    fn map_text(self, f: &mut dyn FnMut(&str) -> String) -> Self {
+        ChapterLine {
+            title: f(&self.title),
+            file_name: f(&self.file_name),
+            kind: f(&self.kind),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,15 +119,5 @@ mod tests {
         let empty = build("s-1", "s", NoticeIntent::Fork, &[], "");
         assert!(empty.starts_with("# Forked from session s-1\n\n## Finding things"));
         assert!(!empty.contains("## Rules"));
-    }
-}
-
-impl crate::redact::Redactable for ChapterLine {
-    fn map_text(self, f: &mut dyn FnMut(&str) -> String) -> Self {
-        ChapterLine {
-            title: f(&self.title),
-            file_name: f(&self.file_name),
-            kind: f(&self.kind),
-        }
     }
 }

@@ -598,12 +598,12 @@ fn insert_doc(
 /// neither.
 fn read_body(reader: &Reader, rel: &str) -> Redacted<(Extra, String)> {
     match reader.bytes(Path::new(rel)) {
-        Ok(bytes) => bytes.derive(parse_body),
+        Ok(bytes) => bytes.derive(|bytes| parse_body(bytes)),
         Err(_) => reader.read_back((Extra::default(), String::new())),
     }
 }
 
-fn parse_body(bytes: &Vec<u8>) -> (Extra, String) {
+fn parse_body(bytes: &[u8]) -> (Extra, String) {
     let text = String::from_utf8_lossy(bytes);
     let extra = crate::render::frontmatter_text(&text)
         .and_then(|y| serde_saphyr::from_str::<Extra>(y).ok())
