@@ -3,8 +3,11 @@
 //! arguments, inline and artifact-sized tool results, a plan, `ADD RULE:` lines) and in the
 //! answers of a loopback model; the workspace is archived, enriched and synced to a real
 //! local bare pool; then the store, the mirror, every object of the pool's history and the
-//! commands' answers are searched, case-insensitively, for each planted secret and every
-//! 8-character piece of it.
+//! commands' answers — the CLI's, and `chapters mcp`'s over stdio (search for each secret's
+//! words, rules, every artifact, any document reader it lists, a rule proposal) — are
+//! searched, case-insensitively, for each planted secret and every 8-character piece of it.
+//! Every context is planted in upper, lower and mixed case (`AuThOrIzAtIoN: bEaReR …`,
+//! `-----begin rsa private key-----`).
 //!
 //! The secrets are ONE table, [`SECRETS`]: a kind, a generated secret (never a real key) and
 //! the context it is written in. Add a row when a rule is added; every form and place below
@@ -632,6 +635,36 @@ fn mcp_answers(m: &Sandbox, table: &[Secret]) -> Vec<(String, Vec<u8>)> {
         );
         assert_eq!(answer["result"]["isError"], false, "{answer}");
         record(format!("mcp chapters_artifact {hash}"), answer);
+    }
+    // A reader of documents another tool may offer (`chapters_read`…): every chapter and
+    // plan, each required string argument given the document's path.
+    let documents: Vec<String> = artifacts
+        .iter()
+        .filter(|(name, _)| name.ends_with(".md") && name.contains("/chapters/"))
+        .filter_map(|(name, _)| {
+            let at = name.find(".dsh-chapters/")?;
+            Some(name[at..].to_owned())
+        })
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    for tool in listed["result"]["tools"].as_array().expect("tools") {
+        let name = tool["name"].as_str().unwrap_or_default();
+        if !name.contains("read") {
+            continue;
+        }
+        let required: Vec<&str> = tool["inputSchema"]["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        for path in &documents {
+            let arguments: serde_json::Map<String, Value> = required
+                .iter()
+                .map(|key| ((*key).to_owned(), json!(path)))
+                .collect();
+            let answer = mcp.request("tools/call", json!({"name": name, "arguments": arguments}));
+            record(format!("mcp {name} {path}"), answer);
+        }
     }
     if tools.contains("chapters_rule_propose") {
         let text: String = table
