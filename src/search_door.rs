@@ -297,7 +297,7 @@ impl Corpus {
                 now_ms,
                 resolve: 0,
             })? {
-                let doc = table.doc(f.seg, f.id)?;
+                let doc = table.doc(f.seg, f.id)?.into_inner();
                 paths.insert(doc.path.clone(), Some(doc));
             }
         }

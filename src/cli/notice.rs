@@ -7,10 +7,11 @@ use std::path::Path;
 use anyhow::Result;
 use serde_json::json;
 
+use dsh_chapters::redact::Redacted;
 use dsh_chapters::rules::block::Block;
 use dsh_chapters::rules::notice::{self, ChapterLine, NoticeIntent};
 use dsh_chapters::rules::store::{self as rules_store, AssembleRequest};
-use dsh_chapters::store::{Store, STORE_DIR};
+use dsh_chapters::store::Store;
 
 use super::rule::Intent;
 use super::Env;
@@ -51,7 +52,13 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         .as_ref()
         .map_or(args.session.as_str(), |l| l.root());
     let chapters = chapter_lines(&env, root);
-    let text = notice::build(&args.session, intent, &chapters, assembled.block.text());
+    let text = notice::build(
+        &args.session,
+        root,
+        intent,
+        &chapters,
+        assembled.block.text(),
+    );
     if let Block::Refused(refusal) = &assembled.block {
         eprintln!(
             "chapters: the notice was printed without its rules block — {}",
@@ -73,19 +80,12 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
 
 /// The session tree's chapters and plans, oldest first; a damaged store lists none here
 /// (the notice is non-blocking; `chapters status` names the damage).
-fn chapter_lines(env: &Env, root: &str) -> Vec<ChapterLine> {
+fn chapter_lines(env: &Env, root: &str) -> Vec<Redacted<ChapterLine>> {
     let Ok(store) = Store::open(&env.workspace) else {
         return Vec::new();
     };
-    match store.archived(root) {
-        Ok(docs) => docs
-            .into_iter()
-            .map(|d| ChapterLine {
-                path: format!("{STORE_DIR}/{root}/chapters/{}", d.file_name),
-                title: d.title,
-                kind: d.kind,
-            })
-            .collect(),
+    match store.archived_read_back(root) {
+        Ok(docs) => docs.iter().map(|d| d.derive(ChapterLine::of)).collect(),
         Err(e) => {
             eprintln!("chapters: the notice lists no chapters: {e}");
             Vec::new()

@@ -105,7 +105,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     if parsed.is_empty() && args.topic.is_none() {
         clap::Error::raw(
             clap::error::ErrorKind::ValueValidation,
-            format!("the query {text:?} has no word to look for (two or more letters or digits; -word only leaves words out): give one, or --topic T\n"),
+            format!("the query {:?} has no word to look for (two or more letters or digits; -word only leaves words out): give one, or --topic T\n", dsh_chapters::redact::echo(&text)),
         )
         .exit();
     }
@@ -180,7 +180,8 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         super::print_json(&json!({
             "door": door,
             "searched": searched,
-            "query": text,
+            // Through the rules: a credential pasted into the query is not printed again.
+            "query": dsh_chapters::redact::echo(&text),
             "topic": args.topic,
             "canonicalTopic": topic,
             "shard": shard_rel,
@@ -242,10 +243,14 @@ fn nothing_here(door: Door, other_projects: u64) -> String {
     advice
 }
 
+/// What was asked, for "nothing matched": the topic through the rules (`redact::echo`),
+/// never the query's words — the person has them, and a password typed into a query is a
+/// secret no rule can tell from a word.
 fn describe_query(text: &str, topic: Option<&str>) -> String {
-    match (text.is_empty(), topic) {
-        (false, Some(t)) => format!(" {text:?} in topic {t:?}"),
-        (false, None) => format!(" {text:?}"),
+    let topic = topic.map(dsh_chapters::redact::echo);
+    match (text.is_empty(), topic.as_deref()) {
+        (false, Some(t)) => format!(" the query in topic {t:?}"),
+        (false, None) => " the query".to_owned(),
         (true, Some(t)) => format!(" topic {t:?}"),
         (true, None) => String::new(),
     }

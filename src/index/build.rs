@@ -29,7 +29,7 @@ use super::vocab::{self, Candidate, VocabParams};
 use super::IndexDoc;
 use crate::curation::{self, file::CurationFileError, Curation};
 use crate::pool::plan::blob_id;
-use crate::redact::Redactor;
+use crate::redact::{Redacted, Redactor, Settings};
 use crate::rules::store::RULES_DIR;
 use crate::rules::SESSION_PREFIX;
 use crate::store::{atomic, Store, StoreError, MIRROR_DIR, STORE_DIR};
@@ -128,16 +128,21 @@ impl Base {
         }
     }
 
-    fn index_doc(&self, doc: &TableDoc) -> IndexDoc {
-        IndexDoc {
-            path: self.path_of(doc),
+    /// A document as its shard lines show it: derived from the table's `Redacted` record
+    /// and where the base links to, nothing else.
+    fn index_doc(&self, doc: &Redacted<TableDoc>) -> Redacted<IndexDoc> {
+        doc.derive_with(self, |doc, base| IndexDoc {
+            path: base.path_of(doc),
             title: doc.meta.title.clone(),
             kind: doc.meta.kind.clone(),
             date: doc.meta.date.clone(),
             topics: doc.meta.topics.clone(),
-        }
+        })
     }
 }
+
+/// Where an index links to: a project key from the identity, no conversation text.
+impl Settings for Base {}
 
 /// A rule document of this machine's store (`<store>/rules/<id>.md`).
 fn is_store_rule(doc: &TableDoc) -> bool {
@@ -371,7 +376,7 @@ fn full_build(
     curation: &Curation,
     manifest: Manifest,
 ) -> Result<Update, BuildError> {
-    let docs: Vec<IndexDoc> = table
+    let docs: Vec<Redacted<IndexDoc>> = table
         .all_docs()?
         .iter()
         .filter(|d| base.includes(d))
@@ -513,7 +518,7 @@ fn incremental(
         let text = match stubs.get(&topic) {
             Some(to) => Some(shard::render_stub(&topic, to)),
             None => {
-                let docs: Vec<IndexDoc> = table
+                let docs: Vec<Redacted<IndexDoc>> = table
                     .docs_with_labels(&table::labels_of(&topic, curation))?
                     .iter()
                     .filter(|d| base.includes(d))

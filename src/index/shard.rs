@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::IndexDoc;
 use crate::curation::Curation;
+use crate::redact::Redacted;
 
 /// The manifest's format version.
 pub const MANIFEST_VERSION: u32 = 2;
@@ -93,9 +94,10 @@ fn line_order(a: &IndexDoc, b: &IndexDoc) -> std::cmp::Ordering {
 }
 
 /// One shard. `docs` are the documents whose canonical topics include `topic`, in any
-/// order; `link_prefix` leads from the index directory to the base (`../`).
-pub fn render_shard(topic: &str, docs: &[&IndexDoc]) -> String {
-    let mut docs: Vec<&IndexDoc> = docs.to_vec();
+/// order; `link_prefix` leads from the index directory to the base (`../`). The documents
+/// are `Redacted` (read back through the search table): raw text cannot reach a shard.
+pub fn render_shard(topic: &str, docs: &[&Redacted<IndexDoc>]) -> String {
+    let mut docs: Vec<&IndexDoc> = docs.iter().map(|d| d.get()).collect();
     docs.sort_by(|a, b| line_order(a, b));
     docs.dedup_by(|a, b| a.path == b.path);
     let newest = docs
@@ -154,9 +156,10 @@ pub fn stubs(curation: &Curation) -> BTreeMap<String, String> {
 }
 
 /// The whole index but the manifest: file name → bytes. The repair path and the reference
-/// the incremental build must equal.
-pub fn build_all(docs: &[IndexDoc], curation: &Curation) -> BTreeMap<String, String> {
-    let mut by_topic: BTreeMap<String, Vec<&IndexDoc>> = BTreeMap::new();
+/// the incremental build must equal. Every topic and line comes from `docs` (`Redacted`)
+/// or the curation facts (read back from the store).
+pub fn build_all(docs: &[Redacted<IndexDoc>], curation: &Curation) -> BTreeMap<String, String> {
+    let mut by_topic: BTreeMap<String, Vec<&Redacted<IndexDoc>>> = BTreeMap::new();
     for d in docs {
         for t in canonical_topics(d, curation) {
             by_topic.entry(t).or_default().push(d);
@@ -325,14 +328,17 @@ mod tests {
     use super::*;
     use crate::curation::{Author, Fact, FactKind, SourcedFact};
 
-    fn doc(path: &str, title: &str, date: Option<&str>, topics: &[&str]) -> IndexDoc {
-        IndexDoc {
+    fn doc(path: &str, title: &str, date: Option<&str>, topics: &[&str]) -> Redacted<IndexDoc> {
+        let doc = IndexDoc {
             path: path.into(),
             title: title.into(),
             kind: "chapter".into(),
             date: date.map(str::to_owned),
             topics: topics.iter().map(|t| (*t).to_owned()).collect(),
-        }
+        };
+        crate::redact::built_in()
+            .unwrap()
+            .redact_all(doc, &mut Default::default())
     }
 
     fn alias(from: &str, to: &str, author: Author, at: &str) -> SourcedFact {
@@ -436,7 +442,7 @@ mod tests {
         assert!(merged["auth.md"].contains("merged into [authentication](authentication.md)"));
         assert_eq!(merged["csv.md"], none["csv.md"]);
         // Documents in another order: the same bytes.
-        let reversed: Vec<IndexDoc> = docs.iter().rev().cloned().collect();
+        let reversed: Vec<Redacted<IndexDoc>> = docs.iter().rev().cloned().collect();
         assert_eq!(build_all(&reversed, &curation), merged);
     }
 

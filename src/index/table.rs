@@ -32,8 +32,10 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use crate::curation::{normalize_topic, Curation, RuleStatus};
+use crate::redact::Redacted;
 use crate::rules::store::RULES_DIR;
 use crate::search::{self, DocMeta, ScoreParams, SearchDoc};
+use crate::store::read::Reader;
 use crate::store::{self, atomic, is_safe_component, journal, MIRROR_DIR, STORE_DIR};
 
 pub const TABLE_DIR: &str = ".search";
@@ -258,6 +260,10 @@ struct Visit {
 pub struct Table {
     dir: PathBuf,
     state: State,
+    /// The table is the store's document reader for every deriver (index, vocabulary,
+    /// search cache): it reads only the store's and the mirror's documents and its own
+    /// files under the store, so what it hands out is `Redacted` (`store::read`).
+    reader: Reader,
     /// Segments opened so far (dictionary and metadata in memory, files open): each is
     /// opened once per table, however many lookups a query or a build makes.
     open: std::cell::RefCell<Vec<Option<std::rc::Rc<SegReader>>>>,
@@ -654,7 +660,14 @@ impl Table {
 
     fn new(dir: PathBuf, state: State) -> Table {
         let open = std::cell::RefCell::new(vec![None; state.segments.len()]);
-        Table { dir, state, open }
+        // `<workspace>/.dsh-chapters/.search`: the workspace is two levels up.
+        let workspace = dir.parent().and_then(Path::parent).unwrap_or(&dir);
+        Table {
+            reader: Reader::new(workspace),
+            dir,
+            state,
+            open,
+        }
     }
 
     /// Segment `s`, opened on first use.
@@ -748,22 +761,22 @@ impl Table {
     }
 
     /// One document's record.
-    pub fn doc(&self, seg: usize, id: u32) -> Result<TableDoc, TableError> {
-        self.seg(seg)?.record(id)
+    pub fn doc(&self, seg: usize, id: u32) -> Result<Redacted<TableDoc>, TableError> {
+        Ok(self.reader.read_back(self.seg(seg)?.record(id)?))
     }
 
     /// Every document (the full rebuild and the reference checks read this).
-    pub fn all_docs(&self) -> Result<Vec<TableDoc>, TableError> {
+    pub fn all_docs(&self) -> Result<Vec<Redacted<TableDoc>>, TableError> {
         let mut out = Vec::new();
         for info in &self.state.segments {
             out.extend(read_segment_docs(&self.dir, info)?);
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(out)
+        Ok(self.reader.read_back(out).into_items())
     }
 
     /// Every document read from one folder (a `sources` key).
-    pub fn docs_in_folder(&self, folder: &str) -> Result<Vec<TableDoc>, TableError> {
+    pub fn docs_in_folder(&self, folder: &str) -> Result<Vec<Redacted<TableDoc>>, TableError> {
         let mut out = Vec::new();
         for s in 0..self.state.segments.len() {
             let seg = self.seg(s)?;
@@ -774,11 +787,14 @@ impl Table {
             }
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(out)
+        Ok(self.reader.read_back(out).into_items())
     }
 
     /// Documents carrying any of these (normalized, raw) topic labels.
-    pub fn docs_with_labels(&self, labels: &BTreeSet<String>) -> Result<Vec<TableDoc>, TableError> {
+    pub fn docs_with_labels(
+        &self,
+        labels: &BTreeSet<String>,
+    ) -> Result<Vec<Redacted<TableDoc>>, TableError> {
         let mut out = Vec::new();
         for s in 0..self.state.segments.len() {
             let seg = self.seg(s)?;
@@ -793,7 +809,7 @@ impl Table {
             }
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(out)
+        Ok(self.reader.read_back(out).into_items())
     }
 
     /// Every raw topic label with its documents (numbered `segment << 32 | id`), for the
@@ -802,7 +818,7 @@ impl Table {
         &self,
         project_key: &str,
         include_mirror: bool,
-    ) -> Result<super::vocab::DocSets, TableError> {
+    ) -> Result<Redacted<super::vocab::DocSets>, TableError> {
         let mut out = super::vocab::DocSets::new();
         for (s, info) in self.state.segments.iter().enumerate() {
             let seg = self.seg(s)?;
@@ -831,7 +847,7 @@ impl Table {
                 start = end;
             }
         }
-        Ok(out)
+        Ok(self.reader.read_back(out))
     }
 
     /// Rank the table's documents for `q`: the same order `search::rank` gives over every
@@ -992,7 +1008,7 @@ impl Table {
             if end - start > 1 {
                 let mut group: Vec<(String, Found)> = Vec::with_capacity(end - start);
                 for f in &found[start..end] {
-                    group.push((self.doc(f.seg, f.id)?.path, *f));
+                    group.push((self.doc(f.seg, f.id)?.into_inner().path, *f));
                 }
                 group.sort_by(|a, b| a.0.cmp(&b.0));
                 for (i, (_, f)) in group.into_iter().enumerate() {
@@ -2084,7 +2100,12 @@ mod tests {
             .search(&q)
             .expect("search")
             .iter()
-            .map(|f| (table.doc(f.seg, f.id).expect("doc").path, f.score))
+            .map(|f| {
+                (
+                    table.doc(f.seg, f.id).expect("doc").into_inner().path,
+                    f.score,
+                )
+            })
             .collect()
     }
 
@@ -2238,7 +2259,7 @@ mod tests {
             .all_docs()
             .expect("docs")
             .into_iter()
-            .map(|d| d.path)
+            .map(|d| d.into_inner().path)
             .collect()
     }
 

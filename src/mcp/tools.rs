@@ -401,7 +401,7 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
     if query.is_empty() && topic.is_none() {
         return Err(format!(
             "chapters_search: the query {:?} has no word to look for (two or more letters or digits; `-word` only leaves words out): give `query` words, or `topic` to list one topic's documents",
-            shorten(&text)
+            shorten(&crate::redact::echo(&text))
         ));
     }
     let mut notes = Vec::new();
@@ -488,10 +488,11 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
         Some("nothing-here") => {
             out.push_str("nothing here: no chapters, plans or rules archived yet\n")
         }
-        Some(_) => out.push_str(&format!(
-            "nothing matched {:?}: try other words, fewer filters, or `topic`\n",
-            shorten(&text)
-        )),
+        // The query is not echoed: the caller has it, and a password typed into a query
+        // is a secret no rule can tell from a word.
+        Some(_) => out.push_str(
+            "nothing matched the query: try other words, fewer filters, or `topic`\n",
+        ),
         None => {
             for line in &answer.lines[..answer.packed.shown] {
                 out.push_str(line);

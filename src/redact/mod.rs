@@ -15,6 +15,11 @@
 //!    such as `token` or `password` go to the `=` pass, and rules with 3-byte keywords
 //!    (`sk-`, `eyJ`, `://`) get their own automaton. Text without a keyword costs those
 //!    passes and a copy.
+//!    Letter case: header names, schemes and armour lines are matched in any case
+//!    (`AuThOrIzAtIoN: bEaReR …`, `-----begin rsa private key-----`) without a
+//!    case-insensitive automaton (which aho-corasick cannot vectorise): `Authorization` is a
+//!    label of the `:`/`=` pass, and PEM armour is found by the one letter before its
+//!    closing dashes (`Y-----`, `y-----`, `K-----`…), its label then checked by hand.
 //! 2. A hit only wakes the rules that own its keyword, and first meets a byte-level gate
 //!    (not inside a word, an `@` after `://`, 16 token characters after `Bearer`) so that
 //!    look-alikes cost a few byte reads. Each rule is its own regex, tried *anchored* at a
@@ -59,7 +64,31 @@ use sha2::{Digest, Sha256};
 
 use rules::{Anchor, Check, Gate, PemLine};
 
-/// A value that has passed the chokepoint. No public constructor outside this module.
+/// A value that has passed the chokepoint. Two ways in, both guarded: the rules
+/// ([`Redactor::redact`], [`Redactor::redact_all`], [`Redactor::redact_json`]), and
+/// [`Redacted::read_back`] — a value read from a file the store or a pool mirror holds,
+/// which needs a [`crate::store::read::ReadBack`] that only the store's document reader
+/// (`store::read::Reader`) makes. What is derived from a `Redacted` value stays one through
+/// [`Redacted::derive`] / [`Redacted::derive_with`], whose functions can capture nothing.
+///
+/// Every writer of derived bytes takes one (docs/architecture.md, "Privacy is typed"), so
+/// raw text cannot reach it:
+///
+/// ```compile_fail
+/// // A shard writer takes `Redacted<IndexDoc>`; an `IndexDoc` built from a raw string is refused.
+/// use dsh_chapters::index::{shard, IndexDoc};
+/// let raw = IndexDoc { path: "x.md".into(), title: "AKIAIOSFODNN7EXAMPLE".into(),
+///     kind: "chapter".into(), date: None, topics: vec!["akiaiosfodnn7example".into()] };
+/// shard::build_all(&[raw], &Default::default());
+/// ```
+///
+/// ```compile_fail
+/// // Nor can a deriver smuggle raw text in: `derive` takes a plain `fn`, which captures nothing.
+/// # fn f(doc: &dsh_chapters::redact::Redacted<String>) {
+/// let raw = String::from("AKIAIOSFODNN7EXAMPLE");
+/// let _ = doc.derive(|_| raw.clone());
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Redacted<T>(T);
 
@@ -70,7 +99,73 @@ impl<T> Redacted<T> {
     pub fn into_inner(self) -> T {
         self.0
     }
+
+    /// A value read back from a file the store (`.dsh-chapters/`) or a pool mirror
+    /// (`.dsh-knowledge/`) holds: those files are written only from `Redacted` values, so
+    /// what is read from them is redacted. The proof comes only from `store::read`.
+    pub fn read_back(value: T, _proof: &crate::store::read::ReadBack) -> Redacted<T> {
+        Redacted(value)
+    }
+
+    /// What `f` computes from this value alone. `f` is a plain `fn`: it captures nothing,
+    /// so the result holds nothing but what was derived from redacted text (and constants).
+    pub fn derive<U>(&self, f: fn(&T) -> U) -> Redacted<U> {
+        Redacted(f(&self.0))
+    }
+
+    /// [`Redacted::derive`] with a parameter that holds no conversation text ([`Settings`]:
+    /// where an index links to, the curation read back from the store).
+    pub fn derive_with<A: Settings + ?Sized, U>(
+        &self,
+        with: &A,
+        f: fn(&T, &A) -> U,
+    ) -> Redacted<U> {
+        Redacted(f(&self.0, with))
+    }
 }
+
+impl<T> Redacted<Vec<T>> {
+    /// One `Redacted` per item.
+    pub fn into_items(self) -> Vec<Redacted<T>> {
+        self.0.into_iter().map(Redacted).collect()
+    }
+}
+
+impl<T> Redacted<Option<T>> {
+    pub fn transpose(self) -> Option<Redacted<T>> {
+        self.0.map(Redacted)
+    }
+}
+
+impl<T, E> Redacted<Result<T, E>> {
+    pub fn transpose(self) -> Result<Redacted<T>, E> {
+        self.0.map(Redacted)
+    }
+}
+
+/// Reading a redacted value is always fine; only building one is guarded.
+impl<T> std::ops::Deref for Redacted<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// `text` as an answer may show it back to whoever typed it (a search query, a topic):
+/// through the built-in rules, so a credential pasted into a query is not printed again.
+pub fn echo(text: &str) -> String {
+    match built_in() {
+        Some(redactor) => redactor
+            .redact(text, &mut RedactionCounts::default())
+            .into_inner(),
+        None => "(withheld)".to_owned(),
+    }
+}
+
+/// A value that holds no conversation text, or only text read back from the store: a
+/// parameter a deriver may combine with redacted text ([`Redacted::derive_with`]). Implement
+/// it only for such types (never for `String`).
+pub trait Settings {}
 
 impl Redacted<String> {
     pub fn as_str(&self) -> &str {
@@ -172,6 +267,8 @@ pub struct Redactor {
     equals_rules: Vec<usize>,
     /// Rules woken by `:` (`password: …`, `"token": "…"`).
     colon_rules: Vec<usize>,
+    /// Rules woken by a `:` or `=` closing `Authorization`, any letter case.
+    header_rules: Vec<usize>,
     /// Extras without keywords: searched over the whole text.
     unfiltered: Vec<usize>,
 }
@@ -325,6 +422,7 @@ impl Redactor {
         let mut unfiltered = Vec::new();
         let mut equals_rules = Vec::new();
         let mut colon_rules = Vec::new();
+        let mut header_rules = Vec::new();
         let mut own = |keywords: &[&str], rule: usize| {
             let owners = if keywords.iter().any(|k| k.len() < SHORT_KEYWORD) {
                 &mut short_owners
@@ -336,7 +434,7 @@ impl Redactor {
             }
         };
 
-        own(&[rules::PEM_KEYWORD], rules.len());
+        own(rules::PEM_KEYWORDS, rules.len());
         rules.push(Rule {
             name: rules::PEM_RULE.to_owned(),
             matcher: Matcher::PemBlock,
@@ -357,6 +455,10 @@ impl Redactor {
             }
             if pattern.anchor == Anchor::ColonLabel {
                 colon_rules.push(rules.len());
+            }
+            if pattern.anchor == Anchor::HeaderLabel {
+                equals_rules.push(rules.len());
+                header_rules.push(rules.len());
             }
             own(pattern.keywords, rules.len());
             rules.push(Rule {
@@ -412,6 +514,7 @@ impl Redactor {
             keyword_groups: keyword_groups.into_iter().flatten().collect(),
             equals_rules,
             colon_rules,
+            header_rules,
             unfiltered,
         })
     }
@@ -536,10 +639,19 @@ impl Redactor {
                 for &rule in &self.equals_rules {
                     scan.on_equals(rule, at);
                 }
-            } else if !self.colon_rules.is_empty() && rules::may_close_colon_label(bytes, at) {
-                if let Some(anchor) = rules::colon_anchor(text, at) {
-                    for &rule in &self.colon_rules {
-                        scan.on_colon(rule, anchor);
+            } else {
+                if !self.header_rules.is_empty() {
+                    if let Some(anchor) = rules::header_anchor(bytes, at) {
+                        for &rule in &self.header_rules {
+                            scan.on_colon(rule, anchor);
+                        }
+                    }
+                }
+                if !self.colon_rules.is_empty() && rules::may_close_colon_label(bytes, at) {
+                    if let Some(anchor) = rules::colon_anchor(text, at) {
+                        for &rule in &self.colon_rules {
+                            scan.on_colon(rule, anchor);
+                        }
                     }
                 }
             }
@@ -811,8 +923,11 @@ impl<'r, 't> Scan<'r, 't> {
         };
         if let Some(open) = &self.pem_open {
             let in_reach = line.start <= open.end + rules::PEM_LIMIT;
-            let closes =
-                !line.begin && self.text[line.label.clone()] == self.text[open.label.clone()];
+            // Labels compare ASCII case aside: `-----end rsa private key-----` closes an
+            // upper-case BEGIN.
+            let closes = !line.begin
+                && self.text[line.label.clone()]
+                    .eq_ignore_ascii_case(&self.text[open.label.clone()]);
             if in_reach && closes {
                 self.found.push(Secret {
                     start: open.start,
@@ -1563,6 +1678,121 @@ mod tests {
         ] {
             assert_untouched(text);
         }
+    }
+
+    #[test]
+    fn what_is_derived_from_redacted_text_stays_redacted() {
+        let text = redactor().redact(
+            "key AKIAIOSFODNN7EXAMPLE here",
+            &mut RedactionCounts::default(),
+        );
+        let words: Redacted<Vec<String>> =
+            text.derive(|t| t.split(' ').map(str::to_lowercase).collect());
+        assert!(words.iter().all(|w| !w.contains("akia")), "{words:?}");
+        let items = words.into_items();
+        assert_eq!(items.len(), 4, "the marker holds a blank");
+        assert_eq!(items[0].as_str(), "key");
+        struct Upper;
+        impl Settings for Upper {}
+        let shouted = items[3].derive_with(&Upper, |w, _| w.to_uppercase());
+        assert_eq!(shouted.as_str(), "HERE");
+        let parsed: Redacted<Result<u32, String>> =
+            items[0].derive(|w| w.parse::<u32>().map_err(|e| e.to_string()));
+        assert!(parsed.transpose().is_err());
+        assert_eq!(
+            echo("?token=hunter2x"),
+            format!("?token={}", marker(b"hunter2x"))
+        );
+        assert_eq!(echo("plain words"), "plain words");
+    }
+
+    #[test]
+    fn authorization_headers_in_any_letter_case() {
+        let secret = "abcdef0123456789abcdef";
+        let basic = "ZGVwbG95Omh1bnRlcjI=";
+        for (text, secret) in [
+            (format!("AuThOrIzAtIoN: bEaReR {secret}"), secret),
+            (format!("aUtHoRiZaTiOn: BeArEr {secret}\r\n"), secret),
+            (format!("authorization: bearer {secret}"), secret),
+            (format!("PROXY-AUTHORIZATION: Basic {basic}"), basic),
+            (format!("Proxy-authorization: bAsIc {basic}"), basic),
+            (format!("{{\"authorization\":\"Token {secret}\"}}"), secret),
+            (
+                format!("{{\\\"AuthoriZation\\\": \\\"BASIC {basic}\\\"}}"),
+                basic,
+            ),
+            (
+                format!("curl -H 'authorization: Basic {basic}' https://r.test/"),
+                basic,
+            ),
+            (format!("AuthoriZation={secret}"), secret),
+        ] {
+            let (out, counts) = run(&text);
+            assert_eq!(
+                out,
+                text.replacen(secret, &marker(secret.as_bytes()), 1),
+                "{text}"
+            );
+            assert_eq!(counts.total(), 1, "{counts:?} for {text:?}");
+        }
+        for text in [
+            "AuThOrIzAtIoN: bEaReR <token>",
+            "authorization header is missing",
+            "the AUTHORIZATION step: see below",
+            "version: 1, session: abc, reason: none",
+        ] {
+            assert_untouched(text);
+        }
+    }
+
+    #[test]
+    fn pem_blocks_in_lower_and_mixed_case() {
+        let body = pem_body("\n");
+        for (begin, end) in [
+            (
+                "-----begin rsa private key-----",
+                "-----end rsa private key-----",
+            ),
+            (
+                "-----BeGiN RsA PrIvAtE KeY-----",
+                "-----eNd rSa pRiVaTe kEy-----",
+            ),
+            (
+                "-----begin openssh private key-----",
+                "-----END OPENSSH PRIVATE KEY-----",
+            ),
+            ("-----begin private key-----", "-----end private key-----"),
+            (
+                "-----begin pgp private key block-----",
+                "-----end pgp private key block-----",
+            ),
+            (
+                "---- begin ssh2 encrypted private key ----",
+                "---- end ssh2 encrypted private key ----",
+            ),
+        ] {
+            let block = format!("{begin}\n{body}\n{end}");
+            assert_redacts(&format!("key:\n{block}\nok"), &[&block], "pem_private_key");
+            // Inside a JSON string, escaped newlines.
+            let escaped = format!("{begin}\\n{}\\n{end}", pem_body("\\n"));
+            assert_redacts(
+                &format!("{{\"key\": \"{escaped}\"}}"),
+                &[&escaped],
+                "pem_private_key",
+            );
+        }
+        // Without its END: the block runs over the key material.
+        let open = format!("-----begin ec private key-----\n{body}");
+        assert_redacts(
+            &format!("{open}\n[truncated]\n"),
+            &[&open],
+            "pem_private_key",
+        );
+        assert_untouched("look for `-----begin rsa private key-----` at the top");
+        assert_untouched(&format!(
+            "-----begin public key-----\n{body}\n-----end public key-----"
+        ));
+        assert_untouched("a monkey----- and a block-----");
     }
 
     #[test]

@@ -26,6 +26,11 @@ pub(super) enum Anchor {
     /// backslash-escaped inside a tool call's arguments) or an HTTP header (`X-Api-Key: …`),
     /// the label standing alone; the attempt starts at the label.
     ColonLabel,
+    /// Woken by a `:` or an `=` closing `Authorization` in any letter case (`authorization:`,
+    /// `AuThOrIzAtIoN:`, `Proxy-Authorization:`, `"authorization": …`); the attempt starts
+    /// at its `a`. A case-insensitive keyword would cost the prefilter its vectorised
+    /// search; the `:`/`=` pass already stops at every such byte.
+    HeaderLabel,
 }
 
 /// A byte-level test at a keyword hit, run before the regex: a necessary condition of the
@@ -76,8 +81,13 @@ pub(super) struct BuiltinPattern {
 }
 
 pub(super) const PEM_RULE: &str = "pem_private_key";
-/// Every PEM/PGP/SSH2 private-key armour line contains this, BEGIN and END alike.
-pub(super) const PEM_KEYWORD: &str = "PRIVATE KEY";
+/// Every PEM/PGP/SSH2 private-key armour line, BEGIN and END alike and in any letter case,
+/// ends its label with the `Y` of `KEY` or the `K` of `BLOCK` right before its closing
+/// dashes: the keywords are that one letter in both cases, then the dashes. The label
+/// itself (`… PRIVATE KEY`, `BEGIN`/`END`) is then checked by hand, ASCII case aside.
+pub(super) const PEM_KEYWORDS: &[&str] = &["Y----", "y----", "Y ----", "y ----", "K----", "k----"];
+/// What every private-key armour label ends with (ASCII case aside), before ` BLOCK`.
+const PEM_LABEL_TAIL: &[u8] = b"PRIVATE KEY";
 pub(super) const PUTTY_RULE: &str = "putty_private_key";
 pub(super) const PUTTY_KEYWORD: &str = "Private-Lines:";
 
@@ -387,11 +397,12 @@ pub(super) const PATTERNS: &[BuiltinPattern] = &[
     },
     BuiltinPattern {
         // `Authorization: Basic|Bearer|Token|… credentials` (also `Proxy-Authorization`, JSON
-        // headers with plain or escaped quotes); the header name and scheme stay.
+        // headers with plain or escaped quotes), the name and scheme in any letter case; the
+        // header name and scheme stay.
         name: "authorization_header",
-        keywords: &["uthorization", "UTHORIZATION"],
-        regex: r#"(?:uthorization|UTHORIZATION)(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?(?:(?i-u:basic|bearer|token|digest|negotiate|apikey|key|sso-key|ntlm)[ \t]+)?([A-Za-z0-9._~+/:-]{10,}=*)"#,
-        anchor: Anchor::Keyword,
+        keywords: &[],
+        regex: r#"(?i-u:authorization)(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?(?:(?i-u:basic|bearer|token|digest|negotiate|apikey|key|sso-key|ntlm)[ \t]+)?([A-Za-z0-9._~+/:-]{10,}=*)"#,
+        anchor: Anchor::HeaderLabel,
         gate: Gate::Open,
         reach: 16 * 1024,
         check: Check::TokenLike,
@@ -480,8 +491,25 @@ pub(super) fn keyword_anchor(anchor: Anchor, text: &str, start: usize) -> Option
     match anchor {
         Anchor::Keyword => Some(start),
         Anchor::Before(back) => Some(floor_char_boundary(text, start.saturating_sub(back))),
-        Anchor::QueryLabel | Anchor::ConnLabel | Anchor::AssignLabel | Anchor::ColonLabel => None,
+        Anchor::QueryLabel
+        | Anchor::ConnLabel
+        | Anchor::AssignLabel
+        | Anchor::ColonLabel
+        | Anchor::HeaderLabel => None,
     }
+}
+
+/// The label an `Anchor::HeaderLabel` rule wakes on, ASCII case aside.
+const HEADER_LABEL: &[u8] = b"authorization";
+
+/// The attempt start for a `:` or `=` at `at` that closes `Authorization` (any letter case,
+/// its closing quote and blanks skipped), or `None`. A few byte reads for any other `:`.
+pub(super) fn header_anchor(bytes: &[u8], at: usize) -> Option<usize> {
+    let end = label_end_before(bytes, at);
+    (end >= HEADER_LABEL.len()
+        && bytes[end - 1].eq_ignore_ascii_case(&b'n')
+        && ends_with_ignore_case(&bytes[..end], HEADER_LABEL))
+    .then(|| end - HEADER_LABEL.len())
 }
 
 /// Whether the `:` at `colon` can close a label that the `:`-woken rule cares about: every
@@ -556,6 +584,7 @@ pub(super) fn equals_anchor(anchor: Anchor, text: &str, equals: usize) -> Option
     let bytes = text.as_bytes();
     match anchor {
         Anchor::Keyword | Anchor::Before(_) | Anchor::ColonLabel => None,
+        Anchor::HeaderLabel => header_anchor(bytes, equals),
         Anchor::QueryLabel => {
             let floor = equals.saturating_sub(MAX_QUERY_LABEL);
             let mut label_start = equals;
@@ -774,13 +803,21 @@ pub(super) struct PemLine {
     pub label: std::ops::Range<usize>,
 }
 
-/// The armour line around a `PRIVATE KEY` hit at `hit`, if it is one.
+/// The armour line whose label ends at the letter at `hit` (where a [`PEM_KEYWORDS`] hit
+/// starts), if it is one. Letter case is not looked at: `-----begin rsa private key-----`
+/// and `-----BeGiN OpEnSsH PrIvAtE KeY-----` are armour lines too.
 pub(super) fn pem_line(text: &str, hit: usize) -> Option<PemLine> {
     let bytes = text.as_bytes();
-    let mut label_end = hit + PEM_KEYWORD.len();
-    if bytes[label_end..].starts_with(b" BLOCK") {
-        label_end += " BLOCK".len();
+    let label_end = hit + 1;
+    let key_end = if ends_with_ignore_case(&bytes[..label_end], b" BLOCK") {
+        label_end - " BLOCK".len()
+    } else {
+        label_end
+    };
+    if !ends_with_ignore_case(&bytes[..key_end], PEM_LABEL_TAIL) {
+        return None;
     }
+    let key_start = key_end - PEM_LABEL_TAIL.len();
     let mut end = label_end;
     if bytes.get(end) == Some(&b' ') {
         end += 1;
@@ -795,9 +832,10 @@ pub(super) fn pem_line(text: &str, hit: usize) -> Option<PemLine> {
     }
     end += dashes_after;
 
-    let floor = hit.saturating_sub(MAX_PEM_LABEL);
-    let mut words_start = hit;
-    while words_start > floor && matches!(bytes[words_start - 1], b'A'..=b'Z' | b'0'..=b'9' | b' ')
+    let floor = key_start.saturating_sub(MAX_PEM_LABEL);
+    let mut words_start = key_start;
+    while words_start > floor
+        && matches!(bytes[words_start - 1], b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b' ')
     {
         words_start -= 1;
     }
@@ -805,10 +843,12 @@ pub(super) fn pem_line(text: &str, hit: usize) -> Option<PemLine> {
     if bytes.get(words_start) == Some(&b' ') {
         words_start += 1; // SSH2: `---- BEGIN`
     }
-    let words = &bytes[words_start..hit];
-    let (begin, label_start) = if words.starts_with(b"BEGIN ") {
+    let words = &bytes[words_start..key_start];
+    let starts =
+        |word: &[u8]| words.len() >= word.len() && words[..word.len()].eq_ignore_ascii_case(word);
+    let (begin, label_start) = if starts(b"BEGIN ") {
         (true, words_start + "BEGIN ".len())
-    } else if words.starts_with(b"END ") {
+    } else if starts(b"END ") {
         (false, words_start + "END ".len())
     } else {
         return None;
@@ -949,14 +989,17 @@ mod tests {
 
     #[test]
     fn keywords_are_at_most_sixty_four_so_the_prefilter_stays_vectorised() {
-        // aho-corasick's packed (Teddy) searcher gives up above 64 patterns; leave room for extras.
+        // aho-corasick's packed (Teddy) searcher gives up above 64 patterns per automaton;
+        // leave room for extras. (The keywords are split over two automata by length.)
         let unique: std::collections::BTreeSet<&str> = PATTERNS
             .iter()
             .flat_map(|p| p.keywords.iter().copied())
-            .chain([PEM_KEYWORD, PUTTY_KEYWORD])
+            .chain(PEM_KEYWORDS.iter().copied())
+            .chain([PUTTY_KEYWORD])
             .collect();
-        // 55 today; label words (`password`, `token`) are found by the `=`/`:` pass instead.
-        assert!(unique.len() <= 56, "{} built-in keywords", unique.len());
+        // 58 today; label words (`password`, `token`, `authorization`) are found by the
+        // `=`/`:` pass instead.
+        assert!(unique.len() <= 58, "{} built-in keywords", unique.len());
     }
 
     #[test]
@@ -1086,10 +1129,48 @@ mod tests {
     }
 
     #[test]
+    fn header_anchor_finds_authorization_in_any_case() {
+        for text in [
+            "Authorization: x",
+            "authorization: x",
+            "AUTHORIZATION:x",
+            "AuThOrIzAtIoN : x",
+            "Proxy-Authorization: x",
+            "\"authorization\": x",
+            r#"\"AUTHORIZATION\": x"#,
+            "authorization=x",
+        ] {
+            let at = text.find([':', '=']).unwrap();
+            let anchor = header_anchor(text.as_bytes(), at).unwrap_or_else(|| panic!("{text}"));
+            assert!(
+                text[anchor..]
+                    .to_ascii_lowercase()
+                    .starts_with("authorization"),
+                "{text}"
+            );
+        }
+        for text in [
+            "version: 1",
+            "session: x",
+            "authorisation: x",
+            "https://x",
+            ": x",
+            "n: x",
+        ] {
+            let at = text.find([':', '=']).unwrap();
+            assert_eq!(header_anchor(text.as_bytes(), at), None, "{text}");
+        }
+    }
+
+    #[test]
     fn keyword_anchors() {
         assert_eq!(keyword_anchor(Anchor::Keyword, "abc", 1), Some(1));
         assert_eq!(keyword_anchor(Anchor::Before(2), "é-x", 2), Some(0));
         assert_eq!(keyword_anchor(Anchor::QueryLabel, "?token=x", 1), None);
+        assert_eq!(
+            keyword_anchor(Anchor::HeaderLabel, "authorization: x", 0),
+            None
+        );
     }
 
     #[test]
@@ -1139,9 +1220,26 @@ mod tests {
                 true,
                 "OPENSSH PRIVATE KEY",
             ),
+            ("-----begin rsa private key-----", true, "rsa private key"),
+            ("-----end rsa private key-----", false, "rsa private key"),
+            (
+                "-----BeGiN OpEnSsH PrIvAtE KeY-----",
+                true,
+                "OpEnSsH PrIvAtE KeY",
+            ),
+            (
+                "-----begin pgp private key block-----",
+                true,
+                "pgp private key block",
+            ),
+            (
+                "---- begin ssh2 encrypted private key ----",
+                true,
+                "ssh2 encrypted private key",
+            ),
         ] {
             let text = format!("x = \"{line}\\n");
-            let hit = text.find(PEM_KEYWORD).unwrap();
+            let hit = pem_hit(&text).unwrap_or_else(|| panic!("no keyword in {line}"));
             let parsed = pem_line(&text, hit).unwrap_or_else(|| panic!("{line}"));
             assert_eq!(&text[parsed.start..parsed.end], line);
             assert_eq!(parsed.begin, begin);
@@ -1159,10 +1257,21 @@ mod tests {
             "-----START RSA PRIVATE KEY-----",
             "PRIVATE KEY",
             "-----BEGIN PRIVATE KEY--",
+            "the private key-----",
+            "-----BEGIN PUBLIC KEY-----",
+            "-----begin certificate-----",
+            "-----BEGIN PRIVATE KEYS-----",
+            "my-----begin the key-----",
         ] {
-            let hit = text.find(PEM_KEYWORD).unwrap();
-            assert_eq!(pem_line(text, hit), None, "{text}");
+            if let Some(hit) = pem_hit(text) {
+                assert_eq!(pem_line(text, hit), None, "{text}");
+            }
         }
+    }
+
+    /// Where the first PEM keyword starts in `text`, as the automaton would find it.
+    fn pem_hit(text: &str) -> Option<usize> {
+        PEM_KEYWORDS.iter().filter_map(|k| text.find(k)).min()
     }
 
     #[test]

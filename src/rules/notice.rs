@@ -11,13 +11,27 @@ pub enum NoticeIntent {
     Fork,
 }
 
-/// One archived chapter of the session tree, as the notice lists it.
+use crate::redact::Redacted;
+use crate::store::{ArchivedDoc, STORE_DIR};
+
+/// One archived chapter of the session tree, as the notice lists it: derived from the
+/// store's `Redacted<ArchivedDoc>` (`Redacted::derive(ChapterLine::of)`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChapterLine {
     pub title: String,
-    /// Workspace-relative path.
-    pub path: String,
+    /// The document's file name in its root's `chapters/`.
+    pub file_name: String,
     pub kind: String,
+}
+
+impl ChapterLine {
+    pub fn of(doc: &ArchivedDoc) -> ChapterLine {
+        ChapterLine {
+            title: doc.title.clone(),
+            file_name: doc.file_name.clone(),
+            kind: doc.kind.clone(),
+        }
+    }
 }
 
 /// The `## Finding things` block: the three verbs a child would otherwise never reach for.
@@ -26,10 +40,13 @@ pub const FINDING_THINGS: &str = "## Finding things\n\n\
 - `chapters_rules` — call it with the task description before you start: it returns the rules that apply.\n\
 - `chapters_artifact` — the full text of an oversized tool result, by the hash a chapter names.\n";
 
+/// The notice of `session` (of the tree rooted at `root`). The chapter lines are `Redacted`:
+/// read back from the store, never raw text.
 pub fn build(
     session: &str,
+    root: &str,
     intent: NoticeIntent,
-    chapters: &[ChapterLine],
+    chapters: &[Redacted<ChapterLine>],
     rules_block: &str,
 ) -> String {
     let mut out = match intent {
@@ -39,7 +56,10 @@ pub fn build(
     if !chapters.is_empty() {
         out.push_str("## Earlier chapters\n\n");
         for c in chapters {
-            out.push_str(&format!("- {} ({}) — {}\n", c.title, c.kind, c.path));
+            out.push_str(&format!(
+                "- {} ({}) — {STORE_DIR}/{root}/chapters/{}\n",
+                c.title, c.kind, c.file_name
+            ));
         }
         out.push('\n');
     }
@@ -51,18 +71,37 @@ pub fn build(
     out
 }
 
+impl crate::redact::Redactable for ChapterLine {
+    fn map_text(self, f: &mut dyn FnMut(&str) -> String) -> Self {
+        ChapterLine {
+            title: f(&self.title),
+            file_name: f(&self.file_name),
+            kind: f(&self.kind),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_notice_names_the_three_verbs_and_carries_the_block() {
-        let chapters = vec![ChapterLine {
+        let line = ChapterLine {
             title: "Fix the refresh".into(),
-            path: ".dsh-chapters/s/chapters/001-fix.md".into(),
+            file_name: "001-fix.md".into(),
             kind: "chapter".into(),
-        }];
-        let text = build("s-1", NoticeIntent::Continue, &chapters, "## Rules\n\nx\n");
+        };
+        let chapters = vec![crate::redact::built_in()
+            .unwrap()
+            .redact_all(line, &mut Default::default())];
+        let text = build(
+            "s-1",
+            "s",
+            NoticeIntent::Continue,
+            &chapters,
+            "## Rules\n\nx\n",
+        );
         assert!(text.starts_with("# Continuing session s-1\n"));
         for verb in [
             "`chapters_search`",
@@ -71,8 +110,13 @@ mod tests {
         ] {
             assert!(text.contains(verb), "{verb}");
         }
-        assert!(text.contains("## Rules\n\nx\n") && text.contains("001-fix.md"));
-        let empty = build("s-1", NoticeIntent::Fork, &[], "");
+        assert!(
+            text.contains("## Rules\n\nx\n")
+                && text.contains(
+                    "- Fix the refresh (chapter) — .dsh-chapters/s/chapters/001-fix.md\n"
+                )
+        );
+        let empty = build("s-1", "s", NoticeIntent::Fork, &[], "");
         assert!(empty.starts_with("# Forked from session s-1\n\n## Finding things"));
         assert!(!empty.contains("## Rules"));
     }

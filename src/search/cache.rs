@@ -17,8 +17,10 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use serde::Deserialize;
 
 use crate::index::table::{folder_of, Table, TableDoc, TableError, TableRev, TABLE_DIR};
+use crate::redact::Redacted;
 use crate::search::query::cjk_bigrams;
 use crate::search::DocMeta;
+use crate::store::read::Reader;
 
 pub const CACHE_FILE: &str = "fts.sqlite3";
 /// Bumped whenever the schema or what is indexed changes: an older or newer cache is rebuilt.
@@ -255,7 +257,7 @@ impl Cache {
             Some(h) => table.changes_since(h)?,
             None => None,
         };
-        let folders: BTreeMap<String, Vec<TableDoc>> = match changes {
+        let folders: BTreeMap<String, Vec<Redacted<TableDoc>>> = match changes {
             Some(changes) => {
                 let mut out = BTreeMap::new();
                 for c in changes {
@@ -269,7 +271,7 @@ impl Cache {
             None => {
                 tx.execute_batch("DELETE FROM fts; DELETE FROM docs;")
                     .map_err(&err)?;
-                let mut out: BTreeMap<String, Vec<TableDoc>> = BTreeMap::new();
+                let mut out: BTreeMap<String, Vec<Redacted<TableDoc>>> = BTreeMap::new();
                 for doc in table.all_docs()? {
                     out.entry(folder_of(&doc.path).to_owned())
                         .or_default()
@@ -279,6 +281,7 @@ impl Cache {
             }
         };
         let mut written = 0;
+        let reader = Reader::new(workspace);
         {
             let mut ids = tx
                 .prepare("SELECT id FROM docs WHERE folder = ?1")
@@ -308,45 +311,8 @@ impl Cache {
                     del_doc.execute([id]).map_err(&err)?;
                 }
                 for doc in docs {
-                    let (extra, body) = read_body(&workspace.join(&doc.path));
-                    let mut m = doc.meta.clone();
-                    m.session_id = m.session_id.or(extra.session_id.clone());
-                    m.seq_range = m.seq_range.or(extra.seq_range);
-                    let m = &m;
-                    let date_ms = m.date.as_deref().and_then(super::parse_rfc3339_ms);
-                    ins_doc
-                        .execute(params![
-                            doc.path,
-                            folder,
-                            doc.root,
-                            doc.name,
-                            doc.blob,
-                            m.kind,
-                            m.title,
-                            m.summary,
-                            m.topics.join("\n"),
-                            m.date,
-                            date_ms,
-                            m.session_id,
-                            m.seq_range.map(|r| r.0 as i64),
-                            m.seq_range.map(|r| r.1 as i64),
-                            m.id,
-                            m.project_key,
-                            extra.harness.unwrap_or_else(|| "dsh".to_owned()),
-                            extra.harness_id.unwrap_or_default(),
-                            doc.from_mirror(),
-                        ])
-                        .map_err(&err)?;
-                    let id = tx.last_insert_rowid();
-                    ins_fts
-                        .execute(params![
-                            id,
-                            cjk_bigrams(&m.title),
-                            cjk_bigrams(&m.summary),
-                            cjk_bigrams(&m.topics.join(" ")),
-                            cjk_bigrams(&body),
-                        ])
-                        .map_err(&err)?;
+                    let read = read_body(&reader, &doc.path);
+                    insert_doc(&tx, &mut ins_doc, &mut ins_fts, folder, doc, read).map_err(&err)?;
                     written += 1;
                 }
             }
@@ -579,13 +545,66 @@ struct Extra {
     seq_range: Option<(u64, u64)>,
 }
 
-/// A document's frontmatter fields the table does not keep, and its body (bounded); an
-/// unreadable file (removed since the table read it) has neither.
-fn read_body(path: &Path) -> (Extra, String) {
-    let Ok(bytes) = std::fs::read(path) else {
-        return (Extra::default(), String::new());
-    };
-    let text = String::from_utf8_lossy(&bytes);
+/// One document's catalog row and full text. Both inputs are `Redacted`: the table's
+/// record and the document as the store's reader read it — raw text cannot reach the cache.
+fn insert_doc(
+    tx: &rusqlite::Transaction<'_>,
+    ins_doc: &mut rusqlite::Statement<'_>,
+    ins_fts: &mut rusqlite::Statement<'_>,
+    folder: &str,
+    doc: &Redacted<TableDoc>,
+    read: Redacted<(Extra, String)>,
+) -> Result<(), rusqlite::Error> {
+    let (extra, body) = read.get();
+    let mut m = doc.meta.clone();
+    m.session_id = m.session_id.or(extra.session_id.clone());
+    m.seq_range = m.seq_range.or(extra.seq_range);
+    let m = &m;
+    let date_ms = m.date.as_deref().and_then(super::parse_rfc3339_ms);
+    ins_doc.execute(params![
+        doc.path,
+        folder,
+        doc.root,
+        doc.name,
+        doc.blob,
+        m.kind,
+        m.title,
+        m.summary,
+        m.topics.join("\n"),
+        m.date,
+        date_ms,
+        m.session_id,
+        m.seq_range.map(|r| r.0 as i64),
+        m.seq_range.map(|r| r.1 as i64),
+        m.id,
+        m.project_key,
+        extra.harness.clone().unwrap_or_else(|| "dsh".to_owned()),
+        extra.harness_id.clone().unwrap_or_default(),
+        doc.from_mirror(),
+    ])?;
+    let id = tx.last_insert_rowid();
+    ins_fts.execute(params![
+        id,
+        cjk_bigrams(&m.title),
+        cjk_bigrams(&m.summary),
+        cjk_bigrams(&m.topics.join(" ")),
+        cjk_bigrams(body),
+    ])?;
+    Ok(())
+}
+
+/// A document's frontmatter fields the table does not keep, and its body (bounded), read
+/// through the store's reader; an unreadable file (removed since the table read it) has
+/// neither.
+fn read_body(reader: &Reader, rel: &str) -> Redacted<(Extra, String)> {
+    match reader.bytes(Path::new(rel)) {
+        Ok(bytes) => bytes.derive(|bytes| parse_body(bytes)),
+        Err(_) => reader.read_back((Extra::default(), String::new())),
+    }
+}
+
+fn parse_body(bytes: &[u8]) -> (Extra, String) {
+    let text = String::from_utf8_lossy(bytes);
     let extra = crate::render::frontmatter_text(&text)
         .and_then(|y| serde_saphyr::from_str::<Extra>(y).ok())
         .unwrap_or_default();

@@ -14,6 +14,7 @@ pub mod group;
 pub mod journal;
 pub mod ledger;
 pub mod lock;
+pub mod read;
 
 use std::fs;
 use std::io;
@@ -587,6 +588,18 @@ impl Store {
             (&a.kind, a.number, &a.file_name).cmp(&(&b.kind, b.number, &b.file_name))
         });
         Ok(docs)
+    }
+
+    /// [`Store::archived`] as the store's document reader hands it to a deriver (the
+    /// continuation notice): `Redacted`, since the store holds only redacted documents.
+    pub fn archived_read_back(
+        &self,
+        root_session: &str,
+    ) -> Result<Vec<Redacted<ArchivedDoc>>, StoreError> {
+        let docs = self.archived(root_session)?;
+        Ok(read::Reader::of_store(&self.dir)
+            .read_back(docs)
+            .into_items())
     }
 
     /// The highest number in a series, from file names alone (cheap; no frontmatter read).

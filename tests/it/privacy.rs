@@ -3,8 +3,11 @@
 //! arguments, inline and artifact-sized tool results, a plan, `ADD RULE:` lines) and in the
 //! answers of a loopback model; the workspace is archived, enriched and synced to a real
 //! local bare pool; then the store, the mirror, every object of the pool's history and the
-//! commands' answers are searched, case-insensitively, for each planted secret and every
-//! 8-character piece of it.
+//! commands' answers — the CLI's, and `chapters mcp`'s over stdio (search for each secret's
+//! words, rules, every artifact, any document reader it lists, a rule proposal) — are
+//! searched, case-insensitively, for each planted secret and every 8-character piece of it.
+//! Every context is planted in upper, lower and mixed case (`AuThOrIzAtIoN: bEaReR …`,
+//! `-----begin rsa private key-----`).
 //!
 //! The secrets are ONE table, [`SECRETS`]: a kind, a generated secret (never a real key) and
 //! the context it is written in. Add a row when a rule is added; every form and place below
@@ -16,7 +19,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use dsh_chapters::session::writer::{ToolCallSpec, TurnSpec};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::enrich::{serve, Reply};
 use crate::support::{link_private, Sandbox};
@@ -47,10 +50,6 @@ struct Secret {
     any_case: bool,
     /// Percent-encoding applies (the secret holds characters a URL encodes).
     url_encodable: bool,
-    /// The letter cases of the context the rules catch today: `U`pper, `L`ower, `M`ixed.
-    /// (Today `AuThOrIzAtIoN: bEaReR` and a lower- or mixed-case PEM armour line are not
-    /// caught: widen here when the rules do.)
-    context_cases: &'static str,
 }
 
 /// THE table. Kinds the built-in rules catch today; extend it when the rules widen.
@@ -61,11 +60,6 @@ fn secrets() -> Vec<Secret> {
         context,
         any_case,
         url_encodable,
-        context_cases: match kind {
-            "bearer" => "UL",
-            "pem-private-key" => "U",
-            _ => "ULM",
-        },
     };
     vec![
         s(
@@ -204,7 +198,8 @@ fn forms(secret: &Secret) -> Vec<(String, String)> {
     let line = |value: &str| secret.context.replace("{}", value);
     let v = secret.value.as_str();
     let mut out = vec![(line(v), v.to_owned())];
-    // The context's letter case: upper, lower, mixed (the secret itself kept).
+    // The context's letter case: upper, lower, mixed (the secret itself kept) — header
+    // names, schemes and PEM armour lines included (`AuThOrIzAtIoN: bEaReR …`).
     let (pre, post) = secret
         .context
         .split_once("{}")
@@ -221,14 +216,12 @@ fn forms(secret: &Secret) -> Vec<(String, String)> {
             })
             .collect()
     };
-    for (case, p, q) in [
-        ('U', pre.to_uppercase(), post.to_uppercase()),
-        ('L', pre.to_lowercase(), post.to_lowercase()),
-        ('M', mixed(pre), mixed(post)),
+    for (p, q) in [
+        (pre.to_uppercase(), post.to_uppercase()),
+        (pre.to_lowercase(), post.to_lowercase()),
+        (mixed(pre), mixed(post)),
     ] {
-        if secret.context_cases.contains(case) {
-            out.push((format!("{p}{v}{q}"), v.to_owned()));
-        }
+        out.push((format!("{p}{v}{q}"), v.to_owned()));
     }
     if secret.any_case {
         for value in [v.to_uppercase(), v.to_lowercase(), mixed(v)] {
@@ -505,6 +498,22 @@ fn no_secret_or_piece_of_one_in_the_store_mirror_pool_or_answers() {
         bytes.extend(out.stderr);
         haystacks.push((format!("chapters {}", args.join(" ")), bytes));
     }
+    // The CLI's search for each secret's words: an answer may echo the query, never a secret.
+    for secret in &table {
+        let first_line = secret.value.lines().next().unwrap_or_default();
+        let context = secret.context.replace("{}", first_line);
+        for args in [
+            vec!["search", "--", first_line],
+            vec!["search", "--json", "--", context.as_str()],
+            vec!["search", "--", context.as_str()],
+        ] {
+            let out = m.run(&args);
+            let mut bytes = out.stdout;
+            bytes.extend(out.stderr);
+            haystacks.push((format!("chapters search ({})", secret.kind), bytes));
+        }
+    }
+    haystacks.extend(mcp_answers(&m, &table));
     // The haystacks hold what we planted's derived forms, or the test proves nothing.
     let store_text: Vec<u8> = haystacks
         .iter()
@@ -545,6 +554,190 @@ fn no_secret_or_piece_of_one_in_the_store_mirror_pool_or_answers() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+}
+
+/// What `chapters mcp` answers when asked about the secrets: `chapters_search` for each
+/// secret's words (the secret, its context line, with a word of the chapters), `chapters_rules` with them as
+/// the task, `chapters_artifact` for every artifact the store holds, and
+/// `chapters_rule_propose` of a rule that holds them — each answer as one haystack.
+fn mcp_answers(m: &Sandbox, table: &[Secret]) -> Vec<(String, Vec<u8>)> {
+    let mut mcp = Mcp::start(m);
+    let init = mcp.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "privacy-test", "version": "1"}}),
+    );
+    assert!(init["result"]["protocolVersion"].is_string(), "{init}");
+    mcp.notify("notifications/initialized");
+    let listed = mcp.request("tools/list", json!({}));
+    let tools: BTreeSet<String> = listed["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect();
+    for tool in ["chapters_search", "chapters_rules", "chapters_artifact"] {
+        assert!(tools.contains(tool), "{tool} not in {tools:?}");
+    }
+    let mut out = Vec::new();
+    let mut record = |label: String, answer: Value| {
+        out.push((label, answer.to_string().into_bytes()));
+    };
+    let mut searched_hits = 0;
+    for secret in table {
+        let first_line = secret.value.lines().next().unwrap_or_default().to_owned();
+        let context = secret.context.replace("{}", &first_line);
+        // The secret's words: alone, in its line, and among the chapters' words (an answer
+        // that echoes the query must not echo the secret).
+        let queries = [
+            first_line.clone(),
+            context.clone(),
+            format!("rotate {first_line}"),
+        ];
+        for query in queries {
+            let answer = mcp.request(
+                "tools/call",
+                json!({"name": "chapters_search", "arguments": {"query": query, "max_tokens": 20000}}),
+            );
+            if answer["result"]["content"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("shown "))
+            {
+                searched_hits += 1;
+            }
+            record(format!("mcp chapters_search ({})", secret.kind), answer);
+        }
+        let answer = mcp.request(
+            "tools/call",
+            json!({"name": "chapters_rules", "arguments": {"task": context, "session": "s-secrets"}}),
+        );
+        record(format!("mcp chapters_rules ({})", secret.kind), answer);
+    }
+    assert!(
+        searched_hits > 0,
+        "no MCP search found the archived chapters"
+    );
+    // Every artifact this machine's store holds, read whole.
+    let mut artifacts = Vec::new();
+    files_under(&m.store(), &mut artifacts);
+    let hashes: BTreeSet<String> = artifacts
+        .iter()
+        .filter(|(name, _)| name.contains("/artifacts/") && name.ends_with(".txt"))
+        .filter_map(|(name, _)| {
+            let file = name.rsplit('/').next()?;
+            Some(file.trim_end_matches(".txt").to_owned())
+        })
+        .collect();
+    assert!(!hashes.is_empty(), "the store holds no artifact");
+    for hash in &hashes {
+        let answer = mcp.request(
+            "tools/call",
+            json!({"name": "chapters_artifact", "arguments": {"hash": hash, "max_tokens": 50000}}),
+        );
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+        record(format!("mcp chapters_artifact {hash}"), answer);
+    }
+    // A reader of documents another tool may offer (`chapters_read`…): every chapter and
+    // plan, each required string argument given the document's path.
+    let documents: Vec<String> = artifacts
+        .iter()
+        .filter(|(name, _)| name.ends_with(".md") && name.contains("/chapters/"))
+        .filter_map(|(name, _)| {
+            let at = name.find(".dsh-chapters/")?;
+            Some(name[at..].to_owned())
+        })
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    for tool in listed["result"]["tools"].as_array().expect("tools") {
+        let name = tool["name"].as_str().unwrap_or_default();
+        if !name.contains("read") {
+            continue;
+        }
+        let required: Vec<&str> = tool["inputSchema"]["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        for path in &documents {
+            let arguments: serde_json::Map<String, Value> = required
+                .iter()
+                .map(|key| ((*key).to_owned(), json!(path)))
+                .collect();
+            let answer = mcp.request("tools/call", json!({"name": name, "arguments": arguments}));
+            record(format!("mcp {name} {path}"), answer);
+        }
+    }
+    if tools.contains("chapters_rule_propose") {
+        let text: String = table
+            .iter()
+            .filter(|s| !s.value.contains('\n'))
+            .map(|s| s.context.replace("{}", &s.value))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let answer = mcp.request(
+            "tools/call",
+            json!({"name": "chapters_rule_propose", "arguments": {"category": "security", "text": format!("Never paste {text}")}}),
+        );
+        record("mcp chapters_rule_propose".to_owned(), answer);
+    }
+    mcp.close();
+    out
+}
+
+/// A `chapters mcp` child over stdio: newline-delimited JSON-RPC.
+struct Mcp {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    next_id: u64,
+}
+
+impl Mcp {
+    fn start(m: &Sandbox) -> Mcp {
+        let mut child = m
+            .cmd(&["mcp"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn chapters mcp");
+        let stdin = child.stdin.take();
+        let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        Mcp {
+            child,
+            stdin,
+            stdout,
+            next_id: 1,
+        }
+    }
+
+    fn send(&mut self, message: &Value) {
+        let stdin = self.stdin.as_mut().expect("open stdin");
+        writeln!(stdin, "{message}").expect("write");
+        stdin.flush().expect("flush");
+    }
+
+    fn notify(&mut self, method: &str) {
+        self.send(&json!({"jsonrpc": "2.0", "method": method}));
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        use std::io::BufRead;
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("read");
+        let answer: Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"));
+        assert_eq!(answer["id"], id, "{answer}");
+        answer
+    }
+
+    fn close(mut self) {
+        drop(self.stdin.take());
+        let status = self.child.wait().expect("wait");
+        assert!(status.success(), "chapters mcp exited {status}");
+    }
 }
 
 /// The table's precondition: every planted form is caught by the built-in rules on its own,

@@ -1,0 +1,184 @@
+//! The store's document reader (shell): the one way from a file the store or a pool
+//! mirror holds back to a [`Redacted`] value.
+//!
+//! Everything under `<workspace>/.dsh-chapters/` and `<workspace>/.dsh-knowledge/` was
+//! written from `Redacted` values (the store's writes take them; the mirror holds what
+//! other machines' stores published), so what is read from there is redacted text. A
+//! [`Reader`] reads only there, and only it makes the [`ReadBack`] proof that
+//! [`Redacted::read_back`] needs. The derivers of the index, the vocabulary and the search
+//! cache read documents through the search table and the cache, which hold a `Reader`; the
+//! continuation notice reads `Store::archived_read_back` (a test in this module lists every
+//! caller of `read_back`).
+
+use std::fs;
+use std::os::unix::fs::FileExt;
+use std::path::{Component, Path, PathBuf};
+
+use super::{MIRROR_DIR, STORE_DIR};
+use crate::redact::Redacted;
+
+/// Proof that a value was read from the store or a pool mirror. Made only here.
+pub struct ReadBack(());
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{path} is not a file of the store ({STORE_DIR}/) or the pool mirror ({MIRROR_DIR}/) of {workspace}; derived text is read only from there")]
+    Outside { path: PathBuf, workspace: PathBuf },
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Reads the store and the pool mirror of one workspace, and nothing else.
+pub struct Reader {
+    workspace: PathBuf,
+    proof: ReadBack,
+}
+
+/// A file of the store or the mirror, open for positioned reads.
+pub struct StoreFile {
+    file: fs::File,
+    path: PathBuf,
+}
+
+impl Reader {
+    pub fn new(workspace: &Path) -> Reader {
+        Reader {
+            workspace: workspace.to_path_buf(),
+            proof: ReadBack(()),
+        }
+    }
+
+    /// The reader of the workspace whose store is `store_dir` (`<workspace>/.dsh-chapters`).
+    pub fn of_store(store_dir: &Path) -> Reader {
+        Reader::new(store_dir.parent().unwrap_or(store_dir))
+    }
+
+    /// `path` (absolute, or relative to the workspace) when it lies under the store or the
+    /// mirror, with no `..` on the way.
+    fn inside(&self, path: &Path) -> Result<PathBuf, ReadError> {
+        let rel = path.strip_prefix(&self.workspace).unwrap_or(path);
+        let mut parts = rel.components();
+        let top = parts.next();
+        let ok = matches!(top, Some(Component::Normal(c)) if c == STORE_DIR || c == MIRROR_DIR)
+            && parts.all(|c| matches!(c, Component::Normal(_)));
+        if !ok {
+            return Err(ReadError::Outside {
+                path: path.to_path_buf(),
+                workspace: self.workspace.clone(),
+            });
+        }
+        Ok(self.workspace.join(rel))
+    }
+
+    /// A whole file's bytes.
+    pub fn bytes(&self, path: &Path) -> Result<Redacted<Vec<u8>>, ReadError> {
+        let path = self.inside(path)?;
+        let bytes = fs::read(&path).map_err(|source| ReadError::Io { path, source })?;
+        Ok(Redacted::read_back(bytes, &self.proof))
+    }
+
+    /// A file opened for positioned reads ([`Reader::read_at`]).
+    pub fn open(&self, path: &Path) -> Result<StoreFile, ReadError> {
+        let path = self.inside(path)?;
+        let file = fs::File::open(&path).map_err(|source| ReadError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(StoreFile { file, path })
+    }
+
+    /// `len` bytes of `file` at `offset`.
+    pub fn read_at(
+        &self,
+        file: &StoreFile,
+        len: usize,
+        offset: u64,
+    ) -> Result<Redacted<Vec<u8>>, ReadError> {
+        let mut bytes = vec![0u8; len];
+        file.file
+            .read_exact_at(&mut bytes, offset)
+            .map_err(|source| ReadError::Io {
+                path: file.path.clone(),
+                source,
+            })?;
+        Ok(Redacted::read_back(bytes, &self.proof))
+    }
+
+    /// A value the holder parsed from bytes this reader read (the search table's records,
+    /// kept in files under the store). Callers are listed by a test below.
+    pub fn read_back<T>(&self, value: T) -> Redacted<T> {
+        Redacted::read_back(value, &self.proof)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_only_the_store_and_the_mirror() {
+        let ws = tempfile::tempdir().unwrap();
+        let reader = Reader::new(ws.path());
+        for dir in [STORE_DIR, MIRROR_DIR, "elsewhere"] {
+            std::fs::create_dir_all(ws.path().join(dir)).unwrap();
+            std::fs::write(ws.path().join(dir).join("a.md"), "text").unwrap();
+        }
+        for rel in [".dsh-chapters/a.md", ".dsh-knowledge/a.md"] {
+            assert_eq!(reader.bytes(Path::new(rel)).unwrap().get(), b"text");
+            assert_eq!(
+                reader.bytes(&ws.path().join(rel)).unwrap().get(),
+                b"text",
+                "{rel}"
+            );
+        }
+        for rel in [
+            "elsewhere/a.md",
+            ".dsh-chapters/../elsewhere/a.md",
+            "/etc/hostname",
+            "a.md",
+        ] {
+            assert!(
+                matches!(reader.bytes(Path::new(rel)), Err(ReadError::Outside { .. })),
+                "{rel}"
+            );
+        }
+        let file = reader.open(Path::new(".dsh-chapters/a.md")).unwrap();
+        assert_eq!(reader.read_at(&file, 2, 1).unwrap().get(), b"ex");
+    }
+
+    /// The proof's callers: a new one is a reviewed decision, not an accident.
+    #[test]
+    fn only_the_document_readers_read_back() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut callers = Vec::new();
+        let mut stack = vec![src.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    if text.contains(".read_back(") || text.contains("Redacted::read_back(") {
+                        let rel = path.strip_prefix(&src).unwrap();
+                        callers.push(rel.to_string_lossy().into_owned());
+                    }
+                }
+            }
+        }
+        callers.sort();
+        assert_eq!(
+            callers,
+            [
+                "index/table.rs",
+                "search/cache.rs",
+                "store/mod.rs",
+                "store/read.rs"
+            ],
+            "who builds `Redacted` from read-back values"
+        );
+    }
+}
