@@ -430,6 +430,33 @@ mod tests {
     }
 
     #[test]
+    fn another_programs_unversioned_lines_are_version_0_only_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("curation.jsonl");
+        std::fs::write(
+            &p,
+            "{\"type\":\"topic-alias\",\"from\":\"a\",\"to\":\"b\",\"at\":\"t\"}\n{\"v\":1,\"n\":2}\n",
+        )
+        .unwrap();
+        let got = read_with_unversioned(&p, 1).unwrap();
+        assert_eq!(got.lines.len(), 2);
+        assert!(got.lines[0].get("v").is_none());
+        // The register's own reader still refuses it, by line.
+        assert!(matches!(
+            read(&p, 1),
+            Err(LedgerError::CorruptLine { line: 1, .. })
+        ));
+        // A newer version is refused either way; a missing file is empty.
+        std::fs::write(&p, "{\"v\":9}\n{\"v\":1}\n").unwrap();
+        assert!(read_with_unversioned(&p, 1).is_err());
+        assert!(
+            !read_with_unversioned(&dir.path().join("none"), 1)
+                .unwrap()
+                .exists
+        );
+    }
+
+    #[test]
     fn an_append_after_a_known_whole_length_skips_the_scan_only_at_that_length() {
         let (_dir, p) = ledger(b"");
         let len = append_many_after(&p, &[redacted(json!({"v": 1, "n": 1}))], 1, None).unwrap();
