@@ -302,4 +302,26 @@ fn a_pool_the_typescript_plugin_shares_is_read_and_never_rewritten() {
     let head = git(&pool, &["rev-parse", "main"]);
     m.ok(&["sync"]);
     assert_eq!(git(&pool, &["rev-parse", "main"]), head);
+
+    // The plugin syncs again and writes its index over ours (its own format, its own
+    // manifest): our next sync puts ours back, still with their topics, and settles.
+    let index: BTreeMap<String, Vec<u8>> = plugin_files(&pk)
+        .into_iter()
+        .filter(|(p, _)| p.starts_with("index/"))
+        .collect();
+    plugin_publishes(&pool, &tmp.path().join("plugin-clone-2"), &index);
+    assert_eq!(
+        pool_blob(&pool, "index/websocket.md"),
+        index["index/websocket.md"]
+    );
+    m.ok(&["sync"]);
+    assert_plugin_documents_untouched(&pool, &docs, "after the plugin's second sync");
+    let websocket = String::from_utf8(pool_blob(&pool, "index/websocket.md")).expect("utf8");
+    assert!(
+        websocket.contains(pool_ch1) && websocket.as_bytes() != index["index/websocket.md"],
+        "our shard again, with the plugin's chapter:\n{websocket}"
+    );
+    let head = git(&pool, &["rev-parse", "main"]);
+    m.ok(&["sync"]);
+    assert_eq!(git(&pool, &["rev-parse", "main"]), head, "settled");
 }
