@@ -74,6 +74,32 @@ pub struct StatusReport {
     /// The vocabulary's merge candidates (record §6.3) over the documents the last search or
     /// sync read; `null` without a store. Shadow mode (`vocabApply: false`) only reports them.
     pub vocabulary: Option<VocabularyStatus>,
+    /// The documents the last search or sync read (the search table as last written; status
+    /// writes nothing, so it does not refresh it); `null` without a store.
+    pub documents: Option<DocumentCounts>,
+}
+
+/// Documents of this project's door by where they were read, and the files that could not
+/// be read as documents (named by `chapters search`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DocumentCounts {
+    /// In this machine's store.
+    pub store: u64,
+    /// In the pool mirror (other machines' — the original TypeScript plugin's too).
+    pub pool: u64,
+    pub unreadable: u64,
+}
+
+fn document_counts(store: &Store, identity: &Identity, linked: bool) -> DocumentCounts {
+    let table = crate::index::table::Table::open(store.dir());
+    let (local, _) = table.counts(&identity.project_key, false, false);
+    let (all, _) = table.counts(&identity.project_key, false, linked);
+    DocumentCounts {
+        store: local,
+        pool: all - local,
+        unreadable: table.unreadable().len() as u64,
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -313,6 +339,9 @@ pub fn status(
         vocabulary: store
             .as_ref()
             .map(|s| vocabulary_status(s, workspace, identity, link.is_some(), config)),
+        documents: store
+            .as_ref()
+            .map(|s| document_counts(s, identity, link.is_some())),
         store: counts,
         sessions,
         pending_turns,

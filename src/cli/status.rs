@@ -157,6 +157,12 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
             );
         }
     }
+    if let Some(d) = &report.documents {
+        println!(
+            "documents   {} in the store, {} from the pool, {} unreadable (as of the last search or sync)",
+            d.store, d.pool, d.unreadable
+        );
+    }
     if let Some(v) = &report.vocabulary {
         println!(
             "vocabulary  {} merge candidate(s){}",

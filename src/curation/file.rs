@@ -105,7 +105,14 @@ pub fn read_all(
                 continue;
             }
             let path = edits.join(&harness).join(CURATION_FILE);
-            let read = ledger::read(&path, CURATION_VERSION)?;
+            // Another machine's file may be the original TypeScript plugin's, whose lines
+            // carry no `v` (read as version 0, in its own shape); this machine's own file
+            // is held to the register's rules.
+            let read = if base == store_dir {
+                ledger::read(&path, CURATION_VERSION)?
+            } else {
+                ledger::read_with_unversioned(&path, CURATION_VERSION)?
+            };
             if !read.exists {
                 continue;
             }
@@ -117,7 +124,12 @@ pub fn read_all(
             }
             for (index, value) in read.lines.into_iter().enumerate() {
                 let line = index as u64 + 1;
-                match serde_json::from_value::<Fact>(value) {
+                let fact = if value.get("v").is_none() {
+                    Fact::from_plugin_line(&value)
+                } else {
+                    serde_json::from_value::<Fact>(value).map_err(|e| e.to_string())
+                };
+                match fact {
                     Ok(fact) => out.facts.push(SourcedFact {
                         harness: harness.clone(),
                         line,

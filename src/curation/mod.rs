@@ -155,6 +155,53 @@ impl Fact {
         pin
     }
 
+    /// A line of the original TypeScript plugin (no `v`, no `author`), read as the fact it
+    /// means, by `plugin` — so it never overrides a person's alias or pin. Its `topic-alias`
+    /// (the vocabulary pass), `topic-pin`, `topic-weight` and `note` carry over; its `group`
+    /// (of topics) and `rule-status` (that machine's own approval of its `<harness>/<NNN>`
+    /// rule, which governs that machine only) have no meaning here: `Err` says why.
+    pub fn from_plugin_line(line: &serde_json::Value) -> Result<Fact, String> {
+        let field = |name: &str| line.get(name).and_then(serde_json::Value::as_str);
+        let text = |name: &'static str| {
+            field(name)
+                .map(str::to_owned)
+                .ok_or_else(|| format!("the original plugin's line has no `{name}`"))
+        };
+        let kind = match field("type").unwrap_or_default() {
+            "topic-alias" => FactKind::TopicAlias {
+                from: text("from")?,
+                to: text("to")?,
+            },
+            "topic-pin" => FactKind::TopicPin {
+                topic: text("topic")?,
+                pinned: true,
+            },
+            "topic-weight" => FactKind::Weight {
+                topic: text("topic")?,
+                weight: line
+                    .get("weight")
+                    .and_then(serde_json::Value::as_f64)
+                    .ok_or("the original plugin's topic-weight has no numeric `weight`")?,
+            },
+            "note" => FactKind::Note {
+                target: text("topic")?,
+                text: text("text")?,
+            },
+            "rule-status" => {
+                return Err(format!(
+                    "the original plugin's approval of its rule {} on its own machine; it governs that machine only",
+                    field("rule").unwrap_or("?")
+                ))
+            }
+            "group" => return Err("the original plugin's group of topics; this version groups chapters, so it is left as it is".into()),
+            other => return Err(format!("the original plugin's fact type {other:?} is not one this version reads")),
+        };
+        let mut fact = Fact::new(kind, Author::Plugin, field("at").unwrap_or_default());
+        fact.reason = field("reason").map(str::to_owned);
+        fact.validate().map_err(|e| e.to_string())?;
+        Ok(fact)
+    }
+
     /// Whether the line may be written (and is honoured when read).
     pub fn validate(&self) -> Result<(), FactError> {
         if self.v != CURATION_VERSION {
@@ -518,6 +565,58 @@ mod tests {
         ] {
             assert!(serde_json::from_str::<Fact>(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_typescript_plugins_lines_are_read_as_the_plugins_facts() {
+        let read = |line: &str| Fact::from_plugin_line(&serde_json::from_str(line).unwrap());
+        // As its vocabulary pass writes one: no `v`, no `author`.
+        let alias = read(r#"{"type":"topic-alias","from":"keys","to":"session-tokens","at":"2026-10-02T09:45:00.000Z","reason":"co-occurrence: cooccur=3 overlap=0"}"#).unwrap();
+        assert_eq!(
+            (alias.kind.clone(), alias.author),
+            (
+                FactKind::TopicAlias {
+                    from: "keys".into(),
+                    to: "session-tokens".into()
+                },
+                Author::Plugin
+            )
+        );
+        assert_eq!(
+            alias.reason.as_deref(),
+            Some("co-occurrence: cooccur=3 overlap=0")
+        );
+        let pinned = read(r#"{"type":"topic-pin","topic":"auth","at":"t"}"#).unwrap();
+        assert_eq!(pinned.author, Author::Plugin);
+        let weight = read(r#"{"type":"topic-weight","topic":"auth","weight":2,"at":"t"}"#).unwrap();
+        assert!(matches!(weight.kind, FactKind::Weight { weight, .. } if weight == 2.0));
+        let note = read(r#"{"type":"note","topic":"auth","text":"see the RFC","at":"t"}"#).unwrap();
+        assert!(matches!(note.kind, FactKind::Note { .. }));
+        for (line, why) in [
+            (
+                r#"{"type":"rule-status","rule":"adrian-mbp/001","status":"core","at":"t"}"#,
+                "that machine only",
+            ),
+            (
+                r#"{"type":"group","topics":["a","b"],"at":"t"}"#,
+                "group of topics",
+            ),
+            (r#"{"type":"topic-alias","from":"a","at":"t"}"#, "no `to`"),
+            (
+                r#"{"type":"topic-alias","from":"a","to":"a","at":"t"}"#,
+                "to itself",
+            ),
+            (r#"{"type":"mystery","at":"t"}"#, "mystery"),
+        ] {
+            let e = read(line).unwrap_err();
+            assert!(e.contains(why), "{line}: {e}");
+        }
+        // The plugin's alias never overrides a person's pin.
+        let folded = Curation::fold([
+            sourced("adrian-mbp", 1, alias),
+            sourced("m1", 1, pin("keys", true, Author::User, "2026-10-03")),
+        ]);
+        assert_eq!(folded.canonical("keys").topic, "keys");
     }
 
     #[test]

@@ -498,7 +498,7 @@ impl Table {
                     }
                 }
                 known_moved = true;
-                match read_doc(&workspace.join(&rel)) {
+                match read_doc(&workspace.join(&rel), &visit.key) {
                     Ok((blob, meta)) => {
                         unreadable_moved |= state.unreadable.remove(&rel).is_some();
                         if let Some(old) = &entry {
@@ -1066,6 +1066,14 @@ fn list_sources(workspace: &Path, linked: bool) -> Result<Vec<(String, String)>,
         }
         let rules = workspace.join(MIRROR_DIR).join(RULES_DIR);
         for pk in list_dirs(&rules)? {
+            // The original TypeScript plugin keeps a machine's rules one level down,
+            // `rules/<pk>/<harness>/NNN-<slug>.md`.
+            for harness in list_dirs(&rules.join(&pk))? {
+                out.push((
+                    format!("{MIRROR_DIR}/{RULES_DIR}/{pk}/{harness}"),
+                    RULES_DIR.to_owned(),
+                ));
+            }
             out.push((
                 format!("{MIRROR_DIR}/{RULES_DIR}/{pk}"),
                 RULES_DIR.to_owned(),
@@ -1109,15 +1117,46 @@ fn list_names(
     Ok(out)
 }
 
-/// Read one document: its blob id and frontmatter, or why not.
-fn read_doc(path: &Path) -> Result<(String, DocMeta), String> {
+/// Read one document of the table folder `folder`: its blob id and frontmatter, or why not.
+fn read_doc(path: &Path, folder: &str) -> Result<(String, DocMeta), String> {
     let mut bytes = Vec::new();
     fs::File::open(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
         .map_err(|e| format!("cannot read: {e}"))?;
     let blob = crate::pool::plan::blob_id(&bytes);
-    let meta = parse_head(&bytes)?;
+    let mut meta = parse_head(&bytes)?;
+    if meta.project_key.is_empty() {
+        // The original TypeScript plugin writes no `projectKey`: a pool document is of
+        // the project its folder names.
+        meta.project_key = folder_project_key(folder).unwrap_or_default().to_owned();
+    }
     Ok((blob, meta))
+}
+
+/// The project key a mirror folder names: `.dsh-knowledge/chapters/<pk>/<root>` or
+/// `.dsh-knowledge/rules/<pk>[/<harness>]`.
+fn folder_project_key(folder: &str) -> Option<&str> {
+    let rest = folder.strip_prefix(MIRROR_DIR)?.strip_prefix('/')?;
+    let mut parts = rest.split('/');
+    match parts.next()? {
+        "chapters" | RULES_DIR => parts.next().filter(|pk| !pk.is_empty()),
+        _ => None,
+    }
+}
+
+/// A summary for a document whose frontmatter has none: the original TypeScript plugin
+/// writes it as the body's first quote, `# title`, a blank line, `> summary`.
+fn body_summary(body: &[u8]) -> Option<String> {
+    let text = match std::str::from_utf8(body) {
+        Ok(t) => t,
+        // The window may cut a character: what precedes it is still text.
+        Err(e) => std::str::from_utf8(&body[..e.valid_up_to()]).ok()?,
+    };
+    let mut lines = text.lines();
+    lines.next().filter(|l| l.starts_with("# "))?;
+    lines.next().filter(|l| l.is_empty())?;
+    let summary = lines.next()?.strip_prefix("> ")?.trim();
+    (!summary.is_empty()).then(|| summary.to_owned())
 }
 
 /// The frontmatter of a document's bytes, bounded.
@@ -1137,6 +1176,9 @@ pub fn parse_head(bytes: &[u8]) -> Result<DocMeta, String> {
     let head =
         std::str::from_utf8(&window[..end]).map_err(|_| "frontmatter is not UTF-8".to_owned())?;
     let mut meta = search::parse_meta(head).map_err(|e| e.to_string())?;
+    if meta.summary.is_empty() {
+        meta.summary = body_summary(&window[end..]).unwrap_or_default();
+    }
     meta.topics = meta
         .topics
         .iter()
@@ -1983,7 +2025,9 @@ fn source_root(key: &str, linked: bool) -> Option<String> {
     match parts.as_slice() {
         [STORE_DIR, RULES_DIR] => Some(RULES_DIR.to_owned()),
         [STORE_DIR, root, "chapters"] => Some((*root).to_owned()),
-        [MIRROR_DIR, RULES_DIR, _] if linked => Some(RULES_DIR.to_owned()),
+        [MIRROR_DIR, RULES_DIR, _] | [MIRROR_DIR, RULES_DIR, _, _] if linked => {
+            Some(RULES_DIR.to_owned())
+        }
         [MIRROR_DIR, "chapters", _, root] if linked => Some((*root).to_owned()),
         _ => None,
     }
@@ -2615,6 +2659,34 @@ mod tests {
             .expect_err("damaged");
         assert!(err.to_string().contains("delete .search"), "{err}");
         drop(table);
+    }
+
+    #[test]
+    fn the_typescript_plugins_documents_read_as_chapters_of_their_folders_project() {
+        let doc = b"---\ntitle: \"Tune the backoff\"\nseqRange: [4, 15]\nevents: 12\ntokens: 9  # chars/4 estimate\ntopics: [\"Backoff\"]\nunrenderedSeqs: []\n---\n# Tune the backoff\n\n> Capped at 30 s.\n\n**User:**\n";
+        let m = parse_head(doc).expect("a chapter");
+        assert_eq!(
+            (m.kind.as_str(), m.summary.as_str(), m.topics.as_slice()),
+            ("chapter", "Capped at 30 s.", &["backoff".to_owned()][..])
+        );
+        // A summary in the frontmatter wins; a body of another shape gives none.
+        let ours = parse_head(b"---\ntitle: t\nsummary: s\n---\n# t\n\n> q\n").expect("ok");
+        assert_eq!(ours.summary, "s");
+        assert_eq!(
+            parse_head(b"---\ntitle: t\n---\nplain\n")
+                .expect("ok")
+                .summary,
+            ""
+        );
+        for (folder, pk) in [
+            (".dsh-knowledge/chapters/pk1/root", Some("pk1")),
+            (".dsh-knowledge/rules/pk2", Some("pk2")),
+            (".dsh-knowledge/rules/pk3/adrian-mbp", Some("pk3")),
+            (".dsh-chapters/root/chapters", None),
+            (".dsh-chapters/rules", None),
+        ] {
+            assert_eq!(folder_project_key(folder), pk, "{folder}");
+        }
     }
 
     #[test]

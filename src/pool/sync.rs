@@ -1457,9 +1457,10 @@ fn journal_documents(store_dir: &Path, written: &[String]) {
     for path in written {
         let parts: Vec<&str> = path.split('/').collect();
         let document = match parts.as_slice() {
-            ["chapters", _, _, name] | [crate::rules::store::RULES_DIR, _, name] => {
-                name.ends_with(".md")
-            }
+            // (`rules/<pk>/<harness>/X.md`: the original TypeScript plugin's rules.)
+            ["chapters", _, _, name]
+            | [crate::rules::store::RULES_DIR, _, name]
+            | [crate::rules::store::RULES_DIR, _, _, name] => name.ends_with(".md"),
             _ => false,
         };
         if let (true, Some((folder, name))) = (document, path.rsplit_once('/')) {

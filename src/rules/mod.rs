@@ -411,22 +411,29 @@ impl Rule {
         let text = normalize_text(body);
         let scope = meta.scope.unwrap_or(Scope::Project);
         let expected = rule_id(scope, meta.session.as_deref(), &text);
-        if meta.id != expected {
-            return Err(fail(format!(
-                "its id {} does not match its text (which would be {expected}): a rule file is write-once — propose the new words as a new rule",
-                meta.id
-            )));
-        }
-        let stem = file
-            .rsplit('/')
-            .next()
-            .and_then(|n| n.strip_suffix(".md"))
-            .unwrap_or_default();
-        if stem != meta.id {
-            return Err(fail(format!("its id {} is not its file name", meta.id)));
+        match (&meta.id, meta.number) {
+            (Some(id), _) => {
+                if *id != expected {
+                    return Err(fail(format!(
+                        "its id {id} does not match its text (which would be {expected}): a rule file is write-once — propose the new words as a new rule"
+                    )));
+                }
+                let stem = file
+                    .rsplit('/')
+                    .next()
+                    .and_then(|n| n.strip_suffix(".md"))
+                    .unwrap_or_default();
+                if stem != id.as_str() {
+                    return Err(fail(format!("its id {id} is not its file name")));
+                }
+            }
+            // The original TypeScript plugin's rule (`<pk>/<harness>/NNN-<slug>.md`, a
+            // project rule): known here by the id of its words, like one of ours.
+            (None, Some(_)) if scope == Scope::Project => {}
+            (None, _) => return Err(fail("no `id` (nor the original plugin's `number`)".into())),
         }
         Ok(Rule {
-            id: meta.id,
+            id: expected,
             scope,
             category: meta.category,
             text,
@@ -477,7 +484,12 @@ impl Rule {
 struct RuleMeta {
     title: String,
     kind: String,
-    id: String,
+    /// Absent from the original TypeScript plugin's rules, which carry a per-machine
+    /// `number` instead.
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    number: Option<u64>,
     #[serde(default)]
     scope: Option<Scope>,
     category: String,
@@ -639,6 +651,26 @@ mod tests {
         let back = Rule::parse(&r.file_name(), &text).unwrap();
         assert_eq!(back, r);
         assert_eq!(back.warrant(), "you said this (session sess-1, seq 7)");
+    }
+
+    #[test]
+    fn the_typescript_plugins_rule_is_a_project_rule_known_by_its_words() {
+        // As its `rules.ts` writes one: a per-machine number, no id, the body's last line.
+        let doc = "---\nnumber: 1\nkind: rule\ncategory: \"testing\"\ntitle: \"Run the suite\"\nstatus: proposed\nsourceSession: \"manual\"\nauthoredAt: \"2026-10-02T09:40:12.511Z\"\nsha256: 00\n---\nRun the suite before merging.\n";
+        let r = Rule::parse("rules/pk/adrian-mbp/001-testing-run-the-suite.md", doc).unwrap();
+        assert_eq!(
+            r.id,
+            rule_id(Scope::Project, None, "Run the suite before merging.")
+        );
+        assert_eq!(
+            (r.scope, r.category.as_str(), r.title.as_str()),
+            (Scope::Project, "testing", "Run the suite")
+        );
+        // Neither an id nor a number: refused, named.
+        let e = Rule::parse("x.md", &doc.replace("number: 1\n", ""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no `id`"), "{e}");
     }
 
     #[test]

@@ -107,6 +107,28 @@ impl RuleCorpus {
     }
 }
 
+/// The sub-directories of `dir` with safe names, sorted; none when it is missing.
+fn sub_dirs(dir: &Path) -> Result<Vec<String>, RulesStoreError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(RulesStoreError::List {
+                path: dir.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| crate::store::is_safe_component(n))
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
 fn markdown_files(dir: &Path) -> Result<Vec<String>, RulesStoreError> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
@@ -157,7 +179,12 @@ pub fn read_rules(
     let mut corpus = RuleCorpus::default();
     let mut dirs = vec![(format!("{STORE_DIR}/{RULES_DIR}"), true)];
     if with_mirror {
-        dirs.push((format!("{MIRROR_DIR}/{RULES_DIR}/{project_key}"), false));
+        let project_dir = format!("{MIRROR_DIR}/{RULES_DIR}/{project_key}");
+        dirs.push((project_dir.clone(), false));
+        // The original TypeScript plugin keeps each machine's rules one level down.
+        for harness in sub_dirs(&workspace.join(&project_dir))? {
+            dirs.push((format!("{project_dir}/{harness}"), false));
+        }
     }
     for (rel_dir, local) in dirs {
         for name in markdown_files(&workspace.join(&rel_dir))? {
@@ -174,8 +201,16 @@ pub fn read_rules(
                 Ok(rule) if !local && rule.scope == Scope::Session => corpus
                     .unreadable
                     .push((path, "a session rule in the pool: session rules are never published, so this one is ignored".into())),
-                Ok(rule) => {
-                    by_id.insert(rule.id.clone(), RuleEntry { rule, path, local });
+                Ok(mut rule) => {
+                    if rule.project_key.is_empty() && !local {
+                        // The original plugin's rules name their project by their folder.
+                        rule.project_key = project_key.to_owned();
+                    }
+                    // The same words proposed on two machines are one rule: the first
+                    // copy read (the store's) stands.
+                    by_id
+                        .entry(rule.id.clone())
+                        .or_insert(RuleEntry { rule, path, local });
                 }
                 Err(reason) => corpus.unreadable.push((path, reason)),
             }

@@ -35,14 +35,17 @@ pub enum SearchError {
     Frontmatter(String),
 }
 
-/// The frontmatter fields search reads. Unknown keys are ignored; `title` and `kind` are
-/// required (a document without them is not a chapter, plan or rule).
+/// The frontmatter fields search reads. Unknown keys are ignored (the original TypeScript
+/// plugin's `events`, `unrenderedSeqs`, `tokens`, …); `title` is required (a document without
+/// one is not a chapter, plan or rule). A document without `kind` is a chapter: the
+/// original plugin's chapters carry none (its rules say `kind: rule`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DocMeta {
     pub title: String,
     #[serde(default)]
     pub summary: String,
+    #[serde(default = "chapter_kind")]
     pub kind: String,
     #[serde(default)]
     pub project_key: String,
@@ -58,6 +61,11 @@ pub struct DocMeta {
     /// A rule's id (`kind: rule` documents), what its `rule-status` facts name.
     #[serde(default)]
     pub id: Option<String>,
+}
+
+/// The kind of a document whose frontmatter names none.
+fn chapter_kind() -> String {
+    "chapter".to_owned()
 }
 
 /// Parse a document's frontmatter (the text from its opening `---` line through its closing
@@ -832,6 +840,21 @@ mod tests {
         assert_eq!(m.seq_range, Some((3, 9)));
         assert_eq!(m.date, None);
         assert_eq!(m.topics, ["a", "b"]);
+    }
+
+    #[test]
+    fn the_typescript_plugins_chapter_is_a_chapter() {
+        // Its frontmatter as `render.ts` writes it: no kind, summary, date or project key; a
+        // YAML comment after `tokens`; fields this program does not know.
+        let text = "---\ntitle: \"Tune the backoff\"\nseqRange: [4, 15]\nevents: 12\ntokens: 321  # chars/4 estimate\nsha256: 0123abcd\ntopics: [\"websocket\", \"backoff\"]\nartifacts: 2\nunrenderedSeqs: [12]\n---\n# Tune the backoff\n";
+        let m = parse_meta(text).expect("meta");
+        assert_eq!(m.kind, "chapter");
+        assert_eq!(m.title, "Tune the backoff");
+        assert_eq!(m.topics, ["websocket", "backoff"]);
+        assert_eq!(m.seq_range, Some((4, 15)));
+        assert_eq!(m.summary, "");
+        let rule = "---\nnumber: 1\nkind: rule\ncategory: \"testing\"\ntitle: \"Run it\"\nstatus: proposed\n---\nRun it.\n";
+        assert_eq!(parse_meta(rule).expect("rule").kind, "rule");
     }
 
     #[test]

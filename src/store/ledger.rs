@@ -82,13 +82,34 @@ fn io_err(file: &Path, source: io::Error) -> LedgerError {
 
 /// Parse one ledger line, or say why it is not one.
 fn check_line(bytes: &[u8], known_version: u64) -> Result<serde_json::Value, LineFault> {
+    check_line_as(bytes, known_version, Unversioned::Refused)
+}
+
+/// What a line without `v` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unversioned {
+    /// A bad line: every line this program writes carries its version.
+    Refused,
+    /// Version 0: a file the original TypeScript plugin wrote (its curation lines carry no
+    /// version); the caller reads its shape.
+    Plugin,
+}
+
+fn check_line_as(
+    bytes: &[u8],
+    known_version: u64,
+    unversioned: Unversioned,
+) -> Result<serde_json::Value, LineFault> {
     let value: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| LineFault::Bad(e.to_string()))?;
     let Some(object) = value.as_object() else {
         return Err(LineFault::Bad("not a JSON object".into()));
     };
-    let Some(version) = object.get("v").and_then(serde_json::Value::as_u64) else {
-        return Err(LineFault::Bad("no numeric format version `v`".into()));
+    let version = match object.get("v") {
+        None if unversioned == Unversioned::Plugin => 0,
+        v => v
+            .and_then(serde_json::Value::as_u64)
+            .ok_or_else(|| LineFault::Bad("no numeric format version `v`".into()))?,
     };
     if version > known_version {
         return Err(LineFault::TooNew(version));
@@ -112,7 +133,7 @@ fn scan(path: &Path, known_version: u64) -> Result<Scan, LedgerError> {
         }
         Err(e) => return Err(io_err(path, e)),
     };
-    scan_bytes(path, &bytes, known_version, 0)
+    scan_bytes(path, &bytes, known_version, 0, Unversioned::Refused)
 }
 
 /// The rules of [`scan`] over `bytes`, the part of the file after `lines_before` lines
@@ -122,6 +143,7 @@ fn scan_bytes(
     bytes: &[u8],
     known_version: u64,
     lines_before: u64,
+    unversioned: Unversioned,
 ) -> Result<Scan, LedgerError> {
     let mut read = LedgerRead {
         exists: true,
@@ -148,7 +170,7 @@ fn scan_bytes(
             read.duplicates_skipped += 1;
             continue;
         }
-        match check_line(line, known_version) {
+        match check_line_as(line, known_version, unversioned) {
             Ok(value) => {
                 seen.insert(line);
                 read.lines.push(value);
@@ -190,6 +212,19 @@ fn scan_bytes(
 /// `known_version`. A missing file is an empty read with `exists == false`.
 pub fn read(path: &Path, known_version: u64) -> Result<LedgerRead, LedgerError> {
     scan(path, known_version).map(|s| s.read)
+}
+
+/// [`read`] for a ledger another program may have written: a line without `v` is read as
+/// version 0 (the original TypeScript plugin's curation lines carry none) and returned as it
+/// is, for the caller to read its shape. Only for reading files of the pool; this program
+/// never appends to them.
+pub fn read_with_unversioned(path: &Path, known_version: u64) -> Result<LedgerRead, LedgerError> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(LedgerRead::default()),
+        Err(e) => return Err(io_err(path, e)),
+    };
+    scan_bytes(path, &bytes, known_version, 0, Unversioned::Plugin).map(|s| s.read)
 }
 
 /// What [`read_from`] found after its offset.
@@ -239,7 +274,7 @@ pub fn read_from(path: &Path, offset: u64, known_version: u64) -> Result<LedgerT
     file.seek(SeekFrom::Start(offset))
         .and_then(|_| file.read_to_end(&mut bytes))
         .map_err(|e| io_err(path, e))?;
-    let scanned = match scan_bytes(path, &bytes, known_version, 0) {
+    let scanned = match scan_bytes(path, &bytes, known_version, 0, Unversioned::Refused) {
         Ok(s) if s.read.torn_tail.is_none() => s,
         // A note or an error names its line by its number in the whole file: the lines
         // before the offset are counted only on this path.
@@ -249,7 +284,7 @@ pub fn read_from(path: &Path, offset: u64, known_version: u64) -> Result<LedgerT
                 .and_then(|_| file.read_exact(&mut prefix))
                 .map_err(|e| io_err(path, e))?;
             let before = memchr::memchr_iter(b'\n', &prefix).count() as u64;
-            scan_bytes(path, &bytes, known_version, before)?
+            scan_bytes(path, &bytes, known_version, before, Unversioned::Refused)?
         }
     };
     let consumed = match scanned.tail {
@@ -392,6 +427,33 @@ mod tests {
         let p = dir.path().join("c.jsonl");
         fs::write(&p, content).unwrap();
         (dir, p)
+    }
+
+    #[test]
+    fn another_programs_unversioned_lines_are_version_0_only_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("curation.jsonl");
+        std::fs::write(
+            &p,
+            "{\"type\":\"topic-alias\",\"from\":\"a\",\"to\":\"b\",\"at\":\"t\"}\n{\"v\":1,\"n\":2}\n",
+        )
+        .unwrap();
+        let got = read_with_unversioned(&p, 1).unwrap();
+        assert_eq!(got.lines.len(), 2);
+        assert!(got.lines[0].get("v").is_none());
+        // The register's own reader still refuses it, by line.
+        assert!(matches!(
+            read(&p, 1),
+            Err(LedgerError::CorruptLine { line: 1, .. })
+        ));
+        // A newer version is refused either way; a missing file is empty.
+        std::fs::write(&p, "{\"v\":9}\n{\"v\":1}\n").unwrap();
+        assert!(read_with_unversioned(&p, 1).is_err());
+        assert!(
+            !read_with_unversioned(&dir.path().join("none"), 1)
+                .unwrap()
+                .exists
+        );
     }
 
     #[test]

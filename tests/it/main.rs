@@ -25,3 +25,4 @@ mod shape;
 mod ssh;
 mod support;
 mod transport;
+mod ts_plugin;
