@@ -25,7 +25,7 @@ use crate::index::shard::{self, INDEX_DIR};
 use crate::index::table::{Table, TableDoc, TableError, TableQuery};
 use crate::pool::link;
 use crate::pool::plan::Visibility;
-use crate::search::cache::{short_id, Cache, CacheError, Filters, Row};
+use crate::search::cache::{short_id, Cache, CacheError, Filters, Row, ARTIFACT_KIND};
 use crate::search::query::Parsed;
 use crate::search::{self, Explain, ScoreParams, SearchDoc};
 use crate::store::{MIRROR_DIR, STORE_DIR};
@@ -213,7 +213,10 @@ pub struct Request {
     pub session: Option<String>,
     pub since_ms: Option<i64>,
     pub until_ms: Option<i64>,
+    /// A file the document's signature names (see [`Filters::path`]).
     pub path: Option<String>,
+    /// Search artifacts (kind `artifact`) too.
+    pub artifacts: bool,
 }
 
 impl Request {
@@ -264,6 +267,7 @@ impl Corpus {
             since_ms: req.since_ms,
             until_ms: req.until_ms,
             path: req.path.clone(),
+            artifacts: req.artifacts,
             project_key: (!self.cross_project).then(|| self.project_key.clone()),
             include_mirror: self.door == Door::PoolAndStore,
         }
@@ -357,8 +361,12 @@ impl Corpus {
             let (score, explain) = if words.is_empty() {
                 search::listing_score(doc.meta.date.as_deref(), now_ms)
             } else {
-                let (_, e) = search::score(&doc, &words, now_ms, params);
-                let base = e.base;
+                let (_, mut e) = search::score(&doc, &words, now_ms, params);
+                // A rule's category (record §8: category 1.5), which the table does not keep.
+                let category = row.as_ref().map_or("", |r| r.category.as_str());
+                let category_hits = search::category_hits(category, &words);
+                let base = e.base + category_hits.iter().map(|h| h.points).sum::<f64>();
+                e.hits.extend(category_hits);
                 let (score, mut e) = search::finish(
                     e.hits,
                     base + body.points,
@@ -502,10 +510,14 @@ impl Corpus {
     }
 }
 
-/// A document's body, or `None` when it cannot be read.
+/// A document's body (an artifact's whole text), or `None` when it cannot be read.
 pub fn read_body(path: &Path) -> Option<String> {
     let text = std::fs::read_to_string(path).ok()?;
-    crate::render::body_text(&text).map(str::to_owned)
+    match crate::render::body_text(&text) {
+        Some(body) => Some(body.to_owned()),
+        None if path.extension().is_some_and(|e| e == "txt") => Some(text),
+        None => None,
+    }
 }
 
 /// Whether a catalog row passes the filters (checked again for the §8 matches, which the
@@ -524,7 +536,12 @@ fn passes(row: Option<&Row>, f: &Filters, named_path: Option<&BTreeSet<String>>)
         want.as_ref()
             .is_none_or(|w| w.to_lowercase() == have.to_lowercase())
     };
-    eq(&f.kind, &r.meta.kind)
+    let wants_artifacts = f.artifacts
+        || f.kind
+            .as_deref()
+            .is_some_and(|k| k.eq_ignore_ascii_case(ARTIFACT_KIND));
+    (wants_artifacts || r.meta.kind != ARTIFACT_KIND)
+        && eq(&f.kind, &r.meta.kind)
         && eq(&f.harness, &r.harness)
         && eq(&f.machine, &r.machine)
         && (f.include_mirror || !r.mirror)

@@ -9,7 +9,7 @@
 //! it is deleted and built again from the table. Where it cannot be written (a read-only
 //! filesystem) it is built in memory for this one search.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -22,9 +22,11 @@ use crate::search::DocMeta;
 
 pub const CACHE_FILE: &str = "fts.sqlite3";
 /// Bumped whenever the schema or what is indexed changes: an older or newer cache is rebuilt.
-pub const CACHE_VERSION: i64 = 1;
+pub const CACHE_VERSION: i64 = 2;
 /// `PRAGMA application_id` of this cache ("dshs"): anything else in its place is not ours.
 const APPLICATION_ID: i64 = 0x6473_6873;
+/// The kind of an artifact document (searched only when asked: [`Filters::artifacts`]).
+pub const ARTIFACT_KIND: &str = "artifact";
 /// A body longer than this is indexed up to here (a chapter is far smaller).
 const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
@@ -54,6 +56,8 @@ pub struct Row {
     pub machine: String,
     pub date_ms: Option<i64>,
     pub mirror: bool,
+    /// A rule's category (frontmatter `category`; empty for other kinds).
+    pub category: String,
 }
 
 impl Row {
@@ -78,8 +82,12 @@ pub struct Filters {
     pub session: Option<String>,
     pub since_ms: Option<i64>,
     pub until_ms: Option<i64>,
-    /// A file named in the document (its path appears in the text).
+    /// A file the document's signature names (the `paths` of the collection lines of its
+    /// seq range): the whole path, or its last components (`csv.rs`, `export/csv.rs`).
     pub path: Option<String>,
+    /// Artifacts (kind `artifact`) are searched too; without it they are left out (unless
+    /// `kind` asks for them).
+    pub artifacts: bool,
     /// `Some(pk)`: this project's documents only.
     pub project_key: Option<String>,
     pub include_mirror: bool,
@@ -124,12 +132,14 @@ CREATE TABLE IF NOT EXISTS docs(
   project_key TEXT NOT NULL,
   harness TEXT NOT NULL,
   machine TEXT NOT NULL,
-  mirror INTEGER NOT NULL
+  mirror INTEGER NOT NULL,
+  category TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS docs_folder ON docs(folder);
 CREATE INDEX IF NOT EXISTS docs_date ON docs(date_ms);
+CREATE TABLE IF NOT EXISTS files(doc INTEGER NOT NULL, path TEXT NOT NULL, PRIMARY KEY(doc, path)) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
-  title, summary, topics, body,
+  title, summary, topics, category, body,
   content='', contentless_delete=1,
   tokenize='unicode61 remove_diacritics 2'
 );
@@ -267,7 +277,7 @@ impl Cache {
                 out
             }
             None => {
-                tx.execute_batch("DELETE FROM fts; DELETE FROM docs;")
+                tx.execute_batch("DELETE FROM fts; DELETE FROM docs; DELETE FROM files;")
                     .map_err(&err)?;
                 let mut out: BTreeMap<String, Vec<TableDoc>> = BTreeMap::new();
                 for doc in table.all_docs()? {
@@ -287,15 +297,23 @@ impl Cache {
                 .prepare("DELETE FROM fts WHERE rowid = ?1")
                 .map_err(&err)?;
             let mut del_doc = tx.prepare("DELETE FROM docs WHERE id = ?1").map_err(&err)?;
+            let mut del_files = tx
+                .prepare("DELETE FROM files WHERE doc = ?1")
+                .map_err(&err)?;
+            let mut ins_file = tx
+                .prepare("INSERT OR IGNORE INTO files(doc, path) VALUES (?1, ?2)")
+                .map_err(&err)?;
+            let mut signatures = Signatures::default();
             let mut ins_doc = tx
                 .prepare(
                     "INSERT INTO docs(path, folder, root, name, blob, kind, title, summary, topics, date, date_ms,
-                       session, seq_lo, seq_hi, rule_id, project_key, harness, machine, mirror)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+                       session, seq_lo, seq_hi, rule_id, project_key, harness, machine, mirror, category)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)
+                     ON CONFLICT(path) DO NOTHING",
                 )
                 .map_err(&err)?;
             let mut ins_fts = tx
-                .prepare("INSERT INTO fts(rowid, title, summary, topics, body) VALUES (?1, ?2, ?3, ?4, ?5)")
+                .prepare("INSERT INTO fts(rowid, title, summary, topics, category, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
                 .map_err(&err)?;
             for (folder, docs) in &folders {
                 let old: Vec<i64> = ids
@@ -306,15 +324,35 @@ impl Cache {
                 for id in old {
                     del_fts.execute([id]).map_err(&err)?;
                     del_doc.execute([id]).map_err(&err)?;
+                    del_files.execute([id]).map_err(&err)?;
                 }
+                let mut entries: Vec<Entry> = Vec::new();
                 for doc in docs {
                     let (extra, body) = read_body(&workspace.join(&doc.path));
                     let mut m = doc.meta.clone();
                     m.session_id = m.session_id.or(extra.session_id.clone());
                     m.seq_range = m.seq_range.or(extra.seq_range);
-                    let m = &m;
+                    let files = signatures.paths_of(workspace, folder, &m, &extra);
+                    let artifacts = artifact_entries(workspace, folder, doc, &m, &extra);
+                    entries.push(Entry {
+                        doc: doc.clone(),
+                        meta: m,
+                        extra,
+                        body,
+                        files,
+                    });
+                    entries.extend(artifacts);
+                }
+                for Entry {
+                    doc,
+                    meta: m,
+                    extra,
+                    body,
+                    files,
+                } in &entries
+                {
                     let date_ms = m.date.as_deref().and_then(super::parse_rfc3339_ms);
-                    ins_doc
+                    let inserted = ins_doc
                         .execute(params![
                             doc.path,
                             folder,
@@ -332,11 +370,16 @@ impl Cache {
                             m.seq_range.map(|r| r.1 as i64),
                             m.id,
                             m.project_key,
-                            extra.harness.unwrap_or_else(|| "dsh".to_owned()),
-                            extra.harness_id.unwrap_or_default(),
+                            extra.harness.clone().unwrap_or_else(|| "dsh".to_owned()),
+                            extra.harness_id.clone().unwrap_or_default(),
                             doc.from_mirror(),
+                            extra.category.clone().unwrap_or_default(),
                         ])
                         .map_err(&err)?;
+                    if inserted == 0 {
+                        // An artifact another folder's chapter already brought in.
+                        continue;
+                    }
                     let id = tx.last_insert_rowid();
                     ins_fts
                         .execute(params![
@@ -344,9 +387,13 @@ impl Cache {
                             cjk_bigrams(&m.title),
                             cjk_bigrams(&m.summary),
                             cjk_bigrams(&m.topics.join(" ")),
-                            cjk_bigrams(&body),
+                            cjk_bigrams(extra.category.as_deref().unwrap_or("")),
+                            cjk_bigrams(body),
                         ])
                         .map_err(&err)?;
+                    for f in files {
+                        ins_file.execute(params![id, f]).map_err(&err)?;
+                    }
                     written += 1;
                 }
             }
@@ -370,7 +417,7 @@ impl Cache {
     ) -> Result<Vec<(String, f64)>, CacheError> {
         let (clause, args) = filter_sql(filters);
         let q = format!(
-            "SELECT d.path, -bm25(fts, 0.0, 0.0, 0.0, 1.0) FROM fts JOIN docs d ON d.id = fts.rowid
+            "SELECT d.path, -bm25(fts, 0.0, 0.0, 0.0, 0.0, 1.0) FROM fts JOIN docs d ON d.id = fts.rowid
              WHERE fts MATCH ?{clause}"
         );
         let mut stmt = self.conn.prepare(&q).map_err(self.err())?;
@@ -396,6 +443,7 @@ impl Cache {
                 expr,
                 &Filters {
                     include_mirror: true,
+                    artifacts: true,
                     ..Filters::default()
                 },
             )?
@@ -472,7 +520,11 @@ pub fn short_id(root: &str, name: &str, path: &str) -> String {
     let session = root.strip_prefix("session-").unwrap_or(root);
     let prefix: String = session.chars().take(8).collect();
     match file_number(name) {
-        Some(n) if root != crate::rules::store::RULES_DIR && !prefix.is_empty() => {
+        Some(n)
+            if root != crate::rules::store::RULES_DIR
+                && !prefix.is_empty()
+                && name.ends_with(".md") =>
+        {
             if name.starts_with("plan-") {
                 format!("{prefix}/p{n}")
             } else {
@@ -483,7 +535,7 @@ pub fn short_id(root: &str, name: &str, path: &str) -> String {
     }
 }
 
-const ROW_COLUMNS: &str = "d.path, d.root, d.name, d.blob, d.kind, d.title, d.summary, d.topics, d.date, d.session, d.seq_lo, d.seq_hi, d.rule_id, d.project_key, d.harness, d.machine, d.date_ms, d.mirror";
+const ROW_COLUMNS: &str = "d.path, d.root, d.name, d.blob, d.kind, d.title, d.summary, d.topics, d.date, d.session, d.seq_lo, d.seq_hi, d.rule_id, d.project_key, d.harness, d.machine, d.date_ms, d.mirror, d.category";
 
 fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
     let topics: String = r.get(7)?;
@@ -513,6 +565,7 @@ fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         machine: r.get(15)?,
         date_ms: r.get(16)?,
         mirror: r.get(17)?,
+        category: r.get(18)?,
     })
 }
 
@@ -551,32 +604,225 @@ fn filter_sql(f: &Filters) -> (String, Vec<rusqlite::types::Value>) {
     if !f.include_mirror {
         clause.push_str(" AND d.mirror = 0");
     }
+    let wants_artifacts = f.artifacts
+        || f.kind
+            .as_deref()
+            .is_some_and(|k| k.eq_ignore_ascii_case(ARTIFACT_KIND));
+    if !wants_artifacts {
+        clause.push_str(&format!(" AND d.kind != '{ARTIFACT_KIND}'"));
+    }
     if let Some(p) = &f.path {
-        // A file the document names: its path as a phrase of the text's words.
-        let words: Vec<String> = p
-            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-            .filter(|w| !w.is_empty())
-            .map(str::to_lowercase)
-            .collect();
-        if !words.is_empty() {
-            clause.push_str(" AND d.id IN (SELECT rowid FROM fts WHERE fts MATCH ?)");
-            args.push(format!("body : \"{}\"", words.join(" ")).into());
-        }
+        // A file the document's signature names: the whole path or its last components.
+        let key = file_key(p);
+        let esc = key
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_");
+        clause.push_str(" AND EXISTS (SELECT 1 FROM files f WHERE f.doc = d.id AND (f.path = ? OR f.path LIKE ? ESCAPE '\\'))");
+        args.push(key.into());
+        args.push(format!("%/{esc}").into());
     }
     (clause, args)
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Extra {
     #[serde(default)]
     harness: Option<String>,
+    /// A rule's category.
+    #[serde(default)]
+    category: Option<String>,
+    /// Files a document names in its frontmatter (a harness that records them there).
+    #[serde(default)]
+    paths: Vec<String>,
+    /// The SHA-256 of the artifacts a chapter references.
+    #[serde(default)]
+    artifacts: Vec<String>,
     #[serde(default)]
     harness_id: Option<String>,
     #[serde(default)]
     session_id: Option<String>,
     #[serde(default)]
     seq_range: Option<(u64, u64)>,
+}
+
+/// One document (or artifact) about to be written into the cache.
+struct Entry {
+    doc: TableDoc,
+    meta: DocMeta,
+    extra: Extra,
+    body: String,
+    /// The files its signature names (normalized by [`file_key`]).
+    files: BTreeSet<String>,
+}
+
+/// A path as the `--path` filter compares it: `/` separators, no leading `./`, lowercase.
+pub fn file_key(path: &str) -> String {
+    let p = path.replace('\\', "/");
+    let mut p = p.trim().trim_end_matches('/');
+    while let Some(rest) = p.strip_prefix("./") {
+        p = rest;
+    }
+    p.to_lowercase()
+}
+
+/// The collection lines (signatures) of the sessions one update reads, each file once:
+/// per line, its seqs and the paths it names.
+#[derive(Default)]
+struct Signatures {
+    files: BTreeMap<PathBuf, Vec<(Vec<u64>, Vec<String>)>>,
+}
+
+impl Signatures {
+    /// The files a document's signature names: the `paths` of its session's collection
+    /// lines whose seqs fall in its seq range, plus any `paths` its frontmatter lists.
+    fn paths_of(
+        &mut self,
+        workspace: &Path,
+        folder: &str,
+        meta: &DocMeta,
+        extra: &Extra,
+    ) -> BTreeSet<String> {
+        let mut out: BTreeSet<String> = extra.paths.iter().map(|p| file_key(p)).collect();
+        let (Some(session), Some((lo, hi))) = (meta.session_id.as_deref(), meta.seq_range) else {
+            return out;
+        };
+        let Some(file) = collection_file(workspace, folder, session) else {
+            return out;
+        };
+        let lines = self.files.entry(file).or_insert_with_key(|file| {
+            match crate::store::ledger::read(file, crate::store::COLLECTION_VERSION) {
+                Ok(read) => read
+                    .lines
+                    .iter()
+                    .map(|v| {
+                        let nums = |k: &str| -> Vec<u64> {
+                            v[k].as_array()
+                                .map(|a| a.iter().filter_map(|x| x.as_u64()).collect())
+                                .unwrap_or_default()
+                        };
+                        let strs: Vec<String> = v["paths"]
+                            .as_array()
+                            .map(|a| {
+                                a.iter()
+                                    .filter_map(|x| x.as_str().map(str::to_owned))
+                                    .collect()
+                            })
+                            .unwrap_or_default();
+                        (nums("seqs"), strs)
+                    })
+                    .collect(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "signatures unreadable; --path cannot name their files");
+                    Vec::new()
+                }
+            }
+        });
+        for (seqs, paths) in lines.iter() {
+            if seqs.iter().any(|s| (lo..=hi).contains(s)) {
+                out.extend(paths.iter().map(|p| file_key(p)));
+            }
+        }
+        out
+    }
+}
+
+/// The collection (signature ledger) of `session` for a document in `folder`:
+/// `.dsh-chapters/<root>/chapters` → `.dsh-chapters/<root>/collections/<session>.jsonl`,
+/// `.dsh-knowledge/chapters/<pk>/<root>` → `.dsh-knowledge/collections/<pk>/<session>.jsonl`.
+fn collection_file(workspace: &Path, folder: &str, session: &str) -> Option<PathBuf> {
+    if !crate::store::is_safe_component(session) {
+        return None;
+    }
+    let name = format!("{session}.jsonl");
+    let parts: Vec<&str> = folder.split('/').collect();
+    match parts.as_slice() {
+        [store, root, "chapters"] if *store == crate::store::STORE_DIR => Some(
+            workspace
+                .join(store)
+                .join(root)
+                .join("collections")
+                .join(name),
+        ),
+        [mirror, "chapters", pk, _root] if *mirror == crate::store::MIRROR_DIR => Some(
+            workspace
+                .join(mirror)
+                .join("collections")
+                .join(pk)
+                .join(name),
+        ),
+        _ => None,
+    }
+}
+
+/// The artifacts a chapter references, as documents of kind `artifact`: the tool output
+/// as body, titled after the chapter, with its date, session, project and harness.
+fn artifact_entries(
+    workspace: &Path,
+    folder: &str,
+    doc: &TableDoc,
+    meta: &DocMeta,
+    extra: &Extra,
+) -> Vec<Entry> {
+    let mut out = Vec::new();
+    if meta.kind == ARTIFACT_KIND {
+        return out;
+    }
+    let parts: Vec<&str> = folder.split('/').collect();
+    let dir = match parts.as_slice() {
+        [store, root, "chapters"] if *store == crate::store::STORE_DIR => {
+            format!("{store}/{root}/artifacts")
+        }
+        [mirror, "chapters", pk, _root] if *mirror == crate::store::MIRROR_DIR => {
+            format!("{mirror}/artifacts/{pk}")
+        }
+        _ => return out,
+    };
+    for sha in &extra.artifacts {
+        if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+            continue;
+        }
+        let sha = sha.to_ascii_lowercase();
+        let path = format!("{dir}/{}/{sha}.txt", &sha[..2]);
+        let Ok(bytes) = std::fs::read(workspace.join(&path)) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let mut end = text.len().min(MAX_BODY_BYTES);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let artifact_meta = DocMeta {
+            title: format!("Artifact of: {}", meta.title),
+            summary: String::new(),
+            kind: ARTIFACT_KIND.to_owned(),
+            project_key: meta.project_key.clone(),
+            topics: Vec::new(),
+            date: meta.date.clone(),
+            session_id: meta.session_id.clone(),
+            seq_range: None,
+            id: None,
+        };
+        out.push(Entry {
+            doc: TableDoc {
+                path,
+                root: doc.root.clone(),
+                name: format!("{sha}.txt"),
+                blob: sha.clone(),
+                meta: artifact_meta.clone(),
+            },
+            meta: artifact_meta,
+            extra: Extra {
+                harness: extra.harness.clone(),
+                harness_id: extra.harness_id.clone(),
+                ..Extra::default()
+            },
+            body: text[..end].to_owned(),
+            files: BTreeSet::new(),
+        });
+    }
+    out
 }
 
 /// A document's frontmatter fields the table does not keep, and its body (bounded); an

@@ -10,6 +10,7 @@ mod durable;
 mod enrich;
 mod forget;
 mod fulltext;
+mod fulltext_filters;
 mod githttp;
 mod identity;
 mod index;
