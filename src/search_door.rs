@@ -176,7 +176,8 @@ pub fn open(
 }
 
 /// The most points body hits add (BM25 `s` over the body becomes `BODY_MAX · s/(1+s)`):
-/// below one title or summary hit, so the record's §8 signals stay first.
+/// below one title or summary hit, so the record's §8 signals stay first among the
+/// documents that hold every query term ([`BodyExplain::all_terms`]).
 pub const BODY_MAX: f64 = 0.5;
 
 /// How body hits added to a score.
@@ -186,6 +187,14 @@ pub struct BodyExplain {
     /// SQLite FTS5's BM25 over the bodies (sign turned: larger is better).
     pub bm25: f64,
     pub points: f64,
+    /// The document holds every query term as a word (anywhere in its text or fields).
+    /// A document that scored on some terms only — a §8 field containing one word, or a
+    /// short word inside a longer one (`conf` in `config`) — ranks below every document
+    /// holding them all, whatever its points.
+    pub all_terms: bool,
+    /// The document holds the whole query as a phrase (two or more plain words in a row):
+    /// first among those holding every term.
+    pub phrase: bool,
 }
 
 /// One ranked result with its document.
@@ -313,6 +322,10 @@ impl Corpus {
                 bodies.insert(path, bm25.max(0.0));
             }
         }
+        let phrased = match req.query.fts_whole_phrase() {
+            Some(expr) => cache.paths_matching(&expr)?,
+            None => BTreeSet::new(),
+        };
         let excluded = match req.query.fts_excluded() {
             Some(expr) => cache.paths_matching(&expr)?,
             None => BTreeSet::new(),
@@ -357,6 +370,8 @@ impl Corpus {
             let body = BodyExplain {
                 bm25,
                 points: BODY_MAX * bm25 / (1.0 + bm25),
+                all_terms: words.is_empty() || bodies.contains_key(&path),
+                phrase: phrased.contains(&path),
             };
             let (score, explain) = if words.is_empty() {
                 search::listing_score(doc.meta.date.as_deref(), now_ms)
@@ -395,8 +410,11 @@ impl Corpus {
             });
         }
         out.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
+            b.body
+                .all_terms
+                .cmp(&a.body.all_terms)
+                .then_with(|| b.body.phrase.cmp(&a.body.phrase))
+                .then_with(|| b.score.total_cmp(&a.score))
                 .then_with(|| a.path.cmp(&b.path))
         });
         Ok(out)
@@ -465,6 +483,19 @@ impl Corpus {
             packed,
             total,
         })
+    }
+
+    /// The paths plain BM25 ranks for a query (any term, every field alike, no §8 points,
+    /// no recency), best first, with the request's filters: the relevance baseline.
+    pub fn plain_bm25(&self, req: &Request) -> Result<Vec<String>, DoorError> {
+        let (Some(cache), Some(expr)) = (&self.cache, req.query.fts_any()) else {
+            return Ok(Vec::new());
+        };
+        Ok(cache
+            .plain_bm25(&expr, &self.filters(req))?
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect())
     }
 
     /// Documents passing the filters, newest first: (the first `limit`, how many in all).

@@ -320,6 +320,12 @@ fn print_explain(score: f64, explain: &Explain, body: &search_door::BodyExplain)
         search_door::BODY_MAX,
         body.points
     );
+    if body.phrase {
+        println!("    phrase: the query's words stand in a row here — ranked first among those that hold them all");
+    }
+    if !body.all_terms {
+        println!("    coverage: not every query word is in this document — ranked below those that hold them all");
+    }
     println!(
         "    score: {} + {:.2} + {:.2} + {:.2} = {:.2}",
         explain.base,

@@ -433,6 +433,32 @@ impl Cache {
         Ok(out)
     }
 
+    /// Plain BM25 (SQLite FTS5's, every column weighed alike, no boosts) of the documents
+    /// matching an FTS5 expression and the filters, best first, ties by path: the baseline
+    /// the relevance set compares the ranking with.
+    pub fn plain_bm25(
+        &self,
+        expr: &str,
+        filters: &Filters,
+    ) -> Result<Vec<(String, f64)>, CacheError> {
+        let (clause, args) = filter_sql(filters);
+        let q = format!(
+            "SELECT d.path, -bm25(fts) FROM fts JOIN docs d ON d.id = fts.rowid
+             WHERE fts MATCH ?{clause}"
+        );
+        let mut stmt = self.conn.prepare(&q).map_err(self.err())?;
+        let mut all: Vec<rusqlite::types::Value> = vec![expr.to_owned().into()];
+        all.extend(args);
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(all), |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, f64>(1)?))
+            })
+            .map_err(self.err())?;
+        let mut out: Vec<(String, f64)> = rows.collect::<Result<_, _>>().map_err(self.err())?;
+        out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(out)
+    }
+
     /// The paths of documents matching an FTS5 expression (no filters).
     pub fn paths_matching(
         &self,

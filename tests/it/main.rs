@@ -19,6 +19,7 @@ mod mcp;
 mod pool;
 mod privacy;
 mod redaction_corpus;
+mod relevance;
 mod rules;
 mod scripts;
 mod search;
