@@ -697,8 +697,11 @@ pub fn file_key(path: &str) -> String {
 /// per line, its seqs and the paths it names.
 #[derive(Default)]
 struct Signatures {
-    files: BTreeMap<PathBuf, Vec<(Vec<u64>, Vec<String>)>>,
+    files: BTreeMap<PathBuf, Vec<SignedPaths>>,
 }
+
+/// One collection line: its seqs and the paths it names.
+type SignedPaths = (Vec<u64>, Vec<String>);
 
 impl Signatures {
     /// The files a document's signature names: the `paths` of its session's collection
@@ -887,5 +890,57 @@ mod tests {
             "5151abcd/p2"
         );
         assert_eq!(short_id("rules", "001-x.md", "r/p.md"), "r/p.md");
+        // An artifact's name starts with hex digits, not a number: its id is its path.
+        assert_eq!(
+            short_id("session-5151abcd-1111", "6228b4f4.txt", "a/6228b4f4.txt"),
+            "a/6228b4f4.txt"
+        );
+    }
+
+    #[test]
+    fn file_keys_and_where_signatures_live() {
+        assert_eq!(file_key("./src\\Export/CSV.rs/"), "src/export/csv.rs");
+        assert_eq!(file_key("  Dockerfile "), "dockerfile");
+        let ws = Path::new("/w");
+        assert_eq!(
+            collection_file(ws, ".dsh-chapters/session-a/chapters", "session-b"),
+            Some(PathBuf::from(
+                "/w/.dsh-chapters/session-a/collections/session-b.jsonl"
+            ))
+        );
+        assert_eq!(
+            collection_file(ws, ".dsh-knowledge/chapters/pk/session-a", "session-a"),
+            Some(PathBuf::from(
+                "/w/.dsh-knowledge/collections/pk/session-a.jsonl"
+            ))
+        );
+        assert_eq!(collection_file(ws, ".dsh-chapters/rules", "s"), None);
+        assert_eq!(
+            collection_file(ws, ".dsh-chapters/session-a/chapters", "../x"),
+            None
+        );
+    }
+
+    #[test]
+    fn the_path_filter_compares_whole_trailing_components() {
+        let (clause, args) = filter_sql(&Filters {
+            path: Some("export/csv_1.rs".into()),
+            include_mirror: true,
+            ..Filters::default()
+        });
+        assert!(clause.contains("FROM files f"), "{clause}");
+        assert!(clause.contains("d.kind != 'artifact'"), "{clause}");
+        assert_eq!(
+            args,
+            vec![
+                rusqlite::types::Value::from("export/csv_1.rs".to_owned()),
+                rusqlite::types::Value::from("%/export/csv\\_1.rs".to_owned()),
+            ]
+        );
+        let (clause, _) = filter_sql(&Filters {
+            kind: Some("Artifact".into()),
+            ..Filters::default()
+        });
+        assert!(!clause.contains("!= 'artifact'"), "{clause}");
     }
 }

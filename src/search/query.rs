@@ -376,6 +376,20 @@ pub fn snippet(body: &str, needles: &[String]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_whole_query_as_a_phrase_and_any_term() {
+        assert_eq!(
+            Parsed::parse("npm test").fts_whole_phrase().as_deref(),
+            Some("\"npm test\"")
+        );
+        assert_eq!(Parsed::parse("npm").fts_whole_phrase(), None);
+        assert_eq!(Parsed::parse("npm tes*").fts_whole_phrase(), None);
+        assert_eq!(
+            Parsed::parse("npm OR test").fts_any().as_deref(),
+            Some("\"npm\" OR \"or\" OR \"test\"")
+        );
+    }
+
     use super::*;
 
     #[test]
