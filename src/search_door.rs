@@ -316,10 +316,12 @@ impl Corpus {
         }
         // Body hits: every term somewhere in the document, BM25 over the bodies.
         let mut bodies: BTreeMap<String, f64> = BTreeMap::new();
+        let mut rows: BTreeMap<String, Row> = BTreeMap::new();
         if let Some(expr) = req.query.fts_match() {
-            for (path, bm25) in cache.matching(&expr, &filters)? {
-                paths.entry(path.clone()).or_insert(None);
-                bodies.insert(path, bm25.max(0.0));
+            for (row, bm25) in cache.matching(&expr, &filters)? {
+                paths.entry(row.path.clone()).or_insert(None);
+                bodies.insert(row.path.clone(), bm25.max(0.0));
+                rows.insert(row.path.clone(), row);
             }
         }
         let phrased = match req.query.fts_whole_phrase() {
@@ -351,7 +353,10 @@ impl Corpus {
             if excluded.contains(&path) || required.as_ref().is_some_and(|r| !r.contains(&path)) {
                 continue;
             }
-            let row = cache.row(&path)?;
+            let row = match rows.remove(&path) {
+                Some(r) => Some(r),
+                None => cache.row(&path)?,
+            };
             let base_doc = match (&row, table_doc) {
                 (Some(r), _) => r.table_doc(),
                 (None, Some(d)) => d,

@@ -408,16 +408,13 @@ impl Cache {
         Ok(written)
     }
 
-    /// Documents matching an FTS5 expression (over title, summary, topics and body) and
-    /// the filters: (path, body BM25 as a positive number, larger is better).
-    pub fn matching(
-        &self,
-        expr: &str,
-        filters: &Filters,
-    ) -> Result<Vec<(String, f64)>, CacheError> {
+    /// Documents matching an FTS5 expression (over title, summary, topics, category and
+    /// body) and the filters, with their rows (one pass, no lookup per match): (row, body
+    /// BM25 as a positive number, larger is better), by path.
+    pub fn matching(&self, expr: &str, filters: &Filters) -> Result<Vec<(Row, f64)>, CacheError> {
         let (clause, args) = filter_sql(filters);
         let q = format!(
-            "SELECT d.path, -bm25(fts, 0.0, 0.0, 0.0, 0.0, 1.0) FROM fts JOIN docs d ON d.id = fts.rowid
+            "SELECT {ROW_COLUMNS}, -bm25(fts, 0.0, 0.0, 0.0, 0.0, 1.0) FROM fts JOIN docs d ON d.id = fts.rowid
              WHERE fts MATCH ?{clause}"
         );
         let mut stmt = self.conn.prepare(&q).map_err(self.err())?;
@@ -425,11 +422,11 @@ impl Cache {
         all.extend(args);
         let rows = stmt
             .query_map(rusqlite::params_from_iter(all), |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, f64>(1)?))
+                Ok((row_of(r)?, r.get::<_, f64>(ROW_COLUMN_COUNT)?))
             })
             .map_err(self.err())?;
-        let mut out: Vec<(String, f64)> = rows.collect::<Result<_, _>>().map_err(self.err())?;
-        out.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut out: Vec<(Row, f64)> = rows.collect::<Result<_, _>>().map_err(self.err())?;
+        out.sort_by(|a, b| a.0.path.cmp(&b.0.path));
         Ok(out)
     }
 
@@ -474,7 +471,7 @@ impl Cache {
                 },
             )?
             .into_iter()
-            .map(|(p, _)| p)
+            .map(|(r, _)| r.path)
             .collect())
     }
 
@@ -562,6 +559,9 @@ pub fn short_id(root: &str, name: &str, path: &str) -> String {
 }
 
 const ROW_COLUMNS: &str = "d.path, d.root, d.name, d.blob, d.kind, d.title, d.summary, d.topics, d.date, d.session, d.seq_lo, d.seq_hi, d.rule_id, d.project_key, d.harness, d.machine, d.date_ms, d.mirror, d.category";
+
+/// How many columns [`ROW_COLUMNS`] names.
+const ROW_COLUMN_COUNT: usize = 19;
 
 fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
     let topics: String = r.get(7)?;
