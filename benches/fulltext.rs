@@ -14,7 +14,9 @@
 //! The corpora are generated once into `target/bench-fulltext/` (files shaped exactly like
 //! stored chapters, with their signature ledgers) and reused; the derived caches are
 //! removed and rebuilt each run. Run: `cargo bench --bench fulltext` (release);
-//! `FULLTEXT_BENCH_N` sets N (100,000), `FULLTEXT_BENCH_TRIALS` the +10 trials (7).
+//! `FULLTEXT_BENCH_N` sets N (100,000), `FULLTEXT_BENCH_TRIALS` the +10 trials (7),
+//! `FULLTEXT_BENCH_ROUNDS` the rounds of queries (10), `FULLTEXT_BENCH_VERBOSE=1` prints each
+//! query's time and matches.
 //! `rg` is installed with apt when missing (its absence is said if that fails).
 
 use std::io::Write as _;
@@ -304,6 +306,7 @@ fn query_worker(ws: &Path, rounds: usize) {
         for (q, _) in QUERIES {
             let t = Instant::now();
             let corpus = search_door::open(ws, PK, false, LOCK).expect("open");
+            let opened = t.elapsed();
             let params = ScoreParams {
                 curation: corpus.curation.clone(),
                 core_rule_bonus: 0.15,
@@ -319,6 +322,14 @@ fn query_worker(ws: &Path, rounds: usize) {
                 )
                 .expect("search");
             times.push(t.elapsed());
+            if std::env::var_os("FULLTEXT_BENCH_VERBOSE").is_some() {
+                eprintln!(
+                    "{q:>28}: open {:.2} ms, answer {:.2} ms, {} matches",
+                    opened.as_secs_f64() * 1e3,
+                    (t.elapsed() - opened).as_secs_f64() * 1e3,
+                    answer.total
+                );
+            }
             total += answer.total;
         }
         // One filtered query too: a file the signature names.
@@ -489,7 +500,14 @@ fn main() {
     ) {
         match mode.as_str() {
             "build" => build_worker(Path::new(&ws)),
-            _ => query_worker(Path::new(&ws), 10),
+            _ => query_worker(
+                Path::new(&ws),
+                std::env::var("FULLTEXT_BENCH_ROUNDS")
+                    .ok()
+                    .and_then(|t| t.parse().ok())
+                    .filter(|t| *t > 0)
+                    .unwrap_or(10),
+            ),
         }
         return;
     }
@@ -524,8 +542,10 @@ fn main() {
     );
     let q = run_worker("query", &ws);
     println!(
-        "  query path (library door: open + rank + snippets + packing), {} queries × 10 in a fresh process: p50 {} ms, p99 {} ms, max {} ms; peak RSS {}; {} matches per round",
-        QUERIES.len() + 1, q[0], q[1], q[2], q[3], q[4]
+        "  query path (library door: open + rank + snippets + packing), {} queries × {} rounds in a fresh process: p50 {} ms, p99 {} ms, max {} ms; peak RSS {}; {} matches per round",
+        QUERIES.len() + 1,
+        std::env::var("FULLTEXT_BENCH_ROUNDS").unwrap_or_else(|_| "10".into()),
+        q[0], q[1], q[2], q[3], q[4]
     );
     match rg_median(&ws) {
         Some(t) => {
