@@ -412,20 +412,12 @@ impl Cache {
     /// body) and the filters, with their rows (one pass, no lookup per match): (row, body
     /// BM25 as a positive number, larger is better), by path.
     pub fn matching(&self, expr: &str, filters: &Filters) -> Result<Vec<(Row, f64)>, CacheError> {
-        let (clause, args) = filter_sql(filters);
-        let q = format!(
-            "SELECT {ROW_COLUMNS}, -bm25(fts, 0.0, 0.0, 0.0, 0.0, 1.0) FROM fts JOIN docs d ON d.id = fts.rowid
-             WHERE fts MATCH ?{clause}"
-        );
-        let mut stmt = self.conn.prepare(&q).map_err(self.err())?;
-        let mut all: Vec<rusqlite::types::Value> = vec![expr.to_owned().into()];
-        all.extend(args);
-        let rows = stmt
-            .query_map(rusqlite::params_from_iter(all), |r| {
-                Ok((row_of(r)?, r.get::<_, f64>(ROW_COLUMN_COUNT)?))
-            })
-            .map_err(self.err())?;
-        let mut out: Vec<(Row, f64)> = rows.collect::<Result<_, _>>().map_err(self.err())?;
+        let mut out = self.fts_select(
+            &format!("{ROW_COLUMNS}, -bm25(fts, 0.0, 0.0, 0.0, 0.0, 1.0)"),
+            expr,
+            filters,
+            |r| Ok((row_of(r)?, r.get::<_, f64>(ROW_COLUMN_COUNT)?)),
+        )?;
         out.sort_by(|a, b| a.0.path.cmp(&b.0.path));
         Ok(out)
     }
@@ -438,22 +430,32 @@ impl Cache {
         expr: &str,
         filters: &Filters,
     ) -> Result<Vec<(String, f64)>, CacheError> {
+        let mut out = self.fts_select("d.path, -bm25(fts)", expr, filters, |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, f64>(1)?))
+        })?;
+        out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(out)
+    }
+
+    /// `SELECT <columns>` of the documents matching an FTS5 expression and the filters.
+    fn fts_select<T>(
+        &self,
+        columns: &str,
+        expr: &str,
+        filters: &Filters,
+        map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>, CacheError> {
         let (clause, args) = filter_sql(filters);
         let q = format!(
-            "SELECT d.path, -bm25(fts) FROM fts JOIN docs d ON d.id = fts.rowid
-             WHERE fts MATCH ?{clause}"
+            "SELECT {columns} FROM fts JOIN docs d ON d.id = fts.rowid WHERE fts MATCH ?{clause}"
         );
         let mut stmt = self.conn.prepare(&q).map_err(self.err())?;
         let mut all: Vec<rusqlite::types::Value> = vec![expr.to_owned().into()];
         all.extend(args);
         let rows = stmt
-            .query_map(rusqlite::params_from_iter(all), |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, f64>(1)?))
-            })
+            .query_map(rusqlite::params_from_iter(all), map)
             .map_err(self.err())?;
-        let mut out: Vec<(String, f64)> = rows.collect::<Result<_, _>>().map_err(self.err())?;
-        out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        Ok(out)
+        rows.collect::<Result<_, _>>().map_err(self.err())
     }
 
     /// The paths of documents matching an FTS5 expression (no filters).

@@ -9,21 +9,11 @@ use std::process::{Command, Output};
 
 use dsh_chapters::session::writer::TurnSpec;
 
+use crate::fulltext::{matches, search};
 use crate::support::{bash, read, Sandbox};
 
 const S1: &str = "session-71717171-1111-4111-8111-111111111111";
 const S2: &str = "session-72727272-2222-4222-8222-222222222222";
-
-fn search(sb: &Sandbox, args: &[&str]) -> serde_json::Value {
-    let mut all = vec!["search"];
-    all.extend_from_slice(args);
-    all.push("--json");
-    sb.json(&all)
-}
-
-fn matches(v: &serde_json::Value) -> Vec<serde_json::Value> {
-    v["matches"].as_array().expect("matches").clone()
-}
 
 #[test]
 fn artifacts_are_searched_only_when_asked() {
