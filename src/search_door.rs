@@ -25,7 +25,7 @@ use crate::index::shard::{self, INDEX_DIR};
 use crate::index::table::{Table, TableDoc, TableError, TableQuery};
 use crate::pool::link;
 use crate::pool::plan::Visibility;
-use crate::search::cache::{short_id, Cache, CacheError, Filters, Row};
+use crate::search::cache::{short_id, Cache, CacheError, Filters, Row, ARTIFACT_KIND};
 use crate::search::query::Parsed;
 use crate::search::{self, Explain, ScoreParams, SearchDoc};
 use crate::store::{MIRROR_DIR, STORE_DIR};
@@ -176,7 +176,8 @@ pub fn open(
 }
 
 /// The most points body hits add (BM25 `s` over the body becomes `BODY_MAX · s/(1+s)`):
-/// below one title or summary hit, so the record's §8 signals stay first.
+/// below one title or summary hit, so the record's §8 signals stay first among the
+/// documents that hold every query term ([`BodyExplain::all_terms`]).
 pub const BODY_MAX: f64 = 0.5;
 
 /// How body hits added to a score.
@@ -186,6 +187,14 @@ pub struct BodyExplain {
     /// SQLite FTS5's BM25 over the bodies (sign turned: larger is better).
     pub bm25: f64,
     pub points: f64,
+    /// The document holds every query term as a word (anywhere in its text or fields).
+    /// A document that scored on some terms only — a §8 field containing one word, or a
+    /// short word inside a longer one (`conf` in `config`) — ranks below every document
+    /// holding them all, whatever its points.
+    pub all_terms: bool,
+    /// The document holds the whole query as a phrase (two or more plain words in a row):
+    /// first among those holding every term.
+    pub phrase: bool,
 }
 
 /// One ranked result with its document.
@@ -213,7 +222,10 @@ pub struct Request {
     pub session: Option<String>,
     pub since_ms: Option<i64>,
     pub until_ms: Option<i64>,
+    /// A file the document's signature names (see [`Filters::path`]).
     pub path: Option<String>,
+    /// Search artifacts (kind `artifact`) too.
+    pub artifacts: bool,
 }
 
 impl Request {
@@ -264,6 +276,7 @@ impl Corpus {
             since_ms: req.since_ms,
             until_ms: req.until_ms,
             path: req.path.clone(),
+            artifacts: req.artifacts,
             project_key: (!self.cross_project).then(|| self.project_key.clone()),
             include_mirror: self.door == Door::PoolAndStore,
         }
@@ -303,12 +316,18 @@ impl Corpus {
         }
         // Body hits: every term somewhere in the document, BM25 over the bodies.
         let mut bodies: BTreeMap<String, f64> = BTreeMap::new();
+        let mut rows: BTreeMap<String, Row> = BTreeMap::new();
         if let Some(expr) = req.query.fts_match() {
-            for (path, bm25) in cache.matching(&expr, &filters)? {
-                paths.entry(path.clone()).or_insert(None);
-                bodies.insert(path, bm25.max(0.0));
+            for (row, bm25) in cache.matching(&expr, &filters)? {
+                paths.entry(row.path.clone()).or_insert(None);
+                bodies.insert(row.path.clone(), bm25.max(0.0));
+                rows.insert(row.path.clone(), row);
             }
         }
+        let phrased = match req.query.fts_whole_phrase() {
+            Some(expr) => cache.paths_matching(&expr)?,
+            None => BTreeSet::new(),
+        };
         let excluded = match req.query.fts_excluded() {
             Some(expr) => cache.paths_matching(&expr)?,
             None => BTreeSet::new(),
@@ -334,7 +353,10 @@ impl Corpus {
             if excluded.contains(&path) || required.as_ref().is_some_and(|r| !r.contains(&path)) {
                 continue;
             }
-            let row = cache.row(&path)?;
+            let row = match rows.remove(&path) {
+                Some(r) => Some(r),
+                None => cache.row(&path)?,
+            };
             let base_doc = match (&row, table_doc) {
                 (Some(r), _) => r.table_doc(),
                 (None, Some(d)) => d,
@@ -353,12 +375,18 @@ impl Corpus {
             let body = BodyExplain {
                 bm25,
                 points: BODY_MAX * bm25 / (1.0 + bm25),
+                all_terms: words.is_empty() || bodies.contains_key(&path),
+                phrase: phrased.contains(&path),
             };
             let (score, explain) = if words.is_empty() {
                 search::listing_score(doc.meta.date.as_deref(), now_ms)
             } else {
-                let (_, e) = search::score(&doc, &words, now_ms, params);
-                let base = e.base;
+                let (_, mut e) = search::score(&doc, &words, now_ms, params);
+                // A rule's category (record §8: category 1.5), which the table does not keep.
+                let category = row.as_ref().map_or("", |r| r.category.as_str());
+                let category_hits = search::category_hits(category, &words);
+                let base = e.base + category_hits.iter().map(|h| h.points).sum::<f64>();
+                e.hits.extend(category_hits);
                 let (score, mut e) = search::finish(
                     e.hits,
                     base + body.points,
@@ -387,8 +415,11 @@ impl Corpus {
             });
         }
         out.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
+            b.body
+                .all_terms
+                .cmp(&a.body.all_terms)
+                .then_with(|| b.body.phrase.cmp(&a.body.phrase))
+                .then_with(|| b.score.total_cmp(&a.score))
                 .then_with(|| a.path.cmp(&b.path))
         });
         Ok(out)
@@ -457,6 +488,19 @@ impl Corpus {
             packed,
             total,
         })
+    }
+
+    /// The paths plain BM25 ranks for a query (any term, every field alike, no §8 points,
+    /// no recency), best first, with the request's filters: the relevance baseline.
+    pub fn plain_bm25(&self, req: &Request) -> Result<Vec<String>, DoorError> {
+        let (Some(cache), Some(expr)) = (&self.cache, req.query.fts_any()) else {
+            return Ok(Vec::new());
+        };
+        Ok(cache
+            .plain_bm25(&expr, &self.filters(req))?
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect())
     }
 
     /// Documents passing the filters, newest first: (the first `limit`, how many in all).
@@ -548,10 +592,14 @@ pub fn document_fields(row: &Row) -> serde_json::Map<String, serde_json::Value> 
     }
 }
 
-/// A document's body, or `None` when it cannot be read.
+/// A document's body (an artifact's whole text), or `None` when it cannot be read.
 pub fn read_body(path: &Path) -> Option<String> {
     let text = std::fs::read_to_string(path).ok()?;
-    crate::render::body_text(&text).map(str::to_owned)
+    match crate::render::body_text(&text) {
+        Some(body) => Some(body.to_owned()),
+        None if path.extension().is_some_and(|e| e == "txt") => Some(text),
+        None => None,
+    }
 }
 
 /// Whether a catalog row passes the filters (checked again for the §8 matches, which the
@@ -570,7 +618,12 @@ fn passes(row: Option<&Row>, f: &Filters, named_path: Option<&BTreeSet<String>>)
         want.as_ref()
             .is_none_or(|w| w.to_lowercase() == have.to_lowercase())
     };
-    eq(&f.kind, &r.meta.kind)
+    let wants_artifacts = f.artifacts
+        || f.kind
+            .as_deref()
+            .is_some_and(|k| k.eq_ignore_ascii_case(ARTIFACT_KIND));
+    (wants_artifacts || r.meta.kind != ARTIFACT_KIND)
+        && eq(&f.kind, &r.meta.kind)
         && eq(&f.harness, &r.harness)
         && eq(&f.machine, &r.machine)
         && (f.include_mirror || !r.mirror)

@@ -45,7 +45,8 @@ pub struct Filters {
     /// Only documents of this kind (`chapter`, `plan`, `rule`).
     #[arg(long, value_name = "KIND")]
     pub kind: Option<String>,
-    /// Only documents of sessions of this agent (frontmatter `harness`; `dsh` today).
+    /// Only documents of sessions of this agent (frontmatter `harness`; a document without
+    /// one is `dsh`). Without it, every harness's documents are searched.
     #[arg(long, value_name = "NAME")]
     pub harness: Option<String>,
     /// Only documents written on this machine (its harness id).
@@ -60,9 +61,14 @@ pub struct Filters {
     /// Only documents dated before (same forms as --since).
     #[arg(long, value_name = "WHEN")]
     pub until: Option<String>,
-    /// Only documents that name this file.
+    /// Only documents whose signature names this file (a path a tool call touched — not a
+    /// word of the text): the whole path, or its last parts (`csv.rs`, `export/csv.rs`).
     #[arg(long, value_name = "FILE")]
     pub path: Option<String>,
+    /// Also search artifacts (large tool outputs a chapter keeps beside it, kind `artifact`);
+    /// left out unless asked (or `--kind artifact`).
+    #[arg(long)]
+    pub artifacts: bool,
 }
 
 impl Filters {
@@ -95,6 +101,7 @@ impl Filters {
             since_ms: when("--since", &self.since),
             until_ms: when("--until", &self.until),
             path: self.path.clone(),
+            artifacts: self.artifacts,
         }
     }
 }
@@ -261,8 +268,24 @@ fn field_name(field: Field) -> &'static str {
         Field::Topic => "topic",
         Field::Title => "title",
         Field::Summary => "summary",
+        Field::Category => "category",
         Field::Kind => "kind",
     }
+}
+
+/// Every part of a score, each said even when it is zero: the §8 field parts (topic ×2,
+/// title, summary, category, kind), recency, the core-rule bonus and the body's BM25.
+fn explain_parts(explain: &Explain, body: &search_door::BodyExplain) -> serde_json::Value {
+    json!({
+        "topic": explain.field_points(Field::Topic),
+        "title": explain.field_points(Field::Title),
+        "summary": explain.field_points(Field::Summary),
+        "category": explain.field_points(Field::Category),
+        "kind": explain.field_points(Field::Kind),
+        "recency": explain.recency.points(),
+        "coreRule": explain.core_rule_bonus,
+        "body": body.points,
+    })
 }
 
 fn print_explain(score: f64, explain: &Explain, body: &search_door::BodyExplain) {
@@ -277,6 +300,14 @@ fn print_explain(score: f64, explain: &Explain, body: &search_door::BodyExplain)
     for (term, parts) in terms {
         println!("    {term}: {}", parts.join(", "));
     }
+    println!(
+        "    topic ×2 {:.2} · title {:.2} · summary {:.2} · category {:.2} · kind {:.2}",
+        explain.field_points(Field::Topic),
+        explain.field_points(Field::Title),
+        explain.field_points(Field::Summary),
+        explain.field_points(Field::Category),
+        explain.field_points(Field::Kind),
+    );
     match &explain.recency {
         Recency::Bonus { age_days, points } => {
             println!("    recency: {age_days:.1} days old, 0.5^({age_days:.1}/30) = +{points:.2}")
@@ -284,34 +315,28 @@ fn print_explain(score: f64, explain: &Explain, body: &search_door::BodyExplain)
         Recency::NoDate => println!("    recency: no date, no bonus"),
         Recency::NotScored => println!("    recency: not added (no term hit)"),
     }
-    if body.points > 0.0 {
-        println!(
-            "    body: BM25 {:.2}, {}·s/(1+s) = +{:.2}",
-            body.bm25,
-            search_door::BODY_MAX,
-            body.points
-        );
+    println!(
+        "    core rule (approved on this machine): +{:.2}",
+        explain.core_rule_bonus
+    );
+    println!(
+        "    body: BM25 {:.2}, {}·s/(1+s) = +{:.2}",
+        body.bm25,
+        search_door::BODY_MAX,
+        body.points
+    );
+    if body.phrase {
+        println!("    phrase: the query's words stand in a row here — ranked first among those that hold them all");
     }
-    if explain.core_rule_bonus > 0.0 {
-        println!(
-            "    core rule (approved on this machine): +{:.2}",
-            explain.core_rule_bonus
-        );
+    if !body.all_terms {
+        println!("    coverage: not every query word is in this document — ranked below those that hold them all");
     }
     println!(
-        "    score: {}{} + {:.2}{} = {:.2}",
+        "    score: {} + {:.2} + {:.2} + {:.2} = {:.2}",
         explain.base,
-        if body.points > 0.0 {
-            format!(" + {:.2}", body.points)
-        } else {
-            String::new()
-        },
+        body.points,
         explain.recency.points(),
-        if explain.core_rule_bonus > 0.0 {
-            format!(" + {:.2}", explain.core_rule_bonus)
-        } else {
-            String::new()
-        },
+        explain.core_rule_bonus,
         score
     );
 }
@@ -333,6 +358,7 @@ fn match_json(h: &search_door::Hit, explain: bool) -> serde_json::Value {
     if explain {
         let mut e = json!(h.explain);
         e["body"] = json!(h.body);
+        e["parts"] = explain_parts(&h.explain, &h.body);
         v["explain"] = e;
     }
     v

@@ -63,7 +63,7 @@ pub enum TableError {
     Io { path: PathBuf, source: io::Error },
     #[error(transparent)]
     Store(#[from] store::StoreError),
-    #[error("the search table is busy: {0}")]
+    #[error("the search table (a cache under {dir}) cannot be brought up to date: {0}", dir = TABLE_DIR)]
     Lock(#[from] store::lock::LockError),
     #[error("search table segment {path} is damaged ({detail}); it is a cache — delete {dir} and search again", dir = TABLE_DIR)]
     Damaged { path: PathBuf, detail: String },

@@ -9,7 +9,7 @@
 //! it is deleted and built again from the table. Where it cannot be written (a read-only
 //! filesystem) it is built in memory for this one search.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -24,9 +24,11 @@ use crate::store::read::Reader;
 
 pub const CACHE_FILE: &str = "fts.sqlite3";
 /// Bumped whenever the schema or what is indexed changes: an older or newer cache is rebuilt.
-pub const CACHE_VERSION: i64 = 1;
+pub const CACHE_VERSION: i64 = 2;
 /// `PRAGMA application_id` of this cache ("dshs"): anything else in its place is not ours.
 const APPLICATION_ID: i64 = 0x6473_6873;
+/// The kind of an artifact document (searched only when asked: [`Filters::artifacts`]).
+pub const ARTIFACT_KIND: &str = "artifact";
 /// A body longer than this is indexed up to here (a chapter is far smaller).
 const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
@@ -56,6 +58,8 @@ pub struct Row {
     pub machine: String,
     pub date_ms: Option<i64>,
     pub mirror: bool,
+    /// A rule's category (frontmatter `category`; empty for other kinds).
+    pub category: String,
 }
 
 impl Row {
@@ -80,8 +84,12 @@ pub struct Filters {
     pub session: Option<String>,
     pub since_ms: Option<i64>,
     pub until_ms: Option<i64>,
-    /// A file named in the document (its path appears in the text).
+    /// A file the document's signature names (the `paths` of the collection lines of its
+    /// seq range): the whole path, or its last components (`csv.rs`, `export/csv.rs`).
     pub path: Option<String>,
+    /// Artifacts (kind `artifact`) are searched too; without it they are left out (unless
+    /// `kind` asks for them).
+    pub artifacts: bool,
     /// `Some(pk)`: this project's documents only.
     pub project_key: Option<String>,
     pub include_mirror: bool,
@@ -126,12 +134,14 @@ CREATE TABLE IF NOT EXISTS docs(
   project_key TEXT NOT NULL,
   harness TEXT NOT NULL,
   machine TEXT NOT NULL,
-  mirror INTEGER NOT NULL
+  mirror INTEGER NOT NULL,
+  category TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS docs_folder ON docs(folder);
 CREATE INDEX IF NOT EXISTS docs_date ON docs(date_ms);
+CREATE TABLE IF NOT EXISTS files(doc INTEGER NOT NULL, path TEXT NOT NULL, PRIMARY KEY(doc, path)) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
-  title, summary, topics, body,
+  title, summary, topics, category, body,
   content='', contentless_delete=1,
   tokenize='unicode61 remove_diacritics 2'
 );
@@ -269,7 +279,7 @@ impl Cache {
                 out
             }
             None => {
-                tx.execute_batch("DELETE FROM fts; DELETE FROM docs;")
+                tx.execute_batch("DELETE FROM fts; DELETE FROM docs; DELETE FROM files;")
                     .map_err(&err)?;
                 let mut out: BTreeMap<String, Vec<Redacted<TableDoc>>> = BTreeMap::new();
                 for doc in table.all_docs()? {
@@ -290,15 +300,23 @@ impl Cache {
                 .prepare("DELETE FROM fts WHERE rowid = ?1")
                 .map_err(&err)?;
             let mut del_doc = tx.prepare("DELETE FROM docs WHERE id = ?1").map_err(&err)?;
+            let mut del_files = tx
+                .prepare("DELETE FROM files WHERE doc = ?1")
+                .map_err(&err)?;
+            let mut ins_file = tx
+                .prepare("INSERT OR IGNORE INTO files(doc, path) VALUES (?1, ?2)")
+                .map_err(&err)?;
+            let mut signatures = Signatures::default();
             let mut ins_doc = tx
                 .prepare(
                     "INSERT INTO docs(path, folder, root, name, blob, kind, title, summary, topics, date, date_ms,
-                       session, seq_lo, seq_hi, rule_id, project_key, harness, machine, mirror)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+                       session, seq_lo, seq_hi, rule_id, project_key, harness, machine, mirror, category)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)
+                     ON CONFLICT(path) DO NOTHING",
                 )
                 .map_err(&err)?;
             let mut ins_fts = tx
-                .prepare("INSERT INTO fts(rowid, title, summary, topics, body) VALUES (?1, ?2, ?3, ?4, ?5)")
+                .prepare("INSERT INTO fts(rowid, title, summary, topics, category, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
                 .map_err(&err)?;
             for (folder, docs) in &folders {
                 let old: Vec<i64> = ids
@@ -309,10 +327,79 @@ impl Cache {
                 for id in old {
                     del_fts.execute([id]).map_err(&err)?;
                     del_doc.execute([id]).map_err(&err)?;
+                    del_files.execute([id]).map_err(&err)?;
                 }
+                // Every entry is built from what the store's reader read back (the table's
+                // record, the document, its signatures and artifacts): raw text cannot
+                // reach the cache.
+                let mut entries: Vec<Redacted<Entry>> = Vec::new();
                 for doc in docs {
-                    let read = read_body(&reader, &doc.path);
-                    insert_doc(&tx, &mut ins_doc, &mut ins_fts, folder, doc, read).map_err(&err)?;
+                    let (extra, body) = read_body(&reader, &doc.path).into_inner();
+                    let mut m = doc.meta.clone();
+                    m.session_id = m.session_id.or(extra.session_id.clone());
+                    m.seq_range = m.seq_range.or(extra.seq_range);
+                    let files = signatures.paths_of(workspace, folder, &m, &extra);
+                    let artifacts = artifact_entries(&reader, folder, doc, &m, &extra);
+                    entries.push(reader.read_back(Entry {
+                        doc: doc.get().clone(),
+                        meta: m,
+                        extra,
+                        body,
+                        files,
+                    }));
+                    entries.extend(artifacts);
+                }
+                for entry in &entries {
+                    let Entry {
+                        doc,
+                        meta: m,
+                        extra,
+                        body,
+                        files,
+                    } = entry.get();
+                    let date_ms = m.date.as_deref().and_then(super::parse_rfc3339_ms);
+                    let inserted = ins_doc
+                        .execute(params![
+                            doc.path,
+                            folder,
+                            doc.root,
+                            doc.name,
+                            doc.blob,
+                            m.kind,
+                            m.title,
+                            m.summary,
+                            m.topics.join("\n"),
+                            m.date,
+                            date_ms,
+                            m.session_id,
+                            m.seq_range.map(|r| r.0 as i64),
+                            m.seq_range.map(|r| r.1 as i64),
+                            m.id,
+                            m.project_key,
+                            extra.harness.clone().unwrap_or_else(|| "dsh".to_owned()),
+                            extra.harness_id.clone().unwrap_or_default(),
+                            doc.from_mirror(),
+                            extra.category.clone().unwrap_or_default(),
+                        ])
+                        .map_err(&err)?;
+                    if inserted == 0 {
+                        // An artifact another folder's chapter already brought in.
+                        continue;
+                    }
+                    let id = tx.last_insert_rowid();
+                    ins_fts
+                        .execute(params![
+                            id,
+                            cjk_bigrams(&m.title),
+                            cjk_bigrams(&m.summary),
+                            cjk_bigrams(&m.topics.join(" ")),
+                            cjk_bigrams(extra.category.as_deref().unwrap_or("")),
+                            cjk_bigrams(body),
+                        ])
+                        .map_err(&err)?;
+                    for f in files {
+                        ins_file.execute(params![id, f]).map_err(&err)?;
+                    }
                     written += 1;
                 }
             }
@@ -327,29 +414,54 @@ impl Cache {
         Ok(written)
     }
 
-    /// Documents matching an FTS5 expression (over title, summary, topics and body) and
-    /// the filters: (path, body BM25 as a positive number, larger is better).
-    pub fn matching(
+    /// Documents matching an FTS5 expression (over title, summary, topics, category and
+    /// body) and the filters, with their rows (one pass, no lookup per match): (row, body
+    /// BM25 as a positive number, larger is better), by path.
+    pub fn matching(&self, expr: &str, filters: &Filters) -> Result<Vec<(Row, f64)>, CacheError> {
+        let mut out = self.fts_select(
+            &format!("{ROW_COLUMNS}, -bm25(fts, 0.0, 0.0, 0.0, 0.0, 1.0)"),
+            expr,
+            filters,
+            |r| Ok((row_of(r)?, r.get::<_, f64>(ROW_COLUMN_COUNT)?)),
+        )?;
+        out.sort_by(|a, b| a.0.path.cmp(&b.0.path));
+        Ok(out)
+    }
+
+    /// Plain BM25 (SQLite FTS5's, every column weighed alike, no boosts) of the documents
+    /// matching an FTS5 expression and the filters, best first, ties by path: the baseline
+    /// the relevance set compares the ranking with.
+    pub fn plain_bm25(
         &self,
         expr: &str,
         filters: &Filters,
     ) -> Result<Vec<(String, f64)>, CacheError> {
+        let mut out = self.fts_select("d.path, -bm25(fts)", expr, filters, |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, f64>(1)?))
+        })?;
+        out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(out)
+    }
+
+    /// `SELECT <columns>` of the documents matching an FTS5 expression and the filters.
+    fn fts_select<T>(
+        &self,
+        columns: &str,
+        expr: &str,
+        filters: &Filters,
+        map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>, CacheError> {
         let (clause, args) = filter_sql(filters);
         let q = format!(
-            "SELECT d.path, -bm25(fts, 0.0, 0.0, 0.0, 1.0) FROM fts JOIN docs d ON d.id = fts.rowid
-             WHERE fts MATCH ?{clause}"
+            "SELECT {columns} FROM fts JOIN docs d ON d.id = fts.rowid WHERE fts MATCH ?{clause}"
         );
         let mut stmt = self.conn.prepare(&q).map_err(self.err())?;
         let mut all: Vec<rusqlite::types::Value> = vec![expr.to_owned().into()];
         all.extend(args);
         let rows = stmt
-            .query_map(rusqlite::params_from_iter(all), |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, f64>(1)?))
-            })
+            .query_map(rusqlite::params_from_iter(all), map)
             .map_err(self.err())?;
-        let mut out: Vec<(String, f64)> = rows.collect::<Result<_, _>>().map_err(self.err())?;
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(out)
+        rows.collect::<Result<_, _>>().map_err(self.err())
     }
 
     /// The paths of documents matching an FTS5 expression (no filters).
@@ -362,11 +474,12 @@ impl Cache {
                 expr,
                 &Filters {
                     include_mirror: true,
+                    artifacts: true,
                     ..Filters::default()
                 },
             )?
             .into_iter()
-            .map(|(p, _)| p)
+            .map(|(r, _)| r.path)
             .collect())
     }
 
@@ -438,7 +551,11 @@ pub fn short_id(root: &str, name: &str, path: &str) -> String {
     let session = root.strip_prefix("session-").unwrap_or(root);
     let prefix: String = session.chars().take(8).collect();
     match file_number(name) {
-        Some(n) if root != crate::rules::store::RULES_DIR && !prefix.is_empty() => {
+        Some(n)
+            if root != crate::rules::store::RULES_DIR
+                && !prefix.is_empty()
+                && name.ends_with(".md") =>
+        {
             if name.starts_with("plan-") {
                 format!("{prefix}/p{n}")
             } else {
@@ -449,7 +566,10 @@ pub fn short_id(root: &str, name: &str, path: &str) -> String {
     }
 }
 
-const ROW_COLUMNS: &str = "d.path, d.root, d.name, d.blob, d.kind, d.title, d.summary, d.topics, d.date, d.session, d.seq_lo, d.seq_hi, d.rule_id, d.project_key, d.harness, d.machine, d.date_ms, d.mirror";
+const ROW_COLUMNS: &str = "d.path, d.root, d.name, d.blob, d.kind, d.title, d.summary, d.topics, d.date, d.session, d.seq_lo, d.seq_hi, d.rule_id, d.project_key, d.harness, d.machine, d.date_ms, d.mirror, d.category";
+
+/// How many columns [`ROW_COLUMNS`] names.
+const ROW_COLUMN_COUNT: usize = 19;
 
 fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
     let topics: String = r.get(7)?;
@@ -479,6 +599,7 @@ fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         machine: r.get(15)?,
         date_ms: r.get(16)?,
         mirror: r.get(17)?,
+        category: r.get(18)?,
     })
 }
 
@@ -517,26 +638,41 @@ fn filter_sql(f: &Filters) -> (String, Vec<rusqlite::types::Value>) {
     if !f.include_mirror {
         clause.push_str(" AND d.mirror = 0");
     }
+    let wants_artifacts = f.artifacts
+        || f.kind
+            .as_deref()
+            .is_some_and(|k| k.eq_ignore_ascii_case(ARTIFACT_KIND));
+    if !wants_artifacts {
+        clause.push_str(&format!(" AND d.kind != '{ARTIFACT_KIND}'"));
+    }
     if let Some(p) = &f.path {
-        // A file the document names: its path as a phrase of the text's words.
-        let words: Vec<String> = p
-            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-            .filter(|w| !w.is_empty())
-            .map(str::to_lowercase)
-            .collect();
-        if !words.is_empty() {
-            clause.push_str(" AND d.id IN (SELECT rowid FROM fts WHERE fts MATCH ?)");
-            args.push(format!("body : \"{}\"", words.join(" ")).into());
-        }
+        // A file the document's signature names: the whole path or its last components.
+        let key = file_key(p);
+        let esc = key
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_");
+        clause.push_str(" AND EXISTS (SELECT 1 FROM files f WHERE f.doc = d.id AND (f.path = ? OR f.path LIKE ? ESCAPE '\\'))");
+        args.push(key.into());
+        args.push(format!("%/{esc}").into());
     }
     (clause, args)
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Extra {
     #[serde(default)]
     harness: Option<String>,
+    /// A rule's category.
+    #[serde(default)]
+    category: Option<String>,
+    /// Files a document names in its frontmatter (a harness that records them there).
+    #[serde(default)]
+    paths: Vec<String>,
+    /// The SHA-256 of the artifacts a chapter references.
+    #[serde(default)]
+    artifacts: Vec<String>,
     #[serde(default)]
     harness_id: Option<String>,
     #[serde(default)]
@@ -545,52 +681,185 @@ struct Extra {
     seq_range: Option<(u64, u64)>,
 }
 
-/// One document's catalog row and full text. Both inputs are `Redacted`: the table's
-/// record and the document as the store's reader read it — raw text cannot reach the cache.
-fn insert_doc(
-    tx: &rusqlite::Transaction<'_>,
-    ins_doc: &mut rusqlite::Statement<'_>,
-    ins_fts: &mut rusqlite::Statement<'_>,
+/// One document (or artifact) about to be written into the cache.
+struct Entry {
+    doc: TableDoc,
+    meta: DocMeta,
+    extra: Extra,
+    body: String,
+    /// The files its signature names (normalized by [`file_key`]).
+    files: BTreeSet<String>,
+}
+
+/// A path as the `--path` filter compares it: `/` separators, no leading `./`, lowercase.
+pub fn file_key(path: &str) -> String {
+    let p = path.replace('\\', "/");
+    let mut p = p.trim().trim_end_matches('/');
+    while let Some(rest) = p.strip_prefix("./") {
+        p = rest;
+    }
+    p.to_lowercase()
+}
+
+/// The collection lines (signatures) of the sessions one update reads, each file once:
+/// per line, its seqs and the paths it names.
+#[derive(Default)]
+struct Signatures {
+    files: BTreeMap<PathBuf, Vec<SignedPaths>>,
+}
+
+/// One collection line: its seqs and the paths it names.
+type SignedPaths = (Vec<u64>, Vec<String>);
+
+impl Signatures {
+    /// The files a document's signature names: the `paths` of its session's collection
+    /// lines whose seqs fall in its seq range, plus any `paths` its frontmatter lists.
+    fn paths_of(
+        &mut self,
+        workspace: &Path,
+        folder: &str,
+        meta: &DocMeta,
+        extra: &Extra,
+    ) -> BTreeSet<String> {
+        let mut out: BTreeSet<String> = extra.paths.iter().map(|p| file_key(p)).collect();
+        let (Some(session), Some((lo, hi))) = (meta.session_id.as_deref(), meta.seq_range) else {
+            return out;
+        };
+        let Some(file) = collection_file(workspace, folder, session) else {
+            return out;
+        };
+        let lines = self.files.entry(file).or_insert_with_key(|file| {
+            match crate::store::ledger::read(file, crate::store::COLLECTION_VERSION) {
+                Ok(read) => read
+                    .lines
+                    .iter()
+                    .map(|v| {
+                        let nums = |k: &str| -> Vec<u64> {
+                            v[k].as_array()
+                                .map(|a| a.iter().filter_map(|x| x.as_u64()).collect())
+                                .unwrap_or_default()
+                        };
+                        let strs: Vec<String> = v["paths"]
+                            .as_array()
+                            .map(|a| {
+                                a.iter()
+                                    .filter_map(|x| x.as_str().map(str::to_owned))
+                                    .collect()
+                            })
+                            .unwrap_or_default();
+                        (nums("seqs"), strs)
+                    })
+                    .collect(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "signatures unreadable; --path cannot name their files");
+                    Vec::new()
+                }
+            }
+        });
+        for (seqs, paths) in lines.iter() {
+            if seqs.iter().any(|s| (lo..=hi).contains(s)) {
+                out.extend(paths.iter().map(|p| file_key(p)));
+            }
+        }
+        out
+    }
+}
+
+/// The collection (signature ledger) of `session` for a document in `folder`:
+/// `.dsh-chapters/<root>/chapters` → `.dsh-chapters/<root>/collections/<session>.jsonl`,
+/// `.dsh-knowledge/chapters/<pk>/<root>` → `.dsh-knowledge/collections/<pk>/<session>.jsonl`.
+fn collection_file(workspace: &Path, folder: &str, session: &str) -> Option<PathBuf> {
+    if !crate::store::is_safe_component(session) {
+        return None;
+    }
+    let name = format!("{session}.jsonl");
+    let parts: Vec<&str> = folder.split('/').collect();
+    match parts.as_slice() {
+        [store, root, "chapters"] if *store == crate::store::STORE_DIR => Some(
+            workspace
+                .join(store)
+                .join(root)
+                .join("collections")
+                .join(name),
+        ),
+        [mirror, "chapters", pk, _root] if *mirror == crate::store::MIRROR_DIR => Some(
+            workspace
+                .join(mirror)
+                .join("collections")
+                .join(pk)
+                .join(name),
+        ),
+        _ => None,
+    }
+}
+
+/// The artifacts a chapter references, as documents of kind `artifact`: the tool output
+/// as body, titled after the chapter, with its date, session, project and harness.
+fn artifact_entries(
+    reader: &Reader,
     folder: &str,
-    doc: &Redacted<TableDoc>,
-    read: Redacted<(Extra, String)>,
-) -> Result<(), rusqlite::Error> {
-    let (extra, body) = read.get();
-    let mut m = doc.meta.clone();
-    m.session_id = m.session_id.or(extra.session_id.clone());
-    m.seq_range = m.seq_range.or(extra.seq_range);
-    let m = &m;
-    let date_ms = m.date.as_deref().and_then(super::parse_rfc3339_ms);
-    ins_doc.execute(params![
-        doc.path,
-        folder,
-        doc.root,
-        doc.name,
-        doc.blob,
-        m.kind,
-        m.title,
-        m.summary,
-        m.topics.join("\n"),
-        m.date,
-        date_ms,
-        m.session_id,
-        m.seq_range.map(|r| r.0 as i64),
-        m.seq_range.map(|r| r.1 as i64),
-        m.id,
-        m.project_key,
-        extra.harness.clone().unwrap_or_else(|| "dsh".to_owned()),
-        extra.harness_id.clone().unwrap_or_default(),
-        doc.from_mirror(),
-    ])?;
-    let id = tx.last_insert_rowid();
-    ins_fts.execute(params![
-        id,
-        cjk_bigrams(&m.title),
-        cjk_bigrams(&m.summary),
-        cjk_bigrams(&m.topics.join(" ")),
-        cjk_bigrams(body),
-    ])?;
-    Ok(())
+    doc: &TableDoc,
+    meta: &DocMeta,
+    extra: &Extra,
+) -> Vec<Redacted<Entry>> {
+    let mut out = Vec::new();
+    if meta.kind == ARTIFACT_KIND {
+        return out;
+    }
+    let parts: Vec<&str> = folder.split('/').collect();
+    let dir = match parts.as_slice() {
+        [store, root, "chapters"] if *store == crate::store::STORE_DIR => {
+            format!("{store}/{root}/artifacts")
+        }
+        [mirror, "chapters", pk, _root] if *mirror == crate::store::MIRROR_DIR => {
+            format!("{mirror}/artifacts/{pk}")
+        }
+        _ => return out,
+    };
+    for sha in &extra.artifacts {
+        if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+            continue;
+        }
+        let sha = sha.to_ascii_lowercase();
+        let path = format!("{dir}/{}/{sha}.txt", &sha[..2]);
+        let Ok(bytes) = reader.bytes(Path::new(&path)) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(bytes.get());
+        let mut end = text.len().min(MAX_BODY_BYTES);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let artifact_meta = DocMeta {
+            title: format!("Artifact of: {}", meta.title),
+            summary: String::new(),
+            kind: ARTIFACT_KIND.to_owned(),
+            project_key: meta.project_key.clone(),
+            topics: Vec::new(),
+            date: meta.date.clone(),
+            session_id: meta.session_id.clone(),
+            seq_range: None,
+            id: None,
+        };
+        out.push(reader.read_back(Entry {
+            doc: TableDoc {
+                path,
+                root: doc.root.clone(),
+                name: format!("{sha}.txt"),
+                blob: sha.clone(),
+                meta: artifact_meta.clone(),
+            },
+            meta: artifact_meta,
+            extra: Extra {
+                harness: extra.harness.clone(),
+                harness_id: extra.harness_id.clone(),
+                ..Extra::default()
+            },
+            body: text[..end].to_owned(),
+            files: BTreeSet::new(),
+        }));
+    }
+    out
 }
 
 /// A document's frontmatter fields the table does not keep, and its body (bounded), read
@@ -634,5 +903,57 @@ mod tests {
             "5151abcd/p2"
         );
         assert_eq!(short_id("rules", "001-x.md", "r/p.md"), "r/p.md");
+        // An artifact's name starts with hex digits, not a number: its id is its path.
+        assert_eq!(
+            short_id("session-5151abcd-1111", "6228b4f4.txt", "a/6228b4f4.txt"),
+            "a/6228b4f4.txt"
+        );
+    }
+
+    #[test]
+    fn file_keys_and_where_signatures_live() {
+        assert_eq!(file_key("./src\\Export/CSV.rs/"), "src/export/csv.rs");
+        assert_eq!(file_key("  Dockerfile "), "dockerfile");
+        let ws = Path::new("/w");
+        assert_eq!(
+            collection_file(ws, ".dsh-chapters/session-a/chapters", "session-b"),
+            Some(PathBuf::from(
+                "/w/.dsh-chapters/session-a/collections/session-b.jsonl"
+            ))
+        );
+        assert_eq!(
+            collection_file(ws, ".dsh-knowledge/chapters/pk/session-a", "session-a"),
+            Some(PathBuf::from(
+                "/w/.dsh-knowledge/collections/pk/session-a.jsonl"
+            ))
+        );
+        assert_eq!(collection_file(ws, ".dsh-chapters/rules", "s"), None);
+        assert_eq!(
+            collection_file(ws, ".dsh-chapters/session-a/chapters", "../x"),
+            None
+        );
+    }
+
+    #[test]
+    fn the_path_filter_compares_whole_trailing_components() {
+        let (clause, args) = filter_sql(&Filters {
+            path: Some("export/csv_1.rs".into()),
+            include_mirror: true,
+            ..Filters::default()
+        });
+        assert!(clause.contains("FROM files f"), "{clause}");
+        assert!(clause.contains("d.kind != 'artifact'"), "{clause}");
+        assert_eq!(
+            args,
+            vec![
+                rusqlite::types::Value::from("export/csv_1.rs".to_owned()),
+                rusqlite::types::Value::from("%/export/csv\\_1.rs".to_owned()),
+            ]
+        );
+        let (clause, _) = filter_sql(&Filters {
+            kind: Some("Artifact".into()),
+            ..Filters::default()
+        });
+        assert!(!clause.contains("!= 'artifact'"), "{clause}");
     }
 }

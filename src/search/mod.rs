@@ -19,6 +19,8 @@ pub mod query;
 pub const TOPIC_POINTS: f64 = 2.0;
 /// Points for a query term found in the title, the summary, or equal to the kind.
 pub const FIELD_POINTS: f64 = 1.0;
+/// Points for a query term found in a rule's category (record §8: category 1.5).
+pub const CATEGORY_POINTS: f64 = 1.5;
 /// The weight of a topic no `weight` fact names.
 pub const NEUTRAL_WEIGHT: f64 = 1.0;
 /// The recency bonus halves every this many days.
@@ -107,6 +109,8 @@ pub enum Field {
     Topic,
     Title,
     Summary,
+    /// A rule's category (record §8).
+    Category,
     Kind,
 }
 
@@ -250,6 +254,30 @@ pub fn finish(
             core_rule_bonus,
         },
     )
+}
+
+/// The hits of the query terms on a rule's category (empty for other documents): +1.5 per
+/// term the category contains.
+pub fn category_hits(category: &str, terms: &[String]) -> Vec<TermHit> {
+    let category = category.to_lowercase();
+    if category.is_empty() {
+        return Vec::new();
+    }
+    terms
+        .iter()
+        .filter(|t| category.contains(t.as_str()))
+        .map(|t| hit(t, Field::Category, CATEGORY_POINTS))
+        .collect()
+}
+
+impl Explain {
+    /// The points one field earned over every term.
+    pub fn field_points(&self, field: Field) -> f64 {
+        self.hits
+            .iter()
+            .filter(|h| h.field == field)
+            .fold(0.0, |sum, h| sum + h.points)
+    }
 }
 
 fn hit(term: &str, field: Field, points: f64) -> TermHit {

@@ -170,6 +170,27 @@ impl Parsed {
         Some(parts.join(" AND "))
     }
 
+    /// The FTS5 expression of the whole query as one phrase (its words in a row), when it is
+    /// two or more plain words, or `None`: a document holding it ranks first among those
+    /// holding every word (`npm test` over `npm run test`).
+    pub fn fts_whole_phrase(&self) -> Option<String> {
+        if self.terms.len() < 2 || !self.terms.iter().all(|t| matches!(t, Term::Word(_))) {
+            return None;
+        }
+        let words: Vec<String> = self.terms.iter().flat_map(|t| t.words().to_vec()).collect();
+        Some(fts_term(&Term::Phrase(words)))
+    }
+
+    /// The FTS5 expression matching any positive term (OR), or `None`: what plain BM25
+    /// ranks (the relevance baseline).
+    pub fn fts_any(&self) -> Option<String> {
+        if self.terms.is_empty() {
+            return None;
+        }
+        let parts: Vec<String> = self.terms.iter().map(fts_term).collect();
+        Some(parts.join(" OR "))
+    }
+
     /// The FTS5 expression of the excluded words (any), or `None`.
     pub fn fts_excluded(&self) -> Option<String> {
         if self.excluded.is_empty() {
@@ -355,6 +376,20 @@ pub fn snippet(body: &str, needles: &[String]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_whole_query_as_a_phrase_and_any_term() {
+        assert_eq!(
+            Parsed::parse("npm test").fts_whole_phrase().as_deref(),
+            Some("\"npm test\"")
+        );
+        assert_eq!(Parsed::parse("npm").fts_whole_phrase(), None);
+        assert_eq!(Parsed::parse("npm tes*").fts_whole_phrase(), None);
+        assert_eq!(
+            Parsed::parse("npm OR test").fts_any().as_deref(),
+            Some("\"npm\" OR \"or\" OR \"test\"")
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -53,14 +53,14 @@ fn archived() -> Sandbox {
     sb
 }
 
-fn search(sb: &Sandbox, args: &[&str]) -> serde_json::Value {
+pub fn search(sb: &Sandbox, args: &[&str]) -> serde_json::Value {
     let mut all = vec!["search"];
     all.extend_from_slice(args);
     all.push("--json");
     sb.json(&all)
 }
 
-fn matches(v: &serde_json::Value) -> Vec<serde_json::Value> {
+pub fn matches(v: &serde_json::Value) -> Vec<serde_json::Value> {
     v["matches"].as_array().expect("matches").clone()
 }
 
