@@ -75,13 +75,14 @@ fn tools() -> Value {
                     "query": string_prop("Words to look for; `\"a phrase\"`, `prefix*`, `-word` leaves documents with that word out. Optional when `topic` is given (then the topic's documents, newest first)."),
                     "topic": string_prop("Only documents carrying this topic (curation aliases followed)."),
                     "max_tokens": {"type": "integer", "minimum": 1, "description": "Token budget of the answer (default: the configured searchDefaultMaxTokens)."},
-                    "kind": string_prop("Only documents of this kind: `chapter`, `plan` or `rule`."),
+                    "kind": string_prop("Only documents of this kind: `chapter`, `plan`, `rule` or `artifact`."),
                     "harness": string_prop("Only documents of sessions of this agent (e.g. `dsh`)."),
                     "machine": string_prop("Only documents written on this machine (its harness id)."),
                     "session": string_prop("Only documents of this session (an id or its first characters)."),
                     "since": string_prop("Only documents dated at or after: `YYYY-MM-DD`, an RFC 3339 time, or `7d` / `12h` / `2w` ago."),
                     "until": string_prop("Only documents dated before (same forms as `since`)."),
-                    "path": string_prop("Only documents that name this file.")
+                    "path": string_prop("Only documents whose signature names this file."),
+                    "artifacts": {"type": "boolean", "description": "Also search artifacts (big tool outputs a chapter stored apart), kind `artifact`; off by default."}
                 },
                 "additionalProperties": false
             },
@@ -297,6 +298,18 @@ impl Arguments<'_> {
         }
     }
 
+    fn flag(&self, key: &str) -> Result<bool, String> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(other) => Err(format!(
+                "{}: `{key}` must be true or false, got {}",
+                self.tool,
+                shorten(&other.to_string())
+            )),
+        }
+    }
+
     fn count(&self, key: &str) -> Result<Option<u64>, String> {
         match self.map.get(key) {
             None | Some(Value::Null) => Ok(None),
@@ -350,6 +363,7 @@ pub(super) fn call(ws: &Workspace<'_>, params: &Value) -> Result<Value, Fault> {
             "since",
             "until",
             "path",
+            "artifacts",
         ],
         "chapters_read" => &["id", "path", "max_tokens", "cursor"],
         "chapters_rules" => &["task", "session"],
@@ -447,8 +461,6 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
     );
     // The topic as the index keys it: aliases followed to the canonical label.
     let topic = topic.map(|t| corpus.curation.canonical(&t).topic);
-    // `..default()`: fields the door gains (`artifacts`) join with their defaults.
-    #[allow(clippy::needless_update)]
     let request = search_door::Request {
         query,
         topic,
@@ -459,7 +471,7 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
         since_ms,
         until_ms,
         path: args.string("path", false)?,
-        ..search_door::Request::default()
+        artifacts: args.flag("artifacts")?,
     };
     let params = search::ScoreParams {
         curation: corpus.curation.clone(),
@@ -490,9 +502,9 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
         }
         // The query is not echoed: the caller has it, and a password typed into a query
         // is a secret no rule can tell from a word.
-        Some(_) => out.push_str(
-            "nothing matched the query: try other words, fewer filters, or `topic`\n",
-        ),
+        Some(_) => {
+            out.push_str("nothing matched the query: try other words, fewer filters, or `topic`\n")
+        }
         None => {
             for line in &answer.lines[..answer.packed.shown] {
                 out.push_str(line);

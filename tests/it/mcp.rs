@@ -201,6 +201,22 @@ fn a_client_lists_and_calls_every_tool() {
     );
     let (text, err) = c.call("chapters_artifact", json!({"hash": "ab".repeat(32)}));
     assert!(err && text.starts_with("no artifact"), "{text}");
+    // A word only the artifact holds: found only when artifacts are asked for.
+    let (text, err) = c.call("chapters_search", json!({"query": "column_3999"}));
+    assert!(!err && text.contains("nothing matched"), "{text}");
+    let (text, err) = c.call(
+        "chapters_search",
+        json!({"query": "column_3999", "artifacts": true}),
+    );
+    assert!(!err && text.contains(&hash), "{text}");
+    let (text, err) = c.call(
+        "chapters_search",
+        json!({"query": "column_3999", "artifacts": "yes"}),
+    );
+    assert!(
+        err && text.contains("`artifacts` must be true or false"),
+        "{text}"
+    );
 
     // An unknown tool is a protocol error; a mistake in the arguments is an error result
     // the model reads.
