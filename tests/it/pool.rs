@@ -264,7 +264,7 @@ fn status_counts_what_waits_and_one_sync_publishes_it() {
 }
 
 #[test]
-fn pool_deleted_and_recreated_gets_everything_again() {
+fn pool_deleted_is_refused_then_linked_again_gets_everything_again() {
     let tmp = tempfile::tempdir().expect("tmp");
     let pool = tmp.path().join("pool.git");
     let m = Sandbox::machine("m1");
@@ -274,11 +274,21 @@ fn pool_deleted_and_recreated_gets_everything_again() {
     m.ok(&["sync"]);
     let before = pool_files(&pool);
     std::fs::remove_dir_all(&pool).expect("rm pool");
+    // Missing: not re-created (issue #17: a pool is never silently split).
+    let out = m.run(&["sync"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!pool.exists(), "the pool was re-created");
+    assert_eq!(
+        m.json(&["status", "--json"])["lastSyncCode"],
+        "pool-missing"
+    );
+    // A person adopts a new pool at the same path: everything is published again.
     Command::new("git")
         .args(["init", "--bare", "-q"])
         .arg(&pool)
         .status()
         .expect("git init");
+    link_private(&m, &pool);
     m.ok(&["sync"]);
     assert_eq!(
         pool_files(&pool),
@@ -298,7 +308,8 @@ fn pool_unreachable_degrades_to_local_only_and_recovers() {
     m.ok(&["archive"]);
     m.ok(&["sync"]);
     // The pool becomes a broken path: not a repository.
-    std::fs::remove_dir_all(&pool).expect("rm");
+    let aside = tmp.path().join("aside.git");
+    std::fs::rename(&pool, &aside).expect("move away");
     std::fs::write(&pool, b"not a directory").expect("file in the way");
     add_turns(&m, &s, &log, 2);
     m.ok(&["archive"]); // archiving never fails because of the pool
@@ -315,6 +326,7 @@ fn pool_unreachable_degrades_to_local_only_and_recovers() {
         .any(|v| v.as_u64() > Some(0)));
     // Back: one sync publishes everything pending.
     std::fs::remove_file(&pool).expect("rm file");
+    std::fs::rename(&aside, &pool).expect("move back");
     m.ok(&["sync"]);
     let key = project_key(&m);
     assert!(own_pool_paths(&m, &key).is_subset(&pool_files(&pool)));
