@@ -33,6 +33,9 @@ const PUBLISHED_DIR: &str = "dsh-chapters-published";
 const MATERIALIZED_FILE: &str = "dsh-chapters-materialized";
 /// Present once the mirror holds no copy of this store's own chapters (`sweep_own_copies`).
 const OWN_SWEPT_FILE: &str = "dsh-chapters-own-swept";
+/// The mirror's deepest files: `chapters/<pk>/<root>/X.md`, `index/<dir>/<file>`,
+/// `.git/dsh-chapters-published/<root>.json` (and the index's own records).
+const MIRROR_DEPTH: u32 = 4;
 /// Divergence is resolved by re-fetching and re-planning from the store; bounded.
 const MAX_ATTEMPTS: u32 = 4;
 
@@ -345,7 +348,8 @@ impl Provider for LocalPool {
         // fast-forward check, under the ref's lock file.
         match pool.cas_ref(POOL_REF, expected, commit, "dsh-chapters: publish") {
             Ok(()) => Ok(()),
-            Err(e @ GitError::RefMoved { .. }) => Err(Fail {
+            // A dead writer's lock, just removed: retried like a lost race.
+            Err(e @ (GitError::RefMoved { .. } | GitError::StaleLockRemoved { .. })) => Err(Fail {
                 code: SyncCode::Diverged,
                 detail: e.to_string(),
             }),
@@ -664,6 +668,16 @@ fn read_json<T: for<'de> Deserialize<'de> + Default>(path: &Path) -> T {
         .unwrap_or_default()
 }
 
+/// Crash injection for tests: `CHAPTERS_CRASH_AT=<point>` kills this process with SIGKILL
+/// when it reaches `point` (`sync-after-push`: the pool's ref moved, nothing after it done;
+/// `sync-after-materialize`: the mirror written, its marker not). No effect otherwise.
+fn crash_point(point: &str) {
+    if std::env::var_os("CHAPTERS_CRASH_AT").is_some_and(|v| v == point) {
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+    }
+}
+
 /// Run one sync. On failure the error carries the code and what was done; the last
 /// status is written either way.
 pub fn sync(ctx: &SyncContext<'_>, pull_only: bool) -> Result<SyncReport, SyncError> {
@@ -684,6 +698,17 @@ pub fn sync(ctx: &SyncContext<'_>, pull_only: bool) -> Result<SyncReport, SyncEr
             });
         }
     };
+    if lock.previous_holder_died() {
+        // A sync (or an archive) killed mid-run: the mirror's temp files are ours to clear
+        // now that no writer can be mid-write (the store's were cleared by `lock`).
+        match atomic::clean_temp_files(&ctx.workspace.join(MIRROR_DIR), MIRROR_DEPTH) {
+            Ok(0) => {}
+            Ok(n) => report.notes.push(format!(
+                "removed {n} temp file(s) an interrupted sync left in the mirror"
+            )),
+            Err(e) => tracing::warn!(error = %e, "could not clear the mirror's temp files"),
+        }
+    }
     let result = run(ctx, pull_only, &mut report);
     if result.is_ok() {
         record_adoption(ctx, &mut report);
@@ -1106,6 +1131,7 @@ fn run(
         )?;
         match provider.push(&mirror, commit, head) {
             Ok(()) => {
+                crash_point("sync-after-push");
                 report.pool_head = Some(commit.to_string());
                 published.save(Some(commit));
                 if let Some((update, _)) = &index {
@@ -1528,6 +1554,19 @@ fn plan_publication(
             code: SyncCode::Other,
             detail: format!("{}: {e}", file.display()),
         })?;
+        // A write-once file is published once and for good: verified first. A torn one is
+        // held back (not recorded as published, so it is looked at again next time).
+        if let Some(why) = plan::torn(kind, &pool_path, &bytes) {
+            report.notes.push(format!(
+                "held back {}: {why} — torn (a power cut?) or damaged; it is never published so",
+                file.display()
+            ));
+            tracing::warn!(path = %file.display(), reason = %why, "a torn write-once file was not published");
+            // Its root is listed again at the next sync (a repaired file then publishes).
+            published.root(&root).chapters_mtime = 0;
+            published.touch(&root);
+            continue;
+        }
         let pool_blob = match base_tree {
             Some(tree) => mirror.blob_at(tree, &pool_path)?,
             None => None,
@@ -1643,9 +1682,9 @@ fn in_store(store_dir: &Path, project_key: &str, path: &str, blob: ObjectId) -> 
     {
         return false;
     }
-    let same_bytes = |file: PathBuf| {
-        std::fs::read(file).is_ok_and(|bytes| plan::blob_id(&bytes) == blob.to_string())
-    };
+    let want = blob.to_string();
+    let same_bytes =
+        |file: PathBuf| std::fs::read(file).is_ok_and(|bytes| plan::blob_id(&bytes) == want);
     match parts.as_slice() {
         ["chapters", pk, root, name] if *pk == project_key => {
             store_dir.join(root).join("chapters").join(name).is_file()
@@ -1782,6 +1821,7 @@ fn materialize(
         })?;
         journal_documents(store_dir, &written);
     }
+    crash_point("sync-after-materialize");
     atomic::write_atomic(&marker, format!("{head}\n").as_bytes()).map_err(|e| Fail {
         code: SyncCode::MirrorIo,
         detail: e.to_string(),
