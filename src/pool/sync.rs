@@ -1085,6 +1085,15 @@ fn run(
             None
         };
         let removals = index.as_ref().map(|(_, r)| r.clone()).unwrap_or_default();
+        // The landing pages ride along with a commit that publishes anyway (a quiet round
+        // publishes nothing).
+        let pages = if ctx.link.visibility == Visibility::Private
+            && (!upserts.is_empty() || !removals.is_empty())
+        {
+            plan_pages(ctx, &mirror, &mirror_dir, base_tree, &mut upserts, report)?
+        } else {
+            Vec::new()
+        };
         let index_dir = mirror_dir.join(INDEX_DIR);
         let record_index = |at: Option<ObjectId>| {
             // The pool's index at `at` is this machine's build: the next update starts
@@ -1151,6 +1160,16 @@ fn run(
                         atomic::write_atomic_unsynced(&vocabulary, text.as_bytes())
                             .map_err(|e| io(&e))?;
                     }
+                }
+                for (path, text) in &pages {
+                    let target = mirror_dir.join(path);
+                    if let Some(dir) = target.parent() {
+                        std::fs::create_dir_all(dir).map_err(|e| mirror_io(dir, e))?;
+                    }
+                    atomic::write_atomic_unsynced(&target, text.as_bytes()).map_err(|e| Fail {
+                        code: SyncCode::MirrorIo,
+                        detail: e.to_string(),
+                    })?;
                 }
                 let own: BTreeMap<String, ObjectId> = upserts.into_iter().collect();
                 materialize(
@@ -1905,6 +1924,7 @@ fn plan_index(
     let mut suspects: std::collections::BTreeSet<String> = pulled
         .iter()
         .filter_map(|p| p.strip_prefix("index/"))
+        .filter(|f| *f != super::readme::index_readme_file())
         .filter(|f| !f.contains('/') || crate::index::shard::is_part_file(f))
         .map(str::to_owned)
         .collect();
@@ -2011,6 +2031,7 @@ fn plan_index(
             listing
                 .keys()
                 .filter(|name| !update.writes.contains_key(*name))
+                .filter(|name| name.as_str() != super::readme::index_readme_file())
                 .map(|name| format!("{INDEX_DIR}/{name}")),
         );
     }
@@ -2048,6 +2069,77 @@ fn plan_index(
         }
     }
     Ok(Some((update, removals)))
+}
+
+/// The pool's landing pages (`pool::readme`) over the tree this commit leaves: upserted
+/// when they differ from the pool's; returns them (pool path, text) for the mirror. The
+/// machine table goes on from the pool's page, with this machine's publish now. A failure
+/// is a note: the documents still publish.
+fn plan_pages(
+    ctx: &SyncContext<'_>,
+    mirror: &GitRepo,
+    mirror_dir: &Path,
+    base_tree: Option<ObjectId>,
+    upserts: &mut Upserts,
+    report: &mut SyncReport,
+) -> Result<Vec<(String, String)>, Fail> {
+    use super::readme;
+    let previous = match base_tree {
+        Some(tree) => mirror
+            .blob_at(tree, readme::ROOT_README)?
+            .map(|b| mirror.read_blob(b))
+            .transpose()?
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned()),
+        None => None,
+    };
+    let mut machines = previous
+        .as_deref()
+        .map(readme::machines_in)
+        .unwrap_or_default();
+    machines.insert(ctx.harness_id.to_owned(), ctx.now.to_owned());
+    let inputs = (|| -> Result<_, crate::index::build::BuildError> {
+        let (table, _) =
+            crate::index::table::Table::refresh(ctx.workspace, true, ctx.lock_timeout)?;
+        let docs = crate::index::build::pool_docs(&table, &ctx.identity.project_key)?;
+        let curation = crate::index::build::read_curation(ctx.store.dir(), Some(mirror_dir))?;
+        Ok((docs, curation.curation))
+    })();
+    let (docs, curation) = match inputs {
+        Ok(i) => i,
+        Err(e) => {
+            report
+                .notes
+                .push(format!("the pool's front page was not rebuilt: {e}"));
+            return Ok(Vec::new());
+        }
+    };
+    let slug = ctx.identity.slug();
+    let inputs = readme::Inputs {
+        project_key: &ctx.identity.project_key,
+        slug: &slug,
+        docs: &docs,
+        curation: &curation,
+        machines: &machines,
+    };
+    let mut pages = Vec::new();
+    for (path, text) in [
+        (readme::ROOT_README, readme::render_root(&inputs)),
+        (readme::INDEX_README, readme::render_index(&inputs)),
+    ] {
+        let have = match base_tree {
+            Some(tree) => mirror.blob_at(tree, path)?.map(|b| b.to_string()),
+            None => None,
+        };
+        if have.as_deref() != Some(plan::blob_id(text.as_bytes()).as_str()) {
+            upserts.push((path.to_owned(), mirror.write_blob(text.as_bytes())?));
+            *report
+                .published
+                .entry(kind_name(FileKind::Derived).to_owned())
+                .or_insert(0) += 1;
+        }
+        pages.push((path.to_owned(), text));
+    }
+    Ok(pages)
 }
 
 /// Store files the pool lacks as of the last sync (for `status`): files not in the

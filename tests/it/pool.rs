@@ -75,6 +75,7 @@ fn writers_per_path(pool: &Path) -> BTreeMap<String, BTreeSet<String>> {
             author = a.to_owned();
         } else if !line.is_empty()
             && line != "project.yml"
+            && line != "README.md"
             && line != ".gitattributes"
             && !line.starts_with("index/")
             && line != "topics/vocabulary.json"
@@ -399,9 +400,10 @@ fn a_machine_never_overwrites_another_machines_file() {
     assert_eq!(out.status.code(), Some(1), "the refusal is reported");
     assert!(String::from_utf8_lossy(&out.stderr).contains("refused to overwrite"));
     for (p, id) in &before {
-        // Derived files (project.yml, .gitattributes, the topic index, the vocabulary) are
+        // Derived files (project.yml, README.md, .gitattributes, the topic index, the vocabulary) are
         // rebuilt, not owned.
         if p != "project.yml"
+            && p != "README.md"
             && p != ".gitattributes"
             && !p.starts_with("index/")
             && p != "topics/vocabulary.json"
