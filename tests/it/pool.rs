@@ -10,11 +10,11 @@ use dsh_chapters::session::writer::{LogWriter, SessionScript, TurnSpec};
 use crate::githttp::GitHttpServer;
 use crate::support::{link_private, two_task_turns, Sandbox, START_MS};
 
-fn session_id(machine: usize, n: usize) -> String {
+pub(crate) fn session_id(machine: usize, n: usize) -> String {
     format!("session-{machine:08}-0000-4000-8000-{n:012}")
 }
 
-fn git(repo: &Path, args: &[&str]) -> String {
+pub(crate) fn git(repo: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("--git-dir")
         .arg(repo)
@@ -29,7 +29,7 @@ fn git(repo: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn assert_fsck(pool: &Path) {
+pub(crate) fn assert_fsck(pool: &Path) {
     let fsck = Command::new("git")
         .arg("--git-dir")
         .arg(pool)
@@ -43,7 +43,7 @@ fn assert_fsck(pool: &Path) {
     );
 }
 
-fn pool_files(pool: &Path) -> BTreeSet<String> {
+pub(crate) fn pool_files(pool: &Path) -> BTreeSet<String> {
     git(pool, &["ls-tree", "-r", "--name-only", "main"])
         .lines()
         .map(str::to_owned)
@@ -88,7 +88,7 @@ fn writers_per_path(pool: &Path) -> BTreeMap<String, BTreeSet<String>> {
     out
 }
 
-fn add_turns(sb: &Sandbox, session: &str, log: &Path, n: usize) {
+pub(crate) fn add_turns(sb: &Sandbox, session: &str, log: &Path, n: usize) {
     let text = std::fs::read_to_string(
         sb.store()
             .join(session)

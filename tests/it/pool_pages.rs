@@ -7,26 +7,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::pool::{git, session_id};
 use crate::support::{link_private, two_task_turns, Sandbox};
-
-fn session_id(machine: usize, n: usize) -> String {
-    format!("session-{machine:08}-0000-4000-8000-{n:012}")
-}
-
-fn git(repo: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("--git-dir")
-        .arg(repo)
-        .args(args)
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// The pool's tree at `main`, as files under `dir` (what a forge shows).
 fn check_out(pool: &Path, dir: &Path) -> BTreeSet<String> {

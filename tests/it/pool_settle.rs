@@ -4,55 +4,14 @@
 //! rounds a quiet round (no new work anywhere) publishes nothing. A killed sync's temp
 //! files go, and a torn write-once file is never published.
 
-use std::collections::BTreeSet;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::Command;
 
+use crate::pool::{add_turns, assert_fsck, git, pool_files, session_id};
 use crate::support::{link_private, two_task_turns, Sandbox};
-
-fn session_id(machine: usize, n: usize) -> String {
-    format!("session-{machine:08}-0000-4000-8000-{n:012}")
-}
-
-fn git(repo: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("--git-dir")
-        .arg(repo)
-        .args(args)
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn head(pool: &Path) -> String {
     git(pool, &["rev-parse", "main"]).trim().to_owned()
-}
-
-fn pool_files(pool: &Path) -> BTreeSet<String> {
-    git(pool, &["ls-tree", "-r", "--name-only", "main"])
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
-fn assert_fsck(pool: &Path) {
-    let fsck = Command::new("git")
-        .arg("--git-dir")
-        .arg(pool)
-        .args(["fsck", "--strict"])
-        .output()
-        .expect("fsck");
-    assert!(
-        fsck.status.success(),
-        "git fsck: {}",
-        String::from_utf8_lossy(&fsck.stderr)
-    );
 }
 
 fn machine(name: &str, n: usize, pool: &Path) -> Sandbox {
@@ -133,34 +92,6 @@ fn no_own_copies(m: &Sandbox) {
                 m.harness
             );
         }
-    }
-}
-
-/// Append `n` turns to a session's log (its ledger says where it stopped).
-fn add_turns(sb: &Sandbox, session: &str, log: &Path, n: usize) {
-    use dsh_chapters::session::writer::{LogWriter, SessionScript, TurnSpec};
-    let text = std::fs::read_to_string(
-        sb.store()
-            .join(session)
-            .join("collections")
-            .join(format!("{session}.jsonl")),
-    )
-    .expect("ledger");
-    let last: serde_json::Value =
-        serde_json::from_str(text.lines().last().expect("line")).expect("json");
-    let next = last["seqs"]
-        .as_array()
-        .and_then(|a| a.last())
-        .and_then(|v| v.as_u64())
-        .expect("seq")
-        + 1;
-    let turn = last["turn"].as_u64().expect("turn") + 1;
-    let mut w = LogWriter::open_append(log, true).expect("append");
-    let mut script =
-        SessionScript::starting_at(4, next, turn, crate::support::START_MS + 5_000_000);
-    for i in 0..n {
-        let t = TurnSpec::new(&format!("Write the release notes, part {i}"), "Written.");
-        w.append_turn(&mut script, &t).expect("turn");
     }
 }
 

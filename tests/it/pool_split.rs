@@ -4,38 +4,10 @@
 //! only `chapters link` adopts one. A history rewritten on purpose (docs/purging.md) is
 //! adopted as divergence. Real directories, real git, the real binary.
 
-use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 
+use crate::pool::{git, pool_files, session_id};
 use crate::support::{link_private, two_task_turns, Sandbox};
-
-fn session_id(machine: usize, n: usize) -> String {
-    format!("session-{machine:08}-0000-4000-8000-{n:012}")
-}
-
-fn git(repo: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("--git-dir")
-        .arg(repo)
-        .args(args)
-        .env("FILTER_BRANCH_SQUELCH_WARNING", "1")
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn pool_files(pool: &Path) -> BTreeSet<String> {
-    git(pool, &["ls-tree", "-r", "--name-only", "main"])
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
 
 fn pool_json(m: &Sandbox) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(m.store().join("pool.json")).expect("pool.json"))
@@ -230,29 +202,7 @@ fn a_history_purged_on_purpose_is_adopted_as_divergence() {
     // derived file, which the next sync writes again: a chapter's own words would be
     // republished from the stores, which step 2 — forget — is for).
     let word = "merge by union";
-    git(
-        &pool,
-        &[
-            "filter-branch",
-            "--force",
-            "--tree-filter",
-            &format!(
-                "grep -rlZ --fixed-strings '{word}' . | xargs -0 -r sed -i 's/{word}/[purged]/g'"
-            ),
-            "--",
-            "--all",
-        ],
-    );
-    for r in git(
-        &pool,
-        &["for-each-ref", "--format=%(refname)", "refs/original/"],
-    )
-    .lines()
-    {
-        git(&pool, &["update-ref", "-d", r]);
-    }
-    git(&pool, &["reflog", "expire", "--expire=now", "--all"]);
-    git(&pool, &["gc", "--prune=now", "--quiet"]);
+    crate::forget::purge_with_filter_branch(&pool, word);
     assert_ne!(
         git(&pool, &["rev-list", "--max-parents=0", "main"]),
         old_root,
