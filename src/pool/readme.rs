@@ -10,7 +10,9 @@
 //! Markdown reads as syntax escaped. Deterministic: the same documents, facts and machine
 //! list give the same bytes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
 
 use crate::curation::Curation;
 use crate::index::shard::{self, INDEX_DIR};
@@ -21,148 +23,206 @@ pub const ROOT_README: &str = "README.md";
 pub const INDEX_README: &str = "index/README.md";
 /// How many of the newest chapters the root page lists.
 pub const NEWEST: usize = 50;
+const PAGES_VERSION: u32 = 1;
+/// The page's own data, on the last line of `README.md` inside an HTML comment (a forge
+/// shows nothing of it): the next sync updates the pages from it and the change alone.
+const DATA_START: &str = "<!-- dsh-chapters-pages ";
+const DATA_END: &str = " -->";
 
-/// What the pages are made of.
-pub struct Inputs<'a> {
-    pub project_key: &'a str,
-    pub slug: &'a str,
-    /// The pool's documents, paths relative to the pool's root.
-    pub docs: &'a [IndexDoc],
-    pub curation: &'a Curation,
-    /// Harness id → the time (RFC 3339) of its last publish that rewrote the page.
-    pub machines: &'a BTreeMap<String, String>,
+/// What the pages say. Kept up by the change: the index update's shards give the topics'
+/// counts, the documents a sync publishes or receives join the newest list.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Pages {
+    pub v: u32,
+    pub documents: u64,
+    /// Harness id → the time (RFC 3339) of its last publish that rewrote the pages.
+    pub machines: BTreeMap<String, String>,
+    /// Canonical topic → how many documents its shard lists.
+    pub topics: BTreeMap<String, u64>,
+    /// The newest chapters and plans, newest first, at most [`NEWEST`].
+    pub newest: Vec<Entry>,
 }
 
-const MACHINES_START: &str = "<!-- machines -->";
-const MACHINES_END: &str = "<!-- /machines -->";
+/// One chapter or plan of the newest list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub path: String,
+    pub title: String,
+    pub date: Option<String>,
+    pub kind: String,
+}
 
-/// The machine table of a root page this module wrote (`harness → last publish`); empty
-/// for anything else.
-pub fn machines_in(readme: &str) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let Some(start) = readme.find(MACHINES_START) else {
-        return out;
-    };
-    let rest = &readme[start + MACHINES_START.len()..];
-    let table = rest.find(MACHINES_END).map_or(rest, |end| &rest[..end]);
-    for line in table.lines() {
-        let cells: Vec<&str> = line.trim().trim_matches('|').split('|').collect();
-        if let [harness, at] = cells.as_slice() {
-            let harness = harness.trim().trim_matches('`');
-            let at = at.trim();
-            if !harness.is_empty()
-                && harness != "machine"
-                && !harness.starts_with('-')
-                && crate::search::parse_rfc3339_ms(at).is_some()
-            {
-                out.insert(harness.to_owned(), at.to_owned());
+impl From<IndexDoc> for Entry {
+    fn from(d: IndexDoc) -> Entry {
+        Entry {
+            path: d.path,
+            title: d.title,
+            date: d.date,
+            kind: d.kind,
+        }
+    }
+}
+
+impl Pages {
+    /// The pages of a whole pool (a first build, a full index rebuild).
+    pub fn full(docs: &[IndexDoc], curation: &Curation) -> Pages {
+        let mut topics: BTreeMap<String, u64> = BTreeMap::new();
+        for d in docs {
+            let canonical: BTreeSet<String> =
+                shard::canonical_topics(d, curation).into_iter().collect();
+            for t in canonical {
+                *topics.entry(t).or_default() += 1;
+            }
+        }
+        let mut pages = Pages {
+            v: PAGES_VERSION,
+            documents: docs.len() as u64,
+            topics,
+            ..Pages::default()
+        };
+        pages.add_newest(docs.iter().cloned());
+        pages
+    }
+
+    /// The data a root page written by this module carries; `None` for any other page.
+    pub fn parse(readme: &str) -> Option<Pages> {
+        let line = readme.lines().rev().find(|l| l.starts_with(DATA_START))?;
+        let json = line.strip_prefix(DATA_START)?.strip_suffix(DATA_END)?;
+        serde_json::from_str::<Pages>(json)
+            .ok()
+            .filter(|p| p.v == PAGES_VERSION)
+    }
+
+    /// Topic counts from the shards an index update wrote or removed (a shard's header
+    /// holds its count; an alias stub or a removed shard lists nothing).
+    pub fn apply_shards(&mut self, writes: &BTreeMap<String, String>, removes: &BTreeSet<String>) {
+        for file in removes {
+            if let Some(topic) = shard::topic_of_file(file) {
+                self.topics.remove(&topic);
+            }
+        }
+        for (file, text) in writes {
+            let Some(topic) = shard::topic_of_file(file) else {
+                continue;
+            };
+            let count = text
+                .lines()
+                .next()
+                .and_then(|h| h.strip_prefix(&format!("# {topic} — ")))
+                .and_then(|rest| rest.split(' ').next())
+                .and_then(|n| n.parse::<u64>().ok());
+            match count {
+                Some(n) if n > 0 => {
+                    self.topics.insert(topic, n);
+                }
+                _ => {
+                    self.topics.remove(&topic);
+                }
             }
         }
     }
-    out
-}
 
-/// Topic → how many documents its shard lists (canonical topics only).
-fn topic_counts(docs: &[IndexDoc], curation: &Curation) -> BTreeMap<String, u64> {
-    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-    for d in docs {
-        let mut topics = shard::canonical_topics(d, curation);
-        topics.sort();
-        topics.dedup();
-        for t in topics {
-            *counts.entry(t).or_default() += 1;
+    /// Chapters and plans join the newest list (a path already there is replaced).
+    pub fn add_newest(&mut self, docs: impl IntoIterator<Item = IndexDoc>) {
+        let mut by_path: BTreeMap<String, Entry> =
+            self.newest.drain(..).map(|d| (d.path.clone(), d)).collect();
+        for d in docs {
+            if d.kind == "chapter" || d.kind == "plan" {
+                by_path.insert(d.path.clone(), Entry::from(d));
+            }
         }
+        let mut all: Vec<Entry> = by_path.into_values().collect();
+        all.sort_by(newest_first);
+        all.truncate(NEWEST);
+        self.newest = all;
     }
-    counts
-}
 
-/// `README.md` at the pool's root.
-pub fn render_root(inputs: &Inputs<'_>) -> String {
-    let mut out = format!(
-        "# {} — conversation chapters\n\n\
-         Written by dsh-chapters; derived, do not edit (every sync that publishes rebuilds it).\n\n\
-         Project key `{}`. Each machine publishes its own sessions' chapters under \
-         [`chapters/{}/`](chapters/{}/); the [topic index](index/README.md) lists every document \
-         by topic.\n\n",
-        text(inputs.slug),
-        code(inputs.project_key),
-        code(inputs.project_key),
-        target(inputs.project_key)
-    );
-    let chapters: Vec<&IndexDoc> = inputs
-        .docs
-        .iter()
-        .filter(|d| d.kind == "chapter" || d.kind == "plan")
-        .collect();
-    out.push_str(&format!(
-        "{} document(s): {} chapter(s) and plan(s), {} topic(s).\n\n",
-        inputs.docs.len(),
-        chapters.len(),
-        topic_counts(inputs.docs, inputs.curation).len()
-    ));
-    out.push_str("## Machines\n\nEach machine (its harness id) and its last publish that rebuilt this page.\n\n");
-    out.push_str(MACHINES_START);
-    out.push_str("\n\n| machine | last publish |\n|---|---|\n");
-    for (harness, at) in inputs.machines {
-        out.push_str(&format!("| `{}` | {} |\n", code(harness), text(at)));
+    /// Drop the entries whose file the pool no longer holds (a person's forget).
+    pub fn retain_newest(&mut self, mut holds: impl FnMut(&str) -> bool) {
+        self.newest.retain(|d| holds(&d.path));
     }
-    out.push('\n');
-    out.push_str(MACHINES_END);
-    out.push_str("\n\n## Topics\n\n");
-    out.push_str(&topic_list(inputs, "index/"));
-    out.push_str(&format!("\n## The {NEWEST} newest chapters\n\n"));
-    let mut newest = chapters;
-    newest.sort_by(|a, b| newest_first(a, b));
-    if newest.is_empty() {
-        out.push_str("None yet.\n");
-    }
-    for d in newest.into_iter().take(NEWEST) {
+
+    /// `README.md` at the pool's root.
+    pub fn render_root(&self, project_key: &str, slug: &str) -> String {
+        let mut out = format!(
+            "# {} — conversation chapters\n\n\
+             Written by dsh-chapters; derived, do not edit (every sync that publishes rebuilds it).\n\n\
+             Project key `{}`. Each machine publishes its own sessions' chapters under \
+             [`chapters/{}/`](chapters/{}/); the [topic index](index/README.md) lists every document \
+             by topic.\n\n",
+            text(slug),
+            code(project_key),
+            code(project_key),
+            target(project_key)
+        );
         out.push_str(&format!(
-            "- {} [{}]({}) ({})\n",
-            crate::search::day_of(d.date.as_deref()),
-            title(d),
-            target(&d.path),
-            text(&d.kind)
+            "{} document(s), {} topic(s).\n\n",
+            self.documents,
+            self.topics.len()
         ));
+        out.push_str("## Machines\n\nEach machine (its harness id) and its last publish that rebuilt this page.\n\n");
+        out.push_str("| machine | last publish |\n|---|---|\n");
+        for (harness, at) in &self.machines {
+            out.push_str(&format!("| `{}` | {} |\n", code(harness), text(at)));
+        }
+        out.push_str("\n## Topics\n\n");
+        out.push_str(&self.topic_list("index/"));
+        out.push_str(&format!("\n## The {NEWEST} newest chapters\n\n"));
+        if self.newest.is_empty() {
+            out.push_str("None yet.\n");
+        }
+        for d in &self.newest {
+            out.push_str(&format!(
+                "- {} [{}]({}) ({})\n",
+                crate::search::day_of(d.date.as_deref()),
+                title(d),
+                target(&d.path),
+                text(&d.kind)
+            ));
+        }
+        let json = serde_json::to_string(self)
+            .expect("pages always serialize")
+            .replace('<', "\\u003c")
+            .replace('>', "\\u003e");
+        out.push_str(&format!("\n{DATA_START}{json}{DATA_END}\n"));
+        out
     }
-    out
-}
 
-/// `index/README.md`: every topic with its count, linking to its shard.
-pub fn render_index(inputs: &Inputs<'_>) -> String {
-    format!(
-        "# Topic index of {}\n\n\
-         Written by dsh-chapters; derived, do not edit. One page per topic, newest documents \
-         first; a topic folded into another by curation keeps a page that points there. \
-         Back to the [pool's front page](../README.md).\n\n{}",
-        text(inputs.slug),
-        topic_list(inputs, "")
-    )
-}
+    /// `index/README.md`: every topic with its count, linking to its shard.
+    pub fn render_index(&self, slug: &str) -> String {
+        format!(
+            "# Topic index of {}\n\n\
+             Written by dsh-chapters; derived, do not edit. One page per topic, newest documents \
+             first; a topic folded into another by curation keeps a page that points there. \
+             Back to the [pool's front page](../README.md).\n\n{}",
+            text(slug),
+            self.topic_list("")
+        )
+    }
 
-fn topic_list(inputs: &Inputs<'_>, prefix: &str) -> String {
-    let counts = topic_counts(inputs.docs, inputs.curation);
-    if counts.is_empty() {
-        return "None yet.\n".to_owned();
+    fn topic_list(&self, prefix: &str) -> String {
+        if self.topics.is_empty() {
+            return "None yet.\n".to_owned();
+        }
+        let mut out = String::new();
+        for (topic, n) in &self.topics {
+            out.push_str(&format!(
+                "- [{}]({prefix}{}) — {n}\n",
+                text(topic),
+                target(&shard::shard_file(topic))
+            ));
+        }
+        out
     }
-    let mut out = String::new();
-    for (topic, n) in &counts {
-        out.push_str(&format!(
-            "- [{}]({prefix}{}) — {n}\n",
-            text(topic),
-            target(&shard::shard_file(topic))
-        ));
-    }
-    out
 }
 
 /// Newest first (undated last), then by path.
-fn newest_first(a: &IndexDoc, b: &IndexDoc) -> std::cmp::Ordering {
-    let at = |d: &IndexDoc| d.date.as_deref().and_then(crate::search::parse_rfc3339_ms);
+fn newest_first(a: &Entry, b: &Entry) -> std::cmp::Ordering {
+    let at = |d: &Entry| d.date.as_deref().and_then(crate::search::parse_rfc3339_ms);
     at(b).cmp(&at(a)).then_with(|| a.path.cmp(&b.path))
 }
 
-fn title(d: &IndexDoc) -> String {
+fn title(d: &Entry) -> String {
     let t = text(&d.title);
     if t.is_empty() {
         text(d.path.rsplit('/').next().unwrap_or(&d.path))
@@ -236,7 +296,7 @@ mod tests {
         let docs = vec![
             doc(
                 "chapters/pk/r1/001-a.md",
-                "Fix [the] *auth*",
+                "Fix [the] *auth* -->",
                 "2026-11-02T10:00:00Z",
                 &["auth", "c++"],
             ),
@@ -247,17 +307,11 @@ mod tests {
                 &["export"],
             ),
         ];
-        let machines: BTreeMap<String, String> =
-            [("m1".to_owned(), "2026-11-03T10:00:00.000Z".to_owned())].into();
-        let curation = Curation::default();
-        let inputs = Inputs {
-            project_key: "pk",
-            slug: "team/app",
-            docs: &docs,
-            curation: &curation,
-            machines: &machines,
-        };
-        let root = render_root(&inputs);
+        let mut pages = Pages::full(&docs, &Curation::default());
+        pages
+            .machines
+            .insert("m1".into(), "2026-11-03T10:00:00.000Z".into());
+        let root = pages.render_root("pk", "team/app");
         assert!(
             root.contains("[Export CSV](chapters/pk/r2/001-b.md)"),
             "{root}"
@@ -268,16 +322,69 @@ mod tests {
             root.find("Export CSV") < root.find("Fix"),
             "newest first: {root}"
         );
-        assert_eq!(machines_in(&root), machines);
-        assert_eq!(render_root(&inputs), root, "deterministic");
-        let index = render_index(&inputs);
+        // The data line survives a title that would end an HTML comment.
+        assert_eq!(root.matches("-->").count(), 1, "{root}");
+        assert_eq!(Pages::parse(&root), Some(pages.clone()));
+        assert_eq!(pages.render_root("pk", "team/app"), root, "deterministic");
+        let index = pages.render_index("team/app");
         assert!(index.contains("[auth](auth.md) — 1"), "{index}");
         assert!(index.contains("(../README.md)"), "{index}");
         assert_eq!(index_readme_file(), "README.md");
     }
 
     #[test]
-    fn machines_of_a_page_not_ours_are_none() {
-        assert!(machines_in("# Someone's README\n| a | b |\n").is_empty());
+    fn pages_follow_the_change() {
+        let mut pages = Pages::full(
+            &[doc(
+                "chapters/pk/r1/001-a.md",
+                "A",
+                "2026-11-02T10:00:00Z",
+                &["auth"],
+            )],
+            &Curation::default(),
+        );
+        let writes: BTreeMap<String, String> = [
+            (
+                "auth.md".to_owned(),
+                "# auth — 2 documents, last updated 2026-11-04\n\n".to_owned(),
+            ),
+            (
+                "db.md".to_owned(),
+                "# db — 1 document, last updated 2026-11-04\n\n".to_owned(),
+            ),
+            (
+                "old.md".to_owned(),
+                "# old — merged into [db](db.md)\n".to_owned(),
+            ),
+            ("manifest/ab.json".to_owned(), "{}".to_owned()),
+        ]
+        .into();
+        pages.apply_shards(&writes, &BTreeSet::new());
+        assert_eq!(
+            pages.topics,
+            [("auth".to_owned(), 2), ("db".to_owned(), 1)].into()
+        );
+        pages.apply_shards(&BTreeMap::new(), &["db.md".to_owned()].into());
+        assert_eq!(pages.topics, [("auth".to_owned(), 2)].into());
+        let many: Vec<IndexDoc> = (0..60)
+            .map(|i| {
+                doc(
+                    &format!("chapters/pk/r2/{i:03}-x.md"),
+                    "X",
+                    &format!("2026-11-05T10:{i:02}:00Z"),
+                    &[],
+                )
+            })
+            .collect();
+        pages.add_newest(many);
+        assert_eq!(pages.newest.len(), NEWEST);
+        assert_eq!(pages.newest[0].path, "chapters/pk/r2/059-x.md");
+        pages.retain_newest(|p| p != "chapters/pk/r2/059-x.md");
+        assert_eq!(pages.newest[0].path, "chapters/pk/r2/058-x.md");
+    }
+
+    #[test]
+    fn a_page_not_ours_has_no_data() {
+        assert_eq!(Pages::parse("# Someone's README\n| a | b |\n"), None);
     }
 }

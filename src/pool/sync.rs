@@ -1087,12 +1087,19 @@ fn run(
         let removals = index.as_ref().map(|(_, r)| r.clone()).unwrap_or_default();
         // The landing pages ride along with a commit that publishes anyway (a quiet round
         // publishes nothing).
-        let pages = if ctx.link.visibility == Visibility::Private
-            && (!upserts.is_empty() || !removals.is_empty())
-        {
-            plan_pages(ctx, &mirror, &mirror_dir, base_tree, &mut upserts, report)?
-        } else {
-            Vec::new()
+        let pages = match &index {
+            Some((update, _)) if !upserts.is_empty() || !removals.is_empty() => plan_pages(
+                ctx,
+                &mirror,
+                &mirror_dir,
+                base_tree,
+                update,
+                &pulled,
+                &removals,
+                &mut upserts,
+                report,
+            )?,
+            _ => Vec::new(),
         };
         let index_dir = mirror_dir.join(INDEX_DIR);
         let record_index = |at: Option<ObjectId>| {
@@ -2072,59 +2079,99 @@ fn plan_index(
 }
 
 /// The pool's landing pages (`pool::readme`) over the tree this commit leaves: upserted
-/// when they differ from the pool's; returns them (pool path, text) for the mirror. The
-/// machine table goes on from the pool's page, with this machine's publish now. A failure
-/// is a note: the documents still publish.
+/// when they differ from the pool's; returns them (pool path, text) for the mirror. Kept up
+/// from the pool's page and the change — the index update's shards, the documents this
+/// commit publishes and the pull brought in — so their cost follows the change; built from
+/// the whole search table only when the pool has no page of ours yet or the index was
+/// rebuilt whole. A failure is a note: the documents still publish.
+#[allow(clippy::too_many_arguments)]
 fn plan_pages(
     ctx: &SyncContext<'_>,
     mirror: &GitRepo,
     mirror_dir: &Path,
     base_tree: Option<ObjectId>,
+    update: &crate::index::build::Update,
+    pulled: &[String],
+    removals: &[String],
     upserts: &mut Upserts,
     report: &mut SyncReport,
 ) -> Result<Vec<(String, String)>, Fail> {
-    use super::readme;
+    use super::readme::{self, Pages};
     let previous = match base_tree {
         Some(tree) => mirror
             .blob_at(tree, readme::ROOT_README)?
             .map(|b| mirror.read_blob(b))
             .transpose()?
-            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned()),
+            .and_then(|bytes| Pages::parse(&String::from_utf8_lossy(&bytes))),
         None => None,
     };
-    let mut machines = previous
-        .as_deref()
-        .map(readme::machines_in)
+    let machines = previous
+        .as_ref()
+        .map(|p| p.machines.clone())
         .unwrap_or_default();
-    machines.insert(ctx.harness_id.to_owned(), ctx.now.to_owned());
-    let inputs = (|| -> Result<_, crate::index::build::BuildError> {
-        let (table, _) =
-            crate::index::table::Table::refresh(ctx.workspace, true, ctx.lock_timeout)?;
-        let docs = crate::index::build::pool_docs(&table, &ctx.identity.project_key)?;
-        let curation = crate::index::build::read_curation(ctx.store.dir(), Some(mirror_dir))?;
-        Ok((docs, curation.curation))
-    })();
-    let (docs, curation) = match inputs {
-        Ok(i) => i,
-        Err(e) => {
-            report
-                .notes
-                .push(format!("the pool's front page was not rebuilt: {e}"));
-            return Ok(Vec::new());
+    let mut pages = match previous.filter(|_| !update.full) {
+        Some(mut pages) => {
+            pages.apply_shards(&update.writes, &update.removes);
+            pages.documents = update.documents;
+            let chapters = |p: &&String| p.starts_with("chapters/") && p.ends_with(".md");
+            let mut fresh = Vec::new();
+            for (path, blob) in upserts.iter().filter(|(p, _)| chapters(&p)) {
+                fresh.push((path.clone(), mirror.read_blob(*blob)?));
+            }
+            for path in pulled.iter().filter(chapters) {
+                if let Ok(bytes) = std::fs::read(mirror_dir.join(path)) {
+                    fresh.push((path.clone(), bytes));
+                }
+            }
+            pages.add_newest(fresh.into_iter().filter_map(|(path, bytes)| {
+                let meta = crate::search::parse_meta(&String::from_utf8_lossy(&bytes)).ok()?;
+                Some(crate::index::IndexDoc {
+                    path,
+                    title: meta.title,
+                    kind: meta.kind,
+                    date: meta.date,
+                    topics: meta.topics,
+                })
+            }));
+            pages.retain_newest(|p| {
+                upserts.iter().any(|(u, _)| u == p)
+                    || (!removals.iter().any(|r| r == p)
+                        && base_tree.is_some_and(|t| mirror.blob_at(t, p).ok().flatten().is_some()))
+            });
+            pages
+        }
+        None => {
+            let inputs = (|| -> Result<_, crate::index::build::BuildError> {
+                let (table, _) =
+                    crate::index::table::Table::refresh(ctx.workspace, true, ctx.lock_timeout)?;
+                let docs = crate::index::build::pool_docs(&table, &ctx.identity.project_key)?;
+                let curation =
+                    crate::index::build::read_curation(ctx.store.dir(), Some(mirror_dir))?;
+                Ok(Pages::full(&docs, &curation.curation))
+            })();
+            match inputs {
+                Ok(pages) => pages,
+                Err(e) => {
+                    report
+                        .notes
+                        .push(format!("the pool's front page was not rebuilt: {e}"));
+                    return Ok(Vec::new());
+                }
+            }
         }
     };
+    pages.machines = machines;
+    pages
+        .machines
+        .insert(ctx.harness_id.to_owned(), ctx.now.to_owned());
     let slug = ctx.identity.slug();
-    let inputs = readme::Inputs {
-        project_key: &ctx.identity.project_key,
-        slug: &slug,
-        docs: &docs,
-        curation: &curation,
-        machines: &machines,
-    };
-    let mut pages = Vec::new();
+    let mut out = Vec::new();
     for (path, text) in [
-        (readme::ROOT_README, readme::render_root(&inputs)),
-        (readme::INDEX_README, readme::render_index(&inputs)),
+        (
+            readme::ROOT_README,
+            pages.render_root(&ctx.identity.project_key, &slug),
+        ),
+        (readme::INDEX_README, pages.render_index(&slug)),
     ] {
         let have = match base_tree {
             Some(tree) => mirror.blob_at(tree, path)?.map(|b| b.to_string()),
@@ -2137,9 +2184,9 @@ fn plan_pages(
                 .entry(kind_name(FileKind::Derived).to_owned())
                 .or_insert(0) += 1;
         }
-        pages.push((path.to_owned(), text));
+        out.push((path.to_owned(), text));
     }
-    Ok(pages)
+    Ok(out)
 }
 
 /// Store files the pool lacks as of the last sync (for `status`): files not in the

@@ -135,6 +135,7 @@ fn a_pool_has_landing_pages_whose_links_all_resolve() {
         .filter(|p| p.starts_with("chapters/") && p.ends_with(".md"))
         .count();
     assert_eq!(chapters_linked, chapters_in_tree.min(50), "{readme}");
+    assert!(chapters_in_tree > 2, "both machines' chapters and plans");
     assert!(
         links(&readme).iter().any(|l| l.starts_with("index/")),
         "{readme}"
@@ -159,6 +160,39 @@ fn a_pool_has_landing_pages_whose_links_all_resolve() {
     }
     assert!(checked > 10, "{checked} markdown files");
     assert!(tree.iter().any(|p| p.starts_with("artifacts/")), "{tree:?}");
+    // Kept up from the change, the pages agree with the tree: each topic's count is its
+    // shard's, every shard is listed, and the newest list is the tree's newest documents.
+    let pages = dsh_chapters::pool::readme::Pages::parse(&readme).expect("the page's data");
+    let mut shards = BTreeSet::new();
+    for file in tree.iter().filter_map(|p| p.strip_prefix("index/")) {
+        let Some(topic) = dsh_chapters::index::shard::topic_of_file(file) else {
+            continue;
+        };
+        let text = std::fs::read_to_string(dir.join("index").join(file)).expect("shard");
+        let header = text.lines().next().expect("header");
+        if header.contains("merged into") {
+            continue;
+        }
+        let n: u64 = header
+            .strip_prefix(&format!("# {topic} — "))
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .expect("count");
+        assert_eq!(pages.topics.get(&topic), Some(&n), "{topic}: {header}");
+        shards.insert(topic);
+    }
+    assert_eq!(
+        pages.topics.keys().cloned().collect::<BTreeSet<_>>(),
+        shards
+    );
+    let documents: BTreeSet<String> = tree
+        .iter()
+        .filter(|p| p.starts_with("chapters/") && p.ends_with(".md"))
+        .cloned()
+        .collect();
+    assert!(documents.len() <= 50, "{}", documents.len());
+    let listed: BTreeSet<String> = pages.newest.iter().map(|e| e.path.clone()).collect();
+    assert_eq!(listed, documents);
     // A quiet round leaves the pages (and the pool) alone.
     let head = git(&pool, &["rev-parse", "main"]);
     a.ok(&["sync"]);
