@@ -19,8 +19,9 @@ use crate::redact::{ExtraPattern, Redactor};
 pub const DEFAULTS_YML: &str = include_str!("../config/defaults.yml");
 
 /// `CHAPTERS_*` variables the program reads that are not config keys (allowed through).
-/// `CHAPTERS_LOG` is the log filter.
-pub const NON_CONFIG_ENV: &[&str] = &["CHAPTERS_LOG"];
+/// `CHAPTERS_LOG` is the log filter; `CHAPTERS_CRASH_AT` is the tests' crash injection
+/// (`pool::sync`: the process kills itself with SIGKILL at the named point).
+pub const NON_CONFIG_ENV: &[&str] = &["CHAPTERS_LOG", "CHAPTERS_CRASH_AT"];
 
 const ENV_PREFIX: &str = "CHAPTERS_";
 /// The origin [`Config::origin_of`] gives a key no file, variable or flag set.

@@ -50,7 +50,7 @@ pub struct StatusReport {
     /// `linked` or `local-only`.
     pub mode: String,
     /// Last sync result as a machine-readable code: `never-linked`, `never-synced`, `ok`,
-    /// or a failure code (`network`, `auth`, `diverged`, …).
+    /// or a failure code (`network`, `auth`, `diverged`, `pool-missing`, `pool-replaced`, …).
     pub last_sync_code: String,
     pub last_sync_at: Option<String>,
     pub last_sync_detail: Option<String>,

@@ -108,6 +108,8 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         linked_at: now,
         linked_by: env.harness_id.clone(),
         user: args.user.clone(),
+        // Linking is the one act that adopts a pool: the next sync records it.
+        pool: None,
     };
     link::write(store.dir(), &record)?;
     // This machine's name in the pool must not depend on which shell runs the next sync.

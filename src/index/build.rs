@@ -144,6 +144,23 @@ impl Base {
 /// Where an index links to: a project key from the identity, no conversation text.
 impl Settings for Base {}
 
+/// The pool's documents as its index reads them, paths relative to the pool's root (for
+/// the pool's landing pages, `pool::readme`).
+pub fn pool_docs(
+    table: &Table,
+    project_key: &str,
+) -> Result<Vec<Redacted<IndexDoc>>, BuildError> {
+    let base = Base::Pool {
+        project_key: project_key.to_owned(),
+    };
+    Ok(table
+        .all_docs()?
+        .iter()
+        .filter(|d| base.includes(d))
+        .map(|d| base.index_doc(d))
+        .collect())
+}
+
 /// A rule document of this machine's store (`<store>/rules/<id>.md`).
 fn is_store_rule(doc: &TableDoc) -> bool {
     doc.path.starts_with(&format!("{STORE_DIR}/{RULES_DIR}/"))

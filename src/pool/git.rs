@@ -161,6 +161,12 @@ pub enum GitError {
         expected: Option<ObjectId>,
         actual: Option<ObjectId>,
     },
+    #[error("reference {refname} in the git repository {repo} was locked by {lock}, unchanged through the whole wait: a writer killed mid-update left it; it was removed, retry")]
+    StaleLockRemoved {
+        repo: PathBuf,
+        refname: String,
+        lock: PathBuf,
+    },
     #[error("refusing to move {refname} in the git repository {repo} from {current} to {new}: not a fast-forward (the target has commits the source lacks); rebuild the mirror from the store and publish again")]
     NotFastForward {
         repo: PathBuf,
@@ -766,6 +772,12 @@ impl GitRepo {
         // moves, and the moved ref after. One `syncfs` each: objects are written unsynced by
         // gix, and one flush of the filesystem costs less than an fsync per object file.
         self.flush("objects before the reference moves")?;
+        // A writer killed while it held the ref's lock leaves the lock file behind, and every
+        // machine's publish would wait on it and fail, forever. A ref transaction holds it for
+        // milliseconds: the same lock file (inode, size, time) still there after the whole
+        // wait was left by a dead writer, and is removed.
+        let lock = self.git_dir.join(format!("{refname}.lock"));
+        let lock_seen = file_identity(&lock);
         let wait = Fail::AfterDurationWithBackoff(REF_LOCK_WAIT);
         let outcome = self
             .repo
@@ -785,6 +797,15 @@ impl GitRepo {
                         refname: refname.to_string(),
                         expected,
                         actual,
+                    })
+                } else if lock_seen.is_some()
+                    && file_identity(&lock) == lock_seen
+                    && std::fs::remove_file(&lock).is_ok()
+                {
+                    Err(GitError::StaleLockRemoved {
+                        repo: self.git_dir.clone(),
+                        refname: refname.to_string(),
+                        lock,
                     })
                 } else {
                     Err(GitError::WriteRef {
@@ -1197,6 +1218,14 @@ fn validate_identity(field: &str, value: &str) -> Result<(), GitError> {
         });
     }
     Ok(())
+}
+
+/// A file's identity (inode, size, modification time), or `None` when it is absent.
+fn file_identity(path: &Path) -> Option<(u64, u64, Option<std::time::SystemTime>)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.ino(), m.len(), m.modified().ok()))
 }
 
 #[cfg(test)]

@@ -49,6 +49,27 @@ pub struct LinkRecord {
     /// else `x-access-token`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// The pool this link adopted, recorded by the first good sync after `link` and kept
+    /// up by every good sync after it. While it is set, a pool that is missing, empty or
+    /// whose history lost `head` is refused (`pool-missing` / `pool-replaced`), never
+    /// re-created nor adopted: only `chapters link` (which writes a record without it)
+    /// adopts a pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<PoolIdentity>,
+}
+
+/// What a good sync saw of the pool (`pool.json`'s `pool`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolIdentity {
+    /// `GitRepo::root_fingerprint` of the pool's first commit: its author line and message,
+    /// which a history rewrite (`git filter-repo`, `git filter-branch`) keeps and a pool
+    /// created anew does not.
+    pub root: String,
+    /// The pool's head at the end of this machine's last good sync: every later head
+    /// descends from it, unless the history was rewritten or the pool replaced.
+    pub head: String,
+    pub recorded_at: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -756,6 +777,7 @@ mod tests {
             linked_at: "2026-11-29T00:00:00.000Z".into(),
             linked_by: "m1".into(),
             user: None,
+            pool: None,
         };
         write(&store, &rec).expect("write");
         let m = migrate_secret(&store, &home, "key-1")
@@ -873,6 +895,7 @@ mod tests {
             linked_at: "2026-11-29T00:00:00.000Z".into(),
             linked_by: "m1".into(),
             user: None,
+            pool: None,
         };
         write(tmp.path(), &rec).expect("write");
         assert_eq!(read(tmp.path()).expect("read"), Some(rec));

@@ -6,6 +6,7 @@
 //! - `credentials`: the per-project token at rest (0600 under the DSH home).
 //! - `git`: the shell layer over gix — objects, trees, commits, compare-and-swap ref moves and
 //!   the local object copy behind a fast-forward-only publish. No `git` program is ever run.
+//! - `readme` (pure): the pool's landing pages, `README.md` and `index/README.md`.
 //! - `sync`: pull, plan, commit, publish, materialize — under the writer lock.
 //! - `transport`: fetch and push of network pools through the `git` program, with failures
 //!   reduced to machine-readable codes.
@@ -14,5 +15,6 @@ pub mod credentials;
 pub mod git;
 pub mod link;
 pub mod plan;
+pub mod readme;
 pub mod sync;
 pub mod transport;

@@ -195,6 +195,45 @@ pub fn decide(
     }
 }
 
+/// Why a write-once file's bytes are not the ones it was written with, if they are not:
+/// an artifact whose bytes do not hash to its name, a chapter or plan whose body does not
+/// hash to its frontmatter's `sha256` or whose frontmatter never closes (a file torn by a
+/// power cut before its group commit, or damaged since). Such a file is never published:
+/// a write-once path admits one content, and the pool would keep the torn one for good.
+/// Ledgers are checked by the ledger reader, derived files are rebuilt: `None` for them.
+pub fn torn(kind: FileKind, pool_path: &str, bytes: &[u8]) -> Option<String> {
+    let sha256 = crate::render::sha256_hex;
+    match kind {
+        FileKind::Artifact => {
+            let name = pool_path.rsplit('/').next().unwrap_or_default();
+            let want = name.strip_suffix(".txt").unwrap_or(name);
+            let have = sha256(bytes);
+            (have != want)
+                .then(|| format!("its bytes hash to {have}, not to the {want} its name says"))
+        }
+        FileKind::Chapter | FileKind::Plan => {
+            let Ok(doc) = std::str::from_utf8(bytes) else {
+                return Some("it is not UTF-8 text".into());
+            };
+            let (Some(front), Some(body)) = (
+                crate::render::frontmatter_text(doc),
+                crate::render::body_text(doc),
+            ) else {
+                return Some("its frontmatter never closes".into());
+            };
+            let want = front.lines().find_map(|l| {
+                l.strip_prefix("sha256:")
+                    .map(|v| v.trim().trim_matches('"').to_owned())
+            })?;
+            let have = sha256(body.as_bytes());
+            (have != want).then(|| {
+                format!("its body hashes to {have}, not to the sha256 {want} its frontmatter says")
+            })
+        }
+        _ => None,
+    }
+}
+
 /// Whether every line of `theirs` is a line of `ours`, in the same order (`theirs` is
 /// `ours` with lines taken out).
 fn lines_kept_in_order(theirs: &[u8], ours: &[u8]) -> bool {
@@ -287,6 +326,39 @@ mod tests {
         ] {
             assert_eq!(pool_path(PK, &unpublished), None, "{unpublished}");
         }
+    }
+
+    #[test]
+    fn a_torn_write_once_file_is_told_apart_from_a_whole_one() {
+        let text = b"echo hello\n";
+        let sha = crate::render::sha256_hex(text);
+        let path = format!("artifacts/pk/{}/{sha}.txt", &sha[..2]);
+        assert_eq!(torn(FileKind::Artifact, &path, text), None);
+        assert!(torn(FileKind::Artifact, &path, b"echo hel").is_some());
+        assert!(torn(FileKind::Artifact, &path, b"").is_some());
+        let body = "# T\n\n**User** \u{b7} seq 1\n\nfix it\n";
+        let doc = format!(
+            "---\ntitle: T\nkind: chapter\nsha256: {}\n---\n{body}",
+            crate::render::sha256_hex(body.as_bytes())
+        );
+        let p = "chapters/pk/root/001-t.md";
+        assert_eq!(torn(FileKind::Chapter, p, doc.as_bytes()), None);
+        assert_eq!(torn(FileKind::Plan, p, doc.as_bytes()), None);
+        let cut = &doc.as_bytes()[..doc.len() - 4];
+        assert!(torn(FileKind::Chapter, p, cut).is_some());
+        let cut_front = &doc.as_bytes()[..20];
+        assert!(torn(FileKind::Chapter, p, cut_front).is_some());
+        assert!(torn(FileKind::Chapter, p, b"").is_some());
+        // A chapter without a sha256 line (written before it existed) is not judged.
+        assert_eq!(
+            torn(FileKind::Chapter, p, b"---\ntitle: T\n---\nbody\n"),
+            None
+        );
+        // Ledgers and derived files are someone else's to check.
+        assert_eq!(
+            torn(FileKind::Collection, "collections/pk/s.jsonl", b"{"),
+            None
+        );
     }
 
     #[test]

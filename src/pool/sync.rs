@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::credentials::Secret;
 use super::git::{GitError, GitRepo, ObjectId};
-use super::link::{LinkRecord, Upstream};
+use super::link::{LinkRecord, PoolIdentity, Upstream};
 use super::plan::{self, Action, FileKind, Visibility};
 use super::transport::{self, FailureCode, Remote, TransportError};
 use crate::curation::{self, Fact, FactKind};
@@ -31,9 +31,11 @@ pub const POOL_REF: &str = "refs/heads/main";
 const STATUS_FILE: &str = "sync-status.json";
 const PUBLISHED_DIR: &str = "dsh-chapters-published";
 const MATERIALIZED_FILE: &str = "dsh-chapters-materialized";
-/// The fingerprint of the pool's first commit (`GitRepo::root_fingerprint`): tells a
-/// rewritten history (kept) from a pool created anew (changed).
-const POOL_ROOT_FILE: &str = "dsh-chapters-pool-root";
+/// Present once the mirror holds no copy of this store's own chapters (`sweep_own_copies`).
+const OWN_SWEPT_FILE: &str = "dsh-chapters-own-swept";
+/// The mirror's deepest files: `chapters/<pk>/<root>/X.md`, `index/<dir>/<file>`,
+/// `.git/dsh-chapters-published/<root>.json` (and the index's own records).
+const MIRROR_DEPTH: u32 = 4;
 /// Divergence is resolved by re-fetching and re-planning from the store; bounded.
 const MAX_ATTEMPTS: u32 = 4;
 
@@ -53,6 +55,13 @@ pub enum SyncCode {
     MirrorIo,
     /// The pool repository is damaged or not a bare repository.
     PoolBroken,
+    /// The adopted local pool is gone (a drive not mounted, a directory moved or deleted):
+    /// it is not re-created; archiving goes on, sync waits for it or for a new `link`.
+    PoolMissing,
+    /// The pool at the link is not the one adopted: empty, or its history no longer holds
+    /// what this machine last saw and its first commit is another's. Nothing is published
+    /// into it until a person adopts it with `chapters link`.
+    PoolReplaced,
     Other,
 }
 
@@ -68,6 +77,8 @@ impl SyncCode {
             SyncCode::IdentityMismatch => "identity-mismatch",
             SyncCode::MirrorIo => "mirror-io",
             SyncCode::PoolBroken => "pool-broken",
+            SyncCode::PoolMissing => "pool-missing",
+            SyncCode::PoolReplaced => "pool-replaced",
             SyncCode::Other => "other",
         }
     }
@@ -83,6 +94,8 @@ impl SyncCode {
             SyncCode::IdentityMismatch => "The pool belongs to another project (its project.yml names another projectKey): link this workspace to its own pool, or set projectKeyOverride if both are one project",
             SyncCode::MirrorIo => "The mirror .dsh-knowledge/ could not be written (disk full? permissions?); free space and run `chapters sync` again — the store is untouched",
             SyncCode::PoolBroken => "The pool repository is damaged or not a bare git repository; check it with `git fsck`, or link a new one",
+            SyncCode::PoolMissing => "The pool this workspace adopted is not there (a drive not mounted? a directory moved?) and is not re-created: mount it or move it back, then `chapters sync`; or adopt another pool with `chapters link PATH --visibility …`, which then receives everything again. Archiving goes on meanwhile",
+            SyncCode::PoolReplaced => "The pool at the link is not the one this workspace adopted (empty, or another history): nothing was published into it. Put the right pool back, then `chapters sync`; or adopt this one with `chapters link PATH --visibility …`, which then receives everything again. Archiving goes on meanwhile",
             SyncCode::Other => "See the detail; the store is untouched and the next sync retries",
         }
     }
@@ -281,6 +294,45 @@ impl LocalPool {
     }
 }
 
+impl LocalPool {
+    /// The pool a good sync already recorded: opened, never created. An absent path, an
+    /// absent parent or an empty directory (a mount point with nothing mounted) is
+    /// `pool-missing`; creating it would fork the team silently.
+    fn open_adopted(&self) -> Result<GitRepo, Fail> {
+        if let Ok(repo) = GitRepo::open(&self.path) {
+            return Ok(repo);
+        }
+        let empty = std::fs::read_dir(&self.path).map(|mut d| d.next().is_none());
+        match empty {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let parent = self.path.parent().filter(|p| !p.exists());
+                Err(Fail {
+                    code: SyncCode::PoolMissing,
+                    detail: match parent {
+                        Some(parent) => format!(
+                            "the pool {} is missing, and so is its parent {}",
+                            self.path.display(),
+                            parent.display()
+                        ),
+                        None => format!("the pool {} is missing", self.path.display()),
+                    },
+                })
+            }
+            Ok(true) => Err(Fail {
+                code: SyncCode::PoolMissing,
+                detail: format!(
+                    "the pool {} is an empty directory (nothing mounted there?)",
+                    self.path.display()
+                ),
+            }),
+            Ok(false) | Err(_) => Err(Fail {
+                code: SyncCode::PoolBroken,
+                detail: format!("{} is not a bare git repository", self.path.display()),
+            }),
+        }
+    }
+}
+
 impl Provider for LocalPool {
     fn pull_fast_forward(&self, pool: &GitRepo) -> Result<Option<ObjectId>, Fail> {
         Ok(pool.ref_target(POOL_REF)?)
@@ -296,7 +348,8 @@ impl Provider for LocalPool {
         // fast-forward check, under the ref's lock file.
         match pool.cas_ref(POOL_REF, expected, commit, "dsh-chapters: publish") {
             Ok(()) => Ok(()),
-            Err(e @ GitError::RefMoved { .. }) => Err(Fail {
+            // A dead writer's lock, just removed: retried like a lost race.
+            Err(e @ (GitError::RefMoved { .. } | GitError::StaleLockRemoved { .. })) => Err(Fail {
                 code: SyncCode::Diverged,
                 detail: e.to_string(),
             }),
@@ -615,6 +668,16 @@ fn read_json<T: for<'de> Deserialize<'de> + Default>(path: &Path) -> T {
         .unwrap_or_default()
 }
 
+/// Crash injection for tests: `CHAPTERS_CRASH_AT=<point>` kills this process with SIGKILL
+/// when it reaches `point` (`sync-after-push`: the pool's ref moved, nothing after it done;
+/// `sync-after-materialize`: the mirror written, its marker not). No effect otherwise.
+fn crash_point(point: &str) {
+    if std::env::var_os("CHAPTERS_CRASH_AT").is_some_and(|v| v == point) {
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+    }
+}
+
 /// Run one sync. On failure the error carries the code and what was done; the last
 /// status is written either way.
 pub fn sync(ctx: &SyncContext<'_>, pull_only: bool) -> Result<SyncReport, SyncError> {
@@ -635,7 +698,21 @@ pub fn sync(ctx: &SyncContext<'_>, pull_only: bool) -> Result<SyncReport, SyncEr
             });
         }
     };
+    if lock.previous_holder_died() {
+        // A sync (or an archive) killed mid-run: the mirror's temp files are ours to clear
+        // now that no writer can be mid-write (the store's were cleared by `lock`).
+        match atomic::clean_temp_files(&ctx.workspace.join(MIRROR_DIR), MIRROR_DEPTH) {
+            Ok(0) => {}
+            Ok(n) => report.notes.push(format!(
+                "removed {n} temp file(s) an interrupted sync left in the mirror"
+            )),
+            Err(e) => tracing::warn!(error = %e, "could not clear the mirror's temp files"),
+        }
+    }
     let result = run(ctx, pull_only, &mut report);
+    if result.is_ok() {
+        record_adoption(ctx, &mut report);
+    }
     let (code, detail, pool_project_key) = match &result {
         Ok(mismatch) => (SyncCode::Ok, None, mismatch.clone()),
         Err(f) => {
@@ -676,6 +753,96 @@ pub fn sync(ctx: &SyncContext<'_>, pull_only: bool) -> Result<SyncReport, SyncEr
     }
 }
 
+/// Whether the adopted pool's history was rewritten (`Ok(true)`) or is the one adopted
+/// (`Ok(false)`); a replaced pool (empty, or a head that does not descend from the one this
+/// machine last saw under a first commit of its own) is `pool-replaced`.
+fn check_adopted(
+    repo: &GitRepo,
+    known: &PoolIdentity,
+    head: Option<ObjectId>,
+    upstream: &str,
+) -> Result<bool, Fail> {
+    let Some(head) = head else {
+        return Err(Fail {
+            code: SyncCode::PoolReplaced,
+            detail: format!(
+                "the pool {upstream} holds no history, but this workspace adopted it with history up to {} (seen {})",
+                known.head, known.recorded_at
+            ),
+        });
+    };
+    let last = ObjectId::from_hex(known.head.as_bytes()).ok();
+    if let Some(last) = last {
+        if repo.has_object(last) && repo.is_ancestor(last, head).unwrap_or(false) {
+            return Ok(false);
+        }
+    }
+    if repo.root_fingerprint(head)? == known.root {
+        return Ok(true);
+    }
+    Err(Fail {
+        code: SyncCode::PoolReplaced,
+        detail: format!(
+            "the pool {upstream} is another repository: its head {head} does not descend from {}, the head this machine last saw ({}), and its first commit is not the adopted pool's",
+            known.head, known.recorded_at
+        ),
+    })
+}
+
+/// After a good sync: `pool.json` records the pool as adopted (its first commit's
+/// fingerprint) and the head this machine saw last. Written only when it changes, and only
+/// while `pool.json` still holds the link this sync ran with (a `link` meanwhile wins).
+fn record_adoption(ctx: &SyncContext<'_>, report: &mut SyncReport) {
+    let Some(head) = report
+        .pool_head
+        .as_deref()
+        .and_then(|h| ObjectId::from_hex(h.as_bytes()).ok())
+    else {
+        return;
+    };
+    let result = (|| -> Result<(), String> {
+        let root = match &ctx.link.pool {
+            Some(known) if !report.history_rewritten => known.root.clone(),
+            _ => {
+                let repo = match &ctx.link.upstream {
+                    Upstream::Local { path } => GitRepo::open(path),
+                    Upstream::Network { .. } => {
+                        GitRepo::open(&git_dir(&ctx.workspace.join(MIRROR_DIR)))
+                    }
+                }
+                .map_err(|e| e.to_string())?;
+                repo.root_fingerprint(head).map_err(|e| e.to_string())?
+            }
+        };
+        let head = head.to_string();
+        if ctx
+            .link
+            .pool
+            .as_ref()
+            .is_some_and(|p| p.root == root && p.head == head)
+        {
+            return Ok(());
+        }
+        let current = super::link::read(ctx.store.dir()).map_err(|e| e.to_string())?;
+        let Some(mut record) = current
+            .filter(|r| r.upstream == ctx.link.upstream && r.linked_at == ctx.link.linked_at)
+        else {
+            return Ok(());
+        };
+        record.pool = Some(PoolIdentity {
+            root,
+            head,
+            recorded_at: ctx.now.to_owned(),
+        });
+        super::link::write(ctx.store.dir(), &record).map_err(|e| e.to_string())
+    })();
+    if let Err(e) = result {
+        report.notes.push(format!(
+            "could not record the adopted pool in pool.json ({e}); the next sync tries again"
+        ));
+    }
+}
+
 pub fn read_status(store: &Store) -> Option<SyncStatus> {
     read_json::<Option<SyncStatus>>(&store.dir().join(STATUS_FILE))
 }
@@ -705,12 +872,22 @@ fn run(
     }
     let mirror_dir = ctx.workspace.join(MIRROR_DIR);
     let mirror_git = ensure_mirror(&mirror_dir, report)?;
+    let swept = sweep_own_copies(&mirror_dir, ctx.store, &ctx.identity.project_key)?;
+    if swept > 0 {
+        report.notes.push(format!(
+            "removed {swept} copie(s) of this machine's own chapters from the mirror (its store holds them)"
+        ));
+    }
     // The object database this sync reads and writes: the pool itself when it is a local
     // path, else the mirror (which `git fetch`/`git push` move objects through).
     let (mirror, provider): (GitRepo, Box<dyn Provider>) = match &ctx.link.upstream {
         Upstream::Local { path } => {
             let pool = LocalPool { path: path.clone() };
-            (pool.open_or_init()?, Box::new(pool))
+            let repo = match &ctx.link.pool {
+                Some(_) => pool.open_adopted()?,
+                None => pool.open_or_init()?,
+            };
+            (repo, Box::new(pool))
         }
         Upstream::Network { url } => (
             mirror_git,
@@ -732,6 +909,8 @@ fn run(
     let mut message: Option<String> = None;
     // A forget commit is made at most once per sync; after it the index is rebuilt whole.
     let mut forget_pushed = false;
+    let (mut adoption_checked, mut rewrite_noted) = (false, false);
+    let upstream_name = ctx.link.upstream.describe();
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -754,6 +933,7 @@ fn run(
                         &mirror,
                         &mirror_dir,
                         ctx.store.dir(),
+                        &ctx.identity.project_key,
                         head,
                         &BTreeMap::new(),
                         report,
@@ -770,6 +950,17 @@ fn run(
                 }
             }
         }
+        // The pool this link adopted (`pool.json`): never silently another one. Its history
+        // must still hold the head this machine last saw; if it does not, the same first
+        // commit (author line and message) says the history was rewritten (a purge,
+        // docs/purging.md), adopted as divergence; another first commit, or no history at
+        // all, is a replaced pool: refused until a person links it.
+        if let (Some(known), false) = (&ctx.link.pool, adoption_checked) {
+            adoption_checked = true;
+            if check_adopted(&mirror, known, head, &upstream_name)? {
+                report.history_rewritten = true;
+            }
+        }
         // A history rewritten under us (`git filter-repo` / `git filter-branch` to purge a
         // leak): the pool still names this project (checked above), but its head does not
         // descend from the one the mirror last materialized. The mirror's files are rebuilt
@@ -779,40 +970,27 @@ fn run(
             let old = materialized_before
                 .as_deref()
                 .and_then(|h| ObjectId::from_hex(h.as_bytes()).ok());
-            let root_file = git_dir(&mirror_dir).join(POOL_ROOT_FILE);
-            let known_root = std::fs::read_to_string(&root_file)
-                .ok()
-                .map(|s| s.trim().to_owned());
             let diverged = match old {
                 Some(old) => !mirror.has_object(old) || !mirror.is_ancestor(old, new)?,
                 None => false,
             };
-            if diverged || known_root.is_none() {
-                let root = mirror.root_fingerprint(new)?;
-                if diverged {
-                    let old = old.map(|o| o.to_string()).unwrap_or_default();
-                    rebuild_mirror_files(&mirror_dir, ctx.store.dir())?;
-                    materialized_before = None;
-                    report.mirror_rebuilt = true;
-                    // Same first commit (author and message), same project: a rewrite. A first
-                    // commit of its own: the pool was created anew (issue #17 refuses that).
-                    if known_root.as_deref().is_none_or(|k| k == root) {
-                        report.history_rewritten = true;
-                        report.notes.push(format!(
-                            "the pool's history was rewritten (its head {new} does not descend from {old}, which this mirror last held; its first commit and its project.yml are still this pool's): the mirror was rebuilt from the new history"
-                        ));
-                    } else {
-                        report.notes.push(format!(
-                            "the pool was replaced (its head {new} does not descend from {old}, and its first commit is not the one this mirror knew): the mirror was rebuilt from it"
-                        ));
-                    }
+            if diverged {
+                let old = old.map(|o| o.to_string()).unwrap_or_default();
+                rebuild_mirror_files(&mirror_dir, ctx.store.dir())?;
+                materialized_before = None;
+                report.mirror_rebuilt = true;
+                if ctx.link.pool.is_none() {
+                    // Not adopted yet: `chapters link` just named this pool.
+                    report.notes.push(format!(
+                        "the pool's head {new} does not descend from {old}, which this mirror last held: the pool linked here is adopted as it is, and the mirror was rebuilt from it"
+                    ));
                 }
-                if known_root.as_deref() != Some(root.as_str()) {
-                    if let Err(e) = atomic::write_atomic(&root_file, format!("{root}\n").as_bytes())
-                    {
-                        tracing::warn!(error = %e, "could not record the pool's first commit");
-                    }
-                }
+            }
+            if report.history_rewritten && !rewrite_noted {
+                rewrite_noted = true;
+                report.notes.push(format!(
+                    "the pool's history was rewritten (its head {new} does not descend from the head this machine last saw; its first commit and its project.yml are still this pool's): the mirror was rebuilt from the new history"
+                ));
             }
         }
         if pull_only {
@@ -820,6 +998,7 @@ fn run(
                 &mirror,
                 &mirror_dir,
                 ctx.store.dir(),
+                &ctx.identity.project_key,
                 head,
                 &BTreeMap::new(),
                 report,
@@ -833,6 +1012,7 @@ fn run(
             &mirror,
             &mirror_dir,
             ctx.store.dir(),
+            &ctx.identity.project_key,
             head,
             &BTreeMap::new(),
             report,
@@ -905,6 +1085,22 @@ fn run(
             None
         };
         let removals = index.as_ref().map(|(_, r)| r.clone()).unwrap_or_default();
+        // The landing pages ride along with a commit that publishes anyway (a quiet round
+        // publishes nothing).
+        let pages = match &index {
+            Some((update, _)) if !upserts.is_empty() || !removals.is_empty() => plan_pages(
+                ctx,
+                &mirror,
+                &mirror_dir,
+                base_tree,
+                update,
+                &pulled,
+                &removals,
+                &mut upserts,
+                report,
+            )?,
+            _ => Vec::new(),
+        };
         let index_dir = mirror_dir.join(INDEX_DIR);
         let record_index = |at: Option<ObjectId>| {
             // The pool's index at `at` is this machine's build: the next update starts
@@ -951,6 +1147,7 @@ fn run(
         )?;
         match provider.push(&mirror, commit, head) {
             Ok(()) => {
+                crash_point("sync-after-push");
                 report.pool_head = Some(commit.to_string());
                 published.save(Some(commit));
                 if let Some((update, _)) = &index {
@@ -971,11 +1168,22 @@ fn run(
                             .map_err(|e| io(&e))?;
                     }
                 }
+                for (path, text) in &pages {
+                    let target = mirror_dir.join(path);
+                    if let Some(dir) = target.parent() {
+                        std::fs::create_dir_all(dir).map_err(|e| mirror_io(dir, e))?;
+                    }
+                    atomic::write_atomic_unsynced(&target, text.as_bytes()).map_err(|e| Fail {
+                        code: SyncCode::MirrorIo,
+                        detail: e.to_string(),
+                    })?;
+                }
                 let own: BTreeMap<String, ObjectId> = upserts.into_iter().collect();
                 materialize(
                     &mirror,
                     &mirror_dir,
                     ctx.store.dir(),
+                    &ctx.identity.project_key,
                     Some(commit),
                     &own,
                     report,
@@ -1372,6 +1580,19 @@ fn plan_publication(
             code: SyncCode::Other,
             detail: format!("{}: {e}", file.display()),
         })?;
+        // A write-once file is published once and for good: verified first. A torn one is
+        // held back (not recorded as published, so it is looked at again next time).
+        if let Some(why) = plan::torn(kind, &pool_path, &bytes) {
+            report.notes.push(format!(
+                "held back {}: {why} — torn (a power cut?) or damaged; it is never published so",
+                file.display()
+            ));
+            tracing::warn!(path = %file.display(), reason = %why, "a torn write-once file was not published");
+            // Its root is listed again at the next sync (a repaired file then publishes).
+            published.root(&root).chapters_mtime = 0;
+            published.touch(&root);
+            continue;
+        }
         let pool_blob = match base_tree {
             Some(tree) => mirror.blob_at(tree, &pool_path)?,
             None => None,
@@ -1477,6 +1698,74 @@ fn journal_documents(store_dir: &Path, written: &[String]) {
     crate::store::journal::record_many(store_dir, &changes);
 }
 
+/// Whether the pool file `path` (blob `blob`) is this store's own: a chapter or plan of a
+/// session tree the store holds under the same name (the store's copy is the truth, even
+/// when newer), or a project rule, a curation or forget ledger with the same bytes.
+fn in_store(store_dir: &Path, project_key: &str, path: &str, blob: ObjectId) -> bool {
+    let parts: Vec<&str> = path.split('/').collect();
+    if parts
+        .iter()
+        .any(|p| p.is_empty() || p.starts_with('.') || *p == "..")
+    {
+        return false;
+    }
+    let want = blob.to_string();
+    let same_bytes =
+        |file: PathBuf| std::fs::read(file).is_ok_and(|bytes| plan::blob_id(&bytes) == want);
+    match parts.as_slice() {
+        ["chapters", pk, root, name] if *pk == project_key => {
+            store_dir.join(root).join("chapters").join(name).is_file()
+        }
+        [crate::rules::store::RULES_DIR, pk, name] if *pk == project_key => {
+            same_bytes(store_dir.join(crate::rules::store::RULES_DIR).join(name))
+        }
+        [dir @ ("edits" | "forget"), harness, name] => {
+            same_bytes(store_dir.join(dir).join(harness).join(name))
+        }
+        _ => false,
+    }
+}
+
+/// Mirrors written before [`in_store`] may hold copies of this store's own chapters (a
+/// sync killed between its push and its marker, a rebuilt mirror): removed once, so the
+/// index counts each document once again. Returns how many went.
+fn sweep_own_copies(mirror_dir: &Path, store: &Store, project_key: &str) -> Result<u64, Fail> {
+    let marker = git_dir(mirror_dir).join(OWN_SWEPT_FILE);
+    if marker.exists() || !git_dir(mirror_dir).is_dir() {
+        return Ok(0);
+    }
+    let mut removed = 0;
+    let chapters = mirror_dir.join("chapters").join(project_key);
+    if chapters.is_dir() {
+        for root in store.roots()? {
+            let copies = chapters.join(&root);
+            let Ok(entries) = std::fs::read_dir(&copies) else {
+                continue;
+            };
+            for entry in entries {
+                let entry = entry.map_err(|e| mirror_io(&copies, e))?;
+                let own = store
+                    .dir()
+                    .join(&root)
+                    .join("chapters")
+                    .join(entry.file_name());
+                if own.is_file() {
+                    std::fs::remove_file(entry.path()).map_err(|e| mirror_io(&entry.path(), e))?;
+                    removed += 1;
+                }
+            }
+        }
+    }
+    if removed > 0 {
+        forget_search_state(store.dir());
+    }
+    atomic::write_atomic(&marker, b"1\n").map_err(|e| Fail {
+        code: SyncCode::MirrorIo,
+        detail: e.to_string(),
+    })?;
+    Ok(removed)
+}
+
 /// Copy-in: make the pool's files at `head` readable under the mirror directory, writing
 /// only what changed since the last materialized head.
 /// Returns the paths written.
@@ -1484,6 +1773,7 @@ fn materialize(
     mirror: &GitRepo,
     mirror_dir: &Path,
     store_dir: &Path,
+    project_key: &str,
     head: Option<ObjectId>,
     own: &BTreeMap<String, ObjectId>,
     report: &mut SyncReport,
@@ -1505,8 +1795,12 @@ fn materialize(
     let mut wrote = false;
     for (path, blob) in mirror.changed_blobs(old_tree, new_tree)? {
         // This machine's own files are in its store already: copying them in would double
-        // every publish's writes.
-        if own.get(&path) == Some(&blob) {
+        // every publish's writes — and a document both in the store and in the mirror is
+        // counted twice by this machine's index and once by every other's, so the machines
+        // would rebuild the pool's index against each other forever. Not only the files
+        // this sync upserted (`own`): after a kill between a push and this marker, or a
+        // mirror rebuilt after a rewrite, the whole history comes in again.
+        if own.get(&path) == Some(&blob) || in_store(store_dir, project_key, &path, blob) {
             continue;
         }
         let target = mirror_dir.join(&path);
@@ -1554,6 +1848,7 @@ fn materialize(
         })?;
         journal_documents(store_dir, &written);
     }
+    crash_point("sync-after-materialize");
     atomic::write_atomic(&marker, format!("{head}\n").as_bytes()).map_err(|e| Fail {
         code: SyncCode::MirrorIo,
         detail: e.to_string(),
@@ -1637,6 +1932,7 @@ fn plan_index(
     let mut suspects: std::collections::BTreeSet<String> = pulled
         .iter()
         .filter_map(|p| p.strip_prefix("index/"))
+        .filter(|f| *f != super::readme::index_readme_file())
         .filter(|f| !f.contains('/') || crate::index::shard::is_part_file(f))
         .map(str::to_owned)
         .collect();
@@ -1743,6 +2039,7 @@ fn plan_index(
             listing
                 .keys()
                 .filter(|name| !update.writes.contains_key(*name))
+                .filter(|name| name.as_str() != super::readme::index_readme_file())
                 .map(|name| format!("{INDEX_DIR}/{name}")),
         );
     }
@@ -1780,6 +2077,122 @@ fn plan_index(
         }
     }
     Ok(Some((update, removals)))
+}
+
+/// The pool's landing pages (`pool::readme`) over the tree this commit leaves: upserted
+/// when they differ from the pool's; returns them (pool path, text) for the mirror. Kept up
+/// from the pool's page and the change — the index update's shards, the documents this
+/// commit publishes and the pull brought in — so their cost follows the change; built from
+/// the whole search table only when the pool has no page of ours yet or the index was
+/// rebuilt whole. A failure is a note: the documents still publish.
+#[allow(clippy::too_many_arguments)]
+fn plan_pages(
+    ctx: &SyncContext<'_>,
+    mirror: &GitRepo,
+    mirror_dir: &Path,
+    base_tree: Option<ObjectId>,
+    update: &crate::index::build::Update,
+    pulled: &[String],
+    removals: &[String],
+    upserts: &mut Upserts,
+    report: &mut SyncReport,
+) -> Result<Vec<(String, String)>, Fail> {
+    use super::readme::{self, Pages};
+    let previous = match base_tree {
+        Some(tree) => mirror
+            .blob_at(tree, readme::ROOT_README)?
+            .map(|b| mirror.read_blob(b))
+            .transpose()?
+            .and_then(|bytes| Pages::parse(&String::from_utf8_lossy(&bytes))),
+        None => None,
+    };
+    let machines = previous
+        .as_ref()
+        .map(|p| p.machines.clone())
+        .unwrap_or_default();
+    let mut pages = match previous.filter(|_| !update.full) {
+        Some(mut pages) => {
+            pages.apply_shards(&update.writes, &update.removes);
+            pages.documents = update.documents;
+            let chapters = |p: &&String| p.starts_with("chapters/") && p.ends_with(".md");
+            let mut fresh = Vec::new();
+            for (path, blob) in upserts.iter().filter(|(p, _)| chapters(&p)) {
+                fresh.push((path.clone(), mirror.read_blob(*blob)?));
+            }
+            for path in pulled.iter().filter(chapters) {
+                if let Ok(bytes) = std::fs::read(mirror_dir.join(path)) {
+                    fresh.push((path.clone(), bytes));
+                }
+            }
+            pages.add_newest(fresh.into_iter().filter_map(|(path, bytes)| {
+                let meta = crate::search::parse_meta(&String::from_utf8_lossy(&bytes)).ok()?;
+                Some(crate::index::IndexDoc {
+                    path,
+                    title: meta.title,
+                    kind: meta.kind,
+                    date: meta.date,
+                    topics: meta.topics,
+                })
+            }));
+            pages.retain_newest(|p| {
+                upserts.iter().any(|(u, _)| u == p)
+                    || (!removals.iter().any(|r| r == p)
+                        && base_tree.is_some_and(|t| mirror.blob_at(t, p).ok().flatten().is_some()))
+            });
+            pages
+        }
+        None => {
+            let inputs = (|| -> Result<_, crate::index::build::BuildError> {
+                let (table, _) =
+                    crate::index::table::Table::refresh(ctx.workspace, true, ctx.lock_timeout)?;
+                // Read back from the pool's own (redacted) documents, as the index is.
+                let docs: Vec<_> =
+                    crate::index::build::pool_docs(&table, &ctx.identity.project_key)?
+                        .into_iter()
+                        .map(crate::redact::Redacted::into_inner)
+                        .collect();
+                let curation =
+                    crate::index::build::read_curation(ctx.store.dir(), Some(mirror_dir))?;
+                Ok(Pages::full(&docs, &curation.curation))
+            })();
+            match inputs {
+                Ok(pages) => pages,
+                Err(e) => {
+                    report
+                        .notes
+                        .push(format!("the pool's front page was not rebuilt: {e}"));
+                    return Ok(Vec::new());
+                }
+            }
+        }
+    };
+    pages.machines = machines;
+    pages
+        .machines
+        .insert(ctx.harness_id.to_owned(), ctx.now.to_owned());
+    let slug = ctx.identity.slug();
+    let mut out = Vec::new();
+    for (path, text) in [
+        (
+            readme::ROOT_README,
+            pages.render_root(&ctx.identity.project_key, &slug),
+        ),
+        (readme::INDEX_README, pages.render_index(&slug)),
+    ] {
+        let have = match base_tree {
+            Some(tree) => mirror.blob_at(tree, path)?.map(|b| b.to_string()),
+            None => None,
+        };
+        if have.as_deref() != Some(plan::blob_id(text.as_bytes()).as_str()) {
+            upserts.push((path.to_owned(), mirror.write_blob(text.as_bytes())?));
+            *report
+                .published
+                .entry(kind_name(FileKind::Derived).to_owned())
+                .or_insert(0) += 1;
+        }
+        out.push((path.to_owned(), text));
+    }
+    Ok(out)
 }
 
 /// Store files the pool lacks as of the last sync (for `status`): files not in the

@@ -10,11 +10,11 @@ use dsh_chapters::session::writer::{LogWriter, SessionScript, TurnSpec};
 use crate::githttp::GitHttpServer;
 use crate::support::{link_private, two_task_turns, Sandbox, START_MS};
 
-fn session_id(machine: usize, n: usize) -> String {
+pub(crate) fn session_id(machine: usize, n: usize) -> String {
     format!("session-{machine:08}-0000-4000-8000-{n:012}")
 }
 
-fn git(repo: &Path, args: &[&str]) -> String {
+pub(crate) fn git(repo: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("--git-dir")
         .arg(repo)
@@ -29,7 +29,7 @@ fn git(repo: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn assert_fsck(pool: &Path) {
+pub(crate) fn assert_fsck(pool: &Path) {
     let fsck = Command::new("git")
         .arg("--git-dir")
         .arg(pool)
@@ -43,7 +43,7 @@ fn assert_fsck(pool: &Path) {
     );
 }
 
-fn pool_files(pool: &Path) -> BTreeSet<String> {
+pub(crate) fn pool_files(pool: &Path) -> BTreeSet<String> {
     git(pool, &["ls-tree", "-r", "--name-only", "main"])
         .lines()
         .map(str::to_owned)
@@ -75,6 +75,7 @@ fn writers_per_path(pool: &Path) -> BTreeMap<String, BTreeSet<String>> {
             author = a.to_owned();
         } else if !line.is_empty()
             && line != "project.yml"
+            && line != "README.md"
             && line != ".gitattributes"
             && !line.starts_with("index/")
             && line != "topics/vocabulary.json"
@@ -87,7 +88,7 @@ fn writers_per_path(pool: &Path) -> BTreeMap<String, BTreeSet<String>> {
     out
 }
 
-fn add_turns(sb: &Sandbox, session: &str, log: &Path, n: usize) {
+pub(crate) fn add_turns(sb: &Sandbox, session: &str, log: &Path, n: usize) {
     let text = std::fs::read_to_string(
         sb.store()
             .join(session)
@@ -264,7 +265,7 @@ fn status_counts_what_waits_and_one_sync_publishes_it() {
 }
 
 #[test]
-fn pool_deleted_and_recreated_gets_everything_again() {
+fn pool_deleted_is_refused_then_linked_again_gets_everything_again() {
     let tmp = tempfile::tempdir().expect("tmp");
     let pool = tmp.path().join("pool.git");
     let m = Sandbox::machine("m1");
@@ -274,11 +275,21 @@ fn pool_deleted_and_recreated_gets_everything_again() {
     m.ok(&["sync"]);
     let before = pool_files(&pool);
     std::fs::remove_dir_all(&pool).expect("rm pool");
+    // Missing: not re-created (issue #17: a pool is never silently split).
+    let out = m.run(&["sync"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!pool.exists(), "the pool was re-created");
+    assert_eq!(
+        m.json(&["status", "--json"])["lastSyncCode"],
+        "pool-missing"
+    );
+    // A person adopts a new pool at the same path: everything is published again.
     Command::new("git")
         .args(["init", "--bare", "-q"])
         .arg(&pool)
         .status()
         .expect("git init");
+    link_private(&m, &pool);
     m.ok(&["sync"]);
     assert_eq!(
         pool_files(&pool),
@@ -298,7 +309,8 @@ fn pool_unreachable_degrades_to_local_only_and_recovers() {
     m.ok(&["archive"]);
     m.ok(&["sync"]);
     // The pool becomes a broken path: not a repository.
-    std::fs::remove_dir_all(&pool).expect("rm");
+    let aside = tmp.path().join("aside.git");
+    std::fs::rename(&pool, &aside).expect("move away");
     std::fs::write(&pool, b"not a directory").expect("file in the way");
     add_turns(&m, &s, &log, 2);
     m.ok(&["archive"]); // archiving never fails because of the pool
@@ -315,6 +327,7 @@ fn pool_unreachable_degrades_to_local_only_and_recovers() {
         .any(|v| v.as_u64() > Some(0)));
     // Back: one sync publishes everything pending.
     std::fs::remove_file(&pool).expect("rm file");
+    std::fs::rename(&aside, &pool).expect("move back");
     m.ok(&["sync"]);
     let key = project_key(&m);
     assert!(own_pool_paths(&m, &key).is_subset(&pool_files(&pool)));
@@ -387,9 +400,10 @@ fn a_machine_never_overwrites_another_machines_file() {
     assert_eq!(out.status.code(), Some(1), "the refusal is reported");
     assert!(String::from_utf8_lossy(&out.stderr).contains("refused to overwrite"));
     for (p, id) in &before {
-        // Derived files (project.yml, .gitattributes, the topic index, the vocabulary) are
+        // Derived files (project.yml, README.md, .gitattributes, the topic index, the vocabulary) are
         // rebuilt, not owned.
         if p != "project.yml"
+            && p != "README.md"
             && p != ".gitattributes"
             && !p.starts_with("index/")
             && p != "topics/vocabulary.json"
