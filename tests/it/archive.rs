@@ -689,7 +689,11 @@ fn a_long_real_shaped_session_is_signed_in_batches_exactly_once() {
             .iter()
             .map(|n| n.as_u64().expect("seq"))
             .collect();
-        assert_eq!(seqs.first().copied(), Some(next), "turns tile the log: {line}");
+        assert_eq!(
+            seqs.first().copied(),
+            Some(next),
+            "turns tile the log: {line}"
+        );
         next = seqs.last().expect("a seq") + 1;
     }
     assert_eq!(text.lines().count(), turns, "one line per turn");
