@@ -679,10 +679,10 @@ impl Iterator for RealShapeGenerator {
         }
         turn.reasoning = self.text(task, budget / 40);
         turn.answer = self.text(task, budget / 7);
-        if self.produced % 25 == 0 {
+        if self.produced.is_multiple_of(25) {
             turn.delegate_report = Some(self.text(task, 400));
         }
-        turn.approval_notice = self.produced % 40 == 0;
+        turn.approval_notice = self.produced.is_multiple_of(40);
         Some(turn)
     }
 }
