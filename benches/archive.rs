@@ -1,26 +1,43 @@
-//! Archive benchmark: `chapters archive` of a generated session vs `zstd -dc` of the same
-//! file, side by side in one run, plus the archive's peak RSS at two log sizes, and the
-//! reading stage alone (decode, parse, turns, signatures: what bounds the archive's wall
-//! time) timed in this process, and the disk's own share: the same files (folders, names,
-//! sizes) created by plain writes and made durable by one `syncfs` ("create ms"), so a run
-//! whose archive is slow because the filesystem is says so beside its ratio.
+//! Archive benchmark on a session in today's real DSH shape (`session::realshape`: format
+//! v4, streams inside assistant messages, a large system prompt on every step, half the
+//! tasks in Chinese, one zstd frame per event as the harness writes them, ~2.65×
+//! compression). In ONE run, side by side on the same ≥ 50 MB log: `chapters archive` vs
+//! `zstd -dc FILE > /dev/null` vs a decode-and-parse floor (`zstd -dc FILE | python3 -c
+//! 'import sys,json; [json.loads(l) for l in sys.stdin]'`), with the ratios; the reading
+//! stage alone (decode, parse, turns, signatures) timed in this process, and the disk's own
+//! share: the same files (folders, names, sizes) created by plain writes and made durable by
+//! one `syncfs` ("create ms"). Then the archive's peak RSS (`/usr/bin/time -f %M`: the
+//! child's `wait4` rusage) at 500 / 2,000 / 8,000 turns of the same shape, and the terms a
+//! human turn of the Chinese fixture (`realshape::ZH_TASK_TURNS`) yields.
 //!
-//! Run: `cargo bench --bench archive` (needs the `zstd` program; `/usr/bin/time` when
-//! present measures peak RSS, otherwise /proc polling does).
+//! Run: `cargo bench --bench archive` (needs `zstd`, `python3` and `/usr/bin/time`).
+//! `ARCHIVE_BENCH_TURNS=2000` runs one size; `ARCHIVE_BENCH_KEEP=1` keeps the scratch trees
+//! (printed) for profiling by hand; `ARCHIVE_BENCH_READER_ONLY=1` times only the reading
+//! stage.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use dsh_chapters::session::reader::{LogItem, LogReader, ResumePoint};
-use dsh_chapters::session::writer::{
-    generate_session, session_log_path, write_session, SessionScript,
-};
+use dsh_chapters::session::realshape::{self, RealShapeScript, RealTurn, ZH_TASK_TURNS};
+use dsh_chapters::session::writer::{session_log_path, LogWriter};
 use dsh_chapters::signature;
 use dsh_chapters::turn::TurnAssembler;
 
-/// Runs per size; the best of each side is compared (the machine is shared and noisy).
-const REPEATS: usize = 7;
+/// Runs of the side-by-side size; the best of each side is compared (the machine is shared
+/// and noisy). The other sizes run the archive once, for its peak RSS.
+const REPEATS: usize = 5;
+/// Decompressed bytes per generated turn (system prompts, tool output, reasoning, answer
+/// and its stream): 2,000 turns make a log of about 60 MB.
+const BYTES_PER_TURN: usize = 24_000;
+/// The system prompt every step repeats (real ones are several KB).
+const SYSTEM_PROMPT_BYTES: usize = 3_000;
+/// The size compared side by side, and the sizes whose peak RSS is read.
+const SIDE_BY_SIDE: usize = 2_000;
+const RSS_SIZES: [usize; 3] = [500, 2_000, 8_000];
+/// The decode-and-parse floor: every line decoded and parsed as JSON, nothing else.
+const PARSE_FLOOR: &str = "import sys,json\nfor l in sys.stdin: json.loads(l)";
 
 const SESSION: &str = "session-bench-0000-4000-8000-000000000000";
 
@@ -32,7 +49,7 @@ struct Setup {
     decompressed: u64,
 }
 
-fn setup(turns: usize, bytes_per_turn: usize) -> Setup {
+fn setup(turns: usize) -> Setup {
     let tmp = tempfile::tempdir().expect("temp dir");
     let root = std::fs::canonicalize(tmp.path()).expect("canonical");
     let home = root.join("home");
@@ -41,16 +58,9 @@ fn setup(turns: usize, bytes_per_turn: usize) -> Setup {
     let ws_str = ws.to_string_lossy().into_owned();
     let log = session_log_path(&home, &ws_str, SESSION, 4, true);
     std::fs::create_dir_all(log.parent().expect("dir")).expect("mkdir");
-    let script = SessionScript::new(4, 1_764_400_000_000);
-    let header = script.header(SESSION, &ws_str, 1_764_400_000_000);
-    write_session(
-        &log,
-        true,
-        &header,
-        generate_session(1, turns, bytes_per_turn, 4, &ws_str),
-        false,
-    )
-    .expect("write");
+    let header = RealShapeScript::new(4, 1_764_400_000_000).header(SESSION, &ws_str);
+    realshape::write_session(&log, &header, turns, BYTES_PER_TURN, SYSTEM_PROMPT_BYTES, 1)
+        .expect("write");
     let out = Command::new("sh")
         .arg("-c")
         .arg(format!("zstd -dc '{}' | wc -c", log.display()))
@@ -153,6 +163,56 @@ fn zstd_dc(log: &Path) -> Duration {
     start.elapsed()
 }
 
+/// `zstd -dc FILE | python3 -c 'json.loads each line'`: decoding and parsing every line.
+fn parse_floor(log: &Path) -> Duration {
+    let mut c = Command::new("sh");
+    c.arg("-c")
+        .arg(format!(
+            "zstd -dc '{}' | python3 -c \"$(printf '{PARSE_FLOOR}')\"",
+            log.display()
+        ))
+        .stdout(Stdio::null());
+    let start = Instant::now();
+    assert!(c.status().expect("sh").success(), "zstd -dc | python3");
+    start.elapsed()
+}
+
+/// Terms each human turn of the Chinese fixture yields (its signature's `terms`).
+fn chinese_terms_per_turn() -> Vec<usize> {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let log = tmp.path().join("zh.jsonl.zstd");
+    let mut script = RealShapeScript::new(4, 1_764_400_000_000);
+    let header = script.header(SESSION, "/ws");
+    let mut writer = LogWriter::create(&log, true, &header).expect("create log");
+    for (i, text) in ZH_TASK_TURNS.iter().enumerate() {
+        let spec = RealTurn::new(text, &format!("第{i}步：已分析。"));
+        writer
+            .append_batch(&script.turn_events(&spec))
+            .expect("write log");
+    }
+    let mut reader = LogReader::open(&log, ResumePoint::default()).expect("open log");
+    let mut assembler = TurnAssembler::new();
+    let redactor = dsh_chapters::redact::built_in().expect("built-in rules compile");
+    let mut out = Vec::new();
+    while let Some(item) = reader.next_item().expect("read log") {
+        let LogItem::Event(event) = item else {
+            continue;
+        };
+        if let Some(turn) = assembler.push(event) {
+            let text = redactor.redact_all(
+                signature::TurnText::of(&turn),
+                &mut dsh_chapters::redact::RedactionCounts::default(),
+            );
+            out.push(
+                signature::sign(&text, SESSION, "/ws", "2026-01-01T00:00:00Z")
+                    .terms
+                    .len(),
+            );
+        }
+    }
+    out
+}
+
 /// Every file under `dir`, as (path relative to `dir`, length).
 fn files_under(dir: &Path) -> Vec<(PathBuf, u64)> {
     let mut out = Vec::new();
@@ -221,45 +281,53 @@ fn read_and_sign(log: &Path, ws: &str) -> usize {
 }
 
 fn main() {
+    let terms = chinese_terms_per_turn();
     println!(
-        "{:>6} {:>10} {:>10} {:>12} {:>12} {:>8} {:>10} {:>10} {:>7} {:>10}",
+        "Chinese fixture: terms per human turn {terms:?} (mean {:.1}; was 0 before issue 14)",
+        terms.iter().sum::<usize>() as f64 / terms.len().max(1) as f64
+    );
+    println!(
+        "{:>6} {:>9} {:>9} {:>6} {:>10} {:>10} {:>11} {:>8} {:>8} {:>10} {:>10} {:>7} {:>9}",
         "turns",
         "MiB(dec)",
         "MiB(zst)",
-        "zstd -dc ms",
-        "archive ms",
         "ratio",
+        "zstd ms",
+        "parse ms",
+        "archive ms",
+        "/zstd",
+        "/parse",
         "peak RSS",
         "reader ms",
         "files",
         "create ms"
     );
-    // ARCHIVE_BENCH_TURNS=2000 runs one size; ARCHIVE_BENCH_KEEP=1 keeps the scratch
-    // home and workspaces (printed) for profiling by hand; ARCHIVE_BENCH_READER_ONLY=1
-    // times only the reading stage.
     let only: Option<usize> = std::env::var("ARCHIVE_BENCH_TURNS")
         .ok()
         .and_then(|v| v.parse().ok());
+    let reader_only = std::env::var_os("ARCHIVE_BENCH_READER_ONLY").is_some();
     // Every scratch tree lives until the end: ext4 without a journal scans the inodes freed
     // in the last ~30 s on each create, so deleting one size's stores right before the next
     // size's timed runs would charge them a cost no real archive pays. (For the same reason,
     // leave ~30 s between two runs of this bench.)
     let mut kept = Vec::new();
-    for (turns, per_turn) in [(500usize, 27_000usize), (2_000, 27_000)] {
+    let mut peaks = Vec::new();
+    for turns in RSS_SIZES {
         if only.is_some_and(|n| n != turns) {
             continue;
         }
-        let mut s = setup(turns, per_turn);
+        let mut s = setup(turns);
         let zst = std::fs::metadata(&s.log).expect("meta").len();
+        let repeats = if turns == SIDE_BY_SIDE { REPEATS } else { 1 };
         let mut best_zstd = Duration::MAX;
+        let mut best_parse = Duration::MAX;
         let mut best_archive = Duration::MAX;
         let mut best_reader = Duration::MAX;
         let mut peak = 0;
         let mut best_create = Duration::MAX;
         let mut written = Vec::new();
         let ws = s.ws.to_string_lossy().into_owned();
-        let reader_only = std::env::var_os("ARCHIVE_BENCH_READER_ONLY").is_some();
-        for n in 0..REPEATS {
+        for n in 0..repeats {
             let start = Instant::now();
             assert_eq!(read_and_sign(&s.log, &ws), turns);
             best_reader = best_reader.min(start.elapsed());
@@ -267,6 +335,7 @@ fn main() {
                 continue;
             }
             best_zstd = best_zstd.min(zstd_dc(&s.log));
+            best_parse = best_parse.min(parse_floor(&s.log));
             fresh_workspace(&mut s, n);
             let (t, rss) = measure(chapters(&s, &["archive"]));
             best_archive = best_archive.min(t);
@@ -275,20 +344,33 @@ fn main() {
             let probe = s.ws.with_file_name(format!("create-{n}"));
             best_create = best_create.min(create_like(&written, &probe));
         }
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
         println!(
-            "{:>6} {:>10.1} {:>10.1} {:>12.1} {:>12.1} {:>7.2}x {:>7.1} MiB {:>10.1} {:>7} {:>10.1}",
+            "{:>6} {:>9.1} {:>9.1} {:>5.2}x {:>10.1} {:>10.1} {:>11.1} {:>7.2}x {:>7.2}x {:>6.1} MiB {:>10.1} {:>7} {:>9.1}",
             turns,
             s.decompressed as f64 / 1048576.0,
             zst as f64 / 1048576.0,
-            best_zstd.as_secs_f64() * 1e3,
-            best_archive.as_secs_f64() * 1e3,
+            s.decompressed as f64 / zst as f64,
+            ms(best_zstd),
+            ms(best_parse),
+            ms(best_archive),
             best_archive.as_secs_f64() / best_zstd.as_secs_f64(),
+            best_archive.as_secs_f64() / best_parse.as_secs_f64(),
             peak as f64 / 1024.0,
-            best_reader.as_secs_f64() * 1e3,
+            ms(best_reader),
             written.len(),
-            best_create.as_secs_f64() * 1e3
+            ms(best_create)
         );
+        peaks.push((turns, peak));
         kept.push(s);
+    }
+    if let (Some(&(lo_turns, lo)), Some(&(hi_turns, hi))) = (peaks.first(), peaks.last()) {
+        if lo_turns != hi_turns && lo > 0 {
+            println!(
+                "peak RSS {lo_turns} -> {hi_turns} turns: {:+.1} % (goal: flat within 10 %)",
+                (hi as f64 / lo as f64 - 1.0) * 100.0
+            );
+        }
     }
     if std::env::var_os("ARCHIVE_BENCH_KEEP").is_some() {
         for s in kept {

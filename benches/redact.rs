@@ -10,9 +10,11 @@
 //!
 //! Then recall and precision on the redaction corpus of issue #13
 //! (`tests/it/redaction_corpus/cases.rs`, the same bytes the test measures), beside gitleaks'
-//! own on the same corpus written to files: gitleaks is taken from `PATH`, else installed
-//! from Debian's packages (`apt-get install gitleaks`) when `apt-cache policy gitleaks`
-//! offers a candidate; `REDACT_BENCH_NO_GITLEAKS=1` skips it. Never part of `cargo test`.
+//! own on the same corpus written to files, per kind: gitleaks is taken from `PATH`, else
+//! Debian trixie's package is downloaded (`apt-get download` with a private source list,
+//! lists and cache under `target/gitleaks/`, nothing installed into the system) and
+//! unpacked there with `dpkg-deb -x`. `REDACT_BENCH_NO_GITLEAKS=1` skips it;
+//! `REDACT_BENCH_CORPUS_ONLY=1` runs only the corpus comparison. Never part of `cargo test`.
 
 #[path = "../tests/it/redaction_corpus/cases.rs"]
 mod cases;
@@ -305,6 +307,10 @@ const ORIGINAL: &str = concat!(
 
 fn main() {
     let redactor = Redactor::new(&[]).expect("built-in rules compile");
+    if std::env::var_os("REDACT_BENCH_CORPUS_ONLY").is_some() {
+        corpus_recall(&redactor);
+        return;
+    }
     let original = regex::Regex::new(ORIGINAL).expect("original patterns compile");
     let naive = |text: &str| {
         original
@@ -468,115 +474,203 @@ fn main() {
     corpus_recall(&redactor);
 }
 
-/// Recall and look-alike rate on the issue-13 corpus: ours, then gitleaks' on the same cases.
+/// Per kind: (cases, hits).
+type PerKind = BTreeMap<&'static str, (usize, usize)>;
+
+/// Recall and look-alike rate on the issue-13 corpus: ours, then gitleaks' on the same
+/// cases, overall and per kind, side by side.
 fn corpus_recall(redactor: &Redactor) {
     let secrets = cases::secrets();
     let look_alikes = cases::look_alikes();
-    let kinds: std::collections::BTreeSet<&str> = secrets.iter().map(|case| case.kind).collect();
     let start = Instant::now();
-    let found = secrets
-        .iter()
-        .filter(|case| {
-            let out = redactor
-                .redact(&case.text, &mut RedactionCounts::default())
-                .into_inner();
-            cases::survives(&case.secret, &out).is_none()
-        })
-        .count();
-    let touched = look_alikes
-        .iter()
-        .filter(|look| {
-            redactor
-                .redact(&look.text, &mut RedactionCounts::default())
-                .into_inner()
-                != look.text
-        })
-        .count();
+    let mut ours_secrets = PerKind::new();
+    for case in &secrets {
+        let out = redactor
+            .redact(&case.text, &mut RedactionCounts::default())
+            .into_inner();
+        let entry = ours_secrets.entry(case.kind).or_default();
+        entry.0 += 1;
+        entry.1 += usize::from(cases::survives(&case.secret, &out).is_none());
+    }
+    let mut ours_looks = PerKind::new();
+    for look in &look_alikes {
+        let out = redactor
+            .redact(&look.text, &mut RedactionCounts::default())
+            .into_inner();
+        let entry = ours_looks.entry(look.kind).or_default();
+        entry.0 += 1;
+        entry.1 += usize::from(out != look.text);
+    }
+    let took = start.elapsed();
     println!(
-        "corpus (issue #13): {} secrets over {} kinds, {} look-alikes",
+        "corpus (issue #13): {} secrets over {} kinds, {} look-alikes over {} kinds",
         secrets.len(),
-        kinds.len(),
-        look_alikes.len()
-    );
-    println!(
-        "     ours:     recall {:.4} ({found}/{}), look-alikes touched {:.2} % ({touched}/{}) in {:.1} ms",
-        found as f64 / secrets.len() as f64,
-        secrets.len(),
-        touched as f64 * 100.0 / look_alikes.len() as f64,
+        ours_secrets.len(),
         look_alikes.len(),
-        start.elapsed().as_secs_f64() * 1000.0
+        ours_looks.len()
     );
-    if std::env::var_os("REDACT_BENCH_NO_GITLEAKS").is_some() {
-        println!("     gitleaks: skipped (REDACT_BENCH_NO_GITLEAKS)");
-        return;
-    }
-    let Some(gitleaks) = gitleaks() else {
-        return;
+    let total = |per: &PerKind| per.values().fold((0, 0), |(c, h), (n, k)| (c + n, h + k));
+    let line = |who: &str, secrets: &PerKind, looks: &PerKind| {
+        let (cases, found) = total(secrets);
+        let (n, touched) = total(looks);
+        println!(
+            "     {who:<9} recall {:.4} ({found}/{cases}), look-alikes touched {:.2} % ({touched}/{n})",
+            found as f64 / cases as f64,
+            touched as f64 * 100.0 / n as f64,
+        );
     };
-    match run_gitleaks(&gitleaks, &secrets, &look_alikes) {
-        Ok((found, touched, missed_kinds)) => {
-            println!(
-                "     gitleaks: recall {:.4} ({found}/{}), look-alikes flagged {:.2} % ({touched}/{})",
-                found as f64 / secrets.len() as f64,
-                secrets.len(),
-                touched as f64 * 100.0 / look_alikes.len() as f64,
-                look_alikes.len()
-            );
-            println!("     gitleaks' recall per kind below 0.9: {missed_kinds:?}");
-        }
-        Err(why) => println!("     gitleaks: could not be run on the corpus: {why}"),
-    }
-}
-
-/// The gitleaks program: on `PATH`, else installed from Debian's packages if offered.
-fn gitleaks() -> Option<PathBuf> {
-    let on_path = |name: &str| {
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|dir| dir.join(name))
-                .find(|candidate| candidate.is_file())
+    line("ours:", &ours_secrets, &ours_looks);
+    println!("     (ours in {:.1} ms)", took.as_secs_f64() * 1000.0);
+    let theirs = if std::env::var_os("REDACT_BENCH_NO_GITLEAKS").is_some() {
+        println!("     gitleaks: skipped (REDACT_BENCH_NO_GITLEAKS)");
+        None
+    } else {
+        gitleaks().and_then(|(gitleaks, version)| {
+            match run_gitleaks(&gitleaks, &secrets, &look_alikes) {
+                Ok(per) => {
+                    line(&format!("gitleaks {version}:"), &per.0, &per.1);
+                    Some(per)
+                }
+                Err(why) => {
+                    println!("     gitleaks: could not be run on the corpus: {why}");
+                    None
+                }
+            }
         })
     };
-    if let Some(found) = on_path("gitleaks") {
-        return Some(found);
-    }
-    let policy = Command::new("apt-cache")
-        .args(["policy", "gitleaks"])
-        .output()
-        .ok()
-        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
-        .unwrap_or_default();
-    let candidate = policy
-        .lines()
-        .find_map(|line| line.trim().strip_prefix("Candidate:"))
-        .map(str::trim)
-        .filter(|version| !version.is_empty() && *version != "(none)");
-    let Some(version) = candidate else {
-        println!(
-            "     gitleaks: not installable here (`apt-cache policy gitleaks` offers no candidate in this machine's Debian sources); no comparison"
-        );
-        return None;
+    let rate = |per: &PerKind, kind: &str| {
+        per.get(kind).map_or("—".to_owned(), |(n, hit)| {
+            format!("{:.2} ({hit}/{n})", *hit as f64 / *n as f64)
+        })
     };
-    println!("     gitleaks: installing Debian's package {version} (apt-get install gitleaks)");
-    let installed = Command::new("apt-get")
-        .args(["install", "-y", "-q", "gitleaks"])
-        .status()
-        .is_ok_and(|status| status.success());
-    if !installed {
-        println!("     gitleaks: apt-get install failed; no comparison");
-        return None;
+    println!("recall per kind (secret redacted / found):");
+    println!("     {:<34} {:>14} {:>14}", "kind", "ours", "gitleaks");
+    for kind in ours_secrets.keys() {
+        let gl = theirs.as_ref().map_or("—".to_owned(), |t| rate(&t.0, kind));
+        println!("     {kind:<34} {:>14} {gl:>14}", rate(&ours_secrets, kind));
     }
-    on_path("gitleaks")
+    println!("look-alike rate per kind (touched / flagged; goal ≤ 1 % overall):");
+    println!("     {:<34} {:>14} {:>14}", "kind", "ours", "gitleaks");
+    for kind in ours_looks.keys() {
+        let gl = theirs.as_ref().map_or("—".to_owned(), |t| rate(&t.1, kind));
+        println!("     {kind:<34} {:>14} {gl:>14}", rate(&ours_looks, kind));
+    }
 }
 
-/// Writes one file per case, runs `gitleaks dir` (or `detect --no-git` for older versions)
-/// with a JSON report, and counts a secret found when a finding in its file shares an
-/// 8-character piece with it; a look-alike counts when any finding is in its file.
+/// The gitleaks program and its version: on `PATH`, else Debian trixie's package fetched
+/// and unpacked under `target/gitleaks/` (bookworm has none; nothing is installed into the
+/// system).
+fn gitleaks() -> Option<(PathBuf, String)> {
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("gitleaks"))
+            .find(|candidate| candidate.is_file())
+    });
+    let program = match on_path {
+        Some(found) => found,
+        None => match fetch_gitleaks() {
+            Ok(path) => path,
+            Err(why) => {
+                println!("     gitleaks: not available ({why}); no comparison");
+                return None;
+            }
+        },
+    };
+    // Debian's build prints no version; the package file names it.
+    let fetched = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/gitleaks/version");
+    let version = std::fs::read_to_string(&fetched)
+        .ok()
+        .filter(|_| program.starts_with(Path::new(env!("CARGO_MANIFEST_DIR")).join("target")))
+        .unwrap_or_else(|| {
+            Command::new(&program)
+                .arg("version")
+                .output()
+                .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+                .unwrap_or_default()
+        });
+    Some((program, version))
+}
+
+/// `apt-get download gitleaks` from Debian trixie with a private source list, lists and
+/// cache, then `dpkg-deb -x`: `target/gitleaks/root/usr/bin/gitleaks`.
+fn fetch_gitleaks() -> Result<PathBuf, String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/gitleaks");
+    let program = dir.join("root/usr/bin/gitleaks");
+    if program.is_file() {
+        return Ok(program);
+    }
+    for sub in ["lists/partial", "cache/archives/partial", "deb"] {
+        std::fs::create_dir_all(dir.join(sub)).map_err(|e| e.to_string())?;
+    }
+    let sources = dir.join("sources.list");
+    std::fs::write(
+        &sources,
+        "deb [trusted=yes] http://deb.debian.org/debian trixie main\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let options = [
+        format!("Dir::Etc::SourceList={}", sources.display()),
+        "Dir::Etc::SourceParts=/dev/null".to_owned(),
+        format!("Dir::State::Lists={}", dir.join("lists").display()),
+        format!("Dir::Cache={}", dir.join("cache").display()),
+    ];
+    let apt = |args: &[&str], cwd: &Path| {
+        let mut cmd = Command::new("apt-get");
+        cmd.arg("-q");
+        for option in &options {
+            cmd.arg("-o").arg(option);
+        }
+        cmd.args(args).current_dir(cwd);
+        match cmd.output() {
+            Ok(out) if out.status.success() => Ok(()),
+            Ok(out) => Err(format!(
+                "apt-get {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )),
+            Err(e) => Err(format!("apt-get: {e}")),
+        }
+    };
+    println!("     gitleaks: fetching Debian trixie's package (apt-get download, not installed)");
+    apt(&["update"], &dir)?;
+    apt(&["download", "gitleaks"], &dir.join("deb"))?;
+    let deb = std::fs::read_dir(dir.join("deb"))
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|path| path.extension().is_some_and(|ext| ext == "deb"))
+        .ok_or("apt-get download left no .deb")?;
+    let unpacked = Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(&deb)
+        .arg(dir.join("root"))
+        .status()
+        .map_err(|e| format!("dpkg-deb: {e}"))?;
+    if !unpacked.success() || !program.is_file() {
+        return Err(format!(
+            "dpkg-deb -x {} gave no usr/bin/gitleaks",
+            deb.display()
+        ));
+    }
+    let name = deb
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let version = name.split('_').nth(1).unwrap_or("?").replace("%2b", "+");
+    std::fs::write(dir.join("version"), format!("{version} (Debian trixie)"))
+        .map_err(|e| e.to_string())?;
+    Ok(program)
+}
+
+/// Writes one file per case, runs `gitleaks detect --no-git` (or `gitleaks dir` for newer
+/// versions) with a JSON report, and counts a secret found when a finding in its file shares
+/// an 8-character piece with it; a look-alike counts when any finding is in its file.
+/// Returns (secrets, look-alikes) per kind.
 fn run_gitleaks(
     gitleaks: &Path,
     secrets: &[cases::Case],
     look_alikes: &[cases::LookAlike],
-) -> Result<(usize, usize, Vec<String>), String> {
+) -> Result<(PerKind, PerKind), String> {
     let dir = std::env::temp_dir().join(format!("redact-bench-gitleaks-{}", std::process::id()));
     let files = dir.join("corpus");
     std::fs::create_dir_all(&files).map_err(|e| e.to_string())?;
@@ -598,9 +692,10 @@ fn run_gitleaks(
             .output()
     };
     let files_arg = files.to_string_lossy().into_owned();
-    let mut out = run(&["dir", &files_arg]).map_err(|e| e.to_string())?;
+    let mut out =
+        run(&["detect", "--no-git", "--source", &files_arg]).map_err(|e| e.to_string())?;
     if !out.status.success() {
-        out = run(&["detect", "--no-git", "--source", &files_arg]).map_err(|e| e.to_string())?;
+        out = run(&["dir", &files_arg]).map_err(|e| e.to_string())?;
     }
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());
@@ -619,8 +714,7 @@ fn run_gitleaks(
         let matched = finding["Match"].as_str().unwrap_or_default().to_owned();
         by_file.entry(name).or_default().extend([secret, matched]);
     }
-    let mut per_kind: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-    let mut found = 0;
+    let mut per_secret = PerKind::new();
     for (i, case) in secrets.iter().enumerate() {
         let hit = by_file
             .get(&format!("secret-{i:04}.txt"))
@@ -629,21 +723,16 @@ fn run_gitleaks(
                     .iter()
                     .any(|text| cases::survives(&case.secret, text).is_some())
             });
-        let entry = per_kind.entry(case.kind).or_default();
+        let entry = per_secret.entry(case.kind).or_default();
         entry.0 += 1;
-        if hit {
-            entry.1 += 1;
-            found += 1;
-        }
+        entry.1 += usize::from(hit);
     }
-    let touched = (0..look_alikes.len())
-        .filter(|i| by_file.contains_key(&format!("look-{i:04}.txt")))
-        .count();
-    let missed = per_kind
-        .iter()
-        .filter(|(_, (cases, hit))| (*hit as f64) < 0.9 * *cases as f64)
-        .map(|(kind, (cases, hit))| format!("{kind} {hit}/{cases}"))
-        .collect();
+    let mut per_look = PerKind::new();
+    for (i, look) in look_alikes.iter().enumerate() {
+        let entry = per_look.entry(look.kind).or_default();
+        entry.0 += 1;
+        entry.1 += usize::from(by_file.contains_key(&format!("look-{i:04}.txt")));
+    }
     let _ = std::fs::remove_dir_all(&dir);
-    Ok((found, touched, missed))
+    Ok((per_secret, per_look))
 }

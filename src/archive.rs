@@ -24,6 +24,7 @@ use serde::Serialize;
 
 use crate::compose::{self, ComposeConfig, ComposeError};
 use crate::config::Config;
+use crate::daemon::signer::LedgerCursor;
 use crate::identity::Identity;
 use crate::redact::{ConfigRedactor, RedactionCounts, Redactor};
 use crate::render::{self, ChapterMeta};
@@ -161,6 +162,8 @@ pub enum ArchiveError {
     Rules(#[from] crate::rules::store::RulesStoreError),
     #[error(transparent)]
     Forget(#[from] crate::store::forget::ForgetError),
+    #[error(transparent)]
+    Sign(#[from] crate::daemon::signer::SignError),
 }
 
 /// A session found on disk, with its header.
@@ -566,36 +569,18 @@ fn archive_session(
     report.damage = read.damage;
     report.session_rules.extend(read.session_rules);
 
-    // Sign: one batch, one fsync, before the chapters are committed. The daemon signs
-    // under the collections lock alone, so it may have signed some of these turns since
-    // the ledger was read: read it again under that lock and append only what is past it.
-    let mut new_sigs = read.new_sigs;
-    if !new_sigs.is_empty() {
-        let collections_lock = store.lock_collections()?;
-        let (fresh, _) = signed(store, root, session_id)?;
-        if let Some(fresh_hi) = fresh.iter().filter_map(|s| s.seqs.last().copied()).max() {
-            new_sigs.retain(|s| s.seqs.last().is_some_and(|&end| end > fresh_hi));
+    // Sign what the pass left pending, before the chapters are committed (see
+    // `Pass::sign_pending`: the daemon may have signed some of these turns meanwhile).
+    let mut cursor = read.cursor;
+    let mut turns_signed = read.turns_signed;
+    match pass.sign_pending(&read.pending, &mut cursor) {
+        Ok(n) => turns_signed += n,
+        Err(e) => {
+            group.abort();
+            return Err(e);
         }
-        if !new_sigs.is_empty() {
-            let mut counts = RedactionCounts::default();
-            let lines: Vec<_> = new_sigs
-                .iter()
-                .map(|s| {
-                    let value =
-                        serde_json::to_value(s).expect("a Signature always serializes to JSON");
-                    redactor.redact_json(&value, &mut counts)
-                })
-                .collect();
-            if let Err(e) = store.append_collection_many(root, session_id, &lines) {
-                group.abort();
-                return Err(e.into());
-            }
-            add_counts(&mut report.redactions, &counts);
-            report.turns_signed = new_sigs.len() as u64;
-        }
-        // Held only around the read and the append: the daemon signs under it.
-        drop(collections_lock);
     }
+    report.turns_signed = turns_signed;
     debug_assert!(sigs.iter().all(|s| s.v <= SIGNATURE_VERSION));
     group.commit()?;
     Ok(report)
@@ -604,7 +589,11 @@ fn archive_session(
 /// What the reading pass found besides the chapters it handed on.
 #[derive(Default)]
 struct PassOutcome {
-    new_sigs: Vec<Signature>,
+    /// New signatures not yet appended (fewer than a batch), and how many were.
+    pending: Vec<Signature>,
+    turns_signed: u64,
+    /// Where the pass left the collection ledger.
+    cursor: LedgerCursor,
     notes: Vec<String>,
     in_flight: Option<(u64, u64)>,
     session_rules: Vec<String>,
@@ -650,7 +639,31 @@ struct Pass<'p> {
     paths: signature::Workspace,
 }
 
+/// New signatures are appended to the ledger in batches of this many turns while the pass
+/// reads on, so that memory does not grow with the log (one write and one fsync a batch).
+const SIGN_BATCH: usize = 256;
+
 impl Pass<'_> {
+    /// Append `sigs` past the ledger's last signature, under the collections lock (as the
+    /// daemon signs: it may have signed some of these turns since the pass began). Every
+    /// batch lands before the run's commit; a run that fails afterwards leaves them signed,
+    /// as if the daemon had signed them, and the next archive composes from them.
+    fn sign_pending(
+        &self,
+        sigs: &[Signature],
+        cursor: &mut LedgerCursor,
+    ) -> Result<u64, ArchiveError> {
+        let n = crate::daemon::signer::sign(
+            self.store,
+            self.root,
+            self.session_id,
+            sigs,
+            self.redactor,
+            cursor,
+        )?;
+        Ok(n as u64)
+    }
+
     fn run(
         &self,
         mut composer: compose::Online,
@@ -728,7 +741,11 @@ impl Pass<'_> {
                     self.ctx.now,
                     self.ctx.config.tool_result_artifact_tokens,
                 );
-                out.new_sigs.push(sig.clone());
+                out.pending.push(sig.clone());
+                if out.pending.len() >= SIGN_BATCH {
+                    out.turns_signed += self.sign_pending(&out.pending, &mut out.cursor)?;
+                    out.pending.clear();
+                }
                 Some(sig)
             } else {
                 None

@@ -91,6 +91,7 @@ pub struct RealShapeScript {
     next_turn: u64,
     clock_ms: i64,
     next_id: u64,
+    system_prompt: String,
 }
 
 impl RealShapeScript {
@@ -102,7 +103,14 @@ impl RealShapeScript {
             next_turn: 1,
             clock_ms: start_ms,
             next_id: 0,
+            system_prompt: SYSTEM_PROMPT.to_owned(),
         }
+    }
+
+    /// Every step's `system/message` carries `prompt` (real ones are several KB).
+    pub fn with_system_prompt(mut self, prompt: String) -> Self {
+        self.system_prompt = prompt;
+        self
     }
 
     /// The header DSH writes.
@@ -195,7 +203,7 @@ impl RealShapeScript {
         self.push(
             &mut out,
             "system/message",
-            json!({"turn": turn, "step": step, "content": SYSTEM_PROMPT}),
+            json!({"turn": turn, "step": step, "content": self.system_prompt}),
         );
         self.push(
             &mut out,
@@ -441,6 +449,280 @@ fn split2(text: &str) -> Vec<String> {
         mid -= 1;
     }
     vec![text[..mid].to_owned(), text[mid..].to_owned()]
+}
+
+/// One task in Chinese, continued turn after turn (a latency analysis), then a new task:
+/// the Chinese fixture of the integration tests and the benchmarks' terms-per-turn figure.
+pub const ZH_TASK_TURNS: [&str; 8] = [
+    "订单服务的接口延迟很高，帮我分析一下是不是数据库连接池排队造成的。",
+    "继续分析连接池排队：连接池的等待时间和接口延迟是什么关系？",
+    "连接池排队的等待时间应该怎么监控？在订单服务里加指标吗？",
+    "监控显示连接池排队的等待时间很长，接口延迟也跟着上涨。",
+    "把连接池从20调到50，能不能减少排队等待，降低接口延迟？",
+    "调大连接池以后，排队等待时间下降了，接口延迟也恢复正常了。",
+    "总结一下这次订单服务连接池排队和接口延迟的分析结论。",
+    "另外，前端页面上的按钮样式改成圆角，颜色用品牌蓝。",
+];
+
+/// Han characters the generated Chinese prose draws from (common ones, no meaning intended).
+const HAN: &str = "的一是不了在人有我他这个们中来上大为和国地到以说时要就出会可也你对生能而子那得于着下自之年过发后作里用道行所然家种事成方多经么去法学如都同现当没动面起看定天分还进好小部其些主样理心她本前开但因只从想实日军者意无力它与长把机十民第公此已工使情明性知全三又关点正业外将两高间由问很最重并物手应战向头文体政美相见被利什二等产或新己制身果加西斯月话合回特代内信表化老给世位次度门任常先海通教儿原东声提立及比员解水名真论处走义各入几口认条平系气题活尔更别打女变四神总何电数安少报才结反受目太量再感建务做接必场件计管期市直德资命山金指克许统区保至队形社便空决治展马科司五基眼书非则听白却界达光放强即像难且权思王象完设式色路记南品住告类求据程北边死张该交规万取拉格望觉术领共确传师观清今切院让识候带导争运笑飞风步改收根干造言联持组每济车亲极林服快办议往元英士证近失转夫令准布始怎呢存未远叫台单影具罗字爱击流备兵连调深商算质团集百需价花党华城石级整府离况亚请技际约示复病息究线似官火断精满支视消越器容照须九增研写称企八功吗包片史委乎查轻易早曾除农找装广显吧阿李标谈吃图念六引历首医局突专费号尽另周较注语仅考落青随选列武红响虽推势参希古众构房半节土投某案黑维革划敌致陈律足态护七兴派孩验责营星够章音跟志底站严巴例防族供效续施留讲型料终答紧黄绝奇察母京段依批群项故按河米围江织害斗双境客纪采举杀攻父苏密低朝友诉止细愿千值仍男钱破网热助倒育属坐帝限船脸职速刻乐否刚威毛状率甚独球般普怕弹校苦创假久错承印晚兰试股拿脑预谁益阳若哪微尼继送急血惊伤素药适波夜省初喜卫源食险待述陆习置居劳财环排福纳欢雷警获模充负云停木游龙树疑层冷洲冲射略范竟句室异激汉村哈策演简卡罪判担州静退既衣您宗积余痛检差富灵协角占配征修皮挥胜降阶审沉坚善妈刘读啊超免压银买皇养伊怀执副乱抗犯追帮宣佛岁航优怪香著田铁控税左右份穿艺背阵草脚概恶块顿敢守酒岛托央户烈洋哥索胡款靠评版宝座释景顾弟登货互付伯慢欧换闻危忙核暗姐介坏讨丽良序升监临亮露永呼味野架域沙掉括舰鱼杂误湾吉减编楚肯测败屋跑梦散温困剑渐封救贵枪缺楼县尚毫移娘朋画班智亦耳恩短掌恐遗固席松秘谢鲁遇康虑幸均销钟诗藏赶剧票损忽巨炮旧端探湖录叶春乡附吸予礼港雨呀板庭妇归睛饭额含顺输摇招婚脱补谓督毒油疗旅泽材灭逐莫笔亡鲜词圣择寻厂睡博勒烟授诺伦岸奥唐卖俄炸载洛健堂旁宫喝借君禁阴园谋宋避抓荣姑孙逃牙束跳顶玉镇雪午练迫爷篇肉嘴馆遍凡础洞卷坦牛宁纸诸训私庄祖丝翻暴森塔默握戏隐熟骨访弱蒙歌店鬼软典欲萨伙遭盘爸扩盖弄雄稳忘亿刺拥徒姆杨齐赛趣曲刀床迎冰虚玩析窗醒妻透购替塞努休虎扬途侵刑绿兄迅套贸毕唯谷轮库迹尤竞街促延震弃甲伟麻川申缓潜闪售灯针哲络抵朱埃抱鼓植纯夏忍页杰筑折郑贝尊吴秀混臣雅振染盛怒舞圆搞狂措姓残秋培迷诚宽宇猛摆梅毁伸摩盟末乃悲拍丁赵硬麦蒋操耶阻订彩抽赞魔纷沿喊违妹浪汇币丰蓝殊献桌啦瓦莱援译夺汽烧距裁偏符勇触课敬哭懂墙袭召罚侠厅拜巧侧韩冒债曼融惯享戴童犹乘挂奖绍厚纵障讯涉彻刊丈爆乌役描洗玛患妙镜唱烦签仙彼弗症仿倾牌陷鸟轰咱菜闭奋庆撤泪茶疾缘播朗杜奶季丹狗尾仪偷奔珠虫驻孔宜艾桥淡翼恨繁寒伴叹旦愈潮粮缩罢聚径恰挑袋灰捕徐珍幕映裂泰隔启尖忠累炎暂估泛荒偿横拒瑞忆孤鼻闹羊呆厉衡胞零穷舍码赫婆魂灾洪腿胆津俗辩胸晓劲贫仁偶辑邦恢赖圈摸仰润堆碰艇稍迟辆废净凶署壁御奉旋冬矿抬蛋晨伏吹鸡倍糊秦盾杯租骑乏隆诊奴摄丧污渡旗甘耐凭扎抢绪粗肩梁幻菲皆碎宙叔岩荡综爬荷悉蒂返井壮薄悄扫敏碍殖详迪矛霍允幅撒剩凯颗骂赏液番箱贴漫酸郎腰舒眉忧浮辛恋餐吓挺励辞艘键伍峰尺昨黎辈贯侦滑券崇扰宪绕趋慈乔阅汗枝拖墨胁插箭腊粉泥氏彭拔骗凤慧媒佩愤扑龄驱惜豪掩兼跃尸肃帕驶堡届欣惠册储飘桑闲惨洁踪勃宾频仇磨递邪撞拟滚奏巡颜剂绩贡疯坡瞧截燃焦殿伪柳锁逼颇昏劝呈搜勤戒驾漂饮曹朵仔柔俩孟腐幼践籍牧凉牲佳娜浓芳稿竹腹跌逻垂遵脉貌柏狱猜怜惑陶兽帐饰贷昌叙躺钢沟寄扶铺邓寿惧询汤盗肥尝匆辉奈扣廷澳嘛董迁凝慰厌脏腾幽怨鞋丢埋泉涌辖躲晋紫艰魏吾慌祝邮吐狠鉴曰械咬邻赤挤弯椅陪割揭韦悟聪雾锋梯猫祥阔誉筹丛牵鸣沈阁穆屈旨袖猎臂蛇贺柱抛鼠瑟戈牢逊迈欺吨琴衰瓶恼燕仲诱狼池疼卢仗冠粒遥吕玄尘冯抚浅敦纠钻晶岂峡苍喷耗凌敲菌赔涂粹扁亏寂煤熊恭湿循暖糖赋抑秩帽哀宿踏烂袁侯抖夹昆肝擦猪炼恒慎搬纽纹玻渔磁铜齿跨押怖漠疲叛遣兹祭醉拳弥斜档稀捷肤疫肿豆削岗晃吞宏癌肚隶履涨耀扭坛拨沃绘伐堪仆郭牺歼墓雇廉契拼惩捉覆刷劫嫌瓜歇雕闷乳串娃缴唤赢莲霸桃妥瘦搭赴岳嘉舱俊址庞耕锐缝悔邀玲惟斥宅添挖呵讼氧浩羽斤酷掠妖祸侍乙妨贪挣汪尿莉悬唇翰仓轨枚盐览傅帅庙芬屏寺胖璃愚滴疏萧姿颤丑劣柯寸扔盯辱匹俱辨饿蜂哦腔郁溃谨糟葛苗肠忌溜鸿爵鹏鹰笼丘桂滋聊挡纲肌茨壳痕碗穴膀卓贤卧膜毅锦欠哩函茫昂薛皱夸豫胃舌剥傲拾窝睁携陵哼棉晴铃填饲渴吻扮逆脆喘罩卜炉柴愉绳胎蓄眠竭喂傻慕浑奸扇柜悦拦诞饱乾泡贼亭夕爹酬儒姻卵氛泄杆挨僧蜜吟猩遂狭肖甜霉滩沫拆悠扯婷冤喻酱蚀雀逢逸闯颂溪诉抄押馈讶羡";
+
+/// Syllables the generated English-like prose's words are made of (a large vocabulary of
+/// made-up words, so the text compresses about as real logs do).
+const SYLLABLES: [&str; 48] = [
+    "al", "an", "ar", "ba", "be", "ca", "co", "da", "de", "di", "el", "en", "er", "es", "fa", "fi",
+    "ga", "ha", "in", "is", "ka", "la", "le", "li", "lo", "ma", "me", "mi", "mo", "na", "ne", "no",
+    "or", "pa", "pe", "ra", "re", "ri", "ro", "sa", "se", "si", "ta", "te", "ti", "to", "un", "ve",
+];
+
+/// Made-up words of the generated prose.
+const VOCABULARY: usize = 2_000;
+
+/// One task of a generated session: its words, files and commands; Chinese or English.
+struct GenTask {
+    chinese: bool,
+    topic: &'static str,
+    files: &'static [&'static str],
+    commands: &'static [&'static str],
+}
+
+const GEN_TASKS: [GenTask; 6] = [
+    GenTask {
+        chinese: true,
+        topic: "订单服务 连接池 排队 接口延迟",
+        files: &[
+            "src/order/pool.rs",
+            "src/order/service.rs",
+            "config/pool.toml",
+        ],
+        commands: &["cargo test -p order", "cargo bench --bench pool"],
+    },
+    GenTask {
+        chinese: false,
+        topic: "login session cookie expiry",
+        files: &["src/auth/login.rs", "src/auth/session.rs", "tests/auth.rs"],
+        commands: &["cargo test auth", "git diff src/auth"],
+    },
+    GenTask {
+        chinese: true,
+        topic: "前端 按钮 样式 品牌色",
+        files: &["web/src/Button.tsx", "web/src/theme.css"],
+        commands: &["npm run lint", "npm test -- Button"],
+    },
+    GenTask {
+        chinese: false,
+        topic: "migration schema postgres index",
+        files: &["migrations/0042_orders.sql", "src/db/schema.rs"],
+        commands: &["sqlx migrate run", "psql -c 'select 1'"],
+    },
+    GenTask {
+        chinese: true,
+        topic: "日志 采集 告警 阈值",
+        files: &["deploy/alerts.yml", "src/metrics/mod.rs"],
+        commands: &["kubectl get pods", "helm upgrade metrics ./chart"],
+    },
+    GenTask {
+        chinese: false,
+        topic: "parser tokenizer unicode escape",
+        files: &["src/parse/lexer.rs", "src/parse/mod.rs", "fuzz/lexer.rs"],
+        commands: &["cargo fuzz run lexer", "cargo test parse"],
+    },
+];
+
+/// Deterministic real-shaped turns of about `bytes_per_turn` decompressed bytes each: tasks
+/// of 3–6 turns, half in Chinese, one to three tool calls per turn with code-like output,
+/// reasoning, a long answer (its stream repeats it), a delegate's report now and then.
+pub struct RealShapeGenerator {
+    rng: super::writer::XorShift,
+    han: Vec<char>,
+    vocabulary: Vec<String>,
+    bytes_per_turn: usize,
+    task: usize,
+    left_on_task: usize,
+    produced: usize,
+}
+
+impl RealShapeGenerator {
+    pub fn new(seed: u64, bytes_per_turn: usize) -> Self {
+        let mut rng = super::writer::XorShift::new(seed);
+        let vocabulary = (0..VOCABULARY)
+            .map(|_| {
+                (0..1 + rng.below(3))
+                    .map(|_| SYLLABLES[rng.below(SYLLABLES.len())])
+                    .collect()
+            })
+            .collect();
+        RealShapeGenerator {
+            rng,
+            han: HAN.chars().collect(),
+            vocabulary,
+            bytes_per_turn,
+            task: 0,
+            left_on_task: 0,
+            produced: 0,
+        }
+    }
+
+    /// A system prompt of about `bytes` (the same for every step of the session).
+    pub fn system_prompt(&mut self, bytes: usize) -> String {
+        let mut out = String::from(SYSTEM_PROMPT);
+        while out.len() < bytes {
+            out.push_str("\n- ");
+            self.prose(&mut out, 24);
+            out.push('.');
+        }
+        out
+    }
+
+    /// A word of the vocabulary, skewed to the commonest ones as real text is.
+    fn word(&mut self, out: &mut String) {
+        let common = 1 + self.rng.below(self.vocabulary.len());
+        let n = self.rng.below(common);
+        out.push_str(&self.vocabulary[n]);
+    }
+
+    fn prose(&mut self, out: &mut String, words: usize) {
+        for i in 0..words {
+            if i > 0 {
+                out.push(' ');
+            }
+            self.word(out);
+        }
+    }
+
+    fn han(&mut self, out: &mut String, chars: usize) {
+        for i in 0..chars {
+            // Skewed to the commonest characters, as real text is.
+            let common = 1 + self.rng.below(self.han.len());
+            let n = self.rng.below(common);
+            out.push(self.han[n]);
+            if i % 17 == 16 {
+                out.push('，');
+            }
+        }
+        out.push('。');
+    }
+
+    /// Text of about `bytes`, in the task's language, mentioning its topic.
+    fn text(&mut self, task: &GenTask, bytes: usize) -> String {
+        let mut out = String::with_capacity(bytes + 64);
+        while out.len() < bytes {
+            out.push_str(task.topic);
+            out.push(' ');
+            if task.chinese {
+                self.han(&mut out, 40);
+            } else {
+                self.prose(&mut out, 16);
+                out.push_str(". ");
+            }
+        }
+        out
+    }
+
+    /// Tool output of about `bytes`: compiler/test lines with paths, numbers and hashes.
+    fn tool_output(&mut self, task: &GenTask, bytes: usize) -> String {
+        let mut out = String::with_capacity(bytes + 128);
+        while out.len() < bytes {
+            let file = self.rng.pick(task.files);
+            let line = self.rng.below(2000);
+            let hash = self.rng.next_u64() >> 40;
+            out.push_str(&format!("{file}:{line}: {hash:06x} "));
+            self.prose(&mut out, 6);
+            out.push('\n');
+        }
+        out
+    }
+}
+
+impl Iterator for RealShapeGenerator {
+    type Item = RealTurn;
+
+    fn next(&mut self) -> Option<RealTurn> {
+        if self.left_on_task == 0 {
+            self.task = (self.task + 1 + self.rng.below(GEN_TASKS.len() - 1)) % GEN_TASKS.len();
+            self.left_on_task = 3 + self.rng.below(4);
+        }
+        self.left_on_task -= 1;
+        self.produced += 1;
+        let task = &GEN_TASKS[self.task];
+        let budget = self.bytes_per_turn;
+        let human = if task.chinese {
+            let mut h = ZH_TASK_TURNS[self.rng.below(7)].to_owned();
+            let chars = 30 + self.rng.below(60);
+            self.han(&mut h, chars);
+            h
+        } else {
+            let mut h = format!("Please look at the {} problem again: ", task.topic);
+            let words = 20 + self.rng.below(40);
+            self.prose(&mut h, words);
+            h
+        };
+        let mut turn = RealTurn::new(&human, "");
+        let calls = 1 + self.rng.below(3);
+        for _ in 0..calls {
+            let call = if self.rng.below(2) == 0 {
+                let command = *self.rng.pick(task.commands);
+                ToolCallSpec::new(
+                    "bash",
+                    serde_json::json!({ "command": command }),
+                    &self.tool_output(task, budget * 2 / 5 / calls),
+                )
+            } else {
+                let path = *self.rng.pick(task.files);
+                ToolCallSpec::new(
+                    "read_file",
+                    serde_json::json!({ "path": path }),
+                    &self.tool_output(task, budget * 2 / 5 / calls),
+                )
+            };
+            turn.tool_calls.push(call);
+        }
+        turn.reasoning = self.text(task, budget / 40);
+        turn.answer = self.text(task, budget / 7);
+        if self.produced.is_multiple_of(25) {
+            turn.delegate_report = Some(self.text(task, 400));
+        }
+        turn.approval_notice = self.produced.is_multiple_of(40);
+        Some(turn)
+    }
+}
+
+/// Write a real-shaped v4 (or v3) session of `turns` turns to `path` (zstd, real-like
+/// framing: the header alone, then one frame per event, small events grouped by up to
+/// eight), each turn about `bytes_per_turn` decompressed with a system prompt of
+/// `system_prompt_bytes` on every step. Returns the seq after the last event.
+pub fn write_session(
+    path: &std::path::Path,
+    header: &Header,
+    turns: usize,
+    bytes_per_turn: usize,
+    system_prompt_bytes: usize,
+    seed: u64,
+) -> std::io::Result<u64> {
+    let mut gen = RealShapeGenerator::new(seed, bytes_per_turn);
+    let prompt = gen.system_prompt(system_prompt_bytes);
+    let mut script = RealShapeScript::new(header.version, header.created_at.unwrap_or(0))
+        .with_system_prompt(prompt);
+    let mut writer = super::writer::LogWriter::create(path, true, header)?;
+    writer.set_sync(false);
+    let mut frame: Vec<Value> = Vec::new();
+    let mut frame_bytes = 0;
+    for spec in gen.take(turns) {
+        for event in script.turn_events(&spec) {
+            let bytes = event.to_string().len();
+            if !frame.is_empty() && (bytes > 4096 || frame_bytes > 4096 || frame.len() == 8) {
+                writer.append_batch(&frame)?;
+                frame.clear();
+                frame_bytes = 0;
+            }
+            frame_bytes += bytes;
+            frame.push(event);
+        }
+    }
+    if !frame.is_empty() {
+        writer.append_batch(&frame)?;
+    }
+    Ok(script.next_seq())
 }
 
 #[cfg(test)]

@@ -655,3 +655,49 @@ fn the_demo_archives_its_sample_and_finds_it_again() {
         .unwrap();
     assert_eq!(again.status.code(), Some(1));
 }
+
+/// A session longer than one signing batch (256 turns) in today's real v4 shape: every
+/// completed turn is signed exactly once, in order, the turns tile the log, and the chapters
+/// cover every turn; a second archive signs nothing.
+#[test]
+fn a_long_real_shaped_session_is_signed_in_batches_exactly_once() {
+    use dsh_chapters::session::realshape::{self, RealShapeScript};
+    let sb = Sandbox::new();
+    let log = sb.log_path(S1, 4, true);
+    std::fs::create_dir_all(log.parent().expect("session dir")).expect("mkdir");
+    let header = RealShapeScript::new(4, START_MS).header(S1, &sb.ws_str());
+    let turns = 600;
+    realshape::write_session(&log, &header, turns, 1_500, 400, 7).expect("write log");
+    sb.ok(&["init"]);
+    let report = sb.json(&["archive", "--json"]);
+    let s = &report["sessions"][0];
+    assert_eq!(s["turnsSigned"], turns, "{s}");
+    assert_eq!(s["turnsArchived"], turns, "{s}");
+    let text = std::fs::read_to_string(
+        sb.store()
+            .join(S1)
+            .join("collections")
+            .join(format!("{S1}.jsonl")),
+    )
+    .expect("collection");
+    let mut next = 0;
+    for line in text.lines() {
+        let sig: serde_json::Value = serde_json::from_str(line).expect("json line");
+        let seqs: Vec<u64> = sig["seqs"]
+            .as_array()
+            .expect("seqs")
+            .iter()
+            .map(|n| n.as_u64().expect("seq"))
+            .collect();
+        assert_eq!(
+            seqs.first().copied(),
+            Some(next),
+            "turns tile the log: {line}"
+        );
+        next = seqs.last().expect("a seq") + 1;
+    }
+    assert_eq!(text.lines().count(), turns, "one line per turn");
+    let again = sb.json(&["archive", "--json"]);
+    assert_eq!(again["sessions"][0]["turnsSigned"], 0, "{again}");
+    assert_eq!(again["sessions"][0]["turnsArchived"], 0, "{again}");
+}

@@ -194,16 +194,7 @@ fn a_monorepo_package_session_belongs_to_the_root_and_a_prefix_sibling_does_not(
 }
 
 /// One task, in Chinese: a latency analysis continued turn after turn, then a new task.
-const ZH_TURNS: [&str; 8] = [
-    "订单服务的接口延迟很高，帮我分析一下是不是数据库连接池排队造成的。",
-    "继续分析连接池排队：连接池的等待时间和接口延迟是什么关系？",
-    "连接池排队的等待时间应该怎么监控？在订单服务里加指标吗？",
-    "监控显示连接池排队的等待时间很长，接口延迟也跟着上涨。",
-    "把连接池从20调到50，能不能减少排队等待，降低接口延迟？",
-    "调大连接池以后，排队等待时间下降了，接口延迟也恢复正常了。",
-    "总结一下这次订单服务连接池排队和接口延迟的分析结论。",
-    "另外，前端页面上的按钮样式改成圆角，颜色用品牌蓝。",
-];
+use dsh_chapters::session::realshape::ZH_TASK_TURNS as ZH_TURNS;
 
 #[test]
 fn a_chinese_session_of_one_task_merges_by_its_terms() {
