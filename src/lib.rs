@@ -17,6 +17,7 @@ pub mod identity;
 pub mod index;
 pub mod injection;
 pub mod mcp;
+pub mod quality;
 pub mod pool;
 pub mod redact;
 pub mod render;

@@ -4,6 +4,7 @@
 pub mod cwdkey;
 pub mod discover;
 pub mod event;
+pub mod labelled;
 mod frames;
 pub mod normalize;
 pub mod reader;
