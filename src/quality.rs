@@ -14,6 +14,8 @@ use crate::compose::{compose, ComposeConfig};
 use crate::redact::{RedactionCounts, Redactor};
 use crate::session::labelled::{LabelledTurn, LABELLED_TASKS};
 use crate::session::writer::SessionScript;
+#[cfg(test)]
+use crate::session::writer::TurnSpec;
 use crate::session::Event;
 use crate::signature::{self, TurnText, Workspace};
 use crate::turn::TurnAssembler;
@@ -223,38 +225,76 @@ mod tests {
         }
         let q = &got[2]; // τ = 0.25, the default
         assert!(q.f1() >= 0.97, "boundary F1 {:.3}: {q:?}", q.f1());
+        assert!(q.recall() >= 0.99, "no two tasks in one chapter: {q:?}");
+        assert!(q.topic_hit() >= 0.9, "{q:?}");
         assert_eq!(q.stopword_topics, 0, "{q:?}");
+        assert_eq!(got, sweep(0..24, 40, &taus, 8000, 8000, redactor), "deterministic");
     }
-}
-#[cfg(test)]
-mod scratch {
-    use super::*;
-    #[test]
-    #[ignore]
-    fn dump() {
-        let redactor = crate::redact::built_in().expect("r");
-        let tau: f64 = std::env::var("TAU").ok().and_then(|s| s.parse().ok()).unwrap_or(0.3);
-        for seed in 0..12u64 {
-        let session = crate::session::labelled::labelled_session(seed, 40);
-        let sigs = sign_session(&session, redactor, 8000);
-        let cfg = ComposeConfig { merge_threshold: tau, chapter_limit: 8000 };
-        let chapters = compose("s", &sigs, sigs[0].seqs[0], *sigs.last().unwrap().seqs.last().unwrap(), &cfg).unwrap();
-        let mut prev: Option<usize> = None;
+
+    fn turns(specs: Vec<TurnSpec>) -> Vec<LabelledTurn> {
+        specs
+            .into_iter()
+            .map(|spec| LabelledTurn {
+                spec,
+                task: 0,
+                kind: crate::session::labelled::TurnKind::Request,
+            })
+            .collect()
+    }
+
+    fn composed(specs: Vec<TurnSpec>) -> (Vec<signature::Signature>, usize) {
+        let redactor = crate::redact::built_in().expect("built-in rules compile");
+        let sigs = sign_session(&turns(specs), redactor, 8000);
+        let lo = sigs[0].seqs[0];
+        let hi = *sigs.last().and_then(|s| s.seqs.last()).expect("seqs");
+        let cfg = ComposeConfig {
+            merge_threshold: 0.25,
+            chapter_limit: 8000,
+        };
+        let chapters = compose("s", &sigs, lo, hi, &cfg).expect("composes");
         for c in &chapters {
-            for (j, (m, d)) in c.members.iter().zip(&c.decisions).enumerate() {
-                let t = &session[*m];
-                let s = &sigs[*m];
-                let truth = prev.is_some_and(|p| session[p].task != t.task);
-                let pred = j == 0 && prev.is_some();
-                if truth != pred {
-                    let kind = if pred { "FALSE-SPLIT" } else { "MISSED" };
-                    eprintln!("{kind} seed {seed} [{m}] task {} {:?} {:?} {} size {} chsize {} | {:?} | P{:?} C{:?} T{:?}", t.task, t.kind, d.rule, d.score, s.size, c.size, t.spec.human_text.chars().take(60).collect::<String>(), s.paths, s.commands, s.terms);
-                    if let Some(p) = prev { eprintln!("      prev [{p}] task {} | {:?} | P{:?} T{:?}", session[p].task, session[p].spec.human_text.chars().take(60).collect::<String>(), sigs[p].paths, sigs[p].terms); }
-                }
-                prev = Some(*m);
-            }
+            assert!(c.topics.len() <= crate::compose::MAX_TOPICS);
+            assert!(c.topics.iter().all(|t| !signature::is_stopword(t)), "{:?}", c.topics);
         }
-        }
+        (sigs, chapters.len())
+    }
+
+    #[test]
+    fn bad_input_one_word_turns_many_paths_no_text_cjk_emoji_huge() {
+        // 5,000 one-word turns: each is a term or nothing; they stay bounded and compose.
+        let words = ["ok", "deploy", "继续", "🙂", "yes"];
+        let specs: Vec<TurnSpec> = (0..5_000)
+            .map(|i| TurnSpec::new(words[i % words.len()], "done"))
+            .collect();
+        let (sigs, chapters) = composed(specs);
+        assert_eq!(sigs.len(), 5_000);
+        assert!(chapters < 5_000, "no-signal turns stay with their chapter");
+
+        // A turn naming 10,000 paths: paths capped, terms capped.
+        let many: String = (0..10_000)
+            .map(|i| format!("src/mod{i}/file{i}.rs "))
+            .collect();
+        let (sigs, _) = composed(vec![TurnSpec::new(&many, "ok")]);
+        assert!(sigs[0].paths.len() <= signature::MAX_PATHS);
+        assert!(sigs[0].terms.len() <= signature::MAX_TERMS + signature::MAX_CJK_TERMS);
+
+        // No human text at all; only CJK; only emoji.
+        let (sigs, _) = composed(vec![
+            TurnSpec::new("", "nothing said"),
+            TurnSpec::new("数据库连接池排队延迟", "好"),
+            TurnSpec::new("🙂🚀🔥", "👍"),
+        ]);
+        assert!(sigs[0].terms.is_empty());
+        assert!(!sigs[1].terms.is_empty());
+        assert!(sigs[1].terms.len() <= signature::MAX_CJK_TERMS);
+        assert!(sigs[2].terms.is_empty());
+
+        // 200,000 tokens inline (800,000 characters of varied words): bounded terms.
+        let huge: String = (0..120_000).map(|i| format!("word{} ", i % 977)).collect();
+        let (sigs, chapters) = composed(vec![TurnSpec::new(&huge, "ok")]);
+        assert!(sigs[0].size >= 200_000);
+        assert!(sigs[0].terms.len() <= signature::MAX_TERMS);
+        assert_eq!(chapters, 1);
     }
 }
 #[cfg(test)]

@@ -387,7 +387,7 @@ mod tests {
         }
         assert_eq!(terms("JSONParser"), ["json", "parser", "json-parser"]);
         // Four words or more: the words only. A leading dash is a flag, not a join.
-        assert_eq!(terms("parse_csv_export_rows"), ["parse", "csv", "export", "rows"]);
+        assert_eq!(terms("parse_csv_invoice_rows"), ["parse", "csv", "invoice", "rows"]);
         assert_eq!(terms("--dry-run"), ["dry", "dry-run"]);
         assert_eq!(terms("résuméParser"), ["résumé", "parser", "résumé-parser"]);
     }
