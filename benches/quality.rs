@@ -19,18 +19,21 @@ fn main() {
     let taus = [0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5];
     let results = sweep(0..seeds, turns, &taus, 8000, 8000, redactor);
     println!("{seeds} sessions x {turns} turns (chapterLimit 8000, toolResultArtifactTokens 8000)");
-    println!("| τ | chapters | true boundaries | precision | recall | F1 | topics name the task | stopword topics |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| τ | chapters | true boundaries | precision | recall | F1 | topics name the task | stopword topics | returns with `continues` | wrong `continues` |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (tau, q) in taus.iter().zip(&results) {
         println!(
-            "| {tau} | {} | {} | {:.3} | {:.3} | **{:.3}** | {:.3} | {:.3} |",
+            "| {tau} | {} | {} | {:.3} | {:.3} | **{:.3}** | {:.3} | {:.3} | {}/{} | {} |",
             q.chapters,
             q.true_boundaries,
             q.precision(),
             q.recall(),
             q.f1(),
             q.topic_hit(),
-            q.stopword_topic_fraction()
+            q.stopword_topic_fraction(),
+            q.returns_named,
+            q.returns,
+            q.wrong_continues
         );
     }
 }

@@ -400,6 +400,29 @@ impl Online {
     }
 }
 
+/// Topics two chapters must share for one to continue the other.
+const CONTINUES_MIN_SHARED: usize = 2;
+
+/// The earlier chapter `span` returns to: among `earlier` (number, topics) of the same
+/// session tree, the latest that shares at least two of its topics (by folded key) — a
+/// return to a task after another, or the rest of a task a size limit cut. `None` for the
+/// chapter that opens a session (`Open`) and for one whose turns merged into nothing
+/// earlier. Topics are compared as written (stored chapters keep theirs).
+pub fn continues(span: &ChapterSpan, earlier: &[(u32, Vec<String>)]) -> Option<u32> {
+    if span.decisions.first().is_none_or(|d| d.rule == Rule::Open) {
+        return None;
+    }
+    let mine: BTreeSet<String> = span.topics.iter().map(|t| fold_key(t)).collect();
+    earlier
+        .iter()
+        .filter(|(_, topics)| {
+            let theirs: BTreeSet<String> = topics.iter().map(|t| fold_key(t)).collect();
+            mine.intersection(&theirs).count() >= CONTINUES_MIN_SHARED
+        })
+        .map(|(n, _)| *n)
+        .max()
+}
+
 /// The coverage guard on its own: `ranges` (sorted) must tile `[lo, hi]` exactly.
 ///
 /// Unsorted input is sorted first (tiling is a property of the set). Reports every
@@ -1070,6 +1093,35 @@ mod tests {
         let chapters = compose("s", &sigs, 0, 9, &CFG).expect("composes");
         assert_eq!(rules(&chapters), vec![vec![Rule::Open, Rule::Overlap]]);
         assert_eq!(chapters[0].decisions[1].score, 1.0);
+    }
+
+    #[test]
+    fn continues_names_the_latest_earlier_chapter_sharing_two_topics() {
+        let span = |rule: Rule, topics: &[&str]| ChapterSpan {
+            seq_lo: 0,
+            seq_hi: 0,
+            members: vec![0],
+            decisions: vec![Decision {
+                turn: 1,
+                rule,
+                score: 0.0,
+            }],
+            topics: topics.iter().map(|t| t.to_string()).collect(),
+            size: 1,
+        };
+        let own = |v: &[&str]| v.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+        let earlier = vec![
+            (1, own(&["auth", "refresh", "token"])),
+            (2, own(&["csv", "invoice"])),
+            (3, own(&["auth", "tokens", "cookie"])),
+        ];
+        let back = span(Rule::TopicChange, &["token", "auth", "expiry"]);
+        // Chapters 1 and 3 share two topics (`tokens` folds to `token`); the latest wins.
+        assert_eq!(continues(&back, &earlier), Some(3));
+        assert_eq!(continues(&back, &earlier[..2]), Some(1));
+        // One shared topic is not a return; the session's opening chapter never continues.
+        assert_eq!(continues(&span(Rule::TopicChange, &["csv", "ci"]), &earlier), None);
+        assert_eq!(continues(&span(Rule::Open, &["auth", "token"]), &earlier), None);
     }
 
     #[test]

@@ -35,6 +35,12 @@ pub struct Quality {
     pub chapters_naming_task: usize,
     pub topics: usize,
     pub stopword_topics: usize,
+    /// Chapters whose task an earlier chapter of the session already had (returns).
+    pub returns: usize,
+    /// Returns whose `continues` names an earlier chapter of the same task.
+    pub returns_named: usize,
+    /// Chapters with a `continues` that names a chapter of another task.
+    pub wrong_continues: usize,
 }
 
 impl Quality {
@@ -63,6 +69,11 @@ impl Quality {
         ratio(self.stopword_topics, self.topics)
     }
 
+    /// Returns whose chapter says which earlier chapter it continues.
+    pub fn returns_named_fraction(&self) -> f64 {
+        ratio(self.returns_named, self.returns)
+    }
+
     fn add(&mut self, other: &Quality) {
         self.sessions += other.sessions;
         self.turns += other.turns;
@@ -73,6 +84,9 @@ impl Quality {
         self.chapters_naming_task += other.chapters_naming_task;
         self.topics += other.topics;
         self.stopword_topics += other.stopword_topics;
+        self.returns += other.returns;
+        self.returns_named += other.returns_named;
+        self.wrong_continues += other.wrong_continues;
     }
 }
 
@@ -151,6 +165,9 @@ pub fn measure_signed(
     q.predicted_boundaries = predicted.iter().filter(|&&b| b).count();
     q.hits = truth.iter().zip(&predicted).filter(|(t, p)| **t && **p).count();
     q.chapters = chapters.len();
+    // (number, topics, task) of the chapters so far, numbered from 1.
+    let mut earlier: Vec<(u32, Vec<String>)> = Vec::new();
+    let mut task_of: Vec<usize> = Vec::new();
     for c in &chapters {
         let mut votes = vec![0usize; LABELLED_TASKS.len()];
         for &m in &c.members {
@@ -171,6 +188,17 @@ pub fn measure_signed(
                 .any(|w| label_keys.contains(&signature::fold_key(w)))
         });
         q.chapters_naming_task += usize::from(names);
+        let continues = crate::compose::continues(c, &earlier);
+        let same_task = |n: u32| task_of.get(n as usize - 1) == Some(&task);
+        let is_return = c.decisions.first().is_some_and(|d| d.rule != crate::compose::Rule::Open)
+            && task_of.contains(&task);
+        if is_return {
+            q.returns += 1;
+            q.returns_named += usize::from(continues.is_some_and(same_task));
+        }
+        q.wrong_continues += usize::from(continues.is_some_and(|n| !same_task(n)));
+        task_of.push(task);
+        earlier.push((task_of.len() as u32, c.topics.clone()));
         q.topics += c.topics.len();
         q.stopword_topics += c
             .topics
@@ -193,7 +221,7 @@ pub fn sweep(
 ) -> Vec<Quality> {
     let mut out = vec![Quality::default(); thresholds.len()];
     for seed in seeds {
-        let session = crate::session::labelled::labelled_session(seed, turns);
+        let session = crate::session::labelled::labelled_session(seed, turns, WORKSPACE);
         let sigs = sign_session(&session, redactor, artifact_tokens);
         for (i, &tau) in thresholds.iter().enumerate() {
             let cfg = ComposeConfig {
@@ -228,6 +256,15 @@ mod tests {
         assert!(q.recall() >= 0.99, "no two tasks in one chapter: {q:?}");
         assert!(q.topic_hit() >= 0.9, "{q:?}");
         assert_eq!(q.stopword_topics, 0, "{q:?}");
+        eprintln!(
+            "returns {} named {} ({:.3}) wrong continues {}",
+            q.returns,
+            q.returns_named,
+            q.returns_named_fraction(),
+            q.wrong_continues
+        );
+        assert!(q.returns_named_fraction() >= 0.9, "{q:?}");
+        assert_eq!(q.wrong_continues, 0, "{q:?}");
         assert_eq!(got, sweep(0..24, 40, &taus, 8000, 8000, redactor), "deterministic");
     }
 
@@ -308,7 +345,7 @@ mod measure_stop {
         let mut turns_of: std::collections::BTreeMap<String, usize> = Default::default();
         let mut total = 0;
         for seed in 1000..1100u64 {
-            let session = crate::session::labelled::labelled_session(seed, 40);
+            let session = crate::session::labelled::labelled_session(seed, 40, WORKSPACE);
             let sigs = sign_session(&session, redactor, 8000);
             for (t, s) in session.iter().zip(&sigs) {
                 total += 1;

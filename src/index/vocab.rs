@@ -385,6 +385,34 @@ mod tests {
     }
 
     #[test]
+    fn co_occurrence_needs_a_lift_over_chance_and_no_stopword() {
+        // `artifact` lives in 4 of 10 documents, always beside `release`, which is in 8:
+        // together 4 times, chance 4·8/10 = 3.2, lift 1.25 — no candidate.
+        let s = sets(&[
+            ("artifact", &[1, 2, 3, 4]),
+            ("release", &[1, 2, 3, 4, 5, 6, 7, 8]),
+            ("deploy", &[9, 10]),
+        ]);
+        let p = VocabParams {
+            co_min: 2,
+            overlap_min: 0.5,
+        };
+        assert!(candidates(&s, &Curation::default(), p).is_empty());
+        // Rarer labels, always together: lift 10/4 = 2.5 — a candidate, its lift said.
+        let s = sets(&[
+            ("artifact", &[1, 2, 3, 4]),
+            ("bundle", &[1, 2, 3, 4]),
+            ("deploy", &[5, 6, 7, 8, 9, 10]),
+        ]);
+        let got = candidates(&s, &Curation::default(), p);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(got[0].reason.contains("lift 2.5"), "{}", got[0].reason);
+        // A stopword (filler that slipped into topics) is never a side.
+        let s = sets(&[("look", &[1, 2, 3]), ("looks", &[4, 5])]);
+        assert!(candidates(&s, &Curation::default(), P).is_empty());
+    }
+
+    #[test]
     fn pinned_and_already_folded_topics_are_left_alone_and_output_is_deterministic() {
         let s = sets(&[("token", &[1]), ("tokens", &[2, 3])]);
         let pin = SourcedFact {

@@ -29,6 +29,9 @@ pub struct ChapterMeta {
     /// Render assistant `reasoning` blocks (`renderReasoning`); off, `omittedReasoning`
     /// counts them.
     pub render_reasoning: bool,
+    /// The earlier chapter of the session tree this one returns to (`continues: NNN`,
+    /// `compose::continues`); omitted when none.
+    pub continues: Option<u32>,
 }
 
 /// A content-addressed artifact: `artifacts/<sha[0:2]>/<sha>.txt`.
@@ -81,6 +84,9 @@ pub struct FrontmatterSummary {
     /// an orphan of a killed archive and is rewritten with identical bytes by the re-run.
     #[serde(default)]
     pub chapter: Option<String>,
+    /// A chapter's topics (empty for a plan).
+    #[serde(default)]
+    pub topics: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -179,8 +185,12 @@ pub fn render_chapter(
     );
     fm.uint("messages", conv.messages)
         .uint("tokens", span.size)
-        .strings("topics", &ids.topics)
-        .strings("artifacts", &artifact_shas)
+        .strings("topics", &ids.topics);
+    if let Some(n) = meta.continues {
+        // The number as a plain integer: `007` would read as octal to a YAML 1.1 reader.
+        fm.uint("continues", u64::from(n));
+    }
+    fm.strings("artifacts", &artifact_shas)
         .strings("plans", &plan_files)
         .uint("omittedInjections", conv.omitted_injections)
         .uint("omittedReasoning", conv.omitted_reasoning)
@@ -608,6 +618,7 @@ mod tests {
             next_plan_number: 5,
             tool_result_artifact_tokens: 100,
             render_reasoning: false,
+            continues: None,
         }
     }
 

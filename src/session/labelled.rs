@@ -153,8 +153,10 @@ const ZH_PROSE: &[&str] = &[
 ];
 const ZH_SHORT: &[&str] = &["好的", "继续", "可以，改吧", "谢谢，继续"];
 
-/// A deterministic labelled session of `turns` turns.
-pub fn labelled_session(seed: u64, turns: usize) -> Vec<LabelledTurn> {
+/// A deterministic labelled session of `turns` turns whose file reads name files under
+/// `workspace` (an absolute path).
+pub fn labelled_session(seed: u64, turns: usize, workspace: &str) -> Vec<LabelledTurn> {
+    let workspace = workspace.trim_end_matches('/');
     let mut rng = Rng::new(seed);
     let mut out = Vec::with_capacity(turns);
     let mut seen: Vec<usize> = Vec::new();
@@ -170,7 +172,7 @@ pub fn labelled_session(seed: u64, turns: usize) -> Vec<LabelledTurn> {
             if out.len() >= turns {
                 break;
             }
-            out.push(turn(&mut rng, task, i == 0));
+            out.push(turn(&mut rng, task, i == 0, workspace));
         }
     }
     out
@@ -194,7 +196,7 @@ fn next_task(rng: &mut Rng, seen: &[usize], current: Option<usize>) -> usize {
     }
 }
 
-fn turn(rng: &mut Rng, task: usize, opening: bool) -> LabelledTurn {
+fn turn(rng: &mut Rng, task: usize, opening: bool, workspace: &str) -> LabelledTurn {
     let t = &LABELLED_TASKS[task];
     let kind = if opening {
         TurnKind::Request
@@ -237,7 +239,7 @@ fn turn(rng: &mut Rng, task: usize, opening: bool) -> LabelledTurn {
     let mut spec = TurnSpec::new(&human, &answer);
     let read = ToolCallSpec::new(
         "read_file",
-        json!({ "path": format!("/home/ana/proj/{file}") }),
+        json!({ "path": format!("{workspace}/{file}") }),
         &listing(rng, file, noun, 1500),
     );
     let run = |bytes: usize, rng: &mut Rng| {
@@ -334,8 +336,8 @@ mod tests {
 
     #[test]
     fn deterministic_and_labelled() {
-        let a = labelled_session(7, 40);
-        let b = labelled_session(7, 40);
+        let a = labelled_session(7, 40, "/w");
+        let b = labelled_session(7, 40, "/w");
         assert_eq!(a.len(), 40);
         assert!(a
             .iter()

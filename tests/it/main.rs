@@ -17,6 +17,7 @@ mod link_user;
 mod mcp;
 mod pool;
 mod privacy;
+mod quality;
 mod redaction_corpus;
 mod rules;
 mod scripts;
