@@ -257,8 +257,12 @@ impl OpenChapter {
     fn add(&mut self, sig: Signature, index: usize, hi: u64, decision: Decision) {
         self.paths.extend(sig.paths.iter().cloned());
         self.commands.extend(sig.commands.iter().cloned());
-        self.terms
-            .extend(sig.terms.iter().map(|t| fold_key(t)).chain(context_words(&sig)));
+        self.terms.extend(
+            sig.terms
+                .iter()
+                .map(|t| fold_key(t))
+                .chain(context_words(&sig)),
+        );
         self.size = self.size.saturating_add(sig.size);
         self.seq_hi = hi;
         self.members.push(index);
@@ -821,8 +825,25 @@ impl<'a> Running<'a> {
 /// Directory names that say where code lives, not what it is about: a path's topic
 /// candidate is its deepest directory not among these (`src/auth/x.ts` → `auth`). Sorted.
 const GENERIC_DIRS: &[&str] = &[
-    "app", "apps", "bin", "cmd", "components", "crates", "docs", "internal", "lib", "libs",
-    "packages", "pkg", "scripts", "services", "source", "sources", "src", "test", "tests",
+    "app",
+    "apps",
+    "bin",
+    "cmd",
+    "components",
+    "crates",
+    "docs",
+    "internal",
+    "lib",
+    "libs",
+    "packages",
+    "pkg",
+    "scripts",
+    "services",
+    "source",
+    "sources",
+    "src",
+    "test",
+    "tests",
     "web",
 ];
 
@@ -866,7 +887,11 @@ fn topics(members: &[usize], sigs: &[Signature]) -> Vec<String> {
         }
         for c in &sig.commands {
             if let Some(program) = c.split_whitespace().next() {
-                if program.chars().count() >= 2 && program.chars().all(|c| c.is_alphanumeric() || c == '-' || c == '_') {
+                if program.chars().count() >= 2
+                    && program
+                        .chars()
+                        .all(|c| c.is_alphanumeric() || c == '-' || c == '_')
+                {
                     offer(program.to_lowercase(), Source::Command);
                 }
             }
@@ -936,16 +961,14 @@ fn topics(members: &[usize], sigs: &[Signature]) -> Vec<String> {
 fn meaningful_dir(path: &str) -> Option<String> {
     let mut dirs: Vec<&str> = path.trim_end_matches('/').split('/').collect();
     dirs.pop();
-    dirs.into_iter()
-        .rev()
-        .map(str::to_lowercase)
-        .find(|d| {
-            d.chars().count() >= 2
-                && !d.starts_with('.')
-                && d.chars().any(char::is_alphabetic)
-                && d.chars().all(|c| c.is_alphanumeric() || c == '-' || c == '_')
-                && GENERIC_DIRS.binary_search(&d.as_str()).is_err()
-        })
+    dirs.into_iter().rev().map(str::to_lowercase).find(|d| {
+        d.chars().count() >= 2
+            && !d.starts_with('.')
+            && d.chars().any(char::is_alphabetic)
+            && d.chars()
+                .all(|c| c.is_alphanumeric() || c == '-' || c == '_')
+            && GENERIC_DIRS.binary_search(&d.as_str()).is_err()
+    })
 }
 
 #[cfg(test)]
@@ -1120,8 +1143,14 @@ mod tests {
         assert_eq!(continues(&back, &earlier), Some(3));
         assert_eq!(continues(&back, &earlier[..2]), Some(1));
         // One shared topic is not a return; the session's opening chapter never continues.
-        assert_eq!(continues(&span(Rule::TopicChange, &["csv", "ci"]), &earlier), None);
-        assert_eq!(continues(&span(Rule::Open, &["auth", "token"]), &earlier), None);
+        assert_eq!(
+            continues(&span(Rule::TopicChange, &["csv", "ci"]), &earlier),
+            None
+        );
+        assert_eq!(
+            continues(&span(Rule::Open, &["auth", "token"]), &earlier),
+            None
+        );
     }
 
     #[test]

@@ -163,7 +163,11 @@ pub fn measure_signed(
     }
     q.true_boundaries = truth.iter().filter(|&&b| b).count();
     q.predicted_boundaries = predicted.iter().filter(|&&b| b).count();
-    q.hits = truth.iter().zip(&predicted).filter(|(t, p)| **t && **p).count();
+    q.hits = truth
+        .iter()
+        .zip(&predicted)
+        .filter(|(t, p)| **t && **p)
+        .count();
     q.chapters = chapters.len();
     // (number, topics, task) of the chapters so far, numbered from 1.
     let mut earlier: Vec<(u32, Vec<String>)> = Vec::new();
@@ -190,7 +194,10 @@ pub fn measure_signed(
         q.chapters_naming_task += usize::from(names);
         let continues = crate::compose::continues(c, &earlier);
         let same_task = |n: u32| task_of.get(n as usize - 1) == Some(&task);
-        let is_return = c.decisions.first().is_some_and(|d| d.rule != crate::compose::Rule::Open)
+        let is_return = c
+            .decisions
+            .first()
+            .is_some_and(|d| d.rule != crate::compose::Rule::Open)
             && task_of.contains(&task);
         if is_return {
             q.returns += 1;
@@ -265,7 +272,11 @@ mod tests {
         );
         assert!(q.returns_named_fraction() >= 0.9, "{q:?}");
         assert_eq!(q.wrong_continues, 0, "{q:?}");
-        assert_eq!(got, sweep(0..24, 40, &taus, 8000, 8000, redactor), "deterministic");
+        assert_eq!(
+            got,
+            sweep(0..24, 40, &taus, 8000, 8000, redactor),
+            "deterministic"
+        );
     }
 
     fn turns(specs: Vec<TurnSpec>) -> Vec<LabelledTurn> {
@@ -291,7 +302,11 @@ mod tests {
         let chapters = compose("s", &sigs, lo, hi, &cfg).expect("composes");
         for c in &chapters {
             assert!(c.topics.len() <= crate::compose::MAX_TOPICS);
-            assert!(c.topics.iter().all(|t| !signature::is_stopword(t)), "{:?}", c.topics);
+            assert!(
+                c.topics.iter().all(|t| !signature::is_stopword(t)),
+                "{:?}",
+                c.topics
+            );
         }
         (sigs, chapters.len())
     }
@@ -341,7 +356,8 @@ mod measure_stop {
     #[ignore]
     fn task_spread() {
         let redactor = crate::redact::built_in().expect("r");
-        let mut tasks_of: std::collections::BTreeMap<String, std::collections::BTreeSet<usize>> = Default::default();
+        let mut tasks_of: std::collections::BTreeMap<String, std::collections::BTreeSet<usize>> =
+            Default::default();
         let mut turns_of: std::collections::BTreeMap<String, usize> = Default::default();
         let mut total = 0;
         for seed in 1000..1100u64 {
@@ -350,7 +366,10 @@ mod measure_stop {
             for (t, s) in session.iter().zip(&sigs) {
                 total += 1;
                 for term in &s.terms {
-                    tasks_of.entry(signature::fold_key(term)).or_default().insert(t.task);
+                    tasks_of
+                        .entry(signature::fold_key(term))
+                        .or_default()
+                        .insert(t.task);
                     *turns_of.entry(signature::fold_key(term)).or_default() += 1;
                 }
             }
@@ -361,7 +380,13 @@ mod measure_stop {
             let cjk = k.chars().any(|c| c as u32 > 0x2E80);
             let n = if cjk { zh } else { en };
             if tasks.len() * 2 > n {
-                eprintln!("SPREAD {k} tasks {}/{} turns {}/{}", tasks.len(), n, turns_of[k], total);
+                eprintln!(
+                    "SPREAD {k} tasks {}/{} turns {}/{}",
+                    tasks.len(),
+                    n,
+                    turns_of[k],
+                    total
+                );
             }
         }
     }

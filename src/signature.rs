@@ -382,7 +382,12 @@ fn top_terms(counts: BTreeMap<String, u64>) -> Vec<String> {
                 &mut words
             };
             *budget += 1;
-            *budget <= if t.chars().any(terms::is_cjk) { MAX_CJK_TERMS } else { MAX_TERMS }
+            *budget
+                <= if t.chars().any(terms::is_cjk) {
+                    MAX_CJK_TERMS
+                } else {
+                    MAX_TERMS
+                }
         })
         .map(|(_, t)| t)
         .collect()

@@ -12,7 +12,7 @@
 
 use serde_json::json;
 
-use super::writer::{ToolCallSpec, TurnSpec};
+use super::writer::{ToolCallSpec, TurnSpec, XorShift as Rng};
 
 /// One task of the generated sessions.
 #[derive(Debug)]
@@ -59,7 +59,10 @@ pub const LABELLED_TASKS: &[LabelledTask] = &[
         label: "date parsing timezone",
         phrase: "the flaky date parsing test",
         files: &["src/time/parse.rs", "tests/parse_dates.rs"],
-        commands: &["cargo test -p timeparse", "cargo test -p timeparse -- --nocapture"],
+        commands: &[
+            "cargo test -p timeparse",
+            "cargo test -p timeparse -- --nocapture",
+        ],
         nouns: &["timezone offset", "leap day", "format string", "parser"],
         chinese: false,
     },
@@ -136,7 +139,14 @@ const EN_PROSE: &[&str] = &[
     "How do other projects treat the {noun}? I want the {noun} handling in {topic} to be boring.",
     "Explain the {noun} once more, slowly: what happens to it in {topic}?",
 ];
-const EN_SHORT: &[&str] = &["ok", "go on", "yes, do it", "thanks, continue", "fine", "next"];
+const EN_SHORT: &[&str] = &[
+    "ok",
+    "go on",
+    "yes, do it",
+    "thanks, continue",
+    "fine",
+    "next",
+];
 const ZH_OPEN: &[&str] = &[
     "{topic}有问题，帮我看一下{noun}，先看{file}。",
     "新任务：{topic}。{noun}不对，参考{file}。",
@@ -298,36 +308,6 @@ fn command_output(rng: &mut Rng, cmd: &str, noun: &str, bytes: usize) -> String 
         i += 1;
     }
     out
-}
-
-/// xorshift64* seeded through splitmix64 (as the session writer's generator).
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        Rng(if z == 0 { 0x9E37_79B9_7F4A_7C15 } else { z })
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 pub mod cwdkey;
 pub mod discover;
 pub mod event;
-pub mod labelled;
 mod frames;
+pub mod labelled;
 pub mod normalize;
 pub mod reader;
 pub mod realshape;

@@ -784,11 +784,11 @@ impl SessionGenerator {
     }
 }
 
-/// xorshift64*: deterministic, seedable, no dependency.
-struct XorShift(u64);
+/// xorshift64*: deterministic, seedable, no dependency (also `session::labelled`'s).
+pub(crate) struct XorShift(u64);
 
 impl XorShift {
-    fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         // splitmix64 spreads nearby seeds apart; a zero state would stay zero forever.
         let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -807,11 +807,11 @@ impl XorShift {
     }
 
     /// Uniform enough in `0..n` (n > 0).
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next_u64() % n as u64) as usize
     }
 
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+    pub(crate) fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len())]
     }
 

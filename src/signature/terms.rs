@@ -36,8 +36,8 @@ const HAN_BREAKS: &[char] = &[
 
 /// Chinese bigrams that are function words: they carry no topic. Sorted.
 const HAN_STOP_BIGRAMS: &[&str] = &[
-    "不对", "为什", "之前", "之后", "任务", "参考", "可以", "因为", "如何", "如果", "已经", "应该", "所以", "时候", "比较",
-    "然后", "看看", "知道", "继续", "觉得", "解释", "谢谢", "问题", "需要",
+    "不对", "为什", "之前", "之后", "任务", "参考", "可以", "因为", "如何", "如果", "已经", "应该",
+    "所以", "时候", "比较", "然后", "看看", "知道", "继续", "觉得", "解释", "谢谢", "问题", "需要",
 ];
 
 /// Korean particles and endings stripped from the end of a spaced word, longest first.
@@ -231,9 +231,7 @@ fn han_terms(run: &[char], out: &mut std::collections::VecDeque<String>) {
             })
         };
         for i in 0..piece.len().saturating_sub(1) {
-            let touches_stop = stop_at(i)
-                || (i > 0 && stop_at(i - 1))
-                || stop_at(i + 1);
+            let touches_stop = stop_at(i) || (i > 0 && stop_at(i - 1)) || stop_at(i + 1);
             if !touches_stop {
                 out.push_back(piece[i..i + 2].iter().collect());
             }
@@ -378,7 +376,12 @@ mod tests {
 
     #[test]
     fn identifiers_split_and_keep_their_joined_form() {
-        for spelled in ["refreshToken", "refresh_token", "refresh-token", "RefreshToken"] {
+        for spelled in [
+            "refreshToken",
+            "refresh_token",
+            "refresh-token",
+            "RefreshToken",
+        ] {
             assert_eq!(
                 terms(spelled),
                 ["refresh", "token", "refresh-token"],
@@ -387,7 +390,10 @@ mod tests {
         }
         assert_eq!(terms("JSONParser"), ["json", "parser", "json-parser"]);
         // Four words or more: the words only. A leading dash is a flag, not a join.
-        assert_eq!(terms("parse_csv_invoice_rows"), ["parse", "csv", "invoice", "rows"]);
+        assert_eq!(
+            terms("parse_csv_invoice_rows"),
+            ["parse", "csv", "invoice", "rows"]
+        );
         assert_eq!(terms("--dry-run"), ["dry", "dry-run"]);
         assert_eq!(terms("résuméParser"), ["résumé", "parser", "résumé-parser"]);
     }

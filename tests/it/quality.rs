@@ -50,9 +50,11 @@ fn returns_to_an_earlier_task_name_the_chapter_they_continue() {
         if let Some(n) = fm["continues"].as_u64() {
             continues.push((number, n));
         }
-        assert!(fm["topics"].as_array().expect("topics").iter().all(|t| {
-            !dsh_chapters::signature::is_stopword(t.as_str().expect("topic"))
-        }));
+        assert!(fm["topics"]
+            .as_array()
+            .expect("topics")
+            .iter()
+            .all(|t| { !dsh_chapters::signature::is_stopword(t.as_str().expect("topic")) }));
     }
     assert!(!continues.is_empty(), "a return says so: {files:?}");
     for (number, earlier) in continues {

@@ -278,5 +278,9 @@ fn a_chinese_session_of_one_task_merges_by_its_terms() {
     assert_eq!(turns_of(&chapters[1].1).len(), 1);
     // The composition scores say why: six merges by overlap, then a topic change.
     assert_eq!(merged_by_overlap, 6, "{}", chapters[0].1);
-    assert!(chapters[1].1.contains("rule: topic-change"), "{}", chapters[1].1);
+    assert!(
+        chapters[1].1.contains("rule: topic-change"),
+        "{}",
+        chapters[1].1
+    );
 }
