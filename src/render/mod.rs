@@ -1491,6 +1491,38 @@ mod tests {
     }
 
     #[test]
+    fn continues_is_written_after_topics_only_when_a_chapter_returns() {
+        let turn = CompletedTurn {
+            turn: 1,
+            first_seq: 0,
+            end_seq: 0,
+            reason: "completed".into(),
+            events: vec![crate::session::Event::new(
+                0,
+                "turn/end",
+                json!({"turn": 1, "reason": {"kind": "completed"}}),
+            )],
+        };
+        let turns = [&turn];
+        let plain = render(&turns, 4);
+        assert!(!keys(plain.chapter.text.as_str()).contains(&"continues"));
+        let back = render_chapter(
+            &span_of(&turns),
+            &turns,
+            &ChapterMeta {
+                continues: Some(2),
+                ..meta(4)
+            },
+            &redactor(),
+        );
+        let doc = back.chapter.text.as_str();
+        let k = keys(doc);
+        let at = k.iter().position(|k| *k == "continues").expect("continues");
+        assert_eq!(k[at - 1], "topics");
+        assert!(doc.contains("\ncontinues: 2\n"), "{doc}");
+    }
+
+    #[test]
     fn rule_names_match_compose_serialization() {
         for rule in [
             Rule::Open,
