@@ -236,9 +236,9 @@ fn turn(rng: &mut Rng, task: usize, opening: bool, workspace: &str) -> LabelledT
         (EN_OPEN, EN_REQUEST, EN_PROSE, EN_SHORT)
     };
     let human = match kind {
-        TurnKind::Request | TurnKind::LongOutput if opening => fill(*rng.pick(open)),
-        TurnKind::Request | TurnKind::LongOutput => fill(*rng.pick(request)),
-        TurnKind::ProseOnly => fill(*rng.pick(prose)),
+        TurnKind::Request | TurnKind::LongOutput if opening => fill(rng.pick::<&str>(open)),
+        TurnKind::Request | TurnKind::LongOutput => fill(rng.pick::<&str>(request)),
+        TurnKind::ProseOnly => fill(rng.pick::<&str>(prose)),
         TurnKind::Short => (*rng.pick(short)).to_owned(),
     };
     let answer = if t.chinese {
