@@ -670,7 +670,7 @@ mod tests {
                 "jwt",
                 "refresh",
                 "token",
-                "refresh-token",
+                "refresh_token",
                 "flow",
                 "x12",
                 "abc123",

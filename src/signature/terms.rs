@@ -182,6 +182,11 @@ fn identifier_terms(run: &[char], out: &mut std::collections::VecDeque<String>) 
     parts.retain(|p| !p.is_empty());
     let mut kept = 0;
     for part in &parts {
+        // A part of an identifier that is mostly a value (`7c1f2e9a4b8d`) is no word.
+        let digits = part.iter().filter(|c| c.is_ascii_digit()).count();
+        if part.len() >= 8 && digits >= 3 {
+            continue;
+        }
         if let Some(word) = alphabetic_term(part) {
             out.push_back(word);
             kept += 1;
@@ -192,11 +197,22 @@ fn identifier_terms(run: &[char], out: &mut std::collections::VecDeque<String>) 
             .iter()
             .all(|p| p.len() >= 2 && p.iter().any(|c| c.is_alphabetic()));
     if joinable && kept > 0 {
-        let joined = parts
-            .iter()
-            .map(|p| p.iter().collect::<String>())
-            .collect::<Vec<_>>()
-            .join("-");
+        // As written where a separator joins the words (`refresh_token`, `refresh-token`:
+        // a rule added later still finds a value spelled so), `-` where only case does
+        // (`refreshToken` → `refresh-token`); `fold_key` makes `_` and `-` one.
+        let trimmed: Vec<char> = {
+            let s: String = run.iter().collect();
+            s.trim_matches(['-', '_']).chars().collect()
+        };
+        let joined: String = if trimmed.iter().any(|&c| c == '_' || c == '-') {
+            lower(&trimmed).into_iter().collect()
+        } else {
+            parts
+                .iter()
+                .map(|p| p.iter().collect::<String>())
+                .collect::<Vec<_>>()
+                .join("-")
+        };
         if joined.chars().count() <= MAX_WORD_CHARS {
             out.push_back(joined);
         }
@@ -261,7 +277,7 @@ fn hangul_terms(run: &[char], out: &mut std::collections::VecDeque<String>) {
 /// (`tokens` → `token`, `fixes`/`fixed`/`fixing` → `fix`, `caches`/`caching` → `cach`).
 /// For comparing terms only; a topic shows a word as people wrote it.
 pub fn fold_key(word: &str) -> String {
-    let mut w = word.to_lowercase();
+    let mut w = word.to_lowercase().replace('_', "-");
     if w.chars().count() < 4 || !w.ends_with(|c: char| c.is_ascii_lowercase()) {
         return w;
     }
@@ -376,18 +392,21 @@ mod tests {
 
     #[test]
     fn identifiers_split_and_keep_their_joined_form() {
-        for spelled in [
-            "refreshToken",
-            "refresh_token",
-            "refresh-token",
-            "RefreshToken",
+        for (spelled, joined) in [
+            ("refreshToken", "refresh-token"),
+            ("refresh_token", "refresh_token"),
+            ("refresh-token", "refresh-token"),
+            ("RefreshToken", "refresh-token"),
         ] {
-            assert_eq!(
-                terms(spelled),
-                ["refresh", "token", "refresh-token"],
-                "{spelled}"
-            );
+            assert_eq!(terms(spelled), ["refresh", "token", joined], "{spelled}");
+            assert_eq!(fold_key(joined), "refresh-token");
         }
+        // A value's part is no word; the joined form stays as written (a rule added later
+        // still finds it in a signature).
+        assert_eq!(
+            terms("zqleak_7c1f2e9a4b8d6e3f0a1b"),
+            ["zqleak", "zqleak_7c1f2e9a4b8d6e3f0a1b"]
+        );
         assert_eq!(terms("JSONParser"), ["json", "parser", "json-parser"]);
         // Four words or more: the words only. A leading dash is a flag, not a join.
         assert_eq!(
