@@ -354,7 +354,8 @@ fn count_terms(text: &str, counts: &mut BTreeMap<String, u64>) {
 }
 
 /// The most frequent terms, spellings of one word counted together (`token`, `tokens`:
-/// [`fold_key`]) and shown as the turn wrote it most; ties alphabetical by key. At most
+/// [`fold_key`]) and shown as the turn wrote it most; ties longest first, then
+/// alphabetical by key. At most
 /// [`MAX_TERMS`] words and [`MAX_CJK_TERMS`] CJK terms.
 fn top_terms(counts: BTreeMap<String, u64>) -> Vec<String> {
     // key → (count of all spellings, the most written spelling and its count)
@@ -370,8 +371,15 @@ fn top_terms(counts: BTreeMap<String, u64>) -> Vec<String> {
         }
     }
     let mut ranked: Vec<(u64, String)> = by_key.into_values().map(|(n, s, _)| (n, s)).collect();
-    // The map is alphabetical already; a stable sort by count keeps ties that way.
-    ranked.sort_by_key(|(count, _)| std::cmp::Reverse(*count));
+    // The map is alphabetical already; a stable sort by count, then by length (a longer
+    // word is the more specific: `middleware` before `row`, a joined identifier before its
+    // parts), keeps the remaining ties that way.
+    ranked.sort_by_key(|(count, t)| {
+        (
+            std::cmp::Reverse(*count),
+            std::cmp::Reverse(t.chars().count()),
+        )
+    });
     let (mut words, mut cjk) = (0, 0);
     ranked
         .into_iter()
@@ -730,7 +738,7 @@ mod tests {
     }
 
     #[test]
-    fn top_eight_terms_ties_alphabetical() {
+    fn top_eight_terms_ties_longest_then_alphabetical() {
         let sig = Log::new()
             .user(
                 "user",
@@ -739,7 +747,7 @@ mod tests {
             .sign();
         assert_eq!(
             sig.terms,
-            vec!["zeta", "papa", "quebec", "romeo", "sierra", "tango", "umbra", "vole"]
+            vec!["zeta", "quebec", "sierra", "romeo", "tango", "umbra", "papa", "vole"]
         );
     }
 
