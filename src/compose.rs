@@ -1286,6 +1286,35 @@ mod tests {
     }
 
     #[test]
+    fn topics_take_directories_commands_and_folded_terms_never_stopwords() {
+        let sigs = vec![
+            sig(
+                1,
+                0,
+                0,
+                &["src/auth/middleware.ts"],
+                &["sqlx migrate", "cargo test"],
+                &["tokens", "look", "expiry"],
+                1,
+            ),
+            sig(
+                2,
+                1,
+                1,
+                &["src/auth/refresh.ts"],
+                &["sqlx migrate"],
+                &["token", "please"],
+                1,
+            ),
+        ];
+        let chapters = compose("s", &sigs, 0, 1, &CFG).expect("composes");
+        // `token`/`tokens` are one topic, shown as the shorter of two equally used spellings;
+        // `auth` from both paths' directory, `sqlx` from the command family; `look`,
+        // `please` and `cargo` are stopwords.
+        assert_eq!(chapters[0].topics, vec!["token", "auth", "sqlx", "expiry"]);
+    }
+
+    #[test]
     fn topics_terms_first_then_path_stems() {
         let sigs = vec![
             sig(1, 0, 0, &["src/Render.ts"], &[], &["render", "pipeline"], 1),
