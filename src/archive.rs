@@ -406,6 +406,7 @@ fn archive_session(
             seq_lo,
             seq_hi,
             chapter: None,
+            topics: Vec::new(),
         });
     }
     let (forgotten_chapter, forgotten_plan) = forgotten.max_numbers(root);
@@ -475,7 +476,15 @@ fn archive_session(
         next_plan_number: 0,
         tool_result_artifact_tokens: ctx.config.tool_result_artifact_tokens,
         render_reasoning: ctx.config.render_reasoning,
+        continues: None,
     };
+    // The chapters of the session tree so far, for `continues` (new chapters join as they
+    // are rendered).
+    let mut earlier: Vec<(u32, Vec<String>)> = archived
+        .iter()
+        .filter(|d| d.kind == "chapter")
+        .map(|d| (d.number, d.topics.clone()))
+        .collect();
     let pass = Pass {
         ctx,
         file,
@@ -509,7 +518,14 @@ fn archive_session(
             let mut rendered = RenderTally::default();
             for closed in from_reader {
                 let started = std::time::Instant::now();
-                let chapter = render_chapter(redactor, &meta, &mut numbers, closed, &mut rendered);
+                let chapter = render_chapter(
+                    redactor,
+                    &meta,
+                    &mut numbers,
+                    &mut earlier,
+                    closed,
+                    &mut rendered,
+                );
                 rendered.busy += started.elapsed();
                 if to_writer.send(chapter).is_err() {
                     break; // the writer failed; its error is reported
@@ -828,6 +844,7 @@ fn render_chapter(
     redactor: &Redactor,
     meta: &ChapterMeta,
     numbers: &mut Numbering,
+    earlier: &mut Vec<(u32, Vec<String>)>,
     closed: Closed,
     tally: &mut RenderTally,
 ) -> render::RenderedChapter {
@@ -835,8 +852,10 @@ fn render_chapter(
     let meta = ChapterMeta {
         number: numbers.chapter,
         next_plan_number: numbers.plan,
+        continues: compose::continues(&closed.span, earlier),
         ..meta.clone()
     };
+    earlier.push((numbers.chapter, closed.span.topics.clone()));
     let rendered = render::render_chapter(&closed.span, &turns, &meta, redactor);
     tally.turns += turns.len() as u64;
     tally.omitted_injections += rendered.stats.omitted_injections;

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::signature::Signature;
+use crate::signature::{fold_key, Signature};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ComposeConfig {
@@ -34,6 +34,9 @@ pub enum Rule {
     Overlap,
     /// Same primary path, size under the limit.
     PrimaryPath,
+    /// The turn carries no path, command nor term (`ok`, `go on` and no tool call): nothing
+    /// says the task changed, so it stays with the chapter (size permitting).
+    NoSignal,
     /// Below τ and no primary match: a new chapter.
     TopicChange,
     /// Would exceed `chapterLimit`: a new chapter.
@@ -121,6 +124,7 @@ pub fn compose(
             cfg,
             sigs[p.index].turn,
             score,
+            incoming.is_empty(),
             || open.primary_matches(incoming, &features),
             open.size.saturating_add(incoming.size),
         );
@@ -157,8 +161,11 @@ pub fn opening_decision(
     let chapters = compose(session_id, &all, lo, hi, cfg).ok()?;
     let last = chapters.last()?;
     let decision = last.decisions.iter().find(|d| d.turn == next.turn)?.clone();
-    let merged =
-        last.members.len() > 1 && matches!(decision.rule, Rule::Overlap | Rule::PrimaryPath);
+    let merged = last.members.len() > 1
+        && matches!(
+            decision.rule,
+            Rule::Overlap | Rule::PrimaryPath | Rule::NoSignal
+        );
     Some(if merged {
         Decision {
             rule: Rule::ArchiveBoundary,
@@ -170,20 +177,24 @@ pub fn opening_decision(
 }
 
 /// The rule that places a turn after the open chapter, and whether it joins it: on topic
-/// (overlap ≥ τ, else the same primary path) and the chapter with it under the limit.
+/// (overlap ≥ τ, else the same primary path, else a turn with no signal at all) and the
+/// chapter with it under the limit.
 fn decide(
     cfg: &ComposeConfig,
     turn: u64,
     score: f64,
+    no_signal: bool,
     primary_matches: impl FnOnce() -> bool,
     size_with_it: u64,
 ) -> (Decision, bool) {
     let overlaps = score >= cfg.merge_threshold;
-    let on_topic = overlaps || primary_matches();
+    let primary = !overlaps && primary_matches();
+    let on_topic = overlaps || primary || no_signal;
     let fits = size_with_it <= cfg.chapter_limit;
     let rule = match (on_topic, fits) {
         (true, true) if overlaps => Rule::Overlap,
-        (true, true) => Rule::PrimaryPath,
+        (true, true) if primary => Rule::PrimaryPath,
+        (true, true) => Rule::NoSignal,
         (true, false) => Rule::SizeLimit,
         (false, _) => Rule::TopicChange,
     };
@@ -246,7 +257,12 @@ impl OpenChapter {
     fn add(&mut self, sig: Signature, index: usize, hi: u64, decision: Decision) {
         self.paths.extend(sig.paths.iter().cloned());
         self.commands.extend(sig.commands.iter().cloned());
-        self.terms.extend(sig.terms.iter().cloned());
+        self.terms.extend(
+            sig.terms
+                .iter()
+                .map(|t| fold_key(t))
+                .chain(context_words(&sig)),
+        );
         self.size = self.size.saturating_add(sig.size);
         self.seq_hi = hi;
         self.members.push(index);
@@ -256,17 +272,11 @@ impl OpenChapter {
 
     /// [`Running::score`] over owned sets.
     fn score(&self, incoming: &Features<'_>) -> f64 {
-        let union: (BTreeSet<&str>, BTreeSet<&str>, BTreeSet<&str>) = (
-            self.paths.iter().map(String::as_str).collect(),
-            self.commands.iter().map(String::as_str).collect(),
-            self.terms.iter().map(String::as_str).collect(),
-        );
+        let paths: BTreeSet<&str> = self.paths.iter().map(String::as_str).collect();
+        let commands: BTreeSet<&str> = self.commands.iter().map(String::as_str).collect();
         let first = Features::of(&self.sigs[0]);
         let last = Features::of(self.sigs.last().expect("an open chapter has a member"));
-        let theirs = incoming.sets();
-        overlap((&union.0, &union.1, &union.2), theirs)
-            .max(overlap(first.sets(), theirs))
-            .max(overlap(last.sets(), theirs))
+        score_views((&paths, &commands, &self.terms), &first, &last, incoming)
     }
 
     /// [`Running::primary_matches`] over owned signatures.
@@ -360,6 +370,7 @@ impl Online {
             &self.cfg,
             sig.turn,
             score,
+            incoming.is_empty(),
             || open.primary_matches(&incoming),
             open.size.saturating_add(incoming.size),
         );
@@ -391,6 +402,29 @@ impl Online {
         open.seq_hi = open.seq_hi.max(span_hi);
         Ok(Some(open.close()))
     }
+}
+
+/// Topics two chapters must share for one to continue the other.
+const CONTINUES_MIN_SHARED: usize = 2;
+
+/// The earlier chapter `span` returns to: among `earlier` (number, topics) of the same
+/// session tree, the latest that shares at least two of its topics (by folded key) — a
+/// return to a task after another, or the rest of a task a size limit cut. `None` for the
+/// chapter that opens a session (`Open`) and for one whose turns merged into nothing
+/// earlier. Topics are compared as written (stored chapters keep theirs).
+pub fn continues(span: &ChapterSpan, earlier: &[(u32, Vec<String>)]) -> Option<u32> {
+    if span.decisions.first().is_none_or(|d| d.rule == Rule::Open) {
+        return None;
+    }
+    let mine: BTreeSet<String> = span.topics.iter().map(|t| fold_key(t)).collect();
+    earlier
+        .iter()
+        .filter(|(_, topics)| {
+            let theirs: BTreeSet<String> = topics.iter().map(|t| fold_key(t)).collect();
+            mine.intersection(&theirs).count() >= CONTINUES_MIN_SHARED
+        })
+        .map(|(n, _)| *n)
+        .max()
 }
 
 /// The coverage guard on its own: `ranges` (sorted) must tile `[lo, hi]` exactly.
@@ -544,11 +578,11 @@ fn absorb_holes(chapters: &mut [ChapterSpan], span_lo: u64, span_hi: u64) {
     }
 }
 
-/// One signature's sets.
+/// One signature's sets; terms by their folded key (`tokens` and `token` are one term).
 struct Features<'a> {
     paths: BTreeSet<&'a str>,
     commands: BTreeSet<&'a str>,
-    terms: BTreeSet<&'a str>,
+    terms: BTreeSet<String>,
     /// `paths[0]`: the file the turn is about.
     primary: Option<&'a str>,
     size: u64,
@@ -560,27 +594,61 @@ impl<'a> Features<'a> {
         Self {
             paths: set(&sig.paths),
             commands: set(&sig.commands),
-            terms: set(&sig.terms),
+            terms: sig
+                .terms
+                .iter()
+                .map(|t| fold_key(t))
+                .chain(context_words(sig))
+                .collect(),
             primary: sig.paths.first().map(String::as_str),
             size: sig.size,
         }
     }
 
-    fn sets(&self) -> Sets<'_, 'a> {
+    fn sets(&self) -> Sets<'_> {
         (&self.paths, &self.commands, &self.terms)
+    }
+
+    /// No path, command nor term: nothing this turn says can name another task.
+    fn is_empty(&self) -> bool {
+        self.paths.is_empty() && self.commands.is_empty() && self.terms.is_empty()
     }
 }
 
+/// The words a turn's paths and commands carry, as term keys: each path's meaningful
+/// directory and file-name words (`src/cache/lru.rs` → `cache`, `lru`), each command's
+/// words after its program (`cargo bench -p cache` → `bench`, `cache`). Two turns of one
+/// task that touch sibling files (`lru.rs`, `metrics.rs` under `cache/`) or run the same
+/// package's tests share them where their paths differ.
+fn context_words(sig: &Signature) -> impl Iterator<Item = String> + '_ {
+    let from_paths = sig.paths.iter().flat_map(|p| {
+        let dir = meaningful_dir(p);
+        let stem = file_stem(p);
+        dir.into_iter().chain(stem).flat_map(|w| {
+            crate::signature::terms_of(&w)
+                .map(|t| fold_key(&t))
+                .collect::<Vec<_>>()
+        })
+    });
+    let from_commands = sig.commands.iter().flat_map(|c| {
+        let rest = c.split_once(' ').map_or("", |(_, rest)| rest);
+        crate::signature::terms_of(rest)
+            .map(|t| fold_key(&t))
+            .collect::<Vec<_>>()
+    });
+    from_paths.chain(from_commands)
+}
+
 /// Paths, commands, terms.
-type Sets<'s, 'a> = (
-    &'s BTreeSet<&'a str>,
-    &'s BTreeSet<&'a str>,
-    &'s BTreeSet<&'a str>,
+type Sets<'s> = (
+    &'s BTreeSet<&'s str>,
+    &'s BTreeSet<&'s str>,
+    &'s BTreeSet<String>,
 );
 
 /// Weighted overlap in [0, 1]: (2·|P∩| + |C∩| + |T∩|) / (2·|P∪| + |C∪| + |T∪|); a shared
 /// file weighs double. 0 when both sides are empty.
-fn overlap((pa, ca, ta): Sets<'_, '_>, (pb, cb, tb): Sets<'_, '_>) -> f64 {
+fn overlap((pa, ca, ta): Sets<'_>, (pb, cb, tb): Sets<'_>) -> f64 {
     let (pi, pu) = inter_union(pa, pb);
     let (ci, cu) = inter_union(ca, cb);
     let (ti, tu) = inter_union(ta, tb);
@@ -591,7 +659,20 @@ fn overlap((pa, ca, ta): Sets<'_, '_>, (pb, cb, tb): Sets<'_, '_>) -> f64 {
     (2 * pi + ci + ti) as f64 / denominator as f64
 }
 
-fn inter_union(a: &BTreeSet<&str>, b: &BTreeSet<&str>) -> (usize, usize) {
+/// How much of the incoming turn the chapter already holds, with the same weights:
+/// (2·|P∩| + |C∩| + |T∩| + 1) / (2·|P| + |C| + |T| + 1) over the turn's own sets. The `+ 1`
+/// is the benefit of the doubt a turn of one or two unknown words gets (`go on`, one new
+/// term): a turn must *say* more that the chapter lacks than it shares to open a new one.
+/// A chapter's union only grows, so this is the view that keeps a long task together.
+fn containment((pa, ca, ta): Sets<'_>, (pb, cb, tb): Sets<'_>) -> f64 {
+    let (pi, _) = inter_union(pa, pb);
+    let (ci, _) = inter_union(ca, cb);
+    let (ti, _) = inter_union(ta, tb);
+    let own = 2 * pb.len() + cb.len() + tb.len();
+    (2 * pi + ci + ti + 1) as f64 / (own + 1) as f64
+}
+
+fn inter_union<T: Ord>(a: &BTreeSet<T>, b: &BTreeSet<T>) -> (usize, usize) {
     let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };
     let shared = small.iter().filter(|x| large.contains(*x)).count();
     (shared, a.len() + b.len() - shared)
@@ -631,6 +712,21 @@ fn file_stem(path: &str) -> Option<String> {
     (!stem.is_empty()).then_some(stem)
 }
 
+/// The score of `incoming` against a chapter: the best of its overlap with the union, the
+/// first and the last member, and the union's [`containment`] of it.
+fn score_views(
+    union: Sets<'_>,
+    first: &Features<'_>,
+    last: &Features<'_>,
+    incoming: &Features<'_>,
+) -> f64 {
+    let theirs = incoming.sets();
+    overlap(union, theirs)
+        .max(overlap(first.sets(), theirs))
+        .max(overlap(last.sets(), theirs))
+        .max(containment(union, theirs))
+}
+
 fn round4(x: f64) -> f64 {
     (x * 10_000.0).round() / 10_000.0
 }
@@ -648,7 +744,7 @@ struct Running<'a> {
     seq_hi: u64,
     paths: BTreeSet<&'a str>,
     commands: BTreeSet<&'a str>,
-    terms: BTreeSet<&'a str>,
+    terms: BTreeSet<String>,
     size: u64,
 }
 
@@ -675,7 +771,7 @@ impl<'a> Running<'a> {
         self.seq_hi = p.hi;
         self.paths.extend(&f.paths);
         self.commands.extend(&f.commands);
-        self.terms.extend(&f.terms);
+        self.terms.extend(f.terms.iter().cloned());
         self.size = self.size.saturating_add(f.size);
     }
 
@@ -690,13 +786,16 @@ impl<'a> Running<'a> {
             .expect("a running chapter always has its opening member")
     }
 
-    /// The best overlap of `incoming` with the running union, the first and the last member.
+    /// The best of the views: overlap with the running union, the first and the last
+    /// member, and the share of `incoming` the union holds.
     fn score(&self, incoming: &Features<'_>, features: &[Features<'_>]) -> f64 {
         let union = (&self.paths, &self.commands, &self.terms);
-        let theirs = incoming.sets();
-        overlap(union, theirs)
-            .max(overlap(features[self.first()].sets(), theirs))
-            .max(overlap(features[self.last()].sets(), theirs))
+        score_views(
+            union,
+            &features[self.first()],
+            &features[self.last()],
+            incoming,
+        )
     }
 
     /// Whether `incoming`'s primary path names the primary of the first or last member.
@@ -723,24 +822,108 @@ impl<'a> Running<'a> {
     }
 }
 
-/// The chapter's top terms by how many members carry them (signatures keep ranked terms,
-/// not counts), ties alphabetical; when fewer than three, the file stems of its most
-/// touched paths (ties by first touch) fill up to three. Lowercase, at most six.
+/// Directory names that say where code lives, not what it is about: a path's topic
+/// candidate is its deepest directory not among these (`src/auth/x.ts` → `auth`). Sorted.
+const GENERIC_DIRS: &[&str] = &[
+    "app",
+    "apps",
+    "bin",
+    "cmd",
+    "components",
+    "crates",
+    "docs",
+    "internal",
+    "lib",
+    "libs",
+    "packages",
+    "pkg",
+    "scripts",
+    "services",
+    "source",
+    "sources",
+    "src",
+    "test",
+    "tests",
+    "web",
+];
+
+/// Where a topic candidate comes from; on equal weight the earlier kind wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Source {
+    Term,
+    Directory,
+    Command,
+}
+
+/// The chapter's topics: candidates weighted by how many members carry them — the terms
+/// (by folded key, shown as most members wrote them), the deepest meaningful directory of
+/// each path (`src/auth/*` → `auth`), the program of each command family (`sqlx migrate`
+/// → `sqlx`) and, when fewer than three topics come from those, file stems. Ties: terms
+/// before directories before commands, then alphabetical. No stopword, lowercase, at most
+/// six.
 fn topics(members: &[usize], sigs: &[Signature]) -> Vec<String> {
-    let mut term_weight: BTreeMap<String, u64> = BTreeMap::new();
+    // key → (members carrying it, source, surface → members writing it)
+    let mut cands: BTreeMap<String, (u64, Source, BTreeMap<String, u64>)> = BTreeMap::new();
     for &m in members {
-        let distinct: BTreeSet<String> = sigs[m].terms.iter().map(|t| t.to_lowercase()).collect();
-        for t in distinct {
-            *term_weight.entry(t).or_default() += 1;
+        let sig = &sigs[m];
+        let mut mine: BTreeMap<String, (Source, String)> = BTreeMap::new();
+        let mut offer = |surface: String, source: Source| {
+            if surface.is_empty() || crate::signature::is_stopword(&surface) {
+                return;
+            }
+            let key = fold_key(&surface);
+            let slot = mine.entry(key).or_insert((source, surface.clone()));
+            if source < slot.0 {
+                *slot = (source, surface);
+            }
+        };
+        for t in &sig.terms {
+            offer(t.to_lowercase(), Source::Term);
+        }
+        for p in &sig.paths {
+            if let Some(dir) = meaningful_dir(p) {
+                offer(dir, Source::Directory);
+            }
+        }
+        for c in &sig.commands {
+            if let Some(program) = c.split_whitespace().next() {
+                if program.chars().count() >= 2
+                    && program
+                        .chars()
+                        .all(|c| c.is_alphanumeric() || c == '-' || c == '_')
+                {
+                    offer(program.to_lowercase(), Source::Command);
+                }
+            }
+        }
+        for (key, (source, surface)) in mine {
+            let entry = cands.entry(key).or_insert((0, source, BTreeMap::new()));
+            entry.0 += 1;
+            entry.1 = entry.1.min(source);
+            *entry.2.entry(surface).or_default() += 1;
         }
     }
-    let mut ranked: Vec<(String, u64)> = term_weight.into_iter().collect();
-    // Stable sort over an alphabetical map: equal weights stay alphabetical.
-    ranked.sort_by_key(|(_, count)| std::cmp::Reverse(*count));
+    let mut ranked: Vec<(u64, Source, String)> = cands
+        .into_values()
+        .map(|(weight, source, surfaces)| {
+            // The spelling most members used; then the shortest, then alphabetical.
+            let shown = surfaces
+                .into_iter()
+                .max_by(|a, b| {
+                    a.1.cmp(&b.1)
+                        .then(b.0.chars().count().cmp(&a.0.chars().count()))
+                        .then(b.0.cmp(&a.0))
+                })
+                .map(|(s, _)| s)
+                .unwrap_or_default();
+            (weight, source, shown)
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
     let mut topics: Vec<String> = ranked
         .into_iter()
         .take(MAX_TOPICS)
-        .map(|(t, _)| t)
+        .map(|(_, _, t)| t)
         .collect();
     if topics.len() >= MIN_TERM_TOPICS {
         return topics;
@@ -771,6 +954,21 @@ fn topics(members: &[usize], sigs: &[Signature]) -> Vec<String> {
         }
     }
     topics
+}
+
+/// The deepest directory of `path` that is not generic (`src`, `lib`, …) nor hidden, as a
+/// lowercase word; `None` for a file at the root or under generic directories only.
+fn meaningful_dir(path: &str) -> Option<String> {
+    let mut dirs: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    dirs.pop();
+    dirs.into_iter().rev().map(str::to_lowercase).find(|d| {
+        d.chars().count() >= 2
+            && !d.starts_with('.')
+            && d.chars().any(char::is_alphabetic)
+            && d.chars()
+                .all(|c| c.is_alphanumeric() || c == '-' || c == '_')
+            && GENERIC_DIRS.binary_search(&d.as_str()).is_err()
+    })
 }
 
 #[cfg(test)]
@@ -904,8 +1102,9 @@ mod tests {
         );
         assert!(chapters[0].decisions[1..].iter().all(|d| d.score < 0.3));
         // Turn 4 spells the primary exactly as turn 1: one shared path in a union of 11
-        // paths and 4 terms, 2/26 — the record's measured 0.077.
-        assert_eq!(chapters[0].decisions[3].score, 0.0769);
+        // paths and 4 terms, 2/26 — the record's measured 0.077 — but the chapter holds a
+        // quarter of what turn 4 says ((2·1 + 1) / (2·5 + 1 + 1)): the containment view.
+        assert_eq!(chapters[0].decisions[3].score, 0.25);
     }
 
     #[test]
@@ -917,6 +1116,41 @@ mod tests {
         let chapters = compose("s", &sigs, 0, 9, &CFG).expect("composes");
         assert_eq!(rules(&chapters), vec![vec![Rule::Open, Rule::Overlap]]);
         assert_eq!(chapters[0].decisions[1].score, 1.0);
+    }
+
+    #[test]
+    fn continues_names_the_latest_earlier_chapter_sharing_two_topics() {
+        let span = |rule: Rule, topics: &[&str]| ChapterSpan {
+            seq_lo: 0,
+            seq_hi: 0,
+            members: vec![0],
+            decisions: vec![Decision {
+                turn: 1,
+                rule,
+                score: 0.0,
+            }],
+            topics: topics.iter().map(|t| t.to_string()).collect(),
+            size: 1,
+        };
+        let own = |v: &[&str]| v.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+        let earlier = vec![
+            (1, own(&["auth", "refresh", "token"])),
+            (2, own(&["csv", "invoice"])),
+            (3, own(&["auth", "tokens", "cookie"])),
+        ];
+        let back = span(Rule::TopicChange, &["token", "auth", "expiry"]);
+        // Chapters 1 and 3 share two topics (`tokens` folds to `token`); the latest wins.
+        assert_eq!(continues(&back, &earlier), Some(3));
+        assert_eq!(continues(&back, &earlier[..2]), Some(1));
+        // One shared topic is not a return; the session's opening chapter never continues.
+        assert_eq!(
+            continues(&span(Rule::TopicChange, &["csv", "ci"]), &earlier),
+            None
+        );
+        assert_eq!(
+            continues(&span(Rule::Open, &["auth", "token"]), &earlier),
+            None
+        );
     }
 
     #[test]
@@ -956,7 +1190,9 @@ mod tests {
             rules(&chapters),
             vec![vec![Rule::Open, Rule::Overlap], vec![Rule::TopicChange]]
         );
-        assert_eq!(chapters[1].decisions[0].score, 0.0);
+        // Nothing shared: only the containment's benefit of the doubt, 1 / (2·1 + 1 + 3 + 1)
+        // (terms `deploy`, `cluster` and `install`, a word of its command).
+        assert_eq!(chapters[1].decisions[0].score, 0.1429);
         assert_eq!(
             (chapters[0].members.clone(), chapters[1].members.clone()),
             (vec![0, 1], vec![2])
@@ -1037,7 +1273,8 @@ mod tests {
                 1,
             ),
             // Returns to turn 1's second file and term: nothing shared with turn 2, diluted
-            // in the union (3/15), but 3/7 against the first member.
+            // in the union (3/15), 3/7 against the first member, and the union holds most
+            // of it: (2·1 + 1 + 1) / (2·2 + 1 + 1) = 4/6.
             sig(3, 2, 2, &["b.rs", "x.rs"], &[], &["alpha"], 1),
         ];
         let chapters = compose("s", &sigs, 0, 2, &CFG).expect("composes");
@@ -1045,7 +1282,36 @@ mod tests {
             rules(&chapters),
             vec![vec![Rule::Open, Rule::PrimaryPath, Rule::Overlap]]
         );
-        assert_eq!(chapters[0].decisions[2].score, 0.4286);
+        assert_eq!(chapters[0].decisions[2].score, 0.6667);
+    }
+
+    #[test]
+    fn topics_take_directories_commands_and_folded_terms_never_stopwords() {
+        let sigs = vec![
+            sig(
+                1,
+                0,
+                0,
+                &["src/auth/middleware.ts"],
+                &["sqlx migrate", "cargo test"],
+                &["tokens", "look", "expiry"],
+                1,
+            ),
+            sig(
+                2,
+                1,
+                1,
+                &["src/auth/refresh.ts"],
+                &["sqlx migrate"],
+                &["token", "please"],
+                1,
+            ),
+        ];
+        let chapters = compose("s", &sigs, 0, 1, &CFG).expect("composes");
+        // `token`/`tokens` are one topic, shown as the shorter of two equally used spellings;
+        // `auth` from both paths' directory, `sqlx` from the command family; `look`,
+        // `please` and `cargo` are stopwords.
+        assert_eq!(chapters[0].topics, vec!["token", "auth", "sqlx", "expiry"]);
     }
 
     #[test]
@@ -1394,7 +1660,10 @@ mod tests {
                 let fits = c.members.len() == 1 || c.size <= cfg.chapter_limit;
                 assert!(fits, "trial {trial}: only a lone turn may exceed the limit");
                 for d in &c.decisions[1..] {
-                    assert!(matches!(d.rule, Rule::Overlap | Rule::PrimaryPath));
+                    assert!(matches!(
+                        d.rule,
+                        Rule::Overlap | Rule::PrimaryPath | Rule::NoSignal
+                    ));
                 }
             }
             for c in &chapters[1..] {

@@ -613,7 +613,7 @@ mod tests {
             knowledge_remote: None,
             knowledge_provider: KnowledgeProvider::Auto,
             sync_debounce_ms: 30000,
-            merge_threshold: 0.3,
+            merge_threshold: 0.25,
             chapter_limit: 8000,
             tool_result_artifact_tokens: 8000,
             tool_result_defer_floor_tokens: 200,

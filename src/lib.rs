@@ -18,6 +18,7 @@ pub mod index;
 pub mod injection;
 pub mod mcp;
 pub mod pool;
+pub mod quality;
 pub mod redact;
 pub mod render;
 pub mod rules;

@@ -31,7 +31,7 @@ use crate::turn::CompletedTurn;
 use paths::Strictness;
 pub use paths::Workspace;
 use shell::Dialect;
-pub use terms::terms_of;
+pub use terms::{fold_key, terms_of};
 
 /// One collection line (`collections/<sessionId>.jsonl`), contract format plus `v`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -53,8 +53,11 @@ pub struct Signature {
 }
 
 pub const SIGNATURE_VERSION: u32 = 1;
-/// Terms kept per turn.
+/// Terms kept per turn (words of alphabetic scripts, joined identifiers).
 pub const MAX_TERMS: usize = 8;
+/// CJK terms kept per turn besides: a character bigram is half a word at best, and which
+/// eight of a sentence's twenty bigrams survive a tie would be chance.
+pub const MAX_CJK_TERMS: usize = 16;
 /// Paths kept per turn, the first-touched first.
 pub const MAX_PATHS: usize = 32;
 /// Command families kept per turn.
@@ -110,43 +113,33 @@ const PATH_KEYS: &[&str] = &[
     "targetpath",
 ];
 
-/// Words that carry no topic: English function words, code keywords, shell command
-/// names, and web/path noise. Only words of 3+ characters: shorter tokens never count.
-/// Sorted (byte order) for binary search.
-#[rustfmt::skip]
-const STOPWORDS: &[&str] = &[
-    "able", "about", "above", "after", "again", "against", "all", "almost", "already", "also",
-    "although", "always", "among", "and", "another", "any", "anyone", "anything", "anyway", "are",
-    "aren", "around", "async", "await", "awk", "bash", "because", "been", "before", "being", "below",
-    "between", "bool", "boolean", "both", "break", "but", "can", "cannot", "cargo", "case", "cat",
-    "catch", "char", "chmod", "chown", "class", "code", "com", "console", "const", "continue", "could",
-    "couldn", "crate", "curl", "def", "default", "del", "did", "didn", "diff", "does", "doesn",
-    "doing", "don", "done", "down", "during", "dyn", "each", "echo", "either", "elif", "else",
-    "enough", "enum", "env", "etc", "even", "ever", "every", "everything", "export", "extends",
-    "false", "few", "file", "files", "final", "finally", "find", "float", "for", "from", "func",
-    "function", "further", "get", "gets", "getting", "git", "going", "got", "grep", "had", "hadn",
-    "has", "hasn", "have", "haven", "having", "head", "her", "here", "hers", "herself", "him",
-    "himself", "his", "how", "however", "http", "https", "impl", "implements", "import", "int",
-    "interface", "into", "isn", "its", "itself", "just", "kill", "know", "lambda", "last", "less",
-    "let", "lets", "like", "likely", "line", "lines", "loop", "made", "make", "makes", "many", "match",
-    "may", "maybe", "might", "mkdir", "mod", "more", "most", "much", "must", "mut", "myself", "need",
-    "needs", "neither", "never", "new", "next", "nil", "node", "none", "nor", "not", "nothing", "now",
-    "npm", "npx", "null", "number", "object", "off", "okay", "once", "one", "only", "onto", "other",
-    "others", "our", "ours", "out", "over", "own", "pass", "per", "perhaps", "pip", "pip3", "please",
-    "pnpm", "printf", "println", "private", "protected", "pub", "public", "python", "python3", "quite",
-    "raise", "rather", "really", "return", "rmdir", "run", "running", "runs", "rustc", "same", "sed",
-    "see", "seem", "seems", "self", "shall", "she", "should", "shouldn", "since", "some", "something",
-    "sort", "src", "static", "still", "str", "string", "struct", "such", "sudo", "super", "sure",
-    "switch", "tail", "take", "tar", "tee", "than", "thank", "thanks", "that", "the", "their",
-    "theirs", "them", "themselves", "then", "there", "these", "they", "thing", "things", "think",
-    "this", "those", "though", "through", "throw", "throws", "thus", "too", "touch", "trait", "true",
-    "try", "type", "typeof", "undefined", "under", "unsafe", "until", "upon", "use", "used", "uses",
-    "using", "usize", "var", "very", "via", "void", "want", "wants", "was", "wasn", "way", "well",
-    "went", "were", "weren", "wget", "what", "whatever", "when", "where", "whether", "which", "while",
-    "who", "whom", "whose", "why", "will", "with", "within", "without", "won", "work", "working",
-    "works", "would", "wouldn", "www", "xargs", "yarn", "yes", "yet", "yield", "you", "your", "yours",
-    "yourself", "zsh",
-];
+/// Words that carry no topic (`config/stopwords.txt`, one a line, `#` comments): English
+/// function words, code keywords, shell plumbing, web/path noise, and the conversational
+/// filler and agent boilerplate found by measurement (see that file's header). Only words of
+/// 3+ characters: shorter tokens never count. A word whose folded key (`fold_key`) is a
+/// stopword's key is a stopword too (`looks`, `looking` as `look`).
+const STOPWORDS_FILE: &str = include_str!("../config/stopwords.txt");
+
+struct Stoplist {
+    words: BTreeSet<&'static str>,
+    keys: BTreeSet<String>,
+}
+
+fn stoplist() -> &'static Stoplist {
+    static LIST: std::sync::OnceLock<Stoplist> = std::sync::OnceLock::new();
+    LIST.get_or_init(|| {
+        let words: BTreeSet<&'static str> = stopword_lines().collect();
+        let keys = words.iter().map(|w| fold_key(w)).collect();
+        Stoplist { words, keys }
+    })
+}
+
+fn stopword_lines() -> impl Iterator<Item = &'static str> {
+    STOPWORDS_FILE
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+}
 
 /// What signing reads of one completed turn: the text of each event it looks at, with the
 /// host-injected spans of user messages already left out (`injection::screen_spans`).
@@ -337,7 +330,8 @@ pub fn first_touch(turn: &Redacted<TurnText>) -> Option<String> {
 
 /// Whether a term is a stopword (exposed for the index's query side).
 pub fn is_stopword(term: &str) -> bool {
-    STOPWORDS.binary_search(&term).is_ok()
+    let list = stoplist();
+    list.words.contains(term) || list.keys.contains(&fold_key(term))
 }
 
 /// Terms of redacted text: the words of a marker (`⟦redacted:credential sha256=…⟧`, an
@@ -359,12 +353,52 @@ fn count_terms(text: &str, counts: &mut BTreeMap<String, u64>) {
     }
 }
 
-/// The most frequent terms, ties alphabetical.
+/// The most frequent terms, spellings of one word counted together (`token`, `tokens`:
+/// [`fold_key`]) and shown as the turn wrote it most; ties longest first, then
+/// alphabetical by key. At most
+/// [`MAX_TERMS`] words and [`MAX_CJK_TERMS`] CJK terms.
 fn top_terms(counts: BTreeMap<String, u64>) -> Vec<String> {
-    let mut ranked: Vec<(String, u64)> = counts.into_iter().collect();
-    // The map is alphabetical already; a stable sort by count keeps ties that way.
-    ranked.sort_by_key(|(_, count)| std::cmp::Reverse(*count));
-    ranked.into_iter().take(MAX_TERMS).map(|(t, _)| t).collect()
+    // key → (count of all spellings, the most written spelling and its count)
+    let mut by_key: BTreeMap<String, (u64, String, u64)> = BTreeMap::new();
+    for (surface, n) in counts {
+        let slot = by_key
+            .entry(fold_key(&surface))
+            .or_insert((0, surface.clone(), 0));
+        slot.0 += n;
+        if n > slot.2 || (n == slot.2 && surface.len() < slot.1.len()) {
+            slot.1 = surface;
+            slot.2 = n;
+        }
+    }
+    let mut ranked: Vec<(u64, String)> = by_key.into_values().map(|(n, s, _)| (n, s)).collect();
+    // The map is alphabetical already; a stable sort by count, then by length (a longer
+    // word is the more specific: `middleware` before `row`, a joined identifier before its
+    // parts), keeps the remaining ties that way.
+    ranked.sort_by_key(|(count, t)| {
+        (
+            std::cmp::Reverse(*count),
+            std::cmp::Reverse(t.chars().count()),
+        )
+    });
+    let (mut words, mut cjk) = (0, 0);
+    ranked
+        .into_iter()
+        .filter(|(_, t)| {
+            let budget = if t.chars().any(terms::is_cjk) {
+                &mut cjk
+            } else {
+                &mut words
+            };
+            *budget += 1;
+            *budget
+                <= if t.chars().any(terms::is_cjk) {
+                    MAX_CJK_TERMS
+                } else {
+                    MAX_TERMS
+                }
+        })
+        .map(|(_, t)| t)
+        .collect()
 }
 
 fn char_count(text: &str) -> u64 {
@@ -611,14 +645,16 @@ mod tests {
 
     #[test]
     fn stoplist_is_sorted_unique_and_covers_the_three_kinds() {
+        let words: Vec<&str> = stopword_lines().collect();
         assert!(
-            STOPWORDS.windows(2).all(|w| w[0] < w[1]),
-            "STOPWORDS must be sorted and unique"
+            words.windows(2).all(|w| w[0] < w[1]),
+            "config/stopwords.txt must be sorted and unique"
         );
-        assert!(STOPWORDS.len() >= 230, "{}", STOPWORDS.len());
-        assert!(STOPWORDS.iter().all(|w| w.len() >= 3
+        assert!(words.len() >= 230, "{}", words.len());
+        assert!(words.iter().all(|w| (w.len() >= 3
             && w.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())));
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()))
+            || (w.chars().count() == 2 && w.chars().all(terms::is_cjk))));
         for w in [
             "the", "which", "const", "function", "struct", "grep", "cargo", "mkdir",
         ] {
@@ -639,8 +675,9 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                "fix",
                 "jwt",
+                "refresh",
+                "token",
                 "refresh_token",
                 "flow",
                 "x12",
@@ -701,7 +738,7 @@ mod tests {
     }
 
     #[test]
-    fn top_eight_terms_ties_alphabetical() {
+    fn top_eight_terms_ties_longest_then_alphabetical() {
         let sig = Log::new()
             .user(
                 "user",
@@ -710,7 +747,7 @@ mod tests {
             .sign();
         assert_eq!(
             sig.terms,
-            vec!["zeta", "papa", "quebec", "romeo", "sierra", "tango", "umbra", "vole"]
+            vec!["zeta", "quebec", "sierra", "romeo", "tango", "umbra", "papa", "vole"]
         );
     }
 

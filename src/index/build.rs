@@ -146,10 +146,7 @@ impl Settings for Base {}
 
 /// The pool's documents as its index reads them, paths relative to the pool's root (for
 /// the pool's landing pages, `pool::readme`).
-pub fn pool_docs(
-    table: &Table,
-    project_key: &str,
-) -> Result<Vec<Redacted<IndexDoc>>, BuildError> {
+pub fn pool_docs(table: &Table, project_key: &str) -> Result<Vec<Redacted<IndexDoc>>, BuildError> {
     let base = Base::Pool {
         project_key: project_key.to_owned(),
     };

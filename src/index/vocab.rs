@@ -3,14 +3,18 @@
 //!
 //! Signals, each with the counts that justify it (they become the fact's `reason`):
 //! - **plural**: `token` / `tokens`, `query` / `queries`, `fix` / `fixes` — both present;
-//! - **co-occurrence**: together in at least `vocabCoMin` documents, and the two document
-//!   sets overlap (Jaccard) by at least `vocabOverlapMin`;
+//! - **co-occurrence**: together in at least `vocabCoMin` documents, the two document
+//!   sets overlap (Jaccard) by at least `vocabOverlapMin`, and together more often than
+//!   chance would put them: a lift `together · N / (|a| · |b|)` of at least [`MIN_LIFT`]
+//!   over the N documents that carry topics (a label present everywhere, like a filler word
+//!   that slipped into topics, pairs with everything by count alone, never by lift);
 //! - **token overlap**: multi-word labels whose words overlap (Jaccard) by at least
 //!   `vocabOverlapMin` (`csv-export` / `export-csv`);
 //! - **prefix**: a label of 4+ characters that begins another (`auth` / `authentication`),
 //!   corroborated by at least one document carrying both.
 //!
-//! A pinned topic is never merged; a topic already folded by curation is not a candidate
+//! No candidate has a stopword on either side (`signature::is_stopword`): such a label is
+//! filler, merging it into anything spreads it. A pinned topic is never merged; a topic already folded by curation is not a candidate
 //! (so applying is idempotent). The direction is deterministic: into the label with more
 //! documents, then the shorter, then the smaller. One candidate per source label: the first
 //! signal in the order above.
@@ -30,6 +34,9 @@ const MAX_TOPICS_PER_DOC: usize = 16;
 /// A word shared by more labels than this is not used to pair labels by token overlap.
 const MAX_LABELS_PER_WORD: usize = 64;
 const MIN_PREFIX_CHARS: usize = 4;
+/// Co-occurrence must beat chance by this ratio (see the module doc): twice as often
+/// together as two independent labels of their frequencies would be.
+pub const MIN_LIFT: f64 = 2.0;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct VocabParams {
@@ -132,7 +139,8 @@ fn plural_forms(label: &str) -> Vec<String> {
 
 /// Merge candidates among the canonical topics `sets` (see the module doc).
 pub fn candidates(sets: &DocSets, curation: &Curation, params: VocabParams) -> Vec<Candidate> {
-    let eligible = |label: &str| !curation.is_pinned(label);
+    let eligible =
+        |label: &str| !curation.is_pinned(label) && !crate::signature::is_stopword(label);
     let mut pairs: BTreeMap<(String, String), Signal> = BTreeMap::new();
     let mut propose = |a: &str, b: &str, signal: Signal| {
         if a == b || !eligible(a) || !eligible(b) {
@@ -206,12 +214,16 @@ pub fn candidates(sets: &DocSets, curation: &Curation, params: VocabParams) -> V
         .map(|(k, _)| *k)
         .collect();
     co.sort();
+    let documents = per_doc.len() as f64;
     for (a, b) in co {
-        if jaccard(&sets[a], &sets[b]).1 >= params.overlap_min {
+        let (n, overlap) = jaccard(&sets[a], &sets[b]);
+        let chance = sets[a].len() as f64 * sets[b].len() as f64 / documents;
+        if overlap >= params.overlap_min && n as f64 >= MIN_LIFT * chance {
             propose(a, b, Signal::CoOccurrence);
         }
     }
     // Direct each pair, one candidate per source, strongest signal first.
+    let documents = per_doc.len() as f64;
     let mut best: BTreeMap<String, Candidate> = BTreeMap::new();
     for ((a, b), signal) in pairs {
         let (na, nb) = (sets[&a].len(), sets[&b].len());
@@ -222,7 +234,8 @@ pub fn candidates(sets: &DocSets, curation: &Curation, params: VocabParams) -> V
         let reason = match signal {
             Signal::Plural => format!("plural: {from} ({nf} documents) / {to} ({nt} documents)"),
             Signal::CoOccurrence => format!(
-                "co-occurrence: together in {together} documents ({from}: {nf}, {to}: {nt}; overlap {overlap:.2})"
+                "co-occurrence: together in {together} documents ({from}: {nf}, {to}: {nt}; overlap {overlap:.2}; lift {:.1})",
+                together as f64 * documents / (nf as f64 * nt as f64)
             ),
             Signal::TokenOverlap => format!(
                 "token overlap: {from} / {to} share their words ({nf} and {nt} documents)"
@@ -369,6 +382,34 @@ mod tests {
         let fact = c.fact("2026-01-01T00:00:00Z");
         assert_eq!(fact.author, Author::Plugin);
         assert_eq!(fact.validate(), Ok(()));
+    }
+
+    #[test]
+    fn co_occurrence_needs_a_lift_over_chance_and_no_stopword() {
+        // `artifact` lives in 4 of 10 documents, always beside `release`, which is in 8:
+        // together 4 times, chance 4·8/10 = 3.2, lift 1.25 — no candidate.
+        let s = sets(&[
+            ("artifact", &[1, 2, 3, 4]),
+            ("release", &[1, 2, 3, 4, 5, 6, 7, 8]),
+            ("deploy", &[9, 10]),
+        ]);
+        let p = VocabParams {
+            co_min: 2,
+            overlap_min: 0.5,
+        };
+        assert!(candidates(&s, &Curation::default(), p).is_empty());
+        // Rarer labels, always together: lift 10/4 = 2.5 — a candidate, its lift said.
+        let s = sets(&[
+            ("artifact", &[1, 2, 3, 4]),
+            ("bundle", &[1, 2, 3, 4]),
+            ("deploy", &[5, 6, 7, 8, 9, 10]),
+        ]);
+        let got = candidates(&s, &Curation::default(), p);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(got[0].reason.contains("lift 2.5"), "{}", got[0].reason);
+        // A stopword (filler that slipped into topics) is never a side.
+        let s = sets(&[("look", &[1, 2, 3]), ("looks", &[4, 5])]);
+        assert!(candidates(&s, &Curation::default(), P).is_empty());
     }
 
     #[test]

@@ -29,6 +29,9 @@ pub struct ChapterMeta {
     /// Render assistant `reasoning` blocks (`renderReasoning`); off, `omittedReasoning`
     /// counts them.
     pub render_reasoning: bool,
+    /// The earlier chapter of the session tree this one returns to (`continues: NNN`,
+    /// `compose::continues`); omitted when none.
+    pub continues: Option<u32>,
 }
 
 /// A content-addressed artifact: `artifacts/<sha[0:2]>/<sha>.txt`.
@@ -81,6 +84,9 @@ pub struct FrontmatterSummary {
     /// an orphan of a killed archive and is rewritten with identical bytes by the re-run.
     #[serde(default)]
     pub chapter: Option<String>,
+    /// A chapter's topics (empty for a plan).
+    #[serde(default)]
+    pub topics: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -179,8 +185,12 @@ pub fn render_chapter(
     );
     fm.uint("messages", conv.messages)
         .uint("tokens", span.size)
-        .strings("topics", &ids.topics)
-        .strings("artifacts", &artifact_shas)
+        .strings("topics", &ids.topics);
+    if let Some(n) = meta.continues {
+        // The number as a plain integer: `007` would read as octal to a YAML 1.1 reader.
+        fm.uint("continues", u64::from(n));
+    }
+    fm.strings("artifacts", &artifact_shas)
         .strings("plans", &plan_files)
         .uint("omittedInjections", conv.omitted_injections)
         .uint("omittedReasoning", conv.omitted_reasoning)
@@ -376,6 +386,7 @@ fn rule_name(rule: Rule) -> &'static str {
         Rule::Open => "open",
         Rule::Overlap => "overlap",
         Rule::PrimaryPath => "primary-path",
+        Rule::NoSignal => "no-signal",
         Rule::TopicChange => "topic-change",
         Rule::SizeLimit => "size-limit",
         Rule::ArchiveBoundary => "archive-boundary",
@@ -607,6 +618,7 @@ mod tests {
             next_plan_number: 5,
             tool_result_artifact_tokens: 100,
             render_reasoning: false,
+            continues: None,
         }
     }
 
@@ -1479,11 +1491,44 @@ mod tests {
     }
 
     #[test]
+    fn continues_is_written_after_topics_only_when_a_chapter_returns() {
+        let turn = CompletedTurn {
+            turn: 1,
+            first_seq: 0,
+            end_seq: 0,
+            reason: "completed".into(),
+            events: vec![crate::session::Event::new(
+                0,
+                "turn/end",
+                json!({"turn": 1, "reason": {"kind": "completed"}}),
+            )],
+        };
+        let turns = [&turn];
+        let plain = render(&turns, 4);
+        assert!(!keys(plain.chapter.text.as_str()).contains(&"continues"));
+        let back = render_chapter(
+            &span_of(&turns),
+            &turns,
+            &ChapterMeta {
+                continues: Some(2),
+                ..meta(4)
+            },
+            &redactor(),
+        );
+        let doc = back.chapter.text.as_str();
+        let k = keys(doc);
+        let at = k.iter().position(|k| *k == "continues").expect("continues");
+        assert_eq!(k[at - 1], "topics");
+        assert!(doc.contains("\ncontinues: 2\n"), "{doc}");
+    }
+
+    #[test]
     fn rule_names_match_compose_serialization() {
         for rule in [
             Rule::Open,
             Rule::Overlap,
             Rule::PrimaryPath,
+            Rule::NoSignal,
             Rule::TopicChange,
             Rule::SizeLimit,
             Rule::ArchiveBoundary,

@@ -5,6 +5,7 @@ pub mod cwdkey;
 pub mod discover;
 pub mod event;
 mod frames;
+pub mod labelled;
 pub mod normalize;
 pub mod reader;
 pub mod realshape;

@@ -784,7 +784,7 @@ impl SessionGenerator {
     }
 }
 
-/// xorshift64*: deterministic, seedable, no dependency.
+/// xorshift64*: deterministic, seedable, no dependency (also `session::labelled`'s).
 pub(crate) struct XorShift(u64);
 
 impl XorShift {

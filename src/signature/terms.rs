@@ -36,8 +36,8 @@ const HAN_BREAKS: &[char] = &[
 
 /// Chinese bigrams that are function words: they carry no topic. Sorted.
 const HAN_STOP_BIGRAMS: &[&str] = &[
-    "为什", "之前", "之后", "但是", "可以", "因为", "如何", "如果", "已经", "应该", "所以", "时候",
-    "然后", "现在", "看看", "知道", "觉得", "还是", "需要",
+    "不对", "为什", "之前", "之后", "任务", "参考", "可以", "因为", "如何", "如果", "已经", "应该",
+    "所以", "时候", "比较", "然后", "看看", "知道", "继续", "觉得", "解释", "谢谢", "问题", "需要",
 ];
 
 /// Korean particles and endings stripped from the end of a spaced word, longest first.
@@ -103,9 +103,15 @@ fn class(c: char) -> Class {
     }
 }
 
+/// Longest identifier split into words (`refreshTokenMiddleware`), in characters; a longer
+/// run is consumed whole and only its head is read.
+const MAX_IDENT_CHARS: usize = 64;
+/// An identifier of this many words or fewer also yields its joined form.
+const MAX_JOINED_PARTS: usize = 3;
+
 /// The topic terms of a text, in order of appearance, with repeats.
 pub fn terms_of(text: &str) -> impl Iterator<Item = String> + '_ {
-    let mut chars = text.nfkc().flat_map(char::to_lowercase).peekable();
+    let mut chars = text.nfkc().peekable();
     let mut pending: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     std::iter::from_fn(move || loop {
         if let Some(term) = pending.pop_front() {
@@ -117,10 +123,13 @@ pub fn terms_of(text: &str) -> impl Iterator<Item = String> + '_ {
             continue;
         }
         let mut run = vec![first];
-        while let Some(c) = chars.next_if(|&c| class(c) == kind) {
+        // A hyphen inside a word joins it (`refresh-token`); it never starts one.
+        while let Some(c) =
+            chars.next_if(|&c| class(c) == kind || (kind == Class::Word && c == '-'))
+        {
             // A run longer than any term is still consumed; only its head is kept
             // for alphabetic words, and CJK runs are cut into bounded pieces anyway.
-            if kind != Class::Word || run.len() <= MAX_WORD_CHARS {
+            if kind != Class::Word || run.len() < MAX_IDENT_CHARS {
                 run.push(c);
             }
             if kind != Class::Word && run.len() >= 256 {
@@ -128,11 +137,7 @@ pub fn terms_of(text: &str) -> impl Iterator<Item = String> + '_ {
             }
         }
         match kind {
-            Class::Word => {
-                if let Some(word) = alphabetic_term(&run) {
-                    return Some(word);
-                }
-            }
+            Class::Word => identifier_terms(&run, &mut pending),
             Class::Han => han_terms(&run, &mut pending),
             Class::Katakana => {
                 if (2..=MAX_WORD_CHARS).contains(&run.len()) && run.iter().any(|&c| c != 'ー') {
@@ -145,6 +150,75 @@ pub fn terms_of(text: &str) -> impl Iterator<Item = String> + '_ {
     })
 }
 
+fn lower(run: &[char]) -> Vec<char> {
+    run.iter().flat_map(|c| c.to_lowercase()).collect()
+}
+
+/// An identifier's words (`refreshToken`, `refresh_token`, `refresh-token`, `HTTPServer`
+/// → `refresh`, `token` …), lowercase; then, for two or three words, the joined form
+/// `refresh-token` — what the identifier names as a whole stays a term too.
+fn identifier_terms(run: &[char], out: &mut std::collections::VecDeque<String>) {
+    let mut parts: Vec<Vec<char>> = Vec::new();
+    for piece in run.split(|&c| c == '_' || c == '-') {
+        let mut start = 0;
+        for i in 1..piece.len() {
+            let (prev, cur) = (piece[i - 1], piece[i]);
+            let next_lower = piece.get(i + 1).is_some_and(|c| c.is_lowercase());
+            // lower→Upper (`refreshToken`), or the last capital of an acronym before a
+            // word (`HTTPServer` → `HTTP`, `Server`).
+            let boundary = cur.is_uppercase()
+                && (prev.is_lowercase()
+                    || prev.is_ascii_digit()
+                    || (prev.is_uppercase() && next_lower));
+            if boundary {
+                parts.push(lower(&piece[start..i]));
+                start = i;
+            }
+        }
+        if start < piece.len() {
+            parts.push(lower(&piece[start..]));
+        }
+    }
+    parts.retain(|p| !p.is_empty());
+    let mut kept = 0;
+    for part in &parts {
+        // A part of an identifier that is mostly a value (`7c1f2e9a4b8d`) is no word.
+        let digits = part.iter().filter(|c| c.is_ascii_digit()).count();
+        if part.len() >= 8 && digits >= 3 {
+            continue;
+        }
+        if let Some(word) = alphabetic_term(part) {
+            out.push_back(word);
+            kept += 1;
+        }
+    }
+    let joinable = (2..=MAX_JOINED_PARTS).contains(&parts.len())
+        && parts
+            .iter()
+            .all(|p| p.len() >= 2 && p.iter().any(|c| c.is_alphabetic()));
+    if joinable && kept > 0 {
+        // As written where a separator joins the words (`refresh_token`, `refresh-token`:
+        // a rule added later still finds a value spelled so), `-` where only case does
+        // (`refreshToken` → `refresh-token`); `fold_key` makes `_` and `-` one.
+        let trimmed: Vec<char> = {
+            let s: String = run.iter().collect();
+            s.trim_matches(['-', '_']).chars().collect()
+        };
+        let joined: String = if trimmed.iter().any(|&c| c == '_' || c == '-') {
+            lower(&trimmed).into_iter().collect()
+        } else {
+            parts
+                .iter()
+                .map(|p| p.iter().collect::<String>())
+                .collect::<Vec<_>>()
+                .join("-")
+        };
+        if joined.chars().count() <= MAX_WORD_CHARS {
+            out.push_back(joined);
+        }
+    }
+}
+
 fn alphabetic_term(run: &[char]) -> Option<String> {
     if !(MIN_WORD_CHARS..=MAX_WORD_CHARS).contains(&run.len())
         || !run.iter().any(|c| c.is_alphabetic())
@@ -155,12 +229,27 @@ fn alphabetic_term(run: &[char]) -> Option<String> {
     (!super::is_stopword(&word)).then_some(word)
 }
 
+/// Whether a character is of a CJK script (a term holding one is a CJK term).
+pub(crate) fn is_cjk(c: char) -> bool {
+    matches!(class(c), Class::Han | Class::Katakana | Class::Hangul)
+}
+
+/// A Han run's bigrams. Function characters cut the run, and so do function bigrams: the
+/// bigram is left out and so are the two that straddle it (`然后跑` yields neither `然后`
+/// nor `后跑`), as a function character would be.
 fn han_terms(run: &[char], out: &mut std::collections::VecDeque<String>) {
     for piece in run.split(|c| HAN_BREAKS.binary_search(c).is_ok()) {
-        for pair in piece.windows(2) {
-            let bigram: String = pair.iter().collect();
-            if HAN_STOP_BIGRAMS.binary_search(&bigram.as_str()).is_err() {
-                out.push_back(bigram);
+        let stop_at = |i: usize| {
+            piece.get(i..i + 2).is_some_and(|pair| {
+                let bigram: String = pair.iter().collect();
+                HAN_STOP_BIGRAMS.binary_search(&bigram.as_str()).is_ok()
+                    || super::is_stopword(&bigram)
+            })
+        };
+        for i in 0..piece.len().saturating_sub(1) {
+            let touches_stop = stop_at(i) || (i > 0 && stop_at(i - 1)) || stop_at(i + 1);
+            if !touches_stop {
+                out.push_back(piece[i..i + 2].iter().collect());
             }
         }
     }
@@ -184,6 +273,59 @@ fn hangul_terms(run: &[char], out: &mut std::collections::VecDeque<String>) {
     }
 }
 
+/// The key two spellings of one word share: plural and simple inflections folded
+/// (`tokens` → `token`, `fixes`/`fixed`/`fixing` → `fix`, `caches`/`caching` → `cach`).
+/// For comparing terms only; a topic shows a word as people wrote it.
+pub fn fold_key(word: &str) -> String {
+    let mut w = word.to_lowercase().replace('_', "-");
+    if w.chars().count() < 4 || !w.ends_with(|c: char| c.is_ascii_lowercase()) {
+        return w;
+    }
+    // Plurals and third persons.
+    if let Some(stem) = w.strip_suffix("ies").filter(|s| s.len() >= 2) {
+        w = format!("{stem}y");
+    } else if w.ends_with("sses")
+        || ["xes", "zes", "shes"].iter().any(|s| w.ends_with(s))
+        || (w.ends_with("ches") && !ends_vowel_ches(&w))
+    {
+        w.truncate(w.len() - 2);
+    } else if w.ends_with('s') && !["ss", "us", "is", "os"].iter().any(|s| w.ends_with(s)) {
+        w.pop();
+    }
+    // Past tenses and gerunds: only when what is left still has a vowel.
+    let has_vowel = |s: &str| s.chars().any(|c| "aeiouy".contains(c));
+    if let Some(stem) = w.strip_suffix("ied").filter(|s| s.len() >= 2) {
+        w = format!("{stem}y");
+    } else if let Some(stem) = w
+        .strip_suffix("ing")
+        .or_else(|| w.strip_suffix("ed"))
+        .filter(|s| s.len() >= 3 && has_vowel(s))
+    {
+        let mut stem = stem.to_owned();
+        let b = stem.as_bytes();
+        let n = b.len();
+        // `stopped` → `stop`, `running` → `run`; not `ll`/`ss`/`zz` (`called`, `passed`).
+        if n >= 4
+            && b[n - 1] == b[n - 2]
+            && b[n - 1].is_ascii_lowercase()
+            && !b"aeiouylsz".contains(&b[n - 1])
+        {
+            stem.pop();
+        }
+        w = stem;
+    }
+    // A final silent e: `cache` and `caching` meet at `cach`.
+    if w.len() >= 4 && w.ends_with('e') && !w.ends_with("ee") {
+        w.pop();
+    }
+    w
+}
+
+/// `caches`, `niches`: a vowel before `ches` keeps its `e` (`cache` + `s`).
+fn ends_vowel_ches(w: &str) -> bool {
+    w.len() > 4 && "aeiou".contains(w.as_bytes()[w.len() - 5] as char)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,8 +344,8 @@ mod tests {
     #[test]
     fn accented_latin_letters_stay_in_the_word() {
         assert_eq!(
-            terms("Update the résumé parser"),
-            ["update", "résumé", "parser"]
+            terms("Refresh the résumé parser"),
+            ["refresh", "résumé", "parser"]
         );
         // Decomposed accents compose; upper case folds.
         assert_eq!(
@@ -219,9 +361,13 @@ mod tests {
     #[test]
     fn chinese_yields_bigrams_cut_at_function_characters() {
         assert_eq!(
-            terms("分析连接池的排队延迟"),
-            ["分析", "析连", "连接", "接池", "排队", "队延", "延迟"]
+            terms("调整连接池的排队延迟"),
+            ["调整", "整连", "连接", "接池", "排队", "队延", "延迟"]
         );
+        // A function bigram cuts like a function character: `然后` and both bigrams
+        // straddling it are left out; so are stoplisted bigrams (`分析`).
+        assert_eq!(terms("重启然后监控"), ["重启", "监控"]);
+        assert_eq!(terms("分析连接"), ["连接"]);
         // Function bigrams and single characters carry nothing.
         assert!(terms("我们可以吗？你觉得呢").is_empty());
         // Mixed with ASCII words.
@@ -242,6 +388,59 @@ mod tests {
             terms("데이터베이스 연결을 분석해 주세요"),
             ["데이", "이터", "터베", "베이", "이스", "연결", "분석", "석해"]
         );
+    }
+
+    #[test]
+    fn identifiers_split_and_keep_their_joined_form() {
+        for (spelled, joined) in [
+            ("refreshToken", "refresh-token"),
+            ("refresh_token", "refresh_token"),
+            ("refresh-token", "refresh-token"),
+            ("RefreshToken", "refresh-token"),
+        ] {
+            assert_eq!(terms(spelled), ["refresh", "token", joined], "{spelled}");
+            assert_eq!(fold_key(joined), "refresh-token");
+        }
+        // A value's part is no word; the joined form stays as written (a rule added later
+        // still finds it in a signature).
+        assert_eq!(
+            terms("zqleak_7c1f2e9a4b8d6e3f0a1b"),
+            ["zqleak", "zqleak_7c1f2e9a4b8d6e3f0a1b"]
+        );
+        assert_eq!(terms("JSONParser"), ["json", "parser", "json-parser"]);
+        // Four words or more: the words only. A leading dash is a flag, not a join.
+        assert_eq!(
+            terms("parse_csv_invoice_rows"),
+            ["parse", "csv", "invoice", "rows"]
+        );
+        assert_eq!(terms("--dry-run"), ["dry", "dry-run"]);
+        assert_eq!(terms("résuméParser"), ["résumé", "parser", "résumé-parser"]);
+    }
+
+    #[test]
+    fn inflections_fold_to_one_key() {
+        for (a, b) in [
+            ("token", "tokens"),
+            ("fix", "fixes"),
+            ("fix", "fixed"),
+            ("fix", "fixing"),
+            ("cache", "caches"),
+            ("cache", "caching"),
+            ("cache", "cached"),
+            ("query", "queries"),
+            ("retry", "retried"),
+            ("patch", "patches"),
+            ("stop", "stopped"),
+            ("run", "running"),
+            ("parse", "parsing"),
+        ] {
+            assert_eq!(fold_key(a), fold_key(b), "{a} / {b}");
+        }
+        for (a, b) in [("status", "stat"), ("class", "clas"), ("string", "str")] {
+            assert_ne!(fold_key(a), fold_key(b), "{a} / {b}");
+        }
+        assert_eq!(fold_key("résumé"), "résumé");
+        assert_eq!(fold_key("连接"), "连接");
     }
 
     #[test]

@@ -81,6 +81,8 @@ pub struct ArchivedDoc {
     pub seq_hi: u64,
     /// For a plan: the chapter file that references it.
     pub chapter: Option<String>,
+    /// A chapter's topics as its frontmatter says (for `continues`).
+    pub topics: Vec<String>,
 }
 
 /// Counts for `chapters status`.
@@ -582,6 +584,7 @@ impl Store {
                 seq_lo: fm.seq_range.0,
                 seq_hi: fm.seq_range.1,
                 chapter: fm.chapter,
+                topics: fm.topics,
             });
         }
         docs.sort_by(|a, b| {

@@ -21,6 +21,7 @@ mod pool_pages;
 mod pool_settle;
 mod pool_split;
 mod privacy;
+mod quality;
 mod redaction_corpus;
 mod relevance;
 mod rules;

@@ -1,0 +1,397 @@
+//! Composition quality on labelled sessions (issue 18, point 5): how often the greedy merge
+//! draws the chapters a person would. Pure: the generated turns become events in memory,
+//! are signed from redacted text exactly as the archive signs them (`signature::sign_in`
+//! with the render's artifact threshold) and composed with `compose::compose`.
+//!
+//! Figures, summed over every session measured:
+//! - **boundaries**: a turn that opens a chapter (but the first) is a predicted boundary; a
+//!   turn whose task differs from the turn before is a true one. Precision, recall, F1.
+//! - **topic hit**: the fraction of chapters whose topics hold a word of the label of the
+//!   task most of its turns belong to (words compared by their folded key).
+//! - **stopword topics**: the fraction of all topics that are stoplisted words.
+
+use crate::compose::{compose, ComposeConfig};
+use crate::redact::{RedactionCounts, Redactor};
+use crate::session::labelled::{LabelledTurn, LABELLED_TASKS};
+use crate::session::writer::SessionScript;
+#[cfg(test)]
+use crate::session::writer::TurnSpec;
+use crate::session::Event;
+use crate::signature::{self, TurnText, Workspace};
+use crate::turn::TurnAssembler;
+
+/// The workspace the labelled sessions' paths live in.
+pub const WORKSPACE: &str = "/home/ana/proj";
+
+/// What one or more sessions measured.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Quality {
+    pub sessions: usize,
+    pub turns: usize,
+    pub chapters: usize,
+    pub true_boundaries: usize,
+    pub predicted_boundaries: usize,
+    pub hits: usize,
+    pub chapters_naming_task: usize,
+    pub topics: usize,
+    pub stopword_topics: usize,
+    /// Chapters whose task an earlier chapter of the session already had (returns).
+    pub returns: usize,
+    /// Returns whose `continues` names an earlier chapter of the same task.
+    pub returns_named: usize,
+    /// Chapters with a `continues` that names a chapter of another task.
+    pub wrong_continues: usize,
+}
+
+impl Quality {
+    pub fn precision(&self) -> f64 {
+        ratio(self.hits, self.predicted_boundaries)
+    }
+
+    pub fn recall(&self) -> f64 {
+        ratio(self.hits, self.true_boundaries)
+    }
+
+    pub fn f1(&self) -> f64 {
+        let (p, r) = (self.precision(), self.recall());
+        if p + r == 0.0 {
+            0.0
+        } else {
+            2.0 * p * r / (p + r)
+        }
+    }
+
+    pub fn topic_hit(&self) -> f64 {
+        ratio(self.chapters_naming_task, self.chapters)
+    }
+
+    pub fn stopword_topic_fraction(&self) -> f64 {
+        ratio(self.stopword_topics, self.topics)
+    }
+
+    /// Returns whose chapter says which earlier chapter it continues.
+    pub fn returns_named_fraction(&self) -> f64 {
+        ratio(self.returns_named, self.returns)
+    }
+
+    fn add(&mut self, other: &Quality) {
+        self.sessions += other.sessions;
+        self.turns += other.turns;
+        self.chapters += other.chapters;
+        self.true_boundaries += other.true_boundaries;
+        self.predicted_boundaries += other.predicted_boundaries;
+        self.hits += other.hits;
+        self.chapters_naming_task += other.chapters_naming_task;
+        self.topics += other.topics;
+        self.stopword_topics += other.stopword_topics;
+        self.returns += other.returns;
+        self.returns_named += other.returns_named;
+        self.wrong_continues += other.wrong_continues;
+    }
+}
+
+fn ratio(a: usize, b: usize) -> f64 {
+    if b == 0 {
+        1.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// The signatures of a labelled session's turns, signed as the archive signs them.
+pub fn sign_session(
+    turns: &[LabelledTurn],
+    redactor: &Redactor,
+    artifact_tokens: u64,
+) -> Vec<signature::Signature> {
+    let mut script = SessionScript::new(4, 1_700_000_000_000);
+    let mut assembler = TurnAssembler::new();
+    let ws = Workspace::new(WORKSPACE);
+    let mut sigs = Vec::with_capacity(turns.len());
+    for t in turns {
+        for line in script.turn_events(&t.spec) {
+            let seq = line.get("seq").and_then(serde_json::Value::as_u64);
+            let kind = line.get("type").and_then(serde_json::Value::as_str);
+            let (Some(seq), Some(kind)) = (seq, kind) else {
+                continue;
+            };
+            let data = line.get("data").cloned().unwrap_or_default();
+            if let Some(turn) = assembler.push(Event::new(seq, kind, data)) {
+                let text =
+                    redactor.redact_all(TurnText::of(&turn), &mut RedactionCounts::default());
+                sigs.push(signature::sign_in(
+                    &text,
+                    "session-quality",
+                    &ws,
+                    "2026-12-01T00:00:00Z",
+                    artifact_tokens,
+                ));
+            }
+        }
+    }
+    sigs
+}
+
+/// Measure one labelled session already signed (`sigs[i]` is `turns[i]`'s).
+pub fn measure_signed(
+    turns: &[LabelledTurn],
+    sigs: &[signature::Signature],
+    cfg: &ComposeConfig,
+) -> Quality {
+    let mut q = Quality {
+        sessions: 1,
+        turns: turns.len(),
+        ..Quality::default()
+    };
+    let (Some(lo), Some(hi)) = (
+        sigs.first().and_then(|s| s.seqs.first()),
+        sigs.last().and_then(|s| s.seqs.last()),
+    ) else {
+        return q;
+    };
+    let Ok(chapters) = compose("session-quality", sigs, *lo, *hi, cfg) else {
+        return q;
+    };
+    let truth: Vec<bool> = (0..turns.len())
+        .map(|i| i > 0 && turns[i].task != turns[i - 1].task)
+        .collect();
+    let mut predicted = vec![false; turns.len()];
+    for c in chapters.iter().skip(1) {
+        if let Some(&first) = c.members.first() {
+            predicted[first] = true;
+        }
+    }
+    q.true_boundaries = truth.iter().filter(|&&b| b).count();
+    q.predicted_boundaries = predicted.iter().filter(|&&b| b).count();
+    q.hits = truth
+        .iter()
+        .zip(&predicted)
+        .filter(|(t, p)| **t && **p)
+        .count();
+    q.chapters = chapters.len();
+    // (number, topics, task) of the chapters so far, numbered from 1.
+    let mut earlier: Vec<(u32, Vec<String>)> = Vec::new();
+    let mut task_of: Vec<usize> = Vec::new();
+    for c in &chapters {
+        let mut votes = vec![0usize; LABELLED_TASKS.len()];
+        for &m in &c.members {
+            votes[turns[m].task] += 1;
+        }
+        let task = (0..votes.len())
+            .max_by_key(|&t| (votes[t], std::cmp::Reverse(t)))
+            .unwrap_or(0);
+        let label_keys: Vec<String> = LABELLED_TASKS[task]
+            .label
+            .split(' ')
+            .map(signature::fold_key)
+            .collect();
+        let names = c.topics.iter().any(|topic| {
+            topic
+                .split(['-', ' '])
+                .chain(std::iter::once(topic.as_str()))
+                .any(|w| label_keys.contains(&signature::fold_key(w)))
+        });
+        q.chapters_naming_task += usize::from(names);
+        let continues = crate::compose::continues(c, &earlier);
+        let same_task = |n: u32| task_of.get(n as usize - 1) == Some(&task);
+        let is_return = c
+            .decisions
+            .first()
+            .is_some_and(|d| d.rule != crate::compose::Rule::Open)
+            && task_of.contains(&task);
+        if is_return {
+            q.returns += 1;
+            q.returns_named += usize::from(continues.is_some_and(same_task));
+        }
+        q.wrong_continues += usize::from(continues.is_some_and(|n| !same_task(n)));
+        task_of.push(task);
+        earlier.push((task_of.len() as u32, c.topics.clone()));
+        q.topics += c.topics.len();
+        q.stopword_topics += c
+            .topics
+            .iter()
+            .filter(|t| signature::is_stopword(t))
+            .count();
+    }
+    q
+}
+
+/// Generate, sign and measure `seeds` sessions of `turns` turns each at each threshold of
+/// `thresholds` (signing once per session). Returns one [`Quality`] per threshold.
+pub fn sweep(
+    seeds: std::ops::Range<u64>,
+    turns: usize,
+    thresholds: &[f64],
+    chapter_limit: u64,
+    artifact_tokens: u64,
+    redactor: &Redactor,
+) -> Vec<Quality> {
+    let mut out = vec![Quality::default(); thresholds.len()];
+    for seed in seeds {
+        let session = crate::session::labelled::labelled_session(seed, turns, WORKSPACE);
+        let sigs = sign_session(&session, redactor, artifact_tokens);
+        for (i, &tau) in thresholds.iter().enumerate() {
+            let cfg = ComposeConfig {
+                merge_threshold: tau,
+                chapter_limit,
+            };
+            out[i].add(&measure_signed(&session, &sigs, &cfg));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The quality floor on a fixed seed set (deterministic: same seeds, same figures).
+    #[test]
+    fn composition_quality_floor_on_fixed_seeds() {
+        let redactor = crate::redact::built_in().expect("built-in rules compile");
+        let taus = [0.15, 0.2, 0.25, 0.3];
+        let got = sweep(0..24, 40, &taus, 8000, 8000, redactor);
+        for (tau, q) in taus.iter().zip(&got) {
+            eprintln!(
+                "tau {tau}: chapters {} true {} predicted {} hits {} P {:.3} R {:.3} F1 {:.3} topic-hit {:.3} stop {:.3}",
+                q.chapters, q.true_boundaries, q.predicted_boundaries, q.hits,
+                q.precision(), q.recall(), q.f1(), q.topic_hit(), q.stopword_topic_fraction()
+            );
+        }
+        let q = &got[2]; // τ = 0.25, the default
+        assert!(q.f1() >= 0.97, "boundary F1 {:.3}: {q:?}", q.f1());
+        assert!(q.recall() >= 0.99, "no two tasks in one chapter: {q:?}");
+        assert!(q.topic_hit() >= 0.9, "{q:?}");
+        assert_eq!(q.stopword_topics, 0, "{q:?}");
+        eprintln!(
+            "returns {} named {} ({:.3}) wrong continues {}",
+            q.returns,
+            q.returns_named,
+            q.returns_named_fraction(),
+            q.wrong_continues
+        );
+        assert!(q.returns_named_fraction() >= 0.9, "{q:?}");
+        assert_eq!(q.wrong_continues, 0, "{q:?}");
+        assert_eq!(
+            got,
+            sweep(0..24, 40, &taus, 8000, 8000, redactor),
+            "deterministic"
+        );
+    }
+
+    fn turns(specs: Vec<TurnSpec>) -> Vec<LabelledTurn> {
+        specs
+            .into_iter()
+            .map(|spec| LabelledTurn {
+                spec,
+                task: 0,
+                kind: crate::session::labelled::TurnKind::Request,
+            })
+            .collect()
+    }
+
+    fn composed(specs: Vec<TurnSpec>) -> (Vec<signature::Signature>, usize) {
+        let redactor = crate::redact::built_in().expect("built-in rules compile");
+        let sigs = sign_session(&turns(specs), redactor, 8000);
+        let lo = sigs[0].seqs[0];
+        let hi = *sigs.last().and_then(|s| s.seqs.last()).expect("seqs");
+        let cfg = ComposeConfig {
+            merge_threshold: 0.25,
+            chapter_limit: 8000,
+        };
+        let chapters = compose("s", &sigs, lo, hi, &cfg).expect("composes");
+        for c in &chapters {
+            assert!(c.topics.len() <= crate::compose::MAX_TOPICS);
+            assert!(
+                c.topics.iter().all(|t| !signature::is_stopword(t)),
+                "{:?}",
+                c.topics
+            );
+        }
+        (sigs, chapters.len())
+    }
+
+    #[test]
+    fn bad_input_one_word_turns_many_paths_no_text_cjk_emoji_huge() {
+        // 5,000 one-word turns: each is a term or nothing; they stay bounded and compose.
+        let words = ["ok", "deploy", "继续", "🙂", "yes"];
+        let specs: Vec<TurnSpec> = (0..5_000)
+            .map(|i| TurnSpec::new(words[i % words.len()], "done"))
+            .collect();
+        let (sigs, chapters) = composed(specs);
+        assert_eq!(sigs.len(), 5_000);
+        assert!(chapters < 5_000, "no-signal turns stay with their chapter");
+
+        // A turn naming 10,000 paths: paths capped, terms capped.
+        let many: String = (0..10_000)
+            .map(|i| format!("src/mod{i}/file{i}.rs "))
+            .collect();
+        let (sigs, _) = composed(vec![TurnSpec::new(&many, "ok")]);
+        assert!(sigs[0].paths.len() <= signature::MAX_PATHS);
+        assert!(sigs[0].terms.len() <= signature::MAX_TERMS + signature::MAX_CJK_TERMS);
+
+        // No human text at all; only CJK; only emoji.
+        let (sigs, _) = composed(vec![
+            TurnSpec::new("", "nothing said"),
+            TurnSpec::new("数据库连接池排队延迟", "好"),
+            TurnSpec::new("🙂🚀🔥", "👍"),
+        ]);
+        assert!(sigs[0].terms.is_empty());
+        assert!(!sigs[1].terms.is_empty());
+        assert!(sigs[1].terms.len() <= signature::MAX_CJK_TERMS);
+        assert!(sigs[2].terms.is_empty());
+
+        // 200,000 tokens inline (800,000 characters of varied words): bounded terms.
+        let huge: String = (0..120_000).map(|i| format!("word{} ", i % 977)).collect();
+        let (sigs, chapters) = composed(vec![TurnSpec::new(&huge, "ok")]);
+        assert!(sigs[0].size >= 200_000);
+        assert!(sigs[0].terms.len() <= signature::MAX_TERMS);
+        assert_eq!(chapters, 1);
+    }
+}
+#[cfg(test)]
+mod measure_stop {
+    use super::*;
+    /// The stoplist's measurement, kept as a check: after it, no term is left that most
+    /// tasks' turns share (a term in more than half the tasks names no task).
+    #[test]
+    fn no_term_left_is_shared_by_most_tasks() {
+        let mut spread = Vec::new();
+        let redactor = crate::redact::built_in().expect("r");
+        let mut tasks_of: std::collections::BTreeMap<String, std::collections::BTreeSet<usize>> =
+            Default::default();
+        let mut turns_of: std::collections::BTreeMap<String, usize> = Default::default();
+        let mut total = 0;
+        for seed in 1000..1100u64 {
+            let session = crate::session::labelled::labelled_session(seed, 40, WORKSPACE);
+            let sigs = sign_session(&session, redactor, 8000);
+            for (t, s) in session.iter().zip(&sigs) {
+                total += 1;
+                for term in &s.terms {
+                    tasks_of
+                        .entry(signature::fold_key(term))
+                        .or_default()
+                        .insert(t.task);
+                    *turns_of.entry(signature::fold_key(term)).or_default() += 1;
+                }
+            }
+        }
+        let en = LABELLED_TASKS.iter().filter(|t| !t.chinese).count();
+        let zh = LABELLED_TASKS.len() - en;
+        for (k, tasks) in &tasks_of {
+            let cjk = k.chars().any(|c| c as u32 > 0x2E80);
+            let n = if cjk { zh } else { en };
+            if tasks.len() * 2 > n {
+                spread.push(format!(
+                    "{k}: tasks {}/{n}, turns {}/{total}",
+                    tasks.len(),
+                    turns_of[k]
+                ));
+            }
+        }
+        assert!(
+            spread.is_empty(),
+            "filler the stoplist (config/stopwords.txt) lacks: {spread:?}"
+        );
+    }
+}
