@@ -31,6 +31,7 @@ use crate::session::discover::{self, SessionLog};
 use crate::session::reader::{LogItem, LogReader, ReadError, ReadNote, ReaderOptions, ResumePoint};
 use crate::session::Header;
 use crate::signature::{self, Signature, SIGNATURE_VERSION};
+use crate::source::{Harness, SourceOptions};
 use crate::store::{Store, StoreError};
 use crate::turn::{CompletedTurn, TurnAssembler};
 
@@ -151,10 +152,11 @@ pub enum ArchiveError {
     Forget(#[from] crate::store::forget::ForgetError),
 }
 
-/// A session found on disk, with its header.
+/// A session found on disk, with its header and the harness that wrote it.
 struct FoundSession {
     log: SessionLog,
     header: Header,
+    harness: Harness,
 }
 
 /// Archive every session of the workspace (or only `only`). Per-session failures are
@@ -210,10 +212,23 @@ pub fn archive_workspace(
         let id = crate::session::cwdkey::unescape_session_id(&id).unwrap_or(id);
         fail(&mut report, &dir, &id, e.to_string());
     }
+    let mut logs: Vec<(Harness, SessionLog)> =
+        logs.into_iter().map(|l| (Harness::Dsh, l)).collect();
+    // The other harnesses' sessions of this workspace (see `source`).
+    if let Some(home) = crate::source::claude_code::home_from_env() {
+        match crate::source::claude_code::list_workspace_sessions(&home, &workspace_str) {
+            Ok(found) => logs.extend(found.into_iter().map(|l| (Harness::ClaudeCode, l))),
+            Err(e) => report.notes.push(format!("Claude Code sessions not listed: {e}")),
+        }
+    }
     let mut found = Vec::new();
-    for log in logs {
-        match read_header(&log.log, ctx.config) {
-            Ok(header) => found.push(FoundSession { log, header }),
+    for (harness, log) in logs {
+        match read_source_header(harness, &log.log, ctx.config) {
+            Ok(header) => found.push(FoundSession {
+                log,
+                header,
+                harness,
+            }),
             Err(e) if is_skipped(&e) => report
                 .notes
                 .push(format!("{e}; skipped, nothing to archive there")),
@@ -226,7 +241,10 @@ pub fn archive_workspace(
         }
     }
     if let Some(id) = only {
-        found.retain(|s| s.header.id == id);
+        // A harness's own id names its session too (`claude-code-<id>` is also `<id>`).
+        found.retain(|s| {
+            s.header.id == id || s.header.id.strip_prefix(s.harness.session_prefix()) == Some(id)
+        });
         if found.is_empty() {
             if asked_failed {
                 return Ok(report);
@@ -306,6 +324,29 @@ fn reader_options(config: &Config) -> ReaderOptions {
 fn is_skipped(e: &ArchiveError) -> bool {
     matches!(e, ArchiveError::NoHeader { .. })
         || matches!(e, ArchiveError::Read(r) if r.is_special_file())
+}
+
+fn source_options(config: &Config) -> SourceOptions {
+    SourceOptions {
+        reader: reader_options(config),
+        quiet_after_ms: Some(config.idle_archive_ms),
+    }
+}
+
+/// The header of `harness`'s log at `log`.
+fn read_source_header(
+    harness: Harness,
+    log: &Path,
+    config: &Config,
+) -> Result<Header, ArchiveError> {
+    if harness == Harness::Dsh {
+        return read_header(log, config);
+    }
+    crate::source::read_header(harness, log, source_options(config))?.ok_or_else(|| {
+        ArchiveError::NoHeader {
+            file: log.to_path_buf(),
+        }
+    })
 }
 
 pub(crate) fn read_header(log: &Path, config: &Config) -> Result<Header, ArchiveError> {
@@ -460,8 +501,13 @@ fn archive_session(
         next_plan_number: 0,
         tool_result_artifact_tokens: ctx.config.tool_result_artifact_tokens,
         render_reasoning: ctx.config.render_reasoning,
+        harness: (found.harness != Harness::Dsh).then(|| found.harness.name().to_owned()),
+        harness_version: (found.harness != Harness::Dsh)
+            .then(|| found.header.origin.clone())
+            .flatten(),
     };
     let pass = Pass {
+        harness: found.harness,
         ctx,
         file,
         store,
@@ -636,6 +682,7 @@ struct Pass<'p> {
     seed_end: u64,
     /// The workspace as this session sees it (its cwd inside, the `pathMap` twins).
     paths: signature::Workspace,
+    harness: Harness,
 }
 
 impl Pass<'_> {
@@ -668,10 +715,11 @@ impl Pass<'_> {
             session_id: self.session_id,
             root_session: self.root,
         };
-        let mut reader = LogReader::open_with(
+        let mut reader = crate::source::open(
+            self.harness,
             self.file,
             ResumePoint::default(),
-            reader_options(self.ctx.config),
+            source_options(self.ctx.config),
         )?;
         let mut assembler = TurnAssembler::new();
         let mut buffered: Vec<CompletedTurn> = Vec::new();

@@ -29,6 +29,10 @@ pub struct ChapterMeta {
     /// Render assistant `reasoning` blocks (`renderReasoning`); off, `omittedReasoning`
     /// counts them.
     pub render_reasoning: bool,
+    /// The agent that wrote the session when it is not DSH (`claude-code`, `codex`):
+    /// frontmatter `harness` (absent means DSH), with `harnessVersion` when the log names it.
+    pub harness: Option<String>,
+    pub harness_version: Option<String>,
 }
 
 /// A content-addressed artifact: `artifacts/<sha[0:2]>/<sha>.txt`.
@@ -231,6 +235,8 @@ struct RedactedIds {
     harness_id: Redacted<String>,
     session_id: Redacted<String>,
     root_session_id: Redacted<String>,
+    harness: Option<Redacted<String>>,
+    harness_version: Option<Redacted<String>>,
     topics: Vec<String>,
 }
 
@@ -246,6 +252,11 @@ impl RedactedIds {
             harness_id: redactor.redact(&meta.harness_id, counts),
             session_id: redactor.redact(&meta.session_id, counts),
             root_session_id: redactor.redact(&meta.root_session_id, counts),
+            harness: meta.harness.as_ref().map(|h| redactor.redact(h, counts)),
+            harness_version: meta
+                .harness_version
+                .as_ref()
+                .map(|v| redactor.redact(v, counts)),
             topics: topics
                 .iter()
                 .map(|t| redactor.redact(t, counts).into_inner())
@@ -255,8 +266,14 @@ impl RedactedIds {
 
     fn write(&self, fm: &mut yaml::FrontmatterWriter) {
         fm.string("projectKey", self.project_key.as_str())
-            .string("harnessId", self.harness_id.as_str())
-            .string("sessionId", self.session_id.as_str())
+            .string("harnessId", self.harness_id.as_str());
+        if let Some(h) = &self.harness {
+            fm.string("harness", h.as_str());
+        }
+        if let Some(v) = &self.harness_version {
+            fm.string("harnessVersion", v.as_str());
+        }
+        fm.string("sessionId", self.session_id.as_str())
             .string("rootSessionId", self.root_session_id.as_str());
     }
 }
@@ -607,6 +624,8 @@ mod tests {
             next_plan_number: 5,
             tool_result_artifact_tokens: 100,
             render_reasoning: false,
+            harness: None,
+            harness_version: None,
         }
     }
 
