@@ -218,7 +218,9 @@ pub fn archive_workspace(
     if let Some(home) = crate::source::claude_code::home_from_env() {
         match crate::source::claude_code::list_workspace_sessions(&home, &workspace_str) {
             Ok(found) => logs.extend(found.into_iter().map(|l| (Harness::ClaudeCode, l))),
-            Err(e) => report.notes.push(format!("Claude Code sessions not listed: {e}")),
+            Err(e) => report
+                .notes
+                .push(format!("Claude Code sessions not listed: {e}")),
         }
     }
     let mut found = Vec::new();

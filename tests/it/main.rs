@@ -2,6 +2,7 @@
 
 mod archive;
 mod bad_input;
+mod claude_code;
 mod crash;
 mod daemon;
 mod doors;

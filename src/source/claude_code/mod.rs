@@ -156,7 +156,10 @@ mod tests {
 
     #[test]
     fn folder_keys_are_lossy_and_matched_by_prefix() {
-        assert_eq!(folder_key("/Users/foo/.config/my_app"), "-Users-foo--config-my-app");
+        assert_eq!(
+            folder_key("/Users/foo/.config/my_app"),
+            "-Users-foo--config-my-app"
+        );
         assert_eq!(folder_key("C:\\Users\\x\\proj"), "C--Users-x-proj");
         let ws = folder_key("/home/a/w");
         assert!(may_hold("-home-a-w", &ws));

@@ -136,7 +136,10 @@ impl<'de> Deserialize<'de> for LightContent {
                     text: text && !result,
                 })
             }
-            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<LightContent, A::Error> {
+            fn visit_map<A: de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<LightContent, A::Error> {
                 while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
                 Ok(LightContent { text: false })
             }
@@ -555,6 +558,12 @@ impl ClaudeReader {
         })
     }
 
+    /// An assistant message or a call since the last turn end (a message still being
+    /// gathered counts).
+    fn has_exchange(&self) -> bool {
+        self.exchange || self.pending.is_some()
+    }
+
     /// What the first pass learned (session id, cwd, version).
     pub fn facts(&self) -> &SessionFacts {
         &self.plan.facts
@@ -578,7 +587,12 @@ impl ClaudeReader {
         if !p.text.is_empty() {
             blocks.push(json!({"type": "text", "text": p.text.join("\n\n")}));
         }
-        self.push(p.seq, "assistant/message", json!({ "content": blocks }), p.time);
+        self.push(
+            p.seq,
+            "assistant/message",
+            json!({ "content": blocks }),
+            p.time,
+        );
         self.exchange = true;
         self.last_was_answer = true;
     }
@@ -619,7 +633,7 @@ impl ClaudeReader {
                 }
                 self.flush_message();
                 if self.quiet_end
-                    && self.exchange
+                    && self.has_exchange()
                     && self.open_calls.is_empty()
                     && self.last_was_answer
                 {
@@ -675,7 +689,14 @@ impl ClaudeReader {
         Ok(())
     }
 
-    fn line(&mut self, index: u64, base: u64, line: Line, line_start: ResumePoint, after: ResumePoint) {
+    fn line(
+        &mut self,
+        index: u64,
+        base: u64,
+        line: Line,
+        line_start: ResumePoint,
+        after: ResumePoint,
+    ) {
         if line.is_sidechain == Some(true) {
             return;
         }
@@ -699,11 +720,9 @@ impl ClaudeReader {
             s
         };
         match (line.kind.as_deref(), line.subtype.as_deref()) {
-            (Some("system"), Some("turn_duration")) => {
-                if self.exchange {
-                    let seq = next_seq(&mut sub);
-                    self.end_turn(seq, "completed", after);
-                }
+            (Some("system"), Some("turn_duration")) if self.has_exchange() => {
+                let seq = next_seq(&mut sub);
+                self.end_turn(seq, "completed", after);
             }
             (Some("assistant"), _) => {
                 let Some(msg) = line.message else { return };
@@ -739,14 +758,17 @@ impl ClaudeReader {
                             let p = self.pending.as_mut().expect("just set");
                             match b.kind.as_deref() {
                                 Some("text") => p.text.extend(b.text.filter(|t| !t.is_empty())),
-                                Some("thinking") => p.reasoning.push(b.thinking.unwrap_or_default()),
+                                Some("thinking") => {
+                                    p.reasoning.push(b.thinking.unwrap_or_default())
+                                }
                                 _ => p.reasoning.push(String::new()),
                             }
                         }
                         Some("tool_use") | Some("server_tool_use") => {
                             self.flush_message();
                             let id = b.id.unwrap_or_default();
-                            let arguments = b.input.map_or_else(|| "{}".to_owned(), |v| v.to_string());
+                            let arguments =
+                                b.input.map_or_else(|| "{}".to_owned(), |v| v.to_string());
                             let seq = next_seq(&mut sub);
                             self.push(
                                 seq,
@@ -763,7 +785,7 @@ impl ClaudeReader {
                 }
                 if msg.stop_reason.as_deref() == Some("end_turn")
                     && self.open_calls.is_empty()
-                    && (self.exchange || self.pending.is_some())
+                    && self.has_exchange()
                 {
                     self.flush_message();
                     let seq = next_seq(&mut sub);
@@ -818,7 +840,7 @@ impl ClaudeReader {
                             json!({"content": text, "source": {"kind": screen::NOTICE}}),
                             time,
                         );
-                        if interrupted && self.exchange {
+                        if interrupted && self.has_exchange() {
                             let seq = next_seq(&mut sub);
                             self.end_turn(seq, "aborted", after);
                         }
@@ -830,7 +852,7 @@ impl ClaudeReader {
                     return;
                 }
                 let kind = screen::classify(&text, is_meta, is_summary);
-                if kind == screen::HUMAN && self.exchange {
+                if kind == screen::HUMAN && self.has_exchange() {
                     let reason = if self.open_calls.is_empty() {
                         "completed"
                     } else {
@@ -849,7 +871,7 @@ impl ClaudeReader {
                 );
                 self.last_was_answer = false;
                 // The person stopped the agent: the turn is over.
-                if interrupted && self.exchange {
+                if interrupted && self.has_exchange() {
                     let seq = next_seq(&mut sub);
                     self.end_turn(seq, "aborted", after);
                 }
@@ -865,7 +887,10 @@ fn header_of(path: &Path, facts: &SessionFacts) -> Option<Header> {
     facts.session_id.as_ref()?;
     Some(Header {
         version: 0,
-        id: format!("{}{stem}", crate::source::Harness::ClaudeCode.session_prefix()),
+        id: format!(
+            "{}{stem}",
+            crate::source::Harness::ClaudeCode.session_prefix()
+        ),
         created_at: facts.first_time,
         cwd: facts.cwd.clone(),
         parent_session: None,
@@ -909,5 +934,347 @@ impl EventSource for ClaudeReader {
 
     fn notes(&self) -> &[ReadNote] {
         &self.notes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::turn::{CompletedTurn, TurnAssembler};
+    use std::io::Write;
+
+    const SID: &str = "0b0b0b0b-0000-4000-8000-000000000001";
+
+    fn line(uuid: &str, parent: Option<&str>, kind: &str, rest: Value) -> String {
+        let mut v = json!({
+            "type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": SID,
+            "cwd": "/w", "version": "2.0.1", "timestamp": "2026-01-01T00:00:00.000Z",
+            "isSidechain": false,
+        });
+        if let (Value::Object(o), Value::Object(r)) = (&mut v, rest) {
+            o.extend(r);
+        }
+        v.to_string() + "\n"
+    }
+    fn prompt(uuid: &str, parent: Option<&str>, text: &str) -> String {
+        line(
+            uuid,
+            parent,
+            "user",
+            json!({"message": {"role": "user", "content": text}}),
+        )
+    }
+    fn answer(uuid: &str, parent: &str, id: &str, text: &str, stop: Option<&str>) -> String {
+        line(
+            uuid,
+            Some(parent),
+            "assistant",
+            json!({"message": {"id": id, "role": "assistant", "content": [{"type": "text", "text": text}], "stop_reason": stop}}),
+        )
+    }
+    fn call(uuid: &str, parent: &str, id: &str, call: &str) -> String {
+        line(
+            uuid,
+            Some(parent),
+            "assistant",
+            json!({"message": {"id": id, "role": "assistant", "content": [{"type": "tool_use", "id": call, "name": "Bash", "input": {"command": "ls"}}]}}),
+        )
+    }
+    fn result(uuid: &str, parent: &str, call: &str, out: &str) -> String {
+        line(
+            uuid,
+            Some(parent),
+            "user",
+            json!({"message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call, "content": out}]}, "toolUseResult": {"stdout": out}}),
+        )
+    }
+    fn duration(uuid: &str, parent: &str) -> String {
+        line(
+            uuid,
+            Some(parent),
+            "system",
+            json!({"subtype": "turn_duration", "durationMs": 5}),
+        )
+    }
+
+    struct Read {
+        header: Option<Header>,
+        turns: Vec<CompletedTurn>,
+        in_flight: Option<(u64, u64)>,
+        error: Option<ReadError>,
+        notes: Vec<ReadNote>,
+        resume: ResumePoint,
+    }
+
+    fn read_text(text: &str, quiet: bool) -> Read {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join(format!("{SID}.jsonl"));
+        std::fs::File::create(&path)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .expect("write");
+        read_path(&path, ResumePoint::default(), quiet)
+    }
+
+    fn read_path(path: &Path, from: ResumePoint, quiet: bool) -> Read {
+        let mut r = ClaudeReader::open(path, from, ReaderOptions::default(), quiet).expect("open");
+        let mut asm = TurnAssembler::starting_at(from.next_seq, 0);
+        let mut out = Read {
+            header: None,
+            turns: Vec::new(),
+            in_flight: None,
+            error: None,
+            notes: Vec::new(),
+            resume: ResumePoint::default(),
+        };
+        let mut last = None;
+        loop {
+            match r.next_item() {
+                Ok(Some(LogItem::Header(h))) => out.header = Some(h),
+                Ok(Some(LogItem::Event(e))) => {
+                    assert!(last.is_none_or(|l| e.seq > l), "seqs ascend");
+                    last = Some(e.seq);
+                    out.turns.extend(asm.push(e));
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    out.error = Some(e);
+                    break;
+                }
+            }
+        }
+        out.in_flight = asm.in_flight();
+        out.notes = r.notes().to_vec();
+        out.resume = r.resume_point();
+        out
+    }
+
+    fn users(t: &CompletedTurn) -> Vec<(String, String)> {
+        t.events
+            .iter()
+            .filter_map(|e| e.user_message())
+            .map(|m| (m.source.kind.clone(), m.text.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn turns_end_at_turn_duration_end_turn_and_the_next_prompt() {
+        let log = [
+            prompt("u1", None, "list files"),
+            call("a1", "u1", "m1", "t1"),
+            result("r1", "a1", "t1", "a b"),
+            answer("a2", "r1", "m2", "two files", None),
+            duration("d1", "a2"),
+            prompt("u2", Some("d1"), "thanks"),
+            answer("a3", "u2", "m3", "welcome", Some("end_turn")),
+            prompt("u3", Some("a3"), "again"),
+            answer("a4", "u3", "m4", "sure", None),
+            prompt("u4", Some("a4"), "last"),
+        ]
+        .concat();
+        let r = read_text(&log, false);
+        assert!(r.error.is_none());
+        let h = r.header.expect("header");
+        assert_eq!(h.id, format!("claude-code-{SID}"));
+        assert_eq!(
+            (h.cwd.as_deref(), h.origin.as_deref()),
+            (Some("/w"), Some("2.0.1"))
+        );
+        assert_eq!(r.turns.len(), 3);
+        let t = &r.turns[0];
+        assert_eq!(users(t), vec![("user".into(), "list files".into())]);
+        let call = t.events.iter().find_map(|e| e.tool_call()).expect("call");
+        let res = t
+            .events
+            .iter()
+            .find_map(|e| e.tool_result())
+            .expect("result");
+        assert_eq!((call.call_id.as_str(), res.call_id.as_str()), ("t1", "t1"));
+        assert_eq!(res.content, "a b");
+        assert_eq!(users(&r.turns[2]), vec![("user".into(), "again".into())]);
+        // "last" is in flight, and the resume point is where it starts.
+        assert!(r.in_flight.is_some());
+        assert_eq!(r.resume.next_seq >> SEQ_SHIFT, 9);
+    }
+
+    #[test]
+    fn one_message_per_message_id_and_quiet_end() {
+        let log = [
+            prompt("u1", None, "hi"),
+            line("a1", Some("u1"), "assistant", json!({"message": {"id": "m1", "content": [{"type": "thinking", "thinking": "hmm", "signature": "x"}]}})),
+            answer("a2", "a1", "m1", "part one", None),
+            answer("a3", "a2", "m1", "part two", None),
+        ]
+        .concat();
+        assert!(read_text(&log, false).turns.is_empty());
+        let r = read_text(&log, true);
+        assert_eq!(r.turns.len(), 1);
+        let msgs: Vec<_> = r.turns[0]
+            .events
+            .iter()
+            .filter_map(|e| e.assistant_message())
+            .collect();
+        assert_eq!(msgs.len(), 1);
+        assert_eq!(msgs[0].text, "part one\n\npart two");
+        assert_eq!(msgs[0].reasoning, vec!["hmm".to_owned()]);
+    }
+
+    #[test]
+    fn host_lines_are_screened_and_bookkeeping_skipped() {
+        let log = [
+            r#"{"type":"summary","summary":"A title","leafUuid":"x"}"#.to_owned() + "\n",
+            r#"{"type":"file-history-snapshot","messageId":"m","snapshot":{}}"#.to_owned() + "\n",
+            line("c1", None, "user", json!({"isMeta": true, "message": {"content": "Caveat: The messages below were generated by the user while running local commands."}})),
+            prompt("c2", Some("c1"), "<command-name>/clear</command-name>"),
+            line("s1", Some("c2"), "user", json!({"isCompactSummary": true, "message": {"content": "This session is being continued from a previous conversation."}})),
+            prompt("u1", Some("s1"), "real question"),
+            line("p1", Some("u1"), "progress", json!({"data": {"type": "hook_progress"}})),
+            r#"{"type":"some-future-type","uuid":"zz"}"#.to_owned() + "\n",
+            r#"{"not":"claude"}"#.to_owned() + "\n",
+            answer("a1", "p1", "m1", "answer", Some("end_turn")),
+            prompt("h1", Some("a1"), "Stop hook feedback:\n- run the tests"),
+            answer("a2", "h1", "m2", "ran them", Some("end_turn")),
+        ]
+        .concat();
+        let r = read_text(&log, false);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(r.turns.len(), 2);
+        let kinds: Vec<String> = users(&r.turns[0]).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(
+            kinds,
+            [
+                "claude-code-meta",
+                "claude-code-command",
+                "compact-checkpoint",
+                "user"
+            ]
+        );
+        assert_eq!(users(&r.turns[1])[0].0, "claude-code-hook");
+    }
+
+    #[test]
+    fn a_rewound_branch_is_not_read_and_copies_are_read_once() {
+        let log = [
+            prompt("u1", None, "first try"),
+            answer("a1", "u1", "m1", "old answer", Some("end_turn")),
+            // The person rewinds to before "first try" and asks again.
+            prompt("u2", None, "second try"),
+            answer("a2", "u2", "m2", "new answer", Some("end_turn")),
+            // A resumed session repeats a line.
+            answer("a2", "u2", "m2", "new answer", Some("end_turn")),
+        ]
+        .concat();
+        let r = read_text(&log, false);
+        let texts: Vec<String> = r
+            .turns
+            .iter()
+            .flat_map(|t| users(t).into_iter().map(|(_, t)| t))
+            .collect();
+        // Two roots: "first try" has no chain ancestor, so it is a detached fragment and
+        // kept; a sibling edit under a shared parent is abandoned.
+        assert_eq!(texts, ["first try", "second try"]);
+        let log = [
+            prompt("u0", None, "start"),
+            answer("a0", "u0", "m0", "ok", Some("end_turn")),
+            prompt("u1", Some("a0"), "first try"),
+            answer("a1", "u1", "m1", "old answer", Some("end_turn")),
+            prompt("u2", Some("a0"), "edited try"),
+            answer("a2", "u2", "m2", "new answer", Some("end_turn")),
+        ]
+        .concat();
+        let r = read_text(&log, false);
+        let texts: Vec<String> = r
+            .turns
+            .iter()
+            .flat_map(|t| users(t).into_iter().map(|(_, t)| t))
+            .collect();
+        assert_eq!(texts, ["start", "edited try"]);
+        let answers = r
+            .turns
+            .iter()
+            .flat_map(|t| t.events.iter().filter_map(|e| e.assistant_text()))
+            .filter(|t| *t == "new answer")
+            .count();
+        assert_eq!(answers, 1);
+    }
+
+    #[test]
+    fn cycles_and_missing_parents_end_the_walk() {
+        let log = [
+            prompt("u1", Some("u3"), "a"),
+            answer("u2", "u1", "m1", "b", None),
+            prompt("u3", Some("u2"), "c"),
+            answer("u4", "missing-parent", "m2", "d", Some("end_turn")),
+        ]
+        .concat();
+        let r = read_text(&log, false);
+        assert!(r.error.is_none());
+        let n: usize = r.turns.iter().map(|t| t.events.len()).sum();
+        assert!(n >= 4, "every line read once");
+    }
+
+    #[test]
+    fn torn_tail_and_garbled_middle() {
+        let good = [
+            prompt("u1", None, "hi"),
+            answer("a1", "u1", "m1", "yo", Some("end_turn")),
+        ]
+        .concat();
+        let r = read_text(&(good.clone() + r#"{"type":"user","mess"#), false);
+        assert_eq!(r.turns.len(), 1);
+        assert!(matches!(r.notes[..], [ReadNote::TornTail { .. }]));
+        assert!(r.error.is_none());
+        let r = read_text(
+            &(good + "{not json\n" + &prompt("u2", Some("a1"), "more")),
+            false,
+        );
+        assert_eq!(r.turns.len(), 1, "the turn before the damage is read");
+        assert!(matches!(r.error, Some(ReadError::BadLine { .. })));
+    }
+
+    #[test]
+    fn a_huge_image_becomes_a_marker() {
+        let data = "A".repeat(30 << 20);
+        let img = line(
+            "u1",
+            None,
+            "user",
+            json!({"message": {"content": [{"type": "text", "text": "what is this?"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}]}}),
+        );
+        drop(data);
+        let r = read_text(
+            &(img + &answer("a1", "u1", "m1", "a cat", Some("end_turn"))),
+            false,
+        );
+        let (_, text) = users(&r.turns[0]).remove(0);
+        assert_eq!(
+            text,
+            "what is this?\n\n[image omitted: image/png, 31457280 bytes of base64]"
+        );
+    }
+
+    #[test]
+    fn resumes_at_a_turn_end() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join(format!("{SID}.jsonl"));
+        let first = [
+            prompt("u1", None, "one"),
+            answer("a1", "u1", "m1", "1", Some("end_turn")),
+            prompt("u2", Some("a1"), "two"),
+        ]
+        .concat();
+        std::fs::write(&path, &first).expect("write");
+        let r = read_path(&path, ResumePoint::default(), false);
+        assert_eq!(r.turns.len(), 1);
+        let more = first + &answer("a2", "u2", "m2", "2", Some("end_turn"));
+        std::fs::write(&path, &more).expect("write");
+        let again = read_path(&path, r.resume, false);
+        assert!(again.header.is_none());
+        assert_eq!(again.turns.len(), 1);
+        assert_eq!(users(&again.turns[0]), vec![("user".into(), "two".into())]);
+        let whole = read_path(&path, ResumePoint::default(), false);
+        assert_eq!(
+            whole.turns[1].end_seq, again.turns[0].end_seq,
+            "the same seqs"
+        );
     }
 }
