@@ -223,6 +223,12 @@ pub fn archive_workspace(
                 .push(format!("Claude Code sessions not listed: {e}")),
         }
     }
+    if let Some(home) = crate::source::codex::home_from_env() {
+        match crate::source::codex::list_workspace_sessions(&home, &workspace_str) {
+            Ok(found) => logs.extend(found.into_iter().map(|l| (Harness::Codex, l))),
+            Err(e) => report.notes.push(format!("Codex sessions not listed: {e}")),
+        }
+    }
     let mut found = Vec::new();
     for (harness, log) in logs {
         match read_source_header(harness, &log.log, ctx.config) {

@@ -22,6 +22,7 @@ use crate::session::reader::{LogItem, LogReader, ReadError, ReadNote, ReaderOpti
 use crate::session::Header;
 
 pub mod claude_code;
+pub mod codex;
 pub(crate) mod lines;
 
 /// The agents whose logs are archived.
@@ -112,12 +113,12 @@ pub fn open(
             options.reader,
             is_quiet(path, options.quiet_after_ms),
         )?),
-        Harness::Codex => {
-            return Err(ReadError::BadHeader {
-                file: path.to_path_buf(),
-                detail: "Codex rollouts are not read yet".to_owned(),
-            })
-        }
+        Harness::Codex => Box::new(codex::CodexReader::open(
+            path,
+            from,
+            options.reader,
+            is_quiet(path, options.quiet_after_ms),
+        )?),
     })
 }
 
