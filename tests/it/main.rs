@@ -3,6 +3,7 @@
 mod archive;
 mod bad_input;
 mod claude_code;
+mod codex;
 mod crash;
 mod daemon;
 mod doors;

@@ -654,3 +654,275 @@ impl EventSource for CodexReader {
         &self.notes
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::turn::{CompletedTurn, TurnAssembler};
+
+    fn env(kind: &str, payload: Value) -> String {
+        json!({"timestamp": "2026-02-01T10:00:00.000Z", "type": kind, "payload": payload})
+            .to_string()
+            + "\n"
+    }
+    fn meta() -> String {
+        env(
+            "session_meta",
+            json!({"id": "0199aaaa-0000-7000-8000-000000000001", "cwd": "/w", "cli_version": "0.58.0", "base_instructions": {"text": "You are Codex. SYSTEM PROMPT"}}),
+        )
+    }
+    fn item(payload: Value) -> String {
+        env("response_item", payload)
+    }
+    fn event(payload: Value) -> String {
+        env("event_msg", payload)
+    }
+    fn user_item(text: &str) -> String {
+        item(
+            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}),
+        )
+    }
+    fn answer(text: &str) -> String {
+        item(
+            json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}),
+        )
+    }
+
+    struct Read {
+        header: Option<Header>,
+        turns: Vec<CompletedTurn>,
+        error: Option<ReadError>,
+        notes: Vec<ReadNote>,
+    }
+
+    fn read_bytes(name: &str, bytes: &[u8], quiet: bool) -> Read {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).expect("write");
+        let mut out = Read {
+            header: None,
+            turns: Vec::new(),
+            error: None,
+            notes: Vec::new(),
+        };
+        let mut r = match CodexReader::open(
+            &path,
+            ResumePoint::default(),
+            ReaderOptions::default(),
+            quiet,
+        ) {
+            Ok(r) => r,
+            Err(e) => {
+                out.error = Some(e);
+                return out;
+            }
+        };
+        let mut asm = TurnAssembler::new();
+        let mut last = None;
+        loop {
+            match r.next_item() {
+                Ok(Some(LogItem::Header(h))) => out.header = Some(h),
+                Ok(Some(LogItem::Event(e))) => {
+                    assert!(last.is_none_or(|l| e.seq > l), "seqs ascend");
+                    last = Some(e.seq);
+                    out.turns.extend(asm.push(e));
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    out.error = Some(e);
+                    break;
+                }
+            }
+        }
+        out.notes = r.notes().to_vec();
+        out
+    }
+
+    fn read(text: &str, quiet: bool) -> Read {
+        read_bytes(
+            "rollout-2026-02-01T10-00-00-x.jsonl",
+            text.as_bytes(),
+            quiet,
+        )
+    }
+
+    fn texts(t: &CompletedTurn) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for e in &t.events {
+            if let Some(m) = e.user_message() {
+                out.push((m.source.kind.clone(), m.text.clone()));
+            } else if let Some(a) = e.assistant_text().filter(|a| !a.is_empty()) {
+                out.push(("assistant".into(), a.to_owned()));
+            }
+        }
+        out
+    }
+
+    fn g2() -> String {
+        [
+            meta(),
+            item(json!({"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "<permissions instructions>sandboxed"}]})),
+            user_item("# AGENTS.md instructions for /w\n\n<INSTRUCTIONS>be terse</INSTRUCTIONS>"),
+            user_item("<environment_context>\n  <cwd>/w</cwd>\n</environment_context>"),
+            event(json!({"type": "task_started", "turn_id": "t1"})),
+            env("turn_context", json!({"turn_id": "t1", "cwd": "/w", "model": "gpt-5"})),
+            user_item("fix the build"),
+            event(json!({"type": "user_message", "message": "fix the build", "images": []})),
+            item(json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": "thinking about it"}], "encrypted_content": "gAAAAAsecret"})),
+            event(json!({"type": "agent_reasoning", "text": "thinking about it"})),
+            item(json!({"type": "function_call", "name": "shell", "arguments": "{\"command\":[\"bash\",\"-lc\",\"cargo build\"]}", "call_id": "c1"})),
+            item(json!({"type": "function_call_output", "call_id": "c1", "output": "{\"output\":\"Finished\",\"metadata\":{\"exit_code\":0}}"})),
+            item(json!({"type": "custom_tool_call", "name": "apply_patch", "input": "*** Begin Patch\n*** Update File: src/a.rs\n*** End Patch", "call_id": "c2"})),
+            item(json!({"type": "custom_tool_call_output", "call_id": "c2", "output": "Success"})),
+            answer("fixed"),
+            event(json!({"type": "agent_message", "message": "fixed"})),
+            event(json!({"type": "token_count", "info": null})),
+            event(json!({"type": "task_complete", "turn_id": "t1", "last_agent_message": "fixed"})),
+            env("compacted", json!({"message": "", "replacement_history": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the build"}]}]})),
+            event(json!({"type": "context_compacted"})),
+            env("world_state", json!({"x": 1})),
+            json!({"timestamp": "2026-02-01T10:00:00.000Z", "ordinal": 20, "type": "token_usage_record", "payload": {}}).to_string() + "\n",
+            event(json!({"type": "task_started", "turn_id": "t2"})),
+            event(json!({"type": "user_message", "message": "now test"})),
+            item(json!({"type": "local_shell_call", "call_id": "c3", "action": {"type": "exec", "command": ["cargo", "test"]}})),
+        ]
+        .concat()
+    }
+
+    #[test]
+    fn g2_tasks_one_stream_screened_context_and_no_copies() {
+        let r = read(&g2(), true);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        let h = r.header.expect("header");
+        assert_eq!(h.id, "codex-0199aaaa-0000-7000-8000-000000000001");
+        assert_eq!(
+            (h.cwd.as_deref(), h.origin.as_deref()),
+            (Some("/w"), Some("0.58.0"))
+        );
+        assert_eq!(
+            r.turns.len(),
+            1,
+            "the second task is in flight even when quiet"
+        );
+        let t = &r.turns[0];
+        assert_eq!(
+            texts(t),
+            [
+                (
+                    "codex-developer".into(),
+                    "<permissions instructions>sandboxed".into()
+                ),
+                (
+                    "codex-context".into(),
+                    "# AGENTS.md instructions for /w\n\n<INSTRUCTIONS>be terse</INSTRUCTIONS>"
+                        .into()
+                ),
+                (
+                    "codex-context".into(),
+                    "<environment_context>\n  <cwd>/w</cwd>\n</environment_context>".into()
+                ),
+                ("user".into(), "fix the build".into()),
+                ("assistant".into(), "fixed".into()),
+            ]
+        );
+        let reasoning: Vec<&String> = t
+            .events
+            .iter()
+            .filter_map(|e| e.assistant_message())
+            .flat_map(|m| &m.reasoning)
+            .collect();
+        assert_eq!(reasoning, ["thinking about it"]);
+        let calls: Vec<_> = t.events.iter().filter_map(|e| e.tool_call()).collect();
+        assert_eq!(calls.len(), 2);
+        assert!(calls[1].arguments.contains("\"paths\":[\"src/a.rs\"]"));
+        let results: Vec<_> = t.events.iter().filter_map(|e| e.tool_result()).collect();
+        assert_eq!(results[0].content, "Finished");
+        let all = format!("{:?}", t.events);
+        assert!(!all.contains("gAAAA") && !all.contains("SYSTEM PROMPT"));
+    }
+
+    #[test]
+    fn g1_bare_items_end_turns_at_the_next_prompt() {
+        let log = [
+            r#"{"id":"c27a914d-0000-4000-8000-000000000001","timestamp":"2025-08-20T13:20:47.060Z","instructions":null,"cwd":"/w","git":{"branch":"main"}}"#.to_owned() + "\n",
+            r#"{"record_type":"state"}"#.to_owned() + "\n",
+            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<user_instructions>be nice</user_instructions>"}]}).to_string() + "\n",
+            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "list files"}]}).to_string() + "\n",
+            json!({"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "opaque"}).to_string() + "\n",
+            json!({"type": "function_call", "id": "fc_1", "name": "shell", "arguments": "{\"command\":[\"ls\"]}", "call_id": "call_1"}).to_string() + "\n",
+            json!({"type": "function_call_output", "call_id": "call_1", "output": {"content": "a b", "success": true}}).to_string() + "\n",
+            json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "two files"}]}).to_string() + "\n",
+            r#"{"record_type":"state"}"#.to_owned() + "\n",
+            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "thanks"}]}).to_string() + "\n",
+            json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "welcome"}]}).to_string() + "\n",
+        ]
+        .concat();
+        let r = read(&log, false);
+        assert_eq!(
+            r.header.expect("header").id,
+            "codex-c27a914d-0000-4000-8000-000000000001"
+        );
+        assert_eq!(r.turns.len(), 1);
+        assert_eq!(
+            texts(&r.turns[0]),
+            [
+                (
+                    "codex-context".into(),
+                    "<user_instructions>be nice</user_instructions>".into()
+                ),
+                ("user".into(), "list files".into()),
+                ("assistant".into(), "two files".into()),
+            ]
+        );
+        let res = r.turns[0]
+            .events
+            .iter()
+            .find_map(|e| e.tool_result())
+            .expect("result");
+        assert_eq!(
+            (res.call_id.as_str(), res.content.as_str()),
+            ("call_1", "a b")
+        );
+        // Quiet: the last answered exchange is a turn too.
+        assert_eq!(read(&log, true).turns.len(), 2);
+    }
+
+    #[test]
+    fn zst_reads_as_plain_and_corrupt_zst_is_damage() {
+        let text = g2();
+        let plain = read(&text, true);
+        let packed = zstd::encode_all(text.as_bytes(), 3).expect("compress");
+        let z = read_bytes("rollout-x.jsonl.zst", &packed, true);
+        assert!(z.error.is_none());
+        assert_eq!(z.turns, plain.turns);
+        let mut bad = packed.clone();
+        let mid = bad.len() / 2;
+        for b in &mut bad[mid..mid + 16] {
+            *b ^= 0x5a;
+        }
+        let r = read_bytes("rollout-y.jsonl.zst", &bad, true);
+        assert!(
+            matches!(r.error, Some(ReadError::CorruptFrame { .. })) || r.turns.len() <= 1,
+            "{:?}",
+            r.error
+        );
+        let r = read_bytes("rollout-z.jsonl.zst", b"not zstd at all\n", true);
+        assert!(
+            matches!(r.error, Some(ReadError::CorruptFrame { .. })),
+            "{:?}",
+            r.error
+        );
+    }
+
+    #[test]
+    fn torn_tail_and_unknown_payloads() {
+        let mut text = g2();
+        text.push_str(&event(json!({"type": "brand_new_event", "x": [1, 2]})));
+        text.push_str(&item(json!({"type": "brand_new_item"})));
+        text.push_str(r#"{"timestamp":"2026-02-01T10:00:00.000Z","type":"event_msg","payload":{"type":"task_comp"#);
+        let r = read(&text, true);
+        assert!(r.error.is_none());
+        assert_eq!(r.turns.len(), 1);
+        assert!(matches!(r.notes[..], [ReadNote::TornTail { .. }]));
+    }
+}
