@@ -107,12 +107,15 @@ pub fn open(
 ) -> Result<Box<dyn EventSource>, ReadError> {
     Ok(match harness {
         Harness::Dsh => Box::new(LogReader::open_with(path, from, options.reader)?),
-        Harness::ClaudeCode => Box::new(claude_code::ClaudeReader::open(
-            path,
-            from,
-            options.reader,
-            is_quiet(path, options.quiet_after_ms),
-        )?),
+        Harness::ClaudeCode => Box::new(
+            claude_code::ClaudeReader::open(
+                path,
+                from,
+                options.reader,
+                is_quiet(path, options.quiet_after_ms),
+            )?
+            .with_idle_gap(options.quiet_after_ms),
+        ),
         Harness::Codex => Box::new(codex::CodexReader::open(
             path,
             from,

@@ -488,6 +488,11 @@ pub struct ClaudeReader {
     /// The last event was an assistant message.
     last_was_answer: bool,
     quiet_end: bool,
+    /// `idleArchiveMs`: a line written this long after an answered exchange ends it first,
+    /// as a quiet end of the file did (so a later read keeps the turn an earlier one ended).
+    idle_gap_ms: Option<u64>,
+    /// When the last answer was written.
+    last_answer_time: Option<i64>,
     committed: ResumePoint,
     notes: Vec<ReadNote>,
     skipped_shapes: u64,
@@ -546,6 +551,8 @@ impl ClaudeReader {
             exchange: false,
             last_was_answer: false,
             quiet_end,
+            idle_gap_ms: None,
+            last_answer_time: None,
             committed: ResumePoint {
                 header_seen: true,
                 ..from
@@ -556,6 +563,12 @@ impl ClaudeReader {
             failed: None,
             done: false,
         })
+    }
+
+    /// End an answered exchange before a line written `gap_ms` or more after the answer.
+    pub fn with_idle_gap(mut self, gap_ms: Option<u64>) -> Self {
+        self.idle_gap_ms = gap_ms;
+        self
     }
 
     /// An assistant message or a call since the last turn end (a message still being
@@ -713,6 +726,18 @@ impl ClaudeReader {
             .timestamp
             .as_deref()
             .and_then(crate::search::parse_rfc3339_ms);
+        if let (Some(gap), Some(t), Some(answered)) =
+            (self.idle_gap_ms, time, self.last_answer_time)
+        {
+            let answered_last = self.last_was_answer || self.pending.is_some();
+            if answered_last
+                && self.has_exchange()
+                && self.open_calls.is_empty()
+                && t.saturating_sub(answered) >= i64::try_from(gap).unwrap_or(i64::MAX)
+            {
+                self.end_turn(base, "completed", line_start);
+            }
+        }
         let mut sub: u64 = 1;
         let next_seq = |sub: &mut u64| {
             let s = base | (*sub).min(MAX_SUB);
@@ -755,6 +780,7 @@ impl ClaudeReader {
                                     reasoning: Vec::new(),
                                 });
                             }
+                            self.last_answer_time = time.or(self.last_answer_time);
                             let p = self.pending.as_mut().expect("just set");
                             match b.kind.as_deref() {
                                 Some("text") => p.text.extend(b.text.filter(|t| !t.is_empty())),
@@ -1250,6 +1276,49 @@ mod tests {
             text,
             "what is this?\n\n[image omitted: image/png, 31457280 bytes of base64]"
         );
+    }
+
+    #[test]
+    fn a_turn_a_quiet_end_closed_stays_closed_when_the_file_goes_on() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join(format!("{SID}.jsonl"));
+        let first = [
+            prompt("u1", None, "one"),
+            answer("a1", "u1", "m1", "done?", None),
+        ]
+        .concat();
+        std::fs::write(&path, &first).expect("write");
+        let ends = |quiet: bool| -> Vec<u64> {
+            let mut r = ClaudeReader::open(
+                &path,
+                ResumePoint::default(),
+                ReaderOptions::default(),
+                quiet,
+            )
+            .expect("open")
+            .with_idle_gap(Some(600_000));
+            let mut asm = TurnAssembler::new();
+            let mut out = Vec::new();
+            while let Some(item) = r.next_item().expect("read") {
+                if let LogItem::Event(e) = item {
+                    out.extend(asm.push(e).map(|t| t.end_seq));
+                }
+            }
+            out
+        };
+        let before = ends(true);
+        assert_eq!(before.len(), 1);
+        // An hour later the agent goes on (a hook's feedback, not a new prompt).
+        let later = line(
+            "a2",
+            Some("a1"),
+            "assistant",
+            json!({"timestamp": "2026-01-01T01:00:00.000Z", "message": {"id": "m2", "content": [{"type": "text", "text": "more"}], "stop_reason": "end_turn"}}),
+        );
+        std::fs::write(&path, first + &later).expect("write");
+        let after = ends(false);
+        assert_eq!(after[0], before[0], "the same turn end");
+        assert_eq!(after.len(), 2);
     }
 
     #[test]
