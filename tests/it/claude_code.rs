@@ -74,23 +74,27 @@ fn install(sb: &Sandbox, name: &str) -> (PathBuf, String) {
             std::fs::copy(e.path(), sub.join(e.file_name())).expect("copy");
         }
     }
-    let day_ago = SystemTime::now() - Duration::from_secs(86_400);
-    std::fs::File::options()
-        .write(true)
-        .open(&path)
-        .and_then(|f| f.set_modified(day_ago))
-        .expect("mtime");
+    quiet_for_a_day(&path);
     (path, sid)
 }
 
-/// Every completed turn of a transcript, read through the seam as the archive reads it.
-fn turns_of(path: &Path) -> Vec<CompletedTurn> {
+/// Set `path`'s mtime a day back: quiet past `idleArchiveMs`.
+pub fn quiet_for_a_day(path: &Path) {
+    let day_ago = SystemTime::now() - Duration::from_secs(86_400);
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_modified(day_ago))
+        .expect("mtime");
+}
+
+/// Every completed turn of a log, read through the seam as the archive reads it.
+pub fn turns_of(harness: Harness, path: &Path) -> Vec<CompletedTurn> {
     let options = SourceOptions {
         reader: ReaderOptions::default(),
         quiet_after_ms: Some(600_000),
     };
-    let mut reader =
-        source::open(Harness::ClaudeCode, path, ResumePoint::default(), options).expect("open");
+    let mut reader = source::open(harness, path, ResumePoint::default(), options).expect("open");
     let mut asm = TurnAssembler::new();
     let mut turns = Vec::new();
     while let Some(item) = reader.next_item().expect("no damage in a fixture") {
@@ -130,27 +134,11 @@ fn claude_code_fixtures_archive_beside_dsh_with_their_harness_and_no_host_text()
             .find(|s| s["sessionId"] == id.as_str())
             .unwrap_or_else(|| panic!("{id} archived: {report}"));
         // Every completed turn is covered once: signed once, archived once.
-        let completed = turns_of(path);
+        let completed = turns_of(Harness::ClaudeCode, path);
         assert!(!completed.is_empty(), "{id} has completed turns");
         assert_eq!(s["turnsSigned"], completed.len() as u64, "{id}");
         assert_eq!(s["turnsArchived"], completed.len() as u64, "{id}");
-        // Every tool call has its result, in its turn.
-        for t in &completed {
-            let results: Vec<&str> = t
-                .events
-                .iter()
-                .filter_map(|e| e.tool_result())
-                .map(|r| r.call_id.as_str())
-                .collect();
-            for c in t.events.iter().filter_map(|e| e.tool_call()) {
-                assert!(
-                    results.contains(&c.call_id.as_str()),
-                    "{id}: call {} of turn {} has no result",
-                    c.call_id,
-                    t.turn
-                );
-            }
-        }
+        every_call_has_its_result(&id, &completed);
     }
     let files = sb.snapshot();
     let mut claude_chapters = 0;
@@ -238,4 +226,24 @@ fn a_claude_code_session_is_named_by_its_own_id_too_and_grows() {
     .expect("chapter");
     assert!(body.contains("one more answer"));
     assert!(body.contains("\nharnessVersion: \"2.1.40\"\n"));
+}
+
+/// Every tool call of each turn has its result in the same turn.
+pub fn every_call_has_its_result(session: &str, turns: &[CompletedTurn]) {
+    for t in turns {
+        let results: Vec<&str> = t
+            .events
+            .iter()
+            .filter_map(|e| e.tool_result())
+            .map(|r| r.call_id.as_str())
+            .collect();
+        for c in t.events.iter().filter_map(|e| e.tool_call()) {
+            assert!(
+                results.contains(&c.call_id.as_str()),
+                "{session}: call {} of turn {} has no result",
+                c.call_id,
+                t.turn
+            );
+        }
+    }
 }

@@ -2,12 +2,10 @@
 //! archived through the harness seam, one of them as `.jsonl.zst`.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
 
-use dsh_chapters::session::reader::{LogItem, ReaderOptions, ResumePoint};
-use dsh_chapters::source::{self, Harness, SourceOptions};
-use dsh_chapters::turn::{CompletedTurn, TurnAssembler};
+use dsh_chapters::source::Harness;
 
+use crate::claude_code::{every_call_has_its_result, quiet_for_a_day, turns_of};
 use crate::support::Sandbox;
 
 /// (file, installed compressed)
@@ -66,30 +64,8 @@ fn install(sb: &Sandbox, name: &str, compress: bool) -> (PathBuf, String, Vec<St
         std::fs::write(&path, out).expect("rollout");
         path
     };
-    let day_ago = SystemTime::now() - Duration::from_secs(86_400);
-    std::fs::File::options()
-        .write(true)
-        .open(&path)
-        .and_then(|f| f.set_modified(day_ago))
-        .expect("mtime");
+    quiet_for_a_day(&path);
     (path, id, developer)
-}
-
-fn turns_of(path: &Path) -> Vec<CompletedTurn> {
-    let options = SourceOptions {
-        reader: ReaderOptions::default(),
-        quiet_after_ms: Some(600_000),
-    };
-    let mut reader =
-        source::open(Harness::Codex, path, ResumePoint::default(), options).expect("open");
-    let mut asm = TurnAssembler::new();
-    let mut turns = Vec::new();
-    while let Some(item) = reader.next_item().expect("no damage in a fixture") {
-        if let LogItem::Event(e) = item {
-            turns.extend(asm.push(e));
-        }
-    }
-    turns
 }
 
 #[test]
@@ -122,25 +98,11 @@ fn codex_fixtures_plain_and_zst_archive_with_their_harness_and_no_host_text() {
             .iter()
             .find(|s| s["sessionId"] == sid.as_str())
             .unwrap_or_else(|| panic!("{sid}: {report}"));
-        let completed = turns_of(path);
+        let completed = turns_of(Harness::Codex, path);
         assert_eq!(s["turnsSigned"], completed.len() as u64, "{sid}");
         assert_eq!(s["turnsArchived"], completed.len() as u64, "{sid}");
         archived_total += completed.len();
-        for t in &completed {
-            let results: Vec<&str> = t
-                .events
-                .iter()
-                .filter_map(|e| e.tool_result())
-                .map(|r| r.call_id.as_str())
-                .collect();
-            for c in t.events.iter().filter_map(|e| e.tool_call()) {
-                assert!(
-                    results.contains(&c.call_id.as_str()),
-                    "{sid}: {}",
-                    c.call_id
-                );
-            }
-        }
+        every_call_has_its_result(&sid, &completed);
     }
     assert!(archived_total >= 2, "the two finished tasks");
     for (name, bytes) in sb.snapshot() {

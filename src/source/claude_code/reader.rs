@@ -23,10 +23,9 @@
 //! appended later only adds higher ones. The resume point is kept at turn ends, where no
 //! message, call or exchange is pending.
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
-use std::fs::File;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
-use std::io::{BufReader, Seek, SeekFrom};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
@@ -34,10 +33,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::screen;
-use crate::session::reader::{LogItem, ReadError, ReadNote, ReaderOptions, ResumePoint};
-use crate::session::{Event, Header};
-use crate::source::lines::{Lines, Next};
-use crate::source::EventSource;
+use crate::session::reader::{ReadError, ReadNote, ReaderOptions, ResumePoint};
+use crate::session::Header;
+use crate::source::lines::{Lines, Next, Outbox, Step};
 
 /// Bits of a seq that number the events of one line.
 pub const SEQ_SHIFT: u32 = 12;
@@ -474,12 +472,11 @@ struct PendingMessage {
 /// Streaming reader of one Claude Code transcript.
 pub struct ClaudeReader {
     path: PathBuf,
-    lines: Lines<BufReader<File>>,
+    lines: Lines<Box<dyn std::io::BufRead>>,
     plan: Plan,
-    header: Option<Header>,
     /// The index of the next line.
     line_index: u64,
-    queue: VecDeque<(Event, Option<ResumePoint>)>,
+    out: Outbox,
     pending: Option<PendingMessage>,
     /// Calls not answered yet.
     open_calls: BTreeSet<String>,
@@ -493,14 +490,9 @@ pub struct ClaudeReader {
     idle_gap_ms: Option<u64>,
     /// When the last answer was written.
     last_answer_time: Option<i64>,
-    committed: ResumePoint,
-    notes: Vec<ReadNote>,
     skipped_shapes: u64,
     /// The line cap, for the error that names it.
     cap: usize,
-    /// An error met after the queued events: said once they are delivered.
-    failed: Option<ReadError>,
-    done: bool,
 }
 
 impl ClaudeReader {
@@ -513,23 +505,7 @@ impl ClaudeReader {
         quiet_end: bool,
     ) -> Result<Self, ReadError> {
         let plan = plan(path, options.max_line_bytes)?;
-        let io_err = |source| ReadError::Io {
-            file: path.to_path_buf(),
-            source,
-        };
-        let mut file = crate::session::reader::open_regular(path)?;
-        let len = file.metadata().map_err(io_err)?.len();
-        if from.byte_offset > len {
-            return Err(io_err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!(
-                    "resume offset {} is past the end of the file ({len} bytes): the transcript was truncated or rewritten; read it again from the start",
-                    from.byte_offset
-                ),
-            )));
-        }
-        file.seek(SeekFrom::Start(from.byte_offset))
-            .map_err(io_err)?;
+        let stream = crate::source::lines::open_stream(path, from.byte_offset)?;
         let header = if from.header_seen {
             None
         } else {
@@ -537,15 +513,10 @@ impl ClaudeReader {
         };
         Ok(ClaudeReader {
             path: path.to_path_buf(),
-            lines: Lines::new(
-                BufReader::with_capacity(64 * 1024, file),
-                from.byte_offset,
-                options.max_line_bytes,
-            ),
+            lines: Lines::new(stream, from.byte_offset, options.max_line_bytes),
             plan,
-            header,
             line_index: from.next_seq >> SEQ_SHIFT,
-            queue: VecDeque::new(),
+            out: Outbox::new(header, from),
             pending: None,
             open_calls: BTreeSet::new(),
             exchange: false,
@@ -553,15 +524,8 @@ impl ClaudeReader {
             quiet_end,
             idle_gap_ms: None,
             last_answer_time: None,
-            committed: ResumePoint {
-                header_seen: true,
-                ..from
-            },
-            notes: Vec::new(),
             skipped_shapes: 0,
             cap: options.max_line_bytes,
-            failed: None,
-            done: false,
         })
     }
 
@@ -583,9 +547,7 @@ impl ClaudeReader {
     }
 
     fn push(&mut self, seq: u64, kind: &str, data: Value, time: Option<i64>) {
-        let mut ev = Event::new(seq, kind, data);
-        ev.time = time;
-        self.queue.push_back((ev, None));
+        self.out.push(seq, kind, data, time);
     }
 
     fn flush_message(&mut self) {
@@ -613,9 +575,7 @@ impl ClaudeReader {
     /// End the turn at `seq`; the reader may resume at `resume` afterwards.
     fn end_turn(&mut self, seq: u64, reason: &str, resume: ResumePoint) {
         self.flush_message();
-        let mut ev = Event::new(seq, "turn/end", json!({"reason": {"kind": reason}}));
-        ev.time = None;
-        self.queue.push_back((ev, Some(resume)));
+        self.out.end_turn(seq, reason, resume);
         self.exchange = false;
         self.last_was_answer = false;
         self.open_calls.clear();
@@ -632,7 +592,7 @@ impl ClaudeReader {
         match next {
             Next::End | Next::Torn { .. } => {
                 if let Next::Torn { start } = next {
-                    self.notes.push(ReadNote::TornTail {
+                    self.out.note(ReadNote::TornTail {
                         file: self.path.clone(),
                         at: start,
                     });
@@ -657,7 +617,7 @@ impl ClaudeReader {
                     };
                     self.end_turn(base, "completed", resume);
                 }
-                self.done = true;
+                self.out.finish();
                 return Ok(());
             }
             Next::TooLong { .. } => {
@@ -911,61 +871,32 @@ fn header_of(path: &Path, facts: &SessionFacts) -> Option<Header> {
     let stem = path.file_stem()?.to_string_lossy().into_owned();
     // A file with no conversation line yet has no header.
     facts.session_id.as_ref()?;
-    Some(Header {
-        version: 0,
-        id: format!(
-            "{}{stem}",
-            crate::source::Harness::ClaudeCode.session_prefix()
-        ),
-        created_at: facts.first_time,
-        cwd: facts.cwd.clone(),
-        parent_session: None,
-        is_seeded: false,
-        seed_length: None,
-        origin: facts.version.clone(),
-        delegation_depth: None,
-        agent_preset: None,
-    })
+    Some(crate::source::lines::header(
+        crate::source::Harness::ClaudeCode,
+        &stem,
+        facts.cwd.clone(),
+        facts.first_time,
+        facts.version.clone(),
+    ))
 }
 
-impl EventSource for ClaudeReader {
-    fn next_item(&mut self) -> Result<Option<LogItem>, ReadError> {
-        if let Some(h) = self.header.take() {
-            return Ok(Some(LogItem::Header(h)));
-        }
-        loop {
-            if let Some((ev, commit)) = self.queue.pop_front() {
-                if let Some(c) = commit {
-                    self.committed = c;
-                }
-                return Ok(Some(LogItem::Event(ev)));
-            }
-            if let Some(e) = self.failed.take() {
-                return Err(e);
-            }
-            if self.done {
-                return Ok(None);
-            }
-            if let Err(e) = self.step() {
-                // Every complete record before the damage is delivered first.
-                self.done = true;
-                self.failed = Some(e);
-            }
-        }
+impl Step for ClaudeReader {
+    fn outbox(&mut self) -> &mut Outbox {
+        &mut self.out
     }
-
-    fn resume_point(&self) -> ResumePoint {
-        self.committed
+    fn outbox_ref(&self) -> &Outbox {
+        &self.out
     }
-
-    fn notes(&self) -> &[ReadNote] {
-        &self.notes
+    fn step(&mut self) -> Result<(), ReadError> {
+        ClaudeReader::step(self)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::reader::LogItem;
+    use crate::source::EventSource;
     use crate::turn::{CompletedTurn, TurnAssembler};
     use std::io::Write;
 

@@ -21,17 +21,16 @@
 //! end after an answer. Seqs: line `i`'s events carry `i << 4 | k`; the resume point is kept
 //! at turn ends (a byte offset into the decoded stream for `.zst`).
 
-use std::collections::{BTreeSet, VecDeque};
-use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
+use std::collections::BTreeSet;
+use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
 use super::screen;
-use crate::session::reader::{LogItem, ReadError, ReadNote, ReaderOptions, ResumePoint};
-use crate::session::{Event, Header};
-use crate::source::lines::{Lines, Next};
-use crate::source::EventSource;
+use crate::session::reader::{ReadError, ReadNote, ReaderOptions, ResumePoint};
+use crate::session::Header;
+use crate::source::lines::{open_stream, Lines, Next, Outbox, Step};
 
 /// Bits of a seq that number the events of one line.
 pub const SEQ_SHIFT: u32 = 4;
@@ -63,45 +62,6 @@ fn facts_of(meta: &Value) -> RolloutFacts {
 /// Whether a line is a G1 header (`id` + `timestamp`, no `type`).
 fn is_bare_header(line: &Value) -> bool {
     line.get("type").is_none() && line.get("id").is_some() && line.get("record_type").is_none()
-}
-
-/// Open `path` as a stream of decoded bytes: `.zst` through zstd, else plain.
-fn open_stream(path: &Path, from: u64) -> Result<Box<dyn BufRead>, ReadError> {
-    let io_err = |source| ReadError::Io {
-        file: path.to_path_buf(),
-        source,
-    };
-    let mut file = crate::session::reader::open_regular(path)?;
-    if is_zst(path) {
-        let decoder =
-            zstd::stream::read::Decoder::with_buffer(BufReader::with_capacity(64 * 1024, file))
-                .map_err(io_err)?;
-        let mut stream: Box<dyn BufRead> = Box::new(BufReader::with_capacity(64 * 1024, decoder));
-        // A resume point in a compressed log is an offset into its decoded bytes.
-        let skipped = io::copy(&mut (&mut stream).take(from), &mut io::sink()).map_err(|e| {
-            ReadError::CorruptFrame {
-                file: path.to_path_buf(),
-                at: 0,
-                detail: e.to_string(),
-            }
-        })?;
-        if skipped < from {
-            return Err(io_err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("resume offset {from} is past the end of the decoded rollout ({skipped} bytes): it was rewritten; read it again from the start"),
-            )));
-        }
-        return Ok(stream);
-    }
-    let len = file.metadata().map_err(io_err)?.len();
-    if from > len {
-        return Err(io_err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("resume offset {from} is past the end of the file ({len} bytes): the rollout was truncated or rewritten; read it again from the start"),
-        )));
-    }
-    file.seek(SeekFrom::Start(from)).map_err(io_err)?;
-    Ok(Box::new(BufReader::with_capacity(64 * 1024, file)))
 }
 
 pub(crate) fn is_zst(path: &Path) -> bool {
@@ -161,9 +121,8 @@ fn stream_error(path: &Path, at: u64, e: io::Error) -> ReadError {
 pub struct CodexReader {
     path: PathBuf,
     lines: Lines<Box<dyn BufRead>>,
-    header: Option<Header>,
     line_index: u64,
-    queue: VecDeque<(Event, Option<ResumePoint>)>,
+    out: Outbox,
     open_calls: BTreeSet<String>,
     exchange: bool,
     last_was_answer: bool,
@@ -172,11 +131,7 @@ pub struct CodexReader {
     /// The log has the `{type, payload}` envelope: prompts come from `event_msg`.
     enveloped: bool,
     quiet_end: bool,
-    committed: ResumePoint,
-    notes: Vec<ReadNote>,
     cap: usize,
-    failed: Option<ReadError>,
-    done: bool,
 }
 
 impl CodexReader {
@@ -199,35 +154,24 @@ impl CodexReader {
         Ok(CodexReader {
             path: path.to_path_buf(),
             lines: Lines::new(stream, from.byte_offset, options.max_line_bytes),
-            header,
             line_index: from.next_seq >> SEQ_SHIFT,
-            queue: VecDeque::new(),
+            out: Outbox::new(header, from),
             open_calls: BTreeSet::new(),
             exchange: false,
             last_was_answer: false,
             tasks: from.byte_offset > 0 && enveloped && has_tasks(path),
             enveloped,
             quiet_end,
-            committed: ResumePoint {
-                header_seen: true,
-                ..from
-            },
-            notes: Vec::new(),
             cap: options.max_line_bytes,
-            failed: None,
-            done: false,
         })
     }
 
     fn push(&mut self, seq: u64, kind: &str, data: Value, time: Option<i64>) {
-        let mut ev = Event::new(seq, kind, data);
-        ev.time = time;
-        self.queue.push_back((ev, None));
+        self.out.push(seq, kind, data, time);
     }
 
     fn end_turn(&mut self, seq: u64, reason: &str, resume: ResumePoint) {
-        let ev = Event::new(seq, "turn/end", json!({"reason": {"kind": reason}}));
-        self.queue.push_back((ev, Some(resume)));
+        self.out.end_turn(seq, reason, resume);
         self.exchange = false;
         self.last_was_answer = false;
         self.open_calls.clear();
@@ -244,7 +188,7 @@ impl CodexReader {
         match next {
             Next::End | Next::Torn { .. } => {
                 if let Next::Torn { start } = next {
-                    self.notes.push(ReadNote::TornTail {
+                    self.out.note(ReadNote::TornTail {
                         file: self.path.clone(),
                         at: start,
                     });
@@ -262,7 +206,7 @@ impl CodexReader {
                     };
                     self.end_turn(base, "completed", resume);
                 }
-                self.done = true;
+                self.out.finish();
                 Ok(())
             }
             Next::TooLong { .. } => {
@@ -607,57 +551,32 @@ fn header_of(path: &Path, facts: &RolloutFacts) -> Header {
             .trim_end_matches(".jsonl")
             .to_owned()
     });
-    Header {
-        version: 0,
-        id: format!("{}{id}", crate::source::Harness::Codex.session_prefix()),
-        created_at: facts.first_time,
-        cwd: facts.cwd.clone(),
-        parent_session: None,
-        is_seeded: false,
-        seed_length: None,
-        origin: facts.cli_version.clone(),
-        delegation_depth: None,
-        agent_preset: None,
-    }
+    crate::source::lines::header(
+        crate::source::Harness::Codex,
+        &id,
+        facts.cwd.clone(),
+        facts.first_time,
+        facts.cli_version.clone(),
+    )
 }
 
-impl EventSource for CodexReader {
-    fn next_item(&mut self) -> Result<Option<LogItem>, ReadError> {
-        if let Some(h) = self.header.take() {
-            return Ok(Some(LogItem::Header(h)));
-        }
-        loop {
-            if let Some((ev, commit)) = self.queue.pop_front() {
-                if let Some(c) = commit {
-                    self.committed = c;
-                }
-                return Ok(Some(LogItem::Event(ev)));
-            }
-            if let Some(e) = self.failed.take() {
-                return Err(e);
-            }
-            if self.done {
-                return Ok(None);
-            }
-            if let Err(e) = self.step() {
-                self.done = true;
-                self.failed = Some(e);
-            }
-        }
+impl Step for CodexReader {
+    fn outbox(&mut self) -> &mut Outbox {
+        &mut self.out
     }
-
-    fn resume_point(&self) -> ResumePoint {
-        self.committed
+    fn outbox_ref(&self) -> &Outbox {
+        &self.out
     }
-
-    fn notes(&self) -> &[ReadNote] {
-        &self.notes
+    fn step(&mut self) -> Result<(), ReadError> {
+        CodexReader::step(self)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::reader::LogItem;
+    use crate::source::EventSource;
     use crate::turn::{CompletedTurn, TurnAssembler};
 
     fn env(kind: &str, payload: Value) -> String {
