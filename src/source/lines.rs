@@ -200,6 +200,15 @@ impl Outbox {
         self.queue.push_back((ev, Some(resume)));
     }
 
+    /// Nothing is pending after a line: a later reader may resume at `resume`, once what is
+    /// queued (a turn end at most) is handed out.
+    pub(crate) fn commit_when_idle(&mut self, resume: ResumePoint) {
+        match self.queue.back_mut() {
+            Some((_, commit)) => *commit = Some(resume),
+            None => self.committed = resume,
+        }
+    }
+
     pub(crate) fn note(&mut self, note: ReadNote) {
         self.notes.push(note);
     }

@@ -482,6 +482,8 @@ pub struct ClaudeReader {
     open_calls: BTreeSet<String>,
     /// An assistant message or a call since the last turn end.
     exchange: bool,
+    /// An event was made since the last turn end (the assembler holds it).
+    since_end: bool,
     /// The last event was an assistant message.
     last_was_answer: bool,
     quiet_end: bool,
@@ -520,6 +522,7 @@ impl ClaudeReader {
             pending: None,
             open_calls: BTreeSet::new(),
             exchange: false,
+            since_end: false,
             last_was_answer: false,
             quiet_end,
             idle_gap_ms: None,
@@ -548,6 +551,7 @@ impl ClaudeReader {
 
     fn push(&mut self, seq: u64, kind: &str, data: Value, time: Option<i64>) {
         self.out.push(seq, kind, data, time);
+        self.since_end = true;
     }
 
     fn flush_message(&mut self) {
@@ -576,6 +580,7 @@ impl ClaudeReader {
     fn end_turn(&mut self, seq: u64, reason: &str, resume: ResumePoint) {
         self.flush_message();
         self.out.end_turn(seq, reason, resume);
+        self.since_end = false;
         self.exchange = false;
         self.last_was_answer = false;
         self.open_calls.clear();
@@ -657,6 +662,11 @@ impl ClaudeReader {
                     }
                 };
                 self.line(index, base, line, line_start, after);
+                // A line that leaves nothing pending (bookkeeping, a rewound branch)
+                // moves the resume point past it.
+                if !self.since_end && self.pending.is_none() && self.open_calls.is_empty() {
+                    self.out.commit_when_idle(after);
+                }
             }
         }
         Ok(())
@@ -1152,6 +1162,26 @@ mod tests {
             .filter(|t| *t == "new answer")
             .count();
         assert_eq!(answers, 1);
+    }
+
+    #[test]
+    fn a_rewind_after_an_archive_never_looks_like_a_truncated_log() {
+        let before = [
+            prompt("u0", None, "start"),
+            answer("a0", "u0", "m0", "ok", Some("end_turn")),
+            prompt("u1", Some("a0"), "first try"),
+            answer("a1", "u1", "m1", "old answer", Some("end_turn")),
+        ]
+        .concat();
+        let first = read_text(&before, false);
+        let signed_hi = first.turns.last().expect("turns").end_seq;
+        // The person rewinds to after "ok" and types again; no answer yet.
+        let after = read_text(&(before + &prompt("u2", Some("a0"), "edited try")), false);
+        assert_eq!(after.turns.len(), 1, "the rewound turn is not read again");
+        assert!(
+            after.resume.next_seq > signed_hi,
+            "the log reaches past what was signed"
+        );
     }
 
     #[test]
