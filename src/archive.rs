@@ -215,20 +215,9 @@ pub fn archive_workspace(
     let mut logs: Vec<(Harness, SessionLog)> =
         logs.into_iter().map(|l| (Harness::Dsh, l)).collect();
     // The other harnesses' sessions of this workspace (see `source`).
-    if let Some(home) = crate::source::claude_code::home_from_env() {
-        match crate::source::claude_code::list_workspace_sessions(&home, &workspace_str) {
-            Ok(found) => logs.extend(found.into_iter().map(|l| (Harness::ClaudeCode, l))),
-            Err(e) => report
-                .notes
-                .push(format!("Claude Code sessions not listed: {e}")),
-        }
-    }
-    if let Some(home) = crate::source::codex::home_from_env() {
-        match crate::source::codex::list_workspace_sessions(&home, &workspace_str) {
-            Ok(found) => logs.extend(found.into_iter().map(|l| (Harness::Codex, l))),
-            Err(e) => report.notes.push(format!("Codex sessions not listed: {e}")),
-        }
-    }
+    let (others, notes) = crate::source::other_harness_sessions(&workspace_str);
+    logs.extend(others);
+    report.notes.extend(notes);
     let mut found = Vec::new();
     for (harness, log) in logs {
         match read_source_header(harness, &log.log, ctx.config) {

@@ -183,6 +183,17 @@ fn a_claude_code_session_is_named_by_its_own_id_too_and_grows() {
     assert_eq!(s["sessionId"], format!("claude-code-{sid}"));
     let first = s["turnsArchived"].as_u64().expect("count");
     assert!(first >= 1);
+    // `status` lists it beside DSH's sessions, all archived.
+    let status = sb.json(&["status", "--json"]);
+    let listed = status["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .find(|x| x["sessionId"] == format!("claude-code-{sid}"))
+        .unwrap_or_else(|| panic!("listed: {status}"))
+        .clone();
+    assert_eq!(listed["completedTurns"], first);
+    assert_eq!(listed["unarchivedTurns"], 0);
     // The person goes on: a new prompt and its answer are appended.
     let mut text = std::fs::read_to_string(&path).expect("read");
     let cwd = sb.ws_str();
