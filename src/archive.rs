@@ -32,6 +32,7 @@ use crate::session::discover::{self, SessionLog};
 use crate::session::reader::{LogItem, LogReader, ReadError, ReadNote, ReaderOptions, ResumePoint};
 use crate::session::Header;
 use crate::signature::{self, Signature, SIGNATURE_VERSION};
+use crate::source::{Harness, SourceOptions};
 use crate::store::{Store, StoreError};
 use crate::turn::{CompletedTurn, TurnAssembler};
 
@@ -166,10 +167,11 @@ pub enum ArchiveError {
     Sign(#[from] crate::daemon::signer::SignError),
 }
 
-/// A session found on disk, with its header.
+/// A session found on disk, with its header and the harness that wrote it.
 struct FoundSession {
     log: SessionLog,
     header: Header,
+    harness: Harness,
 }
 
 /// Archive every session of the workspace (or only `only`). Per-session failures are
@@ -225,10 +227,20 @@ pub fn archive_workspace(
         let id = crate::session::cwdkey::unescape_session_id(&id).unwrap_or(id);
         fail(&mut report, &dir, &id, e.to_string());
     }
+    let mut logs: Vec<(Harness, SessionLog)> =
+        logs.into_iter().map(|l| (Harness::Dsh, l)).collect();
+    // The other harnesses' sessions of this workspace (see `source`).
+    let (others, notes) = crate::source::other_harness_sessions(&workspace_str);
+    logs.extend(others);
+    report.notes.extend(notes);
     let mut found = Vec::new();
-    for log in logs {
-        match read_header(&log.log, ctx.config) {
-            Ok(header) => found.push(FoundSession { log, header }),
+    for (harness, log) in logs {
+        match read_source_header(harness, &log.log, ctx.config) {
+            Ok(header) => found.push(FoundSession {
+                log,
+                header,
+                harness,
+            }),
             Err(e) if is_skipped(&e) => report
                 .notes
                 .push(format!("{e}; skipped, nothing to archive there")),
@@ -241,7 +253,10 @@ pub fn archive_workspace(
         }
     }
     if let Some(id) = only {
-        found.retain(|s| s.header.id == id);
+        // A harness's own id names its session too (`claude-code-<id>` is also `<id>`).
+        found.retain(|s| {
+            s.header.id == id || s.header.id.strip_prefix(s.harness.session_prefix()) == Some(id)
+        });
         if found.is_empty() {
             if asked_failed {
                 return Ok(report);
@@ -321,6 +336,29 @@ fn reader_options(config: &Config) -> ReaderOptions {
 fn is_skipped(e: &ArchiveError) -> bool {
     matches!(e, ArchiveError::NoHeader { .. })
         || matches!(e, ArchiveError::Read(r) if r.is_special_file())
+}
+
+fn source_options(config: &Config) -> SourceOptions {
+    SourceOptions {
+        reader: reader_options(config),
+        quiet_after_ms: Some(config.idle_archive_ms),
+    }
+}
+
+/// The header of `harness`'s log at `log`.
+fn read_source_header(
+    harness: Harness,
+    log: &Path,
+    config: &Config,
+) -> Result<Header, ArchiveError> {
+    if harness == Harness::Dsh {
+        return read_header(log, config);
+    }
+    crate::source::read_header(harness, log, source_options(config))?.ok_or_else(|| {
+        ArchiveError::NoHeader {
+            file: log.to_path_buf(),
+        }
+    })
 }
 
 pub(crate) fn read_header(log: &Path, config: &Config) -> Result<Header, ArchiveError> {
@@ -477,6 +515,10 @@ fn archive_session(
         tool_result_artifact_tokens: ctx.config.tool_result_artifact_tokens,
         render_reasoning: ctx.config.render_reasoning,
         continues: None,
+        harness: (found.harness != Harness::Dsh).then(|| found.harness.name().to_owned()),
+        harness_version: (found.harness != Harness::Dsh)
+            .then(|| found.header.origin.clone())
+            .flatten(),
     };
     // The chapters of the session tree so far, for `continues` (new chapters join as they
     // are rendered).
@@ -486,6 +528,7 @@ fn archive_session(
         .map(|d| (d.number, d.topics.clone()))
         .collect();
     let pass = Pass {
+        harness: found.harness,
         ctx,
         file,
         store,
@@ -653,6 +696,7 @@ struct Pass<'p> {
     seed_end: u64,
     /// The workspace as this session sees it (its cwd inside, the `pathMap` twins).
     paths: signature::Workspace,
+    harness: Harness,
 }
 
 /// New signatures are appended to the ledger in batches of this many turns while the pass
@@ -709,10 +753,11 @@ impl Pass<'_> {
             session_id: self.session_id,
             root_session: self.root,
         };
-        let mut reader = LogReader::open_with(
+        let mut reader = crate::source::open(
+            self.harness,
             self.file,
             ResumePoint::default(),
-            reader_options(self.ctx.config),
+            source_options(self.ctx.config),
         )?;
         let mut assembler = TurnAssembler::new();
         let mut buffered: Vec<CompletedTurn> = Vec::new();

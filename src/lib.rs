@@ -27,6 +27,7 @@ pub mod search;
 pub mod search_door;
 pub mod session;
 pub mod signature;
+pub mod source;
 pub mod status;
 pub mod store;
 pub mod time;

@@ -149,8 +149,9 @@ fn stopword_lines() -> impl Iterator<Item = &'static str> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnText {
     turn: u64,
-    first_seq: u64,
-    end_seq: u64,
+    /// The seqs of the turn's events: for DSH every seq from the first to the `turn/end`;
+    /// a harness whose seqs are sparse (derived from line numbers) lists only its own.
+    seqs: Vec<u64>,
     reason: String,
     items: Vec<Item>,
 }
@@ -197,8 +198,7 @@ impl TurnText {
             .collect();
         TurnText {
             turn: turn.turn,
-            first_seq: turn.first_seq,
-            end_seq: turn.end_seq,
+            seqs: turn.events.iter().map(|e| e.seq).collect(),
             reason: turn.reason.clone(),
             items,
         }
@@ -293,7 +293,7 @@ pub fn sign_in(
         v: SIGNATURE_VERSION,
         session_id: session_id.to_owned(),
         turn: turn.turn,
-        seqs: (turn.first_seq..=turn.end_seq).collect(),
+        seqs: turn.seqs.clone(),
         paths: paths.items,
         commands: commands.items,
         terms: top_terms(term_counts),

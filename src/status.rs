@@ -8,7 +8,8 @@ use serde::Serialize;
 use crate::config::Config;
 use crate::identity::Identity;
 use crate::session::discover;
-use crate::session::reader::{LogItem, LogReader, ReaderOptions, ResumePoint};
+use crate::session::reader::{LogItem, ReaderOptions, ResumePoint};
+use crate::source::{Harness, SourceOptions};
 use crate::store::{Store, StoreCounts, MIRROR_DIR};
 use crate::turn::TurnAssembler;
 
@@ -264,19 +265,28 @@ pub fn status(
             error: Some(e.to_string()),
         });
     }
+    let mut logs: Vec<(Harness, discover::SessionLog)> =
+        logs.into_iter().map(|l| (Harness::Dsh, l)).collect();
+    logs.extend(crate::source::other_harness_sessions(&ws).0);
     // Chapters live under the root of each session tree: resolve roots as the archive does.
     let headers: Vec<Option<crate::session::Header>> = logs
         .iter()
-        .map(|l| crate::archive::read_header(&l.log, config).ok())
+        .map(|(harness, l)| match harness {
+            Harness::Dsh => crate::archive::read_header(&l.log, config).ok(),
+            _ => crate::source::read_header(*harness, &l.log, source_options(config))
+                .ok()
+                .flatten(),
+        })
         .collect();
     let parents: std::collections::BTreeMap<String, Option<String>> = headers
         .iter()
         .flatten()
         .map(|h| (h.id.clone(), h.parent_session.clone()))
         .collect();
-    for (log, header) in logs.iter().zip(&headers) {
+    for ((harness, log), header) in logs.iter().zip(&headers) {
         sessions.push(session_status(
             store.as_ref(),
+            *harness,
             log,
             header.as_ref(),
             &parents,
@@ -360,8 +370,18 @@ pub fn status(
     })
 }
 
+fn source_options(config: &Config) -> SourceOptions {
+    SourceOptions {
+        reader: ReaderOptions {
+            max_line_bytes: config.max_event_bytes as usize,
+        },
+        quiet_after_ms: Some(config.idle_archive_ms),
+    }
+}
+
 fn session_status(
     store: Option<&Store>,
+    harness: Harness,
     log: &discover::SessionLog,
     header: Option<&crate::session::Header>,
     parents: &std::collections::BTreeMap<String, Option<String>>,
@@ -380,10 +400,11 @@ fn session_status(
         in_flight: None,
         error: None,
     };
-    let opts = ReaderOptions {
-        max_line_bytes: config.max_event_bytes as usize,
-    };
-    let mut reader = match LogReader::open_with(&log.log, ResumePoint::default(), opts) {
+    if harness != Harness::Dsh {
+        out.session_id = log.session_id.clone();
+    }
+    let opts = source_options(config);
+    let mut reader = match crate::source::open(harness, &log.log, ResumePoint::default(), opts) {
         Ok(r) => r,
         Err(e) => {
             out.error = Some(e.to_string());

@@ -32,6 +32,10 @@ pub struct ChapterMeta {
     /// The earlier chapter of the session tree this one returns to (`continues: NNN`,
     /// `compose::continues`); omitted when none.
     pub continues: Option<u32>,
+    /// The agent that wrote the session when it is not DSH (`claude-code`, `codex`):
+    /// frontmatter `harness` (absent means DSH), with `harnessVersion` when the log names it.
+    pub harness: Option<String>,
+    pub harness_version: Option<String>,
 }
 
 /// A content-addressed artifact: `artifacts/<sha[0:2]>/<sha>.txt`.
@@ -241,6 +245,8 @@ struct RedactedIds {
     harness_id: Redacted<String>,
     session_id: Redacted<String>,
     root_session_id: Redacted<String>,
+    harness: Option<Redacted<String>>,
+    harness_version: Option<Redacted<String>>,
     topics: Vec<String>,
 }
 
@@ -256,6 +262,11 @@ impl RedactedIds {
             harness_id: redactor.redact(&meta.harness_id, counts),
             session_id: redactor.redact(&meta.session_id, counts),
             root_session_id: redactor.redact(&meta.root_session_id, counts),
+            harness: meta.harness.as_ref().map(|h| redactor.redact(h, counts)),
+            harness_version: meta
+                .harness_version
+                .as_ref()
+                .map(|v| redactor.redact(v, counts)),
             topics: topics
                 .iter()
                 .map(|t| redactor.redact(t, counts).into_inner())
@@ -265,8 +276,14 @@ impl RedactedIds {
 
     fn write(&self, fm: &mut yaml::FrontmatterWriter) {
         fm.string("projectKey", self.project_key.as_str())
-            .string("harnessId", self.harness_id.as_str())
-            .string("sessionId", self.session_id.as_str())
+            .string("harnessId", self.harness_id.as_str());
+        if let Some(h) = &self.harness {
+            fm.string("harness", h.as_str());
+        }
+        if let Some(v) = &self.harness_version {
+            fm.string("harnessVersion", v.as_str());
+        }
+        fm.string("sessionId", self.session_id.as_str())
             .string("rootSessionId", self.root_session_id.as_str());
     }
 }
@@ -619,6 +636,8 @@ mod tests {
             tool_result_artifact_tokens: 100,
             render_reasoning: false,
             continues: None,
+            harness: None,
+            harness_version: None,
         }
     }
 

@@ -208,7 +208,7 @@ impl ReadError {
 /// Open a log for reading without ever blocking: `O_NONBLOCK` (a FIFO with no writer
 /// would block `open` forever otherwise), then anything but a regular file — a FIFO, a
 /// device (a symlink to `/dev/zero`), a socket — is refused by name.
-fn open_regular(path: &Path) -> Result<File, ReadError> {
+pub(crate) fn open_regular(path: &Path) -> Result<File, ReadError> {
     use rustix::fs::{Mode, OFlags};
     let io_err = |source: io::Error| ReadError::Io {
         file: path.to_path_buf(),

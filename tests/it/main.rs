@@ -2,6 +2,8 @@
 
 mod archive;
 mod bad_input;
+mod claude_code;
+mod codex;
 mod crash;
 mod daemon;
 mod doors;

@@ -54,7 +54,10 @@ impl Sandbox {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_chapters"));
         cmd.args(args)
             .current_dir(&self.ws)
-            .env("DSH_HOME", &self.home);
+            .env("DSH_HOME", &self.home)
+            // Claude Code's root: the sandbox's own, never the machine's `~/.claude`.
+            .env("CLAUDE_CONFIG_DIR", self.home.join("claude"))
+            .env("CODEX_HOME", self.home.join("codex"));
         for (k, _) in std::env::vars() {
             if k.starts_with("CHAPTERS_") {
                 cmd.env_remove(k);

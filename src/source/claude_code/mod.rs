@@ -1,0 +1,174 @@
+//! Claude Code: `<root>/projects/<key>/<sessionId>.jsonl`, `<root>` = `$CLAUDE_CONFIG_DIR`
+//! or `~/.claude`.
+//!
+//! Discovery: the folder key is lossy (every non-alphanumeric character → `-`, cut at 200
+//! with a hash), so it is never decoded: a folder whose name could belong to the workspace
+//! (or a folder under it) is opened and each transcript's own `cwd` decides — the session
+//! belongs to the workspace when its first `cwd` is the workspace or inside it. Subagent
+//! transcripts (`agent-*.jsonl`, beside the session or under `<sessionId>/subagents/`) are
+//! not sessions: their report reaches the parent as the `Task` call's result.
+//!
+//! Screen: [`screen`]. Tool vocabulary: Claude Code's tools already speak the shared one
+//! (`Bash` takes `command`; `Read`/`Edit`/`Write`/`MultiEdit` take `file_path`,
+//! `NotebookEdit` `notebook_path`, `Glob`/`Grep` `path`), so calls pass through unchanged.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use crate::session::discover::{DiscoverError, SessionLog};
+
+mod reader;
+pub(crate) mod screen;
+
+pub use reader::{ClaudeReader, SessionFacts, SEQ_SHIFT};
+
+/// The longest folder key Claude Code writes before cutting it and adding a hash.
+const MAX_KEY: usize = 200;
+/// Lines read, at most, to find a transcript's `cwd`.
+const CWD_SCAN_LINES: usize = 64;
+
+/// Claude Code's root: `$CLAUDE_CONFIG_DIR`, else `$HOME/.claude`.
+pub fn home_from_env() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(".claude"))
+}
+
+/// Claude Code's folder key of `cwd`: every character but ASCII letters and digits → `-`.
+pub fn folder_key(cwd: &str) -> String {
+    cwd.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+/// Whether a folder named `name` may hold sessions of `workspace_key`'s workspace or of a
+/// folder under it (a key cut at 200 characters is compared on what is left).
+fn may_hold(name: &str, workspace_key: &str) -> bool {
+    if name.starts_with(workspace_key) {
+        return true;
+    }
+    let cut = name.len().min(MAX_KEY);
+    name.len() >= MAX_KEY && workspace_key.starts_with(&name[..cut])
+}
+
+/// Whether `cwd` is `workspace` or inside it.
+pub fn in_workspace(cwd: &str, workspace: &str) -> bool {
+    Path::new(cwd).starts_with(Path::new(workspace))
+}
+
+/// The first `cwd` a transcript's lines carry.
+pub fn transcript_cwd(path: &Path) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Cwd {
+        cwd: Option<String>,
+        #[serde(rename = "isSidechain")]
+        is_sidechain: Option<bool>,
+    }
+    let file = crate::session::reader::open_regular(path).ok()?;
+    let reader = BufReader::with_capacity(64 * 1024, file);
+    for line in reader.split(b'\n').take(CWD_SCAN_LINES) {
+        let line = line.ok()?;
+        if let Ok(Cwd {
+            cwd: Some(cwd),
+            is_sidechain,
+        }) = serde_json::from_slice::<Cwd>(&line)
+        {
+            if !cwd.is_empty() && is_sidechain != Some(true) {
+                return Some(cwd);
+            }
+        }
+    }
+    None
+}
+
+/// The Claude Code sessions of `workspace` under `home` (sorted by folder, then file).
+/// A missing `projects/` folder is no session; an unreadable project folder is skipped.
+pub fn list_workspace_sessions(
+    home: &Path,
+    workspace: &str,
+) -> Result<Vec<SessionLog>, DiscoverError> {
+    let projects = home.join("projects");
+    let entries = match std::fs::read_dir(&projects) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(DiscoverError::Io {
+                dir: projects,
+                source,
+            })
+        }
+    };
+    let key = folder_key(workspace.trim_end_matches('/'));
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| may_hold(&e.file_name().to_string_lossy(), &key))
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
+    let mut out = Vec::new();
+    for dir in dirs {
+        let Ok(files) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut logs: Vec<PathBuf> = files
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .map(|e| e.path())
+            .filter(|p| {
+                let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+                name.is_some_and(|n| n.ends_with(".jsonl") && !n.starts_with("agent-"))
+            })
+            .collect();
+        logs.sort();
+        for log in logs {
+            let Some(cwd) = transcript_cwd(&log) else {
+                continue;
+            };
+            if !in_workspace(&cwd, workspace) {
+                continue;
+            }
+            let stem = log
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            out.push(SessionLog {
+                session_dir: dir.clone(),
+                session_id: format!(
+                    "{}{stem}",
+                    crate::source::Harness::ClaudeCode.session_prefix()
+                ),
+                log,
+                generation: 0,
+                compressed: false,
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folder_keys_are_lossy_and_matched_by_prefix() {
+        assert_eq!(
+            folder_key("/Users/foo/.config/my_app"),
+            "-Users-foo--config-my-app"
+        );
+        assert_eq!(folder_key("C:\\Users\\x\\proj"), "C--Users-x-proj");
+        let ws = folder_key("/home/a/w");
+        assert!(may_hold("-home-a-w", &ws));
+        assert!(may_hold("-home-a-w-sub", &ws));
+        assert!(!may_hold("-home-a-x", &ws));
+        let long = format!("/{}", "d".repeat(300));
+        let cut = format!("{}-abc123", &folder_key(&long)[..MAX_KEY]);
+        assert!(may_hold(&cut, &folder_key(&long)));
+        assert!(in_workspace("/home/a/w/sub", "/home/a/w"));
+        assert!(!in_workspace("/home/a/wx", "/home/a/w"));
+    }
+}

@@ -1,0 +1,1310 @@
+//! Claude Code transcript → normalized events.
+//!
+//! Two passes over the file, memory bounded by the number of lines (a few dozen bytes a
+//! line), never by their size:
+//! 1. the envelope of every line (`uuid`, `parentUuid`, whether it is a person's prompt):
+//!    the conversation DAG, the current leaf (the last `user`/`assistant` line off any
+//!    sidechain) and its chain. A branch that leaves the chain at a person's prompt is a
+//!    rewind or an edit: it is abandoned and never read. Any other off-chain line (a
+//!    fragment whose parent is in another file, a tool result logged as a sibling) is kept.
+//!    A line whose `uuid` came before is a copy and is read once.
+//! 2. the lines in file order, streamed: one assistant message per `message.id` (its text
+//!    and thinking blocks joined; its `tool_use` blocks become `tool/call`s), `tool_result`
+//!    blocks → `tool/result` by `tool_use_id`, user text → `user/message` with the source
+//!    kind [`super::screen`] gives it, images → a marker, and turn ends:
+//!    `system/turn_duration`; an assistant line with `stop_reason: end_turn` and no call
+//!    left unanswered; the next person's prompt after an exchange; or, at the end of a
+//!    quiet file (`quiet_end`), an answered exchange. Bookkeeping lines (`progress`,
+//!    `file-history-snapshot`, `queue-operation`, `summary`, titles, unknown types) and
+//!    sidechain lines yield nothing.
+//!
+//! Seqs: line `i`'s events carry `i << 12 | k` (`k` from 1), a turn end synthesized before
+//! line `i` carries `i << 12`: the same line gives the same seqs on every read, and a line
+//! appended later only adds higher ones. The resume point is kept at turn ends, where no
+//! message, call or exchange is pending.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::screen;
+use crate::session::reader::{ReadError, ReadNote, ReaderOptions, ResumePoint};
+use crate::session::Header;
+use crate::source::lines::{Lines, Next, Outbox, Step};
+
+/// Bits of a seq that number the events of one line.
+pub const SEQ_SHIFT: u32 = 12;
+const MAX_SUB: u64 = (1 << SEQ_SHIFT) - 1;
+
+/// What the first pass learned of the session.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionFacts {
+    /// `sessionId` of the first line carrying one.
+    pub session_id: Option<String>,
+    /// `cwd` of the first line carrying one.
+    pub cwd: Option<String>,
+    /// `version` of the last line carrying one (the Claude Code that wrote the newest lines).
+    pub version: Option<String>,
+    pub first_time: Option<i64>,
+}
+
+/// The DAG facts of one `uuid`.
+struct Node {
+    parent: Option<u64>,
+    /// The first line that carried this uuid.
+    line: u64,
+    prompt_like: bool,
+}
+
+/// The first pass's result.
+struct Plan {
+    facts: SessionFacts,
+    nodes: HashMap<u64, Node>,
+    abandoned: HashSet<u64>,
+}
+
+fn key(uuid: &str) -> u64 {
+    // `DefaultHasher::new` has fixed keys: the same uuid hashes the same on every read.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    uuid.hash(&mut h);
+    h.finish()
+}
+
+/// A line's envelope, as the first pass reads it.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Envelope {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    uuid: Option<String>,
+    parent_uuid: Option<String>,
+    logical_parent_uuid: Option<String>,
+    is_sidechain: Option<bool>,
+    is_meta: Option<bool>,
+    is_compact_summary: Option<bool>,
+    session_id: Option<String>,
+    cwd: Option<String>,
+    version: Option<String>,
+    timestamp: Option<String>,
+    message: Option<LightMessage>,
+}
+
+#[derive(Deserialize)]
+struct LightMessage {
+    content: Option<LightContent>,
+}
+
+/// Whether a user line's content is text (a string or text blocks) rather than tool results.
+struct LightContent {
+    text: bool,
+}
+
+impl<'de> Deserialize<'de> for LightContent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = LightContent;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("message content")
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<LightContent, E> {
+                Ok(LightContent { text: true })
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<LightContent, A::Error> {
+                #[derive(Deserialize)]
+                struct LightBlock {
+                    #[serde(rename = "type")]
+                    kind: Option<String>,
+                }
+                let mut text = false;
+                let mut result = false;
+                while let Some(b) = seq.next_element::<LightBlock>()? {
+                    match b.kind.as_deref() {
+                        Some("text") => text = true,
+                        Some("tool_result") => result = true,
+                        _ => {}
+                    }
+                }
+                Ok(LightContent {
+                    text: text && !result,
+                })
+            }
+            fn visit_map<A: de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<LightContent, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(LightContent { text: false })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The first pass (see the module doc).
+fn plan(path: &Path, cap: usize) -> Result<Plan, ReadError> {
+    let file = crate::session::reader::open_regular(path)?;
+    let mut lines = Lines::new(BufReader::with_capacity(64 * 1024, file), 0, cap);
+    let mut facts = SessionFacts::default();
+    let mut nodes: HashMap<u64, Node> = HashMap::new();
+    let mut leaf: Option<u64> = None;
+    let mut logical: HashMap<u64, u64> = HashMap::new();
+    let mut index: u64 = 0;
+    loop {
+        let next = lines.next_line().map_err(|source| ReadError::Io {
+            file: path.to_path_buf(),
+            source,
+        })?;
+        let Next::Line { .. } = next else {
+            if matches!(next, Next::TooLong { .. }) {
+                index += 1;
+                continue;
+            }
+            break;
+        };
+        let this = index;
+        index += 1;
+        let Ok(env) = serde_json::from_slice::<Envelope>(lines.line()) else {
+            continue;
+        };
+        let sidechain = env.is_sidechain == Some(true);
+        if !sidechain {
+            if facts.session_id.is_none() {
+                facts.session_id = env.session_id.clone();
+            }
+            if facts.cwd.is_none() {
+                facts.cwd = env.cwd.clone().filter(|c| !c.is_empty());
+            }
+            if env.version.is_some() {
+                facts.version = env.version.clone();
+            }
+            if facts.first_time.is_none() {
+                facts.first_time = env
+                    .timestamp
+                    .as_deref()
+                    .and_then(crate::search::parse_rfc3339_ms);
+            }
+        }
+        let Some(uuid) = env.uuid.as_deref() else {
+            continue;
+        };
+        let k = key(uuid);
+        if nodes.contains_key(&k) {
+            continue;
+        }
+        let parent = env.parent_uuid.as_deref().map(key);
+        if parent.is_none() {
+            if let Some(lp) = env.logical_parent_uuid.as_deref() {
+                logical.insert(k, key(lp));
+            }
+        }
+        let kind = env.kind.as_deref();
+        let prompt_like = kind == Some("user")
+            && env.is_meta != Some(true)
+            && env.is_compact_summary != Some(true)
+            && env
+                .message
+                .as_ref()
+                .and_then(|m| m.content.as_ref())
+                .is_some_and(|c| c.text);
+        if !sidechain && matches!(kind, Some("user") | Some("assistant")) {
+            leaf = Some(k);
+        }
+        nodes.insert(
+            k,
+            Node {
+                parent,
+                line: this,
+                prompt_like,
+            },
+        );
+    }
+    // A compaction boundary has no parent; its logical parent bridges the chain.
+    for (k, lp) in logical {
+        if let Some(n) = nodes.get_mut(&k) {
+            n.parent = Some(lp);
+        }
+    }
+    let abandoned = abandoned_branches(&nodes, leaf);
+    Ok(Plan {
+        facts,
+        nodes,
+        abandoned,
+    })
+}
+
+/// Nodes on a branch that leaves the leaf's chain at a person's prompt.
+fn abandoned_branches(nodes: &HashMap<u64, Node>, leaf: Option<u64>) -> HashSet<u64> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum St {
+        Chain,
+        Kept,
+        Abandoned,
+    }
+    let mut state: HashMap<u64, St> = HashMap::with_capacity(nodes.len());
+    // The chain: from the leaf up; a cycle ends it.
+    let mut cur = leaf;
+    while let Some(k) = cur {
+        if state.contains_key(&k) || !nodes.contains_key(&k) {
+            break;
+        }
+        state.insert(k, St::Chain);
+        cur = nodes.get(&k).and_then(|n| n.parent);
+    }
+    let mut keys: Vec<u64> = nodes.keys().copied().collect();
+    keys.sort_unstable();
+    let mut path: Vec<u64> = Vec::new();
+    let mut on_path: HashSet<u64> = HashSet::new();
+    for start in keys {
+        if state.contains_key(&start) {
+            continue;
+        }
+        path.clear();
+        on_path.clear();
+        let mut cur = Some(start);
+        // Walk up to a node whose state is known, a missing parent or a cycle.
+        let mut top = St::Kept;
+        while let Some(k) = cur {
+            if let Some(&s) = state.get(&k) {
+                top = s;
+                break;
+            }
+            if !on_path.insert(k) {
+                break; // a cycle: keep
+            }
+            path.push(k);
+            cur = nodes.get(&k).and_then(|n| n.parent);
+            if cur.is_some_and(|p| !nodes.contains_key(&p)) {
+                break; // the parent is in another file
+            }
+        }
+        // From the top down: the child of a chain node decides its branch.
+        let mut inherited = top;
+        for &k in path.iter().rev() {
+            let s = match inherited {
+                St::Chain => {
+                    if nodes.get(&k).is_some_and(|n| n.prompt_like) {
+                        St::Abandoned
+                    } else {
+                        St::Kept
+                    }
+                }
+                other => other,
+            };
+            state.insert(k, s);
+            inherited = s;
+        }
+    }
+    state
+        .into_iter()
+        .filter(|&(_, s)| s == St::Abandoned)
+        .map(|(k, _)| k)
+        .collect()
+}
+
+/// A line as the second pass reads it.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Line {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    subtype: Option<String>,
+    uuid: Option<String>,
+    is_sidechain: Option<bool>,
+    is_meta: Option<bool>,
+    is_compact_summary: Option<bool>,
+    timestamp: Option<String>,
+    message: Option<Message>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    id: Option<String>,
+    content: Option<Content>,
+    stop_reason: Option<String>,
+}
+
+/// `message.content` / `tool_result.content`: a string or content blocks.
+enum Content {
+    Text(String),
+    Blocks(Vec<Block>),
+}
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Content;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string or content blocks")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Content, E> {
+                Ok(Content::Text(v.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Content, E> {
+                Ok(Content::Text(v))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
+                let mut blocks = Vec::new();
+                while let Some(b) = seq.next_element::<Block>()? {
+                    blocks.push(b);
+                }
+                Ok(Content::Blocks(blocks))
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Content, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Content::Blocks(Vec::new()))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Content, E> {
+                Ok(Content::Blocks(Vec::new()))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Content, E> {
+                Ok(Content::Blocks(Vec::new()))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Content, E> {
+                Ok(Content::Blocks(Vec::new()))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Content, E> {
+                Ok(Content::Blocks(Vec::new()))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Content, E> {
+                Ok(Content::Blocks(Vec::new()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Block {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    text: Option<String>,
+    thinking: Option<String>,
+    id: Option<String>,
+    name: Option<String>,
+    input: Option<Value>,
+    tool_use_id: Option<String>,
+    content: Option<Content>,
+    is_error: Option<bool>,
+    source: Option<ImageSource>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ImageSource {
+    media_type: Option<String>,
+    /// The base64 data's length; the data itself is never held.
+    data: Option<StrLen>,
+}
+
+struct StrLen(usize);
+
+impl<'de> Deserialize<'de> for StrLen {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = StrLen;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<StrLen, E> {
+                Ok(StrLen(v.len()))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl Block {
+    fn image_marker(&self) -> String {
+        let media = self
+            .source
+            .as_ref()
+            .and_then(|s| s.media_type.as_deref())
+            .unwrap_or("image");
+        let bytes = self
+            .source
+            .as_ref()
+            .and_then(|s| s.data.as_ref())
+            .map_or(0, |d| d.0);
+        format!("[image omitted: {media}, {bytes} bytes of base64]")
+    }
+}
+
+/// Text of a tool result's content: strings and text blocks as they are, images as a marker.
+fn content_text(content: Option<Content>) -> String {
+    match content {
+        None => String::new(),
+        Some(Content::Text(t)) => t,
+        Some(Content::Blocks(blocks)) => {
+            let mut parts: Vec<String> = Vec::new();
+            for b in blocks {
+                match b.kind.as_deref() {
+                    Some("image") => parts.push(b.image_marker()),
+                    _ => {
+                        if let Some(t) = b.text {
+                            parts.push(t);
+                        }
+                    }
+                }
+            }
+            parts.join("\n")
+        }
+    }
+}
+
+/// The assistant message being gathered across lines sharing its `message.id`.
+struct PendingMessage {
+    id: Option<String>,
+    seq: u64,
+    time: Option<i64>,
+    text: Vec<String>,
+    reasoning: Vec<String>,
+}
+
+/// Streaming reader of one Claude Code transcript.
+pub struct ClaudeReader {
+    path: PathBuf,
+    lines: Lines<Box<dyn std::io::BufRead>>,
+    plan: Plan,
+    /// The index of the next line.
+    line_index: u64,
+    out: Outbox,
+    pending: Option<PendingMessage>,
+    /// Calls not answered yet.
+    open_calls: BTreeSet<String>,
+    /// An assistant message or a call since the last turn end.
+    exchange: bool,
+    /// An event was made since the last turn end (the assembler holds it).
+    since_end: bool,
+    /// The last event was an assistant message.
+    last_was_answer: bool,
+    quiet_end: bool,
+    /// `idleArchiveMs`: a line written this long after an answered exchange ends it first,
+    /// as a quiet end of the file did (so a later read keeps the turn an earlier one ended).
+    idle_gap_ms: Option<u64>,
+    /// When the last answer was written.
+    last_answer_time: Option<i64>,
+    skipped_shapes: u64,
+    /// The line cap, for the error that names it.
+    cap: usize,
+}
+
+impl ClaudeReader {
+    /// Open `path` at `from`. `quiet_end`: the file has been quiet long enough that an
+    /// answered exchange at its end is a finished turn.
+    pub fn open(
+        path: &Path,
+        from: ResumePoint,
+        options: ReaderOptions,
+        quiet_end: bool,
+    ) -> Result<Self, ReadError> {
+        let plan = plan(path, options.max_line_bytes)?;
+        let stream = crate::source::lines::open_stream(path, from.byte_offset)?;
+        let header = if from.header_seen {
+            None
+        } else {
+            header_of(path, &plan.facts)
+        };
+        Ok(ClaudeReader {
+            path: path.to_path_buf(),
+            lines: Lines::new(stream, from.byte_offset, options.max_line_bytes),
+            plan,
+            line_index: from.next_seq >> SEQ_SHIFT,
+            out: Outbox::new(header, from),
+            pending: None,
+            open_calls: BTreeSet::new(),
+            exchange: false,
+            since_end: false,
+            last_was_answer: false,
+            quiet_end,
+            idle_gap_ms: None,
+            last_answer_time: None,
+            skipped_shapes: 0,
+            cap: options.max_line_bytes,
+        })
+    }
+
+    /// End an answered exchange before a line written `gap_ms` or more after the answer.
+    pub fn with_idle_gap(mut self, gap_ms: Option<u64>) -> Self {
+        self.idle_gap_ms = gap_ms;
+        self
+    }
+
+    /// An assistant message or a call since the last turn end (a message still being
+    /// gathered counts).
+    fn has_exchange(&self) -> bool {
+        self.exchange || self.pending.is_some()
+    }
+
+    /// What the first pass learned (session id, cwd, version).
+    pub fn facts(&self) -> &SessionFacts {
+        &self.plan.facts
+    }
+
+    fn push(&mut self, seq: u64, kind: &str, data: Value, time: Option<i64>) {
+        self.out.push(seq, kind, data, time);
+        self.since_end = true;
+    }
+
+    fn flush_message(&mut self) {
+        let Some(p) = self.pending.take() else {
+            return;
+        };
+        let mut blocks: Vec<Value> = p
+            .reasoning
+            .into_iter()
+            .map(|t| json!({"type": "reasoning", "text": t}))
+            .collect();
+        if !p.text.is_empty() {
+            blocks.push(json!({"type": "text", "text": p.text.join("\n\n")}));
+        }
+        self.push(
+            p.seq,
+            "assistant/message",
+            json!({ "content": blocks }),
+            p.time,
+        );
+        self.exchange = true;
+        self.last_was_answer = true;
+    }
+
+    /// End the turn at `seq`; the reader may resume at `resume` afterwards.
+    fn end_turn(&mut self, seq: u64, reason: &str, resume: ResumePoint) {
+        self.flush_message();
+        self.out.end_turn(seq, reason, resume);
+        self.since_end = false;
+        self.exchange = false;
+        self.last_was_answer = false;
+        self.open_calls.clear();
+    }
+
+    /// Read one line (or the end) into the queue.
+    fn step(&mut self) -> Result<(), ReadError> {
+        let next = self.lines.next_line().map_err(|source| ReadError::Io {
+            file: self.path.clone(),
+            source,
+        })?;
+        let index = self.line_index;
+        let base = index << SEQ_SHIFT;
+        match next {
+            Next::End | Next::Torn { .. } => {
+                if let Next::Torn { start } = next {
+                    self.out.note(ReadNote::TornTail {
+                        file: self.path.clone(),
+                        at: start,
+                    });
+                }
+                if self.skipped_shapes > 0 {
+                    tracing::debug!(
+                        file = %self.path.display(),
+                        lines = self.skipped_shapes,
+                        "Claude Code lines of an unknown shape skipped"
+                    );
+                }
+                self.flush_message();
+                if self.quiet_end
+                    && self.has_exchange()
+                    && self.open_calls.is_empty()
+                    && self.last_was_answer
+                {
+                    let resume = ResumePoint {
+                        byte_offset: self.lines.offset(),
+                        next_seq: base + 1,
+                        header_seen: true,
+                    };
+                    self.end_turn(base, "completed", resume);
+                }
+                self.out.finish();
+                return Ok(());
+            }
+            Next::TooLong { .. } => {
+                self.line_index += 1;
+                return Err(ReadError::LineTooLong {
+                    file: self.path.clone(),
+                    after_seq: base.checked_sub(1),
+                    limit: self.cap,
+                });
+            }
+            Next::Line { start } => {
+                self.line_index += 1;
+                let line_start = ResumePoint {
+                    byte_offset: start,
+                    next_seq: base + 1,
+                    header_seen: true,
+                };
+                let after = ResumePoint {
+                    byte_offset: self.lines.offset(),
+                    next_seq: (index + 1) << SEQ_SHIFT,
+                    header_seen: true,
+                };
+                let parsed = serde_json::from_slice::<Line>(self.lines.line());
+                let line = match parsed {
+                    Ok(l) => l,
+                    Err(e) => {
+                        if serde_json::from_slice::<IgnoredAny>(self.lines.line()).is_err() {
+                            return Err(ReadError::BadLine {
+                                file: self.path.clone(),
+                                after_seq: base.checked_sub(1),
+                                detail: format!("line {}: {e}", index + 1),
+                            });
+                        }
+                        // Valid JSON of a shape no Claude Code wrote: skipped.
+                        self.skipped_shapes += 1;
+                        return Ok(());
+                    }
+                };
+                self.line(index, base, line, line_start, after);
+                // A line that leaves nothing pending (bookkeeping, a rewound branch)
+                // moves the resume point past it.
+                if !self.since_end && self.pending.is_none() && self.open_calls.is_empty() {
+                    self.out.commit_when_idle(after);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn line(
+        &mut self,
+        index: u64,
+        base: u64,
+        line: Line,
+        line_start: ResumePoint,
+        after: ResumePoint,
+    ) {
+        if line.is_sidechain == Some(true) {
+            return;
+        }
+        if let Some(uuid) = line.uuid.as_deref() {
+            let k = key(uuid);
+            if self.plan.abandoned.contains(&k) {
+                return;
+            }
+            if self.plan.nodes.get(&k).is_some_and(|n| n.line != index) {
+                return; // a copy of an earlier line
+            }
+        }
+        let time = line
+            .timestamp
+            .as_deref()
+            .and_then(crate::search::parse_rfc3339_ms);
+        if let (Some(gap), Some(t), Some(answered)) =
+            (self.idle_gap_ms, time, self.last_answer_time)
+        {
+            let answered_last = self.last_was_answer || self.pending.is_some();
+            if answered_last
+                && self.has_exchange()
+                && self.open_calls.is_empty()
+                && t.saturating_sub(answered) >= i64::try_from(gap).unwrap_or(i64::MAX)
+            {
+                self.end_turn(base, "completed", line_start);
+            }
+        }
+        let mut sub: u64 = 1;
+        let next_seq = |sub: &mut u64| {
+            let s = base | (*sub).min(MAX_SUB);
+            *sub += 1;
+            s
+        };
+        match (line.kind.as_deref(), line.subtype.as_deref()) {
+            (Some("system"), Some("turn_duration")) if self.has_exchange() => {
+                let seq = next_seq(&mut sub);
+                self.end_turn(seq, "completed", after);
+            }
+            (Some("assistant"), _) => {
+                let Some(msg) = line.message else { return };
+                if self
+                    .pending
+                    .as_ref()
+                    .is_some_and(|p| p.id.is_none() || p.id != msg.id)
+                {
+                    self.flush_message();
+                }
+                let blocks = match msg.content {
+                    Some(Content::Blocks(b)) => b,
+                    Some(Content::Text(t)) => vec![Block {
+                        kind: Some("text".into()),
+                        text: Some(t),
+                        ..Block::default()
+                    }],
+                    None => Vec::new(),
+                };
+                for b in blocks {
+                    match b.kind.as_deref() {
+                        Some("text") | Some("thinking") | Some("redacted_thinking") => {
+                            if self.pending.is_none() {
+                                let seq = next_seq(&mut sub);
+                                self.pending = Some(PendingMessage {
+                                    id: msg.id.clone(),
+                                    seq,
+                                    time,
+                                    text: Vec::new(),
+                                    reasoning: Vec::new(),
+                                });
+                            }
+                            self.last_answer_time = time.or(self.last_answer_time);
+                            let p = self.pending.as_mut().expect("just set");
+                            match b.kind.as_deref() {
+                                Some("text") => p.text.extend(b.text.filter(|t| !t.is_empty())),
+                                Some("thinking") => {
+                                    p.reasoning.push(b.thinking.unwrap_or_default())
+                                }
+                                _ => p.reasoning.push(String::new()),
+                            }
+                        }
+                        Some("tool_use") | Some("server_tool_use") => {
+                            self.flush_message();
+                            let id = b.id.unwrap_or_default();
+                            let arguments =
+                                b.input.map_or_else(|| "{}".to_owned(), |v| v.to_string());
+                            let seq = next_seq(&mut sub);
+                            self.push(
+                                seq,
+                                "tool/call",
+                                json!({"callId": id, "name": b.name.unwrap_or_default(), "arguments": arguments}),
+                                time,
+                            );
+                            self.open_calls.insert(id);
+                            self.exchange = true;
+                            self.last_was_answer = false;
+                        }
+                        _ => {}
+                    }
+                }
+                if msg.stop_reason.as_deref() == Some("end_turn")
+                    && self.open_calls.is_empty()
+                    && self.has_exchange()
+                {
+                    self.flush_message();
+                    let seq = next_seq(&mut sub);
+                    self.end_turn(seq, "completed", after);
+                }
+            }
+            (Some("user"), _) => {
+                let Some(msg) = line.message else { return };
+                let is_meta = line.is_meta == Some(true);
+                let is_summary = line.is_compact_summary == Some(true);
+                let (texts, results): (Vec<String>, Vec<Block>) = match msg.content {
+                    Some(Content::Text(t)) => (vec![t], Vec::new()),
+                    Some(Content::Blocks(blocks)) => {
+                        let mut texts = Vec::new();
+                        let mut results = Vec::new();
+                        for b in blocks {
+                            match b.kind.as_deref() {
+                                Some("tool_result") => results.push(b),
+                                Some("image") => texts.push(b.image_marker()),
+                                Some("text") => texts.extend(b.text),
+                                _ => {}
+                            }
+                        }
+                        (texts, results)
+                    }
+                    None => (Vec::new(), Vec::new()),
+                };
+                if !results.is_empty() {
+                    self.flush_message();
+                    for r in results {
+                        let id = r.tool_use_id.clone().unwrap_or_default();
+                        let seq = next_seq(&mut sub);
+                        let is_error = r.is_error == Some(true);
+                        let content = screen::screen_tool_output(content_text(r.content));
+                        self.push(
+                            seq,
+                            "tool/result",
+                            json!({"role": "tool", "toolCallId": id, "content": content, "isError": is_error}),
+                            time,
+                        );
+                        self.open_calls.remove(&id);
+                        self.last_was_answer = false;
+                    }
+                    // Text beside results (an interruption notice) is the host's.
+                    let text = texts.join("\n\n");
+                    if !text.is_empty() {
+                        let seq = next_seq(&mut sub);
+                        let interrupted = screen::is_interruption(&text);
+                        self.push(
+                            seq,
+                            "user/message",
+                            json!({"content": text, "source": {"kind": screen::NOTICE}}),
+                            time,
+                        );
+                        if interrupted && self.has_exchange() {
+                            let seq = next_seq(&mut sub);
+                            self.end_turn(seq, "aborted", after);
+                        }
+                    }
+                    return;
+                }
+                let text = texts.join("\n\n");
+                if text.is_empty() {
+                    return;
+                }
+                let kind = screen::classify(&text, is_meta, is_summary);
+                if kind == screen::HUMAN && self.has_exchange() {
+                    let reason = if self.open_calls.is_empty() {
+                        "completed"
+                    } else {
+                        "aborted"
+                    };
+                    self.end_turn(base, reason, line_start);
+                }
+                self.flush_message();
+                let seq = next_seq(&mut sub);
+                let interrupted = kind == screen::NOTICE && screen::is_interruption(&text);
+                self.push(
+                    seq,
+                    "user/message",
+                    json!({"content": text, "source": {"kind": kind}}),
+                    time,
+                );
+                self.last_was_answer = false;
+                // The person stopped the agent: the turn is over.
+                if interrupted && self.has_exchange() {
+                    let seq = next_seq(&mut sub);
+                    self.end_turn(seq, "aborted", after);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn header_of(path: &Path, facts: &SessionFacts) -> Option<Header> {
+    let stem = path.file_stem()?.to_string_lossy().into_owned();
+    // A file with no conversation line yet has no header.
+    facts.session_id.as_ref()?;
+    Some(crate::source::lines::header(
+        crate::source::Harness::ClaudeCode,
+        &stem,
+        facts.cwd.clone(),
+        facts.first_time,
+        facts.version.clone(),
+    ))
+}
+
+impl Step for ClaudeReader {
+    fn outbox(&mut self) -> &mut Outbox {
+        &mut self.out
+    }
+    fn outbox_ref(&self) -> &Outbox {
+        &self.out
+    }
+    fn step(&mut self) -> Result<(), ReadError> {
+        ClaudeReader::step(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::reader::LogItem;
+    use crate::source::EventSource;
+    use crate::turn::{CompletedTurn, TurnAssembler};
+    use std::io::Write;
+
+    const SID: &str = "0b0b0b0b-0000-4000-8000-000000000001";
+
+    fn line(uuid: &str, parent: Option<&str>, kind: &str, rest: Value) -> String {
+        let mut v = json!({
+            "type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": SID,
+            "cwd": "/w", "version": "2.0.1", "timestamp": "2026-01-01T00:00:00.000Z",
+            "isSidechain": false,
+        });
+        if let (Value::Object(o), Value::Object(r)) = (&mut v, rest) {
+            o.extend(r);
+        }
+        v.to_string() + "\n"
+    }
+    fn prompt(uuid: &str, parent: Option<&str>, text: &str) -> String {
+        line(
+            uuid,
+            parent,
+            "user",
+            json!({"message": {"role": "user", "content": text}}),
+        )
+    }
+    fn answer(uuid: &str, parent: &str, id: &str, text: &str, stop: Option<&str>) -> String {
+        line(
+            uuid,
+            Some(parent),
+            "assistant",
+            json!({"message": {"id": id, "role": "assistant", "content": [{"type": "text", "text": text}], "stop_reason": stop}}),
+        )
+    }
+    fn call(uuid: &str, parent: &str, id: &str, call: &str) -> String {
+        line(
+            uuid,
+            Some(parent),
+            "assistant",
+            json!({"message": {"id": id, "role": "assistant", "content": [{"type": "tool_use", "id": call, "name": "Bash", "input": {"command": "ls"}}]}}),
+        )
+    }
+    fn result(uuid: &str, parent: &str, call: &str, out: &str) -> String {
+        line(
+            uuid,
+            Some(parent),
+            "user",
+            json!({"message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call, "content": out}]}, "toolUseResult": {"stdout": out}}),
+        )
+    }
+    fn duration(uuid: &str, parent: &str) -> String {
+        line(
+            uuid,
+            Some(parent),
+            "system",
+            json!({"subtype": "turn_duration", "durationMs": 5}),
+        )
+    }
+
+    struct Read {
+        header: Option<Header>,
+        turns: Vec<CompletedTurn>,
+        in_flight: Option<(u64, u64)>,
+        error: Option<ReadError>,
+        notes: Vec<ReadNote>,
+        resume: ResumePoint,
+    }
+
+    fn read_text(text: &str, quiet: bool) -> Read {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join(format!("{SID}.jsonl"));
+        std::fs::File::create(&path)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .expect("write");
+        read_path(&path, ResumePoint::default(), quiet)
+    }
+
+    fn read_path(path: &Path, from: ResumePoint, quiet: bool) -> Read {
+        let mut r = ClaudeReader::open(path, from, ReaderOptions::default(), quiet).expect("open");
+        let mut asm = TurnAssembler::starting_at(from.next_seq, 0);
+        let mut out = Read {
+            header: None,
+            turns: Vec::new(),
+            in_flight: None,
+            error: None,
+            notes: Vec::new(),
+            resume: ResumePoint::default(),
+        };
+        let mut last = None;
+        loop {
+            match r.next_item() {
+                Ok(Some(LogItem::Header(h))) => out.header = Some(h),
+                Ok(Some(LogItem::Event(e))) => {
+                    assert!(last.is_none_or(|l| e.seq > l), "seqs ascend");
+                    last = Some(e.seq);
+                    out.turns.extend(asm.push(e));
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    out.error = Some(e);
+                    break;
+                }
+            }
+        }
+        out.in_flight = asm.in_flight();
+        out.notes = r.notes().to_vec();
+        out.resume = r.resume_point();
+        out
+    }
+
+    fn users(t: &CompletedTurn) -> Vec<(String, String)> {
+        t.events
+            .iter()
+            .filter_map(|e| e.user_message())
+            .map(|m| (m.source.kind.clone(), m.text.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn turns_end_at_turn_duration_end_turn_and_the_next_prompt() {
+        let log = [
+            prompt("u1", None, "list files"),
+            call("a1", "u1", "m1", "t1"),
+            result("r1", "a1", "t1", "a b"),
+            answer("a2", "r1", "m2", "two files", None),
+            duration("d1", "a2"),
+            prompt("u2", Some("d1"), "thanks"),
+            answer("a3", "u2", "m3", "welcome", Some("end_turn")),
+            prompt("u3", Some("a3"), "again"),
+            answer("a4", "u3", "m4", "sure", None),
+            prompt("u4", Some("a4"), "last"),
+        ]
+        .concat();
+        let r = read_text(&log, false);
+        assert!(r.error.is_none());
+        let h = r.header.expect("header");
+        assert_eq!(h.id, format!("claude-code-{SID}"));
+        assert_eq!(
+            (h.cwd.as_deref(), h.origin.as_deref()),
+            (Some("/w"), Some("2.0.1"))
+        );
+        assert_eq!(r.turns.len(), 3);
+        let t = &r.turns[0];
+        assert_eq!(users(t), vec![("user".into(), "list files".into())]);
+        let call = t.events.iter().find_map(|e| e.tool_call()).expect("call");
+        let res = t
+            .events
+            .iter()
+            .find_map(|e| e.tool_result())
+            .expect("result");
+        assert_eq!((call.call_id.as_str(), res.call_id.as_str()), ("t1", "t1"));
+        assert_eq!(res.content, "a b");
+        assert_eq!(users(&r.turns[2]), vec![("user".into(), "again".into())]);
+        // "last" is in flight, and the resume point is where it starts.
+        assert!(r.in_flight.is_some());
+        assert_eq!(r.resume.next_seq >> SEQ_SHIFT, 9);
+    }
+
+    #[test]
+    fn one_message_per_message_id_and_quiet_end() {
+        let log = [
+            prompt("u1", None, "hi"),
+            line("a1", Some("u1"), "assistant", json!({"message": {"id": "m1", "content": [{"type": "thinking", "thinking": "hmm", "signature": "x"}]}})),
+            answer("a2", "a1", "m1", "part one", None),
+            answer("a3", "a2", "m1", "part two", None),
+        ]
+        .concat();
+        assert!(read_text(&log, false).turns.is_empty());
+        let r = read_text(&log, true);
+        assert_eq!(r.turns.len(), 1);
+        let msgs: Vec<_> = r.turns[0]
+            .events
+            .iter()
+            .filter_map(|e| e.assistant_message())
+            .collect();
+        assert_eq!(msgs.len(), 1);
+        assert_eq!(msgs[0].text, "part one\n\npart two");
+        assert_eq!(msgs[0].reasoning, vec!["hmm".to_owned()]);
+    }
+
+    #[test]
+    fn host_lines_are_screened_and_bookkeeping_skipped() {
+        let log = [
+            r#"{"type":"summary","summary":"A title","leafUuid":"x"}"#.to_owned() + "\n",
+            r#"{"type":"file-history-snapshot","messageId":"m","snapshot":{}}"#.to_owned() + "\n",
+            line("c1", None, "user", json!({"isMeta": true, "message": {"content": "Caveat: The messages below were generated by the user while running local commands."}})),
+            prompt("c2", Some("c1"), "<command-name>/clear</command-name>"),
+            line("s1", Some("c2"), "user", json!({"isCompactSummary": true, "message": {"content": "This session is being continued from a previous conversation."}})),
+            prompt("u1", Some("s1"), "real question"),
+            line("p1", Some("u1"), "progress", json!({"data": {"type": "hook_progress"}})),
+            r#"{"type":"some-future-type","uuid":"zz"}"#.to_owned() + "\n",
+            r#"{"not":"claude"}"#.to_owned() + "\n",
+            answer("a1", "p1", "m1", "answer", Some("end_turn")),
+            prompt("h1", Some("a1"), "Stop hook feedback:\n- run the tests"),
+            answer("a2", "h1", "m2", "ran them", Some("end_turn")),
+        ]
+        .concat();
+        let r = read_text(&log, false);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(r.turns.len(), 2);
+        let kinds: Vec<String> = users(&r.turns[0]).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(
+            kinds,
+            [
+                "claude-code-meta",
+                "claude-code-command",
+                "compact-checkpoint",
+                "user"
+            ]
+        );
+        assert_eq!(users(&r.turns[1])[0].0, "claude-code-hook");
+    }
+
+    #[test]
+    fn a_rewound_branch_is_not_read_and_copies_are_read_once() {
+        let log = [
+            prompt("u1", None, "first try"),
+            answer("a1", "u1", "m1", "old answer", Some("end_turn")),
+            // The person rewinds to before "first try" and asks again.
+            prompt("u2", None, "second try"),
+            answer("a2", "u2", "m2", "new answer", Some("end_turn")),
+            // A resumed session repeats a line.
+            answer("a2", "u2", "m2", "new answer", Some("end_turn")),
+        ]
+        .concat();
+        let r = read_text(&log, false);
+        let texts: Vec<String> = r
+            .turns
+            .iter()
+            .flat_map(|t| users(t).into_iter().map(|(_, t)| t))
+            .collect();
+        // Two roots: "first try" has no chain ancestor, so it is a detached fragment and
+        // kept; a sibling edit under a shared parent is abandoned.
+        assert_eq!(texts, ["first try", "second try"]);
+        let log = [
+            prompt("u0", None, "start"),
+            answer("a0", "u0", "m0", "ok", Some("end_turn")),
+            prompt("u1", Some("a0"), "first try"),
+            answer("a1", "u1", "m1", "old answer", Some("end_turn")),
+            prompt("u2", Some("a0"), "edited try"),
+            answer("a2", "u2", "m2", "new answer", Some("end_turn")),
+        ]
+        .concat();
+        let r = read_text(&log, false);
+        let texts: Vec<String> = r
+            .turns
+            .iter()
+            .flat_map(|t| users(t).into_iter().map(|(_, t)| t))
+            .collect();
+        assert_eq!(texts, ["start", "edited try"]);
+        let answers = r
+            .turns
+            .iter()
+            .flat_map(|t| t.events.iter().filter_map(|e| e.assistant_text()))
+            .filter(|t| *t == "new answer")
+            .count();
+        assert_eq!(answers, 1);
+    }
+
+    #[test]
+    fn a_rewind_after_an_archive_never_looks_like_a_truncated_log() {
+        let before = [
+            prompt("u0", None, "start"),
+            answer("a0", "u0", "m0", "ok", Some("end_turn")),
+            prompt("u1", Some("a0"), "first try"),
+            answer("a1", "u1", "m1", "old answer", Some("end_turn")),
+        ]
+        .concat();
+        let first = read_text(&before, false);
+        let signed_hi = first.turns.last().expect("turns").end_seq;
+        // The person rewinds to after "ok" and types again; no answer yet.
+        let after = read_text(&(before + &prompt("u2", Some("a0"), "edited try")), false);
+        assert_eq!(after.turns.len(), 1, "the rewound turn is not read again");
+        assert!(
+            after.resume.next_seq > signed_hi,
+            "the log reaches past what was signed"
+        );
+    }
+
+    #[test]
+    fn cycles_and_missing_parents_end_the_walk() {
+        let log = [
+            prompt("u1", Some("u3"), "a"),
+            answer("u2", "u1", "m1", "b", None),
+            prompt("u3", Some("u2"), "c"),
+            answer("u4", "missing-parent", "m2", "d", Some("end_turn")),
+        ]
+        .concat();
+        let r = read_text(&log, false);
+        assert!(r.error.is_none());
+        let n: usize = r.turns.iter().map(|t| t.events.len()).sum();
+        assert!(n >= 4, "every line read once");
+    }
+
+    #[test]
+    fn torn_tail_and_garbled_middle() {
+        let good = [
+            prompt("u1", None, "hi"),
+            answer("a1", "u1", "m1", "yo", Some("end_turn")),
+        ]
+        .concat();
+        let r = read_text(&(good.clone() + r#"{"type":"user","mess"#), false);
+        assert_eq!(r.turns.len(), 1);
+        assert!(matches!(r.notes[..], [ReadNote::TornTail { .. }]));
+        assert!(r.error.is_none());
+        let r = read_text(
+            &(good + "{not json\n" + &prompt("u2", Some("a1"), "more")),
+            false,
+        );
+        assert_eq!(r.turns.len(), 1, "the turn before the damage is read");
+        assert!(matches!(r.error, Some(ReadError::BadLine { .. })));
+    }
+
+    #[test]
+    fn a_huge_image_becomes_a_marker() {
+        let data = "A".repeat(30 << 20);
+        let img = line(
+            "u1",
+            None,
+            "user",
+            json!({"message": {"content": [{"type": "text", "text": "what is this?"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}]}}),
+        );
+        drop(data);
+        let r = read_text(
+            &(img + &answer("a1", "u1", "m1", "a cat", Some("end_turn"))),
+            false,
+        );
+        let (_, text) = users(&r.turns[0]).remove(0);
+        assert_eq!(
+            text,
+            "what is this?\n\n[image omitted: image/png, 31457280 bytes of base64]"
+        );
+    }
+
+    #[test]
+    fn a_turn_a_quiet_end_closed_stays_closed_when_the_file_goes_on() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join(format!("{SID}.jsonl"));
+        let first = [
+            prompt("u1", None, "one"),
+            answer("a1", "u1", "m1", "done?", None),
+        ]
+        .concat();
+        std::fs::write(&path, &first).expect("write");
+        let ends = |quiet: bool| -> Vec<u64> {
+            let mut r = ClaudeReader::open(
+                &path,
+                ResumePoint::default(),
+                ReaderOptions::default(),
+                quiet,
+            )
+            .expect("open")
+            .with_idle_gap(Some(600_000));
+            let mut asm = TurnAssembler::new();
+            let mut out = Vec::new();
+            while let Some(item) = r.next_item().expect("read") {
+                if let LogItem::Event(e) = item {
+                    out.extend(asm.push(e).map(|t| t.end_seq));
+                }
+            }
+            out
+        };
+        let before = ends(true);
+        assert_eq!(before.len(), 1);
+        // An hour later the agent goes on (a hook's feedback, not a new prompt).
+        let later = line(
+            "a2",
+            Some("a1"),
+            "assistant",
+            json!({"timestamp": "2026-01-01T01:00:00.000Z", "message": {"id": "m2", "content": [{"type": "text", "text": "more"}], "stop_reason": "end_turn"}}),
+        );
+        std::fs::write(&path, first + &later).expect("write");
+        let after = ends(false);
+        assert_eq!(after[0], before[0], "the same turn end");
+        assert_eq!(after.len(), 2);
+    }
+
+    #[test]
+    fn resumes_at_a_turn_end() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join(format!("{SID}.jsonl"));
+        let first = [
+            prompt("u1", None, "one"),
+            answer("a1", "u1", "m1", "1", Some("end_turn")),
+            prompt("u2", Some("a1"), "two"),
+        ]
+        .concat();
+        std::fs::write(&path, &first).expect("write");
+        let r = read_path(&path, ResumePoint::default(), false);
+        assert_eq!(r.turns.len(), 1);
+        let more = first + &answer("a2", "u2", "m2", "2", Some("end_turn"));
+        std::fs::write(&path, &more).expect("write");
+        let again = read_path(&path, r.resume, false);
+        assert!(again.header.is_none());
+        assert_eq!(again.turns.len(), 1);
+        assert_eq!(users(&again.turns[0]), vec![("user".into(), "two".into())]);
+        let whole = read_path(&path, ResumePoint::default(), false);
+        assert_eq!(
+            whole.turns[1].end_seq, again.turns[0].end_seq,
+            "the same seqs"
+        );
+    }
+}

@@ -1,0 +1,101 @@
+//! Codex: `$CODEX_HOME` (default `~/.codex`), rollouts in `sessions/YYYY/MM/DD/` (and the
+//! older flat `sessions/`) and `archived_sessions/`, each `rollout-*.jsonl` or
+//! `rollout-*.jsonl.zst`; a plain file hides its compressed sibling. A rollout belongs to
+//! the workspace when its `session_meta.cwd` (G1: the header's `cwd`) is the workspace or
+//! inside it.
+
+use std::path::{Path, PathBuf};
+
+use crate::session::discover::{DiscoverError, SessionLog};
+
+mod reader;
+pub(crate) mod screen;
+
+pub use reader::{rollout_facts, CodexReader, RolloutFacts, SEQ_SHIFT};
+
+/// Folder levels searched under `sessions/` (`YYYY/MM/DD`).
+const MAX_DEPTH: usize = 4;
+/// The cap on a rollout's first line when discovery reads it.
+const FIRST_LINE_CAP: usize = 8 << 20;
+
+/// Codex's home: `$CODEX_HOME`, else `$HOME/.codex`.
+pub fn home_from_env() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("CODEX_HOME").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(".codex"))
+}
+
+fn is_rollout(name: &str) -> bool {
+    name.starts_with("rollout-") && (name.ends_with(".jsonl") || name.ends_with(".jsonl.zst"))
+}
+
+fn collect(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.filter_map(Result::ok) {
+        let Ok(t) = e.file_type() else { continue };
+        let path = e.path();
+        if t.is_dir() && depth < MAX_DEPTH {
+            collect(&path, depth + 1, out);
+        } else if t.is_file() && is_rollout(&e.file_name().to_string_lossy()) {
+            out.push(path);
+        }
+    }
+}
+
+/// The Codex rollouts of `workspace` under `home`, sorted by path; a session in both
+/// `sessions/` and `archived_sessions/`, or plain and compressed, is listed once (the
+/// live, plain one).
+pub fn list_workspace_sessions(
+    home: &Path,
+    workspace: &str,
+) -> Result<Vec<SessionLog>, DiscoverError> {
+    let mut files = Vec::new();
+    for sub in ["sessions", "archived_sessions"] {
+        let mut found = Vec::new();
+        collect(&home.join(sub), 0, &mut found);
+        found.sort();
+        files.extend(found);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for path in files {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let stem = name.trim_end_matches(".zst").to_owned();
+        let compressed = name.ends_with(".zst");
+        if compressed && path.with_file_name(&stem).is_file() {
+            continue; // the plain file hides it
+        }
+        if !seen.insert(stem.clone()) {
+            continue;
+        }
+        let Ok(Some(facts)) = rollout_facts(&path, FIRST_LINE_CAP) else {
+            continue;
+        };
+        let Some(cwd) = facts.cwd.as_deref() else {
+            continue;
+        };
+        if !crate::source::claude_code::in_workspace(cwd, workspace) {
+            continue;
+        }
+        let id = facts
+            .id
+            .clone()
+            .unwrap_or_else(|| stem.trim_end_matches(".jsonl").to_owned());
+        out.push(SessionLog {
+            session_dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
+            session_id: format!("{}{id}", crate::source::Harness::Codex.session_prefix()),
+            log: path,
+            generation: 0,
+            compressed,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,847 @@
+//! Codex rollout → normalized events, streamed line by line (plain or `.jsonl.zst`).
+//!
+//! Generations read: G1 (mid-2025: a bare header `{id, timestamp, instructions, cwd?}`,
+//! `{"record_type":"state"}` markers, bare response items), G2 (`{timestamp, type,
+//! payload}`: `session_meta`, `response_item`, `event_msg`, `turn_context`, `compacted`) and
+//! G3 (2026: G2 plus `ordinal` and new line types, skipped unless they hold conversation).
+//! G0 (the spring-2025 TypeScript `.json`) is not read.
+//!
+//! One stream is read: the person's prompt from `event_msg user_message` where the log has
+//! an envelope (G2+; the `response_item` copy is skipped), else the `response_item` user
+//! message (G1); the answer, reasoning summaries and tool calls from `response_item`
+//! (`event_msg agent_message` / `agent_reasoning` are copies). Encrypted reasoning is
+//! dropped. `compacted.replacement_history` copies earlier items and is never read.
+//!
+//! Screened (a marker each): `developer`/`system` messages and user-role host context
+//! ([`super::screen`]). `turn_context`, `base_instructions` and every unknown type yield
+//! nothing.
+//!
+//! Turns: `task_started` … `task_complete` (completed) or `turn_aborted` (aborted); a log
+//! without those ends a turn at the next prompt after an exchange, or (when quiet) at its
+//! end after an answer. Seqs: line `i`'s events carry `i << 4 | k`; the resume point is kept
+//! at turn ends (a byte offset into the decoded stream for `.zst`).
+
+use std::collections::BTreeSet;
+use std::io::{self, BufRead};
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use super::screen;
+use crate::session::reader::{ReadError, ReadNote, ReaderOptions, ResumePoint};
+use crate::session::Header;
+use crate::source::lines::{open_stream, Lines, Next, Outbox, Step};
+
+/// Bits of a seq that number the events of one line.
+pub const SEQ_SHIFT: u32 = 4;
+const MAX_SUB: u64 = (1 << SEQ_SHIFT) - 1;
+
+/// What the log's first lines say of the session.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RolloutFacts {
+    pub id: Option<String>,
+    pub cwd: Option<String>,
+    pub cli_version: Option<String>,
+    pub first_time: Option<i64>,
+}
+
+/// The facts of a `session_meta` payload or a G1 header line.
+fn facts_of(meta: &Value) -> RolloutFacts {
+    let s = |k: &str| meta.get(k).and_then(Value::as_str).map(str::to_owned);
+    RolloutFacts {
+        id: s("id").or_else(|| s("session_id")),
+        cwd: s("cwd").filter(|c| !c.is_empty()),
+        cli_version: s("cli_version"),
+        first_time: meta
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .and_then(crate::search::parse_rfc3339_ms),
+    }
+}
+
+/// Whether a line is a G1 header (`id` + `timestamp`, no `type`).
+fn is_bare_header(line: &Value) -> bool {
+    line.get("type").is_none() && line.get("id").is_some() && line.get("record_type").is_none()
+}
+
+pub(crate) fn is_zst(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "zst")
+}
+
+/// The facts of a rollout's first lines (`session_meta` or a G1 header), reading at most
+/// a few lines.
+pub fn rollout_facts(path: &Path, cap: usize) -> Result<Option<RolloutFacts>, ReadError> {
+    let stream = open_stream(path, 0)?;
+    let mut lines = Lines::new(stream, 0, cap);
+    for _ in 0..8 {
+        let next = lines.next_line().map_err(|e| stream_error(path, 0, e))?;
+        match next {
+            Next::Line { .. } => {}
+            Next::TooLong { .. } => continue,
+            Next::Torn { .. } | Next::End => return Ok(None),
+        }
+        let Ok(v) = serde_json::from_slice::<Value>(lines.line()) else {
+            continue;
+        };
+        if v.get("type").and_then(Value::as_str) == Some("session_meta") {
+            let payload = v.get("payload").cloned().unwrap_or(Value::Null);
+            let mut f = facts_of(&payload);
+            if f.first_time.is_none() {
+                f.first_time = v
+                    .get("timestamp")
+                    .and_then(Value::as_str)
+                    .and_then(crate::search::parse_rfc3339_ms);
+            }
+            return Ok(Some(f));
+        }
+        if is_bare_header(&v) {
+            return Ok(Some(facts_of(&v)));
+        }
+    }
+    Ok(None)
+}
+
+/// A decoding failure of a `.zst` (or any read failure) at `at`.
+fn stream_error(path: &Path, at: u64, e: io::Error) -> ReadError {
+    if is_zst(path) {
+        ReadError::CorruptFrame {
+            file: path.to_path_buf(),
+            at,
+            detail: format!("{e} (an offset into the decoded rollout)"),
+        }
+    } else {
+        ReadError::Io {
+            file: path.to_path_buf(),
+            source: e,
+        }
+    }
+}
+
+/// Streaming reader of one Codex rollout.
+pub struct CodexReader {
+    path: PathBuf,
+    lines: Lines<Box<dyn BufRead>>,
+    line_index: u64,
+    out: Outbox,
+    open_calls: BTreeSet<String>,
+    exchange: bool,
+    last_was_answer: bool,
+    /// The log has `task_started`/`task_complete`: only those end turns.
+    tasks: bool,
+    /// The log has the `{type, payload}` envelope: prompts come from `event_msg`.
+    enveloped: bool,
+    quiet_end: bool,
+    cap: usize,
+}
+
+impl CodexReader {
+    pub fn open(
+        path: &Path,
+        from: ResumePoint,
+        options: ReaderOptions,
+        quiet_end: bool,
+    ) -> Result<Self, ReadError> {
+        let facts = rollout_facts(path, options.max_line_bytes)?;
+        let header = if from.header_seen {
+            None
+        } else {
+            facts.as_ref().map(|f| header_of(path, f))
+        };
+        // Whether the log uses task events and the envelope is learned as it is read; a
+        // resumed reader learns it from the first line again.
+        let enveloped = !is_g1(path);
+        let stream = open_stream(path, from.byte_offset)?;
+        Ok(CodexReader {
+            path: path.to_path_buf(),
+            lines: Lines::new(stream, from.byte_offset, options.max_line_bytes),
+            line_index: from.next_seq >> SEQ_SHIFT,
+            out: Outbox::new(header, from),
+            open_calls: BTreeSet::new(),
+            exchange: false,
+            last_was_answer: false,
+            tasks: from.byte_offset > 0 && enveloped && has_tasks(path),
+            enveloped,
+            quiet_end,
+            cap: options.max_line_bytes,
+        })
+    }
+
+    fn push(&mut self, seq: u64, kind: &str, data: Value, time: Option<i64>) {
+        self.out.push(seq, kind, data, time);
+    }
+
+    fn end_turn(&mut self, seq: u64, reason: &str, resume: ResumePoint) {
+        self.out.end_turn(seq, reason, resume);
+        self.exchange = false;
+        self.last_was_answer = false;
+        self.open_calls.clear();
+    }
+
+    fn step(&mut self) -> Result<(), ReadError> {
+        let at = self.lines.offset();
+        let next = self
+            .lines
+            .next_line()
+            .map_err(|e| stream_error(&self.path, at, e))?;
+        let index = self.line_index;
+        let base = index << SEQ_SHIFT;
+        match next {
+            Next::End | Next::Torn { .. } => {
+                if let Next::Torn { start } = next {
+                    self.out.note(ReadNote::TornTail {
+                        file: self.path.clone(),
+                        at: start,
+                    });
+                }
+                if self.quiet_end
+                    && !self.tasks
+                    && self.exchange
+                    && self.open_calls.is_empty()
+                    && self.last_was_answer
+                {
+                    let resume = ResumePoint {
+                        byte_offset: self.lines.offset(),
+                        next_seq: base + 1,
+                        header_seen: true,
+                    };
+                    self.end_turn(base, "completed", resume);
+                }
+                self.out.finish();
+                Ok(())
+            }
+            Next::TooLong { .. } => {
+                self.line_index += 1;
+                Err(ReadError::LineTooLong {
+                    file: self.path.clone(),
+                    after_seq: base.checked_sub(1),
+                    limit: self.cap,
+                })
+            }
+            Next::Line { start } => {
+                self.line_index += 1;
+                let line: Value = match serde_json::from_slice(self.lines.line()) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        return Err(ReadError::BadLine {
+                            file: self.path.clone(),
+                            after_seq: base.checked_sub(1),
+                            detail: format!("line {}: {e}", index + 1),
+                        })
+                    }
+                };
+                let line_start = ResumePoint {
+                    byte_offset: start,
+                    next_seq: base + 1,
+                    header_seen: true,
+                };
+                let after = ResumePoint {
+                    byte_offset: self.lines.offset(),
+                    next_seq: (index + 1) << SEQ_SHIFT,
+                    header_seen: true,
+                };
+                self.line(base, line, line_start, after);
+                Ok(())
+            }
+        }
+    }
+
+    fn line(&mut self, base: u64, line: Value, line_start: ResumePoint, after: ResumePoint) {
+        let time = line
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .and_then(crate::search::parse_rfc3339_ms);
+        let mut sub = 1u64;
+        let mut next_seq = move || {
+            let s = base | sub.min(MAX_SUB);
+            sub += 1;
+            s
+        };
+        let kind = line.get("type").and_then(Value::as_str).unwrap_or("");
+        let payload = line.get("payload");
+        match (kind, payload) {
+            ("event_msg", Some(p)) => match p.get("type").and_then(Value::as_str) {
+                Some("task_started") => {
+                    self.tasks = true;
+                }
+                Some("task_complete") if self.exchange => {
+                    let seq = next_seq();
+                    self.end_turn(seq, "completed", after);
+                }
+                Some("turn_aborted") if self.exchange => {
+                    let seq = next_seq();
+                    self.end_turn(seq, "aborted", after);
+                }
+                Some("user_message") => {
+                    let text = p
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned();
+                    self.user_text(text, true, &mut next_seq, time, line_start);
+                }
+                _ => {}
+            },
+            ("response_item", Some(p)) => self.item(p, &mut next_seq, time, line_start),
+            // G1: a bare item.
+            (
+                "message"
+                | "reasoning"
+                | "function_call"
+                | "function_call_output"
+                | "local_shell_call"
+                | "custom_tool_call"
+                | "custom_tool_call_output",
+                None,
+            ) => self.item(&line, &mut next_seq, time, line_start),
+            _ => {}
+        }
+    }
+
+    /// A person's (or the host's) user-role text.
+    fn user_text(
+        &mut self,
+        text: String,
+        from_event: bool,
+        next_seq: &mut impl FnMut() -> u64,
+        time: Option<i64>,
+        line_start: ResumePoint,
+    ) {
+        if text.is_empty() {
+            return;
+        }
+        let kind = screen::classify_user(&text);
+        if kind == screen::HUMAN && !from_event && self.enveloped {
+            return; // the `event_msg user_message` copy is the one read
+        }
+        if kind == screen::HUMAN && !self.tasks && self.exchange {
+            let reason = if self.open_calls.is_empty() {
+                "completed"
+            } else {
+                "aborted"
+            };
+            let seq = line_start.next_seq - 1;
+            self.end_turn(seq, reason, line_start);
+        }
+        let seq = next_seq();
+        self.push(
+            seq,
+            "user/message",
+            json!({"content": text, "source": {"kind": kind}}),
+            time,
+        );
+        self.last_was_answer = false;
+    }
+
+    /// A response item (`response_item.payload`, or a G1 bare line).
+    fn item(
+        &mut self,
+        p: &Value,
+        next_seq: &mut impl FnMut() -> u64,
+        time: Option<i64>,
+        line_start: ResumePoint,
+    ) {
+        let s = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_owned);
+        match p.get("type").and_then(Value::as_str) {
+            Some("message") => {
+                let role = p.get("role").and_then(Value::as_str).unwrap_or("");
+                let text = message_text(p.get("content"));
+                match role {
+                    "assistant" => {
+                        if text.is_empty() {
+                            return;
+                        }
+                        let seq = next_seq();
+                        self.push(
+                            seq,
+                            "assistant/message",
+                            json!({"content": [{"type": "text", "text": text}]}),
+                            time,
+                        );
+                        self.exchange = true;
+                        self.last_was_answer = true;
+                    }
+                    "user" => self.user_text(text, false, next_seq, time, line_start),
+                    _ => {
+                        if text.is_empty() {
+                            return;
+                        }
+                        // `developer` / `system`: the host's instructions.
+                        let seq = next_seq();
+                        self.push(
+                            seq,
+                            "user/message",
+                            json!({"content": text, "source": {"kind": screen::DEVELOPER}}),
+                            time,
+                        );
+                    }
+                }
+            }
+            Some("reasoning") => {
+                let summary: Vec<Value> = p
+                    .get("summary")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|b| b.get("text").and_then(Value::as_str))
+                            .map(|t| json!({"type": "reasoning", "text": t}))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if summary.is_empty() {
+                    return; // encrypted only
+                }
+                let seq = next_seq();
+                self.push(
+                    seq,
+                    "assistant/message",
+                    json!({ "content": summary }),
+                    time,
+                );
+            }
+            Some("function_call") => {
+                let id = s("call_id").or_else(|| s("id")).unwrap_or_default();
+                let arguments = match p.get("arguments") {
+                    Some(Value::String(a)) => a.clone(),
+                    Some(other) => other.to_string(),
+                    None => "{}".to_owned(),
+                };
+                self.call(id, s("name").unwrap_or_default(), arguments, next_seq, time);
+            }
+            Some("custom_tool_call") => {
+                let id = s("call_id").or_else(|| s("id")).unwrap_or_default();
+                let name = s("name").unwrap_or_default();
+                let input = s("input").unwrap_or_default();
+                let arguments = screen::custom_call_arguments(&name, &input);
+                self.call(id, name, arguments, next_seq, time);
+            }
+            Some("local_shell_call") => {
+                let id = s("call_id").or_else(|| s("id")).unwrap_or_default();
+                let command = p
+                    .get("action")
+                    .and_then(|a| a.get("command"))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let arguments = json!({ "command": command }).to_string();
+                self.call(id, "local_shell".to_owned(), arguments, next_seq, time);
+            }
+            Some("function_call_output") | Some("custom_tool_call_output") => {
+                let id = s("call_id").unwrap_or_default();
+                let content = output_text(p.get("output"));
+                let seq = next_seq();
+                self.push(
+                    seq,
+                    "tool/result",
+                    json!({"role": "tool", "toolCallId": id, "content": content, "isError": false}),
+                    time,
+                );
+                self.open_calls.remove(&id);
+                self.last_was_answer = false;
+            }
+            _ => {}
+        }
+    }
+
+    fn call(
+        &mut self,
+        id: String,
+        name: String,
+        arguments: String,
+        next_seq: &mut impl FnMut() -> u64,
+        time: Option<i64>,
+    ) {
+        let seq = next_seq();
+        self.push(
+            seq,
+            "tool/call",
+            json!({"callId": id, "name": name, "arguments": arguments}),
+            time,
+        );
+        self.open_calls.insert(id);
+        self.exchange = true;
+        self.last_was_answer = false;
+    }
+}
+
+/// Whether the rollout's first line is a G1 bare header.
+fn is_g1(path: &Path) -> bool {
+    first_line(path).is_some_and(|v| is_bare_header(&v))
+}
+
+/// Whether the rollout holds a `task_started` event (a resumed reader's question).
+fn has_tasks(path: &Path) -> bool {
+    let Ok(stream) = open_stream(path, 0) else {
+        return false;
+    };
+    stream
+        .split(b'\n')
+        .map_while(Result::ok)
+        .any(|l| memfind(&l, b"\"task_started\""))
+}
+
+fn memfind(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn first_line(path: &Path) -> Option<Value> {
+    let stream = open_stream(path, 0).ok()?;
+    let line = stream.split(b'\n').next()?.ok()?;
+    serde_json::from_slice(&line).ok()
+}
+
+/// Text of a message's `content` blocks (`input_text`, `output_text`, `text`); images as a
+/// marker.
+fn message_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(blocks)) => {
+            let mut parts = Vec::new();
+            for b in blocks {
+                match b.get("type").and_then(Value::as_str) {
+                    Some("input_image") => {
+                        let len = b
+                            .get("image_url")
+                            .and_then(Value::as_str)
+                            .map_or(0, str::len);
+                        parts.push(format!("[image omitted: {len} bytes]"));
+                    }
+                    _ => {
+                        if let Some(t) = b.get("text").and_then(Value::as_str) {
+                            parts.push(t.to_owned());
+                        }
+                    }
+                }
+            }
+            parts.join("\n\n")
+        }
+        _ => String::new(),
+    }
+}
+
+/// A call's output: a string, often JSON `{"output": …, "metadata": …}` (the output is
+/// read), or content blocks.
+fn output_text(output: Option<&Value>) -> String {
+    match output {
+        Some(Value::String(s)) => {
+            if s.starts_with('{') {
+                if let Ok(Value::Object(o)) = serde_json::from_str::<Value>(s) {
+                    if let Some(Value::String(inner)) = o.get("output") {
+                        return inner.clone();
+                    }
+                }
+            }
+            s.clone()
+        }
+        Some(Value::Object(o)) => match o.get("content") {
+            Some(Value::String(c)) => c.clone(),
+            Some(c @ Value::Array(_)) => message_text(Some(c)),
+            _ => Value::Object(o.clone()).to_string(),
+        },
+        Some(c @ Value::Array(_)) => message_text(Some(c)),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn header_of(path: &Path, facts: &RolloutFacts) -> Header {
+    let id = facts.id.clone().unwrap_or_else(|| {
+        path.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+            .trim_end_matches(".zst")
+            .trim_end_matches(".jsonl")
+            .to_owned()
+    });
+    crate::source::lines::header(
+        crate::source::Harness::Codex,
+        &id,
+        facts.cwd.clone(),
+        facts.first_time,
+        facts.cli_version.clone(),
+    )
+}
+
+impl Step for CodexReader {
+    fn outbox(&mut self) -> &mut Outbox {
+        &mut self.out
+    }
+    fn outbox_ref(&self) -> &Outbox {
+        &self.out
+    }
+    fn step(&mut self) -> Result<(), ReadError> {
+        CodexReader::step(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::reader::LogItem;
+    use crate::source::EventSource;
+    use crate::turn::{CompletedTurn, TurnAssembler};
+
+    fn env(kind: &str, payload: Value) -> String {
+        json!({"timestamp": "2026-02-01T10:00:00.000Z", "type": kind, "payload": payload})
+            .to_string()
+            + "\n"
+    }
+    fn meta() -> String {
+        env(
+            "session_meta",
+            json!({"id": "0199aaaa-0000-7000-8000-000000000001", "cwd": "/w", "cli_version": "0.58.0", "base_instructions": {"text": "You are Codex. SYSTEM PROMPT"}}),
+        )
+    }
+    fn item(payload: Value) -> String {
+        env("response_item", payload)
+    }
+    fn event(payload: Value) -> String {
+        env("event_msg", payload)
+    }
+    fn user_item(text: &str) -> String {
+        item(
+            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}),
+        )
+    }
+    fn answer(text: &str) -> String {
+        item(
+            json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}),
+        )
+    }
+
+    struct Read {
+        header: Option<Header>,
+        turns: Vec<CompletedTurn>,
+        error: Option<ReadError>,
+        notes: Vec<ReadNote>,
+    }
+
+    fn read_bytes(name: &str, bytes: &[u8], quiet: bool) -> Read {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).expect("write");
+        let mut out = Read {
+            header: None,
+            turns: Vec::new(),
+            error: None,
+            notes: Vec::new(),
+        };
+        let mut r = match CodexReader::open(
+            &path,
+            ResumePoint::default(),
+            ReaderOptions::default(),
+            quiet,
+        ) {
+            Ok(r) => r,
+            Err(e) => {
+                out.error = Some(e);
+                return out;
+            }
+        };
+        let mut asm = TurnAssembler::new();
+        let mut last = None;
+        loop {
+            match r.next_item() {
+                Ok(Some(LogItem::Header(h))) => out.header = Some(h),
+                Ok(Some(LogItem::Event(e))) => {
+                    assert!(last.is_none_or(|l| e.seq > l), "seqs ascend");
+                    last = Some(e.seq);
+                    out.turns.extend(asm.push(e));
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    out.error = Some(e);
+                    break;
+                }
+            }
+        }
+        out.notes = r.notes().to_vec();
+        out
+    }
+
+    fn read(text: &str, quiet: bool) -> Read {
+        read_bytes(
+            "rollout-2026-02-01T10-00-00-x.jsonl",
+            text.as_bytes(),
+            quiet,
+        )
+    }
+
+    fn texts(t: &CompletedTurn) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for e in &t.events {
+            if let Some(m) = e.user_message() {
+                out.push((m.source.kind.clone(), m.text.clone()));
+            } else if let Some(a) = e.assistant_text().filter(|a| !a.is_empty()) {
+                out.push(("assistant".into(), a.to_owned()));
+            }
+        }
+        out
+    }
+
+    fn g2() -> String {
+        [
+            meta(),
+            item(json!({"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "<permissions instructions>sandboxed"}]})),
+            user_item("# AGENTS.md instructions for /w\n\n<INSTRUCTIONS>be terse</INSTRUCTIONS>"),
+            user_item("<environment_context>\n  <cwd>/w</cwd>\n</environment_context>"),
+            event(json!({"type": "task_started", "turn_id": "t1"})),
+            env("turn_context", json!({"turn_id": "t1", "cwd": "/w", "model": "gpt-5"})),
+            user_item("fix the build"),
+            event(json!({"type": "user_message", "message": "fix the build", "images": []})),
+            item(json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": "thinking about it"}], "encrypted_content": "gAAAAAsecret"})),
+            event(json!({"type": "agent_reasoning", "text": "thinking about it"})),
+            item(json!({"type": "function_call", "name": "shell", "arguments": "{\"command\":[\"bash\",\"-lc\",\"cargo build\"]}", "call_id": "c1"})),
+            item(json!({"type": "function_call_output", "call_id": "c1", "output": "{\"output\":\"Finished\",\"metadata\":{\"exit_code\":0}}"})),
+            item(json!({"type": "custom_tool_call", "name": "apply_patch", "input": "*** Begin Patch\n*** Update File: src/a.rs\n*** End Patch", "call_id": "c2"})),
+            item(json!({"type": "custom_tool_call_output", "call_id": "c2", "output": "Success"})),
+            answer("fixed"),
+            event(json!({"type": "agent_message", "message": "fixed"})),
+            event(json!({"type": "token_count", "info": null})),
+            event(json!({"type": "task_complete", "turn_id": "t1", "last_agent_message": "fixed"})),
+            env("compacted", json!({"message": "", "replacement_history": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the build"}]}]})),
+            event(json!({"type": "context_compacted"})),
+            env("world_state", json!({"x": 1})),
+            json!({"timestamp": "2026-02-01T10:00:00.000Z", "ordinal": 20, "type": "token_usage_record", "payload": {}}).to_string() + "\n",
+            event(json!({"type": "task_started", "turn_id": "t2"})),
+            event(json!({"type": "user_message", "message": "now test"})),
+            item(json!({"type": "local_shell_call", "call_id": "c3", "action": {"type": "exec", "command": ["cargo", "test"]}})),
+        ]
+        .concat()
+    }
+
+    #[test]
+    fn g2_tasks_one_stream_screened_context_and_no_copies() {
+        let r = read(&g2(), true);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        let h = r.header.expect("header");
+        assert_eq!(h.id, "codex-0199aaaa-0000-7000-8000-000000000001");
+        assert_eq!(
+            (h.cwd.as_deref(), h.origin.as_deref()),
+            (Some("/w"), Some("0.58.0"))
+        );
+        assert_eq!(
+            r.turns.len(),
+            1,
+            "the second task is in flight even when quiet"
+        );
+        let t = &r.turns[0];
+        assert_eq!(
+            texts(t),
+            [
+                (
+                    "codex-developer".into(),
+                    "<permissions instructions>sandboxed".into()
+                ),
+                (
+                    "codex-context".into(),
+                    "# AGENTS.md instructions for /w\n\n<INSTRUCTIONS>be terse</INSTRUCTIONS>"
+                        .into()
+                ),
+                (
+                    "codex-context".into(),
+                    "<environment_context>\n  <cwd>/w</cwd>\n</environment_context>".into()
+                ),
+                ("user".into(), "fix the build".into()),
+                ("assistant".into(), "fixed".into()),
+            ]
+        );
+        let reasoning: Vec<&String> = t
+            .events
+            .iter()
+            .filter_map(|e| e.assistant_message())
+            .flat_map(|m| &m.reasoning)
+            .collect();
+        assert_eq!(reasoning, ["thinking about it"]);
+        let calls: Vec<_> = t.events.iter().filter_map(|e| e.tool_call()).collect();
+        assert_eq!(calls.len(), 2);
+        assert!(calls[1].arguments.contains("\"paths\":[\"src/a.rs\"]"));
+        let results: Vec<_> = t.events.iter().filter_map(|e| e.tool_result()).collect();
+        assert_eq!(results[0].content, "Finished");
+        let all = format!("{:?}", t.events);
+        assert!(!all.contains("gAAAA") && !all.contains("SYSTEM PROMPT"));
+    }
+
+    #[test]
+    fn g1_bare_items_end_turns_at_the_next_prompt() {
+        let log = [
+            r#"{"id":"c27a914d-0000-4000-8000-000000000001","timestamp":"2025-08-20T13:20:47.060Z","instructions":null,"cwd":"/w","git":{"branch":"main"}}"#.to_owned() + "\n",
+            r#"{"record_type":"state"}"#.to_owned() + "\n",
+            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<user_instructions>be nice</user_instructions>"}]}).to_string() + "\n",
+            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "list files"}]}).to_string() + "\n",
+            json!({"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "opaque"}).to_string() + "\n",
+            json!({"type": "function_call", "id": "fc_1", "name": "shell", "arguments": "{\"command\":[\"ls\"]}", "call_id": "call_1"}).to_string() + "\n",
+            json!({"type": "function_call_output", "call_id": "call_1", "output": {"content": "a b", "success": true}}).to_string() + "\n",
+            json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "two files"}]}).to_string() + "\n",
+            r#"{"record_type":"state"}"#.to_owned() + "\n",
+            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "thanks"}]}).to_string() + "\n",
+            json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "welcome"}]}).to_string() + "\n",
+        ]
+        .concat();
+        let r = read(&log, false);
+        assert_eq!(
+            r.header.expect("header").id,
+            "codex-c27a914d-0000-4000-8000-000000000001"
+        );
+        assert_eq!(r.turns.len(), 1);
+        assert_eq!(
+            texts(&r.turns[0]),
+            [
+                (
+                    "codex-context".into(),
+                    "<user_instructions>be nice</user_instructions>".into()
+                ),
+                ("user".into(), "list files".into()),
+                ("assistant".into(), "two files".into()),
+            ]
+        );
+        let res = r.turns[0]
+            .events
+            .iter()
+            .find_map(|e| e.tool_result())
+            .expect("result");
+        assert_eq!(
+            (res.call_id.as_str(), res.content.as_str()),
+            ("call_1", "a b")
+        );
+        // Quiet: the last answered exchange is a turn too.
+        assert_eq!(read(&log, true).turns.len(), 2);
+    }
+
+    #[test]
+    fn zst_reads_as_plain_and_corrupt_zst_is_damage() {
+        let text = g2();
+        let plain = read(&text, true);
+        let packed = zstd::encode_all(text.as_bytes(), 3).expect("compress");
+        let z = read_bytes("rollout-x.jsonl.zst", &packed, true);
+        assert!(z.error.is_none());
+        assert_eq!(z.turns, plain.turns);
+        let mut bad = packed.clone();
+        let mid = bad.len() / 2;
+        for b in &mut bad[mid..mid + 16] {
+            *b ^= 0x5a;
+        }
+        let r = read_bytes("rollout-y.jsonl.zst", &bad, true);
+        assert!(
+            matches!(r.error, Some(ReadError::CorruptFrame { .. })) || r.turns.len() <= 1,
+            "{:?}",
+            r.error
+        );
+        let r = read_bytes("rollout-z.jsonl.zst", b"not zstd at all\n", true);
+        assert!(
+            matches!(r.error, Some(ReadError::CorruptFrame { .. })),
+            "{:?}",
+            r.error
+        );
+    }
+
+    #[test]
+    fn torn_tail_and_unknown_payloads() {
+        let mut text = g2();
+        text.push_str(&event(json!({"type": "brand_new_event", "x": [1, 2]})));
+        text.push_str(&item(json!({"type": "brand_new_item"})));
+        text.push_str(r#"{"timestamp":"2026-02-01T10:00:00.000Z","type":"event_msg","payload":{"type":"task_comp"#);
+        let r = read(&text, true);
+        assert!(r.error.is_none());
+        assert_eq!(r.turns.len(), 1);
+        assert!(matches!(r.notes[..], [ReadNote::TornTail { .. }]));
+    }
+}

@@ -1,0 +1,165 @@
+//! The harness seam: where an agent's session logs live and how their bytes become the
+//! normalized [`Event`](crate::session::Event)s the turn assembler takes.
+//!
+//! A harness is four things, each in its own folder here:
+//! - **discovery**: where its logs live and how a session maps to a workspace;
+//! - **a reader** ([`EventSource`]): bytes → one [`Header`] then events with ascending
+//!   `seq` (`user/message` with a source kind, `assistant/message`, `tool/call`,
+//!   `tool/result`, `turn/end`), streaming, bounded memory, resumable from a
+//!   [`ResumePoint`];
+//! - **its screen**: which of its user-role messages the host injected, said by the source
+//!   kind the reader gives them (anything but `user` is screened by `injection`);
+//! - **its tool vocabulary**: its tools' names and arguments mapped onto the shared one
+//!   (`signature`: shell tools' `command`, path-named arguments).
+//!
+//! Everything after the seam (turn, signature, compose, render, redact, store, pool) is
+//! shared and does not know which harness wrote the log. DSH's implementation delegates to
+//! `session::…` (a later move may put those files under `source/dsh/`).
+
+use std::path::Path;
+
+use crate::session::reader::{LogItem, LogReader, ReadError, ReadNote, ReaderOptions, ResumePoint};
+use crate::session::Header;
+
+pub mod claude_code;
+pub mod codex;
+pub(crate) mod lines;
+
+/// The agents whose logs are archived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Harness {
+    Dsh,
+    ClaudeCode,
+    Codex,
+}
+
+impl Harness {
+    /// The name frontmatter (`harness:`), search filters and notes use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Harness::Dsh => "dsh",
+            Harness::ClaudeCode => "claude-code",
+            Harness::Codex => "codex",
+        }
+    }
+
+    /// The prefix of this harness's session ids in the store, so that they never collide
+    /// with another harness's (DSH's ids are kept as they are).
+    pub fn session_prefix(self) -> &'static str {
+        match self {
+            Harness::Dsh => "",
+            Harness::ClaudeCode => "claude-code-",
+            Harness::Codex => "codex-",
+        }
+    }
+}
+
+/// A harness's reader: one header, then events in ascending `seq` order. After `Ok(None)`
+/// or an error the source is done; a later one opens at [`EventSource::resume_point`].
+pub trait EventSource {
+    fn next_item(&mut self) -> Result<Option<LogItem>, ReadError>;
+    /// Where a later reader should resume.
+    fn resume_point(&self) -> ResumePoint;
+    /// Non-fatal notes gathered so far.
+    fn notes(&self) -> &[ReadNote];
+}
+
+impl EventSource for LogReader {
+    fn next_item(&mut self) -> Result<Option<LogItem>, ReadError> {
+        LogReader::next_item(self)
+    }
+    fn resume_point(&self) -> ResumePoint {
+        LogReader::resume_point(self)
+    }
+    fn notes(&self) -> &[ReadNote] {
+        LogReader::notes(self)
+    }
+}
+
+/// How a source reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SourceOptions {
+    pub reader: ReaderOptions,
+    /// A log untouched this long (`idleArchiveMs`) is quiet: a harness whose logs have no
+    /// turn-end record of their own ends an answered exchange at the log's end. `None`:
+    /// never.
+    pub quiet_after_ms: Option<u64>,
+}
+
+/// Whether `path` was last modified at least `after_ms` ago.
+fn is_quiet(path: &Path, after_ms: Option<u64>) -> bool {
+    let Some(after_ms) = after_ms else {
+        return false;
+    };
+    let modified = std::fs::metadata(path).and_then(|m| m.modified());
+    match modified.map(|m| m.elapsed()) {
+        Ok(Ok(age)) => age.as_millis() >= u128::from(after_ms),
+        _ => false,
+    }
+}
+
+/// Open `harness`'s log at `path` for reading from `from`.
+pub fn open(
+    harness: Harness,
+    path: &Path,
+    from: ResumePoint,
+    options: SourceOptions,
+) -> Result<Box<dyn EventSource>, ReadError> {
+    Ok(match harness {
+        Harness::Dsh => Box::new(LogReader::open_with(path, from, options.reader)?),
+        Harness::ClaudeCode => Box::new(
+            claude_code::ClaudeReader::open(
+                path,
+                from,
+                options.reader,
+                is_quiet(path, options.quiet_after_ms),
+            )?
+            .with_idle_gap(options.quiet_after_ms),
+        ),
+        Harness::Codex => Box::new(codex::CodexReader::open(
+            path,
+            from,
+            options.reader,
+            is_quiet(path, options.quiet_after_ms),
+        )?),
+    })
+}
+
+/// The header of `harness`'s log at `path`, or `None` when the log has none yet.
+pub fn read_header(
+    harness: Harness,
+    path: &Path,
+    options: SourceOptions,
+) -> Result<Option<Header>, ReadError> {
+    let mut reader = open(harness, path, ResumePoint::default(), options)?;
+    match reader.next_item()? {
+        Some(LogItem::Header(h)) => Ok(Some(h)),
+        _ => Ok(None),
+    }
+}
+
+/// The sessions of `workspace` written by the harnesses other than DSH, each home found
+/// from the environment (`CLAUDE_CONFIG_DIR` / `~/.claude`, `CODEX_HOME` / `~/.codex`),
+/// and a note for each home that could not be listed.
+pub fn other_harness_sessions(
+    workspace: &str,
+) -> (
+    Vec<(Harness, crate::session::discover::SessionLog)>,
+    Vec<String>,
+) {
+    let mut found = Vec::new();
+    let mut notes = Vec::new();
+    if let Some(home) = claude_code::home_from_env() {
+        match claude_code::list_workspace_sessions(&home, workspace) {
+            Ok(logs) => found.extend(logs.into_iter().map(|l| (Harness::ClaudeCode, l))),
+            Err(e) => notes.push(format!("Claude Code sessions not listed: {e}")),
+        }
+    }
+    if let Some(home) = codex::home_from_env() {
+        match codex::list_workspace_sessions(&home, workspace) {
+            Ok(logs) => found.extend(logs.into_iter().map(|l| (Harness::Codex, l))),
+            Err(e) => notes.push(format!("Codex sessions not listed: {e}")),
+        }
+    }
+    (found, notes)
+}

@@ -1,0 +1,260 @@
+//! Claude Code transcripts (real public ones, `fixtures/claude-code/`, README there) archived
+//! through the harness seam, end to end through the binary, beside a DSH session.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use dsh_chapters::session::reader::{LogItem, ReaderOptions, ResumePoint};
+use dsh_chapters::source::{self, Harness, SourceOptions};
+use dsh_chapters::turn::{CompletedTurn, TurnAssembler};
+
+use crate::support::{two_task_turns, Sandbox};
+
+const FIXTURES: &[&str] = &[
+    "v2.1.38-short.jsonl",
+    "v2.1.38-tool-heavy.jsonl",
+    "v2.1.38-subagent.jsonl",
+    "v2.1.39-compaction.jsonl",
+];
+
+/// Host text that must never reach a chapter.
+const SCREENED: &[&str] = &[
+    "<system-reminder>",
+    "<command-name>",
+    "<command-message>",
+    "<local-command-stdout>",
+    "<local-command-caveat>",
+    "<task-notification>",
+    "Caveat: The messages below were generated",
+    "This session is being continued from a previous conversation",
+];
+
+fn fixture_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures/claude-code")
+}
+
+/// The session id (file stem) a fixture's lines carry.
+fn session_id_of(text: &str) -> String {
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|v| v["sessionId"].as_str().map(str::to_owned))
+        .expect("a sessionId")
+}
+
+/// Install `name` as a transcript of `sb`'s workspace (its `cwd` fields pointed there),
+/// quiet for a day. Returns the transcript's path and session id.
+fn install(sb: &Sandbox, name: &str) -> (PathBuf, String) {
+    let text = std::fs::read_to_string(fixture_dir().join(name)).expect("fixture");
+    let ws = sb.ws_str();
+    let mut out = String::new();
+    for l in text.lines() {
+        let mut v: serde_json::Value = serde_json::from_str(l).expect("fixture lines are JSON");
+        if v.get("cwd").is_some_and(|c| c.is_string()) {
+            v["cwd"] = ws.clone().into();
+        }
+        out.push_str(&v.to_string());
+        out.push('\n');
+    }
+    let sid = session_id_of(&out);
+    let key: String = ws
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let dir = sb.home.join("claude/projects").join(key);
+    std::fs::create_dir_all(&dir).expect("project dir");
+    let path = dir.join(format!("{sid}.jsonl"));
+    std::fs::write(&path, out).expect("transcript");
+    let stub = fixture_dir().join(name.trim_end_matches(".jsonl"));
+    if stub.is_dir() {
+        // Its subagent transcripts, where Claude Code keeps them: never sessions.
+        let sub = dir.join(&sid).join("subagents");
+        std::fs::create_dir_all(&sub).expect("subagents dir");
+        for e in std::fs::read_dir(stub.join("subagents")).expect("subagents") {
+            let e = e.expect("entry");
+            std::fs::copy(e.path(), sub.join(e.file_name())).expect("copy");
+        }
+    }
+    quiet_for_a_day(&path);
+    (path, sid)
+}
+
+/// Set `path`'s mtime a day back: quiet past `idleArchiveMs`.
+pub fn quiet_for_a_day(path: &Path) {
+    let day_ago = SystemTime::now() - Duration::from_secs(86_400);
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_modified(day_ago))
+        .expect("mtime");
+}
+
+/// Every completed turn of a log, read through the seam as the archive reads it.
+pub fn turns_of(harness: Harness, path: &Path) -> Vec<CompletedTurn> {
+    let options = SourceOptions {
+        reader: ReaderOptions::default(),
+        quiet_after_ms: Some(600_000),
+    };
+    let mut reader = source::open(harness, path, ResumePoint::default(), options).expect("open");
+    let mut asm = TurnAssembler::new();
+    let mut turns = Vec::new();
+    while let Some(item) = reader.next_item().expect("no damage in a fixture") {
+        if let LogItem::Event(e) = item {
+            turns.extend(asm.push(e));
+        }
+    }
+    turns
+}
+
+#[test]
+fn claude_code_fixtures_archive_beside_dsh_with_their_harness_and_no_host_text() {
+    let sb = Sandbox::new();
+    sb.write_session(
+        "session-11111111-1111-4111-8111-111111111111",
+        4,
+        true,
+        &two_task_turns(&sb.ws),
+    );
+    let installed: Vec<(PathBuf, String)> = FIXTURES.iter().map(|f| install(&sb, f)).collect();
+    sb.ok(&["init"]);
+    let report = sb.json(&["archive", "--json"]);
+    assert_eq!(
+        report["failures"].as_array().map(Vec::len),
+        Some(0),
+        "{report}"
+    );
+    let sessions = report["sessions"].as_array().expect("sessions");
+    assert_eq!(sessions.len(), 1 + FIXTURES.len());
+    assert!(sessions
+        .iter()
+        .any(|s| s["sessionId"] == "session-11111111-1111-4111-8111-111111111111"));
+    for (path, sid) in &installed {
+        let id = format!("claude-code-{sid}");
+        let s = sessions
+            .iter()
+            .find(|s| s["sessionId"] == id.as_str())
+            .unwrap_or_else(|| panic!("{id} archived: {report}"));
+        // Every completed turn is covered once: signed once, archived once.
+        let completed = turns_of(Harness::ClaudeCode, path);
+        assert!(!completed.is_empty(), "{id} has completed turns");
+        assert_eq!(s["turnsSigned"], completed.len() as u64, "{id}");
+        assert_eq!(s["turnsArchived"], completed.len() as u64, "{id}");
+        every_call_has_its_result(&id, &completed);
+    }
+    let files = sb.snapshot();
+    let mut claude_chapters = 0;
+    for (name, bytes) in &files {
+        if !name.contains("/chapters/") {
+            continue;
+        }
+        let text = String::from_utf8_lossy(bytes);
+        for s in SCREENED {
+            assert!(!text.contains(s), "{name} holds host text {s:?}");
+        }
+        if name.starts_with("claude-code-") {
+            claude_chapters += 1;
+            assert!(text.contains("\nharness: claude-code\n"), "{name}");
+            assert!(text.contains("\nharnessVersion: \"2.1.3"), "{name}");
+        } else {
+            assert!(
+                !text.contains("\nharness:"),
+                "a DSH chapter is as before: {name}"
+            );
+        }
+    }
+    assert!(claude_chapters >= FIXTURES.len());
+    // Subagent transcripts are not sessions of their own.
+    assert!(!files.keys().any(|k| k.contains("agent-")));
+
+    // Nothing new the second time.
+    let again = sb.json(&["archive", "--json"]);
+    for s in again["sessions"].as_array().expect("sessions") {
+        assert_eq!(s["turnsSigned"], 0, "{s}");
+        assert_eq!(s["chapters"].as_array().map(Vec::len), Some(0), "{s}");
+    }
+}
+
+#[test]
+fn a_claude_code_session_is_named_by_its_own_id_too_and_grows() {
+    let sb = Sandbox::new();
+    let (path, sid) = install(&sb, "v2.1.38-short.jsonl");
+    sb.ok(&["init"]);
+    let report = sb.json(&["archive", "--json", "--session", &sid]);
+    let s = &report["sessions"][0];
+    assert_eq!(s["sessionId"], format!("claude-code-{sid}"));
+    let first = s["turnsArchived"].as_u64().expect("count");
+    assert!(first >= 1);
+    // `status` lists it beside DSH's sessions, all archived.
+    let status = sb.json(&["status", "--json"]);
+    let listed = status["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .find(|x| x["sessionId"] == format!("claude-code-{sid}"))
+        .unwrap_or_else(|| panic!("listed: {status}"))
+        .clone();
+    assert_eq!(listed["completedTurns"], first);
+    assert_eq!(listed["unarchivedTurns"], 0);
+    // The person goes on: a new prompt and its answer are appended.
+    let mut text = std::fs::read_to_string(&path).expect("read");
+    let cwd = sb.ws_str();
+    for (uuid, parent, kind, message) in [
+        (
+            "9a000000-0000-4000-8000-000000000001",
+            None,
+            "user",
+            serde_json::json!({"role": "user", "content": "one more question"}),
+        ),
+        (
+            "9a000000-0000-4000-8000-000000000002",
+            Some("9a000000-0000-4000-8000-000000000001"),
+            "assistant",
+            serde_json::json!({"id": "msg_new", "role": "assistant", "content": [{"type": "text", "text": "one more answer"}], "stop_reason": "end_turn"}),
+        ),
+    ] {
+        let line = serde_json::json!({
+            "type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": sid, "cwd": cwd,
+            "version": "2.1.40", "timestamp": "2026-02-13T10:00:00.000Z", "isSidechain": false,
+            "message": message,
+        });
+        text.push_str(&line.to_string());
+        text.push('\n');
+    }
+    std::fs::write(&path, text).expect("append");
+    let report = sb.json(&[
+        "archive",
+        "--json",
+        "--session",
+        &format!("claude-code-{sid}"),
+    ]);
+    let s = &report["sessions"][0];
+    assert_eq!(s["turnsArchived"], 1, "{report}");
+    let chapter = &s["chapters"][0];
+    let body = std::fs::read_to_string(
+        sb.store()
+            .join(format!("claude-code-{sid}/chapters"))
+            .join(chapter.as_str().expect("name")),
+    )
+    .expect("chapter");
+    assert!(body.contains("one more answer"));
+    assert!(body.contains("\nharnessVersion: \"2.1.40\"\n"));
+}
+
+/// Every tool call of each turn has its result in the same turn.
+pub fn every_call_has_its_result(session: &str, turns: &[CompletedTurn]) {
+    for t in turns {
+        let results: Vec<&str> = t
+            .events
+            .iter()
+            .filter_map(|e| e.tool_result())
+            .map(|r| r.call_id.as_str())
+            .collect();
+        for c in t.events.iter().filter_map(|e| e.tool_call()) {
+            assert!(
+                results.contains(&c.call_id.as_str()),
+                "{session}: call {} of turn {} has no result",
+                c.call_id,
+                t.turn
+            );
+        }
+    }
+}
