@@ -230,7 +230,7 @@ pub fn archive_workspace(
     let mut logs: Vec<(Harness, SessionLog)> =
         logs.into_iter().map(|l| (Harness::Dsh, l)).collect();
     // The other harnesses' sessions of this workspace (see `source`).
-    let (others, notes) = crate::source::other_harness_sessions(&workspace_str);
+    let (others, notes) = crate::source::other_harness_sessions(&workspace_str, ctx.config);
     logs.extend(others);
     report.notes.extend(notes);
     let mut found = Vec::new();

@@ -72,6 +72,10 @@ pub struct Config {
     pub tool_result_artifact_tokens: u64,
     pub tool_result_defer_floor_tokens: u64,
     pub render_reasoning: bool,
+    /// Archive Claude Code's sessions of this workspace (`CLAUDE_CONFIG_DIR` or `~/.claude`).
+    pub claude_code_sessions: bool,
+    /// Archive Codex's sessions of this workspace (`CODEX_HOME` or `~/.codex`).
+    pub codex_sessions: bool,
     pub max_event_bytes: u64,
     pub writer_lock_timeout_ms: u64,
     pub sync_timeout_ms: u64,
@@ -618,6 +622,8 @@ mod tests {
             tool_result_artifact_tokens: 8000,
             tool_result_defer_floor_tokens: 200,
             render_reasoning: false,
+            claude_code_sessions: true,
+            codex_sessions: true,
             max_event_bytes: 33_554_432,
             writer_lock_timeout_ms: 10000,
             sync_timeout_ms: 60000,
@@ -663,7 +669,7 @@ mod tests {
     fn every_key_is_in_defaults_yml_with_a_comment_above() {
         let serialized = serde_json::to_value(Config::defaults()).unwrap();
         let keys: Vec<&String> = serialized.as_object().unwrap().keys().collect();
-        assert_eq!(keys.len(), 43);
+        assert_eq!(keys.len(), 45);
         let lines: Vec<&str> = DEFAULTS_YML.lines().collect();
         for key in keys {
             let line = key_line(DEFAULTS_YML, key)

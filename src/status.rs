@@ -267,7 +267,7 @@ pub fn status(
     }
     let mut logs: Vec<(Harness, discover::SessionLog)> =
         logs.into_iter().map(|l| (Harness::Dsh, l)).collect();
-    logs.extend(crate::source::other_harness_sessions(&ws).0);
+    logs.extend(crate::source::other_harness_sessions(&ws, config).0);
     // Chapters live under the root of each session tree: resolve roots as the archive does.
     let headers: Vec<Option<crate::session::Header>> = logs
         .iter()

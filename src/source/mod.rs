@@ -140,22 +140,24 @@ pub fn read_header(
 
 /// The sessions of `workspace` written by the harnesses other than DSH, each home found
 /// from the environment (`CLAUDE_CONFIG_DIR` / `~/.claude`, `CODEX_HOME` / `~/.codex`),
-/// and a note for each home that could not be listed.
+/// and a note for each home that could not be listed; a harness its config key
+/// (`claudeCodeSessions`, `codexSessions`) turns off is not looked for.
 pub fn other_harness_sessions(
     workspace: &str,
+    config: &crate::config::Config,
 ) -> (
     Vec<(Harness, crate::session::discover::SessionLog)>,
     Vec<String>,
 ) {
     let mut found = Vec::new();
     let mut notes = Vec::new();
-    if let Some(home) = claude_code::home_from_env() {
+    if let Some(home) = claude_code::home_from_env().filter(|_| config.claude_code_sessions) {
         match claude_code::list_workspace_sessions(&home, workspace) {
             Ok(logs) => found.extend(logs.into_iter().map(|l| (Harness::ClaudeCode, l))),
             Err(e) => notes.push(format!("Claude Code sessions not listed: {e}")),
         }
     }
-    if let Some(home) = codex::home_from_env() {
+    if let Some(home) = codex::home_from_env().filter(|_| config.codex_sessions) {
         match codex::list_workspace_sessions(&home, workspace) {
             Ok(logs) => found.extend(logs.into_iter().map(|l| (Harness::Codex, l))),
             Err(e) => notes.push(format!("Codex sessions not listed: {e}")),

@@ -258,3 +258,32 @@ pub fn every_call_has_its_result(session: &str, turns: &[CompletedTurn]) {
         }
     }
 }
+
+/// `claudeCodeSessions: false` leaves Claude Code's sessions alone: not archived, not listed;
+/// turned back on (here by the environment layer), they are.
+#[test]
+fn a_harness_turned_off_by_config_is_not_read() {
+    let sb = Sandbox::new();
+    let (_, sid) = install(&sb, "v2.1.38-short.jsonl");
+    sb.ok(&["init"]);
+    std::fs::write(
+        sb.ws.join(".dsh-chapters/config.yml"),
+        "claudeCodeSessions: false\n",
+    )
+    .expect("workspace config");
+    let named = format!("claude-code-{sid}");
+    let report = sb.json(&["archive", "--json"]);
+    assert!(
+        !report.to_string().contains(&named),
+        "turned off, yet archived: {report}"
+    );
+    let status = sb.json(&["status", "--json"]);
+    assert!(!status.to_string().contains(&named), "{status}");
+    assert!(sb.chapter_files().is_empty(), "{:?}", sb.chapter_files());
+
+    let on = [("CHAPTERS_CLAUDE_CODE_SESSIONS", "true")];
+    let report: serde_json::Value =
+        serde_json::from_str(&sb.ok_with_env(&["archive", "--json"], &on)).expect("JSON");
+    assert!(report.to_string().contains(&named), "{report}");
+    assert!(!sb.chapter_files().is_empty());
+}
