@@ -522,11 +522,10 @@ fn archive_session(
     };
     // The chapters of the session tree so far, for `continues` (new chapters join as they
     // are rendered).
-    let mut earlier: Vec<(u32, Vec<String>)> = archived
-        .iter()
-        .filter(|d| d.kind == "chapter")
-        .map(|d| (d.number, d.topics.clone()))
-        .collect();
+    let mut earlier = compose::EarlierTopics::default();
+    for d in archived.iter().filter(|d| d.kind == "chapter") {
+        earlier.push(d.number, &d.topics);
+    }
     let pass = Pass {
         harness: found.harness,
         ctx,
@@ -889,7 +888,7 @@ fn render_chapter(
     redactor: &Redactor,
     meta: &ChapterMeta,
     numbers: &mut Numbering,
-    earlier: &mut Vec<(u32, Vec<String>)>,
+    earlier: &mut compose::EarlierTopics,
     closed: Closed,
     tally: &mut RenderTally,
 ) -> render::RenderedChapter {
@@ -900,7 +899,7 @@ fn render_chapter(
         continues: compose::continues(&closed.span, earlier),
         ..meta.clone()
     };
-    earlier.push((numbers.chapter, closed.span.topics.clone()));
+    earlier.push(numbers.chapter, &closed.span.topics);
     let rendered = render::render_chapter(&closed.span, &turns, &meta, redactor);
     tally.turns += turns.len() as u64;
     tally.omitted_injections += rendered.stats.omitted_injections;

@@ -412,19 +412,34 @@ const CONTINUES_MIN_SHARED: usize = 2;
 /// return to a task after another, or the rest of a task a size limit cut. `None` for the
 /// chapter that opens a session (`Open`) and for one whose turns merged into nothing
 /// earlier. Topics are compared as written (stored chapters keep theirs).
-pub fn continues(span: &ChapterSpan, earlier: &[(u32, Vec<String>)]) -> Option<u32> {
+pub fn continues(span: &ChapterSpan, earlier: &EarlierTopics) -> Option<u32> {
     if span.decisions.first().is_none_or(|d| d.rule == Rule::Open) {
         return None;
     }
     let mine: BTreeSet<String> = span.topics.iter().map(|t| fold_key(t)).collect();
+    // Latest first: the first that shares enough is the answer.
     earlier
+        .chapters
         .iter()
-        .filter(|(_, topics)| {
-            let theirs: BTreeSet<String> = topics.iter().map(|t| fold_key(t)).collect();
-            mine.intersection(&theirs).count() >= CONTINUES_MIN_SHARED
-        })
+        .rev()
+        .find(|(_, theirs)| mine.intersection(theirs).count() >= CONTINUES_MIN_SHARED)
         .map(|(n, _)| *n)
-        .max()
+}
+
+/// The chapters of a session tree so far, each with its topics already folded, kept in
+/// number order: a session of thousands of chapters asks this once per new chapter, so
+/// folding every earlier chapter's topics each time made an archive quadratic.
+#[derive(Debug, Default, Clone)]
+pub struct EarlierTopics {
+    chapters: Vec<(u32, BTreeSet<String>)>,
+}
+
+impl EarlierTopics {
+    pub fn push(&mut self, number: u32, topics: &[String]) {
+        let folded = topics.iter().map(|t| fold_key(t)).collect();
+        let at = self.chapters.partition_point(|(n, _)| *n <= number);
+        self.chapters.insert(at, (number, folded));
+    }
 }
 
 /// The coverage guard on its own: `ranges` (sorted) must tile `[lo, hi]` exactly.
@@ -1133,15 +1148,16 @@ mod tests {
             size: 1,
         };
         let own = |v: &[&str]| v.iter().map(|t| t.to_string()).collect::<Vec<_>>();
-        let earlier = vec![
-            (1, own(&["auth", "refresh", "token"])),
-            (2, own(&["csv", "invoice"])),
-            (3, own(&["auth", "tokens", "cookie"])),
-        ];
+        let mut first_two = EarlierTopics::default();
+        // Out of order on purpose: the latest by number wins, not the last pushed.
+        first_two.push(2, &own(&["csv", "invoice"]));
+        first_two.push(1, &own(&["auth", "refresh", "token"]));
+        let mut earlier = first_two.clone();
+        earlier.push(3, &own(&["auth", "tokens", "cookie"]));
         let back = span(Rule::TopicChange, &["token", "auth", "expiry"]);
         // Chapters 1 and 3 share two topics (`tokens` folds to `token`); the latest wins.
         assert_eq!(continues(&back, &earlier), Some(3));
-        assert_eq!(continues(&back, &earlier[..2]), Some(1));
+        assert_eq!(continues(&back, &first_two), Some(1));
         // One shared topic is not a return; the session's opening chapter never continues.
         assert_eq!(
             continues(&span(Rule::TopicChange, &["csv", "ci"]), &earlier),

@@ -170,7 +170,7 @@ pub fn measure_signed(
         .count();
     q.chapters = chapters.len();
     // (number, topics, task) of the chapters so far, numbered from 1.
-    let mut earlier: Vec<(u32, Vec<String>)> = Vec::new();
+    let mut earlier = crate::compose::EarlierTopics::default();
     let mut task_of: Vec<usize> = Vec::new();
     for c in &chapters {
         let mut votes = vec![0usize; LABELLED_TASKS.len()];
@@ -205,7 +205,7 @@ pub fn measure_signed(
         }
         q.wrong_continues += usize::from(continues.is_some_and(|n| !same_task(n)));
         task_of.push(task);
-        earlier.push((task_of.len() as u32, c.topics.clone()));
+        earlier.push(task_of.len() as u32, &c.topics);
         q.topics += c.topics.len();
         q.stopword_topics += c
             .topics
