@@ -342,16 +342,10 @@ fn shorten(text: &str) -> String {
     format!("{head}…")
 }
 
-/// `tools/call`: an unknown tool or a malformed call is a protocol fault; anything the tool
-/// itself finds wrong is a result with `isError`.
-pub(super) fn call(ws: &Workspace<'_>, params: &Value) -> Result<Value, Fault> {
-    let tool = params.get("name").and_then(Value::as_str).ok_or_else(|| {
-        Fault::new(
-            INVALID_PARAMS,
-            format!("tools/call needs `name`: one of {TOOL_NAMES}"),
-        )
-    })?;
-    let known: &[&str] = match tool {
+/// Each tool's argument names, in the order its `inputSchema` lists them (a test holds the
+/// two equal); `None` for a tool this server does not have.
+fn known_arguments(tool: &str) -> Option<&'static [&'static str]> {
+    Some(match tool {
         "chapters_search" => &[
             "query",
             "topic",
@@ -369,12 +363,24 @@ pub(super) fn call(ws: &Workspace<'_>, params: &Value) -> Result<Value, Fault> {
         "chapters_rules" => &["task", "session"],
         "chapters_rule_propose" => &["category", "text"],
         "chapters_artifact" => &["hash", "max_tokens", "offset"],
-        other => {
-            return Err(Fault::new(
-                INVALID_PARAMS,
-                format!("unknown tool {other:?}; the tools are {TOOL_NAMES}"),
-            ))
-        }
+        _ => return None,
+    })
+}
+
+/// `tools/call`: an unknown tool or a malformed call is a protocol fault; anything the tool
+/// itself finds wrong is a result with `isError`.
+pub(super) fn call(ws: &Workspace<'_>, params: &Value) -> Result<Value, Fault> {
+    let tool = params.get("name").and_then(Value::as_str).ok_or_else(|| {
+        Fault::new(
+            INVALID_PARAMS,
+            format!("tools/call needs `name`: one of {TOOL_NAMES}"),
+        )
+    })?;
+    let Some(known) = known_arguments(tool) else {
+        return Err(Fault::new(
+            INVALID_PARAMS,
+            format!("unknown tool {tool:?}; the tools are {TOOL_NAMES}"),
+        ));
     };
     let answer = (|| -> Result<Answer, String> {
         let map = match params.get("arguments") {
@@ -839,6 +845,25 @@ fn find_artifact(ctx: &McpContext<'_>, hash: &str) -> Option<std::path::PathBuf>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The argument names a call is checked against are exactly the schema's properties.
+    #[test]
+    fn known_arguments_are_the_input_schemas_properties() {
+        for t in tools().as_array().unwrap() {
+            let name = t["name"].as_str().unwrap();
+            let mut schema: Vec<&str> = t["inputSchema"]["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(String::as_str)
+                .collect();
+            let mut known = known_arguments(name).unwrap().to_vec();
+            schema.sort_unstable();
+            known.sort_unstable();
+            assert_eq!(known, schema, "{name}");
+        }
+        assert!(known_arguments("chapters_nothing").is_none());
+    }
 
     #[test]
     fn every_tool_has_a_title_and_both_schemas() {
