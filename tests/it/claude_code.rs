@@ -15,6 +15,7 @@ const FIXTURES: &[&str] = &[
     "v2.1.38-tool-heavy.jsonl",
     "v2.1.38-subagent.jsonl",
     "v2.1.39-compaction.jsonl",
+    "v2.1.39-subagent.jsonl",
 ];
 
 /// Host text that must never reach a chapter.

@@ -19,6 +19,7 @@ use crate::session::discover::{DiscoverError, SessionLog};
 
 mod reader;
 pub(crate) mod screen;
+mod subagent;
 
 pub use reader::{ClaudeReader, SessionFacts, SEQ_SHIFT};
 

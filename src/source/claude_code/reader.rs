@@ -32,7 +32,7 @@ use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::screen;
+use super::{screen, subagent};
 use crate::session::reader::{ReadError, ReadNote, ReaderOptions, ResumePoint};
 use crate::session::Header;
 use crate::source::lines::{Lines, Next, Outbox, Step};
@@ -310,7 +310,7 @@ fn abandoned_branches(nodes: &HashMap<u64, Node>, leaf: Option<u64>) -> HashSet<
 /// A line as the second pass reads it.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Line {
+pub(super) struct Line {
     #[serde(rename = "type")]
     kind: Option<String>,
     subtype: Option<String>,
@@ -319,18 +319,71 @@ struct Line {
     is_meta: Option<bool>,
     is_compact_summary: Option<bool>,
     timestamp: Option<String>,
-    message: Option<Message>,
+    pub(super) message: Option<Message>,
+    /// `toolUseResult.agentId`: the subagent a `Task` call's result names (2.1).
+    tool_use_result: Option<AgentRef>,
 }
 
 #[derive(Deserialize)]
-struct Message {
+pub(super) struct Message {
     id: Option<String>,
-    content: Option<Content>,
+    pub(super) content: Option<Content>,
     stop_reason: Option<String>,
 }
 
+/// The `agentId` of a `toolUseResult`, whatever else it holds (an object of any shape, a
+/// string, …); nothing but that id is kept.
+struct AgentRef(Option<String>);
+
+impl<'de> Deserialize<'de> for AgentRef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = AgentRef;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a tool's result")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<AgentRef, A::Error> {
+                let mut id = None;
+                while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if k == "agentId" {
+                        let v: Value = map.next_value()?;
+                        id = v.as_str().map(str::to_owned);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(AgentRef(id))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<AgentRef, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(AgentRef(None))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<AgentRef, E> {
+                Ok(AgentRef(None))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<AgentRef, E> {
+                Ok(AgentRef(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<AgentRef, E> {
+                Ok(AgentRef(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<AgentRef, E> {
+                Ok(AgentRef(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<AgentRef, E> {
+                Ok(AgentRef(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<AgentRef, E> {
+                Ok(AgentRef(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// `message.content` / `tool_result.content`: a string or content blocks.
-enum Content {
+pub(super) enum Content {
     Text(String),
     Blocks(Vec<Block>),
 }
@@ -382,17 +435,17 @@ impl<'de> Deserialize<'de> for Content {
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
-struct Block {
+pub(super) struct Block {
     #[serde(rename = "type")]
-    kind: Option<String>,
+    pub(super) kind: Option<String>,
     text: Option<String>,
     thinking: Option<String>,
-    id: Option<String>,
-    name: Option<String>,
-    input: Option<Value>,
-    tool_use_id: Option<String>,
-    content: Option<Content>,
-    is_error: Option<bool>,
+    pub(super) id: Option<String>,
+    pub(super) name: Option<String>,
+    pub(super) input: Option<Value>,
+    pub(super) tool_use_id: Option<String>,
+    pub(super) content: Option<Content>,
+    pub(super) is_error: Option<bool>,
     source: Option<ImageSource>,
 }
 
@@ -439,7 +492,7 @@ impl Block {
 }
 
 /// Text of a tool result's content: strings and text blocks as they are, images as a marker.
-fn content_text(content: Option<Content>) -> String {
+pub(super) fn content_text(content: Option<Content>) -> String {
     match content {
         None => String::new(),
         Some(Content::Text(t)) => t,
@@ -495,6 +548,13 @@ pub struct ClaudeReader {
     skipped_shapes: u64,
     /// The line cap, for the error that names it.
     cap: usize,
+    /// `Task`/`Agent` calls not answered yet: their prompt (to find a ≤ 2.0 agent file).
+    task_calls: HashMap<String, String>,
+    /// Sidechain lines in the session file itself (old versions), gathered until the
+    /// `Task` result they belong to.
+    side: subagent::SideWork,
+    /// Agent files already folded into a call.
+    folded: Vec<PathBuf>,
 }
 
 impl ClaudeReader {
@@ -529,6 +589,9 @@ impl ClaudeReader {
             last_answer_time: None,
             skipped_shapes: 0,
             cap: options.max_line_bytes,
+            task_calls: HashMap::new(),
+            side: subagent::SideWork::default(),
+            folded: Vec::new(),
         })
     }
 
@@ -574,6 +637,45 @@ impl ClaudeReader {
         );
         self.exchange = true;
         self.last_was_answer = true;
+    }
+
+    /// A subagent's answered calls, as events of the parent's turn (see [`subagent`]).
+    fn fold_subagent(
+        &mut self,
+        agent_id: Option<&str>,
+        prompt: &str,
+        next_seq: &mut dyn FnMut() -> u64,
+        time: Option<i64>,
+    ) {
+        let mut work = std::mem::take(&mut self.side);
+        let file = subagent::agent_file(
+            &self.path,
+            agent_id,
+            self.plan.facts.session_id.as_deref(),
+            Some(prompt).filter(|p| !p.is_empty()),
+            &self.folded,
+        );
+        if let Some(file) = file {
+            work.extend(subagent::read_agent(&file, self.cap));
+            self.folded.push(file);
+        }
+        for c in work.answered() {
+            let (content, is_error) = c.result.unwrap_or_default();
+            let seq = next_seq();
+            self.push(
+                seq,
+                "tool/call",
+                json!({"callId": c.id, "name": c.name, "arguments": c.arguments}),
+                time,
+            );
+            let seq = next_seq();
+            self.push(
+                seq,
+                "tool/result",
+                json!({"role": "tool", "toolCallId": c.id, "content": content, "isError": is_error}),
+                time,
+            );
+        }
     }
 
     /// End the turn at `seq`; the reader may resume at `resume` afterwards.
@@ -681,6 +783,8 @@ impl ClaudeReader {
         after: ResumePoint,
     ) {
         if line.is_sidechain == Some(true) {
+            // An old transcript's subagent lines: folded into the `Task` result.
+            self.side.add(line, "sidechain");
             return;
         }
         if let Some(uuid) = line.uuid.as_deref() {
@@ -763,15 +867,26 @@ impl ClaudeReader {
                         Some("tool_use") | Some("server_tool_use") => {
                             self.flush_message();
                             let id = b.id.unwrap_or_default();
-                            let arguments =
-                                b.input.map_or_else(|| "{}".to_owned(), |v| v.to_string());
+                            let arguments = b
+                                .input
+                                .as_ref()
+                                .map_or_else(|| "{}".to_owned(), |v| v.to_string());
                             let seq = next_seq(&mut sub);
                             self.push(
                                 seq,
                                 "tool/call",
-                                json!({"callId": id, "name": b.name.unwrap_or_default(), "arguments": arguments}),
+                                json!({"callId": id, "name": b.name.clone().unwrap_or_default(), "arguments": arguments}),
                                 time,
                             );
+                            if matches!(b.name.as_deref(), Some("Task") | Some("Agent")) {
+                                let prompt = b
+                                    .input
+                                    .as_ref()
+                                    .and_then(|i| i.get("prompt"))
+                                    .and_then(Value::as_str)
+                                    .unwrap_or_default();
+                                self.task_calls.insert(id.clone(), prompt.to_owned());
+                            }
                             self.open_calls.insert(id);
                             self.exchange = true;
                             self.last_was_answer = false;
@@ -811,8 +926,14 @@ impl ClaudeReader {
                 };
                 if !results.is_empty() {
                     self.flush_message();
+                    let agent_id = line.tool_use_result.and_then(|a| a.0);
                     for r in results {
                         let id = r.tool_use_id.clone().unwrap_or_default();
+                        if let Some(prompt) = self.task_calls.remove(&id) {
+                            self.fold_subagent(agent_id.as_deref(), &prompt, &mut || {
+                                next_seq(&mut sub)
+                            }, time);
+                        }
                         let seq = next_seq(&mut sub);
                         let is_error = r.is_error == Some(true);
                         let content = screen::screen_tool_output(content_text(r.content));
