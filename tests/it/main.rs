@@ -14,6 +14,7 @@ mod forget;
 mod fulltext;
 mod fulltext_filters;
 mod githttp;
+mod harness_fixtures;
 mod identity;
 mod index;
 mod link_user;

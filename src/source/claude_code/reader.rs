@@ -66,6 +66,9 @@ struct Plan {
     facts: SessionFacts,
     nodes: HashMap<u64, Node>,
     abandoned: HashSet<u64>,
+    /// Lines an earlier transcript of the folder holds too (this one was resumed or forked
+    /// from it): read there, not here.
+    copied: HashSet<u64>,
 }
 
 fn key(uuid: &str) -> u64 {
@@ -155,6 +158,7 @@ fn plan(path: &Path, cap: usize) -> Result<Plan, ReadError> {
     let mut leaf: Option<u64> = None;
     let mut logical: HashMap<u64, u64> = HashMap::new();
     let mut index: u64 = 0;
+    let mut first_uuid: Option<String> = None;
     loop {
         let next = lines.next_line().map_err(|source| ReadError::Io {
             file: path.to_path_buf(),
@@ -193,6 +197,9 @@ fn plan(path: &Path, cap: usize) -> Result<Plan, ReadError> {
         let Some(uuid) = env.uuid.as_deref() else {
             continue;
         };
+        if first_uuid.is_none() && !sidechain {
+            first_uuid = Some(uuid.to_owned());
+        }
         let k = key(uuid);
         if nodes.contains_key(&k) {
             continue;
@@ -231,11 +238,112 @@ fn plan(path: &Path, cap: usize) -> Result<Plan, ReadError> {
         }
     }
     let abandoned = abandoned_branches(&nodes, leaf);
+    let copied = first_uuid
+        .map(|u| copied_from_siblings(path, &u, facts.session_id.as_deref(), cap))
+        .unwrap_or_default();
     Ok(Plan {
         facts,
         nodes,
         abandoned,
+        copied,
     })
+}
+
+/// Lines read, at most, to find a sibling transcript's first `uuid`.
+const SIBLING_HEAD_LINES: usize = 64;
+
+/// A transcript's first `uuid` (off any sidechain) and the `sessionId` beside it.
+fn first_uuid_of(path: &Path) -> Option<(String, Option<String>)> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Head {
+        uuid: Option<String>,
+        session_id: Option<String>,
+        is_sidechain: Option<bool>,
+    }
+    let file = crate::session::reader::open_regular(path).ok()?;
+    let reader = std::io::BufRead::split(BufReader::new(file), b'\n');
+    for line in reader.take(SIBLING_HEAD_LINES) {
+        let line = line.ok()?;
+        if let Ok(Head {
+            uuid: Some(u),
+            session_id,
+            is_sidechain,
+        }) = serde_json::from_slice::<Head>(&line)
+        {
+            if is_sidechain != Some(true) {
+                return Some((u, session_id));
+            }
+        }
+    }
+    None
+}
+
+/// Which transcript of a pair that starts with the same line came first: the one whose
+/// first line carries its own `sessionId`, then the one created first, then by name.
+fn origin_order(
+    path: &Path,
+    session_id: Option<&str>,
+) -> (bool, Option<std::time::SystemTime>, PathBuf) {
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+    let own = session_id.is_some() && session_id.map(str::to_owned) == stem;
+    let created = std::fs::metadata(path).and_then(|m| m.created()).ok();
+    (!own, created, path.to_path_buf())
+}
+
+/// The uuids this transcript shares with an earlier one of its folder that starts with the
+/// same line (`first_uuid`): Claude Code's resume and fork start a new file by repeating
+/// the conversation so far. Only transcripts whose first line is this one's are read.
+fn copied_from_siblings(
+    path: &Path,
+    first_uuid: &str,
+    first_session: Option<&str>,
+    cap: usize,
+) -> HashSet<u64> {
+    let mut copied = HashSet::new();
+    let Some(dir) = path.parent() else {
+        return copied;
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return copied;
+    };
+    let mine = origin_order(path, first_session);
+    let mut earlier: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p != path)
+        .filter(|p| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .is_some_and(|n| n.ends_with(".jsonl") && !n.starts_with("agent-"))
+        })
+        .filter(|p| {
+            first_uuid_of(p)
+                .is_some_and(|(u, sid)| u == first_uuid && origin_order(p, sid.as_deref()) < mine)
+        })
+        .collect();
+    earlier.sort();
+    #[derive(Deserialize)]
+    struct Uuid {
+        uuid: Option<String>,
+    }
+    for sibling in earlier {
+        let Ok(file) = crate::session::reader::open_regular(&sibling) else {
+            continue;
+        };
+        let mut lines = Lines::new(BufReader::with_capacity(64 * 1024, file), 0, cap);
+        while let Ok(next) = lines.next_line() {
+            match next {
+                Next::Line { .. } => {}
+                Next::TooLong { .. } => continue,
+                Next::Torn { .. } | Next::End => break,
+            }
+            if let Ok(Uuid { uuid: Some(u) }) = serde_json::from_slice::<Uuid>(lines.line()) {
+                copied.insert(key(&u));
+            }
+        }
+    }
+    copied
 }
 
 /// Nodes on a branch that leaves the leaf's chain at a person's prompt.
@@ -795,6 +903,9 @@ impl ClaudeReader {
             if self.plan.nodes.get(&k).is_some_and(|n| n.line != index) {
                 return; // a copy of an earlier line
             }
+            if self.plan.copied.contains(&k) {
+                return; // read in the transcript this one was resumed from
+            }
         }
         let time = line
             .timestamp
@@ -930,9 +1041,12 @@ impl ClaudeReader {
                     for r in results {
                         let id = r.tool_use_id.clone().unwrap_or_default();
                         if let Some(prompt) = self.task_calls.remove(&id) {
-                            self.fold_subagent(agent_id.as_deref(), &prompt, &mut || {
-                                next_seq(&mut sub)
-                            }, time);
+                            self.fold_subagent(
+                                agent_id.as_deref(),
+                                &prompt,
+                                &mut || next_seq(&mut sub),
+                                time,
+                            );
                         }
                         let seq = next_seq(&mut sub);
                         let is_error = r.is_error == Some(true);

@@ -120,7 +120,10 @@ pub(crate) fn agent_file(
             return None;
         }
         let name = format!("agent-{id}.jsonl");
-        for p in [dir.join(&stem).join("subagents").join(&name), dir.join(&name)] {
+        for p in [
+            dir.join(&stem).join("subagents").join(&name),
+            dir.join(&name),
+        ] {
             if p.is_file() && !taken.contains(&p) {
                 return Some(p);
             }
@@ -136,7 +139,9 @@ pub(crate) fn agent_file(
             p.file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .is_some_and(|n| {
-                    n.starts_with("agent-") && !n.starts_with("agent-acompact") && n.ends_with(".jsonl")
+                    n.starts_with("agent-")
+                        && !n.starts_with("agent-acompact")
+                        && n.ends_with(".jsonl")
                 })
         })
         .filter(|p| !taken.contains(p))

@@ -2,12 +2,15 @@
 //! older flat `sessions/`) and `archived_sessions/`, each `rollout-*.jsonl` or
 //! `rollout-*.jsonl.zst`; a plain file hides its compressed sibling. A rollout belongs to
 //! the workspace when its `session_meta.cwd` (G1: the header's `cwd`) is the workspace or
-//! inside it.
+//! inside it. A spring-2025 TypeScript rollout (`rollout-*.json`, G0, [`g0`]) belongs to it
+//! when its first `shell` call's `workdir` does; of the files one such session's saves left
+//! (each holding every item so far), the fullest is read.
 
 use std::path::{Path, PathBuf};
 
 use crate::session::discover::{DiscoverError, SessionLog};
 
+mod g0;
 mod reader;
 pub(crate) mod screen;
 
@@ -29,7 +32,8 @@ pub fn home_from_env() -> Option<PathBuf> {
 }
 
 fn is_rollout(name: &str) -> bool {
-    name.starts_with("rollout-") && (name.ends_with(".jsonl") || name.ends_with(".jsonl.zst"))
+    name.starts_with("rollout-")
+        && (name.ends_with(".jsonl") || name.ends_with(".jsonl.zst") || name.ends_with(".json"))
 }
 
 fn collect(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
@@ -62,8 +66,22 @@ pub fn list_workspace_sessions(
         files.extend(found);
     }
     let mut seen = std::collections::BTreeSet::new();
+    // G0: the fullest file of each conversation.
+    let mut fullest: std::collections::BTreeMap<String, (usize, PathBuf)> =
+        std::collections::BTreeMap::new();
+    for path in files.iter().filter(|p| g0::is_g0(p)) {
+        if let Some((key, n)) = g0::conversation_key(path) {
+            let e = fullest.entry(key).or_insert((n, path.clone()));
+            if n > e.0 {
+                *e = (n, path.clone());
+            }
+        }
+    }
     let mut out = Vec::new();
     for path in files {
+        if g0::is_g0(&path) && !fullest.values().any(|(_, p)| *p == path) {
+            continue; // an earlier save of a conversation a fuller file holds
+        }
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -85,10 +103,11 @@ pub fn list_workspace_sessions(
         if !crate::source::claude_code::in_workspace(cwd, workspace) {
             continue;
         }
-        let id = facts
-            .id
-            .clone()
-            .unwrap_or_else(|| stem.trim_end_matches(".jsonl").to_owned());
+        let id = facts.id.clone().unwrap_or_else(|| {
+            stem.trim_end_matches(".jsonl")
+                .trim_end_matches(".json")
+                .to_owned()
+        });
         out.push(SessionLog {
             session_dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
             session_id: format!("{}{id}", crate::source::Harness::Codex.session_prefix()),

@@ -4,7 +4,7 @@
 //! `{"record_type":"state"}` markers, bare response items), G2 (`{timestamp, type,
 //! payload}`: `session_meta`, `response_item`, `event_msg`, `turn_context`, `compacted`) and
 //! G3 (2026: G2 plus `ordinal` and new line types, skipped unless they hold conversation).
-//! G0 (the spring-2025 TypeScript `.json`) is not read.
+//! G0 (the spring-2025 TypeScript `.json`) is read as the G1 lines it holds ([`super::g0`]).
 //!
 //! One stream is read: the person's prompt from `event_msg user_message` where the log has
 //! an envelope (G2+; the `response_item` copy is skipped), else the `response_item` user
@@ -30,11 +30,35 @@ use serde_json::{json, Value};
 use super::screen;
 use crate::session::reader::{ReadError, ReadNote, ReaderOptions, ResumePoint};
 use crate::session::Header;
-use crate::source::lines::{open_stream, Lines, Next, Outbox, Step};
+use crate::source::lines::{Lines, Next, Outbox, Step};
+
+/// The rollout's decoded lines from `from`: `.jsonl.zst` decompressed, a G0 `.json` as the
+/// lines it holds ([`super::g0`]).
+fn open_stream(path: &Path, from: u64) -> Result<Box<dyn BufRead>, ReadError> {
+    if !super::g0::is_g0(path) {
+        return crate::source::lines::open_stream(path, from);
+    }
+    let bytes = super::g0::to_lines(path)?;
+    let len = bytes.len() as u64;
+    if from > len {
+        return Err(ReadError::Io {
+            file: path.to_path_buf(),
+            source: io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("resume offset {from} is past the end of the rollout's items ({len} bytes): it was rewritten; read it again from the start"),
+            ),
+        });
+    }
+    let mut cursor = io::Cursor::new(bytes);
+    cursor.set_position(from);
+    Ok(Box::new(cursor))
+}
 
 /// Bits of a seq that number the events of one line.
 pub const SEQ_SHIFT: u32 = 4;
 const MAX_SUB: u64 = (1 << SEQ_SHIFT) - 1;
+/// The result of a call a `turn_aborted` cut off.
+const ABORTED_CALL: &str = "[no result: the turn was aborted before the call returned]";
 
 /// What the log's first lines say of the session.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -268,6 +292,20 @@ impl CodexReader {
                     self.end_turn(seq, "completed", after);
                 }
                 Some("turn_aborted") if self.exchange => {
+                    // A call the abort cut off gets a result that says so.
+                    let open: Vec<String> = std::mem::take(&mut self.open_calls)
+                        .into_iter()
+                        .take(usize::try_from(MAX_SUB).unwrap_or(0).saturating_sub(2))
+                        .collect();
+                    for id in open {
+                        let seq = next_seq();
+                        self.push(
+                            seq,
+                            "tool/result",
+                            json!({"role": "tool", "toolCallId": id, "content": ABORTED_CALL, "isError": true}),
+                            time,
+                        );
+                    }
                     let seq = next_seq();
                     self.end_turn(seq, "aborted", after);
                 }
@@ -549,6 +587,7 @@ fn header_of(path: &Path, facts: &RolloutFacts) -> Header {
             .unwrap_or_default()
             .trim_end_matches(".zst")
             .trim_end_matches(".jsonl")
+            .trim_end_matches(".json")
             .to_owned()
     });
     crate::source::lines::header(
