@@ -1542,4 +1542,176 @@ mod tests {
             "the same seqs"
         );
     }
+
+    fn task(uuid: &str, parent: &str, id: &str, call: &str, prompt: &str) -> String {
+        line(
+            uuid,
+            Some(parent),
+            "assistant",
+            json!({"message": {"id": id, "role": "assistant", "content": [{"type": "tool_use", "id": call, "name": "Task", "input": {"description": "d", "prompt": prompt}}]}}),
+        )
+    }
+    fn task_result(uuid: &str, parent: &str, call: &str, agent: Option<&str>) -> String {
+        let mut tur =
+            json!({"status": "completed", "content": [{"type": "text", "text": "report"}]});
+        if let Some(a) = agent {
+            tur["agentId"] = a.into();
+        }
+        line(
+            uuid,
+            Some(parent),
+            "user",
+            json!({"message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call, "content": "report"}]}, "toolUseResult": tur}),
+        )
+    }
+    /// A subagent transcript: its prompt, one Bash call answered, one left open.
+    fn agent_lines(agent: &str, prompt_text: &str) -> String {
+        let side = |s: String| {
+            let mut v: Value = serde_json::from_str(&s).expect("line");
+            v["isSidechain"] = true.into();
+            v["agentId"] = agent.into();
+            v.to_string() + "\n"
+        };
+        [
+            side(prompt("s1", None, prompt_text)),
+            side(call("s2", "s1", "ms1", "sc1")),
+            side(result("s3", "s2", "sc1", "found it")),
+            side(call("s4", "s3", "ms2", "sc2")),
+        ]
+        .concat()
+    }
+    fn call_ids(r: &Read) -> Vec<String> {
+        r.turns
+            .iter()
+            .flat_map(|t| t.events.iter().filter_map(|e| e.tool_call()))
+            .map(|c| c.call_id.clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_subagents_answered_calls_fold_into_its_task_call() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let session = dir.path().join(format!("{SID}.jsonl"));
+        let log = [
+            prompt("u1", None, "look around"),
+            task("a1", "u1", "m1", "t1", "find the config"),
+            task_result("r1", "a1", "t1", Some("ab12cd3")),
+            answer("a2", "r1", "m2", "done", Some("end_turn")),
+        ]
+        .concat();
+        std::fs::write(&session, log).expect("write");
+        let sub = dir.path().join(SID).join("subagents");
+        std::fs::create_dir_all(&sub).expect("dir");
+        std::fs::write(
+            sub.join("agent-ab12cd3.jsonl"),
+            agent_lines("ab12cd3", "find the config"),
+        )
+        .expect("agent");
+        // The summarizer's transcript is never folded, even when a result names it.
+        std::fs::write(
+            sub.join("agent-acompact-99aa00.jsonl"),
+            agent_lines("acompact-99aa00", "summarize"),
+        )
+        .expect("acompact");
+        let r = read_path(&session, ResumePoint::default(), false);
+        assert_eq!(r.turns.len(), 1);
+        // The answered call is the parent's, before the Task's result; the open one is not.
+        assert_eq!(call_ids(&r), ["t1", "agent-ab12cd3/sc1"]);
+        let results: Vec<&str> = r.turns[0]
+            .events
+            .iter()
+            .filter_map(|e| e.tool_result())
+            .map(|x| x.call_id.as_str())
+            .collect();
+        assert_eq!(results, ["agent-ab12cd3/sc1", "t1"]);
+
+        // ≤ 2.0: no agentId; the agent file beside the session is found by its prompt.
+        std::fs::remove_dir_all(dir.path().join(SID)).expect("rm");
+        let log = [
+            prompt("u1", None, "look around"),
+            task("a1", "u1", "m1", "t1", "find the config"),
+            task_result("r1", "a1", "t1", None),
+            answer("a2", "r1", "m2", "done", Some("end_turn")),
+        ]
+        .concat();
+        std::fs::write(&session, log).expect("write");
+        std::fs::write(
+            dir.path().join("agent-0f0f0f0f.jsonl"),
+            agent_lines("x", "another prompt"),
+        )
+        .expect("other agent");
+        std::fs::write(
+            dir.path().join("agent-1e1e1e1e.jsonl"),
+            agent_lines("y", "find the config"),
+        )
+        .expect("agent");
+        let r = read_path(&session, ResumePoint::default(), false);
+        assert_eq!(call_ids(&r), ["t1", "agent-1e1e1e1e/sc1"]);
+        // A result naming the summarizer folds nothing.
+        let log = [
+            prompt("u1", None, "look around"),
+            task("a1", "u1", "m1", "t1", "summarize"),
+            task_result("r1", "a1", "t1", Some("acompact-99aa00")),
+            answer("a2", "r1", "m2", "done", Some("end_turn")),
+        ]
+        .concat();
+        std::fs::write(&session, log).expect("write");
+        let r = read_path(&session, ResumePoint::default(), false);
+        assert_eq!(call_ids(&r), ["t1"]);
+    }
+
+    #[test]
+    fn a_resumed_transcript_leaves_the_lines_it_repeats_to_the_first() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let first = [
+            prompt("u1", None, "first question"),
+            answer("a1", "u1", "m1", "first answer", Some("end_turn")),
+        ]
+        .concat();
+        let a = dir
+            .path()
+            .join("0a0a0a0a-0000-4000-8000-000000000001.jsonl");
+        let b = dir
+            .path()
+            .join("0a0a0a0a-0000-4000-8000-000000000002.jsonl");
+        std::fs::write(&a, &first).expect("first");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let second = first.clone()
+            + &prompt("u2", Some("a1"), "second question")
+            + &answer("a2", "u2", "m2", "second answer", Some("end_turn"));
+        std::fs::write(&b, second).expect("second");
+        let ra = read_path(&a, ResumePoint::default(), false);
+        let rb = read_path(&b, ResumePoint::default(), false);
+        let prompts = |r: &Read| -> Vec<String> {
+            r.turns
+                .iter()
+                .flat_map(|t| users(t).into_iter().map(|(_, t)| t))
+                .collect()
+        };
+        assert_eq!(prompts(&ra), ["first question"]);
+        assert_eq!(prompts(&rb), ["second question"]);
+        // A transcript that merely shares no first line is not touched.
+        std::fs::write(&a, prompt("z1", None, "unrelated")).expect("unrelated");
+        let rb = read_path(&b, ResumePoint::default(), false);
+        assert_eq!(prompts(&rb), ["first question", "second question"]);
+    }
+
+    #[test]
+    fn another_tools_lines_in_a_transcript_are_skipped() {
+        let log = [
+            prompt("u1", None, "hello"),
+            // A Codex rollout line and a DSH event line in a Claude Code folder's file.
+            json!({"timestamp": "2026-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "x", "cwd": "/w"}}).to_string() + "\n",
+            json!({"seq": 4, "type": "user/message", "data": {"content": "dsh"}}).to_string() + "\n",
+            answer("a1", "u1", "m1", "hi", Some("end_turn")),
+        ]
+        .concat();
+        let r = read_text(&log, false);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(r.turns.len(), 1);
+        assert_eq!(
+            users(&r.turns[0]),
+            [("user".to_owned(), "hello".to_owned())]
+        );
+    }
 }

@@ -883,4 +883,77 @@ mod tests {
         assert_eq!(r.turns.len(), 1);
         assert!(matches!(r.notes[..], [ReadNote::TornTail { .. }]));
     }
+
+    #[test]
+    fn another_tools_lines_in_a_rollout_are_skipped() {
+        // A Claude Code line and a DSH event line where a rollout line was expected.
+        let mut text = g2();
+        text.push_str(
+            &(json!({"type": "user", "uuid": "u1", "sessionId": "s", "message": {"role": "user", "content": "not codex"}}).to_string() + "\n"),
+        );
+        text.push_str(
+            &(json!({"seq": 9, "type": "user/message", "data": {"content": "dsh"}}).to_string()
+                + "\n"),
+        );
+        let r = read(&text, true);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(r.turns.len(), 1);
+        assert!(!format!("{:?}", r.turns).contains("not codex"));
+    }
+
+    #[test]
+    fn an_aborted_turn_answers_the_call_it_cut_off() {
+        let text = [
+            meta(),
+            event(json!({"type": "task_started", "turn_id": "t1"})),
+            event(json!({"type": "user_message", "message": "run the slow tests"})),
+            item(json!({"type": "function_call", "name": "shell", "arguments": "{\"command\":[\"make\",\"slow\"]}", "call_id": "c9"})),
+            event(json!({"type": "turn_aborted", "reason": "interrupted"})),
+        ]
+        .concat();
+        let r = read(&text, false);
+        assert_eq!(r.turns.len(), 1);
+        let results: Vec<_> = r.turns[0]
+            .events
+            .iter()
+            .filter_map(|e| e.tool_result())
+            .collect();
+        assert_eq!(results.len(), 1);
+        assert_eq!(results[0].call_id, "c9");
+        assert!(results[0].is_error);
+    }
+
+    #[test]
+    fn g0_json_reads_as_its_items_with_the_workdir_as_cwd() {
+        let doc = json!({
+            "session": {"timestamp": "2025-04-20T09:15:02.118Z", "id": "5e55-1", "instructions": ""},
+            "items": [
+                {"id": "m1", "type": "message", "role": "user", "content": [{"type": "input_text", "text": "list the files"}]},
+                {"id": "f1", "type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{\"command\":[\"ls\"],\"workdir\":\"/w/sub\"}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "{\"output\":\"a\\nb\",\"metadata\":{\"exit_code\":0}}"},
+                {"id": "m2", "type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "two files"}]},
+            ]
+        });
+        let bytes = serde_json::to_vec_pretty(&doc).expect("json");
+        let r = read_bytes("rollout-2025-04-20-5e55-1.json", &bytes, true);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        let h = r.header.expect("header");
+        assert_eq!(h.id, "codex-5e55-1");
+        assert_eq!(h.cwd.as_deref(), Some("/w/sub"));
+        assert_eq!(r.turns.len(), 1);
+        assert_eq!(
+            texts(&r.turns[0]),
+            [
+                ("user".to_owned(), "list the files".to_owned()),
+                ("assistant".to_owned(), "two files".to_owned())
+            ]
+        );
+        // Not one object: damage, said.
+        let r = read_bytes("rollout-2025-04-20-x.json", b"{\"session\": {", true);
+        assert!(
+            matches!(r.error, Some(ReadError::BadLine { .. })),
+            "{:?}",
+            r.error
+        );
+    }
 }
