@@ -226,6 +226,20 @@ fn every_fixture_of_every_harness_archives_each_turn_once_with_no_host_text() {
             (p, how, least, name)
         })
         .collect();
+    // A plain rollout hides its compressed sibling (Codex recompresses, then appends).
+    let (plain, _, _, _) = installed
+        .iter()
+        .find(|(p, how, _, _)| {
+            matches!(how, How::Codex) && p.extension().is_some_and(|e| e == "jsonl")
+        })
+        .expect("a plain rollout");
+    let packed =
+        zstd::encode_all(std::fs::read(plain).expect("plain").as_slice(), 3).expect("zstd");
+    let sibling = plain.with_file_name(format!(
+        "{}.zst",
+        plain.file_name().expect("name").to_string_lossy()
+    ));
+    std::fs::write(&sibling, packed).expect("sibling");
     sb.ok(&["init"]);
     let report = sb.json(&["archive", "--json"]);
     assert_eq!(
@@ -300,16 +314,25 @@ fn every_fixture_of_every_harness_archives_each_turn_once_with_no_host_text() {
             panic!("an answer read twice, in {before} and {name}: {a}");
         }
     }
+    let mut summary_notes = 0;
     for (file, bytes) in sb.snapshot() {
         if !file.contains("/chapters/") {
             continue;
         }
         let text = String::from_utf8_lossy(&bytes);
+        // A compaction summary is the harness's: a marked note, never its words.
+        summary_notes += text
+            .matches("⟦omitted: host-injected compact-checkpoint")
+            .count();
         for s in SCREENED {
             assert!(!text.contains(s), "{file} holds host text {s:?}");
         }
         assert!(!text.contains("gAAAA"), "{file} holds encrypted reasoning");
     }
+    assert!(
+        summary_notes >= 3,
+        "the compaction summaries of 1.0.98, 2.0.50 and 2.1.39 each leave a marker: {summary_notes}"
+    );
     // Nothing new the second time.
     let again = sb.json(&["archive", "--json"]);
     for s in again["sessions"].as_array().expect("sessions") {
