@@ -279,6 +279,51 @@ fn first_uuid_of(path: &Path) -> Option<(String, Option<String>)> {
     None
 }
 
+/// A transcript's first `uuid` and `sessionId`.
+type Head = (String, Option<String>);
+
+/// First `uuid`s already read, by transcript, with its mtime then: opening every session of
+/// a folder of N would otherwise read N heads N times. A transcript changed since (appended
+/// to, or rewritten) is read again.
+#[allow(clippy::type_complexity)]
+static HEADS: std::sync::OnceLock<
+    std::sync::Mutex<HashMap<PathBuf, (std::time::SystemTime, Head)>>,
+> = std::sync::OnceLock::new();
+
+/// The first `uuid` (and `sessionId`) of each of `paths`, from the cache where still true.
+fn sibling_heads(paths: &[PathBuf]) -> Vec<Option<Head>> {
+    let cache = HEADS.get_or_init(Default::default);
+    let mtimes: Vec<Option<std::time::SystemTime>> = paths
+        .iter()
+        .map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+        .collect();
+    let known: Vec<Option<Head>> = match cache.lock() {
+        Ok(c) => paths
+            .iter()
+            .zip(&mtimes)
+            .map(|(p, m)| {
+                c.get(p)
+                    .filter(|(at, _)| Some(*at) == *m)
+                    .map(|(_, h)| h.clone())
+            })
+            .collect(),
+        Err(_) => vec![None; paths.len()],
+    };
+    let out: Vec<Option<Head>> = paths
+        .iter()
+        .zip(known)
+        .map(|(p, k)| k.or_else(|| first_uuid_of(p)))
+        .collect();
+    if let Ok(mut c) = cache.lock() {
+        for ((p, h), m) in paths.iter().zip(&out).zip(&mtimes) {
+            if let (Some(h), Some(m)) = (h, m) {
+                c.insert(p.clone(), (*m, h.clone()));
+            }
+        }
+    }
+    out
+}
+
 /// Which transcript of a pair that starts with the same line came first: the one whose
 /// first line carries its own `sessionId`, then the one created first, then by name.
 fn origin_order(
@@ -308,7 +353,7 @@ fn copied_from_siblings(
         return copied;
     };
     let mine = origin_order(path, first_session);
-    let mut earlier: Vec<PathBuf> = entries
+    let earlier: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| p != path)
@@ -317,10 +362,16 @@ fn copied_from_siblings(
                 .map(|n| n.to_string_lossy().into_owned())
                 .is_some_and(|n| n.ends_with(".jsonl") && !n.starts_with("agent-"))
         })
-        .filter(|p| {
-            first_uuid_of(p)
+        .collect();
+    let heads = sibling_heads(&earlier);
+    let mut earlier: Vec<PathBuf> = earlier
+        .into_iter()
+        .zip(heads)
+        .filter(|(p, head)| {
+            head.as_ref()
                 .is_some_and(|(u, sid)| u == first_uuid && origin_order(p, sid.as_deref()) < mine)
         })
+        .map(|(p, _)| p)
         .collect();
     earlier.sort();
     #[derive(Deserialize)]
