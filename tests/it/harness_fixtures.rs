@@ -34,6 +34,7 @@ const ALL: &[(&str, How, usize)] = &[
     ),
     ("claude-code/v1.0.98-after-compaction.jsonl", How::Claude, 1),
     ("claude-code/v2.0.50-compaction.jsonl", How::Claude, 2),
+    ("claude-code/v2.0.76-turns.jsonl", How::Claude, 6),
     ("claude-code/v2.0.50-resumed-first.jsonl", How::Claude, 1),
     ("claude-code/v2.0.50-resumed-second.jsonl", How::Claude, 1),
     ("claude-code/v2.1.38-short.jsonl", How::Claude, 1),
