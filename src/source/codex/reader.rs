@@ -298,13 +298,7 @@ impl CodexReader {
                         .take(usize::try_from(MAX_SUB).unwrap_or(0).saturating_sub(2))
                         .collect();
                     for id in open {
-                        let seq = next_seq();
-                        self.push(
-                            seq,
-                            "tool/result",
-                            json!({"role": "tool", "toolCallId": id, "content": ABORTED_CALL, "isError": true}),
-                            time,
-                        );
+                        self.result(next_seq(), &id, ABORTED_CALL, true, time);
                     }
                     let seq = next_seq();
                     self.end_turn(seq, "aborted", after);
@@ -465,18 +459,22 @@ impl CodexReader {
             Some("function_call_output") | Some("custom_tool_call_output") => {
                 let id = s("call_id").unwrap_or_default();
                 let content = output_text(p.get("output"));
-                let seq = next_seq();
-                self.push(
-                    seq,
-                    "tool/result",
-                    json!({"role": "tool", "toolCallId": id, "content": content, "isError": false}),
-                    time,
-                );
+                self.result(next_seq(), &id, &content, false, time);
                 self.open_calls.remove(&id);
                 self.last_was_answer = false;
             }
             _ => {}
         }
+    }
+
+    /// A `tool/result` answering `id`.
+    fn result(&mut self, seq: u64, id: &str, content: &str, is_error: bool, time: Option<i64>) {
+        self.push(
+            seq,
+            "tool/result",
+            json!({"role": "tool", "toolCallId": id, "content": content, "isError": is_error}),
+            time,
+        );
     }
 
     fn call(
