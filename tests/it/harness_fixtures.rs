@@ -73,6 +73,11 @@ const ALL: &[(&str, How, usize)] = &[
         2,
     ),
     (
+        "codex/rollout-2026-03-10T09-00-00-019fd000-0000-7000-8000-0000000000f1.jsonl",
+        How::Codex,
+        1,
+    ),
+    (
         "codex/rollout-2026-08-03T10-48-56-019fc8be-3658-7ca3-9e29-000000000000.jsonl",
         How::Codex,
         1,
@@ -273,6 +278,10 @@ fn every_fixture_of_every_harness_archives_each_turn_once_with_no_host_text() {
         assert_eq!(s["turnsSigned"], completed.len() as u64, "{name}");
         assert_eq!(s["turnsArchived"], completed.len() as u64, "{name}");
         every_call_has_its_result(name, &completed);
+        if name.ends_with("0000000000f1.jsonl") {
+            // A fork: its copies of the parent's first task are read in the parent.
+            assert_eq!(completed.len(), 1, "{name}: only its own task");
+        }
         if name.ends_with("resumed-second.jsonl") {
             // Its first turn repeats the transcript it was resumed from: read there.
             assert_eq!(completed.len(), 1, "{name}: only its own turn");

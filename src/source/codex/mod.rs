@@ -51,6 +51,36 @@ fn collect(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The rollout of thread `id` in the Codex home that holds `near` (plain before compressed).
+pub(crate) fn find_rollout(near: &Path, id: &str) -> Option<PathBuf> {
+    let home = near
+        .ancestors()
+        .find(|a| {
+            a.file_name()
+                .is_some_and(|n| n == "sessions" || n == "archived_sessions")
+        })?
+        .parent()?;
+    let mut found = Vec::new();
+    for sub in ["sessions", "archived_sessions"] {
+        collect(&home.join(sub), 0, &mut found);
+    }
+    found.sort();
+    let named = |p: &PathBuf, plain: bool| {
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+        name.is_some_and(|n| {
+            let stem = n.trim_end_matches(".zst");
+            (plain == (stem.len() == n.len())) && stem.trim_end_matches(".jsonl").ends_with(id)
+        })
+    };
+    let hit = found.iter().find(|p| named(p, true) && p.as_path() != near);
+    hit.or_else(|| {
+        found
+            .iter()
+            .find(|p| named(p, false) && p.as_path() != near)
+    })
+    .cloned()
+}
+
 /// The Codex rollouts of `workspace` under `home`, sorted by path; a session in both
 /// `sessions/` and `archived_sessions/`, or plain and compressed, is listed once (the
 /// live, plain one).

@@ -12,6 +12,10 @@
 //! (`event_msg agent_message` / `agent_reasoning` are copies). Encrypted reasoning is
 //! dropped. `compacted.replacement_history` copies earlier items and is never read.
 //!
+//! A fork (`session_meta.forked_from_id`) first copies its parent's lines: while its lines
+//! are among the parent rollout's (same type and payload), they are the parent's and are
+//! not read here.
+//!
 //! Screened (a marker each): `developer`/`system` messages and user-role host context
 //! ([`super::screen`]). `turn_context`, `base_instructions` and every unknown type yield
 //! nothing.
@@ -21,7 +25,7 @@
 //! end after an answer. Seqs: line `i`'s events carry `i << 4 | k`; the resume point is kept
 //! at turn ends (a byte offset into the decoded stream for `.zst`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
 
@@ -67,6 +71,8 @@ pub struct RolloutFacts {
     pub cwd: Option<String>,
     pub cli_version: Option<String>,
     pub first_time: Option<i64>,
+    /// `forked_from_id`: the thread this one was forked from (its items copied first).
+    pub forked_from: Option<String>,
 }
 
 /// The facts of a `session_meta` payload or a G1 header line.
@@ -76,6 +82,7 @@ fn facts_of(meta: &Value) -> RolloutFacts {
         id: s("id").or_else(|| s("session_id")),
         cwd: s("cwd").filter(|c| !c.is_empty()),
         cli_version: s("cli_version"),
+        forked_from: s("forked_from_id").filter(|f| !f.is_empty()),
         first_time: meta
             .get("timestamp")
             .and_then(Value::as_str)
@@ -156,6 +163,38 @@ pub struct CodexReader {
     enveloped: bool,
     quiet_end: bool,
     cap: usize,
+    /// A fork's copies of its parent's lines, by content: while the log's lines are among
+    /// them they are the parent's and are not read (they are read in the parent's rollout).
+    parent_lines: Option<HashSet<u64>>,
+}
+
+/// A rollout line's content (its type and payload, not its time or ordinal).
+fn content_key(line: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    line.get("type").map(Value::to_string).hash(&mut h);
+    line.get("payload").map(Value::to_string).hash(&mut h);
+    h.finish()
+}
+
+/// The content keys of the lines of the rollout `parent` names, when it is found beside
+/// `path` in the same Codex home.
+fn parent_lines(path: &Path, parent: &str, cap: usize) -> Option<HashSet<u64>> {
+    let parent_path = super::find_rollout(path, parent)?;
+    let stream = open_stream(&parent_path, 0).ok()?;
+    let mut lines = Lines::new(stream, 0, cap);
+    let mut keys = HashSet::new();
+    while let Ok(next) = lines.next_line() {
+        match next {
+            Next::Line { .. } => {}
+            Next::TooLong { .. } => continue,
+            Next::Torn { .. } | Next::End => break,
+        }
+        if let Ok(v) = serde_json::from_slice::<Value>(lines.line()) {
+            keys.insert(content_key(&v));
+        }
+    }
+    Some(keys)
 }
 
 impl CodexReader {
@@ -174,6 +213,13 @@ impl CodexReader {
         // Whether the log uses task events and the envelope is learned as it is read; a
         // resumed reader learns it from the first line again.
         let enveloped = !is_g1(path);
+        // A resume point is a turn end, and a fork's copies end no turn: past the start, the
+        // copies are behind.
+        let parent_lines = facts
+            .as_ref()
+            .and_then(|f| f.forked_from.as_deref())
+            .filter(|_| from.byte_offset == 0)
+            .and_then(|p| parent_lines(path, p, options.max_line_bytes));
         let stream = open_stream(path, from.byte_offset)?;
         Ok(CodexReader {
             path: path.to_path_buf(),
@@ -187,6 +233,7 @@ impl CodexReader {
             enveloped,
             quiet_end,
             cap: options.max_line_bytes,
+            parent_lines,
         })
     }
 
@@ -281,6 +328,14 @@ impl CodexReader {
             s
         };
         let kind = line.get("type").and_then(Value::as_str).unwrap_or("");
+        if let Some(copies) = &self.parent_lines {
+            if matches!(kind, "response_item" | "event_msg" | "compacted") {
+                if copies.contains(&content_key(&line)) {
+                    return; // the parent's, copied by the fork
+                }
+                self.parent_lines = None; // the fork's own lines begin
+            }
+        }
         let payload = line.get("payload");
         match (kind, payload) {
             ("event_msg", Some(p)) => match p.get("type").and_then(Value::as_str) {
