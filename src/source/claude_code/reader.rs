@@ -15,8 +15,11 @@
 //!    `system/turn_duration`; an assistant line with `stop_reason: end_turn` and no call
 //!    left unanswered; the next person's prompt after an exchange; or, at the end of a
 //!    quiet file (`quiet_end`), an answered exchange. Bookkeeping lines (`progress`,
-//!    `file-history-snapshot`, `queue-operation`, `summary`, titles, unknown types) and
-//!    sidechain lines yield nothing.
+//!    `file-history-snapshot`, `queue-operation`, `summary`, titles, unknown types) yield
+//!    nothing; a subagent's answered calls (its own file, or sidechain lines in this one)
+//!    are folded into its `Task` call ([`super::subagent`]). A transcript resumed or forked
+//!    from an earlier one of its folder (the same first `uuid`) leaves the lines that one
+//!    holds to it.
 //!
 //! Seqs: line `i`'s events carry `i << 12 | k` (`k` from 1), a turn end synthesized before
 //! line `i` carries `i << 12`: the same line gives the same seqs on every read, and a line
