@@ -7,7 +7,7 @@
 //! belongs to the workspace when its first `cwd` is the workspace or inside it. Subagent
 //! transcripts (`agent-*.jsonl`, beside the session or under `<sessionId>/subagents/`) are
 //! not sessions: their answered calls are folded into the parent's `Task` call and their
-report is that call's result (`subagent`).
+//! report is that call's result (`subagent`).
 //!
 //! Screen: [`screen`]. Tool vocabulary: Claude Code's tools already speak the shared one
 //! (`Bash` takes `command`; `Read`/`Edit`/`Write`/`MultiEdit` take `file_path`,
