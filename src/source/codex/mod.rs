@@ -2,7 +2,7 @@
 //! older flat `sessions/`) and `archived_sessions/`, each `rollout-*.jsonl` or
 //! `rollout-*.jsonl.zst`; a plain file hides its compressed sibling. A rollout belongs to
 //! the workspace when its `session_meta.cwd` (G1: the header's `cwd`) is the workspace or
-//! inside it. A spring-2025 TypeScript rollout (`rollout-*.json`, G0, [`g0`]) belongs to it
+//! inside it. A spring-2025 TypeScript rollout (`rollout-*.json`, G0, `g0`) belongs to it
 //! when its first `shell` call's `workdir` does; of the files one such session's saves left
 //! (each holding every item so far), the fullest is read.
 
