@@ -347,7 +347,10 @@ impl Provider for LocalPool {
         // The commit's parent is `expected` by construction: the compare-and-swap is the
         // fast-forward check, under the ref's lock file.
         match pool.cas_ref(POOL_REF, expected, commit, "dsh-chapters: publish") {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                pack_published(pool, commit, expected);
+                Ok(())
+            }
             // A dead writer's lock, just removed: retried like a lost race.
             Err(e @ (GitError::RefMoved { .. } | GitError::StaleLockRemoved { .. })) => Err(Fail {
                 code: SyncCode::Diverged,
@@ -379,7 +382,7 @@ impl Provider for NetworkPool {
         &self,
         mirror: &GitRepo,
         commit: ObjectId,
-        _expected: Option<ObjectId>,
+        expected: Option<ObjectId>,
     ) -> Result<(), Fail> {
         transport::push(
             mirror.path(),
@@ -387,7 +390,19 @@ impl Provider for NetworkPool {
             &commit.to_string(),
             self.timeout,
         )?;
+        pack_published(mirror, commit, expected);
         Ok(())
+    }
+}
+
+/// Housekeeping after a publish moved the ref (issue #17 point 6): the objects it wrote loose
+/// into `repo` (the local pool, or a network pool's mirror) go into one pack, and the packs
+/// are consolidated when they pile up (`pool::pack`). The publish already happened: a
+/// failure here leaves a correct loose repository, logged and retried by the next publish's
+/// consolidation.
+fn pack_published(repo: &GitRepo, commit: ObjectId, expected: Option<ObjectId>) {
+    if let Err(e) = crate::pool::pack::after_publish(repo.path(), commit, expected) {
+        tracing::warn!(error = %e, "could not pack the objects of a publish");
     }
 }
 
