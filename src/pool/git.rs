@@ -1171,12 +1171,14 @@ fn open_isolated(path: &Path) -> Result<gix::Repository, gix::Error> {
 /// Isolated from the user's config, and with room for the packs that `pool::pack` (and other
 /// machines) add while this handle is open: gix sizes its pack slots once, from the packs on
 /// disk when it opens, and refuses to load more than that (32 by default). Packs stay below
-/// `pool::pack::CONSOLIDATE_AT_PACKS` between consolidations.
+/// logarithmic in the publishes (`pool::pack::ROLL_UP_AT_PACKS`, geometric roll-ups).
 fn isolated_options() -> gix::open::Options {
-    gix::open::Options::isolated().object_store_slots(gix::odb::store::init::Slots::AsNeededByDiskState {
-        multiplier: 2.0,
-        minimum: 512,
-    })
+    gix::open::Options::isolated().object_store_slots(
+        gix::odb::store::init::Slots::AsNeededByDiskState {
+            multiplier: 2.0,
+            minimum: 512,
+        },
+    )
 }
 
 fn dir_is_empty(path: &Path) -> Result<bool, GitError> {

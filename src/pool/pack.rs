@@ -1,7 +1,8 @@
 //! Packs for the pool's objects (issue #17 point 6): gix writes objects loose, one file each;
 //! after a year of a team that is millions of files. Each publish therefore packs the objects it
-//! created into one pack, and a consolidation folds the packs (and any loose objects left by a
-//! lost race or a fetch) into one when they pile up. Both run the `git` program through
+//! created into one pack; the small packs roll up geometrically (as `git repack --geometric=2`),
+//! and a consolidation folds everything (with any loose objects left by a lost race or a small
+//! fetch) into one pack when loose objects pile up. Both run the `git` program through
 //! [`transport::local_command`](crate::pool::transport) (isolated from the user's config), on
 //! the repository the publish wrote: a local pool, or a network pool's mirror.
 //!
@@ -24,10 +25,16 @@ use std::process::Stdio;
 use crate::pool::git::ObjectId;
 use crate::pool::transport::local_command;
 
-/// Packs in `objects/pack` from which a publish consolidates them into one. One pack per
-/// publish, so this is also "every N publishes" (measured in `benches/pool.rs`, see
-/// docs/benchmarks.md "Pool publishing"); git's own `gc.autoPackLimit` is 50.
-pub const CONSOLIDATE_AT_PACKS: usize = 50;
+/// Packs in `objects/pack` from which a publish rolls the small ones up geometrically (each
+/// pack kept holds at least twice the objects of all smaller ones together, as
+/// `git repack --geometric=2`): the packs stay logarithmic in the publishes, and a roll-up
+/// rewrites the recent objects, not the pool. One pack per publish, so this is also "every N
+/// publishes" for the first roll-up (measured in `benches/pool.rs`, see docs/benchmarks.md
+/// "Pool publishing").
+pub const ROLL_UP_AT_PACKS: usize = 8;
+
+/// The factor between the object counts of consecutive packs after a roll-up.
+const GEOMETRIC_FACTOR: u64 = 2;
 
 /// Loose objects from which a publish consolidates (left by lost races, or exploded by a small
 /// `git fetch` into a mirror). git's own `gc.auto` is 6,700.
@@ -72,7 +79,9 @@ pub enum PackError {
 /// What [`after_publish`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Packed {
-    /// Whether the packs were consolidated into one.
+    /// Packs rolled up into one (0: none).
+    pub rolled_up: usize,
+    /// Whether everything was consolidated into one pack (too many loose objects).
     pub consolidated: bool,
 }
 
@@ -95,12 +104,107 @@ pub fn after_publish(
     )?;
     flush(git_dir)?;
     prune_packed(git_dir)?;
-    let packs = pack_files(git_dir)?;
-    if packs.len() >= CONSOLIDATE_AT_PACKS || count_loose(git_dir)? >= CONSOLIDATE_AT_LOOSE {
+    if count_loose(git_dir)? >= CONSOLIDATE_AT_LOOSE {
         consolidate(git_dir)?;
-        return Ok(Packed { consolidated: true });
+        return Ok(Packed {
+            rolled_up: 0,
+            consolidated: true,
+        });
     }
-    Ok(Packed::default())
+    let packs = pack_files(git_dir)?;
+    let rolled_up = if packs.len() >= ROLL_UP_AT_PACKS {
+        roll_up(git_dir, &packs)?
+    } else {
+        0
+    };
+    Ok(Packed {
+        rolled_up,
+        consolidated: false,
+    })
+}
+
+/// Roll the smallest packs up into one so that every pack left holds at least
+/// [`GEOMETRIC_FACTOR`] times the objects of all smaller packs together (git's
+/// `repack --geometric` split, done with `git pack-objects --stdin-packs`); the rolled-up
+/// packs are removed once the new one is durable. Returns how many packs were rolled up.
+fn roll_up(git_dir: &Path, packs: &[String]) -> Result<usize, PackError> {
+    let dir = pack_dir(git_dir);
+    let mut sized: Vec<(u64, &String)> = Vec::new();
+    for stem in packs {
+        if dir.join(format!("{stem}.keep")).exists() {
+            continue;
+        }
+        // An index that cannot be read is left to a consolidation.
+        if let Some(n) = objects_in(&dir.join(format!("{stem}.idx"))) {
+            sized.push((n, stem));
+        }
+    }
+    sized.sort();
+    // The largest packs that already progress geometrically stay; the rest roll up, and
+    // the roll-up takes in the next pack while it is not twice the roll-up's size.
+    let mut split = sized.len();
+    while split > 1 && sized[split - 2].0 * GEOMETRIC_FACTOR <= sized[split - 1].0 {
+        split -= 1;
+    }
+    // `split` is one past the pair that broke the progression (its larger pack rolls up too).
+    let split = if split <= 1 { 0 } else { split };
+    let mut total: u64 = sized[..split].iter().map(|(n, _)| n).sum();
+    let mut end = split;
+    while end < sized.len() && total * GEOMETRIC_FACTOR > sized[end].0 {
+        total += sized[end].0;
+        end += 1;
+    }
+    if end < 2 {
+        return Ok(0);
+    }
+    let mut stdin = String::new();
+    for (i, (_, stem)) in sized.iter().enumerate() {
+        let exclude = if i < end { "" } else { "^" };
+        stdin.push_str(&format!("{exclude}{stem}.pack\n"));
+    }
+    let name = pack_objects(
+        git_dir,
+        &["--stdin-packs", "--delta-base-offset", "-q"],
+        stdin.as_bytes(),
+    )?;
+    flush(git_dir)?;
+    let stems: Vec<String> = sized[..end]
+        .iter()
+        .map(|(_, stem)| (*stem).clone())
+        .filter(|stem| *stem != format!("pack-{name}"))
+        .collect();
+    remove_packs(&dir, &stems)?;
+    Ok(end)
+}
+
+/// The number of objects a pack index (version 2) names: the last fan-out entry.
+fn objects_in(idx: &Path) -> Option<u64> {
+    use std::io::{Read as _, Seek as _};
+    let mut file = std::fs::File::open(idx).ok()?;
+    let mut head = [0u8; 8];
+    file.read_exact(&mut head).ok()?;
+    if head != [0xff, b't', b'O', b'c', 0, 0, 0, 2] {
+        return None;
+    }
+    file.seek(std::io::SeekFrom::Start(8 + 255 * 4)).ok()?;
+    let mut last = [0u8; 4];
+    file.read_exact(&mut last).ok()?;
+    Some(u64::from(u32::from_be_bytes(last)))
+}
+
+/// Remove packs (index first: a reader that still finds the index finds its pack).
+fn remove_packs(dir: &Path, stems: &[String]) -> Result<(), PackError> {
+    for stem in stems {
+        for ext in ["idx", "pack", "rev", "bitmap", "mtimes", "promisor"] {
+            let path = dir.join(format!("{stem}.{ext}"));
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => return Err(PackError::Remove { path, source }),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Fold every pack and loose object of the repository into one pack: everything reachable
@@ -122,20 +226,13 @@ pub fn consolidate(git_dir: &Path) -> Result<(), PackError> {
     )?;
     flush(git_dir)?;
     let dir = pack_dir(git_dir);
-    for stem in before {
-        if stem == format!("pack-{name}") || dir.join(format!("{stem}.keep")).exists() {
-            continue;
-        }
-        // The index first: a reader that still finds the index finds its pack.
-        for ext in ["idx", "pack", "rev", "bitmap", "mtimes", "promisor"] {
-            let path = dir.join(format!("{stem}.{ext}"));
-            match std::fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(source) => return Err(PackError::Remove { path, source }),
-            }
-        }
-    }
+    let stems: Vec<String> = before
+        .into_iter()
+        .filter(|stem| {
+            *stem != format!("pack-{name}") && !dir.join(format!("{stem}.keep")).exists()
+        })
+        .collect();
+    remove_packs(&dir, &stems)?;
     prune_packed(git_dir)
 }
 
@@ -284,33 +381,46 @@ mod tests {
     }
 
     #[test]
-    fn every_publish_leaves_no_loose_object_and_packs_consolidate_into_one() {
+    fn every_publish_leaves_no_loose_object_and_packs_roll_up_geometrically() {
         let tmp = tempfile::tempdir().expect("tmp");
         let path = tmp.path().join("pool.git");
         let repo = GitRepo::init_bare(&path).expect("init");
         let mut head = None;
-        let mut consolidations = 0;
-        for n in 0..CONSOLIDATE_AT_PACKS + 3 {
+        let mut roll_ups = 0;
+        const PUBLISHES: usize = 200;
+        for n in 0..PUBLISHES {
             let new = commit(&repo, n, head);
             repo.cas_ref("refs/heads/main", head, new, "publish")
                 .expect("cas");
             let packed = after_publish(&path, new, head).expect("pack");
-            consolidations += usize::from(packed.consolidated);
+            roll_ups += usize::from(packed.rolled_up > 0);
             head = Some(new);
             assert_eq!(count_loose(&path).expect("loose"), 0, "after publish {n}");
+            assert!(pack_files(&path).expect("packs").len() < ROLL_UP_AT_PACKS + 1);
         }
-        assert_eq!(consolidations, 1);
-        assert_eq!(pack_files(&path).expect("packs").len(), 4);
+        assert!(roll_ups > 0 && roll_ups < PUBLISHES / 2, "{roll_ups}");
+        // Geometric: each pack at least twice all smaller ones together, but the newest.
+        let dir = pack_dir(&path);
+        let mut sizes: Vec<u64> = pack_files(&path)
+            .expect("packs")
+            .iter()
+            .map(|s| objects_in(&dir.join(format!("{s}.idx"))).expect("idx"))
+            .collect();
+        sizes.sort();
+        assert_eq!(sizes.iter().sum::<u64>(), 4 * PUBLISHES as u64, "{sizes:?}");
         git(&path, &["fsck", "--strict", "--no-dangling"]);
         let files = git(&path, &["ls-tree", "-r", "--name-only", "main"]);
-        assert_eq!(files.lines().count(), CONSOLIDATE_AT_PACKS + 3);
+        assert_eq!(files.lines().count(), PUBLISHES);
         // A loose object nothing names yet (a concurrent publish in flight) survives a
         // consolidation, packed.
         let stray = repo.write_blob(b"in flight\n").expect("blob");
         consolidate(&path).expect("consolidate");
         assert_eq!(pack_files(&path).expect("packs").len(), 1);
         assert_eq!(count_loose(&path).expect("loose"), 0);
-        assert_eq!(git(&path, &["cat-file", "-t", &stray.to_string()]).trim(), "blob");
+        assert_eq!(
+            git(&path, &["cat-file", "-t", &stray.to_string()]).trim(),
+            "blob"
+        );
         git(&path, &["fsck", "--strict"]);
     }
 }

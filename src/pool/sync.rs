@@ -2006,11 +2006,13 @@ fn plan_index(
         };
         let holds = |file: &str| Ok(tree_index()?.contains_key(file));
         let list = || Ok(tree_index()?.keys().cloned().collect());
+        let pages = |dir: &str| pool_pages_of(mirror, base_tree, dir);
         let previous = build::Previous {
             manifest: old.clone(),
             read_part: &read_part,
             holds: &holds,
             list: &list,
+            pages: &pages,
             since: build::pool_since(&index_dir, materialized_before),
         };
         build::plan(
@@ -2092,6 +2094,35 @@ fn plan_index(
         }
     }
     Ok(Some((update, removals)))
+}
+
+/// The pages of one topic in the pool's tree (`index/<dir>/`), relative to `index/`: one
+/// tree read, so a topic's update costs its pages, not the whole index.
+fn pool_pages_of(
+    mirror: &GitRepo,
+    base_tree: Option<ObjectId>,
+    dir: &str,
+) -> Result<Vec<String>, crate::index::build::BuildError> {
+    let Some(tree) = base_tree else {
+        return Ok(Vec::new());
+    };
+    let io = |e: &dyn std::fmt::Display| crate::index::build::BuildError::Io {
+        path: PathBuf::from(INDEX_DIR).join(dir),
+        source: std::io::Error::other(e.to_string()),
+    };
+    let Some(pages) = mirror
+        .tree_at(tree, &format!("{INDEX_DIR}/{dir}"))
+        .map_err(|e| io(&e))?
+    else {
+        return Ok(Vec::new());
+    };
+    Ok(mirror
+        .list_tree(pages)
+        .map_err(|e| io(&e))?
+        .into_iter()
+        .map(|(name, _)| format!("{dir}/{name}"))
+        .filter(|f| crate::index::shard::topic_of_page(f).is_some())
+        .collect())
 }
 
 /// The pool's landing pages (`pool::readme`) over the tree this commit leaves: upserted

@@ -50,8 +50,14 @@ fn after_many_publishes_a_local_pool_is_packed_and_fsck_clean() {
         sb.ok(&["sync"]);
         let counts = count_objects(&pool);
         // Each publish's objects are in its pack; nothing stays loose.
-        assert_eq!(counts["count"], 0, "loose objects after publish {k}: {counts:?}");
-        assert!(counts["packs"] >= 1 && counts["packs"] <= (k + 1) as u64 * 2, "{counts:?}");
+        assert_eq!(
+            counts["count"], 0,
+            "loose objects after publish {k}: {counts:?}"
+        );
+        assert!(
+            counts["packs"] >= 1 && counts["packs"] <= (k + 1) as u64 * 2,
+            "{counts:?}"
+        );
     }
     git(&pool, &["fsck", "--strict", "--no-dangling"]);
     let files = git(&pool, &["ls-tree", "-r", "--name-only", "main"]);
