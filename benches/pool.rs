@@ -301,8 +301,13 @@ fn dated_chapter_text(i: usize) -> String {
         i * 10 + 9,
         i % 20
     );
+    // Varied text, so the chapter compresses like a real one rather than to nothing.
+    let mut x = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     while s.len() < 4096 {
-        s.push_str(&format!("**User** · seq {i}\n\nFix the refresh middleware, step {i}, and run the tests again.\n\n"));
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.push_str(&format!("**User** · seq {i}\n\nFix the refresh middleware near {x:016x}, step {}, and run the tests again.\n\n", x % 1000));
     }
     s
 }
