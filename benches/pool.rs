@@ -6,8 +6,15 @@
 //! 3. `chapters scan --pool` over a pool of 10,000 chapters (+10,000 artifacts, ten commits)
 //!    vs `git rev-list --objects --all | git cat-file --batch` over the same pool.
 //!
+//! 4. a year's scale (`POOL_BENCH=scale`, size by `POOL_SCALE=10000`): a pool built by 100
+//!    publishes of chapters with topics and dates (one topic on every chapter, so its index
+//!    shard is the biggest), then `git count-objects -v`, `git clone --no-local` of the pool vs
+//!    of the same pool after `git gc --aggressive`, +10 chapters at that size vs at 100, and the
+//!    pool's size on disk per chapter.
+//!
 //! Run: `cargo bench --bench pool` (needs the `git` program for the baselines);
-//! `POOL_BENCH=scan cargo bench --bench pool` runs only the third.
+//! `POOL_BENCH=scan cargo bench --bench pool` runs only the third, `POOL_BENCH=scale` the
+//! fourth.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -230,6 +237,10 @@ fn main() {
         scan_bench();
         return;
     }
+    if std::env::var("POOL_BENCH").as_deref() == Ok("scale") {
+        scale_bench();
+        return;
+    }
     // 1. 1,000 new chapters (+1,000 artifacts) into an empty pool vs native git.
     let mut ours = Duration::MAX;
     let mut native = Duration::MAX;
@@ -277,4 +288,202 @@ fn main() {
 
     // 3. the leak scan over the whole history of a pool of 10,000 chapters.
     scan_bench();
+}
+
+/// A chapter with topics and a date: one topic (`refresh`) on every chapter, one of 20 others,
+/// 1,000 chapters a month from January 2026.
+fn dated_chapter_text(i: usize) -> String {
+    let root = session(i);
+    let (year, month, day) = (2026 + i / 12_000, (i / 1000) % 12 + 1, (i % 1000) / 40 + 1);
+    let mut s = format!(
+        "---\ntitle: \"Chapter {i}\"\nkind: chapter\nsessionId: {root}\nrootSessionId: {root}\nseqRange: [{}, {}]\ndate: \"{year}-{month:02}-{day:02}T10:00:00Z\"\ntopics: [refresh, area-{}]\n---\n# Chapter {i}\n\n",
+        i * 10,
+        i * 10 + 9,
+        i % 20
+    );
+    // Varied text, so the chapter compresses like a real one rather than to nothing.
+    let mut x = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    while s.len() < 4096 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.push_str(&format!("**User** · seq {i}\n\nFix the refresh middleware near {x:016x}, step {}, and run the tests again.\n\n", x % 1000));
+    }
+    s
+}
+
+fn write_dated(m: &Machine, from: usize, to: usize) {
+    for i in from..to {
+        let chapters = m.store.join(session(i)).join("chapters");
+        std::fs::create_dir_all(&chapters).expect("mkdir");
+        let name = format!("{:03}-chapter-{i}.md", i % PER_SESSION + 1);
+        std::fs::write(chapters.join(&name), dated_chapter_text(i)).expect("write");
+    }
+}
+
+fn git_out(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("--git-dir")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn count_objects(pool: &Path) -> std::collections::BTreeMap<String, u64> {
+    git_out(pool, &["count-objects", "-v"])
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(": ")?;
+            Some((k.to_owned(), v.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+fn du_bytes(path: &Path) -> u64 {
+    let out = Command::new("du")
+        .args(["-sb"])
+        .arg(path)
+        .output()
+        .expect("du");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `git clone --bare --no-local` (objects through pack negotiation, as over a network).
+fn clone_time(pool: &Path) -> Duration {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let start = Instant::now();
+    let st = Command::new("git")
+        .args(["clone", "-q", "--bare", "--no-local"])
+        .arg(pool)
+        .arg(tmp.path().join("c.git"))
+        .status()
+        .expect("clone");
+    assert!(st.success());
+    start.elapsed()
+}
+
+fn scale_bench() {
+    let size: usize = std::env::var("POOL_SCALE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let publishes = 100;
+    let mut plus10 = Vec::new();
+    let mut big = None;
+    for n in [100usize, size] {
+        let m = machine();
+        let batch = (n / publishes).max(1);
+        let built = Instant::now();
+        let mut at = 0;
+        while at < n {
+            write_dated(&m, at, (at + batch).min(n));
+            at += batch;
+            run(chapters(&m, &["sync"]));
+        }
+        let built = built.elapsed();
+        let mut next = n;
+        let t = best(5, || {
+            write_dated(&m, next, next + 10);
+            next += 10;
+            run(chapters(&m, &["sync"]))
+        });
+        plus10.push((n, t));
+        if n == size {
+            big = Some((m, built));
+        }
+    }
+    let (m, built) = big.expect("the big pool");
+    let ours = count_objects(&m.pool);
+    let ours_du = du_bytes(&m.pool);
+    let largest_index = largest_file(&m.ws.join(".dsh-knowledge").join("index"));
+    let gc = tempfile::tempdir().expect("tmp");
+    let gc_pool = gc.path().join("gc.git");
+    let st = Command::new("cp")
+        .args(["-a"])
+        .arg(&m.pool)
+        .arg(&gc_pool)
+        .status()
+        .expect("cp");
+    assert!(st.success());
+    let gc_start = Instant::now();
+    git_out(&gc_pool, &["gc", "-q", "--aggressive", "--prune=now"]);
+    let gc_time = gc_start.elapsed();
+    let theirs = count_objects(&gc_pool);
+    let theirs_du = du_bytes(&gc_pool);
+    clone_time(&m.pool);
+    clone_time(&gc_pool);
+    let (mut clone_ours, mut clone_gc) = (Duration::MAX, Duration::MAX);
+    for _ in 0..3 {
+        clone_ours = clone_ours.min(clone_time(&m.pool));
+        clone_gc = clone_gc.min(clone_time(&gc_pool));
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let chapters_in = (size + 50) as f64;
+    println!(
+        "a year's scale: a pool of {size} chapters built by {publishes} publishes in {:.1} s",
+        built.as_secs_f64()
+    );
+    println!(
+        "  git count-objects -v   ours: loose {} ({} KiB), packs {} ({} KiB)",
+        ours["count"], ours["size"], ours["packs"], ours["size-pack"]
+    );
+    println!(
+        "         after gc --aggressive: loose {} ({} KiB), packs {} ({} KiB) (gc took {:.1} s)",
+        theirs["count"],
+        theirs["size"],
+        theirs["packs"],
+        theirs["size-pack"],
+        gc_time.as_secs_f64()
+    );
+    println!(
+        "  git clone --no-local   ours {:>8.1} ms, after gc {:>8.1} ms, ratio {:.2}x (goal ≤ 1.2)",
+        ms(clone_ours),
+        ms(clone_gc),
+        clone_ours.as_secs_f64() / clone_gc.as_secs_f64()
+    );
+    println!(
+        "  +10 chapters           at 100 {:>8.1} ms, at {size} {:>8.1} ms, ratio {:.2}x (goal ≤ 1.5)",
+        ms(plus10[0].1),
+        ms(plus10[1].1),
+        plus10[1].1.as_secs_f64() / plus10[0].1.as_secs_f64()
+    );
+    println!(
+        "  pool on disk           ours {:.0} B/chapter ({:.1} MiB), after gc {:.0} B/chapter; at 1 M chapters ≈ {:.2} GiB vs {:.2} GiB",
+        ours_du as f64 / chapters_in,
+        ours_du as f64 / (1 << 20) as f64,
+        theirs_du as f64 / chapters_in,
+        ours_du as f64 / chapters_in * 1e6 / (1u64 << 30) as f64,
+        theirs_du as f64 / chapters_in * 1e6 / (1u64 << 30) as f64,
+    );
+    println!(
+        "  largest index file     {} ({} bytes)",
+        largest_index.0, largest_index.1
+    );
+}
+
+/// The largest file under `dir` (relative name, bytes).
+fn largest_file(dir: &Path) -> (String, u64) {
+    let mut best = (String::new(), 0);
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(meta) = e.metadata() {
+                if meta.len() > best.1 {
+                    let rel = p.strip_prefix(dir).unwrap_or(&p).display().to_string();
+                    best = (rel, meta.len());
+                }
+            }
+        }
+    }
+    best
 }

@@ -301,6 +301,9 @@ pub struct Previous<'a> {
     /// Every file the base's index holds (relative to the index directory): read only when
     /// the set of topics changed, for `topics/vocabulary.json`.
     pub list: &'a dyn Fn() -> Result<Vec<String>, BuildError>,
+    /// The pages a topic's pages directory holds (`<dir>/<page>.md`, relative to the index
+    /// directory), for a touched topic: pages it no longer writes are removed.
+    pub pages: &'a dyn Fn(&str) -> Result<Vec<String>, BuildError>,
     /// The table revision the last build saw; `None` (unknown, or another table): every
     /// input is compared with its record instead.
     pub since: Option<TableRev>,
@@ -490,7 +493,7 @@ fn incremental(
             }
             continue;
         }
-        match shard::topic_of_file(file) {
+        match shard::topic_of_file(file).or_else(|| shard::topic_of_page(file)) {
             Some(topic) => {
                 touched.insert(topic);
             }
@@ -530,7 +533,10 @@ fn incremental(
     for topic in touched {
         let file = shard::shard_file(&topic);
         let text = match stubs.get(&topic) {
-            Some(to) => Some(shard::render_stub(&topic, to)),
+            Some(to) => Some(BTreeMap::from([(
+                file.clone(),
+                shard::render_stub(&topic, to),
+            )])),
             None => {
                 let docs: Vec<Redacted<IndexDoc>> = table
                     .docs_with_labels(&table::labels_of(&topic, curation))?
@@ -539,16 +545,23 @@ fn incremental(
                     .map(|d| base.index_doc(d))
                     .collect();
                 (!docs.is_empty())
-                    .then(|| shard::render_shard(&topic, &docs.iter().collect::<Vec<_>>()))
+                    .then(|| shard::render_topic(&topic, &docs.iter().collect::<Vec<_>>()))
             }
         };
+        // Pages the base holds that this topic no longer writes (it shrank, or a
+        // document moved to another month): removed.
+        for held in (previous.pages)(&shard::pages_dir(&topic))? {
+            if !text.as_ref().is_some_and(|t| t.contains_key(&held)) {
+                update.removes.insert(held);
+            }
+        }
         // Whether a stub is a stub moves only with the aliases (compared above); a topic
         // comes or goes when its shard appears or empties.
         let held = (previous.holds)(&file)?;
         match text {
             Some(text) => {
                 topics_moved |= !held && !stubs.contains_key(&topic);
-                update.writes.insert(file, text);
+                update.writes.extend(text);
             }
             None => {
                 topics_moved |= held;
@@ -653,8 +666,32 @@ pub fn files_on_disk(index_dir: &Path) -> Vec<String> {
                     out.push(format!("{MANIFEST_PARTS_DIR}/{part}"));
                 }
             }
+        } else if shard::topic_of_file(&format!("{name}.md")).is_some() {
+            // A topic's pages (`<topic>/<page>.md`).
+            for (page, sub) in list(&index_dir.join(&name)) {
+                let file = format!("{name}/{page}");
+                if !sub && shard::topic_of_page(&file).is_some() {
+                    out.push(file);
+                }
+            }
         }
     }
+    out.sort();
+    out
+}
+
+/// The pages of one topic's pages directory `dir` on disk (`<dir>/<page>.md`), sorted.
+pub fn pages_on_disk(index_dir: &Path, dir: &str) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(index_dir.join(dir))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+                .map(|e| format!("{dir}/{}", e.file_name().to_string_lossy()))
+                .filter(|f| shard::topic_of_page(f).is_some())
+                .collect()
+        })
+        .unwrap_or_default();
     out.sort();
     out
 }
@@ -703,6 +740,14 @@ pub fn apply(index_dir: &Path, update: &Update) -> Result<Written, BuildError> {
     order.sort_by_key(|(name, _)| rank(name));
     for (name, text) in order {
         let path = index_dir.join(name);
+        if name.contains('/') {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(|source| BuildError::Io {
+                    path: dir.to_path_buf(),
+                    source,
+                })?;
+            }
+        }
         // A part the plan read with other bytes: written without reading it again.
         // Anything else is compared first (a shard may come out the same).
         if update
@@ -805,11 +850,13 @@ pub fn update_store(workspace: &Path, table: &Table, full: bool) -> Result<Writt
     let read_part = |file: &str| read_index_file(&index_dir, file);
     let holds = |file: &str| Ok(index_dir.join(file).is_file());
     let list = || Ok(files_on_disk(&index_dir));
+    let pages = |dir: &str| Ok(pages_on_disk(&index_dir, dir));
     let previous = Previous {
         manifest: std::fs::read_to_string(index_dir.join(MANIFEST_FILE)).ok(),
         read_part: &read_part,
         holds: &holds,
         list: &list,
+        pages: &pages,
         since: built
             .as_deref()
             .and_then(|b| b.lines().next())
@@ -1001,6 +1048,62 @@ mod tests {
     }
 
     #[test]
+    fn a_paged_topic_updates_its_head_and_one_page_like_a_rebuild() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        let n = shard::HEAD_LINES + 5;
+        for i in 0..n {
+            put(
+                ws,
+                &format!(".dsh-chapters/s{}/chapters/{i:03}-a.md", i % 7),
+                &chapter(&format!("A{i}"), "auth", (i % 20 + 1) as u32),
+            );
+        }
+        let index = ws.join(".dsh-chapters/index");
+        update_store(ws, &refresh(ws), false).expect("first");
+        let before = snapshot(&index);
+        assert!(
+            before.contains_key("auth/2025-11.md"),
+            "{:?}",
+            before.keys()
+        );
+        put(
+            ws,
+            ".dsh-chapters/s9/chapters/001-z.md",
+            &chapter("Z", "auth", 28),
+        );
+        let next = update_store(ws, &refresh(ws), false).expect("next");
+        assert!(!next.full);
+        let after = snapshot(&index);
+        let changed: Vec<&String> = after
+            .keys()
+            .filter(|f| before.get(*f) != after.get(*f) && !f.starts_with("manifest"))
+            .collect();
+        assert_eq!(changed, ["auth.md", "auth/2025-11.md"]);
+        update_store(ws, &refresh(ws), true).expect("rebuild");
+        assert_eq!(snapshot(&index), after);
+        // The topic shrinks back under a head's worth (documents move to another topic):
+        // its pages go, like a rebuild.
+        for i in 0..10 {
+            put(
+                ws,
+                &format!(".dsh-chapters/s{}/chapters/{i:03}-a.md", i % 7),
+                &chapter(&format!("A{i}"), "csv", (i % 20 + 1) as u32),
+            );
+        }
+        update_store(ws, &refresh(ws), false).expect("shrink");
+        let shrunk = snapshot(&index);
+        assert!(
+            !shrunk.keys().any(|f| f.starts_with("auth/")),
+            "{:?} {}",
+            shrunk.keys(),
+            shrunk["auth.md"]
+        );
+        update_store(ws, &refresh(ws), true).expect("rebuild");
+        assert_eq!(snapshot(&index), shrunk);
+    }
+
+    #[test]
     fn an_alias_fact_moves_documents_and_leaves_a_stub_like_a_rebuild() {
         let tmp = tempfile::tempdir().expect("tmp");
         let ws = tmp.path();
@@ -1174,6 +1277,7 @@ mod tests {
                 read_part: &counting,
                 holds: &holds,
                 list: &list,
+                pages: &|dir: &str| Ok(pages_on_disk(&index, dir)),
                 since: std::fs::read_to_string(index.join(BUILT_MARKER))
                     .ok()
                     .and_then(|b| b.lines().next()?.parse().ok()),
@@ -1248,6 +1352,7 @@ mod tests {
             read_part: &nothing,
             holds: &holds_nothing,
             list: &list_nothing,
+            pages: &|_: &str| Ok(Vec::new()),
             since: None,
         };
         let first = plan(
@@ -1286,6 +1391,7 @@ mod tests {
             read_part: &read,
             holds: &holds,
             list: &list,
+            pages: &|_: &str| Ok(Vec::new()),
             since: Some(first.revision),
         };
         let next = plan(
@@ -1317,6 +1423,7 @@ mod tests {
             read_part: &read,
             holds: &holds,
             list: &list,
+            pages: &|_: &str| Ok(Vec::new()),
             since: Some(first.revision),
         };
         let repaired = plan(

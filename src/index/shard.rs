@@ -115,16 +115,140 @@ pub fn render_shard(topic: &str, docs: &[&Redacted<IndexDoc>]) -> String {
         docs.len()
     );
     for d in docs {
-        let file = d.path.rsplit('/').next().unwrap_or(&d.path);
-        out.push_str(&format!(
-            "- {} | {} | [{file}](../{}) | ({})\n",
-            day(d.date.as_deref()),
-            one_line(&d.title),
-            d.path,
-            one_line(&d.kind)
-        ));
+        out.push_str(&doc_line(d, "../"));
     }
     out
+}
+
+/// Lines a topic's head page lists (the newest); a topic with more documents than this also
+/// gets pages, and its head lists the pages instead of every document.
+pub const HEAD_LINES: usize = 50;
+
+/// Lines a page holds at most: a month's documents of a topic, oldest first, cut into pages of
+/// this many (`2026-12.md`, `2026-12-2.md`, …), so a new document rewrites its month's last
+/// page and the head, never the topic's whole history.
+pub const PAGE_LINES: usize = 500;
+
+/// The directory of a topic's pages, relative to the index directory: its shard's name
+/// without `.md`.
+pub fn pages_dir(topic: &str) -> String {
+    let file = shard_file(topic);
+    file.strip_suffix(".md").unwrap_or(&file).to_owned()
+}
+
+/// The topic whose pages directory holds `file` (`<dir>/<page>.md`), if it is one.
+pub fn topic_of_page(file: &str) -> Option<String> {
+    let (dir, page) = file.split_once('/')?;
+    if page.contains('/') || !page.ends_with(".md") || page.len() <= 3 {
+        return None;
+    }
+    topic_of_file(&format!("{dir}.md"))
+}
+
+/// A relative link target to a file of ours: `%` (in a shard's name) written `%25`, so the
+/// link resolves to the file and not to its decoded name.
+fn link_target(path: &str) -> String {
+    path.replace('%', "%25")
+}
+
+fn doc_line(d: &IndexDoc, up: &str) -> String {
+    let file = d.path.rsplit('/').next().unwrap_or(&d.path);
+    format!(
+        "- {} | {} | [{file}]({up}{}) | ({})\n",
+        day(d.date.as_deref()),
+        one_line(&d.title),
+        d.path,
+        one_line(&d.kind)
+    )
+}
+
+/// The month (`YYYY-MM`) a document's page belongs to, or `undated`.
+fn month(d: &IndexDoc) -> String {
+    let day = day(d.date.as_deref());
+    if day == "-" {
+        "undated".to_owned()
+    } else {
+        day[..7].to_owned()
+    }
+}
+
+/// Every file of one topic: its head page (`<topic>.md`) and, past [`HEAD_LINES`] documents,
+/// its pages (`<topic>/<month>[-n].md`). File name (relative to the index directory) → bytes.
+pub fn render_topic(topic: &str, docs: &[&Redacted<IndexDoc>]) -> BTreeMap<String, String> {
+    let mut sorted: Vec<&IndexDoc> = docs.iter().map(|d| d.get()).collect();
+    sorted.sort_by(|a, b| line_order(a, b));
+    sorted.dedup_by(|a, b| a.path == b.path);
+    let mut files = BTreeMap::new();
+    if sorted.len() <= HEAD_LINES {
+        files.insert(shard_file(topic), render_shard(topic, docs));
+        return files;
+    }
+    // Oldest first within each month, so a month's earlier pages keep their bytes as it grows.
+    let mut months: BTreeMap<String, Vec<&IndexDoc>> = BTreeMap::new();
+    for d in sorted.iter().rev() {
+        months.entry(month(d)).or_default().push(d);
+    }
+    let dir = pages_dir(topic);
+    let mut links: Vec<(String, usize, String, usize)> = Vec::new();
+    for (month, docs) in &months {
+        for (i, chunk) in docs.chunks(PAGE_LINES).enumerate() {
+            let name = if i == 0 {
+                month.clone()
+            } else {
+                format!("{month}-{}", i + 1)
+            };
+            let file = format!("{dir}/{name}.md");
+            let mut out = format!(
+                "# {} — {name}: {} {}\n\n[All of {}](../{})\n\n",
+                one_line(topic),
+                chunk.len(),
+                if chunk.len() == 1 {
+                    "document"
+                } else {
+                    "documents"
+                },
+                one_line(topic),
+                link_target(&shard_file(topic)),
+            );
+            for d in chunk.iter().rev() {
+                out.push_str(&doc_line(d, "../../"));
+            }
+            files.insert(file.clone(), out);
+            links.push((month.clone(), i, file, chunk.len()));
+        }
+    }
+    let newest = sorted
+        .first()
+        .map(|d| day(d.date.as_deref()))
+        .unwrap_or_else(|| "-".into());
+    let mut head = format!(
+        "# {} — {} documents, last updated {newest}\n\nThe {HEAD_LINES} newest; every document is on a page below.\n\n",
+        one_line(topic),
+        sorted.len()
+    );
+    for d in sorted.iter().take(HEAD_LINES) {
+        head.push_str(&doc_line(d, "../"));
+    }
+    head.push_str("\n## Pages\n\n");
+    // Undated last, then newest month first, a month's later pages first.
+    links.sort_by(|a, b| {
+        let undated = |m: &str| m == "undated";
+        (undated(&a.0), &b.0, b.1).cmp(&(undated(&b.0), &a.0, a.1))
+    });
+    for (month, i, file, n) in links {
+        let name = if i == 0 {
+            month
+        } else {
+            format!("{month}-{}", i + 1)
+        };
+        head.push_str(&format!(
+            "- [{name}]({}) — {n} {}\n",
+            link_target(&file),
+            if n == 1 { "document" } else { "documents" }
+        ));
+    }
+    files.insert(shard_file(topic), head);
+    files
 }
 
 /// The stub left where a topic was folded into another.
@@ -167,7 +291,7 @@ pub fn build_all(docs: &[Redacted<IndexDoc>], curation: &Curation) -> BTreeMap<S
     }
     let mut files: BTreeMap<String, String> = by_topic
         .iter()
-        .map(|(t, ds)| (shard_file(t), render_shard(t, ds)))
+        .flat_map(|(t, ds)| render_topic(t, ds))
         .collect();
     for (from, to) in stubs(curation) {
         files.insert(shard_file(&from), render_stub(&from, &to));
@@ -413,6 +537,138 @@ mod tests {
             "input order is irrelevant"
         );
         assert!(render_shard("x", &[&c]).starts_with("# x — 1 document, last updated -\n"));
+    }
+
+    fn month_docs(n: usize, month: u32, from: usize) -> Vec<Redacted<IndexDoc>> {
+        (from..from + n)
+            .map(|i| {
+                doc(
+                    &format!("s/chapters/{i:05}.md"),
+                    &format!("T{i}"),
+                    Some(&format!("2026-{month:02}-{:02}T00:00:00Z", i % 28 + 1)),
+                    &["c++"],
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_big_topic_gets_a_small_head_and_pages_by_month_and_size() {
+        let small = month_docs(HEAD_LINES, 1, 0);
+        let files = render_topic("c++", &small.iter().collect::<Vec<_>>());
+        assert_eq!(files.len(), 1, "no pages up to {HEAD_LINES} documents");
+
+        let mut docs = month_docs(PAGE_LINES + 3, 1, 0);
+        docs.extend(month_docs(7, 2, 10_000));
+        let files = render_topic("c++", &docs.iter().collect::<Vec<_>>());
+        let names: Vec<&str> = files.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            [
+                "c%2B%2B.md",
+                "c%2B%2B/2026-01-2.md",
+                "c%2B%2B/2026-01.md",
+                "c%2B%2B/2026-02.md"
+            ]
+        );
+        let head = &files["c%2B%2B.md"];
+        assert!(head.starts_with(&format!(
+            "# c++ — {} documents, last updated 2026-02-",
+            PAGE_LINES + 10
+        )));
+        assert_eq!(
+            head.lines().filter(|l| l.contains("| (chapter)")).count(),
+            HEAD_LINES
+        );
+        // Newest page first; `%` in a link is written `%25`.
+        let pages: Vec<&str> = head
+            .lines()
+            .skip_while(|l| *l != "## Pages")
+            .skip(2)
+            .collect();
+        assert_eq!(
+            pages,
+            [
+                "- [2026-02](c%252B%252B/2026-02.md) — 7 documents",
+                "- [2026-01-2](c%252B%252B/2026-01-2.md) — 3 documents",
+                &format!("- [2026-01](c%252B%252B/2026-01.md) — {PAGE_LINES} documents"),
+            ]
+        );
+        let page = &files["c%2B%2B/2026-01-2.md"];
+        assert!(page.contains("[All of c++](../c%252B%252B.md)"));
+        assert!(page.contains("](../../s/chapters/"));
+
+        // One more document in February: the head and February's page change, January's
+        // pages keep their bytes.
+        docs.extend(month_docs(1, 2, 20_000));
+        let next = render_topic("c++", &docs.iter().collect::<Vec<_>>());
+        let changed: Vec<&str> = next
+            .iter()
+            .filter(|(f, t)| files.get(*f) != Some(*t))
+            .map(|(f, _)| f.as_str())
+            .collect();
+        assert_eq!(changed, ["c%2B%2B.md", "c%2B%2B/2026-02.md"]);
+        assert_eq!(topic_of_page("c%2B%2B/2026-02.md").as_deref(), Some("c++"));
+        assert_eq!(topic_of_page("c%2B%2B.md"), None);
+        assert_eq!(topic_of_page("manifest/ab.json"), None);
+    }
+
+    /// Every relative link of a paged topic, parsed by a CommonMark parser and percent-decoded,
+    /// names a file of the index or a document.
+    #[test]
+    fn every_link_of_a_paged_topic_resolves() {
+        let mut docs = month_docs(PAGE_LINES + 3, 1, 0);
+        docs.extend(month_docs(60, 3, 10_000));
+        docs.push(doc("s/chapters/undated.md", "U", None, &["c++"]));
+        let files = render_topic("c++", &docs.iter().collect::<Vec<_>>());
+        let mut tree: BTreeSet<String> = files.keys().map(|f| format!("index/{f}")).collect();
+        tree.extend(docs.iter().map(|d| d.get().path.clone()));
+        assert!(tree.contains("index/c%2B%2B/undated.md"), "{tree:?}");
+        let decode = |s: &str| {
+            let b = s.as_bytes();
+            let mut out = Vec::new();
+            let mut i = 0;
+            while i < b.len() {
+                if b[i] == b'%' {
+                    out.push(u8::from_str_radix(&s[i + 1..i + 3], 16).expect("hex"));
+                    i += 3;
+                } else {
+                    out.push(b[i]);
+                    i += 1;
+                }
+            }
+            String::from_utf8(out).expect("utf8")
+        };
+        let mut links = 0;
+        for (file, text) in &files {
+            let mut dir: Vec<String> = format!("index/{file}")
+                .split('/')
+                .map(str::to_owned)
+                .collect();
+            dir.pop();
+            for event in pulldown_cmark::Parser::new(text) {
+                let pulldown_cmark::Event::Start(pulldown_cmark::Tag::Link { dest_url, .. }) =
+                    event
+                else {
+                    continue;
+                };
+                let mut at = dir.clone();
+                for part in decode(&dest_url).split('/') {
+                    if part == ".." {
+                        assert!(at.pop().is_some(), "{file}: {dest_url} leaves the pool");
+                    } else {
+                        at.push(part.to_owned());
+                    }
+                }
+                assert!(
+                    tree.contains(&at.join("/")),
+                    "{file}: {dest_url} → {}",
+                    at.join("/")
+                );
+                links += 1;
+            }
+        }
+        assert!(links > docs.len(), "{links}");
     }
 
     #[test]

@@ -240,7 +240,7 @@ impl GitRepo {
             path,
             gix::create::Kind::Bare,
             gix::create::Options::default(),
-            gix::open::Options::isolated(),
+            isolated_options(),
         ) {
             Ok(repo) => Ok(GitRepo::wrap(repo.to_thread_local())),
             // Another process initialized it between our check and our write: use theirs.
@@ -1165,7 +1165,20 @@ pub fn publish_local(
 }
 
 fn open_isolated(path: &Path) -> Result<gix::Repository, gix::Error> {
-    gix::open_opts(path, gix::open::Options::isolated())
+    gix::open_opts(path, isolated_options())
+}
+
+/// Isolated from the user's config, and with room for the packs that `pool::pack` (and other
+/// machines) add while this handle is open: gix sizes its pack slots once, from the packs on
+/// disk when it opens, and refuses to load more than that (32 by default). Packs stay below
+/// logarithmic in the publishes (`pool::pack::ROLL_UP_AT_PACKS`, geometric roll-ups).
+fn isolated_options() -> gix::open::Options {
+    gix::open::Options::isolated().object_store_slots(
+        gix::odb::store::init::Slots::AsNeededByDiskState {
+            multiplier: 2.0,
+            minimum: 512,
+        },
+    )
 }
 
 fn dir_is_empty(path: &Path) -> Result<bool, GitError> {

@@ -1,6 +1,8 @@
 //! The knowledge pool: a git repository shared by every harness of a project (record §2,
 //! §3, §5). The workspace store stays the truth; the pool is transport.
 //!
+//! - `pack`: after a publish, its objects go into one pack (`git pack-objects`, through
+//!   `transport`'s isolated command) and the packs are consolidated when they pile up.
 //! - `plan` (pure): the store → pool mapping, what the pool lacks, the namespace rule.
 //! - `link`: which pool this workspace publishes to, under which declared visibility.
 //! - `credentials`: the per-project token at rest (0600 under the DSH home).
@@ -14,6 +16,7 @@
 pub mod credentials;
 pub mod git;
 pub mod link;
+pub mod pack;
 pub mod plan;
 pub mod readme;
 pub mod sync;

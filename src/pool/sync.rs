@@ -347,7 +347,10 @@ impl Provider for LocalPool {
         // The commit's parent is `expected` by construction: the compare-and-swap is the
         // fast-forward check, under the ref's lock file.
         match pool.cas_ref(POOL_REF, expected, commit, "dsh-chapters: publish") {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                pack_published(pool, commit, expected);
+                Ok(())
+            }
             // A dead writer's lock, just removed: retried like a lost race.
             Err(e @ (GitError::RefMoved { .. } | GitError::StaleLockRemoved { .. })) => Err(Fail {
                 code: SyncCode::Diverged,
@@ -379,7 +382,7 @@ impl Provider for NetworkPool {
         &self,
         mirror: &GitRepo,
         commit: ObjectId,
-        _expected: Option<ObjectId>,
+        expected: Option<ObjectId>,
     ) -> Result<(), Fail> {
         transport::push(
             mirror.path(),
@@ -387,7 +390,19 @@ impl Provider for NetworkPool {
             &commit.to_string(),
             self.timeout,
         )?;
+        pack_published(mirror, commit, expected);
         Ok(())
+    }
+}
+
+/// Housekeeping after a publish moved the ref (issue #17 point 6): the objects it wrote loose
+/// into `repo` (the local pool, or a network pool's mirror) go into one pack, and the packs
+/// are consolidated when they pile up (`pool::pack`). The publish already happened: a
+/// failure here leaves a correct loose repository, logged and retried by the next publish's
+/// consolidation.
+fn pack_published(repo: &GitRepo, commit: ObjectId, expected: Option<ObjectId>) {
+    if let Err(e) = crate::pool::pack::after_publish(repo.path(), commit, expected) {
+        tracing::warn!(error = %e, "could not pack the objects of a publish");
     }
 }
 
@@ -1991,11 +2006,13 @@ fn plan_index(
         };
         let holds = |file: &str| Ok(tree_index()?.contains_key(file));
         let list = || Ok(tree_index()?.keys().cloned().collect());
+        let pages = |dir: &str| pool_pages_of(mirror, base_tree, dir);
         let previous = build::Previous {
             manifest: old.clone(),
             read_part: &read_part,
             holds: &holds,
             list: &list,
+            pages: &pages,
             since: build::pool_since(&index_dir, materialized_before),
         };
         build::plan(
@@ -2077,6 +2094,35 @@ fn plan_index(
         }
     }
     Ok(Some((update, removals)))
+}
+
+/// The pages of one topic in the pool's tree (`index/<dir>/`), relative to `index/`: one
+/// tree read, so a topic's update costs its pages, not the whole index.
+fn pool_pages_of(
+    mirror: &GitRepo,
+    base_tree: Option<ObjectId>,
+    dir: &str,
+) -> Result<Vec<String>, crate::index::build::BuildError> {
+    let Some(tree) = base_tree else {
+        return Ok(Vec::new());
+    };
+    let io = |e: &dyn std::fmt::Display| crate::index::build::BuildError::Io {
+        path: PathBuf::from(INDEX_DIR).join(dir),
+        source: std::io::Error::other(e.to_string()),
+    };
+    let Some(pages) = mirror
+        .tree_at(tree, &format!("{INDEX_DIR}/{dir}"))
+        .map_err(|e| io(&e))?
+    else {
+        return Ok(Vec::new());
+    };
+    Ok(mirror
+        .list_tree(pages)
+        .map_err(|e| io(&e))?
+        .into_iter()
+        .map(|(name, _)| format!("{dir}/{name}"))
+        .filter(|f| crate::index::shard::topic_of_page(f).is_some())
+        .collect())
 }
 
 /// The pool's landing pages (`pool::readme`) over the tree this commit leaves: upserted

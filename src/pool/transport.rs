@@ -412,7 +412,7 @@ pub fn command_for(git_dir: &Path, remote: &Remote, scratch: &Path, args: &[&str
 }
 
 /// A git command that touches only `git_dir` (no remote, no credentials).
-fn local_command(git_dir: &Path, args: &[&str]) -> Command {
+pub(crate) fn local_command(git_dir: &Path, args: &[&str]) -> Command {
     let mut cmd = base_command(git_dir, args);
     set_config(&mut cmd, &base_config());
     cmd

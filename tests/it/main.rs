@@ -20,6 +20,7 @@ mod index;
 mod link_user;
 mod mcp;
 mod pool;
+mod pool_packs;
 mod pool_pages;
 mod pool_settle;
 mod pool_split;

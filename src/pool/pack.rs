@@ -1,0 +1,426 @@
+//! Packs for the pool's objects (issue #17 point 6): gix writes objects loose, one file each;
+//! after a year of a team that is millions of files. Each publish therefore packs the objects it
+//! created into one pack; the small packs roll up geometrically (as `git repack --geometric=2`),
+//! and a consolidation folds everything (with any loose objects left by a lost race or a small
+//! fetch) into one pack when loose objects pile up. Both run the `git` program through
+//! [`transport::local_command`](crate::pool::transport) (isolated from the user's config), on
+//! the repository the publish wrote: a local pool, or a network pool's mirror.
+//!
+//! Durable in this order, so a power cut never leaves an object only in a file that is gone:
+//! `git pack-objects` writes and fsyncs the pack and its index (git's default `core.fsync`),
+//! one `syncfs` makes their names durable, and only then are the loose copies
+//! (`git prune-packed`) or the replaced packs removed. The ref moved before any of this
+//! (`git::GitRepo::cas_ref` flushes the loose objects first), so packing is housekeeping: a
+//! packing failure leaves a correct, loose repository and is only reported.
+//!
+//! Concurrent machines on one local pool: packing only adds packs and removes copies that a pack
+//! already holds; a consolidation keeps every loose object (reachable or not: a concurrent
+//! publish's objects are loose and unreachable until its ref moves) and removes only the packs
+//! it listed before it started, whose reachable objects it has just packed.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use crate::pool::git::ObjectId;
+use crate::pool::transport::local_command;
+
+/// Packs in `objects/pack` from which a publish rolls the small ones up geometrically (each
+/// pack kept holds at least twice the objects of all smaller ones together, as
+/// `git repack --geometric=2`): the packs stay logarithmic in the publishes, and a roll-up
+/// rewrites the recent objects, not the pool. One pack per publish, so this is also "every N
+/// publishes" for the first roll-up (measured in `benches/pool.rs`, see docs/benchmarks.md
+/// "Pool publishing").
+pub const ROLL_UP_AT_PACKS: usize = 8;
+
+/// The factor between the object counts of consecutive packs after a roll-up.
+const GEOMETRIC_FACTOR: u64 = 2;
+
+/// Loose objects from which a publish consolidates (left by lost races, or exploded by a small
+/// `git fetch` into a mirror). git's own `gc.auto` is 6,700.
+pub const CONSOLIDATE_AT_LOOSE: usize = 2_000;
+
+/// Everything packing can fail on; each message names the repository and the step.
+#[derive(Debug, thiserror::Error)]
+pub enum PackError {
+    #[error("cannot run `git {what}` in {repo}: {source}; is the git program installed?")]
+    Spawn {
+        repo: PathBuf,
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`git {what}` failed in {repo}: {stderr}")]
+    Failed {
+        repo: PathBuf,
+        what: &'static str,
+        stderr: String,
+    },
+    #[error("cannot flush {repo} after writing a pack: {source}; the loose objects are kept")]
+    Durable {
+        repo: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot list {dir}: {source}")]
+    List {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot remove {path}, which the consolidated pack replaces: {source}")]
+    Remove {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What [`after_publish`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Packed {
+    /// Packs rolled up into one (0: none).
+    pub rolled_up: usize,
+    /// Whether everything was consolidated into one pack (too many loose objects).
+    pub consolidated: bool,
+}
+
+/// After a publish moved the ref from `old` to `new` in the repository at `git_dir`: pack the
+/// objects `new` brings that `old` did not have into one pack, remove their loose copies, and
+/// consolidate when packs or loose objects pile up.
+pub fn after_publish(
+    git_dir: &Path,
+    new: ObjectId,
+    old: Option<ObjectId>,
+) -> Result<Packed, PackError> {
+    let mut revs = format!("{new}\n");
+    if let Some(old) = old {
+        revs.push_str(&format!("^{old}\n"));
+    }
+    pack_objects(
+        git_dir,
+        &["--revs", "--delta-base-offset", "-q"],
+        revs.as_bytes(),
+    )?;
+    flush(git_dir)?;
+    prune_packed(git_dir)?;
+    if count_loose(git_dir)? >= CONSOLIDATE_AT_LOOSE {
+        consolidate(git_dir)?;
+        return Ok(Packed {
+            rolled_up: 0,
+            consolidated: true,
+        });
+    }
+    let packs = pack_files(git_dir)?;
+    let rolled_up = if packs.len() >= ROLL_UP_AT_PACKS {
+        roll_up(git_dir, &packs)?
+    } else {
+        0
+    };
+    Ok(Packed {
+        rolled_up,
+        consolidated: false,
+    })
+}
+
+/// Roll the smallest packs up into one so that every pack left holds at least
+/// [`GEOMETRIC_FACTOR`] times the objects of all smaller packs together (git's
+/// `repack --geometric` split, done with `git pack-objects --stdin-packs`); the rolled-up
+/// packs are removed once the new one is durable. Returns how many packs were rolled up.
+fn roll_up(git_dir: &Path, packs: &[String]) -> Result<usize, PackError> {
+    let dir = pack_dir(git_dir);
+    let mut sized: Vec<(u64, &String)> = Vec::new();
+    for stem in packs {
+        if dir.join(format!("{stem}.keep")).exists() {
+            continue;
+        }
+        // An index that cannot be read is left to a consolidation.
+        if let Some(n) = objects_in(&dir.join(format!("{stem}.idx"))) {
+            sized.push((n, stem));
+        }
+    }
+    sized.sort();
+    // The largest packs that already progress geometrically stay; the rest roll up, and
+    // the roll-up takes in the next pack while it is not twice the roll-up's size.
+    let mut split = sized.len();
+    while split > 1 && sized[split - 2].0 * GEOMETRIC_FACTOR <= sized[split - 1].0 {
+        split -= 1;
+    }
+    // `split` is one past the pair that broke the progression (its larger pack rolls up too).
+    let split = if split <= 1 { 0 } else { split };
+    let mut total: u64 = sized[..split].iter().map(|(n, _)| n).sum();
+    let mut end = split;
+    while end < sized.len() && total * GEOMETRIC_FACTOR > sized[end].0 {
+        total += sized[end].0;
+        end += 1;
+    }
+    if end < 2 {
+        return Ok(0);
+    }
+    let mut stdin = String::new();
+    for (i, (_, stem)) in sized.iter().enumerate() {
+        let exclude = if i < end { "" } else { "^" };
+        stdin.push_str(&format!("{exclude}{stem}.pack\n"));
+    }
+    let name = pack_objects(
+        git_dir,
+        &["--stdin-packs", "--delta-base-offset", "-q"],
+        stdin.as_bytes(),
+    )?;
+    flush(git_dir)?;
+    let stems: Vec<String> = sized[..end]
+        .iter()
+        .map(|(_, stem)| (*stem).clone())
+        .filter(|stem| *stem != format!("pack-{name}"))
+        .collect();
+    remove_packs(&dir, &stems)?;
+    Ok(end)
+}
+
+/// The number of objects a pack index (version 2) names: the last fan-out entry.
+fn objects_in(idx: &Path) -> Option<u64> {
+    use std::io::{Read as _, Seek as _};
+    let mut file = std::fs::File::open(idx).ok()?;
+    let mut head = [0u8; 8];
+    file.read_exact(&mut head).ok()?;
+    if head != [0xff, b't', b'O', b'c', 0, 0, 0, 2] {
+        return None;
+    }
+    file.seek(std::io::SeekFrom::Start(8 + 255 * 4)).ok()?;
+    let mut last = [0u8; 4];
+    file.read_exact(&mut last).ok()?;
+    Some(u64::from(u32::from_be_bytes(last)))
+}
+
+/// Remove packs (index first: a reader that still finds the index finds its pack).
+fn remove_packs(dir: &Path, stems: &[String]) -> Result<(), PackError> {
+    for stem in stems {
+        for ext in ["idx", "pack", "rev", "bitmap", "mtimes", "promisor"] {
+            let path = dir.join(format!("{stem}.{ext}"));
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => return Err(PackError::Remove { path, source }),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Fold every pack and loose object of the repository into one pack: everything reachable
+/// from a ref or a reflog, plus every loose object (another machine's publish may be in
+/// flight). The packs listed before it started are removed once the new one is durable;
+/// a pack with a `.keep` file is left alone.
+pub fn consolidate(git_dir: &Path) -> Result<(), PackError> {
+    let before = pack_files(git_dir)?;
+    let name = pack_objects(
+        git_dir,
+        &[
+            "--all",
+            "--reflog",
+            "--pack-loose-unreachable",
+            "--delta-base-offset",
+            "-q",
+        ],
+        b"",
+    )?;
+    flush(git_dir)?;
+    let dir = pack_dir(git_dir);
+    let stems: Vec<String> = before
+        .into_iter()
+        .filter(|stem| {
+            *stem != format!("pack-{name}") && !dir.join(format!("{stem}.keep")).exists()
+        })
+        .collect();
+    remove_packs(&dir, &stems)?;
+    prune_packed(git_dir)
+}
+
+/// The stems (`pack-<hash>`) of the repository's packs, sorted.
+pub fn pack_files(git_dir: &Path) -> Result<Vec<String>, PackError> {
+    let dir = pack_dir(git_dir);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(PackError::List { dir, source }),
+    };
+    let mut stems = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| PackError::List {
+            dir: dir.clone(),
+            source,
+        })?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(stem) = name.strip_suffix(".pack") {
+            if stem.starts_with("pack-") {
+                stems.push(stem.to_owned());
+            }
+        }
+    }
+    stems.sort();
+    Ok(stems)
+}
+
+/// The loose objects of the repository (one `readdir` per fan-out directory).
+pub fn count_loose(git_dir: &Path) -> Result<usize, PackError> {
+    let objects = git_dir.join("objects");
+    let mut count = 0;
+    for byte in 0..=255u8 {
+        let dir = objects.join(format!("{byte:02x}"));
+        match std::fs::read_dir(&dir) {
+            Ok(entries) => count += entries.filter_map(Result::ok).count(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(PackError::List { dir, source }),
+        }
+    }
+    Ok(count)
+}
+
+fn pack_dir(git_dir: &Path) -> PathBuf {
+    git_dir.join("objects").join("pack")
+}
+
+/// `git pack-objects <options> <git_dir>/objects/pack/pack` fed `stdin`; returns the new
+/// pack's hash (what git prints).
+fn pack_objects(git_dir: &Path, options: &[&str], stdin: &[u8]) -> Result<String, PackError> {
+    const WHAT: &str = "pack-objects";
+    let base = pack_dir(git_dir).join("pack");
+    let base = base.to_string_lossy();
+    let mut args = vec![WHAT];
+    args.extend_from_slice(options);
+    args.push(&base);
+    let mut cmd = local_command(git_dir, &args);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let spawn = |source| PackError::Spawn {
+        repo: git_dir.to_path_buf(),
+        what: WHAT,
+        source,
+    };
+    let mut child = cmd.spawn().map_err(spawn)?;
+    if let Some(mut input) = child.stdin.take() {
+        input.write_all(stdin).map_err(spawn)?;
+    }
+    let out = child.wait_with_output().map_err(spawn)?;
+    if !out.status.success() {
+        return Err(PackError::Failed {
+            repo: git_dir.to_path_buf(),
+            what: WHAT,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+fn prune_packed(git_dir: &Path) -> Result<(), PackError> {
+    const WHAT: &str = "prune-packed";
+    let mut cmd = local_command(git_dir, &[WHAT, "-q"]);
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let out = cmd.output().map_err(|source| PackError::Spawn {
+        repo: git_dir.to_path_buf(),
+        what: WHAT,
+        source,
+    })?;
+    if !out.status.success() {
+        return Err(PackError::Failed {
+            repo: git_dir.to_path_buf(),
+            what: WHAT,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// One `syncfs` of the filesystem holding the repository: the new pack's name (git fsyncs its
+/// bytes, not its directory) is durable before any loose copy or old pack goes.
+fn flush(git_dir: &Path) -> Result<(), PackError> {
+    let durable = |source| PackError::Durable {
+        repo: git_dir.to_path_buf(),
+        source,
+    };
+    let dir = std::fs::File::open(git_dir).map_err(durable)?;
+    rustix::fs::syncfs(&dir).map_err(|e| durable(e.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::git::GitRepo;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(dir)
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "git {args:?}: {:?}", out);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn commit(repo: &GitRepo, n: usize, parent: Option<ObjectId>) -> ObjectId {
+        let blob = repo
+            .write_blob(format!("chapter {n}\n").as_bytes())
+            .expect("blob");
+        let base = parent.map(|p| repo.commit_tree(p).expect("tree"));
+        let tree = repo
+            .tree_with(base, &[(format!("chapters/{n:04}.md"), blob)])
+            .expect("tree");
+        repo.write_commit(
+            tree,
+            &parent.into_iter().collect::<Vec<_>>(),
+            "dsh-chapters",
+            "t@dsh-chapters.local",
+            1_700_000_000 + n as i64,
+            "publish",
+        )
+        .expect("commit")
+    }
+
+    #[test]
+    fn every_publish_leaves_no_loose_object_and_packs_roll_up_geometrically() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let path = tmp.path().join("pool.git");
+        let repo = GitRepo::init_bare(&path).expect("init");
+        let mut head = None;
+        let mut roll_ups = 0;
+        const PUBLISHES: usize = 200;
+        for n in 0..PUBLISHES {
+            let new = commit(&repo, n, head);
+            repo.cas_ref("refs/heads/main", head, new, "publish")
+                .expect("cas");
+            let packed = after_publish(&path, new, head).expect("pack");
+            roll_ups += usize::from(packed.rolled_up > 0);
+            head = Some(new);
+            assert_eq!(count_loose(&path).expect("loose"), 0, "after publish {n}");
+            assert!(pack_files(&path).expect("packs").len() < ROLL_UP_AT_PACKS + 1);
+        }
+        assert!(roll_ups > 0 && roll_ups < PUBLISHES / 2, "{roll_ups}");
+        // Geometric: each pack at least twice all smaller ones together, but the newest.
+        let dir = pack_dir(&path);
+        let mut sizes: Vec<u64> = pack_files(&path)
+            .expect("packs")
+            .iter()
+            .map(|s| objects_in(&dir.join(format!("{s}.idx"))).expect("idx"))
+            .collect();
+        sizes.sort();
+        assert_eq!(sizes.iter().sum::<u64>(), 4 * PUBLISHES as u64, "{sizes:?}");
+        git(&path, &["fsck", "--strict", "--no-dangling"]);
+        let files = git(&path, &["ls-tree", "-r", "--name-only", "main"]);
+        assert_eq!(files.lines().count(), PUBLISHES);
+        // A loose object nothing names yet (a concurrent publish in flight) survives a
+        // consolidation, packed.
+        let stray = repo.write_blob(b"in flight\n").expect("blob");
+        consolidate(&path).expect("consolidate");
+        assert_eq!(pack_files(&path).expect("packs").len(), 1);
+        assert_eq!(count_loose(&path).expect("loose"), 0);
+        assert_eq!(
+            git(&path, &["cat-file", "-t", &stray.to_string()]).trim(),
+            "blob"
+        );
+        git(&path, &["fsck", "--strict"]);
+    }
+}
