@@ -919,6 +919,7 @@ fn run(
     let mut forget_pushed = false;
     let (mut adoption_checked, mut rewrite_noted) = (false, false);
     let upstream_name = ctx.link.upstream.describe();
+    let retry = RetryPolicy::from_env();
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -1059,8 +1060,8 @@ fn run(
                             attempt = 0;
                             continue;
                         }
-                        Err(f) if f.code == SyncCode::Diverged && attempt < MAX_ATTEMPTS => {
-                            let wait = retry_wait(ctx.harness_id, attempt, head);
+                        Err(f) if f.code == SyncCode::Diverged && attempt < retry.max_attempts => {
+                            let wait = retry.wait(ctx.harness_id, attempt, head);
                             report.notes.push(format!(
                                 "attempt {attempt}: the pool moved on before the forget commit; re-fetching in {} ms",
                                 wait.as_millis()
@@ -1205,10 +1206,10 @@ fn run(
                     None => return Ok(None),
                 }
             }
-            Err(f) if f.code == SyncCode::Diverged && attempt < MAX_ATTEMPTS => {
+            Err(f) if f.code == SyncCode::Diverged && attempt < retry.max_attempts => {
                 // Another machine published first: fetch its head and plan again from the
                 // store (the mirror is transport; nothing of this attempt is kept).
-                let wait = retry_wait(ctx.harness_id, attempt, head);
+                let wait = retry.wait(ctx.harness_id, attempt, head);
                 report.notes.push(format!(
                     "attempt {attempt}: the pool moved on; re-fetching and publishing again in {} ms",
                     wait.as_millis()
@@ -1219,6 +1220,39 @@ fn run(
                 report.withheld_public = 0;
             }
             Err(f) => return Err(f),
+        }
+    }
+}
+
+/// How a sync retries a lost race: `MAX_ATTEMPTS` with `retry_wait` between them; or, for
+/// the benchmark's side-by-side baseline only (`CHAPTERS_SYNC_RETRY=immediate`, the
+/// behaviour before backoff), 4 attempts back to back.
+#[derive(Clone, Copy)]
+struct RetryPolicy {
+    max_attempts: u32,
+    backoff: bool,
+}
+
+impl RetryPolicy {
+    fn from_env() -> RetryPolicy {
+        if std::env::var_os("CHAPTERS_SYNC_RETRY").is_some_and(|v| v == "immediate") {
+            RetryPolicy {
+                max_attempts: 4,
+                backoff: false,
+            }
+        } else {
+            RetryPolicy {
+                max_attempts: MAX_ATTEMPTS,
+                backoff: true,
+            }
+        }
+    }
+
+    fn wait(self, harness_id: &str, attempt: u32, lost_against: Option<ObjectId>) -> Duration {
+        if self.backoff {
+            retry_wait(harness_id, attempt, lost_against)
+        } else {
+            Duration::ZERO
         }
     }
 }

@@ -19,6 +19,7 @@ mod index;
 mod link_user;
 mod mcp;
 mod pool;
+mod pool_converge;
 mod pool_pages;
 mod pool_settle;
 mod pool_split;
