@@ -17,7 +17,7 @@ use std::time::Duration;
 use crate::pool::{assert_fsck, git, session_id};
 use crate::support::{link_private, Sandbox};
 
-const MACHINES: usize = 6;
+const MACHINES: usize = 8;
 const FAULT_ROUNDS: usize = 3;
 
 /// xorshift64*: the test's one source of randomness, seeded, so a failure replays.
@@ -95,6 +95,7 @@ fn sync(m: &Sandbox, fault: Fault) -> Outcome {
             String::from_utf8_lossy(&out.stderr)
         )
     });
+    assert!(j["code"].is_string(), "{}: sync printed {j}", m.harness);
     Outcome {
         code: j["code"].as_str().map(str::to_owned),
         head: j["report"]["poolHead"].as_str().map(str::to_owned),
