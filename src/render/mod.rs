@@ -126,6 +126,7 @@ pub fn render_chapter(
         artifact_tokens: meta.tool_result_artifact_tokens,
         next_plan_number: meta.next_plan_number,
         render_reasoning: meta.render_reasoning,
+        project_key: meta.project_key.clone(),
     };
     let conv = body::walk(turns, &walk_cfg, redactor, &mut counts);
 
@@ -1128,7 +1129,17 @@ mod tests {
             path,
             format!("artifacts/{}/{}.txt", &a.sha256[..2], a.sha256)
         );
-        let refs: Vec<&str> = body.lines().filter(|l| l.contains(&path)).collect();
+        // Named by its file, linked where the pool keeps it (from the chapter's folder).
+        let link = format!(
+            "(../../../artifacts/{}/{}/{}.txt)",
+            chapter_fm(r.chapter.text.as_str()).project_key,
+            &a.sha256[..2],
+            a.sha256
+        );
+        let refs: Vec<&str> = body
+            .lines()
+            .filter(|l| l.contains(&format!("[`{}.txt`]{link}", a.sha256)))
+            .collect();
         assert_eq!(refs.len(), 2, "{body}");
         assert!(refs[0].contains("seq 20") && refs[1].contains("seq 22"));
         assert!(refs[0].contains(&format!("{} bytes", expected.len())));
@@ -1170,8 +1181,8 @@ mod tests {
             assert_eq!(pfm.plan_number, 5 + i as u64);
             assert_eq!(pfm.chapter, r.chapter.file_name);
             assert!(chapter_body.contains(&format!(
-                "Plan document `{}` · sha256 `{}`",
-                plan.file_name, pfm.sha256
+                "Plan document [`{}`]({}) · sha256 `{}`",
+                plan.file_name, plan.file_name, pfm.sha256
             )));
             assert_eq!(parse_frontmatter(doc).expect("summary").kind, "plan");
         }
@@ -1449,11 +1460,7 @@ mod tests {
             r.artifacts[0].content.as_str().len(),
             huge.len() - "SECRET-HUGE".len() + secret_marker("SECRET-HUGE").len()
         );
-        assert!(r
-            .chapter
-            .text
-            .as_str()
-            .contains("seq 2 → artifact `artifacts/"));
+        assert!(r.chapter.text.as_str().contains("seq 2 → artifact [`"));
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! jitter until it succeeds), no pool file was written by two machines, every head seen on
 //! the way is an ancestor of the last, and `git fsck --strict` is clean.
 //!
-//! The full version (8 machines, minutes, figures) is `POOL_BENCH=converge cargo bench
-//! --bench pool` (docs/benchmarks.md, "Pool publishing").
+//! The full version (8 machines, minutes, figures beside the old retry) is `cargo bench
+//! --bench pool_converge` (docs/benchmarks.md, "Pool publishing").
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
