@@ -173,13 +173,14 @@ pub fn render_chapter(
         })
         .collect();
 
+    // Ordered for a person skimming it on a forge: what the chapter is about first, where it
+    // came from next, the bulky provenance (turns, composition, hashes) last. Every reader
+    // goes by key (ours through YAML, the TypeScript plugin's line by line, annotation by
+    // `key: ` prefix), so the order is free; chapters written before keep theirs.
     let mut fm = yaml::FrontmatterWriter::new();
     fm.string("title", &title)
         .string("summary", &summary)
         .string("kind", "chapter");
-    ids.write(&mut fm);
-    fm.uints("seqRange", &[span.seq_lo, span.seq_hi])
-        .uints("turns", &turn_numbers);
     write_date(
         &mut fm,
         turns
@@ -188,15 +189,18 @@ pub fn render_chapter(
             .filter_map(|e| e.time)
             .max(),
     );
-    fm.uint("messages", conv.messages)
-        .uint("tokens", span.size)
-        .strings("topics", &ids.topics);
+    fm.strings("topics", &ids.topics);
     if let Some(n) = meta.continues {
         // The number as a plain integer: `007` would read as octal to a YAML 1.1 reader.
         fm.uint("continues", u64::from(n));
     }
-    fm.strings("artifacts", &artifact_shas)
-        .strings("plans", &plan_files)
+    fm.uint("messages", conv.messages)
+        .uint("tokens", span.size)
+        .strings("artifacts", &artifact_shas)
+        .strings("plans", &plan_files);
+    ids.write(&mut fm);
+    fm.uints("seqRange", &[span.seq_lo, span.seq_hi])
+        .uints("turns", &turn_numbers)
         .uint("omittedInjections", conv.omitted_injections)
         .uint("omittedReasoning", conv.omitted_reasoning)
         .uint("redactions", counts.total())
@@ -1080,18 +1084,18 @@ mod tests {
                 "title",
                 "summary",
                 "kind",
+                "date",
+                "topics",
+                "messages",
+                "tokens",
+                "artifacts",
+                "plans",
                 "projectKey",
                 "harnessId",
                 "sessionId",
                 "rootSessionId",
                 "seqRange",
                 "turns",
-                "date",
-                "messages",
-                "tokens",
-                "topics",
-                "artifacts",
-                "plans",
                 "omittedInjections",
                 "omittedReasoning",
                 "redactions",
