@@ -250,7 +250,7 @@ fn machines_syncing_at_once_through_kills_converge_within_two_quiet_rounds() {
     );
     // The faults stop: two rounds of every machine syncing at once, none of which gives up.
     for r in 0..2 {
-        let outcomes = round(&machines, &vec![Fault::None; MACHINES]);
+        let outcomes = round(&machines, &[Fault::None; MACHINES]);
         for (m, o) in machines.iter().zip(outcomes) {
             assert_eq!(
                 o.code.as_deref(),
