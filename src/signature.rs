@@ -230,7 +230,7 @@ pub fn sign(turn: &Redacted<TurnText>, session_id: &str, workspace: &str, at: &s
 }
 
 /// What a tool result stored as an artifact leaves inline: its one reference line
-/// (`**Tool result** `name` · `id` · seq N → artifact `artifacts/xx/<sha256>.txt` · N bytes ·
+/// (`**Tool result** `name` · `id` · seq N → artifact [`<sha256>.txt`](<link>) · N bytes ·
 /// ~N tokens`), about this many characters.
 pub const ARTIFACT_STUB_CHARS: u64 = 160;
 

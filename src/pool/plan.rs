@@ -110,6 +110,33 @@ pub fn pool_path(project_key: &str, store_rel: &str) -> Option<(String, FileKind
     }
 }
 
+/// A relative link, from a chapter or plan of `project_key` where the pool keeps it
+/// (`chapters/<pk>/<root>/X.md`), to its artifact `sha256` (`artifacts/<pk>/ab/<sha>.txt`):
+/// the link a chapter writes so a person reading the pool on a forge can follow it.
+/// Characters outside `[A-Za-z0-9._-]` are percent-encoded.
+pub fn artifact_link_from_chapter(project_key: &str, sha256: &str) -> String {
+    let prefix = sha256.get(..2).unwrap_or(sha256);
+    format!(
+        "../../../artifacts/{}/{}/{}.txt",
+        link_segment(project_key),
+        link_segment(prefix),
+        link_segment(sha256)
+    )
+}
+
+/// A file name or path segment as a link destination's segment (percent-encoded).
+pub fn link_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// Git's blob id (SHA-1 of `blob <len>\0<bytes>`), hex: lets the plan compare a store
 /// file with the pool's tree entry without reading the pool's bytes.
 pub fn blob_id(bytes: &[u8]) -> String {
@@ -251,6 +278,31 @@ pub const GITATTRIBUTES: &str =
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chapters_artifact_link_resolves_where_the_pool_keeps_both() {
+        let sha = "ab".repeat(32);
+        let (chapter, _) = pool_path("pk-1", "root/chapters/001-x.md").expect("chapter");
+        let (artifact, _) =
+            pool_path("pk-1", &format!("root/artifacts/ab/{sha}.txt")).expect("artifact");
+        let link = artifact_link_from_chapter("pk-1", &sha);
+        let mut at: Vec<&str> = chapter.split('/').collect();
+        at.pop();
+        for part in link.split('/') {
+            match part {
+                ".." => {
+                    at.pop();
+                }
+                p => at.push(p),
+            }
+        }
+        assert_eq!(at.join("/"), artifact);
+        // A key a person chose may hold anything: it stays one segment of the link.
+        assert_eq!(
+            artifact_link_from_chapter("a b/c", "ab12"),
+            "../../../artifacts/a%20b%2Fc/ab/ab12.txt"
+        );
+    }
 
     const PK: &str = "0fa80a81-7250-550a-9d80-2f98da5d2732";
 

@@ -36,8 +36,16 @@ const OWN_SWEPT_FILE: &str = "dsh-chapters-own-swept";
 /// The mirror's deepest files: `chapters/<pk>/<root>/X.md`, `index/<dir>/<file>`,
 /// `.git/dsh-chapters-published/<root>.json` (and the index's own records).
 const MIRROR_DEPTH: u32 = 4;
-/// Divergence is resolved by re-fetching and re-planning from the store; bounded.
-const MAX_ATTEMPTS: u32 = 4;
+/// Divergence (another machine moved the pool's ref between this sync's fetch and its
+/// push) is resolved by re-fetching and re-planning from the store, after a wait
+/// (`retry_wait`); bounded: at most this many attempts per commit.
+const MAX_ATTEMPTS: u32 = 12;
+/// The first retry waits within `[w/2, w]` for `w` this many ms; `w` doubles per attempt.
+const RETRY_FIRST_WINDOW_MS: u64 = 50;
+/// … up to this window, so the waits of one commit's attempts add up to at most
+/// 50 + 100 + 200 + 400 + 800 + 6 × 1,000 ms ≈ 7.6 s (under `writerLockTimeoutMs`' 10 s
+/// default, since the sync holds the store's writer lock meanwhile).
+const RETRY_MAX_WINDOW_MS: u64 = 1_000;
 
 /// The machine-readable result of a sync; status shows it, scripts branch on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -926,6 +934,7 @@ fn run(
     let mut forget_pushed = false;
     let (mut adoption_checked, mut rewrite_noted) = (false, false);
     let upstream_name = ctx.link.upstream.describe();
+    let retry = RetryPolicy::from_env();
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -1066,10 +1075,13 @@ fn run(
                             attempt = 0;
                             continue;
                         }
-                        Err(f) if f.code == SyncCode::Diverged && attempt < MAX_ATTEMPTS => {
+                        Err(f) if f.code == SyncCode::Diverged && attempt < retry.max_attempts => {
+                            let wait = retry.wait(ctx.harness_id, attempt, head);
                             report.notes.push(format!(
-                                "attempt {attempt}: the pool moved on before the forget commit; re-fetching"
+                                "attempt {attempt}: the pool moved on before the forget commit; re-fetching in {} ms",
+                                wait.as_millis()
                             ));
+                            std::thread::sleep(wait);
                             continue;
                         }
                         Err(f) => return Err(f),
@@ -1209,12 +1221,15 @@ fn run(
                     None => return Ok(None),
                 }
             }
-            Err(f) if f.code == SyncCode::Diverged && attempt < MAX_ATTEMPTS => {
+            Err(f) if f.code == SyncCode::Diverged && attempt < retry.max_attempts => {
                 // Another machine published first: fetch its head and plan again from the
                 // store (the mirror is transport; nothing of this attempt is kept).
+                let wait = retry.wait(ctx.harness_id, attempt, head);
                 report.notes.push(format!(
-                    "attempt {attempt}: the pool moved on; re-fetching and publishing again"
+                    "attempt {attempt}: the pool moved on; re-fetching and publishing again in {} ms",
+                    wait.as_millis()
                 ));
+                std::thread::sleep(wait);
                 report.published.clear();
                 report.refused.clear();
                 report.withheld_public = 0;
@@ -1222,6 +1237,68 @@ fn run(
             Err(f) => return Err(f),
         }
     }
+}
+
+/// How a sync retries a lost race: `MAX_ATTEMPTS` with `retry_wait` between them; or, for
+/// the benchmark's side-by-side baseline only (`CHAPTERS_SYNC_RETRY=immediate`, the
+/// behaviour before backoff), 4 attempts back to back.
+#[derive(Clone, Copy)]
+struct RetryPolicy {
+    max_attempts: u32,
+    backoff: bool,
+}
+
+impl RetryPolicy {
+    fn from_env() -> RetryPolicy {
+        if std::env::var_os("CHAPTERS_SYNC_RETRY").is_some_and(|v| v == "immediate") {
+            RetryPolicy {
+                max_attempts: 4,
+                backoff: false,
+            }
+        } else {
+            RetryPolicy {
+                max_attempts: MAX_ATTEMPTS,
+                backoff: true,
+            }
+        }
+    }
+
+    fn wait(self, harness_id: &str, attempt: u32, lost_against: Option<ObjectId>) -> Duration {
+        if self.backoff {
+            retry_wait(harness_id, attempt, lost_against)
+        } else {
+            Duration::ZERO
+        }
+    }
+}
+
+/// How long a sync that lost the race for the pool's ref waits before it fetches again:
+/// exponential backoff with jitter ("equal jitter": within `[w/2, w]`, `w` =
+/// `RETRY_FIRST_WINDOW_MS` doubled per attempt up to `RETRY_MAX_WINDOW_MS`). Syncs that
+/// collided spread apart instead of colliding again in step. The jitter is deterministic:
+/// a hash of the machine's harness id, the attempt and the head it lost against, so two
+/// machines draw different waits and a test can replay one.
+fn retry_wait(harness_id: &str, attempt: u32, lost_against: Option<ObjectId>) -> Duration {
+    let doublings = attempt.saturating_sub(1).min(16);
+    let window = RETRY_FIRST_WINDOW_MS
+        .saturating_mul(1u64 << doublings)
+        .min(RETRY_MAX_WINDOW_MS);
+    let half = window / 2;
+    // FNV-1a over the seed's bytes, then a splitmix64 finalizer to spread nearby seeds.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let head = lost_against.map(|h| h.to_string()).unwrap_or_default();
+    for b in harness_id
+        .bytes()
+        .chain([0])
+        .chain(attempt.to_le_bytes())
+        .chain(head.bytes())
+    {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^= h >> 31;
+    Duration::from_millis(half + h % (window - half + 1))
 }
 
 /// This machine's forget acts (`chapters forget`).
@@ -2271,6 +2348,29 @@ pub fn pending(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_waits_grow_are_bounded_and_differ_between_machines() {
+        let mut total = Duration::ZERO;
+        for attempt in 1..MAX_ATTEMPTS {
+            let w = retry_wait("machine-a", attempt, None);
+            let window = (RETRY_FIRST_WINDOW_MS << (attempt - 1)).min(RETRY_MAX_WINDOW_MS);
+            let ms = w.as_millis() as u64;
+            assert!(
+                ms >= window / 2 && ms <= window,
+                "attempt {attempt}: {ms} ms"
+            );
+            total += w;
+            // Deterministic: the same seed, the same wait.
+            assert_eq!(w, retry_wait("machine-a", attempt, None));
+        }
+        assert!(total <= Duration::from_millis(7_600), "{total:?}");
+        // Machines that collided draw different waits (not in lock-step).
+        let waits: BTreeSet<Duration> = (0..8)
+            .map(|m| retry_wait(&format!("machine-{m}"), 4, None))
+            .collect();
+        assert!(waits.len() >= 6, "{waits:?}");
+    }
 
     #[test]
     fn lines_taken_out_counts_repeats_and_ignores_what_was_added() {

@@ -12,8 +12,7 @@ use super::markdown::{
     push_message_fence,
 };
 use super::{
-    artifact_path, estimated_tokens, file_stem, sha256_hex, Artifact, SUMMARY_MAX_CHARS,
-    TITLE_MAX_CHARS,
+    estimated_tokens, file_stem, sha256_hex, Artifact, SUMMARY_MAX_CHARS, TITLE_MAX_CHARS,
 };
 use crate::injection::{is_conversation, is_human_authored, screen_spans, Piece};
 use crate::redact::{Redacted, RedactionCounts, Redactor};
@@ -64,6 +63,9 @@ pub(super) struct WalkConfig {
     pub next_plan_number: u32,
     /// Render assistant `reasoning` blocks (`renderReasoning`); off, they are counted only.
     pub render_reasoning: bool,
+    /// The project key the pool files this chapter under: its artifact links are relative
+    /// to the chapter's place in the pool (`pool::plan::artifact_link_from_chapter`).
+    pub project_key: String,
 }
 
 /// Walk `turns` in order and render their conversation.
@@ -258,9 +260,11 @@ impl Walker<'_> {
                 let plan = self.plan(seq, turn, &plan_text);
                 let block = self.block();
                 block.push_str(&header);
+                // The plan sits beside the chapter, in the store and in the pool alike.
                 block.push_str(&format!(
-                    "\nPlan document {} · sha256 `{}`\n",
+                    "\nPlan document [{}]({}) · sha256 `{}`\n",
                     inline_code(&plan.file_name),
+                    crate::pool::plan::link_segment(&plan.file_name),
                     plan.sha256
                 ));
                 if let Some(rest) = other_args {
@@ -331,8 +335,9 @@ impl Walker<'_> {
         let content = self.redactor.redact(&result.content, self.counts);
         let sha = sha256_hex(content.as_bytes());
         let line = format!(
-            "{header} → artifact {} · {} bytes · ~{tokens} tokens\n",
-            inline_code(&artifact_path(&sha)),
+            "{header} → artifact [{}]({}) · {} bytes · ~{tokens} tokens\n",
+            inline_code(&format!("{sha}.txt")),
+            crate::pool::plan::artifact_link_from_chapter(&self.cfg.project_key, &sha),
             content.as_bytes().len()
         );
         if self.artifact_shas.insert(sha.clone()) {
@@ -463,6 +468,7 @@ mod tests {
             render_reasoning: false,
             artifact_tokens: 100,
             next_plan_number: 1,
+            project_key: "pk".into(),
         };
         walk(&[t], &cfg, &redactor, &mut RedactionCounts::default())
     }

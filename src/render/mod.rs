@@ -126,6 +126,7 @@ pub fn render_chapter(
         artifact_tokens: meta.tool_result_artifact_tokens,
         next_plan_number: meta.next_plan_number,
         render_reasoning: meta.render_reasoning,
+        project_key: meta.project_key.clone(),
     };
     let conv = body::walk(turns, &walk_cfg, redactor, &mut counts);
 
@@ -172,13 +173,14 @@ pub fn render_chapter(
         })
         .collect();
 
+    // Ordered for a person skimming it on a forge: what the chapter is about first, where it
+    // came from next, the bulky provenance (turns, composition, hashes) last. Every reader
+    // goes by key (ours through YAML, the TypeScript plugin's line by line, annotation by
+    // `key: ` prefix), so the order is free; chapters written before keep theirs.
     let mut fm = yaml::FrontmatterWriter::new();
     fm.string("title", &title)
         .string("summary", &summary)
         .string("kind", "chapter");
-    ids.write(&mut fm);
-    fm.uints("seqRange", &[span.seq_lo, span.seq_hi])
-        .uints("turns", &turn_numbers);
     write_date(
         &mut fm,
         turns
@@ -187,15 +189,18 @@ pub fn render_chapter(
             .filter_map(|e| e.time)
             .max(),
     );
-    fm.uint("messages", conv.messages)
-        .uint("tokens", span.size)
-        .strings("topics", &ids.topics);
+    fm.strings("topics", &ids.topics);
     if let Some(n) = meta.continues {
         // The number as a plain integer: `007` would read as octal to a YAML 1.1 reader.
         fm.uint("continues", u64::from(n));
     }
-    fm.strings("artifacts", &artifact_shas)
-        .strings("plans", &plan_files)
+    fm.uint("messages", conv.messages)
+        .uint("tokens", span.size)
+        .strings("artifacts", &artifact_shas)
+        .strings("plans", &plan_files);
+    ids.write(&mut fm);
+    fm.uints("seqRange", &[span.seq_lo, span.seq_hi])
+        .uints("turns", &turn_numbers)
         .uint("omittedInjections", conv.omitted_injections)
         .uint("omittedReasoning", conv.omitted_reasoning)
         .uint("redactions", counts.total())
@@ -1079,18 +1084,18 @@ mod tests {
                 "title",
                 "summary",
                 "kind",
+                "date",
+                "topics",
+                "messages",
+                "tokens",
+                "artifacts",
+                "plans",
                 "projectKey",
                 "harnessId",
                 "sessionId",
                 "rootSessionId",
                 "seqRange",
                 "turns",
-                "date",
-                "messages",
-                "tokens",
-                "topics",
-                "artifacts",
-                "plans",
                 "omittedInjections",
                 "omittedReasoning",
                 "redactions",
@@ -1128,7 +1133,17 @@ mod tests {
             path,
             format!("artifacts/{}/{}.txt", &a.sha256[..2], a.sha256)
         );
-        let refs: Vec<&str> = body.lines().filter(|l| l.contains(&path)).collect();
+        // Named by its file, linked where the pool keeps it (from the chapter's folder).
+        let link = format!(
+            "(../../../artifacts/{}/{}/{}.txt)",
+            chapter_fm(r.chapter.text.as_str()).project_key,
+            &a.sha256[..2],
+            a.sha256
+        );
+        let refs: Vec<&str> = body
+            .lines()
+            .filter(|l| l.contains(&format!("[`{}.txt`]{link}", a.sha256)))
+            .collect();
         assert_eq!(refs.len(), 2, "{body}");
         assert!(refs[0].contains("seq 20") && refs[1].contains("seq 22"));
         assert!(refs[0].contains(&format!("{} bytes", expected.len())));
@@ -1170,8 +1185,8 @@ mod tests {
             assert_eq!(pfm.plan_number, 5 + i as u64);
             assert_eq!(pfm.chapter, r.chapter.file_name);
             assert!(chapter_body.contains(&format!(
-                "Plan document `{}` · sha256 `{}`",
-                plan.file_name, pfm.sha256
+                "Plan document [`{}`]({}) · sha256 `{}`",
+                plan.file_name, plan.file_name, pfm.sha256
             )));
             assert_eq!(parse_frontmatter(doc).expect("summary").kind, "plan");
         }
@@ -1449,11 +1464,7 @@ mod tests {
             r.artifacts[0].content.as_str().len(),
             huge.len() - "SECRET-HUGE".len() + secret_marker("SECRET-HUGE").len()
         );
-        assert!(r
-            .chapter
-            .text
-            .as_str()
-            .contains("seq 2 → artifact `artifacts/"));
+        assert!(r.chapter.text.as_str().contains("seq 2 → artifact [`"));
     }
 
     #[test]

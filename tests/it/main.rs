@@ -21,6 +21,7 @@ mod link_user;
 mod mcp;
 mod pool;
 mod pool_packs;
+mod pool_converge;
 mod pool_pages;
 mod pool_settle;
 mod pool_split;

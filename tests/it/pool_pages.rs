@@ -100,6 +100,30 @@ fn broken_links(root: &Path, file: &str, tree: &BTreeSet<String>) -> Vec<String>
     broken
 }
 
+/// What a chapter's frontmatter names to link.
+#[derive(serde::Deserialize)]
+struct Links {
+    #[serde(default)]
+    artifacts: Vec<String>,
+    #[serde(default)]
+    plans: Vec<String>,
+}
+
+/// `a/b/../c` → `a/c`.
+fn normalize(p: &Path) -> String {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::Normal(n) => out.push(n),
+            _ => {}
+        }
+    }
+    out.to_string_lossy().into_owned()
+}
+
 #[test]
 fn a_pool_has_landing_pages_whose_links_all_resolve() {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -159,6 +183,49 @@ fn a_pool_has_landing_pages_whose_links_all_resolve() {
         checked += 1;
     }
     assert!(checked > 10, "{checked} markdown files");
+    // A chapter links each of its artifacts and plans (named in its frontmatter) where the
+    // pool keeps them, not by a store path.
+    let (mut artifacts_linked, mut plans_linked) = (0, 0);
+    for file in tree
+        .iter()
+        .filter(|p| p.starts_with("chapters/") && p.ends_with(".md"))
+    {
+        let text = std::fs::read_to_string(dir.join(file)).expect("chapter");
+        let Some(doc) = dsh_chapters::render::frontmatter_text(&text)
+            .and_then(|y| serde_saphyr::from_str::<Links>(y).ok())
+        else {
+            continue;
+        };
+        let base = Path::new(file).parent().expect("folder");
+        let targets: BTreeSet<String> = links(&text)
+            .iter()
+            .map(|l| normalize(&base.join(percent_decode(l))))
+            .collect();
+        for sha in &doc.artifacts {
+            let want = tree
+                .iter()
+                .find(|p| p.starts_with("artifacts/") && p.ends_with(&format!("/{sha}.txt")))
+                .unwrap_or_else(|| panic!("{file}: artifact {sha} not in the pool"));
+            assert!(targets.contains(want), "{file} does not link {want}");
+            artifacts_linked += 1;
+        }
+        for plan in &doc.plans {
+            let want = normalize(&base.join(plan));
+            assert!(
+                targets.contains(&want),
+                "{file} does not link its plan {want}"
+            );
+            plans_linked += 1;
+        }
+        assert!(
+            !text.contains("`artifacts/"),
+            "{file} names a store path of an artifact"
+        );
+    }
+    assert!(
+        artifacts_linked > 0 && plans_linked > 0,
+        "{artifacts_linked} artifact and {plans_linked} plan links"
+    );
     assert!(tree.iter().any(|p| p.starts_with("artifacts/")), "{tree:?}");
     // Kept up from the change, the pages agree with the tree: each topic's count is its
     // shard's, every shard is listed, and the newest list is the tree's newest documents.
