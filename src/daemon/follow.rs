@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::session::discover::SessionLog;
 use crate::session::reader::{LogItem, LogReader, ReadError, ReaderOptions, ResumePoint};
 use crate::session::Header;
+use crate::source::{Harness, SourceOptions};
 use crate::turn::{CompletedTurn, TurnAssembler};
 
 use super::triggers;
@@ -100,6 +101,16 @@ pub struct Follower {
     seed_end: u64,
     /// The length seen at the last poll: an unchanged file needs no read.
     last_len: Option<u64>,
+    /// The harness that writes this log. DSH's reader resumes at any frame; the other
+    /// harnesses' readers resume only at turn ends, so their in-flight turn is read again
+    /// at each poll into a fresh assembler (a message still being written is read whole).
+    harness: Harness,
+    /// `idleArchiveMs`: a log of another harness quiet this long ends its answered turn.
+    quiet_after_ms: Option<u64>,
+    /// The in-flight turn of another harness's log, as the last poll left it.
+    harness_in_flight: Option<(u64, u64)>,
+    /// The highest seq seen (a compaction read again with the in-flight turn is not new).
+    seen_hi: Option<u64>,
 }
 
 fn file_id(path: &Path) -> Result<(u64, u64, u64), FollowError> {
@@ -182,8 +193,91 @@ impl Follower {
             ino,
             seed_end,
             last_len: None,
+            harness: Harness::Dsh,
+            quiet_after_ms: None,
+            harness_in_flight: None,
+            seen_hi: None,
         };
         Ok((follower, note))
+    }
+
+    /// Open a log of any harness (DSH's as [`Follower::open`]). Another harness's log has no
+    /// header frame: its header is what its reader makes of the lines, and a log with no
+    /// conversation line yet has none ([`FollowError::NoHeader`]).
+    pub fn open_source(
+        harness: Harness,
+        log: SessionLog,
+        saved: Option<&SavedFollow>,
+        options: SourceOptions,
+    ) -> Result<(Follower, Option<String>), FollowError> {
+        if harness == Harness::Dsh {
+            return Follower::open(log, saved, options.reader);
+        }
+        let (dev, ino, len) = file_id(&log.log)?;
+        let header = crate::source::read_header(harness, &log.log, options)?.ok_or_else(|| {
+            FollowError::NoHeader {
+                file: log.log.clone(),
+            }
+        })?;
+        let start = Anchor {
+            byte_offset: 0,
+            reader_next_seq: 0,
+            first_seq: 0,
+            completed_before: 0,
+        };
+        let mut note = None;
+        let anchor = match saved {
+            Some(s)
+                if s.session_id == header.id
+                    && s.dev == dev
+                    && s.ino == ino
+                    && s.anchor.byte_offset <= len =>
+            {
+                s.anchor
+            }
+            Some(s) => {
+                note = Some(format!(
+                    "{}: the saved position (byte {}) no longer fits the log (replaced or truncated); following it again from its start",
+                    log.log.display(),
+                    s.anchor.byte_offset
+                ));
+                start
+            }
+            None => start,
+        };
+        let follower = Follower {
+            resume: ResumePoint {
+                byte_offset: anchor.byte_offset,
+                next_seq: anchor.reader_next_seq,
+                header_seen: true,
+            },
+            assembler: TurnAssembler::starting_at(anchor.first_seq, anchor.completed_before),
+            anchor,
+            log,
+            header,
+            options: options.reader,
+            dev,
+            ino,
+            seed_end: 0,
+            last_len: None,
+            harness,
+            quiet_after_ms: options.quiet_after_ms,
+            harness_in_flight: None,
+            seen_hi: None,
+        };
+        Ok((follower, note))
+    }
+
+    /// The harness that writes this log.
+    pub fn harness(&self) -> Harness {
+        self.harness
+    }
+
+    fn source_options(&self) -> SourceOptions {
+        SourceOptions {
+            reader: self.options,
+            quiet_after_ms: self.quiet_after_ms,
+        }
     }
 
     /// The state a restart resumes from.
@@ -203,7 +297,15 @@ impl Follower {
 
     /// The in-flight turn's seqs.
     pub fn in_flight(&self) -> Option<(u64, u64)> {
+        if self.harness != Harness::Dsh {
+            return self.harness_in_flight;
+        }
         self.assembler.in_flight()
+    }
+
+    /// The turns completed before the resume point (read this run or before a restart).
+    pub fn completed(&self) -> u64 {
+        self.anchor.completed_before
     }
 
     /// The byte offset read up to (a frame boundary).
@@ -215,6 +317,16 @@ impl Follower {
     /// (seeded-prefix turns included: the caller decides what to sign). On a read error
     /// the position stays at the last whole frame, so a later poll retries from there.
     pub fn poll(&mut self, on_turn: &mut dyn FnMut(&CompletedTurn)) -> Result<Polled, FollowError> {
+        self.poll_with(false, on_turn)
+    }
+
+    /// [`Follower::poll`]; `force` reads even an unchanged log (another harness's log gone
+    /// quiet: its answered turn ends now).
+    pub fn poll_with(
+        &mut self,
+        force: bool,
+        on_turn: &mut dyn FnMut(&CompletedTurn),
+    ) -> Result<Polled, FollowError> {
         let mut polled = Polled::default();
         let (dev, ino, len) = file_id(&self.log.log)?;
         if (dev, ino) != (self.dev, self.ino) || len < self.resume.byte_offset {
@@ -228,14 +340,18 @@ impl Follower {
                 self.log.log.display()
             );
             let saved_id = self.header.id.clone();
-            let (fresh, _) = Follower::open(self.log.clone(), None, self.options)?;
+            let (fresh, _) =
+                Follower::open_source(self.harness, self.log.clone(), None, self.source_options())?;
             *self = fresh;
             if self.header.id != saved_id {
                 tracing::warn!(file = %self.log.log.display(), was = %saved_id, now = %self.header.id, "the log now holds another session");
             }
             polled.reset = Some(reason);
-        } else if self.last_len == Some(len) {
+        } else if self.last_len == Some(len) && !force {
             return Ok(polled);
+        }
+        if self.harness != Harness::Dsh {
+            return self.poll_source(len, polled, on_turn);
         }
         let mut reader = LogReader::open_with(&self.log.log, self.resume, self.options)?;
         let result = loop {
@@ -284,6 +400,64 @@ impl Follower {
                 // A torn last frame keeps the file longer than what was read: poll again on
                 // the next change even if the length then looks the same.
                 self.last_len = (reached.byte_offset == len).then_some(len);
+                Ok(polled)
+            }
+            Err(e) => {
+                self.last_len = None;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Another harness's log: read from the last turn end into a fresh assembler, so the
+    /// in-flight turn is always read whole as it now stands.
+    fn poll_source(
+        &mut self,
+        len: u64,
+        mut polled: Polled,
+        on_turn: &mut dyn FnMut(&CompletedTurn),
+    ) -> Result<Polled, FollowError> {
+        let grew = self.last_len != Some(len);
+        let mut reader =
+            crate::source::open(self.harness, &self.log.log, self.resume, self.source_options())?;
+        let mut assembler =
+            TurnAssembler::starting_at(self.resume.next_seq, self.anchor.completed_before);
+        let result = loop {
+            let item = match reader.next_item() {
+                Ok(Some(item)) => item,
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            };
+            let LogItem::Event(event) = item else {
+                continue;
+            };
+            let fresh = self.seen_hi.is_none_or(|hi| event.seq > hi);
+            if fresh {
+                self.seen_hi = Some(event.seq);
+                if triggers::is_compaction_event(&event) {
+                    polled.compaction = true;
+                }
+            }
+            if let Some(turn) = assembler.push(event) {
+                polled.turns_completed += 1;
+                on_turn(&turn);
+            }
+        };
+        polled.appended = grew;
+        let reached = reader.resume_point();
+        if reached.byte_offset >= self.resume.byte_offset {
+            self.resume = reached;
+        }
+        self.anchor = Anchor {
+            byte_offset: self.resume.byte_offset,
+            reader_next_seq: self.resume.next_seq,
+            first_seq: self.resume.next_seq,
+            completed_before: assembler.completed(),
+        };
+        self.harness_in_flight = assembler.in_flight();
+        match result {
+            Ok(()) => {
+                self.last_len = Some(len);
                 Ok(polled)
             }
             Err(e) => {

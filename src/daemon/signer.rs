@@ -67,6 +67,32 @@ fn read_signed_hi(store: &Store, root: &str, session_id: &str) -> Result<Option<
     Ok(hi)
 }
 
+/// How many of a session's signed turns no chapter covers yet: signatures past the last
+/// archived chapter of the session (what a vanished log takes with it, what the sweep
+/// would take).
+pub fn signed_unarchived(store: &Store, root: &str, session_id: &str) -> Result<u64, SignError> {
+    let archived_hi = store
+        .archived(root)?
+        .iter()
+        .filter(|d| d.kind == "chapter" && d.session_id == session_id)
+        .map(|d| d.seq_hi)
+        .max();
+    let read = store.read_collection(root, session_id)?;
+    let mut n = 0;
+    for (i, line) in read.lines.into_iter().enumerate() {
+        let sig: Signature = serde_json::from_value(line).map_err(|e| SignError::BadLine {
+            session_id: session_id.to_owned(),
+            line: i + 1,
+            detail: e.to_string(),
+        })?;
+        let end = sig.seqs.last().copied();
+        if end.is_some_and(|end| archived_hi.is_none_or(|hi| end > hi)) {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
 /// Bring `cursor` up to date without the lock (at start-up, to skip old turns cheaply).
 pub fn refresh(
     store: &Store,
