@@ -679,4 +679,108 @@ mod tests {
         let (_, polled) = poll_ends(&mut f);
         assert!(polled.compaction);
     }
+
+    /// A Claude Code transcript: one answer written over two lines sharing `message.id`
+    /// is signed whole at its turn end, once; a restart at the saved anchor reads on.
+    #[test]
+    fn a_claude_code_turn_is_read_whole_and_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0b0b0b0b-0000-4000-8000-000000000001.jsonl");
+        let line = |n: u32, parent: Option<u32>, kind: &str, rest: serde_json::Value| {
+            let mut v = serde_json::json!({
+                "type": kind, "uuid": format!("u{n}"), "parentUuid": parent.map(|p| format!("u{p}")),
+                "sessionId": "0b0b0b0b-0000-4000-8000-000000000001", "cwd": "/w",
+                "timestamp": "2026-01-01T00:00:00.000Z",
+            });
+            if let (serde_json::Value::Object(o), serde_json::Value::Object(r)) = (&mut v, rest) {
+                o.extend(r);
+            }
+            v.to_string() + "\n"
+        };
+        let append = |text: &str| {
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .unwrap();
+            f.write_all(text.as_bytes()).unwrap();
+        };
+        let answer = |n: u32, text: &str| {
+            line(
+                n,
+                Some(n - 1),
+                "assistant",
+                serde_json::json!({"message": {"id": "m1", "role": "assistant", "content": [{"type": "text", "text": text}]}}),
+            )
+        };
+        append(&line(
+            1,
+            None,
+            "user",
+            serde_json::json!({"message": {"role": "user", "content": "explain the lexer"}}),
+        ));
+        append(&answer(2, "first half"));
+        let log = SessionLog {
+            session_dir: dir.path().to_path_buf(),
+            session_id: String::new(),
+            log: path.clone(),
+            generation: 0,
+            compressed: false,
+        };
+        let options = SourceOptions {
+            reader: ReaderOptions::default(),
+            quiet_after_ms: Some(600_000),
+        };
+        let (mut f, _) = Follower::open_source(Harness::ClaudeCode, log.clone(), None, options)
+            .unwrap();
+        assert_eq!(f.header.id, "claude-code-0b0b0b0b-0000-4000-8000-000000000001");
+        let mut texts = Vec::new();
+        let mut take = |f: &mut Follower| {
+            let mut got = Vec::new();
+            f.poll(&mut |t| {
+                got.push(
+                    t.events
+                        .iter()
+                        .filter_map(|e| e.assistant_text().map(str::to_owned))
+                        .collect::<Vec<_>>()
+                        .join("|"),
+                )
+            })
+            .unwrap();
+            got
+        };
+        assert!(take(&mut f).is_empty());
+        assert!(f.in_flight().is_some());
+        append(&answer(3, "second half"));
+        assert!(take(&mut f).is_empty(), "no turn end yet");
+        append(&line(
+            4,
+            Some(3),
+            "system",
+            serde_json::json!({"subtype": "turn_duration", "durationMs": 5}),
+        ));
+        texts.extend(take(&mut f));
+        assert_eq!(texts.len(), 1, "{texts:?}");
+        assert!(
+            texts[0].contains("first half") && texts[0].contains("second half"),
+            "the whole message: {texts:?}"
+        );
+        assert!(take(&mut f).is_empty(), "nothing twice");
+        assert_eq!(f.in_flight(), None);
+        // A restart at the saved anchor: the next turn only.
+        let saved = f.saved();
+        append(&line(
+            5,
+            Some(4),
+            "user",
+            serde_json::json!({"message": {"role": "user", "content": "and the parser"}}),
+        ));
+        let (mut g, note) =
+            Follower::open_source(Harness::ClaudeCode, log, Some(&saved), options).unwrap();
+        assert!(note.is_none());
+        assert!(take(&mut g).is_empty());
+        assert_eq!(g.completed(), 1);
+        assert!(g.in_flight().is_some());
+    }
+
 }
