@@ -528,6 +528,9 @@ struct Runtime {
     harness_logs: BTreeMap<PathBuf, HarnessLog>,
     /// Claude Code's `cleanupPeriodDays`, read at each full scan.
     claude_cleanup_days: u64,
+    /// When logs not followed were last looked at again (at most every `daemonRescanMs`,
+    /// also when polling every `daemonPollMs`).
+    harness_retry: Instant,
 }
 
 /// The other harnesses' trees `config` turns on, each home found from the environment
@@ -743,6 +746,7 @@ pub fn run(options: Options) -> Result<(), DaemonError> {
         harness_trees: trees,
         harness_logs: BTreeMap::new(),
         claude_cleanup_days: CLAUDE_CLEANUP_DAYS,
+        harness_retry: now,
     };
     tracing::info!(pid, home = %rt.paths.dsh_home.display(), watch = ?rt.watch.mode, "daemon started");
     if let watch::WatchMode::Polling { reason } = &rt.watch.mode {
@@ -1038,12 +1042,17 @@ impl Runtime {
             .iter()
             .find(|t| t.harness == Harness::ClaudeCode)
             .map_or(CLAUDE_CLEANUP_DAYS, |t| claude_cleanup_days(&t.home));
+        let retry = !self.initial_scan_done
+            || self.harness_retry.elapsed() >= Duration::from_millis(self.config.daemon_rescan_ms);
+        if retry {
+            self.harness_retry = Instant::now();
+        }
         for t in self.harness_trees.clone() {
             if !t.tree.is_dir() {
                 self.watch.forget_tree(&t.tree);
             }
             self.watch.ensure_tree_watched(&t.home, &t.tree);
-            self.scan_harness_tree(&t, true);
+            self.scan_harness_tree(&t, retry);
         }
     }
 
