@@ -280,11 +280,31 @@ fn cc_turn(sid: &str, cwd: &str, i: usize, parent: &mut Option<String>) -> Strin
         out.push('\n');
     };
     let call = format!("toolu_{i:06}");
-    line("user", 1, serde_json::json!({"message": {"role": "user", "content": format!("Make the exporter handle row {i} of the csv in src/export/csv.rs")}}));
-    line("assistant", 2, serde_json::json!({"message": {"id": format!("msg_{i}_a"), "role": "assistant", "content": [{"type": "tool_use", "id": call, "name": "Bash", "input": {"command": "cargo test -p export"}}]}}));
-    line("user", 3, serde_json::json!({"message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call, "content": "test result: ok. 12 passed\n"}]}, "toolUseResult": {"stdout": "test result: ok. 12 passed\n"}}));
-    line("assistant", 4, serde_json::json!({"message": {"id": format!("msg_{i}_b"), "role": "assistant", "content": [{"type": "text", "text": format!("Row {i} handled; the tests pass.")}]}}));
-    line("system", 5, serde_json::json!({"subtype": "turn_duration", "durationMs": 5200}));
+    line(
+        "user",
+        1,
+        serde_json::json!({"message": {"role": "user", "content": format!("Make the exporter handle row {i} of the csv in src/export/csv.rs")}}),
+    );
+    line(
+        "assistant",
+        2,
+        serde_json::json!({"message": {"id": format!("msg_{i}_a"), "role": "assistant", "content": [{"type": "tool_use", "id": call, "name": "Bash", "input": {"command": "cargo test -p export"}}]}}),
+    );
+    line(
+        "user",
+        3,
+        serde_json::json!({"message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call, "content": "test result: ok. 12 passed\n"}]}, "toolUseResult": {"stdout": "test result: ok. 12 passed\n"}}),
+    );
+    line(
+        "assistant",
+        4,
+        serde_json::json!({"message": {"id": format!("msg_{i}_b"), "role": "assistant", "content": [{"type": "text", "text": format!("Row {i} handled; the tests pass.")}]}}),
+    );
+    line(
+        "system",
+        5,
+        serde_json::json!({"subtype": "turn_duration", "durationMs": 5200}),
+    );
     out
 }
 
@@ -329,7 +349,10 @@ fn cc_latency() -> Pcts {
     if prefix > 0 {
         let started = Instant::now();
         while len(&ledger) == 0 {
-            assert!(started.elapsed() < Duration::from_secs(60), "prefix never signed");
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "prefix never signed"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
     }

@@ -111,6 +111,8 @@ pub struct Follower {
     harness_in_flight: Option<(u64, u64)>,
     /// The highest seq seen (a compaction read again with the in-flight turn is not new).
     seen_hi: Option<u64>,
+    /// Claude Code's first pass, extended by each poll with what was appended.
+    plan_cache: crate::source::claude_code::PlanCache,
 }
 
 fn file_id(path: &Path) -> Result<(u64, u64, u64), FollowError> {
@@ -197,6 +199,7 @@ impl Follower {
             quiet_after_ms: None,
             harness_in_flight: None,
             seen_hi: None,
+            plan_cache: Default::default(),
         };
         Ok((follower, note))
     }
@@ -264,6 +267,7 @@ impl Follower {
             quiet_after_ms: options.quiet_after_ms,
             harness_in_flight: None,
             seen_hi: None,
+            plan_cache: Default::default(),
         };
         Ok((follower, note))
     }
@@ -418,8 +422,26 @@ impl Follower {
         on_turn: &mut dyn FnMut(&CompletedTurn),
     ) -> Result<Polled, FollowError> {
         let grew = self.last_len != Some(len);
-        let mut reader =
-            crate::source::open(self.harness, &self.log.log, self.resume, self.source_options())?;
+        let mut reader: Box<dyn crate::source::EventSource> = if self.harness == Harness::ClaudeCode
+        {
+            Box::new(
+                crate::source::claude_code::ClaudeReader::open_cached(
+                    &self.log.log,
+                    self.resume,
+                    self.options,
+                    crate::source::is_quiet(&self.log.log, self.quiet_after_ms),
+                    &mut self.plan_cache,
+                )?
+                .with_idle_gap(self.quiet_after_ms),
+            )
+        } else {
+            crate::source::open(
+                self.harness,
+                &self.log.log,
+                self.resume,
+                self.source_options(),
+            )?
+        };
         let mut assembler =
             TurnAssembler::starting_at(self.resume.next_seq, self.anchor.completed_before);
         let result = loop {
@@ -685,7 +707,9 @@ mod tests {
     #[test]
     fn a_claude_code_turn_is_read_whole_and_once() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("0b0b0b0b-0000-4000-8000-000000000001.jsonl");
+        let path = dir
+            .path()
+            .join("0b0b0b0b-0000-4000-8000-000000000001.jsonl");
         let line = |n: u32, parent: Option<u32>, kind: &str, rest: serde_json::Value| {
             let mut v = serde_json::json!({
                 "type": kind, "uuid": format!("u{n}"), "parentUuid": parent.map(|p| format!("u{p}")),
@@ -731,9 +755,12 @@ mod tests {
             reader: ReaderOptions::default(),
             quiet_after_ms: Some(600_000),
         };
-        let (mut f, _) = Follower::open_source(Harness::ClaudeCode, log.clone(), None, options)
-            .unwrap();
-        assert_eq!(f.header.id, "claude-code-0b0b0b0b-0000-4000-8000-000000000001");
+        let (mut f, _) =
+            Follower::open_source(Harness::ClaudeCode, log.clone(), None, options).unwrap();
+        assert_eq!(
+            f.header.id,
+            "claude-code-0b0b0b0b-0000-4000-8000-000000000001"
+        );
         let mut texts = Vec::new();
         let mut take = |f: &mut Follower| {
             let mut got = Vec::new();
@@ -782,5 +809,4 @@ mod tests {
         assert_eq!(g.completed(), 1);
         assert!(g.in_flight().is_some());
     }
-
 }

@@ -590,7 +590,9 @@ fn is_harness_log(harness: Harness, tree: &Path, path: &Path) -> bool {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     match harness {
-        Harness::ClaudeCode => depth == 2 && name.ends_with(".jsonl") && !name.starts_with("agent-"),
+        Harness::ClaudeCode => {
+            depth == 2 && name.ends_with(".jsonl") && !name.starts_with("agent-")
+        }
         Harness::Codex => {
             depth <= max_components(harness)
                 && name.starts_with("rollout-")
@@ -611,7 +613,9 @@ fn collect_harness_logs(harness: Harness, tree: &Path, dir: &Path, out: &mut Vec
         .collect();
     found.sort();
     for (path, is_dir) in found {
-        let depth = path.strip_prefix(tree).map_or(usize::MAX, |r| r.components().count());
+        let depth = path
+            .strip_prefix(tree)
+            .map_or(usize::MAX, |r| r.components().count());
         if is_dir && depth < max_components(harness) {
             collect_harness_logs(harness, tree, &path, out);
         } else if !is_dir && is_harness_log(harness, tree, &path) {
@@ -1062,7 +1066,11 @@ impl Runtime {
         let Some(ws) = self.workspaces.get(dir) else {
             return false;
         };
-        if !ws.sessions.values().any(|s| s.follower.harness() != Harness::Dsh) {
+        if !ws
+            .sessions
+            .values()
+            .any(|s| s.follower.harness() != Harness::Dsh)
+        {
             return false;
         }
         let dsh: Vec<PathBuf> = ws
@@ -1117,7 +1125,9 @@ impl Runtime {
         let missing: Vec<(PathBuf, Option<PathBuf>)> = self
             .harness_logs
             .iter()
-            .filter(|(p, l)| l.harness == t.harness && p.starts_with(&t.tree) && !present.contains(p))
+            .filter(|(p, l)| {
+                l.harness == t.harness && p.starts_with(&t.tree) && !present.contains(p)
+            })
             .map(|(p, l)| (p.clone(), l.ws_dir.clone()))
             .collect();
         for (path, ws_dir) in missing {
@@ -1203,7 +1213,10 @@ impl Runtime {
             return Ok(dir.clone());
         }
         let key = discover::workspace_sessions_dir(&self.paths.dsh_home, &root.to_string_lossy());
-        let entry = self.workspaces.entry(key.clone()).or_insert_with(WsEntry::new);
+        let entry = self
+            .workspaces
+            .entry(key.clone())
+            .or_insert_with(WsEntry::new);
         if entry.workspace.is_none() {
             entry.workspace = Some(root.to_path_buf());
         }
@@ -1268,7 +1281,9 @@ impl Runtime {
             };
             self.harness_logs.insert(
                 path.to_path_buf(),
-                not_followed(format!("turned off by `{key}: false` in the workspace's config")),
+                not_followed(format!(
+                    "turned off by `{key}: false` in the workspace's config"
+                )),
             );
             return;
         }
@@ -1851,7 +1866,14 @@ impl Runtime {
         pull_first: bool,
         push_after: bool,
     ) {
-        self.queue_archive_moment(ws_dir, reason, reason.as_str(), only, pull_first, push_after);
+        self.queue_archive_moment(
+            ws_dir,
+            reason,
+            reason.as_str(),
+            only,
+            pull_first,
+            push_after,
+        );
     }
 
     /// [`Runtime::queue_archive`] with the moment `status` names (`sweep` runs as an idle
@@ -2077,7 +2099,10 @@ impl Runtime {
                     }
                     Some(Err(e)) => {
                         errors.push(format!("archive ({}) failed: {e}", reason.as_str()));
-                        (false, json!({"at": at, "reason": reason, "moment": moment, "error": e}))
+                        (
+                            false,
+                            json!({"at": at, "reason": reason, "moment": moment, "error": e}),
+                        )
                     }
                     None => (false, Value::Null),
                 };

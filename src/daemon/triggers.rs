@@ -179,9 +179,9 @@ pub fn is_compaction(kind: &str) -> bool {
 /// compaction-summary source kind).
 pub fn is_compaction_event(event: &crate::session::Event) -> bool {
     is_compaction(&event.kind)
-        || event
-            .user_message()
-            .is_some_and(|m| m.source.kind == crate::source::claude_code::screen::COMPACTION_SUMMARY)
+        || event.user_message().is_some_and(|m| {
+            m.source.kind == crate::source::claude_code::screen::COMPACTION_SUMMARY
+        })
 }
 
 /// When an idle-time enrichment batch is due for one workspace (record §6.2): never per

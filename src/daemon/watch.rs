@@ -163,7 +163,9 @@ impl Watch {
                 Ok(()) => {
                     self.watched.insert(home.to_path_buf());
                 }
-                Err(e) => tracing::warn!(error = %e, home = %home.display(), "cannot watch a harness's home"),
+                Err(e) => {
+                    tracing::warn!(error = %e, home = %home.display(), "cannot watch a harness's home")
+                }
             }
         }
         if self.watched.contains(tree) || !tree.is_dir() {

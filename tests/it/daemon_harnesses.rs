@@ -162,7 +162,10 @@ impl Transcript {
     }
 
     fn turn_duration(&mut self) -> String {
-        self.line("system", json!({"subtype": "turn_duration", "durationMs": 1200}))
+        self.line(
+            "system",
+            json!({"subtype": "turn_duration", "durationMs": 1200}),
+        )
     }
 
     fn append(&self, lines: &[String]) {
@@ -249,9 +252,14 @@ fn claude_code_and_codex_logs_made_after_start_are_followed_signed_and_archived_
     // Its turn ends at `system/turn_duration`: signed then.
     let end = cc.turn_duration();
     cc.append(&[end]);
-    wait_for("the first Claude Code turn signed", || signed(&sb, &cc.id()) == 1);
+    wait_for("the first Claude Code turn signed", || {
+        signed(&sb, &cc.id()) == 1
+    });
     let s = status(&sb);
-    assert_eq!(session_status(&s, &cc.id()).expect("session")["harness"], "claude-code");
+    assert_eq!(
+        session_status(&s, &cc.id()).expect("session")["harness"],
+        "claude-code"
+    );
 
     // Codex: `sessions/YYYY/MM/DD/` made after the start, a rollout in it.
     let day = sb.home.join("codex/sessions/2026/12/02");
@@ -260,13 +268,34 @@ fn claude_code_and_codex_logs_made_after_start_are_followed_signed_and_archived_
     append(
         &rollout,
         &[
-            codex_line("session_meta", json!({"id": CODEX_ID, "cwd": sb.ws_str(), "cli_version": "0.58.0"})),
-            codex_line("event_msg", json!({"type": "task_started", "turn_id": "t1"})),
-            codex_line("response_item", json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "run the migration tests"}]})),
-            codex_line("event_msg", json!({"type": "user_message", "message": "run the migration tests"})),
-            codex_line("response_item", json!({"type": "function_call", "name": "shell", "call_id": "c1", "arguments": "{\"command\":[\"cargo\",\"test\",\"migration\"]}"})),
-            codex_line("response_item", json!({"type": "function_call_output", "call_id": "c1", "output": "test result: ok. 4 passed"})),
-            codex_line("response_item", json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "All four migration tests pass."}]})),
+            codex_line(
+                "session_meta",
+                json!({"id": CODEX_ID, "cwd": sb.ws_str(), "cli_version": "0.58.0"}),
+            ),
+            codex_line(
+                "event_msg",
+                json!({"type": "task_started", "turn_id": "t1"}),
+            ),
+            codex_line(
+                "response_item",
+                json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "run the migration tests"}]}),
+            ),
+            codex_line(
+                "event_msg",
+                json!({"type": "user_message", "message": "run the migration tests"}),
+            ),
+            codex_line(
+                "response_item",
+                json!({"type": "function_call", "name": "shell", "call_id": "c1", "arguments": "{\"command\":[\"cargo\",\"test\",\"migration\"]}"}),
+            ),
+            codex_line(
+                "response_item",
+                json!({"type": "function_call_output", "call_id": "c1", "output": "test result: ok. 4 passed"}),
+            ),
+            codex_line(
+                "response_item",
+                json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "All four migration tests pass."}]}),
+            ),
         ],
     );
     let codex_id = format!("codex-{CODEX_ID}");
@@ -276,7 +305,10 @@ fn claude_code_and_codex_logs_made_after_start_are_followed_signed_and_archived_
     assert_eq!(signed(&sb, &codex_id), 0, "no turn end yet");
     append(
         &rollout,
-        &[codex_line("event_msg", json!({"type": "task_complete", "turn_id": "t1"}))],
+        &[codex_line(
+            "event_msg",
+            json!({"type": "task_complete", "turn_id": "t1"}),
+        )],
     );
     wait_for("the Codex turn signed at task_complete", || {
         signed(&sb, &codex_id) == 1
@@ -291,7 +323,9 @@ fn claude_code_and_codex_logs_made_after_start_are_followed_signed_and_archived_
     cc.append(&[p, a]);
     let before_cc = fingerprint(&cc.path);
     let before_codex = fingerprint(&rollout);
-    wait_for("the quiet Claude Code turn signed", || signed(&sb, &cc.id()) == 2);
+    wait_for("the quiet Claude Code turn signed", || {
+        signed(&sb, &cc.id()) == 2
+    });
     wait_for("chapters of both harnesses archived when idle", || {
         chapters(&sb, &cc.id()) > 0 && chapters(&sb, &codex_id) > 0
     });
@@ -299,8 +333,14 @@ fn claude_code_and_codex_logs_made_after_start_are_followed_signed_and_archived_
         workspace_status(&status(&sb)).is_some_and(|w| w["lastArchive"]["moment"] == "idle")
     });
     // The daemon read both logs many times and changed neither.
-    assert!(fingerprint(&cc.path) == before_cc, "the transcript was changed");
-    assert!(fingerprint(&rollout) == before_codex, "the rollout was changed");
+    assert!(
+        fingerprint(&cc.path) == before_cc,
+        "the transcript was changed"
+    );
+    assert!(
+        fingerprint(&rollout) == before_codex,
+        "the rollout was changed"
+    );
     let st = status(&sb);
     assert_eq!(st["lastErrors"].as_array().map_or(0, Vec::len), 0, "{st}");
 }
@@ -312,7 +352,11 @@ fn a_harness_turned_off_by_config_is_not_followed() {
     std::fs::create_dir_all(sb.home.join("claude/projects")).expect("projects");
     let _d = Daemon::start(&sb, &[("CHAPTERS_CLAUDE_CODE_SESSIONS", "false")]);
     let mut cc = Transcript::new(&sb, CC_SID);
-    let lines = [cc.prompt("Fix the build"), cc.answer("Fixed."), cc.turn_duration()];
+    let lines = [
+        cc.prompt("Fix the build"),
+        cc.answer("Fixed."),
+        cc.turn_duration(),
+    ];
     cc.append(&lines);
     // A DSH-side change makes the daemon pass its loop; the transcript stays unread.
     std::thread::sleep(Duration::from_millis(1500));
@@ -362,15 +406,26 @@ fn a_transcript_near_claude_codes_sweep_is_archived_at_once() {
     let before = fingerprint(&old.path);
     // The default idle time (ten minutes): only the sweep can archive now.
     let _d = Daemon::start(&sb, &[]);
-    wait_for("the old transcript archived", || chapters(&sb, &old.id()) > 0);
+    wait_for("the old transcript archived", || {
+        chapters(&sb, &old.id()) > 0
+    });
     wait_for("the sweep archive reported", || {
         workspace_status(&status(&sb)).is_some_and(|w| w["lastArchive"]["moment"] == "sweep")
     });
     let st = status(&sb);
     assert_eq!(st["claudeCleanupPeriodDays"], 10, "{st}");
-    wait_for("the young transcript signed", || signed(&sb, &young.id()) == 1);
-    assert_eq!(chapters(&sb, &young.id()), 0, "far from the sweep: waits for idle");
-    assert!(fingerprint(&old.path) == before, "the transcript was changed");
+    wait_for("the young transcript signed", || {
+        signed(&sb, &young.id()) == 1
+    });
+    assert_eq!(
+        chapters(&sb, &young.id()),
+        0,
+        "far from the sweep: waits for idle"
+    );
+    assert!(
+        fingerprint(&old.path) == before,
+        "the transcript was changed"
+    );
 }
 
 #[test]
@@ -397,7 +452,11 @@ fn a_transcript_that_vanished_before_it_was_archived_is_reported_not_as_corrupti
     let w = workspace_status(&st).expect("workspace");
     assert_eq!(w["vanished"][0]["turns"], 1, "{st}");
     assert_eq!(w["vanished"][0]["harness"], "claude-code", "{st}");
-    assert_eq!(st["lastErrors"].as_array().map_or(0, Vec::len), 0, "not an error: {st}");
+    assert_eq!(
+        st["lastErrors"].as_array().map_or(0, Vec::len),
+        0,
+        "not an error: {st}"
+    );
     let out = sb.ok(&["status"]);
     let file = cc.path.to_string_lossy().into_owned();
     assert!(

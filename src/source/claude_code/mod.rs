@@ -20,7 +20,7 @@ use crate::session::discover::{DiscoverError, SessionLog};
 mod reader;
 pub(crate) mod screen;
 
-pub use reader::{ClaudeReader, SessionFacts, SEQ_SHIFT};
+pub use reader::{ClaudeReader, PlanCache, SessionFacts, SEQ_SHIFT};
 
 /// The longest folder key Claude Code writes before cutting it and adding a hash.
 const MAX_KEY: usize = 200;
