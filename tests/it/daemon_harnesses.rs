@@ -467,3 +467,39 @@ fn a_transcript_that_vanished_before_it_was_archived_is_reported_not_as_corrupti
     let out = sb.ok(&["daemon", "status"]);
     assert!(out.contains("vanished before archived: 1 turns"), "{out}");
 }
+
+#[test]
+fn a_claude_code_compaction_archives_the_completed_turns() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    std::fs::create_dir_all(sb.home.join("claude/projects")).expect("projects");
+    let _d = Daemon::start(&sb, &[]);
+    let mut cc = Transcript::new(&sb, CC_SID);
+    let lines = [
+        cc.prompt("Split the router into modules"),
+        cc.answer("src/router/ now has mod.rs, match.rs and table.rs."),
+        cc.turn_duration(),
+        cc.prompt("Move the tests beside each module"),
+        cc.answer("Each module carries its own tests now."),
+        cc.turn_duration(),
+    ];
+    cc.append(&lines);
+    wait_for("both turns signed", || signed(&sb, &cc.id()) == 2);
+    assert_eq!(chapters(&sb, &cc.id()), 0, "no archive before a moment");
+    // Claude Code 2.x compacts: a boundary, then the summary as a user line.
+    let boundary = cc.line(
+        "system",
+        json!({"subtype": "compact_boundary", "compactMetadata": {"trigger": "auto"}}),
+    );
+    let summary = cc.line(
+        "user",
+        json!({"isCompactSummary": true, "message": {"role": "user", "content": "This session is being continued from a previous conversation that ran out of context."}}),
+    );
+    cc.append(&[boundary, summary]);
+    wait_for("chapters written by the compaction archive", || {
+        chapters(&sb, &cc.id()) > 0
+    });
+    wait_for("the compaction archive reported", || {
+        workspace_status(&status(&sb)).is_some_and(|w| w["lastArchive"]["reason"] == "compaction")
+    });
+}
