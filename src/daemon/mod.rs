@@ -1232,24 +1232,36 @@ impl Runtime {
                 entry.not_followed = Some(why.clone());
                 return Err(format!("{}: {why}", root.display()));
             }
-            match WsCtx::load(root, &self.paths.dsh_home, &self.env) {
-                Ok(ctx) => {
-                    entry.linked = ctx.linked();
-                    entry.ctx = Some(Arc::new(ctx));
-                    entry.not_followed = None;
-                    tracing::info!(workspace = %root.display(), "following a workspace");
-                }
-                Err(e) => {
-                    let message = format!("{}: {e}", root.display());
-                    if entry.not_followed.as_deref() != Some(message.as_str()) {
-                        entry.not_followed = Some(message.clone());
-                        self.error("workspace", message.clone());
-                    }
-                    return Err(message);
-                }
-            }
+            self.load_ws(&key, root)?;
         }
         Ok(key)
+    }
+
+    /// Load `workspace`'s config, identity and store into its entry `ws_dir`; a failure is
+    /// kept as why it is not followed and said once.
+    fn load_ws(&mut self, ws_dir: &Path, workspace: &Path) -> Result<(), String> {
+        let loaded = WsCtx::load(workspace, &self.paths.dsh_home, &self.env);
+        let entry = self
+            .workspaces
+            .entry(ws_dir.to_path_buf())
+            .or_insert_with(WsEntry::new);
+        match loaded {
+            Ok(ctx) => {
+                entry.linked = ctx.linked();
+                entry.ctx = Some(Arc::new(ctx));
+                entry.not_followed = None;
+                tracing::info!(workspace = %workspace.display(), "following a workspace");
+                Ok(())
+            }
+            Err(e) => {
+                let message = format!("{}: {e}", workspace.display());
+                if entry.not_followed.as_deref() != Some(message.as_str()) {
+                    entry.not_followed = Some(message.clone());
+                    self.error("workspace", message.clone());
+                }
+                Err(message)
+            }
+        }
     }
 
     /// Follow a log of another harness in the workspace entry `ws_dir`.
@@ -1516,23 +1528,13 @@ impl Runtime {
                 ));
                 return;
             }
-            match WsCtx::load(&workspace, &self.paths.dsh_home, &self.env) {
-                Ok(ctx) => {
-                    entry.linked = ctx.linked();
-                    entry.ctx = Some(Arc::new(ctx));
-                    entry.not_followed = None;
-                    tracing::info!(workspace = %workspace.display(), "following a workspace");
-                }
-                Err(e) => {
-                    let message = format!("{}: {e}", workspace.display());
-                    if entry.not_followed.as_deref() != Some(message.as_str()) {
-                        entry.not_followed = Some(message.clone());
-                        self.error("workspace", message);
-                    }
-                    return;
-                }
+            if self.load_ws(ws_dir, &workspace).is_err() {
+                return;
             }
         }
+        let Some(entry) = self.workspaces.get(ws_dir) else {
+            return;
+        };
         let known: Vec<PathBuf> = entry
             .sessions
             .iter()
