@@ -503,3 +503,33 @@ fn a_claude_code_compaction_archives_the_completed_turns() {
         workspace_status(&status(&sb)).is_some_and(|w| w["lastArchive"]["reason"] == "compaction")
     });
 }
+
+#[test]
+fn a_restart_after_kill_9_signs_each_claude_code_turn_once() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    std::fs::create_dir_all(sb.home.join("claude/projects")).expect("projects");
+    let mut cc = Transcript::new(&sb, CC_SID);
+    let d = Daemon::start(&sb, &[]);
+    for i in 0..2 {
+        let lines = [
+            cc.prompt(&format!("Fix lint warning {i} in src/cache.rs")),
+            cc.answer(&format!("Warning {i} fixed.")),
+            cc.turn_duration(),
+        ];
+        cc.append(&lines);
+        wait_for("the turn signed", || signed(&sb, &cc.id()) == i + 1);
+    }
+    // Half a turn, then kill -9: the restart resumes from its saved turn end (or reads
+    // again from the start) and signs every turn once.
+    let (p, a) = (cc.prompt("Fix lint warning 2"), cc.answer("Warning 2 fixed."));
+    cc.append(&[p, a]);
+    std::thread::sleep(Duration::from_millis(700));
+    drop(d);
+    let end = cc.turn_duration();
+    cc.append(&[end]);
+    let _d = Daemon::start(&sb, &[]);
+    wait_for("the third turn signed", || signed(&sb, &cc.id()) == 3);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(signed(&sb, &cc.id()), 3, "every turn once");
+}
