@@ -762,7 +762,7 @@ mod tests {
             "claude-code-0b0b0b0b-0000-4000-8000-000000000001"
         );
         let mut texts = Vec::new();
-        let mut take = |f: &mut Follower| {
+        let take = |f: &mut Follower| {
             let mut got = Vec::new();
             f.poll(&mut |t| {
                 got.push(

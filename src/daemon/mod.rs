@@ -1329,9 +1329,9 @@ impl Runtime {
                 if e.is_gone() {
                     return;
                 }
-                if !(matches!(&e, follow::FollowError::Read(r) if r.is_special_file())
-                    && !self.skipped_logs.insert(path.to_path_buf()))
-                {
+                // A FIFO, a device or a socket is said once.
+                let special = matches!(&e, follow::FollowError::Read(r) if r.is_special_file());
+                if !special || self.skipped_logs.insert(path.to_path_buf()) {
                     self.error("session", message);
                 }
                 return;

@@ -522,7 +522,10 @@ fn a_restart_after_kill_9_signs_each_claude_code_turn_once() {
     }
     // Half a turn, then kill -9: the restart resumes from its saved turn end (or reads
     // again from the start) and signs every turn once.
-    let (p, a) = (cc.prompt("Fix lint warning 2"), cc.answer("Warning 2 fixed."));
+    let (p, a) = (
+        cc.prompt("Fix lint warning 2"),
+        cc.answer("Warning 2 fixed."),
+    );
     cc.append(&[p, a]);
     std::thread::sleep(Duration::from_millis(700));
     drop(d);
