@@ -25,6 +25,9 @@
 //!     same binary's baseline. `BENCH_SAMPLES_DIR=<dir>` writes every sample (side, group, block, turn, when, ms)
 //!     and every batch's end as CSV; `BENCH_CHAPTERS_BIN=<path>` runs another build of
 //!     `chapters` as the daemon. `BENCH_C_GROUPS=N`: N ABBA groups instead of 96.
+//! (a') the same for a Claude Code transcript (each turn's lines in one write, its
+//!     `system/turn_duration` last), in the same run as (a), and the ratio of the two
+//!     (`-- cc` runs only this one; `BENCH_CC_PREFIX_TURNS=N`: N turns written before).
 //! (b) at rest with 50 watched sessions: the daemon's CPU % over 12 s from
 //!     `/proc/<pid>/stat` and its RSS from `/proc/<pid>/status`, beside a `sleep` process.
 
@@ -76,6 +79,9 @@ fn chapters(sb: &Sandbox, args: &[&str]) -> Command {
         .current_dir(&sb.ws)
         .env("DSH_HOME", &sb.home)
         .env("CHAPTERS_HARNESS_ID", "bench")
+        // The other harnesses' homes: the scratch home's, never the machine's.
+        .env("CLAUDE_CONFIG_DIR", sb.home.join("claude"))
+        .env("CODEX_HOME", sb.home.join("codex"))
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
     c
@@ -136,7 +142,22 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
     sorted[rank - 1]
 }
 
-fn latency() {
+/// p50, p99 and max of a sorted sample.
+struct Pcts {
+    p50: f64,
+    p99: f64,
+    max: f64,
+}
+
+fn pcts(sorted: &[f64]) -> Pcts {
+    Pcts {
+        p50: pct(sorted, 0.5),
+        p99: pct(sorted, 0.99),
+        max: sorted[sorted.len() - 1],
+    }
+}
+
+fn latency() -> Pcts {
     let sb = sandbox();
     let id = "session-bench-0000-4000-8000-000000000001";
     let (mut writer, mut script) = new_log(&sb, id);
@@ -237,6 +258,148 @@ fn latency() {
             "NOT met"
         }
     );
+    pcts(&daemon_ms)
+}
+
+/// One Claude Code turn as Claude Code writes it: the prompt, the answer (a tool call, its
+/// result, the text), and `system/turn_duration` — the turn's end.
+fn cc_turn(sid: &str, cwd: &str, i: usize, parent: &mut Option<String>) -> String {
+    let mut out = String::new();
+    let mut line = |kind: &str, k: usize, rest: serde_json::Value| {
+        let uuid = format!("00000000-0000-4000-8000-{:06}{:06}", i, k);
+        let mut v = serde_json::json!({
+            "type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": sid, "cwd": cwd,
+            "version": "2.1.39", "timestamp": "2026-12-01T10:00:00.000Z", "isSidechain": false,
+            "userType": "external",
+        });
+        if let (serde_json::Value::Object(o), serde_json::Value::Object(r)) = (&mut v, rest) {
+            o.extend(r);
+        }
+        *parent = Some(uuid);
+        out.push_str(&v.to_string());
+        out.push('\n');
+    };
+    let call = format!("toolu_{i:06}");
+    line(
+        "user",
+        1,
+        serde_json::json!({"message": {"role": "user", "content": format!("Make the exporter handle row {i} of the csv in src/export/csv.rs")}}),
+    );
+    line(
+        "assistant",
+        2,
+        serde_json::json!({"message": {"id": format!("msg_{i}_a"), "role": "assistant", "content": [{"type": "tool_use", "id": call, "name": "Bash", "input": {"command": "cargo test -p export"}}]}}),
+    );
+    line(
+        "user",
+        3,
+        serde_json::json!({"message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call, "content": "test result: ok. 12 passed\n"}]}, "toolUseResult": {"stdout": "test result: ok. 12 passed\n"}}),
+    );
+    line(
+        "assistant",
+        4,
+        serde_json::json!({"message": {"id": format!("msg_{i}_b"), "role": "assistant", "content": [{"type": "text", "text": format!("Row {i} handled; the tests pass.")}]}}),
+    );
+    line(
+        "system",
+        5,
+        serde_json::json!({"subtype": "turn_duration", "durationMs": 5200}),
+    );
+    out
+}
+
+/// (a') The same measure for a Claude Code transcript: each turn's lines written with one
+/// `write`, the clock started just before it, until its collection line is in the ledger.
+/// `BENCH_CC_PREFIX_TURNS=N` starts the transcript with N turns already written (a long
+/// session: the reader's first pass reads the whole file at each poll).
+fn cc_latency() -> Pcts {
+    let sb = sandbox();
+    let sid = "0b0b0b0b-0000-4000-8000-00000000bench";
+    let id = format!("claude-code-{sid}");
+    let cwd = sb.ws.to_string_lossy().into_owned();
+    let key: String = cwd
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let dir = sb.home.join("claude/projects").join(key);
+    std::fs::create_dir_all(&dir).expect("project dir");
+    let path = dir.join(format!("{sid}.jsonl"));
+    let prefix: usize = std::env::var("BENCH_CC_PREFIX_TURNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut parent = None;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .expect("transcript");
+    let mut text = String::new();
+    for i in 0..prefix {
+        text.push_str(&cc_turn(sid, &cwd, i, &mut parent));
+    }
+    file.write_all(text.as_bytes()).expect("prefix");
+    let mut daemon = start_daemon(&sb);
+    let ledger = sb
+        .ws
+        .join(".dsh-chapters")
+        .join(&id)
+        .join("collections")
+        .join(format!("{id}.jsonl"));
+    if prefix > 0 {
+        let started = Instant::now();
+        while len(&ledger) == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "prefix never signed"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut ms = Vec::new();
+    for i in prefix..prefix + TURNS + WARMUP {
+        let before = len(&ledger);
+        let bytes = cc_turn(sid, &cwd, i, &mut parent);
+        let written = Instant::now();
+        file.write_all(bytes.as_bytes()).expect("append");
+        while len(&ledger) == before {
+            assert!(
+                written.elapsed() < Duration::from_secs(10),
+                "Claude Code turn {i} never signed"
+            );
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        if i >= prefix + WARMUP {
+            ms.push(written.elapsed().as_secs_f64() * 1000.0);
+        }
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        std::thread::sleep(Duration::from_millis(5 + rng % 15));
+    }
+    let s = status(&sb);
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    ms.sort_by(f64::total_cmp);
+    let p = pcts(&ms);
+    println!(
+        "(a') Claude Code: signing latency over {TURNS} live turns (after {WARMUP} warm-up; transcript {} KiB at the end, {prefix} turns before the daemon started)",
+        len(&path) / 1024
+    );
+    println!(
+        "  turn's lines written → collection line in the ledger: p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
+        p.p50, p.p99, p.max
+    );
+    println!(
+        "  the daemon's own figure, last {} samples: p50 {} ms  p99 {} ms",
+        s["signing"]["samples"], s["signing"]["p50Ms"], s["signing"]["p99Ms"]
+    );
+    println!(
+        "  goal p99 ≤ 10 ms: {}",
+        if p.p99 <= 10.0 { "met" } else { "NOT met" }
+    );
+    p
 }
 
 fn proc_ticks(pid: u32) -> u64 {
@@ -826,7 +989,16 @@ fn main() {
     }
     let runs = |part: &str| parts.is_empty() || parts.iter().any(|p| p == part);
     if runs("a") {
-        latency();
+        let dsh = latency();
+        let cc = cc_latency();
+        println!(
+            "(a) vs (a') Claude Code / DSH in this run: p50 {:.2}x  p99 {:.2}x  (load average {})",
+            cc.p50 / dsh.p50,
+            cc.p99 / dsh.p99,
+            loadavg()
+        );
+    } else if runs("cc") {
+        cc_latency();
     }
     if runs("c") {
         // A local model takes about a second per chapter; 30 ms is a write-heavy stress case.

@@ -118,6 +118,9 @@ pub struct DaemonSummary {
     pub last_sync: Option<serde_json::Value>,
     pub last_enrich: Option<serde_json::Value>,
     pub errors: usize,
+    /// Logs of other harnesses (Claude Code, Codex) of this workspace that vanished before
+    /// their turns were archived: `{harness, sessionId, log, turns, at}` each.
+    pub vanished: Vec<serde_json::Value>,
     /// Why it is not running (or could not be asked), and what to do.
     pub note: Option<String>,
 }
@@ -135,6 +138,7 @@ fn daemon_summary(dsh_home: &Path, workspace: &Path) -> DaemonSummary {
         last_sync: None,
         last_enrich: None,
         errors: 0,
+        vanished: Vec::new(),
         note: None,
     };
     let socket = crate::daemon::Paths::new(dsh_home).socket;
@@ -166,6 +170,7 @@ fn daemon_summary(dsh_home: &Path, workspace: &Path) -> DaemonSummary {
         out.last_archive = Some(ws["lastArchive"].clone()).filter(|v| !v.is_null());
         out.last_sync = Some(ws["lastSync"].clone()).filter(|v| !v.is_null());
         out.last_enrich = Some(ws["lastEnrich"].clone()).filter(|v| !v.is_null());
+        out.vanished = ws["vanished"].as_array().cloned().unwrap_or_default();
         if !out.follows_this_workspace {
             out.note = ws["notFollowed"].as_str().map(str::to_owned);
         }

@@ -230,6 +230,18 @@ fn ms(v: &Value) -> String {
     v.as_f64().map_or("-".into(), |x| format!("{x:.2} ms"))
 }
 
+/// One log that vanished before its turns were archived, as `status` says it.
+pub(crate) fn vanished_line(v: &Value) -> String {
+    format!(
+        "vanished before archived: {} turns, file {} ({} session {}, noticed {}); its signed turns stay, no chapter can be written for them",
+        v["turns"].as_u64().unwrap_or(0),
+        v["log"].as_str().unwrap_or("?"),
+        v["harness"].as_str().unwrap_or("?"),
+        v["sessionId"].as_str().unwrap_or("?"),
+        v["at"].as_str().unwrap_or("?"),
+    )
+}
+
 fn print_status(s: &Value) {
     println!(
         "daemon pid {} up {} s, watching {} ({})",
@@ -279,6 +291,9 @@ fn print_status(s: &Value) {
         }
         if !ws["lastSync"].is_null() {
             println!("    last sync: {}", ws["lastSync"]);
+        }
+        for v in ws["vanished"].as_array().into_iter().flatten() {
+            println!("    {}", vanished_line(v));
         }
         for session in ws["sessions"].as_array().into_iter().flatten() {
             if let Some(e) = session["error"].as_str() {

@@ -128,6 +128,9 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
                 String::new()
             }
         );
+        for v in &d.vanished {
+            println!("            {}", super::daemon::vanished_line(v));
+        }
     } else {
         println!("daemon      {}", d.note.as_deref().unwrap_or("not running"));
     }

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::session::discover::SessionLog;
 use crate::session::reader::{LogItem, LogReader, ReadError, ReaderOptions, ResumePoint};
 use crate::session::Header;
+use crate::source::{Harness, SourceOptions};
 use crate::turn::{CompletedTurn, TurnAssembler};
 
 use super::triggers;
@@ -100,6 +101,18 @@ pub struct Follower {
     seed_end: u64,
     /// The length seen at the last poll: an unchanged file needs no read.
     last_len: Option<u64>,
+    /// The harness that writes this log. DSH's reader resumes at any frame; the other
+    /// harnesses' readers resume only at turn ends, so their in-flight turn is read again
+    /// at each poll into a fresh assembler (a message still being written is read whole).
+    harness: Harness,
+    /// `idleArchiveMs`: a log of another harness quiet this long ends its answered turn.
+    quiet_after_ms: Option<u64>,
+    /// The in-flight turn of another harness's log, as the last poll left it.
+    harness_in_flight: Option<(u64, u64)>,
+    /// The highest seq seen (a compaction read again with the in-flight turn is not new).
+    seen_hi: Option<u64>,
+    /// Claude Code's first pass, extended by each poll with what was appended.
+    plan_cache: crate::source::claude_code::PlanCache,
 }
 
 fn file_id(path: &Path) -> Result<(u64, u64, u64), FollowError> {
@@ -182,8 +195,93 @@ impl Follower {
             ino,
             seed_end,
             last_len: None,
+            harness: Harness::Dsh,
+            quiet_after_ms: None,
+            harness_in_flight: None,
+            seen_hi: None,
+            plan_cache: Default::default(),
         };
         Ok((follower, note))
+    }
+
+    /// Open a log of any harness (DSH's as [`Follower::open`]). Another harness's log has no
+    /// header frame: its header is what its reader makes of the lines, and a log with no
+    /// conversation line yet has none ([`FollowError::NoHeader`]).
+    pub fn open_source(
+        harness: Harness,
+        log: SessionLog,
+        saved: Option<&SavedFollow>,
+        options: SourceOptions,
+    ) -> Result<(Follower, Option<String>), FollowError> {
+        if harness == Harness::Dsh {
+            return Follower::open(log, saved, options.reader);
+        }
+        let (dev, ino, len) = file_id(&log.log)?;
+        let header = crate::source::read_header(harness, &log.log, options)?.ok_or_else(|| {
+            FollowError::NoHeader {
+                file: log.log.clone(),
+            }
+        })?;
+        let start = Anchor {
+            byte_offset: 0,
+            reader_next_seq: 0,
+            first_seq: 0,
+            completed_before: 0,
+        };
+        let mut note = None;
+        let anchor = match saved {
+            Some(s)
+                if s.session_id == header.id
+                    && s.dev == dev
+                    && s.ino == ino
+                    && s.anchor.byte_offset <= len =>
+            {
+                s.anchor
+            }
+            Some(s) => {
+                note = Some(format!(
+                    "{}: the saved position (byte {}) no longer fits the log (replaced or truncated); following it again from its start",
+                    log.log.display(),
+                    s.anchor.byte_offset
+                ));
+                start
+            }
+            None => start,
+        };
+        let follower = Follower {
+            resume: ResumePoint {
+                byte_offset: anchor.byte_offset,
+                next_seq: anchor.reader_next_seq,
+                header_seen: true,
+            },
+            assembler: TurnAssembler::starting_at(anchor.first_seq, anchor.completed_before),
+            anchor,
+            log,
+            header,
+            options: options.reader,
+            dev,
+            ino,
+            seed_end: 0,
+            last_len: None,
+            harness,
+            quiet_after_ms: options.quiet_after_ms,
+            harness_in_flight: None,
+            seen_hi: None,
+            plan_cache: Default::default(),
+        };
+        Ok((follower, note))
+    }
+
+    /// The harness that writes this log.
+    pub fn harness(&self) -> Harness {
+        self.harness
+    }
+
+    fn source_options(&self) -> SourceOptions {
+        SourceOptions {
+            reader: self.options,
+            quiet_after_ms: self.quiet_after_ms,
+        }
     }
 
     /// The state a restart resumes from.
@@ -203,7 +301,15 @@ impl Follower {
 
     /// The in-flight turn's seqs.
     pub fn in_flight(&self) -> Option<(u64, u64)> {
+        if self.harness != Harness::Dsh {
+            return self.harness_in_flight;
+        }
         self.assembler.in_flight()
+    }
+
+    /// The turns completed before the resume point (read this run or before a restart).
+    pub fn completed(&self) -> u64 {
+        self.anchor.completed_before
     }
 
     /// The byte offset read up to (a frame boundary).
@@ -215,6 +321,16 @@ impl Follower {
     /// (seeded-prefix turns included: the caller decides what to sign). On a read error
     /// the position stays at the last whole frame, so a later poll retries from there.
     pub fn poll(&mut self, on_turn: &mut dyn FnMut(&CompletedTurn)) -> Result<Polled, FollowError> {
+        self.poll_with(false, on_turn)
+    }
+
+    /// [`Follower::poll`]; `force` reads even an unchanged log (another harness's log gone
+    /// quiet: its answered turn ends now).
+    pub fn poll_with(
+        &mut self,
+        force: bool,
+        on_turn: &mut dyn FnMut(&CompletedTurn),
+    ) -> Result<Polled, FollowError> {
         let mut polled = Polled::default();
         let (dev, ino, len) = file_id(&self.log.log)?;
         if (dev, ino) != (self.dev, self.ino) || len < self.resume.byte_offset {
@@ -228,14 +344,18 @@ impl Follower {
                 self.log.log.display()
             );
             let saved_id = self.header.id.clone();
-            let (fresh, _) = Follower::open(self.log.clone(), None, self.options)?;
+            let (fresh, _) =
+                Follower::open_source(self.harness, self.log.clone(), None, self.source_options())?;
             *self = fresh;
             if self.header.id != saved_id {
                 tracing::warn!(file = %self.log.log.display(), was = %saved_id, now = %self.header.id, "the log now holds another session");
             }
             polled.reset = Some(reason);
-        } else if self.last_len == Some(len) {
+        } else if self.last_len == Some(len) && !force {
             return Ok(polled);
+        }
+        if self.harness != Harness::Dsh {
+            return self.poll_source(len, polled, on_turn);
         }
         let mut reader = LogReader::open_with(&self.log.log, self.resume, self.options)?;
         let result = loop {
@@ -284,6 +404,82 @@ impl Follower {
                 // A torn last frame keeps the file longer than what was read: poll again on
                 // the next change even if the length then looks the same.
                 self.last_len = (reached.byte_offset == len).then_some(len);
+                Ok(polled)
+            }
+            Err(e) => {
+                self.last_len = None;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Another harness's log: read from the last turn end into a fresh assembler, so the
+    /// in-flight turn is always read whole as it now stands.
+    fn poll_source(
+        &mut self,
+        len: u64,
+        mut polled: Polled,
+        on_turn: &mut dyn FnMut(&CompletedTurn),
+    ) -> Result<Polled, FollowError> {
+        let grew = self.last_len != Some(len);
+        let mut reader: Box<dyn crate::source::EventSource> = if self.harness == Harness::ClaudeCode
+        {
+            Box::new(
+                crate::source::claude_code::ClaudeReader::open_cached(
+                    &self.log.log,
+                    self.resume,
+                    self.options,
+                    crate::source::is_quiet(&self.log.log, self.quiet_after_ms),
+                    &mut self.plan_cache,
+                )?
+                .with_idle_gap(self.quiet_after_ms),
+            )
+        } else {
+            crate::source::open(
+                self.harness,
+                &self.log.log,
+                self.resume,
+                self.source_options(),
+            )?
+        };
+        let mut assembler =
+            TurnAssembler::starting_at(self.resume.next_seq, self.anchor.completed_before);
+        let result = loop {
+            let item = match reader.next_item() {
+                Ok(Some(item)) => item,
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            };
+            let LogItem::Event(event) = item else {
+                continue;
+            };
+            let fresh = self.seen_hi.is_none_or(|hi| event.seq > hi);
+            if fresh {
+                self.seen_hi = Some(event.seq);
+                if triggers::is_compaction_event(&event) {
+                    polled.compaction = true;
+                }
+            }
+            if let Some(turn) = assembler.push(event) {
+                polled.turns_completed += 1;
+                on_turn(&turn);
+            }
+        };
+        polled.appended = grew;
+        let reached = reader.resume_point();
+        if reached.byte_offset >= self.resume.byte_offset {
+            self.resume = reached;
+        }
+        self.anchor = Anchor {
+            byte_offset: self.resume.byte_offset,
+            reader_next_seq: self.resume.next_seq,
+            first_seq: self.resume.next_seq,
+            completed_before: assembler.completed(),
+        };
+        self.harness_in_flight = assembler.in_flight();
+        match result {
+            Ok(()) => {
+                self.last_len = Some(len);
                 Ok(polled)
             }
             Err(e) => {
@@ -504,5 +700,113 @@ mod tests {
             .unwrap();
         let (_, polled) = poll_ends(&mut f);
         assert!(polled.compaction);
+    }
+
+    /// A Claude Code transcript: one answer written over two lines sharing `message.id`
+    /// is signed whole at its turn end, once; a restart at the saved anchor reads on.
+    #[test]
+    fn a_claude_code_turn_is_read_whole_and_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir
+            .path()
+            .join("0b0b0b0b-0000-4000-8000-000000000001.jsonl");
+        let line = |n: u32, parent: Option<u32>, kind: &str, rest: serde_json::Value| {
+            let mut v = serde_json::json!({
+                "type": kind, "uuid": format!("u{n}"), "parentUuid": parent.map(|p| format!("u{p}")),
+                "sessionId": "0b0b0b0b-0000-4000-8000-000000000001", "cwd": "/w",
+                "timestamp": "2026-01-01T00:00:00.000Z",
+            });
+            if let (serde_json::Value::Object(o), serde_json::Value::Object(r)) = (&mut v, rest) {
+                o.extend(r);
+            }
+            v.to_string() + "\n"
+        };
+        let append = |text: &str| {
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .unwrap();
+            f.write_all(text.as_bytes()).unwrap();
+        };
+        let answer = |n: u32, text: &str| {
+            line(
+                n,
+                Some(n - 1),
+                "assistant",
+                serde_json::json!({"message": {"id": "m1", "role": "assistant", "content": [{"type": "text", "text": text}]}}),
+            )
+        };
+        append(&line(
+            1,
+            None,
+            "user",
+            serde_json::json!({"message": {"role": "user", "content": "explain the lexer"}}),
+        ));
+        append(&answer(2, "first half"));
+        let log = SessionLog {
+            session_dir: dir.path().to_path_buf(),
+            session_id: String::new(),
+            log: path.clone(),
+            generation: 0,
+            compressed: false,
+        };
+        let options = SourceOptions {
+            reader: ReaderOptions::default(),
+            quiet_after_ms: Some(600_000),
+        };
+        let (mut f, _) =
+            Follower::open_source(Harness::ClaudeCode, log.clone(), None, options).unwrap();
+        assert_eq!(
+            f.header.id,
+            "claude-code-0b0b0b0b-0000-4000-8000-000000000001"
+        );
+        let mut texts = Vec::new();
+        let take = |f: &mut Follower| {
+            let mut got = Vec::new();
+            f.poll(&mut |t| {
+                got.push(
+                    t.events
+                        .iter()
+                        .filter_map(|e| e.assistant_text().map(str::to_owned))
+                        .collect::<Vec<_>>()
+                        .join("|"),
+                )
+            })
+            .unwrap();
+            got
+        };
+        assert!(take(&mut f).is_empty());
+        assert!(f.in_flight().is_some());
+        append(&answer(3, "second half"));
+        assert!(take(&mut f).is_empty(), "no turn end yet");
+        append(&line(
+            4,
+            Some(3),
+            "system",
+            serde_json::json!({"subtype": "turn_duration", "durationMs": 5}),
+        ));
+        texts.extend(take(&mut f));
+        assert_eq!(texts.len(), 1, "{texts:?}");
+        assert!(
+            texts[0].contains("first half") && texts[0].contains("second half"),
+            "the whole message: {texts:?}"
+        );
+        assert!(take(&mut f).is_empty(), "nothing twice");
+        assert_eq!(f.in_flight(), None);
+        // A restart at the saved anchor: the next turn only.
+        let saved = f.saved();
+        append(&line(
+            5,
+            Some(4),
+            "user",
+            serde_json::json!({"message": {"role": "user", "content": "and the parser"}}),
+        ));
+        let (mut g, note) =
+            Follower::open_source(Harness::ClaudeCode, log, Some(&saved), options).unwrap();
+        assert!(note.is_none());
+        assert!(take(&mut g).is_empty());
+        assert_eq!(g.completed(), 1);
+        assert!(g.in_flight().is_some());
     }
 }

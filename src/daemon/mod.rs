@@ -43,6 +43,7 @@ use crate::redact::Redactor;
 use crate::session::discover::{self, parse_log_file_name};
 use crate::session::reader::ReaderOptions;
 use crate::signature::{self, Signature};
+use crate::source::{Harness, SourceOptions};
 use crate::store::{Store, STORE_DIR};
 
 use follow::{Follower, SavedFollow};
@@ -68,6 +69,15 @@ const STATE_MAX_AGE: Duration = Duration::from_secs(10);
 /// How long a stop waits for an archive or sync in progress before leaving it (every
 /// store write is atomic, so leaving one mid-way is as safe as a kill).
 const STOP_GRACE: Duration = Duration::from_millis(1500);
+/// Claude Code deletes a transcript whose file is `cleanupPeriodDays` old (default 30). A
+/// transcript this many days short of that, with signed turns no chapter covers yet, is
+/// archived at once instead of waiting for an idle moment.
+pub const SWEEP_MARGIN_DAYS: u64 = 2;
+/// Claude Code's default `cleanupPeriodDays`.
+pub const CLAUDE_CLEANUP_DAYS: u64 = 30;
+const DAY_MS: i64 = 86_400_000;
+/// The cap on a Codex rollout's first line when the daemon reads its `cwd`.
+const ROLLOUT_FIRST_LINE_CAP: usize = 8 << 20;
 
 /// The daemon's files under `$DSH_HOME/dsh-chapters/`.
 #[derive(Debug, Clone)]
@@ -220,6 +230,8 @@ impl WsCtx {
 enum JobKind {
     Archive {
         reason: Reason,
+        /// The moment that asked for it, for `status` (the reason's word, or `sweep`).
+        moment: &'static str,
         only: Option<String>,
         pull_first: bool,
         push_after: bool,
@@ -369,6 +381,7 @@ fn run_job(job: &Job) -> JobDone {
             only,
             pull_first,
             push_after,
+            ..
         } => {
             if *pull_first {
                 done.syncs.push(run_sync(job, true));
@@ -408,6 +421,28 @@ struct SessionEntry {
     root: String,
     error: Option<String>,
     signed: u64,
+    /// A Claude Code transcript near the sweep: the log's length when its unarchived turns
+    /// were last counted (counted again only when it grew), and whether its archive was
+    /// queued.
+    sweep_checked_len: Option<u64>,
+    sweep_queued: bool,
+}
+
+/// Another harness's tree the daemon follows: Claude Code's `projects/`, Codex's `sessions/`.
+#[derive(Debug, Clone)]
+struct HarnessTree {
+    harness: Harness,
+    home: PathBuf,
+    tree: PathBuf,
+}
+
+/// Another harness's log the daemon has seen: the workspace entry that follows it, or why
+/// it is not followed (and its length then, so an unchanged log is not read again).
+struct HarnessLog {
+    harness: Harness,
+    ws_dir: Option<PathBuf>,
+    not_followed: Option<String>,
+    len: Option<u64>,
 }
 
 struct WsEntry {
@@ -427,6 +462,9 @@ struct WsEntry {
     enrich: EnrichClock,
     enrich_busy: bool,
     last_enrich: Option<Value>,
+    /// Logs of other harnesses that vanished (deleted by their tool's sweep, or by hand)
+    /// with turns no chapter covers: what was lost, never a corruption.
+    vanished: Vec<Value>,
 }
 
 impl WsEntry {
@@ -446,6 +484,7 @@ impl WsEntry {
             enrich: EnrichClock::default(),
             enrich_busy: false,
             last_enrich: None,
+            vanished: Vec::new(),
         }
     }
 }
@@ -483,6 +522,106 @@ struct Runtime {
     stop: bool,
     /// Logs that are a FIFO, a device or a socket: never opened for reading, said once.
     skipped_logs: BTreeSet<PathBuf>,
+    /// Other harnesses whose trees are followed (each on unless its config key is off).
+    harness_trees: Vec<HarnessTree>,
+    /// Every other-harness log seen, by path.
+    harness_logs: BTreeMap<PathBuf, HarnessLog>,
+    /// Claude Code's `cleanupPeriodDays`, read at each full scan.
+    claude_cleanup_days: u64,
+    /// When logs not followed were last looked at again (at most every `daemonRescanMs`,
+    /// also when polling every `daemonPollMs`).
+    harness_retry: Instant,
+}
+
+/// The other harnesses' trees `config` turns on, each home found from the environment
+/// (`CLAUDE_CONFIG_DIR` / `~/.claude`, `CODEX_HOME` / `~/.codex`).
+fn harness_trees(config: &Config) -> Vec<HarnessTree> {
+    let mut out = Vec::new();
+    if config.claude_code_sessions {
+        if let Some(home) = crate::source::claude_code::home_from_env() {
+            out.push(HarnessTree {
+                harness: Harness::ClaudeCode,
+                tree: home.join("projects"),
+                home,
+            });
+        }
+    }
+    if config.codex_sessions {
+        if let Some(home) = crate::source::codex::home_from_env() {
+            out.push(HarnessTree {
+                harness: Harness::Codex,
+                tree: home.join("sessions"),
+                home,
+            });
+        }
+    }
+    out
+}
+
+/// Claude Code's `cleanupPeriodDays` from `<home>/settings.json`; the default when the file
+/// or the key is absent or not a number.
+pub fn claude_cleanup_days(home: &Path) -> u64 {
+    std::fs::read(home.join("settings.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|v| v.get("cleanupPeriodDays").and_then(Value::as_u64))
+        .unwrap_or(CLAUDE_CLEANUP_DAYS)
+}
+
+/// How many path components below its tree a harness's log lies at most: Claude Code's
+/// `projects/<key>/<id>.jsonl`, Codex's `sessions/YYYY/MM/DD/rollout-*.jsonl`.
+fn max_components(harness: Harness) -> usize {
+    match harness {
+        Harness::ClaudeCode => 2,
+        _ => 4,
+    }
+}
+
+/// Whether `path` under `tree` is a live log of `harness` the daemon follows: a Claude
+/// Code session transcript (not a subagent's), a plain Codex rollout (a `.zst` one is
+/// old and left to `chapters archive`).
+fn is_harness_log(harness: Harness, tree: &Path, path: &Path) -> bool {
+    let Ok(rel) = path.strip_prefix(tree) else {
+        return false;
+    };
+    let depth = rel.components().count();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match harness {
+        Harness::ClaudeCode => {
+            depth == 2 && name.ends_with(".jsonl") && !name.starts_with("agent-")
+        }
+        Harness::Codex => {
+            depth <= max_components(harness)
+                && name.starts_with("rollout-")
+                && name.ends_with(".jsonl")
+        }
+        Harness::Dsh => false,
+    }
+}
+
+/// The logs of `harness` under `dir` (inside `tree`), sorted.
+fn collect_harness_logs(harness: Harness, tree: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut found: Vec<(PathBuf, bool)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| Some((e.path(), e.file_type().ok()?.is_dir())))
+        .collect();
+    found.sort();
+    for (path, is_dir) in found {
+        let depth = path
+            .strip_prefix(tree)
+            .map_or(usize::MAX, |r| r.components().count());
+        if is_dir && depth < max_components(harness) {
+            collect_harness_logs(harness, tree, &path, out);
+        } else if !is_dir && is_harness_log(harness, tree, &path) {
+            out.push(path);
+        }
+    }
 }
 
 /// Run the daemon in this process until SIGTERM/SIGINT or a `stop` request.
@@ -568,6 +707,7 @@ pub fn run(options: Options) -> Result<(), DaemonError> {
         }
     })?;
 
+    let trees = harness_trees(&config);
     let flags = Arc::new(WatchFlags::default());
     let watch = Watch::start(
         &paths.dsh_home,
@@ -607,6 +747,10 @@ pub fn run(options: Options) -> Result<(), DaemonError> {
         last_rescan: now,
         stop: false,
         skipped_logs: BTreeSet::new(),
+        harness_trees: trees,
+        harness_logs: BTreeMap::new(),
+        claude_cleanup_days: CLAUDE_CLEANUP_DAYS,
+        harness_retry: now,
     };
     tracing::info!(pid, home = %rt.paths.dsh_home.display(), watch = ?rt.watch.mode, "daemon started");
     if let watch::WatchMode::Polling { reason } = &rt.watch.mode {
@@ -813,6 +957,15 @@ impl Runtime {
     /// A changed path: a log of a followed session is polled at once; anything else
     /// rescans the directory it belongs to.
     fn on_path(&mut self, path: &Path) {
+        if let Some(t) = self
+            .harness_trees
+            .iter()
+            .find(|t| path.starts_with(&t.home))
+            .cloned()
+        {
+            self.on_harness_path(&t, path);
+            return;
+        }
         if path == self.paths.sessions || !path.starts_with(&self.paths.sessions) {
             if path == self.paths.sessions {
                 self.watch.ensure_sessions_watched();
@@ -872,6 +1025,9 @@ impl Runtime {
             .cloned()
             .collect();
         for dir in gone {
+            if self.keep_for_harnesses(&dir) {
+                continue;
+            }
             if let Some(ws) = self.workspaces.remove(&dir) {
                 if !ws.sessions.is_empty() {
                     self.error(
@@ -885,6 +1041,421 @@ impl Runtime {
         for dir in dirs {
             self.scan_ws(&dir);
         }
+        self.claude_cleanup_days = self
+            .harness_trees
+            .iter()
+            .find(|t| t.harness == Harness::ClaudeCode)
+            .map_or(CLAUDE_CLEANUP_DAYS, |t| claude_cleanup_days(&t.home));
+        let retry = !self.initial_scan_done
+            || self.harness_retry.elapsed() >= Duration::from_millis(self.config.daemon_rescan_ms);
+        if retry {
+            self.harness_retry = Instant::now();
+        }
+        for t in self.harness_trees.clone() {
+            if !t.tree.is_dir() {
+                self.watch.forget_tree(&t.tree);
+            }
+            self.watch.ensure_tree_watched(&t.home, &t.tree);
+            self.scan_harness_tree(&t, retry);
+        }
+    }
+
+    /// A workspace entry whose DSH session directory is gone but which follows other
+    /// harnesses' logs: its DSH sessions are dropped, the entry stays.
+    fn keep_for_harnesses(&mut self, dir: &Path) -> bool {
+        let Some(ws) = self.workspaces.get(dir) else {
+            return false;
+        };
+        if !ws
+            .sessions
+            .values()
+            .any(|s| s.follower.harness() != Harness::Dsh)
+        {
+            return false;
+        }
+        let dsh: Vec<PathBuf> = ws
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.follower.harness() == Harness::Dsh)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for session_dir in dsh {
+            self.drop_session(dir, &session_dir, "its session directory was deleted");
+        }
+        true
+    }
+
+    /// A change under another harness's home: its tree (re)created, a directory made in
+    /// it (Codex's `YYYY/MM/DD`, whose first rollout may land before the watch on it), a
+    /// log written or removed, or Claude Code's settings changed.
+    fn on_harness_path(&mut self, t: &HarnessTree, path: &Path) {
+        if path == t.home.join("settings.json") && t.harness == Harness::ClaudeCode {
+            self.claude_cleanup_days = claude_cleanup_days(&t.home);
+            return;
+        }
+        if path == t.home || path == t.tree {
+            if !t.tree.is_dir() {
+                self.watch.forget_tree(&t.tree);
+            }
+            self.watch.ensure_tree_watched(&t.home, &t.tree);
+            self.scan_harness_tree(t, false);
+            return;
+        }
+        if !path.starts_with(&t.tree) {
+            return;
+        }
+        if path.is_dir() {
+            let mut files = Vec::new();
+            collect_harness_logs(t.harness, &t.tree, path, &mut files);
+            for f in files {
+                self.harness_log(t.harness, &f, false);
+            }
+        } else if is_harness_log(t.harness, &t.tree, path) {
+            self.harness_log(t.harness, path, false);
+        }
+    }
+
+    /// Every log under one harness's tree; a followed log no longer there is polled (and
+    /// so found gone). `retry`: logs not followed are looked at again (a workspace may
+    /// have been enabled since).
+    fn scan_harness_tree(&mut self, t: &HarnessTree, retry: bool) {
+        let mut files = Vec::new();
+        collect_harness_logs(t.harness, &t.tree, &t.tree, &mut files);
+        let present: BTreeSet<&PathBuf> = files.iter().collect();
+        let missing: Vec<(PathBuf, Option<PathBuf>)> = self
+            .harness_logs
+            .iter()
+            .filter(|(p, l)| {
+                l.harness == t.harness && p.starts_with(&t.tree) && !present.contains(p)
+            })
+            .map(|(p, l)| (p.clone(), l.ws_dir.clone()))
+            .collect();
+        for (path, ws_dir) in missing {
+            match ws_dir {
+                Some(ws_dir) => self.poll_session(&ws_dir, &path),
+                None => {
+                    self.harness_logs.remove(&path);
+                }
+            }
+        }
+        for f in files {
+            self.harness_log(t.harness, &f, retry);
+        }
+    }
+
+    /// One log of another harness changed or was found: poll it when followed, else find
+    /// its workspace (its `cwd`'s checkout) and follow it when that workspace is enabled.
+    fn harness_log(&mut self, harness: Harness, path: &Path, retry: bool) {
+        let len = std::fs::metadata(path).ok().map(|m| m.len());
+        if let Some(known) = self.harness_logs.get(path) {
+            match known.ws_dir.clone() {
+                Some(ws_dir) => {
+                    let followed = self
+                        .workspaces
+                        .get(&ws_dir)
+                        .is_some_and(|w| w.sessions.contains_key(path));
+                    if followed {
+                        self.poll_session(&ws_dir, path);
+                        self.check_sweep(&ws_dir, path);
+                        return;
+                    }
+                }
+                None if !retry && known.len == len => return,
+                None => {}
+            }
+        }
+        if len.is_none() {
+            self.harness_logs.remove(path);
+            return;
+        }
+        match self.resolve_harness_log(harness, path) {
+            Ok(ws_dir) => self.add_harness_session(&ws_dir, harness, path, len),
+            Err(why) => {
+                self.harness_logs.insert(
+                    path.to_path_buf(),
+                    HarnessLog {
+                        harness,
+                        ws_dir: None,
+                        not_followed: Some(why),
+                        len,
+                    },
+                );
+            }
+        }
+    }
+
+    /// The workspace entry that follows a log of `harness` at `path`: its `cwd` (the first
+    /// a line carries) resolved to its checkout's top level, as `chapters archive` there
+    /// finds it; or why none does.
+    fn resolve_harness_log(&mut self, harness: Harness, path: &Path) -> Result<PathBuf, String> {
+        let cwd = match harness {
+            Harness::ClaudeCode => crate::source::claude_code::transcript_cwd(path),
+            Harness::Codex => crate::source::codex::rollout_facts(path, ROLLOUT_FIRST_LINE_CAP)
+                .ok()
+                .flatten()
+                .and_then(|f| f.cwd),
+            Harness::Dsh => None,
+        }
+        .ok_or_else(|| "no working directory in its lines yet".to_owned())?;
+        let root = identity::workspace_root(Path::new(&cwd))
+            .map_err(|e| format!("its working directory {cwd} is not here: {e}"))?;
+        self.ws_dir_for(&root)
+    }
+
+    /// The entry of the workspace at `root` (one with that workspace, or the one keyed by
+    /// its DSH session directory, made when absent), loaded when the workspace is enabled.
+    fn ws_dir_for(&mut self, root: &Path) -> Result<PathBuf, String> {
+        if let Some((dir, _)) = self
+            .workspaces
+            .iter()
+            .find(|(_, w)| w.workspace.as_deref() == Some(root) && w.ctx.is_some())
+        {
+            return Ok(dir.clone());
+        }
+        let key = discover::workspace_sessions_dir(&self.paths.dsh_home, &root.to_string_lossy());
+        let entry = self
+            .workspaces
+            .entry(key.clone())
+            .or_insert_with(WsEntry::new);
+        if entry.workspace.is_none() {
+            entry.workspace = Some(root.to_path_buf());
+        }
+        if entry.workspace.as_deref() != Some(root) {
+            return Err(format!(
+                "{}: its DSH sessions directory belongs to another workspace",
+                root.display()
+            ));
+        }
+        if entry.ctx.is_none() {
+            if !root.join(STORE_DIR).is_dir() {
+                let why = "not enabled (run `chapters init` there)".to_owned();
+                entry.not_followed = Some(why.clone());
+                return Err(format!("{}: {why}", root.display()));
+            }
+            self.load_ws(&key, root)?;
+        }
+        Ok(key)
+    }
+
+    /// Load `workspace`'s config, identity and store into its entry `ws_dir`; a failure is
+    /// kept as why it is not followed and said once.
+    fn load_ws(&mut self, ws_dir: &Path, workspace: &Path) -> Result<(), String> {
+        let loaded = WsCtx::load(workspace, &self.paths.dsh_home, &self.env);
+        let entry = self
+            .workspaces
+            .entry(ws_dir.to_path_buf())
+            .or_insert_with(WsEntry::new);
+        match loaded {
+            Ok(ctx) => {
+                entry.linked = ctx.linked();
+                entry.ctx = Some(Arc::new(ctx));
+                entry.not_followed = None;
+                tracing::info!(workspace = %workspace.display(), "following a workspace");
+                Ok(())
+            }
+            Err(e) => {
+                let message = format!("{}: {e}", workspace.display());
+                if entry.not_followed.as_deref() != Some(message.as_str()) {
+                    entry.not_followed = Some(message.clone());
+                    self.error("workspace", message.clone());
+                }
+                Err(message)
+            }
+        }
+    }
+
+    /// Follow a log of another harness in the workspace entry `ws_dir`.
+    fn add_harness_session(
+        &mut self,
+        ws_dir: &Path,
+        harness: Harness,
+        path: &Path,
+        len: Option<u64>,
+    ) {
+        let Some(ctx) = self.workspaces.get(ws_dir).and_then(|w| w.ctx.clone()) else {
+            return;
+        };
+        let not_followed = |why: String| HarnessLog {
+            harness,
+            ws_dir: None,
+            not_followed: Some(why),
+            len,
+        };
+        let on = match harness {
+            Harness::ClaudeCode => ctx.config.claude_code_sessions,
+            Harness::Codex => ctx.config.codex_sessions,
+            Harness::Dsh => false,
+        };
+        if !on {
+            let key = match harness {
+                Harness::ClaudeCode => "claudeCodeSessions",
+                _ => "codexSessions",
+            };
+            self.harness_logs.insert(
+                path.to_path_buf(),
+                not_followed(format!(
+                    "turned off by `{key}: false` in the workspace's config"
+                )),
+            );
+            return;
+        }
+        let log = discover::SessionLog {
+            session_dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
+            session_id: String::new(),
+            log: path.to_path_buf(),
+            generation: 0,
+            compressed: false,
+        };
+        let saved = self.saved.get(&*path.to_string_lossy()).cloned();
+        let options = SourceOptions {
+            reader: ReaderOptions {
+                max_line_bytes: usize::try_from(ctx.config.max_event_bytes).unwrap_or(usize::MAX),
+            },
+            quiet_after_ms: Some(ctx.config.idle_archive_ms),
+        };
+        let (follower, note) = match Follower::open_source(harness, log, saved.as_ref(), options) {
+            Ok(opened) => opened,
+            Err(follow::FollowError::NoHeader { .. }) => {
+                self.harness_logs.insert(
+                    path.to_path_buf(),
+                    not_followed("no conversation line yet".into()),
+                );
+                return;
+            }
+            Err(e) => {
+                let message = e.to_string();
+                self.harness_logs
+                    .insert(path.to_path_buf(), not_followed(message.clone()));
+                if e.is_gone() {
+                    return;
+                }
+                // A FIFO, a device or a socket is said once.
+                let special = matches!(&e, follow::FollowError::Read(r) if r.is_special_file());
+                if !special || self.skipped_logs.insert(path.to_path_buf()) {
+                    self.error("session", message);
+                }
+                return;
+            }
+        };
+        if let Some(note) = note {
+            self.error("session", note);
+        }
+        let header = follower.header.clone();
+        let last_write = mtime_ms(path).unwrap_or_else(now_ms);
+        let Some(ws) = self.workspaces.get_mut(ws_dir) else {
+            return;
+        };
+        let mut cursor = LedgerCursor::default();
+        let refreshed = signer::refresh(&ctx.store, &header.id, &header.id, &mut cursor);
+        ws.sessions.insert(
+            path.to_path_buf(),
+            SessionEntry {
+                follower,
+                cursor,
+                root: header.id.clone(),
+                error: None,
+                signed: 0,
+                sweep_checked_len: None,
+                sweep_queued: false,
+            },
+        );
+        ws.clock.on_append(last_write);
+        let linked = ws.linked;
+        self.harness_logs.insert(
+            path.to_path_buf(),
+            HarnessLog {
+                harness,
+                ws_dir: Some(ws_dir.to_path_buf()),
+                not_followed: None,
+                len: None,
+            },
+        );
+        if let Err(e) = refreshed {
+            self.session_error(ws_dir, path, e.to_string());
+        }
+        tracing::info!(session = %header.id, harness = harness.name(), log = %path.display(), "following a session");
+        if self.initial_scan_done {
+            if let NewSession::Pull = triggers::on_new_session(None, &header.id, linked) {
+                self.queue_sync(ws_dir, true, false);
+            }
+        }
+        self.poll_session(ws_dir, path);
+        self.check_sweep(ws_dir, path);
+    }
+
+    /// A Claude Code transcript within [`SWEEP_MARGIN_DAYS`] of its `cleanupPeriodDays`
+    /// with signed turns no chapter covers is archived now: Claude Code deletes it soon.
+    fn check_sweep(&mut self, ws_dir: &Path, key: &Path) {
+        let cleanup_days = self.claude_cleanup_days;
+        let Some(ws) = self.workspaces.get_mut(ws_dir) else {
+            return;
+        };
+        let Some(ctx) = ws.ctx.clone() else {
+            return;
+        };
+        let linked = ws.linked;
+        let Some(entry) = ws.sessions.get_mut(key) else {
+            return;
+        };
+        if entry.follower.harness() != Harness::ClaudeCode || entry.sweep_queued {
+            return;
+        }
+        let Ok(meta) = std::fs::metadata(key) else {
+            return;
+        };
+        if entry.sweep_checked_len == Some(meta.len()) {
+            return;
+        }
+        let Some(mtime) = mtime_ms(key) else {
+            return;
+        };
+        let window_days = cleanup_days.saturating_sub(SWEEP_MARGIN_DAYS);
+        let window_ms = i64::try_from(window_days)
+            .unwrap_or(i64::MAX / DAY_MS)
+            .saturating_mul(DAY_MS);
+        if now_ms().saturating_sub(mtime) < window_ms {
+            return;
+        }
+        entry.sweep_checked_len = Some(meta.len());
+        let id = entry.follower.header.id.clone();
+        let waiting = signer::signed_unarchived(&ctx.store, &entry.root, &id).unwrap_or(0);
+        if waiting == 0 {
+            return;
+        }
+        entry.sweep_queued = true;
+        tracing::info!(session = %id, turns = waiting, cleanup_days, "a Claude Code transcript nears its sweep; archiving it now");
+        self.queue_archive_moment(ws_dir, Reason::Idle, "sweep", Some(id), false, linked);
+    }
+
+    /// A followed log of another harness is gone. Turns no chapter covers went with it:
+    /// reported (`status`: "vanished before archived"), never as a corruption.
+    fn log_vanished(&mut self, ws_dir: &Path, key: &Path) {
+        let at = crate::time::rfc3339_utc(now_ms());
+        self.harness_logs.remove(key);
+        let Some(ws) = self.workspaces.get_mut(ws_dir) else {
+            return;
+        };
+        let Some(entry) = ws.sessions.remove(key) else {
+            return;
+        };
+        self.state_dirty = true;
+        let id = entry.follower.header.id.clone();
+        let signed = ws
+            .ctx
+            .as_ref()
+            .and_then(|c| signer::signed_unarchived(&c.store, &entry.root, &id).ok())
+            .unwrap_or(0);
+        let turns = signed + u64::from(entry.follower.in_flight().is_some());
+        tracing::info!(session = %id, log = %key.display(), turns, "a log vanished");
+        if turns > 0 {
+            ws.vanished.push(json!({
+                "at": at,
+                "harness": entry.follower.harness().name(),
+                "sessionId": id,
+                "log": key,
+                "turns": turns,
+            }));
+        }
     }
 
     /// Find the workspace of a `--<key>--` directory, decide whether it is followed, and
@@ -893,6 +1464,9 @@ impl Runtime {
         let session_dirs = match list_dirs(ws_dir) {
             Ok(d) => d,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if self.keep_for_harnesses(ws_dir) {
+                    return;
+                }
                 if let Some(ws) = self.workspaces.remove(ws_dir) {
                     if !ws.sessions.is_empty() {
                         self.error(
@@ -954,24 +1528,19 @@ impl Runtime {
                 ));
                 return;
             }
-            match WsCtx::load(&workspace, &self.paths.dsh_home, &self.env) {
-                Ok(ctx) => {
-                    entry.linked = ctx.linked();
-                    entry.ctx = Some(Arc::new(ctx));
-                    entry.not_followed = None;
-                    tracing::info!(workspace = %workspace.display(), "following a workspace");
-                }
-                Err(e) => {
-                    let message = format!("{}: {e}", workspace.display());
-                    if entry.not_followed.as_deref() != Some(message.as_str()) {
-                        entry.not_followed = Some(message.clone());
-                        self.error("workspace", message);
-                    }
-                    return;
-                }
+            if self.load_ws(ws_dir, &workspace).is_err() {
+                return;
             }
         }
-        let known: Vec<PathBuf> = entry.sessions.keys().cloned().collect();
+        let Some(entry) = self.workspaces.get(ws_dir) else {
+            return;
+        };
+        let known: Vec<PathBuf> = entry
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.follower.harness() == Harness::Dsh)
+            .map(|(k, _)| k.clone())
+            .collect();
         for gone in known.iter().filter(|k| !session_dirs.contains(k)) {
             self.drop_session(ws_dir, gone, "its session directory was deleted");
         }
@@ -1063,6 +1632,8 @@ impl Runtime {
                 root: header.id.clone(),
                 error: None,
                 signed: 0,
+                sweep_checked_len: None,
+                sweep_queued: false,
             },
         );
         ws.clock.on_append(last_write);
@@ -1070,6 +1641,7 @@ impl Runtime {
         let parents: BTreeMap<String, Option<String>> = ws
             .sessions
             .values()
+            .filter(|s| s.follower.harness() == Harness::Dsh)
             .map(|s| {
                 (
                     s.follower.header.id.clone(),
@@ -1077,7 +1649,11 @@ impl Runtime {
                 )
             })
             .collect();
-        for s in ws.sessions.values_mut() {
+        for s in ws
+            .sessions
+            .values_mut()
+            .filter(|s| s.follower.harness() == Harness::Dsh)
+        {
             s.root = archive::root_session(&s.follower.header.id, &parents);
         }
         let known_ids: BTreeSet<String> = parents.keys().cloned().collect();
@@ -1123,6 +1699,12 @@ impl Runtime {
 
     /// Decode what a session's log gained and sign every turn it completed.
     fn poll_session(&mut self, ws_dir: &Path, session_dir: &Path) {
+        self.poll_session_with(ws_dir, session_dir, false);
+    }
+
+    /// [`Runtime::poll_session`]; `force` reads an unchanged log too (another harness's
+    /// log gone quiet ends its answered turn).
+    fn poll_session_with(&mut self, ws_dir: &Path, session_dir: &Path, force: bool) {
         let Some(ws) = self.workspaces.get_mut(ws_dir) else {
             return;
         };
@@ -1149,7 +1731,7 @@ impl Runtime {
         // point, before the signature (§7.5).
         let mut marker_turns = Vec::new();
         let marker_prefix = ctx.config.rules_marker_prefix.clone();
-        let polled = entry.follower.poll(&mut |turn| {
+        let polled = entry.follower.poll_with(force, &mut |turn| {
             if turn.end_seq < seed_end || signed_hint.is_some_and(|hi| turn.end_seq <= hi) {
                 return;
             }
@@ -1241,7 +1823,12 @@ impl Runtime {
                     self.state_dirty = true;
                     self.state_changed = Instant::now();
                 }
-                if p.turns_completed > 0 {
+                // Another harness's turn may end only by going quiet: its in-flight turn
+                // waits for the idle moment too.
+                let quiet_ends = entry.follower.harness() != Harness::Dsh
+                    && p.appended
+                    && entry.follower.in_flight().is_some();
+                if p.turns_completed > 0 || quiet_ends {
                     ws.clock.on_turn_completed();
                 }
                 compaction = p.compaction;
@@ -1253,7 +1840,16 @@ impl Runtime {
             Err(e) => errors.push(e.to_string()),
         }
         if gone {
-            self.drop_session(ws_dir, session_dir, "its log was deleted");
+            let other = self
+                .workspaces
+                .get(ws_dir)
+                .and_then(|w| w.sessions.get(session_dir))
+                .is_some_and(|s| s.follower.harness() != Harness::Dsh);
+            if other {
+                self.log_vanished(ws_dir, session_dir);
+            } else {
+                self.drop_session(ws_dir, session_dir, "its log was deleted");
+            }
             return;
         }
         for message in errors {
@@ -1268,6 +1864,27 @@ impl Runtime {
         &mut self,
         ws_dir: &Path,
         reason: Reason,
+        only: Option<String>,
+        pull_first: bool,
+        push_after: bool,
+    ) {
+        self.queue_archive_moment(
+            ws_dir,
+            reason,
+            reason.as_str(),
+            only,
+            pull_first,
+            push_after,
+        );
+    }
+
+    /// [`Runtime::queue_archive`] with the moment `status` names (`sweep` runs as an idle
+    /// archive of one session).
+    fn queue_archive_moment(
+        &mut self,
+        ws_dir: &Path,
+        reason: Reason,
+        moment: &'static str,
         only: Option<String>,
         pull_first: bool,
         push_after: bool,
@@ -1297,6 +1914,7 @@ impl Runtime {
             dsh_home: self.paths.dsh_home.clone(),
             kind: JobKind::Archive {
                 reason,
+                moment,
                 only,
                 pull_first,
                 push_after,
@@ -1348,7 +1966,28 @@ impl Runtime {
         }
         for (dir, d, linked) in due {
             match d {
-                Due::IdleArchive => self.queue_archive(&dir, Reason::Idle, None, false, linked),
+                Due::IdleArchive => {
+                    // Other harnesses' logs gone quiet end their answered turns first:
+                    // signed here, then archived.
+                    let quiet: Vec<PathBuf> = self
+                        .workspaces
+                        .get(&dir)
+                        .map(|w| {
+                            w.sessions
+                                .iter()
+                                .filter(|(_, s)| {
+                                    s.follower.harness() != Harness::Dsh
+                                        && s.follower.in_flight().is_some()
+                                })
+                                .map(|(k, _)| k.clone())
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    for key in quiet {
+                        self.poll_session_with(&dir, &key, true);
+                    }
+                    self.queue_archive(&dir, Reason::Idle, None, false, linked)
+                }
                 Due::Push => {
                     self.queue_sync(&dir, false, false);
                 }
@@ -1445,7 +2084,10 @@ impl Runtime {
                 sync_debounce_ms: 0,
             });
             if let JobKind::Archive {
-                reason, push_after, ..
+                reason,
+                moment,
+                push_after,
+                ..
             } = &done.kind
             {
                 ws.archive_busy = false;
@@ -1454,12 +2096,15 @@ impl Runtime {
                         errors.extend(failures.iter().cloned());
                         (
                             *chapters > 0,
-                            json!({"at": at, "reason": reason, "chaptersWritten": chapters, "failures": failures}),
+                            json!({"at": at, "reason": reason, "moment": moment, "chaptersWritten": chapters, "failures": failures}),
                         )
                     }
                     Some(Err(e)) => {
                         errors.push(format!("archive ({}) failed: {e}", reason.as_str()));
-                        (false, json!({"at": at, "reason": reason, "error": e}))
+                        (
+                            false,
+                            json!({"at": at, "reason": reason, "moment": moment, "error": e}),
+                        )
                     }
                     None => (false, Value::Null),
                 };
@@ -1564,6 +2209,7 @@ impl Runtime {
                 .map(|s| {
                     json!({
                         "sessionId": s.follower.header.id,
+                        "harness": s.follower.harness().name(),
                         "rootSessionId": s.root,
                         "log": s.follower.log.log,
                         "generation": s.follower.log.generation,
@@ -1590,6 +2236,7 @@ impl Runtime {
                 "enrichBusy": ws.enrich_busy,
                 "syncFailures": ws.clock.sync_failures(),
                 "pushDueAt": ws.clock.push_due_ms().map(crate::time::rfc3339_utc),
+                "vanished": ws.vanished,
             }));
         }
         let (mode, reason) = match &self.watch.mode {
@@ -1619,6 +2266,22 @@ impl Runtime {
             "lastReload": self.last_reload,
             "lastErrors": self.errors,
             "logs": self.paths.logs,
+            "harnesses": self.harness_trees.iter().map(|t| json!({
+                "harness": t.harness.name(),
+                "home": t.home,
+                "tree": t.tree,
+                "present": t.tree.is_dir(),
+                "logsSeen": self.harness_logs.values().filter(|l| l.harness == t.harness).count(),
+                "logsFollowed": self.harness_logs.values().filter(|l| l.harness == t.harness && l.ws_dir.is_some()).count(),
+                // Why the first few logs are not followed (sorted by path).
+                "notFollowed": self.harness_logs.iter()
+                    .filter(|(_, l)| l.harness == t.harness)
+                    .filter_map(|(p, l)| Some(json!({"log": p, "why": l.not_followed.as_ref()?})))
+                    .take(20)
+                    .collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "claudeCleanupPeriodDays": self.claude_cleanup_days,
+            "sweepMarginDays": SWEEP_MARGIN_DAYS,
         })
     }
 

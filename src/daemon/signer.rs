@@ -53,18 +53,40 @@ fn ledger_len(path: &Path) -> Result<Option<u64>, StoreError> {
     }
 }
 
-fn read_signed_hi(store: &Store, root: &str, session_id: &str) -> Result<Option<u64>, SignError> {
+/// The last seq of each signature in a session's ledger, in ledger order.
+fn signed_ends(store: &Store, root: &str, session_id: &str) -> Result<Vec<u64>, SignError> {
     let read = store.read_collection(root, session_id)?;
-    let mut hi = None;
+    let mut ends = Vec::with_capacity(read.lines.len());
     for (i, line) in read.lines.into_iter().enumerate() {
         let sig: Signature = serde_json::from_value(line).map_err(|e| SignError::BadLine {
             session_id: session_id.to_owned(),
             line: i + 1,
             detail: e.to_string(),
         })?;
-        hi = hi.max(sig.seqs.last().copied());
+        ends.extend(sig.seqs.last().copied());
     }
-    Ok(hi)
+    Ok(ends)
+}
+
+fn read_signed_hi(store: &Store, root: &str, session_id: &str) -> Result<Option<u64>, SignError> {
+    Ok(signed_ends(store, root, session_id)?.into_iter().max())
+}
+
+/// How many of a session's signed turns no chapter covers yet: signatures past the last
+/// archived chapter of the session (what a vanished log takes with it, what the sweep
+/// would take).
+pub fn signed_unarchived(store: &Store, root: &str, session_id: &str) -> Result<u64, SignError> {
+    let archived_hi = store
+        .archived(root)?
+        .iter()
+        .filter(|d| d.kind == "chapter" && d.session_id == session_id)
+        .map(|d| d.seq_hi)
+        .max();
+    let ends = signed_ends(store, root, session_id)?;
+    Ok(ends
+        .into_iter()
+        .filter(|&end| archived_hi.is_none_or(|hi| end > hi))
+        .count() as u64)
 }
 
 /// Bring `cursor` up to date without the lock (at start-up, to skip old turns cheaply).

@@ -174,6 +174,16 @@ pub fn is_compaction(kind: &str) -> bool {
     matches!(kind, "compaction/end" | "compaction/summary")
 }
 
+/// Whether an event of any harness marks a compaction: DSH's compaction events, or the
+/// summary another harness writes after compacting (a user message its reader gives the
+/// compaction-summary source kind).
+pub fn is_compaction_event(event: &crate::session::Event) -> bool {
+    is_compaction(&event.kind)
+        || event.user_message().is_some_and(|m| {
+            m.source.kind == crate::source::claude_code::screen::COMPACTION_SUMMARY
+        })
+}
+
 /// When an idle-time enrichment batch is due for one workspace (record §6.2): never per
 /// turn; after a push or after `enrichmentIdleMs` without an append, as `enrichmentTrigger`
 /// says, and only when archives wrote chapters since the last batch.

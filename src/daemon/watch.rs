@@ -52,6 +52,8 @@ pub struct Watch {
     sessions: PathBuf,
     /// Whether `sessions` itself is watched (it may not exist yet: then its parent is).
     sessions_watched: bool,
+    /// Other harnesses' homes (non-recursively) and trees (recursively) watched.
+    watched: std::collections::BTreeSet<PathBuf>,
 }
 
 impl Watch {
@@ -72,6 +74,7 @@ impl Watch {
                 },
                 sessions,
                 sessions_watched: false,
+                watched: Default::default(),
             };
         }
         let cb_flags = Arc::clone(&flags);
@@ -100,6 +103,7 @@ impl Watch {
                 mode: WatchMode::Notify,
                 sessions,
                 sessions_watched: false,
+                watched: Default::default(),
             },
             Err(e) => {
                 return Watch {
@@ -113,6 +117,7 @@ impl Watch {
                     },
                     sessions,
                     sessions_watched: false,
+                    watched: Default::default(),
                 }
             }
         };
@@ -146,10 +151,55 @@ impl Watch {
         }
     }
 
+    /// Watch another harness's `tree` (Claude Code's `projects/`, Codex's `sessions/`)
+    /// recursively once it exists, and its `home` non-recursively, so a tree created later
+    /// is noticed. On the watch limit, switch to polling.
+    pub fn ensure_tree_watched(&mut self, home: &Path, tree: &Path) {
+        let Some(w) = self.watcher.as_mut() else {
+            return;
+        };
+        if !self.watched.contains(home) && home.is_dir() {
+            match w.watch(home, RecursiveMode::NonRecursive) {
+                Ok(()) => {
+                    self.watched.insert(home.to_path_buf());
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, home = %home.display(), "cannot watch a harness's home")
+                }
+            }
+        }
+        if self.watched.contains(tree) || !tree.is_dir() {
+            return;
+        }
+        let Some(w) = self.watcher.as_mut() else {
+            return;
+        };
+        match w.watch(tree, RecursiveMode::Recursive) {
+            Ok(()) => {
+                self.watched.insert(tree.to_path_buf());
+            }
+            Err(e) if is_limit(&e) => self.fall_back(limit_message(&e.to_string())),
+            Err(e) => self.fall_back(format!(
+                "cannot watch {} ({e}); polling instead",
+                tree.display()
+            )),
+        }
+    }
+
+    /// A watched tree was removed: watch it again when it is back.
+    pub fn forget_tree(&mut self, tree: &Path) {
+        if self.watched.remove(tree) {
+            if let Some(w) = self.watcher.as_mut() {
+                let _ = w.unwatch(tree);
+            }
+        }
+    }
+
     /// Drop the watcher and poll from now on.
     pub fn fall_back(&mut self, reason: String) {
         tracing::warn!("{reason}");
         self.watcher = None;
+        self.watched.clear();
         self.mode = WatchMode::Polling { reason };
     }
 

@@ -87,7 +87,7 @@ pub struct SourceOptions {
 }
 
 /// Whether `path` was last modified at least `after_ms` ago.
-fn is_quiet(path: &Path, after_ms: Option<u64>) -> bool {
+pub(crate) fn is_quiet(path: &Path, after_ms: Option<u64>) -> bool {
     let Some(after_ms) = after_ms else {
         return false;
     };

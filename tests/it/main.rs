@@ -6,6 +6,7 @@ mod claude_code;
 mod codex;
 mod crash;
 mod daemon;
+mod daemon_harnesses;
 mod doors;
 mod dsh_real;
 mod durable;

@@ -22,7 +22,7 @@ mod reader;
 pub(crate) mod screen;
 mod subagent;
 
-pub use reader::{ClaudeReader, SessionFacts, SEQ_SHIFT};
+pub use reader::{ClaudeReader, PlanCache, SessionFacts, SEQ_SHIFT};
 
 /// The longest folder key Claude Code writes before cutting it and adding a hash.
 const MAX_KEY: usize = 200;

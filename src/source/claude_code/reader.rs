@@ -57,6 +57,7 @@ pub struct SessionFacts {
 }
 
 /// The DAG facts of one `uuid`.
+#[derive(Clone)]
 struct Node {
     parent: Option<u64>,
     /// The first line that carried this uuid.
@@ -67,11 +68,27 @@ struct Node {
 /// The first pass's result.
 struct Plan {
     facts: SessionFacts,
-    nodes: HashMap<u64, Node>,
+    nodes: std::sync::Arc<HashMap<u64, Node>>,
     abandoned: HashSet<u64>,
     /// Lines an earlier transcript of the folder holds too (this one was resumed or forked
     /// from it): read there, not here.
     copied: HashSet<u64>,
+}
+
+/// The first pass kept between reads of a growing transcript (the daemon's follower, see
+/// [`ClaudeReader::open_cached`]): a read extends it with the lines appended since, so it
+/// costs what was appended, not the file. Only for a file that grows by appends: a
+/// truncated or replaced file needs a fresh cache.
+#[derive(Default)]
+pub struct PlanCache {
+    offset: u64,
+    index: u64,
+    facts: SessionFacts,
+    nodes: std::sync::Arc<HashMap<u64, Node>>,
+    leaf: Option<u64>,
+    logical: HashMap<u64, u64>,
+    /// The transcript's first `uuid` off any sidechain, once read (see `copied_from_siblings`).
+    first_uuid: Option<String>,
 }
 
 fn key(uuid: &str) -> u64 {
@@ -153,15 +170,28 @@ impl<'de> Deserialize<'de> for LightContent {
 }
 
 /// The first pass (see the module doc).
-fn plan(path: &Path, cap: usize) -> Result<Plan, ReadError> {
+/// It starts where `cache` stopped and leaves it at the file's end (reset when it fails).
+fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadError> {
+    let PlanCache {
+        offset,
+        mut index,
+        mut facts,
+        nodes,
+        mut leaf,
+        mut logical,
+        mut first_uuid,
+    } = std::mem::take(cache);
+    let mut nodes: HashMap<u64, Node> =
+        std::sync::Arc::try_unwrap(nodes).unwrap_or_else(|shared| (*shared).clone());
     let file = crate::session::reader::open_regular(path)?;
-    let mut lines = Lines::new(BufReader::with_capacity(64 * 1024, file), 0, cap);
-    let mut facts = SessionFacts::default();
-    let mut nodes: HashMap<u64, Node> = HashMap::new();
-    let mut leaf: Option<u64> = None;
-    let mut logical: HashMap<u64, u64> = HashMap::new();
-    let mut index: u64 = 0;
-    let mut first_uuid: Option<String> = None;
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    std::io::Seek::seek(reader.get_mut(), std::io::SeekFrom::Start(offset)).map_err(|source| {
+        ReadError::Io {
+            file: path.to_path_buf(),
+            source,
+        }
+    })?;
+    let mut lines = Lines::new(reader, offset, cap);
     loop {
         let next = lines.next_line().map_err(|source| ReadError::Io {
             file: path.to_path_buf(),
@@ -235,15 +265,26 @@ fn plan(path: &Path, cap: usize) -> Result<Plan, ReadError> {
         );
     }
     // A compaction boundary has no parent; its logical parent bridges the chain.
-    for (k, lp) in logical {
-        if let Some(n) = nodes.get_mut(&k) {
-            n.parent = Some(lp);
+    for (k, lp) in &logical {
+        if let Some(n) = nodes.get_mut(k) {
+            n.parent = Some(*lp);
         }
     }
     let abandoned = abandoned_branches(&nodes, leaf);
     let copied = first_uuid
+        .clone()
         .map(|u| copied_from_siblings(path, &u, facts.session_id.as_deref(), cap))
         .unwrap_or_default();
+    let nodes = std::sync::Arc::new(nodes);
+    *cache = PlanCache {
+        offset: lines.offset(),
+        index,
+        facts: facts.clone(),
+        nodes: std::sync::Arc::clone(&nodes),
+        leaf,
+        logical,
+        first_uuid,
+    };
     Ok(Plan {
         facts,
         nodes,
@@ -728,7 +769,19 @@ impl ClaudeReader {
         options: ReaderOptions,
         quiet_end: bool,
     ) -> Result<Self, ReadError> {
-        let plan = plan(path, options.max_line_bytes)?;
+        Self::open_cached(path, from, options, quiet_end, &mut PlanCache::default())
+    }
+
+    /// [`ClaudeReader::open`] with the first pass extended from `cache` (a growing file
+    /// followed live) instead of read whole.
+    pub fn open_cached(
+        path: &Path,
+        from: ResumePoint,
+        options: ReaderOptions,
+        quiet_end: bool,
+        cache: &mut PlanCache,
+    ) -> Result<Self, ReadError> {
+        let plan = plan(path, options.max_line_bytes, cache)?;
         let stream = crate::source::lines::open_stream(path, from.byte_offset)?;
         let header = if from.header_seen {
             None

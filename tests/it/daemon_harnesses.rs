@@ -1,0 +1,538 @@
+//! The daemon follows Claude Code's and Codex's logs live (issue #15 point 5): the real
+//! binary, real inotify, real transcript files written line by line under the sandbox's
+//! `CLAUDE_CONFIG_DIR` and `CODEX_HOME` while it runs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use dsh_chapters::daemon::control::{Client, Request};
+use serde_json::{json, Value};
+
+use crate::support::Sandbox;
+
+const WAIT: Duration = Duration::from_secs(60);
+const CC_SID: &str = "0b0b0b0b-0000-4000-8000-0000000000aa";
+const CC_OLD: &str = "0b0b0b0b-0000-4000-8000-0000000000bb";
+const CODEX_ID: &str = "0199aaaa-0000-7000-8000-0000000000cc";
+
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !cond() {
+        assert!(started.elapsed() < WAIT, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn socket(sb: &Sandbox) -> PathBuf {
+    sb.home.join("dsh-chapters/daemon.sock")
+}
+
+struct Daemon(Child);
+
+impl Daemon {
+    fn start(sb: &Sandbox, env: &[(&str, &str)]) -> Daemon {
+        let mut cmd = sb.cmd(&["daemon", "--foreground"]);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the daemon");
+        let d = Daemon(child);
+        wait_for("the daemon's socket", || {
+            Client::connect(&socket(sb), Duration::from_secs(5)).is_ok()
+        });
+        d
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn status(sb: &Sandbox) -> Value {
+    let mut c = Client::connect(&socket(sb), Duration::from_secs(10)).expect("connect");
+    c.request(Request::Status, &socket(sb)).expect("status")
+}
+
+/// The number of signatures in a session's collection ledger.
+fn signed(sb: &Sandbox, session: &str) -> usize {
+    let path = sb
+        .store()
+        .join(session)
+        .join("collections")
+        .join(format!("{session}.jsonl"));
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().filter(|l| l.ends_with('}')).count())
+        .unwrap_or(0)
+}
+
+fn chapters(sb: &Sandbox, root: &str) -> usize {
+    std::fs::read_dir(sb.store().join(root).join("chapters"))
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    n.ends_with(".md") && !n.starts_with('.')
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+fn workspace_status(st: &Value) -> Option<&Value> {
+    st["workspaces"]
+        .as_array()?
+        .iter()
+        .find(|w| w["followed"] == true)
+}
+
+fn session_status<'a>(st: &'a Value, id: &str) -> Option<&'a Value> {
+    st["workspaces"]
+        .as_array()?
+        .iter()
+        .flat_map(|w| w["sessions"].as_array().into_iter().flatten())
+        .find(|s| s["sessionId"] == id)
+}
+
+/// Claude Code's project folder of the sandbox's workspace.
+fn cc_dir(sb: &Sandbox) -> PathBuf {
+    let key: String = sb
+        .ws_str()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    sb.home.join("claude/projects").join(key)
+}
+
+/// A Claude Code transcript written line by line, as Claude Code writes it.
+struct Transcript {
+    path: PathBuf,
+    sid: String,
+    cwd: String,
+    n: usize,
+    last: Option<String>,
+}
+
+impl Transcript {
+    fn new(sb: &Sandbox, sid: &str) -> Transcript {
+        Transcript {
+            path: cc_dir(sb).join(format!("{sid}.jsonl")),
+            sid: sid.to_owned(),
+            cwd: sb.ws_str(),
+            n: 0,
+            last: None,
+        }
+    }
+
+    fn line(&mut self, kind: &str, rest: Value) -> String {
+        self.n += 1;
+        let uuid = format!("00000000-0000-4000-8000-{:012}", self.n);
+        let mut v = json!({
+            "type": kind, "uuid": uuid, "parentUuid": self.last, "sessionId": self.sid,
+            "cwd": self.cwd, "version": "2.1.39", "timestamp": "2026-12-01T10:00:00.000Z",
+            "isSidechain": false, "userType": "external",
+        });
+        if let (Value::Object(o), Value::Object(r)) = (&mut v, rest) {
+            o.extend(r);
+        }
+        self.last = Some(uuid);
+        v.to_string() + "\n"
+    }
+
+    fn prompt(&mut self, text: &str) -> String {
+        self.line(
+            "user",
+            json!({"message": {"role": "user", "content": text}}),
+        )
+    }
+
+    fn answer(&mut self, text: &str) -> String {
+        let id = format!("msg_{}", self.n);
+        self.line(
+            "assistant",
+            json!({"message": {"id": id, "role": "assistant", "content": [{"type": "text", "text": text}]}}),
+        )
+    }
+
+    fn turn_duration(&mut self) -> String {
+        self.line(
+            "system",
+            json!({"subtype": "turn_duration", "durationMs": 1200}),
+        )
+    }
+
+    fn append(&self, lines: &[String]) {
+        use std::io::Write;
+        std::fs::create_dir_all(self.path.parent().expect("dir")).expect("project dir");
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .expect("open the transcript");
+        for l in lines {
+            f.write_all(l.as_bytes()).expect("append a line");
+        }
+    }
+
+    fn id(&self) -> String {
+        format!("claude-code-{}", self.sid)
+    }
+}
+
+fn codex_line(kind: &str, payload: Value) -> String {
+    json!({"timestamp": "2026-12-02T10:00:00.000Z", "type": kind, "payload": payload}).to_string()
+        + "\n"
+}
+
+fn append(path: &Path, lines: &[String]) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .expect("open");
+    for l in lines {
+        f.write_all(l.as_bytes()).expect("append");
+    }
+}
+
+/// A file's bytes and modification time.
+fn fingerprint(path: &Path) -> (Vec<u8>, SystemTime) {
+    let bytes = std::fs::read(path).expect("read");
+    let mtime = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .expect("mtime");
+    (bytes, mtime)
+}
+
+fn set_mtime_days_ago(path: &Path, days: u64) {
+    let at = SystemTime::now() - Duration::from_secs(days * 86_400);
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_modified(at))
+        .expect("mtime");
+}
+
+#[test]
+fn claude_code_and_codex_logs_made_after_start_are_followed_signed_and_archived_untouched() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    // Both homes present, their trees empty.
+    std::fs::create_dir_all(sb.home.join("claude/projects")).expect("projects");
+    std::fs::create_dir_all(sb.home.join("codex/sessions")).expect("sessions");
+    let _d = Daemon::start(&sb, &[("CHAPTERS_IDLE_ARCHIVE_MS", "3000")]);
+    let st = status(&sb);
+    let harnesses: Vec<&str> = st["harnesses"]
+        .as_array()
+        .expect("harnesses")
+        .iter()
+        .filter(|h| h["present"] == true)
+        .filter_map(|h| h["harness"].as_str())
+        .collect();
+    assert_eq!(harnesses, ["claude-code", "codex"], "{st}");
+
+    // Claude Code: the project folder and the transcript appear after the start.
+    let mut cc = Transcript::new(&sb, CC_SID);
+    let (p, a) = (
+        cc.prompt("Fix the tokenizer in src/lexer.rs"),
+        cc.answer("The tokenizer now splits on unicode whitespace."),
+    );
+    cc.append(&[p, a]);
+    wait_for("the transcript followed", || {
+        session_status(&status(&sb), &cc.id()).is_some_and(|s| !s["inFlight"].is_null())
+    });
+    // Its turn ends at `system/turn_duration`: signed then.
+    let end = cc.turn_duration();
+    cc.append(&[end]);
+    wait_for("the first Claude Code turn signed", || {
+        signed(&sb, &cc.id()) == 1
+    });
+    let s = status(&sb);
+    assert_eq!(
+        session_status(&s, &cc.id()).expect("session")["harness"],
+        "claude-code"
+    );
+
+    // Codex: `sessions/YYYY/MM/DD/` made after the start, a rollout in it.
+    let day = sb.home.join("codex/sessions/2026/12/02");
+    std::fs::create_dir_all(&day).expect("day dir");
+    let rollout = day.join(format!("rollout-2026-12-02T10-00-00-{CODEX_ID}.jsonl"));
+    append(
+        &rollout,
+        &[
+            codex_line(
+                "session_meta",
+                json!({"id": CODEX_ID, "cwd": sb.ws_str(), "cli_version": "0.58.0"}),
+            ),
+            codex_line(
+                "event_msg",
+                json!({"type": "task_started", "turn_id": "t1"}),
+            ),
+            codex_line(
+                "response_item",
+                json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "run the migration tests"}]}),
+            ),
+            codex_line(
+                "event_msg",
+                json!({"type": "user_message", "message": "run the migration tests"}),
+            ),
+            codex_line(
+                "response_item",
+                json!({"type": "function_call", "name": "shell", "call_id": "c1", "arguments": "{\"command\":[\"cargo\",\"test\",\"migration\"]}"}),
+            ),
+            codex_line(
+                "response_item",
+                json!({"type": "function_call_output", "call_id": "c1", "output": "test result: ok. 4 passed"}),
+            ),
+            codex_line(
+                "response_item",
+                json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "All four migration tests pass."}]}),
+            ),
+        ],
+    );
+    let codex_id = format!("codex-{CODEX_ID}");
+    wait_for("the rollout followed", || {
+        session_status(&status(&sb), &codex_id).is_some()
+    });
+    assert_eq!(signed(&sb, &codex_id), 0, "no turn end yet");
+    append(
+        &rollout,
+        &[codex_line(
+            "event_msg",
+            json!({"type": "task_complete", "turn_id": "t1"}),
+        )],
+    );
+    wait_for("the Codex turn signed at task_complete", || {
+        signed(&sb, &codex_id) == 1
+    });
+
+    // A second Claude Code turn with no turn end of its own: it ends when the file has
+    // been quiet for `idleArchiveMs`, is signed then, and the idle archive follows.
+    let (p, a) = (
+        cc.prompt("Now add a test for the tokenizer"),
+        cc.answer("Added tests/lexer.rs covering unicode whitespace."),
+    );
+    cc.append(&[p, a]);
+    let before_cc = fingerprint(&cc.path);
+    let before_codex = fingerprint(&rollout);
+    wait_for("the quiet Claude Code turn signed", || {
+        signed(&sb, &cc.id()) == 2
+    });
+    wait_for("chapters of both harnesses archived when idle", || {
+        chapters(&sb, &cc.id()) > 0 && chapters(&sb, &codex_id) > 0
+    });
+    wait_for("the idle archive reported", || {
+        workspace_status(&status(&sb)).is_some_and(|w| w["lastArchive"]["moment"] == "idle")
+    });
+    // The daemon read both logs many times and changed neither.
+    assert!(
+        fingerprint(&cc.path) == before_cc,
+        "the transcript was changed"
+    );
+    assert!(
+        fingerprint(&rollout) == before_codex,
+        "the rollout was changed"
+    );
+    let st = status(&sb);
+    assert_eq!(st["lastErrors"].as_array().map_or(0, Vec::len), 0, "{st}");
+}
+
+#[test]
+fn a_harness_turned_off_by_config_is_not_followed() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    std::fs::create_dir_all(sb.home.join("claude/projects")).expect("projects");
+    let _d = Daemon::start(&sb, &[("CHAPTERS_CLAUDE_CODE_SESSIONS", "false")]);
+    let mut cc = Transcript::new(&sb, CC_SID);
+    let lines = [
+        cc.prompt("Fix the build"),
+        cc.answer("Fixed."),
+        cc.turn_duration(),
+    ];
+    cc.append(&lines);
+    // A DSH-side change makes the daemon pass its loop; the transcript stays unread.
+    std::thread::sleep(Duration::from_millis(1500));
+    let st = status(&sb);
+    assert!(
+        !st["harnesses"]
+            .as_array()
+            .expect("harnesses")
+            .iter()
+            .any(|h| h["harness"] == "claude-code"),
+        "{st}"
+    );
+    assert!(session_status(&st, &cc.id()).is_none(), "{st}");
+    assert_eq!(signed(&sb, &cc.id()), 0);
+}
+
+#[test]
+fn a_transcript_near_claude_codes_sweep_is_archived_at_once() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    std::fs::create_dir_all(sb.home.join("claude")).expect("claude home");
+    std::fs::write(
+        sb.home.join("claude/settings.json"),
+        r#"{"cleanupPeriodDays": 10, "model": "opus"}"#,
+    )
+    .expect("settings");
+    // Nine days old of ten: within the two-day margin. Its neighbour is a day old.
+    let mut old = Transcript::new(&sb, CC_OLD);
+    let lines = [
+        old.prompt("Document the release process in RELEASING.md"),
+        old.answer("RELEASING.md now lists the five release steps."),
+        old.turn_duration(),
+        old.prompt("Add the changelog step"),
+        old.answer("Step six: update CHANGELOG.md."),
+        old.turn_duration(),
+    ];
+    old.append(&lines);
+    set_mtime_days_ago(&old.path, 9);
+    let mut young = Transcript::new(&sb, CC_SID);
+    let lines = [
+        young.prompt("Rename the config loader"),
+        young.answer("Renamed to load_settings."),
+        young.turn_duration(),
+    ];
+    young.append(&lines);
+    set_mtime_days_ago(&young.path, 1);
+    let before = fingerprint(&old.path);
+    // The default idle time (ten minutes): only the sweep can archive now.
+    let _d = Daemon::start(&sb, &[]);
+    wait_for("the old transcript archived", || {
+        chapters(&sb, &old.id()) > 0
+    });
+    wait_for("the sweep archive reported", || {
+        workspace_status(&status(&sb)).is_some_and(|w| w["lastArchive"]["moment"] == "sweep")
+    });
+    let st = status(&sb);
+    assert_eq!(st["claudeCleanupPeriodDays"], 10, "{st}");
+    wait_for("the young transcript signed", || {
+        signed(&sb, &young.id()) == 1
+    });
+    assert_eq!(
+        chapters(&sb, &young.id()),
+        0,
+        "far from the sweep: waits for idle"
+    );
+    assert!(
+        fingerprint(&old.path) == before,
+        "the transcript was changed"
+    );
+}
+
+#[test]
+fn a_transcript_that_vanished_before_it_was_archived_is_reported_not_as_corruption() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    std::fs::create_dir_all(sb.home.join("claude/projects")).expect("projects");
+    let _d = Daemon::start(&sb, &[]);
+    let mut cc = Transcript::new(&sb, CC_SID);
+    let lines = [
+        cc.prompt("Profile the slow query in src/db.rs"),
+        cc.answer("The index on users.email was missing."),
+        cc.turn_duration(),
+    ];
+    cc.append(&lines);
+    wait_for("the turn signed", || signed(&sb, &cc.id()) == 1);
+    // Claude Code's sweep (or a person) deletes it before any archive moment.
+    std::fs::remove_file(&cc.path).expect("rm");
+    wait_for("the vanished log reported", || {
+        workspace_status(&status(&sb))
+            .is_some_and(|w| w["vanished"].as_array().is_some_and(|v| !v.is_empty()))
+    });
+    let st = status(&sb);
+    let w = workspace_status(&st).expect("workspace");
+    assert_eq!(w["vanished"][0]["turns"], 1, "{st}");
+    assert_eq!(w["vanished"][0]["harness"], "claude-code", "{st}");
+    assert_eq!(
+        st["lastErrors"].as_array().map_or(0, Vec::len),
+        0,
+        "not an error: {st}"
+    );
+    let out = sb.ok(&["status"]);
+    let file = cc.path.to_string_lossy().into_owned();
+    assert!(
+        out.contains("vanished before archived: 1 turns, file") && out.contains(&file),
+        "{out}"
+    );
+    assert!(!out.to_lowercase().contains("corrupt"), "{out}");
+    let out = sb.ok(&["daemon", "status"]);
+    assert!(out.contains("vanished before archived: 1 turns"), "{out}");
+}
+
+#[test]
+fn a_claude_code_compaction_archives_the_completed_turns() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    std::fs::create_dir_all(sb.home.join("claude/projects")).expect("projects");
+    let _d = Daemon::start(&sb, &[]);
+    let mut cc = Transcript::new(&sb, CC_SID);
+    let lines = [
+        cc.prompt("Split the router into modules"),
+        cc.answer("src/router/ now has mod.rs, match.rs and table.rs."),
+        cc.turn_duration(),
+        cc.prompt("Move the tests beside each module"),
+        cc.answer("Each module carries its own tests now."),
+        cc.turn_duration(),
+    ];
+    cc.append(&lines);
+    wait_for("both turns signed", || signed(&sb, &cc.id()) == 2);
+    assert_eq!(chapters(&sb, &cc.id()), 0, "no archive before a moment");
+    // Claude Code 2.x compacts: a boundary, then the summary as a user line.
+    let boundary = cc.line(
+        "system",
+        json!({"subtype": "compact_boundary", "compactMetadata": {"trigger": "auto"}}),
+    );
+    let summary = cc.line(
+        "user",
+        json!({"isCompactSummary": true, "message": {"role": "user", "content": "This session is being continued from a previous conversation that ran out of context."}}),
+    );
+    cc.append(&[boundary, summary]);
+    wait_for("chapters written by the compaction archive", || {
+        chapters(&sb, &cc.id()) > 0
+    });
+    wait_for("the compaction archive reported", || {
+        workspace_status(&status(&sb)).is_some_and(|w| w["lastArchive"]["reason"] == "compaction")
+    });
+}
+
+#[test]
+fn a_restart_after_kill_9_signs_each_claude_code_turn_once() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    std::fs::create_dir_all(sb.home.join("claude/projects")).expect("projects");
+    let mut cc = Transcript::new(&sb, CC_SID);
+    let d = Daemon::start(&sb, &[]);
+    for i in 0..2 {
+        let lines = [
+            cc.prompt(&format!("Fix lint warning {i} in src/cache.rs")),
+            cc.answer(&format!("Warning {i} fixed.")),
+            cc.turn_duration(),
+        ];
+        cc.append(&lines);
+        wait_for("the turn signed", || signed(&sb, &cc.id()) == i + 1);
+    }
+    // Half a turn, then kill -9: the restart resumes from its saved turn end (or reads
+    // again from the start) and signs every turn once.
+    let (p, a) = (
+        cc.prompt("Fix lint warning 2"),
+        cc.answer("Warning 2 fixed."),
+    );
+    cc.append(&[p, a]);
+    std::thread::sleep(Duration::from_millis(700));
+    drop(d);
+    let end = cc.turn_duration();
+    cc.append(&[end]);
+    let _d = Daemon::start(&sb, &[]);
+    wait_for("the third turn signed", || signed(&sb, &cc.id()) == 3);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(signed(&sb, &cc.id()), 3, "every turn once");
+}
