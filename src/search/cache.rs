@@ -25,7 +25,7 @@ use crate::store::read::Reader;
 
 pub const CACHE_FILE: &str = "fts.sqlite3";
 /// Bumped whenever the schema or what is indexed changes: an older or newer cache is rebuilt.
-pub const CACHE_VERSION: i64 = 2;
+pub const CACHE_VERSION: i64 = 3;
 /// `PRAGMA application_id` of this cache ("dshs"): anything else in its place is not ours.
 const APPLICATION_ID: i64 = 0x6473_6873;
 /// The kind of an artifact document (searched only when asked: [`Filters::artifacts`]).
@@ -426,7 +426,7 @@ impl Cache {
                             cjk_bigrams(&m.summary),
                             cjk_bigrams(&m.topics.join(" ")),
                             cjk_bigrams(extra.category.as_deref().unwrap_or("")),
-                            cjk_bigrams(body),
+                            cjk_bigrams(without_head(body, &m.title, &m.summary)),
                         ])
                         .map_err(&err)?;
                     for f in files {
@@ -1106,6 +1106,30 @@ fn read_body(reader: &Reader, rel: &str) -> Redacted<(Extra, String)> {
     }
 }
 
+/// A body without the `# title` and `> summary` lines a chapter starts with, when they
+/// repeat the title and summary word for word (both are indexed in their own columns):
+/// indexed twice they only made the cache larger.
+fn without_head<'a>(body: &'a str, title: &str, summary: &str) -> &'a str {
+    fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+    }
+    let mut rest = body;
+    for (mark, field) in [("# ", title), ("> ", summary)] {
+        let trimmed = rest.trim_start_matches(['\n', '\r']);
+        let (line, after) = trimmed.split_once('\n').unwrap_or((trimmed, ""));
+        let Some(text) = line.strip_prefix(mark) else {
+            break;
+        };
+        if field.is_empty() || !words(text).eq(words(field)) {
+            break;
+        }
+        rest = after;
+    }
+    rest
+}
+
 fn parse_body(bytes: &[u8]) -> (Extra, String) {
     let text = String::from_utf8_lossy(bytes);
     let extra = crate::render::frontmatter_text(&text)
@@ -1122,6 +1146,23 @@ fn parse_body(bytes: &[u8]) -> (Extra, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_repeated_title_and_summary_lines_are_not_indexed_twice() {
+        let body = "# Fix the `CSV` header\n\n> Export \\*quoted\\* rows\n\n**User** · seq 1\n";
+        assert_eq!(
+            without_head(body, "Fix the CSV header", "Export *quoted* rows"),
+            "\n**User** · seq 1\n"
+        );
+        // Only a line repeating its field word for word is left out.
+        assert_eq!(without_head(body, "Fix the header", "x"), body);
+        assert_eq!(
+            without_head(body, "Fix the CSV header", "other"),
+            "\n> Export \\*quoted\\* rows\n\n**User** · seq 1\n"
+        );
+        assert_eq!(without_head("plain text\n", "plain text", ""), "plain text\n");
+        assert_eq!(without_head("", "t", "s"), "");
+    }
 
     #[test]
     fn short_ids_and_numbers() {
