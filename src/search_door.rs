@@ -26,7 +26,7 @@ use crate::index::table::{Table, TableDoc, TableError, TableQuery};
 use crate::pool::link;
 use crate::pool::plan::Visibility;
 use crate::search::cache::{
-    short_id, Cache, CacheError, Filters, Row, TopQuery, TopicTest, ARTIFACT_KIND,
+    short_id, Cache, CacheError, Filters, Row, ScoreFields, TopQuery, TopicTest, ARTIFACT_KIND,
 };
 use crate::search::query::Parsed;
 use crate::search::{self, Explain, ScoreParams, SearchDoc};
@@ -248,7 +248,10 @@ pub struct PackedAnswer {
     pub hits: Vec<Hit>,
     pub lines: Vec<String>,
     pub packed: search::Packed,
-    /// Every match, shown or not.
+    /// Matches, shown or not: the documents holding every query term (a `count(*)`, the
+    /// filters, exclusions and topic applied), plus the §8-only matches among the table's
+    /// first [`FIELD_ONLY_COUNTED`] field hits (or as far as the lines reach) — exact when
+    /// there are at most that many, a lower bound beyond — plus rules matched on a field.
     pub total: usize,
 }
 
@@ -268,15 +271,6 @@ fn order(a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
         .then_with(|| b.body.phrase.cmp(&a.body.phrase))
         .then_with(|| b.score.total_cmp(&a.score))
         .then_with(|| a.path.cmp(&b.path))
-}
-
-/// Raw topic labels stored one per line.
-fn split_topics(topics: &str) -> Vec<String> {
-    topics
-        .split('\n')
-        .filter(|t| !t.is_empty())
-        .map(str::to_owned)
-        .collect()
 }
 
 /// One search's scoring of a document: the record's §8 fields (topic, title, summary,
@@ -336,6 +330,75 @@ impl Scorer {
             .canonical_topics(raw.split('\n').filter(|l| !l.is_empty()))
             .iter()
             .any(|dt| dt.to_lowercase() == *t)
+    }
+
+    /// The score [`Scorer::score`] gives a document holding every query term, computed
+    /// from its fields as SQLite hands them over, without building the document or its
+    /// explanation (run once per full-text match): the same sums in the same order, so the
+    /// same bits.
+    fn fast_score(&self, f: &ScoreFields<'_>) -> f64 {
+        let body_points = BODY_MAX * f.bm25 / (1.0 + f.bm25);
+        if self.words.is_empty() {
+            return search::recency(f.date, self.now_ms).points();
+        }
+        let title = f.title.to_lowercase();
+        let summary = f.summary.to_lowercase();
+        let kind = f.kind.to_lowercase();
+        let topics: Vec<String> = self
+            .curation
+            .canonical_topics(f.topics.split('\n').filter(|t| !t.is_empty()))
+            .iter()
+            .map(|t| t.to_lowercase())
+            .collect();
+        let category = f.category.to_lowercase();
+        let mut base = -0.0f64;
+        for t in &self.words {
+            let t = t.as_str();
+            let w = topics
+                .iter()
+                .filter(|topic| topic.contains(t))
+                .map(|topic| self.params.weight(topic))
+                .fold(None, |best: Option<f64>, w| {
+                    Some(best.map_or(w, |b| b.max(w)))
+                });
+            if let Some(w) = w {
+                base += search::TOPIC_POINTS * w;
+            }
+            if title.contains(t) {
+                base += search::FIELD_POINTS;
+            }
+            if summary.contains(t) {
+                base += search::FIELD_POINTS;
+            }
+            if kind == t {
+                base += search::FIELD_POINTS;
+            }
+        }
+        let mut category_points = -0.0f64;
+        if !category.is_empty() {
+            for t in &self.words {
+                if category.contains(t.as_str()) {
+                    category_points += search::CATEGORY_POINTS;
+                }
+            }
+        }
+        let b = base + category_points + body_points;
+        if b <= 0.0 {
+            // Not scored: no recency, no bonus (as `search::finish` adds them: zeros).
+            return b + 0.0 + 0.0;
+        }
+        let core = f.kind == "rule"
+            && f.rule_id.is_some_and(|id| {
+                self.curation
+                    .rule_decision(&self.harness, id)
+                    .is_some_and(|d| d.status == crate::curation::RuleStatus::Approved)
+            });
+        b + search::recency(f.date, self.now_ms).points()
+            + if core {
+                self.params.core_rule_bonus
+            } else {
+                0.0
+            }
     }
 
     /// Score one document: `bm25` is `Some` for a document holding every query term (its
@@ -478,36 +541,18 @@ impl Corpus {
             };
             total += cache.count(&q)?;
             let s = scorer.clone();
-            let ranked = cache.top(
-                &q,
-                move |f| {
-                    let doc = TableDoc {
-                        path: String::new(),
-                        root: String::new(),
-                        name: String::new(),
-                        blob: String::new(),
-                        meta: crate::search::DocMeta {
-                            title: f.title.to_owned(),
-                            summary: f.summary.to_owned(),
-                            kind: f.kind.to_owned(),
-                            project_key: String::new(),
-                            topics: split_topics(f.topics),
-                            date: f.date.map(str::to_owned),
-                            session_id: None,
-                            seq_range: None,
-                            id: f.rule_id.map(str::to_owned),
-                        },
-                    };
-                    s.score(&doc, f.category, Some(f.bm25), false)
-                        .map_or(-1.0, |c| c.score)
-                },
-                k,
-            )?;
-            for (row, bm25, ph, _) in ranked {
+            let ranked = cache.top(&q, move |f| s.fast_score(f), k)?;
+            for (row, bm25, ph, fast) in ranked {
                 if !passes(Some(&row), &filters, None) {
                     continue;
                 }
                 if let Some(c) = scorer.score(&row.table_doc(), &row.category, Some(bm25), ph) {
+                    debug_assert_eq!(
+                        c.score.to_bits(),
+                        fast.to_bits(),
+                        "the ranking inside SQLite scores {} as the lines do",
+                        row.path
+                    );
                     out.push(c.with_row(row));
                 }
             }

@@ -1160,7 +1160,10 @@ mod tests {
             without_head(body, "Fix the CSV header", "other"),
             "\n> Export \\*quoted\\* rows\n\n**User** · seq 1\n"
         );
-        assert_eq!(without_head("plain text\n", "plain text", ""), "plain text\n");
+        assert_eq!(
+            without_head("plain text\n", "plain text", ""),
+            "plain text\n"
+        );
         assert_eq!(without_head("", "t", "s"), "");
     }
 
