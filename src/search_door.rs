@@ -249,17 +249,18 @@ pub struct PackedAnswer {
     pub lines: Vec<String>,
     pub packed: search::Packed,
     /// Matches, shown or not: the documents holding every query term (a `count(*)`, the
-    /// filters, exclusions and topic applied), plus the §8-only matches among the table's
-    /// first [`FIELD_ONLY_COUNTED`] field hits (or as far as the lines reach) — exact when
-    /// there are at most that many, a lower bound beyond — plus rules matched on a field.
+    /// filters, exclusions and topic applied), plus the §8-only matches (a query word inside
+    /// a topic, title or summary of a document not holding every term) — every one when the
+    /// table finds at most [`FIELD_ONLY_COUNTED`] documents with a query word in a field,
+    /// else those read to fill the lines (a lower bound) — plus rules matched on a field.
     pub total: usize,
 }
 
 /// How many matches the first try ranks (more when their lines all fit the budget).
 const FIRST_K: usize = 16;
 
-/// The §8-only matches counted in `total` however few are shown: all of them when the
-/// table finds at most this many documents with a query word in a §8 field.
+/// The §8-only matches are all read (and counted in `total`) when the table finds at most
+/// this many documents with a query word in a §8 field; beyond, only as far as lines remain.
 pub const FIELD_ONLY_COUNTED: usize = 256;
 
 /// The final order: documents holding every term, then those holding the whole query as a
@@ -592,7 +593,7 @@ impl Corpus {
             let mut found =
                 table.search(&self.table_query(req, words, params, harness, now_ms, resolve))?;
             let (mut taken, mut counted, mut pos) = (0usize, 0usize, 0usize);
-            while pos < found.len() && (taken < need || pos < FIELD_ONLY_COUNTED) {
+            while pos < found.len() && (taken < need || found.len() <= FIELD_ONLY_COUNTED) {
                 if pos >= resolve {
                     resolve = resolve.saturating_mul(4);
                     found = table
