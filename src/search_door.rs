@@ -540,9 +540,9 @@ impl Corpus {
                 topic: topic_test,
                 filters: &filters,
             };
-            total += cache.count(&q)?;
             let s = scorer.clone();
-            let ranked = cache.top(&q, move |f| s.fast_score(f), k)?;
+            let (ranked, matched) = cache.top(&q, move |f| s.fast_score(f), k)?;
+            total += matched;
             for (row, bm25, ph, fast) in ranked {
                 if !passes(Some(&row), &filters, None) {
                     continue;

@@ -451,18 +451,22 @@ impl Cache {
     /// phrase `q.phrase` first, then by `score` (called once per match with the document's
     /// fields and its body BM25), ties by path. SQLite keeps only the top `k` while it reads
     /// the matches: nothing per match is held here. Each result: (row, body BM25 as a
-    /// positive number, holds the phrase, score).
+    /// positive number, holds the phrase, score); and how many matched (each is scored once).
     pub fn top(
         &self,
         q: &TopQuery<'_>,
         score: impl Fn(&ScoreFields<'_>) -> f64 + Send + 'static,
         k: usize,
-    ) -> Result<Vec<(Row, f64, bool, f64)>, CacheError> {
+    ) -> Result<(Vec<(Row, f64, bool, f64)>, usize), CacheError> {
+        // Counted as SQLite scores them: every match is scored once, so `total` costs no
+        // second pass.
+        let counted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = counted.clone();
         self.conn
             .create_scalar_function(
                 "chapters_score",
                 8,
-                FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+                FunctionFlags::SQLITE_UTF8,
                 move |ctx| {
                     let text = |i: usize| -> rusqlite::Result<Option<&str>> {
                         match ctx.get_raw(i) {
@@ -483,6 +487,7 @@ impl Cache {
                         rule_id: text(6)?,
                         bm25: ctx.get::<f64>(7)?.max(0.0),
                     };
+                    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     Ok(score(&fields))
                 },
             )
@@ -513,36 +518,34 @@ impl Cache {
                 .map_err(self.err())?;
             rows.collect::<Result<_, _>>().map_err(self.err())?
         };
-        let mut out = Vec::with_capacity(top.len());
-        let bm25_sql =
-            "SELECT -bm25(fts, 0.0, 0.0, 0.0, 0.0, 1.0) FROM fts WHERE fts MATCH ?1 AND rowid = ?2";
-        for (id, ph, s) in top {
-            let bm25: f64 = self
+        // The BM25 of the top `k` alone, in one statement (its IDF is read once), rather
+        // than a second BM25 per match above.
+        let bm25s: BTreeMap<i64, f64> = if top.is_empty() {
+            BTreeMap::new()
+        } else {
+            let ids: Vec<String> = top.iter().map(|t| t.0.to_string()).collect();
+            let mut stmt = self
                 .conn
-                .query_row(bm25_sql, params![q.expr, id], |r| r.get(0))
+                .prepare(&format!(
+                    "SELECT rowid, -bm25(fts, 0.0, 0.0, 0.0, 0.0, 1.0) FROM fts
+                     WHERE fts MATCH ?1 AND rowid IN ({})",
+                    ids.join(", ")
+                ))
                 .map_err(self.err())?;
+            let rows = stmt
+                .query_map([q.expr], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(self.err())?;
+            rows.collect::<Result<_, _>>().map_err(self.err())?
+        };
+        let mut out = Vec::with_capacity(top.len());
+        for (id, ph, s) in top {
             let Some((_, row)) = self.row_by_id(id)? else {
                 continue;
             };
+            let bm25 = bm25s.get(&id).copied().unwrap_or(0.0);
             out.push((row, bm25.max(0.0), ph, s));
         }
-        Ok(out)
-    }
-
-    /// How many documents [`Cache::top`] ranks for `q` (a `count(*)`: no score computed).
-    pub fn count(&self, q: &TopQuery<'_>) -> Result<usize, CacheError> {
-        let (where_sql, args) = self.match_sql(q)?;
-        let n: i64 = self
-            .conn
-            .query_row(
-                &format!(
-                    "SELECT count(*) FROM fts JOIN docs d ON d.id = fts.rowid WHERE {where_sql}"
-                ),
-                rusqlite::params_from_iter(args),
-                |r| r.get(0),
-            )
-            .map_err(self.err())?;
-        Ok(n as usize)
+        Ok((out, counted.load(std::sync::atomic::Ordering::Relaxed)))
     }
 
     /// The `WHERE` of a [`TopQuery`] and its values in order (registers the topic test).
