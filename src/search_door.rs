@@ -26,7 +26,8 @@ use crate::index::table::{Table, TableDoc, TableError, TableQuery};
 use crate::pool::link;
 use crate::pool::plan::Visibility;
 use crate::search::cache::{
-    short_id, Cache, CacheError, Filters, Row, ScoreFields, TopQuery, TopicTest, ARTIFACT_KIND,
+    short_id, Cache, CacheError, Filters, Row, ScoreFields, TopQuery, TopRow, TopicTest,
+    ARTIFACT_KIND,
 };
 use crate::search::query::Parsed;
 use crate::search::{self, Explain, ScoreParams, SearchDoc};
@@ -543,7 +544,13 @@ impl Corpus {
             let s = scorer.clone();
             let (ranked, matched) = cache.top(&q, move |f| s.fast_score(f), k)?;
             total += matched;
-            for (row, bm25, ph, fast) in ranked {
+            for TopRow {
+                row,
+                bm25,
+                phrase: ph,
+                score: fast,
+            } in ranked
+            {
                 if !passes(Some(&row), &filters, None) {
                     continue;
                 }

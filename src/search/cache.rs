@@ -110,6 +110,17 @@ pub struct TopQuery<'a> {
     pub filters: &'a Filters,
 }
 
+/// One of [`Cache::top`]'s results.
+pub struct TopRow {
+    pub row: Row,
+    /// Body BM25, sign turned (larger is better), ≥ 0.
+    pub bm25: f64,
+    /// Holds the whole-query phrase.
+    pub phrase: bool,
+    /// The score the ranking function gave.
+    pub score: f64,
+}
+
 /// See [`TopQuery::topic`].
 pub type TopicTest = std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
@@ -450,14 +461,14 @@ impl Cache {
     /// topics, category and body) and the filters, ranked inside SQLite: those holding the
     /// phrase `q.phrase` first, then by `score` (called once per match with the document's
     /// fields and its body BM25), ties by path. SQLite keeps only the top `k` while it reads
-    /// the matches: nothing per match is held here. Each result: (row, body BM25 as a
-    /// positive number, holds the phrase, score); and how many matched (each is scored once).
+    /// the matches: nothing per match is held here. And how many matched (each is scored
+    /// once).
     pub fn top(
         &self,
         q: &TopQuery<'_>,
         score: impl Fn(&ScoreFields<'_>) -> f64 + Send + 'static,
         k: usize,
-    ) -> Result<(Vec<(Row, f64, bool, f64)>, usize), CacheError> {
+    ) -> Result<(Vec<TopRow>, usize), CacheError> {
         // Counted as SQLite scores them: every match is scored once, so `total` costs no
         // second pass.
         let counted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -543,7 +554,12 @@ impl Cache {
                 continue;
             };
             let bm25 = bm25s.get(&id).copied().unwrap_or(0.0);
-            out.push((row, bm25.max(0.0), ph, s));
+            out.push(TopRow {
+                row,
+                bm25: bm25.max(0.0),
+                phrase: ph,
+                score: s,
+            });
         }
         Ok((out, counted.load(std::sync::atomic::Ordering::Relaxed)))
     }
