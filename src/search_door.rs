@@ -18,14 +18,17 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::curation::Curation;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use crate::index::build::{self, BuildError};
 use crate::index::shard::{self, INDEX_DIR};
 use crate::index::table::{Table, TableDoc, TableError, TableQuery};
 use crate::pool::link;
 use crate::pool::plan::Visibility;
-use crate::search::cache::{short_id, Cache, CacheError, Filters, Row, ARTIFACT_KIND};
+use crate::search::cache::{
+    short_id, Cache, CacheError, Filters, Row, ScoreFields, TopQuery, TopRow, TopicTest,
+    ARTIFACT_KIND,
+};
 use crate::search::query::Parsed;
 use crate::search::{self, Explain, ScoreParams, SearchDoc};
 use crate::store::{MIRROR_DIR, STORE_DIR};
@@ -246,8 +249,217 @@ pub struct PackedAnswer {
     pub hits: Vec<Hit>,
     pub lines: Vec<String>,
     pub packed: search::Packed,
-    /// Every match, shown or not.
+    /// Matches, shown or not: the documents holding every query term (a `count(*)`, the
+    /// filters, exclusions and topic applied), plus the §8-only matches (a query word inside
+    /// a topic, title or summary of a document not holding every term) — every one when the
+    /// table finds at most [`FIELD_ONLY_COUNTED`] documents with a query word in a field,
+    /// else those read to fill the lines (a lower bound) — plus rules matched on a field.
     pub total: usize,
+}
+
+/// How many matches the first try ranks (more when their lines all fit the budget).
+const FIRST_K: usize = 16;
+
+/// The §8-only matches are all read (and counted in `total`) when the table finds at most
+/// this many documents with a query word in a §8 field; beyond, only as far as lines remain.
+pub const FIELD_ONLY_COUNTED: usize = 256;
+
+/// The final order: documents holding every term, then those holding the whole query as a
+/// phrase, then by score, ties by path.
+fn order(a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
+    b.body
+        .all_terms
+        .cmp(&a.body.all_terms)
+        .then_with(|| b.body.phrase.cmp(&a.body.phrase))
+        .then_with(|| b.score.total_cmp(&a.score))
+        .then_with(|| a.path.cmp(&b.path))
+}
+
+/// One search's scoring of a document: the record's §8 fields (topic, title, summary,
+/// kind, a rule's category), body BM25, recency and the core-rule bonus. The same for the
+/// ranking inside SQLite and for the lines shown.
+struct Scorer {
+    words: Vec<String>,
+    /// Lowercase: a topic every result carries.
+    topic: Option<String>,
+    params: ScoreParams,
+    curation: Curation,
+    harness: String,
+    now_ms: i64,
+}
+
+/// A document scored, before its row is attached.
+struct Scored {
+    score: f64,
+    explain: Explain,
+    body: BodyExplain,
+    doc: SearchDoc,
+    /// The §8 points before the category's (what the table scores).
+    fields_base: f64,
+}
+
+impl Scored {
+    fn with_row(self, row: Row) -> Candidate {
+        Candidate {
+            path: self.doc.path.clone(),
+            score: self.score,
+            explain: self.explain,
+            body: self.body,
+            doc: self.doc,
+            row: Some(row),
+        }
+    }
+
+    fn without_row(self) -> Candidate {
+        Candidate {
+            path: self.doc.path.clone(),
+            score: self.score,
+            explain: self.explain,
+            body: self.body,
+            doc: self.doc,
+            row: None,
+        }
+    }
+}
+
+impl Scorer {
+    /// Whether a document with these raw topic labels (one per line) carries the topic.
+    fn carries_topic(&self, raw: &str) -> bool {
+        let Some(t) = &self.topic else {
+            return true;
+        };
+        self.curation
+            .canonical_topics(raw.split('\n').filter(|l| !l.is_empty()))
+            .iter()
+            .any(|dt| dt.to_lowercase() == *t)
+    }
+
+    /// The score [`Scorer::score`] gives a document holding every query term, computed
+    /// from its fields as SQLite hands them over, without building the document or its
+    /// explanation (run once per full-text match): the same sums in the same order, so the
+    /// same bits.
+    fn fast_score(&self, f: &ScoreFields<'_>) -> f64 {
+        let body_points = BODY_MAX * f.bm25 / (1.0 + f.bm25);
+        if self.words.is_empty() {
+            return search::recency(f.date, self.now_ms).points();
+        }
+        let title = f.title.to_lowercase();
+        let summary = f.summary.to_lowercase();
+        let kind = f.kind.to_lowercase();
+        let topics: Vec<String> = self
+            .curation
+            .canonical_topics(f.topics.split('\n').filter(|t| !t.is_empty()))
+            .iter()
+            .map(|t| t.to_lowercase())
+            .collect();
+        let category = f.category.to_lowercase();
+        let mut base = -0.0f64;
+        for t in &self.words {
+            let t = t.as_str();
+            let w = topics
+                .iter()
+                .filter(|topic| topic.contains(t))
+                .map(|topic| self.params.weight(topic))
+                .fold(None, |best: Option<f64>, w| {
+                    Some(best.map_or(w, |b| b.max(w)))
+                });
+            if let Some(w) = w {
+                base += search::TOPIC_POINTS * w;
+            }
+            if title.contains(t) {
+                base += search::FIELD_POINTS;
+            }
+            if summary.contains(t) {
+                base += search::FIELD_POINTS;
+            }
+            if kind == t {
+                base += search::FIELD_POINTS;
+            }
+        }
+        let mut category_points = -0.0f64;
+        if !category.is_empty() {
+            for t in &self.words {
+                if category.contains(t.as_str()) {
+                    category_points += search::CATEGORY_POINTS;
+                }
+            }
+        }
+        let b = base + category_points + body_points;
+        if b <= 0.0 {
+            // Not scored: no recency, no bonus (as `search::finish` adds them: zeros).
+            return b + 0.0 + 0.0;
+        }
+        let core = f.kind == "rule"
+            && f.rule_id.is_some_and(|id| {
+                self.curation
+                    .rule_decision(&self.harness, id)
+                    .is_some_and(|d| d.status == crate::curation::RuleStatus::Approved)
+            });
+        b + search::recency(f.date, self.now_ms).points()
+            + if core {
+                self.params.core_rule_bonus
+            } else {
+                0.0
+            }
+    }
+
+    /// Score one document: `bm25` is `Some` for a document holding every query term (its
+    /// body BM25), `phrase` when it holds the whole query as a phrase. `None`: not a match
+    /// (another topic, or nothing scored).
+    fn score(
+        &self,
+        base_doc: &TableDoc,
+        category: &str,
+        bm25: Option<f64>,
+        phrase: bool,
+    ) -> Option<Scored> {
+        let words = &self.words;
+        let doc = base_doc.search_doc(&self.curation, &self.harness);
+        if let Some(t) = &self.topic {
+            if !doc.meta.topics.iter().any(|dt| dt.to_lowercase() == *t) {
+                return None;
+            }
+        }
+        let all_terms = bm25.is_some();
+        let bm25 = bm25.unwrap_or(0.0);
+        let body = BodyExplain {
+            bm25,
+            points: BODY_MAX * bm25 / (1.0 + bm25),
+            all_terms: words.is_empty() || all_terms,
+            phrase,
+        };
+        let mut fields_base = 0.0;
+        let (score, explain) = if words.is_empty() {
+            search::listing_score(doc.meta.date.as_deref(), self.now_ms)
+        } else {
+            let (_, mut e) = search::score(&doc, words, self.now_ms, &self.params);
+            fields_base = e.base;
+            // A rule's category (record §8: category 1.5), which the table does not keep.
+            let category_hits = search::category_hits(category, words);
+            let base = e.base + category_hits.iter().map(|h| h.points).sum::<f64>();
+            e.hits.extend(category_hits);
+            let (score, mut e) = search::finish(
+                e.hits,
+                base + body.points,
+                doc.meta.date.as_deref(),
+                doc.core_rule,
+                self.now_ms,
+                &self.params,
+            );
+            e.base = base;
+            (score, e)
+        };
+        if !words.is_empty() && explain.base <= 0.0 && body.points <= 0.0 && !all_terms {
+            return None;
+        }
+        Some(Scored {
+            score,
+            explain,
+            body,
+            doc,
+            fields_base,
+        })
+    }
 }
 
 /// A match before its line is made.
@@ -282,147 +494,195 @@ impl Corpus {
         }
     }
 
-    /// Every match of `req`, best first, ties by path.
-    fn rank(
+    /// The best `k` matches of `req` in final order, and how many there are in all
+    /// ([`PackedAnswer::total`]). Costs in proportion to `k`, not to the matches: SQLite
+    /// ranks the documents holding every term and keeps the top `k` ([`Cache::top`]), and
+    /// the §8-only matches (a query word inside a topic, title or summary of a document that
+    /// does not hold every term) are read from the table's ranking only as far as they can
+    /// be shown. The answer equals the full scoring's (`tests::rank_every_match`, kept as
+    /// the oracle) cut to `k`.
+    fn top(
         &self,
         req: &Request,
         params: &ScoreParams,
         harness: &str,
         now_ms: i64,
-    ) -> Result<Vec<Candidate>, DoorError> {
+        k: usize,
+    ) -> Result<(Vec<Candidate>, usize), DoorError> {
         let (Some(table), Some(cache)) = (&self.table, &self.cache) else {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), 0));
         };
-        let words = req.query.scored_words();
+        let scorer = std::sync::Arc::new(Scorer {
+            words: req.query.scored_words(),
+            topic: req.topic.as_deref().map(str::to_lowercase),
+            params: params.clone(),
+            curation: self.curation.clone(),
+            harness: harness.to_owned(),
+            now_ms,
+        });
+        let words = &scorer.words;
         let filters = self.filters(req);
-        // §8 field hits (topic, title, summary, kind), as the search table finds them.
-        let mut paths: BTreeMap<String, Option<TableDoc>> = BTreeMap::new();
-        if !words.is_empty() || req.topic.is_some() {
-            for f in table.search(&TableQuery {
-                terms: &words,
-                topic: req.topic.as_deref(),
-                project_key: &self.project_key,
-                cross_project: self.cross_project,
-                include_mirror: self.door == Door::PoolAndStore,
-                curation: &self.curation,
-                harness,
-                params,
-                now_ms,
-                resolve: 0,
-            })? {
-                let doc = table.doc(f.seg, f.id)?.into_inner();
-                paths.insert(doc.path.clone(), Some(doc));
-            }
-        }
-        // Body hits: every term somewhere in the document, BM25 over the bodies.
-        let mut bodies: BTreeMap<String, f64> = BTreeMap::new();
-        let mut rows: BTreeMap<String, Row> = BTreeMap::new();
-        if let Some(expr) = req.query.fts_match() {
-            for (row, bm25) in cache.matching(&expr, &filters)? {
-                paths.entry(row.path.clone()).or_insert(None);
-                bodies.insert(row.path.clone(), bm25.max(0.0));
-                rows.insert(row.path.clone(), row);
-            }
-        }
-        let phrased = match req.query.fts_whole_phrase() {
-            Some(expr) => cache.paths_matching(&expr)?,
-            None => BTreeSet::new(),
-        };
-        let excluded = match req.query.fts_excluded() {
-            Some(expr) => cache.paths_matching(&expr)?,
-            None => BTreeSet::new(),
-        };
-        let required = match req.query.fts_required() {
-            Some(expr) => Some(cache.paths_matching(&expr)?),
-            None => None,
-        };
-        let named_path = match &filters.path {
-            Some(_) => Some(
-                cache
-                    .list(&filters, None)?
-                    .0
-                    .into_iter()
-                    .map(|r| r.path)
-                    .collect::<BTreeSet<String>>(),
-            ),
-            None => None,
-        };
-        let topic = req.topic.as_deref().map(str::to_lowercase);
-        let mut out = Vec::new();
-        for (path, table_doc) in paths {
-            if excluded.contains(&path) || required.as_ref().is_some_and(|r| !r.contains(&path)) {
-                continue;
-            }
-            let row = match rows.remove(&path) {
-                Some(r) => Some(r),
-                None => cache.row(&path)?,
+        let expr = req.query.fts_match();
+        let excluded = req.query.fts_excluded();
+        let required = req.query.fts_required();
+        let phrase = req.query.fts_whole_phrase();
+        let mut out: Vec<Candidate> = Vec::new();
+        let mut total = 0usize;
+        // 1. The documents holding every term, ranked and cut inside SQLite.
+        if let Some(expr) = &expr {
+            let topic_test: Option<TopicTest> = scorer.topic.as_ref().map(|_| {
+                let s = scorer.clone();
+                std::sync::Arc::new(move |raw: &str| s.carries_topic(raw)) as TopicTest
+            });
+            let q = TopQuery {
+                expr,
+                phrase: phrase.as_deref(),
+                excluded: excluded.as_deref(),
+                topic: topic_test,
+                filters: &filters,
             };
-            let base_doc = match (&row, table_doc) {
-                (Some(r), _) => r.table_doc(),
-                (None, Some(d)) => d,
-                (None, None) => continue,
-            };
-            if !passes(row.as_ref(), &filters, named_path.as_ref()) {
-                continue;
-            }
-            let doc = base_doc.search_doc(&self.curation, harness);
-            if let Some(t) = &topic {
-                if !doc.meta.topics.iter().any(|dt| dt.to_lowercase() == *t) {
+            let s = scorer.clone();
+            let (ranked, matched) = cache.top(&q, move |f| s.fast_score(f), k)?;
+            total += matched;
+            for TopRow {
+                row,
+                bm25,
+                phrase: ph,
+                score: fast,
+            } in ranked
+            {
+                if !passes(Some(&row), &filters, None) {
                     continue;
                 }
+                if let Some(c) = scorer.score(&row.table_doc(), &row.category, Some(bm25), ph) {
+                    debug_assert_eq!(
+                        c.score.to_bits(),
+                        fast.to_bits(),
+                        "the ranking inside SQLite scores {} as the lines do",
+                        row.path
+                    );
+                    out.push(c.with_row(row));
+                }
             }
-            let bm25 = bodies.get(&path).copied().unwrap_or(0.0);
-            let body = BodyExplain {
-                bm25,
-                points: BODY_MAX * bm25 / (1.0 + bm25),
-                all_terms: words.is_empty() || bodies.contains_key(&path),
-                phrase: phrased.contains(&path),
-            };
-            let (score, explain) = if words.is_empty() {
-                search::listing_score(doc.meta.date.as_deref(), now_ms)
-            } else {
-                let (_, mut e) = search::score(&doc, &words, now_ms, params);
-                // A rule's category (record §8: category 1.5), which the table does not keep.
-                let category = row.as_ref().map_or("", |r| r.category.as_str());
-                let category_hits = search::category_hits(category, &words);
-                let base = e.base + category_hits.iter().map(|h| h.points).sum::<f64>();
-                e.hits.extend(category_hits);
-                let (score, mut e) = search::finish(
-                    e.hits,
-                    base + body.points,
-                    doc.meta.date.as_deref(),
-                    doc.core_rule,
-                    now_ms,
-                    params,
-                );
-                e.base = base;
-                (score, e)
-            };
-            if !words.is_empty()
-                && explain.base <= 0.0
-                && body.points <= 0.0
-                && !bodies.contains_key(&path)
-            {
-                continue;
-            }
-            out.push(Candidate {
-                path,
-                score,
-                explain,
-                body,
-                doc,
-                row,
-            });
         }
-        out.sort_by(|a, b| {
-            b.body
-                .all_terms
-                .cmp(&a.body.all_terms)
-                .then_with(|| b.body.phrase.cmp(&a.body.phrase))
-                .then_with(|| b.score.total_cmp(&a.score))
-                .then_with(|| a.path.cmp(&b.path))
-        });
-        Ok(out)
+        // 2. The §8-only matches, in the table's order (a document with a category, whose
+        //    score the table does not know, in step 3), read only as far as needed.
+        let in_tier_one = |id: i64| -> Result<bool, DoorError> {
+            Ok(match &expr {
+                Some(e) => cache.id_matches(e, id)?,
+                None => false,
+            })
+        };
+        let left_out = |id: Option<i64>| -> Result<bool, DoorError> {
+            let Some(id) = id else {
+                return Ok(required.is_some());
+            };
+            if let Some(ex) = &excluded {
+                if cache.id_matches(ex, id)? {
+                    return Ok(true);
+                }
+            }
+            if let Some(rq) = &required {
+                if !cache.id_matches(rq, id)? {
+                    return Ok(true);
+                }
+            }
+            Ok(!cache.id_names_path(id, &filters)?)
+        };
+        if !words.is_empty() || req.topic.is_some() {
+            // Below every document holding all terms (unless there are no words to hold).
+            let need = if words.is_empty() {
+                k
+            } else {
+                k.saturating_sub(out.len())
+            };
+            let mut resolve = need.max(FIELD_ONLY_COUNTED) + 1;
+            let mut found =
+                table.search(&self.table_query(req, words, params, harness, now_ms, resolve))?;
+            let (mut taken, mut counted, mut pos) = (0usize, 0usize, 0usize);
+            while pos < found.len() && (taken < need || found.len() <= FIELD_ONLY_COUNTED) {
+                if pos >= resolve {
+                    resolve = resolve.saturating_mul(4);
+                    found = table
+                        .search(&self.table_query(req, words, params, harness, now_ms, resolve))?;
+                }
+                let f = found[pos];
+                pos += 1;
+                let table_doc = table.doc(f.seg, f.id)?.into_inner();
+                let (id, row) = match cache.row_with_id(&table_doc.path)? {
+                    Some((id, row)) => (Some(id), Some(row)),
+                    None => (None, None),
+                };
+                if !words.is_empty() && row.as_ref().is_some_and(|r| !r.category.is_empty()) {
+                    continue;
+                }
+                if let Some(id) = id {
+                    if in_tier_one(id)? {
+                        continue;
+                    }
+                }
+                if left_out(id)? || !passes(row.as_ref(), &filters, None) {
+                    continue;
+                }
+                let base_doc = row.as_ref().map_or(table_doc, Row::table_doc);
+                let category = row.as_ref().map_or("", |r| r.category.as_str()).to_owned();
+                let Some(c) = scorer.score(&base_doc, &category, None, false) else {
+                    continue;
+                };
+                counted += 1;
+                if taken < need {
+                    taken += 1;
+                    out.push(match row {
+                        Some(row) => c.with_row(row),
+                        None => c.without_row(),
+                    });
+                }
+            }
+            total += counted;
+        }
+        // 3. The §8-only matches with a category (rules: few), scored in full.
+        if !words.is_empty() {
+            for (id, row) in cache.with_category()? {
+                if in_tier_one(id)? || left_out(Some(id))? || !passes(Some(&row), &filters, None) {
+                    continue;
+                }
+                let Some(c) = scorer.score(&row.table_doc(), &row.category, None, false) else {
+                    continue;
+                };
+                // Found by the table only through a §8 field other than the category.
+                if c.fields_base <= 0.0 {
+                    continue;
+                }
+                total += 1;
+                out.push(c.with_row(row));
+            }
+        }
+        out.sort_by(order);
+        out.truncate(k);
+        Ok((out, total))
+    }
+
+    fn table_query<'a>(
+        &'a self,
+        req: &'a Request,
+        words: &'a [String],
+        params: &'a ScoreParams,
+        harness: &'a str,
+        now_ms: i64,
+        resolve: usize,
+    ) -> TableQuery<'a> {
+        TableQuery {
+            terms: words,
+            topic: req.topic.as_deref(),
+            project_key: &self.project_key,
+            cross_project: self.cross_project,
+            include_mirror: self.door == Door::PoolAndStore,
+            curation: &self.curation,
+            harness,
+            params,
+            now_ms,
+            resolve,
+        }
     }
 
     /// Answer a query and pack whole result lines (each with the id `chapters show` takes
@@ -435,8 +695,23 @@ impl Corpus {
         now_ms: i64,
         budget: u64,
     ) -> Result<PackedAnswer, DoorError> {
-        let ranked = self.rank(req, params, harness, now_ms)?;
-        let total = ranked.len();
+        // Lines are made until the budget is passed; ask SQLite for more only when the
+        // best `k` all fit.
+        let mut k = FIRST_K;
+        let (ranked, total) = loop {
+            let (ranked, total) = self.top(req, params, harness, now_ms, k)?;
+            let fits = ranked.len() >= k && {
+                let mut used = 0u64;
+                ranked.iter().all(|c| {
+                    used += search::line_tokens(&search::line_of(c.score, &c.doc));
+                    used <= budget
+                })
+            };
+            if !fits {
+                break (ranked, total);
+            }
+            k = k.saturating_mul(4);
+        };
         let needles = req.query.needles();
         let mut hits: Vec<Hit> = Vec::new();
         let mut lines: Vec<String> = Vec::new();
@@ -646,6 +921,7 @@ fn passes(row: Option<&Row>, f: &Filters, named_path: Option<&BTreeSet<String>>)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
     use std::fs;
 
     fn chapter(pk: &str, title: &str) -> String {
@@ -659,6 +935,150 @@ mod tests {
     }
 
     const T: Duration = Duration::from_secs(5);
+
+    /// Every match of `req`, best first, ties by path: the full scoring the top-k path
+    /// replaced, kept as its oracle.
+    pub(super) fn rank_every_match(
+        corpus: &Corpus,
+        req: &Request,
+        params: &ScoreParams,
+        harness: &str,
+        now_ms: i64,
+    ) -> Result<Vec<Candidate>, DoorError> {
+        let (Some(table), Some(cache)) = (&corpus.table, &corpus.cache) else {
+            return Ok(Vec::new());
+        };
+        let words = req.query.scored_words();
+        let filters = corpus.filters(req);
+        // §8 field hits (topic, title, summary, kind), as the search table finds them.
+        let mut paths: BTreeMap<String, Option<TableDoc>> = BTreeMap::new();
+        if !words.is_empty() || req.topic.is_some() {
+            for f in table.search(&TableQuery {
+                terms: &words,
+                topic: req.topic.as_deref(),
+                project_key: &corpus.project_key,
+                cross_project: corpus.cross_project,
+                include_mirror: corpus.door == Door::PoolAndStore,
+                curation: &corpus.curation,
+                harness,
+                params,
+                now_ms,
+                resolve: 0,
+            })? {
+                let doc = table.doc(f.seg, f.id)?.into_inner();
+                paths.insert(doc.path.clone(), Some(doc));
+            }
+        }
+        // Body hits: every term somewhere in the document, BM25 over the bodies.
+        let mut bodies: BTreeMap<String, f64> = BTreeMap::new();
+        let mut rows: BTreeMap<String, Row> = BTreeMap::new();
+        if let Some(expr) = req.query.fts_match() {
+            for (row, bm25) in cache.matching(&expr, &filters)? {
+                paths.entry(row.path.clone()).or_insert(None);
+                bodies.insert(row.path.clone(), bm25.max(0.0));
+                rows.insert(row.path.clone(), row);
+            }
+        }
+        let phrased = match req.query.fts_whole_phrase() {
+            Some(expr) => cache.paths_matching(&expr)?,
+            None => BTreeSet::new(),
+        };
+        let excluded = match req.query.fts_excluded() {
+            Some(expr) => cache.paths_matching(&expr)?,
+            None => BTreeSet::new(),
+        };
+        let required = match req.query.fts_required() {
+            Some(expr) => Some(cache.paths_matching(&expr)?),
+            None => None,
+        };
+        let named_path = match &filters.path {
+            Some(_) => Some(
+                cache
+                    .list(&filters, None)?
+                    .0
+                    .into_iter()
+                    .map(|r| r.path)
+                    .collect::<BTreeSet<String>>(),
+            ),
+            None => None,
+        };
+        let topic = req.topic.as_deref().map(str::to_lowercase);
+        let mut out = Vec::new();
+        for (path, table_doc) in paths {
+            if excluded.contains(&path) || required.as_ref().is_some_and(|r| !r.contains(&path)) {
+                continue;
+            }
+            let row = match rows.remove(&path) {
+                Some(r) => Some(r),
+                None => cache.row(&path)?,
+            };
+            let base_doc = match (&row, table_doc) {
+                (Some(r), _) => r.table_doc(),
+                (None, Some(d)) => d,
+                (None, None) => continue,
+            };
+            if !passes(row.as_ref(), &filters, named_path.as_ref()) {
+                continue;
+            }
+            let doc = base_doc.search_doc(&corpus.curation, harness);
+            if let Some(t) = &topic {
+                if !doc.meta.topics.iter().any(|dt| dt.to_lowercase() == *t) {
+                    continue;
+                }
+            }
+            let bm25 = bodies.get(&path).copied().unwrap_or(0.0);
+            let body = BodyExplain {
+                bm25,
+                points: BODY_MAX * bm25 / (1.0 + bm25),
+                all_terms: words.is_empty() || bodies.contains_key(&path),
+                phrase: phrased.contains(&path),
+            };
+            let (score, explain) = if words.is_empty() {
+                search::listing_score(doc.meta.date.as_deref(), now_ms)
+            } else {
+                let (_, mut e) = search::score(&doc, &words, now_ms, params);
+                // A rule's category (record §8: category 1.5), which the table does not keep.
+                let category = row.as_ref().map_or("", |r| r.category.as_str());
+                let category_hits = search::category_hits(category, &words);
+                let base = e.base + category_hits.iter().map(|h| h.points).sum::<f64>();
+                e.hits.extend(category_hits);
+                let (score, mut e) = search::finish(
+                    e.hits,
+                    base + body.points,
+                    doc.meta.date.as_deref(),
+                    doc.core_rule,
+                    now_ms,
+                    params,
+                );
+                e.base = base;
+                (score, e)
+            };
+            if !words.is_empty()
+                && explain.base <= 0.0
+                && body.points <= 0.0
+                && !bodies.contains_key(&path)
+            {
+                continue;
+            }
+            out.push(Candidate {
+                path,
+                score,
+                explain,
+                body,
+                doc,
+                row,
+            });
+        }
+        out.sort_by(|a, b| {
+            b.body
+                .all_terms
+                .cmp(&a.body.all_terms)
+                .then_with(|| b.body.phrase.cmp(&a.body.phrase))
+                .then_with(|| b.score.total_cmp(&a.score))
+                .then_with(|| a.path.cmp(&b.path))
+        });
+        Ok(out)
+    }
 
     #[test]
     fn store_door_counts_unreadable_and_filters_projects() {
@@ -741,5 +1161,201 @@ mod tests {
         let corpus = open(ws, "pk", false, T).expect("open");
         assert_eq!(corpus.unreadable.len(), 1);
         assert!(corpus.unreadable[0].reason.contains("closing `---`"));
+    }
+
+    /// A store of a few hundred documents: chapters (words from a small vocabulary, a few
+    /// common in every body, some only inside longer title words), plans, rules with a
+    /// category, CJK text, dates over a year, signatures naming files.
+    fn equivalence_store(ws: &Path) {
+        const VOCAB: &[&str] = &[
+            "parser", "token", "refresh", "cache", "deploy", "billing", "socket", "retry",
+            "schema", "config", "header", "timeout", "invoice", "ledger", "render", "thread",
+        ];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move |n: usize| {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
+        };
+        for i in 0..240usize {
+            let root = format!("session-{:08x}-eq", i / 40);
+            let kind = match i % 23 {
+                0 => "plan",
+                7 => "rule",
+                _ => "chapter",
+            };
+            let mut words = |k: usize| -> String {
+                (0..k)
+                    .map(|_| VOCAB[next(VOCAB.len())])
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            let title = format!("Fix the {} ({}s)", words(2), words(1));
+            let summary = format!("{} with {}", words(3), words(2));
+            let topics = format!("[{}, {}]", words(1), words(1));
+            let body = format!(
+                "# {title}\n\n> {summary}\n\n{} npm test {} \"refresh token\" {}\n{}\n",
+                words(30),
+                words(10),
+                if i % 5 == 0 {
+                    "数据库连接失败"
+                } else {
+                    "plain"
+                },
+                if i % 9 == 0 { "draft" } else { "final" },
+            );
+            let day = 1 + (i * 7) % 28;
+            let month = 1 + (i * 5) % 12;
+            let extra = if kind == "rule" {
+                format!("category: \"{}\"\nid: rule-{i}\n", words(1))
+            } else {
+                String::new()
+            };
+            let name = if kind == "plan" {
+                format!("plan-{:03}-p.md", i % 40 + 1)
+            } else {
+                format!("{:03}-c.md", i % 40 + 1)
+            };
+            let seq = (i % 40) as u64 * 10;
+            let text = format!(
+                "---\ntitle: \"{title}\"\nsummary: \"{summary}\"\nkind: {kind}\nprojectKey: \"pk\"\n{extra}harnessId: m{}\nsessionId: {root}\nseqRange: [{seq}, {}]\ndate: \"2026-{month:02}-{day:02}T10:00:00Z\"\ntopics: {topics}\n---\n{body}",
+                i % 3,
+                seq + 5
+            );
+            put(ws, &format!(".dsh-chapters/{root}/chapters/{name}"), &text);
+            let line = serde_json::json!({
+                "v": 1, "at": "2026-01-01T00:00:00Z", "by": "deterministic", "commands": [],
+                "paths": [format!("src/{}/mod.rs", VOCAB[i % VOCAB.len()])],
+                "reason": "completed", "seqs": [seq, seq + 1], "sessionId": root,
+                "size": 10, "terms": [], "turn": i % 40 + 1,
+            });
+            let ledger = ws.join(format!(".dsh-chapters/{root}/collections/{root}.jsonl"));
+            fs::create_dir_all(ledger.parent().expect("parent")).expect("mkdir");
+            let mut old = fs::read_to_string(&ledger).unwrap_or_default();
+            old.push_str(&format!("{line}\n"));
+            fs::write(&ledger, old).expect("ledger");
+        }
+    }
+
+    #[test]
+    fn the_top_k_path_answers_as_the_full_scoring_does() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        equivalence_store(ws);
+        let corpus = open(ws, "pk", false, T).expect("open");
+        assert!(corpus.documents >= 240, "{}", corpus.documents);
+        let params = ScoreParams {
+            core_rule_bonus: 0.15,
+            ..ScoreParams::default()
+        };
+        let now = crate::search::parse_rfc3339_ms("2026-12-02T00:00:00Z").expect("now");
+        let q = |text: &str| Request::text(text, None);
+        let mut requests: Vec<(String, Request)> = [
+            "parser",
+            "token refresh",
+            "refresh token",
+            "\"refresh token\" cache",
+            "npm test",
+            "pars*",
+            "ref",
+            "fixs",
+            "cache -draft",
+            "socket retry schema",
+            "数据库",
+            "数据库 连接",
+            "rule",
+            "plan billing",
+            "nothingatall",
+            "config ledger invoice thread",
+        ]
+        .iter()
+        .map(|t| ((*t).to_owned(), q(t)))
+        .collect();
+        requests.push((
+            "topic parser".into(),
+            Request::text("", Some("parser".into())),
+        ));
+        requests.push((
+            "deploy, topic cache".into(),
+            Request::text("deploy", Some("cache".into())),
+        ));
+        requests.push((
+            "timeout --kind plan".into(),
+            Request {
+                kind: Some("plan".into()),
+                ..q("timeout")
+            },
+        ));
+        requests.push((
+            "header --since --until".into(),
+            Request {
+                since_ms: crate::search::parse_rfc3339_ms("2026-03-01T00:00:00Z"),
+                until_ms: crate::search::parse_rfc3339_ms("2026-09-01T00:00:00Z"),
+                ..q("header")
+            },
+        ));
+        requests.push((
+            "render --path".into(),
+            Request {
+                path: Some("render/mod.rs".into()),
+                ..q("render")
+            },
+        ));
+        requests.push((
+            "billing --machine m1 --session".into(),
+            Request {
+                machine: Some("m1".into()),
+                session: Some("00000002".into()),
+                ..q("billing")
+            },
+        ));
+        let key = |c: &Candidate| {
+            (
+                c.path.clone(),
+                c.score.to_bits(),
+                c.body.all_terms,
+                c.body.phrase,
+            )
+        };
+        let mut nonempty = 0;
+        for (what, req) in &requests {
+            let all = rank_every_match(&corpus, req, &params, "m1", now).expect("oracle");
+            let want: Vec<_> = all.iter().map(key).collect();
+            nonempty += usize::from(!want.is_empty());
+            for k in [1, 3, 16, 50, 1000] {
+                let (got, total) = corpus.top(req, &params, "m1", now, k).expect("top");
+                let got: Vec<_> = got.iter().map(key).collect();
+                assert_eq!(got, want[..k.min(want.len())], "{what}, k = {k}");
+                assert_eq!(total, want.len(), "{what}: total, k = {k}");
+            }
+            // And the packed answer: the same lines, whatever the budget.
+            for budget in [30, 200, 5000] {
+                let answer = corpus
+                    .answer_packed(req, &params, "m1", now, budget)
+                    .expect("answer");
+                let lines: Vec<String> = all
+                    .iter()
+                    .take(answer.lines.len())
+                    .map(|c| search::line_of(c.score, &c.doc))
+                    .collect();
+                let got: Vec<String> = answer
+                    .lines
+                    .iter()
+                    .map(|l| l.split(" | ").take(5).collect::<Vec<_>>().join(" | "))
+                    .collect();
+                let want_lines: Vec<String> = lines
+                    .iter()
+                    .map(|l| l.split(" | ").take(5).collect::<Vec<_>>().join(" | "))
+                    .collect();
+                assert_eq!(got, want_lines, "{what}, budget {budget}");
+                assert!(
+                    answer.packed.shown == answer.lines.len()
+                        || answer.lines.len() > answer.packed.shown,
+                    "{what}"
+                );
+            }
+        }
+        assert!(nonempty >= 18, "most queries match something: {nonempty}");
     }
 }

@@ -92,7 +92,7 @@ fn tools() -> Value {
                     "searched": string_prop("Which documents were searched (this machine only, or the pool too)."),
                     "door": {"type": "string", "enum": ["store", "pool-and-store"]},
                     "documents": {"type": "integer"},
-                    "total": {"type": "integer", "description": "Every match, shown or not."},
+                    "total": {"type": "integer", "description": "Matches, shown or not: every document holding all the query's words, plus those matching on a topic, title or summary only (all of those when at most 256 documents hold a query word in such a field; else a lower bound)."},
                     "shown": {"type": "integer"},
                     "budget": {
                         "type": "object",

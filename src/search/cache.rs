@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use rusqlite::functions::FunctionFlags;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use serde::Deserialize;
 
@@ -24,7 +25,7 @@ use crate::store::read::Reader;
 
 pub const CACHE_FILE: &str = "fts.sqlite3";
 /// Bumped whenever the schema or what is indexed changes: an older or newer cache is rebuilt.
-pub const CACHE_VERSION: i64 = 2;
+pub const CACHE_VERSION: i64 = 3;
 /// `PRAGMA application_id` of this cache ("dshs"): anything else in its place is not ours.
 const APPLICATION_ID: i64 = 0x6473_6873;
 /// The kind of an artifact document (searched only when asked: [`Filters::artifacts`]).
@@ -93,6 +94,48 @@ pub struct Filters {
     /// `Some(pk)`: this project's documents only.
     pub project_key: Option<String>,
     pub include_mirror: bool,
+}
+
+/// One ranked full-text query ([`Cache::top`], [`Cache::count`]).
+pub struct TopQuery<'a> {
+    /// The FTS5 expression every result matches.
+    pub expr: &'a str,
+    /// The FTS5 expression of the whole-query phrase: its documents rank first.
+    pub phrase: Option<&'a str>,
+    /// The FTS5 expression of the excluded words: their documents are left out.
+    pub excluded: Option<&'a str>,
+    /// A `--topic` search: whether a document with these raw topic labels (one per line)
+    /// carries the topic.
+    pub topic: Option<TopicTest>,
+    pub filters: &'a Filters,
+}
+
+/// One of [`Cache::top`]'s results.
+pub struct TopRow {
+    pub row: Row,
+    /// Body BM25, sign turned (larger is better), ≥ 0.
+    pub bm25: f64,
+    /// Holds the whole-query phrase.
+    pub phrase: bool,
+    /// The score the ranking function gave.
+    pub score: f64,
+}
+
+/// See [`TopQuery::topic`].
+pub type TopicTest = std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// A document's fields as the ranking function in SQLite sees them.
+pub struct ScoreFields<'a> {
+    pub title: &'a str,
+    pub summary: &'a str,
+    /// The raw topic labels, one per line.
+    pub topics: &'a str,
+    pub kind: &'a str,
+    pub category: &'a str,
+    pub date: Option<&'a str>,
+    pub rule_id: Option<&'a str>,
+    /// SQLite FTS5's BM25 over the body (sign turned: larger is better; ≥ 0).
+    pub bm25: f64,
 }
 
 /// The search cache of one store.
@@ -394,7 +437,7 @@ impl Cache {
                             cjk_bigrams(&m.summary),
                             cjk_bigrams(&m.topics.join(" ")),
                             cjk_bigrams(extra.category.as_deref().unwrap_or("")),
-                            cjk_bigrams(body),
+                            cjk_bigrams(without_head(body, &m.title, &m.summary)),
                         ])
                         .map_err(&err)?;
                     for f in files {
@@ -414,9 +457,218 @@ impl Cache {
         Ok(written)
     }
 
+    /// The best `k` documents matching an FTS5 expression (`q.expr`, over title, summary,
+    /// topics, category and body) and the filters, ranked inside SQLite: those holding the
+    /// phrase `q.phrase` first, then by `score` (called once per match with the document's
+    /// fields and its body BM25), ties by path. SQLite keeps only the top `k` while it reads
+    /// the matches: nothing per match is held here. And how many matched (each is scored
+    /// once).
+    pub fn top(
+        &self,
+        q: &TopQuery<'_>,
+        score: impl Fn(&ScoreFields<'_>) -> f64 + Send + 'static,
+        k: usize,
+    ) -> Result<(Vec<TopRow>, usize), CacheError> {
+        // Counted as SQLite scores them: every match is scored once, so `total` costs no
+        // second pass.
+        let counted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = counted.clone();
+        self.conn
+            .create_scalar_function(
+                "chapters_score",
+                8,
+                FunctionFlags::SQLITE_UTF8,
+                move |ctx| {
+                    let text = |i: usize| -> rusqlite::Result<Option<&str>> {
+                        match ctx.get_raw(i) {
+                            rusqlite::types::ValueRef::Null => Ok(None),
+                            v => v
+                                .as_str()
+                                .map(Some)
+                                .map_err(|e| rusqlite::Error::UserFunctionError(Box::new(e))),
+                        }
+                    };
+                    let fields = ScoreFields {
+                        title: text(0)?.unwrap_or(""),
+                        summary: text(1)?.unwrap_or(""),
+                        topics: text(2)?.unwrap_or(""),
+                        kind: text(3)?.unwrap_or(""),
+                        category: text(4)?.unwrap_or(""),
+                        date: text(5)?,
+                        rule_id: text(6)?,
+                        bm25: ctx.get::<f64>(7)?.max(0.0),
+                    };
+                    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    Ok(score(&fields))
+                },
+            )
+            .map_err(self.err())?;
+        let (where_sql, mut args) = self.match_sql(q)?;
+        let phrase = match q.phrase {
+            Some(p) => {
+                args.insert(0, p.to_owned().into());
+                "d.id IN (SELECT rowid FROM fts WHERE fts MATCH ?)"
+            }
+            None => "0",
+        };
+        let sql_text = format!(
+            "SELECT d.id, {phrase} AS ph,
+               chapters_score(d.title, d.summary, d.topics, d.kind, d.category, d.date, d.rule_id,
+                              -bm25(fts, 0.0, 0.0, 0.0, 0.0, 1.0)) AS s,
+               d.path AS p
+             FROM fts JOIN docs d ON d.id = fts.rowid WHERE {where_sql}
+             ORDER BY ph DESC, s DESC, p LIMIT ?"
+        );
+        args.push((k.min(i64::MAX as usize) as i64).into());
+        let top: Vec<(i64, bool, f64)> = {
+            let mut stmt = self.conn.prepare(&sql_text).map_err(self.err())?;
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(args), |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .map_err(self.err())?;
+            rows.collect::<Result<_, _>>().map_err(self.err())?
+        };
+        // The BM25 of the top `k` alone, in one statement (its IDF is read once), rather
+        // than a second BM25 per match above.
+        let bm25s: BTreeMap<i64, f64> = if top.is_empty() {
+            BTreeMap::new()
+        } else {
+            let ids: Vec<String> = top.iter().map(|t| t.0.to_string()).collect();
+            let mut stmt = self
+                .conn
+                .prepare(&format!(
+                    "SELECT rowid, -bm25(fts, 0.0, 0.0, 0.0, 0.0, 1.0) FROM fts
+                     WHERE fts MATCH ?1 AND rowid IN ({})",
+                    ids.join(", ")
+                ))
+                .map_err(self.err())?;
+            let rows = stmt
+                .query_map([q.expr], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(self.err())?;
+            rows.collect::<Result<_, _>>().map_err(self.err())?
+        };
+        let mut out = Vec::with_capacity(top.len());
+        for (id, ph, s) in top {
+            let Some((_, row)) = self.row_by_id(id)? else {
+                continue;
+            };
+            let bm25 = bm25s.get(&id).copied().unwrap_or(0.0);
+            out.push(TopRow {
+                row,
+                bm25: bm25.max(0.0),
+                phrase: ph,
+                score: s,
+            });
+        }
+        Ok((out, counted.load(std::sync::atomic::Ordering::Relaxed)))
+    }
+
+    /// The `WHERE` of a [`TopQuery`] and its values in order (registers the topic test).
+    fn match_sql(
+        &self,
+        q: &TopQuery<'_>,
+    ) -> Result<(String, Vec<rusqlite::types::Value>), CacheError> {
+        let (clause, filter_args) = filter_sql(q.filters);
+        let mut where_sql = format!("fts MATCH ?{clause}");
+        let mut args: Vec<rusqlite::types::Value> = vec![q.expr.to_owned().into()];
+        args.extend(filter_args);
+        if let Some(ex) = q.excluded {
+            where_sql.push_str(" AND d.id NOT IN (SELECT rowid FROM fts WHERE fts MATCH ?)");
+            args.push(ex.to_owned().into());
+        }
+        if let Some(test) = &q.topic {
+            let test = test.clone();
+            self.conn
+                .create_scalar_function(
+                    "chapters_topic",
+                    1,
+                    FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+                    move |ctx| {
+                        let topics = match ctx.get_raw(0) {
+                            rusqlite::types::ValueRef::Text(t) => t,
+                            _ => b"",
+                        };
+                        Ok(test(&String::from_utf8_lossy(topics)))
+                    },
+                )
+                .map_err(self.err())?;
+            where_sql.push_str(" AND chapters_topic(d.topics)");
+        }
+        Ok((where_sql, args))
+    }
+
+    /// Whether the document `id` matches an FTS5 expression.
+    pub fn id_matches(&self, expr: &str, id: i64) -> Result<bool, CacheError> {
+        self.conn
+            .query_row(
+                "SELECT 1 FROM fts WHERE fts MATCH ?1 AND rowid = ?2",
+                params![expr, id],
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|o| o.is_some())
+            .map_err(self.err())
+    }
+
+    /// Whether the document `id` names the file of the `--path` filter in its signature
+    /// (true when the filter is not set).
+    pub fn id_names_path(&self, id: i64, filters: &Filters) -> Result<bool, CacheError> {
+        if filters.path.is_none() {
+            return Ok(true);
+        }
+        let (clause, args) = filter_sql(&Filters {
+            path: filters.path.clone(),
+            artifacts: true,
+            include_mirror: true,
+            ..Filters::default()
+        });
+        let mut all: Vec<rusqlite::types::Value> = vec![id.into()];
+        all.extend(args);
+        self.conn
+            .query_row(
+                &format!("SELECT 1 FROM docs d WHERE d.id = ?{clause}"),
+                rusqlite::params_from_iter(all),
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|o| o.is_some())
+            .map_err(self.err())
+    }
+
+    /// One document's id and row by path.
+    pub fn row_with_id(&self, path: &str) -> Result<Option<(i64, Row)>, CacheError> {
+        let q = format!("SELECT {ROW_COLUMNS}, d.id FROM docs d WHERE d.path = ?1");
+        self.conn
+            .query_row(&q, [path], |r| Ok((r.get(ROW_COLUMN_COUNT)?, row_of(r)?)))
+            .optional()
+            .map_err(self.err())
+    }
+
+    fn row_by_id(&self, id: i64) -> Result<Option<(i64, Row)>, CacheError> {
+        let q = format!("SELECT {ROW_COLUMNS}, d.id FROM docs d WHERE d.id = ?1");
+        self.conn
+            .query_row(&q, [id], |r| Ok((r.get(ROW_COLUMN_COUNT)?, row_of(r)?)))
+            .optional()
+            .map_err(self.err())
+    }
+
+    /// Every document with a category (rules), with its id, by path: few.
+    pub fn with_category(&self) -> Result<Vec<(i64, Row)>, CacheError> {
+        let q = format!(
+            "SELECT {ROW_COLUMNS}, d.id FROM docs d WHERE d.category != '' ORDER BY d.path"
+        );
+        let mut stmt = self.conn.prepare(&q).map_err(self.err())?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(ROW_COLUMN_COUNT)?, row_of(r)?)))
+            .map_err(self.err())?;
+        rows.collect::<Result<_, _>>().map_err(self.err())
+    }
+
     /// Documents matching an FTS5 expression (over title, summary, topics, category and
-    /// body) and the filters, with their rows (one pass, no lookup per match): (row, body
-    /// BM25 as a positive number, larger is better), by path.
+    /// body) and the filters, with their rows: (row, body BM25 as a positive number, larger
+    /// is better), by path. Every match: the full scoring's (the top-k path's test oracle).
+    #[cfg(test)]
     pub fn matching(&self, expr: &str, filters: &Filters) -> Result<Vec<(Row, f64)>, CacheError> {
         let mut out = self.fts_select(
             &format!("{ROW_COLUMNS}, -bm25(fts, 0.0, 0.0, 0.0, 0.0, 1.0)"),
@@ -464,7 +716,8 @@ impl Cache {
         rows.collect::<Result<_, _>>().map_err(self.err())
     }
 
-    /// The paths of documents matching an FTS5 expression (no filters).
+    /// The paths of documents matching an FTS5 expression (no filters; the oracle's).
+    #[cfg(test)]
     pub fn paths_matching(
         &self,
         expr: &str,
@@ -872,6 +1125,30 @@ fn read_body(reader: &Reader, rel: &str) -> Redacted<(Extra, String)> {
     }
 }
 
+/// A body without the `# title` and `> summary` lines a chapter starts with, when they
+/// repeat the title and summary word for word (both are indexed in their own columns):
+/// indexed twice they only made the cache larger.
+fn without_head<'a>(body: &'a str, title: &str, summary: &str) -> &'a str {
+    fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+    }
+    let mut rest = body;
+    for (mark, field) in [("# ", title), ("> ", summary)] {
+        let trimmed = rest.trim_start_matches(['\n', '\r']);
+        let (line, after) = trimmed.split_once('\n').unwrap_or((trimmed, ""));
+        let Some(text) = line.strip_prefix(mark) else {
+            break;
+        };
+        if field.is_empty() || !words(text).eq(words(field)) {
+            break;
+        }
+        rest = after;
+    }
+    rest
+}
+
 fn parse_body(bytes: &[u8]) -> (Extra, String) {
     let text = String::from_utf8_lossy(bytes);
     let extra = crate::render::frontmatter_text(&text)
@@ -888,6 +1165,26 @@ fn parse_body(bytes: &[u8]) -> (Extra, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_repeated_title_and_summary_lines_are_not_indexed_twice() {
+        let body = "# Fix the `CSV` header\n\n> Export \\*quoted\\* rows\n\n**User** · seq 1\n";
+        assert_eq!(
+            without_head(body, "Fix the CSV header", "Export *quoted* rows"),
+            "\n**User** · seq 1\n"
+        );
+        // Only a line repeating its field word for word is left out.
+        assert_eq!(without_head(body, "Fix the header", "x"), body);
+        assert_eq!(
+            without_head(body, "Fix the CSV header", "other"),
+            "\n> Export \\*quoted\\* rows\n\n**User** · seq 1\n"
+        );
+        assert_eq!(
+            without_head("plain text\n", "plain text", ""),
+            "plain text\n"
+        );
+        assert_eq!(without_head("", "t", "s"), "");
+    }
 
     #[test]
     fn short_ids_and_numbers() {
