@@ -13,7 +13,7 @@
 //! Run: `cargo bench --bench archive` (needs `zstd`, `python3` and `/usr/bin/time`).
 //! `ARCHIVE_BENCH_TURNS=2000` runs one size; `ARCHIVE_BENCH_KEEP=1` keeps the scratch trees
 //! (printed) for profiling by hand; `ARCHIVE_BENCH_READER_ONLY=1` times only the reading
-//! stage.
+//! stage; `ARCHIVE_BENCH_REPEATS=N` sets the runs of every size (default 5 at 2,000, 1 else).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -318,7 +318,10 @@ fn main() {
         }
         let mut s = setup(turns);
         let zst = std::fs::metadata(&s.log).expect("meta").len();
-        let repeats = if turns == SIDE_BY_SIDE { REPEATS } else { 1 };
+        let repeats = std::env::var("ARCHIVE_BENCH_REPEATS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(if turns == SIDE_BY_SIDE { REPEATS } else { 1 });
         let mut best_zstd = Duration::MAX;
         let mut best_parse = Duration::MAX;
         let mut best_archive = Duration::MAX;

@@ -159,6 +159,10 @@ pub enum ArchiveError {
         "the chapter writer thread panicked; nothing past the last commit was kept — archive again"
     )]
     WriterPanicked,
+    #[error(
+        "the log reading thread panicked; nothing past the last commit was kept — archive again"
+    )]
+    ReaderPanicked,
     #[error("session rules: {0}")]
     Rules(#[from] crate::rules::store::RulesStoreError),
     #[error(transparent)]
@@ -725,10 +729,9 @@ impl Pass<'_> {
 
     fn run(
         &self,
-        mut composer: compose::Online,
+        composer: compose::Online,
         to_writer: &std::sync::mpsc::SyncSender<Closed>,
     ) -> Result<PassOutcome, ArchiveError> {
-        let mut out = PassOutcome::default();
         let signed_hi = self
             .sigs
             .iter()
@@ -752,35 +755,50 @@ impl Pass<'_> {
             session_id: self.session_id,
             root_session: self.root,
         };
-        let mut reader = crate::source::open(
-            self.harness,
-            self.file,
-            ResumePoint::default(),
-            source_options(self.ctx.config),
-        )?;
-        let mut assembler = TurnAssembler::new();
+        // Decoding, parsing and assembling turns run on a thread of their own, a few turns
+        // ahead of signing and composing here (on two cores the two halves overlap).
+        let (to_pass, from_reader) = std::sync::mpsc::sync_channel::<ReadStep>(READ_AHEAD);
+        std::thread::scope(|scope| {
+            let reading =
+                scope.spawn(|| read_turns(self.harness, self.file, self.ctx.config, to_pass));
+            // Returns having dropped `from_reader`: a reading thread still sending stops.
+            let passed = self.sign_and_compose(
+                composer,
+                from_reader,
+                &rule_capture,
+                signed_hi,
+                &ledger,
+                to_writer,
+            );
+            // Joined here, so that a panic there is this error, not a panic of the scope.
+            match reading.join() {
+                Ok(()) => passed,
+                Err(_) => Err(ArchiveError::ReaderPanicked),
+            }
+        })
+    }
+
+    /// The rest of [`Pass::run`]: sign each turn the reading thread hands over, compose the
+    /// unarchived ones and hand each closed chapter to the renderer.
+    fn sign_and_compose(
+        &self,
+        mut composer: compose::Online,
+        from_reader: std::sync::mpsc::Receiver<ReadStep>,
+        rule_capture: &crate::rules::store::SessionCapture<'_>,
+        signed_hi: Option<u64>,
+        ledger: &BTreeMap<u64, &Signature>,
+        to_writer: &std::sync::mpsc::SyncSender<Closed>,
+    ) -> Result<PassOutcome, ArchiveError> {
+        let mut out = PassOutcome::default();
         let mut buffered: Vec<CompletedTurn> = Vec::new();
         let mut last_completed_end: Option<u64> = None;
         let mut writer_gone = false;
-        // Damage in the log (a garbled or truncated line or frame, a seq gap) ends the pass
-        // like the log's end: every turn completed before it is archived, and it is
-        // reported with what to do. Any other read error fails the session.
-        let mut damage = None;
-        loop {
-            let item = match reader.next_item() {
-                Ok(Some(item)) => item,
-                Ok(None) => break,
-                Err(e) if e.is_damage() => {
-                    damage = Some(e);
-                    break;
-                }
-                Err(e) => return Err(e.into()),
-            };
-            let LogItem::Event(event) = item else {
-                continue;
-            };
-            let Some(turn) = assembler.push(event) else {
-                continue;
+        let end = loop {
+            let turn = match from_reader.recv() {
+                Ok(ReadStep::Turn(turn)) => turn,
+                Ok(ReadStep::End(end)) => break end,
+                Ok(ReadStep::Failed(e)) => return Err(e.into()),
+                Err(_) => return Err(ArchiveError::ReaderPanicked),
             };
             last_completed_end = Some(turn.end_seq);
             if turn.end_seq < self.seed_end {
@@ -828,15 +846,14 @@ impl Pass<'_> {
                 }
             }
             buffered.push(turn);
-        }
-        out.notes
-            .extend(reader.notes().iter().map(ReadNote::to_string));
-        out.in_flight = assembler.in_flight();
-        if let Some(e) = &damage {
+        };
+        out.notes.extend(end.notes.iter().map(ReadNote::to_string));
+        out.in_flight = end.in_flight;
+        if let Some(e) = &end.damage {
             out.damage = Some(damage_message(e, out.in_flight, last_completed_end));
         }
-        let log_end = reader.resume_point().next_seq.checked_sub(1);
-        if let (Some(hi), None) = (signed_hi, &damage) {
+        let log_end = end.next_seq.checked_sub(1);
+        if let (Some(hi), None) = (signed_hi, &end.damage) {
             if log_end.is_none_or(|end| end < hi) {
                 return Err(ArchiveError::LogTruncated {
                     file: self.file.to_path_buf(),
@@ -858,6 +875,78 @@ impl Pass<'_> {
         }
         Ok(out)
     }
+}
+
+/// Completed turns the reading thread may hold ready ahead of signing.
+const READ_AHEAD: usize = 4;
+
+/// What the reading thread hands over, in log order.
+enum ReadStep {
+    Turn(CompletedTurn),
+    /// The log's end, or damage in it.
+    End(ReadEnd),
+    /// A read error that is not damage (it fails the session).
+    Failed(ReadError),
+}
+
+/// How the reading of a log ended.
+struct ReadEnd {
+    notes: Vec<ReadNote>,
+    in_flight: Option<(u64, u64)>,
+    /// Damage in the log (a garbled or truncated line or frame, a seq gap) ends the pass
+    /// like the log's end: every turn completed before it is archived, and it is reported
+    /// with what to do.
+    damage: Option<ReadError>,
+    /// One past the last seq read.
+    next_seq: u64,
+}
+
+/// The reading thread of a pass: decode, parse and assemble the log's turns, handing each
+/// completed one on; stops early when the pass stops listening.
+fn read_turns(
+    harness: Harness,
+    file: &Path,
+    config: &Config,
+    to_pass: std::sync::mpsc::SyncSender<ReadStep>,
+) {
+    let mut reader = match crate::source::open(
+        harness,
+        file,
+        ResumePoint::default(),
+        source_options(config),
+    ) {
+        Ok(reader) => reader,
+        Err(e) => {
+            let _ = to_pass.send(ReadStep::Failed(e));
+            return;
+        }
+    };
+    let mut assembler = TurnAssembler::new();
+    let damage = loop {
+        let item = match reader.next_item() {
+            Ok(Some(item)) => item,
+            Ok(None) => break None,
+            Err(e) if e.is_damage() => break Some(e),
+            Err(e) => {
+                let _ = to_pass.send(ReadStep::Failed(e));
+                return;
+            }
+        };
+        let LogItem::Event(event) = item else {
+            continue;
+        };
+        if let Some(turn) = assembler.push(event) {
+            if to_pass.send(ReadStep::Turn(turn)).is_err() {
+                return; // the pass failed; its error is reported
+            }
+        }
+    };
+    let _ = to_pass.send(ReadStep::End(ReadEnd {
+        notes: reader.notes().to_vec(),
+        in_flight: assembler.in_flight(),
+        damage,
+        next_seq: reader.resume_point().next_seq,
+    }));
 }
 
 /// Chapter and plan numbers of the next chapter the writer renders.

@@ -417,28 +417,52 @@ pub fn continues(span: &ChapterSpan, earlier: &EarlierTopics) -> Option<u32> {
         return None;
     }
     let mine: BTreeSet<String> = span.topics.iter().map(|t| fold_key(t)).collect();
-    // Latest first: the first that shares enough is the answer.
-    earlier
-        .chapters
+    // Latest first: the first that shares enough is the answer. Each of my topics lists
+    // the chapters that have it in (number, push) order; walking those lists together from
+    // their ends meets the chapters in the same order as a walk over every chapter would,
+    // but only the chapters that share a topic at all.
+    let mut lists: Vec<&[(u32, u32)]> = mine
         .iter()
-        .rev()
-        .find(|(_, theirs)| mine.intersection(theirs).count() >= CONTINUES_MIN_SHARED)
-        .map(|(n, _)| *n)
+        .filter_map(|t| earlier.by_topic.get(t).map(Vec::as_slice))
+        .collect();
+    loop {
+        let latest = lists.iter().filter_map(|l| l.last()).max().copied()?;
+        let mut shared = 0;
+        for list in &mut lists {
+            if let Some((last, rest)) = list.split_last() {
+                if *last == latest {
+                    shared += 1;
+                    *list = rest;
+                }
+            }
+        }
+        if shared >= CONTINUES_MIN_SHARED {
+            return Some(latest.0);
+        }
+    }
 }
 
-/// The chapters of a session tree so far, each with its topics already folded, kept in
-/// number order: a session of thousands of chapters asks this once per new chapter, so
-/// folding every earlier chapter's topics each time made an archive quadratic.
+/// The chapters of a session tree so far, by folded topic: for each topic, the chapters
+/// that have it as (number, order pushed), sorted. A session of thousands of chapters asks
+/// this once per new chapter, so folding every earlier chapter's topics each time (and
+/// then comparing with every earlier chapter) made an archive quadratic; a topic's list
+/// holds only the chapters that share it, and memory is a few bytes per chapter topic.
 #[derive(Debug, Default, Clone)]
 pub struct EarlierTopics {
-    chapters: Vec<(u32, BTreeSet<String>)>,
+    by_topic: BTreeMap<String, Vec<(u32, u32)>>,
+    pushed: u32,
 }
 
 impl EarlierTopics {
     pub fn push(&mut self, number: u32, topics: &[String]) {
-        let folded = topics.iter().map(|t| fold_key(t)).collect();
-        let at = self.chapters.partition_point(|(n, _)| *n <= number);
-        self.chapters.insert(at, (number, folded));
+        let order = self.pushed;
+        self.pushed = self.pushed.saturating_add(1);
+        let folded: BTreeSet<String> = topics.iter().map(|t| fold_key(t)).collect();
+        for topic in folded {
+            let list = self.by_topic.entry(topic).or_default();
+            let at = list.partition_point(|e| *e <= (number, order));
+            list.insert(at, (number, order));
+        }
     }
 }
 
@@ -1167,6 +1191,70 @@ mod tests {
             continues(&span(Rule::Open, &["auth", "token"]), &earlier),
             None
         );
+    }
+
+    #[test]
+    fn continues_by_topic_lists_agrees_with_comparing_every_earlier_chapter() {
+        // The old way, kept here as the reference: every earlier chapter in (number, push)
+        // order, latest first, the first sharing two folded topics.
+        fn every_chapter(mine: &[String], earlier: &[(u32, Vec<String>)]) -> Option<u32> {
+            let fold = |v: &[String]| v.iter().map(|t| fold_key(t)).collect::<BTreeSet<_>>();
+            let mine = fold(mine);
+            let mut order: Vec<(u32, usize)> = earlier
+                .iter()
+                .enumerate()
+                .map(|(i, (n, _))| (*n, i))
+                .collect();
+            order.sort();
+            order
+                .iter()
+                .rev()
+                .find(|(_, i)| mine.intersection(&fold(&earlier[*i].1)).count() >= 2)
+                .map(|(n, _)| *n)
+        }
+        let words = [
+            "auth", "token", "tokens", "csv", "cookie", "jwt", "ci", "docs",
+        ];
+        let mut rng = 7u64;
+        let mut next = |n: u64| {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (rng >> 33) % n
+        };
+        for _ in 0..200 {
+            let mut earlier = Vec::new();
+            let mut topics = EarlierTopics::default();
+            for _ in 0..next(12) {
+                // Numbers repeat and arrive out of order on purpose.
+                let number = next(8) as u32 + 1;
+                let own: Vec<String> = (0..next(4))
+                    .map(|_| words[next(words.len() as u64) as usize].to_owned())
+                    .collect();
+                topics.push(number, &own);
+                earlier.push((number, own));
+            }
+            let mine: Vec<String> = (0..next(5))
+                .map(|_| words[next(words.len() as u64) as usize].to_owned())
+                .collect();
+            let span = ChapterSpan {
+                seq_lo: 0,
+                seq_hi: 0,
+                members: vec![0],
+                decisions: vec![Decision {
+                    turn: 1,
+                    rule: Rule::TopicChange,
+                    score: 0.0,
+                }],
+                topics: mine.clone(),
+                size: 1,
+            };
+            assert_eq!(
+                continues(&span, &topics),
+                every_chapter(&mine, &earlier),
+                "{mine:?} after {earlier:?}"
+            );
+        }
     }
 
     #[test]

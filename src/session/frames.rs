@@ -3,9 +3,11 @@
 //! last frame then yields nothing, and the resume point can stay at its start.
 //!
 //! Only headers are read (frame header, 3-byte block headers, skippable-frame size); block
-//! contents are skipped by seeking, so the cost is a few small reads per 128 KiB block.
+//! contents are skipped by seeking within the scanner's buffer, so a log of many small
+//! frames (one per event, as the harness writes them) costs one read per buffer of frames,
+//! not a seek and a read per block.
 
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
 
 const ZSTD_MAGIC: u32 = 0xFD2F_B528;
 const SKIPPABLE_MAGIC_MASK: u32 = 0xFFFF_FFF0;
@@ -28,12 +30,39 @@ pub(crate) enum FrameScan {
 
 /// Scan the frame starting at `at`, given the file's current length `len` (bytes past
 /// `len` are treated as absent even if the file grows meanwhile: a later read sees them).
-pub(crate) fn scan_frame<R: Read + Seek>(r: &mut R, at: u64, len: u64) -> io::Result<FrameScan> {
-    let mut cur = Cursor { r, pos: at, len };
+/// `pos` is where `r` stands when known (as the last scan left it; `None` else): the scan
+/// moves from there within the buffer, and leaves it where it stopped.
+pub(crate) fn scan_frame<R: Read + Seek>(
+    r: &mut BufReader<R>,
+    at: u64,
+    len: u64,
+    pos: &mut Option<u64>,
+) -> io::Result<FrameScan> {
     if at >= len {
         return Ok(FrameScan::EndOfFile);
     }
-    cur.r.seek(SeekFrom::Start(at))?;
+    let known = pos.take();
+    let delta = known.and_then(|p| i64::try_from(at).ok()?.checked_sub(i64::try_from(p).ok()?));
+    match delta {
+        Some(delta) => r.seek_relative(delta)?,
+        None => {
+            r.seek(SeekFrom::Start(at))?;
+        }
+    }
+    let mut cur = Cursor {
+        r,
+        pos: at,
+        len,
+        lost: false,
+    };
+    let scanned = scan_from(&mut cur)?;
+    if !cur.lost {
+        *pos = Some(cur.pos);
+    }
+    Ok(scanned)
+}
+
+fn scan_from<R: Read + Seek>(cur: &mut Cursor<'_, R>) -> io::Result<FrameScan> {
     let Some(magic) = cur.read::<4>()? else {
         return Ok(FrameScan::Torn);
     };
@@ -111,9 +140,12 @@ pub(crate) fn scan_frame<R: Read + Seek>(r: &mut R, at: u64, len: u64) -> io::Re
 }
 
 struct Cursor<'a, R> {
-    r: &'a mut R,
+    r: &'a mut BufReader<R>,
+    /// Where `r` stands (unless `lost`).
     pos: u64,
     len: u64,
+    /// A read stopped short (the file shrank): where `r` stands is not known.
+    lost: bool,
 }
 
 impl<R: Read + Seek> Cursor<'_, R> {
@@ -126,7 +158,10 @@ impl<R: Read + Seek> Cursor<'_, R> {
         match self.r.read_exact(&mut buf) {
             Ok(()) => {}
             // The file shrank under us: treat it like a torn tail.
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                self.lost = true;
+                return Ok(None);
+            }
             Err(e) => return Err(e),
         }
         self.pos += N as u64;
@@ -139,7 +174,7 @@ impl<R: Read + Seek> Cursor<'_, R> {
             return Ok(false);
         }
         let step = i64::try_from(n).map_err(|_| io::Error::other("skip beyond i64 range"))?;
-        self.r.seek(SeekFrom::Current(step))?;
+        self.r.seek_relative(step)?;
         self.pos += n;
         Ok(true)
     }
@@ -151,7 +186,8 @@ mod tests {
     use std::io::Cursor as IoCursor;
 
     fn scan(bytes: &[u8], at: u64) -> FrameScan {
-        scan_frame(&mut IoCursor::new(bytes), at, bytes.len() as u64).unwrap()
+        let mut r = BufReader::with_capacity(64, IoCursor::new(bytes));
+        scan_frame(&mut r, at, bytes.len() as u64, &mut None).unwrap()
     }
 
     fn frame(data: &[u8]) -> Vec<u8> {
@@ -197,6 +233,40 @@ mod tests {
                 end: bytes.len() as u64,
                 skippable: false
             }
+        );
+    }
+
+    #[test]
+    fn scans_that_go_on_from_where_the_last_stopped_agree_with_fresh_ones() {
+        let mut file = Vec::new();
+        let mut starts = Vec::new();
+        for i in 0..40usize {
+            starts.push(file.len() as u64);
+            file.extend_from_slice(&frame(&vec![b'a' + (i % 26) as u8; 10 + i * 997]));
+        }
+        let len = file.len() as u64;
+        // A small buffer: some frames start inside it, some past it.
+        let mut r = BufReader::with_capacity(256, IoCursor::new(&file[..]));
+        let mut pos = None;
+        // Forward, then backwards and skipping about: each as a fresh scan says.
+        let order = (0..starts.len()).chain([3, 1, 39, 0, 20, 20]);
+        for i in order {
+            let fresh = scan(&file, starts[i]);
+            assert_eq!(scan_frame(&mut r, starts[i], len, &mut pos).unwrap(), fresh);
+            let FrameScan::Complete { end, .. } = fresh else {
+                panic!("frame {i}: {fresh:?}");
+            };
+            assert_eq!(pos, Some(end));
+        }
+        assert_eq!(
+            scan_frame(&mut r, len, len, &mut pos).unwrap(),
+            FrameScan::EndOfFile
+        );
+        // Told a shorter length (the file as it was), the last frame is torn.
+        let cut = len - 2;
+        assert_eq!(
+            scan_frame(&mut r, starts[39], cut, &mut pos).unwrap(),
+            FrameScan::Torn
         );
     }
 

@@ -262,6 +262,8 @@ impl Default for ReaderOptions {
 const IO_CHUNK: usize = 64 * 1024;
 /// The largest zstd window accepted (2^27 = 128 MiB, zstd's default decoding limit).
 const MAX_WINDOW_LOG: u32 = 27;
+/// The frame scanner's buffer: frame and block headers of many small frames per read.
+const SCAN_BUFFER: usize = 64 * 1024;
 /// After a long line, the line buffer is given back down to this size.
 const KEPT_LINE_CAPACITY: usize = 1 << 20;
 
@@ -292,6 +294,11 @@ struct ZstdState {
     decoder: Decoder<'static>,
     /// A second handle for walking frame headers ahead of the decoder.
     scanner: BufReader<File>,
+    /// Where `scanner` stands, when known (each scan goes on from the last one's end).
+    scanner_pos: Option<u64>,
+    /// The file's length as last looked at: frames are scanned against it, and it is
+    /// looked at again only when a scan reaches it (one `fstat` per end, not per frame).
+    known_len: u64,
     /// Decoded bytes; `out_buf[out_pos..out_len]` not yet split into lines.
     out_buf: Vec<u8>,
     out_pos: usize,
@@ -341,10 +348,12 @@ impl LogReader {
             decoder
                 .set_parameter(DParameter::WindowLogMax(MAX_WINDOW_LOG))
                 .map_err(io_err)?;
-            let scanner = BufReader::with_capacity(8 * 1024, open_regular(path)?);
+            let scanner = BufReader::with_capacity(SCAN_BUFFER, open_regular(path)?);
             Some(ZstdState {
                 decoder,
                 scanner,
+                scanner_pos: None,
+                known_len: 0,
                 out_buf: vec![0; IO_CHUNK],
                 out_pos: 0,
                 out_len: 0,
@@ -708,15 +717,22 @@ impl LogReader {
         let Some(z) = self.zstd.as_mut() else {
             return Ok(false);
         };
-        let scanned = z
-            .scanner
-            .get_ref()
-            .metadata()
-            .and_then(|m| scan_frame(&mut z.scanner, at, m.len()))
-            .map_err(|source| ReadError::Io {
-                file: path.clone(),
-                source,
-            })?;
+        let io = |source| ReadError::Io {
+            file: path.clone(),
+            source,
+        };
+        let mut scanned =
+            scan_frame(&mut z.scanner, at, z.known_len, &mut z.scanner_pos).map_err(io)?;
+        if matches!(scanned, FrameScan::EndOfFile | FrameScan::Torn) {
+            // The file as last looked at ends here: look again (it may have grown, or
+            // shrunk), and read what is there afresh, not from the scanner's buffer.
+            let len = z.scanner.get_ref().metadata().map_err(io)?.len();
+            z.scanner_pos = None;
+            if len != z.known_len {
+                z.known_len = len;
+                scanned = scan_frame(&mut z.scanner, at, len, &mut z.scanner_pos).map_err(io)?;
+            }
+        }
         match scanned {
             FrameScan::EndOfFile => Ok(false),
             FrameScan::Torn => {

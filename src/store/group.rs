@@ -55,10 +55,13 @@ pub struct Group<'s> {
     marked: bool,
     /// Whether anything was written since the last commit.
     dirty: bool,
-    /// Files this group created since the last commit, for [`Group::abort`].
-    created: Vec<std::path::PathBuf>,
-    /// Documents written since the last commit, named in the change journal at commit.
-    created_docs: Vec<String>,
+    /// Documents written since the last commit, in order, one name a line: named in the
+    /// change journal at commit, removed by [`Group::abort`]. One string, not a list of
+    /// strings or paths: an archive of thousands of chapters keeps ~40 bytes each.
+    created_docs: String,
+    /// Artifacts this group created since the last commit, for [`Group::abort`]: their
+    /// SHA-256 hex, 64 bytes each, back to back.
+    created_artifacts: String,
     made_dirs: super::MadeDirs,
 }
 
@@ -169,8 +172,8 @@ impl Store {
             root,
             marked,
             dirty: false,
-            created: Vec::new(),
-            created_docs: Vec::new(),
+            created_docs: String::new(),
+            created_artifacts: String::new(),
             made_dirs: Default::default(),
         })
     }
@@ -200,9 +203,9 @@ impl Group<'_> {
             Some(&mut self.made_dirs),
         )?;
         if written {
-            let dir = self.store.chapters_dir(&self.root)?;
-            self.created.push(dir.join(&doc.file_name));
-            self.created_docs.push(doc.file_name.clone());
+            // `write_document_in` checked the name: a safe file name, no line break.
+            self.created_docs.push_str(&doc.file_name);
+            self.created_docs.push('\n');
         }
         Ok(written)
     }
@@ -217,8 +220,8 @@ impl Group<'_> {
             Some(&mut self.made_dirs),
         )?;
         if written {
-            self.created
-                .push(self.store.artifact_path(&self.root, &artifact.sha256)?);
+            // `artifact_path` checked it: 64 hex digits.
+            self.created_artifacts.push_str(&artifact.sha256);
         }
         Ok(written)
     }
@@ -227,13 +230,24 @@ impl Group<'_> {
     /// (best effort — what stays is past the commit and the next run removes it). For a
     /// run that fails after writing, so that a refused archive leaves the store as it was.
     pub fn abort(&mut self) {
-        for path in self.created.drain(..) {
+        let docs = self.store.chapters_dir(&self.root);
+        let paths = self
+            .created_docs
+            .lines()
+            .filter_map(|name| docs.as_ref().ok().map(|dir| dir.join(name)));
+        let shas = self.created_artifacts.as_bytes().chunks(64);
+        let artifacts = shas.filter_map(|sha| {
+            let sha = std::str::from_utf8(sha).ok()?;
+            self.store.artifact_path(&self.root, sha).ok()
+        });
+        for path in paths.chain(artifacts) {
             if let Err(e) = fs::remove_file(&path) {
                 tracing::warn!(path = %path.display(), error = %e, "could not remove an uncommitted file; the next archive removes it");
             }
         }
         self.dirty = false;
         self.created_docs.clear();
+        self.created_artifacts.clear();
     }
 
     /// Make everything written durable (one `syncfs`), then record the commit. A group
@@ -247,12 +261,12 @@ impl Group<'_> {
         self.store
             .append_commit(&highest(&dir, &self.root)?, self.redactor)?;
         if !self.created_docs.is_empty() {
-            let names: Vec<&str> = self.created_docs.iter().map(String::as_str).collect();
+            let names: Vec<&str> = self.created_docs.lines().collect();
             super::journal::record(self.store.dir(), &chapters_folder(&self.root), &names);
         }
         self.dirty = false;
-        self.created.clear();
         self.created_docs.clear();
+        self.created_artifacts.clear();
         Ok(())
     }
 }
@@ -372,6 +386,40 @@ mod tests {
         )
         .unwrap();
         assert!(store.recover_uncommitted().unwrap().is_empty());
+        assert_eq!(mark(&store, "r"), Some((1, 0)));
+    }
+
+    #[test]
+    fn an_aborted_group_removes_what_it_created_since_its_commit_and_names_it_nowhere() {
+        let (_d, store) = store();
+        let r = Redactor::new(&[]).unwrap();
+        let artifact = |content: &str| Artifact {
+            sha256: super::super::hex(&Sha256::digest(content.as_bytes())),
+            content: text(content),
+        };
+        let (kept, dropped) = (artifact("kept\n"), artifact("dropped\n"));
+        let mut g = store.begin_group("r", &r).unwrap();
+        g.write_document(&doc("001-a.md", "chapter", 1, 2)).unwrap();
+        g.write_artifact(&kept).unwrap();
+        g.commit().unwrap();
+        let journal = fs::read_to_string(super::super::journal::journal_path(store.dir()))
+            .unwrap_or_default();
+        assert!(journal.contains("001-a.md"), "{journal}");
+        g.write_document(&doc("plan-001-p.md", "plan", 3, 3))
+            .unwrap();
+        g.write_document(&doc("002-b.md", "chapter", 3, 4)).unwrap();
+        g.write_artifact(&dropped).unwrap();
+        g.abort();
+        let dir = store.chapters_dir("r").unwrap();
+        assert!(dir.join("001-a.md").exists(), "committed documents stay");
+        assert!(store.artifact_path("r", &kept.sha256).unwrap().exists());
+        assert!(!dir.join("plan-001-p.md").exists());
+        assert!(!dir.join("002-b.md").exists());
+        assert!(!store.artifact_path("r", &dropped.sha256).unwrap().exists());
+        g.commit().unwrap();
+        let after = fs::read_to_string(super::super::journal::journal_path(store.dir()))
+            .unwrap_or_default();
+        assert_eq!(after, journal, "an aborted write is never journaled");
         assert_eq!(mark(&store, "r"), Some((1, 0)));
     }
 
