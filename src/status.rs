@@ -1,5 +1,9 @@
 //! `chapters status`: what the store holds, what waits, and who this project is.
-//! Shell: reads the store and the session logs; writes nothing.
+//! Shell: reads the store and the session logs; writes only its own cache
+//! (`<store>/.status-cache.json`, see [`cache`]), so a log or folder unchanged since the last
+//! status is not read again.
+
+pub mod cache;
 
 use std::path::{Path, PathBuf};
 
@@ -76,8 +80,10 @@ pub struct StatusReport {
     /// sync read; `null` without a store. Shadow mode (`vocabApply: false`) only reports them.
     pub vocabulary: Option<VocabularyStatus>,
     /// The documents the last search or sync read (the search table as last written; status
-    /// writes nothing, so it does not refresh it); `null` without a store.
+    /// does not refresh it); `null` without a store.
     pub documents: Option<DocumentCounts>,
+    /// What this run read again and what it took from the status cache.
+    pub status_cache: cache::CacheCounts,
 }
 
 /// Documents of this project's door by where they were read, and the files that could not
@@ -245,7 +251,8 @@ pub fn status(
     harness_id: &str,
 ) -> Result<StatusReport, StatusError> {
     let store = Store::open(workspace).ok();
-    let counts = store.as_ref().map(Store::counts).transpose()?;
+    let mut cache = cache::StatusCache::load(store.as_ref());
+    let counts = store.as_ref().map(|s| cache.store_counts(s)).transpose()?;
     let ws = workspace.to_string_lossy().into_owned();
     let mut sessions = Vec::new();
     let (logs, unreadable) =
@@ -268,29 +275,26 @@ pub fn status(
     let mut logs: Vec<(Harness, discover::SessionLog)> =
         logs.into_iter().map(|l| (Harness::Dsh, l)).collect();
     logs.extend(crate::source::other_harness_sessions(&ws, config).0);
-    // Chapters live under the root of each session tree: resolve roots as the archive does.
-    let headers: Vec<Option<crate::session::Header>> = logs
+    // Each log read once (or taken from the cache when unchanged): its header as the archive
+    // reads it, then its turns.
+    let reads: Vec<cache::LogRead> = logs
         .iter()
-        .map(|(harness, l)| match harness {
-            Harness::Dsh => crate::archive::read_header(&l.log, config).ok(),
-            _ => crate::source::read_header(*harness, &l.log, source_options(config))
-                .ok()
-                .flatten(),
-        })
+        .map(|(harness, l)| cache.log(&l.log, || read_log(*harness, l, config)))
         .collect();
-    let parents: std::collections::BTreeMap<String, Option<String>> = headers
+    // Chapters live under the root of each session tree: resolve roots as the archive does.
+    let parents: std::collections::BTreeMap<String, Option<String>> = reads
         .iter()
-        .flatten()
+        .filter_map(|r| r.header.as_ref())
         .map(|h| (h.id.clone(), h.parent_session.clone()))
         .collect();
-    for ((harness, log), header) in logs.iter().zip(&headers) {
+    for ((harness, log), read) in logs.iter().zip(reads) {
         sessions.push(session_status(
             store.as_ref(),
+            &mut cache,
             *harness,
             log,
-            header.as_ref(),
+            read,
             &parents,
-            config,
         ));
     }
     let pending_turns = sessions.iter().map(|s| s.unarchived_turns).sum();
@@ -321,6 +325,9 @@ pub fn status(
             identity.project_key
         )
     });
+    let daemon = daemon_summary(dsh_home, workspace);
+    let status_cache = cache.counts.clone();
+    cache.save();
     Ok(StatusReport {
         workspace: workspace.to_path_buf(),
         enabled: store.is_some(),
@@ -355,7 +362,8 @@ pub fn status(
         store: counts,
         sessions,
         pending_turns,
-        daemon: daemon_summary(dsh_home, workspace),
+        daemon,
+        status_cache,
         enrichment: config
             .enrichment_endpoint
             .as_ref()
@@ -379,13 +387,57 @@ fn source_options(config: &Config) -> SourceOptions {
     }
 }
 
+/// One whole read of a session log: its header as the archive reads it, the end of every
+/// completed turn, the turn in flight, and the error that stopped the read.
+fn read_log(harness: Harness, log: &discover::SessionLog, config: &Config) -> cache::LogRead {
+    let opts = source_options(config);
+    let header = match harness {
+        Harness::Dsh => crate::archive::read_header(&log.log, config).ok(),
+        _ => crate::source::read_header(harness, &log.log, opts)
+            .ok()
+            .flatten(),
+    };
+    let mut out = cache::LogRead {
+        header: header.as_ref().map(cache::HeaderIds::of),
+        read_id: None,
+        ends: Vec::new(),
+        in_flight: None,
+        error: None,
+    };
+    let mut reader = match crate::source::open(harness, &log.log, ResumePoint::default(), opts) {
+        Ok(r) => r,
+        Err(e) => {
+            out.error = Some(e.to_string());
+            return out;
+        }
+    };
+    let mut assembler = TurnAssembler::new();
+    loop {
+        match reader.next_item() {
+            Ok(Some(LogItem::Header(h))) => out.read_id = Some(h.id),
+            Ok(Some(LogItem::Event(e))) => {
+                if let Some(turn) = assembler.push(e) {
+                    out.ends.push(turn.end_seq);
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                out.error = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    out.in_flight = assembler.in_flight();
+    out
+}
+
 fn session_status(
     store: Option<&Store>,
+    cache: &mut cache::StatusCache,
     harness: Harness,
     log: &discover::SessionLog,
-    header: Option<&crate::session::Header>,
+    read: cache::LogRead,
     parents: &std::collections::BTreeMap<String, Option<String>>,
-    config: &Config,
 ) -> SessionStatus {
     let mut out = SessionStatus {
         session_id: log
@@ -397,54 +449,28 @@ fn session_status(
         generation: log.generation,
         completed_turns: 0,
         unarchived_turns: 0,
-        in_flight: None,
-        error: None,
+        in_flight: read.in_flight,
+        error: read.error,
     };
     if harness != Harness::Dsh {
         out.session_id = log.session_id.clone();
     }
-    let opts = source_options(config);
-    let mut reader = match crate::source::open(harness, &log.log, ResumePoint::default(), opts) {
-        Ok(r) => r,
-        Err(e) => {
-            out.error = Some(e.to_string());
-            return out;
-        }
-    };
-    let mut assembler = TurnAssembler::new();
-    let mut ends = Vec::new();
-    loop {
-        match reader.next_item() {
-            Ok(Some(LogItem::Header(h))) => out.session_id = h.id,
-            Ok(Some(LogItem::Event(e))) => {
-                if let Some(turn) = assembler.push(e) {
-                    ends.push(turn.end_seq);
-                }
-            }
-            Ok(None) => break,
-            Err(e) => {
-                out.error = Some(e.to_string());
-                break;
-            }
-        }
+    if let Some(id) = read.read_id {
+        out.session_id = id;
     }
-    out.in_flight = assembler.in_flight();
+    let header = read.header;
+    let mut ends = read.ends;
     // A seeded fork's first events are its parent's: never this session's to archive.
     let seed_end = header
+        .as_ref()
         .filter(|h| h.is_seeded)
         .and_then(|h| h.seed_length)
         .unwrap_or(0);
     ends.retain(|&end| end >= seed_end);
     out.completed_turns = ends.len() as u64;
-    let archived_hi = store.zip(header).and_then(|(store, h)| {
+    let archived_hi = store.zip(header.as_ref()).and_then(|(store, h)| {
         let root = crate::archive::root_session(&h.id, parents);
-        store
-            .archived(&root)
-            .ok()?
-            .into_iter()
-            .filter(|d| d.kind == "chapter" && d.session_id == h.id)
-            .map(|d| d.seq_hi)
-            .max()
+        cache.archived_hi(store, &root, &h.id)
     });
     out.unarchived_turns = ends
         .iter()

@@ -34,8 +34,8 @@ pub const MIRROR_DIR: &str = ".dsh-knowledge";
 pub const COLLECTION_VERSION: u64 = 1;
 
 const CHAPTERS: &str = "chapters";
-const ARTIFACTS: &str = "artifacts";
-const COLLECTIONS: &str = "collections";
+pub(crate) const ARTIFACTS: &str = "artifacts";
+pub(crate) const COLLECTIONS: &str = "collections";
 const PROJECT_YML: &str = "project.yml";
 const STATE_JSON: &str = "state.json";
 const PLAN_PREFIX: &str = "plan-";
@@ -110,13 +110,13 @@ pub struct ProjectYml {
 
 /// Which numbering series a document name belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Series {
+pub(crate) enum Series {
     Chapter,
     Plan,
 }
 
 /// `NNN-<slug>.md` → (Chapter, NNN); `plan-NNN-<slug>.md` → (Plan, NNN).
-fn parse_doc_name(name: &str) -> Option<(Series, u32)> {
+pub(crate) fn parse_doc_name(name: &str) -> Option<(Series, u32)> {
     let stem = name.strip_suffix(".md")?;
     let (series, rest) = match stem.strip_prefix(PLAN_PREFIX) {
         Some(rest) => (Series::Plan, rest),
@@ -181,7 +181,7 @@ fn ensure_dir(dir: &Path, made: Option<&mut MadeDirs>) -> Result<(), StoreError>
 }
 
 /// Names in `dir`, sorted; an absent directory has none.
-fn list_dir(dir: &Path) -> Result<Vec<(String, fs::FileType)>, StoreError> {
+pub(crate) fn list_dir(dir: &Path) -> Result<Vec<(String, fs::FileType)>, StoreError> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),

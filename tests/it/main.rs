@@ -31,6 +31,7 @@ mod scripts;
 mod search;
 mod shape;
 mod ssh;
+mod status;
 mod support;
 mod transport;
 mod ts_plugin;
