@@ -5,6 +5,7 @@ mod bad_input;
 mod claude_code;
 mod codex;
 mod crash;
+mod cycles;
 mod daemon;
 mod doors;
 mod dsh_real;
