@@ -11,6 +11,7 @@ mod doors;
 mod dsh_real;
 mod durable;
 mod enrich;
+mod errors;
 mod forget;
 mod fulltext;
 mod fulltext_filters;
