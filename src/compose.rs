@@ -1448,7 +1448,8 @@ mod tests {
         );
         let err = check_coverage("session-x", &[(0, 4), (6, 9)], 0, 9).expect_err("gap");
         assert!(
-            err.to_string().contains("seqs 5 of session session-x") && !err.to_string().contains("[("),
+            err.to_string().contains("seqs 5 of session session-x")
+                && !err.to_string().contains("[("),
             "{err}"
         );
     }

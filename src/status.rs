@@ -279,7 +279,10 @@ pub fn status(
     // reads it, then its turns.
     let reads: Vec<cache::LogRead> = logs
         .iter()
-        .map(|(harness, l)| cache.log(&l.log, || read_log(*harness, l, config)))
+        .map(|(harness, l)| {
+            let dsh = *harness == Harness::Dsh;
+            cache.log(&l.log, dsh, |prev| read_log(*harness, l, config, prev))
+        })
         .collect();
     // Chapters live under the root of each session tree: resolve roots as the archive does.
     let parents: std::collections::BTreeMap<String, Option<String>> = reads
@@ -387,9 +390,20 @@ fn source_options(config: &Config) -> SourceOptions {
     }
 }
 
-/// One whole read of a session log: its header as the archive reads it, the end of every
-/// completed turn, the turn in flight, and the error that stopped the read.
-fn read_log(harness: Harness, log: &discover::SessionLog, config: &Config) -> cache::LogRead {
+/// A read of a session log: its header as the archive reads it, the end of every completed
+/// turn, the turn in flight, and the error that stopped the read. With `prev` (the same DSH
+/// log, grown since, its bytes before the anchor unchanged: see `cache::StatusCache::log`),
+/// only what follows the last turn boundary `prev` saw is read, as the daemon's follower
+/// resumes; a failure there falls back to a whole read.
+fn read_log(
+    harness: Harness,
+    log: &discover::SessionLog,
+    config: &Config,
+    prev: Option<&cache::LogRead>,
+) -> cache::LogRead {
+    if let Some(read) = prev.and_then(|p| resume_log(log, config, p)) {
+        return read;
+    }
     let opts = source_options(config);
     let header = match harness {
         Harness::Dsh => crate::archive::read_header(&log.log, config).ok(),
@@ -403,32 +417,113 @@ fn read_log(harness: Harness, log: &discover::SessionLog, config: &Config) -> ca
         ends: Vec::new(),
         in_flight: None,
         error: None,
+        anchor: None,
     };
-    let mut reader = match crate::source::open(harness, &log.log, ResumePoint::default(), opts) {
+    let reader = match crate::source::open(harness, &log.log, ResumePoint::default(), opts) {
         Ok(r) => r,
         Err(e) => {
             out.error = Some(e.to_string());
             return out;
         }
     };
+    let first = cache::Anchor {
+        byte_offset: 0,
+        next_seq: 0,
+        first_seq: 0,
+        header_seen: false,
+        tail: String::new(),
+    };
+    if let Err(e) = read_turns(reader, &mut out, first, harness == Harness::Dsh) {
+        out.error = Some(e.to_string());
+    }
+    if out.error.is_some() {
+        out.anchor = None;
+    }
+    out
+}
+
+/// Read on from `prev`'s anchor; `None` when that cannot be done cleanly.
+fn resume_log(
+    log: &discover::SessionLog,
+    config: &Config,
+    prev: &cache::LogRead,
+) -> Option<cache::LogRead> {
+    let anchor = prev.anchor.clone()?;
+    let point = ResumePoint {
+        byte_offset: anchor.byte_offset,
+        next_seq: anchor.next_seq,
+        header_seen: anchor.header_seen,
+    };
+    let options = source_options(config);
+    let reader =
+        crate::session::reader::LogReader::open_with(&log.log, point, options.reader).ok()?;
+    let mut out = prev.clone();
+    out.ends.retain(|&end| end < anchor.first_seq);
+    out.in_flight = None;
+    out.anchor = None;
+    read_turns(Box::new(reader), &mut out, anchor, true).ok()?;
+    Some(out)
+}
+
+/// Assemble turns from `reader`, skipping events before `from.first_seq` (a resumed reader
+/// starts at the frame holding them), and keep, for DSH logs (`anchors`), the point a later
+/// read may resume from: the frame where the last turn not yet complete began.
+fn read_turns(
+    mut reader: Box<dyn crate::source::EventSource>,
+    out: &mut cache::LogRead,
+    from: cache::Anchor,
+    anchors: bool,
+) -> Result<(), crate::session::reader::ReadError> {
     let mut assembler = TurnAssembler::new();
+    let mut anchor = from.clone();
+    let mut high: Option<u64> = None;
     loop {
-        match reader.next_item() {
-            Ok(Some(LogItem::Header(h))) => out.read_id = Some(h.id),
-            Ok(Some(LogItem::Event(e))) => {
+        let before = reader.resume_point();
+        let item = match reader.next_item() {
+            Ok(item) => item,
+            Err(e) => {
+                out.in_flight = assembler.in_flight();
+                return Err(e);
+            }
+        };
+        match item {
+            Some(LogItem::Header(h)) => out.read_id = Some(h.id),
+            Some(LogItem::Event(e)) => {
+                if e.seq < from.first_seq {
+                    continue;
+                }
+                // (A repeated seq is dropped by the assembler: it opens nothing.)
+                if assembler.in_flight().is_none() && high.is_none_or(|h| e.seq > h) {
+                    // This event opens a turn: a later read resumes at the frame holding it.
+                    anchor = cache::Anchor {
+                        byte_offset: before.byte_offset,
+                        next_seq: before.next_seq,
+                        first_seq: e.seq,
+                        header_seen: before.header_seen,
+                        tail: String::new(),
+                    };
+                }
+                high = Some(high.map_or(e.seq, |h| h.max(e.seq)));
                 if let Some(turn) = assembler.push(e) {
                     out.ends.push(turn.end_seq);
                 }
             }
-            Ok(None) => break,
-            Err(e) => {
-                out.error = Some(e.to_string());
-                break;
-            }
+            None => break,
         }
     }
     out.in_flight = assembler.in_flight();
-    out
+    if assembler.in_flight().is_none() {
+        let reached = reader.resume_point();
+        anchor = cache::Anchor {
+            byte_offset: reached.byte_offset,
+            next_seq: reached.next_seq,
+            first_seq: reached.next_seq,
+            header_seen: reached.header_seen,
+            tail: String::new(),
+        };
+    }
+    out.anchor = anchors.then_some(anchor);
+    Ok(())
 }
 
 fn session_status(

@@ -99,6 +99,36 @@ pub struct LogRead {
     pub ends: Vec<u64>,
     pub in_flight: Option<(u64, u64)>,
     pub error: Option<String>,
+    /// Where a later read of the grown log may resume (DSH logs only).
+    #[serde(default)]
+    pub anchor: Option<Anchor>,
+}
+
+/// A turn boundary in a log: the reader's resume point at the frame holding the first event
+/// not yet part of a completed turn, and the bytes just before it (hex) to check that what
+/// was read is still there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Anchor {
+    pub byte_offset: u64,
+    pub next_seq: u64,
+    pub first_seq: u64,
+    pub header_seen: bool,
+    pub tail: String,
+}
+
+/// How many bytes before an anchor are compared.
+const TAIL_BYTES: u64 = 64;
+
+/// The hex of the bytes of `path` just before `offset`.
+fn tail_of(path: &Path, offset: u64) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let start = offset.saturating_sub(TAIL_BYTES);
+    let mut f = std::fs::File::open(path).ok()?;
+    f.seek(SeekFrom::Start(start)).ok()?;
+    let mut buf = vec![0; (offset - start) as usize];
+    f.read_exact(&mut buf).ok()?;
+    Some(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -151,6 +181,8 @@ struct CacheFile {
 #[serde(rename_all = "camelCase")]
 pub struct CacheCounts {
     pub logs_read: u64,
+    /// Logs that grew: read on from where the last read's last turn boundary was.
+    pub logs_resumed: u64,
     pub logs_reused: u64,
     pub folders_read: u64,
     pub folders_reused: u64,
@@ -190,29 +222,64 @@ impl StatusCache {
         }
     }
 
-    /// What `read` finds in the log at `path`, from the cache when the log is unchanged.
-    pub fn log(&mut self, path: &Path, read: impl FnOnce() -> LogRead) -> LogRead {
+    /// What `read` finds in the log at `path`, from the cache when the log is unchanged. A
+    /// `resumable` log (DSH's, append-only) that only grew since — same inode and device,
+    /// longer, the bytes before the last read's anchor unchanged — is read on from there:
+    /// `read` gets the last read.
+    pub fn log(
+        &mut self,
+        path: &Path,
+        resumable: bool,
+        read: impl FnOnce(Option<&LogRead>) -> LogRead,
+    ) -> LogRead {
         let key = path.to_string_lossy().into_owned();
         let stamp = Stamp::of(path);
-        if let (Some(stamp), Some(entry)) = (&stamp, self.old.logs.get(&key)) {
+        let old = self.old.logs.get(&key);
+        if let (Some(stamp), Some(entry)) = (&stamp, old) {
             if entry.stamp == *stamp && stamp.settled(self.now_ns) {
                 self.counts.logs_reused += 1;
+                let read = entry.read.clone();
                 self.new.logs.insert(key, entry.clone());
-                return entry.read.clone();
+                return read;
             }
         }
-        self.counts.logs_read += 1;
-        let out = read();
-        // The stamp taken before the read: a log that grew meanwhile is read again next time.
-        if let Some(stamp) = stamp.filter(|s| s.settled(self.now_ns)) {
+        let prev = old
+            .filter(|_| resumable)
+            .filter(|e| {
+                stamp.as_ref().is_some_and(|s| {
+                    s.ino == e.stamp.ino && s.dev == e.stamp.dev && s.len > e.stamp.len
+                })
+            })
+            .filter(|e| {
+                e.read.anchor.as_ref().is_some_and(|a| {
+                    a.byte_offset <= e.stamp.len
+                        && tail_of(path, a.byte_offset).as_deref() == Some(a.tail.as_str())
+                })
+            })
+            .map(|e| e.read.clone());
+        if prev.is_some() {
+            self.counts.logs_resumed += 1;
+        } else {
+            self.counts.logs_read += 1;
+        }
+        let mut out = read(prev.as_ref());
+        if let Some(anchor) = out.anchor.as_mut() {
+            match tail_of(path, anchor.byte_offset) {
+                Some(tail) => anchor.tail = tail,
+                None => out.anchor = None,
+            }
+        }
+        // The stamp taken before the read: a log that grew meanwhile is read again next time
+        // (on from its anchor, which was taken from what this read saw).
+        if let Some(stamp) = stamp {
             if out.error.is_none() {
-                self.new.logs.insert(
-                    key,
-                    LogEntry {
-                        stamp,
-                        read: out.clone(),
-                    },
-                );
+                let entry = LogEntry {
+                    stamp: stamp.clone(),
+                    read: out.clone(),
+                };
+                if stamp.settled(self.now_ns) || out.anchor.is_some() {
+                    self.new.logs.insert(key, entry);
+                }
             }
         }
         out

@@ -1,7 +1,10 @@
 //! `chapters status` reads again only what changed since it last looked (its cache,
 //! `<store>/.status-cache.json`), and says the same as a status that reads everything.
 
-use crate::support::{two_task_turns, Sandbox};
+use dsh_chapters::session::reader::{LogItem, LogReader, ResumePoint};
+use dsh_chapters::session::writer::{LogWriter, SessionScript, TurnSpec};
+
+use crate::support::{two_task_turns, Sandbox, START_MS};
 
 const S1: &str = "session-11111111-1111-4111-8111-111111111111";
 const S2: &str = "session-22222222-2222-4222-8222-222222222222";
@@ -48,6 +51,39 @@ fn status_reads_again_a_changed_log_and_not_an_unchanged_one() {
         third["pendingTurns"],
         first["pendingTurns"].as_u64().expect("n") + 3
     );
+
+    // S1 grows by one turn, appended as DSH appends (same file): it is read on from its last
+    // turn boundary, not from its start.
+    let log = sb.log_path(S1, 4, true);
+    let last = {
+        let mut r = LogReader::open(&log, ResumePoint::default()).expect("log");
+        let mut last = 0;
+        while let Some(item) = r.next_item().expect("read") {
+            if let LogItem::Event(e) = item {
+                last = e.seq;
+            }
+        }
+        last
+    };
+    let mut w = LogWriter::open_append(&log, true).expect("append");
+    let mut script = SessionScript::starting_at(4, last + 1, 6, START_MS + 1_000_000);
+    w.append_turn(
+        &mut script,
+        &TurnSpec::new("Write the release notes", "Release notes written."),
+    )
+    .expect("append turn");
+    drop(w);
+    let grown = sb.json(&["status", "--json"]);
+    assert_eq!(grown["statusCache"]["logsResumed"], 1, "{grown}");
+    assert_eq!(grown["statusCache"]["logsRead"], 0, "{grown}");
+    assert_eq!(
+        grown["pendingTurns"],
+        third["pendingTurns"].as_u64().expect("n") + 1,
+        "{grown}"
+    );
+    std::fs::remove_file(sb.store().join(".status-cache.json")).expect("rm cache");
+    let whole = sb.json(&["status", "--json"]);
+    assert_eq!(without_counts(whole), without_counts(grown));
 
     // New chapters land (the archive adds to the chapter folder, just now: not trusted yet):
     // that folder is read again.
