@@ -43,7 +43,8 @@ const KNOWN_TOP_LEVEL: &[&[&str]] = &[
 
 type Graph = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
 
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every `.rs` file under `dir` (the errors test reads them too).
+pub(crate) fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read src") {
         let path = entry.expect("entry").path();
         if path.is_dir() {

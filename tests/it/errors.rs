@@ -50,19 +50,9 @@ fn a_json_failure_carries_a_hint_where_the_cli_has_one() {
 /// Format strings of messages a person reads: every `#[error(...)]`, and the first literal of
 /// `bail!`, `anyhow!` and `.context(` in `src/` outside test modules.
 fn messages() -> Vec<(String, usize, String)> {
-    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-        for e in std::fs::read_dir(dir).expect("src") {
-            let p = e.expect("entry").path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                out.push(p);
-            }
-        }
-    }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    walk(&root.join("src"), &mut files);
+    crate::cycles::sources(&root.join("src"), &mut files);
     files.sort();
     let mut out = Vec::new();
     for f in files {
