@@ -10,7 +10,9 @@
 //! human prompt, a reply and one tool call per turn, written by `session::writer`), and per
 //! chapter count a store written directly (archiving 100,000 chapters would take hours):
 //! chapter files with the archive's frontmatter, spread evenly over the sessions, one
-//! collection ledger per session with one line per turn, two artifacts per session. The
+//! collection ledger per session with one line per turn, two artifacts per session, and the
+//! search table built over them (status reads document counts and vocabulary candidates
+//! from it). The
 //! store of each case is renamed into the workspace before its trials (a rename, so the
 //! cases share the logs), and its status cache travels with it.
 //!
@@ -34,6 +36,13 @@ use dsh_chapters::turn::TurnAssembler;
 const SESSIONS: [usize; 2] = [10, 1_000];
 const CHAPTERS: [usize; 2] = [100, 100_000];
 const START_MS: i64 = 1_760_000_000_000;
+const WORDS: &[&str] = &[
+    "parser", "token", "cache", "retry", "schema", "index", "shard", "mirror", "sync", "ledger",
+    "config", "alias", "search", "score", "budget", "socket", "daemon", "notice", "render",
+    "redact", "secret", "export", "import", "deploy", "build", "test", "lint", "format", "queue",
+    "worker", "timeout", "header", "cookie", "session", "login", "upload", "thumbnail", "report",
+    "invoice", "payment",
+];
 
 fn base() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-status")
@@ -94,7 +103,7 @@ fn workspace(sessions: usize) -> (PathBuf, PathBuf) {
 
 /// The store of `chapters` chapters over `sessions` sessions, generated once beside the
 /// workspace (`store-<chapters>`), moved in by [`Case::enter`].
-fn store(sessions: usize, chapters: usize, ws: &Path) -> PathBuf {
+fn store(sessions: usize, chapters: usize, ws: &Path, project_key: &str) -> PathBuf {
     let dir = base()
         .join(format!("s{sessions}"))
         .join(format!("store-{chapters}"));
@@ -124,8 +133,10 @@ fn store(sessions: usize, chapters: usize, ws: &Path) -> PathBuf {
             written += 1;
             let (lo, hi) = (j as u64 * 8, j as u64 * 8 + 7);
             let date = dsh_chapters::time::rfc3339_utc(START_MS + j as i64 * 60_000);
+            let (a, b) = (WORDS[(i * 7 + j) % WORDS.len()], WORDS[(j * 3) % WORDS.len()]);
+            let topics = format!("{a}, {b}-{}", j % 50);
             let text = format!(
-                "---\ntitle: \"Fix the parser ({j})\"\nsummary: \"The parser reads case {j}.\"\nkind: chapter\nprojectKey: \"bench\"\nharnessId: bench\nsessionId: {id}\nrootSessionId: {id}\nseqRange: [{lo}, {hi}]\ndate: \"{date}\"\ntopics: [parser, test]\n---\n# Fix the parser ({j})\n\nThe parser reads case {j}.\n"
+                "---\ntitle: \"Fix the {a} {b} ({j})\"\nsummary: \"The {a} reads case {j}.\"\nkind: chapter\nprojectKey: \"{project_key}\"\nharnessId: bench\nsessionId: {id}\nrootSessionId: {id}\nseqRange: [{lo}, {hi}]\ndate: \"{date}\"\ntopics: [{topics}]\n---\n# Fix the {a} {b} ({j})\n\nThe {a} reads case {j}.\n"
             );
             std::fs::write(ch_dir.join(format!("{:03}-fix-the-parser.md", j + 1)), text)
                 .expect("chapter");
@@ -149,6 +160,9 @@ fn store(sessions: usize, chapters: usize, ws: &Path) -> PathBuf {
             std::fs::write(adir.join(format!("{sha}.txt")), "output\n").expect("artifact");
         }
     }
+    // The search table, as the first search or sync builds it: status reads its counts and
+    // the vocabulary's candidates from it.
+    dsh_chapters::index::table::Table::refresh(ws, false, Duration::from_secs(60)).expect("table");
     std::fs::rename(&store_dir, &dir).expect("park the store");
     std::fs::write(&done, "").expect("marker");
     eprintln!("  {:.1} s", t.elapsed().as_secs_f64());

@@ -201,7 +201,7 @@ pub struct VocabularyStatus {
     pub error: Option<String>,
 }
 
-/// Candidates from the search table as last written (status writes nothing, so it does not
+/// Candidates from the search table as last written (status writes only its own cache, so it does not
 /// refresh it) and every machine's curation.
 fn vocabulary_status(
     store: &Store,
