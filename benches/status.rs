@@ -37,11 +37,46 @@ const SESSIONS: [usize; 2] = [10, 1_000];
 const CHAPTERS: [usize; 2] = [100, 100_000];
 const START_MS: i64 = 1_760_000_000_000;
 const WORDS: &[&str] = &[
-    "parser", "token", "cache", "retry", "schema", "index", "shard", "mirror", "sync", "ledger",
-    "config", "alias", "search", "score", "budget", "socket", "daemon", "notice", "render",
-    "redact", "secret", "export", "import", "deploy", "build", "test", "lint", "format", "queue",
-    "worker", "timeout", "header", "cookie", "session", "login", "upload", "thumbnail", "report",
-    "invoice", "payment",
+    "parser",
+    "token",
+    "cache",
+    "retry",
+    "schema",
+    "index",
+    "shard",
+    "mirror",
+    "sync",
+    "ledger",
+    "config",
+    "alias",
+    "search",
+    "score",
+    "budget",
+    "socket",
+    "daemon",
+    "notice",
+    "render",
+    "redact",
+    "secret",
+    "export",
+    "import",
+    "deploy",
+    "build",
+    "test",
+    "lint",
+    "format",
+    "queue",
+    "worker",
+    "timeout",
+    "header",
+    "cookie",
+    "session",
+    "login",
+    "upload",
+    "thumbnail",
+    "report",
+    "invoice",
+    "payment",
 ];
 
 fn base() -> PathBuf {
@@ -133,7 +168,10 @@ fn store(sessions: usize, chapters: usize, ws: &Path, project_key: &str) -> Path
             written += 1;
             let (lo, hi) = (j as u64 * 8, j as u64 * 8 + 7);
             let date = dsh_chapters::time::rfc3339_utc(START_MS + j as i64 * 60_000);
-            let (a, b) = (WORDS[(i * 7 + j) % WORDS.len()], WORDS[(j * 3) % WORDS.len()]);
+            let (a, b) = (
+                WORDS[(i * 7 + j) % WORDS.len()],
+                WORDS[(j * 3) % WORDS.len()],
+            );
             let topics = format!("{a}, {b}-{}", j % 50);
             let text = format!(
                 "---\ntitle: \"Fix the {a} {b} ({j})\"\nsummary: \"The {a} reads case {j}.\"\nkind: chapter\nprojectKey: \"{project_key}\"\nharnessId: bench\nsessionId: {id}\nrootSessionId: {id}\nseqRange: [{lo}, {hi}]\ndate: \"{date}\"\ntopics: [{topics}]\n---\n# Fix the {a} {b} ({j})\n\nThe {a} reads case {j}.\n"
