@@ -191,7 +191,7 @@ pub struct EnrichmentStatus {
     pub batches: Option<crate::enrich::run::EnrichStatus>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VocabularyStatus {
     /// `vocabApply`: false = shadow (reported here, nothing written).
@@ -328,6 +328,17 @@ pub fn status(
             identity.project_key
         )
     });
+    let vocabulary = store.as_ref().map(|s| {
+        let linked = link.is_some();
+        let params = format!(
+            "{} {linked} {} {} {}",
+            identity.project_key, config.vocab_apply, config.vocab_co_min, config.vocab_overlap_min
+        );
+        let key = cache::vocabulary_key(s.dir(), linked.then_some(mirror.as_path()), params);
+        cache.vocabulary(key, || {
+            vocabulary_status(s, workspace, identity, linked, config)
+        })
+    });
     let daemon = daemon_summary(dsh_home, workspace);
     let status_cache = cache.counts.clone();
     cache.save();
@@ -356,9 +367,7 @@ pub fn status(
         pending_publish,
         identity_warning,
         harness_id_warning: None,
-        vocabulary: store
-            .as_ref()
-            .map(|s| vocabulary_status(s, workspace, identity, link.is_some(), config)),
+        vocabulary,
         documents: store
             .as_ref()
             .map(|s| document_counts(s, identity, link.is_some())),

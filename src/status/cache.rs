@@ -167,9 +167,52 @@ struct RootEntry {
     artifacts: BTreeMap<String, CountEntry>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// What the vocabulary's candidates were computed from: the search table's state file, every
+/// curation file (this machine's and, when linked, the mirror's) and the folders listing
+/// them, each by stamp, and the parameters (project, linked, `vocabApply`, thresholds).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VocabKey {
+    inputs: Vec<(String, Stamp)>,
+    params: String,
+}
+
+/// The key of the vocabulary's inputs; `None` when one of them changed too lately to trust
+/// its stamp (then the candidates are computed and not kept).
+pub fn vocabulary_key(store_dir: &Path, mirror: Option<&Path>, params: String) -> Option<VocabKey> {
+    use crate::curation::file::{CURATION_FILE, EDITS_DIR};
+    let now = now_ns();
+    let mut inputs = Vec::new();
+    let mut add = |path: PathBuf| -> Option<()> {
+        if let Some(stamp) = Stamp::of(&path) {
+            if !stamp.settled(now) {
+                return None;
+            }
+            inputs.push((path.to_string_lossy().into_owned(), stamp));
+        }
+        Some(())
+    };
+    add(store_dir
+        .join(crate::index::table::TABLE_DIR)
+        .join("state.json"))?;
+    for base in std::iter::once(store_dir).chain(mirror) {
+        let edits = base.join(EDITS_DIR);
+        add(edits.clone())?;
+        for (name, file_type) in store::list_dir(&edits).ok()? {
+            if file_type.is_dir() {
+                add(edits.join(&name))?;
+                add(edits.join(&name).join(CURATION_FILE))?;
+            }
+        }
+    }
+    Some(VocabKey { inputs, params })
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 struct CacheFile {
     v: u32,
+    /// The vocabulary's candidates and what they were computed from.
+    #[serde(default)]
+    vocabulary: Option<(VocabKey, super::VocabularyStatus)>,
     /// Log path → what its last read found.
     logs: BTreeMap<String, LogEntry>,
     /// Root session id → its folders as last read.
@@ -409,6 +452,28 @@ impl StatusCache {
                 .insert(name.to_owned(), CountEntry { stamp, count });
         }
         Ok(count)
+    }
+
+    /// The vocabulary's candidates: the cached ones when `key` is theirs, else `compute`'s
+    /// (kept when it succeeded and the key could be taken).
+    pub fn vocabulary(
+        &mut self,
+        key: Option<VocabKey>,
+        compute: impl FnOnce() -> super::VocabularyStatus,
+    ) -> super::VocabularyStatus {
+        if let (Some(key), Some((old_key, status))) = (&key, &self.old.vocabulary) {
+            if key == old_key {
+                self.counts.folders_reused += 1;
+                self.new.vocabulary = Some((key.clone(), status.clone()));
+                return status.clone();
+            }
+        }
+        self.counts.folders_read += 1;
+        let status = compute();
+        if let Some(key) = key.filter(|_| status.error.is_none()) {
+            self.new.vocabulary = Some((key, status.clone()));
+        }
+        status
     }
 
     /// Write the entries this run used (entries of logs and folders gone are dropped) when
