@@ -100,6 +100,9 @@ fn workspace(sessions: usize) -> (PathBuf, PathBuf) {
     let (ws, home) = (dir.join("ws"), dir.join("home"));
     let done = dir.join(format!(".logs-{}", turns()));
     if done.is_file() {
+        // The workspace is a checkout's top level of its own (else the CLI would take the
+        // enclosing checkout, this repository, for the workspace).
+        std::fs::create_dir_all(ws.join(".git")).expect(".git");
         return (ws, home);
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -131,6 +134,7 @@ fn workspace(sessions: usize) -> (PathBuf, PathBuf) {
             w.append_turn(&mut script, &spec).expect("turn");
         }
     }
+    std::fs::create_dir_all(ws.join(".git")).expect(".git");
     std::fs::write(&done, "").expect("marker");
     eprintln!("  {:.1} s", t.elapsed().as_secs_f64());
     (ws, home)
@@ -322,11 +326,11 @@ fn main() {
     for &sessions in &SESSIONS {
         let (ws, home) = workspace(sessions);
         for &chapters in &CHAPTERS {
-            let parked = store(sessions, chapters, &ws);
             let env = BTreeMap::new();
             let config =
                 dsh_chapters::config::load(&home, &ws, &env, &BTreeMap::new()).expect("config");
             let identity = dsh_chapters::identity::resolve(&ws, None).expect("identity");
+            let parked = store(sessions, chapters, &ws, &identity.project_key);
             cases.push(Case {
                 sessions,
                 chapters,
