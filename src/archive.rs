@@ -29,7 +29,7 @@ use crate::identity::Identity;
 use crate::redact::{ConfigRedactor, RedactionCounts, Redactor};
 use crate::render::{self, ChapterMeta};
 use crate::session::discover::{self, SessionLog};
-use crate::session::reader::{LogItem, LogReader, ReadError, ReadNote, ReaderOptions, ResumePoint};
+use crate::session::reader::{LogItem, ReadError, ReadNote, ReaderOptions, ResumePoint};
 use crate::session::Header;
 use crate::signature::{self, Signature, SIGNATURE_VERSION};
 use crate::source::{Harness, SourceOptions};
@@ -366,13 +366,11 @@ fn read_source_header(
 }
 
 pub(crate) fn read_header(log: &Path, config: &Config) -> Result<Header, ArchiveError> {
-    let mut reader = LogReader::open_with(log, ResumePoint::default(), reader_options(config))?;
-    match reader.next_item()? {
-        Some(LogItem::Header(h)) => Ok(h),
-        _ => Err(ArchiveError::NoHeader {
+    crate::session::reader::read_header(log, reader_options(config))?.ok_or_else(|| {
+        ArchiveError::NoHeader {
             file: log.to_path_buf(),
-        }),
-    }
+        }
+    })
 }
 
 fn safe_id(id: &str) -> bool {

@@ -66,16 +66,31 @@ pub struct ChapterSpan {
     pub size: u64,
 }
 
+/// Seq ranges as a person reads them: `3 to 4, 7 to 9` (never Rust's `[(3, 4), (7, 9)]`).
+fn seq_ranges(ranges: &[(u64, u64)]) -> String {
+    ranges
+        .iter()
+        .map(|(lo, hi)| {
+            if lo == hi {
+                lo.to_string()
+            } else {
+                format!("{lo} to {hi}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ComposeError {
-    #[error("composition would drop completed seqs {missing:?} of session {session_id} (span seqs {span_lo} to {span_hi}); refusing to archive")]
+    #[error("composition would drop completed seqs {} of session {session_id} (span seqs {span_lo} to {span_hi}); refusing to archive", seq_ranges(.missing))]
     Gap {
         session_id: String,
         span_lo: u64,
         span_hi: u64,
         missing: Vec<(u64, u64)>,
     },
-    #[error("composition overlaps itself at seqs {overlap:?} of session {session_id}; refusing to archive")]
+    #[error("composition overlaps itself at seqs {} of session {session_id}; refusing to archive", seq_ranges(.overlap))]
     Overlap {
         session_id: String,
         overlap: Vec<(u64, u64)>,
@@ -1521,7 +1536,8 @@ mod tests {
         );
         let err = check_coverage("session-x", &[(0, 4), (6, 9)], 0, 9).expect_err("gap");
         assert!(
-            err.to_string().contains("[(5, 5)]") && err.to_string().contains("session-x"),
+            err.to_string().contains("seqs 5 of session session-x")
+                && !err.to_string().contains("[("),
             "{err}"
         );
     }

@@ -431,7 +431,7 @@ pub fn workspace_root(dir: &Path) -> Result<PathBuf, IdentityError> {
 /// Whether `id` may be a harness id: it names a directory in the pool and the local part of
 /// a commit author address, so letters, digits, `.`, `_`, `-` only, not leading `.`/`-`.
 pub fn is_valid_harness_id(id: &str) -> bool {
-    crate::store::is_safe_component(id)
+    crate::names::is_safe_component(id)
         && !id.starts_with('-')
         && id
             .chars()

@@ -17,6 +17,7 @@ pub mod identity;
 pub mod index;
 pub mod injection;
 pub mod mcp;
+pub mod names;
 pub mod pool;
 pub mod quality;
 pub mod redact;

@@ -1,5 +1,9 @@
 //! `chapters status`: what the store holds, what waits, and who this project is.
-//! Shell: reads the store and the session logs; writes nothing.
+//! Shell: reads the store and the session logs; writes only its own cache
+//! (`<store>/.status-cache.json`, see [`cache`]), so a log or folder unchanged since the last
+//! status is not read again.
+
+pub mod cache;
 
 use std::path::{Path, PathBuf};
 
@@ -76,8 +80,10 @@ pub struct StatusReport {
     /// sync read; `null` without a store. Shadow mode (`vocabApply: false`) only reports them.
     pub vocabulary: Option<VocabularyStatus>,
     /// The documents the last search or sync read (the search table as last written; status
-    /// writes nothing, so it does not refresh it); `null` without a store.
+    /// does not refresh it); `null` without a store.
     pub documents: Option<DocumentCounts>,
+    /// What this run read again and what it took from the status cache.
+    pub status_cache: cache::CacheCounts,
 }
 
 /// Documents of this project's door by where they were read, and the files that could not
@@ -190,7 +196,7 @@ pub struct EnrichmentStatus {
     pub batches: Option<crate::enrich::run::EnrichStatus>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VocabularyStatus {
     /// `vocabApply`: false = shadow (reported here, nothing written).
@@ -200,7 +206,7 @@ pub struct VocabularyStatus {
     pub error: Option<String>,
 }
 
-/// Candidates from the search table as last written (status writes nothing, so it does not
+/// Candidates from the search table as last written (status writes only its own cache, so it does not
 /// refresh it) and every machine's curation.
 fn vocabulary_status(
     store: &Store,
@@ -250,7 +256,8 @@ pub fn status(
     harness_id: &str,
 ) -> Result<StatusReport, StatusError> {
     let store = Store::open(workspace).ok();
-    let counts = store.as_ref().map(Store::counts).transpose()?;
+    let mut cache = cache::StatusCache::load(store.as_ref());
+    let counts = store.as_ref().map(|s| cache.store_counts(s)).transpose()?;
     let ws = workspace.to_string_lossy().into_owned();
     let mut sessions = Vec::new();
     let (logs, unreadable) =
@@ -273,29 +280,29 @@ pub fn status(
     let mut logs: Vec<(Harness, discover::SessionLog)> =
         logs.into_iter().map(|l| (Harness::Dsh, l)).collect();
     logs.extend(crate::source::other_harness_sessions(&ws, config).0);
-    // Chapters live under the root of each session tree: resolve roots as the archive does.
-    let headers: Vec<Option<crate::session::Header>> = logs
+    // Each log read once (or taken from the cache when unchanged): its header as the archive
+    // reads it, then its turns.
+    let reads: Vec<cache::LogRead> = logs
         .iter()
-        .map(|(harness, l)| match harness {
-            Harness::Dsh => crate::archive::read_header(&l.log, config).ok(),
-            _ => crate::source::read_header(*harness, &l.log, source_options(config))
-                .ok()
-                .flatten(),
+        .map(|(harness, l)| {
+            let dsh = *harness == Harness::Dsh;
+            cache.log(&l.log, dsh, |prev| read_log(*harness, l, config, prev))
         })
         .collect();
-    let parents: std::collections::BTreeMap<String, Option<String>> = headers
+    // Chapters live under the root of each session tree: resolve roots as the archive does.
+    let parents: std::collections::BTreeMap<String, Option<String>> = reads
         .iter()
-        .flatten()
+        .filter_map(|r| r.header.as_ref())
         .map(|h| (h.id.clone(), h.parent_session.clone()))
         .collect();
-    for ((harness, log), header) in logs.iter().zip(&headers) {
+    for ((harness, log), read) in logs.iter().zip(reads) {
         sessions.push(session_status(
             store.as_ref(),
+            &mut cache,
             *harness,
             log,
-            header.as_ref(),
+            read,
             &parents,
-            config,
         ));
     }
     let pending_turns = sessions.iter().map(|s| s.unarchived_turns).sum();
@@ -326,6 +333,20 @@ pub fn status(
             identity.project_key
         )
     });
+    let vocabulary = store.as_ref().map(|s| {
+        let linked = link.is_some();
+        let params = format!(
+            "{} {linked} {} {} {}",
+            identity.project_key, config.vocab_apply, config.vocab_co_min, config.vocab_overlap_min
+        );
+        let key = cache::vocabulary_key(s.dir(), linked.then_some(mirror.as_path()), params);
+        cache.vocabulary(key, || {
+            vocabulary_status(s, workspace, identity, linked, config)
+        })
+    });
+    let daemon = daemon_summary(dsh_home, workspace);
+    let status_cache = cache.counts.clone();
+    cache.save();
     Ok(StatusReport {
         workspace: workspace.to_path_buf(),
         enabled: store.is_some(),
@@ -351,16 +372,15 @@ pub fn status(
         pending_publish,
         identity_warning,
         harness_id_warning: None,
-        vocabulary: store
-            .as_ref()
-            .map(|s| vocabulary_status(s, workspace, identity, link.is_some(), config)),
+        vocabulary,
         documents: store
             .as_ref()
             .map(|s| document_counts(s, identity, link.is_some())),
         store: counts,
         sessions,
         pending_turns,
-        daemon: daemon_summary(dsh_home, workspace),
+        daemon,
+        status_cache,
         enrichment: config
             .enrichment_endpoint
             .as_ref()
@@ -384,13 +404,149 @@ fn source_options(config: &Config) -> SourceOptions {
     }
 }
 
-fn session_status(
-    store: Option<&Store>,
+/// A read of a session log: its header as the archive reads it, the end of every completed
+/// turn, the turn in flight, and the error that stopped the read. With `prev` (the same DSH
+/// log, grown since, its bytes before the anchor unchanged: see `cache::StatusCache::log`),
+/// only what follows the last turn boundary `prev` saw is read, as the daemon's follower
+/// resumes; a failure there falls back to a whole read.
+fn read_log(
     harness: Harness,
     log: &discover::SessionLog,
-    header: Option<&crate::session::Header>,
-    parents: &std::collections::BTreeMap<String, Option<String>>,
     config: &Config,
+    prev: Option<&cache::LogRead>,
+) -> cache::LogRead {
+    if let Some(read) = prev.and_then(|p| resume_log(log, config, p)) {
+        return read;
+    }
+    let opts = source_options(config);
+    let header = match harness {
+        Harness::Dsh => crate::archive::read_header(&log.log, config).ok(),
+        _ => crate::source::read_header(harness, &log.log, opts)
+            .ok()
+            .flatten(),
+    };
+    let mut out = cache::LogRead {
+        header: header.as_ref().map(cache::HeaderIds::of),
+        read_id: None,
+        ends: Vec::new(),
+        in_flight: None,
+        error: None,
+        anchor: None,
+    };
+    let reader = match crate::source::open(harness, &log.log, ResumePoint::default(), opts) {
+        Ok(r) => r,
+        Err(e) => {
+            out.error = Some(e.to_string());
+            return out;
+        }
+    };
+    let first = cache::Anchor {
+        byte_offset: 0,
+        next_seq: 0,
+        first_seq: 0,
+        header_seen: false,
+        tail: String::new(),
+    };
+    if let Err(e) = read_turns(reader, &mut out, first, harness == Harness::Dsh) {
+        out.error = Some(e.to_string());
+    }
+    if out.error.is_some() {
+        out.anchor = None;
+    }
+    out
+}
+
+/// Read on from `prev`'s anchor; `None` when that cannot be done cleanly.
+fn resume_log(
+    log: &discover::SessionLog,
+    config: &Config,
+    prev: &cache::LogRead,
+) -> Option<cache::LogRead> {
+    let anchor = prev.anchor.clone()?;
+    let point = ResumePoint {
+        byte_offset: anchor.byte_offset,
+        next_seq: anchor.next_seq,
+        header_seen: anchor.header_seen,
+    };
+    let options = source_options(config);
+    let reader =
+        crate::session::reader::LogReader::open_with(&log.log, point, options.reader).ok()?;
+    let mut out = prev.clone();
+    out.ends.retain(|&end| end < anchor.first_seq);
+    out.in_flight = None;
+    out.anchor = None;
+    read_turns(Box::new(reader), &mut out, anchor, true).ok()?;
+    Some(out)
+}
+
+/// Assemble turns from `reader`, skipping events before `from.first_seq` (a resumed reader
+/// starts at the frame holding them), and keep, for DSH logs (`anchors`), the point a later
+/// read may resume from: the frame where the last turn not yet complete began.
+fn read_turns(
+    mut reader: Box<dyn crate::source::EventSource>,
+    out: &mut cache::LogRead,
+    from: cache::Anchor,
+    anchors: bool,
+) -> Result<(), crate::session::reader::ReadError> {
+    let mut assembler = TurnAssembler::new();
+    let mut anchor = from.clone();
+    let mut high: Option<u64> = None;
+    loop {
+        let before = reader.resume_point();
+        let item = match reader.next_item() {
+            Ok(item) => item,
+            Err(e) => {
+                out.in_flight = assembler.in_flight();
+                return Err(e);
+            }
+        };
+        match item {
+            Some(LogItem::Header(h)) => out.read_id = Some(h.id),
+            Some(LogItem::Event(e)) => {
+                if e.seq < from.first_seq {
+                    continue;
+                }
+                // (A repeated seq is dropped by the assembler: it opens nothing.)
+                if assembler.in_flight().is_none() && high.is_none_or(|h| e.seq > h) {
+                    // This event opens a turn: a later read resumes at the frame holding it.
+                    anchor = cache::Anchor {
+                        byte_offset: before.byte_offset,
+                        next_seq: before.next_seq,
+                        first_seq: e.seq,
+                        header_seen: before.header_seen,
+                        tail: String::new(),
+                    };
+                }
+                high = Some(high.map_or(e.seq, |h| h.max(e.seq)));
+                if let Some(turn) = assembler.push(e) {
+                    out.ends.push(turn.end_seq);
+                }
+            }
+            None => break,
+        }
+    }
+    out.in_flight = assembler.in_flight();
+    if assembler.in_flight().is_none() {
+        let reached = reader.resume_point();
+        anchor = cache::Anchor {
+            byte_offset: reached.byte_offset,
+            next_seq: reached.next_seq,
+            first_seq: reached.next_seq,
+            header_seen: reached.header_seen,
+            tail: String::new(),
+        };
+    }
+    out.anchor = anchors.then_some(anchor);
+    Ok(())
+}
+
+fn session_status(
+    store: Option<&Store>,
+    cache: &mut cache::StatusCache,
+    harness: Harness,
+    log: &discover::SessionLog,
+    read: cache::LogRead,
+    parents: &std::collections::BTreeMap<String, Option<String>>,
 ) -> SessionStatus {
     let mut out = SessionStatus {
         session_id: log
@@ -402,54 +558,28 @@ fn session_status(
         generation: log.generation,
         completed_turns: 0,
         unarchived_turns: 0,
-        in_flight: None,
-        error: None,
+        in_flight: read.in_flight,
+        error: read.error,
     };
     if harness != Harness::Dsh {
         out.session_id = log.session_id.clone();
     }
-    let opts = source_options(config);
-    let mut reader = match crate::source::open(harness, &log.log, ResumePoint::default(), opts) {
-        Ok(r) => r,
-        Err(e) => {
-            out.error = Some(e.to_string());
-            return out;
-        }
-    };
-    let mut assembler = TurnAssembler::new();
-    let mut ends = Vec::new();
-    loop {
-        match reader.next_item() {
-            Ok(Some(LogItem::Header(h))) => out.session_id = h.id,
-            Ok(Some(LogItem::Event(e))) => {
-                if let Some(turn) = assembler.push(e) {
-                    ends.push(turn.end_seq);
-                }
-            }
-            Ok(None) => break,
-            Err(e) => {
-                out.error = Some(e.to_string());
-                break;
-            }
-        }
+    if let Some(id) = read.read_id {
+        out.session_id = id;
     }
-    out.in_flight = assembler.in_flight();
+    let header = read.header;
+    let mut ends = read.ends;
     // A seeded fork's first events are its parent's: never this session's to archive.
     let seed_end = header
+        .as_ref()
         .filter(|h| h.is_seeded)
         .and_then(|h| h.seed_length)
         .unwrap_or(0);
     ends.retain(|&end| end >= seed_end);
     out.completed_turns = ends.len() as u64;
-    let archived_hi = store.zip(header).and_then(|(store, h)| {
+    let archived_hi = store.zip(header.as_ref()).and_then(|(store, h)| {
         let root = crate::archive::root_session(&h.id, parents);
-        store
-            .archived(&root)
-            .ok()?
-            .into_iter()
-            .filter(|d| d.kind == "chapter" && d.session_id == h.id)
-            .map(|d| d.seq_hi)
-            .max()
+        cache.archived_hi(store, &root, &h.id)
     });
     out.unarchived_turns = ends
         .iter()

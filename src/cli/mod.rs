@@ -5,6 +5,7 @@ mod daemon;
 mod demo;
 mod enrich;
 mod forget;
+mod hint;
 mod index;
 mod init;
 mod link;
@@ -232,7 +233,8 @@ pub fn run() -> ExitCode {
             if json && code == 2 {
                 let first = e.to_string();
                 let first = first.lines().next().unwrap_or_default();
-                print_error_json("usage", first.trim_start_matches("error: "));
+                let hint = hint::usage_hint(subcommand(std::env::args_os()).as_deref());
+                print_error_json("usage", first.trim_start_matches("error: "), Some(&hint));
             }
             return ExitCode::from(code);
         }
@@ -280,9 +282,13 @@ pub fn run() -> ExitCode {
         Err(e) if e.is::<Reported>() => ExitCode::from(1),
         Err(e) => {
             let message = said_once(&e);
+            let hint = hint::hint(&e);
             eprintln!("chapters: {message}");
+            if let Some(h) = hint.as_deref().filter(|h| !message.contains(h)) {
+                eprintln!("hint: {h}");
+            }
             if json {
-                print_error_json("failed", &message);
+                print_error_json("failed", &message, hint.as_deref());
             }
             ExitCode::from(1)
         }
@@ -296,10 +302,24 @@ fn wants_json(args: impl Iterator<Item = std::ffi::OsString>) -> bool {
         .any(|a| a == "--json")
 }
 
+/// The subcommand named on the command line (the first argument that is one), for a usage
+/// error's hint.
+fn subcommand(args: impl Iterator<Item = std::ffi::OsString>) -> Option<String> {
+    use clap::CommandFactory;
+    let names: Vec<String> = Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_owned())
+        .collect();
+    args.skip(1)
+        .filter_map(|a| a.into_string().ok())
+        .find(|a| names.contains(a))
+}
+
 /// A `--json` command that failed still prints one JSON document on stdout, so a script
-/// reading it never parses an empty stdout; the message also went to stderr.
-fn print_error_json(code: &str, message: &str) {
-    let doc = serde_json::json!({"error": {"code": code, "message": message, "hint": null}});
+/// reading it never parses an empty stdout; the message also went to stderr. `hint` (what to
+/// do) comes from [`hint`], the one place hints are written.
+fn print_error_json(code: &str, message: &str, hint: Option<&str>) {
+    let doc = serde_json::json!({"error": {"code": code, "message": message, "hint": hint}});
     println!("{doc}");
 }
 

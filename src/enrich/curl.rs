@@ -9,7 +9,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::http::HttpError;
+use super::HttpError;
 use crate::pool::credentials::Secret;
 
 /// Environment curl may need (certificates, proxies, home for its own config); nothing else

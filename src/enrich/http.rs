@@ -7,6 +7,7 @@ use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+use super::HttpError;
 use crate::pool::credentials::Secret;
 
 /// The largest response read; a chat completion is a few KiB.
@@ -19,34 +20,6 @@ pub struct Endpoint {
     port: u16,
     /// The base path without a trailing `/`, e.g. `/v1`.
     base_path: String,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum HttpError {
-    #[error("{url:?} is not an endpoint this program can call: {why}")]
-    BadUrl { url: String, why: String },
-    #[error("cannot reach {endpoint}: {source}; is the model server running there? (`chapters enrich model --endpoint URL` changes it)")]
-    Connect {
-        endpoint: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{endpoint} did not answer within {ms} ms; a slow model needs a larger `enrichmentTimeoutMs`")]
-    Timeout { endpoint: String, ms: u128 },
-    #[error("{endpoint}: {source}")]
-    Io {
-        endpoint: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{endpoint} sent a response this client cannot read: {why}")]
-    Malformed { endpoint: String, why: String },
-}
-
-impl HttpError {
-    pub fn is_timeout(&self) -> bool {
-        matches!(self, HttpError::Timeout { .. })
-    }
 }
 
 impl Endpoint {

@@ -12,6 +12,36 @@ pub mod http;
 pub mod run;
 pub mod slice;
 
+/// A failed call to a model endpoint, over plain HTTP (`http`) or through `curl`: both
+/// transports report their failures in these words, so the type lives above them both.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("{url:?} is not an endpoint this program can call: {why}")]
+    BadUrl { url: String, why: String },
+    #[error("cannot reach {endpoint}: {source}; is the model server running there? (`chapters enrich model --endpoint URL` changes it)")]
+    Connect {
+        endpoint: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{endpoint} did not answer within {ms} ms; a slow model needs a larger `enrichmentTimeoutMs`")]
+    Timeout { endpoint: String, ms: u128 },
+    #[error("{endpoint}: {source}")]
+    Io {
+        endpoint: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{endpoint} sent a response this client cannot read: {why}")]
+    Malformed { endpoint: String, why: String },
+}
+
+impl HttpError {
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, HttpError::Timeout { .. })
+    }
+}
+
 /// Politeness of a thread that runs enrichment: its model calls and rewrites are background
 /// work and yield the CPU to signing and archiving.
 pub const BACKGROUND_NICE: i32 = 10;

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::answer::{self, AnswerError};
-use super::http::{Endpoint, HttpError};
+use super::http::Endpoint;
 use super::slice::{self, SliceLimits};
+use super::HttpError;
 use super::{chat, Completion};
 use crate::config::Config;
 use crate::curation::{self, Curation};

@@ -394,8 +394,11 @@ pub fn lineage(
 ) -> Result<Lineage, RulesStoreError> {
     let logs = crate::session::discover::list_sessions(dsh_home, &workspace.to_string_lossy())?;
     let mut parents = BTreeMap::new();
+    let options = crate::session::reader::ReaderOptions {
+        max_line_bytes: config.max_event_bytes as usize,
+    };
     for log in logs {
-        if let Ok(header) = crate::archive::read_header(&log.log, config) {
+        if let Ok(Some(header)) = crate::session::reader::read_header(&log.log, options) {
             parents.insert(header.id, header.parent_session);
         }
     }

@@ -243,6 +243,16 @@ pub(crate) fn open_regular(path: &Path) -> Result<File, ReadError> {
 /// The default cap on one line: 32 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 32 << 20;
 
+/// The header of the DSH log at `path` (its first item): `Ok(None)` when the log holds no
+/// header yet. The one header read shared by the archive, status and the rules' lineage.
+pub fn read_header(path: &Path, options: ReaderOptions) -> Result<Option<Header>, ReadError> {
+    let mut reader = LogReader::open_with(path, ResumePoint::default(), options)?;
+    match reader.next_item()? {
+        Some(LogItem::Header(h)) => Ok(Some(h)),
+        _ => Ok(None),
+    }
+}
+
 /// Reader settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReaderOptions {
