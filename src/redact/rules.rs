@@ -327,7 +327,7 @@ pub(super) const PATTERNS: &[BuiltinPattern] = &[
         // starting three bytes before, at the `b` the gate checked.
         name: "bearer_token",
         keywords: &["rer", "reR", "rEr", "rER", "Rer", "ReR", "REr", "RER"],
-        regex: r"(?i-u:bearer)[ \t]+([A-Za-z0-9._~+/-]{16,}=*)",
+        regex: r"(?i-u:bearer)(?:[ \t]|\\t)+([A-Za-z0-9._~+/-]{16,}=*)",
         anchor: Anchor::Back(3),
         gate: Gate::BearerToken,
         reach: 16 * 1024,
@@ -669,11 +669,15 @@ pub(super) fn gate_passes(gate: Gate, bytes: &[u8], start: usize, end: usize) ->
             if start < 3 || !bytes[start - 3..start].eq_ignore_ascii_case(b"bea") {
                 return false;
             }
-            let blanks = bytes[end..]
-                .iter()
-                .take(16)
-                .take_while(|&&b| b == b' ' || b == b'\t')
-                .count();
+            // Blanks, a JSON-escaped tab (`\t`) among them.
+            let mut blanks = 0;
+            while blanks < 16 {
+                match bytes.get(end + blanks..) {
+                    Some([b' ' | b'\t', ..]) => blanks += 1,
+                    Some([b'\\', b't', ..]) => blanks += 2,
+                    _ => break,
+                }
+            }
             let token = bytes[end + blanks..]
                 .iter()
                 .take(16)
@@ -1143,6 +1147,10 @@ mod tests {
             at("the renderer abcdefghijklmnopq", "rer")
         ));
         assert!(!pass(Gate::BearerToken, at("rer abcdefghijklmnopq", "rer")));
+        assert!(pass(
+            Gate::BearerToken,
+            at(r"BEARER\tabcdefghijklmnop", "RER")
+        ));
         assert!(!pass(
             Gate::BearerToken,
             at("Bearerabcdefghijklmnopq", "rer")
