@@ -137,7 +137,8 @@ fn add(env: &Env, category: &str, text: &str, json: bool) -> Result<()> {
     let rule = Rule::project(&env.identity.project_key, category, text)?;
     let redactor = Redactor::new(&env.config.redaction_patterns)?;
     let _lock = rules_store::lock(&store, &env.config)?;
-    let (rule, written) = rules_store::write_rule(&store, &env.workspace, &redactor, rule)?;
+    let (rule, written) =
+        rules_store::write_rule(&store, &env.workspace, rule.redacted(&redactor)?)?;
     if json {
         return super::print_json(&json!({
             "id": rule.id, "category": rule.category, "status": "proposed", "written": written,
@@ -388,7 +389,7 @@ fn active(env: &Env, session: Option<&str>, intent: Intent, json: bool) -> Resul
             "linked": assembled.linked,
             "proposed": assembled.proposed,
             "lineage": assembled.lineage,
-            "block": assembled.block,
+            "block": assembled.block.get(),
         }));
     }
     println!(
@@ -415,7 +416,7 @@ fn active(env: &Env, session: Option<&str>, intent: Intent, json: bool) -> Resul
         }
     }
     println!("proposed, not approved here: {}", assembled.proposed);
-    match &assembled.block {
+    match assembled.block.get() {
         Block::None => {
             println!("nothing renders: no rule governs this head (zero bytes)");
             Ok(())
@@ -443,7 +444,7 @@ fn active(env: &Env, session: Option<&str>, intent: Intent, json: bool) -> Resul
                 r.tokens, env.config.core_rules_budget_tokens
             );
             println!();
-            print!("{}", r.text);
+            super::print_answer(&assembled.block.derive(|b| b.text().to_owned()));
             Ok(())
         }
         Block::Refused(refusal) => {

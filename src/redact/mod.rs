@@ -124,6 +124,21 @@ impl<T> Redacted<T> {
     }
 }
 
+impl<T> Redacted<T> {
+    /// Two redacted values as one (an answer built from a read-back document and a query
+    /// echoed through the rules).
+    pub fn zip<U>(self, other: Redacted<U>) -> Redacted<(T, U)> {
+        Redacted((self.0, other.0))
+    }
+}
+
+/// Redacted items gathered: still redacted.
+impl<T> FromIterator<Redacted<T>> for Redacted<Vec<T>> {
+    fn from_iter<I: IntoIterator<Item = Redacted<T>>>(items: I) -> Self {
+        Redacted(items.into_iter().map(|item| item.0).collect())
+    }
+}
+
 impl<T> Redacted<Vec<T>> {
     /// One `Redacted` per item.
     pub fn into_items(self) -> Vec<Redacted<T>> {
@@ -159,6 +174,14 @@ pub fn echo(text: &str) -> String {
             .redact(text, &mut RedactionCounts::default())
             .into_inner(),
         None => "(withheld)".to_owned(),
+    }
+}
+
+/// [`echo`] of every text of a value (a search's query and topic) as one `Redacted` value.
+pub fn echoed<T: Redactable>(value: T) -> Redacted<T> {
+    match built_in() {
+        Some(redactor) => redactor.redact_all(value, &mut RedactionCounts::default()),
+        None => Redacted(value.map_text(&mut |_| "(withheld)".to_owned())),
     }
 }
 
