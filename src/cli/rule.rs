@@ -360,8 +360,12 @@ fn decide(env: &Env, d: Decision, act: Act) -> Result<()> {
     fact.reason = d.reason.clone();
     let redactor = Redactor::new(&env.config.redaction_patterns)?;
     let _lock = rules_store::lock(&store, &env.config)?;
-    curation::file::append(&store, &env.harness_id, &fact, &redactor)
-        .context("cannot record the decision")?;
+    curation::file::append(
+        &store,
+        &env.harness_id,
+        &curation::file::redacted(&fact, &redactor),
+    )
+    .context("cannot record the decision")?;
     let what = match act {
         Act::Approve => "approved (core) on this machine",
         Act::Revoke => "revoked on this machine",
