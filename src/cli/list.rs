@@ -62,6 +62,7 @@ struct ListFrame {
 
 impl dsh_chapters::redact::Settings for ListFrame {}
 
+#[allow(clippy::ptr_arg)] // `Redacted::derive_with` hands the value over as `&T`.
 fn list_json(rows: &Vec<Row>, frame: &ListFrame) -> serde_json::Value {
     let docs: Vec<serde_json::Value> = rows
         .iter()
@@ -87,6 +88,7 @@ fn list_json(rows: &Vec<Row>, frame: &ListFrame) -> serde_json::Value {
     })
 }
 
+#[allow(clippy::ptr_arg)] // `Redacted::derive_with` hands the value over as `&T`.
 fn list_text(rows: &Vec<Row>, frame: &ListFrame) -> String {
     let mut out = format!("{}\n", frame.searched);
     if rows.is_empty() {

@@ -897,6 +897,7 @@ struct ArtifactPage {
 
 impl Settings for ArtifactPage {}
 
+#[allow(clippy::ptr_arg)] // `Redacted::derive_with` hands the value over as `&T`.
 fn artifact_answer(text: &String, at: &ArtifactPage) -> (String, Value) {
     let (hash, offset) = (&at.hash, at.offset);
     let total = text.chars().count();

@@ -1524,6 +1524,7 @@ struct Harness(String);
 impl crate::redact::Settings for Harness {}
 
 /// The vocabulary commit's message: derived from the facts it publishes.
+#[allow(clippy::ptr_arg)] // `Redacted::derive_with` hands the value over as `&T`.
 fn vocabulary_message(written: &Vec<crate::index::vocab::Candidate>, harness: &Harness) -> String {
     let lines: Vec<String> = written
         .iter()
