@@ -26,7 +26,7 @@ use crate::compose::{self, ComposeConfig, ComposeError};
 use crate::config::Config;
 use crate::daemon::signer::LedgerCursor;
 use crate::identity::Identity;
-use crate::redact::{ConfigRedactor, RedactionCounts, Redactor};
+use crate::redact::{ConfigRedactor, Redacted, RedactionCounts, Redactor};
 use crate::render::{self, ChapterMeta};
 use crate::session::discover::{self, SessionLog};
 use crate::session::reader::{LogItem, ReadError, ReadNote, ReaderOptions, ResumePoint};
@@ -650,7 +650,8 @@ fn archive_session(
 #[derive(Default)]
 struct PassOutcome {
     /// New signatures not yet appended (fewer than a batch), and how many were.
-    pending: Vec<Signature>,
+    /// Signed from the turns' redacted text, not yet in the ledger.
+    pending: Vec<Redacted<Signature>>,
     turns_signed: u64,
     /// Where the pass left the collection ledger.
     cursor: LedgerCursor,
@@ -711,7 +712,7 @@ impl Pass<'_> {
     /// as if the daemon had signed them, and the next archive composes from them.
     fn sign_pending(
         &self,
-        sigs: &[Signature],
+        sigs: &[Redacted<Signature>],
         cursor: &mut LedgerCursor,
     ) -> Result<u64, ArchiveError> {
         let n = crate::daemon::signer::sign(
@@ -822,7 +823,7 @@ impl Pass<'_> {
                     out.turns_signed += self.sign_pending(&out.pending, &mut out.cursor)?;
                     out.pending.clear();
                 }
-                Some(sig)
+                Some(sig.into_inner())
             } else {
                 None
             };

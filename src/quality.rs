@@ -119,13 +119,16 @@ pub fn sign_session(
             if let Some(turn) = assembler.push(Event::new(seq, kind, data)) {
                 let text =
                     redactor.redact_all(TurnText::of(&turn), &mut RedactionCounts::default());
-                sigs.push(signature::sign_in(
-                    &text,
-                    "session-quality",
-                    &ws,
-                    "2026-12-01T00:00:00Z",
-                    artifact_tokens,
-                ));
+                sigs.push(
+                    signature::sign_in(
+                        &text,
+                        "session-quality",
+                        &ws,
+                        "2026-12-01T00:00:00Z",
+                        artifact_tokens,
+                    )
+                    .into_inner(),
+                );
             }
         }
     }

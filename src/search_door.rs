@@ -25,12 +25,14 @@ use crate::index::shard::{self, INDEX_DIR};
 use crate::index::table::{Table, TableDoc, TableError, TableQuery};
 use crate::pool::link;
 use crate::pool::plan::Visibility;
+use crate::redact::Redacted;
 use crate::search::cache::{
     short_id, Cache, CacheError, Filters, Row, ScoreFields, TopQuery, TopRow, TopicTest,
     ARTIFACT_KIND,
 };
 use crate::search::query::Parsed;
 use crate::search::{self, Explain, ScoreParams, SearchDoc};
+use crate::store::read::Reader;
 use crate::store::{MIRROR_DIR, STORE_DIR};
 
 #[derive(Debug, thiserror::Error)]
@@ -102,6 +104,9 @@ pub struct Corpus {
     project_key: String,
     cross_project: bool,
     workspace: PathBuf,
+    /// What answers are read through: rows, lines and bodies come from the store, the
+    /// mirror and the search cache under the store, so they are handed out `Redacted`.
+    reader: Reader,
 }
 
 /// Open the door this workspace has and bring its search table and search cache up to
@@ -148,6 +153,7 @@ pub fn open(
         project_key: project_key.to_owned(),
         cross_project,
         workspace: workspace.to_path_buf(),
+        reader: Reader::new(workspace),
     };
     if !store_dir.is_dir() {
         return Ok(corpus);
@@ -694,7 +700,7 @@ impl Corpus {
         harness: &str,
         now_ms: i64,
         budget: u64,
-    ) -> Result<PackedAnswer, DoorError> {
+    ) -> Result<Redacted<PackedAnswer>, DoorError> {
         // Lines are made until the budget is passed; ask SQLite for more only when the
         // best `k` all fit.
         let mut k = FIRST_K;
@@ -728,7 +734,7 @@ impl Corpus {
             let snippet = if needles.is_empty() {
                 None
             } else {
-                read_body(&self.workspace.join(&c.path))
+                self.read_body(&c.path)
                     .and_then(|body| search::query::snippet(&body, &needles))
             };
             let mut line = format!("{} | {id}", search::line_of(c.score, &c.doc));
@@ -757,12 +763,13 @@ impl Corpus {
             });
         }
         let packed = search::pack(&lines, budget);
-        Ok(PackedAnswer {
+        // Lines, hits and snippets come from the cache's rows and the documents' bodies.
+        Ok(self.reader.read_back(PackedAnswer {
             hits,
             lines,
             packed,
             total,
-        })
+        }))
     }
 
     /// The paths plain BM25 ranks for a query (any term, every field alike, no §8 points,
@@ -783,16 +790,71 @@ impl Corpus {
         &self,
         req: &Request,
         limit: Option<usize>,
-    ) -> Result<(Vec<Row>, usize), DoorError> {
+    ) -> Result<(Redacted<Vec<Row>>, usize), DoorError> {
         let Some(cache) = &self.cache else {
-            return Ok((Vec::new(), 0));
+            return Ok((self.reader.read_back(Vec::new()), 0));
         };
-        Ok(cache.list(&self.filters(req), limit)?)
+        let (rows, total) = cache.list(&self.filters(req), limit)?;
+        Ok((self.reader.read_back(rows), total))
     }
 
     /// The document an id (`<session-prefix>/<number>`, `…/p<number>` for a plan) or a
     /// workspace-relative path names, in this door (any project).
-    pub fn find(&self, id: &str) -> Result<Vec<Row>, DoorError> {
+    pub fn find(&self, id: &str) -> Result<Vec<Redacted<Row>>, DoorError> {
+        Ok(self.reader.read_back(self.find_rows(id)?).into_items())
+    }
+
+    /// A document's whole file as stored, or its body (an artifact's whole text), read
+    /// through the store's reader (`None` when it cannot be read).
+    pub fn read_document(&self, rel: &str, whole: bool) -> Option<Redacted<String>> {
+        if whole {
+            let bytes = self.reader.bytes(Path::new(rel)).ok()?;
+            return Some(bytes.derive(|b| String::from_utf8_lossy(b).into_owned()));
+        }
+        self.read_body(rel).map(|body| self.reader.read_back(body))
+    }
+
+    /// An artifact's text, by its hash: the store's (any session tree), then the mirror's.
+    pub fn read_artifact(&self, hash: &str) -> Option<Redacted<String>> {
+        let rel = crate::render::artifact_path(hash);
+        let store_dir = self.workspace.join(STORE_DIR);
+        let mut candidates: Vec<PathBuf> = std::fs::read_dir(&store_dir)
+            .map(|dir| {
+                dir.flatten()
+                    .map(|entry| entry.path().join(&rel))
+                    .filter(|p| p.is_file())
+                    .collect()
+            })
+            .unwrap_or_default();
+        candidates.sort();
+        candidates.push(
+            self.workspace
+                .join(MIRROR_DIR)
+                .join("artifacts")
+                .join(&self.project_key)
+                .join(hash.get(..2)?)
+                .join(format!("{hash}.txt")),
+        );
+        candidates.into_iter().find_map(|p| {
+            let bytes = self.reader.bytes(&p).ok()?;
+            String::from_utf8(bytes.into_inner())
+                .ok()
+                .map(|text| self.reader.read_back(text))
+        })
+    }
+
+    /// A document's body (an artifact's whole text), or `None` when it cannot be read.
+    fn read_body(&self, rel: &str) -> Option<String> {
+        let bytes = self.reader.bytes(Path::new(rel)).ok()?.into_inner();
+        let text = String::from_utf8(bytes).ok()?;
+        match crate::render::body_text(&text) {
+            Some(body) => Some(body.to_owned()),
+            None if rel.ends_with(".txt") => Some(text),
+            None => None,
+        }
+    }
+
+    fn find_rows(&self, id: &str) -> Result<Vec<Row>, DoorError> {
         let Some(cache) = &self.cache else {
             return Ok(Vec::new());
         };
@@ -864,16 +926,6 @@ pub fn document_fields(row: &Row) -> serde_json::Map<String, serde_json::Value> 
     match v {
         serde_json::Value::Object(map) => map,
         _ => serde_json::Map::new(),
-    }
-}
-
-/// A document's body (an artifact's whole text), or `None` when it cannot be read.
-pub fn read_body(path: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
-    match crate::render::body_text(&text) {
-        Some(body) => Some(body.to_owned()),
-        None if path.extension().is_some_and(|e| e == "txt") => Some(text),
-        None => None,
     }
 }
 

@@ -225,7 +225,12 @@ impl Redactable for TurnText {
 /// Sign one turn from its redacted text. `workspace` is the absolute workspace root, used
 /// to make paths repo-relative; `at` is the RFC 3339 time stamp to record.
 /// Every tool result counts whole in `size`.
-pub fn sign(turn: &Redacted<TurnText>, session_id: &str, workspace: &str, at: &str) -> Signature {
+pub fn sign(
+    turn: &Redacted<TurnText>,
+    session_id: &str,
+    workspace: &str,
+    at: &str,
+) -> Redacted<Signature> {
     sign_in(turn, session_id, &Workspace::new(workspace), at, u64::MAX)
 }
 
@@ -245,8 +250,29 @@ pub fn sign_in(
     ws: &Workspace,
     at: &str,
     artifact_tokens: u64,
-) -> Signature {
-    let turn = turn.get();
+) -> Redacted<Signature> {
+    let with = SignWith {
+        session_id: session_id.to_owned(),
+        ws: ws.clone(),
+        at: at.to_owned(),
+        artifact_tokens,
+    };
+    turn.derive_with(&with, sign_turn)
+}
+
+/// What a signature records beside the turn's words: ids, where the workspace is, the time.
+struct SignWith {
+    session_id: String,
+    ws: Workspace,
+    at: String,
+    artifact_tokens: u64,
+}
+
+impl crate::redact::Settings for SignWith {}
+
+fn sign_turn(turn: &TurnText, with: &SignWith) -> Signature {
+    let (session_id, ws, at, artifact_tokens) =
+        (&with.session_id, &with.ws, &with.at, with.artifact_tokens);
     let mut paths = Bounded::new(MAX_PATHS);
     let mut commands = Bounded::new(MAX_COMMANDS);
     let mut term_counts: BTreeMap<String, u64> = BTreeMap::new();
@@ -608,7 +634,7 @@ mod tests {
                 TurnText::of(&turn),
                 &mut crate::redact::RedactionCounts::default(),
             );
-            sign(&text, "session-1", WS, "2026-10-22T10:00:00Z")
+            sign(&text, "session-1", WS, "2026-10-22T10:00:00Z").into_inner()
         }
 
         /// [`Log::sign`] with the render's artifact threshold.
@@ -639,7 +665,7 @@ mod tests {
                 artifact_tokens,
             );
             assert_eq!(sig.paths, whole.paths, "only the size may differ");
-            sig
+            sig.into_inner()
         }
     }
 

@@ -230,7 +230,7 @@ fn vocabulary_status(
                 )
             });
     let (candidates, error) = match result {
-        Ok(c) => (c, None),
+        Ok(c) => (c.into_inner(), None),
         Err(e) => (Vec::new(), Some(e.to_string())),
     };
     VocabularyStatus {

@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::Result;
 use serde_json::json;
 
-use dsh_chapters::search::cache::short_id;
+use dsh_chapters::search::cache::{short_id, Row};
 use dsh_chapters::search::query::Parsed;
 use dsh_chapters::search_door;
 
@@ -41,39 +41,63 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         eprintln!("chapters: {note}");
     }
     let (rows, total) = corpus.list(&request, Some(args.limit))?;
-    let searched = corpus.door.describe(corpus.documents, corpus.mirror_absent);
+    let frame = ListFrame {
+        searched: corpus.door.describe(corpus.documents, corpus.mirror_absent),
+        door: corpus.door,
+        total,
+    };
     if args.json {
-        let docs: Vec<serde_json::Value> = rows
-            .iter()
-            .map(|r| {
-                json!({
-                    "id": short_id(&r.root, &r.name, &r.path),
-                    "date": r.meta.date,
-                    "harness": r.harness,
-                    "machine": r.machine,
-                    "kind": r.meta.kind,
-                    "title": r.meta.title,
-                    "path": r.path,
-                    "topics": r.meta.topics,
-                })
+        return super::print_json_answer(&rows.derive_with(&frame, list_json));
+    }
+    super::print_answer(&rows.derive_with(&frame, list_text));
+    Ok(())
+}
+
+/// What a list says beside its rows.
+struct ListFrame {
+    searched: String,
+    door: search_door::Door,
+    total: usize,
+}
+
+impl dsh_chapters::redact::Settings for ListFrame {}
+
+#[allow(clippy::ptr_arg)] // `Redacted::derive_with` hands the value over as `&T`.
+fn list_json(rows: &Vec<Row>, frame: &ListFrame) -> serde_json::Value {
+    let docs: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            json!({
+                "id": short_id(&r.root, &r.name, &r.path),
+                "date": r.meta.date,
+                "harness": r.harness,
+                "machine": r.machine,
+                "kind": r.meta.kind,
+                "title": r.meta.title,
+                "path": r.path,
+                "topics": r.meta.topics,
             })
-            .collect();
-        return super::print_json(&json!({
-            "door": corpus.door,
-            "searched": searched,
-            "total": total,
-            "shown": docs.len(),
-            "documents": docs,
-        }));
-    }
-    println!("{searched}");
+        })
+        .collect();
+    json!({
+        "door": frame.door,
+        "searched": frame.searched,
+        "total": frame.total,
+        "shown": docs.len(),
+        "documents": docs,
+    })
+}
+
+#[allow(clippy::ptr_arg)] // `Redacted::derive_with` hands the value over as `&T`.
+fn list_text(rows: &Vec<Row>, frame: &ListFrame) -> String {
+    let mut out = format!("{}\n", frame.searched);
     if rows.is_empty() {
-        println!("nothing listed: no document passes the filters");
-        return Ok(());
+        out.push_str("nothing listed: no document passes the filters\n");
+        return out;
     }
-    for r in &rows {
-        println!(
-            "{} | {} | {} | {} | {} | {} | {}",
+    for r in rows {
+        out.push_str(&format!(
+            "{} | {} | {} | {} | {} | {} | {}\n",
             dsh_chapters::search::day_of(r.meta.date.as_deref()),
             r.harness,
             if r.machine.is_empty() {
@@ -85,8 +109,8 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
             r.meta.title.replace(|c: char| c.is_control(), " "),
             r.path,
             short_id(&r.root, &r.name, &r.path),
-        );
+        ));
     }
-    println!("shown {} of {total}", rows.len());
-    Ok(())
+    out.push_str(&format!("shown {} of {}\n", rows.len(), frame.total));
+    out
 }

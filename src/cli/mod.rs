@@ -352,6 +352,17 @@ fn init_logging() {
 }
 
 /// Print one JSON document on stdout.
+/// An answer made of documents' words (search lines, bodies, list rows, rules): printed only
+/// as a `Redacted` value, derived from what the store's reader read back or the rules passed.
+pub fn print_answer(text: &dsh_chapters::redact::Redacted<String>) {
+    print!("{}", text.get());
+}
+
+/// [`print_answer`] for `--json`: the one JSON document, derived the same way.
+pub fn print_json_answer(value: &dsh_chapters::redact::Redacted<serde_json::Value>) -> Result<()> {
+    print_json(value.get())
+}
+
 pub fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
     let text = serde_json::to_string_pretty(value).context("cannot serialize the report")?;
     println!("{text}");

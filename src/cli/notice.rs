@@ -57,9 +57,9 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         root,
         intent,
         &chapters,
-        assembled.block.text(),
+        &assembled.block.derive(|block| block.text().to_owned()),
     );
-    if let Block::Refused(refusal) = &assembled.block {
+    if let Block::Refused(refusal) = assembled.block.get() {
         eprintln!(
             "chapters: the notice was printed without its rules block — {}",
             refusal.message()
@@ -69,12 +69,12 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         return super::print_json(&json!({
             "session": args.session,
             "intent": intent,
-            "notice": text,
-            "rules": assembled.block,
+            "notice": text.get(),
+            "rules": assembled.block.get(),
             "lineage": assembled.lineage,
         }));
     }
-    print!("{text}");
+    print!("{}", text.get());
     Ok(())
 }
 

@@ -137,7 +137,8 @@ fn add(env: &Env, category: &str, text: &str, json: bool) -> Result<()> {
     let rule = Rule::project(&env.identity.project_key, category, text)?;
     let redactor = Redactor::new(&env.config.redaction_patterns)?;
     let _lock = rules_store::lock(&store, &env.config)?;
-    let (rule, written) = rules_store::write_rule(&store, &env.workspace, &redactor, rule)?;
+    let (rule, written) =
+        rules_store::write_rule(&store, &env.workspace, rule.redacted(&redactor)?)?;
     if json {
         return super::print_json(&json!({
             "id": rule.id, "category": rule.category, "status": "proposed", "written": written,
@@ -359,8 +360,12 @@ fn decide(env: &Env, d: Decision, act: Act) -> Result<()> {
     fact.reason = d.reason.clone();
     let redactor = Redactor::new(&env.config.redaction_patterns)?;
     let _lock = rules_store::lock(&store, &env.config)?;
-    curation::file::append(&store, &env.harness_id, &fact, &redactor)
-        .context("cannot record the decision")?;
+    curation::file::append(
+        &store,
+        &env.harness_id,
+        &curation::file::redacted(&fact, &redactor),
+    )
+    .context("cannot record the decision")?;
     let what = match act {
         Act::Approve => "approved (core) on this machine",
         Act::Revoke => "revoked on this machine",
@@ -388,7 +393,7 @@ fn active(env: &Env, session: Option<&str>, intent: Intent, json: bool) -> Resul
             "linked": assembled.linked,
             "proposed": assembled.proposed,
             "lineage": assembled.lineage,
-            "block": assembled.block,
+            "block": assembled.block.get(),
         }));
     }
     println!(
@@ -415,7 +420,7 @@ fn active(env: &Env, session: Option<&str>, intent: Intent, json: bool) -> Resul
         }
     }
     println!("proposed, not approved here: {}", assembled.proposed);
-    match &assembled.block {
+    match assembled.block.get() {
         Block::None => {
             println!("nothing renders: no rule governs this head (zero bytes)");
             Ok(())
@@ -443,7 +448,7 @@ fn active(env: &Env, session: Option<&str>, intent: Intent, json: bool) -> Resul
                 r.tokens, env.config.core_rules_budget_tokens
             );
             println!();
-            print!("{}", r.text);
+            super::print_answer(&assembled.block.derive(|b| b.text().to_owned()));
             Ok(())
         }
         Block::Refused(refusal) => {

@@ -157,12 +157,8 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     // same pool state gives the same answer all day, not one that drifts by the millisecond.
     let now = search::day_start(super::now_ms());
     let request = args.filters.request(parsed, topic.clone(), super::now_ms());
-    let search_door::PackedAnswer {
-        hits,
-        lines,
-        packed,
-        total,
-    } = corpus.answer_packed(&request, &params, &env.harness_id, now, budget)?;
+    let answer = corpus.answer_packed(&request, &params, &env.harness_id, now, budget)?;
+    let (packed, total) = (answer.packed.clone(), answer.total);
     let empty = if corpus.documents == 0 {
         Some("nothing-here")
     } else if total == 0 {
@@ -170,62 +166,36 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     } else {
         None
     };
-    let searched = corpus.door.describe(corpus.documents, corpus.mirror_absent);
-    let door = corpus.door;
     let shard_rel = shard.as_ref().map(|p| {
         p.strip_prefix(&env.workspace)
             .unwrap_or(p)
             .to_string_lossy()
             .into_owned()
     });
-
+    let frame = SearchFrame {
+        searched: corpus.door.describe(corpus.documents, corpus.mirror_absent),
+        door: corpus.door,
+        shard: shard_rel,
+        documents: corpus.documents,
+        unreadable: corpus.unreadable.len(),
+        other_projects: corpus.other_projects,
+        empty,
+        explain: args.explain,
+        query_given: !text.is_empty(),
+    };
+    // What was asked, through the rules: a credential pasted into the query or the topic
+    // is not printed again.
+    let asked = Asked {
+        query: text.clone(),
+        topic: args.topic.clone(),
+        canonical: topic.clone(),
+    };
+    let asked = dsh_chapters::redact::echoed(asked);
+    let answer = answer.zip(asked);
     if args.json {
-        let matches: Vec<serde_json::Value> = hits[..packed.shown]
-            .iter()
-            .map(|h| match_json(h, args.explain))
-            .collect();
-        super::print_json(&json!({
-            "door": door,
-            "searched": searched,
-            // Through the rules: a credential pasted into the query is not printed again.
-            "query": dsh_chapters::redact::echo(&text),
-            "topic": args.topic,
-            "canonicalTopic": topic,
-            "shard": shard_rel,
-            "documents": corpus.documents,
-            "unreadable": corpus.unreadable.len(),
-            "otherProjects": corpus.other_projects,
-            "total": total,
-            "shown": packed.shown,
-            "budget": {"requested": packed.requested, "used": packed.used, "remaining": packed.remaining},
-            "budgetTooSmall": packed.first_line_too_large.map(|needed| json!({"needed": needed})),
-            "matches": matches,
-            "empty": empty,
-        }))?;
+        super::print_json_answer(&answer.derive_with(&frame, search_json))?;
     } else {
-        println!("{searched}");
-        if !corpus.unreadable.is_empty() {
-            println!("unreadable: {}", corpus.unreadable.len());
-        }
-        match empty {
-            Some("nothing-here") => println!("{}", nothing_here(door, corpus.other_projects)),
-            Some(_) => println!(
-                "nothing matched{}: try other words, or --topic T to list one topic",
-                describe_query(&text, args.topic.as_deref())
-            ),
-            None => {
-                for (h, line) in hits.iter().zip(&lines).take(packed.shown) {
-                    println!("{line}");
-                    if args.explain {
-                        print_explain(h.score, &h.explain, &h.body);
-                    }
-                }
-                println!(
-                    "shown {} of {} matches, used {} of {} tokens",
-                    packed.shown, total, packed.used, packed.requested
-                );
-            }
-        }
+        super::print_answer(&answer.derive_with(&frame, search_text));
     }
     if let Some(needed) = packed.first_line_too_large {
         eprintln!(
@@ -235,6 +205,105 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         return Err(Reported.into());
     }
     Ok(())
+}
+
+/// What a search was asked: shown back only through the rules.
+#[derive(Clone)]
+struct Asked {
+    query: String,
+    topic: Option<String>,
+    canonical: Option<String>,
+}
+
+impl dsh_chapters::redact::Redactable for Asked {
+    fn map_text(self, f: &mut dyn FnMut(&str) -> String) -> Self {
+        Asked {
+            query: f(&self.query),
+            topic: self.topic.as_deref().map(&mut *f),
+            canonical: self.canonical.as_deref().map(f),
+        }
+    }
+}
+
+/// What a search answer says beside its matches: counts, the door, where the topic's shard is.
+struct SearchFrame {
+    searched: String,
+    door: Door,
+    shard: Option<String>,
+    documents: u64,
+    unreadable: usize,
+    other_projects: u64,
+    empty: Option<&'static str>,
+    explain: bool,
+    query_given: bool,
+}
+
+impl dsh_chapters::redact::Settings for SearchFrame {}
+
+fn search_json(
+    (answer, asked): &(search_door::PackedAnswer, Asked),
+    frame: &SearchFrame,
+) -> serde_json::Value {
+    let packed = &answer.packed;
+    let matches: Vec<serde_json::Value> = answer.hits[..packed.shown]
+        .iter()
+        .map(|h| match_json(h, frame.explain))
+        .collect();
+    json!({
+        "door": frame.door,
+        "searched": frame.searched,
+        "query": asked.query,
+        "topic": asked.topic,
+        "canonicalTopic": asked.canonical,
+        "shard": frame.shard,
+        "documents": frame.documents,
+        "unreadable": frame.unreadable,
+        "otherProjects": frame.other_projects,
+        "total": answer.total,
+        "shown": packed.shown,
+        "budget": {"requested": packed.requested, "used": packed.used, "remaining": packed.remaining},
+        "budgetTooSmall": packed.first_line_too_large.map(|needed| json!({"needed": needed})),
+        "matches": matches,
+        "empty": frame.empty,
+    })
+}
+
+fn search_text(
+    (answer, asked): &(search_door::PackedAnswer, Asked),
+    frame: &SearchFrame,
+) -> String {
+    use std::fmt::Write;
+    let packed = &answer.packed;
+    let mut out = format!("{}\n", frame.searched);
+    if frame.unreadable > 0 {
+        let _ = writeln!(out, "unreadable: {}", frame.unreadable);
+    }
+    match frame.empty {
+        Some("nothing-here") => {
+            let _ = writeln!(out, "{}", nothing_here(frame.door, frame.other_projects));
+        }
+        Some(_) => {
+            let _ = writeln!(
+                out,
+                "nothing matched{}: try other words, or --topic T to list one topic",
+                describe_query(frame.query_given, asked.topic.as_deref())
+            );
+        }
+        None => {
+            for (h, line) in answer.hits.iter().zip(&answer.lines).take(packed.shown) {
+                let _ = writeln!(out, "{line}");
+                if frame.explain {
+                    write_explain(&mut out, h.score, &h.explain, &h.body);
+                }
+            }
+            let _ = writeln!(
+                out,
+                "shown {} of {} matches, used {} of {} tokens",
+                packed.shown, answer.total, packed.used, packed.requested
+            );
+        }
+    }
+    out
 }
 
 fn nothing_here(door: Door, other_projects: u64) -> String {
@@ -250,16 +319,15 @@ fn nothing_here(door: Door, other_projects: u64) -> String {
     advice
 }
 
-/// What was asked, for "nothing matched": the topic through the rules (`redact::echo`),
-/// never the query's words — the person has them, and a password typed into a query is a
-/// secret no rule can tell from a word.
-fn describe_query(text: &str, topic: Option<&str>) -> String {
-    let topic = topic.map(dsh_chapters::redact::echo);
-    match (text.is_empty(), topic.as_deref()) {
-        (false, Some(t)) => format!(" the query in topic {t:?}"),
-        (false, None) => " the query".to_owned(),
-        (true, Some(t)) => format!(" topic {t:?}"),
-        (true, None) => String::new(),
+/// What was asked, for "nothing matched": the topic (already through the rules), never the
+/// query's words — the person has them, and a password typed into a query is a secret no
+/// rule can tell from a word.
+fn describe_query(query_given: bool, topic: Option<&str>) -> String {
+    match (query_given, topic) {
+        (true, Some(t)) => format!(" the query in topic {t:?}"),
+        (true, None) => " the query".to_owned(),
+        (false, Some(t)) => format!(" topic {t:?}"),
+        (false, None) => String::new(),
     }
 }
 
@@ -288,7 +356,8 @@ fn explain_parts(explain: &Explain, body: &search_door::BodyExplain) -> serde_js
     })
 }
 
-fn print_explain(score: f64, explain: &Explain, body: &search_door::BodyExplain) {
+fn write_explain(out: &mut String, score: f64, explain: &Explain, body: &search_door::BodyExplain) {
+    use std::fmt::Write;
     let mut terms: Vec<(&str, Vec<String>)> = Vec::new();
     for h in &explain.hits {
         let part = format!("{} +{}", field_name(h.field), h.points);
@@ -298,9 +367,10 @@ fn print_explain(score: f64, explain: &Explain, body: &search_door::BodyExplain)
         }
     }
     for (term, parts) in terms {
-        println!("    {term}: {}", parts.join(", "));
+        let _ = writeln!(out, "    {term}: {}", parts.join(", "));
     }
-    println!(
+    let _ = writeln!(
+        out,
         "    topic ×2 {:.2} · title {:.2} · summary {:.2} · category {:.2} · kind {:.2}",
         explain.field_points(Field::Topic),
         explain.field_points(Field::Title),
@@ -310,28 +380,38 @@ fn print_explain(score: f64, explain: &Explain, body: &search_door::BodyExplain)
     );
     match &explain.recency {
         Recency::Bonus { age_days, points } => {
-            println!("    recency: {age_days:.1} days old, 0.5^({age_days:.1}/30) = +{points:.2}")
+            let _ = writeln!(
+                out,
+                "    recency: {age_days:.1} days old, 0.5^({age_days:.1}/30) = +{points:.2}"
+            );
         }
-        Recency::NoDate => println!("    recency: no date, no bonus"),
-        Recency::NotScored => println!("    recency: not added (no term hit)"),
+        Recency::NoDate => {
+            let _ = writeln!(out, "    recency: no date, no bonus");
+        }
+        Recency::NotScored => {
+            let _ = writeln!(out, "    recency: not added (no term hit)");
+        }
     }
-    println!(
+    let _ = writeln!(
+        out,
         "    core rule (approved on this machine): +{:.2}",
         explain.core_rule_bonus
     );
-    println!(
+    let _ = writeln!(
+        out,
         "    body: BM25 {:.2}, {}·s/(1+s) = +{:.2}",
         body.bm25,
         search_door::BODY_MAX,
         body.points
     );
     if body.phrase {
-        println!("    phrase: the query's words stand in a row here — ranked first among those that hold them all");
+        let _ = writeln!(out, "    phrase: the query's words stand in a row here — ranked first among those that hold them all");
     }
     if !body.all_terms {
-        println!("    coverage: not every query word is in this document — ranked below those that hold them all");
+        let _ = writeln!(out, "    coverage: not every query word is in this document — ranked below those that hold them all");
     }
-    println!(
+    let _ = writeln!(
+        out,
         "    score: {} + {:.2} + {:.2} + {:.2} = {:.2}",
         explain.base,
         body.points,

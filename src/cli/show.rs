@@ -2,9 +2,10 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde_json::json;
 
+use dsh_chapters::search::cache::Row;
 use dsh_chapters::search_door;
 
 use super::Env;
@@ -65,21 +66,32 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
             many.iter().map(|r| r.path.as_str()).collect::<Vec<_>>().join(", ")
         ),
     };
-    let path = env.workspace.join(&row.path);
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
+    let Some(text) = corpus.read_document(&row.path, true) else {
+        bail!("cannot read {}", env.workspace.join(&row.path).display());
+    };
     if args.raw {
-        print!("{text}");
+        super::print_answer(&text);
         return Ok(());
     }
-    let body = dsh_chapters::render::body_text(&text).unwrap_or(&text);
+    let doc = row.clone().zip(text);
     if args.json {
-        let mut doc = search_door::document_fields(row);
-        doc.insert("body".to_owned(), json!(body));
-        return super::print_json(&serde_json::Value::Object(doc));
+        return super::print_json_answer(&doc.derive(show_json));
     }
-    println!("{}", search_door::document_header(row));
-    println!();
-    print!("{body}");
+    super::print_answer(&doc.derive(show_text));
     Ok(())
+}
+
+/// The body (the whole text when it has no chapter body: an artifact, a foreign file).
+fn body_of(text: &str) -> &str {
+    dsh_chapters::render::body_text(text).unwrap_or(text)
+}
+
+fn show_json((row, text): &(Row, String)) -> serde_json::Value {
+    let mut doc = search_door::document_fields(row);
+    doc.insert("body".to_owned(), json!(body_of(text)));
+    serde_json::Value::Object(doc)
+}
+
+fn show_text((row, text): &(Row, String)) -> String {
+    format!("{}\n\n{}", search_door::document_header(row), body_of(text))
 }

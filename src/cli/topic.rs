@@ -98,7 +98,11 @@ fn write_fact(
     {
         // One writer per file, ever: the store's writer lock, as every store write.
         let _lock = store.lock(Duration::from_millis(env.config.writer_lock_timeout_ms))?;
-        curation::file::append(&store, &env.harness_id, &fact, &redactor)?;
+        curation::file::append(
+            &store,
+            &env.harness_id,
+            &curation::file::redacted(&fact, &redactor),
+        )?;
     }
     let inputs = dsh_chapters::index::build::read_curation(store.dir(), None)?;
     let canonical = inputs.curation.canonical(topic).topic;

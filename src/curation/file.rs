@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{Fact, FactError, SourcedFact, CURATION_VERSION};
-use crate::redact::{RedactionCounts, Redactor};
+use crate::redact::{Redacted, RedactionCounts, Redactor};
 use crate::store::{self, ledger, Store};
 
 pub const EDITS_DIR: &str = "edits";
@@ -65,19 +65,18 @@ pub fn store_path(store_dir: &Path, harness: &str) -> Result<PathBuf, CurationFi
 pub fn append(
     store: &Store,
     harness: &str,
-    fact: &Fact,
-    redactor: &Redactor,
-) -> Result<RedactionCounts, CurationFileError> {
+    fact: &Redacted<Fact>,
+) -> Result<(), CurationFileError> {
     let path = store_path(store.dir(), harness)?;
     fact.validate()
         .map_err(|source| CurationFileError::Invalid {
             file: path.clone(),
             source,
         })?;
-    let value = serde_json::to_value(fact)
-        .expect("a fact is strings, finite numbers and enums: always serializable");
-    let mut counts = RedactionCounts::default();
-    let line = redactor.redact_json(&value, &mut counts);
+    let line = fact.derive(|fact| {
+        serde_json::to_value(fact)
+            .expect("a fact is strings, finite numbers and enums: always serializable")
+    });
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|source| CurationFileError::List {
             dir: dir.to_path_buf(),
@@ -85,7 +84,21 @@ pub fn append(
         })?;
     }
     ledger::append(&path, &line, CURATION_VERSION)?;
-    Ok(counts)
+    Ok(())
+}
+
+/// A fact a person or the program states, as a curation file may hold it: every string in
+/// it (topics, names, reasons) through the rules. A fact derived from the store's documents
+/// (a vocabulary candidate's) is derived from their `Redacted` values instead.
+pub fn redacted(fact: &Fact, redactor: &Redactor) -> Redacted<Fact> {
+    let value = serde_json::to_value(fact)
+        .expect("a fact is strings, finite numbers and enums: always serializable");
+    redactor
+        .redact_json(&value, &mut RedactionCounts::default())
+        .derive(|value| {
+            serde_json::from_value(value.clone())
+                .expect("redaction rewrites strings only, so the fact reads back")
+        })
 }
 
 /// Read this machine's facts from the store and every other machine's from the mirror
@@ -202,11 +215,15 @@ mod tests {
         append(
             &store,
             "m1",
-            &alias("auth", "authentication", "1"),
-            &redactor(),
+            &redacted(&alias("auth", "authentication", "1"), &redactor()),
         )
         .unwrap();
-        append(&store, "m1", &alias("jwt", "tokens", "2"), &redactor()).unwrap();
+        append(
+            &store,
+            "m1",
+            &redacted(&alias("jwt", "tokens", "2"), &redactor()),
+        )
+        .unwrap();
         let mirror = ws.path().join(".dsh-knowledge");
         let other = mirror.join("edits").join("m2");
         std::fs::create_dir_all(&other).unwrap();
@@ -234,10 +251,15 @@ mod tests {
     fn invalid_facts_and_bad_harness_ids_are_refused_before_writing() {
         let ws = tempfile::tempdir().unwrap();
         let store = Store::init(ws.path()).unwrap();
-        let err = append(&store, "m1", &alias("a", "a", "1"), &redactor()).unwrap_err();
+        let err = append(&store, "m1", &redacted(&alias("a", "a", "1"), &redactor())).unwrap_err();
         assert!(err.to_string().contains("to itself"), "{err}");
         assert!(!store_path(store.dir(), "m1").unwrap().exists());
-        assert!(append(&store, "../x", &alias("a", "b", "1"), &redactor()).is_err());
+        assert!(append(
+            &store,
+            "../x",
+            &redacted(&alias("a", "b", "1"), &redactor())
+        )
+        .is_err());
     }
 
     #[test]
@@ -246,8 +268,7 @@ mod tests {
         let store = Store::init(ws.path()).unwrap();
         let mut fact = alias("a", "b", "1");
         fact.reason = Some("token ghp_abcdefghijklmnopqrstuvwxyz0123456789".into());
-        let counts = append(&store, "m1", &fact, &redactor()).unwrap();
-        assert_eq!(counts.total(), 1);
+        append(&store, "m1", &redacted(&fact, &redactor())).unwrap();
         let text = std::fs::read_to_string(store_path(store.dir(), "m1").unwrap()).unwrap();
         assert!(!text.contains("ghp_abc"), "{text}");
         assert!(text.contains("⟦redacted:credential sha256="));
@@ -275,13 +296,13 @@ mod tests {
             .iter()
             .any(|n| n.contains("not a fact this version reads")));
         // Appending cuts the torn tail first and keeps every whole line.
-        append(&store, "m1", &alias("c", "d", "3"), &redactor()).unwrap();
+        append(&store, "m1", &redacted(&alias("c", "d", "3"), &redactor())).unwrap();
         assert_eq!(read_all(store.dir(), None).unwrap().facts.len(), 2);
 
         std::fs::write(&path, format!("{good}\nnot json\n{good}\n")).unwrap();
         let err = read_all(store.dir(), None).unwrap_err();
         assert!(err.to_string().contains("line 2"), "{err}");
-        let err = append(&store, "m1", &alias("e", "f", "4"), &redactor()).unwrap_err();
+        let err = append(&store, "m1", &redacted(&alias("e", "f", "4"), &redactor())).unwrap_err();
         assert!(err.to_string().contains("corrupt"), "{err}");
     }
 }

@@ -1726,7 +1726,7 @@ impl Runtime {
             entry.follower.header.cwd.as_deref(),
             &ctx.config.path_map,
         );
-        let mut sigs: Vec<Signature> = Vec::new();
+        let mut sigs: Vec<crate::redact::Redacted<Signature>> = Vec::new();
         // Turns holding `ADD RULE:` lines: their session rules are written at this signing
         // point, before the signature (§7.5).
         let mut marker_turns = Vec::new();

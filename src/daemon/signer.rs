@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use crate::redact::{RedactionCounts, Redactor};
+use crate::redact::{Redacted, RedactionCounts, Redactor};
 use crate::signature::Signature;
 use crate::store::{Store, StoreError};
 
@@ -111,7 +111,7 @@ pub fn sign(
     store: &Store,
     root: &str,
     session_id: &str,
-    sigs: &[Signature],
+    sigs: &[Redacted<Signature>],
     redactor: &Redactor,
     cursor: &mut LedgerCursor,
 ) -> Result<usize, SignError> {
@@ -130,7 +130,7 @@ pub fn sign(
         cursor.signed_hi = read_signed_hi(store, root, session_id)?;
         cursor.len = len;
     }
-    let fresh: Vec<&Signature> = sigs
+    let fresh: Vec<&Redacted<Signature>> = sigs
         .iter()
         .filter(|s| {
             s.seqs
@@ -145,8 +145,11 @@ pub fn sign(
     let lines: Vec<_> = fresh
         .iter()
         .map(|s| {
-            let value = serde_json::to_value(s).expect("a Signature always serializes to JSON");
-            redactor.redact_json(&value, &mut counts)
+            let value = s.derive(|s| {
+                serde_json::to_value(s).expect("a Signature always serializes to JSON")
+            });
+            // Signed from redacted text; through the rules once more as the ledger line.
+            redactor.redact_json(value.get(), &mut counts)
         })
         .collect();
     let new_len = store.append_collection_after(root, session_id, &lines, cursor.whole_len)?;
@@ -160,7 +163,17 @@ pub fn sign(
 mod tests {
     use super::*;
 
-    fn sig(session: &str, lo: u64, hi: u64) -> Signature {
+    /// A signature as the signer gets them: from redacted text (here, a raw one through
+    /// the rules, so that the secret among its terms shows what reaches the ledger).
+    fn sig(session: &str, lo: u64, hi: u64) -> Redacted<Signature> {
+        let raw = serde_json::to_value(raw_sig(session, lo, hi)).unwrap();
+        crate::redact::built_in()
+            .unwrap()
+            .redact_json(&raw, &mut RedactionCounts::default())
+            .derive(|v| serde_json::from_value(v.clone()).unwrap())
+    }
+
+    fn raw_sig(session: &str, lo: u64, hi: u64) -> Signature {
         Signature {
             v: 1,
             session_id: session.into(),

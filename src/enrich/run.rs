@@ -398,17 +398,15 @@ fn write_mined(
             Err(_) => continue,
         };
         // The same words already kept for this session (a marker, an earlier batch).
-        let mut counts = RedactionCounts::default();
-        let redacted = redactor.redact(&rule.text, &mut counts).into_inner();
-        let Ok(rule) = rule.with_text(&redacted) else {
+        let Ok(rule) = rule.redacted(redactor) else {
             continue;
         };
-        if corpus.get(&rule.id).is_some() {
+        if corpus.by_id(&rule.id).is_some() {
             continue;
         }
-        match rules_store::write_rule(ctx.store, ctx.workspace, redactor, rule) {
+        match rules_store::write_rule(ctx.store, ctx.workspace, rule) {
             Ok((rule, rules_store::Written::New)) => written.push(MinedReport {
-                id: rule.id,
+                id: rule.id.clone(),
                 chapter: format!("{}/{}", queued.root, queued.file),
                 label,
                 review_only,

@@ -144,6 +144,11 @@ impl Base {
 /// Where an index links to: a project key from the identity, no conversation text.
 impl Settings for Base {}
 
+/// A time stamp a derived fact records.
+struct At(String);
+
+impl Settings for At {}
+
 /// The pool's documents as its index reads them, paths relative to the pool's root (for
 /// the pool's landing pages, `pool::readme`).
 pub fn pool_docs(table: &Table, project_key: &str) -> Result<Vec<Redacted<IndexDoc>>, BuildError> {
@@ -781,11 +786,23 @@ pub fn vocabulary_candidates(
     include_mirror: bool,
     curation: &Curation,
     params: VocabParams,
-) -> Result<Vec<Candidate>, BuildError> {
+) -> Result<Redacted<Vec<Candidate>>, BuildError> {
     let raw = table.label_docs(project_key, include_mirror)?;
-    let sets = vocab::canonical_sets(&raw, curation);
-    Ok(vocab::candidates(&sets, curation, params))
+    let with = VocabWith { curation, params };
+    Ok(raw.derive_with(&with, |raw, with| {
+        let sets = vocab::canonical_sets(raw, with.curation);
+        vocab::candidates(&sets, with.curation, with.params)
+    }))
 }
+
+/// What the vocabulary's candidates are computed with beside the documents' topics: the
+/// curation read back from the store and the mirror, and the configured thresholds.
+struct VocabWith<'a> {
+    curation: &'a Curation,
+    params: VocabParams,
+}
+
+impl Settings for VocabWith<'_> {}
 
 /// `vocabApply: true`: what the vocabulary pass may write, and with which redactor.
 pub struct VocabApply<'a> {
@@ -822,7 +839,7 @@ pub fn apply_vocabulary(
     include_mirror: bool,
     mirror_dir: Option<&Path>,
     apply: &VocabApply<'_>,
-) -> Result<Vec<Candidate>, BuildError> {
+) -> Result<Redacted<Vec<Candidate>>, BuildError> {
     let inputs = read_curation(store.dir(), mirror_dir)?;
     let candidates = vocabulary_candidates(
         table,
@@ -831,8 +848,13 @@ pub fn apply_vocabulary(
         &inputs.curation,
         apply.params,
     )?;
-    for c in &candidates {
-        curation::file::append(store, apply.harness, &c.fact(apply.now), apply.redactor)?;
+    let at = At(apply.now.to_owned());
+    for c in candidates.clone().into_items() {
+        curation::file::append(
+            store,
+            apply.harness,
+            &c.derive_with(&at, |c, at| c.fact(&at.0)),
+        )?;
     }
     Ok(candidates)
 }
@@ -1129,7 +1151,8 @@ mod tests {
         );
         fact.reason = Some("same thing".into());
         let redactor = crate::redact::Redactor::new(&[]).expect("redactor");
-        curation::file::append(&store, "m1", &fact, &redactor).expect("append");
+        curation::file::append(&store, "m1", &curation::file::redacted(&fact, &redactor))
+            .expect("append");
         let after = update_store(ws, &refresh(ws), false).expect("after");
         assert!(!after.full);
         assert_eq!(after.touched, 2, "auth and authentication only");

@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::{json, Map, Value};
 
 use super::{Fault, McpContext, Workspace, INVALID_PARAMS};
-use crate::redact::Redactor;
+use crate::redact::{Redacted, Redactor, Settings};
 use crate::rules::block::Block;
 use crate::rules::store::{self as rules_store, AssembleRequest, Written};
 use crate::rules::Rule;
@@ -16,7 +16,7 @@ use crate::search;
 use crate::search::cache::short_id;
 use crate::search::query::Parsed;
 use crate::search_door;
-use crate::store::{Store, MIRROR_DIR, STORE_DIR};
+use crate::store::Store;
 
 /// A page's size when the call names none, in estimated tokens (`chapters_read`,
 /// `chapters_artifact`).
@@ -228,17 +228,31 @@ fn tools() -> Value {
 }
 
 /// What a tool answers: structured content and its text, or an error the model can act on.
+/// An answer is `Redacted`: derived (`Redacted::derive_with`) from what the store's reader
+/// read back or the rules passed, never formatted from raw text.
 enum Answer {
-    Done { text: String, structured: Value },
+    Done {
+        text: Redacted<String>,
+        structured: Redacted<Value>,
+    },
     Failed(String),
 }
 
 impl Answer {
+    /// Text and structured content derived together from one redacted value.
+    fn of<T, A: Settings>(value: &Redacted<T>, with: &A, f: fn(&T, &A) -> (String, Value)) -> Self {
+        let both = value.derive_with(with, f);
+        Answer::Done {
+            text: both.derive(|(text, _)| text.clone()),
+            structured: both.derive(|(_, structured)| structured.clone()),
+        }
+    }
+
     fn into_result(self) -> Value {
         match self {
             Answer::Done { text, structured } => json!({
-                "content": [{"type": "text", "text": text}],
-                "structuredContent": structured,
+                "content": [{"type": "text", "text": text.get()}],
+                "structuredContent": structured.get(),
                 "isError": false,
             }),
             Answer::Failed(text) => json!({
@@ -501,8 +515,30 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
     } else {
         None
     };
-    let mut out = format!("{searched}\n");
-    match empty {
+    let frame = SearchFrame {
+        searched,
+        door: corpus.door,
+        documents: corpus.documents,
+        empty,
+        notes,
+    };
+    Ok(Answer::of(&answer, &frame, search_answer))
+}
+
+/// What a search answer says beside its matches: counts, the door, notes about the files.
+struct SearchFrame {
+    searched: String,
+    door: search_door::Door,
+    documents: u64,
+    empty: Option<&'static str>,
+    notes: Vec<String>,
+}
+
+impl Settings for SearchFrame {}
+
+fn search_answer(answer: &search_door::PackedAnswer, frame: &SearchFrame) -> (String, Value) {
+    let mut out = format!("{}\n", frame.searched);
+    match frame.empty {
         Some("nothing-here") => {
             out.push_str("nothing here: no chapters, plans or rules archived yet\n")
         }
@@ -522,7 +558,7 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
             ));
         }
     }
-    for note in &notes {
+    for note in &frame.notes {
         out.push_str(&format!("note: {note}\n"));
     }
     let matches: Vec<Value> = answer.hits[..answer.packed.shown]
@@ -544,20 +580,17 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
         })
         .collect();
     let structured = json!({
-        "searched": searched,
-        "door": corpus.door,
-        "documents": corpus.documents,
+        "searched": frame.searched,
+        "door": frame.door,
+        "documents": frame.documents,
         "total": answer.total,
         "shown": answer.packed.shown,
         "budget": {"requested": answer.packed.requested, "used": answer.packed.used, "remaining": answer.packed.remaining},
-        "empty": empty,
+        "empty": frame.empty,
         "matches": matches,
-        "notes": notes,
+        "notes": frame.notes,
     });
-    Ok(Answer::Done {
-        text: out,
-        structured,
-    })
+    (out, structured)
 }
 
 /// `chapters_read`'s document key: an id, or a path made relative to the workspace.
@@ -626,19 +659,41 @@ fn read_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Strin
             ))
         }
     };
-    let path = ctx.workspace.join(&row.path);
-    let file = std::fs::read_to_string(&path)
-        .map_err(|e| format!("chapters_read: cannot read {}: {e}", row.path))?;
-    let body = crate::render::body_text(&file).unwrap_or(&file);
-    let chars: Vec<char> = body.chars().collect();
-    let total = chars.len();
+    let Some(body) = corpus
+        .read_document(&row.path, false)
+        .or_else(|| corpus.read_document(&row.path, true))
+    else {
+        return Err(format!("chapters_read: cannot read {}", row.path));
+    };
+    let total = body.chars().count();
     if start > total {
         return Err(format!(
             "chapters_read: cursor {start} is past the document's end; leave `cursor` out to start at the beginning"
         ));
     }
-    let end = page_end(&chars, start, (budget * CHARS_PER_TOKEN) as usize);
-    let page: String = chars[start..end].iter().collect();
+    let page = PageFrame {
+        start,
+        size: (budget * CHARS_PER_TOKEN) as usize,
+    };
+    Ok(Answer::of(&row.clone().zip(body), &page, read_answer))
+}
+
+/// Which page of a document a read shows.
+struct PageFrame {
+    start: usize,
+    size: usize,
+}
+
+impl Settings for PageFrame {}
+
+fn read_answer(
+    (row, body): &(crate::search::cache::Row, String),
+    page: &PageFrame,
+) -> (String, Value) {
+    let chars: Vec<char> = body.chars().collect();
+    let (start, total) = (page.start, chars.len());
+    let end = page_end(&chars, start, page.size);
+    let text_of_page: String = chars[start..end].iter().collect();
     let next = (end < total).then(|| end.to_string());
     let id = short_id(&row.root, &row.name, &row.path);
     let tokens = |chars: usize| (chars as u64).div_ceil(CHARS_PER_TOKEN);
@@ -647,9 +702,9 @@ fn read_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Strin
     } else {
         format!("{id} ({}), continued:\n", row.path)
     };
-    text.push_str(&page);
+    text.push_str(&text_of_page);
     if let Some(cursor) = &next {
-        if !page.ends_with('\n') {
+        if !text_of_page.ends_with('\n') {
             text.push('\n');
         }
         text.push_str(&format!(
@@ -661,7 +716,7 @@ fn read_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Strin
     }
     let mut structured = search_door::document_fields(row);
     for (key, value) in [
-        ("text", json!(page)),
+        ("text", json!(text_of_page)),
         ("totalTokens", json!(tokens(total))),
         ("pageStartTokens", json!(tokens(start))),
         ("pageTokens", json!(tokens(end - start))),
@@ -669,8 +724,7 @@ fn read_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Strin
     ] {
         structured.insert(key.to_owned(), value);
     }
-    let structured = Value::Object(structured);
-    Ok(Answer::Done { text, structured })
+    (text, Value::Object(structured))
 }
 
 /// Where a page of at most `size` characters from `start` ends: after the last newline in
@@ -712,34 +766,56 @@ fn rules_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Stri
             ctx.identity.origin
         )
     };
+    if let Block::Refused(refusal) = assembled.block.get() {
+        return Ok(Answer::Failed(format!("{}\n{note}", refusal.message())));
+    }
+    let frame = RulesFrame {
+        note,
+        proposed: assembled.proposed,
+        linked: assembled.linked,
+    };
+    Ok(Answer::of(&assembled.block, &frame, rules_answer))
+}
+
+/// What a rules answer says beside the block: counts and the absent pool's note.
+struct RulesFrame {
+    note: String,
+    proposed: usize,
+    linked: bool,
+}
+
+impl Settings for RulesFrame {}
+
+fn rules_answer(block: &Block, frame: &RulesFrame) -> (String, Value) {
     let structured = |text: &str, shown: Vec<String>, withheld: Vec<String>| {
         json!({
             "text": text,
             "governing": !shown.is_empty(),
             "rules": shown,
             "withheld": withheld,
-            "proposedNotApproved": assembled.proposed,
-            "linked": assembled.linked,
+            "proposedNotApproved": frame.proposed,
+            "linked": frame.linked,
         })
     };
-    Ok(match &assembled.block {
+    let note = &frame.note;
+    match block {
         Block::Rendered(r) => {
             let shown = [r.project.shown.clone(), r.session.shown.clone()].concat();
             let withheld = [r.project.withheld.clone(), r.session.withheld.clone()].concat();
-            Answer::Done {
-                text: format!("{}{note}", r.text),
-                structured: structured(&r.text, shown, withheld),
-            }
+            (
+                format!("{}{note}", r.text),
+                structured(&r.text, shown, withheld),
+            )
         }
-        Block::None => Answer::Done {
-            text: format!(
+        // A refused block is answered as a failure before this.
+        Block::None | Block::Refused(_) => (
+            format!(
                 "no rule governs this task on this machine ({} project rule(s) proposed and not approved here)\n{note}",
-                assembled.proposed
+                frame.proposed
             ),
-            structured: structured("", Vec::new(), Vec::new()),
-        },
-        Block::Refused(refusal) => Answer::Failed(format!("{}\n{note}", refusal.message())),
-    })
+            structured("", Vec::new(), Vec::new()),
+        ),
+    }
 }
 
 fn propose_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, String> {
@@ -747,25 +823,32 @@ fn propose_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, St
     let text = args.string("text", true)?.unwrap_or_default();
     let rule = Rule::project(&ctx.identity.project_key, &category, &text)
         .map_err(|e| format!("chapters_rule_propose: {e}"))?;
-    let (rule, written) = (|| -> Result<(Rule, Written), String> {
+    let (rule, written) = (|| -> Result<(Redacted<Rule>, Written), String> {
         let store = Store::open(ctx.workspace).map_err(|e| e.to_string())?;
         let redactor = Redactor::new(&ctx.config.redaction_patterns).map_err(|e| e.to_string())?;
+        let rule = rule.redacted(&redactor).map_err(|e| e.to_string())?;
         let _lock = rules_store::lock(&store, ctx.config).map_err(|e| e.to_string())?;
-        rules_store::write_rule(&store, ctx.workspace, &redactor, rule).map_err(|e| e.to_string())
+        rules_store::write_rule(&store, ctx.workspace, rule).map_err(|e| e.to_string())
     })()
     .map_err(|e| format!("the rule was not written: {e}"))?;
+    Ok(Answer::of(&rule, &written, propose_answer))
+}
+
+impl Settings for Written {}
+
+fn propose_answer(rule: &Rule, written: &Written) -> (String, Value) {
     let (what, key) = match written {
         Written::New => ("proposed", "new"),
         Written::AlreadyHere => ("already proposed here", "already-here"),
         Written::InThePool => ("already proposed on another machine", "in-the-pool"),
     };
-    Ok(Answer::Done {
-        text: format!(
+    (
+        format!(
             "{what}: {} ({}) — status proposed; it governs nothing until a person approves it on each machine (`chapters rule approve {} --by NAME`)\n",
             rule.id, rule.category, rule.id
         ),
-        structured: json!({"id": rule.id, "category": rule.category, "status": "proposed", "written": key}),
-    })
+        json!({"id": rule.id, "category": rule.category, "status": "proposed", "written": key}),
+    )
 }
 
 fn artifact_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, String> {
@@ -781,19 +864,44 @@ fn artifact_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, S
     }
     let budget = args.page_tokens("max_tokens", DEFAULT_PAGE_TOKENS)?;
     let offset = args.count("offset")?.unwrap_or(0) as usize;
-    let Some(path) = find_artifact(ctx, &hash) else {
+    let corpus = search_door::open(
+        ctx.workspace,
+        &ctx.identity.project_key,
+        true,
+        lock_timeout(ctx),
+    )
+    .map_err(|e| format!("chapters_artifact: the store could not be read: {e}"))?;
+    let Some(text) = corpus.read_artifact(&hash) else {
         return Err(format!("no artifact {hash} in this machine's store or the pool mirror (`chapters sync` brings in other machines' artifacts)"));
     };
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let total = text.chars().count();
     if offset > total {
         return Err(format!(
             "chapters_artifact: offset {offset} is past the artifact's end ({total} characters)"
         ));
     }
-    let page_chars = (budget * CHARS_PER_TOKEN) as usize;
-    let page: String = text.chars().skip(offset).take(page_chars).collect();
+    let page = ArtifactPage {
+        hash,
+        offset,
+        size: (budget * CHARS_PER_TOKEN) as usize,
+    };
+    Ok(Answer::of(&text, &page, artifact_answer))
+}
+
+/// Which page of which artifact (the hash was checked: 64 hex digits).
+struct ArtifactPage {
+    hash: String,
+    offset: usize,
+    size: usize,
+}
+
+impl Settings for ArtifactPage {}
+
+#[allow(clippy::ptr_arg)] // `Redacted::derive_with` hands the value over as `&T`.
+fn artifact_answer(text: &String, at: &ArtifactPage) -> (String, Value) {
+    let (hash, offset) = (&at.hash, at.offset);
+    let total = text.chars().count();
+    let page: String = text.chars().skip(offset).take(at.size).collect();
     let end = offset + page.chars().count();
     let header = if offset == 0 && end == total {
         format!("artifact {hash} ({total} characters)\n")
@@ -807,39 +915,15 @@ fn artifact_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, S
             }
         )
     };
-    Ok(Answer::Done {
-        text: format!("{header}{page}"),
-        structured: json!({
-            "hash": hash,
-            "text": page,
-            "offset": offset,
-            "end": end,
-            "totalCharacters": total,
-            "nextOffset": (end < total).then_some(end),
-        }),
-    })
-}
-
-/// `<store>/<root>/artifacts/ab/<sha>.txt` (any root), then the mirror's
-/// `artifacts/<projectKey>/ab/<sha>.txt`.
-fn find_artifact(ctx: &McpContext<'_>, hash: &str) -> Option<std::path::PathBuf> {
-    let rel = crate::render::artifact_path(hash);
-    if let Ok(store) = Store::open(ctx.workspace) {
-        for root in store.roots().unwrap_or_default() {
-            let p = ctx.workspace.join(STORE_DIR).join(&root).join(&rel);
-            if p.is_file() {
-                return Some(p);
-            }
-        }
-    }
-    let p = ctx
-        .workspace
-        .join(MIRROR_DIR)
-        .join("artifacts")
-        .join(&ctx.identity.project_key)
-        .join(&hash[..2])
-        .join(format!("{hash}.txt"));
-    p.is_file().then_some(p)
+    let structured = json!({
+        "hash": hash,
+        "text": page,
+        "offset": offset,
+        "end": end,
+        "totalCharacters": total,
+        "nextOffset": (end < total).then_some(end),
+    });
+    (format!("{header}{page}"), structured)
 }
 
 #[cfg(test)]

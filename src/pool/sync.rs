@@ -929,7 +929,8 @@ fn run(
     // documents', so `git revert` of that one commit undoes exactly the plugin's merges.
     let mut vocabulary_round =
         ctx.vocabulary.is_some() && ctx.link.visibility == Visibility::Private && !pull_only;
-    let mut message: Option<String> = None;
+    // A round's own message (the vocabulary's), derived from the facts it publishes.
+    let mut message: Option<crate::redact::Redacted<String>> = None;
     // A forget commit is made at most once per sync; after it the index is rebuilt whole.
     let mut forget_pushed = false;
     let (mut adoption_checked, mut rewrite_noted) = (false, false);
@@ -1162,7 +1163,8 @@ fn run(
         };
         let email = format!("{}@dsh-chapters.local", ctx.harness_id);
         let text = message
-            .clone()
+            .as_ref()
+            .map(|m| m.get().clone())
             .unwrap_or_else(|| commit_message(ctx.harness_id, &report.published));
         let commit = mirror.write_commit(
             tree,
@@ -1547,7 +1549,12 @@ fn honour_reverts(
             None => crate::redact::built_in()
                 .ok_or_else(|| fail(&"the built-in redactor did not compile"))?,
         };
-        curation::file::append(ctx.store, ctx.harness_id, &pin, redactor).map_err(|e| fail(&e))?;
+        curation::file::append(
+            ctx.store,
+            ctx.harness_id,
+            &curation::file::redacted(&pin, redactor),
+        )
+        .map_err(|e| fail(&e))?;
         undone.push(from);
     }
     report.notes.push(format!(
@@ -1591,24 +1598,35 @@ fn next_round(
     mirror_dir: &Path,
     vocabulary_round: &mut bool,
     report: &mut SyncReport,
-) -> Option<String> {
+) -> Option<crate::redact::Redacted<String>> {
     if !std::mem::take(vocabulary_round) {
         return None;
     }
     let apply = ctx.vocabulary.as_ref()?;
-    let written = apply_vocabulary(ctx, mirror_dir, apply, report);
+    let written = apply_vocabulary(ctx, mirror_dir, apply, report)?;
     if written.is_empty() {
         return None;
     }
+    Some(written.derive_with(&Harness(ctx.harness_id.to_owned()), vocabulary_message))
+}
+
+/// The machine a commit comes from.
+struct Harness(String);
+
+impl crate::redact::Settings for Harness {}
+
+/// The vocabulary commit's message: derived from the facts it publishes.
+#[allow(clippy::ptr_arg)] // `Redacted::derive_with` hands the value over as `&T`.
+fn vocabulary_message(written: &Vec<crate::index::vocab::Candidate>, harness: &Harness) -> String {
     let lines: Vec<String> = written
         .iter()
         .map(|c| format!("{} → {} ({})", c.from, c.to, c.reason))
         .collect();
-    Some(format!(
+    format!(
         "dsh-chapters: vocabulary from {}\n\ntopic-alias facts by the plugin (`git revert` this commit to undo them):\n{}",
-        ctx.harness_id,
+        harness.0,
         lines.join("\n")
-    ))
+    )
 }
 
 fn commit_message(harness: &str, published: &BTreeMap<String, u64>) -> String {
@@ -1955,7 +1973,7 @@ fn apply_vocabulary(
     mirror_dir: &Path,
     apply: &crate::index::build::VocabApply<'_>,
     report: &mut SyncReport,
-) -> Vec<crate::index::vocab::Candidate> {
+) -> Option<crate::redact::Redacted<Vec<crate::index::vocab::Candidate>>> {
     let result = crate::index::table::Table::refresh(ctx.workspace, true, ctx.lock_timeout)
         .map_err(crate::index::build::BuildError::from)
         .and_then(|(table, _)| {
@@ -1981,13 +1999,13 @@ fn apply_vocabulary(
                         .join(", ")
                 ));
             }
-            written
+            Some(written)
         }
         Err(e) => {
             report
                 .notes
                 .push(format!("vocabulary: nothing applied: {e}"));
-            Vec::new()
+            None
         }
     }
 }

@@ -83,6 +83,43 @@ use rules::{Anchor, Check, Gate, PemLine};
 /// ```
 ///
 /// ```compile_fail
+/// // A rule file is written from a `Redacted<Rule>` only; a rule built from raw words is refused.
+/// # fn f(store: &dsh_chapters::store::Store, ws: &std::path::Path) {
+/// let raw = dsh_chapters::rules::Rule::project("pk", "style", "AKIAIOSFODNN7EXAMPLE").unwrap();
+/// let _ = dsh_chapters::rules::store::write_rule(store, ws, raw);
+/// # }
+/// ```
+///
+/// ```compile_fail
+/// // A curation fact is appended as a `Redacted<Fact>` only.
+/// # fn f(store: &dsh_chapters::store::Store, fact: dsh_chapters::curation::Fact) {
+/// let _ = dsh_chapters::curation::file::append(store, "m1", &fact);
+/// # }
+/// ```
+///
+/// ```compile_fail
+/// // The continuation notice's rules block is the assembled block's text, not any string.
+/// use dsh_chapters::rules::notice::{build, NoticeIntent};
+/// let raw = String::from("## Rules\n\nAKIAIOSFODNN7EXAMPLE\n");
+/// let _ = build("s", "s", NoticeIntent::Continue, &[], &raw);
+/// ```
+///
+/// The same three, typed (they compile):
+///
+/// ```no_run
+/// # fn f(store: &dsh_chapters::store::Store, ws: &std::path::Path,
+/// #      fact: dsh_chapters::curation::Fact, rules: &dsh_chapters::redact::Redactor) {
+/// let rule = dsh_chapters::rules::Rule::project("pk", "style", "use tabs").unwrap();
+/// let _ = dsh_chapters::rules::store::write_rule(store, ws, rule.redacted(rules).unwrap());
+/// let fact = dsh_chapters::curation::file::redacted(&fact, rules);
+/// let _ = dsh_chapters::curation::file::append(store, "m1", &fact);
+/// use dsh_chapters::rules::notice::{build, NoticeIntent};
+/// let block = rules.redact("## Rules\n", &mut Default::default());
+/// let _ = build("s", "s", NoticeIntent::Continue, &[], &block);
+/// # }
+/// ```
+///
+/// ```compile_fail
 /// // Nor can a deriver smuggle raw text in: `derive` takes a plain `fn`, which captures nothing.
 /// # fn f(doc: &dsh_chapters::redact::Redacted<String>) {
 /// let raw = String::from("AKIAIOSFODNN7EXAMPLE");
@@ -124,6 +161,21 @@ impl<T> Redacted<T> {
     }
 }
 
+impl<T> Redacted<T> {
+    /// Two redacted values as one (an answer built from a read-back document and a query
+    /// echoed through the rules).
+    pub fn zip<U>(self, other: Redacted<U>) -> Redacted<(T, U)> {
+        Redacted((self.0, other.0))
+    }
+}
+
+/// Redacted items gathered: still redacted.
+impl<T> FromIterator<Redacted<T>> for Redacted<Vec<T>> {
+    fn from_iter<I: IntoIterator<Item = Redacted<T>>>(items: I) -> Self {
+        Redacted(items.into_iter().map(|item| item.0).collect())
+    }
+}
+
 impl<T> Redacted<Vec<T>> {
     /// One `Redacted` per item.
     pub fn into_items(self) -> Vec<Redacted<T>> {
@@ -159,6 +211,14 @@ pub fn echo(text: &str) -> String {
             .redact(text, &mut RedactionCounts::default())
             .into_inner(),
         None => "(withheld)".to_owned(),
+    }
+}
+
+/// [`echo`] of every text of a value (a search's query and topic) as one `Redacted` value.
+pub fn echoed<T: Redactable>(value: T) -> Redacted<T> {
+    match built_in() {
+        Some(redactor) => redactor.redact_all(value, &mut RedactionCounts::default()),
+        None => Redacted(value.map_text(&mut |_| "(withheld)".to_owned())),
     }
 }
 

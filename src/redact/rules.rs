@@ -12,6 +12,9 @@ pub(super) enum Anchor {
     Keyword,
     /// Config extras: woken by a keyword; the match may start up to this many bytes before it.
     Before(usize),
+    /// Woken by a keyword that ends a word: the match starts exactly this many bytes before
+    /// it (the gate has checked those bytes).
+    Back(usize),
     /// Woken by an `=` (not by keywords, whose common letters would slow the prefilter):
     /// `[?&]label=value` with a secret-bearing label; the attempt starts at the `?`/`&`.
     QueryLabel,
@@ -42,7 +45,8 @@ pub(super) enum Gate {
     Open,
     /// Not inside a longer word (the regex starts with an ASCII `\b`).
     WordStart,
-    /// Blanks, then at least 16 token characters.
+    /// `bea` (any case) just before the keyword (`rer`, any case), then blanks, then at
+    /// least 16 token characters.
     BearerToken,
     /// An `@` in the authority that follows `://`.
     Userinfo,
@@ -317,11 +321,14 @@ pub(super) const PATTERNS: &[BuiltinPattern] = &[
         check: Check::Always,
     },
     BuiltinPattern {
-        // RFC 6750 token68; the word `Bearer` stays.
+        // RFC 6750 token68 after the word `bearer` in any letter case, with or without an
+        // `Authorization:` header (`bEaReR eyJ…` pasted alone); the word stays. Woken by its
+        // last letters (`rer`, any case: rarer in text than `bea` or `are`), the attempt
+        // starting three bytes before, at the `b` the gate checked.
         name: "bearer_token",
-        keywords: &["Bearer", "bearer", "BEARER"],
-        regex: r"(?:Bearer|bearer|BEARER)[ \t]+([A-Za-z0-9._~+/-]{16,}=*)",
-        anchor: Anchor::Keyword,
+        keywords: &["rer", "reR", "rEr", "rER", "Rer", "ReR", "REr", "RER"],
+        regex: r"(?i-u:bearer)(?:[ \t]|\\t)+([A-Za-z0-9._~+/-]{16,}=*)",
+        anchor: Anchor::Back(3),
         gate: Gate::BearerToken,
         reach: 16 * 1024,
         check: Check::TokenLike,
@@ -491,6 +498,7 @@ pub(super) fn keyword_anchor(anchor: Anchor, text: &str, start: usize) -> Option
     match anchor {
         Anchor::Keyword => Some(start),
         Anchor::Before(back) => Some(floor_char_boundary(text, start.saturating_sub(back))),
+        Anchor::Back(back) => start.checked_sub(back),
         Anchor::QueryLabel
         | Anchor::ConnLabel
         | Anchor::AssignLabel
@@ -583,7 +591,7 @@ pub(super) fn may_close_secret_label(bytes: &[u8], equals: usize) -> bool {
 pub(super) fn equals_anchor(anchor: Anchor, text: &str, equals: usize) -> Option<usize> {
     let bytes = text.as_bytes();
     match anchor {
-        Anchor::Keyword | Anchor::Before(_) | Anchor::ColonLabel => None,
+        Anchor::Keyword | Anchor::Before(_) | Anchor::Back(_) | Anchor::ColonLabel => None,
         Anchor::HeaderLabel => header_anchor(bytes, equals),
         Anchor::QueryLabel => {
             let floor = equals.saturating_sub(MAX_QUERY_LABEL);
@@ -658,11 +666,18 @@ pub(super) fn gate_passes(gate: Gate, bytes: &[u8], start: usize, end: usize) ->
             start == 0 || !(bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_')
         }
         Gate::BearerToken => {
-            let blanks = bytes[end..]
-                .iter()
-                .take(16)
-                .take_while(|&&b| b == b' ' || b == b'\t')
-                .count();
+            if start < 3 || !bytes[start - 3..start].eq_ignore_ascii_case(b"bea") {
+                return false;
+            }
+            // Blanks, a JSON-escaped tab (`\t`) among them.
+            let mut blanks = 0;
+            while blanks < 16 {
+                match bytes.get(end + blanks..) {
+                    Some([b' ' | b'\t', ..]) => blanks += 1,
+                    Some([b'\\', b't', ..]) => blanks += 2,
+                    _ => break,
+                }
+            }
             let token = bytes[end + blanks..]
                 .iter()
                 .take(16)
@@ -997,9 +1012,17 @@ mod tests {
             .chain(PEM_KEYWORDS.iter().copied())
             .chain([PUTTY_KEYWORD])
             .collect();
-        // 58 today; label words (`password`, `token`, `authorization`) are found by the
-        // `=`/`:` pass instead.
-        assert!(unique.len() <= 58, "{} built-in keywords", unique.len());
+        // 45 long and 17 short today (`bearer`'s `rer` in its 8 letter cases among the short);
+        // label words (`password`, `token`, `authorization`) are found by the `=`/`:` pass.
+        let short = unique
+            .iter()
+            .filter(|k| k.len() < super::super::SHORT_KEYWORD)
+            .count();
+        let long = unique.len() - short;
+        assert!(
+            short <= 56 && long <= 56,
+            "{long} long and {short} short built-in keywords"
+        );
     }
 
     #[test]
@@ -1108,19 +1131,29 @@ mod tests {
         assert!(!pass(Gate::WordStart, at("my_sk-abc", "sk-")));
         assert!(pass(
             Gate::BearerToken,
-            at("Bearer abcdefghijklmnop", "Bearer")
+            at("Bearer abcdefghijklmnop", "rer")
+        ));
+        assert!(pass(
+            Gate::BearerToken,
+            at("x bEaReR \tabcdefghijklmnop", "ReR")
         ));
         assert!(!pass(
             Gate::BearerToken,
-            at("Bearer abcdefghijklmno", "Bearer")
+            at("Bearer abcdefghijklmno", "rer")
+        ));
+        assert!(!pass(Gate::BearerToken, at("bearer token for you", "rer")));
+        assert!(!pass(
+            Gate::BearerToken,
+            at("the renderer abcdefghijklmnopq", "rer")
+        ));
+        assert!(!pass(Gate::BearerToken, at("rer abcdefghijklmnopq", "rer")));
+        assert!(pass(
+            Gate::BearerToken,
+            at(r"BEARER\tabcdefghijklmnop", "RER")
         ));
         assert!(!pass(
             Gate::BearerToken,
-            at("bearer token for you", "bearer")
-        ));
-        assert!(!pass(
-            Gate::BearerToken,
-            at("Bearerabcdefghijklmnopq", "Bearer")
+            at("Bearerabcdefghijklmnopq", "rer")
         ));
         assert!(pass(Gate::Userinfo, at("https://u:p@h/", "://")));
         assert!(!pass(Gate::Userinfo, at("https://github.com/a@b", "://")));

@@ -227,7 +227,33 @@ pub fn topics_of(category: &str, text: &str) -> Vec<String> {
     out
 }
 
+/// Every word of a rule through the rules (its text, category, title and topics); ids and
+/// names are the program's.
+impl crate::redact::Redactable for Rule {
+    fn map_text(self, f: &mut dyn FnMut(&str) -> String) -> Self {
+        Rule {
+            text: f(&self.text),
+            category: f(&self.category),
+            title: f(&self.title),
+            topics: self.topics.iter().map(|t| f(t)).collect(),
+            ..self
+        }
+    }
+}
+
 impl Rule {
+    /// The rule as a rule file may hold it: its words through `redactor`, then its id, title
+    /// and topics computed again from the redacted words (so the id covers the stored bytes).
+    pub fn redacted(
+        self,
+        redactor: &crate::redact::Redactor,
+    ) -> Result<crate::redact::Redacted<Rule>, RuleError> {
+        redactor
+            .redact_all(self, &mut crate::redact::RedactionCounts::default())
+            .derive(|rule| rule.with_text(&rule.text))
+            .transpose()
+    }
+
     /// A project rule as `rule add` and `chapters_rule_propose` write it: `status: proposed`.
     pub fn project(project_key: &str, category: &str, text: &str) -> Result<Rule, RuleError> {
         let category = check_category(category)?;

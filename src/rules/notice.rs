@@ -47,9 +47,33 @@ pub fn build(
     root: &str,
     intent: NoticeIntent,
     chapters: &[Redacted<ChapterLine>],
-    rules_block: &str,
-) -> String {
-    let mut out = match intent {
+    rules_block: &Redacted<String>,
+) -> Redacted<String> {
+    let head = NoticeHead {
+        session: session.to_owned(),
+        root: root.to_owned(),
+        intent,
+    };
+    chapters
+        .iter()
+        .cloned()
+        .collect::<Redacted<Vec<ChapterLine>>>()
+        .zip(rules_block.clone())
+        .derive_with(&head, render)
+}
+
+/// Which notice: ids and the intent, no conversation text.
+struct NoticeHead {
+    session: String,
+    root: String,
+    intent: NoticeIntent,
+}
+
+impl crate::redact::Settings for NoticeHead {}
+
+fn render((chapters, rules_block): &(Vec<ChapterLine>, String), head: &NoticeHead) -> String {
+    let (session, root) = (&head.session, &head.root);
+    let mut out = match head.intent {
         NoticeIntent::Continue => format!("# Continuing session {session}\n\n"),
         NoticeIntent::Fork => format!("# Forked from session {session}\n\n"),
     };
@@ -92,16 +116,10 @@ mod tests {
             file_name: "001-fix.md".into(),
             kind: "chapter".into(),
         };
-        let chapters = vec![crate::redact::built_in()
-            .unwrap()
-            .redact_all(line, &mut Default::default())];
-        let text = build(
-            "s-1",
-            "s",
-            NoticeIntent::Continue,
-            &chapters,
-            "## Rules\n\nx\n",
-        );
+        let rules = crate::redact::built_in().unwrap();
+        let chapters = vec![rules.redact_all(line, &mut Default::default())];
+        let block = rules.redact("## Rules\n\nx\n", &mut Default::default());
+        let text = build("s-1", "s", NoticeIntent::Continue, &chapters, &block);
         assert!(text.starts_with("# Continuing session s-1\n"));
         for verb in [
             "`chapters_search`",
@@ -116,7 +134,8 @@ mod tests {
                     "- Fix the refresh (chapter) — .dsh-chapters/s/chapters/001-fix.md\n"
                 )
         );
-        let empty = build("s-1", "s", NoticeIntent::Fork, &[], "");
+        let none = rules.redact("", &mut Default::default());
+        let empty = build("s-1", "s", NoticeIntent::Fork, &[], &none);
         assert!(empty.starts_with("# Forked from session s-1\n\n## Finding things"));
         assert!(!empty.contains("## Rules"));
     }

@@ -16,8 +16,9 @@ use crate::curation::file::{self as curation_file, CurationFileError};
 use crate::curation::Curation;
 use crate::identity::{Identity, KeySource};
 use crate::pool::link;
-use crate::redact::{RedactionCounts, Redactor};
+use crate::redact::{Redacted, Redactor, Settings};
 use crate::signature::Signature;
+use crate::store::read::Reader;
 use crate::store::{atomic, Store, StoreError, MIRROR_DIR, STORE_DIR};
 use crate::turn::CompletedTurn;
 
@@ -70,7 +71,7 @@ pub struct RuleCorpus {
 }
 
 impl RuleCorpus {
-    pub fn get(&self, id: &str) -> Option<&RuleEntry> {
+    pub fn by_id(&self, id: &str) -> Option<&RuleEntry> {
         self.rules
             .binary_search_by(|e| e.rule.id.as_str().cmp(id))
             .ok()
@@ -79,7 +80,7 @@ impl RuleCorpus {
 
     /// An exact id, or a unique prefix of one (at least 4 characters).
     pub fn resolve(&self, id: &str) -> Result<&RuleEntry, String> {
-        if let Some(e) = self.get(id) {
+        if let Some(e) = self.by_id(id) {
             return Ok(e);
         }
         let matches: Vec<&RuleEntry> = if id.len() >= 4 {
@@ -156,25 +157,27 @@ fn markdown_files(dir: &Path) -> Result<Vec<String>, RulesStoreError> {
     Ok(names)
 }
 
-fn read_bounded(path: &Path) -> Result<String, String> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
-    let mut text = String::new();
-    file.take(MAX_RULE_FILE_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("cannot read: {e}"))?;
-    if text.len() as u64 > MAX_RULE_FILE_BYTES {
+/// A rule file's text, read through the store's reader (the store's or the mirror's).
+fn read_bounded(reader: &Reader, path: &Path) -> Result<String, String> {
+    let len = std::fs::metadata(path)
+        .map_err(|e| format!("cannot open: {e}"))?
+        .len();
+    if len > MAX_RULE_FILE_BYTES {
         return Err(format!("larger than {MAX_RULE_FILE_BYTES} bytes"));
     }
-    Ok(text)
+    let bytes = reader.bytes(path).map_err(|e| e.to_string())?;
+    String::from_utf8(bytes.into_inner()).map_err(|e| format!("cannot read: {e}"))
 }
 
-/// Read the rules of the store and (when given) the mirror's directory for this project.
+/// Read the rules of the store and (when given) the mirror's directory for this project:
+/// read back through the store's reader, so what is derived from them (the rules block,
+/// answers) stays `Redacted`.
 pub fn read_rules(
     workspace: &Path,
     project_key: &str,
     with_mirror: bool,
-) -> Result<RuleCorpus, RulesStoreError> {
+) -> Result<Redacted<RuleCorpus>, RulesStoreError> {
+    let reader = Reader::new(workspace);
     let mut by_id: BTreeMap<String, RuleEntry> = BTreeMap::new();
     let mut corpus = RuleCorpus::default();
     let mut dirs = vec![(format!("{STORE_DIR}/{RULES_DIR}"), true)];
@@ -193,7 +196,7 @@ pub fn read_rules(
             if by_id.contains_key(stem) {
                 continue;
             }
-            match read_bounded(&workspace.join(&path))
+            match read_bounded(&reader, &workspace.join(&path))
                 .and_then(|text| Rule::parse(&path, &text).map_err(|e| e.to_string()))
             {
                 // A session rule in the mirror cannot have come from this program's sync;
@@ -217,7 +220,8 @@ pub fn read_rules(
         }
     }
     corpus.rules = by_id.into_values().collect();
-    Ok(corpus)
+    // Parsed from files the reader read, and nothing else.
+    Ok(reader.read_back(corpus))
 }
 
 /// What writing a rule did.
@@ -233,18 +237,14 @@ pub enum Written {
 }
 
 /// Write one rule file (write-once). The caller holds the writer lock. The text passes the
-/// redactor first, so the id covers the bytes that are stored.
+/// rules first ([`Rule::redacted`]), so the id covers the bytes that are stored.
 pub fn write_rule(
     store: &Store,
     workspace: &Path,
-    redactor: &Redactor,
-    rule: Rule,
-) -> Result<(Rule, Written), RulesStoreError> {
-    let mut counts = RedactionCounts::default();
-    let text = redactor.redact(&rule.text, &mut counts).into_inner();
-    let rule = rule.with_text(&text)?;
+    rule: Redacted<Rule>,
+) -> Result<(Redacted<Rule>, Written), RulesStoreError> {
     let corpus = read_rules(workspace, &rule.project_key, rule.scope == Scope::Project)?;
-    if let Some(existing) = corpus.get(&rule.id) {
+    if let Some(existing) = corpus.by_id(&rule.id) {
         if existing.rule.category != rule.category {
             return Err(RulesStoreError::OtherCategory {
                 id: rule.id.clone(),
@@ -255,7 +255,7 @@ pub fn write_rule(
             return Ok((rule, Written::InThePool));
         }
     }
-    let bytes = redactor.redact(&rule.render(), &mut counts);
+    let bytes = rule.derive(Rule::render);
     let dir = store.dir().join(RULES_DIR);
     std::fs::create_dir_all(&dir).map_err(|source| RulesStoreError::List {
         path: dir.clone(),
@@ -318,9 +318,10 @@ impl SessionCapture<'_> {
                     continue;
                 }
             };
-            let (rule, outcome) = write_rule(self.store, self.workspace, self.redactor, rule)?;
+            let (rule, outcome) =
+                write_rule(self.store, self.workspace, rule.redacted(self.redactor)?)?;
             if outcome == Written::New {
-                written.push(rule.id);
+                written.push(rule.id.clone());
             }
         }
         Ok(written)
@@ -437,7 +438,8 @@ pub struct AssembleRequest<'a> {
 /// The block and everything a door reports beside it.
 #[derive(Debug)]
 pub struct Assembled {
-    pub block: Block,
+    /// Built from rule files read back from the store and the mirror.
+    pub block: Redacted<Block>,
     pub linked: bool,
     pub lineage: Option<Lineage>,
     pub unreadable: Vec<(String, String)>,
@@ -469,7 +471,7 @@ pub fn assemble(req: &AssembleRequest<'_>) -> Result<Assembled, RulesStoreError>
         // A workspace never enabled has no rules: zero bytes, not a failure.
         Err(StoreError::NotEnabled { .. }) => {
             return Ok(Assembled {
-                block: Block::None,
+                block: Reader::new(req.workspace).read_back(Block::None),
                 linked: false,
                 lineage: None,
                 unreadable: Vec::new(),
@@ -488,60 +490,21 @@ pub fn assemble(req: &AssembleRequest<'_>) -> Result<Assembled, RulesStoreError>
         Some(s) => Some(lineage(req.dsh_home, req.workspace, req.config, s)?),
         None => None,
     };
-    let ours = |e: &&RuleEntry| e.rule.project_key == project_key;
-    let mut proposed = 0;
-    let mut project_rules = Vec::new();
-    let mut session_rules = Vec::new();
-    let on_lineage: BTreeSet<&str> = lineage
-        .iter()
-        .flat_map(|l| l.sessions.iter().map(String::as_str))
-        .collect();
-    for entry in corpus.rules.iter().filter(ours) {
-        let rule = &entry.rule;
-        let st = status(rule, &curation, req.harness);
-        let cand = Candidate {
-            rule,
-            pinned: curation.rule_pinned(req.harness, &rule.id),
-        };
-        match (rule.scope, st) {
-            (Scope::Project, Status::Proposed) => proposed += 1,
-            (Scope::Project, Status::Core) if linked => project_rules.push(cand),
-            (Scope::Session, Status::Active)
-                if req.include_session
-                    && entry.local
-                    && rule
-                        .session
-                        .as_deref()
-                        .is_some_and(|s| on_lineage.contains(s)) =>
-            {
-                session_rules.push(cand)
-            }
-            _ => {}
-        }
-    }
     let terms = match (&req.terms, req.session, &lineage) {
         (Some(t), _, _) => t.clone(),
         (None, Some(s), Some(l)) => session_terms(&store, l.root(), s),
         _ => Vec::new(),
     };
-    let project_absence = if !linked {
-        Some(ProjectAbsence::NotLinked {
-            source: req.identity.source.as_str().to_owned(),
-            origin: req.identity.origin.clone(),
-        })
-    } else if req.identity.source == KeySource::PathDerived {
-        Some(ProjectAbsence::PathDerived {
-            origin: req.identity.origin.clone(),
-        })
-    } else {
-        Some(ProjectAbsence::NoneApproved { proposed })
-    };
-    let slug = req.identity.slug();
-    let input = BlockInput {
-        slug: &slug,
-        project_key,
-        project_rules,
-        session_rules,
+    let selection = Selection {
+        curation: &curation,
+        identity: req.identity,
+        harness: req.harness,
+        linked,
+        include_session: req.include_session,
+        on_lineage: lineage
+            .iter()
+            .flat_map(|l| l.sessions.iter().cloned())
+            .collect(),
         terms: &terms,
         caps: Caps {
             project: req.config.project_rules_display_cap as usize,
@@ -549,19 +512,91 @@ pub fn assemble(req: &AssembleRequest<'_>) -> Result<Assembled, RulesStoreError>
             budget_tokens: req.config.core_rules_budget_tokens,
             relevance: req.config.rules_relevance,
         },
-        project_absence,
         lineage_note: lineage.as_ref().and_then(Lineage::note),
     };
-    let block = block::build(&input);
+    let selected = corpus.derive_with(&selection, select_block);
+    let proposed = selected.1;
     Ok(Assembled {
-        block,
+        block: selected.derive(|(block, _)| block.clone()),
         linked,
         lineage,
-        unreadable: corpus.unreadable,
+        unreadable: corpus.into_inner().unreadable,
         curation_notes,
         proposed,
         terms,
     })
+}
+
+/// What decides which rules a block shows, beside the rules themselves: no rule's words.
+struct Selection<'a> {
+    curation: &'a Curation,
+    identity: &'a Identity,
+    harness: &'a str,
+    linked: bool,
+    include_session: bool,
+    on_lineage: BTreeSet<String>,
+    /// Ranks the rules; never shown.
+    terms: &'a [String],
+    caps: Caps,
+    lineage_note: Option<String>,
+}
+
+impl Settings for Selection<'_> {}
+
+/// The block the rules give, and how many project rules wait for approval here.
+fn select_block(corpus: &RuleCorpus, s: &Selection<'_>) -> (Block, usize) {
+    let project_key = s.identity.project_key.as_str();
+    let ours = |e: &&RuleEntry| e.rule.project_key == project_key;
+    let mut proposed = 0;
+    let mut project_rules = Vec::new();
+    let mut session_rules = Vec::new();
+    for entry in corpus.rules.iter().filter(ours) {
+        let rule = &entry.rule;
+        let st = status(rule, s.curation, s.harness);
+        let cand = Candidate {
+            rule,
+            pinned: s.curation.rule_pinned(s.harness, &rule.id),
+        };
+        match (rule.scope, st) {
+            (Scope::Project, Status::Proposed) => proposed += 1,
+            (Scope::Project, Status::Core) if s.linked => project_rules.push(cand),
+            (Scope::Session, Status::Active)
+                if s.include_session
+                    && entry.local
+                    && rule
+                        .session
+                        .as_deref()
+                        .is_some_and(|id| s.on_lineage.contains(id)) =>
+            {
+                session_rules.push(cand)
+            }
+            _ => {}
+        }
+    }
+    let project_absence = if !s.linked {
+        Some(ProjectAbsence::NotLinked {
+            source: s.identity.source.as_str().to_owned(),
+            origin: s.identity.origin.clone(),
+        })
+    } else if s.identity.source == KeySource::PathDerived {
+        Some(ProjectAbsence::PathDerived {
+            origin: s.identity.origin.clone(),
+        })
+    } else {
+        Some(ProjectAbsence::NoneApproved { proposed })
+    };
+    let slug = s.identity.slug();
+    let input = BlockInput {
+        slug: &slug,
+        project_key,
+        project_rules,
+        session_rules,
+        terms: s.terms,
+        caps: s.caps,
+        project_absence,
+        lineage_note: s.lineage_note.clone(),
+    };
+    (block::build(&input), proposed)
 }
 
 /// Take the store's writer lock for a rule write (one writer per file, ever).

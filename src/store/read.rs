@@ -7,8 +7,10 @@
 //! [`Reader`] reads only there, and only it makes the [`ReadBack`] proof that
 //! [`Redacted::read_back`] needs. The derivers of the index, the vocabulary and the search
 //! cache read documents through the search table and the cache, which hold a `Reader`; the
-//! continuation notice reads `Store::archived_read_back` (a test in this module lists every
-//! caller of `read_back`).
+//! continuation notice reads `Store::archived_read_back`; the rules block is built from rule
+//! files `rules::store::read_rules` reads through one; the CLI's and the MCP server's answers
+//! (search lines, list rows, bodies, artifacts) come from `search_door::Corpus`, which
+//! holds one (a test in this module lists every caller of `read_back`).
 
 use std::fs;
 use std::os::unix::fs::FileExt;
@@ -173,8 +175,14 @@ mod tests {
         assert_eq!(
             callers,
             [
+                // The search table's records and the search cache's rows.
                 "index/table.rs",
+                // Rule files, and the block built from them.
+                "rules/store.rs",
                 "search/cache.rs",
+                // The door's answers: cache rows, packed lines, bodies, artifacts.
+                "search_door.rs",
+                // The continuation notice's chapters.
                 "store/mod.rs",
                 "store/read.rs"
             ],

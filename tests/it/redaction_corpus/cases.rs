@@ -637,6 +637,22 @@ fn kinds() -> Vec<(&'static str, Generator)> {
             let scheme = ["Bearer", "bearer", "BEARER"][v % 3];
             (format!("{header}: {scheme} {token}"), token)
         }),
+        kind!("bearer_bare", |rng, v| {
+            // `bearer <token>` pasted without its `Authorization:` header, any letter case.
+            let token = if v.is_multiple_of(2) {
+                rng.token(40, ALNUM)
+            } else {
+                format!("{}.{}", rng.token(24, LOWER_ALNUM), rng.token(20, ALNUM))
+            };
+            let word = ["bEaReR", "BeArEr", "bearer", "BEARER", "Bearer", "beaRER"][v % 6];
+            let snippet = match v % 4 {
+                0 => format!("{word} {token}"),
+                1 => format!("the CI uses {word}\t{token} for the registry"),
+                2 => format!("{{\"auth\": \"{word} {token}\"}}"),
+                _ => format!("{{\\\"auth\\\": \\\"{word}  {token}\\\"}}"),
+            };
+            (snippet, token)
+        }),
         kind!("authorization_token", |rng, v| {
             let token = rng.token(40, HEX);
             let header = cased("authorization", v);
@@ -1012,6 +1028,13 @@ pub fn look_alikes() -> Vec<LookAlike> {
         "docker run -p 5432:5432 postgres",
         "https://hooks.slack.com/services/",
         "Bearer tokens are described in RFC 6750",
+        "bEaReR of this letter: the courier",
+        "BeArEr authentication, described in RFC 6750",
+        "the renderer_for_markdown_documents_v2",
+        "a clearer abcdefghijklmnopqrstuv",
+        "bearer abcdefghijklmnop",
+        "bearer_authentication_is_enabled",
+        "UnbEaReR tokens_are_never_logged",
     ] {
         add("code_or_prose", text.to_owned());
     }
