@@ -21,8 +21,13 @@ fn turns(sb: &Sandbox) -> Vec<TurnSpec> {
 fn normalized(sb: &Sandbox) -> BTreeMap<String, String> {
     sb.snapshot()
         .into_iter()
+        // `.status-cache.json` is what `status` (run after each kill here, not in the
+        // reference run) last read: a disposable cache, not the archive's output.
         .filter(|(p, _)| {
-            !p.ends_with("state.json") && !p.ends_with("project.yml") && p != "commits.jsonl"
+            !p.ends_with("state.json")
+                && !p.ends_with("project.yml")
+                && p != "commits.jsonl"
+                && p != ".status-cache.json"
         })
         .map(|(p, b)| {
             let text = String::from_utf8(b).unwrap_or_else(|_| panic!("{p} is not UTF-8 (torn?)"));
