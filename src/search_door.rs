@@ -261,6 +261,20 @@ pub struct PackedAnswer {
     /// table finds at most [`FIELD_ONLY_COUNTED`] documents with a query word in a field,
     /// else those read to fill the lines (a lower bound) — plus rules matched on a field.
     pub total: usize,
+    /// Whether `total` counts every match (false: it is a lower bound, and says so).
+    pub total_exact: bool,
+}
+
+impl PackedAnswer {
+    /// `total` as said to a person or a model: "at least N" when it is a lower bound, so
+    /// a cut count is never passed off as the whole (§8.1: no hidden truncation).
+    pub fn total_said(&self) -> String {
+        if self.total_exact {
+            self.total.to_string()
+        } else {
+            format!("at least {}", self.total)
+        }
+    }
 }
 
 /// How many matches the first try ranks (more when their lines all fit the budget).
@@ -514,9 +528,9 @@ impl Corpus {
         harness: &str,
         now_ms: i64,
         k: usize,
-    ) -> Result<(Vec<Candidate>, usize), DoorError> {
+    ) -> Result<(Vec<Candidate>, usize, bool), DoorError> {
         let (Some(table), Some(cache)) = (&self.table, &self.cache) else {
-            return Ok((Vec::new(), 0));
+            return Ok((Vec::new(), 0, true));
         };
         let scorer = std::sync::Arc::new(Scorer {
             words: req.query.scored_words(),
@@ -534,6 +548,7 @@ impl Corpus {
         let phrase = req.query.fts_whole_phrase();
         let mut out: Vec<Candidate> = Vec::new();
         let mut total = 0usize;
+        let mut exact = true;
         // 1. The documents holding every term, ranked and cut inside SQLite.
         if let Some(expr) = &expr {
             let topic_test: Option<TopicTest> = scorer.topic.as_ref().map(|_| {
@@ -645,6 +660,9 @@ impl Corpus {
                 }
             }
             total += counted;
+            // Stopped before the end of what the table found, or the table was cut at
+            // `resolve`: more §8-only matches may exist than were counted.
+            exact = pos >= found.len() && found.len() < resolve;
         }
         // 3. The §8-only matches with a category (rules: few), scored in full.
         if !words.is_empty() {
@@ -665,7 +683,7 @@ impl Corpus {
         }
         out.sort_by(order);
         out.truncate(k);
-        Ok((out, total))
+        Ok((out, total, exact))
     }
 
     fn table_query<'a>(
@@ -704,8 +722,8 @@ impl Corpus {
         // Lines are made until the budget is passed; ask SQLite for more only when the
         // best `k` all fit.
         let mut k = FIRST_K;
-        let (ranked, total) = loop {
-            let (ranked, total) = self.top(req, params, harness, now_ms, k)?;
+        let (ranked, total, total_exact) = loop {
+            let (ranked, total, exact) = self.top(req, params, harness, now_ms, k)?;
             let fits = ranked.len() >= k && {
                 let mut used = 0u64;
                 ranked.iter().all(|c| {
@@ -714,7 +732,7 @@ impl Corpus {
                 })
             };
             if !fits {
-                break (ranked, total);
+                break (ranked, total, exact);
             }
             k = k.saturating_mul(4);
         };
@@ -769,6 +787,7 @@ impl Corpus {
             lines,
             packed,
             total,
+            total_exact,
         }))
     }
 
@@ -1218,6 +1237,45 @@ mod tests {
     /// A store of a few hundred documents: chapters (words from a small vocabulary, a few
     /// common in every body, some only inside longer title words), plans, rules with a
     /// category, CJK text, dates over a year, signatures naming files.
+    #[test]
+    fn a_total_cut_short_says_it_is_a_lower_bound_and_a_full_read_is_exact() {
+        // 300 chapters name `widget` in their title and none holds `gizmo`: every match is
+        // §8-only, more than the table counts in full.
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        for i in 0..300usize {
+            let root = format!("session-{:08x}-lb", i / 50);
+            let text = format!(
+                "---\ntitle: \"Fix the widget {i}\"\nsummary: \"a change\"\nkind: chapter\nprojectKey: \"pk\"\nharnessId: m1\nsessionId: {root}\nseqRange: [{}, {}]\ndate: \"2026-05-01T10:00:00Z\"\ntopics: [ui]\n---\nplain words\n",
+                (i % 50) * 10,
+                (i % 50) * 10 + 5
+            );
+            put(
+                ws,
+                &format!(".dsh-chapters/{root}/chapters/{:03}-c.md", i % 50 + 1),
+                &text,
+            );
+        }
+        let corpus = open(ws, "pk", false, T).expect("open");
+        let params = ScoreParams::default();
+        let now = crate::search::parse_rfc3339_ms("2026-12-02T00:00:00Z").expect("now");
+        let req = Request::text("widget gizmo", None);
+        let small = corpus
+            .answer_packed(&req, &params, "m1", now, 40)
+            .expect("answer")
+            .into_inner();
+        assert!(small.packed.shown >= 1, "{:?}", small.lines);
+        assert!(!small.total_exact, "total {} said exact", small.total);
+        assert!(small.total < 300, "{}", small.total);
+        assert_eq!(small.total_said(), format!("at least {}", small.total));
+        let whole = corpus
+            .answer_packed(&req, &params, "m1", now, 1_000_000)
+            .expect("answer")
+            .into_inner();
+        assert!(whole.total_exact);
+        assert_eq!((whole.total, whole.total_said()), (300, "300".to_owned()));
+    }
+
     fn equivalence_store(ws: &Path) {
         const VOCAB: &[&str] = &[
             "parser", "token", "refresh", "cache", "deploy", "billing", "socket", "retry",
@@ -1376,7 +1434,8 @@ mod tests {
             let want: Vec<_> = all.iter().map(key).collect();
             nonempty += usize::from(!want.is_empty());
             for k in [1, 3, 16, 50, 1000] {
-                let (got, total) = corpus.top(req, &params, "m1", now, k).expect("top");
+                let (got, total, exact) = corpus.top(req, &params, "m1", now, k).expect("top");
+                assert!(exact, "{what}: under 256 field matches the total is exact");
                 let got: Vec<_> = got.iter().map(key).collect();
                 assert_eq!(got, want[..k.min(want.len())], "{what}, k = {k}");
                 assert_eq!(total, want.len(), "{what}: total, k = {k}");

@@ -158,7 +158,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     let now = search::day_start(super::now_ms());
     let request = args.filters.request(parsed, topic.clone(), super::now_ms());
     let answer = corpus.answer_packed(&request, &params, &env.harness_id, now, budget)?;
-    let (packed, total) = (answer.packed.clone(), answer.total);
+    let (packed, total, total_said) = (answer.packed.clone(), answer.total, answer.total_said());
     let empty = if corpus.documents == 0 {
         Some("nothing-here")
     } else if total == 0 {
@@ -199,8 +199,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     }
     if let Some(needed) = packed.first_line_too_large {
         eprintln!(
-            "chapters: budget too small: the best of {} matches is one line of {needed} tokens, --max-tokens is {budget}; ask again with --max-tokens {needed} or more (a line is never clipped)",
-            total
+            "chapters: budget too small: the best of {total_said} matches is one line of {needed} tokens, --max-tokens is {budget}; ask again with --max-tokens {needed} or more (a line is never clipped)"
         );
         return Err(Reported.into());
     }
@@ -260,6 +259,7 @@ fn search_json(
         "unreadable": frame.unreadable,
         "otherProjects": frame.other_projects,
         "total": answer.total,
+        "totalExact": answer.total_exact,
         "shown": packed.shown,
         "budget": {"requested": packed.requested, "used": packed.used, "remaining": packed.remaining},
         "budgetTooSmall": packed.first_line_too_large.map(|needed| json!({"needed": needed})),
@@ -299,7 +299,10 @@ fn search_text(
             let _ = writeln!(
                 out,
                 "shown {} of {} matches, used {} of {} tokens",
-                packed.shown, answer.total, packed.used, packed.requested
+                packed.shown,
+                answer.total_said(),
+                packed.used,
+                packed.requested
             );
         }
     }

@@ -92,7 +92,8 @@ fn tools() -> Value {
                     "searched": string_prop("Which documents were searched (this machine only, or the pool too)."),
                     "door": {"type": "string", "enum": ["store", "pool-and-store"]},
                     "documents": {"type": "integer"},
-                    "total": {"type": "integer", "description": "Matches, shown or not: every document holding all the query's words, plus those matching on a topic, title or summary only (all of those when at most 256 documents hold a query word in such a field; else a lower bound)."},
+                    "total": {"type": "integer", "description": "Matches, shown or not: every document holding all the query's words, plus those matching on a topic, title or summary only (all of those when at most 256 documents hold a query word in such a field; else a lower bound: then totalExact is false)."},
+                    "totalExact": {"type": "boolean", "description": "Whether total counts every match; false when it is a lower bound (the text then says \"at least\")."},
                     "shown": {"type": "integer"},
                     "budget": {
                         "type": "object",
@@ -103,7 +104,7 @@ fn tools() -> Value {
                     "matches": {"type": "array", "items": match_item},
                     "notes": {"type": "array", "items": {"type": "string"}}
                 },
-                "required": ["searched", "door", "documents", "total", "shown", "budget", "empty", "matches", "notes"]
+                "required": ["searched", "door", "documents", "total", "totalExact", "shown", "budget", "empty", "matches", "notes"]
             },
             "annotations": {"readOnlyHint": true, "openWorldHint": false}
         },
@@ -505,7 +506,7 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
     if let Some(needed) = answer.packed.first_line_too_large {
         return Err(format!(
             "{searched}\nbudget too small: the best of {} matches is one line of {needed} tokens and max_tokens is {budget}; ask again with max_tokens {needed} or more (a line is never clipped)",
-            answer.total
+            answer.total_said()
         ));
     }
     let empty = if corpus.documents == 0 {
@@ -554,7 +555,10 @@ fn search_answer(answer: &search_door::PackedAnswer, frame: &SearchFrame) -> (St
             }
             out.push_str(&format!(
                 "shown {} of {} matches, used {} of {} tokens\n",
-                answer.packed.shown, answer.total, answer.packed.used, answer.packed.requested
+                answer.packed.shown,
+                answer.total_said(),
+                answer.packed.used,
+                answer.packed.requested
             ));
         }
     }
@@ -584,6 +588,7 @@ fn search_answer(answer: &search_door::PackedAnswer, frame: &SearchFrame) -> (St
         "door": frame.door,
         "documents": frame.documents,
         "total": answer.total,
+        "totalExact": answer.total_exact,
         "shown": answer.packed.shown,
         "budget": {"requested": answer.packed.requested, "used": answer.packed.used, "remaining": answer.packed.remaining},
         "empty": frame.empty,
