@@ -257,7 +257,7 @@ pub fn render_stub(topic: &str, canonical: &str) -> String {
         "# {} — merged into [{}]({})\n\nA `topic-alias` curation fact folds this topic into `{}`; its documents are listed there.\n",
         one_line(topic),
         one_line(canonical),
-        shard_file(canonical),
+        link_target(&shard_file(canonical)),
         one_line(canonical)
     )
 }
@@ -580,6 +580,8 @@ mod tests {
             head.lines().filter(|l| l.contains("| (chapter)")).count(),
             HEAD_LINES
         );
+        // An alias stub's link to a canonical topic whose file name holds `%` resolves too.
+        assert!(render_stub("cpp", "c++").contains("](c%252B%252B.md)"));
         // Newest page first; `%` in a link is written `%25`.
         let pages: Vec<&str> = head
             .lines()
