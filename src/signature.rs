@@ -236,8 +236,9 @@ pub fn sign(
 
 /// What a tool result stored as an artifact leaves inline: its one reference line
 /// (`**Tool result** `name` · `id` · seq N → artifact [`<sha256>.txt`](<link>) · N bytes ·
-/// ~N tokens`), about this many characters.
-pub const ARTIFACT_STUB_CHARS: u64 = 160;
+/// ~N tokens`), about this many characters: the hash twice (name and link, 64 each) and the
+/// link's `../../../artifacts/<projectKey>/ab/` (a 36-character key) — 292 in the demo.
+pub const ARTIFACT_STUB_CHARS: u64 = 290;
 
 /// [`sign`] for a session seen through its workspace: the root's `pathMap` twins and the
 /// session's cwd inside it (see [`Workspace::for_session`]). `size` counts what a chapter
