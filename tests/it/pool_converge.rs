@@ -52,6 +52,8 @@ struct Outcome {
     code: Option<String>,
     head: Option<String>,
     attempts: u64,
+    /// What the sync printed, for a failure's message.
+    printed: String,
 }
 
 fn sync(m: &Sandbox, fault: Fault) -> Outcome {
@@ -85,6 +87,7 @@ fn sync(m: &Sandbox, fault: Fault) -> Outcome {
             code: None,
             head: None,
             attempts: 0,
+            printed: String::new(),
         };
     }
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
@@ -100,6 +103,7 @@ fn sync(m: &Sandbox, fault: Fault) -> Outcome {
         code: j["code"].as_str().map(str::to_owned),
         head: j["report"]["poolHead"].as_str().map(str::to_owned),
         attempts: j["report"]["attempts"].as_u64().unwrap_or(0),
+        printed: format!("{j} {}", String::from_utf8_lossy(&out.stderr)),
     }
 }
 
@@ -225,8 +229,9 @@ fn machines_syncing_at_once_through_kills_converge_within_two_quiet_rounds() {
             if let Some(code) = &o.code {
                 assert!(
                     code == "ok" || code == "diverged",
-                    "fault round {r} (seed {seed:#x}): {} ended {code}",
-                    m.harness
+                    "fault round {r} (seed {seed:#x}): {} ended {code}: {}",
+                    m.harness,
+                    o.printed
                 );
             }
             heads.extend(o.head);
