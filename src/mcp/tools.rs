@@ -235,7 +235,8 @@ enum Answer {
         text: Redacted<String>,
         structured: Redacted<Value>,
     },
-    Failed(String),
+    /// What went wrong, through the rules (`redact::echoed_text`): it may echo an argument.
+    Failed(Redacted<String>),
 }
 
 impl Answer {
@@ -256,7 +257,7 @@ impl Answer {
                 "isError": false,
             }),
             Answer::Failed(text) => json!({
-                "content": [{"type": "text", "text": text}],
+                "content": [{"type": "text", "text": text.get()}],
                 "isError": true,
             }),
         }
@@ -421,7 +422,9 @@ pub(super) fn call(ws: &Workspace<'_>, params: &Value) -> Result<Value, Fault> {
             _ => artifact_tool(ctx, &args),
         }
     })();
-    Ok(answer.unwrap_or_else(Answer::Failed).into_result())
+    Ok(answer
+        .unwrap_or_else(|text| Answer::Failed(crate::redact::echoed_text(&text)))
+        .into_result())
 }
 
 fn lock_timeout(ctx: &McpContext<'_>) -> std::time::Duration {
@@ -767,7 +770,10 @@ fn rules_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Stri
         )
     };
     if let Block::Refused(refusal) = assembled.block.get() {
-        return Ok(Answer::Failed(format!("{}\n{note}", refusal.message())));
+        return Ok(Answer::Failed(crate::redact::echoed_text(&format!(
+            "{}\n{note}",
+            refusal.message()
+        ))));
     }
     let frame = RulesFrame {
         note,

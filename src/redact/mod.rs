@@ -150,6 +150,12 @@ impl<T> Redacted<T> {
         Redacted(f(&self.0))
     }
 
+    /// What `f` computes from a [`Settings`] value alone (a commit message of counts): no
+    /// conversation text goes in, so none comes out.
+    pub fn of_settings<A: Settings + ?Sized>(with: &A, f: fn(&A) -> T) -> Redacted<T> {
+        Redacted(f(with))
+    }
+
     /// [`Redacted::derive`] with a parameter that holds no conversation text ([`Settings`]:
     /// where an index links to, the curation read back from the store).
     pub fn derive_with<A: Settings + ?Sized, U>(
@@ -211,6 +217,15 @@ pub fn echo(text: &str) -> String {
             .redact(text, &mut RedactionCounts::default())
             .into_inner(),
         None => "(withheld)".to_owned(),
+    }
+}
+
+/// [`echo`] as a `Redacted` value: a message that shows back what was asked (an error
+/// naming an argument) reaches an answer only through the built-in rules.
+pub fn echoed_text(text: &str) -> Redacted<String> {
+    match built_in() {
+        Some(redactor) => redactor.redact(text, &mut RedactionCounts::default()),
+        None => Redacted("(withheld)".to_owned()),
     }
 }
 
