@@ -2140,13 +2140,11 @@ fn plan_index(
             }
         };
         let holds = |file: &str| Ok(tree_index()?.contains_key(file));
-        let list = || Ok(tree_index()?.keys().cloned().collect());
         let pages = |dir: &str| pool_pages_of(mirror, base_tree, dir);
         let previous = build::Previous {
             manifest: old.clone(),
             read_part: &read_part,
             holds: &holds,
-            list: &list,
             pages: &pages,
             since: build::pool_since(&index_dir, materialized_before),
         };
