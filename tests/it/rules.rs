@@ -94,6 +94,16 @@ fn a_person_approves_and_the_mark_is_given_never_inferred() {
             .len(),
         0
     );
+    // The words of `rule view` and `rule list` are the rule as read back; an unknown id is
+    // named through the rules (a key pasted where an id goes is not printed again).
+    let words = sb.ok(&["rule", "view", &id]);
+    assert!(words.contains("Run cargo fmt before every commit."), "{words}");
+    assert!(words.contains("decided by Ana"), "{words}");
+    assert!(sb.ok(&["rule", "list"]).contains(&id));
+    let (code, _, err) = fails(&sb, &["rule", "view", "AKIAQ3EGUWZXJ4TPLM7N"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no rule"), "{err}");
+    assert!(!err.contains("AKIAQ3EG"), "{err}");
     // Bad input is refused by name.
     let (code, _, err) = fails(&sb, &["rule", "add", "bad category", "x"]);
     assert_eq!(code, 1);
