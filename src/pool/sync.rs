@@ -1325,7 +1325,7 @@ fn plan_forget(
     mirror: &GitRepo,
     base_tree: Option<ObjectId>,
     forgotten: &crate::store::forget::Forgotten,
-) -> Result<Option<(Vec<String>, Upserts, Redacted<String>)>, Fail> {
+) -> Result<Option<ForgetPlan>, Fail> {
     use crate::store::forget::Item;
     let Some(tree) = base_tree.filter(|_| !forgotten.is_empty()) else {
         return Ok(None);
@@ -1409,6 +1409,9 @@ fn plan_forget(
     let text = lines.derive_with(&counts, forget_message);
     Ok(Some((removals.into_iter().collect(), upserts, text)))
 }
+
+/// The forget commit: the paths it removes, the ledgers it scrubs, its message.
+type ForgetPlan = (Vec<String>, Upserts, Redacted<String>);
 
 /// What the forget commit's message says beside the acts: the machine and counts.
 struct ForgetCounts {
