@@ -281,8 +281,10 @@ pub fn run() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is::<Reported>() => ExitCode::from(1),
         Err(e) => {
-            let message = said_once(&e);
-            let hint = hint::hint(&e);
+            // Every error goes out through the rules: it may echo what was typed (an id, a
+            // path, a URL) or what a file held.
+            let message = dsh_chapters::redact::echo(&said_once(&e));
+            let hint = hint::hint(&e).map(|h| dsh_chapters::redact::echo(&h));
             eprintln!("chapters: {message}");
             if let Some(h) = hint.as_deref().filter(|h| !message.contains(h)) {
                 eprintln!("hint: {h}");

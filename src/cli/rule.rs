@@ -168,19 +168,45 @@ struct Row<'a> {
     pinned: bool,
 }
 
-fn rows<'a>(
-    env: &Env,
-    corpus: &'a rules_store::RuleCorpus,
-    curation: &curation::Curation,
-) -> Vec<Row<'a>> {
+/// What the reports of `rule list` and `rule show` are derived with beside the rules read
+/// back (`Redacted<RuleCorpus>`): this machine, the curation read back from the store and
+/// the mirror, and the flags given — no conversation text.
+struct RulesFrame {
+    project_key: String,
+    harness_id: String,
+    curation: curation::Curation,
+    scope: Option<ScopeArg>,
+    proposed: bool,
+    category: Option<String>,
+    /// `rule show`: the shown rule's place in the corpus (resolved from the id given).
+    shown: usize,
+}
+
+impl dsh_chapters::redact::Settings for RulesFrame {}
+
+fn rows<'a>(corpus: &'a rules_store::RuleCorpus, frame: &RulesFrame) -> Vec<Row<'a>> {
     corpus
         .rules
         .iter()
-        .filter(|e| e.rule.project_key == env.identity.project_key)
+        .filter(|e| e.rule.project_key == frame.project_key)
         .map(|entry| Row {
-            status: rules::status(&entry.rule, curation, &env.harness_id),
-            pinned: curation.rule_pinned(&env.harness_id, &entry.rule.id),
+            status: rules::status(&entry.rule, &frame.curation, &frame.harness_id),
+            pinned: frame
+                .curation
+                .rule_pinned(&frame.harness_id, &entry.rule.id),
             entry,
+        })
+        .filter(|r| match frame.scope {
+            Some(ScopeArg::Project) => r.entry.rule.scope == Scope::Project,
+            Some(ScopeArg::Session) => r.entry.rule.scope == Scope::Session,
+            None => true,
+        })
+        .filter(|r| !frame.proposed || r.status == Status::Proposed)
+        .filter(|r| {
+            frame
+                .category
+                .as_deref()
+                .is_none_or(|c| r.entry.rule.category == c)
         })
         .collect()
 }
@@ -207,6 +233,21 @@ fn report_unreadable(unreadable: &[(String, String)], notes: &[String]) {
     }
 }
 
+/// The frame of `rule list` / `rule show` on this machine.
+fn frame(env: &Env, linked: bool) -> Result<RulesFrame> {
+    let (curation, notes) = rules_store::read_curation(&env.workspace, linked)?;
+    report_unreadable(&[], &notes);
+    Ok(RulesFrame {
+        project_key: env.identity.project_key.clone(),
+        harness_id: env.harness_id.clone(),
+        curation,
+        scope: None,
+        proposed: false,
+        category: None,
+        shown: 0,
+    })
+}
+
 fn list(
     env: &Env,
     scope: Option<ScopeArg>,
@@ -216,45 +257,44 @@ fn list(
 ) -> Result<()> {
     let linked = linked(env)?;
     let corpus = rules_store::read_rules(&env.workspace, &env.identity.project_key, linked)?;
-    let (curation, notes) = rules_store::read_curation(&env.workspace, linked)?;
-    report_unreadable(&corpus.unreadable, &notes);
-    let category = category.map(str::to_lowercase);
-    let shown: Vec<Row<'_>> = rows(env, &corpus, &curation)
-        .into_iter()
-        .filter(|r| match scope {
-            Some(ScopeArg::Project) => r.entry.rule.scope == Scope::Project,
-            Some(ScopeArg::Session) => r.entry.rule.scope == Scope::Session,
-            None => true,
-        })
-        .filter(|r| !proposed || r.status == Status::Proposed)
-        .filter(|r| {
-            category
-                .as_deref()
-                .is_none_or(|c| r.entry.rule.category == c)
+    report_unreadable(&corpus.unreadable, &[]);
+    let frame = RulesFrame {
+        scope,
+        proposed,
+        category: category.map(str::to_lowercase),
+        ..frame(env, linked)?
+    };
+    if json {
+        return super::print_json_answer(&corpus.derive_with(&frame, list_json));
+    }
+    super::print_answer(&corpus.derive_with(&frame, list_text));
+    Ok(())
+}
+
+fn list_json(corpus: &rules_store::RuleCorpus, frame: &RulesFrame) -> serde_json::Value {
+    let items: Vec<serde_json::Value> = rows(corpus, frame)
+        .iter()
+        .map(|r| {
+            json!({
+                "id": r.entry.rule.id, "scope": r.entry.rule.scope, "status": r.status,
+                "pinned": r.pinned, "category": r.entry.rule.category,
+                "title": r.entry.rule.title, "provenance": provenance(r.entry),
+                "sourceSeq": r.entry.rule.seq, "path": r.entry.path,
+            })
         })
         .collect();
-    if json {
-        let items: Vec<serde_json::Value> = shown
-            .iter()
-            .map(|r| {
-                json!({
-                    "id": r.entry.rule.id, "scope": r.entry.rule.scope, "status": r.status,
-                    "pinned": r.pinned, "category": r.entry.rule.category,
-                    "title": r.entry.rule.title, "provenance": provenance(r.entry),
-                    "sourceSeq": r.entry.rule.seq, "path": r.entry.path,
-                })
-            })
-            .collect();
-        return super::print_json(&json!({"rules": items, "unreadable": corpus.unreadable.len()}));
-    }
+    json!({"rules": items, "unreadable": corpus.unreadable.len()})
+}
+
+fn list_text(corpus: &rules_store::RuleCorpus, frame: &RulesFrame) -> String {
+    let shown = rows(corpus, frame);
     if shown.is_empty() {
-        println!("no rules match (`chapters rule add CATEGORY TEXT` proposes one)");
-        return Ok(());
+        return "no rules match (`chapters rule add CATEGORY TEXT` proposes one)\n".to_owned();
     }
-    println!("id | scope | status | category | title | provenance");
+    let mut out = String::from("id | scope | status | category | title | provenance\n");
     for r in &shown {
-        println!(
-            "{} | {} | {}{} | {} | {} | {}",
+        out.push_str(&format!(
+            "{} | {} | {}{} | {} | {} | {}\n",
             r.entry.rule.id,
             r.entry.rule.scope.as_str(),
             r.status.as_str(),
@@ -262,56 +302,80 @@ fn list(
             r.entry.rule.category,
             r.entry.rule.title,
             provenance(r.entry)
-        );
+        ));
     }
-    Ok(())
+    out
 }
 
 fn view(env: &Env, id: &str, json: bool) -> Result<()> {
     let linked = linked(env)?;
     let corpus = rules_store::read_rules(&env.workspace, &env.identity.project_key, linked)?;
-    let (curation, notes) = rules_store::read_curation(&env.workspace, linked)?;
-    report_unreadable(&corpus.unreadable, &notes);
-    let entry = corpus.resolve(id).map_err(anyhow::Error::msg)?;
-    let r = &entry.rule;
-    let st = rules::status(r, &curation, &env.harness_id);
-    let pinned = curation.rule_pinned(&env.harness_id, &r.id);
-    let decision = curation.rule_decision(&env.harness_id, &r.id);
+    report_unreadable(&corpus.unreadable, &[]);
+    // The id given only finds the rule; what is shown is the rule as read back.
+    let entry = corpus
+        .resolve(id)
+        .map_err(|e| anyhow::Error::msg(dsh_chapters::redact::echo(&e)))?;
+    let shown = corpus
+        .rules
+        .iter()
+        .position(|e| std::ptr::eq(e, entry))
+        .context("the resolved rule is one of the corpus")?;
+    let frame = RulesFrame {
+        shown,
+        ..frame(env, linked)?
+    };
     if json {
-        return super::print_json(&json!({
-            "id": r.id, "scope": r.scope, "category": r.category, "status": st,
-            "pinned": pinned, "text": r.text, "title": r.title, "path": entry.path,
-            "session": r.session, "rootSessionId": r.root_session, "sourceSeq": r.seq,
-            "derivedFrom": r.derived_from, "decision": decision,
-            "warrant": (r.scope == Scope::Session).then(|| r.warrant()),
-        }));
+        return super::print_json_answer(&corpus.derive_with(&frame, view_json));
     }
-    println!(
-        "{} · {} rule · category {}",
+    super::print_answer(&corpus.derive_with(&frame, view_text));
+    Ok(())
+}
+
+fn view_json(corpus: &rules_store::RuleCorpus, frame: &RulesFrame) -> serde_json::Value {
+    let Some(entry) = corpus.rules.get(frame.shown) else {
+        return serde_json::Value::Null;
+    };
+    let r = &entry.rule;
+    json!({
+        "id": r.id, "scope": r.scope, "category": r.category,
+        "status": rules::status(r, &frame.curation, &frame.harness_id),
+        "pinned": frame.curation.rule_pinned(&frame.harness_id, &r.id),
+        "text": r.text, "title": r.title, "path": entry.path,
+        "session": r.session, "rootSessionId": r.root_session, "sourceSeq": r.seq,
+        "derivedFrom": r.derived_from,
+        "decision": frame.curation.rule_decision(&frame.harness_id, &r.id),
+        "warrant": (r.scope == Scope::Session).then(|| r.warrant()),
+    })
+}
+
+fn view_text(corpus: &rules_store::RuleCorpus, frame: &RulesFrame) -> String {
+    let Some(entry) = corpus.rules.get(frame.shown) else {
+        return String::new();
+    };
+    let r = &entry.rule;
+    let st = rules::status(r, &frame.curation, &frame.harness_id);
+    let pinned = frame.curation.rule_pinned(&frame.harness_id, &r.id);
+    let mut out = format!(
+        "{} · {} rule · category {}\nstatus on this machine ({}): {}{}\n",
         r.id,
         r.scope.as_str(),
-        r.category
-    );
-    println!(
-        "status on this machine ({}): {}{}",
-        env.harness_id,
+        r.category,
+        frame.harness_id,
         st.as_str(),
         if pinned { ", pinned" } else { "" }
     );
-    if let Some(d) = decision {
-        println!("decided by {} at {}", d.by, d.at);
+    if let Some(d) = frame.curation.rule_decision(&frame.harness_id, &r.id) {
+        out.push_str(&format!("decided by {} at {}\n", d.by, d.at));
     }
     if r.scope == Scope::Session {
-        println!(
-            "governs the session tree of {} (and its descendants) on this machine; basis: {}",
+        out.push_str(&format!(
+            "governs the session tree of {} (and its descendants) on this machine; basis: {}\n",
             r.session.as_deref().unwrap_or("?"),
             r.warrant()
-        );
+        ));
     }
-    println!("file: {}", entry.path);
-    println!();
-    println!("{}", r.text);
-    Ok(())
+    out.push_str(&format!("file: {}\n\n{}\n", entry.path, r.text));
+    out
 }
 
 #[derive(Clone, Copy)]

@@ -85,7 +85,7 @@ impl Filters {
                 search::query::parse_when(t, now_ms).unwrap_or_else(|| {
                     clap::Error::raw(
                         clap::error::ErrorKind::ValueValidation,
-                        format!("{flag} {t:?} is not a date: give YYYY-MM-DD, an RFC 3339 time, or 7d / 12h / 2w\n"),
+                        format!("{flag} {:?} is not a date: give YYYY-MM-DD, an RFC 3339 time, or 7d / 12h / 2w\n", dsh_chapters::redact::echo(t)),
                     )
                     .exit()
                 })

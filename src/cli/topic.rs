@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use serde_json::json;
 
 use dsh_chapters::curation::{self, Author, Fact, FactKind};
-use dsh_chapters::redact::Redactor;
+use dsh_chapters::redact::{echo, Redactor};
 use dsh_chapters::store::Store;
 
 use super::Env;
@@ -70,16 +70,15 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     }
 }
 
-/// Append a person's fact to this machine's ledger. With `json`, print what was written and
-/// return `None`; else the ledger's path (relative to the workspace) and the canonical label
-/// of `topic` after the fact, for the caller's words.
+/// Append a person's fact to this machine's ledger, and report it: the JSON document (with
+/// `json`) or the words, both derived from the fact as it was written (through the rules:
+/// a topic or a reason typed with a credential in it is shown as the ledger holds it).
 fn write_fact(
     workspace: Option<&Path>,
     kind: FactKind,
     reason: Option<String>,
-    topic: &str,
     json: bool,
-) -> Result<Option<(String, String)>> {
+) -> Result<()> {
     let env = Env::resolve(workspace, None)?;
     let store = Store::open(&env.workspace).with_context(|| {
         format!(
@@ -94,36 +93,86 @@ fn write_fact(
         &dsh_chapters::time::rfc3339_utc(super::now_ms()),
     );
     fact.reason = reason;
+    let fact = curation::file::redacted(&fact, &redactor);
     let file = curation::file::store_path(store.dir(), &env.harness_id)?;
     {
         // One writer per file, ever: the store's writer lock, as every store write.
         let _lock = store.lock(Duration::from_millis(env.config.writer_lock_timeout_ms))?;
-        curation::file::append(
-            &store,
-            &env.harness_id,
-            &curation::file::redacted(&fact, &redactor),
-        )?;
+        curation::file::append(&store, &env.harness_id, &fact)?;
     }
     let inputs = dsh_chapters::index::build::read_curation(store.dir(), None)?;
-    let canonical = inputs.curation.canonical(topic).topic;
-    let rel = file
-        .strip_prefix(&env.workspace)
-        .unwrap_or(&file)
-        .to_string_lossy()
-        .into_owned();
+    let frame = TopicFrame {
+        rel: file
+            .strip_prefix(&env.workspace)
+            .unwrap_or(&file)
+            .to_string_lossy()
+            .into_owned(),
+        curation: inputs.curation,
+    };
     if json {
-        super::print_json(&json!({
-            "written": fact,
-            "file": rel,
-            "canonical": canonical,
-        }))?;
-        return Ok(None);
+        return super::print_json_answer(&fact.derive_with(&frame, |fact, frame| {
+            json!({
+                "written": fact,
+                "file": frame.rel,
+                "canonical": frame.curation.canonical(subject(fact)).topic,
+            })
+        }));
     }
-    Ok(Some((rel, canonical)))
+    super::print_answer(&fact.derive_with(&frame, report_text));
+    Ok(())
+}
+
+/// Where the fact went and the curation after it (read back from the store): no
+/// conversation text.
+struct TopicFrame {
+    rel: String,
+    curation: dsh_chapters::curation::Curation,
+}
+
+impl dsh_chapters::redact::Settings for TopicFrame {}
+
+/// The topic a fact is about.
+fn subject(fact: &Fact) -> &str {
+    match &fact.kind {
+        FactKind::TopicPin { topic, .. } => topic,
+        FactKind::TopicAlias { from, .. } => from,
+        _ => "",
+    }
+}
+
+/// What `topic pin|unpin|merge` says it wrote.
+fn report_text(fact: &Fact, frame: &TopicFrame) -> String {
+    let rel = &frame.rel;
+    let follow = "  the index and search follow at the next search or sync; `chapters sync` shares it with the pool\n";
+    match &fact.kind {
+        FactKind::TopicPin { topic, pinned } => {
+            let verb = if *pinned { "pinned" } else { "unpinned" };
+            let what = if *pinned {
+                format!("  {topic} stays its own label: no merge by the plugin folds it away\n")
+            } else {
+                format!("  the vocabulary may propose merging {topic} again\n")
+            };
+            format!("wrote a topic-pin fact to {rel}: {topic} {verb} (author user)\n{what}{follow}")
+        }
+        FactKind::TopicAlias { from, to } => {
+            let canonical = frame.curation.canonical(from).topic;
+            let chain = if canonical != *to {
+                format!("  on this machine {from} now reads as {canonical} (an alias chain or a loop)\n")
+            } else {
+                String::new()
+            };
+            format!(
+                "wrote a topic-alias fact to {rel}: {from} → {to} (author user)\n{chain}{follow}"
+            )
+        }
+        _ => format!("wrote a fact to {rel}\n"),
+    }
 }
 
 fn pin(workspace: Option<&Path>, args: PinArgs, pinned: bool) -> Result<()> {
-    let topic = curation::normalize_topic(&args.topic);
+    // Through the rules before it is lowercased: a lowercased key is no longer one the rules
+    // know (`akia…`), so the order matters.
+    let topic = curation::normalize_topic(&echo(&args.topic));
     if topic.is_empty() {
         clap::Error::raw(
             clap::error::ErrorKind::ValueValidation,
@@ -131,61 +180,33 @@ fn pin(workspace: Option<&Path>, args: PinArgs, pinned: bool) -> Result<()> {
         )
         .exit();
     }
-    let written = write_fact(
+    write_fact(
         workspace,
-        FactKind::TopicPin {
-            topic: topic.clone(),
-            pinned,
-        },
+        FactKind::TopicPin { topic, pinned },
         args.reason,
-        &topic,
         args.json,
-    )?;
-    let Some((rel, _)) = written else {
-        return Ok(());
-    };
-    let verb = if pinned { "pinned" } else { "unpinned" };
-    println!("wrote a topic-pin fact to {rel}: {topic} {verb} (author user)");
-    if pinned {
-        println!("  {topic} stays its own label: no merge by the plugin folds it away");
-    } else {
-        println!("  the vocabulary may propose merging {topic} again");
-    }
-    println!("  the index and search follow at the next search or sync; `chapters sync` shares it with the pool");
-    Ok(())
+    )
 }
 
 fn merge(workspace: Option<&Path>, args: MergeArgs) -> Result<()> {
     let (from, to) = (
-        curation::normalize_topic(&args.from),
-        curation::normalize_topic(&args.to),
+        curation::normalize_topic(&echo(&args.from)),
+        curation::normalize_topic(&echo(&args.to)),
     );
     if from.is_empty() || to.is_empty() || from == to {
         clap::Error::raw(
             clap::error::ErrorKind::ValueValidation,
             format!(
-                "topic merge needs two different, non-empty topics (got {from:?} and {to:?})\n"
+                "topic merge needs two different, non-empty topics (got {:?} and {:?})\n",
+                from, to
             ),
         )
         .exit();
     }
-    let written = write_fact(
+    write_fact(
         workspace,
-        FactKind::TopicAlias {
-            from: from.clone(),
-            to: to.clone(),
-        },
+        FactKind::TopicAlias { from, to },
         args.reason,
-        &from,
         args.json,
-    )?;
-    let Some((rel, canonical)) = written else {
-        return Ok(());
-    };
-    println!("wrote a topic-alias fact to {rel}: {from} → {to} (author user)");
-    if canonical != to {
-        println!("  on this machine {from} now reads as {canonical} (an alias chain or a loop)");
-    }
-    println!("  the index and search follow at the next search or sync; `chapters sync` shares it with the pool");
-    Ok(())
+    )
 }

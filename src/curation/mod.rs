@@ -317,6 +317,10 @@ pub struct Curation {
     pub ignored: Vec<String>,
 }
 
+/// The curation is read back from the store's and the mirror's curation files (written only
+/// from `Redacted<Fact>`): a parameter a deriver may use beside redacted text.
+impl crate::redact::Settings for Curation {}
+
 /// Where alias resolution ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Canonical {

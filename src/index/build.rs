@@ -194,7 +194,7 @@ pub struct Update {
     pub manifest: Manifest,
     /// `topics/vocabulary.json` as of this build, when the vocabulary (the canonical topics
     /// or the aliases) may have changed; `None` = unchanged, nothing to write.
-    pub vocabulary: Option<String>,
+    pub vocabulary: Option<Redacted<String>>,
     /// For parts among `writes`, the blob id of the bytes the plan read there (not for
     /// suspects): a caller writes a part whose bytes differ without reading it again.
     pub recorded: BTreeMap<String, String>,
@@ -303,9 +303,6 @@ pub struct Previous<'a> {
     /// Whether the base holds this file of the index (a shard, relative to the index
     /// directory): what tells a new topic from a known one and what a removal must remove.
     pub holds: &'a dyn Fn(&str) -> Result<bool, BuildError>,
-    /// Every file the base's index holds (relative to the index directory): read only when
-    /// the set of topics changed, for `topics/vocabulary.json`.
-    pub list: &'a dyn Fn() -> Result<Vec<String>, BuildError>,
     /// The pages a topic's pages directory holds (`<dir>/<page>.md`, relative to the index
     /// directory), for a touched topic: pages it no longer writes are removed.
     pub pages: &'a dyn Fn(&str) -> Result<Vec<String>, BuildError>,
@@ -404,6 +401,7 @@ fn full_build(
         .filter(|d| base.includes(d))
         .map(|d| base.index_doc(d))
         .collect();
+    let topics = topic_set(docs.iter().cloned().collect(), curation);
     let files = shard::build_all(&docs, curation);
     let mut update = Update {
         full: true,
@@ -416,7 +414,7 @@ fn full_build(
     for (file, part) in shard::parts_of(&inputs(table, base)?) {
         update.writes.insert(file, part.render());
     }
-    update.vocabulary = Some(vocabulary_json(files.keys(), curation));
+    update.vocabulary = Some(vocab::vocabulary_json(&topics, curation));
     update.writes.extend(files);
     update
         .writes
@@ -599,16 +597,15 @@ fn incremental(
         }
     }
     if topics_moved {
-        // The topic list is the one thing that lists the whole index: only when it changed.
-        let mut files: BTreeSet<String> = (previous.list)()?.into_iter().collect();
-        files.retain(|f| !update.removes.contains(f));
-        files.extend(update.writes.keys().cloned());
-        update.vocabulary = Some(vocabulary_json(
-            files
-                .iter()
-                .filter(|f| shard::topic_of_file(f).is_some_and(|t| !stubs.contains_key(&t))),
-            curation,
-        ));
+        // The topic list is the one thing that lists the whole index: only when it changed,
+        // from the table's documents as the full build derives it.
+        let docs: Redacted<Vec<IndexDoc>> = table
+            .all_docs()?
+            .iter()
+            .filter(|d| base.includes(d))
+            .map(|d| base.index_doc(d))
+            .collect();
+        update.vocabulary = Some(vocab::vocabulary_json(&topic_set(docs, curation), curation));
     }
     update
         .writes
@@ -617,14 +614,18 @@ fn incremental(
     Ok(Some(update))
 }
 
-/// `topics/vocabulary.json` for the topics of these shard files (alias stubs left out).
-fn vocabulary_json<'a>(files: impl Iterator<Item = &'a String>, curation: &Curation) -> String {
-    let stubs = shard::stubs(curation);
-    let topics: BTreeSet<String> = files
-        .filter_map(|f| shard::topic_of_file(f))
-        .filter(|t| !stubs.contains_key(t))
-        .collect();
-    vocab::vocabulary_json(&topics, curation)
+/// The topics `topics/vocabulary.json` lists: the canonical topics of the index's redacted
+/// documents — the topics the shards are written for — alias stubs left out.
+fn topic_set(docs: Redacted<Vec<IndexDoc>>, curation: &Curation) -> Redacted<BTreeSet<String>> {
+    docs.derive_with(curation, |docs, curation| {
+        let stubs = shard::stubs(curation);
+        docs.iter()
+            .flat_map(|d| shard::canonical_topics(d, curation))
+            .filter(|t| !stubs.contains_key(t))
+            // A topic's shard file names it back (as `vocabulary.json` listed the files).
+            .filter(|t| shard::topic_of_file(&shard::shard_file(t)).as_deref() == Some(t))
+            .collect()
+    })
 }
 
 /// Passed among the suspects when someone else changed `topics/vocabulary.json`.
@@ -871,13 +872,11 @@ pub fn update_store(workspace: &Path, table: &Table, full: bool) -> Result<Writt
     }
     let read_part = |file: &str| read_index_file(&index_dir, file);
     let holds = |file: &str| Ok(index_dir.join(file).is_file());
-    let list = || Ok(files_on_disk(&index_dir));
     let pages = |dir: &str| Ok(pages_on_disk(&index_dir, dir));
     let previous = Previous {
         manifest: std::fs::read_to_string(index_dir.join(MANIFEST_FILE)).ok(),
         read_part: &read_part,
         holds: &holds,
-        list: &list,
         pages: &pages,
         since: built
             .as_deref()
@@ -1284,11 +1283,6 @@ mod tests {
             read_parts.borrow_mut().insert(file.to_owned());
             read_index_file(&index, file)
         };
-        let listed = std::cell::Cell::new(false);
-        let list = || {
-            listed.set(true);
-            Ok(files_on_disk(&index))
-        };
         let holds = |file: &str| Ok(index.join(file).is_file());
         let update = plan(
             &table,
@@ -1299,7 +1293,6 @@ mod tests {
                 manifest: before.get(MANIFEST_FILE).cloned(),
                 read_part: &counting,
                 holds: &holds,
-                list: &list,
                 pages: &|dir: &str| Ok(pages_on_disk(&index, dir)),
                 since: std::fs::read_to_string(index.join(BUILT_MARKER))
                     .ok()
@@ -1329,7 +1322,6 @@ mod tests {
             "the shard, one part, the manifest"
         );
         assert!(update.vocabulary.is_none(), "no topic came or went");
-        assert!(!listed.get(), "the index is not listed");
         apply(&index, &update).expect("apply");
         let after = snapshot(&index);
         update_store(ws, &refresh(ws), true).expect("rebuild");
@@ -1369,12 +1361,10 @@ mod tests {
         };
         let c = Curation::default();
         let holds_nothing = |_: &str| Ok(false);
-        let list_nothing = || Ok(Vec::new());
         let empty = Previous {
             manifest: None,
             read_part: &nothing,
             holds: &holds_nothing,
-            list: &list_nothing,
             pages: &|_: &str| Ok(Vec::new()),
             since: None,
         };
@@ -1405,7 +1395,6 @@ mod tests {
         let manifest = first.writes["manifest.json"].clone();
         let read = held(&first.writes);
         let holds = |file: &str| Ok(first.writes.contains_key(file));
-        let list = || Ok(first.writes.keys().cloned().collect());
         // Someone edited auth.md and added junk.md in the pool: both are suspects, verified
         // against the table although nothing changed since the revision the build saw.
         let suspects: BTreeSet<String> = ["auth.md".to_string(), "junk.md".to_string()].into();
@@ -1413,7 +1402,6 @@ mod tests {
             manifest: Some(manifest.clone()),
             read_part: &read,
             holds: &holds,
-            list: &list,
             pages: &|_: &str| Ok(Vec::new()),
             since: Some(first.revision),
         };
@@ -1445,7 +1433,6 @@ mod tests {
             manifest: Some(manifest.clone()),
             read_part: &read,
             holds: &holds,
-            list: &list,
             pages: &|_: &str| Ok(Vec::new()),
             since: Some(first.revision),
         };

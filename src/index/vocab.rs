@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::Serialize;
 
 use crate::curation::{Author, Curation, Fact, FactKind};
+use crate::redact::Redacted;
 
 /// A topic's documents are named by opaque numbers (the caller's).
 pub type DocSets = BTreeMap<String, BTreeSet<u64>>;
@@ -290,7 +291,17 @@ struct VocabAlias<'a> {
 /// `topics/vocabulary.json`: every canonical topic and the aliases folded into it, each
 /// with its provenance (author, machine, time, reason). Deterministic; no counts, so it
 /// changes only when the vocabulary does (a new topic, a new alias), not with every document.
-pub fn vocabulary_json(topics: &BTreeSet<String>, curation: &Curation) -> String {
+///
+/// The topics are `Redacted` (the canonical topics of the index's redacted documents,
+/// `index::build`), and the aliases come from the curation read back from the store.
+pub fn vocabulary_json(
+    topics: &Redacted<BTreeSet<String>>,
+    curation: &Curation,
+) -> Redacted<String> {
+    topics.derive_with(curation, render_vocabulary)
+}
+
+fn render_vocabulary(topics: &BTreeSet<String>, curation: &Curation) -> String {
     let mut aliases: BTreeMap<String, Vec<VocabAlias<'_>>> = BTreeMap::new();
     for (from, alias) in curation.aliases() {
         let to = curation.canonical(from).topic;
@@ -448,8 +459,8 @@ mod tests {
             "applying is idempotent"
         );
         let topics: BTreeSet<String> = ["tokens".to_string()].into();
-        let json = vocabulary_json(&topics, &curation);
-        assert_eq!(json, vocabulary_json(&topics, &curation));
+        let json = render_vocabulary(&topics, &curation);
+        assert_eq!(json, render_vocabulary(&topics, &curation));
         let v: serde_json::Value = serde_json::from_str(&json).expect("json");
         assert_eq!(v["topics"][0]["topic"], "tokens");
         assert_eq!(v["topics"][0]["aliases"][0]["from"], "token");

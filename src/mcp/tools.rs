@@ -236,7 +236,8 @@ enum Answer {
         text: Redacted<String>,
         structured: Redacted<Value>,
     },
-    Failed(String),
+    /// What went wrong, through the rules (`redact::echoed_text`): it may echo an argument.
+    Failed(Redacted<String>),
 }
 
 impl Answer {
@@ -257,7 +258,7 @@ impl Answer {
                 "isError": false,
             }),
             Answer::Failed(text) => json!({
-                "content": [{"type": "text", "text": text}],
+                "content": [{"type": "text", "text": text.get()}],
                 "isError": true,
             }),
         }
@@ -348,10 +349,13 @@ impl Arguments<'_> {
     }
 }
 
-/// A value quoted back in an error, cut to a readable length.
+/// A value quoted back in an error, through the rules first (so a cut cannot leave a
+/// piece of a credential the rules would no longer know), then cut to a readable length.
+/// The whole error goes through the rules again as it becomes `Answer::Failed`.
 fn shorten(text: &str) -> String {
+    let text = crate::redact::echo(text);
     if text.chars().count() <= 80 {
-        return text.to_owned();
+        return text;
     }
     let head: String = text.chars().take(80).collect();
     format!("{head}…")
@@ -422,7 +426,9 @@ pub(super) fn call(ws: &Workspace<'_>, params: &Value) -> Result<Value, Fault> {
             _ => artifact_tool(ctx, &args),
         }
     })();
-    Ok(answer.unwrap_or_else(Answer::Failed).into_result())
+    Ok(answer
+        .unwrap_or_else(|text| Answer::Failed(crate::redact::echoed_text(&text)))
+        .into_result())
 }
 
 fn lock_timeout(ctx: &McpContext<'_>) -> std::time::Duration {
@@ -436,7 +442,7 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
     if query.is_empty() && topic.is_none() {
         return Err(format!(
             "chapters_search: the query {:?} has no word to look for (two or more letters or digits; `-word` only leaves words out): give `query` words, or `topic` to list one topic's documents",
-            shorten(&crate::redact::echo(&text))
+            shorten(&text)
         ));
     }
     let mut notes = Vec::new();
@@ -772,7 +778,10 @@ fn rules_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Stri
         )
     };
     if let Block::Refused(refusal) = assembled.block.get() {
-        return Ok(Answer::Failed(format!("{}\n{note}", refusal.message())));
+        return Ok(Answer::Failed(crate::redact::echoed_text(&format!(
+            "{}\n{note}",
+            refusal.message()
+        ))));
     }
     let frame = RulesFrame {
         note,
@@ -934,6 +943,32 @@ fn artifact_answer(text: &String, at: &ArtifactPage) -> (String, Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An error result that quotes an argument quotes it through the rules: a credential
+    /// pasted into a call's arguments is not shown back, whole or cut.
+    #[test]
+    fn a_failed_call_echoes_its_arguments_through_the_rules() {
+        let key = "AKIAQ3EGUWZXJ4TPLM7N";
+        let pad = "x".repeat(70);
+        for arguments in [json!(format!("key {key}")), json!([format!("{pad} {key}")])] {
+            let ws = Workspace::Unusable(format!("no project here ({key})"));
+            let params = json!({"name": "chapters_search", "arguments": arguments});
+            let Ok(result) = call(&ws, &params) else {
+                panic!("an error result, not a fault")
+            };
+            assert_eq!(result["isError"], true, "{result}");
+            let text = result["content"][0]["text"].as_str().expect("text");
+            assert!(text.contains("`arguments` must be an object"), "{text}");
+            assert!(!text.contains("AKIAQ3EG"), "{text}");
+        }
+        let ws = Workspace::Unusable(format!("cannot read {key}"));
+        let Ok(result) = call(&ws, &json!({"name": "chapters_search", "arguments": {}})) else {
+            panic!("an error result, not a fault")
+        };
+        let text = result["content"][0]["text"].as_str().expect("text");
+        assert!(!text.to_ascii_uppercase().contains("AKIAQ3EG"), "{text}");
+        assert!(text.contains("redacted"), "{text}");
+    }
 
     /// The argument names a call is checked against are exactly the schema's properties.
     #[test]

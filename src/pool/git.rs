@@ -30,6 +30,8 @@ use gix::odb::Header as _;
 use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
 use gix::refs::{FullName, Target};
 
+use crate::redact::Redacted;
+
 pub use gix::ObjectId;
 
 /// How long a ref move waits for a concurrent writer's lock. Generous on purpose: the loser of a
@@ -677,7 +679,8 @@ impl GitRepo {
 
     /// Write a commit object; **no ref moves** (see [`GitRepo::cas_ref`]). Author = committer =
     /// `name <email>` at `time_secs` (UTC, `+0000`). A message without a trailing newline gets
-    /// one, as `git commit` writes it. The tree and every parent must already be here.
+    /// one, as `git commit` writes it. The tree and every parent must already be here. The
+    /// message is `Redacted`: derived from redacted values or passed through the rules.
     pub fn write_commit(
         &self,
         tree: ObjectId,
@@ -685,7 +688,7 @@ impl GitRepo {
         name: &str,
         email: &str,
         time_secs: i64,
-        message: &str,
+        message: &Redacted<String>,
     ) -> Result<ObjectId, GitError> {
         validate_identity("author name", name)?;
         validate_identity("author email", email)?;
@@ -703,7 +706,7 @@ impl GitRepo {
             email: email.into(),
             time: gix::date::Time::new(time_secs, 0),
         };
-        let mut message = message.to_string();
+        let mut message = message.as_str().to_owned();
         if !message.ends_with('\n') {
             message.push('\n');
         }
@@ -1244,6 +1247,7 @@ fn file_identity(path: &Path) -> Option<(u64, u64, Option<std::time::SystemTime>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::redact::echoed_text;
     use std::process::{Command, Stdio};
     use std::sync::{Arc, Barrier};
 
@@ -1340,8 +1344,15 @@ mod tests {
             .collect();
         let tree = repo.tree_with(base, &upserts).expect("tree");
         let parents: Vec<ObjectId> = parent.into_iter().collect();
-        repo.write_commit(tree, &parents, NAME, EMAIL, time, "archive chapters")
-            .expect("commit")
+        repo.write_commit(
+            tree,
+            &parents,
+            NAME,
+            EMAIL,
+            time,
+            &echoed_text("archive chapters"),
+        )
+        .expect("commit")
     }
 
     fn new_bare() -> (tempfile::TempDir, GitRepo) {
@@ -1377,7 +1388,14 @@ mod tests {
         );
         assert!(repo.removed_paths(new, new).expect("same").is_empty());
         let first = repo
-            .write_commit(old, &[], "dsh-chapters", "a@b", 1_700_000_000, "first")
+            .write_commit(
+                old,
+                &[],
+                "dsh-chapters",
+                "a@b",
+                1_700_000_000,
+                &echoed_text("first"),
+            )
             .expect("commit");
         let second = repo
             .write_commit(
@@ -1386,7 +1404,7 @@ mod tests {
                 "dsh-chapters",
                 "a@b",
                 1_700_000_100,
-                "second",
+                &echoed_text("second"),
             )
             .expect("commit");
         repo.cas_ref("refs/heads/main", None, second, "test")
@@ -1409,7 +1427,7 @@ mod tests {
                 "dsh-chapters",
                 "a@b",
                 1_700_000_000,
-                "first",
+                &echoed_text("first"),
             )
             .expect("commit");
         let replaced = repo
@@ -1419,7 +1437,7 @@ mod tests {
                 "dsh-chapters",
                 "a@b",
                 1_800_000_000,
-                "first",
+                &echoed_text("first"),
             )
             .expect("commit");
         let root = repo.root_fingerprint(second).expect("fp");
@@ -1677,7 +1695,14 @@ mod tests {
         let right = commit_files(&repo, Some(root), &[("r.md", "r")], T0 + 2);
         let tree = repo.commit_tree(left).expect("tree");
         let merge = repo
-            .write_commit(tree, &[left, right], NAME, EMAIL, T0 + 3, "merge\n\nbody")
+            .write_commit(
+                tree,
+                &[left, right],
+                NAME,
+                EMAIL,
+                T0 + 3,
+                &echoed_text("merge\n\nbody"),
+            )
             .expect("merge commit");
         repo.cas_ref(MAIN, None, merge, "test").expect("ref");
         let raw = git(repo.path(), &["cat-file", "-p", &merge.to_string()]);
@@ -1726,33 +1751,33 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    repo.write_commit(tree, &[], name, email, T0, "m"),
+                    repo.write_commit(tree, &[], name, email, T0, &echoed_text("m")),
                     Err(GitError::InvalidCommit { .. })
                 ),
                 "{name:?} {email:?}"
             );
         }
         assert!(matches!(
-            repo.write_commit(tree, &[], NAME, EMAIL, -1, "m"),
+            repo.write_commit(tree, &[], NAME, EMAIL, -1, &echoed_text("m")),
             Err(GitError::InvalidCommit { .. })
         ));
         let absent = oid("3333333333333333333333333333333333333333");
         assert!(matches!(
-            repo.write_commit(tree, &[absent], NAME, EMAIL, T0, "m"),
+            repo.write_commit(tree, &[absent], NAME, EMAIL, T0, &echoed_text("m")),
             Err(GitError::Missing {
                 what: "parent commit",
                 ..
             })
         ));
         assert!(matches!(
-            repo.write_commit(absent, &[], NAME, EMAIL, T0, "m"),
+            repo.write_commit(absent, &[], NAME, EMAIL, T0, &echoed_text("m")),
             Err(GitError::Missing {
                 what: "commit tree",
                 ..
             })
         ));
         assert!(matches!(
-            repo.write_commit(tree, &[tree], NAME, EMAIL, T0, "m"),
+            repo.write_commit(tree, &[tree], NAME, EMAIL, T0, &echoed_text("m")),
             Err(GitError::WrongKind {
                 expected: Kind::Commit,
                 ..
@@ -2001,7 +2026,14 @@ mod tests {
             )
             .expect("merged tree");
         let merge = source
-            .write_commit(merged_tree, &[fourth, side], NAME, EMAIL, T0 + 5, "merge")
+            .write_commit(
+                merged_tree,
+                &[fourth, side],
+                NAME,
+                EMAIL,
+                T0 + 5,
+                &echoed_text("merge"),
+            )
             .expect("merge");
         for (tip, since) in [(third, first), (merge, third)] {
             let new_objects = git(
@@ -2050,7 +2082,7 @@ mod tests {
             .tree_with(None, &[("a/b.md".to_string(), good)])
             .expect("tree");
         let commit = source
-            .write_commit(tree, &[], NAME, EMAIL, T0, "m")
+            .write_commit(tree, &[], NAME, EMAIL, T0, &echoed_text("m"))
             .expect("commit");
         let target = GitRepo::init_bare(&dir.path().join("copy")).expect("target");
         match copy_reachable(&source, &target, commit) {
@@ -2093,7 +2125,14 @@ mod tests {
         let right = commit_files(&repo, Some(root), &[("r.md", "r")], T0 + 2);
         let tree = repo.commit_tree(left).expect("tree");
         let merge = repo
-            .write_commit(tree, &[left, right], NAME, EMAIL, T0 + 3, "merge")
+            .write_commit(
+                tree,
+                &[left, right],
+                NAME,
+                EMAIL,
+                T0 + 3,
+                &echoed_text("merge"),
+            )
             .expect("merge");
         assert!(repo.is_ancestor(root, merge).expect("walk"));
         assert!(

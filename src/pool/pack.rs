@@ -375,7 +375,7 @@ mod tests {
             "dsh-chapters",
             "t@dsh-chapters.local",
             1_700_000_000 + n as i64,
-            "publish",
+            &crate::redact::echoed_text("publish"),
         )
         .expect("commit")
     }

@@ -25,6 +25,7 @@ use super::transport::{self, FailureCode, Remote, TransportError};
 use crate::curation::{self, Fact, FactKind};
 use crate::identity::Identity;
 use crate::index::shard::{INDEX_DIR, MANIFEST_FILE};
+use crate::redact::Redacted;
 use crate::store::{atomic, Store, StoreError, MIRROR_DIR};
 
 pub const POOL_REF: &str = "refs/heads/main";
@@ -1162,10 +1163,13 @@ fn run(
             }
         };
         let email = format!("{}@dsh-chapters.local", ctx.harness_id);
-        let text = message
-            .as_ref()
-            .map(|m| m.get().clone())
-            .unwrap_or_else(|| commit_message(ctx.harness_id, &report.published));
+        let text = message.clone().unwrap_or_else(|| {
+            let publication = Publication {
+                harness: ctx.harness_id,
+                published: &report.published,
+            };
+            Redacted::of_settings(&publication, commit_message)
+        });
         let commit = mirror.write_commit(
             tree,
             &head.into_iter().collect::<Vec<_>>(),
@@ -1321,7 +1325,7 @@ fn plan_forget(
     mirror: &GitRepo,
     base_tree: Option<ObjectId>,
     forgotten: &crate::store::forget::Forgotten,
-) -> Result<Option<(Vec<String>, Upserts, String)>, Fail> {
+) -> Result<Option<ForgetPlan>, Fail> {
     use crate::store::forget::Item;
     let Some(tree) = base_tree.filter(|_| !forgotten.is_empty()) else {
         return Ok(None);
@@ -1383,26 +1387,51 @@ fn plan_forget(
         }
         if removals.len() + upserts.len() > before {
             let ids: Vec<String> = act.items.iter().map(Item::id).collect();
-            lines.push(format!(
+            // A person's name and reason: through the rules, as the forget ledger holds them.
+            lines.push(crate::redact::echoed_text(&format!(
                 "Forgotten by {} at {}: {}\nids: {}",
                 act.by,
                 act.at,
                 act.reason.as_deref().unwrap_or("(no reason given)"),
                 ids.join(", ")
-            ));
+            )));
         }
     }
     if removals.is_empty() && upserts.is_empty() {
         return Ok(None);
     }
-    let text = format!(
-        "dsh-chapters: forget from {}\n\n{}\n\n{} file(s) removed from the tip, {} signature ledger(s) scrubbed; the history still holds them until it is rewritten.\n",
-        ctx.harness_id,
-        lines.join("\n\n"),
-        removals.len(),
-        upserts.len()
-    );
+    let lines: Redacted<Vec<String>> = lines.into_iter().collect();
+    let counts = ForgetCounts {
+        harness: ctx.harness_id.to_owned(),
+        removed: removals.len(),
+        scrubbed: upserts.len(),
+    };
+    let text = lines.derive_with(&counts, forget_message);
     Ok(Some((removals.into_iter().collect(), upserts, text)))
+}
+
+/// The forget commit: the paths it removes, the ledgers it scrubs, its message.
+type ForgetPlan = (Vec<String>, Upserts, Redacted<String>);
+
+/// What the forget commit's message says beside the acts: the machine and counts.
+struct ForgetCounts {
+    harness: String,
+    removed: usize,
+    scrubbed: usize,
+}
+
+impl crate::redact::Settings for ForgetCounts {}
+
+/// The forget commit's message: the acts' lines (through the rules) and the counts.
+#[allow(clippy::ptr_arg)] // `Redacted::derive_with` hands the value over as `&T`.
+fn forget_message(lines: &Vec<String>, counts: &ForgetCounts) -> String {
+    format!(
+        "dsh-chapters: forget from {}\n\n{}\n\n{} file(s) removed from the tip, {} signature ledger(s) scrubbed; the history still holds them until it is rewritten.\n",
+        counts.harness,
+        lines.join("\n\n"),
+        counts.removed,
+        counts.scrubbed
+    )
 }
 
 /// This store's forget ledgers as pool upserts (published with the forget commit, so other
@@ -1629,10 +1658,24 @@ fn vocabulary_message(written: &Vec<crate::index::vocab::Candidate>, harness: &H
     )
 }
 
-fn commit_message(harness: &str, published: &BTreeMap<String, u64>) -> String {
-    let parts: Vec<String> = published.iter().map(|(k, n)| format!("{n} {k}")).collect();
+/// What a publish commit's message is made of: the machine and the counts per kind, no
+/// conversation text.
+struct Publication<'a> {
+    harness: &'a str,
+    published: &'a BTreeMap<String, u64>,
+}
+
+impl crate::redact::Settings for Publication<'_> {}
+
+fn commit_message(publication: &Publication<'_>) -> String {
+    let parts: Vec<String> = publication
+        .published
+        .iter()
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect();
     format!(
-        "dsh-chapters: publish from {harness}\n\n{}",
+        "dsh-chapters: publish from {}\n\n{}",
+        publication.harness,
         parts.join(", ")
     )
 }
@@ -2100,13 +2143,11 @@ fn plan_index(
             }
         };
         let holds = |file: &str| Ok(tree_index()?.contains_key(file));
-        let list = || Ok(tree_index()?.keys().cloned().collect());
         let pages = |dir: &str| pool_pages_of(mirror, base_tree, dir);
         let previous = build::Previous {
             manifest: old.clone(),
             read_part: &read_part,
             holds: &holds,
-            list: &list,
             pages: &pages,
             since: build::pool_since(&index_dir, materialized_before),
         };

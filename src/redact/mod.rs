@@ -104,7 +104,21 @@ use rules::{Anchor, Check, Gate, PemLine};
 /// let _ = build("s", "s", NoticeIntent::Continue, &[], &raw);
 /// ```
 ///
-/// The same three, typed (they compile):
+/// ```compile_fail
+/// // A pool commit's message is a `Redacted<String>`; one formatted from raw text is refused.
+/// # fn f(repo: &dsh_chapters::pool::git::GitRepo, tree: dsh_chapters::pool::git::ObjectId) {
+/// let raw = format!("forgotten because of {}", "AKIAQ3EGUWZXJ4TPLM7N");
+/// let _ = repo.write_commit(tree, &[], "dsh-chapters", "h1@dsh-chapters.local", 0, &raw);
+/// # }
+/// ```
+///
+/// ```compile_fail
+/// // `topics/vocabulary.json` lists a `Redacted` topic set only (the index's documents').
+/// let raw: std::collections::BTreeSet<String> = ["akiaq3eguwzxj4tplm7n".to_owned()].into();
+/// let _ = dsh_chapters::index::vocab::vocabulary_json(&raw, &Default::default());
+/// ```
+///
+/// The same, typed (they compile):
 ///
 /// ```no_run
 /// # fn f(store: &dsh_chapters::store::Store, ws: &std::path::Path,
@@ -116,6 +130,10 @@ use rules::{Anchor, Check, Gate, PemLine};
 /// use dsh_chapters::rules::notice::{build, NoticeIntent};
 /// let block = rules.redact("## Rules\n", &mut Default::default());
 /// let _ = build("s", "s", NoticeIntent::Continue, &[], &block);
+/// # }
+/// # fn g(repo: &dsh_chapters::pool::git::GitRepo, tree: dsh_chapters::pool::git::ObjectId) {
+/// let message = dsh_chapters::redact::echoed_text("forgotten by ana: pasted a key");
+/// let _ = repo.write_commit(tree, &[], "dsh-chapters", "h1@dsh-chapters.local", 0, &message);
 /// # }
 /// ```
 ///
@@ -148,6 +166,12 @@ impl<T> Redacted<T> {
     /// so the result holds nothing but what was derived from redacted text (and constants).
     pub fn derive<U>(&self, f: fn(&T) -> U) -> Redacted<U> {
         Redacted(f(&self.0))
+    }
+
+    /// What `f` computes from a [`Settings`] value alone (a commit message of counts): no
+    /// conversation text goes in, so none comes out.
+    pub fn of_settings<A: Settings + ?Sized>(with: &A, f: fn(&A) -> T) -> Redacted<T> {
+        Redacted(f(with))
     }
 
     /// [`Redacted::derive`] with a parameter that holds no conversation text ([`Settings`]:
@@ -211,6 +235,15 @@ pub fn echo(text: &str) -> String {
             .redact(text, &mut RedactionCounts::default())
             .into_inner(),
         None => "(withheld)".to_owned(),
+    }
+}
+
+/// [`echo`] as a `Redacted` value: a message that shows back what was asked (an error
+/// naming an argument) reaches an answer only through the built-in rules.
+pub fn echoed_text(text: &str) -> Redacted<String> {
+    match built_in() {
+        Some(redactor) => redactor.redact(text, &mut RedactionCounts::default()),
+        None => Redacted("(withheld)".to_owned()),
     }
 }
 

@@ -164,6 +164,31 @@ fn topic_merge_is_a_persons_fact_that_syncs_and_moves_both_machines_alike() {
     assert!(std::fs::read_to_string(&file)
         .expect("curation file")
         .contains("\"type\":\"topic-alias\""));
+    // The report shows the fact as the ledger holds it: a credential typed into a topic or
+    // a reason is shown through the rules, in the JSON and in the words.
+    let secret = "AKIAQ3EGUWZXJ4TPLM7N";
+    let reason = format!("pasted {secret} by mistake");
+    let v = a.json(&["topic", "pin", "keep-me", "--reason", &reason, "--json"]);
+    assert!(
+        !v.to_string().to_ascii_uppercase().contains("AKIAQ3EG"),
+        "{v}"
+    );
+    assert_eq!(v["written"]["topic"], "keep-me", "{v}");
+    assert!(
+        v["written"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("redacted")),
+        "{v}"
+    );
+    let out = a.ok(&[
+        "topic",
+        "unpin",
+        &format!("t-{secret}"),
+        "--reason",
+        &reason,
+    ]);
+    assert!(out.contains("wrote a topic-pin fact to"), "{out}");
+    assert!(!out.to_ascii_uppercase().contains("AKIAQ3EG"), "{out}");
     // Usage errors: the same topic twice, exit 2, nothing written.
     assert_eq!(
         a.run(&["topic", "merge", "csv", " CSV "]).status.code(),

@@ -94,6 +94,29 @@ fn a_person_approves_and_the_mark_is_given_never_inferred() {
             .len(),
         0
     );
+    // The words of `rule view` and `rule list` are the rule as read back; an unknown id is
+    // named through the rules (a key pasted where an id goes is not printed again).
+    let words = sb.ok(&["rule", "view", &id]);
+    assert!(
+        words.contains("Run cargo fmt before every commit."),
+        "{words}"
+    );
+    assert!(words.contains("decided by Ana"), "{words}");
+    assert!(sb.ok(&["rule", "list"]).contains(&id));
+    let (code, _, err) = fails(&sb, &["rule", "view", "AKIAQ3EGUWZXJ4TPLM7N"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no rule"), "{err}");
+    assert!(!err.contains("AKIAQ3EG"), "{err}");
+    // Every CLI error goes out through the rules (`cli::run`), and so does a flag's value
+    // quoted back by a usage error.
+    let (code, _, err) = fails(&sb, &["show", "AKIAQ3EGUWZXJ4TPLM7N/3"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no chapter, plan or rule"), "{err}");
+    assert!(!err.contains("AKIAQ3EG"), "{err}");
+    let (code, _, err) = fails(&sb, &["search", "fmt", "--since", "AKIAQ3EGUWZXJ4TPLM7N"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is not a date"), "{err}");
+    assert!(!err.contains("AKIAQ3EG"), "{err}");
     // Bad input is refused by name.
     let (code, _, err) = fails(&sb, &["rule", "add", "bad category", "x"]);
     assert_eq!(code, 1);
