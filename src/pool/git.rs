@@ -319,8 +319,7 @@ impl GitRepo {
 
     /// Store `bytes` as a blob (a no-op if it already exists) and return its id.
     pub fn write_blob(&self, bytes: &[u8]) -> Result<ObjectId, GitError> {
-        self.repo
-            .write_blob(bytes)
+        once_more(|| self.repo.write_blob(bytes))
             .map(|id| id.detach())
             .map_err(|source| GitError::Write {
                 repo: self.git_dir.clone(),
@@ -400,7 +399,7 @@ impl GitRepo {
                 })?;
         }
         editor
-            .write(|tree| self.repo.write_object(tree).map(|id| id.detach()))
+            .write(|tree| once_more(|| self.repo.write_object(&*tree)).map(|id| id.detach()))
             .map_err(|source| GitError::Write {
                 repo: self.git_dir.clone(),
                 what: "a tree".to_string(),
@@ -719,8 +718,7 @@ impl GitRepo {
             message: message.into(),
             extra_headers: Vec::new(),
         };
-        self.repo
-            .write_object(&commit)
+        once_more(|| self.repo.write_object(&commit))
             .map(|id| id.detach())
             .map_err(|source| GitError::Write {
                 repo: self.git_dir.clone(),
@@ -852,8 +850,23 @@ impl GitRepo {
     /// The kind and bytes of `id`, read from the object database itself.
     fn read_object(&self, id: ObjectId, what: &'static str) -> Result<(Kind, Vec<u8>), GitError> {
         let mut data = Vec::new();
-        let kind = match self.repo.objects.try_find(&id, &mut data) {
-            Ok(Some(object)) => object.kind,
+        let mut found = self
+            .repo
+            .objects
+            .try_find(&id, &mut data)
+            .map(|o| o.map(|o| o.kind));
+        if matches!(found, Ok(None)) {
+            // Another machine's `pool::pack` may have moved the loose object into a pack this
+            // handle has not seen: look again through a handle opened now.
+            if let Ok(fresh) = open_isolated(&self.git_dir) {
+                found = fresh
+                    .objects
+                    .try_find(&id, &mut data)
+                    .map(|o| o.map(|o| o.kind));
+            }
+        }
+        let kind = match found {
+            Ok(Some(kind)) => kind,
             Ok(None) => {
                 return Err(GitError::Missing {
                     repo: self.git_dir.clone(),
@@ -971,9 +984,7 @@ impl GitRepo {
                 actual,
             });
         }
-        self.repo
-            .objects
-            .write_buf_with_known_id(kind, data, id)
+        once_more(|| self.repo.objects.write_buf_with_known_id(kind, data, id))
             .map_err(write_error)?;
         Ok(())
     }
@@ -1165,6 +1176,12 @@ pub fn publish_local(
     };
     to.cas_ref(refname, expected, new, log_message)?;
     Ok(copied)
+}
+
+/// `write` again once if it fails: another machine's `git prune-packed` (`pool::pack`) may
+/// remove an empty fan-out directory between gix creating it and moving a loose object in.
+fn once_more<T, E>(mut write: impl FnMut() -> Result<T, E>) -> Result<T, E> {
+    write().or_else(|_| write())
 }
 
 fn open_isolated(path: &Path) -> Result<gix::Repository, gix::Error> {
