@@ -21,9 +21,16 @@ pub const DEFAULTS_YML: &str = include_str!("../config/defaults.yml");
 /// `CHAPTERS_*` variables the program reads that are not config keys (allowed through).
 /// `CHAPTERS_LOG` is the log filter; `CHAPTERS_CRASH_AT` is the tests' crash injection
 /// (`pool::sync`: the process kills itself with SIGKILL at the named point);
-/// `CHAPTERS_SYNC_RETRY=immediate` is the pool benchmark's baseline (`pool::sync`: a lost
-/// race retried 4 times back to back, as before backoff).
-pub const NON_CONFIG_ENV: &[&str] = &["CHAPTERS_LOG", "CHAPTERS_CRASH_AT", "CHAPTERS_SYNC_RETRY"];
+/// `CHAPTERS_SYNC_RETRY=immediate|backoff` are the pool benchmark's baselines (`pool::sync`:
+/// no publish queue; a lost race retried 4 times back to back, or with backoff);
+/// `CHAPTERS_PUBLISH_LOCK_WAIT_MS` is the tests' bound on waiting for a local pool's publish
+/// turn (`pool::publish_lock`).
+pub const NON_CONFIG_ENV: &[&str] = &[
+    "CHAPTERS_LOG",
+    "CHAPTERS_CRASH_AT",
+    "CHAPTERS_SYNC_RETRY",
+    "CHAPTERS_PUBLISH_LOCK_WAIT_MS",
+];
 
 const ENV_PREFIX: &str = "CHAPTERS_";
 /// The origin [`Config::origin_of`] gives a key no file, variable or flag set.

@@ -8,6 +8,8 @@
 //! - `credentials`: the per-project token at rest (0600 under the DSH home).
 //! - `git`: the shell layer over gix — objects, trees, commits, compare-and-swap ref moves and
 //!   the local object copy behind a fast-forward-only publish. No `git` program is ever run.
+//! - `publish_lock`: the publish queue of a local pool (a flock beside its ref), so its
+//!   publishers take turns instead of racing; the ref's compare-and-swap stays the guard.
 //! - `readme` (pure): the pool's landing pages, `README.md` and `index/README.md`.
 //! - `sync`: pull, plan, commit, publish, materialize — under the writer lock.
 //! - `transport`: fetch and push of network pools through the `git` program, with failures
@@ -18,6 +20,7 @@ pub mod git;
 pub mod link;
 pub mod pack;
 pub mod plan;
+pub mod publish_lock;
 pub mod readme;
 pub mod sync;
 pub mod transport;

@@ -21,6 +21,7 @@ use super::credentials::Secret;
 use super::git::{GitError, GitRepo, ObjectId};
 use super::link::{LinkRecord, PoolIdentity, Upstream};
 use super::plan::{self, Action, FileKind, Visibility};
+use super::publish_lock::{PublishLock, PublishLockError};
 use super::transport::{self, FailureCode, Remote, TransportError};
 use crate::curation::{self, Fact, FactKind};
 use crate::identity::Identity;
@@ -711,6 +712,26 @@ pub fn sync(ctx: &SyncContext<'_>, pull_only: bool) -> Result<SyncReport, SyncEr
         visibility: Some(ctx.link.visibility),
         ..Default::default()
     };
+    // A local pool's publishers take turns (`publish_lock`), waited for before the store's
+    // writer lock so a sync in the queue never keeps this machine's archive waiting.
+    let publish_turn = match &ctx.link.upstream {
+        Upstream::Local { path } if !pull_only && RetryPolicy::from_env().queue => {
+            match PublishLock::acquire(path, publish_lock_wait()) {
+                Ok(turn) => Some(turn),
+                Err(e @ PublishLockError::NoPool { .. }) => {
+                    tracing::debug!(error = %e, "publishing without the pool's publish lock");
+                    None
+                }
+                Err(e) => {
+                    report.notes.push(format!(
+                        "{e}: publishing without waiting for a turn (the pool's ref still takes only fast-forwards)"
+                    ));
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
     let lock = match ctx.store.lock(ctx.lock_timeout) {
         Ok(l) => l,
         Err(e) => {
@@ -766,6 +787,7 @@ pub fn sync(ctx: &SyncContext<'_>, pull_only: bool) -> Result<SyncReport, SyncEr
             .push(format!("could not record the sync status: {e}"));
     }
     drop(lock);
+    drop(publish_turn);
     match result {
         Ok(_) => Ok(report),
         Err(f) => Err(SyncError {
@@ -1245,26 +1267,33 @@ fn run(
     }
 }
 
-/// How a sync retries a lost race: `MAX_ATTEMPTS` with `retry_wait` between them; or, for
-/// the benchmark's side-by-side baseline only (`CHAPTERS_SYNC_RETRY=immediate`, the
-/// behaviour before backoff), 4 attempts back to back.
+/// How a sync retries a lost race: publishers of a local pool queue on its publish lock
+/// (so they do not race at all), and `MAX_ATTEMPTS` with `retry_wait` between them for
+/// races that still happen (network pools, a turn not had in time). For the benchmark's
+/// side-by-side baselines only: `CHAPTERS_SYNC_RETRY=backoff` (no queue, the behaviour
+/// before it) and `CHAPTERS_SYNC_RETRY=immediate` (no queue, 4 attempts back to back, the
+/// behaviour before backoff).
 #[derive(Clone, Copy)]
 struct RetryPolicy {
     max_attempts: u32,
     backoff: bool,
+    queue: bool,
 }
 
 impl RetryPolicy {
     fn from_env() -> RetryPolicy {
-        if std::env::var_os("CHAPTERS_SYNC_RETRY").is_some_and(|v| v == "immediate") {
+        let baseline = std::env::var_os("CHAPTERS_SYNC_RETRY");
+        if baseline.as_deref().is_some_and(|v| v == "immediate") {
             RetryPolicy {
                 max_attempts: 4,
                 backoff: false,
+                queue: false,
             }
         } else {
             RetryPolicy {
                 max_attempts: MAX_ATTEMPTS,
                 backoff: true,
+                queue: baseline.as_deref().is_none_or(|v| v != "backoff"),
             }
         }
     }
@@ -1276,6 +1305,15 @@ impl RetryPolicy {
             Duration::ZERO
         }
     }
+}
+
+/// How long a sync waits for its turn at a local pool: `publish_lock::DEFAULT_WAIT`, or
+/// `CHAPTERS_PUBLISH_LOCK_WAIT_MS` (tests: a turn not had in time falls back to racing).
+fn publish_lock_wait() -> Duration {
+    std::env::var("CHAPTERS_PUBLISH_LOCK_WAIT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(super::publish_lock::DEFAULT_WAIT, Duration::from_millis)
 }
 
 /// How long a sync that lost the race for the pool's ref waits before it fetches again:

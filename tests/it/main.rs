@@ -26,6 +26,7 @@ mod pool;
 mod pool_converge;
 mod pool_packs;
 mod pool_pages;
+mod pool_publish_queue;
 mod pool_settle;
 mod pool_split;
 mod privacy;
