@@ -380,8 +380,11 @@ struct KeywordGroup {
 const SHORT_KEYWORD: usize = 4;
 
 impl KeywordGroup {
-    /// `None` for an empty group.
-    fn build(owners: &BTreeMap<String, Vec<usize>>) -> Result<Option<Self>, RedactError> {
+    /// `None` for an empty group. `case_free`: keywords match in any ASCII letter case.
+    fn build(
+        owners: &BTreeMap<String, Vec<usize>>,
+        case_free: bool,
+    ) -> Result<Option<Self>, RedactError> {
         if owners.is_empty() {
             return Ok(None);
         }
@@ -402,6 +405,7 @@ impl KeywordGroup {
             .collect();
         let automaton = AhoCorasick::builder()
             .match_kind(MatchKind::LeftmostFirst)
+            .ascii_case_insensitive(case_free)
             .build(&keywords)
             .map_err(|e| RedactError::Prefilter {
                 count: keywords.len(),
@@ -512,12 +516,18 @@ impl Redactor {
         let mut rules = Vec::new();
         let mut long_owners: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         let mut short_owners: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        let mut case_free_owners: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         let mut unfiltered = Vec::new();
         let mut equals_rules = Vec::new();
         let mut colon_rules = Vec::new();
         let mut header_rules = Vec::new();
         let mut own = |keywords: &[&str], rule: usize| {
-            let owners = if keywords.iter().any(|k| k.len() < SHORT_KEYWORD) {
+            let owners = if keywords
+                .iter()
+                .all(|k| rules::CASE_FREE_KEYWORDS.contains(k))
+            {
+                &mut case_free_owners
+            } else if keywords.iter().any(|k| k.len() < SHORT_KEYWORD) {
                 &mut short_owners
             } else {
                 &mut long_owners
@@ -599,8 +609,9 @@ impl Redactor {
         }
 
         let keyword_groups = [
-            KeywordGroup::build(&long_owners)?,
-            KeywordGroup::build(&short_owners)?,
+            KeywordGroup::build(&long_owners, false)?,
+            KeywordGroup::build(&short_owners, false)?,
+            KeywordGroup::build(&case_free_owners, true)?,
         ];
         Ok(Redactor {
             rules,
@@ -2386,7 +2397,8 @@ mod tests {
             "{debug}"
         );
         let groups = redactor().keyword_groups();
-        assert_eq!(groups.len(), 2);
+        assert_eq!(groups.len(), 3);
+        assert_eq!(groups[2], ["bearer".to_owned()]);
         assert!(
             groups[0].iter().all(|k| k.len() >= SHORT_KEYWORD),
             "{groups:?}"
