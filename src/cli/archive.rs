@@ -4,6 +4,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use dsh_chapters::archive::{self, ArchiveReport, Reason, SessionReport};
+use dsh_chapters::redact::echoed_text;
 
 use super::{Env, Reported};
 
@@ -41,16 +42,23 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         bar.finish_and_clear();
     }
     let report = report?;
+    // A damaged log's message may quote the bad line's value (a credential pasted where a
+    // number belonged): the report is shown only through the rules.
     if args.json {
-        super::print_json(&report)?;
+        let text = serde_json::to_string_pretty(&report)?;
+        super::print_answer(&echoed_text(&format!("{text}\n")));
     } else {
-        print_text(&report);
+        super::print_answer(&echoed_text(&report_text(&report)));
     }
     for failure in &report.failures {
-        eprintln!(
-            "chapters: {}: {}",
-            failure.session_dir.display(),
-            failure.error
+        eprint!(
+            "{}",
+            echoed_text(&format!(
+                "chapters: {}: {}\n",
+                failure.session_dir.display(),
+                failure.error
+            ))
+            .get()
         );
     }
     if report.failures.is_empty() {
@@ -76,30 +84,39 @@ pub fn summary_line(s: &SessionReport) -> String {
     )
 }
 
-fn print_text(report: &ArchiveReport) {
+fn report_text(report: &ArchiveReport) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
     for note in &report.notes {
-        println!("note: {note}");
+        let _ = writeln!(out, "note: {note}");
     }
     if report.sessions.is_empty() && report.failures.is_empty() {
-        println!("no sessions found for this workspace");
-        return;
+        let _ = writeln!(out, "no sessions found for this workspace");
+        return out;
     }
     for s in &report.sessions {
-        println!("{}", summary_line(s));
+        let _ = writeln!(out, "{}", summary_line(s));
         for c in s.chapters.iter().chain(&s.plans) {
-            println!("  .dsh-chapters/{}/chapters/{c}", s.root_session_id);
+            let _ = writeln!(out, "  .dsh-chapters/{}/chapters/{c}", s.root_session_id);
         }
         if s.damage.is_some() {
             // The damage itself is said once, on stderr with the failures.
-            println!("  stopped at damage in the log (below); the turns before it are archived");
+            let _ = writeln!(
+                out,
+                "  stopped at damage in the log (below); the turns before it are archived"
+            );
         } else if let Some((lo, hi)) = s.in_flight {
-            println!("  turn in flight (seqs {lo} to {hi}) left for a later archive");
+            let _ = writeln!(
+                out,
+                "  turn in flight (seqs {lo} to {hi}) left for a later archive"
+            );
         }
         for note in &s.notes {
-            println!("  note: {note}");
+            let _ = writeln!(out, "  note: {note}");
         }
     }
     if report.chapters_written() == 0 && report.failures.is_empty() {
-        println!("nothing new to archive");
+        let _ = writeln!(out, "nothing new to archive");
     }
+    out
 }

@@ -220,9 +220,12 @@ fn status(paths: &Paths, json: bool) -> Result<()> {
             o.remove("ok");
             o.insert("running".into(), Value::Bool(true));
         }
-        return super::print_json(&status);
+        // Session errors may quote a damaged log line: shown only through the rules.
+        let text = serde_json::to_string_pretty(&status)?;
+        super::print_answer(&dsh_chapters::redact::echoed_text(&format!("{text}\n")));
+        return Ok(());
     }
-    print_status(&status);
+    super::print_answer(&dsh_chapters::redact::echoed_text(&status_text(&status)));
     Ok(())
 }
 
@@ -242,8 +245,11 @@ pub(crate) fn vanished_line(v: &Value) -> String {
     )
 }
 
-fn print_status(s: &Value) {
-    println!(
+fn status_text(s: &Value) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
         "daemon pid {} up {} s, watching {} ({})",
         s["pid"],
         s["uptimeSecs"],
@@ -251,9 +257,9 @@ fn print_status(s: &Value) {
         s["watch"].as_str().unwrap_or("?")
     );
     if let Some(reason) = s["pollingReason"].as_str() {
-        println!("  polling: {reason}");
+        let _ = writeln!(out, "  polling: {reason}");
     }
-    println!(
+    let _ = writeln!(out,
         "  {} workspace(s) followed, {} session(s); {} turn(s) signed, latency last {} p50 {} p99 {}; {} job(s) queued",
         s["workspacesFollowed"],
         s["sessionsWatched"],
@@ -269,7 +275,8 @@ fn print_status(s: &Value) {
             .or(ws["sessionsDir"].as_str())
             .unwrap_or("?");
         if ws["followed"].as_bool() != Some(true) {
-            println!(
+            let _ = writeln!(
+                out,
                 "  {name}: not followed: {}",
                 ws["notFollowed"]
                     .as_str()
@@ -277,7 +284,8 @@ fn print_status(s: &Value) {
             );
             continue;
         }
-        println!(
+        let _ = writeln!(
+            out,
             "  {name}: {} session(s){}",
             ws["sessions"].as_array().map_or(0, Vec::len),
             if ws["linked"].as_bool() == Some(true) {
@@ -287,28 +295,33 @@ fn print_status(s: &Value) {
             }
         );
         if !ws["lastArchive"].is_null() {
-            println!("    last archive: {}", ws["lastArchive"]);
+            let _ = writeln!(out, "    last archive: {}", ws["lastArchive"]);
         }
         if !ws["lastSync"].is_null() {
-            println!("    last sync: {}", ws["lastSync"]);
+            let _ = writeln!(out, "    last sync: {}", ws["lastSync"]);
         }
         for v in ws["vanished"].as_array().into_iter().flatten() {
-            println!("    {}", vanished_line(v));
+            let _ = writeln!(out, "    {}", vanished_line(v));
         }
         for session in ws["sessions"].as_array().into_iter().flatten() {
             if let Some(e) = session["error"].as_str() {
-                println!("    {}: {e}", session["sessionId"].as_str().unwrap_or("?"));
+                let _ = writeln!(
+                    out,
+                    "    {}: {e}",
+                    session["sessionId"].as_str().unwrap_or("?")
+                );
             }
         }
     }
     if let Some(reload) = s["lastReload"].as_object() {
-        println!("  last reload: {}", Value::Object(reload.clone()));
+        let _ = writeln!(out, "  last reload: {}", Value::Object(reload.clone()));
     }
     let errors = s["lastErrors"].as_array().cloned().unwrap_or_default();
     if !errors.is_empty() {
-        println!("  last errors:");
+        let _ = writeln!(out, "  last errors:");
         for e in errors.iter().rev().take(5) {
-            println!(
+            let _ = writeln!(
+                out,
                 "    {} {}: {}",
                 e["at"].as_str().unwrap_or(""),
                 e["what"].as_str().unwrap_or(""),
@@ -316,6 +329,7 @@ fn print_status(s: &Value) {
             );
         }
     }
+    out
 }
 
 fn stop(paths: &Paths) -> Result<()> {

@@ -1,3 +1,4 @@
+use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Result;
@@ -33,34 +34,41 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         from_env.as_deref(),
         files.harness_id.as_deref(),
     );
+    // The report holds the vocabulary's candidates (derived from redacted text) and session
+    // errors, whose details may quote a damaged log line: shown only through the rules.
     if args.json {
-        let Some(migration) = &env.link_migration else {
-            return super::print_json(&report);
-        };
         let mut value = serde_json::to_value(&report)?;
-        if let Some(fields) = value.as_object_mut() {
+        if let (Some(migration), Some(fields)) = (&env.link_migration, value.as_object_mut()) {
             fields.insert("linkMigrated".into(), serde_json::to_value(migration)?);
         }
-        return super::print_json(&value);
+        let text = serde_json::to_string_pretty(&value)?;
+        super::print_answer(&dsh_chapters::redact::echoed_text(&format!("{text}\n")));
+        return Ok(());
     }
+    let mut out = String::new();
     let id = &report.identity;
-    println!("workspace   {}", report.workspace.display());
-    println!(
+    let _ = writeln!(out, "workspace   {}", report.workspace.display());
+    let _ = writeln!(
+        out,
         "project     {} ({}: {})",
         id.project_key, id.project_key_source, id.origin
     );
     if id.project_key_source == "path-derived" {
-        println!("            warning: path-derived key — differs on every machine; add a git remote or set projectKeyOverride");
+        let _ = writeln!(
+        out,
+        "            warning: path-derived key — differs on every machine; add a git remote or set projectKeyOverride");
     }
-    println!("harness     {}", report.harness_id);
+    let _ = writeln!(out, "harness     {}", report.harness_id);
     if let Some(w) = &report.harness_id_warning {
-        println!("            warning: {w}");
+        let _ = writeln!(out, "            warning: {w}");
     }
-    println!(
+    let _ = writeln!(
+        out,
         "upstream    {}",
         report.upstream.as_deref().unwrap_or("none (not linked)")
     );
-    println!(
+    let _ = writeln!(
+        out,
         "mirror      {}{}",
         report.mirror.display(),
         if report.mirror_exists {
@@ -70,9 +78,10 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         }
     );
     if let Some(w) = &report.identity_warning {
-        println!("WARNING     {w}");
+        let _ = writeln!(out, "WARNING     {w}");
     }
-    println!(
+    let _ = writeln!(
+        out,
         "mode        {} (last sync: {}{})",
         report.mode,
         report.last_sync_code,
@@ -83,12 +92,13 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
             .unwrap_or_default()
     );
     if let Some(hint) = &report.last_sync_hint {
-        println!("            {hint}");
+        let _ = writeln!(out, "            {hint}");
     }
     if let Some(p) = &report.pending_publish {
         let total: u64 = p.values().sum();
         let parts: Vec<String> = p.iter().map(|(k, n)| format!("{n} {k}")).collect();
-        println!(
+        let _ = writeln!(
+            out,
             "unpublished {total} file(s){}",
             if parts.is_empty() {
                 String::new()
@@ -98,19 +108,26 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         );
     }
     match &report.store {
-        None => println!("store       not enabled — run `chapters init`"),
-        Some(c) => println!(
-            "store       {} session tree(s), {} chapter(s), {} plan(s), {} artifact(s), {} signed turn(s)",
-            c.root_sessions, c.chapters, c.plans, c.artifacts, c.collection_lines
-        ),
+        None => {
+            let _ = writeln!(out, "store       not enabled — run `chapters init`");
+        }
+        Some(c) => {
+            let _ = writeln!(
+                out,
+                "store       {} session tree(s), {} chapter(s), {} plan(s), {} artifact(s), {} signed turn(s)",
+                c.root_sessions, c.chapters, c.plans, c.artifacts, c.collection_lines
+            );
+        }
     }
-    println!(
+    let _ = writeln!(
+        out,
         "pending     {} completed turn(s) not yet archived",
         report.pending_turns
     );
     let d = &report.daemon;
     if d.running {
-        println!(
+        let _ = writeln!(
+            out,
             "daemon      running (pid {}, up {} s): {}{}{}",
             d.pid.unwrap_or_default(),
             d.uptime_secs.unwrap_or_default(),
@@ -129,13 +146,19 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
             }
         );
         for v in &d.vanished {
-            println!("            {}", super::daemon::vanished_line(v));
+            let _ = writeln!(out, "            {}", super::daemon::vanished_line(v));
         }
     } else {
-        println!("daemon      {}", d.note.as_deref().unwrap_or("not running"));
+        let _ = writeln!(
+            out,
+            "daemon      {}",
+            d.note.as_deref().unwrap_or("not running")
+        );
     }
     match &report.enrichment {
-        None => println!("enrichment  off (no endpoint)"),
+        None => {
+            let _ = writeln!(out, "enrichment  off (no endpoint)");
+        }
         Some(e) => {
             let counts = e.batches.as_ref().map_or_else(
                 || "no batch yet".to_owned(),
@@ -153,7 +176,8 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
                     )
                 },
             );
-            println!(
+            let _ = writeln!(
+                out,
                 "enrichment  {} via {}: {counts}",
                 if e.enabled { "on" } else { "disabled here" },
                 e.endpoint
@@ -161,13 +185,16 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         }
     }
     if let Some(d) = &report.documents {
-        println!(
+        let _ = writeln!(
+        out,
+
             "documents   {} in the store, {} from the pool, {} unreadable (as of the last search or sync)",
             d.store, d.pool, d.unreadable
         );
     }
     if let Some(v) = &report.vocabulary {
-        println!(
+        let _ = writeln!(
+            out,
             "vocabulary  {} merge candidate(s){}",
             v.candidates.len(),
             if v.apply {
@@ -177,7 +204,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
             }
         );
         for c in &v.candidates {
-            println!("  {} → {}: {}", c.from, c.to, c.reason);
+            let _ = writeln!(out, "  {} → {}: {}", c.from, c.to, c.reason);
         }
     }
     for s in &report.sessions {
@@ -185,13 +212,15 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
             .in_flight
             .map(|(lo, hi)| format!(", in flight seqs {lo} to {hi}"))
             .unwrap_or_default();
-        println!(
+        let _ = writeln!(
+            out,
             "  {}  v{}  {} completed, {} unarchived{flight}",
             s.session_id, s.generation, s.completed_turns, s.unarchived_turns
         );
         if let Some(e) = &s.error {
-            println!("    error: {e}");
+            let _ = writeln!(out, "    error: {e}");
         }
     }
+    super::print_answer(&dsh_chapters::redact::echoed_text(&out));
     Ok(())
 }

@@ -266,3 +266,33 @@ fn torn_last_frame_is_a_note_not_an_error() {
     let notes = r["sessions"][0]["notes"].to_string();
     assert!(notes.contains("torn"), "{notes}");
 }
+
+#[test]
+fn a_credential_inside_a_damaged_line_is_never_shown_back() {
+    // A damaged event whose bad field holds a credential: the parser's message may quote
+    // the value, and `status` and `archive` print that message.
+    let (sb, _) = setup();
+    let key = "AKIAZ7QW3ERTYUIOPL2X";
+    plain_lines(
+        &sb,
+        &[
+            header(&sb, BAD),
+            event(0, "turn/start"),
+            format!(r#"{{"type":"user/message","seq":"{key}","time":1,"data":{{"text":"x"}}}}"#)
+                .into_bytes(),
+            event(2, "turn/end"),
+        ],
+    );
+    let mut said_damaged = false;
+    for args in [&["status"][..], &["status", "--json"], &["archive"]] {
+        let out = sb.run(args);
+        let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+        assert!(!all.contains(key), "{args:?} showed the credential: {all}");
+        said_damaged |= all.contains("not a valid event");
+    }
+    assert!(
+        said_damaged,
+        "the damaged line was reported: {:?}",
+        sb.run(&["status"])
+    );
+}
