@@ -827,6 +827,9 @@ fn percentile(samples: &VecDeque<f64>, p: f64) -> Option<f64> {
 
 impl Runtime {
     fn error(&mut self, what: &str, detail: String) {
+        // A reader's message may quote a damaged log line's value (a credential where a
+        // number belonged): the log file and `daemon status` get it through the rules.
+        let detail = crate::redact::echo(&detail);
         tracing::warn!(what, "{detail}");
         if self.errors.len() == ERRORS_KEPT {
             self.errors.pop_front();
