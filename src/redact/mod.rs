@@ -85,7 +85,7 @@ use rules::{Anchor, Check, Gate, PemLine};
 /// ```compile_fail
 /// // A rule file is written from a `Redacted<Rule>` only; a rule built from raw words is refused.
 /// # fn f(store: &dsh_chapters::store::Store, ws: &std::path::Path) {
-/// let raw = dsh_chapters::rules::Rule::project("pk", "style", "AKIAIOSFODNN7EXAMPLE").unwrap();
+/// let raw = dsh_chapters::rules::Rule::project("pk", "style", "AKIAIOSFODNN7EXAMPLE").expect("a valid rule");
 /// let _ = dsh_chapters::rules::store::write_rule(store, ws, raw);
 /// # }
 /// ```
@@ -123,8 +123,8 @@ use rules::{Anchor, Check, Gate, PemLine};
 /// ```no_run
 /// # fn f(store: &dsh_chapters::store::Store, ws: &std::path::Path,
 /// #      fact: dsh_chapters::curation::Fact, rules: &dsh_chapters::redact::Redactor) {
-/// let rule = dsh_chapters::rules::Rule::project("pk", "style", "use tabs").unwrap();
-/// let _ = dsh_chapters::rules::store::write_rule(store, ws, rule.redacted(rules).unwrap());
+/// let rule = dsh_chapters::rules::Rule::project("pk", "style", "use tabs").expect("a valid rule");
+/// let _ = dsh_chapters::rules::store::write_rule(store, ws, rule.redacted(rules).expect("redacted by the rules"));
 /// let fact = dsh_chapters::curation::file::redacted(&fact, rules);
 /// let _ = dsh_chapters::curation::file::append(store, "m1", &fact);
 /// use dsh_chapters::rules::notice::{build, NoticeIntent};
