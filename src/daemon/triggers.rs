@@ -176,12 +176,13 @@ pub fn is_compaction(kind: &str) -> bool {
 
 /// Whether an event of any harness marks a compaction: DSH's compaction events, or the
 /// summary another harness writes after compacting (a user message its reader gives the
-/// compaction-summary source kind).
+/// compaction-summary source kind: Claude Code's `isCompactSummary` line, Codex's
+/// `compacted` line).
 pub fn is_compaction_event(event: &crate::session::Event) -> bool {
     is_compaction(&event.kind)
-        || event.user_message().is_some_and(|m| {
-            m.source.kind == crate::source::claude_code::screen::COMPACTION_SUMMARY
-        })
+        || event
+            .user_message()
+            .is_some_and(|m| m.source.kind == crate::source::COMPACTION_SUMMARY)
 }
 
 /// When an idle-time enrichment batch is due for one workspace (record §6.2): never per

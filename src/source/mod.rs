@@ -25,6 +25,11 @@ pub mod claude_code;
 pub mod codex;
 pub(crate) mod lines;
 
+/// The source kind of a harness's compaction summary (Claude Code's `isCompactSummary`
+/// line, Codex's `compacted` line): the harness's text, not the person's — screened as a
+/// marked note, and the daemon's compaction moment (`daemon::triggers`).
+pub const COMPACTION_SUMMARY: &str = "compact-checkpoint";
+
 /// The agents whose logs are archived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Harness {

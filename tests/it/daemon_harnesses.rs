@@ -536,3 +536,124 @@ fn a_restart_after_kill_9_signs_each_claude_code_turn_once() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(signed(&sb, &cc.id()), 3, "every turn once");
 }
+
+/// The text of every chapter of a session.
+fn chapter_text(sb: &Sandbox, root: &str) -> String {
+    let mut out = String::new();
+    if let Ok(rd) = std::fs::read_dir(sb.store().join(root).join("chapters")) {
+        let mut files: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
+        files.sort();
+        for f in files
+            .iter()
+            .filter(|f| f.extension().is_some_and(|e| e == "md"))
+        {
+            out.push_str(&std::fs::read_to_string(f).unwrap_or_default());
+        }
+    }
+    out
+}
+
+/// One completed Codex task: prompt, answer, `task_complete`.
+fn codex_task(turn: &str, prompt: &str, answer: &str) -> Vec<String> {
+    vec![
+        codex_line(
+            "event_msg",
+            json!({"type": "task_started", "turn_id": turn}),
+        ),
+        codex_line(
+            "event_msg",
+            json!({"type": "user_message", "message": prompt}),
+        ),
+        codex_line(
+            "response_item",
+            json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": answer}]}),
+        ),
+        codex_line(
+            "event_msg",
+            json!({"type": "task_complete", "turn_id": turn}),
+        ),
+    ]
+}
+
+fn codex_meta(sb: &Sandbox, id: &str) -> String {
+    codex_line(
+        "session_meta",
+        json!({"id": id, "cwd": sb.ws_str(), "cli_version": "0.146.0"}),
+    )
+}
+
+#[test]
+fn a_codex_compaction_archives_the_completed_turns_and_never_its_replacement_history() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let day = sb.home.join("codex/sessions/2026/12/02");
+    std::fs::create_dir_all(&day).expect("day dir");
+    // The default idle time (ten minutes): only the compaction can archive now.
+    let _d = Daemon::start(&sb, &[]);
+    let rollout = day.join(format!("rollout-2026-12-02T10-00-00-{CODEX_ID}.jsonl"));
+    let mut lines = vec![codex_meta(&sb, CODEX_ID)];
+    lines.extend(codex_task(
+        "t1",
+        "Port the scheduler to tokio",
+        "The scheduler now runs on tokio.",
+    ));
+    lines.extend(codex_task(
+        "t2",
+        "Add a shutdown signal",
+        "Ctrl-C now drains the queue first.",
+    ));
+    append(&rollout, &lines);
+    let id = format!("codex-{CODEX_ID}");
+    wait_for("both turns signed", || signed(&sb, &id) == 2);
+    assert_eq!(chapters(&sb, &id), 0, "no archive before a moment");
+    // Codex compacts mid-task (2026 shape): a `compacted` line whose replacement history
+    // copies earlier items, then `context_compacted`; the task then completes.
+    let mut lines = vec![
+        codex_line(
+            "event_msg",
+            json!({"type": "task_started", "turn_id": "t3"}),
+        ),
+        codex_line(
+            "event_msg",
+            json!({"type": "user_message", "message": "Now document the shutdown path"}),
+        ),
+        codex_line(
+            "compacted",
+            json!({
+                "message": "",
+                "window_number": 2,
+                "replacement_history": [
+                    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Port the scheduler to tokio"}]},
+                    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "REPLACEMENT-HISTORY-ONLY sentence"}]},
+                ],
+            }),
+        ),
+        codex_line("event_msg", json!({"type": "context_compacted"})),
+    ];
+    lines.extend(
+        codex_task("t3", "unused", "docs/shutdown.md explains the drain.")[2..]
+            .iter()
+            .cloned(),
+    );
+    append(&rollout, &lines);
+    wait_for("the compaction archive reported", || {
+        workspace_status(&status(&sb)).is_some_and(|w| w["lastArchive"]["reason"] == "compaction")
+    });
+    wait_for("the third turn signed", || signed(&sb, &id) == 3);
+    let text = chapter_text(&sb, &id);
+    assert!(
+        text.contains("The scheduler now runs on tokio."),
+        "the turns before the compaction are archived"
+    );
+    assert!(
+        !text.contains("REPLACEMENT-HISTORY-ONLY"),
+        "the replacement history is never archived"
+    );
+    assert_eq!(
+        text.matches("The scheduler now runs on tokio.").count(),
+        1,
+        "each answer once: {text}"
+    );
+    let st = status(&sb);
+    assert_eq!(st["lastErrors"].as_array().map_or(0, Vec::len), 0, "{st}");
+}

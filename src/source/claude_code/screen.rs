@@ -6,7 +6,7 @@
 /// The source kind of the person's own prompt.
 pub(crate) const HUMAN: &str = "user";
 /// The compaction summary: the harness's text, not the person's (a marked note).
-pub(crate) const COMPACTION_SUMMARY: &str = "compact-checkpoint";
+pub(crate) const COMPACTION_SUMMARY: &str = crate::source::COMPACTION_SUMMARY;
 /// `isMeta` lines: expanded slash-command prompts, caveats, reminders.
 pub(crate) const META: &str = "claude-code-meta";
 /// Slash-command and local-command plumbing (`<command-name>`, `<local-command-stdout>`, …).

@@ -10,7 +10,9 @@
 //! an envelope (G2+; the `response_item` copy is skipped), else the `response_item` user
 //! message (G1); the answer, reasoning summaries and tool calls from `response_item`
 //! (`event_msg agent_message` / `agent_reasoning` are copies). Encrypted reasoning is
-//! dropped. `compacted.replacement_history` copies earlier items and is never read.
+//! dropped. A `compacted` line (G2 and G3) becomes a compaction-summary note (its
+//! `message`, screened like Claude Code's summary: the daemon's compaction moment);
+//! its `replacement_history` copies earlier items and is never read.
 //!
 //! A fork (`session_meta.forked_from_id`) first copies its parent's lines: while its lines
 //! are among the parent rollout's (same type and payload), they are the parent's and are
@@ -62,6 +64,8 @@ fn open_stream(path: &Path, from: u64) -> Result<Box<dyn BufRead>, ReadError> {
 pub const SEQ_SHIFT: u32 = 4;
 const MAX_SUB: u64 = (1 << SEQ_SHIFT) - 1;
 /// The result of a call a `turn_aborted` cut off.
+/// The note of a `compacted` line with no summary text (remote compaction).
+const COMPACTED_NOTE: &str = "Conversation compacted";
 const ABORTED_CALL: &str = "[no result: the turn was aborted before the call returned]";
 
 /// What the log's first lines say of the session.
@@ -369,6 +373,22 @@ impl CodexReader {
                 _ => {}
             },
             ("response_item", Some(p)) => self.item(p, &mut next_seq, time, line_start),
+            ("compacted", Some(p)) => {
+                // The summary only: `replacement_history` copies lines read already.
+                let text = p
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .filter(|m| !m.trim().is_empty())
+                    .unwrap_or(COMPACTED_NOTE)
+                    .to_owned();
+                let seq = next_seq();
+                self.push(
+                    seq,
+                    "user/message",
+                    json!({"content": text, "source": {"kind": crate::source::COMPACTION_SUMMARY}}),
+                    time,
+                );
+            }
             // G1: a bare item.
             (
                 "message"
@@ -850,6 +870,43 @@ mod tests {
         assert_eq!(results[0].content, "Finished");
         let all = format!("{:?}", t.events);
         assert!(!all.contains("gAAAA") && !all.contains("SYSTEM PROMPT"));
+    }
+
+    #[test]
+    fn a_compacted_line_is_a_screened_note_and_its_history_is_not_read_again() {
+        let mut log = g2();
+        log.push_str(&answer("tests pass"));
+        log.push_str(&event(json!({"type": "task_complete", "turn_id": "t2"})));
+        log.push_str(&event(json!({"type": "task_started", "turn_id": "t3"})));
+        log.push_str(&event(
+            json!({"type": "user_message", "message": "and lint"}),
+        ));
+        log.push_str(&env("compacted", json!({"message": "Summary: the build was fixed.", "replacement_history": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "fixed"}]}], "window_number": 2})));
+        log.push_str(&answer("lint is clean"));
+        log.push_str(&event(json!({"type": "task_complete", "turn_id": "t3"})));
+        let r = read(&log, false);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(r.turns.len(), 3);
+        // Remote compaction (no summary text) leaves a note, in the turn after it.
+        assert_eq!(
+            texts(&r.turns[1])[0],
+            ("compact-checkpoint".into(), COMPACTED_NOTE.into())
+        );
+        assert_eq!(
+            texts(&r.turns[2]),
+            [
+                ("user".into(), "and lint".into()),
+                (
+                    "compact-checkpoint".into(),
+                    "Summary: the build was fixed.".into()
+                ),
+                ("assistant".into(), "lint is clean".into()),
+            ]
+        );
+        // `replacement_history` is never read: each prompt and answer once.
+        let all: Vec<(String, String)> = r.turns.iter().flat_map(texts).collect();
+        assert_eq!(all.iter().filter(|(_, t)| t == "fixed").count(), 1);
+        assert_eq!(all.iter().filter(|(_, t)| t == "fix the build").count(), 1);
     }
 
     #[test]
