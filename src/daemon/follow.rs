@@ -123,6 +123,12 @@ fn file_id(path: &Path) -> Result<(u64, u64, u64), FollowError> {
     Ok((meta.dev(), meta.ino(), meta.len()))
 }
 
+/// Another harness's compressed log (a Codex `.jsonl.zst`): its resume offsets count
+/// decoded bytes, not the file's.
+fn is_compressed(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "zst")
+}
+
 fn read_header(path: &Path, options: ReaderOptions) -> Result<(Header, ResumePoint), FollowError> {
     let mut reader = LogReader::open_with(path, ResumePoint::default(), options)?;
     match reader.next_item()? {
@@ -234,7 +240,7 @@ impl Follower {
                 if s.session_id == header.id
                     && s.dev == dev
                     && s.ino == ino
-                    && s.anchor.byte_offset <= len =>
+                    && (s.anchor.byte_offset <= len || is_compressed(&log.log)) =>
             {
                 s.anchor
             }
@@ -333,7 +339,9 @@ impl Follower {
     ) -> Result<Polled, FollowError> {
         let mut polled = Polled::default();
         let (dev, ino, len) = file_id(&self.log.log)?;
-        if (dev, ino) != (self.dev, self.ino) || len < self.resume.byte_offset {
+        // A `.zst`'s offsets count decoded bytes: only its identity says it was replaced.
+        let shrank = len < self.resume.byte_offset && !is_compressed(&self.log.log);
+        if (dev, ino) != (self.dev, self.ino) || shrank {
             let why = if (dev, ino) != (self.dev, self.ino) {
                 "was replaced by another file"
             } else {

@@ -423,7 +423,7 @@ struct SessionEntry {
     signed: u64,
     /// A Claude Code transcript near the sweep: the log's length when its unarchived turns
     /// were last counted (counted again only when it grew), and whether its archive was
-    /// queued.
+    /// queued (also for a cold Codex rollout, see `Runtime::check_cold`).
     sweep_checked_len: Option<u64>,
     sweep_queued: bool,
 }
@@ -577,9 +577,9 @@ fn max_components(harness: Harness) -> usize {
     }
 }
 
-/// Whether `path` under `tree` is a live log of `harness` the daemon follows: a Claude
-/// Code session transcript (not a subagent's), a plain Codex rollout (a `.zst` one is
-/// old and left to `chapters archive`).
+/// Whether `path` under `tree` is a log of `harness` the daemon follows: a Claude Code
+/// session transcript (not a subagent's), a Codex rollout, plain or `.jsonl.zst` (Codex
+/// recompresses rollouts older than 7 days; a plain file hides its compressed sibling).
 fn is_harness_log(harness: Harness, tree: &Path, path: &Path) -> bool {
     let Ok(rel) = path.strip_prefix(tree) else {
         return false;
@@ -594,9 +594,12 @@ fn is_harness_log(harness: Harness, tree: &Path, path: &Path) -> bool {
             depth == 2 && name.ends_with(".jsonl") && !name.starts_with("agent-")
         }
         Harness::Codex => {
+            let compressed = name.ends_with(".jsonl.zst");
             depth <= max_components(harness)
                 && name.starts_with("rollout-")
-                && name.ends_with(".jsonl")
+                && (name.ends_with(".jsonl") || compressed)
+                // A plain rollout hides its compressed sibling.
+                && !(compressed && path.with_extension("").is_file())
         }
         Harness::Dsh => false,
     }
@@ -1345,9 +1348,26 @@ impl Runtime {
         }
         let header = follower.header.clone();
         let last_write = mtime_ms(path).unwrap_or_else(now_ms);
+        // This file holds the session now (a rollout recompressed, materialised plain
+        // again, or moved): its other file is no longer followed, and was not lost.
+        let elsewhere: Vec<PathBuf> = self
+            .workspaces
+            .get(ws_dir)
+            .map(|w| {
+                w.sessions
+                    .iter()
+                    .filter(|(k, s)| k.as_path() != path && s.follower.header.id == header.id)
+                    .map(|(k, _)| k.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for other in elsewhere {
+            self.forget_log(ws_dir, &other);
+        }
         let Some(ws) = self.workspaces.get_mut(ws_dir) else {
             return;
         };
+        ws.vanished.retain(|v| v["sessionId"] != header.id.as_str());
         let mut cursor = LedgerCursor::default();
         let refreshed = signer::refresh(&ctx.store, &header.id, &header.id, &mut cursor);
         ws.sessions.insert(
@@ -1384,6 +1404,7 @@ impl Runtime {
         }
         self.poll_session(ws_dir, path);
         self.check_sweep(ws_dir, path);
+        self.check_cold(ws_dir, path);
     }
 
     /// A Claude Code transcript within [`SWEEP_MARGIN_DAYS`] of its `cleanupPeriodDays`
@@ -1428,6 +1449,81 @@ impl Runtime {
         entry.sweep_queued = true;
         tracing::info!(session = %id, turns = waiting, cleanup_days, "a Claude Code transcript nears its sweep; archiving it now");
         self.queue_archive_moment(ws_dir, Reason::Idle, "sweep", Some(id), false, linked);
+    }
+
+    /// A followed Codex rollout is gone but another file holds it now: Codex recompressed
+    /// it (`.jsonl.zst`), materialised it plain again, or moved it to `archived_sessions/`.
+    /// That file is followed instead (what it holds and no chapter covers is archived at
+    /// once, see [`Runtime::check_cold`]); nothing vanished. False when no file holds it.
+    fn log_moved(&mut self, ws_dir: &Path, key: &Path) -> bool {
+        let Some(entry) = self
+            .workspaces
+            .get(ws_dir)
+            .and_then(|w| w.sessions.get(key))
+        else {
+            return false;
+        };
+        if entry.follower.harness() != Harness::Codex {
+            return false;
+        }
+        let thread = entry
+            .follower
+            .header
+            .id
+            .trim_start_matches(Harness::Codex.session_prefix())
+            .to_owned();
+        let Some(successor) = crate::source::codex::find_rollout(key, &thread) else {
+            return false;
+        };
+        tracing::info!(log = %key.display(), now = %successor.display(), "a rollout moved or was recompressed; following it there");
+        self.forget_log(ws_dir, key);
+        self.harness_log(Harness::Codex, &successor, false);
+        true
+    }
+
+    /// Stop following `key` in `ws_dir`, reporting nothing (another file holds its session).
+    fn forget_log(&mut self, ws_dir: &Path, key: &Path) {
+        self.harness_logs.remove(key);
+        if let Some(ws) = self.workspaces.get_mut(ws_dir) {
+            if ws.sessions.remove(key).is_some() {
+                self.state_dirty = true;
+            }
+        }
+    }
+
+    /// A Codex rollout no one appends to any more — recompressed (`.jsonl.zst`) or moved
+    /// out of `sessions/` — with signed turns no chapter covers is archived now: no turn
+    /// end or idle moment will come from it.
+    fn check_cold(&mut self, ws_dir: &Path, key: &Path) {
+        let live_tree = self
+            .harness_trees
+            .iter()
+            .any(|t| t.harness == Harness::Codex && key.starts_with(&t.tree));
+        let compressed = key.extension().is_some_and(|e| e == "zst");
+        let Some(ws) = self.workspaces.get_mut(ws_dir) else {
+            return;
+        };
+        let Some(ctx) = ws.ctx.clone() else {
+            return;
+        };
+        let linked = ws.linked;
+        let Some(entry) = ws.sessions.get_mut(key) else {
+            return;
+        };
+        if entry.follower.harness() != Harness::Codex
+            || (live_tree && !compressed)
+            || entry.sweep_queued
+        {
+            return;
+        }
+        let id = entry.follower.header.id.clone();
+        let waiting = signer::signed_unarchived(&ctx.store, &entry.root, &id).unwrap_or(0);
+        if waiting == 0 {
+            return;
+        }
+        entry.sweep_queued = true;
+        tracing::info!(session = %id, turns = waiting, log = %key.display(), "a recompressed or moved rollout holds turns no chapter covers; archiving them now");
+        self.queue_archive_moment(ws_dir, Reason::Idle, "compressed", Some(id), false, linked);
     }
 
     /// A followed log of another harness is gone. Turns no chapter covers went with it:
@@ -1849,7 +1945,9 @@ impl Runtime {
                 .and_then(|w| w.sessions.get(session_dir))
                 .is_some_and(|s| s.follower.harness() != Harness::Dsh);
             if other {
-                self.log_vanished(ws_dir, session_dir);
+                if !self.log_moved(ws_dir, session_dir) {
+                    self.log_vanished(ws_dir, session_dir);
+                }
             } else {
                 self.drop_session(ws_dir, session_dir, "its log was deleted");
             }

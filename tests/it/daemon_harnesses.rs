@@ -537,7 +537,7 @@ fn a_restart_after_kill_9_signs_each_claude_code_turn_once() {
     assert_eq!(signed(&sb, &cc.id()), 3, "every turn once");
 }
 
-/// The text of every chapter of a session.
+/// The bodies of every chapter of a session.
 fn chapter_text(sb: &Sandbox, root: &str) -> String {
     let mut out = String::new();
     if let Ok(rd) = std::fs::read_dir(sb.store().join(root).join("chapters")) {
@@ -547,7 +547,10 @@ fn chapter_text(sb: &Sandbox, root: &str) -> String {
             .iter()
             .filter(|f| f.extension().is_some_and(|e| e == "md"))
         {
-            out.push_str(&std::fs::read_to_string(f).unwrap_or_default());
+            let text = std::fs::read_to_string(f).unwrap_or_default();
+            // The body only: the frontmatter's summary repeats an answer.
+            let body = text.splitn(3, "---\n").nth(2).unwrap_or(&text);
+            out.push_str(body);
         }
     }
     out
@@ -650,10 +653,131 @@ fn a_codex_compaction_archives_the_completed_turns_and_never_its_replacement_his
         "the replacement history is never archived"
     );
     assert_eq!(
-        text.matches("The scheduler now runs on tokio.").count(),
+        text.matches("\nThe scheduler now runs on tokio.\n```")
+            .count(),
         1,
         "each answer once: {text}"
     );
     let st = status(&sb);
+    assert_eq!(st["lastErrors"].as_array().map_or(0, Vec::len), 0, "{st}");
+}
+
+/// Write `lines` compressed to `path` as Codex does: a temporary file, then into place.
+fn write_zst(path: &Path, lines: &[String]) {
+    let packed = zstd::encode_all(lines.concat().as_bytes(), 3).expect("compress");
+    let tmp = path.with_file_name(".rollout-compression.tmp");
+    std::fs::write(&tmp, packed).expect("write the compressed rollout");
+    std::fs::rename(&tmp, path).expect("into place");
+}
+
+fn vanished(st: &Value) -> usize {
+    workspace_status(st)
+        .and_then(|w| w["vanished"].as_array())
+        .map_or(0, Vec::len)
+}
+
+#[test]
+fn a_rollout_replaced_by_its_zst_is_followed_there_archived_once_and_not_reported_lost() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let day = sb.home.join("codex/sessions/2026/11/20");
+    std::fs::create_dir_all(&day).expect("day dir");
+    let _d = Daemon::start(&sb, &[]);
+    let plain = day.join(format!("rollout-2026-11-20T10-00-00-{CODEX_ID}.jsonl"));
+    let mut lines = vec![codex_meta(&sb, CODEX_ID)];
+    lines.extend(codex_task(
+        "t1",
+        "Cache the parsed manifests",
+        "Manifests are cached by content hash.",
+    ));
+    lines.extend(codex_task(
+        "t2",
+        "Expire the cache after a day",
+        "Entries older than a day are dropped.",
+    ));
+    append(&plain, &lines);
+    let id = format!("codex-{CODEX_ID}");
+    wait_for("both turns signed", || signed(&sb, &id) == 2);
+    assert_eq!(chapters(&sb, &id), 0, "no archive moment yet");
+    // Codex's recompression: the plain file goes, its `.jsonl.zst` comes (here it also
+    // holds a turn the daemon never saw).
+    lines.extend(codex_task(
+        "t3",
+        "Log cache misses",
+        "Misses are logged at debug level.",
+    ));
+    std::fs::remove_file(&plain).expect("rm plain");
+    let zst = plain.with_file_name(format!("rollout-2026-11-20T10-00-00-{CODEX_ID}.jsonl.zst"));
+    write_zst(&zst, &lines);
+    wait_for("the compressed rollout archived", || {
+        workspace_status(&status(&sb)).is_some_and(|w| w["lastArchive"]["moment"] == "compressed")
+    });
+    assert_eq!(signed(&sb, &id), 3, "each turn signed once");
+    let st = status(&sb);
+    assert_eq!(vanished(&st), 0, "its .zst holds it: not lost: {st}");
+    let s = session_status(&st, &id).expect("followed");
+    assert_eq!(s["log"], zst.to_string_lossy().as_ref(), "{st}");
+    let text = chapter_text(&sb, &id);
+    for answer in [
+        "Manifests are cached by content hash.",
+        "Entries older than a day are dropped.",
+        "Misses are logged at debug level.",
+    ] {
+        let fenced = format!("\n{answer}\n```");
+        assert_eq!(text.matches(&fenced).count(), 1, "{answer} once: {text}");
+    }
+    assert_eq!(st["lastErrors"].as_array().map_or(0, Vec::len), 0, "{st}");
+    let out = sb.ok(&["status"]);
+    assert!(!out.contains("vanished before archived"), "{out}");
+}
+
+#[test]
+fn a_session_only_in_a_zst_at_start_is_archived_and_a_plain_file_hides_its_zst() {
+    const OTHER: &str = "0199aaaa-0000-7000-8000-0000000000dd";
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let day = sb.home.join("codex/sessions/2026/11/01");
+    std::fs::create_dir_all(&day).expect("day dir");
+    let mut old = vec![codex_meta(&sb, CODEX_ID)];
+    old.extend(codex_task(
+        "t1",
+        "Vendor the protobuf definitions",
+        "proto/ now holds the vendored definitions.",
+    ));
+    let zst = day.join(format!("rollout-2026-11-01T09-00-00-{CODEX_ID}.jsonl.zst"));
+    write_zst(&zst, &old);
+    set_mtime_days_ago(&zst, 30);
+    // Another session, live again: its plain file hides its older compressed copy.
+    let mut live = vec![codex_meta(&sb, OTHER)];
+    live.extend(codex_task(
+        "t1",
+        "Rename the crate",
+        "The crate is now called wirecut.",
+    ));
+    let hidden = day.join(format!("rollout-2026-11-01T11-00-00-{OTHER}.jsonl.zst"));
+    write_zst(&hidden, &live[..1]);
+    live.extend(codex_task(
+        "t2",
+        "Update the README",
+        "README.md names wirecut throughout.",
+    ));
+    let plain = hidden.with_extension("");
+    append(&plain, &live);
+    let _d = Daemon::start(&sb, &[]);
+    let id = format!("codex-{CODEX_ID}");
+    wait_for("the compressed-only session archived", || {
+        chapters(&sb, &id) > 0
+    });
+    assert!(chapter_text(&sb, &id).contains("proto/ now holds the vendored definitions."));
+    let other = format!("codex-{OTHER}");
+    wait_for("the live session signed", || signed(&sb, &other) == 2);
+    let st = status(&sb);
+    let s = session_status(&st, &other).expect("followed");
+    assert_eq!(s["log"], plain.to_string_lossy().as_ref(), "{st}");
+    assert_eq!(
+        chapters(&sb, &other),
+        0,
+        "a live rollout waits for its moment"
+    );
     assert_eq!(st["lastErrors"].as_array().map_or(0, Vec::len), 0, "{st}");
 }
