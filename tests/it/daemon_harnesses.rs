@@ -676,8 +676,33 @@ fn vanished(st: &Value) -> usize {
         .map_or(0, Vec::len)
 }
 
+/// How Codex takes a rollout away from `sessions/YYYY/MM/DD/`.
+#[derive(Clone, Copy, PartialEq)]
+enum Replace {
+    /// The plain file is deleted, then its `.jsonl.zst` appears.
+    PlainGoneFirst,
+    /// Codex's own order: the `.jsonl.zst` is linked into place, then the plain file goes.
+    ZstFirst,
+    /// `codex archive`: the rollout is renamed into `archived_sessions/` (not watched).
+    MovedToArchive,
+}
+
 #[test]
 fn a_rollout_replaced_by_its_zst_is_followed_there_archived_once_and_not_reported_lost() {
+    replaced_rollout(Replace::PlainGoneFirst);
+}
+
+#[test]
+fn a_rollout_recompressed_in_codexs_order_is_followed_in_its_zst() {
+    replaced_rollout(Replace::ZstFirst);
+}
+
+#[test]
+fn a_rollout_moved_to_archived_sessions_is_followed_there_not_reported_lost() {
+    replaced_rollout(Replace::MovedToArchive);
+}
+
+fn replaced_rollout(how: Replace) {
     let sb = Sandbox::new();
     sb.ok(&["init"]);
     let day = sb.home.join("codex/sessions/2026/11/20");
@@ -699,24 +724,42 @@ fn a_rollout_replaced_by_its_zst_is_followed_there_archived_once_and_not_reporte
     let id = format!("codex-{CODEX_ID}");
     wait_for("both turns signed", || signed(&sb, &id) == 2);
     assert_eq!(chapters(&sb, &id), 0, "no archive moment yet");
-    // Codex's recompression: the plain file goes, its `.jsonl.zst` comes (here it also
-    // holds a turn the daemon never saw).
+    // Codex takes the rollout away (here its new file also holds a turn the daemon never
+    // saw).
     lines.extend(codex_task(
         "t3",
         "Log cache misses",
         "Misses are logged at debug level.",
     ));
-    std::fs::remove_file(&plain).expect("rm plain");
-    let zst = plain.with_file_name(format!("rollout-2026-11-20T10-00-00-{CODEX_ID}.jsonl.zst"));
-    write_zst(&zst, &lines);
-    wait_for("the compressed rollout archived", || {
+    let name = format!("rollout-2026-11-20T10-00-00-{CODEX_ID}.jsonl");
+    let zst = day.join(format!("{name}.zst"));
+    let now_at = match how {
+        Replace::PlainGoneFirst => {
+            std::fs::remove_file(&plain).expect("rm plain");
+            write_zst(&zst, &lines);
+            zst.clone()
+        }
+        Replace::ZstFirst => {
+            write_zst(&zst, &lines);
+            std::fs::remove_file(&plain).expect("rm plain");
+            zst.clone()
+        }
+        Replace::MovedToArchive => {
+            let archived = sb.home.join("codex/archived_sessions");
+            std::fs::create_dir_all(&archived).expect("archived_sessions");
+            append(&plain, &lines[lines.len() - 4..]);
+            std::fs::rename(&plain, archived.join(&name)).expect("move");
+            archived.join(&name)
+        }
+    };
+    wait_for("the recompressed or moved rollout archived", || {
         workspace_status(&status(&sb)).is_some_and(|w| w["lastArchive"]["moment"] == "compressed")
     });
     assert_eq!(signed(&sb, &id), 3, "each turn signed once");
     let st = status(&sb);
-    assert_eq!(vanished(&st), 0, "its .zst holds it: not lost: {st}");
+    assert_eq!(vanished(&st), 0, "its new file holds it: not lost: {st}");
     let s = session_status(&st, &id).expect("followed");
-    assert_eq!(s["log"], zst.to_string_lossy().as_ref(), "{st}");
+    assert_eq!(s["log"], now_at.to_string_lossy().as_ref(), "{st}");
     let text = chapter_text(&sb, &id);
     for answer in [
         "Manifests are cached by content hash.",
