@@ -1398,8 +1398,29 @@ impl Runtime {
         }
         tracing::info!(session = %header.id, harness = harness.name(), log = %path.display(), "following a session");
         if self.initial_scan_done {
-            if let NewSession::Pull = triggers::on_new_session(None, &header.id, linked) {
-                self.queue_sync(ws_dir, true, false);
+            // A fork (Claude Code's `--fork-session` or `/branch`, Codex's fork) is the
+            // fork moment: its parent's completed turns are archived now.
+            let parent = match harness {
+                Harness::ClaudeCode => crate::source::claude_code::fork_parent(path),
+                Harness::Codex => crate::source::codex::rollout_facts(path, ROLLOUT_FIRST_LINE_CAP)
+                    .ok()
+                    .flatten()
+                    .and_then(|f| f.forked_from),
+                Harness::Dsh => None,
+            }
+            .map(|p| format!("{}{p}", harness.session_prefix()));
+            match triggers::on_new_session(parent.as_deref(), &header.id, linked) {
+                NewSession::Fork { parent } => {
+                    let known = self.workspaces.get(ws_dir).is_some_and(|w| {
+                        w.sessions.values().any(|s| s.follower.header.id == parent)
+                    });
+                    let only = known.then_some(parent);
+                    self.queue_archive(ws_dir, Reason::Fork, only, linked, linked);
+                }
+                NewSession::Pull => {
+                    self.queue_sync(ws_dir, true, false);
+                }
+                NewSession::Nothing => {}
             }
         }
         self.poll_session(ws_dir, path);

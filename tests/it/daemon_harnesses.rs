@@ -824,3 +824,111 @@ fn a_session_only_in_a_zst_at_start_is_archived_and_a_plain_file_hides_its_zst()
     );
     assert_eq!(st["lastErrors"].as_array().map_or(0, Vec::len), 0, "{st}");
 }
+
+/// How a Claude Code fork copies its parent's lines.
+#[derive(Clone, Copy, PartialEq)]
+enum ForkShape {
+    /// `claude --resume <parent> --fork-session`: a `mode` line, then the parent's lines
+    /// with their uuids under the fork's `sessionId`, no `forkedFrom`.
+    ForkSession,
+    /// The Agent SDK's `forkSession`: fresh uuids, each copy marked `forkedFrom`.
+    SdkFreshUuids,
+}
+
+#[test]
+fn a_claude_code_fork_session_archives_its_parent_and_never_its_copied_prefix() {
+    claude_code_fork(ForkShape::ForkSession);
+}
+
+#[test]
+fn a_claude_code_fork_with_forked_from_marks_and_fresh_uuids_is_a_fork_too() {
+    claude_code_fork(ForkShape::SdkFreshUuids);
+}
+
+fn claude_code_fork(shape: ForkShape) {
+    const FORK: &str = "0b0b0b0b-0000-4000-8000-0000000000ff";
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    std::fs::create_dir_all(sb.home.join("claude/projects")).expect("projects");
+    // The default idle time (ten minutes): only the fork can archive the parent now.
+    let _d = Daemon::start(&sb, &[]);
+    let mut cc = Transcript::new(&sb, CC_SID);
+    let parent_lines = [
+        cc.prompt("Extract the retry policy into src/retry.rs"),
+        cc.answer("src/retry.rs now holds RetryPolicy."),
+        cc.turn_duration(),
+        cc.prompt("Make the backoff exponential"),
+        cc.answer("Backoff doubles up to thirty seconds."),
+        cc.turn_duration(),
+    ];
+    cc.append(&parent_lines);
+    wait_for("the parent's turns signed", || signed(&sb, &cc.id()) == 2);
+    assert_eq!(chapters(&sb, &cc.id()), 0, "no archive before a moment");
+    // The fork's file appears whole once its first turn ends.
+    let mut fork = Transcript::new(&sb, FORK);
+    fork.n = 100;
+    let mut lines = Vec::new();
+    match shape {
+        ForkShape::ForkSession => {
+            lines.push(
+                json!({"type": "mode", "mode": "normal", "sessionId": FORK}).to_string() + "\n",
+            );
+            for l in &parent_lines {
+                lines.push(l.replace(CC_SID, FORK));
+            }
+            fork.last = cc.last.clone();
+        }
+        ForkShape::SdkFreshUuids => {
+            let mut last: Option<String> = None;
+            for (i, l) in parent_lines.iter().enumerate() {
+                let mut v: Value = serde_json::from_str(l).expect("json");
+                let uuid = format!("00000000-0000-4000-8000-{:012}", 500 + i);
+                v["forkedFrom"] = json!({"sessionId": CC_SID, "messageUuid": v["uuid"]});
+                v["sessionId"] = json!(FORK);
+                v["uuid"] = json!(uuid);
+                v["parentUuid"] = json!(last);
+                last = Some(uuid);
+                lines.push(v.to_string() + "\n");
+            }
+            fork.last = last;
+        }
+    }
+    lines.push(fork.prompt("Now make it jittered instead"));
+    lines.push(fork.answer("Backoff now adds full jitter."));
+    lines.push(fork.turn_duration());
+    fork.append(&lines);
+    wait_for("the parent archived at the fork", || {
+        chapters(&sb, &cc.id()) > 0
+    });
+    wait_for("the fork archive reported", || {
+        workspace_status(&status(&sb)).is_some_and(|w| w["lastArchive"]["reason"] == "fork")
+    });
+    wait_for("the fork's own turn signed", || {
+        signed(&sb, &fork.id()) == 1
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        signed(&sb, &fork.id()),
+        1,
+        "the copied turns are the parent's"
+    );
+    assert_eq!(signed(&sb, &cc.id()), 2);
+    // Archived in full later, the fork's chapters hold only its own turn.
+    sb.ok(&["archive"]);
+    let fork_text = chapter_text(&sb, &fork.id());
+    assert!(
+        fork_text.contains("\nBackoff now adds full jitter.\n```"),
+        "{fork_text}"
+    );
+    for copied in [
+        "src/retry.rs now holds RetryPolicy.",
+        "Backoff doubles up to thirty seconds.",
+    ] {
+        assert!(!fork_text.contains(copied), "{copied} archived twice");
+        let parent_text = chapter_text(&sb, &cc.id());
+        let fenced = format!("\n{copied}\n```");
+        assert_eq!(parent_text.matches(&fenced).count(), 1, "{parent_text}");
+    }
+    let st = status(&sb);
+    assert_eq!(st["lastErrors"].as_array().map_or(0, Vec::len), 0, "{st}");
+}

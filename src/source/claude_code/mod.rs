@@ -86,6 +86,45 @@ pub fn transcript_cwd(path: &Path) -> Option<String> {
     None
 }
 
+/// The session a transcript was forked (or, before 2.x, resumed) from, when it is one:
+/// the `forkedFrom.sessionId` its first lines carry (`/branch`, the SDK's `forkSession`),
+/// else the earlier transcript of its folder that starts with the same `uuid`
+/// (`--resume … --fork-session` copies the chain with its uuids under the new
+/// `sessionId`, and writes no `forkedFrom`). The parent's own id, unprefixed.
+pub fn fork_parent(path: &Path) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Forked {
+        forked_from: Option<Origin>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Origin {
+        session_id: Option<String>,
+    }
+    let own = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+    let file = crate::session::reader::open_regular(path).ok()?;
+    let lines = BufReader::with_capacity(64 * 1024, file).split(b'\n');
+    for line in lines.take(CWD_SCAN_LINES) {
+        let line = line.ok()?;
+        if let Ok(Forked {
+            forked_from: Some(Origin {
+                session_id: Some(parent),
+            }),
+        }) = serde_json::from_slice::<Forked>(&line)
+        {
+            if !parent.is_empty() && Some(&parent) != own.as_ref() {
+                return Some(parent);
+            }
+        }
+    }
+    let (first, session) = reader::first_uuid_of(path)?;
+    let origin = reader::earlier_siblings(path, &first, session.as_deref())
+        .into_iter()
+        .next()?;
+    origin.file_stem().map(|s| s.to_string_lossy().into_owned())
+}
+
 /// The Claude Code sessions of `workspace` under `home` (sorted by folder, then file).
 /// A missing `projects/` folder is no session; an unreadable project folder is skipped.
 pub fn list_workspace_sessions(

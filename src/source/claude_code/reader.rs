@@ -297,7 +297,7 @@ fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadErro
 const SIBLING_HEAD_LINES: usize = 64;
 
 /// A transcript's first `uuid` (off any sidechain) and the `sessionId` beside it.
-fn first_uuid_of(path: &Path) -> Option<(String, Option<String>)> {
+pub(super) fn first_uuid_of(path: &Path) -> Option<(String, Option<String>)> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Head {
@@ -390,11 +390,41 @@ fn copied_from_siblings(
     cap: usize,
 ) -> HashSet<u64> {
     let mut copied = HashSet::new();
+    #[derive(Deserialize)]
+    struct Uuid {
+        uuid: Option<String>,
+    }
+    for sibling in earlier_siblings(path, first_uuid, first_session) {
+        let Ok(file) = crate::session::reader::open_regular(&sibling) else {
+            continue;
+        };
+        let mut lines = Lines::new(BufReader::with_capacity(64 * 1024, file), 0, cap);
+        while let Ok(next) = lines.next_line() {
+            match next {
+                Next::Line { .. } => {}
+                Next::TooLong { .. } => continue,
+                Next::Torn { .. } | Next::End => break,
+            }
+            if let Ok(Uuid { uuid: Some(u) }) = serde_json::from_slice::<Uuid>(lines.line()) {
+                copied.insert(key(&u));
+            }
+        }
+    }
+    copied
+}
+
+/// The transcripts of `path`'s folder that start with the same line (`first_uuid`) and
+/// came before it (see [`origin_order`]), sorted: the ones it was resumed or forked from.
+pub(super) fn earlier_siblings(
+    path: &Path,
+    first_uuid: &str,
+    first_session: Option<&str>,
+) -> Vec<PathBuf> {
     let Some(dir) = path.parent() else {
-        return copied;
+        return Vec::new();
     };
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return copied;
+        return Vec::new();
     };
     let mine = origin_order(path, first_session);
     let earlier: Vec<PathBuf> = entries
@@ -418,27 +448,7 @@ fn copied_from_siblings(
         .map(|(p, _)| p)
         .collect();
     earlier.sort();
-    #[derive(Deserialize)]
-    struct Uuid {
-        uuid: Option<String>,
-    }
-    for sibling in earlier {
-        let Ok(file) = crate::session::reader::open_regular(&sibling) else {
-            continue;
-        };
-        let mut lines = Lines::new(BufReader::with_capacity(64 * 1024, file), 0, cap);
-        while let Ok(next) = lines.next_line() {
-            match next {
-                Next::Line { .. } => {}
-                Next::TooLong { .. } => continue,
-                Next::Torn { .. } | Next::End => break,
-            }
-            if let Ok(Uuid { uuid: Some(u) }) = serde_json::from_slice::<Uuid>(lines.line()) {
-                copied.insert(key(&u));
-            }
-        }
-    }
-    copied
+    earlier
 }
 
 /// Nodes on a branch that leaves the leaf's chain at a person's prompt.
@@ -525,6 +535,15 @@ pub(super) struct Line {
     pub(super) message: Option<Message>,
     /// `toolUseResult.agentId`: the subagent a `Task` call's result names (2.1).
     tool_use_result: Option<AgentRef>,
+    /// `forkedFrom` (`/branch`, the SDK's `forkSession`): the line is a fork's copy.
+    forked_from: Option<ForkedFrom>,
+}
+
+/// `forkedFrom.sessionId`: the transcript a fork copied this line from.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ForkedFrom {
+    session_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -758,6 +777,9 @@ pub struct ClaudeReader {
     side: subagent::SideWork,
     /// Agent files already folded into a call.
     folded: Vec<PathBuf>,
+    /// The session a fork's copied lines name (`forkedFrom.sessionId`) and whether its
+    /// transcript is beside this one.
+    fork_parent: Option<(String, bool)>,
 }
 
 impl ClaudeReader {
@@ -807,7 +829,23 @@ impl ClaudeReader {
             task_calls: HashMap::new(),
             side: subagent::SideWork::default(),
             folded: Vec::new(),
+            fork_parent: None,
         })
+    }
+
+    /// Whether the transcript of session `id` (another one) is in this one's folder.
+    fn parent_beside(&mut self, id: &str) -> bool {
+        if let Some((known, beside)) = &self.fork_parent {
+            if known == id {
+                return *beside;
+            }
+        }
+        let own = self.path.file_stem().is_some_and(|s| s == id);
+        let beside = !own
+            && crate::names::is_safe_component(id)
+            && self.path.with_file_name(format!("{id}.jsonl")).is_file();
+        self.fork_parent = Some((id.to_owned(), beside));
+        beside
     }
 
     /// End an answered exchange before a line written `gap_ms` or more after the answer.
@@ -1001,6 +1039,11 @@ impl ClaudeReader {
             // An old transcript's subagent lines: folded into the `Task` result.
             self.side.add(line, "sidechain");
             return;
+        }
+        if let Some(parent) = line.forked_from.as_ref().and_then(|f| f.session_id.clone()) {
+            if self.parent_beside(&parent) {
+                return; // a fork's copy (fresh uuids or not): read in its parent
+            }
         }
         if let Some(uuid) = line.uuid.as_deref() {
             let k = key(uuid);
