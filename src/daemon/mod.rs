@@ -1432,14 +1432,11 @@ impl Runtime {
     /// with signed turns no chapter covers is archived now: Claude Code deletes it soon.
     fn check_sweep(&mut self, ws_dir: &Path, key: &Path) {
         let cleanup_days = self.claude_cleanup_days;
-        let Some(ws) = self.workspaces.get_mut(ws_dir) else {
-            return;
-        };
-        let Some(ctx) = ws.ctx.clone() else {
-            return;
-        };
-        let linked = ws.linked;
-        let Some(entry) = ws.sessions.get_mut(key) else {
+        let Some(entry) = self
+            .workspaces
+            .get_mut(ws_dir)
+            .and_then(|w| w.sessions.get_mut(key))
+        else {
             return;
         };
         if entry.follower.harness() != Harness::ClaudeCode || entry.sweep_queued {
@@ -1462,14 +1459,34 @@ impl Runtime {
             return;
         }
         entry.sweep_checked_len = Some(meta.len());
+        tracing::debug!(log = %key.display(), cleanup_days, "a Claude Code transcript nears its sweep");
+        self.archive_session_now(ws_dir, key, "sweep");
+    }
+
+    /// Archive the session of `key` at once (an idle archive of it, `moment` in `status`)
+    /// when it has signed turns no chapter covers; once per followed log.
+    fn archive_session_now(&mut self, ws_dir: &Path, key: &Path, moment: &'static str) {
+        let Some(ws) = self.workspaces.get_mut(ws_dir) else {
+            return;
+        };
+        let Some(ctx) = ws.ctx.clone() else {
+            return;
+        };
+        let linked = ws.linked;
+        let Some(entry) = ws.sessions.get_mut(key) else {
+            return;
+        };
+        if entry.sweep_queued {
+            return;
+        }
         let id = entry.follower.header.id.clone();
         let waiting = signer::signed_unarchived(&ctx.store, &entry.root, &id).unwrap_or(0);
         if waiting == 0 {
             return;
         }
         entry.sweep_queued = true;
-        tracing::info!(session = %id, turns = waiting, cleanup_days, "a Claude Code transcript nears its sweep; archiving it now");
-        self.queue_archive_moment(ws_dir, Reason::Idle, "sweep", Some(id), false, linked);
+        tracing::info!(session = %id, turns = waiting, moment, "archiving a session's turns no chapter covers now");
+        self.queue_archive_moment(ws_dir, Reason::Idle, moment, Some(id), false, linked);
     }
 
     /// A followed Codex rollout is gone but another file holds it now: Codex recompressed
@@ -1521,30 +1538,14 @@ impl Runtime {
             .iter()
             .any(|t| t.harness == Harness::Codex && key.starts_with(&t.tree));
         let compressed = key.extension().is_some_and(|e| e == "zst");
-        let Some(ws) = self.workspaces.get_mut(ws_dir) else {
-            return;
-        };
-        let Some(ctx) = ws.ctx.clone() else {
-            return;
-        };
-        let linked = ws.linked;
-        let Some(entry) = ws.sessions.get_mut(key) else {
-            return;
-        };
-        if entry.follower.harness() != Harness::Codex
-            || (live_tree && !compressed)
-            || entry.sweep_queued
-        {
-            return;
+        let codex = self
+            .workspaces
+            .get(ws_dir)
+            .and_then(|w| w.sessions.get(key))
+            .is_some_and(|e| e.follower.harness() == Harness::Codex);
+        if codex && (compressed || !live_tree) {
+            self.archive_session_now(ws_dir, key, "compressed");
         }
-        let id = entry.follower.header.id.clone();
-        let waiting = signer::signed_unarchived(&ctx.store, &entry.root, &id).unwrap_or(0);
-        if waiting == 0 {
-            return;
-        }
-        entry.sweep_queued = true;
-        tracing::info!(session = %id, turns = waiting, log = %key.display(), "a recompressed or moved rollout holds turns no chapter covers; archiving them now");
-        self.queue_archive_moment(ws_dir, Reason::Idle, "compressed", Some(id), false, linked);
     }
 
     /// A followed log of another harness is gone. Turns no chapter covers went with it:
