@@ -806,7 +806,9 @@ fn a_session_only_in_a_zst_at_start_is_archived_and_a_plain_file_hides_its_zst()
     ));
     let plain = hidden.with_extension("");
     append(&plain, &live);
-    let _d = Daemon::start(&sb, &[]);
+    // Rescans every 300 ms poll every followed log again: a `.zst` read past its
+    // compressed length is not "truncated".
+    let d = Daemon::start(&sb, &[("CHAPTERS_DAEMON_RESCAN_MS", "300")]);
     let id = format!("codex-{CODEX_ID}");
     wait_for("the compressed-only session archived", || {
         chapters(&sb, &id) > 0
@@ -822,7 +824,21 @@ fn a_session_only_in_a_zst_at_start_is_archived_and_a_plain_file_hides_its_zst()
         0,
         "a live rollout waits for its moment"
     );
+    std::thread::sleep(Duration::from_millis(1200));
+    let st = status(&sb);
+    assert_eq!(
+        session_status(&st, &id).expect("still followed")["log"],
+        zst.to_string_lossy().as_ref()
+    );
     assert_eq!(st["lastErrors"].as_array().map_or(0, Vec::len), 0, "{st}");
+    // A restart resumes the `.zst` at its saved (decoded) position: no complaint.
+    drop(d);
+    let _d = Daemon::start(&sb, &[("CHAPTERS_DAEMON_RESCAN_MS", "300")]);
+    std::thread::sleep(Duration::from_millis(1000));
+    let st = status(&sb);
+    assert!(session_status(&st, &id).is_some(), "{st}");
+    assert_eq!(st["lastErrors"].as_array().map_or(0, Vec::len), 0, "{st}");
+    assert_eq!(signed(&sb, &id), 1, "signed once");
 }
 
 /// How a Claude Code fork copies its parent's lines.
