@@ -1361,13 +1361,16 @@ impl Runtime {
                     .collect()
             })
             .unwrap_or_default();
+        let mut moved = !elsewhere.is_empty();
         for other in elsewhere {
             self.forget_log(ws_dir, &other);
         }
         let Some(ws) = self.workspaces.get_mut(ws_dir) else {
             return;
         };
+        let reported = ws.vanished.len();
         ws.vanished.retain(|v| v["sessionId"] != header.id.as_str());
+        moved |= ws.vanished.len() != reported;
         let mut cursor = LedgerCursor::default();
         let refreshed = signer::refresh(&ctx.store, &header.id, &header.id, &mut cursor);
         ws.sessions.insert(
@@ -1397,7 +1400,8 @@ impl Runtime {
             self.session_error(ws_dir, path, e.to_string());
         }
         tracing::info!(session = %header.id, harness = harness.name(), log = %path.display(), "following a session");
-        if self.initial_scan_done {
+        // A session that moved to this file is not new: no pull, no fork moment.
+        if self.initial_scan_done && !moved {
             // A fork (Claude Code's `--fork-session` or `/branch`, Codex's fork) is the
             // fork moment: its parent's completed turns are archived now.
             let parent = match harness {
