@@ -948,3 +948,49 @@ fn claude_code_fork(shape: ForkShape) {
     let st = status(&sb);
     assert_eq!(st["lastErrors"].as_array().map_or(0, Vec::len), 0, "{st}");
 }
+
+#[test]
+fn a_codex_fork_archives_its_parent_and_never_its_copied_lines() {
+    const FORK: &str = "0199aaaa-0000-7000-8000-0000000000ee";
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let day = sb.home.join("codex/sessions/2026/12/02");
+    std::fs::create_dir_all(&day).expect("day dir");
+    let _d = Daemon::start(&sb, &[]);
+    let mut parent = vec![codex_meta(&sb, CODEX_ID)];
+    parent.extend(codex_task(
+        "t1",
+        "Split the config loader",
+        "config/ now has load.rs and merge.rs.",
+    ));
+    append(
+        &day.join(format!("rollout-2026-12-02T10-00-00-{CODEX_ID}.jsonl")),
+        &parent,
+    );
+    let id = format!("codex-{CODEX_ID}");
+    wait_for("the parent's turn signed", || signed(&sb, &id) == 1);
+    assert_eq!(chapters(&sb, &id), 0, "no archive before a moment");
+    // The fork: its own meta naming the parent, the parent's lines copied, its own task.
+    let mut fork = vec![codex_line(
+        "session_meta",
+        json!({"id": FORK, "cwd": sb.ws_str(), "cli_version": "0.146.0", "forked_from_id": CODEX_ID}),
+    )];
+    fork.extend(parent[1..].iter().cloned());
+    fork.extend(codex_task(
+        "t2",
+        "Now validate the merged config",
+        "merge.rs rejects unknown keys.",
+    ));
+    append(
+        &day.join(format!("rollout-2026-12-02T11-00-00-{FORK}.jsonl")),
+        &fork,
+    );
+    wait_for("the parent archived at the fork", || chapters(&sb, &id) > 0);
+    wait_for("the fork archive reported", || {
+        workspace_status(&status(&sb)).is_some_and(|w| w["lastArchive"]["reason"] == "fork")
+    });
+    let fork_id = format!("codex-{FORK}");
+    wait_for("the fork's own turn signed", || signed(&sb, &fork_id) == 1);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(signed(&sb, &fork_id), 1, "the copied turn is the parent's");
+}
