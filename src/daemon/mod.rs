@@ -1353,6 +1353,7 @@ impl Runtime {
         let elsewhere: Vec<PathBuf> = self
             .workspaces
             .get(ws_dir)
+            .filter(|_| harness == Harness::Codex)
             .map(|w| {
                 w.sessions
                     .iter()
@@ -1368,9 +1369,11 @@ impl Runtime {
         let Some(ws) = self.workspaces.get_mut(ws_dir) else {
             return;
         };
-        let reported = ws.vanished.len();
-        ws.vanished.retain(|v| v["sessionId"] != header.id.as_str());
-        moved |= ws.vanished.len() != reported;
+        if harness == Harness::Codex {
+            let reported = ws.vanished.len();
+            ws.vanished.retain(|v| v["sessionId"] != header.id.as_str());
+            moved |= ws.vanished.len() != reported;
+        }
         let mut cursor = LedgerCursor::default();
         let refreshed = signer::refresh(&ctx.store, &header.id, &header.id, &mut cursor);
         ws.sessions.insert(
