@@ -8,6 +8,7 @@
 pub mod archive;
 pub mod compose;
 pub mod config;
+pub mod credentials;
 pub mod curation;
 pub mod daemon;
 pub mod demo;

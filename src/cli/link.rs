@@ -3,7 +3,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use dsh_chapters::pool::credentials::{self, Secret};
+use dsh_chapters::credentials::{self, Secret};
 use dsh_chapters::pool::link::{self, LinkRecord, Upstream};
 use dsh_chapters::pool::plan::Visibility;
 use dsh_chapters::pool::transport;

@@ -37,8 +37,9 @@ use serde_json::{json, Value};
 
 use crate::archive::{self, ArchiveContext, Reason};
 use crate::config::{self, Config, ConfigError, DaemonWatch, Layer};
+use crate::credentials;
 use crate::identity::{self, Identity};
-use crate::pool::{credentials, link, sync};
+use crate::pool::{link, sync};
 use crate::redact::Redactor;
 use crate::session::discover::{self, parse_log_file_name};
 use crate::session::reader::ReaderOptions;
