@@ -23,6 +23,7 @@ pub mod pool;
 pub mod quality;
 pub mod redact;
 pub mod render;
+pub mod resolve;
 pub mod rules;
 pub mod scan;
 pub mod search;

@@ -35,3 +35,11 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     hex(&sha2::Sha256::digest(bytes))
 }
+
+/// A path as JSON text (`#[serde(serialize_with = "crate::names::path_text")]`): the same
+/// string serde writes for a UTF-8 path, and for one that is not UTF-8 (a workspace under a
+/// Latin-1 directory name) its bytes lossily decoded — reported, never a serialization
+/// failure.
+pub fn path_text<S: serde::Serializer>(path: &std::path::Path, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&path.to_string_lossy())
+}

@@ -398,6 +398,7 @@ pub struct Migration {
     /// The URL kept now.
     pub url: String,
     /// Where the credential now lives (`credentials/<projectKey>`, 0600).
+    #[serde(serialize_with = "crate::names::path_text")]
     pub credentials: PathBuf,
     /// `false` when a token was already stored for this project: it was kept, and the
     /// URL's credential dropped (revoke it at the forge: it sat in the project tree).
