@@ -2188,7 +2188,7 @@ impl Runtime {
                         "sessionId": s.follower.header.id,
                         "harness": s.follower.harness().name(),
                         "rootSessionId": s.root,
-                        "log": s.follower.log.log,
+                        "log": s.follower.log.log.to_string_lossy(),
                         "generation": s.follower.log.generation,
                         "offset": s.follower.offset(),
                         "lastSignedSeq": s.cursor.signed_hi(),
@@ -2200,8 +2200,8 @@ impl Runtime {
                 .collect();
             sessions_watched += sessions.len();
             workspaces.push(json!({
-                "sessionsDir": dir,
-                "workspace": ws.workspace,
+                "sessionsDir": dir.to_string_lossy(),
+                "workspace": ws.workspace.as_deref().map(std::path::Path::to_string_lossy),
                 "followed": ws.ctx.is_some(),
                 "notFollowed": ws.not_followed,
                 "linked": ws.linked,
@@ -2223,7 +2223,7 @@ impl Runtime {
         json!({
             "pid": std::process::id(),
             "version": env!("CARGO_PKG_VERSION"),
-            "dshHome": self.paths.dsh_home,
+            "dshHome": self.paths.dsh_home.to_string_lossy(),
             "startedAt": self.started_at,
             "uptimeSecs": self.started.elapsed().as_secs(),
             "watch": mode,
@@ -2242,18 +2242,18 @@ impl Runtime {
             "queueDepth": self.queued_jobs.load(Ordering::SeqCst),
             "lastReload": self.last_reload,
             "lastErrors": self.errors,
-            "logs": self.paths.logs,
+            "logs": self.paths.logs.to_string_lossy(),
             "harnesses": self.harness_trees.iter().map(|t| json!({
                 "harness": t.harness.name(),
-                "home": t.home,
-                "tree": t.tree,
+                "home": t.home.to_string_lossy(),
+                "tree": t.tree.to_string_lossy(),
                 "present": t.tree.is_dir(),
                 "logsSeen": self.harness_logs.values().filter(|l| l.harness == t.harness).count(),
                 "logsFollowed": self.harness_logs.values().filter(|l| l.harness == t.harness && l.ws_dir.is_some()).count(),
                 // Why the first few logs are not followed (sorted by path).
                 "notFollowed": self.harness_logs.iter()
                     .filter(|(_, l)| l.harness == t.harness)
-                    .filter_map(|(p, l)| Some(json!({"log": p, "why": l.not_followed.as_ref()?})))
+                    .filter_map(|(p, l)| Some(json!({"log": p.to_string_lossy(), "why": l.not_followed.as_ref()?})))
                     .take(20)
                     .collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),

@@ -215,6 +215,18 @@ fn non_utf8_paths_variables_and_arguments_never_panic() {
         vec![os("status"), os("--json"), w.clone(), odd.clone()],
         vec![os("search"), os("csv"), w.clone(), odd.clone()],
         vec![os("list"), os("--json"), w.clone(), odd.clone()],
+        vec![os("init"), os("--json"), w.clone(), odd.clone()],
+        vec![os("link"), os("--json"), w.clone(), odd.clone()],
+        vec![
+            os("link"),
+            sb.home.join("pool.git").into_os_string(),
+            os("--visibility"),
+            os("private"),
+            os("--json"),
+            w.clone(),
+            odd.clone(),
+        ],
+        vec![os("unlink"), os("--json"), w.clone(), odd.clone()],
     ] {
         let refs: Vec<&OsStr> = args.iter().map(|a| a.as_os_str()).collect();
         let (code, stderr) = run_with(&sb, &refs, &[]);
@@ -240,6 +252,17 @@ fn non_utf8_paths_variables_and_arguments_never_panic() {
             assert_eq!(code, Some(0), "{var} {args:?}: {stderr}");
         }
     }
+    // A DSH home that is not UTF-8: the daemon's status says so in JSON.
+    let (code, stderr) = run_with(
+        &sb,
+        &[
+            OsStr::new("daemon"),
+            OsStr::new("status"),
+            OsStr::new("--json"),
+        ],
+        &[("DSH_HOME", &dir)],
+    );
+    assert_eq!(code, Some(0), "daemon status: {stderr}");
     // A value that must be text: refused by name, exit 1.
     for var in ["CHAPTERS_HARNESS_ID", "CHAPTERS_MERGE_THRESHOLD"] {
         let (code, stderr) = run_with(&sb, &[OsStr::new("status")], &[(var, &bad(b"x\xff"))]);
