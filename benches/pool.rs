@@ -112,7 +112,7 @@ fn write_chapters(m: &Machine, key: &str, from: usize, to: usize) -> Vec<(String
         std::fs::write(chapters.join(&name), &text).expect("write");
         out.push((format!("chapters/{key}/{}/{name}", session(i)), text));
         let art = artifact_text(i);
-        let sha = dsh_chapters::render::sha256_hex(art.as_bytes());
+        let sha = dsh_chapters::names::sha256_hex(art.as_bytes());
         let dir = root.join("artifacts").join(&sha[..2]);
         std::fs::create_dir_all(&dir).expect("mkdir");
         std::fs::write(dir.join(format!("{sha}.txt")), &art).expect("write");

@@ -74,6 +74,7 @@ pub struct ArchiveContext<'a> {
 pub struct SessionReport {
     pub session_id: String,
     pub root_session_id: String,
+    #[serde(serialize_with = "crate::names::path_text")]
     pub log: PathBuf,
     pub generation: u32,
     pub turns_signed: u64,
@@ -98,6 +99,7 @@ pub struct SessionReport {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionFailure {
+    #[serde(serialize_with = "crate::names::path_text")]
     pub session_dir: PathBuf,
     pub error: String,
 }

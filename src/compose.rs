@@ -118,41 +118,19 @@ pub fn compose(
     cfg: &ComposeConfig,
 ) -> Result<Vec<ChapterSpan>, ComposeError> {
     let placed = place(session_id, sigs, span_lo, span_hi)?;
-    let Some((first, rest)) = placed.split_first() else {
-        // Nothing signed: fine for an empty span, a gap of the whole span otherwise.
-        check_coverage(session_id, &[], span_lo, span_hi)?;
-        return Ok(Vec::new());
-    };
-
-    let features: Vec<Features<'_>> = sigs.iter().map(Features::of).collect();
+    // One greedy merge: the online form, fed the placed signatures in seq order.
+    let mut online = Online::new(session_id, cfg.clone(), span_lo, Vec::new());
     let mut chapters: Vec<ChapterSpan> = Vec::new();
-    let opening = Decision {
-        turn: sigs[first.index].turn,
-        rule: Rule::Open,
-        score: 0.0,
-    };
-    let mut open = Running::open(first, &features, opening);
-    for p in rest {
-        let incoming = &features[p.index];
-        let score = open.score(incoming, &features);
-        let (decision, merge) = decide(
-            cfg,
-            sigs[p.index].turn,
-            score,
-            incoming.is_empty(),
-            || open.primary_matches(incoming, &features),
-            open.size.saturating_add(incoming.size),
-        );
-        if merge {
-            open.add(p, &features, decision);
-        } else {
-            chapters.push(open.close(sigs));
-            open = Running::open(p, &features, decision);
+    for p in &placed {
+        chapters.extend(online.push(sigs[p.index].clone())?);
+    }
+    chapters.extend(online.finish(span_hi)?);
+    // The online form numbers members in push order; here they index the input.
+    for c in &mut chapters {
+        for m in &mut c.members {
+            *m = placed[*m].index;
         }
     }
-    chapters.push(open.close(sigs));
-
-    absorb_holes(&mut chapters, span_lo, span_hi);
     let ranges: Vec<(u64, u64)> = chapters.iter().map(|c| (c.seq_lo, c.seq_hi)).collect();
     check_coverage(session_id, &ranges, span_lo, span_hi)?;
     Ok(chapters)
@@ -221,11 +199,11 @@ fn decide(
     (decision, on_topic && fits)
 }
 
-/// [`compose`] one signature at a time, for an archive that signs, composes and renders in
-/// one pass over the log: [`Online::push`] returns the chapter a turn closes (the turn
-/// opens the next), [`Online::finish`] the last one. Fed the same signatures in seq order
-/// it produces exactly what [`compose`] does (a test holds the two together), keeping only
-/// the open chapter — memory is one chapter whatever the span.
+/// The one greedy merge, one signature at a time, for an archive that signs, composes and
+/// renders in one pass over the log: [`Online::push`] returns the chapter a turn closes
+/// (the turn opens the next), [`Online::finish`] the last one, keeping only the open
+/// chapter — memory is one chapter whatever the span. [`compose`] is this form fed a
+/// whole span's signatures in seq order.
 pub struct Online {
     session_id: String,
     cfg: ComposeConfig,
@@ -285,7 +263,8 @@ impl OpenChapter {
         self.sigs.push(sig);
     }
 
-    /// [`Running::score`] over owned sets.
+    /// The best of the views: overlap with the running union, the first and the last
+    /// member, and the share of `incoming` the union holds.
     fn score(&self, incoming: &Features<'_>) -> f64 {
         let paths: BTreeSet<&str> = self.paths.iter().map(String::as_str).collect();
         let commands: BTreeSet<&str> = self.commands.iter().map(String::as_str).collect();
@@ -294,7 +273,7 @@ impl OpenChapter {
         score_views((&paths, &commands, &self.terms), &first, &last, incoming)
     }
 
-    /// [`Running::primary_matches`] over owned signatures.
+    /// Whether `incoming`'s primary path names the primary of the first or last member.
     fn primary_matches(&self, incoming: &Features<'_>) -> bool {
         let Some(theirs) = incoming.primary else {
             return false;
@@ -614,24 +593,6 @@ fn place(
     })
 }
 
-/// Widen chapters over the seqs no signature covered: each hole goes to the chapter
-/// before it, a hole before the first chapter to the first.
-fn absorb_holes(chapters: &mut [ChapterSpan], span_lo: u64, span_hi: u64) {
-    for i in 1..chapters.len() {
-        let next_lo = chapters[i].seq_lo;
-        let prev = &mut chapters[i - 1];
-        if next_lo > prev.seq_hi.saturating_add(1) {
-            prev.seq_hi = next_lo - 1;
-        }
-    }
-    if let Some(first) = chapters.first_mut() {
-        first.seq_lo = first.seq_lo.min(span_lo);
-    }
-    if let Some(last) = chapters.last_mut() {
-        last.seq_hi = last.seq_hi.max(span_hi);
-    }
-}
-
 /// One signature's sets; terms by their folded key (`tokens` and `token` are one term).
 struct Features<'a> {
     paths: BTreeSet<&'a str>,
@@ -787,93 +748,6 @@ fn round4(x: f64) -> f64 {
 
 fn narrow(x: u128) -> u64 {
     u64::try_from(x).expect("callers only narrow values bounded by a u64 range end")
-}
-
-/// The chapter being built.
-struct Running<'a> {
-    /// Input indices, in seq order.
-    members: Vec<usize>,
-    decisions: Vec<Decision>,
-    seq_lo: u64,
-    seq_hi: u64,
-    paths: BTreeSet<&'a str>,
-    commands: BTreeSet<&'a str>,
-    terms: BTreeSet<String>,
-    size: u64,
-}
-
-impl<'a> Running<'a> {
-    fn open(first: &Placed, features: &[Features<'a>], decision: Decision) -> Self {
-        let mut r = Self {
-            members: Vec::new(),
-            decisions: Vec::new(),
-            seq_lo: first.lo,
-            seq_hi: first.hi,
-            paths: BTreeSet::new(),
-            commands: BTreeSet::new(),
-            terms: BTreeSet::new(),
-            size: 0,
-        };
-        r.add(first, features, decision);
-        r
-    }
-
-    fn add(&mut self, p: &Placed, features: &[Features<'a>], decision: Decision) {
-        let f = &features[p.index];
-        self.members.push(p.index);
-        self.decisions.push(decision);
-        self.seq_hi = p.hi;
-        self.paths.extend(&f.paths);
-        self.commands.extend(&f.commands);
-        self.terms.extend(f.terms.iter().cloned());
-        self.size = self.size.saturating_add(f.size);
-    }
-
-    fn first(&self) -> usize {
-        self.members[0]
-    }
-
-    fn last(&self) -> usize {
-        *self
-            .members
-            .last()
-            .expect("a running chapter always has its opening member")
-    }
-
-    /// The best of the views: overlap with the running union, the first and the last
-    /// member, and the share of `incoming` the union holds.
-    fn score(&self, incoming: &Features<'_>, features: &[Features<'_>]) -> f64 {
-        let union = (&self.paths, &self.commands, &self.terms);
-        score_views(
-            union,
-            &features[self.first()],
-            &features[self.last()],
-            incoming,
-        )
-    }
-
-    /// Whether `incoming`'s primary path names the primary of the first or last member.
-    fn primary_matches(&self, incoming: &Features<'_>, features: &[Features<'_>]) -> bool {
-        let Some(theirs) = incoming.primary else {
-            return false;
-        };
-        [self.first(), self.last()]
-            .iter()
-            .filter_map(|&m| features[m].primary)
-            .any(|ours| same_file(ours, theirs))
-    }
-
-    fn close(self, sigs: &[Signature]) -> ChapterSpan {
-        let topics = topics(&self.members, sigs);
-        ChapterSpan {
-            seq_lo: self.seq_lo,
-            seq_hi: self.seq_hi,
-            members: self.members,
-            decisions: self.decisions,
-            topics,
-            size: self.size,
-        }
-    }
 }
 
 /// Directory names that say where code lives, not what it is about: a path's topic
@@ -1820,9 +1694,10 @@ mod tests {
         assert_eq!(opening_decision("s", &[], &b, &cfg), None);
     }
 
-    /// Online composition, fed the signatures one by one (with the hole-making gaps and
-    /// a prior chapter), equals [`compose`] over all of them, in every field: a pseudo-random
-    /// sweep over topics, paths, sizes and gaps.
+    /// The two entry points agree: [`Online`], fed the signatures one by one (with the
+    /// hole-making gaps and a prior chapter), equals [`compose`] over all of them (plus
+    /// [`opening_decision`] for the first chapter), in every field: a pseudo-random sweep
+    /// over topics, paths, sizes and gaps.
     #[test]
     fn online_equals_compose() {
         let words = [

@@ -8,6 +8,7 @@
 pub mod archive;
 pub mod compose;
 pub mod config;
+pub mod credentials;
 pub mod curation;
 pub mod daemon;
 pub mod demo;
@@ -22,6 +23,7 @@ pub mod pool;
 pub mod quality;
 pub mod redact;
 pub mod render;
+pub mod resolve;
 pub mod rules;
 pub mod scan;
 pub mod search;

@@ -31,6 +31,7 @@ pub struct IdentityStatus {
 #[serde(rename_all = "camelCase")]
 pub struct SessionStatus {
     pub session_id: String,
+    #[serde(serialize_with = "crate::names::path_text")]
     pub log: PathBuf,
     pub generation: u32,
     pub completed_turns: u64,
@@ -44,12 +45,14 @@ pub struct SessionStatus {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusReport {
+    #[serde(serialize_with = "crate::names::path_text")]
     pub workspace: PathBuf,
     pub enabled: bool,
     pub identity: IdentityStatus,
     pub harness_id: String,
     /// The pool, when linked; `null` means none is linked.
     pub upstream: Option<String>,
+    #[serde(serialize_with = "crate::names::path_text")]
     pub mirror: PathBuf,
     pub mirror_exists: bool,
     /// `linked` or `local-only`.

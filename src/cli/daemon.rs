@@ -207,7 +207,9 @@ fn unreachable_advice(pid: u32, paths: &Paths, e: &ClientError) -> String {
 fn status(paths: &Paths, json: bool) -> Result<()> {
     let Some((_, status)) = request(paths, Request::Status)? else {
         if json {
-            super::print_json(&serde_json::json!({"running": false, "dshHome": paths.dsh_home}))?;
+            super::print_json(
+                &serde_json::json!({"running": false, "dshHome": paths.dsh_home.to_string_lossy()}),
+            )?;
         } else {
             println!("no daemon is running for {}", paths.dsh_home.display());
         }

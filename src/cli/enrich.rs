@@ -5,9 +5,9 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
+use dsh_chapters::credentials::{self, Secret};
 use dsh_chapters::enrich::run::{self as batch, EnrichContext, EnrichReport, RunOptions};
 use dsh_chapters::enrich::{http::Endpoint, KEY_NAME};
-use dsh_chapters::pool::credentials::{self, Secret};
 use dsh_chapters::store::Store;
 
 use super::Env;

@@ -246,7 +246,7 @@ mod tests {
                 source: io(),
             }
             .into(),
-            pool::credentials::CredentialError::Io {
+            dsh_chapters::credentials::CredentialError::Io {
                 path: p(),
                 source: io(),
             }

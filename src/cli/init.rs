@@ -21,8 +21,8 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     let saved = env.persist_harness_id()?;
     if args.json {
         return super::print_json(&serde_json::json!({
-            "workspace": env.workspace,
-            "store": store.dir(),
+            "workspace": env.workspace.to_string_lossy(),
+            "store": store.dir().to_string_lossy(),
             "projectKey": env.identity.project_key,
             "projectKeySource": env.identity.source.as_str(),
             "harnessId": env.harness_id,

@@ -3,7 +3,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use dsh_chapters::pool::credentials::{self, Secret};
+use dsh_chapters::credentials::{self, Secret};
 use dsh_chapters::pool::link::{self, LinkRecord, Upstream};
 use dsh_chapters::pool::plan::Visibility;
 use dsh_chapters::pool::transport;
@@ -119,7 +119,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
             "upstream": record.upstream,
             "visibility": record.visibility,
             "tokenStored": token.is_some(),
-            "mirror": env.workspace.join(MIRROR_DIR),
+            "mirror": env.workspace.join(MIRROR_DIR).to_string_lossy(),
             "harnessIdSaved": saved.is_some(),
             "linkMigrated": env.link_migration,
             "user": record.user,
@@ -182,7 +182,7 @@ pub fn unlink(workspace: Option<&Path>, args: UnlinkArgs) -> Result<()> {
         return super::print_json(&serde_json::json!({
             "unlinked": removed,
             "tokenRemoved": token_removed,
-            "store": store.dir(),
+            "store": store.dir().to_string_lossy(),
         }));
     }
     if removed {
@@ -212,7 +212,7 @@ fn show(env: &Env, json: bool) -> Result<()> {
             "upstream": record.as_ref().map(|r| &r.upstream),
             "visibility": record.as_ref().map(|r| r.visibility),
             "tokenStored": token,
-            "mirror": mirror,
+            "mirror": mirror.to_string_lossy(),
             "mirrorExists": mirror.join(".git").is_dir(),
             "projectKey": env.identity.project_key,
             "projectKeySource": env.identity.source.as_str(),

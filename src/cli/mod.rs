@@ -29,6 +29,7 @@ use clap::{Parser, Subcommand};
 
 use dsh_chapters::config::{self, Config};
 use dsh_chapters::identity::{self, Identity};
+use dsh_chapters::resolve;
 
 #[derive(Parser)]
 #[command(
@@ -152,25 +153,13 @@ impl Env {
         };
         // Lossy, not `env::vars()`: a non-UTF-8 variable must be refused by name, not panic.
         let env = config::chapters_env();
-        let config = config::load(&dsh_home, &workspace, &env, &Default::default())?;
-        let override_origin = config
-            .origin_of("projectKeyOverride")
-            .unwrap_or("config")
-            .to_owned();
-        let override_key = config
-            .project_key_override
-            .as_deref()
-            .map(|k| (k, override_origin.as_str()));
-        let identity = identity::resolve(&workspace, override_key)?;
-        // CHAPTERS_HARNESS_ID is a config key's env layer, already folded into `config`.
-        let harness_id = identity::harness_id(config.harness_id.as_deref(), None)?;
-        // The first command to read a link whose URL holds a credential moves it out of the
-        // project tree, and says so (never the credential itself).
-        let link_migration = dsh_chapters::pool::link::migrate_secret(
-            &workspace.join(dsh_chapters::store::STORE_DIR),
-            &dsh_home,
-            &identity.project_key,
-        )?;
+        // The one resolution the daemon makes too (`dsh_chapters::resolve`).
+        let resolve::Resolved {
+            config,
+            identity,
+            harness_id,
+            link_migration,
+        } = resolve::workspace(&workspace, &dsh_home, &env).map_err(said_by_its_cause)?;
         if let Some(m) = &link_migration {
             eprintln!("chapters: note: {}", m.note());
         }
@@ -203,13 +192,18 @@ impl Env {
 }
 
 fn dsh_home_from_env() -> Result<PathBuf> {
-    if let Some(h) = std::env::var_os("DSH_HOME").filter(|h| !h.is_empty()) {
-        return Ok(PathBuf::from(h));
+    resolve::dsh_home().map_err(said_by_its_cause)
+}
+
+/// A resolution error as the error it wraps, so the hints (keyed on the module errors'
+/// types in `hint.rs`) find the config, identity or link error as before.
+fn said_by_its_cause(e: resolve::ResolveError) -> anyhow::Error {
+    match e {
+        resolve::ResolveError::Config(e) => e.into(),
+        resolve::ResolveError::Identity(e) => e.into(),
+        resolve::ResolveError::Link(e) => e.into(),
+        e @ resolve::ResolveError::NoHome => e.into(),
     }
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).context(
-        "neither DSH_HOME nor HOME is set: set DSH_HOME to the harness's home (usually ~/.dsh)",
-    )?;
-    Ok(PathBuf::from(home).join(".dsh"))
 }
 
 /// An operation failure (exit 1) whose message was already printed in full.

@@ -572,7 +572,7 @@ fn conflicts(env: &Env, json: bool) -> Result<()> {
         Ok(m) => m,
         Err(e) => return refuse(e.to_string()),
     };
-    let key = dsh_chapters::pool::credentials::load(&env.dsh_home, KEY_NAME)?;
+    let key = dsh_chapters::credentials::load(&env.dsh_home, KEY_NAME)?;
     let model = env.config.enrichment_model.as_deref().unwrap_or_default();
     let mut last = String::new();
     // One call, and one retry when its answer is not a valid report.

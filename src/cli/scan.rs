@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use dsh_chapters::pool::credentials;
+use dsh_chapters::credentials;
 use dsh_chapters::pool::git::{GitRepo, ObjectId};
 use dsh_chapters::pool::link::{self, Upstream};
 use dsh_chapters::pool::sync::POOL_REF;

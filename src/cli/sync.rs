@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 
-use dsh_chapters::pool::credentials;
+use dsh_chapters::credentials;
 use dsh_chapters::pool::link::{self, Upstream};
 use dsh_chapters::pool::sync::{self, SyncContext, SyncReport};
 use dsh_chapters::store::Store;

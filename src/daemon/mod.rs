@@ -36,9 +36,10 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::{json, Value};
 
 use crate::archive::{self, ArchiveContext, Reason};
-use crate::config::{self, Config, ConfigError, DaemonWatch, Layer};
+use crate::config::{self, Config, ConfigError, DaemonWatch};
+use crate::credentials;
 use crate::identity::{self, Identity};
-use crate::pool::{credentials, link, sync};
+use crate::pool::{link, sync};
 use crate::redact::Redactor;
 use crate::session::discover::{self, parse_log_file_name};
 use crate::session::reader::ReaderOptions;
@@ -134,24 +135,6 @@ pub struct Options {
     pub env: BTreeMap<String, String>,
 }
 
-/// The daemon's own config: defaults < `$DSH_HOME/dsh-chapters/config.yml` < env.
-pub fn load_home_config(
-    dsh_home: &Path,
-    env: &BTreeMap<String, String>,
-) -> Result<Config, ConfigError> {
-    let path = dsh_home.join(HOME_DIR).join("config.yml");
-    let mut layers = Vec::new();
-    match std::fs::read_to_string(&path) {
-        Ok(text) => layers.push(Layer {
-            origin: path.display().to_string(),
-            text,
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(source) => return Err(ConfigError::Io { path, source }),
-    }
-    Config::from_layers(&layers, env, &BTreeMap::new())
-}
-
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -181,26 +164,17 @@ impl WsCtx {
         dsh_home: &Path,
         env: &BTreeMap<String, String>,
     ) -> Result<WsCtx, String> {
-        let config =
-            config::load(dsh_home, workspace, env, &BTreeMap::new()).map_err(|e| e.to_string())?;
-        let origin = config
-            .origin_of("projectKeyOverride")
-            .unwrap_or("config")
-            .to_owned();
-        let override_key = config
-            .project_key_override
-            .as_deref()
-            .map(|k| (k, origin.as_str()));
-        let identity = identity::resolve(workspace, override_key).map_err(|e| e.to_string())?;
+        // The one resolution the CLI and `chapters mcp` make too.
+        let crate::resolve::Resolved {
+            config,
+            identity,
+            harness_id,
+            link_migration,
+        } = crate::resolve::workspace(workspace, dsh_home, env).map_err(|e| e.to_string())?;
         // A credential in the link's URL leaves the project tree here too (#13.5).
-        if let Some(m) =
-            link::migrate_secret(&workspace.join(STORE_DIR), dsh_home, &identity.project_key)
-                .map_err(|e| e.to_string())?
-        {
+        if let Some(m) = link_migration {
             tracing::warn!(workspace = %workspace.display(), "{}", m.note());
         }
-        let harness_id =
-            identity::harness_id(config.harness_id.as_deref(), None).map_err(|e| e.to_string())?;
         let redactor = Redactor::new(&config.redaction_patterns).map_err(|e| e.to_string())?;
         let store = Store::open(workspace).map_err(|e| e.to_string())?;
         Ok(WsCtx {
@@ -630,7 +604,7 @@ fn collect_harness_logs(harness: Harness, tree: &Path, dir: &Path, out: &mut Vec
 /// Run the daemon in this process until SIGTERM/SIGINT or a `stop` request.
 pub fn run(options: Options) -> Result<(), DaemonError> {
     let paths = Paths::new(&options.dsh_home);
-    let config = load_home_config(&paths.dsh_home, &options.env)?;
+    let config = config::load_home(&paths.dsh_home, &options.env)?;
     // Owner-only whatever the umask: the home 0700, every file in it 0600.
     crate::home::ensure(&paths.dsh_home).map_err(|source| DaemonError::Io {
         path: paths.home.clone(),
@@ -2292,7 +2266,7 @@ impl Runtime {
         let at = crate::time::rfc3339_utc(now_ms());
         let result = (|| -> Result<(Config, Vec<(PathBuf, WsCtx)>), String> {
             let config =
-                load_home_config(&self.paths.dsh_home, &self.env).map_err(|e| e.to_string())?;
+                config::load_home(&self.paths.dsh_home, &self.env).map_err(|e| e.to_string())?;
             let mut fresh = Vec::new();
             for (dir, ws) in &self.workspaces {
                 if let Some(old) = &ws.ctx {
@@ -2341,7 +2315,7 @@ impl Runtime {
                         "sessionId": s.follower.header.id,
                         "harness": s.follower.harness().name(),
                         "rootSessionId": s.root,
-                        "log": s.follower.log.log,
+                        "log": s.follower.log.log.to_string_lossy(),
                         "generation": s.follower.log.generation,
                         "offset": s.follower.offset(),
                         "lastSignedSeq": s.cursor.signed_hi(),
@@ -2353,8 +2327,8 @@ impl Runtime {
                 .collect();
             sessions_watched += sessions.len();
             workspaces.push(json!({
-                "sessionsDir": dir,
-                "workspace": ws.workspace,
+                "sessionsDir": dir.to_string_lossy(),
+                "workspace": ws.workspace.as_deref().map(std::path::Path::to_string_lossy),
                 "followed": ws.ctx.is_some(),
                 "notFollowed": ws.not_followed,
                 "linked": ws.linked,
@@ -2376,7 +2350,7 @@ impl Runtime {
         json!({
             "pid": std::process::id(),
             "version": env!("CARGO_PKG_VERSION"),
-            "dshHome": self.paths.dsh_home,
+            "dshHome": self.paths.dsh_home.to_string_lossy(),
             "startedAt": self.started_at,
             "uptimeSecs": self.started.elapsed().as_secs(),
             "watch": mode,
@@ -2395,18 +2369,18 @@ impl Runtime {
             "queueDepth": self.queued_jobs.load(Ordering::SeqCst),
             "lastReload": self.last_reload,
             "lastErrors": self.errors,
-            "logs": self.paths.logs,
+            "logs": self.paths.logs.to_string_lossy(),
             "harnesses": self.harness_trees.iter().map(|t| json!({
                 "harness": t.harness.name(),
-                "home": t.home,
-                "tree": t.tree,
+                "home": t.home.to_string_lossy(),
+                "tree": t.tree.to_string_lossy(),
                 "present": t.tree.is_dir(),
                 "logsSeen": self.harness_logs.values().filter(|l| l.harness == t.harness).count(),
                 "logsFollowed": self.harness_logs.values().filter(|l| l.harness == t.harness && l.ws_dir.is_some()).count(),
                 // Why the first few logs are not followed (sorted by path).
                 "notFollowed": self.harness_logs.iter()
                     .filter(|(_, l)| l.harness == t.harness)
-                    .filter_map(|(p, l)| Some(json!({"log": p, "why": l.not_followed.as_ref()?})))
+                    .filter_map(|(p, l)| Some(json!({"log": p.to_string_lossy(), "why": l.not_followed.as_ref()?})))
                     .take(20)
                     .collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),

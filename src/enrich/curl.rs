@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::HttpError;
-use crate::pool::credentials::Secret;
+use crate::credentials::Secret;
 
 /// Environment curl may need (certificates, proxies, home for its own config); nothing else
 /// of ours reaches it.

@@ -8,7 +8,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use super::HttpError;
-use crate::pool::credentials::Secret;
+use crate::credentials::Secret;
 
 /// The largest response read; a chat completion is a few KiB.
 const MAX_RESPONSE_BYTES: usize = 4 << 20;

@@ -107,7 +107,7 @@ pub enum Completion {
 pub fn chat(
     endpoint: &http::Endpoint,
     config: &crate::config::Config,
-    key: Option<&crate::pool::credentials::Secret>,
+    key: Option<&crate::credentials::Secret>,
     model: &str,
     messages: &serde_json::Value,
 ) -> Completion {

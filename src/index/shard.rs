@@ -373,7 +373,7 @@ impl ManifestPart {
 /// The part (a file relative to the index directory) that records an input directory: 256
 /// parts, so a part stays small however large the corpus grows.
 pub fn part_file(key: &str) -> String {
-    let digest = crate::render::sha256_hex(key.as_bytes());
+    let digest = crate::names::sha256_hex(key.as_bytes());
     format!("{MANIFEST_PARTS_DIR}/{}.json", &digest[..2])
 }
 
@@ -415,7 +415,7 @@ pub fn input_hash<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> 
         .map(|(name, blob)| format!("{name}\0{blob}\n"))
         .collect();
     lines.sort();
-    crate::render::sha256_hex(lines.concat().as_bytes())
+    crate::names::sha256_hex(lines.concat().as_bytes())
 }
 
 /// The effective alias map of a curation (source → canonical), as the manifest keeps it.

@@ -1756,7 +1756,7 @@ fn file_stamp(path: &Path) -> Option<(u64, u128)> {
 
 /// A key's file name: its digest, so any folder path maps to one portable name.
 fn digest_name(key: &str, len: usize) -> String {
-    crate::render::sha256_hex(key.as_bytes())[..len].to_owned()
+    crate::names::sha256_hex(key.as_bytes())[..len].to_owned()
 }
 
 /// The folder states, in 256 files by the first two hex digits of the SHA-256 of the

@@ -104,7 +104,7 @@ pub enum LinkError {
     Credential {
         path: PathBuf,
         #[source]
-        source: super::credentials::CredentialError,
+        source: crate::credentials::CredentialError,
     },
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
@@ -398,6 +398,7 @@ pub struct Migration {
     /// The URL kept now.
     pub url: String,
     /// Where the credential now lives (`credentials/<projectKey>`, 0600).
+    #[serde(serialize_with = "crate::names::path_text")]
     pub credentials: PathBuf,
     /// `false` when a token was already stored for this project: it was kept, and the
     /// URL's credential dropped (revoke it at the forge: it sat in the project tree).
@@ -446,12 +447,12 @@ pub fn migrate_secret(
         source,
     };
     let credentials =
-        super::credentials::credential_path(dsh_home, project_key).map_err(cred_err)?;
-    let stored = super::credentials::load(dsh_home, project_key).map_err(cred_err)?;
+        crate::credentials::credential_path(dsh_home, project_key).map_err(cred_err)?;
+    let stored = crate::credentials::load(dsh_home, project_key).map_err(cred_err)?;
     let moved = match (&stored, found.secrets.first()) {
-        (None, Some(secret)) => match super::credentials::Secret::parse(secret) {
+        (None, Some(secret)) => match crate::credentials::Secret::parse(secret) {
             Ok(token) => {
-                super::credentials::store(dsh_home, project_key, &token).map_err(cred_err)?;
+                crate::credentials::store(dsh_home, project_key, &token).map_err(cred_err)?;
                 true
             }
             // Not a usable token (whitespace inside): dropped, as a stored one would be.
@@ -786,7 +787,7 @@ mod tests {
         assert!(m.moved);
         assert_eq!(m.url, "https://u@h.example/p.git?x=1");
         assert!(!m.note().contains("tok-9f8e7d"), "{}", m.note());
-        let stored = super::super::credentials::load(&home, "key-1")
+        let stored = crate::credentials::load(&home, "key-1")
             .expect("load")
             .expect("stored");
         assert_eq!(stored.expose(), "tok-9f8e7d");
@@ -802,7 +803,7 @@ mod tests {
             .expect("m")
             .expect("some");
         assert!(!m.moved);
-        let stored = super::super::credentials::load(&home, "key-1").expect("l");
+        let stored = crate::credentials::load(&home, "key-1").expect("l");
         assert_eq!(stored.expect("kept").expose(), "tok-9f8e7d");
     }
 

@@ -15,7 +15,6 @@
 //! - `transport`: fetch and push of network pools through the `git` program, with failures
 //!   reduced to machine-readable codes.
 
-pub mod credentials;
 pub mod git;
 pub mod link;
 pub mod pack;

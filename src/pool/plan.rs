@@ -229,7 +229,7 @@ pub fn decide(
 /// a write-once path admits one content, and the pool would keep the torn one for good.
 /// Ledgers are checked by the ledger reader, derived files are rebuilt: `None` for them.
 pub fn torn(kind: FileKind, pool_path: &str, bytes: &[u8]) -> Option<String> {
-    let sha256 = crate::render::sha256_hex;
+    let sha256 = crate::names::sha256_hex;
     match kind {
         FileKind::Artifact => {
             let name = pool_path.rsplit('/').next().unwrap_or_default();
@@ -383,7 +383,7 @@ mod tests {
     #[test]
     fn a_torn_write_once_file_is_told_apart_from_a_whole_one() {
         let text = b"echo hello\n";
-        let sha = crate::render::sha256_hex(text);
+        let sha = crate::names::sha256_hex(text);
         let path = format!("artifacts/pk/{}/{sha}.txt", &sha[..2]);
         assert_eq!(torn(FileKind::Artifact, &path, text), None);
         assert!(torn(FileKind::Artifact, &path, b"echo hel").is_some());
@@ -391,7 +391,7 @@ mod tests {
         let body = "# T\n\n**User** \u{b7} seq 1\n\nfix it\n";
         let doc = format!(
             "---\ntitle: T\nkind: chapter\nsha256: {}\n---\n{body}",
-            crate::render::sha256_hex(body.as_bytes())
+            crate::names::sha256_hex(body.as_bytes())
         );
         let p = "chapters/pk/root/001-t.md";
         assert_eq!(torn(FileKind::Chapter, p, doc.as_bytes()), None);
@@ -438,7 +438,7 @@ mod tests {
         ));
         // A re-annotated chapter replaces its earlier copy; a different body never does.
         let body = "# T\n\nbody\n";
-        let sha = crate::render::sha256_hex(body.as_bytes());
+        let sha = crate::names::sha256_hex(body.as_bytes());
         let det = format!("---\ntitle: T\nsummary: s\nkind: chapter\ntopics: [a]\nsha256: {sha}\ngenerated: {{title: {{by: deterministic}}}}\n---\n{body}");
         let annotated = det
             .replace("title: T", "title: Better")

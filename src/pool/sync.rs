@@ -17,12 +17,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::credentials::Secret;
 use super::git::{GitError, GitRepo, ObjectId};
 use super::link::{LinkRecord, PoolIdentity, Upstream};
 use super::plan::{self, Action, FileKind, Visibility};
 use super::publish_lock::{PublishLock, PublishLockError};
 use super::transport::{self, FailureCode, Remote, TransportError};
+use crate::credentials::Secret;
 use crate::curation::{self, Fact, FactKind};
 use crate::identity::Identity;
 use crate::index::shard::{INDEX_DIR, MANIFEST_FILE};

@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::credentials::Secret;
+use crate::credentials::Secret;
 
 /// Where `fetch` puts the remote's `main`.
 pub const TRACKING_REF: &str = "refs/remotes/pool/main";

@@ -10,6 +10,7 @@ pub mod read;
 pub(crate) mod yaml;
 
 use crate::compose::{ChapterSpan, Rule};
+use crate::names::sha256_hex;
 use crate::redact::{Redacted, RedactionCounts, Redactor};
 use crate::turn::CompletedTurn;
 
@@ -425,15 +426,6 @@ pub fn artifact_path(sha256: &str) -> String {
 /// Estimated tokens: ceil(chars / 4).
 pub fn estimated_tokens(text: &str) -> u64 {
     (text.chars().count() as u64).div_ceil(4)
-}
-
-/// Lowercase hex SHA-256.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// `date`: when the work happened — the latest event time of the range (RFC 3339 UTC), or

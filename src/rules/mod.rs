@@ -172,7 +172,7 @@ pub fn rule_id(scope: Scope, session: Option<&str>, text: &str) -> String {
             format!("session\n{}\n{normalized}", session.unwrap_or_default()),
         ),
     };
-    let hash = crate::render::sha256_hex(input.as_bytes());
+    let hash = crate::names::sha256_hex(input.as_bytes());
     format!("{prefix}{}", &hash[..ID_HEX])
 }
 
@@ -409,7 +409,7 @@ impl Rule {
             }
         }
         fm.strings("topics", &self.topics)
-            .string("sha256", &crate::render::sha256_hex(body.as_bytes()))
+            .string("sha256", &crate::names::sha256_hex(body.as_bytes()))
             .raw(
                 "generated",
                 &flow_map(&[("by", "deterministic".to_owned())]),

@@ -6,6 +6,7 @@ pub mod discover;
 pub mod event;
 mod frames;
 pub mod labelled;
+pub mod lineage;
 pub mod normalize;
 pub mod reader;
 pub mod realshape;

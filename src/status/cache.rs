@@ -128,7 +128,7 @@ fn tail_of(path: &Path, offset: u64) -> Option<String> {
     f.seek(SeekFrom::Start(start)).ok()?;
     let mut buf = vec![0; (offset - start) as usize];
     f.read_exact(&mut buf).ok()?;
-    Some(buf.iter().map(|b| format!("{b:02x}")).collect())
+    Some(crate::names::hex(&buf))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

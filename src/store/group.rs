@@ -280,7 +280,6 @@ pub fn commit_marks(store: &Store) -> Result<BTreeMap<String, CommitMark>, Store
 mod tests {
     use super::*;
     use crate::redact::Redactor;
-    use sha2::{Digest, Sha256};
 
     use crate::store::tests::{store, text};
 
@@ -394,7 +393,7 @@ mod tests {
         let (_d, store) = store();
         let r = Redactor::new(&[]).unwrap();
         let artifact = |content: &str| Artifact {
-            sha256: super::super::hex(&Sha256::digest(content.as_bytes())),
+            sha256: crate::names::sha256_hex(content.as_bytes()),
             content: text(content),
         };
         let (kept, dropped) = (artifact("kept\n"), artifact("dropped\n"));
@@ -429,7 +428,7 @@ mod tests {
         let r = Redactor::new(&[]).unwrap();
         let content = "tool output\n";
         let artifact = Artifact {
-            sha256: super::super::hex(&Sha256::digest(content.as_bytes())),
+            sha256: crate::names::sha256_hex(content.as_bytes()),
             content: text(content),
         };
         let mut g = store.begin_group("r", &r).unwrap();

@@ -78,7 +78,11 @@ impl WriterLock {
         // The note is removed on every clean release: finding one means its writer died
         // holding the lock, and may have left temp files behind.
         let previous_holder_died = pid_path.exists();
-        let command: Vec<String> = std::env::args().collect();
+        // `args_os`, not `args`: an argument that is not UTF-8 (a `--workspace` path) must
+        // not panic here.
+        let command: Vec<String> = std::env::args_os()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
         let note = format!("{}\n{}\n", std::process::id(), command.join(" "));
         // Informational only: a failure here must not cost the lock we hold. Written in
         // place, not through a temp file: a kill mid-write leaves at worst a torn note (the

@@ -21,8 +21,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
-
 use crate::identity::{Identity, KeySource};
 use crate::redact::Redacted;
 use crate::render::{Artifact, Document};
@@ -134,6 +132,7 @@ pub(crate) fn parse_doc_name(name: &str) -> Option<(Series, u32)> {
 /// Ids as one path component: the rule lives in the leaf `names` (identity checks harness ids
 /// with it too, and store depends on identity, not the other way round).
 pub use crate::names::is_safe_component;
+use crate::names::sha256_hex;
 
 fn check_id(id: &str) -> Result<&str, StoreError> {
     if is_safe_component(id) {
@@ -458,7 +457,7 @@ impl Store {
         made: Option<&mut MadeDirs>,
     ) -> Result<bool, StoreError> {
         let path = self.artifact_path(root_session, &artifact.sha256)?;
-        let actual = hex(&Sha256::digest(artifact.content.as_bytes()));
+        let actual = sha256_hex(artifact.content.as_bytes());
         if actual != artifact.sha256 {
             return Err(StoreError::ArtifactHash {
                 sha: artifact.sha256.clone(),
@@ -471,7 +470,7 @@ impl Store {
         match atomic::write_new_with(&path, artifact.content.as_bytes(), durability) {
             Err(StoreError::WouldOverwrite { .. }) => {
                 let existing = fs::read(&path).map_err(|e| io_err(&path, e))?;
-                if hex(&Sha256::digest(&existing)) == artifact.sha256 {
+                if sha256_hex(&existing) == artifact.sha256 {
                     // Unreachable in practice (equal hashes, different bytes).
                     return Err(StoreError::WouldOverwrite { path });
                 }
@@ -747,16 +746,6 @@ impl Store {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -798,7 +787,7 @@ mod tests {
         let chapter = |body: &str| {
             format!(
                 "---\ntitle: A title\nsummary: \"s\"\nkind: chapter\ntopics: [auth]\nsha256: {}\ngenerated: {{title: {{by: deterministic}}, summary: {{by: deterministic}}, topics: {{by: deterministic}}}}\n---\n{body}",
-                crate::render::sha256_hex(body.as_bytes())
+                crate::names::sha256_hex(body.as_bytes())
             )
         };
         let source = chapter("# A title\n\n**User** · seq 1\n\nfix it\n");
@@ -1078,7 +1067,7 @@ mod tests {
     fn artifacts_are_content_addressed() {
         let (_d, store) = store();
         let content = "a large tool result";
-        let sha = hex(&Sha256::digest(content.as_bytes()));
+        let sha = sha256_hex(content.as_bytes());
         let artifact = Artifact {
             sha256: sha.clone(),
             content: text(content),
@@ -1131,7 +1120,7 @@ mod tests {
             .unwrap();
         let content = "x";
         let artifact = Artifact {
-            sha256: hex(&Sha256::digest(content.as_bytes())),
+            sha256: sha256_hex(content.as_bytes()),
             content: text(content),
         };
         store.write_artifact("root", &artifact).unwrap();

@@ -150,7 +150,7 @@ fn chapters_have_contract_frontmatter_and_cover_the_span() {
             assert!(text.contains(key), "{path} lacks `{key}`");
         }
         let body = dsh_chapters::render::body_text(&text).expect("body");
-        let sha = dsh_chapters::render::sha256_hex(body.as_bytes());
+        let sha = dsh_chapters::names::sha256_hex(body.as_bytes());
         assert!(
             text.contains(&format!("\nsha256: {sha}\n"))
                 || text.contains(&format!("\nsha256: \"{sha}\"\n")),
@@ -258,7 +258,7 @@ fn big_tool_results_become_one_artifact() {
     );
     let (path, bytes) = artifacts[0];
     assert_eq!(bytes, big.as_bytes(), "artifact is the result verbatim");
-    let sha = dsh_chapters::render::sha256_hex(bytes);
+    let sha = dsh_chapters::names::sha256_hex(bytes);
     assert!(
         path.ends_with(&format!("artifacts/{}/{sha}.txt", &sha[..2])),
         "{path}"

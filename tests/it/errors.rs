@@ -122,3 +122,161 @@ fn no_message_holds_rust_syntax() {
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
+
+/// Run `args` with stdout a pipe whose reader has already gone (`chapters … | head -1` once
+/// `head` has its line): the writer ends quietly, with 0 or 141 (SIGPIPE), as git and rg do.
+fn into_a_closed_pipe(sb: &Sandbox, args: &[&str]) {
+    use std::io::Read as _;
+    let mut child = sb
+        .cmd(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    drop(child.stdout.take());
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("read stderr");
+    let status = child.wait().expect("wait");
+    let quiet = status.code() == Some(0) || {
+        use std::os::unix::process::ExitStatusExt as _;
+        status.signal() == Some(13) || status.code() == Some(141)
+    };
+    assert!(quiet, "{args:?} ended with {status}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    assert!(!stderr.contains("Broken pipe"), "{args:?}: {stderr}");
+}
+
+#[test]
+fn search_list_and_show_into_a_closed_pipe_end_quietly() {
+    let sb = Sandbox::new();
+    sb.write_session(S1, 4, true, &two_task_turns(&sb.ws));
+    sb.ok(&["init"]);
+    sb.ok(&["archive"]);
+    let listed = sb.json(&["list", "--json"]);
+    let id = listed["documents"][0]["id"]
+        .as_str()
+        .expect("a listed document")
+        .to_owned();
+    for args in [
+        &["status"][..],
+        &["status", "--json"],
+        &["search", "csv"],
+        &["search", "csv", "--json"],
+        &["list"],
+        &["list", "--json"],
+        &["show", &id],
+        &["show", &id, "--json"],
+    ] {
+        into_a_closed_pipe(&sb, args);
+    }
+}
+
+/// Exit status and stderr of `chapters args` with extra environment variables set.
+fn run_with(
+    sb: &Sandbox,
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (Option<i32>, String) {
+    let mut cmd = sb.cmd(&[]);
+    cmd.args(args).envs(env.iter().copied());
+    let out = cmd.output().expect("run chapters");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "{args:?} {env:?}: {stderr}");
+    assert_ne!(out.status.code(), Some(101), "{args:?} {env:?}: {stderr}");
+    (out.status.code(), stderr)
+}
+
+/// Non-UTF-8 bytes where a path, a variable or an argument goes: a path works as a path, a
+/// variable that is a value is refused by name, an argument is a usage error — never a panic.
+#[test]
+fn non_utf8_paths_variables_and_arguments_never_panic() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt as _;
+    let sb = Sandbox::new();
+    sb.write_session(S1, 4, true, &two_task_turns(&sb.ws));
+    let bad = |s: &[u8]| OsStr::from_bytes(s).to_owned();
+    let os = |s: &str| OsStr::new(s).to_owned();
+
+    // A workspace whose directory name is Latin-1: every command of the store works on it,
+    // its JSON reports the path (lossily), never a serialization failure.
+    let mut odd = sb.ws.clone().into_os_string();
+    odd.push(bad(b"-caf\xe9"));
+    std::fs::create_dir_all(std::path::Path::new(&odd).join(".git")).expect("odd workspace");
+    let w = os("--workspace");
+    for args in [
+        vec![os("init"), w.clone(), odd.clone()],
+        vec![os("archive"), w.clone(), odd.clone()],
+        vec![os("archive"), os("--json"), w.clone(), odd.clone()],
+        vec![os("status"), os("--json"), w.clone(), odd.clone()],
+        vec![os("search"), os("csv"), w.clone(), odd.clone()],
+        vec![os("list"), os("--json"), w.clone(), odd.clone()],
+        vec![os("init"), os("--json"), w.clone(), odd.clone()],
+        vec![os("link"), os("--json"), w.clone(), odd.clone()],
+        vec![
+            os("link"),
+            sb.home.join("pool.git").into_os_string(),
+            os("--visibility"),
+            os("private"),
+            os("--json"),
+            w.clone(),
+            odd.clone(),
+        ],
+        vec![os("unlink"), os("--json"), w.clone(), odd.clone()],
+    ] {
+        let refs: Vec<&OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        let (code, stderr) = run_with(&sb, &refs, &[]);
+        assert_eq!(code, Some(0), "{args:?}: {stderr}");
+    }
+    let refs = [os("status"), os("--json"), w.clone(), odd.clone()];
+    let out = sb.cmd(&[]).args(&refs).output().expect("status --json");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert!(
+        doc["workspace"]
+            .as_str()
+            .is_some_and(|w| w.ends_with("-caf\u{fffd}")),
+        "{doc}"
+    );
+
+    // Paths in the environment: a home, a harness's root, a log filter.
+    sb.ok(&["init"]);
+    let dir = bad(b"/nonexistent/\xff\xfe");
+    for var in ["HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "CHAPTERS_LOG"] {
+        for args in [&["status"][..], &["archive"], &["search", "csv"], &["list"]] {
+            let argv: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+            let (code, stderr) = run_with(&sb, &argv, &[(var, &dir)]);
+            assert_eq!(code, Some(0), "{var} {args:?}: {stderr}");
+        }
+    }
+    // A DSH home that is not UTF-8: the daemon's status says so in JSON.
+    let (code, stderr) = run_with(
+        &sb,
+        &[
+            OsStr::new("daemon"),
+            OsStr::new("status"),
+            OsStr::new("--json"),
+        ],
+        &[("DSH_HOME", &dir)],
+    );
+    assert_eq!(code, Some(0), "daemon status: {stderr}");
+    // A value that must be text: refused by name, exit 1.
+    for var in ["CHAPTERS_HARNESS_ID", "CHAPTERS_MERGE_THRESHOLD"] {
+        let (code, stderr) = run_with(&sb, &[OsStr::new("status")], &[(var, &bad(b"x\xff"))]);
+        assert_eq!(code, Some(1), "{var}: {stderr}");
+        assert!(stderr.contains(var), "{var}: {stderr}");
+    }
+    // An argument that must be text: a usage error, exit 2.
+    for args in [
+        vec![os("search"), bad(b"caf\xe9")],
+        vec![os("show"), bad(b"x\xff")],
+        vec![os("notice"), os("--session"), bad(b"\xff")],
+    ] {
+        let refs: Vec<&OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        let (code, stderr) = run_with(&sb, &refs, &[]);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+    }
+}

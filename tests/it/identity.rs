@@ -238,3 +238,92 @@ fn a_json_failure_is_one_json_document_on_stdout() {
         "{doc}"
     );
 }
+
+/// One resolution of environment, config and identity: the CLI's commands, `chapters mcp`
+/// (which resolves as the CLI does) and the daemon's workspaces all go through
+/// `dsh_chapters::resolve::workspace`. This reads the sources: the steps it takes are called
+/// nowhere else outside tests, but where listed with the reason.
+#[test]
+fn cli_daemon_and_mcp_resolve_through_one_function() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    crate::cycles::sources(&root.join("src"), &mut files);
+    files.sort();
+    // (call, file) pairs allowed besides `src/resolve.rs`, each with its reason.
+    let allowed: &[(&str, &str, &str)] = &[
+        (
+            "config::load(",
+            "src/cli/status.rs",
+            "the config files without the environment, to say when CHAPTERS_HARNESS_ID disagrees with them",
+        ),
+        (
+            "config::load(",
+            "src/cli/enrich.rs",
+            "checks a config it just wrote, to put the old one back if it is invalid",
+        ),
+        (
+            "identity::harness_id(",
+            "src/cli/daemon.rs",
+            "`daemon install` saves the home config's harness id for the unit",
+        ),
+    ];
+    let mut found = Vec::new();
+    for f in &files {
+        let rel = f
+            .strip_prefix(root)
+            .expect("under the crate")
+            .to_string_lossy()
+            .into_owned();
+        if rel == "src/resolve.rs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).expect("read");
+        let text = match text.find("#[cfg(test)]\nmod tests") {
+            Some(at) => &text[..at],
+            None => &text[..],
+        };
+        for call in [
+            "config::load(",
+            "identity::resolve(",
+            "identity::harness_id(",
+            "migrate_secret(",
+            "fn dsh_home(",
+        ] {
+            let hits = text
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//") && l.contains(call))
+                // A definition is not a call (but a second `fn dsh_home` is a second way).
+                .filter(|l| call.starts_with("fn ") || !l.contains("fn "))
+                .count();
+            if hits > 0
+                && !allowed
+                    .iter()
+                    .any(|(c, file, _)| *c == call && *file == rel)
+            {
+                found.push(format!("{rel}: {call} ({hits}×)"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "resolve through dsh_chapters::resolve, not by hand:\n{}",
+        found.join("\n")
+    );
+    let resolve = std::fs::read_to_string(root.join("src/resolve.rs")).expect("resolve.rs");
+    for call in [
+        "config::load(",
+        "identity::resolve(",
+        "identity::harness_id(",
+        "migrate_secret(",
+    ] {
+        assert!(resolve.contains(call), "resolve.rs no longer calls {call}");
+    }
+    for (door, call) in [
+        ("src/cli/mod.rs", "resolve::workspace("),
+        ("src/daemon/mod.rs", "resolve::workspace("),
+        ("src/cli/mcp.rs", "Env::resolve("),
+    ] {
+        let text = std::fs::read_to_string(root.join(door)).expect("door");
+        assert!(text.contains(call), "{door} does not call {call}");
+    }
+}

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use dsh_chapters::pool::credentials::Secret;
+use dsh_chapters::credentials::Secret;
 use dsh_chapters::pool::transport::{self, FailureCode, Remote, TransportError, TRACKING_REF};
 
 use crate::githttp::{closed_port_url, GitHttpServer, SilentServer};

@@ -13,7 +13,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::store::is_safe_component;
+use crate::names::is_safe_component;
 
 /// `$DSH_HOME/dsh-chapters/credentials`.
 const CREDENTIALS_DIR: [&str; 2] = ["dsh-chapters", "credentials"];
