@@ -27,7 +27,10 @@
 //!     `chapters` as the daemon. `BENCH_C_GROUPS=N`: N ABBA groups instead of 96.
 //! (a') the same for a Claude Code transcript (each turn's lines in one write, its
 //!     `system/turn_duration` last), in the same run as (a), and the ratio of the two
-//!     (`-- cc` runs only this one; `BENCH_CC_PREFIX_TURNS=N`: N turns written before).
+//!     (`BENCH_CC_PREFIX_TURNS=N`: N turns written before). `-- cc` runs only (a'), twice in
+//!     one run: from an empty transcript (1.2 MiB at the end) and from one of
+//!     `BENCH_CC_PREFIX_TURNS` turns (default 5,000: 11.2 MiB), and prints their ratio (a
+//!     poll that costs what was appended: ≈ 1).
 //! (b) at rest with 50 watched sessions: the daemon's CPU % over 12 s from
 //!     `/proc/<pid>/stat` and its RSS from `/proc/<pid>/status`, beside a `sleep` process.
 
@@ -310,9 +313,9 @@ fn cc_turn(sid: &str, cwd: &str, i: usize, parent: &mut Option<String>) -> Strin
 
 /// (a') The same measure for a Claude Code transcript: each turn's lines written with one
 /// `write`, the clock started just before it, until its collection line is in the ledger.
-/// `BENCH_CC_PREFIX_TURNS=N` starts the transcript with N turns already written (a long
-/// session: the reader's first pass reads the whole file at each poll).
-fn cc_latency() -> Pcts {
+/// `prefix` turns are written before the daemon starts (a long session: a poll that
+/// costs the file's size shows here).
+fn cc_latency(prefix: usize) -> Pcts {
     let sb = sandbox();
     let sid = "0b0b0b0b-0000-4000-8000-00000000bench";
     let id = format!("claude-code-{sid}");
@@ -324,10 +327,6 @@ fn cc_latency() -> Pcts {
     let dir = sb.home.join("claude/projects").join(key);
     std::fs::create_dir_all(&dir).expect("project dir");
     let path = dir.join(format!("{sid}.jsonl"));
-    let prefix: usize = std::env::var("BENCH_CC_PREFIX_TURNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
     let mut parent = None;
     let mut file = std::fs::OpenOptions::new()
         .create(true)
@@ -988,9 +987,15 @@ fn main() {
         }
     }
     let runs = |part: &str| parts.is_empty() || parts.iter().any(|p| p == part);
+    let prefix = |default: usize| -> usize {
+        std::env::var("BENCH_CC_PREFIX_TURNS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
     if runs("a") {
         let dsh = latency();
-        let cc = cc_latency();
+        let cc = cc_latency(prefix(0));
         println!(
             "(a) vs (a') Claude Code / DSH in this run: p50 {:.2}x  p99 {:.2}x  (load average {})",
             cc.p50 / dsh.p50,
@@ -998,7 +1003,14 @@ fn main() {
             loadavg()
         );
     } else if runs("cc") {
-        cc_latency();
+        let short = cc_latency(0);
+        let long = cc_latency(prefix(5_000));
+        println!(
+            "(a') long / short transcript in this run: p50 {:.2}x  p99 {:.2}x  (load average {})",
+            long.p50 / short.p50,
+            long.p99 / short.p99,
+            loadavg()
+        );
     }
     if runs("c") {
         // A local model takes about a second per chapter; 30 ms is a write-heavy stress case.

@@ -89,7 +89,7 @@ struct Plan {
     nodes: std::sync::Arc<HashMap<u64, Node>>,
     /// Lines an earlier transcript of the folder holds too (this one was resumed or forked
     /// from it): read there, not here.
-    copied: HashSet<u64>,
+    copied: std::sync::Arc<HashSet<u64>>,
 }
 
 /// The first pass kept between reads of a growing transcript (the daemon's follower, see
@@ -108,6 +108,64 @@ pub struct PlanCache {
     leaf: Option<u64>,
     /// The transcript's first `uuid` off any sidechain, once read (see `copied_from_siblings`).
     first_uuid: Option<String>,
+    /// The lines earlier transcripts of the folder hold, while the folder is unchanged.
+    copied: Option<Copied>,
+}
+
+/// What [`copied_from_siblings`] found, kept while no file of the folder was created,
+/// removed or renamed (the folder's mtime) and the transcripts it read did not change: a
+/// poll of a resumed transcript does not read the one it was resumed from again.
+struct Copied {
+    folder: std::time::SystemTime,
+    /// The earlier transcripts read, with their length and mtime then.
+    read: Vec<(PathBuf, u64, std::time::SystemTime)>,
+    uuids: std::sync::Arc<HashSet<u64>>,
+}
+
+fn len_and_mtime(path: &Path) -> Option<(u64, std::time::SystemTime)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.len(), meta.modified().ok()?))
+}
+
+/// [`copied_from_siblings`], from `kept` while it still holds.
+fn copied_kept(
+    path: &Path,
+    first_uuid: &str,
+    first_session: Option<&str>,
+    cap: usize,
+    kept: &mut Option<Copied>,
+) -> std::sync::Arc<HashSet<u64>> {
+    let folder = path
+        .parent()
+        .and_then(|d| std::fs::metadata(d).and_then(|m| m.modified()).ok());
+    if let (Some(c), Some(folder)) = (kept.as_ref(), folder) {
+        let unchanged = c.folder == folder
+            && c.read
+                .iter()
+                .all(|(p, len, m)| len_and_mtime(p) == Some((*len, *m)));
+        if unchanged {
+            return std::sync::Arc::clone(&c.uuids);
+        }
+    }
+    let (uuids, read) = copied_from_siblings(path, first_uuid, first_session, cap);
+    let uuids = std::sync::Arc::new(uuids);
+    let read: Option<Vec<(PathBuf, u64, std::time::SystemTime)>> = read
+        .into_iter()
+        .map(|p| len_and_mtime(&p).map(|(len, m)| (p, len, m)))
+        .collect();
+    // A folder changed in the last second may change again within the same tick of the
+    // file clock, its mtime unchanged: read it again next time.
+    let settled = folder.filter(|m| {
+        std::time::SystemTime::now()
+            .duration_since(*m)
+            .is_ok_and(|age| age >= std::time::Duration::from_secs(1))
+    });
+    *kept = settled.zip(read).map(|(folder, read)| Copied {
+        folder,
+        read,
+        uuids: std::sync::Arc::clone(&uuids),
+    });
+    uuids
 }
 
 fn key(uuid: &str) -> u64 {
@@ -192,6 +250,8 @@ impl<'de> Deserialize<'de> for LightContent {
 thread_local! {
     /// Reads whose classification only extended the last one's (see [`extend`]).
     static EXTENDED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// Earlier transcripts read whole for their uuids (see [`copied_from_siblings`]).
+    static SIBLINGS_READ: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// The first pass (see the module doc).
@@ -205,6 +265,7 @@ fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadErro
         mut children,
         mut leaf,
         mut first_uuid,
+        mut copied,
     } = std::mem::take(cache);
     let mut nodes: HashMap<u64, Node> =
         std::sync::Arc::try_unwrap(nodes).unwrap_or_else(|shared| (*shared).clone());
@@ -309,10 +370,10 @@ fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadErro
     }
     #[cfg(test)]
     EXTENDED.with(|c| c.set(c.get() + u64::from(extended)));
-    let copied = first_uuid
-        .clone()
-        .map(|u| copied_from_siblings(path, &u, facts.session_id.as_deref(), cap))
-        .unwrap_or_default();
+    let copied_uuids = match first_uuid.as_deref() {
+        Some(u) => copied_kept(path, u, facts.session_id.as_deref(), cap, &mut copied),
+        None => Default::default(),
+    };
     let nodes = std::sync::Arc::new(nodes);
     *cache = PlanCache {
         offset: lines.offset(),
@@ -322,11 +383,12 @@ fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadErro
         children,
         leaf,
         first_uuid,
+        copied,
     };
     Ok(Plan {
         facts,
         nodes,
-        copied,
+        copied: copied_uuids,
     })
 }
 
@@ -419,19 +481,20 @@ fn origin_order(
 
 /// The uuids this transcript shares with an earlier one of its folder that starts with the
 /// same line (`first_uuid`): Claude Code's resume and fork start a new file by repeating
-/// the conversation so far. Only transcripts whose first line is this one's are read.
+/// the conversation so far. Only transcripts whose first line is this one's are read
+/// (returned too).
 fn copied_from_siblings(
     path: &Path,
     first_uuid: &str,
     first_session: Option<&str>,
     cap: usize,
-) -> HashSet<u64> {
+) -> (HashSet<u64>, Vec<PathBuf>) {
     let mut copied = HashSet::new();
     let Some(dir) = path.parent() else {
-        return copied;
+        return (copied, Vec::new());
     };
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return copied;
+        return (copied, Vec::new());
     };
     let mine = origin_order(path, first_session);
     let earlier: Vec<PathBuf> = entries
@@ -459,10 +522,12 @@ fn copied_from_siblings(
     struct Uuid {
         uuid: Option<String>,
     }
-    for sibling in earlier {
-        let Ok(file) = crate::session::reader::open_regular(&sibling) else {
+    for sibling in &earlier {
+        let Ok(file) = crate::session::reader::open_regular(sibling) else {
             continue;
         };
+        #[cfg(test)]
+        SIBLINGS_READ.with(|c| c.set(c.get() + 1));
         let mut lines = Lines::new(BufReader::with_capacity(64 * 1024, file), 0, cap);
         while let Ok(next) = lines.next_line() {
             match next {
@@ -475,7 +540,7 @@ fn copied_from_siblings(
             }
         }
     }
-    copied
+    (copied, earlier)
 }
 
 /// Every node's place against the chain of `leaf`, from scratch: the chain from the leaf
@@ -1764,7 +1829,7 @@ mod tests {
                 let whole = plan(&path, cap, &mut PlanCache::default()).expect("fresh plan");
                 polls += 1;
                 assert_eq!(kept.facts, whole.facts, "seed {seed}");
-                assert_eq!(kept.copied, whole.copied, "seed {seed}");
+                assert_eq!(*kept.copied, *whole.copied, "seed {seed}");
                 assert!(
                     *kept.nodes == *whole.nodes,
                     "seed {seed}: the kept plan classifies as a fresh one"
@@ -2152,6 +2217,52 @@ mod tests {
         std::fs::write(&a, prompt("z1", None, "unrelated")).expect("unrelated");
         let rb = read_path(&b, ResumePoint::default(), false);
         assert_eq!(prompts(&rb), ["first question", "second question"]);
+    }
+
+    #[test]
+    fn a_followed_resumed_transcript_reads_the_one_it_repeats_once() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let cap = ReaderOptions::default().max_line_bytes;
+        let first = [
+            prompt("u1", None, "first question"),
+            answer("a1", "u1", "m1", "first answer", Some("end_turn")),
+        ]
+        .concat();
+        let a = dir
+            .path()
+            .join("0a0a0a0a-0000-4000-8000-000000000001.jsonl");
+        let b = dir
+            .path()
+            .join("0a0a0a0a-0000-4000-8000-000000000002.jsonl");
+        std::fs::write(&a, &first).expect("first");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut text = first.clone() + &prompt("u2", Some("a1"), "second question");
+        std::fs::write(&b, &text).expect("second");
+        // The folder settled a while ago (a folder changed within the last second is read
+        // again: its mtime may not move on the next change).
+        let past = std::time::SystemTime::now() - std::time::Duration::from_secs(10);
+        std::fs::File::open(dir.path())
+            .and_then(|f| f.set_modified(past))
+            .expect("folder mtime");
+        let mut cache = PlanCache::default();
+        let before = SIBLINGS_READ.with(std::cell::Cell::get);
+        let mut parent = "u2".to_owned();
+        for i in 0..5 {
+            let p = plan(&b, cap, &mut cache).expect("plan");
+            assert!(p.copied.contains(&key("a1")) && !p.copied.contains(&key("u2")));
+            let whole = plan(&b, cap, &mut PlanCache::default()).expect("plan");
+            assert_eq!(*p.copied, *whole.copied);
+            let more = answer(&format!("b{i}"), &parent, &format!("mb{i}"), "ok", None);
+            parent = format!("b{i}");
+            text.push_str(&more);
+            std::fs::write(&b, &text).expect("append");
+        }
+        // The kept plan read `a` once, the fresh plans once each.
+        assert_eq!(SIBLINGS_READ.with(std::cell::Cell::get) - before, 1 + 5);
+        // `a` grows: read again.
+        std::fs::write(&a, first + &prompt("z9", Some("a1"), "more")).expect("grow");
+        let p = plan(&b, cap, &mut cache).expect("plan");
+        assert!(p.copied.contains(&key("z9")));
     }
 
     #[test]
