@@ -57,38 +57,115 @@ pub struct SessionFacts {
 }
 
 /// The DAG facts of one `uuid`.
-#[derive(Clone)]
+#[derive(Clone, Debug, PartialEq)]
 struct Node {
+    /// `parentUuid`, or `logicalParentUuid` where that is null (a compaction boundary:
+    /// the logical parent bridges the chain).
     parent: Option<u64>,
     /// The first line that carried this uuid.
     line: u64,
     prompt_like: bool,
+    /// Where it stands against the current leaf's chain.
+    state: St,
+}
+
+/// A node's place against the current leaf's chain (see [`classify`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum St {
+    /// Not classified yet (appended since the last classification).
+    New,
+    /// On the chain of the current leaf.
+    Chain,
+    /// Off the chain, kept (a fragment whose parent is elsewhere, a tool result logged as
+    /// a sibling, a cycle).
+    Kept,
+    /// On a branch that leaves the chain at a person's prompt: a rewind or an edit.
+    Abandoned,
 }
 
 /// The first pass's result.
 struct Plan {
     facts: SessionFacts,
     nodes: std::sync::Arc<HashMap<u64, Node>>,
-    abandoned: HashSet<u64>,
     /// Lines an earlier transcript of the folder holds too (this one was resumed or forked
     /// from it): read there, not here.
-    copied: HashSet<u64>,
+    copied: std::sync::Arc<HashSet<u64>>,
 }
 
 /// The first pass kept between reads of a growing transcript (the daemon's follower, see
 /// [`ClaudeReader::open_cached`]): a read extends it with the lines appended since, so it
-/// costs what was appended, not the file. Only for a file that grows by appends: a
-/// truncated or replaced file needs a fresh cache.
+/// costs what was appended, not the file — the nodes' classification too, as long as the
+/// new leaf descends from the old one (a rewind or an edit classifies the DAG again). Only
+/// for a file that grows by appends: a truncated or replaced file needs a fresh cache.
 #[derive(Default)]
 pub struct PlanCache {
     offset: u64,
     index: u64,
     facts: SessionFacts,
     nodes: std::sync::Arc<HashMap<u64, Node>>,
+    /// Each parent's children (parents not in `nodes` too).
+    children: HashMap<u64, Vec<u64>>,
     leaf: Option<u64>,
-    logical: HashMap<u64, u64>,
     /// The transcript's first `uuid` off any sidechain, once read (see `copied_from_siblings`).
     first_uuid: Option<String>,
+    /// The lines earlier transcripts of the folder hold, while the folder is unchanged.
+    copied: Option<Copied>,
+}
+
+/// What [`copied_from_siblings`] found, kept while no file of the folder was created,
+/// removed or renamed (the folder's mtime) and the transcripts it read did not change: a
+/// poll of a resumed transcript does not read the one it was resumed from again.
+struct Copied {
+    folder: std::time::SystemTime,
+    /// The earlier transcripts read, with their length and mtime then.
+    read: Vec<(PathBuf, u64, std::time::SystemTime)>,
+    uuids: std::sync::Arc<HashSet<u64>>,
+}
+
+fn len_and_mtime(path: &Path) -> Option<(u64, std::time::SystemTime)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.len(), meta.modified().ok()?))
+}
+
+/// [`copied_from_siblings`], from `kept` while it still holds.
+fn copied_kept(
+    path: &Path,
+    first_uuid: &str,
+    first_session: Option<&str>,
+    cap: usize,
+    kept: &mut Option<Copied>,
+) -> std::sync::Arc<HashSet<u64>> {
+    let folder = path
+        .parent()
+        .and_then(|d| std::fs::metadata(d).and_then(|m| m.modified()).ok());
+    if let (Some(c), Some(folder)) = (kept.as_ref(), folder) {
+        let unchanged = c.folder == folder
+            && c.read
+                .iter()
+                .all(|(p, len, m)| len_and_mtime(p) == Some((*len, *m)));
+        if unchanged {
+            return std::sync::Arc::clone(&c.uuids);
+        }
+    }
+    let (uuids, read) = copied_from_siblings(path, first_uuid, first_session, cap);
+    let uuids = std::sync::Arc::new(uuids);
+    let read: Option<Vec<(PathBuf, u64, std::time::SystemTime)>> = read
+        .into_iter()
+        .map(|p| len_and_mtime(&p).map(|(len, m)| (p, len, m)))
+        .collect();
+    // A folder changed in the last second may change again within the same tick of the
+    // file clock, its mtime unchanged: read it again next time.
+    let settled = folder.filter(|m| {
+        std::time::SystemTime::now()
+            .duration_since(*m)
+            .is_ok_and(|age| age >= std::time::Duration::from_secs(1))
+    });
+    *kept = settled.zip(read).map(|(folder, read)| Copied {
+        folder,
+        read,
+        uuids: std::sync::Arc::clone(&uuids),
+    });
+    uuids
 }
 
 fn key(uuid: &str) -> u64 {
@@ -169,6 +246,14 @@ impl<'de> Deserialize<'de> for LightContent {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Reads whose classification only extended the last one's (see [`extend`]).
+    static EXTENDED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// Earlier transcripts read whole for their uuids (see [`copied_from_siblings`]).
+    static SIBLINGS_READ: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// The first pass (see the module doc).
 /// It starts where `cache` stopped and leaves it at the file's end (reset when it fails).
 fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadError> {
@@ -177,9 +262,10 @@ fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadErro
         mut index,
         mut facts,
         nodes,
+        mut children,
         mut leaf,
-        mut logical,
         mut first_uuid,
+        mut copied,
     } = std::mem::take(cache);
     let mut nodes: HashMap<u64, Node> =
         std::sync::Arc::try_unwrap(nodes).unwrap_or_else(|shared| (*shared).clone());
@@ -191,6 +277,11 @@ fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadErro
             source,
         }
     })?;
+    let was_leaf = leaf;
+    let first_new = index;
+    let mut added: Vec<u64> = Vec::new();
+    // An appended node some older node named as its parent: the older node's branch changes.
+    let mut adopted = false;
     let mut lines = Lines::new(reader, offset, cap);
     loop {
         let next = lines.next_line().map_err(|source| ReadError::Io {
@@ -237,12 +328,12 @@ fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadErro
         if nodes.contains_key(&k) {
             continue;
         }
-        let parent = env.parent_uuid.as_deref().map(key);
-        if parent.is_none() {
-            if let Some(lp) = env.logical_parent_uuid.as_deref() {
-                logical.insert(k, key(lp));
-            }
-        }
+        // A compaction boundary has no parent; its logical parent bridges the chain.
+        let parent = env
+            .parent_uuid
+            .as_deref()
+            .or(env.logical_parent_uuid.as_deref())
+            .map(key);
         let kind = env.kind.as_deref();
         let prompt_like = kind == Some("user")
             && env.is_meta != Some(true)
@@ -255,41 +346,49 @@ fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadErro
         if !sidechain && matches!(kind, Some("user") | Some("assistant")) {
             leaf = Some(k);
         }
+        adopted |= children.get(&k).is_some_and(|cs| {
+            cs.iter()
+                .any(|c| nodes.get(c).is_some_and(|n| n.line < first_new))
+        });
+        if let Some(p) = parent {
+            children.entry(p).or_default().push(k);
+        }
         nodes.insert(
             k,
             Node {
                 parent,
                 line: this,
                 prompt_like,
+                state: St::New,
             },
         );
+        added.push(k);
     }
-    // A compaction boundary has no parent; its logical parent bridges the chain.
-    for (k, lp) in &logical {
-        if let Some(n) = nodes.get_mut(k) {
-            n.parent = Some(*lp);
-        }
+    let extended = !adopted && extend(&mut nodes, &children, was_leaf, leaf, &added);
+    if !extended {
+        classify(&mut nodes, leaf);
     }
-    let abandoned = abandoned_branches(&nodes, leaf);
-    let copied = first_uuid
-        .clone()
-        .map(|u| copied_from_siblings(path, &u, facts.session_id.as_deref(), cap))
-        .unwrap_or_default();
+    #[cfg(test)]
+    EXTENDED.with(|c| c.set(c.get() + u64::from(extended)));
+    let copied_uuids = match first_uuid.as_deref() {
+        Some(u) => copied_kept(path, u, facts.session_id.as_deref(), cap, &mut copied),
+        None => Default::default(),
+    };
     let nodes = std::sync::Arc::new(nodes);
     *cache = PlanCache {
         offset: lines.offset(),
         index,
         facts: facts.clone(),
         nodes: std::sync::Arc::clone(&nodes),
+        children,
         leaf,
-        logical,
         first_uuid,
+        copied,
     };
     Ok(Plan {
         facts,
         nodes,
-        abandoned,
-        copied,
+        copied: copied_uuids,
     })
 }
 
@@ -382,22 +481,26 @@ fn origin_order(
 
 /// The uuids this transcript shares with an earlier one of its folder that starts with the
 /// same line (`first_uuid`): Claude Code's resume and fork start a new file by repeating
-/// the conversation so far. Only transcripts whose first line is this one's are read.
+/// the conversation so far. Only transcripts whose first line is this one's are read
+/// (returned too).
 fn copied_from_siblings(
     path: &Path,
     first_uuid: &str,
     first_session: Option<&str>,
     cap: usize,
-) -> HashSet<u64> {
+) -> (HashSet<u64>, Vec<PathBuf>) {
     let mut copied = HashSet::new();
     #[derive(Deserialize)]
     struct Uuid {
         uuid: Option<String>,
     }
-    for sibling in earlier_siblings(path, first_uuid, first_session) {
-        let Ok(file) = crate::session::reader::open_regular(&sibling) else {
+    let earlier = earlier_siblings(path, first_uuid, first_session);
+    for sibling in &earlier {
+        let Ok(file) = crate::session::reader::open_regular(sibling) else {
             continue;
         };
+        #[cfg(test)]
+        SIBLINGS_READ.with(|c| c.set(c.get() + 1));
         let mut lines = Lines::new(BufReader::with_capacity(64 * 1024, file), 0, cap);
         while let Ok(next) = lines.next_line() {
             match next {
@@ -410,7 +513,7 @@ fn copied_from_siblings(
             }
         }
     }
-    copied
+    (copied, earlier)
 }
 
 /// The transcripts of `path`'s folder that start with the same line (`first_uuid`) and
@@ -451,73 +554,162 @@ pub(super) fn earlier_siblings(
     earlier
 }
 
-/// Nodes on a branch that leaves the leaf's chain at a person's prompt.
-fn abandoned_branches(nodes: &HashMap<u64, Node>, leaf: Option<u64>) -> HashSet<u64> {
-    #[derive(Clone, Copy, PartialEq)]
-    enum St {
-        Chain,
-        Kept,
-        Abandoned,
+/// Every node's place against the chain of `leaf`, from scratch: the chain from the leaf
+/// up (a cycle or a missing parent ends it), then every other node by the branch it hangs
+/// on ([`settle`]).
+fn classify(nodes: &mut HashMap<u64, Node>, leaf: Option<u64>) {
+    for n in nodes.values_mut() {
+        n.state = St::New;
     }
-    let mut state: HashMap<u64, St> = HashMap::with_capacity(nodes.len());
-    // The chain: from the leaf up; a cycle ends it.
     let mut cur = leaf;
     while let Some(k) = cur {
-        if state.contains_key(&k) || !nodes.contains_key(&k) {
+        match nodes.get_mut(&k) {
+            Some(n) if n.state == St::New => {
+                n.state = St::Chain;
+                cur = n.parent;
+            }
+            _ => break, // a cycle or a missing parent
+        }
+    }
+    let mut keys: Vec<u64> = nodes
+        .iter()
+        .filter(|(_, n)| n.state == St::New)
+        .map(|(k, _)| *k)
+        .collect();
+    keys.sort_unstable();
+    let mut path = Vec::new();
+    let mut on_path = HashSet::new();
+    for k in keys {
+        settle(nodes, k, &mut path, &mut on_path);
+    }
+}
+
+/// Classify `start` and the unclassified nodes above it: walk up to a classified node, a
+/// missing parent or a cycle; then from the top down, the child of a chain node decides
+/// its branch (abandoned when it is a person's prompt) and its descendants inherit it. A
+/// branch that reaches no chain node (a fragment whose parent is in another file, a cycle)
+/// is kept.
+fn settle(
+    nodes: &mut HashMap<u64, Node>,
+    start: u64,
+    path: &mut Vec<u64>,
+    on_path: &mut HashSet<u64>,
+) {
+    path.clear();
+    on_path.clear();
+    let mut cur = Some(start);
+    let mut top = St::Kept;
+    while let Some(k) = cur {
+        let Some(n) = nodes.get(&k) else {
+            break; // the parent is in another file
+        };
+        if n.state != St::New {
+            top = n.state;
             break;
         }
-        state.insert(k, St::Chain);
-        cur = nodes.get(&k).and_then(|n| n.parent);
+        if !on_path.insert(k) {
+            break; // a cycle: kept
+        }
+        path.push(k);
+        cur = n.parent;
     }
-    let mut keys: Vec<u64> = nodes.keys().copied().collect();
-    keys.sort_unstable();
-    let mut path: Vec<u64> = Vec::new();
-    let mut on_path: HashSet<u64> = HashSet::new();
-    for start in keys {
-        if state.contains_key(&start) {
+    let mut inherited = top;
+    for &k in path.iter().rev() {
+        let Some(n) = nodes.get_mut(&k) else {
             continue;
+        };
+        n.state = match inherited {
+            St::Chain if n.prompt_like => St::Abandoned,
+            St::Chain | St::New => St::Kept,
+            other => other,
+        };
+        inherited = n.state;
+    }
+}
+
+/// Classify what was appended (`added`) when the new leaf descends from the old one: the
+/// chain grows by the nodes between them, the branches hanging off those nodes are
+/// classified again, and only the appended nodes are walked. False, with `nodes` left to
+/// [`classify`], when the leaf moved elsewhere (a rewind, an edit, the first leaf).
+fn extend(
+    nodes: &mut HashMap<u64, Node>,
+    children: &HashMap<u64, Vec<u64>>,
+    was_leaf: Option<u64>,
+    leaf: Option<u64>,
+    added: &[u64],
+) -> bool {
+    let (Some(old), Some(new)) = (was_leaf, leaf) else {
+        return false;
+    };
+    if nodes.get(&old).is_none_or(|n| n.state != St::Chain) {
+        return false;
+    }
+    // The new chain's part below the old leaf.
+    let mut segment = Vec::new();
+    let mut cur = new;
+    while cur != old {
+        let Some(n) = nodes.get(&cur) else {
+            return false; // a missing parent before the old leaf
+        };
+        if n.state == St::Chain || segment.len() > nodes.len() {
+            return false; // back on the old chain above its leaf (a rewind), or a cycle
         }
-        path.clear();
-        on_path.clear();
-        let mut cur = Some(start);
-        // Walk up to a node whose state is known, a missing parent or a cycle.
-        let mut top = St::Kept;
-        while let Some(k) = cur {
-            if let Some(&s) = state.get(&k) {
-                top = s;
-                break;
-            }
-            if !on_path.insert(k) {
-                break; // a cycle: keep
-            }
-            path.push(k);
-            cur = nodes.get(&k).and_then(|n| n.parent);
-            if cur.is_some_and(|p| !nodes.contains_key(&p)) {
-                break; // the parent is in another file
-            }
+        segment.push(cur);
+        let Some(p) = n.parent else {
+            return false;
+        };
+        cur = p;
+    }
+    // Old nodes that joined the chain (a `system` line under the old leaf): their other
+    // branches hang off the chain now, each decided by its first node.
+    for &k in &segment {
+        if let Some(n) = nodes.get_mut(&k) {
+            n.state = St::Chain;
         }
-        // From the top down: the child of a chain node decides its branch.
-        let mut inherited = top;
-        for &k in path.iter().rev() {
-            let s = match inherited {
-                St::Chain => {
-                    if nodes.get(&k).is_some_and(|n| n.prompt_like) {
+    }
+    let mut stack: Vec<(u64, St)> = Vec::new();
+    for &k in &segment {
+        let Some(kids) = children.get(&k) else {
+            continue;
+        };
+        for &c in kids {
+            match nodes.get(&c) {
+                Some(n) if n.state != St::Chain => {
+                    let s = if n.prompt_like {
                         St::Abandoned
                     } else {
                         St::Kept
-                    }
+                    };
+                    stack.push((c, s));
                 }
-                other => other,
-            };
-            state.insert(k, s);
-            inherited = s;
+                _ => {}
+            }
         }
     }
-    state
-        .into_iter()
-        .filter(|&(_, s)| s == St::Abandoned)
-        .map(|(k, _)| k)
-        .collect()
+    let mut steps = 0usize;
+    while let Some((k, s)) = stack.pop() {
+        steps += 1;
+        if steps > nodes.len() {
+            return false; // cannot happen (a branch off the chain holds no cycle); start over
+        }
+        let Some(n) = nodes.get_mut(&k) else {
+            continue;
+        };
+        n.state = s;
+        for &c in children.get(&k).map_or(&[][..], Vec::as_slice) {
+            if nodes.get(&c).is_some_and(|n| n.state != St::Chain) {
+                stack.push((c, s));
+            }
+        }
+    }
+    let mut path = Vec::new();
+    let mut on_path = HashSet::new();
+    for &k in added {
+        if nodes.get(&k).is_some_and(|n| n.state == St::New) {
+            settle(nodes, k, &mut path, &mut on_path);
+        }
+    }
+    true
 }
 
 /// A line as the second pass reads it.
@@ -1047,10 +1239,11 @@ impl ClaudeReader {
         }
         if let Some(uuid) = line.uuid.as_deref() {
             let k = key(uuid);
-            if self.plan.abandoned.contains(&k) {
+            let node = self.plan.nodes.get(&k);
+            if node.is_some_and(|n| n.state == St::Abandoned) {
                 return;
             }
-            if self.plan.nodes.get(&k).is_some_and(|n| n.line != index) {
+            if node.is_some_and(|n| n.line != index) {
                 return; // a copy of an earlier line
             }
             if self.plan.copied.contains(&k) {
@@ -1549,6 +1742,230 @@ mod tests {
         assert_eq!(answers, 1);
     }
 
+    /// Random growth of a transcript's DAG — appends under the leaf, rewinds and edits,
+    /// sidechains, copies, compaction boundaries, missing parents that turn up later,
+    /// cycles, lines with no uuid or no JSON — read after each append with the first pass
+    /// kept (as the daemon does) and from scratch: the same plan every time.
+    #[test]
+    fn a_kept_first_pass_plans_as_a_fresh_one_after_any_growth() {
+        let cap = ReaderOptions::default().max_line_bytes;
+        let before = EXTENDED.with(std::cell::Cell::get);
+        let mut polls = 0u64;
+        for seed in 1..=60u64 {
+            // One folder each: transcripts of a folder that start alike are read as copies.
+            let dir = tempfile::tempdir().expect("tmp");
+            let path = dir.path().join(format!("{SID}.jsonl"));
+            let mut file = std::fs::File::create(&path).expect("create");
+            let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+            let mut next = move |n: u64| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                rng % n.max(1)
+            };
+            let mut written: Vec<String> = Vec::new();
+            let mut missing: Vec<String> = Vec::new();
+            let mut last: Option<String> = None;
+            let mut fresh = 0u64;
+            let mut cache = PlanCache::default();
+            for _step in 0..40 {
+                let mut text = String::new();
+                for _ in 0..=next(5) {
+                    fresh += 1;
+                    let mut uuid = format!("n{fresh}");
+                    let any = |r: u64, w: &Vec<String>| w.get(r as usize).cloned();
+                    let under_last = last.clone();
+                    let mut parent = under_last.clone();
+                    let recent = |r: u64, w: &Vec<String>| {
+                        w.len()
+                            .checked_sub(1 + r as usize)
+                            .and_then(|i| w.get(i).cloned())
+                    };
+                    let (kind, rest) = match next(100) {
+                        0..=24 => (
+                            "assistant",
+                            json!({"message": {"id": format!("m{fresh}"), "content": [{"type": "text", "text": "a"}]}}),
+                        ),
+                        25..=34 => ("user", json!({"message": {"content": "a prompt"}})),
+                        35..=41 => {
+                            // Under one of the last few lines (a leaf under an old off-chain
+                            // line: that line joins the chain, its other branches move).
+                            parent = recent(next(3), &written);
+                            let kind = if next(2) == 0 { "user" } else { "assistant" };
+                            (kind, json!({"message": {"content": "a prompt"}}))
+                        }
+                        42..=49 => (
+                            "user",
+                            json!({"message": {"content": [{"type": "tool_result", "tool_use_id": "c", "content": "x"}]}}),
+                        ),
+                        50..=57 => ("system", json!({"subtype": "turn_duration"})),
+                        58..=63 => {
+                            // A rewind or an edit: a prompt under any earlier node.
+                            parent = any(next(written.len() as u64 + 1), &written);
+                            ("user", json!({"message": {"content": "edited"}}))
+                        }
+                        64..=71 => {
+                            parent = match next(4) {
+                                0 | 1 => under_last.clone(),
+                                2 => recent(next(3), &written),
+                                _ => any(next(written.len() as u64 + 1), &written),
+                            };
+                            let kind = if next(3) == 0 { "assistant" } else { "user" };
+                            (
+                                kind,
+                                json!({"isSidechain": true, "message": {"content": "side"}}),
+                            )
+                        }
+                        72..=75 => {
+                            // A parent not written (yet).
+                            let m = format!("x{fresh}");
+                            missing.push(m.clone());
+                            parent = Some(m);
+                            ("assistant", json!({"message": {"content": "orphan"}}))
+                        }
+                        76..=79 if !missing.is_empty() => {
+                            // A missing parent turns up, under any node (a cycle at times).
+                            uuid = missing.swap_remove(next(missing.len() as u64) as usize);
+                            parent = any(next(written.len() as u64 + 1), &written);
+                            ("user", json!({"message": {"content": "late parent"}}))
+                        }
+                        80..=82 if !written.is_empty() => {
+                            // A copy of an earlier uuid.
+                            uuid = written[next(written.len() as u64) as usize].clone();
+                            ("assistant", json!({"message": {"content": "copy"}}))
+                        }
+                        83..=85 => {
+                            let logical = any(next(written.len() as u64 + 1), &written);
+                            parent = None;
+                            (
+                                "system",
+                                json!({"subtype": "compact_boundary", "logicalParentUuid": logical}),
+                            )
+                        }
+                        86..=87 => {
+                            parent = Some(uuid.clone()); // its own parent
+                            ("assistant", json!({"message": {"content": "self"}}))
+                        }
+                        88..=91 => {
+                            text.push_str(
+                                &json!({"type": "progress", "parentUuid": under_last}).to_string(),
+                            );
+                            text.push('\n');
+                            continue;
+                        }
+                        92 => {
+                            text.push_str("{not json\n");
+                            continue;
+                        }
+                        _ => (
+                            "user",
+                            json!({"isMeta": true, "message": {"content": "meta"}}),
+                        ),
+                    };
+                    text.push_str(&line(&uuid, parent.as_deref(), kind, rest));
+                    if !written.contains(&uuid) {
+                        written.push(uuid.clone());
+                    }
+                    last = Some(uuid);
+                }
+                file.write_all(text.as_bytes()).expect("append");
+                let kept = plan(&path, cap, &mut cache).expect("kept plan");
+                let whole = plan(&path, cap, &mut PlanCache::default()).expect("fresh plan");
+                polls += 1;
+                assert_eq!(kept.facts, whole.facts, "seed {seed}");
+                assert_eq!(*kept.copied, *whole.copied, "seed {seed}");
+                assert!(
+                    *kept.nodes == *whole.nodes,
+                    "seed {seed}: the kept plan classifies as a fresh one"
+                );
+                assert!(kept.nodes.values().all(|n| n.state != St::New));
+            }
+        }
+        let extended = EXTENDED.with(std::cell::Cell::get) - before;
+        assert!(
+            extended * 3 > polls,
+            "most reads only extend ({extended} of {polls})"
+        );
+    }
+
+    #[test]
+    fn an_old_line_joining_the_chain_moves_the_branches_under_it() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join(format!("{SID}.jsonl"));
+        let cap = ReaderOptions::default().max_line_bytes;
+        let side = |s: String| {
+            let mut v: Value = serde_json::from_str(&s).expect("line");
+            v["isSidechain"] = true.into();
+            v.to_string() + "\n"
+        };
+        let first = [
+            prompt("u1", None, "one"),
+            answer("a1", "u1", "m1", "1", Some("end_turn")),
+            duration("d1", "a1"),
+            // Off the chain under `d1`: kept while `d1` is.
+            side(prompt("x1", Some("d1"), "a side prompt")),
+            side(answer("y1", "d1", "m9", "a side answer", None)),
+        ]
+        .concat();
+        std::fs::write(&path, &first).expect("write");
+        let mut cache = PlanCache::default();
+        let state = |p: &Plan, u: &str| p.nodes.get(&key(u)).map(|n| n.state);
+        let p = plan(&path, cap, &mut cache).expect("plan");
+        assert_eq!(state(&p, "x1"), Some(St::Kept));
+        // The next prompt hangs under `d1`: `d1` joins the chain, and the side prompt under
+        // it now leaves the chain at a person's prompt.
+        std::fs::write(&path, first + &prompt("u2", Some("d1"), "two")).expect("write");
+        let before = EXTENDED.with(std::cell::Cell::get);
+        let p = plan(&path, cap, &mut cache).expect("plan");
+        assert_eq!(EXTENDED.with(std::cell::Cell::get) - before, 1);
+        assert_eq!(state(&p, "d1"), Some(St::Chain));
+        assert_eq!(state(&p, "x1"), Some(St::Abandoned));
+        assert_eq!(state(&p, "y1"), Some(St::Kept));
+        let whole = plan(&path, cap, &mut PlanCache::default()).expect("plan");
+        assert!(*p.nodes == *whole.nodes);
+    }
+
+    #[test]
+    fn a_transcript_growing_under_its_leaf_is_classified_by_what_was_appended() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join(format!("{SID}.jsonl"));
+        let mut file = std::fs::File::create(&path).expect("create");
+        let cap = ReaderOptions::default().max_line_bytes;
+        let mut cache = PlanCache::default();
+        let mut parent = None::<String>;
+        for i in 0..50 {
+            let (u, c, r, a, d) = (
+                format!("u{i}"),
+                format!("c{i}"),
+                format!("r{i}"),
+                format!("a{i}"),
+                format!("d{i}"),
+            );
+            let turn = [
+                prompt(&u, parent.as_deref(), "next"),
+                call(&c, &u, &format!("mc{i}"), &format!("t{i}")),
+                result(&r, &c, &format!("t{i}"), "ok"),
+                answer(&a, &r, &format!("ma{i}"), "done", None),
+                duration(&d, &a),
+            ]
+            .concat();
+            file.write_all(turn.as_bytes()).expect("append");
+            parent = Some(d);
+            let before = EXTENDED.with(std::cell::Cell::get);
+            let p = plan(&path, cap, &mut cache).expect("plan");
+            // The first read classifies from scratch; each later one only extends.
+            assert_eq!(
+                EXTENDED.with(std::cell::Cell::get) - before,
+                u64::from(i > 0)
+            );
+            // The `turn_duration` line under the old leaf joined the chain.
+            assert!(p
+                .nodes
+                .values()
+                .all(|n| n.state == St::Chain || n.line % 5 == 4));
+        }
+    }
+
     #[test]
     fn a_rewind_after_an_archive_never_looks_like_a_truncated_log() {
         let before = [
@@ -1844,6 +2261,52 @@ mod tests {
         std::fs::write(&a, prompt("z1", None, "unrelated")).expect("unrelated");
         let rb = read_path(&b, ResumePoint::default(), false);
         assert_eq!(prompts(&rb), ["first question", "second question"]);
+    }
+
+    #[test]
+    fn a_followed_resumed_transcript_reads_the_one_it_repeats_once() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let cap = ReaderOptions::default().max_line_bytes;
+        let first = [
+            prompt("u1", None, "first question"),
+            answer("a1", "u1", "m1", "first answer", Some("end_turn")),
+        ]
+        .concat();
+        let a = dir
+            .path()
+            .join("0a0a0a0a-0000-4000-8000-000000000001.jsonl");
+        let b = dir
+            .path()
+            .join("0a0a0a0a-0000-4000-8000-000000000002.jsonl");
+        std::fs::write(&a, &first).expect("first");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut text = first.clone() + &prompt("u2", Some("a1"), "second question");
+        std::fs::write(&b, &text).expect("second");
+        // The folder settled a while ago (a folder changed within the last second is read
+        // again: its mtime may not move on the next change).
+        let past = std::time::SystemTime::now() - std::time::Duration::from_secs(10);
+        std::fs::File::open(dir.path())
+            .and_then(|f| f.set_modified(past))
+            .expect("folder mtime");
+        let mut cache = PlanCache::default();
+        let before = SIBLINGS_READ.with(std::cell::Cell::get);
+        let mut parent = "u2".to_owned();
+        for i in 0..5 {
+            let p = plan(&b, cap, &mut cache).expect("plan");
+            assert!(p.copied.contains(&key("a1")) && !p.copied.contains(&key("u2")));
+            let whole = plan(&b, cap, &mut PlanCache::default()).expect("plan");
+            assert_eq!(*p.copied, *whole.copied);
+            let more = answer(&format!("b{i}"), &parent, &format!("mb{i}"), "ok", None);
+            parent = format!("b{i}");
+            text.push_str(&more);
+            std::fs::write(&b, &text).expect("append");
+        }
+        // The kept plan read `a` once, the fresh plans once each.
+        assert_eq!(SIBLINGS_READ.with(std::cell::Cell::get) - before, 1 + 5);
+        // `a` grows: read again.
+        std::fs::write(&a, first + &prompt("z9", Some("a1"), "more")).expect("grow");
+        let p = plan(&b, cap, &mut cache).expect("plan");
+        assert!(p.copied.contains(&key("z9")));
     }
 
     #[test]

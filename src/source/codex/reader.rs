@@ -578,15 +578,78 @@ fn is_g1(path: &Path) -> bool {
     first_line(path).is_some_and(|v| is_bare_header(&v))
 }
 
+/// How far a plain rollout was searched for a `task_started` event, and whether one was
+/// found (see [`has_tasks`]).
+#[derive(Clone, Copy)]
+struct TasksSeen {
+    dev: u64,
+    ino: u64,
+    /// The end of the last whole line searched.
+    searched: u64,
+    found: bool,
+}
+
+/// [`TasksSeen`] by rollout: a followed rollout is searched once, then only past where
+/// the last search ended (a poll costs what was appended, not the file).
+static TASKS: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<PathBuf, TasksSeen>>> =
+    std::sync::OnceLock::new();
+
 /// Whether the rollout holds a `task_started` event (a resumed reader's question).
 fn has_tasks(path: &Path) -> bool {
-    let Ok(stream) = open_stream(path, 0) else {
+    use std::os::unix::fs::MetadataExt;
+    let cache = TASKS.get_or_init(Default::default);
+    // Only a plain rollout grows by appends; a compressed one is searched whole.
+    let id = path
+        .extension()
+        .is_some_and(|e| e == "jsonl")
+        .then(|| std::fs::metadata(path).ok())
+        .flatten()
+        .map(|m| (m.dev(), m.ino(), m.len()));
+    let kept = id.and_then(|(dev, ino, len)| {
+        let c = cache.lock().ok()?;
+        c.get(path)
+            .copied()
+            .filter(|t| t.dev == dev && t.ino == ino && t.searched <= len)
+    });
+    if kept.is_some_and(|t| t.found) {
+        return true;
+    }
+    let from = kept.map_or(0, |t| t.searched);
+    let Ok(mut stream) = open_stream(path, from) else {
         return false;
     };
-    stream
-        .split(b'\n')
-        .map_while(Result::ok)
-        .any(|l| memfind(&l, b"\"task_started\""))
+    let mut searched = from;
+    let mut found = false;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let Ok(n) = stream.read_until(b'\n', &mut line) else {
+            break;
+        };
+        if n == 0 {
+            break;
+        }
+        if memfind(&line, b"\"task_started\"") {
+            found = true;
+            break;
+        }
+        if line.last() != Some(&b'\n') {
+            break; // a torn last line: searched again next time
+        }
+        searched += n as u64;
+    }
+    if let (Some((dev, ino, _)), Ok(mut c)) = (id, cache.lock()) {
+        c.insert(
+            path.to_path_buf(),
+            TasksSeen {
+                dev,
+                ino,
+                searched,
+                found,
+            },
+        );
+    }
+    found
 }
 
 fn memfind(hay: &[u8], needle: &[u8]) -> bool {
@@ -704,6 +767,35 @@ mod tests {
     }
     fn item(payload: Value) -> String {
         env("response_item", payload)
+    }
+
+    #[test]
+    fn a_followed_rollout_is_searched_for_task_events_past_where_the_last_search_ended() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("rollout-2026-02-01T10-00-00-x.jsonl");
+        let mut f = std::fs::File::create(&path).expect("create");
+        f.write_all((meta() + &user_item("one") + &answer("1")).as_bytes())
+            .expect("write");
+        assert!(!has_tasks(&path));
+        let searched = |p: &Path| {
+            TASKS
+                .get()
+                .and_then(|c| c.lock().ok()?.get(p).map(|t| t.searched))
+        };
+        let first = searched(&path).expect("kept");
+        assert_eq!(first, std::fs::metadata(&path).expect("meta").len());
+        // A torn line is searched again once whole.
+        f.write_all(br#"{"timestamp":"2026-02-01T10:00:01.000Z","type":"event_msg","payload":{"type":"task_st"#)
+            .expect("torn");
+        assert!(!has_tasks(&path));
+        assert_eq!(searched(&path), Some(first));
+        f.write_all(b"arted\"}}\n").expect("rest");
+        assert!(has_tasks(&path));
+        // A rollout replaced by another file is searched from its start.
+        std::fs::remove_file(&path).expect("rm");
+        std::fs::write(&path, meta() + &user_item("two")).expect("replace");
+        assert!(!has_tasks(&path));
     }
     fn event(payload: Value) -> String {
         env("event_msg", payload)
