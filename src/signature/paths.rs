@@ -171,9 +171,35 @@ pub(super) fn from_mention(token: &str, ws: &Workspace, strictness: Strictness) 
     let dotted = ["./", "../", ".\\", "..\\"]
         .iter()
         .any(|p| t.starts_with(p));
+    if !dotted && surely_refused_relative(t, has_slash, strictness) {
+        return None;
+    }
     finish(t, ws, |relative| {
         dotted || (names_a_file(relative) && (has_slash || strictness == Strictness::AllowBare))
     })
+}
+
+/// Whether `finish` would surely refuse `token` (not `./`-dotted) as a relative mention,
+/// told without building anything: most tokens around a `.` in prose and output are not
+/// files. A token that may be absolute or `~`-rooted, or whose last segment collapsing
+/// could change (``, `.`, `..`), is left to `finish`. Otherwise collapsing keeps the last
+/// segment, so the collapsed path names a file exactly when that segment does.
+fn surely_refused_relative(token: &str, has_slash: bool, strictness: Strictness) -> bool {
+    let b = token.as_bytes();
+    let maybe_rooted = matches!(b.first(), Some(b'/' | b'\\' | b'~'))
+        || (b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':')
+        || token.trim_start() != token;
+    if maybe_rooted {
+        return false;
+    }
+    if !has_slash && strictness == Strictness::NeedSlash {
+        return true;
+    }
+    let last = token.rsplit(['/', '\\']).next().unwrap_or(token);
+    if matches!(last, "" | "." | "..") {
+        return false;
+    }
+    !names_a_file(last)
 }
 
 /// Every path mention in `text`, in order of appearance; `each` returns false to stop.
@@ -328,11 +354,15 @@ pub(super) fn names_a_file(path: &str) -> bool {
     let Some((stem, ext)) = name.rsplit_once('.') else {
         return false;
     };
-    stem.chars().any(char::is_alphanumeric)
-        && ext.len() <= 8
-        && KNOWN_EXTENSIONS
-            .binary_search(&ext.to_ascii_lowercase().as_str())
-            .is_ok()
+    if !(stem.chars().any(char::is_alphanumeric) && ext.len() <= 8) {
+        return false;
+    }
+    // Lowercased on the stack: ASCII letters change, every other byte stays as it is.
+    let mut lower = [0u8; 8];
+    let lower = &mut lower[..ext.len()];
+    lower.copy_from_slice(ext.as_bytes());
+    lower.make_ascii_lowercase();
+    std::str::from_utf8(lower).is_ok_and(|ext| KNOWN_EXTENSIONS.binary_search(&ext).is_ok())
 }
 
 #[cfg(test)]
