@@ -438,7 +438,12 @@ pub fn continues(span: &ChapterSpan, earlier: &EarlierTopics) -> Option<u32> {
     // but only the chapters that share a topic at all.
     let mut lists: Vec<&[(u32, u32)]> = mine
         .iter()
-        .filter_map(|t| earlier.by_topic.get(t.as_str()).map(TopicChapters::as_slice))
+        .filter_map(|t| {
+            earlier
+                .by_topic
+                .get(t.as_str())
+                .map(TopicChapters::as_slice)
+        })
         .collect();
     loop {
         let latest = lists.iter().filter_map(|l| l.last()).max().copied()?;

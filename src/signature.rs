@@ -364,9 +364,9 @@ pub fn is_stopword(term: &str) -> bool {
     // A word of fewer than four characters, none of which case or `_` folding changes,
     // is its own key (`fold_key` returns it as it is): looked up without building it.
     let own_key = term.chars().count() < 4
-        && term.chars().all(|c| {
-            c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || terms::is_cjk(c)
-        });
+        && term
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || terms::is_cjk(c));
     if own_key {
         return list.keys.contains(term);
     }

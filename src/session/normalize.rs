@@ -21,8 +21,8 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::event::{
-    is_typed, non_objects_read_as_default, CapturedData, ContentAs, DataFields, Event, EventHead, Header, Key,
-    Skip, SkipVisitor,
+    is_typed, non_objects_read_as_default, CapturedData, ContentAs, DataFields, Event, EventHead,
+    Header, Key, Skip, SkipVisitor,
 };
 
 /// The most seqs one event's `sourceEventSeqs` may expand to.

@@ -453,6 +453,66 @@ mod tests {
         }
     }
 
+    /// `from_mention` without the allocation-free refusal: every token through `finish`.
+    fn mention_through_finish(
+        token: &str,
+        ws: &Workspace,
+        strictness: Strictness,
+    ) -> Option<String> {
+        if token.len() > MAX_PATH_BYTES {
+            return None;
+        }
+        let t = clean_mention(token);
+        if t.is_empty() || t.contains("://") || t.chars().any(is_foreign) {
+            return None;
+        }
+        let has_slash = t.contains(['/', '\\']);
+        if !has_slash && PRODUCT_NAMES.iter().any(|p| p.eq_ignore_ascii_case(t)) {
+            return None;
+        }
+        let dotted = ["./", "../", ".\\", "..\\"]
+            .iter()
+            .any(|p| t.starts_with(p));
+        finish(t, ws, |relative| {
+            dotted || (names_a_file(relative) && (has_slash || strictness == Strictness::AllowBare))
+        })
+    }
+
+    #[test]
+    fn refusing_without_allocating_refuses_only_what_finish_refuses() {
+        const PIECES: [&str; 22] = [
+            "/", "\\", ".", "..", "~", "C:", "c:", "x", "src", "main.RS", "rs", "Makefile", "a.md",
+            ".env", "é", "\u{a0}", "_", "-", ":3", "#a", ")", "\\\\?\\",
+        ];
+        let workspaces = [
+            ws(),
+            Workspace::for_session("/home/ana/proj", Some("/home/ana/proj/svc"), []),
+            Workspace::for_session(r"C:\Users\ana\proj", Some(r"C:\Users\ana\proj\svc"), []),
+        ];
+        let mut rng = 0x2545_F491_4F6C_DD1D_u64;
+        for _ in 0..20_000 {
+            let mut token = String::new();
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            for _ in 0..1 + rng % 6 {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                token.push_str(PIECES[(rng % PIECES.len() as u64) as usize]);
+            }
+            for ws in &workspaces {
+                for strictness in [Strictness::NeedSlash, Strictness::AllowBare] {
+                    assert_eq!(
+                        from_mention(&token, ws, strictness),
+                        mention_through_finish(&token, ws, strictness),
+                        "{token:?}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn well_known_names_pass_the_scan_prefilter() {
         assert!(WELL_KNOWN_FILES
