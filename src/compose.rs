@@ -417,7 +417,12 @@ pub fn continues(span: &ChapterSpan, earlier: &EarlierTopics) -> Option<u32> {
     // but only the chapters that share a topic at all.
     let mut lists: Vec<&[(u32, u32)]> = mine
         .iter()
-        .filter_map(|t| earlier.by_topic.get(t).map(Vec::as_slice))
+        .filter_map(|t| {
+            earlier
+                .by_topic
+                .get(t.as_str())
+                .map(TopicChapters::as_slice)
+        })
         .collect();
     loop {
         let latest = lists.iter().filter_map(|l| l.last()).max().copied()?;
@@ -443,8 +448,41 @@ pub fn continues(span: &ChapterSpan, earlier: &EarlierTopics) -> Option<u32> {
 /// holds only the chapters that share it, and memory is a few bytes per chapter topic.
 #[derive(Debug, Default, Clone)]
 pub struct EarlierTopics {
-    by_topic: BTreeMap<String, Vec<(u32, u32)>>,
+    by_topic: BTreeMap<Box<str>, TopicChapters>,
     pushed: u32,
+}
+
+/// One topic's chapters, sorted. Most topics of a long session have one chapter: it is
+/// held inline, with no allocation of its own (the map grows with the session).
+#[derive(Debug, Clone)]
+enum TopicChapters {
+    One([(u32, u32); 1]),
+    Many(Vec<(u32, u32)>),
+}
+
+impl TopicChapters {
+    fn as_slice(&self) -> &[(u32, u32)] {
+        match self {
+            TopicChapters::One(one) => one,
+            TopicChapters::Many(many) => many,
+        }
+    }
+
+    fn insert(&mut self, entry: (u32, u32)) {
+        match self {
+            TopicChapters::One([first]) => {
+                let mut many = Vec::with_capacity(2);
+                many.push(*first);
+                let at = many.partition_point(|e| *e <= entry);
+                many.insert(at, entry);
+                *self = TopicChapters::Many(many);
+            }
+            TopicChapters::Many(many) => {
+                let at = many.partition_point(|e| *e <= entry);
+                many.insert(at, entry);
+            }
+        }
+    }
 }
 
 impl EarlierTopics {
@@ -453,9 +491,15 @@ impl EarlierTopics {
         self.pushed = self.pushed.saturating_add(1);
         let folded: BTreeSet<String> = topics.iter().map(|t| fold_key(t)).collect();
         for topic in folded {
-            let list = self.by_topic.entry(topic).or_default();
-            let at = list.partition_point(|e| *e <= (number, order));
-            list.insert(at, (number, order));
+            match self.by_topic.get_mut(topic.as_str()) {
+                Some(list) => list.insert((number, order)),
+                None => {
+                    self.by_topic.insert(
+                        topic.into_boxed_str(),
+                        TopicChapters::One([(number, order)]),
+                    );
+                }
+            }
         }
     }
 }

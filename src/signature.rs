@@ -358,7 +358,19 @@ pub fn first_touch(turn: &Redacted<TurnText>) -> Option<String> {
 /// Whether a term is a stopword (exposed for the index's query side).
 pub fn is_stopword(term: &str) -> bool {
     let list = stoplist();
-    list.words.contains(term) || list.keys.contains(&fold_key(term))
+    if list.words.contains(term) {
+        return true;
+    }
+    // A word of fewer than four characters, none of which case or `_` folding changes,
+    // is its own key (`fold_key` returns it as it is): looked up without building it.
+    let own_key = term.chars().count() < 4
+        && term
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || terms::is_cjk(c));
+    if own_key {
+        return list.keys.contains(term);
+    }
+    list.keys.contains(&fold_key(term))
 }
 
 /// Terms of redacted text: the words of a marker (`⟦redacted:credential sha256=…⟧`, an

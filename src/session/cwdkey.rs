@@ -118,6 +118,10 @@ pub fn normalize_abs(path: &str) -> Option<AbsPath> {
         && bytes[1] == b':'
         && (bytes.len() == 2 || bytes[2] == b'\\' || bytes[2] == b'/');
     let unc = p.starts_with(r"\\");
+    // Neither a drive, nor UNC, nor rooted at `/` or `\\`: relative (told before copying).
+    if !drive && !matches!(bytes.first(), Some(b'/' | b'\\')) {
+        return None;
+    }
     let slashed = p.replace('\\', "/");
     let (prefix, rest, windows) = if drive {
         let letter = char::from(bytes[0].to_ascii_uppercase());

@@ -6,7 +6,7 @@
 //! event (and a `tool/result` of a shape no reader generation knows) keeps its `data`
 //! verbatim as JSON: unknown types are carried, never fatal.
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 /// Line 1 of a session log.
@@ -284,7 +284,7 @@ fn read_payload(kind: &str, data: DataFields) -> Read {
                 None => (data.content, source),
             };
             Payload::User(UserMessage {
-                text: content_text(content),
+                text: user_text(content),
                 source: parse_source(source.as_ref()),
             })
         }
@@ -293,7 +293,7 @@ fn read_payload(kind: &str, data: DataFields) -> Read {
                 Some(msg) => msg.content,
                 None => data.content,
             };
-            Payload::Assistant(assistant_content(content))
+            Payload::Assistant(assistant_message(content))
         }
         "tool/call" => Payload::Call(ToolCall {
             call_id: str_field(data.call_id),
@@ -323,7 +323,7 @@ fn tool_result(msg: DataFields) -> Option<ToolResult> {
     if msg.role.as_ref().and_then(Value::as_str) == Some("tool") || msg.tool_call_id.is_some() {
         return Some(ToolResult {
             call_id: str_field(msg.tool_call_id),
-            content: value_text(msg.content),
+            content: value_text(msg.content.map(Content::into_tree)),
             is_error: msg
                 .is_error
                 .as_ref()
@@ -331,7 +331,7 @@ fn tool_result(msg: DataFields) -> Option<ToolResult> {
                 .unwrap_or(false),
         });
     }
-    let Some(Value::Array(blocks)) = msg.content else {
+    let Some(Value::Array(blocks)) = msg.content.map(Content::into_tree) else {
         return None;
     };
     let block = blocks
@@ -444,6 +444,31 @@ fn assistant_content(content: Option<Value>) -> AssistantMessage {
     }
 }
 
+/// A `user/message` content's text: read typed in the line's pass, or from a tree as
+/// [`content_text`] reads it.
+fn user_text(content: Option<Content>) -> String {
+    match content {
+        Some(Content::Text(text)) => text,
+        Some(Content::Assistant(m)) => m.text,
+        Some(Content::Tree(tree)) => content_text(Some(tree)),
+        None => String::new(),
+    }
+}
+
+/// An `assistant/message` content: read typed in the line's pass, or from a tree as
+/// [`assistant_content`] reads it.
+fn assistant_message(content: Option<Content>) -> AssistantMessage {
+    match content {
+        Some(Content::Assistant(m)) => m,
+        Some(Content::Text(text)) => AssistantMessage {
+            text,
+            reasoning: Vec::new(),
+        },
+        Some(Content::Tree(tree)) => assistant_content(Some(tree)),
+        None => assistant_content(None),
+    }
+}
+
 /// Any tool-result content to text: a string as is, blocks by their text, else JSON.
 fn value_text(content: Option<Value>) -> String {
     match content {
@@ -489,7 +514,7 @@ fn join(pieces: impl Iterator<Item = String>, separator: &str) -> String {
 pub(crate) struct DataFields {
     turn: Option<Value>,
     message: Option<Box<DataFields>>,
-    content: Option<Value>,
+    content: Option<Content>,
     role: Option<Value>,
     source: Option<Value>,
     tool_call_id: Option<Value>,
@@ -499,13 +524,65 @@ pub(crate) struct DataFields {
     arguments: Option<Value>,
 }
 
-impl<'de> Deserialize<'de> for DataFields {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(DataFieldsVisitor)
+/// A `content` field as the line's pass read it: typed when the event's kind was known
+/// before its `data` (the logs' own key order) and is a message, else as a JSON tree.
+#[derive(Debug)]
+enum Content {
+    Tree(Value),
+    /// A `user/message` content: its text, as [`content_text`] reads it from a tree.
+    Text(String),
+    /// An `assistant/message` content, as [`assistant_content`] reads it from a tree.
+    Assistant(AssistantMessage),
+}
+
+impl Content {
+    /// The tree of a content read as one (a tool result's); a typed read has no tree left,
+    /// and never happens for the kinds that ask for one.
+    fn into_tree(self) -> Value {
+        match self {
+            Content::Tree(tree) => tree,
+            Content::Text(text) => Value::String(text),
+            Content::Assistant(m) => Value::String(m.text),
+        }
     }
 }
 
-struct DataFieldsVisitor;
+/// How a `data`'s `content` is read in the line's pass: as a tree, or typed for a
+/// message kind (its text and reasoning blocks kept, every other block and field checked
+/// and skipped without being built).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum ContentAs {
+    Tree,
+    User,
+    Assistant,
+}
+
+impl ContentAs {
+    /// How `kind`'s content is read.
+    pub(crate) fn of_kind(kind: &str) -> ContentAs {
+        match kind {
+            "user/message" => ContentAs::User,
+            "assistant/message" => ContentAs::Assistant,
+            _ => ContentAs::Tree,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for DataFields {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(DataFieldsVisitor(ContentAs::Tree))
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for ContentAs {
+    type Value = DataFields;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<DataFields, D::Error> {
+        deserializer.deserialize_any(DataFieldsVisitor(self))
+    }
+}
+
+struct DataFieldsVisitor(ContentAs);
 
 /// A visitor's methods for every JSON value but an object: the value is checked as a JSON
 /// tree would check it (an array walked by [`SkipVisitor`]) and read as `$out::default()`.
@@ -549,11 +626,28 @@ impl<'de> Visitor<'de> for DataFieldsVisitor {
         while let Some(key) = map.next_key::<Key>()? {
             let slot = match key.0.as_ref() {
                 "message" => {
-                    out.message = Some(Box::new(map.next_value::<DataFields>()?));
+                    out.message = Some(Box::new(map.next_value_seed(self.0)?));
+                    continue;
+                }
+                "content" => {
+                    out.content = Some(match self.0 {
+                        ContentAs::Tree => Content::Tree(map.next_value::<Value>()?),
+                        ContentAs::User => {
+                            let m = map.next_value_seed(MessageContent)?;
+                            Content::Text(m.text)
+                        }
+                        ContentAs::Assistant => {
+                            Content::Assistant(map.next_value_seed(MessageContent)?)
+                        }
+                    });
+                    continue;
+                }
+                // An assistant message's source (its model's replay state) is never read.
+                "source" if self.0 == ContentAs::Assistant => {
+                    map.next_value::<Skip>()?;
                     continue;
                 }
                 "turn" => &mut out.turn,
-                "content" => &mut out.content,
                 "role" => &mut out.role,
                 "source" => &mut out.source,
                 "toolCallId" => &mut out.tool_call_id,
@@ -572,6 +666,215 @@ impl<'de> Visitor<'de> for DataFieldsVisitor {
     }
 
     non_objects_read_as_default!(DataFields);
+}
+
+/// A message's `content` read typed: a string is the text; an array's `text` blocks are
+/// joined by blank lines and each `reasoning` block's `text` kept (a user message has
+/// none worth keeping: [`content_text`] ignores them, and so does the caller); anything
+/// else reads as empty. The same result as [`assistant_content`] on the tree, which keeps
+/// a repeated key's last value.
+struct MessageContent;
+
+impl<'de> DeserializeSeed<'de> for MessageContent {
+    type Value = AssistantMessage;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<AssistantMessage, D::Error> {
+        d.deserialize_any(MessageContentVisitor)
+    }
+}
+
+struct MessageContentVisitor;
+
+impl<'de> Visitor<'de> for MessageContentVisitor {
+    type Value = AssistantMessage;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<AssistantMessage, E> {
+        Ok(AssistantMessage {
+            text: v.to_owned(),
+            reasoning: Vec::new(),
+        })
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<AssistantMessage, E> {
+        Ok(AssistantMessage {
+            text: v,
+            reasoning: Vec::new(),
+        })
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<AssistantMessage, A::Error> {
+        let mut texts = Vec::new();
+        let mut reasoning = Vec::new();
+        while let Some(block) = seq.next_element::<Block>()? {
+            match block.kind {
+                BlockKind::Text => texts.extend(block.text),
+                // Every reasoning block counts, one with no text (redacted by the provider) too.
+                BlockKind::Reasoning => reasoning.push(block.text.unwrap_or_default()),
+                BlockKind::Other => {}
+            }
+        }
+        Ok(AssistantMessage {
+            text: join(texts.into_iter(), "\n\n"),
+            reasoning,
+        })
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<AssistantMessage, A::Error> {
+        SkipVisitor.visit_map(map)?;
+        Ok(AssistantMessage::default())
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<AssistantMessage, E> {
+        Ok(AssistantMessage::default())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<AssistantMessage, E> {
+        Ok(AssistantMessage::default())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<AssistantMessage, E> {
+        Ok(AssistantMessage::default())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<AssistantMessage, E> {
+        Ok(AssistantMessage::default())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<AssistantMessage, E> {
+        Ok(AssistantMessage::default())
+    }
+}
+
+/// A content block's `type`, as far as the messages read it.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+enum BlockKind {
+    Text,
+    Reasoning,
+    #[default]
+    Other,
+}
+
+impl<'de> Deserialize<'de> for BlockKind {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KindVisitor;
+        impl<'de> Visitor<'de> for KindVisitor {
+            type Value = BlockKind;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<BlockKind, E> {
+                Ok(match v {
+                    "text" => BlockKind::Text,
+                    "reasoning" => BlockKind::Reasoning,
+                    _ => BlockKind::Other,
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<BlockKind, A::Error> {
+                SkipVisitor.visit_map(map)?;
+                Ok(BlockKind::Other)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<BlockKind, A::Error> {
+                SkipVisitor.visit_seq(seq)?;
+                Ok(BlockKind::Other)
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<BlockKind, E> {
+                Ok(BlockKind::Other)
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<BlockKind, E> {
+                Ok(BlockKind::Other)
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<BlockKind, E> {
+                Ok(BlockKind::Other)
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<BlockKind, E> {
+                Ok(BlockKind::Other)
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<BlockKind, E> {
+                Ok(BlockKind::Other)
+            }
+        }
+        deserializer.deserialize_any(KindVisitor)
+    }
+}
+
+/// One content block: its `type` and its `text` when that is a string (each a repeated
+/// key's last value); anything that is not an object is a block of no kind.
+#[derive(Debug, Default)]
+struct Block {
+    kind: BlockKind,
+    text: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for Block {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct BlockVisitor;
+        impl<'de> Visitor<'de> for BlockVisitor {
+            type Value = Block;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Block, A::Error> {
+                let mut out = Block::default();
+                while let Some(key) = map.next_key::<Key>()? {
+                    match key.0.as_ref() {
+                        "type" => out.kind = map.next_value::<BlockKind>()?,
+                        "text" => out.text = map.next_value::<MaybeString>()?.0,
+                        _ => {
+                            map.next_value::<Skip>()?;
+                        }
+                    }
+                }
+                Ok(out)
+            }
+            non_objects_read_as_default!(Block);
+        }
+        deserializer.deserialize_any(BlockVisitor)
+    }
+}
+
+/// A value that is kept when it is a string, and checked and dropped otherwise.
+struct MaybeString(Option<String>);
+
+impl<'de> Deserialize<'de> for MaybeString {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MaybeStringVisitor;
+        impl<'de> Visitor<'de> for MaybeStringVisitor {
+            type Value = MaybeString;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<MaybeString, E> {
+                Ok(MaybeString(Some(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<MaybeString, E> {
+                Ok(MaybeString(Some(v)))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<MaybeString, A::Error> {
+                SkipVisitor.visit_map(map)?;
+                Ok(MaybeString(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<MaybeString, A::Error> {
+                SkipVisitor.visit_seq(seq)?;
+                Ok(MaybeString(None))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<MaybeString, E> {
+                Ok(MaybeString(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<MaybeString, E> {
+                Ok(MaybeString(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<MaybeString, E> {
+                Ok(MaybeString(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<MaybeString, E> {
+                Ok(MaybeString(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<MaybeString, E> {
+                Ok(MaybeString(None))
+            }
+        }
+        deserializer.deserialize_any(MaybeStringVisitor)
+    }
 }
 
 /// A map key, borrowed from the line when it has no escapes.

@@ -21,8 +21,8 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::event::{
-    is_typed, non_objects_read_as_default, CapturedData, DataFields, Event, EventHead, Header, Key,
-    Skip, SkipVisitor,
+    is_typed, non_objects_read_as_default, CapturedData, ContentAs, DataFields, Event, EventHead,
+    Header, Key, Skip, SkipVisitor,
 };
 
 /// The most seqs one event's `sourceEventSeqs` may expand to.
@@ -317,14 +317,16 @@ impl<'de> Deserialize<'de> for LineFields {
                         "data" => {
                             // With `type` already read, a kind kept verbatim takes its
                             // tree in this pass; otherwise the typed fields are read.
-                            let verbatim = match &out.kind {
-                                Some(Value::String(kind)) => !is_typed(kind),
-                                _ => false,
+                            let (verbatim, content) = match &out.kind {
+                                Some(Value::String(kind)) => {
+                                    (!is_typed(kind), ContentAs::of_kind(kind))
+                                }
+                                _ => (false, ContentAs::Tree),
                             };
                             out.data = if verbatim {
                                 CapturedData::Tree(map.next_value::<Value>()?)
                             } else {
-                                CapturedData::Fields(map.next_value::<DataFields>()?)
+                                CapturedData::Fields(map.next_value_seed(content)?)
                             };
                             continue;
                         }
@@ -974,6 +976,8 @@ mod oracle {
                     "{text}"
                 );
                 assert_eq!(built.tool_result(), e.tool_result(), "{text}");
+                // Reasoning blocks too (read typed in the line's pass when `type` came first).
+                assert_eq!(built.assistant_message(), e.assistant_message(), "{text}");
                 assert_eq!(built.turn(), e.turn(), "{text}");
             }
             (old, new) => panic!("{text}: old {old:?}, new {new:?}"),
@@ -1048,6 +1052,11 @@ mod oracle {
             r#"{"message":5,"message":{"content":"last"}}"#,
             r#"{"con\u0074ent":"escaped key","\u0074urn":4}"#,
             r#"{"content":"\ud83d\ude00 pair and \n escapes \u0000"}"#,
+            r#"{"content":[{"type":"reasoning","text":"r"},{"type":"reasoning"},{"type":"text","text":"t"}]}"#,
+            r#"{"content":[{"type":"reasoning","text":5},{"text":"a","type":"text","text":"b"},{"type":"text","type":"x","text":"c"}]}"#,
+            r#"{"message":{"content":[{"type":"tool-call","id":"c","arguments":{"a":[1,"\u00e9"]}},{"type":["text"],"text":"d"}],"source":{"kind":"model","replayState":{}}}}"#,
+            r#"{"content":{"type":"text","text":"an object"}}"#,
+            r#"{"content":[[{"type":"text","text":"nested"}],null,{"type":"text","text":"\t"}]}"#,
             r#"{"other":{"deep":[[[[{"x":"\u00e9"}]]]]},"content":"ok"}"#,
         ];
         for kind in KINDS {
@@ -1125,8 +1134,9 @@ mod oracle {
             "form",
             "step",
         ];
-        const STRINGS: [&str; 10] = [
+        const STRINGS: [&str; 11] = [
             "text",
+            "reasoning",
             "tool",
             "tool-result",
             "user",

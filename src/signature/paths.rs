@@ -171,9 +171,35 @@ pub(super) fn from_mention(token: &str, ws: &Workspace, strictness: Strictness) 
     let dotted = ["./", "../", ".\\", "..\\"]
         .iter()
         .any(|p| t.starts_with(p));
+    if !dotted && surely_refused_relative(t, has_slash, strictness) {
+        return None;
+    }
     finish(t, ws, |relative| {
         dotted || (names_a_file(relative) && (has_slash || strictness == Strictness::AllowBare))
     })
+}
+
+/// Whether `finish` would surely refuse `token` (not `./`-dotted) as a relative mention,
+/// told without building anything: most tokens around a `.` in prose and output are not
+/// files. A token that may be absolute or `~`-rooted, or whose last segment collapsing
+/// could change (``, `.`, `..`), is left to `finish`. Otherwise collapsing keeps the last
+/// segment, so the collapsed path names a file exactly when that segment does.
+fn surely_refused_relative(token: &str, has_slash: bool, strictness: Strictness) -> bool {
+    let b = token.as_bytes();
+    let maybe_rooted = matches!(b.first(), Some(b'/' | b'\\' | b'~'))
+        || (b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':')
+        || token.trim_start() != token;
+    if maybe_rooted {
+        return false;
+    }
+    if !has_slash && strictness == Strictness::NeedSlash {
+        return true;
+    }
+    let last = token.rsplit(['/', '\\']).next().unwrap_or(token);
+    if matches!(last, "" | "." | "..") {
+        return false;
+    }
+    !names_a_file(last)
 }
 
 /// Every path mention in `text`, in order of appearance; `each` returns false to stop.
@@ -328,11 +354,15 @@ pub(super) fn names_a_file(path: &str) -> bool {
     let Some((stem, ext)) = name.rsplit_once('.') else {
         return false;
     };
-    stem.chars().any(char::is_alphanumeric)
-        && ext.len() <= 8
-        && KNOWN_EXTENSIONS
-            .binary_search(&ext.to_ascii_lowercase().as_str())
-            .is_ok()
+    if !(stem.chars().any(char::is_alphanumeric) && ext.len() <= 8) {
+        return false;
+    }
+    // Lowercased on the stack: ASCII letters change, every other byte stays as it is.
+    let mut lower = [0u8; 8];
+    let lower = &mut lower[..ext.len()];
+    lower.copy_from_slice(ext.as_bytes());
+    lower.make_ascii_lowercase();
+    std::str::from_utf8(lower).is_ok_and(|ext| KNOWN_EXTENSIONS.binary_search(&ext).is_ok())
 }
 
 #[cfg(test)]
@@ -419,6 +449,66 @@ mod tests {
                     scan_every_mark(&text, strictness),
                     "{text:?}"
                 );
+            }
+        }
+    }
+
+    /// `from_mention` without the allocation-free refusal: every token through `finish`.
+    fn mention_through_finish(
+        token: &str,
+        ws: &Workspace,
+        strictness: Strictness,
+    ) -> Option<String> {
+        if token.len() > MAX_PATH_BYTES {
+            return None;
+        }
+        let t = clean_mention(token);
+        if t.is_empty() || t.contains("://") || t.chars().any(is_foreign) {
+            return None;
+        }
+        let has_slash = t.contains(['/', '\\']);
+        if !has_slash && PRODUCT_NAMES.iter().any(|p| p.eq_ignore_ascii_case(t)) {
+            return None;
+        }
+        let dotted = ["./", "../", ".\\", "..\\"]
+            .iter()
+            .any(|p| t.starts_with(p));
+        finish(t, ws, |relative| {
+            dotted || (names_a_file(relative) && (has_slash || strictness == Strictness::AllowBare))
+        })
+    }
+
+    #[test]
+    fn refusing_without_allocating_refuses_only_what_finish_refuses() {
+        const PIECES: [&str; 22] = [
+            "/", "\\", ".", "..", "~", "C:", "c:", "x", "src", "main.RS", "rs", "Makefile", "a.md",
+            ".env", "é", "\u{a0}", "_", "-", ":3", "#a", ")", "\\\\?\\",
+        ];
+        let workspaces = [
+            ws(),
+            Workspace::for_session("/home/ana/proj", Some("/home/ana/proj/svc"), []),
+            Workspace::for_session(r"C:\Users\ana\proj", Some(r"C:\Users\ana\proj\svc"), []),
+        ];
+        let mut rng = 0x2545_F491_4F6C_DD1D_u64;
+        for _ in 0..20_000 {
+            let mut token = String::new();
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            for _ in 0..1 + rng % 6 {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                token.push_str(PIECES[(rng % PIECES.len() as u64) as usize]);
+            }
+            for ws in &workspaces {
+                for strictness in [Strictness::NeedSlash, Strictness::AllowBare] {
+                    assert_eq!(
+                        from_mention(&token, ws, strictness),
+                        mention_through_finish(&token, ws, strictness),
+                        "{token:?}"
+                    );
+                }
             }
         }
     }

@@ -239,13 +239,19 @@ pub(crate) fn is_cjk(c: char) -> bool {
 /// nor `后跑`), as a function character would be.
 fn han_terms(run: &[char], out: &mut std::collections::VecDeque<String>) {
     for piece in run.split(|c| HAN_BREAKS.binary_search(c).is_ok()) {
-        let stop_at = |i: usize| {
-            piece.get(i..i + 2).is_some_and(|pair| {
-                let bigram: String = pair.iter().collect();
-                HAN_STOP_BIGRAMS.binary_search(&bigram.as_str()).is_ok()
-                    || super::is_stopword(&bigram)
+        // Each bigram judged once, spelled on the stack.
+        let stops: Vec<bool> = piece
+            .windows(2)
+            .map(|pair| {
+                let mut buf = [0u8; 8];
+                let n = pair[0].encode_utf8(&mut buf).len();
+                let m = pair[1].encode_utf8(&mut buf[n..]).len();
+                std::str::from_utf8(&buf[..n + m]).is_ok_and(|bigram| {
+                    HAN_STOP_BIGRAMS.binary_search(&bigram).is_ok() || super::is_stopword(bigram)
+                })
             })
-        };
+            .collect();
+        let stop_at = |i: usize| stops.get(i).copied().unwrap_or(false);
         for i in 0..piece.len().saturating_sub(1) {
             let touches_stop = stop_at(i) || (i > 0 && stop_at(i - 1)) || stop_at(i + 1);
             if !touches_stop {
