@@ -2124,7 +2124,12 @@ fn plan_index(
         .iter()
         .filter_map(|p| p.strip_prefix("index/"))
         .filter(|f| *f != super::readme::index_readme_file())
-        .filter(|f| !f.contains('/') || crate::index::shard::is_part_file(f))
+        .filter(|f| {
+            !f.contains('/')
+                || crate::index::shard::is_part_file(f)
+                // A page someone else changed: its month is regenerated to verify it.
+                || crate::index::shard::topic_of_page(f).is_some()
+        })
         .map(str::to_owned)
         .collect();
     if pulled.iter().any(|p| p == build::VOCABULARY_FILE) {
