@@ -10,7 +10,11 @@
 //!    publishes of chapters with topics and dates (one topic on every chapter, so its index
 //!    shard is the biggest), then `git count-objects -v`, `git clone --no-local` of the pool vs
 //!    of the same pool after `git gc --aggressive`, +10 chapters at that size vs at 100, and the
-//!    pool's size on disk per chapter.
+//!    pool's size on disk per chapter; then a new machine joins the big pool: its first
+//!    `chapters sync` (time, peak RSS through `/usr/bin/time`, bytes and files written into
+//!    its `.dsh-knowledge/`) beside `git clone --no-local` of the same pool. `POOL_GC=plain`
+//!    uses `git gc` instead of `git gc --aggressive` as the clone's baseline (at 100,000
+//!    chapters the aggressive one takes too long on a shared machine).
 //!
 //! Run: `cargo bench --bench pool` (needs the `git` program for the baselines);
 //! `POOL_BENCH=scan cargo bench --bench pool` runs only the third, `POOL_BENCH=scale` the
@@ -22,6 +26,7 @@ use std::time::{Duration, Instant};
 
 struct Machine {
     _tmp: tempfile::TempDir,
+    harness: &'static str,
     home: PathBuf,
     ws: PathBuf,
     pool: PathBuf,
@@ -37,6 +42,11 @@ fn session(i: usize) -> String {
 }
 
 fn machine() -> Machine {
+    machine_on(None, "bench")
+}
+
+/// A machine of the bench's project linked to `pool` (a new pool of its own when `None`).
+fn machine_on(pool: Option<&Path>, harness: &'static str) -> Machine {
     let tmp = tempfile::tempdir().expect("tmp");
     let base = std::fs::canonicalize(tmp.path()).expect("canonical");
     let home = base.join("home");
@@ -47,8 +57,9 @@ fn machine() -> Machine {
         "[remote \"origin\"]\n\turl = https://example.com/bench/widgets.git\n",
     )
     .expect("cfg");
-    let pool = base.join("pool.git");
+    let pool = pool.map_or_else(|| base.join("pool.git"), Path::to_path_buf);
     let m = Machine {
+        harness,
         home,
         store: ws.join(".dsh-chapters"),
         ws,
@@ -72,7 +83,7 @@ fn chapters(m: &Machine, args: &[&str]) -> Command {
     c.args(args)
         .current_dir(&m.ws)
         .env("DSH_HOME", &m.home)
-        .env("CHAPTERS_HARNESS_ID", "bench");
+        .env("CHAPTERS_HARNESS_ID", m.harness);
     c.stdout(Stdio::null());
     c
 }
@@ -412,8 +423,14 @@ fn scale_bench() {
         .status()
         .expect("cp");
     assert!(st.success());
+    let plain_gc = std::env::var("POOL_GC").as_deref() == Ok("plain");
+    let gc_name = if plain_gc { "gc" } else { "gc --aggressive" };
     let gc_start = Instant::now();
-    git_out(&gc_pool, &["gc", "-q", "--aggressive", "--prune=now"]);
+    if plain_gc {
+        git_out(&gc_pool, &["gc", "-q", "--prune=now"]);
+    } else {
+        git_out(&gc_pool, &["gc", "-q", "--aggressive", "--prune=now"]);
+    }
     let gc_time = gc_start.elapsed();
     let theirs = count_objects(&gc_pool);
     let theirs_du = du_bytes(&gc_pool);
@@ -424,6 +441,21 @@ fn scale_bench() {
         clone_ours = clone_ours.min(clone_time(&m.pool));
         clone_gc = clone_gc.min(clone_time(&gc_pool));
     }
+    // A new machine joins the big pool: its first sync, beside a clone of the pool.
+    let newcomer = machine_on(Some(&m.pool), "newcomer");
+    let (first_sync, first_rss) = measure(chapters(&newcomer, &["sync"]));
+    let knowledge = newcomer.ws.join(".dsh-knowledge");
+    let (first_bytes, first_files) = (du_bytes(&knowledge), count_files(&knowledge));
+    let first_blocks = du_kib(&knowledge);
+    let clone_dir = tempfile::tempdir().expect("tmp");
+    let (clone_plain, clone_rss) = measure({
+        let mut c = Command::new("git");
+        c.args(["clone", "-q", "--bare", "--no-local"])
+            .arg(&m.pool)
+            .arg(clone_dir.path().join("c.git"));
+        c
+    });
+    drop(clone_dir);
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let chapters_in = (size + 50) as f64;
     println!(
@@ -435,7 +467,7 @@ fn scale_bench() {
         ours["count"], ours["size"], ours["packs"], ours["size-pack"]
     );
     println!(
-        "         after gc --aggressive: loose {} ({} KiB), packs {} ({} KiB) (gc took {:.1} s)",
+        "         after {gc_name}: loose {} ({} KiB), packs {} ({} KiB) (gc took {:.1} s)",
         theirs["count"],
         theirs["size"],
         theirs["packs"],
@@ -466,6 +498,93 @@ fn scale_bench() {
         "  largest index file     {} ({} bytes)",
         largest_index.0, largest_index.1
     );
+    println!(
+        "  a new machine's first sync {:>8.1} ms, peak RSS {:.1} MiB, wrote {:.1} MiB ({:.1} MiB on disk) in {} files into .dsh-knowledge/",
+        ms(first_sync),
+        first_rss as f64 / 1024.0,
+        first_bytes as f64 / (1 << 20) as f64,
+        first_blocks as f64 / 1024.0,
+        first_files
+    );
+    println!(
+        "         git clone --no-local of the pool {:>8.1} ms, peak RSS {:.1} MiB; ratio {:.2}x time; pool packed {:.1} MiB",
+        ms(clone_plain),
+        clone_rss as f64 / 1024.0,
+        first_sync.as_secs_f64() / clone_plain.as_secs_f64(),
+        ours_du as f64 / (1 << 20) as f64
+    );
+    println!(
+        "         at 1 M chapters ≈ {:.1} s, {:.2} GiB written into .dsh-knowledge/ per machine (linear)",
+        first_sync.as_secs_f64() * 1e6 / chapters_in,
+        first_blocks as f64 * 1024.0 / chapters_in * 1e6 / (1u64 << 30) as f64
+    );
+}
+
+/// Wall time of `cmd` and its peak RSS in KiB (`/usr/bin/time -f %M`: the largest process
+/// of its tree, git children included; 0 when `/usr/bin/time` is missing).
+fn measure(cmd: Command) -> (Duration, u64) {
+    let time = Path::new("/usr/bin/time");
+    let rss_file = tempfile::NamedTempFile::new().expect("tmp");
+    let mut wrapped = if time.exists() {
+        let mut w = Command::new(time);
+        w.arg("-f")
+            .arg("%M")
+            .arg("-o")
+            .arg(rss_file.path())
+            .arg(cmd.get_program());
+        w
+    } else {
+        Command::new(cmd.get_program())
+    };
+    wrapped.args(cmd.get_args());
+    if let Some(dir) = cmd.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            wrapped.env(k, v);
+        }
+    }
+    wrapped.stdout(Stdio::null());
+    let start = Instant::now();
+    let status = wrapped.status().expect("run");
+    let elapsed = start.elapsed();
+    assert!(status.success(), "{cmd:?} failed");
+    let rss = std::fs::read_to_string(rss_file.path())
+        .ok()
+        .and_then(|t| t.trim().lines().last().and_then(|l| l.trim().parse().ok()))
+        .unwrap_or(0);
+    (elapsed, rss)
+}
+
+/// Files under `dir`.
+fn count_files(dir: &Path) -> u64 {
+    let mut n = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(_) => n += 1,
+                Err(_) => {}
+            }
+        }
+    }
+    n
+}
+
+/// Disk usage of `path` in KiB (blocks, as `du -sk`).
+fn du_kib(path: &Path) -> u64 {
+    let out = Command::new("du")
+        .args(["-sk"])
+        .arg(path)
+        .output()
+        .expect("du");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 /// The largest file under `dir` (relative name, bytes).

@@ -7,9 +7,13 @@
 //! changed since
 //! the revision the last build saw (documents by name, and the topics of versions they
 //! replaced) and regenerates only the shards of topics those documents carry, that an alias
-//! change moved, or that someone else changed (`suspects`) — each regenerated whole from the
+//! change moved, or that someone else changed (`suspects`) — each regenerated from the
 //! table, so a hand edit in a touched shard is overwritten and the bytes always equal a full
-//! rebuild — reading and rewriting only the parts that record the changed folders. When the
+//! rebuild — reading and rewriting only the parts that record the changed folders. A paged
+//! topic whose change is known document by document (new documents, someone else's pages)
+//! renders its head and only the pages of the months those fall in
+//! (`shard::render_topic_months`): the other pages are as the last build wrote them, so an
+//! update costs the pages of its size, not the topic's history. When the
 //! table cannot
 //! say (another incarnation, a revision older than its change log), every input is compared
 //! with its record instead, as a first build after the cache was lost does.
@@ -446,6 +450,12 @@ fn incremental(
     let mut touched: BTreeSet<String> = BTreeSet::new();
     // Directories whose changed documents are not known by name: every document counts.
     let mut whole: BTreeSet<String> = BTreeSet::new();
+    // Touched topics whose change is known page by page: the months of their pages that may
+    // change (a new document's month, a suspect page's). Every other touched topic is
+    // rendered whole: a document that left it, or one whose earlier version it listed
+    // (its old month is not known), an alias change, a folder compared whole.
+    let mut months_of: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut whole_topics: BTreeSet<String> = BTreeSet::new();
     let changes = match previous.since {
         Some(since) => table.changes_since(since)?,
         None => None,
@@ -457,14 +467,23 @@ fn incremental(
                     continue;
                 };
                 dirs.insert(dir);
-                touched.extend(canonical(&change.old_labels));
+                let old = canonical(&change.old_labels);
+                touched.extend(old.iter().cloned());
+                whole_topics.extend(old);
                 if change.names.is_empty() {
                     continue;
                 }
                 let names: BTreeSet<&String> = change.names.iter().collect();
                 for doc in table.docs_in_folder(&change.folder)? {
                     if names.contains(&doc.name) && base.includes(&doc) {
-                        touched.extend(canonical(&doc.meta.topics));
+                        let month = shard::page_month(doc.meta.date.as_deref());
+                        for topic in canonical(&doc.meta.topics) {
+                            months_of
+                                .entry(topic.clone())
+                                .or_default()
+                                .insert(month.clone());
+                            touched.insert(topic);
+                        }
                     }
                 }
             }
@@ -496,7 +515,21 @@ fn incremental(
             }
             continue;
         }
-        match shard::topic_of_file(file).or_else(|| shard::topic_of_page(file)) {
+        if let Some(topic) = shard::topic_of_page(file) {
+            // Someone else's page: its month is verified by regeneration.
+            match shard::month_of_page(file) {
+                Some(month) => {
+                    months_of.entry(topic.clone()).or_default().insert(month);
+                }
+                None => {
+                    whole_topics.insert(topic.clone());
+                }
+            }
+            touched.insert(topic);
+            continue;
+        }
+        match shard::topic_of_file(file) {
+            // Someone else's head page: always regenerated, with the topic's pages' counts.
             Some(topic) => {
                 touched.insert(topic);
             }
@@ -510,12 +543,16 @@ fn incremental(
         for folder in base.folders_of(dir) {
             for doc in table.docs_in_folder(&folder)? {
                 if base.includes(&doc) {
-                    touched.extend(canonical(&doc.meta.topics));
+                    let topics = canonical(&doc.meta.topics);
+                    touched.extend(topics.iter().cloned());
+                    whole_topics.extend(topics);
                 }
             }
         }
     }
-    touched.extend(shard::alias_changes(&old.aliases, &manifest.aliases));
+    let moved = shard::alias_changes(&old.aliases, &manifest.aliases);
+    touched.extend(moved.iter().cloned());
+    whole_topics.extend(moved);
 
     // The record of each changed input; then each touched shard, regenerated.
     for dir in &dirs {
@@ -535,11 +572,14 @@ fn incremental(
     let mut topics_moved = old.aliases != manifest.aliases || suspects.contains(VOCABULARY_SUSPECT);
     for topic in touched {
         let file = shard::shard_file(&topic);
+        let held_pages: BTreeSet<String> = (previous.pages)(&shard::pages_dir(&topic))?
+            .into_iter()
+            .collect();
         let text = match stubs.get(&topic) {
-            Some(to) => Some(BTreeMap::from([(
-                file.clone(),
-                shard::render_stub(&topic, to),
-            )])),
+            Some(to) => Some(shard::TopicFiles {
+                files: BTreeMap::from([(file.clone(), shard::render_stub(&topic, to))]),
+                pages: BTreeSet::new(),
+            }),
             None => {
                 let docs: Vec<Redacted<IndexDoc>> = table
                     .docs_with_labels(&table::labels_of(&topic, curation))?
@@ -547,14 +587,28 @@ fn incremental(
                     .filter(|d| base.includes(d))
                     .map(|d| base.index_doc(d))
                     .collect();
-                (!docs.is_empty())
-                    .then(|| shard::render_topic(&topic, &docs.iter().collect::<Vec<_>>()))
+                let docs: Vec<&Redacted<IndexDoc>> = docs.iter().collect();
+                let months = (!whole_topics.contains(&topic))
+                    .then(|| months_of.remove(&topic).unwrap_or_default());
+                (!docs.is_empty()).then(|| {
+                    let mut rendered = shard::render_topic_months(&topic, &docs, months.as_ref());
+                    // A page left out must be one the base holds as the last build wrote it
+                    // (the topic was paged already); otherwise every page is rendered.
+                    if rendered
+                        .pages
+                        .iter()
+                        .any(|p| !rendered.files.contains_key(p) && !held_pages.contains(p))
+                    {
+                        rendered = shard::render_topic_months(&topic, &docs, None);
+                    }
+                    rendered
+                })
             }
         };
-        // Pages the base holds that this topic no longer writes (it shrank, or a
-        // document moved to another month): removed.
-        for held in (previous.pages)(&shard::pages_dir(&topic))? {
-            if !text.as_ref().is_some_and(|t| t.contains_key(&held)) {
+        // Pages the base holds that this topic no longer has (it shrank, or a document
+        // moved to another month): removed.
+        for held in held_pages {
+            if !text.as_ref().is_some_and(|t| t.pages.contains(&held)) {
                 update.removes.insert(held);
             }
         }
@@ -564,7 +618,7 @@ fn incremental(
         match text {
             Some(text) => {
                 topics_moved |= !held && !stubs.contains_key(&topic);
-                update.writes.extend(text);
+                update.writes.extend(text.files);
             }
             None => {
                 topics_moved |= held;
@@ -1161,6 +1215,154 @@ mod tests {
         assert!(incremental["authentication.md"].starts_with("# authentication — 2 documents"));
         update_store(ws, &refresh(ws), true).expect("rebuild");
         assert_eq!(snapshot(&index), incremental);
+    }
+
+    /// The plan `update_store` would apply, for a test to see what it renders.
+    fn store_plan(ws: &Path) -> Update {
+        let table = refresh(ws);
+        let store_dir = ws.join(STORE_DIR);
+        let index_dir = store_dir.join(INDEX_DIR);
+        let inputs = read_curation(&store_dir, None).expect("curation");
+        let read_part = |file: &str| read_index_file(&index_dir, file);
+        let holds = |file: &str| Ok(index_dir.join(file).is_file());
+        let pages = |dir: &str| Ok(pages_on_disk(&index_dir, dir));
+        let built = std::fs::read_to_string(index_dir.join(BUILT_MARKER)).ok();
+        let previous = Previous {
+            manifest: std::fs::read_to_string(index_dir.join(MANIFEST_FILE)).ok(),
+            read_part: &read_part,
+            holds: &holds,
+            pages: &pages,
+            since: built
+                .as_deref()
+                .and_then(|b| b.lines().next())
+                .and_then(|l| l.parse().ok()),
+        };
+        plan(
+            &table,
+            &Base::Store,
+            &inputs.curation,
+            inputs.files,
+            &previous,
+            &BTreeSet::new(),
+            false,
+        )
+        .expect("plan")
+    }
+
+    /// A paged topic's update renders its head and the pages of the months its new
+    /// documents fall in, nothing else — and the index it leaves is, byte for byte, the
+    /// index a from-scratch build of the same documents writes in another workspace.
+    #[test]
+    fn a_paged_topic_renders_only_the_touched_months_and_equals_a_build_from_scratch() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path().join("incremental");
+        let scratch = tmp.path().join("scratch");
+        let dated = |title: &str, topics: &str, month: u32, day: u32| {
+            format!("---\ntitle: \"{title}\"\nkind: chapter\nprojectKey: \"pk\"\ntopics: [{topics}]\ndate: \"2025-{month:02}-{day:02}T{:02}:00:00Z\"\n---\nbody\n", day % 24)
+        };
+        let mut docs: Vec<(String, String)> = Vec::new();
+        let add = |ws: &Path, docs: &mut Vec<(String, String)>, rel: String, text: String| {
+            put(ws, &rel, &text);
+            docs.push((rel, text));
+        };
+        // 3 months of `auth` (the middle one past a page of its own), `csv` on a few.
+        for i in 0..(shard::PAGE_LINES + 300) {
+            let month = [9, 10, 10, 10, 10, 11][i % 6];
+            let topics = if i % 50 == 0 { "auth, csv" } else { "auth" };
+            add(
+                &ws,
+                &mut docs,
+                format!(".dsh-chapters/s{}/chapters/{i:04}-a.md", i % 13),
+                dated(&format!("A{i}"), topics, month, (i % 28 + 1) as u32),
+            );
+        }
+        let index = ws.join(".dsh-chapters/index");
+        assert!(update_store(&ws, &refresh(&ws), false).expect("first").full);
+        let before = snapshot(&index);
+        assert!(
+            before.contains_key("auth/2025-10-2.md"),
+            "{:?}",
+            before.keys()
+        );
+
+        // New documents in November only (one also in `csv`).
+        for i in 0..5 {
+            add(
+                &ws,
+                &mut docs,
+                format!(".dsh-chapters/s20/chapters/{i:03}-n.md"),
+                dated(
+                    &format!("N{i}"),
+                    if i == 0 { "auth, csv" } else { "auth" },
+                    11,
+                    27,
+                ),
+            );
+        }
+        let update = store_plan(&ws);
+        assert!(!update.full);
+        let rendered: Vec<&str> = update
+            .writes
+            .keys()
+            .map(String::as_str)
+            .filter(|f| !f.starts_with("manifest"))
+            .collect();
+        assert_eq!(rendered, ["auth.md", "auth/2025-11.md", "csv.md"]);
+        assert!(update.removes.is_empty(), "{:?}", update.removes);
+        update_store(&ws, &refresh(&ws), false).expect("next");
+
+        // A document into the middle of October (its pages shift): October's pages only.
+        add(
+            &ws,
+            &mut docs,
+            ".dsh-chapters/s21/chapters/001-o.md".into(),
+            dated("O", "auth", 10, 3),
+        );
+        let update = store_plan(&ws);
+        let rendered: Vec<&str> = update
+            .writes
+            .keys()
+            .map(String::as_str)
+            .filter(|f| !f.starts_with("manifest"))
+            .collect();
+        assert_eq!(
+            rendered,
+            ["auth.md", "auth/2025-10-2.md", "auth/2025-10.md"]
+        );
+        update_store(&ws, &refresh(&ws), false).expect("october");
+
+        // A re-annotation (an earlier version listed in `auth`): the topic is rendered whole.
+        add(
+            &ws,
+            &mut docs,
+            ".dsh-chapters/s0/chapters/0000-a.md".into(),
+            dated("A0 again", "auth", 12, 1),
+        );
+        let update = store_plan(&ws);
+        assert!(update.writes.contains_key("auth/2025-09.md"));
+        assert!(update.writes.contains_key("auth/2025-12.md"));
+        update_store(&ws, &refresh(&ws), false).expect("reannotated");
+
+        let incremental = snapshot(&index);
+        assert_ne!(incremental, before);
+        // The same documents, written at once into another workspace and built whole.
+        let mut last: BTreeMap<&str, &str> = BTreeMap::new();
+        for (rel, text) in &docs {
+            last.insert(rel, text);
+        }
+        for (rel, text) in last {
+            put(&scratch, rel, text);
+        }
+        let whole = update_store(&scratch, &refresh(&scratch), true).expect("scratch");
+        assert!(whole.full);
+        let from_scratch = snapshot(&scratch.join(".dsh-chapters/index"));
+        assert_eq!(
+            incremental.keys().collect::<Vec<_>>(),
+            from_scratch.keys().collect::<Vec<_>>()
+        );
+        for (file, text) in &from_scratch {
+            assert_eq!(incremental[file], *text, "{file}");
+        }
     }
 
     #[test]

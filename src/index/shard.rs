@@ -162,9 +162,35 @@ fn doc_line(d: &IndexDoc, up: &str) -> String {
     )
 }
 
-/// The month (`YYYY-MM`) a document's page belongs to, or `undated`.
-fn month(d: &IndexDoc) -> String {
-    let day = day(d.date.as_deref());
+/// The month (`YYYY-MM`, or `undated`) a page file of a topic holds (`<dir>/<month>[-n].md`),
+/// if the name is one [`render_topic`] writes.
+pub fn month_of_page(file: &str) -> Option<String> {
+    let (_, page) = file.rsplit_once('/')?;
+    let stem = page.strip_suffix(".md")?;
+    let month_len = if stem.starts_with("undated") {
+        "undated".len()
+    } else {
+        let b = stem.as_bytes();
+        let digits =
+            |r: std::ops::Range<usize>| r.clone().all(|i| b.get(i).is_some_and(u8::is_ascii_digit));
+        if !(digits(0..4) && b.get(4) == Some(&b'-') && digits(5..7)) {
+            return None;
+        }
+        7
+    };
+    let (month, rest) = stem.split_at(month_len);
+    match rest.strip_prefix('-') {
+        None if rest.is_empty() => Some(month.to_owned()),
+        Some(n) if n.parse::<usize>().is_ok_and(|n| n >= 2) && !n.starts_with('0') => {
+            Some(month.to_owned())
+        }
+        _ => None,
+    }
+}
+
+/// The month (`YYYY-MM`, or `undated`) a document's lines fall in on a paged topic.
+pub fn page_month(date: Option<&str>) -> String {
+    let day = day(date);
     if day == "-" {
         "undated".to_owned()
     } else {
@@ -172,25 +198,61 @@ fn month(d: &IndexDoc) -> String {
     }
 }
 
+fn month(d: &IndexDoc) -> String {
+    page_month(d.date.as_deref())
+}
+
+/// A topic's files as [`render_topic_months`] renders them.
+#[derive(Debug, Default)]
+pub struct TopicFiles {
+    /// File name (relative to the index directory) → bytes: the head page, and the pages of
+    /// the months asked for (every page when none were named).
+    pub files: BTreeMap<String, String>,
+    /// Every page the topic has, rendered or not (empty when it is one shard).
+    pub pages: BTreeSet<String>,
+}
+
 /// Every file of one topic: its head page (`<topic>.md`) and, past [`HEAD_LINES`] documents,
 /// its pages (`<topic>/<month>[-n].md`). File name (relative to the index directory) → bytes.
 pub fn render_topic(topic: &str, docs: &[&Redacted<IndexDoc>]) -> BTreeMap<String, String> {
+    render_topic_months(topic, docs, None).files
+}
+
+/// [`render_topic`], rendering of the pages only those of `months` (`None`: all): the head
+/// page is always rendered (it needs only the newest documents and each page's count), so
+/// an update that knows which months its documents fall in renders the pages of the size
+/// of the change, not the topic's history. The pages it renders have exactly the bytes
+/// [`render_topic`] gives them; the caller keeps the others as they are.
+pub fn render_topic_months(
+    topic: &str,
+    docs: &[&Redacted<IndexDoc>],
+    months: Option<&BTreeSet<String>>,
+) -> TopicFiles {
     let mut sorted: Vec<&IndexDoc> = docs.iter().map(|d| d.get()).collect();
-    sorted.sort_by(|a, b| line_order(a, b));
+    // `line_order`, each date parsed once.
+    sorted.sort_by_cached_key(|d| {
+        let d: &IndexDoc = d;
+        (
+            std::cmp::Reverse(d.date.as_deref().and_then(crate::search::parse_rfc3339_ms)),
+            d.path.clone(),
+        )
+    });
     sorted.dedup_by(|a, b| a.path == b.path);
-    let mut files = BTreeMap::new();
+    let mut out = TopicFiles::default();
     if sorted.len() <= HEAD_LINES {
-        files.insert(shard_file(topic), render_shard(topic, docs));
-        return files;
+        out.files
+            .insert(shard_file(topic), render_shard(topic, docs));
+        return out;
     }
     // Oldest first within each month, so a month's earlier pages keep their bytes as it grows.
-    let mut months: BTreeMap<String, Vec<&IndexDoc>> = BTreeMap::new();
+    let mut by_month: BTreeMap<String, Vec<&IndexDoc>> = BTreeMap::new();
     for d in sorted.iter().rev() {
-        months.entry(month(d)).or_default().push(d);
+        by_month.entry(month(d)).or_default().push(d);
     }
     let dir = pages_dir(topic);
     let mut links: Vec<(String, usize, String, usize)> = Vec::new();
-    for (month, docs) in &months {
+    for (month, docs) in &by_month {
+        let render = months.is_none_or(|m| m.contains(month));
         for (i, chunk) in docs.chunks(PAGE_LINES).enumerate() {
             let name = if i == 0 {
                 month.clone()
@@ -198,7 +260,12 @@ pub fn render_topic(topic: &str, docs: &[&Redacted<IndexDoc>]) -> BTreeMap<Strin
                 format!("{month}-{}", i + 1)
             };
             let file = format!("{dir}/{name}.md");
-            let mut out = format!(
+            out.pages.insert(file.clone());
+            links.push((month.clone(), i, file.clone(), chunk.len()));
+            if !render {
+                continue;
+            }
+            let mut text = format!(
                 "# {} — {name}: {} {}\n\n[All of {}](../{})\n\n",
                 one_line(topic),
                 chunk.len(),
@@ -211,10 +278,9 @@ pub fn render_topic(topic: &str, docs: &[&Redacted<IndexDoc>]) -> BTreeMap<Strin
                 link_target(&shard_file(topic)),
             );
             for d in chunk.iter().rev() {
-                out.push_str(&doc_line(d, "../../"));
+                text.push_str(&doc_line(d, "../../"));
             }
-            files.insert(file.clone(), out);
-            links.push((month.clone(), i, file, chunk.len()));
+            out.files.insert(file, text);
         }
     }
     let newest = sorted
@@ -247,8 +313,8 @@ pub fn render_topic(topic: &str, docs: &[&Redacted<IndexDoc>]) -> BTreeMap<Strin
             if n == 1 { "document" } else { "documents" }
         ));
     }
-    files.insert(shard_file(topic), head);
-    files
+    out.files.insert(shard_file(topic), head);
+    out
 }
 
 /// The stub left where a topic was folded into another.
@@ -613,6 +679,45 @@ mod tests {
         assert_eq!(topic_of_page("c%2B%2B/2026-02.md").as_deref(), Some("c++"));
         assert_eq!(topic_of_page("c%2B%2B.md"), None);
         assert_eq!(topic_of_page("manifest/ab.json"), None);
+    }
+
+    #[test]
+    fn a_topic_rendered_for_some_months_gives_those_pages_the_bytes_of_a_whole_render() {
+        let mut docs = month_docs(PAGE_LINES + 3, 1, 0);
+        docs.extend(month_docs(7, 2, 10_000));
+        docs.push(doc("s/chapters/undated.md", "U", None, &["c++"]));
+        let refs: Vec<_> = docs.iter().collect();
+        let all = render_topic("c++", &refs);
+        let months = BTreeSet::from(["2026-01".to_owned()]);
+        let some = render_topic_months("c++", &refs, Some(&months));
+        assert_eq!(
+            some.files.keys().collect::<Vec<_>>(),
+            ["c%2B%2B.md", "c%2B%2B/2026-01-2.md", "c%2B%2B/2026-01.md"]
+        );
+        for (file, text) in &some.files {
+            assert_eq!(all[file], *text, "{file}");
+        }
+        let pages: Vec<&String> = all.keys().filter(|f| f.contains('/')).collect();
+        assert_eq!(some.pages.iter().collect::<Vec<_>>(), pages);
+        assert_eq!(render_topic_months("c++", &refs, None).files, all);
+        let none = render_topic_months("c++", &refs, Some(&BTreeSet::new()));
+        assert_eq!(none.files.keys().collect::<Vec<_>>(), ["c%2B%2B.md"]);
+        // Every page's month is read back from its name; other names are not pages.
+        for page in &some.pages {
+            let month = month_of_page(page).expect("a page");
+            assert!(["2026-01", "2026-02", "undated"].contains(&month.as_str()));
+        }
+        assert_eq!(month_of_page("x/undated-3.md").as_deref(), Some("undated"));
+        for junk in [
+            "x/2026-1.md",
+            "x/2026-01-1.md",
+            "x/2026-01-02.md",
+            "x/2026-01-x.md",
+            "x/notes.md",
+            "x.md",
+        ] {
+            assert_eq!(month_of_page(junk), None, "{junk}");
+        }
     }
 
     /// Every relative link of a paged topic, parsed by a CommonMark parser and percent-decoded,

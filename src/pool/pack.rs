@@ -13,6 +13,14 @@
 //! (`git::GitRepo::cas_ref` flushes the loose objects first), so packing is housekeeping: a
 //! packing failure leaves a correct, loose repository and is only reported.
 //!
+//! Clones: a pack that holds the whole pool — a consolidation, or a roll-up that would take
+//! in every pack, done as a consolidation instead — is written with a reachability bitmap
+//! (`--write-bitmap-index`, as `git repack -adb`), so a `git clone` of the pool counts its
+//! objects from the bitmap and sends that pack's bytes as they are instead of walking every
+//! tree and searching deltas again. Geometric roll-ups leave the largest pack alone, so the
+//! bitmap stays with it until the next whole-pool pack (at each doubling of the pool); a
+//! clone walks only the commits newer than the bitmap's.
+//!
 //! Concurrent machines on one local pool: packing only adds packs and removes copies that a pack
 //! already holds; a consolidation keeps every loose object (reachable or not: a concurrent
 //! publish's objects are loose and unreachable until its ref moves) and removes only the packs
@@ -112,22 +120,39 @@ pub fn after_publish(
         });
     }
     let packs = pack_files(git_dir)?;
-    let rolled_up = if packs.len() >= ROLL_UP_AT_PACKS {
-        roll_up(git_dir, &packs)?
-    } else {
-        0
-    };
-    Ok(Packed {
-        rolled_up,
-        consolidated: false,
-    })
+    if packs.len() < ROLL_UP_AT_PACKS {
+        return Ok(Packed::default());
+    }
+    match roll_up(git_dir, &packs)? {
+        RollUp::Some(rolled_up) => Ok(Packed {
+            rolled_up,
+            consolidated: false,
+        }),
+        RollUp::Everything => {
+            consolidate(git_dir)?;
+            Ok(Packed {
+                rolled_up: packs.len(),
+                consolidated: true,
+            })
+        }
+    }
+}
+
+/// What a roll-up did, or that it would take in every pack (then a consolidation does it,
+/// with a bitmap).
+#[derive(Debug, PartialEq, Eq)]
+enum RollUp {
+    /// Packs rolled up into one (0: none).
+    Some(usize),
+    Everything,
 }
 
 /// Roll the smallest packs up into one so that every pack left holds at least
 /// [`GEOMETRIC_FACTOR`] times the objects of all smaller packs together (git's
 /// `repack --geometric` split, done with `git pack-objects --stdin-packs`); the rolled-up
-/// packs are removed once the new one is durable. Returns how many packs were rolled up.
-fn roll_up(git_dir: &Path, packs: &[String]) -> Result<usize, PackError> {
+/// packs are removed once the new one is durable. A roll-up that would take in every pack
+/// is left to a consolidation ([`RollUp::Everything`]).
+fn roll_up(git_dir: &Path, packs: &[String]) -> Result<RollUp, PackError> {
     let dir = pack_dir(git_dir);
     let mut sized: Vec<(u64, &String)> = Vec::new();
     for stem in packs {
@@ -155,7 +180,10 @@ fn roll_up(git_dir: &Path, packs: &[String]) -> Result<usize, PackError> {
         end += 1;
     }
     if end < 2 {
-        return Ok(0);
+        return Ok(RollUp::Some(0));
+    }
+    if end == packs.len() {
+        return Ok(RollUp::Everything);
     }
     let mut stdin = String::new();
     for (i, (_, stem)) in sized.iter().enumerate() {
@@ -174,7 +202,7 @@ fn roll_up(git_dir: &Path, packs: &[String]) -> Result<usize, PackError> {
         .filter(|stem| *stem != format!("pack-{name}"))
         .collect();
     remove_packs(&dir, &stems)?;
-    Ok(end)
+    Ok(RollUp::Some(end))
 }
 
 /// The number of objects a pack index (version 2) names: the last fan-out entry.
@@ -209,8 +237,8 @@ fn remove_packs(dir: &Path, stems: &[String]) -> Result<(), PackError> {
 
 /// Fold every pack and loose object of the repository into one pack: everything reachable
 /// from a ref or a reflog, plus every loose object (another machine's publish may be in
-/// flight). The packs listed before it started are removed once the new one is durable;
-/// a pack with a `.keep` file is left alone.
+/// flight), with a reachability bitmap for clones. The packs listed before it started are
+/// removed once the new one is durable; a pack with a `.keep` file is left alone.
 pub fn consolidate(git_dir: &Path) -> Result<(), PackError> {
     let before = pack_files(git_dir)?;
     let name = pack_objects(
@@ -220,6 +248,7 @@ pub fn consolidate(git_dir: &Path) -> Result<(), PackError> {
             "--reflog",
             "--pack-loose-unreachable",
             "--delta-base-offset",
+            "--write-bitmap-index",
             "-q",
         ],
         b"",
@@ -387,6 +416,7 @@ mod tests {
         let repo = GitRepo::init_bare(&path).expect("init");
         let mut head = None;
         let mut roll_ups = 0;
+        let mut whole = 0;
         const PUBLISHES: usize = 200;
         for n in 0..PUBLISHES {
             let new = commit(&repo, n, head);
@@ -394,11 +424,36 @@ mod tests {
                 .expect("cas");
             let packed = after_publish(&path, new, head).expect("pack");
             roll_ups += usize::from(packed.rolled_up > 0);
+            whole += usize::from(packed.consolidated);
             head = Some(new);
+            // A whole-pool pack carries a bitmap; no other pack does.
+            let bitmaps = pack_files(&path)
+                .expect("packs")
+                .iter()
+                .filter(|s| pack_dir(&path).join(format!("{s}.bitmap")).exists())
+                .count();
+            assert_eq!(bitmaps, usize::from(whole > 0), "after publish {n}");
             assert_eq!(count_loose(&path).expect("loose"), 0, "after publish {n}");
             assert!(pack_files(&path).expect("packs").len() < ROLL_UP_AT_PACKS + 1);
         }
         assert!(roll_ups > 0 && roll_ups < PUBLISHES / 2, "{roll_ups}");
+        // The first roll-up (8 packs alike) and each doubling take in every pack.
+        assert!(whole >= 3 && whole < roll_ups, "{whole} of {roll_ups}");
+        // Objects counted through the bitmap (and the walk from the newer commits) are those
+        // a full walk counts.
+        assert_eq!(
+            git(
+                &path,
+                &[
+                    "rev-list",
+                    "--objects",
+                    "--use-bitmap-index",
+                    "--count",
+                    "main"
+                ]
+            ),
+            git(&path, &["rev-list", "--objects", "--count", "main"])
+        );
         // Geometric: each pack at least twice all smaller ones together, but the newest.
         let dir = pack_dir(&path);
         let mut sizes: Vec<u64> = pack_files(&path)
@@ -422,5 +477,40 @@ mod tests {
             "blob"
         );
         git(&path, &["fsck", "--strict"]);
+        let bitmaps: Vec<String> = pack_files(&path)
+            .expect("packs")
+            .into_iter()
+            .filter(|s| pack_dir(&path).join(format!("{s}.bitmap")).exists())
+            .collect();
+        assert_eq!(bitmaps.len(), 1);
+        // Objects counted through the bitmap (and the walk from the newer commits) are those
+        // a full walk counts.
+        assert_eq!(
+            git(
+                &path,
+                &[
+                    "rev-list",
+                    "--objects",
+                    "--use-bitmap-index",
+                    "--count",
+                    "main"
+                ]
+            ),
+            git(&path, &["rev-list", "--objects", "--count", "main"])
+        );
+        // A clone through pack negotiation (as over a network) gets the whole history.
+        let clone = tmp.path().join("clone.git");
+        let out = std::process::Command::new("git")
+            .args(["clone", "-q", "--bare", "--no-local"])
+            .arg(&path)
+            .arg(&clone)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .expect("clone");
+        assert!(out.status.success(), "{out:?}");
+        git(&clone, &["fsck", "--strict"]);
+        let files = git(&clone, &["ls-tree", "-r", "--name-only", "main"]);
+        assert_eq!(files.lines().count(), PUBLISHES);
     }
 }

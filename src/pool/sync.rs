@@ -454,7 +454,16 @@ struct Published {
     head: Option<String>,
     roots: BTreeMap<String, RootManifest>,
     dirty: std::collections::BTreeSet<String>,
+    /// [`LISTED_FILE`], read on first use.
+    listed: Option<BTreeMap<String, (u128, u64)>>,
 }
+
+/// Beside the per-root records: each root's `chapters/` mtime when last listed and the
+/// length of its record as then written, read once per sync, so an unchanged root costs a
+/// stat of its record instead of parsing it (a record grows with its root: reading every
+/// root's made each sync O(store), issue #17 point 6). Written after the records; a record
+/// whose length is not the one noted (a write lost to a crash) is read as before.
+const LISTED_FILE: &str = ".listed-roots.json";
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct RootManifest {
@@ -476,7 +485,27 @@ impl Published {
             head,
             roots: BTreeMap::new(),
             dirty: Default::default(),
+            listed: None,
         }
+    }
+
+    /// Whether `root`'s `chapters/` is as it was when last listed (`mtime` from a stat now).
+    fn unchanged(&mut self, root: &str, mtime: u128) -> bool {
+        if mtime == 0 {
+            return false;
+        }
+        let dir = &self.dir;
+        let listed = self
+            .listed
+            .get_or_insert_with(|| read_json(&dir.join(LISTED_FILE)));
+        if let Some(&(was, len)) = listed.get(root) {
+            if was == mtime
+                && std::fs::metadata(dir.join(format!("{root}.json"))).is_ok_and(|m| m.len() == len)
+            {
+                return true;
+            }
+        }
+        self.root(root).chapters_mtime == mtime
     }
 
     /// The pool head this record describes, while the pool still holds it in the history
@@ -503,6 +532,7 @@ impl Published {
         self.head = None;
         self.roots.clear();
         self.dirty.clear();
+        self.listed = None;
     }
 
     /// Best effort: losing it costs one full comparison at the next sync, nothing else.
@@ -517,6 +547,26 @@ impl Published {
                     let text = serde_json::to_vec(m).expect("a RootManifest always serializes");
                     atomic::write_atomic_unsynced(&self.dir.join(format!("{root}.json")), &text)?;
                 }
+            }
+            // Every record read or written this sync, noted (after the records themselves).
+            let dir = &self.dir;
+            let listed = self
+                .listed
+                .get_or_insert_with(|| read_json(&dir.join(LISTED_FILE)));
+            let mut changed = false;
+            for (root, m) in &self.roots {
+                let Ok(meta) = std::fs::metadata(dir.join(format!("{root}.json"))) else {
+                    continue;
+                };
+                let entry = (m.chapters_mtime, meta.len());
+                if listed.get(root) != Some(&entry) {
+                    listed.insert(root.clone(), entry);
+                    changed = true;
+                }
+            }
+            if changed {
+                let text = serde_json::to_vec(listed).expect("a map of numbers");
+                atomic::write_atomic_unsynced(&dir.join(LISTED_FILE), &text)?;
             }
             let head = head.map(|h| h.to_string()).unwrap_or_default();
             atomic::write_atomic_unsynced(&self.dir.join("HEAD"), format!("{head}\n").as_bytes())?;
@@ -557,7 +607,7 @@ fn store_files(
                 let mtime = std::fs::metadata(root_dir.join("chapters"))
                     .map(|m| stat_key(&m).1)
                     .unwrap_or(0);
-                if published.root(&root).chapters_mtime == mtime && mtime != 0 {
+                if published.unchanged(&root, mtime) {
                     let ledgers = root_dir.join("collections");
                     if ledgers.is_dir() {
                         walk_store(
@@ -2124,7 +2174,12 @@ fn plan_index(
         .iter()
         .filter_map(|p| p.strip_prefix("index/"))
         .filter(|f| *f != super::readme::index_readme_file())
-        .filter(|f| !f.contains('/') || crate::index::shard::is_part_file(f))
+        .filter(|f| {
+            !f.contains('/')
+                || crate::index::shard::is_part_file(f)
+                // A page someone else changed: its month is regenerated to verify it.
+                || crate::index::shard::topic_of_page(f).is_some()
+        })
         .map(str::to_owned)
         .collect();
     if pulled.iter().any(|p| p == build::VOCABULARY_FILE) {
@@ -2445,6 +2500,36 @@ pub fn pending(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An unchanged root is known from the one listing file, without reading its record; a
+    /// record whose length is not the one noted (lost to a crash) is read instead.
+    #[test]
+    fn unchanged_roots_are_known_without_reading_their_records() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let mut published = Published::load(tmp.path());
+        for (root, mtime) in [("s1", 11u128), ("s2", 22)] {
+            assert!(!published.unchanged(root, mtime));
+            published.root(root).chapters_mtime = mtime;
+            published
+                .root(root)
+                .files
+                .insert(format!("chapters/pk/{root}/001.md"), (1, 1, "b".into()));
+            published.touch(root);
+        }
+        published.save(None);
+        let mut again = Published::load(tmp.path());
+        assert!(again.unchanged("s1", 11) && again.unchanged("s2", 22));
+        assert!(again.roots.is_empty(), "no record read");
+        assert!(!again.unchanged("s1", 12), "a changed root is listed again");
+        assert!(!again.unchanged("s3", 33) && !again.unchanged("s1", 0));
+        // s2's record rewritten behind the listing's back (another length): read, and
+        // what it says is what counts.
+        let record = git_dir(tmp.path()).join(PUBLISHED_DIR).join("s2.json");
+        std::fs::write(&record, br#"{"chapters_mtime":23,"files":{}}"#).expect("write");
+        let mut third = Published::load(tmp.path());
+        assert!(!third.unchanged("s2", 22));
+        assert!(third.unchanged("s2", 23));
+    }
 
     #[test]
     fn retry_waits_grow_are_bounded_and_differ_between_machines() {
