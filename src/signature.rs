@@ -50,6 +50,12 @@ pub struct Signature {
     pub at: String,
     /// `reason.kind` of the turn's `turn/end`.
     pub reason: String,
+    /// The most frequent words of the agent's replies in the turn (its prose, not tool
+    /// output): what a person's next prompt answers back to (`would a reset do that too?`
+    /// after a reply about rebases). Composition reads them to keep such a follow-up with
+    /// its task; they are never a topic. Absent from lines signed before they existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reply: Vec<String>,
 }
 
 pub const SIGNATURE_VERSION: u32 = 1;
@@ -58,6 +64,8 @@ pub const MAX_TERMS: usize = 8;
 /// CJK terms kept per turn besides: a character bigram is half a word at best, and which
 /// eight of a sentence's twenty bigrams survive a tie would be chance.
 pub const MAX_CJK_TERMS: usize = 16;
+/// Reply words kept per turn (see [`Signature::reply`]).
+pub const MAX_REPLY_TERMS: usize = 24;
 /// Paths kept per turn, the first-touched first.
 pub const MAX_PATHS: usize = 32;
 /// Command families kept per turn.
@@ -277,6 +285,7 @@ fn sign_turn(turn: &TurnText, with: &SignWith) -> Signature {
     let mut paths = Bounded::new(MAX_PATHS);
     let mut commands = Bounded::new(MAX_COMMANDS);
     let mut term_counts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut reply_counts: BTreeMap<String, u64> = BTreeMap::new();
     let mut chars: u64 = 0;
 
     for item in &turn.items {
@@ -293,7 +302,10 @@ fn sign_turn(turn: &TurnText, with: &SignWith) -> Signature {
                     });
                 }
             }
-            Item::Assistant(text) => chars += char_count(text),
+            Item::Assistant(text) => {
+                chars += char_count(text);
+                count_terms(text, &mut reply_counts);
+            }
             Item::Call { name, arguments } => {
                 chars += char_count(arguments);
                 read_call(name, arguments, ws, &mut paths, &mut commands);
@@ -323,11 +335,12 @@ fn sign_turn(turn: &TurnText, with: &SignWith) -> Signature {
         seqs: turn.seqs.clone(),
         paths: paths.items,
         commands: commands.items,
-        terms: top_terms(term_counts),
+        terms: top_terms(term_counts, MAX_TERMS),
         size: chars.div_ceil(4),
         by: "deterministic".to_owned(),
         at: at.to_owned(),
         reason: turn.reason.clone(),
+        reply: top_terms(reply_counts, MAX_REPLY_TERMS),
     }
 }
 
@@ -383,8 +396,8 @@ fn count_terms(text: &str, counts: &mut BTreeMap<String, u64>) {
 /// The most frequent terms, spellings of one word counted together (`token`, `tokens`:
 /// [`fold_key`]) and shown as the turn wrote it most; ties longest first, then
 /// alphabetical by key. At most
-/// [`MAX_TERMS`] words and [`MAX_CJK_TERMS`] CJK terms.
-fn top_terms(counts: BTreeMap<String, u64>) -> Vec<String> {
+/// `max_words` words and [`MAX_CJK_TERMS`] CJK terms.
+fn top_terms(counts: BTreeMap<String, u64>, max_words: usize) -> Vec<String> {
     // key → (count of all spellings, the most written spelling and its count)
     let mut by_key: BTreeMap<String, (u64, String, u64)> = BTreeMap::new();
     for (surface, n) in counts {
@@ -421,7 +434,7 @@ fn top_terms(counts: BTreeMap<String, u64>) -> Vec<String> {
                 <= if t.chars().any(terms::is_cjk) {
                     MAX_CJK_TERMS
                 } else {
-                    MAX_TERMS
+                    max_words
                 }
         })
         .map(|(_, t)| t)
