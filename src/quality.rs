@@ -41,6 +41,10 @@ pub struct Quality {
     pub returns_named: usize,
     /// Chapters with a `continues` that names a chapter of another task.
     pub wrong_continues: usize,
+    /// Predicted boundaries where `chapterLimit` opened the chapter (`size-limit`), and how
+    /// many of them are true ones: what the topic signal decided is the rest.
+    pub size_boundaries: usize,
+    pub size_hits: usize,
 }
 
 impl Quality {
@@ -54,6 +58,19 @@ impl Quality {
 
     pub fn f1(&self) -> f64 {
         let (p, r) = (self.precision(), self.recall());
+        if p + r == 0.0 {
+            0.0
+        } else {
+            2.0 * p * r / (p + r)
+        }
+    }
+
+    /// Boundary F1 of the topic decisions alone: chapters `chapterLimit` opened count
+    /// neither as predicted boundaries nor as found ones.
+    pub fn topic_f1(&self) -> f64 {
+        let hits = self.hits - self.size_hits;
+        let p = ratio(hits, self.predicted_boundaries - self.size_boundaries);
+        let r = ratio(hits, self.true_boundaries);
         if p + r == 0.0 {
             0.0
         } else {
@@ -87,6 +104,8 @@ impl Quality {
         self.returns += other.returns;
         self.returns_named += other.returns_named;
         self.wrong_continues += other.wrong_continues;
+        self.size_boundaries += other.size_boundaries;
+        self.size_hits += other.size_hits;
     }
 }
 
@@ -179,6 +198,10 @@ pub fn measure(
     for c in chapters.iter().skip(1) {
         if let Some(&first) = c.members.first().filter(|&&m| m < n) {
             predicted[first] = true;
+            if c.decisions.first().map(|d| d.rule) == Some(crate::compose::Rule::SizeLimit) {
+                q.size_boundaries += 1;
+                q.size_hits += usize::from(truth[first]);
+            }
         }
     }
     q.true_boundaries = truth.iter().filter(|&&b| b).count();

@@ -84,8 +84,13 @@ const REAL: &[&str] = &[
     "cctrace-export-import",
 ];
 
+/// The labelled fixtures; `QUALITY_REAL_DIR` points at another copy (the uncut files, to
+/// measure what cutting long strings changed).
 fn labelled_dir() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures/labelled")
+    std::env::var_os("QUALITY_REAL_DIR").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures/labelled"),
+        std::path::PathBuf::from,
+    )
 }
 
 /// The first words of a turn's first conversation message, on one line.
@@ -219,9 +224,10 @@ fn real_labelled_sessions_meet_the_boundary_goal() {
     }
     for (tau, q) in taus.iter().zip(&total) {
         eprintln!(
-            "all, tau {tau}: chapters {} true {} predicted {} hits {} P {:.3} R {:.3} F1 {:.3} topic-hit {:.3} stop {}",
+            "all, tau {tau}: chapters {} true {} predicted {} hits {} P {:.3} R {:.3} F1 {:.3} topic-hit {:.3} stop {} size-splits {} (true {}) topic-F1 {:.3}",
             q.chapters, q.true_boundaries, q.predicted_boundaries, q.hits,
-            q.precision(), q.recall(), q.f1(), q.topic_hit(), q.stopword_topics
+            q.precision(), q.recall(), q.f1(), q.topic_hit(), q.stopword_topics,
+            q.size_boundaries, q.size_hits, q.topic_f1()
         );
     }
     let q = &total[2]; // τ = 0.25, the default
