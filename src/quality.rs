@@ -467,7 +467,10 @@ mod tests {
             .collect()
     }
 
+    /// Sign and compose `specs` (twice: same bytes in, same chapters out), checking every
+    /// chapter's topics are bounded and no stopword.
     fn composed(specs: Vec<TurnSpec>) -> (Vec<signature::Signature>, usize) {
+        let specs_again = specs.clone();
         let redactor = crate::redact::built_in().expect("built-in rules compile");
         let sigs = sign_session(&turns(specs), redactor, 8000);
         let lo = sigs[0].seqs[0];
@@ -477,6 +480,16 @@ mod tests {
             chapter_limit: 8000,
         };
         let chapters = compose("s", &sigs, lo, hi, &cfg).expect("composes");
+        assert_eq!(
+            chapters,
+            compose("s", &sigs, lo, hi, &cfg).expect("composes"),
+            "deterministic"
+        );
+        assert_eq!(
+            sigs,
+            sign_session(&turns(specs_again), redactor, 8000),
+            "signing is deterministic"
+        );
         for c in &chapters {
             assert!(c.topics.len() <= crate::compose::MAX_TOPICS);
             assert!(
@@ -524,6 +537,11 @@ mod tests {
         assert!(sigs[0].size >= 200_000);
         assert!(sigs[0].terms.len() <= signature::MAX_TERMS);
         assert_eq!(chapters, 1);
+        // The same as the agent's reply: its words are bounded too.
+        let (sigs, chapters) = composed(vec![TurnSpec::new("ok", &huge), TurnSpec::new("go on", &huge)]);
+        assert!(sigs[0].size >= 200_000);
+        assert!(sigs[0].reply.len() <= signature::MAX_REPLY_TERMS + signature::MAX_CJK_TERMS);
+        assert!(chapters <= 2);
     }
 }
 #[cfg(test)]
