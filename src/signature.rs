@@ -66,6 +66,9 @@ pub const MAX_TERMS: usize = 8;
 pub const MAX_CJK_TERMS: usize = 16;
 /// Reply words kept per turn (see [`Signature::reply`]).
 pub const MAX_REPLY_TERMS: usize = 24;
+/// Characters of a turn's replies read for its reply words, the first ones: what a reply
+/// is about shows early, and signing stays bounded by a long reply (the archive's speed).
+const REPLY_SCAN_CHARS: usize = 8_000;
 /// Paths kept per turn, the first-touched first.
 pub const MAX_PATHS: usize = 32;
 /// Command families kept per turn.
@@ -286,6 +289,7 @@ fn sign_turn(turn: &TurnText, with: &SignWith) -> Signature {
     let mut commands = Bounded::new(MAX_COMMANDS);
     let mut term_counts: BTreeMap<String, u64> = BTreeMap::new();
     let mut reply_counts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut reply_budget = REPLY_SCAN_CHARS;
     let mut chars: u64 = 0;
 
     for item in &turn.items {
@@ -304,7 +308,14 @@ fn sign_turn(turn: &TurnText, with: &SignWith) -> Signature {
             }
             Item::Assistant(text) => {
                 chars += char_count(text);
-                count_terms(text, &mut reply_counts);
+                if reply_budget > 0 {
+                    let end = text
+                        .char_indices()
+                        .nth(reply_budget)
+                        .map_or(text.len(), |(i, _)| i);
+                    reply_budget = reply_budget.saturating_sub(text[..end].chars().count());
+                    count_terms(&text[..end], &mut reply_counts);
+                }
             }
             Item::Call { name, arguments } => {
                 chars += char_count(arguments);
