@@ -249,7 +249,6 @@ struct OpenChapter {
     paths: BTreeSet<String>,
     commands: BTreeSet<String>,
     terms: BTreeSet<String>,
-    reply: BTreeSet<String>,
     size: u64,
 }
 
@@ -264,7 +263,6 @@ impl OpenChapter {
             paths: BTreeSet::new(),
             commands: BTreeSet::new(),
             terms: BTreeSet::new(),
-            reply: BTreeSet::new(),
             size: 0,
         };
         c.add(sig, index, hi, decision);
@@ -280,7 +278,6 @@ impl OpenChapter {
                 .map(|t| fold_key(t))
                 .chain(context_words(&sig)),
         );
-        self.reply.extend(sig.reply.iter().map(|t| fold_key(t)));
         self.size = self.size.saturating_add(sig.size);
         self.seq_hi = hi;
         self.members.push(index);
@@ -294,13 +291,7 @@ impl OpenChapter {
         let commands: BTreeSet<&str> = self.commands.iter().map(String::as_str).collect();
         let first = Features::of(&self.sigs[0]);
         let last = Features::of(self.sigs.last().expect("an open chapter has a member"));
-        score_views(
-            (&paths, &commands, &self.terms),
-            &self.reply,
-            &first,
-            &last,
-            incoming,
-        )
+        score_views((&paths, &commands, &self.terms), &first, &last, incoming)
     }
 
     /// [`Running::primary_matches`] over owned signatures.
@@ -649,8 +640,6 @@ struct Features<'a> {
     /// `paths[0]`: the file the turn is about.
     primary: Option<&'a str>,
     size: u64,
-    /// The agent's reply words, by folded key ([`Signature::reply`]).
-    reply: BTreeSet<String>,
 }
 
 impl<'a> Features<'a> {
@@ -667,7 +656,6 @@ impl<'a> Features<'a> {
                 .collect(),
             primary: sig.paths.first().map(String::as_str),
             size: sig.size,
-            reply: sig.reply.iter().map(|t| fold_key(t)).collect(),
         }
     }
 
@@ -782,7 +770,6 @@ fn file_stem(path: &str) -> Option<String> {
 /// first and the last member, and the union's [`containment`] of it.
 fn score_views(
     union: Sets<'_>,
-    reply: &BTreeSet<String>,
     first: &Features<'_>,
     last: &Features<'_>,
     incoming: &Features<'_>,
@@ -792,34 +779,6 @@ fn score_views(
         .max(overlap(first.sets(), theirs))
         .max(overlap(last.sets(), theirs))
         .max(containment(union, theirs))
-        .max(REPLY_VIEW_WEIGHT * exchange_view(union.2, reply, incoming))
-}
-
-/// How much the reply-aware view weighs against the others: a reply's words are the
-/// agent's, looser evidence of the task than the person's own (measured: 0.6 is the best of
-/// 0.4–0.7 on the generated sessions, and raises the real labelled ones).
-const REPLY_VIEW_WEIGHT: f64 = 0.6;
-
-/// The whole exchange against the whole chapter: the share of the incoming turn's words
-/// (the person's, its paths' and commands', and its reply's) that the chapter's words or
-/// replies hold. A follow-up and its answer speak of what the chapter spoke of (`would a
-/// reset do that too?` answered about the shadow branch the chapter's replies were about),
-/// even where the prompt shares no word with the prompts before it. 0 when the turn has
-/// no word.
-fn exchange_view(
-    chapter_terms: &BTreeSet<String>,
-    chapter_reply: &BTreeSet<String>,
-    incoming: &Features<'_>,
-) -> f64 {
-    let own: BTreeSet<&String> = incoming.terms.iter().chain(&incoming.reply).collect();
-    if own.is_empty() {
-        return 0.0;
-    }
-    let held = own
-        .iter()
-        .filter(|t| chapter_terms.contains(**t) || chapter_reply.contains(**t))
-        .count();
-    held as f64 / own.len() as f64
 }
 
 fn round4(x: f64) -> f64 {
@@ -840,7 +799,6 @@ struct Running<'a> {
     paths: BTreeSet<&'a str>,
     commands: BTreeSet<&'a str>,
     terms: BTreeSet<String>,
-    reply: BTreeSet<String>,
     size: u64,
 }
 
@@ -854,7 +812,6 @@ impl<'a> Running<'a> {
             paths: BTreeSet::new(),
             commands: BTreeSet::new(),
             terms: BTreeSet::new(),
-            reply: BTreeSet::new(),
             size: 0,
         };
         r.add(first, features, decision);
@@ -869,7 +826,6 @@ impl<'a> Running<'a> {
         self.paths.extend(&f.paths);
         self.commands.extend(&f.commands);
         self.terms.extend(f.terms.iter().cloned());
-        self.reply.extend(f.reply.iter().cloned());
         self.size = self.size.saturating_add(f.size);
     }
 
@@ -890,7 +846,6 @@ impl<'a> Running<'a> {
         let union = (&self.paths, &self.commands, &self.terms);
         score_views(
             union,
-            &self.reply,
             &features[self.first()],
             &features[self.last()],
             incoming,
@@ -1102,7 +1057,6 @@ mod tests {
             by: "deterministic".into(),
             at: "2026-10-22T00:00:00Z".into(),
             reason: "completed".into(),
-            reply: vec![],
         }
     }
 

@@ -50,12 +50,6 @@ pub struct Signature {
     pub at: String,
     /// `reason.kind` of the turn's `turn/end`.
     pub reason: String,
-    /// The most frequent words of the agent's replies in the turn (its prose, not tool
-    /// output): what a person's next prompt answers back to (`would a reset do that too?`
-    /// after a reply about rebases). Composition reads them to keep such a follow-up with
-    /// its task; they are never a topic. Absent from lines signed before they existed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reply: Vec<String>,
 }
 
 pub const SIGNATURE_VERSION: u32 = 1;
@@ -64,11 +58,6 @@ pub const MAX_TERMS: usize = 8;
 /// CJK terms kept per turn besides: a character bigram is half a word at best, and which
 /// eight of a sentence's twenty bigrams survive a tie would be chance.
 pub const MAX_CJK_TERMS: usize = 16;
-/// Reply words kept per turn (see [`Signature::reply`]).
-pub const MAX_REPLY_TERMS: usize = 24;
-/// Characters of a turn's replies read for its reply words, the first ones: what a reply
-/// is about shows early, and signing stays bounded by a long reply (the archive's speed).
-const REPLY_SCAN_CHARS: usize = 8_000;
 /// Paths kept per turn, the first-touched first.
 pub const MAX_PATHS: usize = 32;
 /// Command families kept per turn.
@@ -288,8 +277,6 @@ fn sign_turn(turn: &TurnText, with: &SignWith) -> Signature {
     let mut paths = Bounded::new(MAX_PATHS);
     let mut commands = Bounded::new(MAX_COMMANDS);
     let mut term_counts: BTreeMap<String, u64> = BTreeMap::new();
-    let mut reply_counts: BTreeMap<String, u64> = BTreeMap::new();
-    let mut reply_budget = REPLY_SCAN_CHARS;
     let mut chars: u64 = 0;
 
     for item in &turn.items {
@@ -306,17 +293,7 @@ fn sign_turn(turn: &TurnText, with: &SignWith) -> Signature {
                     });
                 }
             }
-            Item::Assistant(text) => {
-                chars += char_count(text);
-                if reply_budget > 0 {
-                    let end = text
-                        .char_indices()
-                        .nth(reply_budget)
-                        .map_or(text.len(), |(i, _)| i);
-                    reply_budget = reply_budget.saturating_sub(text[..end].chars().count());
-                    count_terms(&text[..end], &mut reply_counts);
-                }
-            }
+            Item::Assistant(text) => chars += char_count(text),
             Item::Call { name, arguments } => {
                 chars += char_count(arguments);
                 read_call(name, arguments, ws, &mut paths, &mut commands);
@@ -346,12 +323,11 @@ fn sign_turn(turn: &TurnText, with: &SignWith) -> Signature {
         seqs: turn.seqs.clone(),
         paths: paths.items,
         commands: commands.items,
-        terms: top_terms(term_counts, MAX_TERMS),
+        terms: top_terms(term_counts),
         size: chars.div_ceil(4),
         by: "deterministic".to_owned(),
         at: at.to_owned(),
         reason: turn.reason.clone(),
-        reply: top_terms(reply_counts, MAX_REPLY_TERMS),
     }
 }
 
@@ -407,8 +383,8 @@ fn count_terms(text: &str, counts: &mut BTreeMap<String, u64>) {
 /// The most frequent terms, spellings of one word counted together (`token`, `tokens`:
 /// [`fold_key`]) and shown as the turn wrote it most; ties longest first, then
 /// alphabetical by key. At most
-/// `max_words` words and [`MAX_CJK_TERMS`] CJK terms.
-fn top_terms(counts: BTreeMap<String, u64>, max_words: usize) -> Vec<String> {
+/// [`MAX_TERMS`] words and [`MAX_CJK_TERMS`] CJK terms.
+fn top_terms(counts: BTreeMap<String, u64>) -> Vec<String> {
     // key → (count of all spellings, the most written spelling and its count)
     let mut by_key: BTreeMap<String, (u64, String, u64)> = BTreeMap::new();
     for (surface, n) in counts {
@@ -445,7 +421,7 @@ fn top_terms(counts: BTreeMap<String, u64>, max_words: usize) -> Vec<String> {
                 <= if t.chars().any(terms::is_cjk) {
                     MAX_CJK_TERMS
                 } else {
-                    max_words
+                    MAX_TERMS
                 }
         })
         .map(|(_, t)| t)

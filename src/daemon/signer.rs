@@ -186,7 +186,6 @@ mod tests {
             by: "deterministic".into(),
             at: "2026-01-01T00:00:00Z".into(),
             reason: "completed".into(),
-            reply: vec![],
         }
     }
 
