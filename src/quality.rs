@@ -456,6 +456,53 @@ mod tests {
         );
     }
 
+    #[test]
+    fn hand_labels_read_tasks_and_turns_and_say_what_is_wrong() {
+        let text = "# a comment\ntask lint: lint ci\ntask docs: readme\n1 lint | why is lint failing\n2 lint |\n3 docs | fix the readme\n";
+        let labels = HandLabels::parse(text).expect("parses");
+        assert_eq!(labels.task_of_turn(), vec![0, 0, 1]);
+        assert_eq!(labels.label_words()[0], vec!["lint", "ci"]);
+        assert_eq!(labels.turns[1].1, "");
+        assert_eq!(
+            HandLabels::parse("task a: x\n1 b | y"),
+            Err(LabelError::UnknownTask {
+                line: 2,
+                task: "b".into()
+            })
+        );
+        assert_eq!(
+            HandLabels::parse("task a: x\n2 a | y"),
+            Err(LabelError::OutOfOrder {
+                line: 2,
+                got: 2,
+                want: 1
+            })
+        );
+        assert_eq!(
+            HandLabels::parse("task a:\n"),
+            Err(LabelError::Shape { line: 1 })
+        );
+        assert_eq!(
+            HandLabels::parse("1 a y"),
+            Err(LabelError::Shape { line: 1 })
+        );
+        // No signature: nothing composes, and nothing is claimed.
+        let q = measure(
+            &labels.task_of_turn(),
+            &labels.label_words(),
+            &[],
+            &ComposeConfig {
+                merge_threshold: 0.25,
+                chapter_limit: 8000,
+            },
+        );
+        assert_eq!(
+            (q.turns, q.chapters),
+            (3, 0),
+            "no signature: nothing composed"
+        );
+    }
+
     fn turns(specs: Vec<TurnSpec>) -> Vec<LabelledTurn> {
         specs
             .into_iter()
