@@ -18,7 +18,7 @@ use crate::session::writer::SessionScript;
 use crate::session::writer::TurnSpec;
 use crate::session::Event;
 use crate::signature::{self, TurnText, Workspace};
-use crate::turn::TurnAssembler;
+use crate::turn::{CompletedTurn, TurnAssembler};
 
 /// The workspace the labelled sessions' paths live in.
 pub const WORKSPACE: &str = "/home/ana/proj";
@@ -41,6 +41,10 @@ pub struct Quality {
     pub returns_named: usize,
     /// Chapters with a `continues` that names a chapter of another task.
     pub wrong_continues: usize,
+    /// Predicted boundaries where `chapterLimit` opened the chapter (`size-limit`), and how
+    /// many of them are true ones: what the topic signal decided is the rest.
+    pub size_boundaries: usize,
+    pub size_hits: usize,
 }
 
 impl Quality {
@@ -61,6 +65,19 @@ impl Quality {
         }
     }
 
+    /// Boundary F1 of the topic decisions alone: chapters `chapterLimit` opened count
+    /// neither as predicted boundaries nor as found ones.
+    pub fn topic_f1(&self) -> f64 {
+        let hits = self.hits - self.size_hits;
+        let p = ratio(hits, self.predicted_boundaries - self.size_boundaries);
+        let r = ratio(hits, self.true_boundaries);
+        if p + r == 0.0 {
+            0.0
+        } else {
+            2.0 * p * r / (p + r)
+        }
+    }
+
     pub fn topic_hit(&self) -> f64 {
         ratio(self.chapters_naming_task, self.chapters)
     }
@@ -74,7 +91,7 @@ impl Quality {
         ratio(self.returns_named, self.returns)
     }
 
-    fn add(&mut self, other: &Quality) {
+    pub fn add(&mut self, other: &Quality) {
         self.sessions += other.sessions;
         self.turns += other.turns;
         self.chapters += other.chapters;
@@ -87,6 +104,8 @@ impl Quality {
         self.returns += other.returns;
         self.returns_named += other.returns_named;
         self.wrong_continues += other.wrong_continues;
+        self.size_boundaries += other.size_boundaries;
+        self.size_hits += other.size_hits;
     }
 }
 
@@ -141,9 +160,25 @@ pub fn measure_signed(
     sigs: &[signature::Signature],
     cfg: &ComposeConfig,
 ) -> Quality {
+    let task_of: Vec<usize> = turns.iter().map(|t| t.task).collect();
+    let labels: Vec<Vec<String>> = LABELLED_TASKS
+        .iter()
+        .map(|t| t.label.split(' ').map(str::to_owned).collect())
+        .collect();
+    measure(&task_of, &labels, sigs, cfg)
+}
+
+/// Measure one session whose turn `i` belongs to task `task_of[i]` (an index into
+/// `labels`, each task's label words), already signed (`sigs[i]` is turn `i`'s).
+pub fn measure(
+    task_of_turn: &[usize],
+    labels: &[Vec<String>],
+    sigs: &[signature::Signature],
+    cfg: &ComposeConfig,
+) -> Quality {
     let mut q = Quality {
         sessions: 1,
-        turns: turns.len(),
+        turns: task_of_turn.len(),
         ..Quality::default()
     };
     let (Some(lo), Some(hi)) = (
@@ -155,13 +190,18 @@ pub fn measure_signed(
     let Ok(chapters) = compose("session-quality", sigs, *lo, *hi, cfg) else {
         return q;
     };
-    let truth: Vec<bool> = (0..turns.len())
-        .map(|i| i > 0 && turns[i].task != turns[i - 1].task)
+    let n = task_of_turn.len();
+    let truth: Vec<bool> = (0..n)
+        .map(|i| i > 0 && task_of_turn[i] != task_of_turn[i - 1])
         .collect();
-    let mut predicted = vec![false; turns.len()];
+    let mut predicted = vec![false; n];
     for c in chapters.iter().skip(1) {
-        if let Some(&first) = c.members.first() {
+        if let Some(&first) = c.members.first().filter(|&&m| m < n) {
             predicted[first] = true;
+            if c.decisions.first().map(|d| d.rule) == Some(crate::compose::Rule::SizeLimit) {
+                q.size_boundaries += 1;
+                q.size_hits += usize::from(truth[first]);
+            }
         }
     }
     q.true_boundaries = truth.iter().filter(|&&b| b).count();
@@ -172,27 +212,29 @@ pub fn measure_signed(
         .filter(|(t, p)| **t && **p)
         .count();
     q.chapters = chapters.len();
-    // (number, topics, task) of the chapters so far, numbered from 1.
+    let label_keys: Vec<Vec<String>> = labels
+        .iter()
+        .map(|words| words.iter().map(|w| signature::fold_key(w)).collect())
+        .collect();
+    // The task of each chapter so far, numbered from 1.
     let mut earlier = crate::compose::EarlierTopics::default();
     let mut task_of: Vec<usize> = Vec::new();
     for c in &chapters {
-        let mut votes = vec![0usize; LABELLED_TASKS.len()];
+        let mut votes = vec![0usize; labels.len()];
         for &m in &c.members {
-            votes[turns[m].task] += 1;
+            if let Some(v) = task_of_turn.get(m).and_then(|&t| votes.get_mut(t)) {
+                *v += 1;
+            }
         }
         let task = (0..votes.len())
             .max_by_key(|&t| (votes[t], std::cmp::Reverse(t)))
             .unwrap_or(0);
-        let label_keys: Vec<String> = LABELLED_TASKS[task]
-            .label
-            .split(' ')
-            .map(signature::fold_key)
-            .collect();
+        let keys = label_keys.get(task).map(Vec::as_slice).unwrap_or_default();
         let names = c.topics.iter().any(|topic| {
             topic
                 .split(['-', ' '])
                 .chain(std::iter::once(topic.as_str()))
-                .any(|w| label_keys.contains(&signature::fold_key(w)))
+                .any(|w| keys.contains(&signature::fold_key(w)))
         });
         q.chapters_naming_task += usize::from(names);
         let continues = crate::compose::continues(c, &earlier);
@@ -217,6 +259,138 @@ pub fn measure_signed(
             .count();
     }
     q
+}
+
+/// A real session labelled by hand (issue 18, point 5b): which task each turn belongs to,
+/// as a person reading the prompts drew it, and each task's label words.
+///
+/// The text form, one item a line (`#` starts a comment):
+/// - `task <name>: <label words>` — a task and the words a person would name it by;
+/// - `<n> <task name> | <the prompt's first words>` — turn `n` (from 1, every turn in
+///   order) and its task; the quoted prompt lets a test check the labels still match the
+///   turns the reader assembles.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HandLabels {
+    /// Each task's name and label words.
+    pub tasks: Vec<(String, Vec<String>)>,
+    /// Each turn's task (an index into `tasks`) and the prompt head the labeller quoted.
+    pub turns: Vec<(usize, String)>,
+}
+
+/// A label file that cannot be read.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum LabelError {
+    #[error("label line {line} is neither `task <name>: <words>` nor `<turn> <task> | <prompt>`")]
+    Shape { line: usize },
+    #[error("label line {line} names task `{task}`, which no `task` line declares")]
+    UnknownTask { line: usize, task: String },
+    #[error("label line {line} labels turn {got}, but turn {want} comes next")]
+    OutOfOrder {
+        line: usize,
+        got: usize,
+        want: usize,
+    },
+}
+
+impl HandLabels {
+    pub fn parse(text: &str) -> Result<HandLabels, LabelError> {
+        let mut out = HandLabels::default();
+        for (i, raw) in text.lines().enumerate() {
+            let line = i + 1;
+            let item = raw.trim();
+            if item.is_empty() || item.starts_with('#') {
+                continue;
+            }
+            if let Some(rest) = item.strip_prefix("task ") {
+                let (name, words) = rest.split_once(':').ok_or(LabelError::Shape { line })?;
+                let words: Vec<String> = words.split_whitespace().map(str::to_owned).collect();
+                if name.trim().is_empty() || words.is_empty() {
+                    return Err(LabelError::Shape { line });
+                }
+                out.tasks.push((name.trim().to_owned(), words));
+                continue;
+            }
+            let (left, head) = item.split_once('|').ok_or(LabelError::Shape { line })?;
+            let mut parts = left.split_whitespace();
+            let (Some(n), Some(task), None) = (parts.next(), parts.next(), parts.next()) else {
+                return Err(LabelError::Shape { line });
+            };
+            let n: usize = n.parse().map_err(|_| LabelError::Shape { line })?;
+            let want = out.turns.len() + 1;
+            if n != want {
+                return Err(LabelError::OutOfOrder { line, got: n, want });
+            }
+            let index = out
+                .tasks
+                .iter()
+                .position(|(name, _)| name == task)
+                .ok_or_else(|| LabelError::UnknownTask {
+                    line,
+                    task: task.to_owned(),
+                })?;
+            out.turns.push((index, head.trim().to_owned()));
+        }
+        Ok(out)
+    }
+
+    /// Each turn's task index.
+    pub fn task_of_turn(&self) -> Vec<usize> {
+        self.turns.iter().map(|(t, _)| *t).collect()
+    }
+
+    /// Each task's label words.
+    pub fn label_words(&self) -> Vec<Vec<String>> {
+        self.tasks.iter().map(|(_, w)| w.clone()).collect()
+    }
+}
+
+/// Sign a real session's completed turns exactly as the archive signs them: each turn's
+/// text redacted, then signed against the session's workspace.
+pub fn sign_turns(
+    turns: &[CompletedTurn],
+    workspace: &str,
+    redactor: &Redactor,
+    artifact_tokens: u64,
+) -> Vec<signature::Signature> {
+    let ws = Workspace::new(workspace);
+    turns
+        .iter()
+        .map(|turn| {
+            let text = redactor.redact_all(TurnText::of(turn), &mut RedactionCounts::default());
+            signature::sign_in(
+                &text,
+                "session-quality",
+                &ws,
+                "2026-12-01T00:00:00Z",
+                artifact_tokens,
+            )
+            .into_inner()
+        })
+        .collect()
+}
+
+/// Measure a real labelled session (already read into completed turns) at each threshold.
+pub fn measure_real(
+    turns: &[CompletedTurn],
+    labels: &HandLabels,
+    workspace: &str,
+    thresholds: &[f64],
+    chapter_limit: u64,
+    artifact_tokens: u64,
+    redactor: &Redactor,
+) -> Vec<Quality> {
+    let sigs = sign_turns(turns, workspace, redactor, artifact_tokens);
+    let (task_of, words) = (labels.task_of_turn(), labels.label_words());
+    thresholds
+        .iter()
+        .map(|&tau| {
+            let cfg = ComposeConfig {
+                merge_threshold: tau,
+                chapter_limit,
+            };
+            measure(&task_of, &words, &sigs, &cfg)
+        })
+        .collect()
 }
 
 /// Generate, sign and measure `seeds` sessions of `turns` turns each at each threshold of
@@ -282,6 +456,53 @@ mod tests {
         );
     }
 
+    #[test]
+    fn hand_labels_read_tasks_and_turns_and_say_what_is_wrong() {
+        let text = "# a comment\ntask lint: lint ci\ntask docs: readme\n1 lint | why is lint failing\n2 lint |\n3 docs | fix the readme\n";
+        let labels = HandLabels::parse(text).expect("parses");
+        assert_eq!(labels.task_of_turn(), vec![0, 0, 1]);
+        assert_eq!(labels.label_words()[0], vec!["lint", "ci"]);
+        assert_eq!(labels.turns[1].1, "");
+        assert_eq!(
+            HandLabels::parse("task a: x\n1 b | y"),
+            Err(LabelError::UnknownTask {
+                line: 2,
+                task: "b".into()
+            })
+        );
+        assert_eq!(
+            HandLabels::parse("task a: x\n2 a | y"),
+            Err(LabelError::OutOfOrder {
+                line: 2,
+                got: 2,
+                want: 1
+            })
+        );
+        assert_eq!(
+            HandLabels::parse("task a:\n"),
+            Err(LabelError::Shape { line: 1 })
+        );
+        assert_eq!(
+            HandLabels::parse("1 a y"),
+            Err(LabelError::Shape { line: 1 })
+        );
+        // No signature: nothing composes, and nothing is claimed.
+        let q = measure(
+            &labels.task_of_turn(),
+            &labels.label_words(),
+            &[],
+            &ComposeConfig {
+                merge_threshold: 0.25,
+                chapter_limit: 8000,
+            },
+        );
+        assert_eq!(
+            (q.turns, q.chapters),
+            (3, 0),
+            "no signature: nothing composed"
+        );
+    }
+
     fn turns(specs: Vec<TurnSpec>) -> Vec<LabelledTurn> {
         specs
             .into_iter()
@@ -293,7 +514,10 @@ mod tests {
             .collect()
     }
 
+    /// Sign and compose `specs` (twice: same bytes in, same chapters out), checking every
+    /// chapter's topics are bounded and no stopword.
     fn composed(specs: Vec<TurnSpec>) -> (Vec<signature::Signature>, usize) {
+        let specs_again = specs.clone();
         let redactor = crate::redact::built_in().expect("built-in rules compile");
         let sigs = sign_session(&turns(specs), redactor, 8000);
         let lo = sigs[0].seqs[0];
@@ -303,6 +527,16 @@ mod tests {
             chapter_limit: 8000,
         };
         let chapters = compose("s", &sigs, lo, hi, &cfg).expect("composes");
+        assert_eq!(
+            chapters,
+            compose("s", &sigs, lo, hi, &cfg).expect("composes"),
+            "deterministic"
+        );
+        assert_eq!(
+            sigs,
+            sign_session(&turns(specs_again), redactor, 8000),
+            "signing is deterministic"
+        );
         for c in &chapters {
             assert!(c.topics.len() <= crate::compose::MAX_TOPICS);
             assert!(
@@ -350,6 +584,13 @@ mod tests {
         assert!(sigs[0].size >= 200_000);
         assert!(sigs[0].terms.len() <= signature::MAX_TERMS);
         assert_eq!(chapters, 1);
+        // The same as the agent's reply: composed, bounded, one chapter.
+        let (sigs, chapters) = composed(vec![
+            TurnSpec::new("ok", &huge),
+            TurnSpec::new("go on", &huge),
+        ]);
+        assert!(sigs[0].size >= 200_000);
+        assert!(chapters <= 2);
     }
 }
 #[cfg(test)]
