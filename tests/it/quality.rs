@@ -239,4 +239,3 @@ fn real_labelled_sessions_meet_the_boundary_goal() {
         q.f1()
     );
 }
-
