@@ -160,6 +160,14 @@ struct Best {
 }
 
 impl Best {
+    /// A match read by the walk (read once by it; maybe scored before by id).
+    fn push_walked(&mut self, scan: Scan) {
+        if self.seen.contains(&scan.id) {
+            return;
+        }
+        self.push(scan);
+    }
+
     fn push(&mut self, scan: Scan) {
         if !self.seen.insert(scan.id) {
             return;
@@ -674,24 +682,40 @@ impl Cache {
             rows: Vec::new(),
             seen: BTreeSet::new(),
         };
-        // Score the documents `ids` (those matching, passing the filters), in one statement.
+        // Score the documents `ids` (those matching and passing the filters) in one
+        // statement: FTS5's BM25 reads every query term's whole doclist once per statement
+        // (and once per value of a `rowid IN` list), so a few ids are looked up one by one
+        // and more are read in one walk over their rowid range.
         let by_ids = |ids: &[i64], best: &mut Best| -> Result<(), CacheError> {
-            for chunk in ids.chunks(500) {
-                let list: Vec<String> = chunk.iter().map(i64::to_string).collect();
-                let sql_text = select(&format!(" AND fts.rowid IN ({})", list.join(", ")));
-                let mut stmt = self.conn.prepare(&sql_text).map_err(self.err())?;
-                let rows = stmt
-                    .query_map(rusqlite::params_from_iter(args.iter()), read)
-                    .map_err(self.err())?;
-                for row in rows {
-                    best.push(row.map_err(self.err())?);
-                }
+            let ids: Vec<i64> = ids
+                .iter()
+                .copied()
+                .filter(|id| !best.seen.contains(id))
+                .collect();
+            let (Some(lo), Some(hi)) = (ids.iter().min(), ids.iter().max()) else {
+                return Ok(());
+            };
+            let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+            let more = if ids.len() <= 2 {
+                format!(" AND fts.rowid IN ({})", list.join(", "))
+            } else {
+                format!(
+                    " AND fts.rowid BETWEEN {lo} AND {hi} AND +fts.rowid IN ({})",
+                    list.join(", ")
+                )
+            };
+            let mut stmt = self.conn.prepare(&select(&more)).map_err(self.err())?;
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(args.iter()), read)
+                .map_err(self.err())?;
+            for row in rows {
+                best.push(row.map_err(self.err())?);
             }
             Ok(())
         };
         // Artifacts are not in the search table: their field hits have no bound.
         let unbounded = artifacts_wanted(q.filters);
-        // (c) The documents with a category (rules: few), exactly.
+        // The documents with a category (rules: few), scored with the first field hits.
         let rules: Vec<i64> = {
             let mut stmt = self
                 .conn
@@ -700,9 +724,9 @@ impl Cache {
             let rows = stmt.query_map([], |r| r.get(0)).map_err(self.err())?;
             rows.collect::<Result<_, _>>().map_err(self.err())?
         };
-        by_ids(&rules, &mut best)?;
+        let mut first: Vec<i64> = rules.clone();
         let rules: BTreeSet<i64> = rules.into_iter().collect();
-        // (c) The documents holding the phrase, when few: then none is left unread.
+        // The documents holding the phrase, when few (then none is left unread), too.
         let mut phrase_open = false;
         if let Some(p) = q.phrase {
             let mut stmt = self
@@ -720,7 +744,7 @@ impl Cache {
             if ids.len() > PHRASE_UP_FRONT {
                 phrase_open = true;
             } else {
-                by_ids(&ids, &mut best)?;
+                first.extend(ids);
             }
         }
         // The newest date among the rowids up to each block's end.
@@ -798,13 +822,17 @@ impl Cache {
         };
         let walk_sql = format!("{} ORDER BY fts.rowid DESC", select(&walk_more));
         let mut walk = self.conn.prepare(&walk_sql).map_err(self.err())?;
+        // Not run until its first row is asked for: a query the field hits answer never
+        // pays the walk's BM25.
         let mut rows = walk
             .query(rusqlite::params_from_iter(args.iter()))
             .map_err(self.err())?;
         let mut walked = 0usize;
         let mut last_id: Option<i64> = None;
         let mut walk_done = k == 0;
-        while !walk_done {
+        let mut round = 0u32;
+        let mut walk_budget = 0usize;
+        loop {
             if field_queue.is_empty() && !fields_done {
                 let next = fields()?;
                 fields_done = next.is_empty();
@@ -817,14 +845,24 @@ impl Cache {
                     .front()
                     .map_or(f64::NEG_INFINITY, |(_, b)| *b + BOUND_SLACK)
             };
-            let walk_bound = plain_below(last_id);
-            if best.beats(phrase_open, field_bound.max(walk_bound)) {
+            let fields_stop = (field_queue.is_empty() && first.is_empty())
+                || best.beats(phrase_open, field_bound);
+            let walk_stop = walk_done || best.beats(phrase_open, plain_below(last_id));
+            if (fields_stop && walk_stop) || walk_done {
                 break;
             }
-            if field_bound >= walk_bound && !field_queue.is_empty() {
-                // (a) The next field hits, best bound first.
-                let mut ids = Vec::new();
-                while ids.len() < 64 {
+            if !fields_stop {
+                // (a) The next field hits, best bound first: 64, then 4× more each round,
+                // in one statement (with the rules and the phrase's documents first).
+                let want = 64usize << (2 * round).min(16);
+                let mut ids = std::mem::take(&mut first);
+                let mut taken = 0usize;
+                while taken < want {
+                    if field_queue.is_empty() && !fields_done {
+                        let next = fields()?;
+                        fields_done = next.is_empty();
+                        field_queue.extend(next);
+                    }
                     let Some((path, _)) = field_queue.pop_front() else {
                         break;
                     };
@@ -835,32 +873,37 @@ impl Cache {
                     if let Some(id) = id {
                         if !best.seen.contains(&id) && !rules.contains(&id) {
                             ids.push(id);
+                            taken += 1;
                         }
-                    }
-                    if field_queue
-                        .front()
-                        .is_some_and(|(_, b)| *b + BOUND_SLACK < walk_bound)
-                    {
-                        break;
                     }
                 }
                 by_ids(&ids, &mut best)?;
-                continue;
+                round += 1;
+                walk_budget = walk_budget.saturating_add(1024usize << (2 * round).min(16));
             }
-            for _ in 0..32 {
-                match rows.next().map_err(self.err())? {
-                    Some(r) => {
-                        let scan = read(r).map_err(self.err())?;
-                        walked += 1;
-                        last_id = Some(scan.id);
-                        best.push(scan);
-                    }
-                    None => {
-                        walk_done = true;
-                        break;
+            // (b) The walk, a share at a time while field hits remain to be read.
+            let mut steps = 0usize;
+            while !walk_done
+                && (fields_stop || steps < walk_budget)
+                && !best.beats(phrase_open, plain_below(last_id))
+            {
+                for _ in 0..32 {
+                    match rows.next().map_err(self.err())? {
+                        Some(r) => {
+                            let scan = read(r).map_err(self.err())?;
+                            walked += 1;
+                            steps += 1;
+                            last_id = Some(scan.id);
+                            best.push_walked(scan);
+                        }
+                        None => {
+                            walk_done = true;
+                            break;
+                        }
                     }
                 }
             }
+            walk_budget = walk_budget.saturating_sub(steps);
         }
         drop(rows);
         // How many match: counted by the walk when it went to the end; else by FTS5 alone
