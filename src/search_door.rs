@@ -594,6 +594,7 @@ impl Corpus {
                 Bounds {
                     plain: &plain,
                     fields: &mut fields,
+                    field_slack: BODY_MAX + bonus_max,
                 },
                 k,
             )?;
