@@ -575,8 +575,8 @@ impl Corpus {
                 if words.is_empty() || handed == usize::MAX {
                     return Ok(Vec::new());
                 }
-                let found =
-                    table.search(&self.table_query(req, words, params, harness, now_ms, resolve))?;
+                let found = table
+                    .search(&self.table_query(req, words, params, harness, now_ms, resolve))?;
                 // The table sorts its first `resolve` (and their ties).
                 let end = found.len().min(resolve);
                 let mut out = Vec::with_capacity(end.saturating_sub(handed));

@@ -459,7 +459,9 @@ impl Cache {
         let reader = Reader::new(workspace);
         {
             let mut ids = tx
-                .prepare("SELECT id, project_key, mirror, kind = 'artifact' FROM docs WHERE folder = ?1")
+                .prepare(
+                    "SELECT id, project_key, mirror, kind = 'artifact' FROM docs WHERE folder = ?1",
+                )
                 .map_err(&err)?;
             let mut count = tx
                 .prepare(
@@ -823,10 +825,9 @@ impl Cache {
                     )
                     .map_err(self.err())?;
                 let ids: Vec<i64> = stmt
-                    .query_map(
-                        params![file_tail(&key), key, format!("%/{esc}")],
-                        |r| r.get::<_, i64>(0),
-                    )
+                    .query_map(params![file_tail(&key), key, format!("%/{esc}")], |r| {
+                        r.get::<_, i64>(0)
+                    })
                     .map_err(self.err())?
                     .collect::<Result<_, _>>()
                     .map_err(self.err())?;
