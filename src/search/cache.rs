@@ -1110,14 +1110,16 @@ impl Cache {
 
     /// Every document with a category (rules), with its id, by path: few.
     pub fn with_category(&self) -> Result<Vec<(i64, Row)>, CacheError> {
-        let q = format!(
-            "SELECT {ROW_COLUMNS}, d.id FROM docs d WHERE d.category != '' ORDER BY d.path"
-        );
-        let mut stmt = self.conn.prepare(&q).map_err(self.err())?;
+        // Through the partial index `docs_rules`, sorted here: `ORDER BY d.path` made
+        // SQLite walk every row in path order (250 ms at 100,000 documents).
+        let q = format!("SELECT {ROW_COLUMNS}, d.id FROM docs d WHERE d.category != ''");
+        let mut stmt = self.conn.prepare_cached(&q).map_err(self.err())?;
         let rows = stmt
             .query_map([], |r| Ok((r.get(ROW_COLUMN_COUNT)?, row_of(r)?)))
             .map_err(self.err())?;
-        rows.collect::<Result<_, _>>().map_err(self.err())
+        let mut out: Vec<(i64, Row)> = rows.collect::<Result<_, _>>().map_err(self.err())?;
+        out.sort_by(|a, b| a.1.path.cmp(&b.1.path));
+        Ok(out)
     }
 
     /// Documents matching an FTS5 expression (over title, summary, topics, category and
