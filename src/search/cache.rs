@@ -143,6 +143,9 @@ pub struct Bounds<'a> {
     pub field_slack: f64,
 }
 
+/// Below this many matches (FTS5's count, filters aside) the walk reads every one (a few
+/// in the unit tests, whose corpora are small: they exercise the bounded streams too).
+const WALK_ALL_BELOW: usize = if cfg!(test) { 8 } else { 2_048 };
 /// The first round of field hits reads at most this many.
 const FIRST_ROUND_MAX: usize = 4_096;
 /// Up to this many documents holding the whole-query phrase are scored up front.
@@ -732,6 +735,20 @@ impl Cache {
         };
         // Artifacts are not in the search table: their field hits have no bound.
         let unbounded = artifacts_wanted(q.filters);
+        // Few matches (FTS5 alone says, without BM25): the walk reads them all, cheaper
+        // than field hits of which few hold every term (`E0599 billing`).
+        let few = {
+            let mut stmt = self
+                .conn
+                .prepare_cached(
+                    "SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ?1 LIMIT ?2)",
+                )
+                .map_err(self.err())?;
+            let n: i64 = stmt
+                .query_row(params![&expr, WALK_ALL_BELOW as i64], |r| r.get(0))
+                .map_err(self.err())?;
+            (n as usize) < WALK_ALL_BELOW
+        };
         // The documents with a category (rules: few), scored with the first field hits.
         let rules: Vec<i64> = {
             let mut stmt = self
@@ -741,11 +758,12 @@ impl Cache {
             let rows = stmt.query_map([], |r| r.get(0)).map_err(self.err())?;
             rows.collect::<Result<_, _>>().map_err(self.err())?
         };
-        let mut first: Vec<i64> = rules.clone();
+        let mut first: Vec<i64> = if few { Vec::new() } else { rules.clone() };
         let rules: BTreeSet<i64> = rules.into_iter().collect();
         // The documents holding the phrase, when few (then none is left unread), too.
-        let mut phrase_open = false;
-        if let Some(p) = q.phrase {
+        // Not read up front (the walk reads every match): any document left may hold it.
+        let mut phrase_open = q.phrase.is_some() && few;
+        if let (Some(p), false) = (q.phrase, few) {
             let mut stmt = self
                 .conn
                 .prepare_cached("SELECT rowid FROM fts WHERE fts MATCH ?1 LIMIT ?2")
@@ -782,9 +800,10 @@ impl Cache {
             }
             out
         };
-        // The bound of a document with no field hit among the rowids below `below`.
+        // The bound of a document with no field hit among the rowids below `below` (none
+        // when the field hits are not read: the walk then reads every match).
         let plain_below = |below: Option<i64>| -> f64 {
-            if unbounded {
+            if unbounded || few {
                 return f64::INFINITY;
             }
             let last = match below {
@@ -803,7 +822,7 @@ impl Cache {
         };
         let fields = bounds.fields;
         let mut field_queue: std::collections::VecDeque<(String, f64)> = Default::default();
-        let mut fields_done = false;
+        let mut fields_done = few;
         let mut id_of = self
             .conn
             .prepare_cached("SELECT id FROM docs WHERE path = ?1")
