@@ -372,11 +372,14 @@ fn build_worker(ws: &Path) {
 
 fn run_worker(mode: &str, ws: &Path) -> Vec<String> {
     let exe = std::env::current_exe().expect("exe");
-    let out = Command::new(exe)
-        .env("FULLTEXT_BENCH_WORKER", mode)
-        .env("FULLTEXT_BENCH_WS", ws)
-        .output()
-        .expect("worker");
+    let mut cmd = Command::new(exe);
+    cmd.env("FULLTEXT_BENCH_WORKER", mode)
+        .env("FULLTEXT_BENCH_WS", ws);
+    if std::env::var_os("FULLTEXT_BENCH_VERBOSE").is_some() {
+        // Each query's time, as the worker prints it.
+        cmd.stderr(std::process::Stdio::inherit());
+    }
+    let out = cmd.output().expect("worker");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),

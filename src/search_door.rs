@@ -27,7 +27,7 @@ use crate::pool::link;
 use crate::pool::plan::Visibility;
 use crate::redact::Redacted;
 use crate::search::cache::{
-    short_id, Cache, CacheError, Filters, Row, ScoreFields, TopQuery, TopRow, TopicTest,
+    short_id, Bounds, Cache, CacheError, Filters, Row, ScoreFields, TopQuery, TopRow, TopicTest,
     ARTIFACT_KIND,
 };
 use crate::search::query::Parsed;
@@ -562,9 +562,44 @@ impl Corpus {
                 topic: topic_test,
                 filters: &filters,
             };
-            let s = scorer.clone();
-            let (ranked, matched) = cache.top(&q, move |f| s.fast_score(f), k)?;
+            // Bounds for stopping early: a document with no §8 field hit scores at most
+            // the body's most, its recency and the core-rule bonus; one with field hits at
+            // most its score in the search table (fields, recency, bonus) plus the body's.
+            let bonus_max = params.core_rule_bonus.max(0.0);
+            let plain = move |newest: Option<i64>| -> f64 {
+                BODY_MAX + search::recency_at(newest, now_ms).points() + bonus_max
+            };
+            let mut resolve = k.saturating_mul(4).max(64);
+            let mut handed = 0usize;
+            let mut fields = || -> Result<Vec<(String, f64)>, CacheError> {
+                if words.is_empty() || handed == usize::MAX {
+                    return Ok(Vec::new());
+                }
+                let found = table
+                    .search(&self.table_query(req, words, params, harness, now_ms, resolve))?;
+                // The table sorts its first `resolve` (and their ties).
+                let end = found.len().min(resolve);
+                let mut out = Vec::with_capacity(end.saturating_sub(handed));
+                for f in found.get(handed..end).unwrap_or_default() {
+                    let path = table.doc(f.seg, f.id)?.into_inner().path;
+                    out.push((path, f.score + BODY_MAX + bonus_max));
+                }
+                handed = if end == found.len() { usize::MAX } else { end };
+                resolve = resolve.saturating_mul(4);
+                Ok(out)
+            };
+            let (ranked, matched, counted_all) = cache.top(
+                &q,
+                &|f| scorer.fast_score(f),
+                Bounds {
+                    plain: &plain,
+                    fields: &mut fields,
+                    field_slack: BODY_MAX + bonus_max,
+                },
+                k,
+            )?;
             total += matched;
+            exact &= counted_all;
             for TopRow {
                 row,
                 bm25,
@@ -662,7 +697,7 @@ impl Corpus {
             total += counted;
             // Stopped before the end of what the table found, or the table was cut at
             // `resolve`: more §8-only matches may exist than were counted.
-            exact = pos >= found.len() && found.len() < resolve;
+            exact &= pos >= found.len() && found.len() < resolve;
         }
         // 3. The §8-only matches with a category (rules: few), scored in full.
         if !words.is_empty() {

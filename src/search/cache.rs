@@ -25,11 +25,17 @@ use crate::store::read::Reader;
 
 pub const CACHE_FILE: &str = "fts.sqlite3";
 /// Bumped whenever the schema or what is indexed changes: an older or newer cache is rebuilt.
-pub const CACHE_VERSION: i64 = 3;
+pub const CACHE_VERSION: i64 = 4;
 /// `PRAGMA application_id` of this cache ("dshs"): anything else in its place is not ours.
 const APPLICATION_ID: i64 = 0x6473_6873;
 /// The kind of an artifact document (searched only when asked: [`Filters::artifacts`]).
 pub const ARTIFACT_KIND: &str = "artifact";
+/// SQLite's page cache for one search, in KiB when negative (heap, freed with the search;
+/// not `mmap`: mapped pages a search touches count in its resident memory, 171 MiB at
+/// 100,000 chapters).
+const CACHE_KIB: i64 = -32_768;
+/// Rowids `id >> BLOCK_SHIFT` share a `blocks` row: the newest date among them.
+const BLOCK_SHIFT: u32 = 8;
 /// A body longer than this is indexed up to here (a chapter is far smaller).
 const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
@@ -124,6 +130,103 @@ pub struct TopRow {
 /// See [`TopQuery::topic`].
 pub type TopicTest = std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
+/// What [`Cache::top`] knows of the scores it has not read yet.
+pub struct Bounds<'a> {
+    /// The best score a document with no §8 field hit and no category can reach when it is
+    /// dated `newest` at the latest (`None`: undated).
+    pub plain: &'a dyn Fn(Option<i64>) -> f64,
+    /// The documents with a §8 field hit, best bound first: each call hands over the next
+    /// ones (path, the best score it can reach), none when there are no more.
+    pub fields: &'a mut dyn FnMut() -> Result<Vec<(String, f64)>, CacheError>,
+    /// What a field hit's bound adds to the least it can score (the body's most and the
+    /// bonus): the first round reads every field hit whose bound reaches the `k`-th's least.
+    pub field_slack: f64,
+}
+
+/// Below this many matches (FTS5's count, filters aside) the walk reads every one (a few
+/// in the unit tests, whose corpora are small: they exercise the bounded streams too).
+const WALK_ALL_BELOW: usize = if cfg!(test) { 8 } else { 2_048 };
+/// The first round of field hits reads at most this many.
+const FIRST_ROUND_MAX: usize = 4_096;
+/// Up to this many documents holding the whole-query phrase are scored up front.
+const PHRASE_UP_FRONT: usize = 1_000;
+/// A filtered count stops here (then it says "at least").
+const COUNT_CAP: usize = 2_000;
+/// A count FTS5 answers alone (the filters leave nothing out) stops here.
+const FTS_COUNT_CAP: usize = 10_000;
+/// Added to every bound: sums in another order may differ in their last bits.
+const BOUND_SLACK: f64 = 1e-9;
+
+/// One match read and scored.
+struct Scan {
+    id: i64,
+    path: String,
+    phrase: bool,
+    score: f64,
+    bm25: f64,
+}
+
+/// The best `k` matches read so far, in final order.
+struct Best {
+    k: usize,
+    rows: Vec<Scan>,
+    seen: BTreeSet<i64>,
+}
+
+impl Best {
+    /// A match read by the walk (read once by it; maybe scored before by id).
+    fn push_walked(&mut self, scan: Scan) {
+        if self.seen.contains(&scan.id) {
+            return;
+        }
+        self.push(scan);
+    }
+
+    fn push(&mut self, scan: Scan) {
+        if !self.seen.insert(scan.id) {
+            return;
+        }
+        let at = self
+            .rows
+            .partition_point(|r| Best::order(r, &scan) == std::cmp::Ordering::Less);
+        if at < self.k {
+            self.rows.insert(at, scan);
+            self.rows.truncate(self.k);
+        }
+    }
+
+    fn order(a: &Scan, b: &Scan) -> std::cmp::Ordering {
+        b.phrase
+            .cmp(&a.phrase)
+            .then_with(|| b.score.total_cmp(&a.score))
+            .then_with(|| a.path.cmp(&b.path))
+    }
+
+    /// Whether no document left, scoring at most `bound` (and holding the phrase when
+    /// `phrase_open`), can enter the top `k`.
+    fn beats(&self, phrase_open: bool, bound: f64) -> bool {
+        if self.k == 0 {
+            return true;
+        }
+        let Some(last) = self.rows.get(self.k - 1) else {
+            return false;
+        };
+        match (last.phrase, phrase_open) {
+            (false, true) => false,
+            (true, false) => true,
+            _ => last.score > bound,
+        }
+    }
+}
+
+/// Whether artifacts are searched.
+fn artifacts_wanted(f: &Filters) -> bool {
+    f.artifacts
+        || f.kind
+            .as_deref()
+            .is_some_and(|k| k.eq_ignore_ascii_case(ARTIFACT_KIND))
+}
+
 /// A document's fields as the ranking function in SQLite sees them.
 pub struct ScoreFields<'a> {
     pub title: &'a str,
@@ -182,7 +285,14 @@ CREATE TABLE IF NOT EXISTS docs(
 );
 CREATE INDEX IF NOT EXISTS docs_folder ON docs(folder);
 CREATE INDEX IF NOT EXISTS docs_date ON docs(date_ms);
-CREATE TABLE IF NOT EXISTS files(doc INTEGER NOT NULL, path TEXT NOT NULL, PRIMARY KEY(doc, path)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS docs_rules ON docs(id) WHERE category != '';
+CREATE TABLE IF NOT EXISTS blocks(b INTEGER PRIMARY KEY, max_ms INTEGER);
+CREATE TABLE IF NOT EXISTS counts(
+  project_key TEXT NOT NULL, mirror INTEGER NOT NULL, artifact INTEGER NOT NULL, n INTEGER NOT NULL,
+  PRIMARY KEY(project_key, mirror, artifact)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS files(doc INTEGER NOT NULL, path TEXT NOT NULL, tail TEXT NOT NULL, PRIMARY KEY(doc, path)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS files_tail ON files(tail);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
   title, summary, topics, category, body,
   content='', contentless_delete=1,
@@ -243,6 +353,9 @@ impl Cache {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         conn.busy_timeout(busy)?;
+        // A query reads its terms' doclists several times (BM25's setup, the walks):
+        // kept in SQLite's page cache rather than read and parsed again.
+        conn.pragma_update(None, "cache_size", CACHE_KIB)?;
         let app: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if app != APPLICATION_ID || version != CACHE_VERSION {
@@ -263,6 +376,7 @@ impl Cache {
         let conn = Connection::open(path)?;
         conn.busy_timeout(busy)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "cache_size", CACHE_KIB)?;
         // Schema and marks in one transaction: another search opening the file meanwhile
         // sees no cache of ours or a whole one, never a half-made one.
         conn.execute_batch(&format!(
@@ -310,7 +424,11 @@ impl Cache {
             Some(h) => table.changes_since(h)?,
             None => None,
         };
-        let folders: BTreeMap<String, Vec<Redacted<TableDoc>>> = match changes {
+        // Folder by folder, each replacing what the cache held of it; or, built from
+        // nothing, document by document oldest first, so that rowid order follows date
+        // order (the ranked scan walks rowids newest first: see [`Cache::top`]).
+        let full = changes.is_none();
+        let folders: Vec<(String, Vec<Redacted<TableDoc>>)> = match changes {
             Some(changes) => {
                 let mut out = BTreeMap::new();
                 for c in changes {
@@ -319,25 +437,49 @@ impl Cache {
                         e.insert(docs);
                     }
                 }
-                out
+                out.into_iter().collect()
             }
             None => {
-                tx.execute_batch("DELETE FROM fts; DELETE FROM docs; DELETE FROM files;")
-                    .map_err(&err)?;
-                let mut out: BTreeMap<String, Vec<Redacted<TableDoc>>> = BTreeMap::new();
-                for doc in table.all_docs()? {
-                    out.entry(folder_of(&doc.path).to_owned())
-                        .or_default()
-                        .push(doc);
-                }
-                out
+                tx.execute_batch(
+                    "DELETE FROM fts; DELETE FROM docs; DELETE FROM files; DELETE FROM blocks; DELETE FROM counts;",
+                )
+                .map_err(&err)?;
+                let mut docs: Vec<(Option<i64>, String, Redacted<TableDoc>)> = table
+                    .all_docs()?
+                    .into_iter()
+                    .map(|d| {
+                        let date = d.meta.date.as_deref().and_then(super::parse_rfc3339_ms);
+                        (date, d.path.clone(), d)
+                    })
+                    .collect();
+                docs.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+                docs.into_iter()
+                    .map(|(_, path, d)| (folder_of(&path).to_owned(), vec![d]))
+                    .collect()
             }
         };
         let mut written = 0;
         let reader = Reader::new(workspace);
         {
             let mut ids = tx
-                .prepare("SELECT id FROM docs WHERE folder = ?1")
+                .prepare(
+                    "SELECT id, project_key, mirror, kind = 'artifact' FROM docs WHERE folder = ?1",
+                )
+                .map_err(&err)?;
+            let mut count = tx
+                .prepare(
+                    "INSERT INTO counts(project_key, mirror, artifact, n) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT DO UPDATE SET n = n + excluded.n",
+                )
+                .map_err(&err)?;
+            let mut block = tx
+                .prepare(
+                    "INSERT INTO blocks(b, max_ms) VALUES (?1, ?2)
+                     ON CONFLICT(b) DO UPDATE SET max_ms = CASE
+                       WHEN excluded.max_ms IS NULL THEN max_ms
+                       WHEN max_ms IS NULL THEN excluded.max_ms
+                       ELSE max(max_ms, excluded.max_ms) END",
+                )
                 .map_err(&err)?;
             let mut del_fts = tx
                 .prepare("DELETE FROM fts WHERE rowid = ?1")
@@ -347,7 +489,7 @@ impl Cache {
                 .prepare("DELETE FROM files WHERE doc = ?1")
                 .map_err(&err)?;
             let mut ins_file = tx
-                .prepare("INSERT OR IGNORE INTO files(doc, path) VALUES (?1, ?2)")
+                .prepare("INSERT OR IGNORE INTO files(doc, path, tail) VALUES (?1, ?2, ?3)")
                 .map_err(&err)?;
             let mut signatures = Signatures::default();
             let mut ins_doc = tx
@@ -362,15 +504,24 @@ impl Cache {
                 .prepare("INSERT INTO fts(rowid, title, summary, topics, category, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
                 .map_err(&err)?;
             for (folder, docs) in &folders {
-                let old: Vec<i64> = ids
-                    .query_map([folder], |r| r.get(0))
+                let old: Vec<(i64, String, bool, bool)> = if full {
+                    Vec::new()
+                } else {
+                    ids.query_map([folder], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                    })
                     .map_err(&err)?
                     .collect::<Result<_, _>>()
-                    .map_err(&err)?;
-                for id in old {
+                    .map_err(&err)?
+                };
+                for (id, pk, mirror, artifact) in old {
                     del_fts.execute([id]).map_err(&err)?;
                     del_doc.execute([id]).map_err(&err)?;
                     del_files.execute([id]).map_err(&err)?;
+                    // A block keeps its newest date: still a bound for what is left in it.
+                    count
+                        .execute(params![pk, mirror, artifact, -1])
+                        .map_err(&err)?;
                 }
                 // Every entry is built from what the store's reader read back (the table's
                 // record, the document, its signatures and artifacts): raw text cannot
@@ -430,6 +581,17 @@ impl Cache {
                         continue;
                     }
                     let id = tx.last_insert_rowid();
+                    count
+                        .execute(params![
+                            m.project_key,
+                            doc.from_mirror(),
+                            m.kind == ARTIFACT_KIND,
+                            1
+                        ])
+                        .map_err(&err)?;
+                    block
+                        .execute(params![id >> BLOCK_SHIFT, date_ms])
+                        .map_err(&err)?;
                     ins_fts
                         .execute(params![
                             id,
@@ -441,7 +603,9 @@ impl Cache {
                         ])
                         .map_err(&err)?;
                     for f in files {
-                        ins_file.execute(params![id, f]).map_err(&err)?;
+                        ins_file
+                            .execute(params![id, f, file_tail(f)])
+                            .map_err(&err)?;
                     }
                     written += 1;
                 }
@@ -458,144 +622,454 @@ impl Cache {
     }
 
     /// The best `k` documents matching an FTS5 expression (`q.expr`, over title, summary,
-    /// topics, category and body) and the filters, ranked inside SQLite: those holding the
-    /// phrase `q.phrase` first, then by `score` (called once per match with the document's
-    /// fields and its body BM25), ties by path. SQLite keeps only the top `k` while it reads
-    /// the matches: nothing per match is held here. And how many matched (each is scored
-    /// once).
+    /// topics, category and body), none of `q.excluded`, passing the filters: those holding
+    /// the phrase `q.phrase` first, then by `score` (called with the document's fields and
+    /// its body BM25), ties by path. And how many matched, and whether that count is exact
+    /// (else it is a lower bound).
+    ///
+    /// It stops before the end of the matches once no document left can rank in the top
+    /// `k` (early termination). Every document is in one of three streams, each scored
+    /// exactly when read: (a) those with a §8 field hit, read in the order of the bound the
+    /// caller gives ([`Bounds::fields`]: the search table's ranking); (b) every match,
+    /// walked newest rowid first (FTS5 walks `ORDER BY rowid DESC` for free, and rowids
+    /// follow dates: a cache is built oldest first and grows with new documents), where a
+    /// document with no field hit can score at most [`Bounds::plain`] of the newest date
+    /// among the rowids left (`blocks` keeps the newest date of every 256 rowids: a bound
+    /// even for a document from another machine inserted out of date order); (c) the few
+    /// with a category (rules) and, when few, those holding the phrase, scored up front.
+    /// The scan stops when the `k`-th best beats both streams' bounds, or when (b) ends.
     pub fn top(
         &self,
         q: &TopQuery<'_>,
-        score: impl Fn(&ScoreFields<'_>) -> f64 + Send + 'static,
+        score: &dyn Fn(&ScoreFields<'_>) -> f64,
+        bounds: Bounds<'_>,
         k: usize,
-    ) -> Result<(Vec<TopRow>, usize), CacheError> {
-        // Counted as SQLite scores them: every match is scored once, so `total` costs no
-        // second pass.
-        let counted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let counter = counted.clone();
+    ) -> Result<(Vec<TopRow>, usize, bool), CacheError> {
+        let expr = match q.excluded {
+            Some(ex) => format!("({}) NOT ({ex})", q.expr),
+            None => q.expr.to_owned(),
+        };
+        let (clause, filter_args) = filter_sql(q.filters);
+        let topic_sql = if self.register_topic(q)? {
+            " AND chapters_topic(d.topics)"
+        } else {
+            ""
+        };
+        let ph_sql = if q.phrase.is_some() {
+            "EXISTS (SELECT 1 FROM fts AS p WHERE p.fts MATCH ? AND p.rowid = d.id)"
+        } else {
+            "0"
+        };
+        let select = |more: &str| {
+            format!(
+                "SELECT d.id, d.path, d.title, d.summary, d.topics, d.kind, d.category, d.date,
+                   d.rule_id, -bm25(fts, 0.0, 0.0, 0.0, 0.0, 1.0), {ph_sql}
+                 FROM fts JOIN docs d ON d.id = fts.rowid
+                 WHERE fts MATCH ?{clause}{topic_sql}{more}"
+            )
+        };
+        let mut args: Vec<rusqlite::types::Value> = Vec::new();
+        if let Some(p) = q.phrase {
+            args.push(p.to_owned().into());
+        }
+        args.push(expr.clone().into());
+        args.extend(filter_args.iter().cloned());
+        let read = |r: &rusqlite::Row<'_>| -> rusqlite::Result<Scan> {
+            let text = |i: usize| -> rusqlite::Result<Option<String>> { r.get(i) };
+            let (title, summary, topics) = (text(2)?, text(3)?, text(4)?);
+            let (kind, category, date, rule_id) = (text(5)?, text(6)?, text(7)?, text(8)?);
+            let bm25 = r.get::<_, f64>(9)?.max(0.0);
+            let s = score(&ScoreFields {
+                title: title.as_deref().unwrap_or(""),
+                summary: summary.as_deref().unwrap_or(""),
+                topics: topics.as_deref().unwrap_or(""),
+                kind: kind.as_deref().unwrap_or(""),
+                category: category.as_deref().unwrap_or(""),
+                date: date.as_deref(),
+                rule_id: rule_id.as_deref(),
+                bm25,
+            });
+            Ok(Scan {
+                id: r.get(0)?,
+                path: r.get(1)?,
+                phrase: r.get(10)?,
+                score: s,
+                bm25,
+            })
+        };
+        let mut best = Best {
+            k,
+            rows: Vec::new(),
+            seen: BTreeSet::new(),
+        };
+        // Score the documents `ids` (those matching and passing the filters) in one
+        // statement: FTS5's BM25 reads every query term's whole doclist once per statement
+        // (and once per value of a `rowid IN` list), so a few ids are looked up one by one
+        // and more are read in one walk over their rowid range.
+        let by_ids = |ids: &[i64], best: &mut Best| -> Result<(), CacheError> {
+            let ids: Vec<i64> = ids
+                .iter()
+                .copied()
+                .filter(|id| !best.seen.contains(id))
+                .collect();
+            let (Some(lo), Some(hi)) = (ids.iter().min(), ids.iter().max()) else {
+                return Ok(());
+            };
+            let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+            let more = if ids.len() <= 2 {
+                format!(" AND fts.rowid IN ({})", list.join(", "))
+            } else {
+                format!(
+                    " AND fts.rowid BETWEEN {lo} AND {hi} AND +fts.rowid IN ({})",
+                    list.join(", ")
+                )
+            };
+            let mut stmt = self.conn.prepare(&select(&more)).map_err(self.err())?;
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(args.iter()), read)
+                .map_err(self.err())?;
+            for row in rows {
+                best.push(row.map_err(self.err())?);
+            }
+            Ok(())
+        };
+        // Artifacts are not in the search table: their field hits have no bound.
+        let unbounded = artifacts_wanted(q.filters);
+        // Few matches (FTS5 alone says, without BM25): the walk reads them all, cheaper
+        // than field hits of which few hold every term (`E0599 billing`).
+        let few = {
+            let mut stmt = self
+                .conn
+                .prepare_cached(
+                    "SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ?1 LIMIT ?2)",
+                )
+                .map_err(self.err())?;
+            let n: i64 = stmt
+                .query_row(params![&expr, WALK_ALL_BELOW as i64], |r| r.get(0))
+                .map_err(self.err())?;
+            (n as usize) < WALK_ALL_BELOW
+        };
+        // The documents with a category (rules: few), scored with the first field hits.
+        let rules: Vec<i64> = {
+            let mut stmt = self
+                .conn
+                .prepare_cached("SELECT id FROM docs WHERE category != ''")
+                .map_err(self.err())?;
+            let rows = stmt.query_map([], |r| r.get(0)).map_err(self.err())?;
+            rows.collect::<Result<_, _>>().map_err(self.err())?
+        };
+        let mut first: Vec<i64> = if few { Vec::new() } else { rules.clone() };
+        let rules: BTreeSet<i64> = rules.into_iter().collect();
+        // The documents holding the phrase, when few (then none is left unread), too.
+        // Not read up front (the walk reads every match): any document left may hold it.
+        let mut phrase_open = q.phrase.is_some() && few;
+        if let (Some(p), false) = (q.phrase, few) {
+            let mut stmt = self
+                .conn
+                .prepare_cached("SELECT rowid FROM fts WHERE fts MATCH ?1 LIMIT ?2")
+                .map_err(self.err())?;
+            let ids: Vec<i64> = stmt
+                .query_map(
+                    params![format!("({expr}) AND ({p})"), PHRASE_UP_FRONT as i64 + 1],
+                    |r| r.get(0),
+                )
+                .map_err(self.err())?
+                .collect::<Result<_, _>>()
+                .map_err(self.err())?;
+            if ids.len() > PHRASE_UP_FRONT {
+                phrase_open = true;
+            } else {
+                first.extend(ids);
+            }
+        }
+        // The newest date among the rowids up to each block's end.
+        let blocks: Vec<(i64, Option<i64>)> = {
+            let mut stmt = self
+                .conn
+                .prepare_cached("SELECT b, max_ms FROM blocks ORDER BY b")
+                .map_err(self.err())?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(self.err())?;
+            let mut newest: Option<i64> = None;
+            let mut out = Vec::new();
+            for row in rows {
+                let (b, ms): (i64, Option<i64>) = row.map_err(self.err())?;
+                newest = newest.max(ms);
+                out.push((b, newest));
+            }
+            out
+        };
+        // The bound of a document with no field hit among the rowids below `below` (none
+        // when the field hits are not read: the walk then reads every match).
+        let plain_below = |below: Option<i64>| -> f64 {
+            if unbounded || few {
+                return f64::INFINITY;
+            }
+            let last = match below {
+                None => blocks.last(),
+                Some(id) if id <= 0 => None,
+                Some(id) => {
+                    let b = (id - 1) >> BLOCK_SHIFT;
+                    let i = blocks.partition_point(|(x, _)| *x <= b);
+                    i.checked_sub(1).and_then(|i| blocks.get(i))
+                }
+            };
+            match last {
+                Some((_, newest)) => (bounds.plain)(*newest) + BOUND_SLACK,
+                None => f64::NEG_INFINITY,
+            }
+        };
+        let fields = bounds.fields;
+        let mut field_queue: std::collections::VecDeque<(String, f64)> = Default::default();
+        let mut fields_done = few;
+        let mut id_of = self
+            .conn
+            .prepare_cached("SELECT id FROM docs WHERE path = ?1")
+            .map_err(self.err())?;
+        // (b) Every match, newest rowid first; with `--path`, only among the documents whose
+        // signatures name the file (found through the `files_tail` index).
+        let walk_more = match &q.filters.path {
+            Some(p) => {
+                let key = file_key(p);
+                let esc = key
+                    .replace('\\', "\\\\")
+                    .replace('%', "\\%")
+                    .replace('_', "\\_");
+                let mut stmt = self
+                    .conn
+                    .prepare_cached(
+                        "SELECT DISTINCT doc FROM files
+                         WHERE tail = ?1 AND (path = ?2 OR path LIKE ?3 ESCAPE '\\') ORDER BY doc",
+                    )
+                    .map_err(self.err())?;
+                let ids: Vec<i64> = stmt
+                    .query_map(params![file_tail(&key), key, format!("%/{esc}")], |r| {
+                        r.get::<_, i64>(0)
+                    })
+                    .map_err(self.err())?
+                    .collect::<Result<_, _>>()
+                    .map_err(self.err())?;
+                // One range (one BM25 setup), the ids as a plain filter inside it.
+                let lo = ids.first().copied().unwrap_or(0);
+                let hi = ids.last().copied().unwrap_or(-1);
+                let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+                format!(
+                    " AND fts.rowid BETWEEN {lo} AND {hi} AND +fts.rowid IN ({})",
+                    list.join(", ")
+                )
+            }
+            None => String::new(),
+        };
+        let walk_sql = format!("{} ORDER BY fts.rowid DESC", select(&walk_more));
+        let mut walk = self.conn.prepare(&walk_sql).map_err(self.err())?;
+        // Not run until its first row is asked for: a query the field hits answer never
+        // pays the walk's BM25.
+        let mut rows = walk
+            .query(rusqlite::params_from_iter(args.iter()))
+            .map_err(self.err())?;
+        let mut walked = 0usize;
+        let mut last_id: Option<i64> = None;
+        let mut walk_done = k == 0;
+        let mut round = 0u32;
+        let mut walk_budget = 0usize;
+        loop {
+            if field_queue.is_empty() && !fields_done {
+                let next = fields()?;
+                fields_done = next.is_empty();
+                field_queue.extend(next);
+            }
+            let field_bound = if unbounded {
+                f64::INFINITY
+            } else {
+                field_queue
+                    .front()
+                    .map_or(f64::NEG_INFINITY, |(_, b)| *b + BOUND_SLACK)
+            };
+            let fields_stop = (field_queue.is_empty() && first.is_empty())
+                || best.beats(phrase_open, field_bound);
+            let walk_stop = walk_done || best.beats(phrase_open, plain_below(last_id));
+            if (fields_stop && walk_stop) || walk_done {
+                break;
+            }
+            if !fields_stop {
+                // (a) The next field hits, best bound first: 64, then 4× more each round,
+                // in one statement (with the rules and the phrase's documents first).
+                let want = 64usize << (2 * round).min(16);
+                let mut ids = std::mem::take(&mut first);
+                let mut taken = 0usize;
+                // The first round also takes every field hit that may beat the `k`-th one
+                // taken (each taken one scores at least its bound less the slack).
+                let mut kth_least = f64::INFINITY;
+                while taken < want
+                    || (round == 0
+                        && taken < FIRST_ROUND_MAX
+                        && field_queue
+                            .front()
+                            .is_some_and(|(_, b)| *b + BOUND_SLACK >= kth_least))
+                {
+                    if field_queue.is_empty() && !fields_done {
+                        let next = fields()?;
+                        fields_done = next.is_empty();
+                        field_queue.extend(next);
+                    }
+                    let Some((path, bound)) = field_queue.pop_front() else {
+                        break;
+                    };
+                    let id: Option<i64> = id_of
+                        .query_row([&path], |r| r.get(0))
+                        .optional()
+                        .map_err(self.err())?;
+                    if let Some(id) = id {
+                        if !best.seen.contains(&id) && !rules.contains(&id) {
+                            ids.push(id);
+                            taken += 1;
+                            if taken == k {
+                                kth_least = bound - bounds.field_slack;
+                            }
+                        }
+                    }
+                }
+                by_ids(&ids, &mut best)?;
+                round += 1;
+                walk_budget = walk_budget.saturating_add(1024usize << (2 * round).min(16));
+            }
+            // (b) The walk, a share at a time while field hits remain to be read.
+            let mut steps = 0usize;
+            while !walk_done
+                && (fields_stop || steps < walk_budget)
+                && !best.beats(phrase_open, plain_below(last_id))
+            {
+                for _ in 0..32 {
+                    match rows.next().map_err(self.err())? {
+                        Some(r) => {
+                            let scan = read(r).map_err(self.err())?;
+                            walked += 1;
+                            steps += 1;
+                            last_id = Some(scan.id);
+                            best.push_walked(scan);
+                        }
+                        None => {
+                            walk_done = true;
+                            break;
+                        }
+                    }
+                }
+            }
+            walk_budget = walk_budget.saturating_sub(steps);
+        }
+        drop(rows);
+        // How many match: counted by the walk when it went to the end; else by FTS5 alone
+        // when the filters leave nothing out of this cache; else up to a cap.
+        let (total, exact) = if walk_done && k > 0 {
+            (walked, true)
+        } else if topic_sql.is_empty() && self.filters_keep_all(q.filters)? {
+            // FTS5 alone, up to a cap: counting every match of a word in nearly every
+            // document is a walk of its whole doclist (tens of milliseconds at 100,000).
+            let n: i64 = self
+                .conn
+                .query_row(
+                    "SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ?1 LIMIT ?2)",
+                    params![&expr, FTS_COUNT_CAP as i64],
+                    |r| r.get(0),
+                )
+                .map_err(self.err())?;
+            (n as usize, (n as usize) < FTS_COUNT_CAP)
+        } else {
+            let mut all = args.clone();
+            if q.phrase.is_some() {
+                all.remove(0);
+            }
+            all.push((COUNT_CAP as i64).into());
+            let n: i64 = self
+                .conn
+                .query_row(
+                    &format!(
+                        "SELECT count(*) FROM (SELECT 1 FROM fts JOIN docs d ON d.id = fts.rowid
+                         WHERE fts MATCH ?{clause}{topic_sql} LIMIT ?)"
+                    ),
+                    rusqlite::params_from_iter(all),
+                    |r| r.get(0),
+                )
+                .map_err(self.err())?;
+            (n as usize, (n as usize) < COUNT_CAP)
+        };
+        let mut out = Vec::with_capacity(best.rows.len());
+        for scan in best.rows {
+            let Some((_, row)) = self.row_by_id(scan.id)? else {
+                continue;
+            };
+            out.push(TopRow {
+                row,
+                bm25: scan.bm25,
+                phrase: scan.phrase,
+                score: scan.score,
+            });
+        }
+        Ok((out, total, exact))
+    }
+
+    /// Whether no document of this cache is left out by `f`: only the project, mirror and
+    /// artifact filters, and every document passes them.
+    fn filters_keep_all(&self, f: &Filters) -> Result<bool, CacheError> {
+        if f.kind.is_some()
+            || f.harness.is_some()
+            || f.machine.is_some()
+            || f.session.is_some()
+            || f.since_ms.is_some()
+            || f.until_ms.is_some()
+            || f.path.is_some()
+        {
+            return Ok(false);
+        }
+        let wants_artifacts = artifacts_wanted(f);
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT project_key, mirror, artifact FROM counts WHERE n > 0")
+            .map_err(self.err())?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, bool>(1)?,
+                    r.get::<_, bool>(2)?,
+                ))
+            })
+            .map_err(self.err())?;
+        for row in rows {
+            let (pk, mirror, artifact) = row.map_err(self.err())?;
+            let pk_ok = f
+                .project_key
+                .as_ref()
+                .is_none_or(|want| want.to_lowercase() == pk.to_lowercase());
+            if !pk_ok || (mirror && !f.include_mirror) || (artifact && !wants_artifacts) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Register the topic test of `q` as `chapters_topic` (when it has one).
+    fn register_topic(&self, q: &TopQuery<'_>) -> Result<bool, CacheError> {
+        let Some(test) = &q.topic else {
+            return Ok(false);
+        };
+        let test = test.clone();
         self.conn
             .create_scalar_function(
-                "chapters_score",
-                8,
-                FunctionFlags::SQLITE_UTF8,
+                "chapters_topic",
+                1,
+                FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
                 move |ctx| {
-                    let text = |i: usize| -> rusqlite::Result<Option<&str>> {
-                        match ctx.get_raw(i) {
-                            rusqlite::types::ValueRef::Null => Ok(None),
-                            v => v
-                                .as_str()
-                                .map(Some)
-                                .map_err(|e| rusqlite::Error::UserFunctionError(Box::new(e))),
-                        }
+                    let topics = match ctx.get_raw(0) {
+                        rusqlite::types::ValueRef::Text(t) => t,
+                        _ => b"",
                     };
-                    let fields = ScoreFields {
-                        title: text(0)?.unwrap_or(""),
-                        summary: text(1)?.unwrap_or(""),
-                        topics: text(2)?.unwrap_or(""),
-                        kind: text(3)?.unwrap_or(""),
-                        category: text(4)?.unwrap_or(""),
-                        date: text(5)?,
-                        rule_id: text(6)?,
-                        bm25: ctx.get::<f64>(7)?.max(0.0),
-                    };
-                    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    Ok(score(&fields))
+                    Ok(test(&String::from_utf8_lossy(topics)))
                 },
             )
             .map_err(self.err())?;
-        let (where_sql, mut args) = self.match_sql(q)?;
-        let phrase = match q.phrase {
-            Some(p) => {
-                args.insert(0, p.to_owned().into());
-                "d.id IN (SELECT rowid FROM fts WHERE fts MATCH ?)"
-            }
-            None => "0",
-        };
-        let sql_text = format!(
-            "SELECT d.id, {phrase} AS ph,
-               chapters_score(d.title, d.summary, d.topics, d.kind, d.category, d.date, d.rule_id,
-                              -bm25(fts, 0.0, 0.0, 0.0, 0.0, 1.0)) AS s,
-               d.path AS p
-             FROM fts JOIN docs d ON d.id = fts.rowid WHERE {where_sql}
-             ORDER BY ph DESC, s DESC, p LIMIT ?"
-        );
-        args.push((k.min(i64::MAX as usize) as i64).into());
-        let top: Vec<(i64, bool, f64)> = {
-            let mut stmt = self.conn.prepare(&sql_text).map_err(self.err())?;
-            let rows = stmt
-                .query_map(rusqlite::params_from_iter(args), |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-                })
-                .map_err(self.err())?;
-            rows.collect::<Result<_, _>>().map_err(self.err())?
-        };
-        // The BM25 of the top `k` alone, in one statement (its IDF is read once), rather
-        // than a second BM25 per match above.
-        let bm25s: BTreeMap<i64, f64> = if top.is_empty() {
-            BTreeMap::new()
-        } else {
-            let ids: Vec<String> = top.iter().map(|t| t.0.to_string()).collect();
-            let mut stmt = self
-                .conn
-                .prepare(&format!(
-                    "SELECT rowid, -bm25(fts, 0.0, 0.0, 0.0, 0.0, 1.0) FROM fts
-                     WHERE fts MATCH ?1 AND rowid IN ({})",
-                    ids.join(", ")
-                ))
-                .map_err(self.err())?;
-            let rows = stmt
-                .query_map([q.expr], |r| Ok((r.get(0)?, r.get(1)?)))
-                .map_err(self.err())?;
-            rows.collect::<Result<_, _>>().map_err(self.err())?
-        };
-        let mut out = Vec::with_capacity(top.len());
-        for (id, ph, s) in top {
-            let Some((_, row)) = self.row_by_id(id)? else {
-                continue;
-            };
-            let bm25 = bm25s.get(&id).copied().unwrap_or(0.0);
-            out.push(TopRow {
-                row,
-                bm25: bm25.max(0.0),
-                phrase: ph,
-                score: s,
-            });
-        }
-        Ok((out, counted.load(std::sync::atomic::Ordering::Relaxed)))
-    }
-
-    /// The `WHERE` of a [`TopQuery`] and its values in order (registers the topic test).
-    fn match_sql(
-        &self,
-        q: &TopQuery<'_>,
-    ) -> Result<(String, Vec<rusqlite::types::Value>), CacheError> {
-        let (clause, filter_args) = filter_sql(q.filters);
-        let mut where_sql = format!("fts MATCH ?{clause}");
-        let mut args: Vec<rusqlite::types::Value> = vec![q.expr.to_owned().into()];
-        args.extend(filter_args);
-        if let Some(ex) = q.excluded {
-            where_sql.push_str(" AND d.id NOT IN (SELECT rowid FROM fts WHERE fts MATCH ?)");
-            args.push(ex.to_owned().into());
-        }
-        if let Some(test) = &q.topic {
-            let test = test.clone();
-            self.conn
-                .create_scalar_function(
-                    "chapters_topic",
-                    1,
-                    FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
-                    move |ctx| {
-                        let topics = match ctx.get_raw(0) {
-                            rusqlite::types::ValueRef::Text(t) => t,
-                            _ => b"",
-                        };
-                        Ok(test(&String::from_utf8_lossy(topics)))
-                    },
-                )
-                .map_err(self.err())?;
-            where_sql.push_str(" AND chapters_topic(d.topics)");
-        }
-        Ok((where_sql, args))
+        Ok(true)
     }
 
     /// Whether the document `id` matches an FTS5 expression.
@@ -655,14 +1129,16 @@ impl Cache {
 
     /// Every document with a category (rules), with its id, by path: few.
     pub fn with_category(&self) -> Result<Vec<(i64, Row)>, CacheError> {
-        let q = format!(
-            "SELECT {ROW_COLUMNS}, d.id FROM docs d WHERE d.category != '' ORDER BY d.path"
-        );
-        let mut stmt = self.conn.prepare(&q).map_err(self.err())?;
+        // Through the partial index `docs_rules`, sorted here: `ORDER BY d.path` made
+        // SQLite walk every row in path order (250 ms at 100,000 documents).
+        let q = format!("SELECT {ROW_COLUMNS}, d.id FROM docs d WHERE d.category != ''");
+        let mut stmt = self.conn.prepare_cached(&q).map_err(self.err())?;
         let rows = stmt
             .query_map([], |r| Ok((r.get(ROW_COLUMN_COUNT)?, row_of(r)?)))
             .map_err(self.err())?;
-        rows.collect::<Result<_, _>>().map_err(self.err())
+        let mut out: Vec<(i64, Row)> = rows.collect::<Result<_, _>>().map_err(self.err())?;
+        out.sort_by(|a, b| a.1.path.cmp(&b.1.path));
+        Ok(out)
     }
 
     /// Documents matching an FTS5 expression (over title, summary, topics, category and
@@ -891,11 +1367,7 @@ fn filter_sql(f: &Filters) -> (String, Vec<rusqlite::types::Value>) {
     if !f.include_mirror {
         clause.push_str(" AND d.mirror = 0");
     }
-    let wants_artifacts = f.artifacts
-        || f.kind
-            .as_deref()
-            .is_some_and(|k| k.eq_ignore_ascii_case(ARTIFACT_KIND));
-    if !wants_artifacts {
+    if !artifacts_wanted(f) {
         clause.push_str(&format!(" AND d.kind != '{ARTIFACT_KIND}'"));
     }
     if let Some(p) = &f.path {
@@ -905,7 +1377,8 @@ fn filter_sql(f: &Filters) -> (String, Vec<rusqlite::types::Value>) {
             .replace('\\', "\\\\")
             .replace('%', "\\%")
             .replace('_', "\\_");
-        clause.push_str(" AND EXISTS (SELECT 1 FROM files f WHERE f.doc = d.id AND (f.path = ? OR f.path LIKE ? ESCAPE '\\'))");
+        clause.push_str(" AND EXISTS (SELECT 1 FROM files f WHERE f.doc = d.id AND f.tail = ? AND (f.path = ? OR f.path LIKE ? ESCAPE '\\'))");
+        args.push(file_tail(&key).to_owned().into());
         args.push(key.into());
         args.push(format!("%/{esc}").into());
     }
@@ -952,6 +1425,11 @@ pub fn file_key(path: &str) -> String {
         p = rest;
     }
     p.to_lowercase()
+}
+
+/// A path's last component, as [`file_key`] made it (what the `--path` filter looks up).
+fn file_tail(key: &str) -> &str {
+    key.rsplit('/').next().unwrap_or(key)
 }
 
 /// The collection lines (signatures) of the sessions one update reads, each file once:
@@ -1243,6 +1721,7 @@ mod tests {
         assert_eq!(
             args,
             vec![
+                rusqlite::types::Value::from("csv_1.rs".to_owned()),
                 rusqlite::types::Value::from("export/csv_1.rs".to_owned()),
                 rusqlite::types::Value::from("%/export/csv\\_1.rs".to_owned()),
             ]
