@@ -1312,6 +1312,12 @@ mod tests {
     }
 
     fn equivalence_store(ws: &Path) {
+        equivalence_store_some(ws, |_| true);
+    }
+
+    /// The documents of [`equivalence_store`] whose number `keep` accepts (the same bytes),
+    /// each named in the change journal as the store's writer does.
+    fn equivalence_store_some(ws: &Path, keep: impl Fn(usize) -> bool) {
         const VOCAB: &[&str] = &[
             "parser", "token", "refresh", "cache", "deploy", "billing", "socket", "retry",
             "schema", "config", "header", "timeout", "invoice", "ledger", "render", "thread",
@@ -1363,12 +1369,20 @@ mod tests {
                 format!("{:03}-c.md", i % 40 + 1)
             };
             let seq = (i % 40) as u64 * 10;
+            if !keep(i) {
+                continue;
+            }
             let text = format!(
                 "---\ntitle: \"{title}\"\nsummary: \"{summary}\"\nkind: {kind}\nprojectKey: \"pk\"\n{extra}harnessId: m{}\nsessionId: {root}\nseqRange: [{seq}, {}]\ndate: \"2026-{month:02}-{day:02}T10:00:00Z\"\ntopics: {topics}\n---\n{body}",
                 i % 3,
                 seq + 5
             );
             put(ws, &format!(".dsh-chapters/{root}/chapters/{name}"), &text);
+            crate::store::journal::record(
+                &ws.join(".dsh-chapters"),
+                &format!(".dsh-chapters/{root}/chapters"),
+                &[name.as_str()],
+            );
             let line = serde_json::json!({
                 "v": 1, "at": "2026-01-01T00:00:00Z", "by": "deterministic", "commands": [],
                 "paths": [format!("src/{}/mod.rs", VOCAB[i % VOCAB.len()])],
@@ -1388,6 +1402,29 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tmp");
         let ws = tmp.path();
         equivalence_store(ws);
+        top_k_agrees_with_every_match_scored(ws);
+    }
+
+    /// Documents added after the cache was built, dated before and between the ones it holds
+    /// (a pool pull of another machine's older work): the newest-first walk's per-block date
+    /// bound must still find the same top `k` as scoring every match.
+    #[test]
+    fn the_top_k_path_holds_when_older_documents_arrive_after_the_cache_was_built() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        equivalence_store_some(ws, |i| i % 3 == 0);
+        let first = open(ws, "pk", false, T).expect("open");
+        assert!(first.documents >= 80, "{}", first.documents);
+        drop(first);
+        // The rest in two rounds, each its own incremental update.
+        for round in [1, 2] {
+            equivalence_store_some(ws, |i| i % 3 == round);
+            drop(open(ws, "pk", false, T).expect("open"));
+        }
+        top_k_agrees_with_every_match_scored(ws);
+    }
+
+    fn top_k_agrees_with_every_match_scored(ws: &Path) {
         let corpus = open(ws, "pk", false, T).expect("open");
         assert!(corpus.documents >= 240, "{}", corpus.documents);
         let params = ScoreParams {

@@ -34,8 +34,12 @@ pub const ARTIFACT_KIND: &str = "artifact";
 /// not `mmap`: mapped pages a search touches count in its resident memory, 171 MiB at
 /// 100,000 chapters).
 const CACHE_KIB: i64 = -32_768;
-/// Rowids `id >> BLOCK_SHIFT` share a `blocks` row: the newest date among them.
+/// Rowids `id >> BLOCK_SHIFT` share a `blocks` row: the newest date among them. Tests use
+/// blocks of 4 rowids so their few hundred documents span many blocks.
+#[cfg(not(test))]
 const BLOCK_SHIFT: u32 = 8;
+#[cfg(test)]
+const BLOCK_SHIFT: u32 = 2;
 /// A body longer than this is indexed up to here (a chapter is far smaller).
 const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
