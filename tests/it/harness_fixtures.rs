@@ -1,5 +1,5 @@
-//! Every Claude Code and Codex fixture (`fixtures/claude-code/`, `fixtures/codex/`, their
-//! READMEs say which are real and where from), archived together in one workspace through
+//! Every Claude Code and Codex fixture (`fixtures/claude-code/`, `fixtures/codex/`, the real
+//! sessions of `fixtures/labelled/`; their READMEs say which are real and where from), archived together in one workspace through
 //! the binary: each archives with no error, every completed turn is signed and archived
 //! once (a resumed transcript's copies and Codex's `replacement_history` included), no
 //! screened block reaches a chapter, every tool call has its result, and a subagent's
@@ -42,6 +42,12 @@ const ALL: &[(&str, How, usize)] = &[
     ("claude-code/v2.1.38-subagent.jsonl", How::Claude, 1),
     ("claude-code/v2.1.39-compaction.jsonl", How::Claude, 1),
     ("claude-code/v2.1.39-subagent.jsonl", How::Claude, 1),
+    // Real sessions of four more versions (2.1.31, 2.1.17, 2.1.22, 2.0.76), labelled for the
+    // quality figures (`fixtures/labelled/README.md`), stored compressed.
+    ("labelled/entire-lint-migration.jsonl.zst", How::Claude, 15),
+    ("labelled/entire-remote-env-gpg.jsonl.zst", How::Claude, 11),
+    ("labelled/entire-shadow-branch-rebase.jsonl.zst", How::Claude, 15),
+    ("labelled/entire-session-cleanup.jsonl.zst", How::Claude, 13),
     (
         "codex/rollout-2025-04-20-5e550000-0000-4000-8000-000000000001.json",
         How::Codex,
@@ -132,12 +138,19 @@ fn cwd_of(text: &str, json_file: bool) -> String {
 /// by the workspace, quiet for a day. Returns the installed path.
 fn install(sb: &Sandbox, name: &str, how: How) -> PathBuf {
     let src = fixtures().join(name);
-    let text = std::fs::read_to_string(&src).expect("fixture");
+    let bytes = std::fs::read(&src).expect("fixture");
+    let bytes = if name.ends_with(".zst") {
+        zstd::decode_all(bytes.as_slice()).expect("a zstd fixture")
+    } else {
+        bytes
+    };
+    let text = String::from_utf8(bytes).expect("a UTF-8 fixture");
     let file = src
         .file_name()
         .expect("name")
         .to_string_lossy()
-        .into_owned();
+        .trim_end_matches(".zst")
+        .to_owned();
     let cwd = cwd_of(&text, file.ends_with(".json"));
     let ws = sb.ws_str();
     let text = text.replace(&cwd, &ws);
