@@ -46,7 +46,11 @@ const ALL: &[(&str, How, usize)] = &[
     // quality figures (`fixtures/labelled/README.md`), stored compressed.
     ("labelled/entire-lint-migration.jsonl.zst", How::Claude, 15),
     ("labelled/entire-remote-env-gpg.jsonl.zst", How::Claude, 11),
-    ("labelled/entire-shadow-branch-rebase.jsonl.zst", How::Claude, 15),
+    (
+        "labelled/entire-shadow-branch-rebase.jsonl.zst",
+        How::Claude,
+        15,
+    ),
     ("labelled/entire-session-cleanup.jsonl.zst", How::Claude, 13),
     (
         "codex/rollout-2025-04-20-5e550000-0000-4000-8000-000000000001.json",
