@@ -255,7 +255,8 @@ fn scan_marks(
             .find(|&(_, c)| is_text_delimiter(c))
             .map_or(text.len(), |(i, _)| hit + i);
         if end > start {
-            if let Some(p) = from_mention(&text[start..end], ws, strictness) {
+            let token = without_diff_prefix(text, start, &text[start..end]);
+            if let Some(p) = from_mention(token, ws, strictness) {
                 if !each(p) {
                     return;
                 }
@@ -271,6 +272,8 @@ fn clean_mention(token: &str) -> &str {
     if let Some(i) = t.find('#') {
         t = &t[..i];
     }
+    t = without_revision(t);
+    t = without_grep_position(t);
     loop {
         let before = t.len();
         t = t.trim_end_matches([
@@ -284,6 +287,81 @@ fn clean_mention(token: &str) -> &str {
         if t.len() == before {
             return t;
         }
+    }
+}
+
+/// `git show HEAD:src/x.rs`, `git show 8034f24:src/x.rs`: the path after a revision (`HEAD`,
+/// `HEAD~2`, `HEAD^`, or 7–40 hex digits with a digit among them). A drive letter (`C:`) is
+/// one character, so never a revision.
+fn without_revision(t: &str) -> &str {
+    let Some((rev, rest)) = t.split_once(':') else {
+        return t;
+    };
+    let head = rev.strip_prefix("HEAD").is_some_and(|r| {
+        r.bytes()
+            .all(|b| b == b'~' || b == b'^' || b.is_ascii_digit())
+    });
+    let sha = (7..=40).contains(&rev.len())
+        && rev.bytes().all(|b| b.is_ascii_hexdigit())
+        && rev.bytes().any(|b| b.is_ascii_digit());
+    if (head || sha) && !rest.is_empty() {
+        rest
+    } else {
+        t
+    }
+}
+
+/// `grep -n` and `grep -C` output glue a line number to the file: `x.rs:38:text`,
+/// `x.rs:99-103`, `CLAUDE.md-45-text` (a context line). The file ends where a name with an
+/// extension meets `:N` (then the end, `:` or `-`) or `-N-`.
+fn without_grep_position(t: &str) -> &str {
+    let bytes = t.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        if b != b':' && b != b'-' {
+            continue;
+        }
+        let digits = bytes[i + 1..]
+            .iter()
+            .take_while(|d| d.is_ascii_digit())
+            .count();
+        if digits == 0 {
+            continue;
+        }
+        let after = bytes.get(i + 1 + digits).copied();
+        let glued = match b {
+            b':' => matches!(after, None | Some(b':') | Some(b'-')),
+            _ => after == Some(b'-'),
+        };
+        if glued && ends_with_extension(&t[..i]) {
+            return &t[..i];
+        }
+    }
+    t
+}
+
+/// The last component of `head` has an extension: `.` then 1–10 ASCII letters or digits.
+fn ends_with_extension(head: &str) -> bool {
+    let name = head.rsplit(['/', '\\']).next().unwrap_or(head);
+    name.rsplit_once('.').is_some_and(|(_, ext)| {
+        (1..=10).contains(&ext.len()) && ext.bytes().all(|b| b.is_ascii_alphanumeric())
+    })
+}
+
+/// A unified diff's header names the file with `a/` and `b/` in front (`diff --git a/x b/x`,
+/// `--- a/x`, `+++ b/x`): the token at `start` of such a line, without that prefix.
+fn without_diff_prefix<'a>(text: &str, start: usize, token: &'a str) -> &'a str {
+    let Some(rest) = token
+        .strip_prefix("a/")
+        .or_else(|| token.strip_prefix("b/"))
+    else {
+        return token;
+    };
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..start].trim_start();
+    if line.starts_with("diff --git ") || line.starts_with("--- ") || line.starts_with("+++ ") {
+        rest
+    } else {
+        token
     }
 }
 
@@ -384,6 +462,51 @@ mod tests {
             true
         });
         out
+    }
+
+    /// Shapes seen in real Claude Code sessions' tool output (the labelled fixtures): grep's
+    /// line numbers and context lines, a revision before the path, a diff's `a/` and `b/`.
+    #[test]
+    fn grep_positions_revisions_and_diff_prefixes_are_not_part_of_the_path() {
+        for (token, want) in [
+            ("cmd/cli/clean.go:38:The", "cmd/cli/clean.go"),
+            ("cmd/cli/temporary.go:99-103", "cmd/cli/temporary.go"),
+            ("cmd/cli/store.go-19-", "cmd/cli/store.go"),
+            (
+                ".claude/skills/x/SKILL.md-12--",
+                ".claude/skills/x/SKILL.md",
+            ),
+            ("docs/CLAUDE.md-45-mise", "docs/CLAUDE.md"),
+            ("docs/CLAUDE.md:258:-", "docs/CLAUDE.md"),
+            (
+                "HEAD:cmd/cli/checkpoint_test.go",
+                "cmd/cli/checkpoint_test.go",
+            ),
+            ("HEAD~2:src/a.rs", "src/a.rs"),
+            ("8034f24:src/a.rs", "src/a.rs"),
+            ("src/a.rs:12", "src/a.rs"),
+            // Left alone: a name with digits after a dash, a word before a colon.
+            ("src/v1-2/a.rs", "src/v1-2/a.rs"),
+            ("src/release-2024-01.md", "src/release-2024-01.md"),
+        ] {
+            assert_eq!(mention(token).as_deref(), Some(want), "{token}");
+        }
+        // A drive letter is no revision (the workspace here is a Linux one).
+        assert_eq!(
+            mention("C:\\Users\\ana\\proj\\src\\x.rs:7").as_deref(),
+            Some("C:/Users/ana/proj/src/x.rs")
+        );
+        let diff = "diff --git a/src/lib.rs b/src/lib.rs\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1 @@\n see a/b/c.rs\n";
+        assert_eq!(
+            scan(diff, Strictness::NeedSlash),
+            [
+                "src/lib.rs",
+                "src/lib.rs",
+                "src/lib.rs",
+                "src/lib.rs",
+                "a/b/c.rs"
+            ]
+        );
     }
 
     #[test]
