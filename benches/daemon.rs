@@ -248,8 +248,8 @@ fn latency() -> Pcts {
         pct(&daemon_ms, 0.99) / pct(&base_ms, 0.99)
     );
     println!(
-        "  the daemon's own figure (change noticed → line fsynced), last {} samples: p50 {} ms  p99 {} ms",
-        s["signing"]["samples"], s["signing"]["p50Ms"], s["signing"]["p99Ms"]
+        "  the daemon's own figure (change noticed → line fsynced), last {} samples: p50 {:.3} ms  p99 {:.3} ms",
+        s["signing"]["samples"], s["signing"]["p50Ms"].as_f64().unwrap_or(f64::NAN), s["signing"]["p99Ms"].as_f64().unwrap_or(f64::NAN)
     );
     println!(
         "  SIGTERM during a live stream → exit {:?} after {stop_ms:.1} ms (goal: exit 0 within 2 s: {})",
@@ -394,8 +394,10 @@ fn cc_latency(prefix: usize) -> Pcts {
         p.p50, p.p99, p.max
     );
     println!(
-        "  the daemon's own figure, last {} samples: p50 {} ms  p99 {} ms",
-        s["signing"]["samples"], s["signing"]["p50Ms"], s["signing"]["p99Ms"]
+        "  the daemon's own figure, last {} samples: p50 {:.3} ms  p99 {:.3} ms",
+        s["signing"]["samples"],
+        s["signing"]["p50Ms"].as_f64().unwrap_or(f64::NAN),
+        s["signing"]["p99Ms"].as_f64().unwrap_or(f64::NAN)
     );
     println!(
         "  goal p99 ≤ 10 ms: {}",
@@ -501,8 +503,10 @@ fn codex_latency(prefix: usize) -> Pcts {
         p.p50, p.p99, p.max
     );
     println!(
-        "  the daemon's own figure, last {} samples: p50 {} ms  p99 {} ms",
-        s["signing"]["samples"], s["signing"]["p50Ms"], s["signing"]["p99Ms"]
+        "  the daemon's own figure, last {} samples: p50 {:.3} ms  p99 {:.3} ms",
+        s["signing"]["samples"],
+        s["signing"]["p50Ms"].as_f64().unwrap_or(f64::NAN),
+        s["signing"]["p99Ms"].as_f64().unwrap_or(f64::NAN)
     );
     println!(
         "  goal p99 ≤ 10 ms: {}",
