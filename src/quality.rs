@@ -136,18 +136,7 @@ pub fn sign_session(
             };
             let data = line.get("data").cloned().unwrap_or_default();
             if let Some(turn) = assembler.push(Event::new(seq, kind, data)) {
-                let text =
-                    redactor.redact_all(TurnText::of(&turn), &mut RedactionCounts::default());
-                sigs.push(
-                    signature::sign_in(
-                        &text,
-                        "session-quality",
-                        &ws,
-                        "2026-12-01T00:00:00Z",
-                        artifact_tokens,
-                    )
-                    .into_inner(),
-                );
+                sigs.push(sign_one(&turn, &ws, redactor, artifact_tokens));
             }
         }
     }
@@ -355,18 +344,26 @@ pub fn sign_turns(
     let ws = Workspace::new(workspace);
     turns
         .iter()
-        .map(|turn| {
-            let text = redactor.redact_all(TurnText::of(turn), &mut RedactionCounts::default());
-            signature::sign_in(
-                &text,
-                "session-quality",
-                &ws,
-                "2026-12-01T00:00:00Z",
-                artifact_tokens,
-            )
-            .into_inner()
-        })
+        .map(|turn| sign_one(turn, &ws, redactor, artifact_tokens))
         .collect()
+}
+
+/// One completed turn signed as the archive signs it: its text redacted, then signed.
+fn sign_one(
+    turn: &CompletedTurn,
+    ws: &Workspace,
+    redactor: &Redactor,
+    artifact_tokens: u64,
+) -> signature::Signature {
+    let text = redactor.redact_all(TurnText::of(turn), &mut RedactionCounts::default());
+    signature::sign_in(
+        &text,
+        "session-quality",
+        ws,
+        "2026-12-01T00:00:00Z",
+        artifact_tokens,
+    )
+    .into_inner()
 }
 
 /// Measure a real labelled session (already read into completed turns) at each threshold.

@@ -452,22 +452,16 @@ impl Scorer {
         let (score, explain) = if words.is_empty() {
             search::listing_score(doc.meta.date.as_deref(), self.now_ms)
         } else {
-            let (_, mut e) = search::score(&doc, words, self.now_ms, &self.params);
-            fields_base = e.base;
-            // A rule's category (record §8: category 1.5), which the table does not keep.
-            let category_hits = search::category_hits(category, words);
-            let base = e.base + category_hits.iter().map(|h| h.points).sum::<f64>();
-            e.hits.extend(category_hits);
-            let (score, mut e) = search::finish(
-                e.hits,
-                base + body.points,
-                doc.meta.date.as_deref(),
-                doc.core_rule,
+            let scored = score_with_category(
+                &doc,
+                words,
+                category,
+                body.points,
                 self.now_ms,
                 &self.params,
             );
-            e.base = base;
-            (score, e)
+            fields_base = scored.1;
+            scored.0
         };
         if !words.is_empty() && explain.base <= 0.0 && body.points <= 0.0 && !all_terms {
             return None;
@@ -1024,6 +1018,34 @@ fn passes(row: Option<&Row>, f: &Filters, named_path: Option<&BTreeSet<String>>)
         && named_path.is_none_or(|set| set.contains(&r.path))
 }
 
+/// A document's score for `words`: its §8 fields (`search::score`), a rule's category
+/// (record §8: category 1.5, which the table does not keep), the body's points, recency and
+/// the core-rule bonus. Also the fields' base alone (before the category).
+fn score_with_category(
+    doc: &search::SearchDoc,
+    words: &[String],
+    category: &str,
+    body_points: f64,
+    now_ms: i64,
+    params: &ScoreParams,
+) -> ((f64, search::Explain), f64) {
+    let (_, mut e) = search::score(doc, words, now_ms, params);
+    let fields_base = e.base;
+    let category_hits = search::category_hits(category, words);
+    let base = e.base + category_hits.iter().map(|h| h.points).sum::<f64>();
+    e.hits.extend(category_hits);
+    let (score, mut e) = search::finish(
+        e.hits,
+        base + body_points,
+        doc.meta.date.as_deref(),
+        doc.core_rule,
+        now_ms,
+        params,
+    );
+    e.base = base;
+    ((score, e), fields_base)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1142,22 +1164,8 @@ mod tests {
             let (score, explain) = if words.is_empty() {
                 search::listing_score(doc.meta.date.as_deref(), now_ms)
             } else {
-                let (_, mut e) = search::score(&doc, &words, now_ms, params);
-                // A rule's category (record §8: category 1.5), which the table does not keep.
                 let category = row.as_ref().map_or("", |r| r.category.as_str());
-                let category_hits = search::category_hits(category, &words);
-                let base = e.base + category_hits.iter().map(|h| h.points).sum::<f64>();
-                e.hits.extend(category_hits);
-                let (score, mut e) = search::finish(
-                    e.hits,
-                    base + body.points,
-                    doc.meta.date.as_deref(),
-                    doc.core_rule,
-                    now_ms,
-                    params,
-                );
-                e.base = base;
-                (score, e)
+                score_with_category(&doc, &words, category, body.points, now_ms, params).0
             };
             if !words.is_empty()
                 && explain.base <= 0.0

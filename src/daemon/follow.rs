@@ -186,28 +186,14 @@ impl Follower {
         } else {
             0
         };
-        let follower = Follower {
-            resume: ResumePoint {
-                byte_offset: anchor.byte_offset,
-                next_seq: anchor.reader_next_seq,
-                header_seen: true,
+        let follower = Follower::at(anchor, log, header, options, (dev, ino), Harness::Dsh);
+        Ok((
+            Follower {
+                seed_end,
+                ..follower
             },
-            assembler: TurnAssembler::starting_at(anchor.first_seq, anchor.completed_before),
-            anchor,
-            log,
-            header,
-            options,
-            dev,
-            ino,
-            seed_end,
-            last_len: None,
-            harness: Harness::Dsh,
-            quiet_after_ms: None,
-            harness_in_flight: None,
-            seen_hi: None,
-            plan_cache: Default::default(),
-        };
-        Ok((follower, note))
+            note,
+        ))
     }
 
     /// Open a log of any harness (DSH's as [`Follower::open`]). Another harness's log has no
@@ -254,7 +240,26 @@ impl Follower {
             }
             None => start,
         };
-        let follower = Follower {
+        let follower = Follower::at(anchor, log, header, options.reader, (dev, ino), harness);
+        Ok((
+            Follower {
+                quiet_after_ms: options.quiet_after_ms,
+                ..follower
+            },
+            note,
+        ))
+    }
+
+    /// A follower of `log` resuming at `anchor`: nothing read past it yet.
+    fn at(
+        anchor: Anchor,
+        log: SessionLog,
+        header: Header,
+        options: ReaderOptions,
+        (dev, ino): (u64, u64),
+        harness: Harness,
+    ) -> Follower {
+        Follower {
             resume: ResumePoint {
                 byte_offset: anchor.byte_offset,
                 next_seq: anchor.reader_next_seq,
@@ -264,18 +269,17 @@ impl Follower {
             anchor,
             log,
             header,
-            options: options.reader,
+            options,
             dev,
             ino,
             seed_end: 0,
             last_len: None,
             harness,
-            quiet_after_ms: options.quiet_after_ms,
+            quiet_after_ms: None,
             harness_in_flight: None,
             seen_hi: None,
             plan_cache: Default::default(),
-        };
-        Ok((follower, note))
+        }
     }
 
     /// The harness that writes this log.

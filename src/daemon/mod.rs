@@ -402,6 +402,21 @@ struct SessionEntry {
     sweep_queued: bool,
 }
 
+impl SessionEntry {
+    /// A session just followed: no error, nothing signed or swept yet.
+    fn new(follower: Follower, cursor: LedgerCursor, root: String) -> SessionEntry {
+        SessionEntry {
+            follower,
+            cursor,
+            root,
+            error: None,
+            signed: 0,
+            sweep_checked_len: None,
+            sweep_queued: false,
+        }
+    }
+}
+
 /// Another harness's tree the daemon follows: Claude Code's `projects/`, Codex's `sessions/`.
 #[derive(Debug, Clone)]
 struct HarnessTree {
@@ -1352,15 +1367,7 @@ impl Runtime {
         let refreshed = signer::refresh(&ctx.store, &header.id, &header.id, &mut cursor);
         ws.sessions.insert(
             path.to_path_buf(),
-            SessionEntry {
-                follower,
-                cursor,
-                root: header.id.clone(),
-                error: None,
-                signed: 0,
-                sweep_checked_len: None,
-                sweep_queued: false,
-            },
+            SessionEntry::new(follower, cursor, header.id.clone()),
         );
         ws.clock.on_append(last_write);
         let linked = ws.linked;
@@ -1728,15 +1735,7 @@ impl Runtime {
         };
         ws.sessions.insert(
             session_dir.to_path_buf(),
-            SessionEntry {
-                follower,
-                cursor: LedgerCursor::default(),
-                root: header.id.clone(),
-                error: None,
-                signed: 0,
-                sweep_checked_len: None,
-                sweep_queued: false,
-            },
+            SessionEntry::new(follower, LedgerCursor::default(), header.id.clone()),
         );
         ws.clock.on_append(last_write);
         // Roots follow parentSession through the workspace's sessions, as the archive does.
