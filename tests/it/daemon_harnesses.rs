@@ -133,7 +133,10 @@ impl Transcript {
 
     fn line(&mut self, kind: &str, rest: Value) -> String {
         self.n += 1;
-        let uuid = format!("00000000-0000-4000-8000-{:012}", self.n);
+        // Unique per transcript, as Claude Code's random uuids are: a uuid two transcripts
+        // share means one was resumed from the other (its lines copied).
+        let tail = &self.sid[self.sid.len() - 8..];
+        let uuid = format!("{tail}-0000-4000-8000-{:012}", self.n);
         let mut v = json!({
             "type": kind, "uuid": uuid, "parentUuid": self.last, "sessionId": self.sid,
             "cwd": self.cwd, "version": "2.1.39", "timestamp": "2026-12-01T10:00:00.000Z",
