@@ -24,7 +24,6 @@ use serde::Serialize;
 
 use crate::compose::{self, ComposeConfig, ComposeError};
 use crate::config::Config;
-use crate::daemon::signer::LedgerCursor;
 use crate::identity::Identity;
 use crate::redact::{ConfigRedactor, Redacted, RedactionCounts, Redactor};
 use crate::render::{self, ChapterMeta};
@@ -32,6 +31,7 @@ use crate::session::discover::{self, SessionLog};
 use crate::session::reader::{LogItem, ReadError, ReadNote, ReaderOptions, ResumePoint};
 use crate::session::Header;
 use crate::signature::{self, Signature, SIGNATURE_VERSION};
+use crate::signer::LedgerCursor;
 use crate::source::{Harness, SourceOptions};
 use crate::store::{Store, StoreError};
 use crate::turn::{CompletedTurn, TurnAssembler};
@@ -170,7 +170,7 @@ pub enum ArchiveError {
     #[error(transparent)]
     Forget(#[from] crate::store::forget::ForgetError),
     #[error(transparent)]
-    Sign(#[from] crate::daemon::signer::SignError),
+    Sign(#[from] crate::signer::SignError),
 }
 
 /// A session found on disk, with its header and the harness that wrote it.
@@ -717,7 +717,7 @@ impl Pass<'_> {
         sigs: &[Redacted<Signature>],
         cursor: &mut LedgerCursor,
     ) -> Result<u64, ArchiveError> {
-        let n = crate::daemon::signer::sign(
+        let n = crate::signer::sign(
             self.store,
             self.root,
             self.session_id,

@@ -30,6 +30,7 @@ pub mod search;
 pub mod search_door;
 pub mod session;
 pub mod signature;
+pub mod signer;
 pub mod source;
 pub mod status;
 pub mod store;

@@ -1,5 +1,6 @@
 //! Names: what is safe as one path component, and content names (SHA-256 digests in
-//! lowercase hex: artifact files, rule ids, `sha256:` frontmatter, manifest parts). A leaf
+//! lowercase hex: artifact files, rule ids, `sha256:` frontmatter, manifest parts; git's
+//! blob ids), and the link a chapter writes to its artifact where the pool keeps it. A leaf
 //! (no module of this crate below it), so the store (session and root ids), identity
 //! (harness ids), the render, the rules, the index and the pool share one rule and one hash
 //! without depending on each other. Pure.
@@ -42,4 +43,40 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// failure.
 pub fn path_text<S: serde::Serializer>(path: &std::path::Path, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&path.to_string_lossy())
+}
+
+/// A relative link, from a chapter or plan of `project_key` where the pool keeps it
+/// (`chapters/<pk>/<root>/X.md`), to its artifact `sha256` (`artifacts/<pk>/ab/<sha>.txt`):
+/// the link a chapter writes so a person reading the pool on a forge can follow it.
+/// Characters outside `[A-Za-z0-9._-]` are percent-encoded.
+pub fn artifact_link_from_chapter(project_key: &str, sha256: &str) -> String {
+    let prefix = sha256.get(..2).unwrap_or(sha256);
+    format!(
+        "../../../artifacts/{}/{}/{}.txt",
+        link_segment(project_key),
+        link_segment(prefix),
+        link_segment(sha256)
+    )
+}
+
+/// A file name or path segment as a link destination's segment (percent-encoded).
+pub fn link_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Git's blob id (SHA-1 of `blob <len>\0<bytes>`), hex: lets the plan compare a store
+/// file with the pool's tree entry without reading the pool's bytes.
+pub fn blob_id(bytes: &[u8]) -> String {
+    let mut h = sha1_smol::Sha1::new();
+    h.update(format!("blob {}\0", bytes.len()).as_bytes());
+    h.update(bytes);
+    h.digest().to_string()
 }

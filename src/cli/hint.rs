@@ -46,7 +46,7 @@ fn store_error<'a>(cause: &'a (dyn StdError + 'static)) -> Option<&'a StoreError
     }
     unwrap_store!(
         archive::ArchiveError => archive::ArchiveError::Store,
-        daemon::signer::SignError => daemon::signer::SignError::Store,
+        signer::SignError => signer::SignError::Store,
         rules::store::RulesStoreError => rules::store::RulesStoreError::Store,
         pool::link::LinkError => pool::link::LinkError::Store,
         store::journal::JournalError => store::journal::JournalError::Store,

@@ -43,6 +43,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         session: Some(&args.session),
         include_session: intent == NoticeIntent::Continue,
         terms: None,
+        linked: super::rule::linked(&env)?,
     })?;
     for (path, reason) in &assembled.unreadable {
         eprintln!("chapters: skipped unreadable rule {path}: {reason}");

@@ -12,7 +12,7 @@ use dsh_chapters::redact::Redactor;
 use dsh_chapters::rules::block::Block;
 use dsh_chapters::rules::store::{self as rules_store, AssembleRequest, RuleEntry, Written};
 use dsh_chapters::rules::{self, Rule, Scope, Status};
-use dsh_chapters::store::{Store, STORE_DIR};
+use dsh_chapters::store::Store;
 
 use super::{Env, Reported};
 
@@ -128,8 +128,8 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     }
 }
 
-fn linked(env: &Env) -> Result<bool> {
-    Ok(dsh_chapters::pool::link::read(&env.workspace.join(STORE_DIR))?.is_some())
+pub(super) fn linked(env: &Env) -> Result<bool> {
+    Ok(dsh_chapters::pool::link::is_linked(&env.workspace)?)
 }
 
 fn add(env: &Env, category: &str, text: &str, json: bool) -> Result<()> {
@@ -450,6 +450,7 @@ fn active(env: &Env, session: Option<&str>, intent: Intent, json: bool) -> Resul
         session,
         include_session: intent == Intent::Continue,
         terms: None,
+        linked: linked(env)?,
     })?;
     report_unreadable(&assembled.unreadable, &assembled.curation_notes);
     if json {

@@ -21,7 +21,6 @@ pub mod follow;
 pub mod logs;
 pub mod pidlock;
 pub mod service;
-pub mod signer;
 pub mod triggers;
 pub mod watch;
 
@@ -47,8 +46,8 @@ use crate::signature::{self, Signature};
 use crate::source::{Harness, SourceOptions};
 use crate::store::{Store, STORE_DIR};
 
+use crate::signer::{self, LedgerCursor};
 use follow::{Follower, SavedFollow};
-use signer::LedgerCursor;
 use triggers::{Due, EnrichClock, NewSession, Timing, WorkspaceClock};
 use watch::{Watch, WatchFlags};
 

@@ -32,7 +32,7 @@ use super::table::{self, SourceState, Table, TableDoc, TableRev};
 use super::vocab::{self, Candidate, VocabParams};
 use super::IndexDoc;
 use crate::curation::{self, file::CurationFileError, Curation};
-use crate::pool::plan::blob_id;
+use crate::names::blob_id;
 use crate::redact::{Redacted, Redactor, Settings};
 use crate::rules::store::RULES_DIR;
 use crate::rules::SESSION_PREFIX;

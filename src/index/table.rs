@@ -1123,7 +1123,7 @@ fn read_doc(path: &Path, folder: &str) -> Result<(String, DocMeta), String> {
     fs::File::open(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
         .map_err(|e| format!("cannot read: {e}"))?;
-    let blob = crate::pool::plan::blob_id(&bytes);
+    let blob = crate::names::blob_id(&bytes);
     let mut meta = parse_head(&bytes)?;
     if meta.project_key.is_empty() {
         // The original TypeScript plugin writes no `projectKey`: a pool document is of

@@ -764,6 +764,8 @@ fn rules_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Stri
         session: session.as_deref(),
         include_session: session.is_some(),
         terms: Some(search::query_terms(&task)),
+        linked: crate::pool::link::is_linked(ctx.workspace)
+            .map_err(|e| format!("rules could not be read: {e}"))?,
     })
     .map_err(|e| format!("rules could not be read: {e}"))?;
     // §7.8: the door names a missing project rather than answering a silent zero.

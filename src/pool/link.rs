@@ -114,6 +114,12 @@ pub fn link_path(store_dir: &Path) -> PathBuf {
     store_dir.join(LINK_FILE)
 }
 
+/// Whether `workspace` is linked to a pool (its store holds a readable link): what the
+/// doors hand `rules::store::assemble`.
+pub fn is_linked(workspace: &Path) -> Result<bool, LinkError> {
+    Ok(read(&workspace.join(crate::store::STORE_DIR))?.is_some())
+}
+
 /// The link, or `None` when the workspace is not linked.
 pub fn read(store_dir: &Path) -> Result<Option<LinkRecord>, LinkError> {
     let path = link_path(store_dir);

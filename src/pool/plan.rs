@@ -4,6 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The pool's names the render writes into chapters and the plan compares by (in the leaf
+/// `names`, so the render does not reach the pool).
+pub use crate::names::{artifact_link_from_chapter, blob_id, link_segment};
+
 /// The pool's declared regime (contract: `--visibility`, mandatory, no default).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -108,42 +112,6 @@ pub fn pool_path(project_key: &str, store_rel: &str) -> Option<(String, FileKind
         )),
         _ => None,
     }
-}
-
-/// A relative link, from a chapter or plan of `project_key` where the pool keeps it
-/// (`chapters/<pk>/<root>/X.md`), to its artifact `sha256` (`artifacts/<pk>/ab/<sha>.txt`):
-/// the link a chapter writes so a person reading the pool on a forge can follow it.
-/// Characters outside `[A-Za-z0-9._-]` are percent-encoded.
-pub fn artifact_link_from_chapter(project_key: &str, sha256: &str) -> String {
-    let prefix = sha256.get(..2).unwrap_or(sha256);
-    format!(
-        "../../../artifacts/{}/{}/{}.txt",
-        link_segment(project_key),
-        link_segment(prefix),
-        link_segment(sha256)
-    )
-}
-
-/// A file name or path segment as a link destination's segment (percent-encoded).
-pub fn link_segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// Git's blob id (SHA-1 of `blob <len>\0<bytes>`), hex: lets the plan compare a store
-/// file with the pool's tree entry without reading the pool's bytes.
-pub fn blob_id(bytes: &[u8]) -> String {
-    let mut h = sha1_smol::Sha1::new();
-    h.update(format!("blob {}\0", bytes.len()).as_bytes());
-    h.update(bytes);
-    h.digest().to_string()
 }
 
 /// What to do with one store file, given the pool's version of its path.

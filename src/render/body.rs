@@ -64,7 +64,7 @@ pub(super) struct WalkConfig {
     /// Render assistant `reasoning` blocks (`renderReasoning`); off, they are counted only.
     pub render_reasoning: bool,
     /// The project key the pool files this chapter under: its artifact links are relative
-    /// to the chapter's place in the pool (`pool::plan::artifact_link_from_chapter`).
+    /// to the chapter's place in the pool (`names::artifact_link_from_chapter`).
     pub project_key: String,
 }
 
@@ -264,7 +264,7 @@ impl Walker<'_> {
                 block.push_str(&format!(
                     "\nPlan document [{}]({}) · sha256 `{}`\n",
                     inline_code(&plan.file_name),
-                    crate::pool::plan::link_segment(&plan.file_name),
+                    crate::names::link_segment(&plan.file_name),
                     plan.sha256
                 ));
                 if let Some(rest) = other_args {
@@ -337,7 +337,7 @@ impl Walker<'_> {
         let line = format!(
             "{header} → artifact [{}]({}) · {} bytes · ~{tokens} tokens\n",
             inline_code(&format!("{sha}.txt")),
-            crate::pool::plan::artifact_link_from_chapter(&self.cfg.project_key, &sha),
+            crate::names::artifact_link_from_chapter(&self.cfg.project_key, &sha),
             content.as_bytes().len()
         );
         if self.artifact_shas.insert(sha.clone()) {

@@ -15,7 +15,6 @@ use crate::config::Config;
 use crate::curation::file::{self as curation_file, CurationFileError};
 use crate::curation::Curation;
 use crate::identity::{Identity, KeySource};
-use crate::pool::link;
 use crate::redact::{Redacted, Redactor, Settings};
 use crate::session::lineage::{self, Lineage};
 use crate::signature::Signature;
@@ -23,8 +22,8 @@ use crate::store::read::Reader;
 use crate::store::{atomic, Store, StoreError, MIRROR_DIR, STORE_DIR};
 use crate::turn::CompletedTurn;
 
-/// `<store>/rules/`: both tiers, one directory; the file name's prefix says the tier.
-pub const RULES_DIR: &str = "rules";
+/// `<store>/rules/` (the store keeps its layout: `store::RULES_DIR`).
+pub use crate::store::RULES_DIR;
 /// A rule file is read up to this many bytes; a larger one is counted unreadable.
 const MAX_RULE_FILE_BYTES: u64 = 256 * 1024;
 
@@ -36,8 +35,6 @@ pub enum RulesStoreError {
     Rule(#[from] RuleError),
     #[error(transparent)]
     Curation(#[from] CurationFileError),
-    #[error(transparent)]
-    Link(#[from] link::LinkError),
     #[error("cannot list {path}: {source}; check its permissions")]
     List {
         path: PathBuf,
@@ -354,6 +351,9 @@ pub struct AssembleRequest<'a> {
     pub include_session: bool,
     /// The task's query terms; `None` ⇒ the session's stored signature terms.
     pub terms: Option<Vec<String>>,
+    /// Whether the workspace is linked to a pool (`pool::link::is_linked`, read by the door:
+    /// the rules sit below the pool).
+    pub linked: bool,
 }
 
 /// The block and everything a door reports beside it.
@@ -386,7 +386,6 @@ pub fn read_curation(
 
 /// Gather the stored inputs and build the block: the one path every door takes.
 pub fn assemble(req: &AssembleRequest<'_>) -> Result<Assembled, RulesStoreError> {
-    let store_dir = req.workspace.join(STORE_DIR);
     let store = match Store::open(req.workspace) {
         Ok(store) => store,
         // A workspace never enabled has no rules: zero bytes, not a failure.
@@ -403,7 +402,7 @@ pub fn assemble(req: &AssembleRequest<'_>) -> Result<Assembled, RulesStoreError>
         }
         Err(e) => return Err(e.into()),
     };
-    let linked = link::read(&store_dir)?.is_some();
+    let linked = req.linked;
     let project_key = req.identity.project_key.as_str();
     let corpus = read_rules(req.workspace, project_key, linked)?;
     let (curation, curation_notes) = read_curation(req.workspace, linked)?;

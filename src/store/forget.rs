@@ -778,7 +778,7 @@ pub fn remove(
                     }
                 }
                 // Session rules captured from its sessions.
-                let rules = store.dir().join(crate::rules::store::RULES_DIR);
+                let rules = store.dir().join(super::RULES_DIR);
                 for (name, ty) in super::list_dir(&rules)? {
                     if !ty.is_file() || !name.starts_with("s-") {
                         continue;

@@ -27,6 +27,9 @@ use crate::render::{Artifact, Document};
 
 pub const STORE_DIR: &str = ".dsh-chapters";
 pub const MIRROR_DIR: &str = ".dsh-knowledge";
+/// `<store>/rules/`: both tiers of rules, one directory; the file name's prefix says the
+/// tier (`rules::store` writes and reads them).
+pub const RULES_DIR: &str = "rules";
 
 /// Format version of collection lines (their `v`); lines newer than this are refused.
 pub const COLLECTION_VERSION: u64 = 1;
