@@ -1,4 +1,4 @@
-//! Archive benchmark on a session in today's real DSH shape (`session::realshape`: format
+//! Archive benchmark on a session in today's real DSH shape (`testkit::realshape`: format
 //! v4, streams inside assistant messages, a large system prompt on every step, half the
 //! tasks in Chinese, one zstd frame per event as the harness writes them, ~2.65×
 //! compression). In ONE run, side by side on the same ≥ 50 MB log: `chapters archive` vs
@@ -20,9 +20,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use dsh_chapters::session::reader::{LogItem, LogReader, ResumePoint};
-use dsh_chapters::session::realshape::{self, RealShapeScript, RealTurn, ZH_TASK_TURNS};
-use dsh_chapters::session::writer::{session_log_path, LogWriter};
 use dsh_chapters::signature;
+use dsh_chapters::testkit::realshape::{self, RealShapeScript, RealTurn, ZH_TASK_TURNS};
+use dsh_chapters::testkit::writer::{session_log_path, LogWriter};
 use dsh_chapters::turn::TurnAssembler;
 
 /// Runs of the side-by-side size; the best of each side is compared (the machine is shared

@@ -44,7 +44,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dsh_chapters::daemon::control::{Client, Request};
-use dsh_chapters::session::writer::{session_log_path, LogWriter, SessionScript, TurnSpec};
+use dsh_chapters::testkit::writer::{session_log_path, LogWriter, SessionScript, TurnSpec};
 
 const START_MS: i64 = 1_764_400_000_000;
 const TURNS: usize = 600;
@@ -131,7 +131,7 @@ fn turn(i: usize) -> TurnSpec {
         &format!("Make the exporter handle row {i} of the csv in src/export/csv.rs"),
         &format!("Row {i} handled; the tests pass."),
     );
-    t.tool_calls = vec![dsh_chapters::session::writer::ToolCallSpec::new(
+    t.tool_calls = vec![dsh_chapters::testkit::writer::ToolCallSpec::new(
         "bash",
         serde_json::json!({"command": "cargo test -p export"}),
         "test result: ok. 12 passed\n",
@@ -921,7 +921,7 @@ fn enrichment_interference(model_delay: Duration) {
     w.set_sync(false);
     let ws_text = sb.ws.to_string_lossy().into_owned();
     let turns = 300 * groups.div_ceil(BASE_GROUPS);
-    for t in dsh_chapters::session::writer::generate_session(7, turns, 1_500, 4, &ws_text) {
+    for t in dsh_chapters::testkit::writer::generate_session(7, turns, 1_500, 4, &ws_text) {
         w.append_turn(&mut sc, &t).expect("append");
     }
     drop(w);

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use dsh_chapters::session::writer::{generate_session, session_log_path, LogWriter, SessionScript};
+use dsh_chapters::testkit::writer::{generate_session, session_log_path, LogWriter, SessionScript};
 
 const START_MS: i64 = 1_764_400_000_000;
 

@@ -7,7 +7,7 @@
 //!
 //! The corpora are generated once into `target/bench-status/` and reused: per session count
 //! a DSH home of that many logs (`STATUS_BENCH_TURNS` turns each, 200 by default: a short
-//! human prompt, a reply and one tool call per turn, written by `session::writer`), and per
+//! human prompt, a reply and one tool call per turn, written by `testkit::writer`), and per
 //! chapter count a store written directly (archiving 100,000 chapters would take hours):
 //! chapter files with the archive's frontmatter, spread evenly over the sessions, one
 //! collection ledger per session with one line per turn, two artifacts per session, and the
@@ -28,9 +28,9 @@ use std::time::{Duration, Instant};
 use dsh_chapters::config::Config;
 use dsh_chapters::session::discover;
 use dsh_chapters::session::reader::{LogItem, LogReader, ResumePoint};
-use dsh_chapters::session::writer::{session_log_path, LogWriter, SessionScript, TurnSpec};
 use dsh_chapters::source::{Harness, SourceOptions};
 use dsh_chapters::store::{Store, StoreCounts};
+use dsh_chapters::testkit::writer::{session_log_path, LogWriter, SessionScript, TurnSpec};
 use dsh_chapters::turn::TurnAssembler;
 
 const SESSIONS: [usize; 2] = [10, 1_000];

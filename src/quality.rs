@@ -12,12 +12,12 @@
 
 use crate::compose::{compose, ComposeConfig};
 use crate::redact::{RedactionCounts, Redactor};
-use crate::session::labelled::{LabelledTurn, LABELLED_TASKS};
-use crate::session::writer::SessionScript;
-#[cfg(test)]
-use crate::session::writer::TurnSpec;
 use crate::session::Event;
 use crate::signature::{self, TurnText, Workspace};
+use crate::testkit::labelled::{LabelledTurn, LABELLED_TASKS};
+use crate::testkit::writer::SessionScript;
+#[cfg(test)]
+use crate::testkit::writer::TurnSpec;
 use crate::turn::{CompletedTurn, TurnAssembler};
 
 /// The workspace the labelled sessions' paths live in.
@@ -402,7 +402,7 @@ pub fn sweep(
 ) -> Vec<Quality> {
     let mut out = vec![Quality::default(); thresholds.len()];
     for seed in seeds {
-        let session = crate::session::labelled::labelled_session(seed, turns, WORKSPACE);
+        let session = crate::testkit::labelled::labelled_session(seed, turns, WORKSPACE);
         let sigs = sign_session(&session, redactor, artifact_tokens);
         for (i, &tau) in thresholds.iter().enumerate() {
             let cfg = ComposeConfig {
@@ -506,7 +506,7 @@ mod tests {
             .map(|spec| LabelledTurn {
                 spec,
                 task: 0,
-                kind: crate::session::labelled::TurnKind::Request,
+                kind: crate::testkit::labelled::TurnKind::Request,
             })
             .collect()
     }
@@ -604,7 +604,7 @@ mod measure_stop {
         let mut turns_of: std::collections::BTreeMap<String, usize> = Default::default();
         let mut total = 0;
         for seed in 1000..1100u64 {
-            let session = crate::session::labelled::labelled_session(seed, 40, WORKSPACE);
+            let session = crate::testkit::labelled::labelled_session(seed, 40, WORKSPACE);
             let sigs = sign_session(&session, redactor, 8000);
             for (t, s) in session.iter().zip(&sigs) {
                 total += 1;

@@ -506,7 +506,7 @@ impl Follower {
 mod tests {
     use super::*;
     use crate::session::discover::highest_generation;
-    use crate::session::writer::{LogWriter, SessionScript, TurnSpec};
+    use crate::testkit::writer::{LogWriter, SessionScript, TurnSpec};
     use std::io::Write;
 
     struct Live {

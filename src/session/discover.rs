@@ -7,7 +7,9 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::cwdkey::{cwd_key, map_path, normalize_abs, relative_to, unescape_session_id, AbsPath};
+use super::cwdkey::{
+    cwd_key, escape_session_id, map_path, normalize_abs, relative_to, unescape_session_id, AbsPath,
+};
 use super::reader::{LogItem, LogReader, ReaderOptions, ResumePoint};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +61,21 @@ pub fn log_file_name(generation: u32, compressed: bool) -> String {
     } else {
         base
     }
+}
+
+/// `$DSH_HOME/sessions/--<cwd-key>--/<escaped id>/session[.vN].jsonl[.zstd]`: where the
+/// harness keeps a session's log (the demo and the test kit write there). Creates nothing:
+/// the caller makes the directories.
+pub fn session_log_path(
+    dsh_home: &Path,
+    workspace: &str,
+    session_id: &str,
+    version: u32,
+    compressed: bool,
+) -> PathBuf {
+    workspace_sessions_dir(dsh_home, workspace)
+        .join(escape_session_id(session_id))
+        .join(log_file_name(version, compressed))
 }
 
 /// Parse a log file name back to `(generation, compressed)`; `None` for any other file.
@@ -470,7 +487,7 @@ mod tests {
     }
 
     fn write_log(home: &Path, cwd: &str, id: &str) {
-        use crate::session::writer::{session_log_path, LogWriter, SessionScript};
+        use crate::testkit::writer::{session_log_path, LogWriter, SessionScript};
         let path = session_log_path(home, cwd, id, 4, true);
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         let header = SessionScript::new(4, 0).header(id, cwd, 0);

@@ -5,11 +5,8 @@ pub mod cwdkey;
 pub mod discover;
 pub mod event;
 mod frames;
-pub mod labelled;
 pub mod lineage;
 pub mod normalize;
 pub mod reader;
-pub mod realshape;
-pub mod writer;
 
 pub use event::{Event, Header};

@@ -762,7 +762,7 @@ mod tests {
 mod oracle {
     use super::*;
     use crate::session::event::{parse_source, ToolCall, ToolResult, UserMessage};
-    use crate::session::writer::{generate_session, SessionScript};
+    use crate::testkit::writer::{generate_session, SessionScript};
     use serde_json::json;
 
     /// What the old reader made of a line: the event fields and the accessors' answers.

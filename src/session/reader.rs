@@ -860,7 +860,7 @@ enum Source {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::writer::{generate_session, LogWriter, SessionScript, TurnSpec};
+    use crate::testkit::writer::{generate_session, LogWriter, SessionScript, TurnSpec};
     use serde_json::json;
     use std::io::Write;
 

@@ -1,6 +1,6 @@
 //! `chapters init` + `archive` + `status`, end to end through the binary.
 
-use dsh_chapters::session::writer::{
+use dsh_chapters::testkit::writer::{
     LogWriter, SessionScript, TurnSpec, AGENT_INSTRUCTIONS_TEXT, SKILL_CATALOG_TEXT,
 };
 
@@ -324,7 +324,7 @@ fn every_generation_compressed_and_plain_archives_the_same_chapters() {
 fn same_input_gives_byte_identical_chapters() {
     let sb = Sandbox::new();
     let mut turns = two_task_turns(&sb.ws);
-    turns.extend(dsh_chapters::session::writer::generate_session(
+    turns.extend(dsh_chapters::testkit::writer::generate_session(
         3,
         40,
         3_000,
@@ -499,7 +499,7 @@ fn archive_needs_init_and_usage_errors_exit_2() {
 fn two_archivers_at_once_never_interleave() {
     let sb = Sandbox::new();
     let turns: Vec<TurnSpec> =
-        dsh_chapters::session::writer::generate_session(7, 120, 4_000, 4, &sb.ws_str()).collect();
+        dsh_chapters::testkit::writer::generate_session(7, 120, 4_000, 4, &sb.ws_str()).collect();
     sb.write_session(S1, 4, true, &turns);
     sb.ok(&["init"]);
     let a = sb
@@ -536,7 +536,7 @@ fn two_archivers_at_once_never_interleave() {
     assert_eq!(ledger.lines().count() as u64, completed);
     let reference = Sandbox::new();
     let turns2: Vec<TurnSpec> =
-        dsh_chapters::session::writer::generate_session(7, 120, 4_000, 4, &reference.ws_str())
+        dsh_chapters::testkit::writer::generate_session(7, 120, 4_000, 4, &reference.ws_str())
             .collect();
     reference.write_session(S1, 4, true, &turns2);
     reference.ok(&["init"]);
@@ -661,7 +661,7 @@ fn the_demo_archives_its_sample_and_finds_it_again() {
 /// cover every turn; a second archive signs nothing.
 #[test]
 fn a_long_real_shaped_session_is_signed_in_batches_exactly_once() {
-    use dsh_chapters::session::realshape::{self, RealShapeScript};
+    use dsh_chapters::testkit::realshape::{self, RealShapeScript};
     let sb = Sandbox::new();
     let log = sb.log_path(S1, 4, true);
     std::fs::create_dir_all(log.parent().expect("session dir")).expect("mkdir");

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use dsh_chapters::session::writer::{generate_session, TurnSpec};
+use dsh_chapters::testkit::writer::{generate_session, TurnSpec};
 
 use crate::support::Sandbox;
 

@@ -9,8 +9,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use dsh_chapters::daemon::control::{Client, Request};
-use dsh_chapters::session::writer::{LogWriter, SessionScript, TurnSpec};
 use dsh_chapters::session::Header;
+use dsh_chapters::testkit::writer::{LogWriter, SessionScript, TurnSpec};
 use serde_json::{json, Value};
 
 use crate::support::{link_private, two_task_turns, Sandbox, START_MS};
@@ -113,7 +113,7 @@ impl Live {
     }
 
     fn create_in(home: &Path, ws: &str, id: &str, edit: impl FnOnce(&mut Header)) -> Live {
-        let path = dsh_chapters::session::writer::session_log_path(home, ws, id, 4, true);
+        let path = dsh_chapters::testkit::writer::session_log_path(home, ws, id, 4, true);
         std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
         let script = SessionScript::new(4, START_MS);
         let mut header = script.header(id, ws, START_MS);
@@ -1204,14 +1204,14 @@ fn the_daemon_signs_from_redacted_text() {
 fn a_fifo_never_blocks_the_daemon_and_a_header_only_log_grows_into_a_real_one() {
     let sb = Sandbox::new();
     sb.ok(&["init"]);
-    let fifo = dsh_chapters::session::writer::session_log_path(&sb.home, &sb.ws_str(), C, 4, true);
+    let fifo = dsh_chapters::testkit::writer::session_log_path(&sb.home, &sb.ws_str(), C, 4, true);
     std::fs::create_dir_all(fifo.parent().expect("dir")).expect("mkdir");
     assert!(Command::new("mkfifo")
         .arg(&fifo)
         .status()
         .expect("mkfifo")
         .success());
-    let zero = dsh_chapters::session::writer::session_log_path(&sb.home, &sb.ws_str(), Q, 4, false);
+    let zero = dsh_chapters::testkit::writer::session_log_path(&sb.home, &sb.ws_str(), Q, 4, false);
     std::fs::create_dir_all(zero.parent().expect("dir")).expect("mkdir");
     std::os::unix::fs::symlink("/dev/zero", &zero).expect("symlink");
     // Header only: the daemon follows it from there.

@@ -1,14 +1,14 @@
 //! Issue 14: DSH logs as current DSH (0.2.x, formats v3 and v4) writes them, what Node's
 //! `JSON.stringify` writes, and damage that costs only itself. Logs are written in the real
-//! shape by `session::realshape` (from the issue's facts, not copied from any log).
+//! shape by `testkit::realshape` (from the issue's facts, not copied from any log).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use dsh_chapters::session::realshape::{RealShapeScript, RealTurn, INJECTED_WORDS};
-use dsh_chapters::session::writer::{LogWriter, ToolCallSpec};
+use dsh_chapters::testkit::realshape::{RealShapeScript, RealTurn, INJECTED_WORDS};
+use dsh_chapters::testkit::writer::{LogWriter, ToolCallSpec};
 use serde_json::{json, Value};
 
 use crate::support::{Sandbox, START_MS};

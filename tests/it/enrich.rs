@@ -486,7 +486,7 @@ fn an_annotated_chapter_replaces_its_earlier_copy_in_the_pool() {
 fn a_batch_killed_mid_way_leaves_every_chapter_old_or_new_and_the_next_run_finishes() {
     let sb = Sandbox::new();
     let turns: Vec<_> =
-        dsh_chapters::session::writer::generate_session(7, 40, 1_500, 4, &sb.ws_str()).collect();
+        dsh_chapters::testkit::writer::generate_session(7, 40, 1_500, 4, &sb.ws_str()).collect();
     sb.write_session("s-crash", 4, true, &turns);
     sb.ok(&["init"]);
     sb.ok(&["archive"]);

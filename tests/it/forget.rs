@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-use dsh_chapters::session::writer::TurnSpec;
+use dsh_chapters::testkit::writer::TurnSpec;
 
 use crate::support::{bash, link_private, two_task_turns, Sandbox};
 
@@ -187,7 +187,7 @@ fn forget_lists_then_removes_a_chapter_that_is_never_archived_again() {
     );
     assert!(!crate::support::text_of(&sb.snapshot()).contains(LEAK));
     // …and never gives its number again: new turns get a new number.
-    let mut w = dsh_chapters::session::writer::LogWriter::open_append(&log, true).expect("log");
+    let mut w = dsh_chapters::testkit::writer::LogWriter::open_append(&log, true).expect("log");
     let text = std::fs::read_to_string(
         sb.store()
             .join(&s)
@@ -204,7 +204,7 @@ fn forget_lists_then_removes_a_chapter_that_is_never_archived_again() {
         .expect("seq")
         + 1;
     let turn = last["turn"].as_u64().expect("turn") + 1;
-    let mut script = dsh_chapters::session::writer::SessionScript::starting_at(
+    let mut script = dsh_chapters::testkit::writer::SessionScript::starting_at(
         4,
         next,
         turn,

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use dsh_chapters::session::writer::TurnSpec;
+use dsh_chapters::testkit::writer::TurnSpec;
 
 use crate::support::{bash, read, Sandbox};
 

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use dsh_chapters::session::writer::TurnSpec;
+use dsh_chapters::testkit::writer::TurnSpec;
 
 use crate::fulltext::{matches, search};
 use crate::support::{bash, read, Sandbox};

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use dsh_chapters::session::writer::{LogWriter, SessionScript, TurnSpec};
+use dsh_chapters::testkit::writer::{LogWriter, SessionScript, TurnSpec};
 
 use crate::support::{link_private, two_task_turns, Sandbox, START_MS};
 

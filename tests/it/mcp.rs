@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
-use dsh_chapters::session::writer::TurnSpec;
+use dsh_chapters::testkit::writer::TurnSpec;
 use serde_json::{json, Value};
 
 use crate::support::{bash, link_private, two_task_turns, Sandbox};

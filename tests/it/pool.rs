@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
-use dsh_chapters::session::writer::{LogWriter, SessionScript, TurnSpec};
+use dsh_chapters::testkit::writer::{LogWriter, SessionScript, TurnSpec};
 
 use crate::githttp::GitHttpServer;
 use crate::support::{link_private, two_task_turns, Sandbox, START_MS};
@@ -423,7 +423,7 @@ fn two_syncs_at_once_on_one_workspace() {
     let pool = tmp.path().join("pool.git");
     let m = Sandbox::machine("m1");
     let turns: Vec<TurnSpec> =
-        dsh_chapters::session::writer::generate_session(5, 60, 3_000, 4, &m.ws_str()).collect();
+        dsh_chapters::testkit::writer::generate_session(5, 60, 3_000, 4, &m.ws_str()).collect();
     m.write_session(&session_id(1, 1), 4, true, &turns);
     link_private(&m, &pool);
     m.ok(&["archive"]);
@@ -455,7 +455,7 @@ fn kill_9_during_sync_then_sync_again_loses_nothing() {
     let pool = tmp.path().join("pool.git");
     let m = Sandbox::machine("m1");
     let turns: Vec<TurnSpec> =
-        dsh_chapters::session::writer::generate_session(11, 250, 4_000, 4, &m.ws_str()).collect();
+        dsh_chapters::testkit::writer::generate_session(11, 250, 4_000, 4, &m.ws_str()).collect();
     m.write_session(&session_id(1, 1), 4, true, &turns);
     link_private(&m, &pool);
     m.ok(&["archive"]);
@@ -805,7 +805,7 @@ fn a_sync_never_lands_mid_archive() {
     let pool = tmp.path().join("pool.git");
     let m = Sandbox::machine("m1");
     let turns: Vec<TurnSpec> =
-        dsh_chapters::session::writer::generate_session(13, 200, 4_000, 4, &m.ws_str()).collect();
+        dsh_chapters::testkit::writer::generate_session(13, 200, 4_000, 4, &m.ws_str()).collect();
     m.write_session(&session_id(91, 1), 4, true, &turns);
     link_private(&m, &pool);
     // Archive and sync race for the writer lock; whichever wins, the pool never holds a

@@ -110,8 +110,8 @@ fn sync(m: &Sandbox, fault: Fault) -> Outcome {
 /// New work on machine `i`: a session of its own (distinct seed, so no two machines write
 /// the same artifact), archived.
 pub(crate) fn new_work(m: &Sandbox, i: usize, n: usize) {
-    let turns: Vec<dsh_chapters::session::writer::TurnSpec> =
-        dsh_chapters::session::writer::generate_session(
+    let turns: Vec<dsh_chapters::testkit::writer::TurnSpec> =
+        dsh_chapters::testkit::writer::generate_session(
             (i * 100 + n) as u64,
             6,
             3_000,

@@ -132,8 +132,8 @@ fn a_pool_has_landing_pages_whose_links_all_resolve() {
     let b = Sandbox::machine("machine-b");
     a.write_session(&session_id(1, 1), 4, true, &two_task_turns(&a.ws));
     // A longer session too: plans, artifacts, more topics.
-    let turns: Vec<dsh_chapters::session::writer::TurnSpec> =
-        dsh_chapters::session::writer::generate_session(11, 30, 4_000, 4, &a.ws_str()).collect();
+    let turns: Vec<dsh_chapters::testkit::writer::TurnSpec> =
+        dsh_chapters::testkit::writer::generate_session(11, 30, 4_000, 4, &a.ws_str()).collect();
     a.write_session(&session_id(1, 2), 4, true, &turns);
     b.write_session(&session_id(2, 1), 4, true, &two_task_turns(&b.ws));
     for m in [&a, &b, &a] {

@@ -154,8 +154,8 @@ fn kills_at_every_point_then_the_syncs_settle() {
     }
     // Kills at whatever point a timer hits (the first sync of a bigger tree takes long
     // enough to be hit mid-run at some of these delays).
-    let turns: Vec<dsh_chapters::session::writer::TurnSpec> =
-        dsh_chapters::session::writer::generate_session(11, 120, 4_000, 4, &a.ws_str()).collect();
+    let turns: Vec<dsh_chapters::testkit::writer::TurnSpec> =
+        dsh_chapters::testkit::writer::generate_session(11, 120, 4_000, 4, &a.ws_str()).collect();
     a.write_session(&session_id(1, 9), 4, true, &turns);
     a.ok(&["archive"]);
     for delay in [5u64, 20, 60, 150] {
@@ -237,8 +237,8 @@ fn a_torn_write_once_file_is_never_published() {
     let tmp = tempfile::tempdir().expect("tmp");
     let pool = tmp.path().join("pool.git");
     let a = Sandbox::machine("machine-a");
-    let turns: Vec<dsh_chapters::session::writer::TurnSpec> =
-        dsh_chapters::session::writer::generate_session(11, 30, 4_000, 4, &a.ws_str()).collect();
+    let turns: Vec<dsh_chapters::testkit::writer::TurnSpec> =
+        dsh_chapters::testkit::writer::generate_session(11, 30, 4_000, 4, &a.ws_str()).collect();
     a.write_session(&session_id(1, 1), 4, true, &turns);
     link_private(&a, &pool);
     a.ok(&["archive"]);

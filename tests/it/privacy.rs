@@ -18,7 +18,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use dsh_chapters::session::writer::{ToolCallSpec, TurnSpec};
+use dsh_chapters::testkit::writer::{ToolCallSpec, TurnSpec};
 use serde_json::{json, Value};
 
 use crate::enrich::{serve, Reply};

@@ -4,10 +4,10 @@
 
 use dsh_chapters::compose::{compose, ComposeConfig};
 use dsh_chapters::quality::{measure_real, sign_turns, HandLabels, Quality};
-use dsh_chapters::session::labelled::labelled_session;
 use dsh_chapters::session::reader::{LogItem, ReaderOptions, ResumePoint};
 use dsh_chapters::source::claude_code::ClaudeReader;
 use dsh_chapters::source::EventSource;
+use dsh_chapters::testkit::labelled::labelled_session;
 use dsh_chapters::turn::{CompletedTurn, TurnAssembler};
 
 /// `idleArchiveMs`'s default.

@@ -1,7 +1,7 @@
 //! Rules end to end: the project tier across machines, the session tier from the marker at
 //! the signing point, the block on every door, and the person-only decisions.
 
-use dsh_chapters::session::writer::TurnSpec;
+use dsh_chapters::testkit::writer::TurnSpec;
 
 use crate::support::{link_private, two_task_turns, Sandbox};
 

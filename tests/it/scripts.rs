@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use dsh_chapters::session::writer::{
+use dsh_chapters::testkit::writer::{
     session_log_path, LogWriter, SessionScript, ToolCallSpec, TurnSpec,
 };
 use serde_json::json;
@@ -194,7 +194,7 @@ fn a_monorepo_package_session_belongs_to_the_root_and_a_prefix_sibling_does_not(
 }
 
 /// One task, in Chinese: a latency analysis continued turn after turn, then a new task.
-use dsh_chapters::session::realshape::ZH_TASK_TURNS as ZH_TURNS;
+use dsh_chapters::testkit::realshape::ZH_TASK_TURNS as ZH_TURNS;
 
 #[test]
 fn a_chinese_session_of_one_task_merges_by_its_terms() {

@@ -74,3 +74,140 @@ fn only_the_redactor_builds_redacted_values() {
         "no From: the chokepoint is the only door"
     );
 }
+
+/// The modules `lib.rs` builds only for tests and benchmarks (`testkit` feature).
+fn test_only_modules(lib: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut gated = false;
+    for line in lib.lines() {
+        let line = line.trim();
+        if line == "#[cfg(any(test, feature = \"testkit\"))]" {
+            gated = true;
+        } else if let Some(name) = line
+            .strip_prefix("pub mod ")
+            .and_then(|l| l.strip_suffix(';'))
+        {
+            if gated {
+                out.push(name.to_owned());
+            }
+            gated = false;
+        }
+    }
+    out
+}
+
+/// What only the test kit's generators are called.
+const GENERATOR_NAMES: &[&str] = &[
+    "testkit",
+    "LogWriter",
+    "SessionScript",
+    "TurnSpec",
+    "realshape",
+    "labelled_session",
+    "demo_session",
+];
+
+/// The shipped program holds no generator: the session writer, the real-shape and labelled
+/// generators and the demo's session are the `testkit` module, built behind the `testkit`
+/// feature (off by default; the tests and benchmarks turn it on through a dev-dependency on
+/// this crate), and no module of the product names them (the demo embeds a recorded log).
+#[test]
+fn the_shipped_program_names_no_generator() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).expect("lib.rs");
+    let test_only = test_only_modules(&lib);
+    assert!(
+        test_only.iter().any(|m| m == "testkit"),
+        "lib.rs must declare `testkit` behind #[cfg(any(test, feature = \"testkit\"))]: {test_only:?}"
+    );
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("Cargo.toml");
+    assert!(manifest.contains("\n[features]\n"), "no [features] table");
+    assert!(
+        manifest.contains("\ntestkit = []\n"),
+        "no `testkit` feature"
+    );
+    assert!(
+        !manifest
+            .lines()
+            .any(|l| l.starts_with("default") && l.contains("testkit")),
+        "the testkit must stay off by default"
+    );
+    assert!(
+        manifest.contains("dsh-chapters = { path = \".\", features = [\"testkit\"] }"),
+        "the tests and benchmarks turn the testkit on through a dev-dependency on this crate"
+    );
+    let mut files = Vec::new();
+    crate::cycles::sources(&root.join("src"), &mut files);
+    files.sort();
+    let mut named = Vec::new();
+    for file in &files {
+        let rel = file.strip_prefix(root.join("src")).expect("under src");
+        let top = rel
+            .components()
+            .next()
+            .map(|c| {
+                c.as_os_str()
+                    .to_string_lossy()
+                    .trim_end_matches(".rs")
+                    .to_owned()
+            })
+            .unwrap_or_default();
+        if rel == std::path::Path::new("lib.rs") || test_only.contains(&top) {
+            continue;
+        }
+        let code = crate::cycles::code(&std::fs::read_to_string(file).expect("read"));
+        for (n, line) in code.lines().enumerate() {
+            for name in GENERATOR_NAMES {
+                if line.contains(name) {
+                    named.push(format!("src/{}:{}: {name}", rel.display(), n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        named.is_empty(),
+        "the product names a generator (keep generators in src/testkit/):\n{}",
+        named.join("\n")
+    );
+}
+
+#[test]
+fn the_test_only_modules_are_read_from_lib_rs() {
+    let lib = "pub mod a;\n#[cfg(any(test, feature = \"testkit\"))]\npub mod kit;\npub mod b;\n";
+    assert_eq!(test_only_modules(lib), ["kit"]);
+}
+
+/// The frames of a zstd log, each decoded.
+fn frames(mut bytes: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let len = zstd::zstd_safe::find_frame_compressed_size(bytes).expect("a whole frame");
+        let (frame, rest) = bytes.split_at(len);
+        let text = zstd::stream::decode_all(frame).expect("decodes");
+        out.push(String::from_utf8(text).expect("UTF-8"));
+        bytes = rest;
+    }
+    out
+}
+
+/// The demo's embedded log is the generator's, frame for frame, with the demo's workspace in
+/// place of the one it was recorded for. When the demo session changes, record it again:
+/// `testkit::demo_session::write` for `RECORDED_WORKSPACE` into `src/demo/session.v4.jsonl.zst`.
+#[test]
+fn the_demo_writes_the_generators_log_for_its_workspace() {
+    use dsh_chapters::testkit::demo_session;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let setup = dsh_chapters::demo::prepare(&tmp.path().join("demo")).expect("prepare");
+    let ws = setup.workspace.to_string_lossy().into_owned();
+    assert_ne!(ws, demo_session::RECORDED_WORKSPACE);
+    let generated = tmp.path().join("generated.jsonl.zst");
+    demo_session::write(&generated, &ws).expect("generate");
+    let want = frames(&std::fs::read(&generated).expect("read generated"));
+    let got = frames(&std::fs::read(&setup.log).expect("read the demo's log"));
+    assert_eq!(want.len(), 7, "a header frame and one per turn");
+    assert_eq!(
+        got, want,
+        "the recorded demo log differs from the generator's: record it again"
+    );
+    assert!(got[0].contains(&format!("\"cwd\":\"{ws}\"")), "{}", got[0]);
+}

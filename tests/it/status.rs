@@ -2,7 +2,7 @@
 //! `<store>/.status-cache.json`), and says the same as a status that reads everything.
 
 use dsh_chapters::session::reader::{LogItem, LogReader, ResumePoint};
-use dsh_chapters::session::writer::{LogWriter, SessionScript, TurnSpec};
+use dsh_chapters::testkit::writer::{LogWriter, SessionScript, TurnSpec};
 
 use crate::support::{two_task_turns, Sandbox, START_MS};
 

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use dsh_chapters::session::writer::{
+use dsh_chapters::testkit::writer::{
     session_log_path, LogWriter, SessionScript, ToolCallSpec, TurnSpec,
 };
 use serde_json::json;

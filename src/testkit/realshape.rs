@@ -31,8 +31,8 @@
 
 use serde_json::{json, Value};
 
-use super::event::Header;
 use super::writer::ToolCallSpec;
+use crate::session::event::Header;
 
 /// The system prompt every step repeats (large in real logs; trimmed here).
 pub const SYSTEM_PROMPT: &str = "You are DSH, a coding agent. Work in the user's workspace. \

@@ -1,5 +1,5 @@
 //! A DSH log writer: produces real session logs (zstd multi-frame or plain) for tests,
-//! benchmarks and `chapters demo`.
+//! benchmarks and the recording of `chapters demo`'s session (`testkit::demo_session`).
 //!
 //! - [`LogWriter`] writes the header as its own frame (or line) and each appended batch as
 //!   one zstd frame holding `\n`-terminated lines, like the harness's writer.
@@ -16,26 +16,11 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::cwdkey::escape_session_id;
-use super::discover::{log_file_name, workspace_sessions_dir};
-use super::event::Header;
+pub use crate::session::discover::session_log_path;
+use crate::session::event::Header;
 
 /// zstd level for written frames (the harness's default).
 const ZSTD_LEVEL: i32 = 3;
-
-/// `$DSH_HOME/sessions/--<cwd-key>--/<escaped id>/session[.vN].jsonl[.zstd]`. Creates
-/// nothing: the caller makes the directories.
-pub fn session_log_path(
-    dsh_home: &Path,
-    workspace: &str,
-    session_id: &str,
-    version: u32,
-    compressed: bool,
-) -> PathBuf {
-    workspace_sessions_dir(dsh_home, workspace)
-        .join(escape_session_id(session_id))
-        .join(log_file_name(version, compressed))
-}
 
 /// The header line's JSON, keys in the spec's order, absent optionals omitted.
 pub fn header_line(header: &Header) -> String {
@@ -784,7 +769,7 @@ impl SessionGenerator {
     }
 }
 
-/// xorshift64*: deterministic, seedable, no dependency (also `session::labelled`'s).
+/// xorshift64*: deterministic, seedable, no dependency (also `testkit::labelled`'s).
 pub(crate) struct XorShift(u64);
 
 impl XorShift {
@@ -825,6 +810,7 @@ impl XorShift {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::discover::log_file_name;
     use crate::session::reader::{LogItem, LogReader, ResumePoint};
 
     fn read_all(path: &Path) -> (Header, Vec<crate::session::Event>) {
