@@ -852,6 +852,9 @@ enum ForkShape {
     ForkSession,
     /// The Agent SDK's `forkSession`: fresh uuids, each copy marked `forkedFrom`.
     SdkFreshUuids,
+    /// `--fork-session` of a compacted parent: the copy starts at the compaction boundary
+    /// (the chain from the leaf stops there), in the middle of the parent's file.
+    CompactedParent,
 }
 
 #[test]
@@ -864,6 +867,11 @@ fn a_claude_code_fork_with_forked_from_marks_and_fresh_uuids_is_a_fork_too() {
     claude_code_fork(ForkShape::SdkFreshUuids);
 }
 
+#[test]
+fn a_claude_code_fork_of_a_compacted_session_archives_its_parent_and_never_its_copies() {
+    claude_code_fork(ForkShape::CompactedParent);
+}
+
 fn claude_code_fork(shape: ForkShape) {
     const FORK: &str = "0b0b0b0b-0000-4000-8000-0000000000ff";
     let sb = Sandbox::new();
@@ -872,27 +880,52 @@ fn claude_code_fork(shape: ForkShape) {
     // The default idle time (ten minutes): only the fork can archive the parent now.
     let _d = Daemon::start(&sb, &[]);
     let mut cc = Transcript::new(&sb, CC_SID);
-    let parent_lines = [
+    let mut parent_lines = vec![
         cc.prompt("Extract the retry policy into src/retry.rs"),
         cc.answer("src/retry.rs now holds RetryPolicy."),
         cc.turn_duration(),
+    ];
+    // What the fork copies: the parent's lines from `copied_from` on.
+    let mut copied_from = 0;
+    if shape == ForkShape::CompactedParent {
+        // Claude Code 2.x compacts in the file: a boundary (its chain link only logical),
+        // the summary as a user line; the parent goes on after it.
+        copied_from = parent_lines.len();
+        let logical = cc.last.take();
+        parent_lines.push(cc.line(
+            "system",
+            json!({"subtype": "compact_boundary", "logicalParentUuid": logical, "compactMetadata": {"trigger": "auto"}}),
+        ));
+        parent_lines.push(cc.line(
+            "user",
+            json!({"isCompactSummary": true, "message": {"role": "user", "content": "This session is being continued from a previous conversation that ran out of context."}}),
+        ));
+    }
+    parent_lines.extend([
         cc.prompt("Make the backoff exponential"),
         cc.answer("Backoff doubles up to thirty seconds."),
         cc.turn_duration(),
-    ];
+    ]);
     cc.append(&parent_lines);
     wait_for("the parent's turns signed", || signed(&sb, &cc.id()) == 2);
-    assert_eq!(chapters(&sb, &cc.id()), 0, "no archive before a moment");
+    if shape == ForkShape::CompactedParent {
+        wait_for("the compaction archive reported", || {
+            workspace_status(&status(&sb))
+                .is_some_and(|w| w["lastArchive"]["reason"] == "compaction")
+        });
+    } else {
+        assert_eq!(chapters(&sb, &cc.id()), 0, "no archive before a moment");
+    }
     // The fork's file appears whole once its first turn ends.
     let mut fork = Transcript::new(&sb, FORK);
     fork.n = 100;
     let mut lines = Vec::new();
     match shape {
-        ForkShape::ForkSession => {
+        ForkShape::ForkSession | ForkShape::CompactedParent => {
             lines.push(
                 json!({"type": "mode", "mode": "normal", "sessionId": FORK}).to_string() + "\n",
             );
-            for l in &parent_lines {
+            for l in &parent_lines[copied_from..] {
                 lines.push(l.replace(CC_SID, FORK));
             }
             fork.last = cc.last.clone();
@@ -916,9 +949,7 @@ fn claude_code_fork(shape: ForkShape) {
     lines.push(fork.answer("Backoff now adds full jitter."));
     lines.push(fork.turn_duration());
     fork.append(&lines);
-    wait_for("the parent archived at the fork", || {
-        chapters(&sb, &cc.id()) > 0
-    });
+    wait_for("the parent archived", || chapters(&sb, &cc.id()) > 0);
     wait_for("the fork archive reported", || {
         workspace_status(&status(&sb)).is_some_and(|w| w["lastArchive"]["reason"] == "fork")
     });
