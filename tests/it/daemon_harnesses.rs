@@ -686,7 +686,7 @@ enum Replace {
     PlainGoneFirst,
     /// Codex's own order: the `.jsonl.zst` is linked into place, then the plain file goes.
     ZstFirst,
-    /// `codex archive`: the rollout is renamed into `archived_sessions/` (not watched).
+    /// `codex archive`: the rollout is renamed into `archived_sessions/`.
     MovedToArchive,
 }
 
@@ -775,6 +775,69 @@ fn replaced_rollout(how: Replace) {
     assert_eq!(st["lastErrors"].as_array().map_or(0, Vec::len), 0, "{st}");
     let out = sb.ok(&["status"]);
     assert!(!out.contains("vanished before archived"), "{out}");
+}
+
+#[test]
+fn codexs_archived_sessions_are_watched_and_an_archived_rollout_is_followed_into_its_zst() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    std::fs::create_dir_all(sb.home.join("codex/sessions")).expect("sessions");
+    let archived = sb.home.join("codex/archived_sessions");
+    std::fs::create_dir_all(&archived).expect("archived_sessions");
+    // `codex archive` moved this rollout out of `sessions/` while the daemon was stopped.
+    let name = format!("rollout-2026-11-02T09-00-00-{CODEX_ID}.jsonl");
+    let plain = archived.join(&name);
+    let mut lines = vec![codex_meta(&sb, CODEX_ID)];
+    lines.extend(codex_task(
+        "t1",
+        "Pin the toolchain",
+        "rust-toolchain.toml pins the compiler.",
+    ));
+    lines.extend(codex_task(
+        "t2",
+        "Cache the registry in CI",
+        "CI now caches ~/.cargo/registry.",
+    ));
+    append(&plain, &lines);
+    // No full rescan while the test runs: only the start and the watch see these files.
+    let _d = Daemon::start(&sb, &[("CHAPTERS_DAEMON_RESCAN_MS", "3600000")]);
+    let id = format!("codex-{CODEX_ID}");
+    wait_for("the archived rollout archived at once", || {
+        chapters(&sb, &id) > 0
+    });
+    let st = status(&sb);
+    let s = session_status(&st, &id).expect("followed");
+    assert_eq!(s["log"], plain.to_string_lossy().as_ref(), "{st}");
+    // A week on, Codex recompresses it there, in its order: the `.zst` into place, then
+    // the plain file removed.
+    write_zst(&archived.join(format!("{name}.zst")), &lines);
+    std::fs::remove_file(&plain).expect("rm plain");
+    let zst = archived.join(format!("{name}.zst"));
+    wait_for("the recompressed rollout followed in its .zst", || {
+        session_status(&status(&sb), &id)
+            .is_some_and(|s| s["log"] == zst.to_string_lossy().as_ref())
+    });
+    let st = status(&sb);
+    assert_eq!(vanished(&st), 0, "its .zst holds it: not lost: {st}");
+    assert_eq!(signed(&sb, &id), 2, "each turn signed once");
+    let text = chapter_text(&sb, &id);
+    for answer in [
+        "rust-toolchain.toml pins the compiler.",
+        "CI now caches ~/.cargo/registry.",
+    ] {
+        let fenced = format!("\n{answer}\n```");
+        assert_eq!(text.matches(&fenced).count(), 1, "{answer} once: {text}");
+    }
+    let codex = st["harnesses"]
+        .as_array()
+        .and_then(|h| h.iter().find(|h| h["harness"] == "codex"))
+        .expect("codex in status");
+    assert_eq!(
+        codex["archivedTree"],
+        archived.to_string_lossy().as_ref(),
+        "{st}"
+    );
+    assert_eq!(st["lastErrors"].as_array().map_or(0, Vec::len), 0, "{st}");
 }
 
 #[test]
