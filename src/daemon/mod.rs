@@ -416,12 +416,16 @@ impl SessionEntry {
     }
 }
 
-/// Another harness's tree the daemon follows: Claude Code's `projects/`, Codex's `sessions/`.
+/// Another harness's tree the daemon follows: Claude Code's `projects/`, Codex's `sessions/`
+/// and `archived_sessions/`.
 #[derive(Debug, Clone)]
 struct HarnessTree {
     harness: Harness,
     home: PathBuf,
     tree: PathBuf,
+    /// Logs no one appends to (Codex's `archived_sessions/`, where `codex archive` moves a
+    /// rollout and Codex recompresses it after 7 days): what they hold is archived at once.
+    cold: bool,
 }
 
 /// Another harness's log the daemon has seen: the workspace entry that follows it, or why
@@ -531,6 +535,7 @@ fn harness_trees(config: &Config) -> Vec<HarnessTree> {
                 harness: Harness::ClaudeCode,
                 tree: home.join("projects"),
                 home,
+                cold: false,
             });
         }
     }
@@ -539,7 +544,14 @@ fn harness_trees(config: &Config) -> Vec<HarnessTree> {
             out.push(HarnessTree {
                 harness: Harness::Codex,
                 tree: home.join("sessions"),
+                home: home.clone(),
+                cold: false,
+            });
+            out.push(HarnessTree {
+                harness: Harness::Codex,
+                tree: home.join("archived_sessions"),
                 home,
+                cold: true,
             });
         }
     }
@@ -951,10 +963,12 @@ impl Runtime {
     /// A changed path: a log of a followed session is polled at once; anything else
     /// rescans the directory it belongs to.
     fn on_path(&mut self, path: &Path) {
-        if let Some(t) = self
-            .harness_trees
+        // The tree holding the path, else (a change in the home itself) its home's first.
+        let trees = &self.harness_trees;
+        if let Some(t) = trees
             .iter()
-            .find(|t| path.starts_with(&t.home))
+            .find(|t| path.starts_with(&t.tree))
+            .or_else(|| trees.iter().find(|t| path.starts_with(&t.home)))
             .cloned()
         {
             self.on_harness_path(&t, path);
@@ -1517,13 +1531,13 @@ impl Runtime {
     }
 
     /// A Codex rollout no one appends to any more — recompressed (`.jsonl.zst`) or moved
-    /// out of `sessions/` — with signed turns no chapter covers is archived now: no turn
-    /// end or idle moment will come from it.
+    /// out of `sessions/` (to `archived_sessions/`) — with signed turns no chapter covers
+    /// is archived now: no turn end or idle moment will come from it.
     fn check_cold(&mut self, ws_dir: &Path, key: &Path) {
         let live_tree = self
             .harness_trees
             .iter()
-            .any(|t| t.harness == Harness::Codex && key.starts_with(&t.tree));
+            .any(|t| t.harness == Harness::Codex && !t.cold && key.starts_with(&t.tree));
         let compressed = key.extension().is_some_and(|e| e == "zst");
         let codex = self
             .workspaces
@@ -2368,10 +2382,14 @@ impl Runtime {
             "lastReload": self.last_reload,
             "lastErrors": self.errors,
             "logs": self.paths.logs.to_string_lossy(),
-            "harnesses": self.harness_trees.iter().map(|t| json!({
+            // One entry a harness: its live tree, and the tree of its archived logs.
+            "harnesses": self.harness_trees.iter().filter(|t| !t.cold).map(|t| json!({
                 "harness": t.harness.name(),
                 "home": t.home.to_string_lossy(),
                 "tree": t.tree.to_string_lossy(),
+                "archivedTree": self.harness_trees.iter()
+                    .find(|c| c.cold && c.harness == t.harness)
+                    .map(|c| c.tree.to_string_lossy()),
                 "present": t.tree.is_dir(),
                 "logsSeen": self.harness_logs.values().filter(|l| l.harness == t.harness).count(),
                 "logsFollowed": self.harness_logs.values().filter(|l| l.harness == t.harness && l.ws_dir.is_some()).count(),

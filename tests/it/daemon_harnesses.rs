@@ -249,8 +249,11 @@ fn claude_code_and_codex_logs_made_after_start_are_followed_signed_and_archived_
         cc.answer("The tokenizer now splits on unicode whitespace."),
     );
     cc.append(&[p, a]);
+    // Followed (in flight, or — on a machine slow enough that the file was quiet for
+    // `idleArchiveMs` before the daemon answered — already ended by the quiet: waiting for
+    // `inFlight` alone waited for a window that can close first).
     wait_for("the transcript followed", || {
-        session_status(&status(&sb), &cc.id()).is_some_and(|s| !s["inFlight"].is_null())
+        session_status(&status(&sb), &cc.id()).is_some()
     });
     // Its turn ends at `system/turn_duration`: signed then.
     let end = cc.turn_duration();
@@ -686,7 +689,7 @@ enum Replace {
     PlainGoneFirst,
     /// Codex's own order: the `.jsonl.zst` is linked into place, then the plain file goes.
     ZstFirst,
-    /// `codex archive`: the rollout is renamed into `archived_sessions/` (not watched).
+    /// `codex archive`: the rollout is renamed into `archived_sessions/`.
     MovedToArchive,
 }
 
@@ -778,6 +781,69 @@ fn replaced_rollout(how: Replace) {
 }
 
 #[test]
+fn codexs_archived_sessions_are_watched_and_an_archived_rollout_is_followed_into_its_zst() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    std::fs::create_dir_all(sb.home.join("codex/sessions")).expect("sessions");
+    let archived = sb.home.join("codex/archived_sessions");
+    std::fs::create_dir_all(&archived).expect("archived_sessions");
+    // `codex archive` moved this rollout out of `sessions/` while the daemon was stopped.
+    let name = format!("rollout-2026-11-02T09-00-00-{CODEX_ID}.jsonl");
+    let plain = archived.join(&name);
+    let mut lines = vec![codex_meta(&sb, CODEX_ID)];
+    lines.extend(codex_task(
+        "t1",
+        "Pin the toolchain",
+        "rust-toolchain.toml pins the compiler.",
+    ));
+    lines.extend(codex_task(
+        "t2",
+        "Cache the registry in CI",
+        "CI now caches ~/.cargo/registry.",
+    ));
+    append(&plain, &lines);
+    // No full rescan while the test runs: only the start and the watch see these files.
+    let _d = Daemon::start(&sb, &[("CHAPTERS_DAEMON_RESCAN_MS", "3600000")]);
+    let id = format!("codex-{CODEX_ID}");
+    wait_for("the archived rollout archived at once", || {
+        chapters(&sb, &id) > 0
+    });
+    let st = status(&sb);
+    let s = session_status(&st, &id).expect("followed");
+    assert_eq!(s["log"], plain.to_string_lossy().as_ref(), "{st}");
+    // A week on, Codex recompresses it there, in its order: the `.zst` into place, then
+    // the plain file removed.
+    write_zst(&archived.join(format!("{name}.zst")), &lines);
+    std::fs::remove_file(&plain).expect("rm plain");
+    let zst = archived.join(format!("{name}.zst"));
+    wait_for("the recompressed rollout followed in its .zst", || {
+        session_status(&status(&sb), &id)
+            .is_some_and(|s| s["log"] == zst.to_string_lossy().as_ref())
+    });
+    let st = status(&sb);
+    assert_eq!(vanished(&st), 0, "its .zst holds it: not lost: {st}");
+    assert_eq!(signed(&sb, &id), 2, "each turn signed once");
+    let text = chapter_text(&sb, &id);
+    for answer in [
+        "rust-toolchain.toml pins the compiler.",
+        "CI now caches ~/.cargo/registry.",
+    ] {
+        let fenced = format!("\n{answer}\n```");
+        assert_eq!(text.matches(&fenced).count(), 1, "{answer} once: {text}");
+    }
+    let codex = st["harnesses"]
+        .as_array()
+        .and_then(|h| h.iter().find(|h| h["harness"] == "codex"))
+        .expect("codex in status");
+    assert_eq!(
+        codex["archivedTree"],
+        archived.to_string_lossy().as_ref(),
+        "{st}"
+    );
+    assert_eq!(st["lastErrors"].as_array().map_or(0, Vec::len), 0, "{st}");
+}
+
+#[test]
 fn a_session_only_in_a_zst_at_start_is_archived_and_a_plain_file_hides_its_zst() {
     const OTHER: &str = "0199aaaa-0000-7000-8000-0000000000dd";
     let sb = Sandbox::new();
@@ -852,6 +918,9 @@ enum ForkShape {
     ForkSession,
     /// The Agent SDK's `forkSession`: fresh uuids, each copy marked `forkedFrom`.
     SdkFreshUuids,
+    /// `--fork-session` of a compacted parent: the copy starts at the compaction boundary
+    /// (the chain from the leaf stops there), in the middle of the parent's file.
+    CompactedParent,
 }
 
 #[test]
@@ -864,6 +933,11 @@ fn a_claude_code_fork_with_forked_from_marks_and_fresh_uuids_is_a_fork_too() {
     claude_code_fork(ForkShape::SdkFreshUuids);
 }
 
+#[test]
+fn a_claude_code_fork_of_a_compacted_session_archives_its_parent_and_never_its_copies() {
+    claude_code_fork(ForkShape::CompactedParent);
+}
+
 fn claude_code_fork(shape: ForkShape) {
     const FORK: &str = "0b0b0b0b-0000-4000-8000-0000000000ff";
     let sb = Sandbox::new();
@@ -872,27 +946,52 @@ fn claude_code_fork(shape: ForkShape) {
     // The default idle time (ten minutes): only the fork can archive the parent now.
     let _d = Daemon::start(&sb, &[]);
     let mut cc = Transcript::new(&sb, CC_SID);
-    let parent_lines = [
+    let mut parent_lines = vec![
         cc.prompt("Extract the retry policy into src/retry.rs"),
         cc.answer("src/retry.rs now holds RetryPolicy."),
         cc.turn_duration(),
+    ];
+    // What the fork copies: the parent's lines from `copied_from` on.
+    let mut copied_from = 0;
+    if shape == ForkShape::CompactedParent {
+        // Claude Code 2.x compacts in the file: a boundary (its chain link only logical),
+        // the summary as a user line; the parent goes on after it.
+        copied_from = parent_lines.len();
+        let logical = cc.last.take();
+        parent_lines.push(cc.line(
+            "system",
+            json!({"subtype": "compact_boundary", "logicalParentUuid": logical, "compactMetadata": {"trigger": "auto"}}),
+        ));
+        parent_lines.push(cc.line(
+            "user",
+            json!({"isCompactSummary": true, "message": {"role": "user", "content": "This session is being continued from a previous conversation that ran out of context."}}),
+        ));
+    }
+    parent_lines.extend([
         cc.prompt("Make the backoff exponential"),
         cc.answer("Backoff doubles up to thirty seconds."),
         cc.turn_duration(),
-    ];
+    ]);
     cc.append(&parent_lines);
     wait_for("the parent's turns signed", || signed(&sb, &cc.id()) == 2);
-    assert_eq!(chapters(&sb, &cc.id()), 0, "no archive before a moment");
+    if shape == ForkShape::CompactedParent {
+        wait_for("the compaction archive reported", || {
+            workspace_status(&status(&sb))
+                .is_some_and(|w| w["lastArchive"]["reason"] == "compaction")
+        });
+    } else {
+        assert_eq!(chapters(&sb, &cc.id()), 0, "no archive before a moment");
+    }
     // The fork's file appears whole once its first turn ends.
     let mut fork = Transcript::new(&sb, FORK);
     fork.n = 100;
     let mut lines = Vec::new();
     match shape {
-        ForkShape::ForkSession => {
+        ForkShape::ForkSession | ForkShape::CompactedParent => {
             lines.push(
                 json!({"type": "mode", "mode": "normal", "sessionId": FORK}).to_string() + "\n",
             );
-            for l in &parent_lines {
+            for l in &parent_lines[copied_from..] {
                 lines.push(l.replace(CC_SID, FORK));
             }
             fork.last = cc.last.clone();
@@ -916,9 +1015,7 @@ fn claude_code_fork(shape: ForkShape) {
     lines.push(fork.answer("Backoff now adds full jitter."));
     lines.push(fork.turn_duration());
     fork.append(&lines);
-    wait_for("the parent archived at the fork", || {
-        chapters(&sb, &cc.id()) > 0
-    });
+    wait_for("the parent archived", || chapters(&sb, &cc.id()) > 0);
     wait_for("the fork archive reported", || {
         workspace_status(&status(&sb)).is_some_and(|w| w["lastArchive"]["reason"] == "fork")
     });

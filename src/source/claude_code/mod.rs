@@ -90,7 +90,9 @@ pub fn transcript_cwd(path: &Path) -> Option<String> {
 /// the `forkedFrom.sessionId` its first lines carry (`/branch`, the SDK's `forkSession`),
 /// else the earlier transcript of its folder that starts with the same `uuid`
 /// (`--resume … --fork-session` copies the chain with its uuids under the new
-/// `sessionId`, and writes no `forkedFrom`). The parent's own id, unprefixed.
+/// `sessionId`, and writes no `forkedFrom`) or, when the first `uuid` line names a parent
+/// (a fork of a compacted session starts at the compaction), holds that line. The
+/// parent's own id, unprefixed.
 pub fn fork_parent(path: &Path) -> Option<String> {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -118,8 +120,9 @@ pub fn fork_parent(path: &Path) -> Option<String> {
             }
         }
     }
-    let (first, session) = reader::first_uuid_of(path)?;
-    let origin = reader::earlier_siblings(path, &first, session.as_deref())
+    let first = reader::first_uuid_of(path)?;
+    let cap = crate::session::reader::DEFAULT_MAX_LINE_BYTES;
+    let origin = reader::earlier_siblings(path, &first, cap)
         .into_iter()
         .next()?;
     origin.file_stem().map(|s| s.to_string_lossy().into_owned())

@@ -18,8 +18,9 @@
 //!    `file-history-snapshot`, `queue-operation`, `summary`, titles, unknown types) yield
 //!    nothing; a subagent's answered calls (its own file, or sidechain lines in this one)
 //!    are folded into its `Task` call ([`super::subagent`]). A transcript resumed or forked
-//!    from an earlier one of its folder (the same first `uuid`) leaves the lines that one
-//!    holds to it.
+//!    from an earlier one of its folder (the same first `uuid`; or, when its first line
+//!    names a parent — a fork of a compacted session starts at the compaction — one that
+//!    holds that line) leaves the lines that one holds to it.
 //!
 //! Seqs: line `i`'s events carry `i << 12 | k` (`k` from 1), a turn end synthesized before
 //! line `i` carries `i << 12`: the same line gives the same seqs on every read, and a line
@@ -106,8 +107,9 @@ pub struct PlanCache {
     /// Each parent's children (parents not in `nodes` too).
     children: HashMap<u64, Vec<u64>>,
     leaf: Option<u64>,
-    /// The transcript's first `uuid` off any sidechain, once read (see `copied_from_siblings`).
-    first_uuid: Option<String>,
+    /// The transcript's first `uuid` line off any sidechain, once read (see
+    /// `copied_from_siblings`).
+    first: Option<Head>,
     /// The lines earlier transcripts of the folder hold, while the folder is unchanged.
     copied: Option<Copied>,
 }
@@ -130,8 +132,7 @@ fn len_and_mtime(path: &Path) -> Option<(u64, std::time::SystemTime)> {
 /// [`copied_from_siblings`], from `kept` while it still holds.
 fn copied_kept(
     path: &Path,
-    first_uuid: &str,
-    first_session: Option<&str>,
+    first: &Head,
     cap: usize,
     kept: &mut Option<Copied>,
 ) -> std::sync::Arc<HashSet<u64>> {
@@ -147,7 +148,7 @@ fn copied_kept(
             return std::sync::Arc::clone(&c.uuids);
         }
     }
-    let (uuids, read) = copied_from_siblings(path, first_uuid, first_session, cap);
+    let (uuids, read) = copied_from_siblings(path, first, cap);
     let uuids = std::sync::Arc::new(uuids);
     let read: Option<Vec<(PathBuf, u64, std::time::SystemTime)>> = read
         .into_iter()
@@ -252,6 +253,8 @@ thread_local! {
     static EXTENDED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
     /// Earlier transcripts read whole for their uuids (see [`copied_from_siblings`]).
     static SIBLINGS_READ: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// Earlier transcripts searched for a line (see [`holds_uuid`]).
+    static SIBLINGS_SEARCHED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// The first pass (see the module doc).
@@ -264,7 +267,7 @@ fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadErro
         nodes,
         mut children,
         mut leaf,
-        mut first_uuid,
+        mut first,
         mut copied,
     } = std::mem::take(cache);
     let mut nodes: HashMap<u64, Node> =
@@ -321,8 +324,12 @@ fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadErro
         let Some(uuid) = env.uuid.as_deref() else {
             continue;
         };
-        if first_uuid.is_none() && !sidechain {
-            first_uuid = Some(uuid.to_owned());
+        if first.is_none() && !sidechain {
+            first = Some(Head {
+                uuid: uuid.to_owned(),
+                session: env.session_id.clone(),
+                mid: env.parent_uuid.is_some() || env.logical_parent_uuid.is_some(),
+            });
         }
         let k = key(uuid);
         if nodes.contains_key(&k) {
@@ -370,8 +377,17 @@ fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadErro
     }
     #[cfg(test)]
     EXTENDED.with(|c| c.set(c.get() + u64::from(extended)));
-    let copied_uuids = match first_uuid.as_deref() {
-        Some(u) => copied_kept(path, u, facts.session_id.as_deref(), cap, &mut copied),
+    let copied_uuids = match first.as_ref() {
+        // The order of origin goes by the session the first line carrying one names.
+        Some(head) => copied_kept(
+            path,
+            &Head {
+                session: facts.session_id.clone(),
+                ..head.clone()
+            },
+            cap,
+            &mut copied,
+        ),
         None => Default::default(),
     };
     let nodes = std::sync::Arc::new(nodes);
@@ -382,7 +398,7 @@ fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadErro
         nodes: std::sync::Arc::clone(&nodes),
         children,
         leaf,
-        first_uuid,
+        first,
         copied,
     };
     Ok(Plan {
@@ -395,58 +411,74 @@ fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadErro
 /// Lines read, at most, to find a sibling transcript's first `uuid`.
 const SIBLING_HEAD_LINES: usize = 64;
 
-/// A transcript's first `uuid` (off any sidechain) and the `sessionId` beside it.
-pub(super) fn first_uuid_of(path: &Path) -> Option<(String, Option<String>)> {
+/// A transcript's first `uuid` line (off any sidechain).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Head {
+    pub uuid: String,
+    /// The `sessionId` beside it.
+    pub session: Option<String>,
+    /// It names a parent (`parentUuid` or `logicalParentUuid`): the transcript starts past
+    /// the start of a conversation, as a fork of a compacted session starts at the
+    /// compaction (its chain stops at the boundary), in the middle of its parent's file.
+    pub mid: bool,
+}
+
+/// A transcript's first `uuid` line (off any sidechain).
+pub(super) fn first_uuid_of(path: &Path) -> Option<Head> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
-    struct Head {
+    struct Raw {
         uuid: Option<String>,
         session_id: Option<String>,
         is_sidechain: Option<bool>,
+        parent_uuid: Option<String>,
+        logical_parent_uuid: Option<String>,
     }
     let file = crate::session::reader::open_regular(path).ok()?;
     let reader = std::io::BufRead::split(BufReader::new(file), b'\n');
     for line in reader.take(SIBLING_HEAD_LINES) {
         let line = line.ok()?;
-        if let Ok(Head {
-            uuid: Some(u),
+        if let Ok(Raw {
+            uuid: Some(uuid),
             session_id,
             is_sidechain,
-        }) = serde_json::from_slice::<Head>(&line)
+            parent_uuid,
+            logical_parent_uuid,
+        }) = serde_json::from_slice::<Raw>(&line)
         {
             if is_sidechain != Some(true) {
-                return Some((u, session_id));
+                return Some(Head {
+                    uuid,
+                    session: session_id,
+                    mid: parent_uuid.is_some() || logical_parent_uuid.is_some(),
+                });
             }
         }
     }
     None
 }
 
-/// A transcript's first `uuid` and `sessionId`.
-type Head = (String, Option<String>);
+/// A file's length and mtime: what says a kept fact about it still holds (a rewrite in
+/// the same tick of the file clock seldom keeps the length too).
+type Stamp = (u64, std::time::SystemTime);
 
-/// First `uuid`s already read, by transcript, with its mtime then: opening every session of
-/// a folder of N would otherwise read N heads N times. A transcript changed since (appended
-/// to, or rewritten) is read again.
-#[allow(clippy::type_complexity)]
-static HEADS: std::sync::OnceLock<
-    std::sync::Mutex<HashMap<PathBuf, (std::time::SystemTime, Head)>>,
-> = std::sync::OnceLock::new();
+/// First `uuid` lines already read, by transcript: opening every session of a folder of N
+/// would otherwise read N heads N times. A transcript changed since (appended to, or
+/// rewritten) is read again.
+static HEADS: std::sync::OnceLock<std::sync::Mutex<HashMap<PathBuf, (Stamp, Head)>>> =
+    std::sync::OnceLock::new();
 
-/// The first `uuid` (and `sessionId`) of each of `paths`, from the cache where still true.
+/// The first `uuid` line of each of `paths`, from the cache where still true.
 fn sibling_heads(paths: &[PathBuf]) -> Vec<Option<Head>> {
     let cache = HEADS.get_or_init(Default::default);
-    let mtimes: Vec<Option<std::time::SystemTime>> = paths
-        .iter()
-        .map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
-        .collect();
+    let stamps: Vec<Option<Stamp>> = paths.iter().map(|p| len_and_mtime(p)).collect();
     let known: Vec<Option<Head>> = match cache.lock() {
         Ok(c) => paths
             .iter()
-            .zip(&mtimes)
-            .map(|(p, m)| {
+            .zip(&stamps)
+            .map(|(p, s)| {
                 c.get(p)
-                    .filter(|(at, _)| Some(*at) == *m)
+                    .filter(|(at, _)| Some(*at) == *s)
                     .map(|(_, h)| h.clone())
             })
             .collect(),
@@ -458,13 +490,85 @@ fn sibling_heads(paths: &[PathBuf]) -> Vec<Option<Head>> {
         .map(|(p, k)| k.or_else(|| first_uuid_of(p)))
         .collect();
     if let Ok(mut c) = cache.lock() {
-        for ((p, h), m) in paths.iter().zip(&out).zip(&mtimes) {
-            if let (Some(h), Some(m)) = (h, m) {
-                c.insert(p.clone(), (*m, h.clone()));
+        for ((p, h), s) in paths.iter().zip(&out).zip(&stamps) {
+            if let (Some(h), Some(s)) = (h, s) {
+                c.insert(p.clone(), (*s, h.clone()));
             }
         }
     }
     out
+}
+
+/// What [`holds_uuid`] found, by transcript and uuid, while the transcript is unchanged: a
+/// fork of a compacted session searches the folder again whenever a file is created in it.
+#[allow(clippy::type_complexity)]
+static HOLDS: std::sync::OnceLock<std::sync::Mutex<HashMap<(PathBuf, u64), (Stamp, bool)>>> =
+    std::sync::OnceLock::new();
+
+/// Whether some line of `path` has `uuid` as its own `uuid` (from [`HOLDS`] while true).
+fn holds_uuid(path: &Path, uuid: &str, cap: usize) -> bool {
+    let cache = HOLDS.get_or_init(Default::default);
+    let stamp = len_and_mtime(path);
+    let k = (path.to_path_buf(), key(uuid));
+    if let Ok(c) = cache.lock() {
+        if let Some((at, found)) = c.get(&k) {
+            if Some(*at) == stamp {
+                return *found;
+            }
+        }
+    }
+    let found = search_uuid(path, uuid, cap);
+    if let (Ok(mut c), Some(stamp)) = (cache.lock(), stamp) {
+        c.insert(k, (stamp, found));
+    }
+    found
+}
+
+/// Each whole line of `path` in order (a line past `cap` skipped, a torn tail ends it)
+/// until `f` says stop; false when the file cannot be opened.
+fn each_line(
+    path: &Path,
+    cap: usize,
+    mut f: impl FnMut(&[u8]) -> std::ops::ControlFlow<()>,
+) -> bool {
+    let Ok(file) = crate::session::reader::open_regular(path) else {
+        return false;
+    };
+    let mut lines = Lines::new(BufReader::with_capacity(64 * 1024, file), 0, cap);
+    while let Ok(next) = lines.next_line() {
+        match next {
+            Next::Line { .. } => {}
+            Next::TooLong { .. } => continue,
+            Next::Torn { .. } | Next::End => break,
+        }
+        if f(lines.line()).is_break() {
+            break;
+        }
+    }
+    true
+}
+
+/// Whether some line of `path` has `uuid` as its own `uuid`, read through.
+fn search_uuid(path: &Path, uuid: &str, cap: usize) -> bool {
+    #[derive(Deserialize)]
+    struct Uuid<'a> {
+        #[serde(borrow)]
+        uuid: Option<std::borrow::Cow<'a, str>>,
+    }
+    #[cfg(test)]
+    SIBLINGS_SEARCHED.with(|c| c.set(c.get() + 1));
+    let finder = memchr::memmem::Finder::new(uuid.as_bytes());
+    let mut found = false;
+    each_line(path, cap, |line| {
+        found = finder.find(line).is_some()
+            && serde_json::from_slice::<Uuid>(line).is_ok_and(|u| u.uuid.as_deref() == Some(uuid));
+        if found {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
+    });
+    found
 }
 
 /// Which transcript of a pair that starts with the same line came first: the one whose
@@ -479,57 +583,44 @@ fn origin_order(
     (!own, created, path.to_path_buf())
 }
 
-/// The uuids this transcript shares with an earlier one of its folder that starts with the
-/// same line (`first_uuid`): Claude Code's resume and fork start a new file by repeating
-/// the conversation so far. Only transcripts whose first line is this one's are read
-/// (returned too).
-fn copied_from_siblings(
-    path: &Path,
-    first_uuid: &str,
-    first_session: Option<&str>,
-    cap: usize,
-) -> (HashSet<u64>, Vec<PathBuf>) {
+/// The uuids this transcript shares with the earlier ones of its folder it was resumed
+/// or forked from ([`earlier_siblings`]): Claude Code's resume and fork start a new file
+/// by repeating the conversation so far. Only those transcripts are read (returned too).
+fn copied_from_siblings(path: &Path, first: &Head, cap: usize) -> (HashSet<u64>, Vec<PathBuf>) {
     let mut copied = HashSet::new();
     #[derive(Deserialize)]
     struct Uuid {
         uuid: Option<String>,
     }
-    let earlier = earlier_siblings(path, first_uuid, first_session);
+    let earlier = earlier_siblings(path, first, cap);
     for sibling in &earlier {
-        let Ok(file) = crate::session::reader::open_regular(sibling) else {
-            continue;
-        };
-        #[cfg(test)]
-        SIBLINGS_READ.with(|c| c.set(c.get() + 1));
-        let mut lines = Lines::new(BufReader::with_capacity(64 * 1024, file), 0, cap);
-        while let Ok(next) = lines.next_line() {
-            match next {
-                Next::Line { .. } => {}
-                Next::TooLong { .. } => continue,
-                Next::Torn { .. } | Next::End => break,
-            }
-            if let Ok(Uuid { uuid: Some(u) }) = serde_json::from_slice::<Uuid>(lines.line()) {
+        let read = each_line(sibling, cap, |line| {
+            if let Ok(Uuid { uuid: Some(u) }) = serde_json::from_slice::<Uuid>(line) {
                 copied.insert(key(&u));
             }
-        }
+            std::ops::ControlFlow::Continue(())
+        });
+        #[cfg(test)]
+        SIBLINGS_READ.with(|c| c.set(c.get() + u64::from(read)));
+        #[cfg(not(test))]
+        let _ = read;
     }
     (copied, earlier)
 }
 
-/// The transcripts of `path`'s folder that start with the same line (`first_uuid`) and
-/// came before it (see [`origin_order`]), sorted: the ones it was resumed or forked from.
-pub(super) fn earlier_siblings(
-    path: &Path,
-    first_uuid: &str,
-    first_session: Option<&str>,
-) -> Vec<PathBuf> {
+/// The transcripts of `path`'s folder it was resumed or forked from, sorted: those that
+/// came before it (see [`origin_order`]) and start with the same line (`first`) or — when
+/// `first` names a parent (a fork of a compacted session starts at the compaction) — hold
+/// that line anywhere. "Before" is one order over the folder, so two transcripts never
+/// leave their shared lines to each other.
+pub(super) fn earlier_siblings(path: &Path, first: &Head, cap: usize) -> Vec<PathBuf> {
     let Some(dir) = path.parent() else {
         return Vec::new();
     };
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let mine = origin_order(path, first_session);
+    let mine = origin_order(path, first.session.as_deref());
     let earlier: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .map(|e| e.path())
@@ -544,9 +635,12 @@ pub(super) fn earlier_siblings(
     let mut earlier: Vec<PathBuf> = earlier
         .into_iter()
         .zip(heads)
+        .filter_map(|(p, head)| {
+            let head = head?;
+            (origin_order(&p, head.session.as_deref()) < mine).then_some((p, head))
+        })
         .filter(|(p, head)| {
-            head.as_ref()
-                .is_some_and(|(u, sid)| u == first_uuid && origin_order(p, sid.as_deref()) < mine)
+            head.uuid == first.uuid || (first.mid && holds_uuid(p, &first.uuid, cap))
         })
         .map(|(p, _)| p)
         .collect();
@@ -2307,6 +2401,89 @@ mod tests {
         std::fs::write(&a, first + &prompt("z9", Some("a1"), "more")).expect("grow");
         let p = plan(&b, cap, &mut cache).expect("plan");
         assert!(p.copied.contains(&key("z9")));
+    }
+
+    #[test]
+    fn a_fork_of_a_compacted_session_leaves_what_it_copied_to_its_parent() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let parent_id = "0a0a0a0a-0000-4000-8000-000000000001";
+        let fork_id = "0a0a0a0a-0000-4000-8000-000000000002";
+        // The parent: a turn, a 2.x compaction (a boundary whose chain link is only
+        // logical, the summary as a user line), a turn after it.
+        let boundary = json!({"type": "system", "subtype": "compact_boundary", "uuid": "b1",
+            "parentUuid": null, "logicalParentUuid": "a1", "sessionId": SID, "cwd": "/w",
+            "isSidechain": false, "compactMetadata": {"trigger": "auto"}})
+        .to_string()
+            + "\n";
+        let summary = line(
+            "s1",
+            Some("b1"),
+            "user",
+            json!({"isCompactSummary": true, "isVisibleInTranscriptOnly": true,
+                "message": {"role": "user", "content": "This session is being continued from a previous conversation that ran out of context."}}),
+        );
+        let after = [
+            boundary,
+            summary,
+            prompt("u2", Some("s1"), "second question"),
+            answer("a2", "u2", "m2", "second answer", Some("end_turn")),
+        ]
+        .concat();
+        let parent_text = [
+            prompt("u1", None, "first question"),
+            answer("a1", "u1", "m1", "first answer", Some("end_turn")),
+        ]
+        .concat()
+            + &after;
+        let parent = dir.path().join(format!("{parent_id}.jsonl"));
+        std::fs::write(&parent, parent_text.replace(SID, parent_id)).expect("parent");
+        // The fork: the parent's chain from its leaf up stops at the boundary, so the
+        // copy starts there (uuids kept, the fork's `sessionId`, no `forkedFrom`).
+        let fork_text = [
+            json!({"type": "mode", "mode": "normal", "sessionId": SID}).to_string() + "\n",
+            after,
+            prompt("u3", Some("a2"), "fork question"),
+            answer("a3", "u3", "m3", "fork answer", Some("end_turn")),
+        ]
+        .concat();
+        let fork = dir.path().join(format!("{fork_id}.jsonl"));
+        std::fs::write(&fork, fork_text.replace(SID, fork_id)).expect("fork");
+        let texts = |r: &Read| -> Vec<(String, String)> {
+            assert!(r.error.is_none(), "{:?}", r.error);
+            r.turns.iter().flat_map(users).collect()
+        };
+        let prompts = |r: &Read| -> Vec<String> {
+            let people = texts(r).into_iter().filter(|(k, _)| k == "user");
+            people.map(|(_, t)| t).collect()
+        };
+        let searched = SIBLINGS_SEARCHED.with(std::cell::Cell::get);
+        let rp = read_path(&parent, ResumePoint::default(), false);
+        assert_eq!(
+            SIBLINGS_SEARCHED.with(std::cell::Cell::get),
+            searched,
+            "a transcript that starts a conversation reads no sibling through"
+        );
+        assert_eq!(prompts(&rp), ["first question", "second question"]);
+        let rf = read_path(&fork, ResumePoint::default(), false);
+        assert_eq!(
+            texts(&rf),
+            [("user".to_owned(), "fork question".to_owned())],
+            "the summary and the turn the fork copied are the parent's"
+        );
+        assert_eq!(
+            crate::source::claude_code::fork_parent(&fork).as_deref(),
+            Some(parent_id)
+        );
+        assert_eq!(crate::source::claude_code::fork_parent(&parent), None);
+        // A transcript starting past a compaction no sibling holds is read whole.
+        std::fs::write(
+            &parent,
+            prompt("z1", None, "unrelated").replace(SID, parent_id),
+        )
+        .expect("unrelated");
+        let rf = read_path(&fork, ResumePoint::default(), false);
+        assert_eq!(prompts(&rf), ["second question", "fork question"]);
+        assert_eq!(crate::source::claude_code::fork_parent(&fork), None);
     }
 
     #[test]
