@@ -34,8 +34,10 @@ pub enum Rule {
     Overlap,
     /// Same primary path, size under the limit.
     PrimaryPath,
-    /// The turn carries no path, command nor term (`ok`, `go on` and no tool call): nothing
-    /// says the task changed, so it stays with the chapter (size permitting).
+    /// The person's words carry no term (`ok`, `yes please`, `it worked!`, or no text at
+    /// all), whatever the agent's tool calls then touched: the person named no new task, so
+    /// the turn stays with the chapter (size permitting). A follow-up that only answers or
+    /// approves shares few words with the turn before, but opens nothing.
     NoSignal,
     /// Below τ and no primary match: a new chapter.
     TopicChange,
@@ -170,7 +172,7 @@ pub fn opening_decision(
 }
 
 /// The rule that places a turn after the open chapter, and whether it joins it: on topic
-/// (overlap ≥ τ, else the same primary path, else a turn with no signal at all) and the
+/// (overlap ≥ τ, else the same primary path, else a turn whose person said no term) and the
 /// chapter with it under the limit.
 fn decide(
     cfg: &ComposeConfig,
@@ -364,7 +366,7 @@ impl Online {
             &self.cfg,
             sig.turn,
             score,
-            incoming.is_empty(),
+            incoming.names_nothing,
             || open.primary_matches(&incoming),
             open.size.saturating_add(incoming.size),
         );
@@ -645,6 +647,9 @@ struct Features<'a> {
     /// `paths[0]`: the file the turn is about.
     primary: Option<&'a str>,
     size: u64,
+    /// The person's words hold no term (`signature.terms` is theirs alone): whatever the
+    /// turn's tool calls touched, nothing the person said can name another task.
+    names_nothing: bool,
 }
 
 impl<'a> Features<'a> {
@@ -661,16 +666,12 @@ impl<'a> Features<'a> {
                 .collect(),
             primary: sig.paths.first().map(String::as_str),
             size: sig.size,
+            names_nothing: sig.terms.is_empty(),
         }
     }
 
     fn sets(&self) -> Sets<'_> {
         (&self.paths, &self.commands, &self.terms)
-    }
-
-    /// No path, command nor term: nothing this turn says can name another task.
-    fn is_empty(&self) -> bool {
-        self.paths.is_empty() && self.commands.is_empty() && self.terms.is_empty()
     }
 }
 
@@ -1235,6 +1236,39 @@ mod tests {
             (vec![0, 1], vec![2])
         );
         assert_eq!(chapters[0].size, 20);
+    }
+
+    #[test]
+    fn a_turn_whose_person_names_nothing_stays_whatever_its_tools_touched() {
+        let opening = sig(1, 0, 4, &["src/auth.rs"], &["cargo test"], &["auth"], 10);
+        // `yes please`: no term of the person's, and the agent then works in files and
+        // commands the chapter has not seen — nothing shared at all.
+        let approval = sig(2, 5, 9, &["docs/deploy.md"], &["helm install"], &[], 10);
+        // The same tool work asked for in words the chapter lacks opens a chapter.
+        let request = sig(
+            3,
+            10,
+            14,
+            &["docs/deploy.md"],
+            &["helm install"],
+            &["deploy"],
+            10,
+        );
+        let chapters = compose("s", &[opening.clone(), approval], 0, 9, &CFG).expect("composes");
+        assert_eq!(rules(&chapters), vec![vec![Rule::Open, Rule::NoSignal]]);
+        assert!(chapters[0].decisions[1].score < CFG.merge_threshold);
+        let chapters = compose("s", &[opening.clone(), request], 0, 14, &CFG).expect("composes");
+        assert_eq!(
+            rules(&chapters),
+            vec![vec![Rule::Open], vec![Rule::TopicChange]]
+        );
+        // Size still rules: a silent turn that would overflow the chapter opens one.
+        let big = sig(2, 5, 9, &["docs/deploy.md"], &[], &[], 9000);
+        let chapters = compose("s", &[opening, big], 0, 9, &CFG).expect("composes");
+        assert_eq!(
+            rules(&chapters),
+            vec![vec![Rule::Open], vec![Rule::SizeLimit]]
+        );
     }
 
     #[test]

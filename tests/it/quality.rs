@@ -75,13 +75,20 @@ fn returns_to_an_earlier_task_name_the_chapter_they_continue() {
     }
 }
 
-/// The real labelled sessions (issue 18, point 5b): `tests/it/fixtures/labelled/`.
+/// The real labelled sessions (issue 18, point 5b): `tests/it/fixtures/labelled/`. The
+/// first five were the set composition was tuned on; the three after them were labelled
+/// later, before composing them, to check the tuning holds on sessions it never saw.
 const REAL: &[&str] = &[
     "entire-lint-migration",
     "entire-remote-env-gpg",
     "entire-shadow-branch-rebase",
     "entire-session-cleanup",
     "cctrace-export-import",
+];
+const ADDED: &[&str] = &[
+    "entire-attribution-cleanup",
+    "entire-hook-setup",
+    "entire-sessions-branch-logic",
 ];
 
 /// The labelled fixtures; `QUALITY_REAL_DIR` points at another copy (the uncut files, to
@@ -157,19 +164,15 @@ fn check_labels(name: &str, turns: &[CompletedTurn], labels: &HandLabels) {
     }
 }
 
-/// Issue 18, point 5(b): composition on real Claude Code sessions labelled by hand draws
-/// the chapters a person would — boundary F1 at the default τ at least the goal (0.85),
-/// no stopword topic — and does so deterministically.
-#[test]
-fn real_labelled_sessions_meet_the_boundary_goal() {
+/// Measure `names` at each τ of `taus`, printing what composition drew at the default τ
+/// for a person to compare with the labels, and checking the figures are deterministic.
+fn measure_sessions(names: &[&str], taus: &[f64]) -> Vec<Quality> {
     let redactor = dsh_chapters::redact::built_in().expect("built-in rules compile");
-    let taus = [0.15, 0.2, 0.25, 0.3, 0.35];
     let mut total = vec![Quality::default(); taus.len()];
-    for name in REAL {
+    for name in names {
         let (turns, labels, ws) = real_session(name);
         check_labels(name, &turns, &labels);
-        let got = measure_real(&turns, &labels, &ws, &taus, 8000, 8000, redactor);
-        // What composition drew, for a person to compare with the labels.
+        let got = measure_real(&turns, &labels, &ws, taus, 8000, 8000, redactor);
         let sigs = sign_turns(&turns, &ws, redactor, 8000);
         let cfg = ComposeConfig {
             merge_threshold: 0.25,
@@ -218,24 +221,57 @@ fn real_labelled_sessions_meet_the_boundary_goal() {
         }
         assert_eq!(
             got,
-            measure_real(&turns, &labels, &ws, &taus, 8000, 8000, redactor),
+            measure_real(&turns, &labels, &ws, taus, 8000, 8000, redactor),
             "deterministic"
         );
     }
-    for (tau, q) in taus.iter().zip(&total) {
+    total
+}
+
+fn print_totals(set: &str, taus: &[f64], total: &[Quality]) {
+    for (tau, q) in taus.iter().zip(total) {
         eprintln!(
-            "all, tau {tau}: chapters {} true {} predicted {} hits {} P {:.3} R {:.3} F1 {:.3} topic-hit {:.3} stop {} size-splits {} (true {}) topic-F1 {:.3}",
+            "{set}, tau {tau}: chapters {} true {} predicted {} hits {} P {:.3} R {:.3} F1 {:.3} topic-hit {:.3} stop {} size-splits {} (true {}) topic-F1 {:.3}",
             q.chapters, q.true_boundaries, q.predicted_boundaries, q.hits,
             q.precision(), q.recall(), q.f1(), q.topic_hit(), q.stopword_topics,
             q.size_boundaries, q.size_hits, q.topic_f1()
         );
     }
-    let q = &total[2]; // τ = 0.25, the default
-    assert_eq!(q.stopword_topics, 0, "{q:?}");
-    // Measured 0.436 (goal 0.85, not met: see docs/benchmarks.md, "Composition quality").
+}
+
+/// Issue 18, point 5(b): composition on real Claude Code sessions labelled by hand draws
+/// the chapters a person would — boundary F1 at the default τ toward the goal (0.85), no
+/// stopword topic — on the sessions it was tuned on and on the ones labelled after, and
+/// does so deterministically.
+#[test]
+fn real_labelled_sessions_meet_the_boundary_goal() {
+    let taus = [0.15, 0.2, 0.25, 0.3, 0.35];
+    let tuned = measure_sessions(REAL, &taus);
+    let added = measure_sessions(ADDED, &taus);
+    let mut all = tuned.clone();
+    for (a, q) in all.iter_mut().zip(&added) {
+        a.add(q);
+    }
+    print_totals("tuned-on five", &taus, &tuned);
+    print_totals("added three", &taus, &added);
+    print_totals("all eight", &taus, &all);
+    // τ = 0.25, the default. Measured (docs/benchmarks.md, "Composition quality"): the five
+    // 0.453, the three added 0.556, all eight 0.479 — the goal 0.85 is not met.
+    let (q, q_added, q_all) = (&tuned[2], &added[2], &all[2]);
+    assert_eq!(q_all.stopword_topics, 0, "{q_all:?}");
     assert!(
-        q.f1() >= 0.43,
+        q.f1() >= 0.45,
         "real-session boundary F1 {:.3}: {q:?}",
         q.f1()
+    );
+    assert!(
+        q_added.f1() >= 0.55,
+        "added sessions' boundary F1 {:.3}: {q_added:?}",
+        q_added.f1()
+    );
+    assert!(
+        q_all.f1() >= 0.47,
+        "all real sessions' boundary F1 {:.3}: {q_all:?}",
+        q_all.f1()
     );
 }
