@@ -2487,6 +2487,28 @@ mod tests {
     }
 
     #[test]
+    fn a_sibling_rewritten_within_one_tick_of_the_file_clock_is_read_again() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let a = dir
+            .path()
+            .join("0a0a0a0a-0000-4000-8000-000000000001.jsonl");
+        std::fs::write(&a, prompt("h1", None, "one")).expect("first");
+        let at = std::fs::metadata(&a)
+            .and_then(|m| m.modified())
+            .expect("mtime");
+        let head = |p: &Path| sibling_heads(&[p.to_path_buf()])[0].clone().map(|h| h.uuid);
+        assert_eq!(head(&a).as_deref(), Some("h1"));
+        // Rewritten within the same tick of the file clock: the mtime is the same.
+        std::fs::write(&a, prompt("h2-another", None, "two")).expect("rewrite");
+        std::fs::File::options()
+            .write(true)
+            .open(&a)
+            .and_then(|f| f.set_modified(at))
+            .expect("the same mtime");
+        assert_eq!(head(&a).as_deref(), Some("h2-another"));
+    }
+
+    #[test]
     fn another_tools_lines_in_a_transcript_are_skipped() {
         let log = [
             prompt("u1", None, "hello"),
