@@ -88,6 +88,9 @@ pub struct Config {
     pub max_event_bytes: u64,
     pub writer_lock_timeout_ms: u64,
     pub sync_timeout_ms: u64,
+    /// Days of the pool's chapters written out as plain files in the mirror at each sync
+    /// (the packed mirror reads the rest from its git objects; 0: none).
+    pub mirror_recent_days: u64,
     pub idle_archive_ms: u64,
     pub daemon_watch: DaemonWatch,
     pub daemon_poll_ms: u64,
@@ -636,6 +639,7 @@ mod tests {
             max_event_bytes: 33_554_432,
             writer_lock_timeout_ms: 10000,
             sync_timeout_ms: 60000,
+            mirror_recent_days: 30,
             idle_archive_ms: 600_000,
             daemon_watch: DaemonWatch::Auto,
             daemon_poll_ms: 1000,
@@ -678,7 +682,7 @@ mod tests {
     fn every_key_is_in_defaults_yml_with_a_comment_above() {
         let serialized = serde_json::to_value(Config::defaults()).unwrap();
         let keys: Vec<&String> = serialized.as_object().unwrap().keys().collect();
-        assert_eq!(keys.len(), 45);
+        assert_eq!(keys.len(), 46);
         let lines: Vec<&str> = DEFAULTS_YML.lines().collect();
         for key in keys {
             let line = key_line(DEFAULTS_YML, key)

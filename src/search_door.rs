@@ -146,14 +146,16 @@ pub fn open(
         documents: 0,
         other_projects: 0,
         unreadable: Vec::new(),
-        mirror_absent: linked && !mirror_dir.join("chapters").is_dir(),
+        mirror_absent: linked
+            && !mirror_dir.join("chapters").is_dir()
+            && crate::pool::mirror::materialized_head(&mirror_dir).is_none(),
         curation: Curation::default(),
         notes: Vec::new(),
         index_dir,
         project_key: project_key.to_owned(),
         cross_project,
         workspace: workspace.to_path_buf(),
-        reader: Reader::new(workspace),
+        reader: crate::pool::mirror::reader(workspace),
     };
     if !store_dir.is_dir() {
         return Ok(corpus);
@@ -778,6 +780,7 @@ impl Corpus {
                 None => (String::new(), String::new()),
             };
             let id = short_id(&root, &name, &c.path);
+            self.write_out(&c.path);
             let snippet = if needles.is_empty() {
                 None
             } else {
@@ -843,18 +846,38 @@ impl Corpus {
             return Ok((self.reader.read_back(Vec::new()), 0));
         };
         let (rows, total) = cache.list(&self.filters(req), limit)?;
+        for row in &rows {
+            self.write_out(&row.path);
+        }
         Ok((self.reader.read_back(rows), total))
     }
 
     /// The document an id (`<session-prefix>/<number>`, `…/p<number>` for a plan) or a
     /// workspace-relative path names, in this door (any project).
     pub fn find(&self, id: &str) -> Result<Vec<Redacted<Row>>, DoorError> {
-        Ok(self.reader.read_back(self.find_rows(id)?).into_items())
+        let rows = self.find_rows(id)?;
+        for row in &rows {
+            self.write_out(&row.path);
+        }
+        Ok(self.reader.read_back(rows).into_items())
+    }
+
+    /// A document of the packed mirror this door returns is written out (atomic) where the
+    /// agent's `read` tool opens it (`pool::mirror::write_out`); a failure is logged, the
+    /// answer still given (its text comes from the mirror's tree).
+    fn write_out(&self, rel: &str) {
+        if !rel.starts_with(MIRROR_DIR) {
+            return;
+        }
+        if let Err(e) = crate::pool::mirror::write_out(&self.workspace, rel, None) {
+            tracing::warn!(error = %e, "could not write a document of the pool out of the mirror");
+        }
     }
 
     /// A document's whole file as stored, or its body (an artifact's whole text), read
     /// through the store's reader (`None` when it cannot be read).
     pub fn read_document(&self, rel: &str, whole: bool) -> Option<Redacted<String>> {
+        self.write_out(rel);
         if whole {
             let bytes = self.reader.bytes(Path::new(rel)).ok()?;
             return Some(bytes.derive(|b| String::from_utf8_lossy(b).into_owned()));
@@ -883,6 +906,12 @@ impl Corpus {
                 .join(hash.get(..2)?)
                 .join(format!("{hash}.txt")),
         );
+        if let Some(prefix) = hash.get(..2) {
+            let project_key = &self.project_key;
+            self.write_out(&format!(
+                "{MIRROR_DIR}/artifacts/{project_key}/{prefix}/{hash}.txt"
+            ));
+        }
         candidates.into_iter().find_map(|p| {
             let bytes = self.reader.bytes(&p).ok()?;
             String::from_utf8(bytes.into_inner())

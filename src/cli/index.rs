@@ -73,6 +73,7 @@ fn rebuild(workspace: Option<&Path>, args: RebuildArgs) -> Result<()> {
             now_secs: now_ms / 1000,
             now: &now,
             timeout: Duration::from_millis(env.config.sync_timeout_ms),
+            mirror_recent_days: env.config.mirror_recent_days,
             lock_timeout,
             rebuild_index: true,
             vocabulary: None,

@@ -51,6 +51,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         now_secs: now_ms / 1000,
         now: &now,
         timeout: Duration::from_millis(env.config.sync_timeout_ms),
+        mirror_recent_days: env.config.mirror_recent_days,
         lock_timeout: Duration::from_millis(env.config.writer_lock_timeout_ms),
         rebuild_index: false,
         vocabulary: vocab.as_ref().and_then(|redactor| {

@@ -319,6 +319,7 @@ fn run_sync(job: &Job, pull_only: bool) -> SyncOutcome {
             now_secs: now / 1000,
             now: &now_str,
             timeout: Duration::from_millis(ctx.config.sync_timeout_ms),
+            mirror_recent_days: ctx.config.mirror_recent_days,
             lock_timeout: Duration::from_millis(ctx.config.writer_lock_timeout_ms),
             rebuild_index: false,
             vocabulary: crate::index::build::VocabApply::when_applied(

@@ -377,6 +377,12 @@ impl Table {
         } else {
             None
         };
+        // The pool's documents in the packed mirror are listed and read from its tree.
+        let packed = if linked {
+            crate::pool::mirror::Packed::open(workspace)
+        } else {
+            None
+        };
         let from_journal = match rescan {
             Some(reason) => Err(reason),
             None => match journal::read_since(&store_dir, state.journal.as_ref()) {
@@ -428,7 +434,7 @@ impl Table {
                 };
                 report.rescan = Some(reason);
                 state.rescanned_ms = now_ms;
-                list_sources(workspace, linked)?
+                list_sources(workspace, linked, packed.as_ref())?
                     .into_iter()
                     .map(|(key, root)| Visit {
                         key,
@@ -441,6 +447,7 @@ impl Table {
         };
         state.linked = linked;
 
+        let mirror_pks = mirror_chapter_pks(workspace, linked, packed.as_ref())?;
         let mut folders = Folders::new(&dir);
         let mut added: Vec<TableDoc> = Vec::new();
         // Paths whose document changed: their old version leaves the table.
@@ -450,12 +457,29 @@ impl Table {
         let mut unreadable_moved = false;
         for visit in &visits {
             let path = workspace.join(&visit.key);
-            let mtime = fs::metadata(&path)
-                .ok()
-                .and_then(|m| m.modified().ok())
-                .map(|t| (t, stamp(t)));
-            let Some((modified, mtime)) = mtime else {
-                continue;
+            // A folder of the packed mirror: its tree id stands for its mtime, its blob ids
+            // for its files' stamps.
+            let tree = match (&packed, packed_folder(&visit.key)) {
+                (Some(packed), Some(rel)) => match packed.folder(rel) {
+                    Ok(Some((id, files))) => {
+                        Some((id, own_left_out(workspace, &visit.root, files)))
+                    }
+                    // Not the pool's (a file put there by hand): read from disk.
+                    Ok(None) => None,
+                    Err(e) => return Err(io_err(&path, io::Error::other(e.to_string()))),
+                },
+                _ => None,
+            };
+            let (settled, mtime) = match &tree {
+                Some((id, _)) => (true, id_stamp(id)),
+                None => {
+                    let mtime = fs::metadata(&path).ok().and_then(|m| m.modified().ok());
+                    let Some(modified) = mtime else {
+                        continue;
+                    };
+                    let settled = now.duration_since(modified).is_ok_and(|age| age >= SETTLE);
+                    (settled, stamp(modified))
+                }
             };
             let was = folders.get(&visit.key)?;
             if visit.check_mtime && was.as_ref().is_some_and(|w| w.mtime == mtime && mtime != 0) {
@@ -463,10 +487,25 @@ impl Table {
             }
             report.folders += 1;
             let mut known = read_known(&dir, &visit.key)?;
-            let twins = twin_names(&dir, workspace, &visit.key, &visit.root, linked)?;
+            let twins = twin_names(
+                &dir,
+                workspace,
+                &visit.key,
+                &visit.root,
+                linked,
+                &mirror_pks,
+            )?;
             let mut names = Vec::new();
             let mut known_moved = false;
-            for name in list_markdown(&path)? {
+            let listed = match &tree {
+                Some((_, files)) => files
+                    .keys()
+                    .filter(|n| !n.starts_with('.') && n.ends_with(".md"))
+                    .cloned()
+                    .collect(),
+                None => list_markdown(&path)?,
+            };
+            for name in listed {
                 if twins.contains(&name) {
                     continue;
                 }
@@ -479,7 +518,11 @@ impl Table {
                     continue;
                 }
                 let rel = format!("{}/{name}", visit.key);
-                let stamp_now = file_stamp(&workspace.join(&rel));
+                let blob = tree.as_ref().and_then(|(_, files)| files.get(&name));
+                let stamp_now = match blob {
+                    Some(id) => Some((0, id_stamp(id))),
+                    None => file_stamp(&workspace.join(&rel)),
+                };
                 if let Some(k) = &entry {
                     match (k.stamp, stamp_now) {
                         (Some(was), Some(now)) if was != now => {}
@@ -498,7 +541,14 @@ impl Table {
                     }
                 }
                 known_moved = true;
-                match read_doc(&workspace.join(&rel), &visit.key) {
+                let read = match (blob, &packed) {
+                    (Some(id), Some(packed)) => packed
+                        .blob(*id)
+                        .map_err(|e| format!("cannot read from the mirror's pack: {e}"))
+                        .and_then(|bytes| doc_of(&bytes, &visit.key)),
+                    _ => read_doc(&workspace.join(&rel), &visit.key),
+                };
+                match read {
                     Ok((blob, meta)) => {
                         unreadable_moved |= state.unreadable.remove(&rel).is_some();
                         if let Some(old) = &entry {
@@ -550,7 +600,6 @@ impl Table {
                 .filter(|(_, k)| k.blob != UNREADABLE)
                 .map(|(n, k)| (n.as_str(), k.blob.as_str()))
                 .collect();
-            let settled = now.duration_since(modified).is_ok_and(|age| age >= SETTLE);
             let now_state = SourceState {
                 mtime: if settled { mtime } else { 0 },
                 files: readable.len() as u64,
@@ -1047,7 +1096,11 @@ fn stamp(t: SystemTime) -> u128 {
 
 /// Document folders: the store's session trees, and the mirror's when linked; each as
 /// (workspace-relative path, root session id), sorted.
-fn list_sources(workspace: &Path, linked: bool) -> Result<Vec<(String, String)>, TableError> {
+fn list_sources(
+    workspace: &Path,
+    linked: bool,
+    packed: Option<&crate::pool::mirror::Packed>,
+) -> Result<Vec<(String, String)>, TableError> {
     let mut out = Vec::new();
     let store_dir = workspace.join(STORE_DIR);
     // A root without `chapters/` is skipped by the caller's stat (one stat per folder).
@@ -1058,9 +1111,21 @@ fn list_sources(workspace: &Path, linked: bool) -> Result<Vec<(String, String)>,
     // linked, the pool's project rules, under the pseudo-root `rules`.
     out.push((format!("{STORE_DIR}/{RULES_DIR}"), RULES_DIR.to_owned()));
     if linked {
+        // The packed mirror's folders from its tree, and any folder on disk besides.
+        let mut folders: BTreeSet<(String, String)> = BTreeSet::new();
+        if let Some(packed) = packed {
+            folders.extend(packed.chapter_folders().map_err(|e| {
+                io_err(&workspace.join(MIRROR_DIR), io::Error::other(e.to_string()))
+            })?);
+        }
         let chapters = workspace.join(MIRROR_DIR).join("chapters");
         for pk in list_dirs(&chapters)? {
             for root in list_dirs(&chapters.join(&pk))? {
+                folders.insert((pk.clone(), root));
+            }
+        }
+        for (pk, root) in folders {
+            if is_safe_component(&pk) && is_safe_component(&root) {
                 out.push((format!("{MIRROR_DIR}/chapters/{pk}/{root}"), root));
             }
         }
@@ -1123,8 +1188,68 @@ fn read_doc(path: &Path, folder: &str) -> Result<(String, DocMeta), String> {
     fs::File::open(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
         .map_err(|e| format!("cannot read: {e}"))?;
-    let blob = crate::names::blob_id(&bytes);
-    let mut meta = parse_head(&bytes)?;
+    doc_of(&bytes, folder)
+}
+
+/// The mirror folder `key` as a path of the packed mirror's tree (`chapters/<pk>/<root>`).
+fn packed_folder(key: &str) -> Option<&str> {
+    key.strip_prefix(MIRROR_DIR)?
+        .strip_prefix('/')
+        .filter(|rel| rel.starts_with("chapters/"))
+}
+
+/// A stamp from an object id (a tree's for a folder, a blob's for a file): it moves exactly
+/// when the content does; never 0 (which means "list again").
+fn id_stamp(id: &crate::pool::git::ObjectId) -> u128 {
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&id.as_bytes()[..16]);
+    u128::from_be_bytes(bytes) | 1
+}
+
+/// A packed folder's files, name → blob, without this machine's own chapters: the pool holds
+/// them too, but the store's copy is the one read (a document counted once, as the mirror's
+/// files never held them).
+fn own_left_out(
+    workspace: &Path,
+    root: &str,
+    files: Vec<(String, crate::pool::git::ObjectId)>,
+) -> BTreeMap<String, crate::pool::git::ObjectId> {
+    let own = workspace.join(STORE_DIR).join(root).join("chapters");
+    let mine = own.is_dir();
+    files
+        .into_iter()
+        .filter(|(name, _)| !mine || !own.join(name).is_file())
+        .collect()
+}
+
+/// The project keys of the mirror's chapter folders (the packed mirror's tree, or the files).
+fn mirror_chapter_pks(
+    workspace: &Path,
+    linked: bool,
+    packed: Option<&crate::pool::mirror::Packed>,
+) -> Result<Vec<String>, TableError> {
+    if !linked {
+        return Ok(Vec::new());
+    }
+    let mut pks: BTreeSet<String> = list_dirs(&workspace.join(MIRROR_DIR).join("chapters"))?
+        .into_iter()
+        .collect();
+    if let Some(packed) = packed {
+        pks.extend(
+            packed
+                .chapter_pks()
+                .map_err(|e| io_err(&workspace.join(MIRROR_DIR), io::Error::other(e.to_string())))?
+                .into_iter()
+                .filter(|pk| is_safe_component(pk)),
+        );
+    }
+    Ok(pks.into_iter().collect())
+}
+
+/// A document's blob id and frontmatter from its bytes, or why they are not one.
+fn doc_of(bytes: &[u8], folder: &str) -> Result<(String, DocMeta), String> {
+    let blob = crate::names::blob_id(bytes);
+    let mut meta = parse_head(bytes)?;
     if meta.project_key.is_empty() {
         // The original TypeScript plugin writes no `projectKey`: a pool document is of
         // the project its folder names.
@@ -2042,6 +2167,7 @@ fn twin_names(
     key: &str,
     root: &str,
     linked: bool,
+    mirror_pks: &[String],
 ) -> Result<BTreeSet<String>, TableError> {
     let store_rules = format!("{STORE_DIR}/{RULES_DIR}");
     let mirror_rules = |pk: &str| format!("{MIRROR_DIR}/{RULES_DIR}/{pk}");
@@ -2057,7 +2183,7 @@ fn twin_names(
     } else if key.starts_with(MIRROR_DIR) {
         twins.push(format!("{STORE_DIR}/{root}/chapters"));
     } else if linked {
-        for pk in list_dirs(&workspace.join(MIRROR_DIR).join("chapters"))? {
+        for pk in mirror_pks {
             twins.push(format!("{MIRROR_DIR}/chapters/{pk}/{root}"));
         }
     }

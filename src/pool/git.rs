@@ -435,6 +435,23 @@ impl GitRepo {
         Ok(blobs)
     }
 
+    /// The entries of one tree (not recursive), as `(name, id, is a tree)` in the tree's order;
+    /// submodule links are left out. A name that is not UTF-8 is left out too (no document
+    /// has one).
+    pub fn entries(&self, tree: ObjectId) -> Result<Vec<(String, ObjectId, bool)>, GitError> {
+        let data = self.read_kind(tree, Kind::Tree, "tree")?;
+        Ok(self
+            .decode_tree(tree, &data)?
+            .entries
+            .into_iter()
+            .filter(|entry| !entry.mode.is_commit())
+            .filter_map(|entry| {
+                let name = entry.filename.to_str().ok()?;
+                Some((name.to_owned(), entry.oid.to_owned(), entry.mode.is_tree()))
+            })
+            .collect())
+    }
+
     /// Blobs of `new` that `old` lacks or holds with other bytes, sorted by path. Descends
     /// only into subtrees whose ids differ, so the cost follows the change, not the tree.
     pub fn changed_blobs(

@@ -32,7 +32,9 @@ use crate::store::{atomic, Store, StoreError, MIRROR_DIR};
 pub const POOL_REF: &str = "refs/heads/main";
 const STATUS_FILE: &str = "sync-status.json";
 const PUBLISHED_DIR: &str = "dsh-chapters-published";
-const MATERIALIZED_FILE: &str = "dsh-chapters-materialized";
+use super::mirror::MATERIALIZED_FILE;
+/// A local pool's objects fetched into the mirror (a copy on this machine's disks).
+const MIRROR_FETCH_TIMEOUT: Duration = Duration::from_secs(600);
 /// Present once the mirror holds no copy of this store's own chapters (`sweep_own_copies`).
 const OWN_SWEPT_FILE: &str = "dsh-chapters-own-swept";
 /// The mirror's deepest files: `chapters/<pk>/<root>/X.md`, `index/<dir>/<file>`,
@@ -195,6 +197,8 @@ pub struct SyncContext<'a> {
     pub now_secs: i64,
     pub now: &'a str,
     pub timeout: Duration,
+    /// `mirrorRecentDays`: the pool's chapters dated this recently are written out as files.
+    pub mirror_recent_days: u64,
     pub lock_timeout: Duration,
     /// Rebuild the pool's topic index from the tree (`chapters index rebuild`) instead of
     /// updating it.
@@ -1027,15 +1031,7 @@ fn run(
                 if let Some(key) =
                     project_key_in(&theirs).filter(|k| k != &ctx.identity.project_key)
                 {
-                    materialize(
-                        &mirror,
-                        &mirror_dir,
-                        ctx.store.dir(),
-                        &ctx.identity.project_key,
-                        head,
-                        &BTreeMap::new(),
-                        report,
-                    )?;
+                    materialize(ctx, &mirror, &mirror_dir, head, &BTreeMap::new(), report)?;
                     return Err(Fail {
                         code: SyncCode::IdentityMismatch,
                         detail: format!(
@@ -1092,29 +1088,13 @@ fn run(
             }
         }
         if pull_only {
-            materialize(
-                &mirror,
-                &mirror_dir,
-                ctx.store.dir(),
-                &ctx.identity.project_key,
-                head,
-                &BTreeMap::new(),
-                report,
-            )?;
+            materialize(ctx, &mirror, &mirror_dir, head, &BTreeMap::new(), report)?;
             return Ok(None);
         }
 
         // The mirror becomes the pulled pool first, so the topic index is built over the
         // pool's tree as this commit leaves it: the mirror's files plus this store's.
-        let pulled = materialize(
-            &mirror,
-            &mirror_dir,
-            ctx.store.dir(),
-            &ctx.identity.project_key,
-            head,
-            &BTreeMap::new(),
-            report,
-        )?;
+        let pulled = materialize(ctx, &mirror, &mirror_dir, head, &BTreeMap::new(), report)?;
         // A person's forget acts: what the pool's tip still holds of them goes, in a commit
         // of its own naming the person and the reason, before anything else is published.
         if !forget_pushed {
@@ -1284,15 +1264,7 @@ fn run(
                     })?;
                 }
                 let own: BTreeMap<String, ObjectId> = upserts.into_iter().collect();
-                materialize(
-                    &mirror,
-                    &mirror_dir,
-                    ctx.store.dir(),
-                    &ctx.identity.project_key,
-                    Some(commit),
-                    &own,
-                    report,
-                )?;
+                materialize(ctx, &mirror, &mirror_dir, Some(commit), &own, report)?;
                 record_index(Some(commit));
                 match next_round(ctx, &mirror_dir, &mut vocabulary_round, report) {
                     Some(m) => (message, attempt) = (Some(m), 0),
@@ -2011,14 +1983,14 @@ fn sweep_own_copies(mirror_dir: &Path, store: &Store, project_key: &str) -> Resu
 /// only what changed since the last materialized head.
 /// Returns the paths written.
 fn materialize(
+    ctx: &SyncContext<'_>,
     mirror: &GitRepo,
     mirror_dir: &Path,
-    store_dir: &Path,
-    project_key: &str,
     head: Option<ObjectId>,
     own: &BTreeMap<String, ObjectId>,
     report: &mut SyncReport,
 ) -> Result<Vec<String>, Fail> {
+    let (store_dir, project_key) = (ctx.store.dir(), ctx.identity.project_key.as_str());
     let mut written = Vec::new();
     let Some(head) = head else {
         return Ok(written);
@@ -2033,7 +2005,13 @@ fn materialize(
     }
     let old_tree = previous.map(|c| mirror.commit_tree(c)).transpose()?;
     let new_tree = mirror.commit_tree(head)?;
+    // The packed mirror: the pool's objects in the mirror's own git directory (a network
+    // pool's are there already; a local pool's are fetched, one pack), so its documents are
+    // read from there instead of being written out a file each (`pool::mirror`).
+    let packed = fetch_into_mirror(mirror, mirror_dir, head)?;
+    let recent = super::mirror::Recent::days(ctx.mirror_recent_days, ctx.now_secs);
     let mut wrote = false;
+    let mut unwritten = Vec::new();
     for (path, blob) in mirror.changed_blobs(old_tree, new_tree)? {
         // This machine's own files are in its store already: copying them in would double
         // every publish's writes — and a document both in the store and in the mirror is
@@ -2044,11 +2022,27 @@ fn materialize(
         if own.get(&path) == Some(&blob) || in_store(store_dir, project_key, &path, blob) {
             continue;
         }
+        let bytes = if packed && super::mirror::is_packed(&path) {
+            // Left in the pack, but for the recent window's chapters.
+            let bytes = match recent.filter(|_| path.ends_with(".md")) {
+                Some(window) => Some(mirror.read_blob(blob)?).filter(|b| window.holds(b)),
+                None => None,
+            };
+            match bytes {
+                Some(bytes) => bytes,
+                None => {
+                    report.received += 1;
+                    unwritten.push(path);
+                    continue;
+                }
+            }
+        } else {
+            mirror.read_blob(blob)?
+        };
         let target = mirror_dir.join(&path);
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).map_err(|e| mirror_io(parent, e))?;
         }
-        let bytes = mirror.read_blob(blob)?;
         // The mirror is transport: one filesystem sync below instead of one per file.
         atomic::write_atomic_unsynced(&target, &bytes).map_err(|e| Fail {
             code: SyncCode::MirrorIo,
@@ -2074,6 +2068,14 @@ fn materialize(
                     report.dropped += 1;
                     dropped = true;
                 }
+                // A document left in the pack leaves the search table all the same.
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::NotFound
+                        && super::mirror::is_packed(&path) =>
+                {
+                    report.dropped += 1;
+                    dropped = true;
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(mirror_io(&target, e)),
             }
@@ -2087,14 +2089,46 @@ fn materialize(
             code: SyncCode::MirrorIo,
             detail: e.to_string(),
         })?;
-        journal_documents(store_dir, &written);
     }
+    // The documents left in the pack are journaled as the written ones are: the search
+    // table reads them from the mirror's tree once the marker below names it.
+    journal_documents(store_dir, &written);
+    journal_documents(store_dir, &unwritten);
+    written.append(&mut unwritten);
     crash_point("sync-after-materialize");
     atomic::write_atomic(&marker, format!("{head}\n").as_bytes()).map_err(|e| Fail {
         code: SyncCode::MirrorIo,
         detail: e.to_string(),
     })?;
     Ok(written)
+}
+
+/// Make the mirror's own git directory hold `head` and everything it reaches: a network
+/// pool's mirror does already (its fetch went there); a local pool's objects are fetched from
+/// it (`git fetch`, one pack). Returns whether the mirror holds them, so its documents may stay
+/// packed; when the fetch fails they are written out as files, as before, and a note logged.
+fn fetch_into_mirror(mirror: &GitRepo, mirror_dir: &Path, head: ObjectId) -> Result<bool, Fail> {
+    let own = git_dir(mirror_dir);
+    if mirror.path() == own {
+        return Ok(true);
+    }
+    let local = GitRepo::open(&own)?;
+    if local.has_object(head) {
+        return Ok(true);
+    }
+    let remote = Remote {
+        url: mirror.path().to_string_lossy().into_owned(),
+        token: None,
+        user: None,
+    };
+    match transport::fetch(&own, &remote, MIRROR_FETCH_TIMEOUT) {
+        Ok(_) if local.has_object(head) => Ok(true),
+        Ok(_) => Ok(false),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not fetch the local pool's objects into the mirror; its documents are written out as files");
+            Ok(false)
+        }
+    }
 }
 
 /// `vocabApply`: write this machine's plugin facts for the vocabulary's candidates over the

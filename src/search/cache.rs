@@ -463,7 +463,7 @@ impl Cache {
             }
         };
         let mut written = 0;
-        let reader = Reader::new(workspace);
+        let reader = crate::pool::mirror::reader(workspace);
         {
             let mut ids = tx
                 .prepare(

@@ -476,20 +476,60 @@ fn artifacts_of(store: &Store, root: &str) -> Result<Vec<(String, String, u64)>,
 
 /// Who wrote the documents at `dir` (a mirror folder of another machine's session), from
 /// the first `harnessId:` in their frontmatter.
-fn writer_in(dir: &Path, number: Option<(Series, u32)>) -> Option<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .ok()?
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
+fn writer_in(mirror: &Mirror<'_>, dir: &str, number: Option<(Series, u32)>) -> Option<String> {
+    let names: Vec<String> = mirror
+        .names(dir, false)
+        .into_iter()
         .filter(|n| n.ends_with(".md"))
         .filter(|n| number.is_none() || parse_doc_name(n) == number)
         .collect();
-    names.sort();
     names.iter().find_map(|n| {
-        fs::read_to_string(dir.join(n))
-            .ok()
+        mirror
+            .text(&format!("{dir}/{n}"))
             .and_then(|t| harness_of(&t))
     })
+}
+
+/// The mirror as `forget` reads it: its files, and the packed mirror's tree
+/// (`pool::mirror`), which holds the pool's documents never written out.
+struct Mirror<'a> {
+    dir: std::path::PathBuf,
+    packed: Option<&'a dyn super::read::MirrorObjects>,
+}
+
+impl Mirror<'_> {
+    /// The names of folders (`dirs`) or files in the mirror's folder `rel`, sorted.
+    fn names(&self, rel: &str, dirs: bool) -> Vec<String> {
+        let mut out: BTreeSet<String> = fs::read_dir(self.dir.join(rel))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir() == dirs))
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        if let Some(packed) = self.packed {
+            out.extend(
+                packed
+                    .list(rel)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|(_, is_dir)| *is_dir == dirs)
+                    .map(|(name, _)| name),
+            );
+        }
+        out.into_iter().collect()
+    }
+
+    /// The text of the mirror's file `rel`: on disk, else in the packed mirror.
+    fn text(&self, rel: &str) -> Option<String> {
+        match fs::read_to_string(self.dir.join(rel)) {
+            Ok(text) => Some(text),
+            Err(_) => {
+                let bytes = self.packed?.file(rel).ok()??;
+                String::from_utf8(bytes).ok()
+            }
+        }
+    }
 }
 
 /// The `harnessId` a document's frontmatter names.
@@ -519,6 +559,7 @@ pub struct Resolved {
 pub fn resolve(
     store: &Store,
     workspace: &Path,
+    packed: Option<&dyn super::read::MirrorObjects>,
     project_key: &str,
     harness: &str,
     ids: &[String],
@@ -526,7 +567,10 @@ pub fn resolve(
     let forgotten = read(store.dir())?;
     let all = candidates(store)?;
     let by_id: BTreeMap<&str, &Candidate> = all.iter().map(|c| (c.id.as_str(), c)).collect();
-    let mirror = workspace.join(MIRROR_DIR);
+    let mirror = Mirror {
+        dir: workspace.join(MIRROR_DIR),
+        packed,
+    };
     let mut unknown = Vec::new();
     let mut named: Vec<&Candidate> = Vec::new();
     let mut already = Vec::new();
@@ -562,7 +606,7 @@ pub fn resolve(
         // Another machine's document, seen in the mirror: refused, naming its writer.
         let (root, rest) = id.split_once('/').unwrap_or((id.as_str(), ""));
         if super::is_safe_component(root) {
-            let folder = mirror.join("chapters").join(project_key).join(root);
+            let folder = format!("chapters/{project_key}/{root}");
             let number = if rest.is_empty() {
                 Some(None)
             } else if let Some(n) = rest.strip_prefix("plan-") {
@@ -571,7 +615,7 @@ pub fn resolve(
                 rest.parse().ok().map(|n| Some((Series::Chapter, n)))
             };
             if let Some(number) = number {
-                if let Some(writer) = writer_in(&folder, number) {
+                if let Some(writer) = writer_in(&mirror, &folder, number) {
                     if writer != harness {
                         return Err(ForgetError::NotOurs {
                             id: id.clone(),
@@ -708,32 +752,23 @@ fn item_of(store: &Store, c: &Candidate) -> Result<Item, ForgetError> {
 }
 
 /// Other machines' documents in the mirror, as (a label, text).
-fn mirror_documents(mirror: &Path, project_key: &str, harness: &str) -> Vec<(String, String)> {
+fn mirror_documents(
+    mirror: &Mirror<'_>,
+    project_key: &str,
+    harness: &str,
+) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let base = mirror.join("chapters").join(project_key);
-    let Ok(roots) = fs::read_dir(&base) else {
-        return out;
-    };
-    for root in roots.flatten() {
-        let Ok(files) = fs::read_dir(root.path()) else {
-            continue;
-        };
-        for file in files.flatten() {
-            let name = file.file_name().to_string_lossy().into_owned();
+    let base = format!("chapters/{project_key}");
+    for root in mirror.names(&base, true) {
+        for name in mirror.names(&format!("{base}/{root}"), false) {
             if !name.ends_with(".md") {
                 continue;
             }
-            if let Ok(text) = fs::read_to_string(file.path()) {
+            if let Some(text) = mirror.text(&format!("{base}/{root}/{name}")) {
                 if harness_of(&text).as_deref() == Some(harness) {
                     continue; // this machine's own, in its store already
                 }
-                out.push((
-                    format!(
-                        "{}/{name} (another machine's)",
-                        root.file_name().to_string_lossy()
-                    ),
-                    text,
-                ));
+                out.push((format!("{root}/{name} (another machine's)"), text));
             }
         }
     }

@@ -37,6 +37,23 @@ pub enum ReadError {
 pub struct Reader {
     workspace: PathBuf,
     proof: ReadBack,
+    /// The mirror's object database at its materialized head (`pool::mirror::Packed`): a
+    /// mirror file that was never written out is read from there.
+    packed: Option<Box<dyn MirrorObjects>>,
+}
+
+/// The packed mirror as the reader sees it: the files of the pool's tree at the head the
+/// mirror last materialized, read from the mirror's own git directory
+/// (`<workspace>/.dsh-knowledge/.git`). Those are the bytes other machines' stores published
+/// — redacted, as the mirror's plain files are. Implemented by `pool::mirror::Packed`.
+pub trait MirrorObjects {
+    /// The git directory the objects come from: the reader takes only its workspace's mirror.
+    fn git_dir(&self) -> &Path;
+    /// The bytes of the mirror's file `rel` (relative to the mirror, `chapters/pk/root/X.md`),
+    /// or `None` when the tree holds no such file.
+    fn file(&self, rel: &str) -> std::io::Result<Option<Vec<u8>>>;
+    /// The entries of the mirror's folder `rel` as `(name, is a folder)`; none when absent.
+    fn list(&self, rel: &str) -> std::io::Result<Vec<(String, bool)>>;
 }
 
 /// A file of the store or the mirror, open for positioned reads.
@@ -50,7 +67,16 @@ impl Reader {
         Reader {
             workspace: workspace.to_path_buf(),
             proof: ReadBack(()),
+            packed: None,
         }
+    }
+
+    /// This reader, reading a mirror file that is not on disk from the packed mirror's tree
+    /// (`pool::mirror`). A source that is not this workspace's mirror is not taken.
+    pub fn with_mirror(mut self, packed: Option<Box<dyn MirrorObjects>>) -> Reader {
+        let own = self.workspace.join(MIRROR_DIR).join(".git");
+        self.packed = packed.filter(|p| p.git_dir() == own);
+        self
     }
 
     /// The reader of the workspace whose store is `store_dir` (`<workspace>/.dsh-chapters`).
@@ -76,10 +102,30 @@ impl Reader {
     }
 
     /// A whole file's bytes.
+    /// A mirror file not written out (the packed mirror writes plain files only for what a
+    /// machine reads) comes from the mirror's tree when the reader has it.
     pub fn bytes(&self, path: &Path) -> Result<Redacted<Vec<u8>>, ReadError> {
         let path = self.inside(path)?;
-        let bytes = fs::read(&path).map_err(|source| ReadError::Io { path, source })?;
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(source) if source.kind() == std::io::ErrorKind::NotFound => {
+                match self.packed_file(&path) {
+                    Some(Ok(Some(bytes))) => bytes,
+                    Some(Err(source)) => return Err(ReadError::Io { path, source }),
+                    Some(Ok(None)) | None => return Err(ReadError::Io { path, source }),
+                }
+            }
+            Err(source) => return Err(ReadError::Io { path, source }),
+        };
         Ok(Redacted::read_back(bytes, &self.proof))
+    }
+
+    /// `path` (inside the workspace's mirror) from the packed mirror, when the reader has one.
+    fn packed_file(&self, path: &Path) -> Option<std::io::Result<Option<Vec<u8>>>> {
+        let packed = self.packed.as_ref()?;
+        let rel = path.strip_prefix(self.workspace.join(MIRROR_DIR)).ok()?;
+        let rel = rel.to_str()?;
+        Some(packed.file(rel))
     }
 
     /// A file opened for positioned reads ([`Reader::read_at`]).
@@ -149,6 +195,51 @@ mod tests {
         }
         let file = reader.open(Path::new(".dsh-chapters/a.md")).unwrap();
         assert_eq!(reader.read_at(&file, 2, 1).unwrap().get(), b"ex");
+    }
+
+    struct Tree {
+        git_dir: PathBuf,
+    }
+
+    impl MirrorObjects for Tree {
+        fn git_dir(&self) -> &Path {
+            &self.git_dir
+        }
+        fn file(&self, rel: &str) -> std::io::Result<Option<Vec<u8>>> {
+            Ok((rel == "chapters/pk/r/001-a.md").then(|| b"packed".to_vec()))
+        }
+        fn list(&self, _rel: &str) -> std::io::Result<Vec<(String, bool)>> {
+            Ok(Vec::new())
+        }
+    }
+
+    #[test]
+    fn a_mirror_file_not_on_disk_comes_from_the_workspaces_own_packed_mirror_only() {
+        let ws = tempfile::tempdir().unwrap();
+        let rel = Path::new(".dsh-knowledge/chapters/pk/r/001-a.md");
+        let own = Tree {
+            git_dir: ws.path().join(MIRROR_DIR).join(".git"),
+        };
+        let reader = Reader::new(ws.path()).with_mirror(Some(Box::new(own)));
+        assert_eq!(reader.bytes(rel).unwrap().get(), b"packed");
+        // Not in the tree: still an I/O error; the store is never read from the tree.
+        assert!(reader
+            .bytes(Path::new(".dsh-knowledge/chapters/pk/r/002-b.md"))
+            .is_err());
+        assert!(reader
+            .bytes(Path::new(".dsh-chapters/chapters/pk/r/001-a.md"))
+            .is_err());
+        // A file on disk wins over the tree.
+        std::fs::create_dir_all(ws.path().join(rel).parent().unwrap()).unwrap();
+        std::fs::write(ws.path().join(rel), "on disk").unwrap();
+        assert_eq!(reader.bytes(rel).unwrap().get(), b"on disk");
+        // Another repository is not taken as this workspace's mirror.
+        std::fs::remove_file(ws.path().join(rel)).unwrap();
+        let elsewhere = Tree {
+            git_dir: ws.path().join("elsewhere.git"),
+        };
+        let reader = Reader::new(ws.path()).with_mirror(Some(Box::new(elsewhere)));
+        assert!(reader.bytes(rel).is_err());
     }
 
     /// The proof's callers: a new one is a reviewed decision, not an accident.

@@ -617,10 +617,11 @@ fn a_new_session_pulls_and_an_archive_pushes_after_the_debounce() {
     sb.ok(&["init"]);
     link_private(&sb, &pool);
     let _d = Daemon::start(&sb, &[("CHAPTERS_SYNC_DEBOUNCE_MS", "300")]);
+    // Pulled: in the mirror's files or its packed objects (`pool::mirror`).
     let mirrored = || {
-        let dir = sb.ws.join(".dsh-knowledge/chapters");
-        std::fs::read_dir(&dir)
-            .is_ok_and(|mut pks| pks.any(|pk| pk.is_ok_and(|pk| pk.path().join(Q).is_dir())))
+        crate::pool::mirror_documents(&sb, "chapters/")
+            .iter()
+            .any(|(p, _)| p.contains(Q))
     };
     assert!(!mirrored(), "nothing pulled before a new session");
     let mut live = Live::create(&sb, P, |_| {});

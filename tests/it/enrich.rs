@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -471,7 +470,7 @@ fn an_annotated_chapter_replaces_its_earlier_copy_in_the_pool() {
     b.ok(&["init"]);
     link_private(&b, &pool);
     b.ok(&["sync"]);
-    let mirrored = walk(&b.ws.join(".dsh-knowledge/chapters"));
+    let mirrored = crate::pool::mirror_documents(&b, "chapters/");
     let annotated = mirrored
         .iter()
         .filter(|(p, d)| !p.contains("/plan-") && d.contains("Annotated before the second sync"))
@@ -591,19 +590,6 @@ fn a_batch_killed_mid_way_leaves_every_chapter_old_or_new_and_the_next_run_finis
     assert!(leftovers.is_empty(), "{leftovers:?}");
     let again = sb.json(&["enrich", "run", "--json"]);
     assert_eq!(again["queued"], 0, "{again}");
-}
-
-fn walk(dir: &Path) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else if let Ok(text) = std::fs::read_to_string(&path) {
-            out.push((path.to_string_lossy().into_owned(), text));
-        }
-    }
-    out
 }
 
 /// Opt-in: a real endpoint named by `CHAPTERS_LIVE_ENDPOINT` (and `CHAPTERS_LIVE_MODEL`).

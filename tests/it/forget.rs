@@ -332,10 +332,7 @@ fn forget_reaches_the_pool_tip_and_other_mirrors_and_is_refused_elsewhere() {
         .collect();
     assert_eq!(leaked.len(), 1, "{before:?}");
     let leaked = leaked[0].clone();
-    assert!(
-        b.ws.join(".dsh-knowledge").join(&leaked).exists(),
-        "B received it"
-    );
+    assert!(crate::pool::mirror_holds(&b, &leaked), "B received it");
 
     let named_at_tip = || {
         let out = Command::new("git")
@@ -442,6 +439,7 @@ fn forget_reaches_the_pool_tip_and_other_mirrors_and_is_refused_elsewhere() {
         "{report}"
     );
     assert!(!b.ws.join(".dsh-knowledge").join(&leaked).exists());
+    assert!(!crate::pool::mirror_holds(&b, &leaked));
     assert!(!files_text(&b.ws.join(".dsh-knowledge")).contains(LEAK));
     let found = b.ok(&["search", "csv exporter header row"]);
     assert!(
@@ -662,6 +660,9 @@ fn purge_history_with_git_filter_branch_and_every_machine_heals() {
     for m in [&a, &b] {
         let mirror = m.ws.join(".dsh-knowledge");
         assert!(!files_text(&mirror).contains(LEAK));
+        assert!(!crate::pool::mirror_documents(m, "")
+            .iter()
+            .any(|(_, text)| text.contains(LEAK)));
         // Every document is readable here: in the mirror, or (this machine's own, never
         // copied into its mirror) in the store.
         let key = m.json(&["status", "--json"])["identity"]["projectKey"]
@@ -675,7 +676,7 @@ fn purge_history_with_git_filter_branch_and_every_machine_heals() {
             .collect();
         for p in documents(&tip_after) {
             assert!(
-                mirror.join(&p).is_file() || own.contains(&p),
+                crate::pool::mirror_holds(m, &p) || own.contains(&p),
                 "{} lacks {p}",
                 m.harness
             );

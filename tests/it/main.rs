@@ -24,6 +24,7 @@ mod link_user;
 mod mcp;
 mod pool;
 mod pool_converge;
+mod pool_mirror;
 mod pool_packs;
 mod pool_pages;
 mod pool_publish_queue;

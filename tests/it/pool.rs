@@ -43,6 +43,62 @@ pub(crate) fn assert_fsck(pool: &Path) {
     );
 }
 
+/// The pool file `p` as `m`'s mirror holds it: its plain file, or the packed mirror's tree at
+/// the head the mirror materialized (`pool::mirror`: other machines' documents stay in the
+/// mirror's objects until a machine reads them).
+pub(crate) fn mirror_bytes(m: &Sandbox, p: &str) -> Option<Vec<u8>> {
+    if let Ok(bytes) = std::fs::read(m.ws.join(".dsh-knowledge").join(p)) {
+        return Some(bytes);
+    }
+    let git_dir = m.ws.join(".dsh-knowledge/.git");
+    let head = std::fs::read_to_string(git_dir.join("dsh-chapters-materialized")).ok()?;
+    let out = Command::new("git")
+        .arg("--git-dir")
+        .arg(&git_dir)
+        .args(["cat-file", "blob", &format!("{}:{p}", head.trim())])
+        .output()
+        .ok()?;
+    out.status.success().then_some(out.stdout)
+}
+
+/// Whether `m`'s mirror holds the pool file `p` (see [`mirror_bytes`]).
+pub(crate) fn mirror_holds(m: &Sandbox, p: &str) -> bool {
+    mirror_bytes(m, p).is_some()
+}
+
+/// The files of `m`'s mirror under the pool path `prefix` (plain files and the packed
+/// mirror's tree), as (pool path, text), sorted.
+pub(crate) fn mirror_documents(m: &Sandbox, prefix: &str) -> Vec<(String, String)> {
+    let git_dir = m.ws.join(".dsh-knowledge/.git");
+    let mut paths: BTreeSet<String> = BTreeSet::new();
+    if let Ok(head) = std::fs::read_to_string(git_dir.join("dsh-chapters-materialized")) {
+        paths.extend(
+            git(&git_dir, &["ls-tree", "-r", "--name-only", head.trim()])
+                .lines()
+                .filter(|p| p.starts_with(prefix))
+                .map(str::to_owned),
+        );
+    }
+    let mut stack = vec![m.ws.join(".dsh-knowledge").join(prefix)];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(rel) = path.strip_prefix(m.ws.join(".dsh-knowledge")) {
+                paths.insert(rel.to_string_lossy().into_owned());
+            }
+        }
+    }
+    paths
+        .into_iter()
+        .filter_map(|p| {
+            let text = String::from_utf8_lossy(&mirror_bytes(m, &p)?).into_owned();
+            Some((p, text))
+        })
+        .collect()
+}
+
 pub(crate) fn pool_files(pool: &Path) -> BTreeSet<String> {
     git(pool, &["ls-tree", "-r", "--name-only", "main"])
         .lines()
@@ -214,11 +270,7 @@ fn three_machines_interleaved(pool: &Path, target: &str, token_file: Option<&Pat
         // Every machine can read every other machine's chapters in its mirror.
         for other in machines.iter().filter(|o| o.harness != m.harness) {
             for p in own_pool_paths(other, &key) {
-                assert!(
-                    m.ws.join(".dsh-knowledge").join(&p).is_file(),
-                    "{} lacks {p}",
-                    m.harness
-                );
+                assert!(mirror_holds(m, &p), "{} lacks {p}", m.harness);
             }
         }
     }
@@ -567,10 +619,7 @@ fn network_pool_over_http_with_a_token_revoked_mid_run() {
         own_pool_paths(&a, &key).is_subset(&files) && own_pool_paths(&b, &key).is_subset(&files)
     );
     for p in own_pool_paths(&b, &key) {
-        assert!(
-            a.ws.join(".dsh-knowledge").join(&p).is_file(),
-            "a cannot read b's {p}"
-        );
+        assert!(mirror_holds(&a, &p), "a cannot read b's {p}");
     }
     // Revoked mid-run: auth code, local-only, re-link advice; archive still works.
     server.set_token(Some("a-new-token".into()));
@@ -660,18 +709,14 @@ fn a_damaged_or_deleted_mirror_is_rebuilt_from_the_pool_and_the_store() {
     // Deleted outright.
     std::fs::remove_dir_all(a.ws.join(".dsh-knowledge")).expect("rm mirror");
     a.ok(&["sync"]);
-    assert!(theirs
-        .iter()
-        .all(|p| a.ws.join(".dsh-knowledge").join(p).is_file()));
+    assert!(theirs.iter().all(|p| mirror_holds(&a, p)));
     // Garbage where the mirror's repository should be.
     let git_dir = a.ws.join(".dsh-knowledge/.git");
     std::fs::remove_dir_all(&git_dir).expect("rm");
     std::fs::write(&git_dir, b"garbage").expect("garbage");
     let out = a.ok(&["sync"]);
     assert!(out.contains("rebuilt"), "{out}");
-    assert!(theirs
-        .iter()
-        .all(|p| a.ws.join(".dsh-knowledge").join(p).is_file()));
+    assert!(theirs.iter().all(|p| mirror_holds(&a, p)));
     assert_eq!(a.json(&["status", "--json"])["lastSyncCode"], "ok");
 }
 
@@ -728,7 +773,8 @@ fn an_unwritable_mirror_degrades_to_local_only_then_recovers() {
     }
     b.ok(&["sync"]);
     std::fs::create_dir_all(a.ws.join(".dsh-knowledge")).expect("mirror dir");
-    std::fs::write(a.ws.join(".dsh-knowledge/chapters"), b"in the way").expect("blocker");
+    // (`index/`: the pool's documents stay packed, its index pages are written out.)
+    std::fs::write(a.ws.join(".dsh-knowledge/index"), b"in the way").expect("blocker");
     let out = a.run(&["sync", "--json"]);
     assert_eq!(out.status.code(), Some(1));
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
@@ -738,11 +784,11 @@ fn an_unwritable_mirror_degrades_to_local_only_then_recovers() {
     assert_eq!(st["lastSyncCode"], "mirror-io");
     // Archiving is untouched by it.
     a.ok(&["archive"]);
-    std::fs::remove_file(a.ws.join(".dsh-knowledge/chapters")).expect("unblock");
+    std::fs::remove_file(a.ws.join(".dsh-knowledge/index")).expect("unblock");
     a.ok(&["sync"]);
     let key = project_key(&a);
     for p in own_pool_paths(&b, &key) {
-        assert!(a.ws.join(".dsh-knowledge").join(&p).is_file(), "{p}");
+        assert!(mirror_holds(&a, &p), "{p}");
     }
     assert!(own_pool_paths(&a, &key).is_subset(&pool_files(&pool)));
     assert_eq!(a.json(&["status", "--json"])["mode"], "linked");
@@ -769,7 +815,7 @@ fn pull_only_brings_files_in_and_publishes_nothing() {
     );
     let key = project_key(&a);
     for p in own_pool_paths(&a, &key) {
-        assert!(b.ws.join(".dsh-knowledge").join(&p).is_file(), "{p}");
+        assert!(mirror_holds(&b, &p), "{p}");
     }
     let shown = b.json(&["link", "--json"]);
     assert_eq!(shown["visibility"], "private");

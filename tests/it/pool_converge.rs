@@ -285,10 +285,8 @@ fn machines_syncing_at_once_through_kills_converge_within_two_quiet_rounds() {
                 "machine-{i}'s {p} in the pool"
             );
             for (j, m) in machines.iter().enumerate().filter(|(j, _)| *j != i) {
-                let mirrored =
-                    std::fs::read(m.ws.join(".dsh-knowledge").join(p)).unwrap_or_else(|e| {
-                        panic!("machine-{i}'s {p} not in machine-{j}'s mirror: {e}")
-                    });
+                let mirrored = crate::pool::mirror_bytes(m, p)
+                    .unwrap_or_else(|| panic!("machine-{i}'s {p} not in machine-{j}'s mirror"));
                 assert!(
                     &mirrored == bytes,
                     "machine-{i}'s {p} differs in machine-{j}'s mirror"

@@ -91,6 +91,24 @@ impl Sandbox {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Run `chapters ARGS` and SIGKILL it after `delay` unless it finished; whether it was
+    /// killed.
+    pub fn killed_after(&self, args: &[&str], delay: std::time::Duration) -> bool {
+        let mut child = self
+            .cmd(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        std::thread::sleep(delay);
+        let running = child.try_wait().expect("try_wait").is_none();
+        if running {
+            let _ = child.kill();
+        }
+        child.wait().expect("reap");
+        running
+    }
+
     pub fn json(&self, args: &[&str]) -> serde_json::Value {
         let out = self.ok(args);
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("not one JSON document ({e}):\n{out}"))

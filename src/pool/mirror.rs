@@ -1,0 +1,310 @@
+//! The packed mirror (shell, issue #17 point 6): the mirror's git directory
+//! (`<workspace>/.dsh-knowledge/.git`) holds the pool's objects, and the head it last
+//! materialized (its marker) names the tree every reader of the mirror sees. The pool's
+//! documents — chapters, plans and artifacts of other machines — are not written out as a
+//! file each: the search table lists them from that tree, the search cache and the door read
+//! them through `store::read::Reader` (which takes a [`Packed`] as its source for a mirror
+//! file not on disk), and a plain file is written only for what a machine reads —
+//! [`write_out`] for any document `search`, `show` or an MCP tool returns, and the recent
+//! window `pool.mirrorRecentDays` at each sync. Everything else of the pool (index pages,
+//! rules, curation and forget ledgers, collections, landing pages) is still materialized
+//! as files: a handful per session, read by the index and the rules block.
+
+use std::path::{Path, PathBuf};
+
+use super::git::ObjectId;
+
+use super::git::{GitError, GitRepo};
+use crate::store::read::MirrorObjects;
+use crate::store::{atomic, MIRROR_DIR};
+
+/// The marker in the mirror's git directory: the pool commit the mirror was last
+/// materialized at (written last, after the objects and the files of that commit).
+pub const MATERIALIZED_FILE: &str = "dsh-chapters-materialized";
+
+/// The mirror's git directory under a mirror directory.
+pub fn git_dir(mirror_dir: &Path) -> PathBuf {
+    mirror_dir.join(".git")
+}
+
+/// Whether the pool file `path` (`chapters/<pk>/<root>/X.md`, `artifacts/<pk>/ab/<sha>.txt`)
+/// is read from the packed mirror instead of being written out at each sync.
+pub fn is_packed(path: &str) -> bool {
+    let parts: Vec<&str> = path.split('/').collect();
+    match parts.as_slice() {
+        ["chapters", _, _, name] => name.ends_with(".md"),
+        ["artifacts", _, _, name] => name.ends_with(".txt"),
+        _ => false,
+    }
+}
+
+/// The commit the mirror was last materialized at, as its marker names it.
+pub fn materialized_head(mirror_dir: &Path) -> Option<ObjectId> {
+    std::fs::read_to_string(git_dir(mirror_dir).join(MATERIALIZED_FILE))
+        .ok()
+        .and_then(|s| ObjectId::from_hex(s.trim().as_bytes()).ok())
+}
+
+/// The pool's tree at the mirror's materialized head, in the mirror's own object database.
+pub struct Packed {
+    repo: GitRepo,
+    tree: ObjectId,
+}
+
+impl Packed {
+    /// The packed mirror of `workspace`, or `None` when it has materialized nothing yet (or
+    /// its objects are not there: a mirror of an older version, whose files are all on disk).
+    pub fn open(workspace: &Path) -> Option<Packed> {
+        let mirror_dir = workspace.join(MIRROR_DIR);
+        let head = materialized_head(&mirror_dir)?;
+        let repo = GitRepo::open(&git_dir(&mirror_dir)).ok()?;
+        if !repo.has_object(head) {
+            return None;
+        }
+        let tree = repo.commit_tree(head).ok()?;
+        Some(Packed { repo, tree })
+    }
+
+    /// As the reader's source.
+    pub fn boxed(self) -> Box<dyn MirrorObjects> {
+        Box::new(self)
+    }
+
+    /// The project keys under `chapters/` in the tree.
+    pub fn chapter_pks(&self) -> Result<Vec<String>, GitError> {
+        let Some(chapters) = self.repo.tree_at(self.tree, "chapters")? else {
+            return Ok(Vec::new());
+        };
+        Ok(self
+            .repo
+            .entries(chapters)?
+            .into_iter()
+            .filter(|(_, _, is_tree)| *is_tree)
+            .map(|(pk, _, _)| pk)
+            .collect())
+    }
+
+    /// The chapter folders in the tree (this machine's own too), as
+    /// `(project key, root session)`, sorted.
+    pub fn chapter_folders(&self) -> Result<Vec<(String, String)>, GitError> {
+        let mut out = Vec::new();
+        let Some(chapters) = self.repo.tree_at(self.tree, "chapters")? else {
+            return Ok(out);
+        };
+        for (pk, pk_tree, is_tree) in self.repo.entries(chapters)? {
+            if !is_tree {
+                continue;
+            }
+            for (root, _, is_tree) in self.repo.entries(pk_tree)? {
+                if is_tree {
+                    out.push((pk.clone(), root));
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// The folder `rel` of the tree (relative to the mirror): its tree id and its files as
+    /// `(name, blob id)`; `None` when the tree holds no such folder.
+    #[allow(clippy::type_complexity)]
+    pub fn folder(
+        &self,
+        rel: &str,
+    ) -> Result<Option<(ObjectId, Vec<(String, ObjectId)>)>, GitError> {
+        let Some(tree) = self.repo.tree_at(self.tree, rel)? else {
+            return Ok(None);
+        };
+        let files = self
+            .repo
+            .entries(tree)?
+            .into_iter()
+            .filter(|(_, _, is_tree)| !is_tree)
+            .map(|(name, id, _)| (name, id))
+            .collect();
+        Ok(Some((tree, files)))
+    }
+
+    /// The bytes of blob `id`.
+    pub fn blob(&self, id: ObjectId) -> Result<Vec<u8>, GitError> {
+        self.repo.read_blob(id)
+    }
+}
+
+impl MirrorObjects for Packed {
+    fn git_dir(&self) -> &Path {
+        self.repo.path()
+    }
+
+    fn file(&self, rel: &str) -> std::io::Result<Option<Vec<u8>>> {
+        let found = self
+            .repo
+            .blob_at(self.tree, rel)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        found
+            .map(|blob| self.blob(blob))
+            .transpose()
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    }
+
+    fn list(&self, rel: &str) -> std::io::Result<Vec<(String, bool)>> {
+        let io = |e: GitError| std::io::Error::other(e.to_string());
+        let Some(tree) = self.repo.tree_at(self.tree, rel).map_err(io)? else {
+            return Ok(Vec::new());
+        };
+        Ok(self
+            .repo
+            .entries(tree)
+            .map_err(io)?
+            .into_iter()
+            .map(|(name, _, is_tree)| (name, is_tree))
+            .collect())
+    }
+}
+
+/// The store's document reader for `workspace`, reading a mirror file that was never written
+/// out from the packed mirror.
+pub fn reader(workspace: &Path) -> crate::store::read::Reader {
+    crate::store::read::Reader::new(workspace)
+        .with_mirror(Packed::open(workspace).map(Packed::boxed))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MirrorError {
+    #[error("cannot write the pool's document {path} out of the mirror: {detail}")]
+    Write { path: PathBuf, detail: String },
+}
+
+/// Write the mirror file `rel` (relative to the workspace: `.dsh-knowledge/chapters/…`) out
+/// of the packed mirror where an agent's `read` tool opens it, when it is not there yet
+/// (atomic: temp file, fsync, rename). Returns whether it wrote. A path outside the mirror,
+/// or one the mirror's tree does not hold, writes nothing.
+pub fn write_out(
+    workspace: &Path,
+    rel: &str,
+    packed: Option<&Packed>,
+) -> Result<bool, MirrorError> {
+    let Some(inner) = rel
+        .strip_prefix(MIRROR_DIR)
+        .and_then(|r| r.strip_prefix('/'))
+    else {
+        return Ok(false);
+    };
+    if !is_packed(inner)
+        || inner
+            .split('/')
+            .any(|c| c.is_empty() || c.starts_with('.') || c == "..")
+    {
+        return Ok(false);
+    }
+    let target = workspace.join(rel);
+    if target.is_file() {
+        return Ok(false);
+    }
+    let opened;
+    let packed = match packed {
+        Some(p) => p,
+        None => match Packed::open(workspace) {
+            Some(p) => {
+                opened = p;
+                &opened
+            }
+            None => return Ok(false),
+        },
+    };
+    let err = |detail: String| MirrorError::Write {
+        path: target.clone(),
+        detail,
+    };
+    let Some(bytes) = packed.file(inner).map_err(|e| err(e.to_string()))? else {
+        return Ok(false);
+    };
+    if let Some(dir) = target.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
+    }
+    atomic::write_atomic(&target, &bytes).map_err(|e| err(e.to_string()))?;
+    Ok(true)
+}
+
+/// `mirrorRecentDays`: the chapters dated within that many days of now (a day of clock skew
+/// allowed ahead) are written out as files at each sync.
+#[derive(Debug, Clone, Copy)]
+pub struct Recent {
+    from_ms: i64,
+    to_ms: i64,
+}
+
+impl Recent {
+    /// The window of `days` ending now; `None` for 0.
+    pub fn days(days: u64, now_secs: i64) -> Option<Recent> {
+        const DAY_MS: i64 = 86_400_000;
+        let days = i64::try_from(days).ok().filter(|d| *d > 0)?;
+        let now_ms = now_secs.saturating_mul(1000);
+        Some(Recent {
+            from_ms: now_ms.saturating_sub(days.saturating_mul(DAY_MS)),
+            to_ms: now_ms.saturating_add(DAY_MS),
+        })
+    }
+
+    /// Whether a chapter's bytes carry a frontmatter `date` inside the window (read from its
+    /// top-level `date:` line, not a whole parse: a first sync looks at every chapter).
+    pub fn holds(&self, bytes: &[u8]) -> bool {
+        frontmatter_date(bytes)
+            .and_then(crate::search::parse_rfc3339_ms)
+            .is_some_and(|ms| (self.from_ms..=self.to_ms).contains(&ms))
+    }
+}
+
+/// The value of a document's top-level `date:` frontmatter line, unquoted.
+fn frontmatter_date(bytes: &[u8]) -> Option<&str> {
+    let rest = bytes.strip_prefix(b"---\n")?;
+    let head = &rest[..rest.len().min(64 * 1024)];
+    let end = memchr::memmem::find(head, b"\n---").unwrap_or(head.len());
+    let head = std::str::from_utf8(&head[..end]).ok()?;
+    head.lines()
+        .find_map(|line| line.strip_prefix("date:"))
+        .map(|v| v.trim().trim_matches(|c| c == '"' || c == '\''))
+        .filter(|v| !v.is_empty() && *v != "null")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_paths_are_other_machines_documents_only() {
+        for p in [
+            "chapters/pk/root/001-a.md",
+            "chapters/pk/root/plan-1.md",
+            "artifacts/pk/ab/abcd.txt",
+        ] {
+            assert!(is_packed(p), "{p}");
+        }
+        for p in [
+            "index/manifest.json",
+            "rules/pk/r-1.md",
+            "collections/pk/s.jsonl",
+            "edits/h/curation.jsonl",
+            "chapters/pk/root/notes.txt",
+            "README.md",
+            "project.yml",
+        ] {
+            assert!(!is_packed(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn the_recent_window_reads_the_date_line() {
+        let now = 1_764_633_600; // 2025-12-02T00:00:00Z
+        let window = Recent::days(30, now).expect("a window");
+        let doc =
+            |date: &str| format!("---\ntitle: \"t\"\ndate: {date}\n---\nbody date: 2025-12-01\n");
+        assert!(window.holds(doc("\"2025-11-20T10:00:00Z\"").as_bytes()));
+        assert!(window.holds(doc("2025-12-02T10:00:00.5Z").as_bytes()));
+        assert!(!window.holds(doc("\"2025-10-01T10:00:00Z\"").as_bytes()));
+        assert!(!window.holds(doc("\"2026-01-20T10:00:00Z\"").as_bytes()));
+        assert!(!window.holds(doc("null").as_bytes()));
+        assert!(!window.holds(b"no frontmatter\ndate: 2025-12-01T00:00:00Z\n"));
+        assert!(Recent::days(0, now).is_none());
+    }
+}
