@@ -152,8 +152,9 @@ pub struct Bounds<'a> {
 const WALK_ALL_BELOW: usize = if cfg!(test) { 8 } else { 2_048 };
 /// The first round of field hits reads at most this many.
 const FIRST_ROUND_MAX: usize = 4_096;
-/// Up to this many documents holding the whole-query phrase are scored up front.
-const PHRASE_UP_FRONT: usize = 1_000;
+/// Up to this many documents holding the whole-query phrase are scored up front (beyond,
+/// each batch read is checked; a few in the unit tests, so that both ways are exercised).
+const PHRASE_UP_FRONT: usize = if cfg!(test) { 4 } else { 1_000 };
 /// A filtered count stops here (then it says "at least").
 const COUNT_CAP: usize = 2_000;
 /// A count FTS5 answers alone (the filters leave nothing out) stops here.
@@ -659,23 +660,15 @@ impl Cache {
         } else {
             ""
         };
-        let ph_sql = if q.phrase.is_some() {
-            "EXISTS (SELECT 1 FROM fts AS p WHERE p.fts MATCH ? AND p.rowid = d.id)"
-        } else {
-            "0"
-        };
         let select = |more: &str| {
             format!(
                 "SELECT d.id, d.path, d.title, d.summary, d.topics, d.kind, d.category, d.date,
-                   d.rule_id, -bm25(fts, 0.0, 0.0, 0.0, 0.0, 1.0), {ph_sql}
+                   d.rule_id, -bm25(fts, 0.0, 0.0, 0.0, 0.0, 1.0)
                  FROM fts JOIN docs d ON d.id = fts.rowid
                  WHERE fts MATCH ?{clause}{topic_sql}{more}"
             )
         };
         let mut args: Vec<rusqlite::types::Value> = Vec::new();
-        if let Some(p) = q.phrase {
-            args.push(p.to_owned().into());
-        }
         args.push(expr.clone().into());
         args.extend(filter_args.iter().cloned());
         let read = |r: &rusqlite::Row<'_>| -> rusqlite::Result<Scan> {
@@ -696,7 +689,8 @@ impl Cache {
             Ok(Scan {
                 id: r.get(0)?,
                 path: r.get(1)?,
-                phrase: r.get(10)?,
+                // Set by `mark_phrase` for the whole batch read.
+                phrase: false,
                 score: s,
                 bm25,
             })
@@ -705,37 +699,6 @@ impl Cache {
             k,
             rows: Vec::new(),
             seen: BTreeSet::new(),
-        };
-        // Score the documents `ids` (those matching and passing the filters) in one
-        // statement: FTS5's BM25 reads every query term's whole doclist once per statement
-        // (and once per value of a `rowid IN` list), so a few ids are looked up one by one
-        // and more are read in one walk over their rowid range.
-        let by_ids = |ids: &[i64], best: &mut Best| -> Result<(), CacheError> {
-            let ids: Vec<i64> = ids
-                .iter()
-                .copied()
-                .filter(|id| !best.seen.contains(id))
-                .collect();
-            let (Some(lo), Some(hi)) = (ids.iter().min(), ids.iter().max()) else {
-                return Ok(());
-            };
-            let list: Vec<String> = ids.iter().map(i64::to_string).collect();
-            let more = if ids.len() <= 2 {
-                format!(" AND fts.rowid IN ({})", list.join(", "))
-            } else {
-                format!(
-                    " AND fts.rowid BETWEEN {lo} AND {hi} AND +fts.rowid IN ({})",
-                    list.join(", ")
-                )
-            };
-            let mut stmt = self.conn.prepare(&select(&more)).map_err(self.err())?;
-            let rows = stmt
-                .query_map(rusqlite::params_from_iter(args.iter()), read)
-                .map_err(self.err())?;
-            for row in rows {
-                best.push(row.map_err(self.err())?);
-            }
-            Ok(())
         };
         // Artifacts are not in the search table: their field hits have no bound.
         let unbounded = artifacts_wanted(q.filters);
@@ -767,25 +730,107 @@ impl Cache {
         // The documents holding the phrase, when few (then none is left unread), too.
         // Not read up front (the walk reads every match): any document left may hold it.
         let mut phrase_open = q.phrase.is_some() && few;
-        if let (Some(p), false) = (q.phrase, few) {
+        // Every document holding the phrase, when they are few (all of them when the walk
+        // reads every match); `None`: too many, each batch read is checked instead.
+        let mut phrase_known: Option<BTreeSet<i64>> = Some(BTreeSet::new());
+        if let Some(p) = q.phrase {
             let mut stmt = self
                 .conn
                 .prepare_cached("SELECT rowid FROM fts WHERE fts MATCH ?1 LIMIT ?2")
                 .map_err(self.err())?;
+            let cap = if few {
+                WALK_ALL_BELOW
+            } else {
+                PHRASE_UP_FRONT + 1
+            };
             let ids: Vec<i64> = stmt
-                .query_map(
-                    params![format!("({expr}) AND ({p})"), PHRASE_UP_FRONT as i64 + 1],
-                    |r| r.get(0),
-                )
+                .query_map(params![format!("({expr}) AND ({p})"), cap as i64], |r| {
+                    r.get(0)
+                })
                 .map_err(self.err())?
                 .collect::<Result<_, _>>()
                 .map_err(self.err())?;
-            if ids.len() > PHRASE_UP_FRONT {
+            if few {
+                phrase_known = Some(ids.into_iter().collect());
+            } else if ids.len() > PHRASE_UP_FRONT {
                 phrase_open = true;
+                phrase_known = None;
             } else {
+                phrase_known = Some(ids.iter().copied().collect());
                 first.extend(ids);
             }
         }
+        // Which of a batch of documents read hold the phrase: from the known set, or else
+        // in one statement over the batch's rowid range (no BM25 there). A correlated
+        // `EXISTS` per row cost a phrase query each: 3.7 ms a row for three common words
+        // at 100,000 documents.
+        let mark_phrase = |scans: &mut [Scan]| -> Result<(), CacheError> {
+            let Some(p) = q.phrase else {
+                return Ok(());
+            };
+            if let Some(known) = &phrase_known {
+                for scan in scans.iter_mut() {
+                    scan.phrase = known.contains(&scan.id);
+                }
+                return Ok(());
+            }
+            let (Some(lo), Some(hi)) = (
+                scans.iter().map(|s| s.id).min(),
+                scans.iter().map(|s| s.id).max(),
+            ) else {
+                return Ok(());
+            };
+            let list: Vec<String> = scans.iter().map(|s| s.id.to_string()).collect();
+            let mut stmt = self
+                .conn
+                .prepare(&format!(
+                    "SELECT rowid FROM fts WHERE fts MATCH ?1 AND rowid BETWEEN {lo} AND {hi} AND +rowid IN ({})",
+                    list.join(", ")
+                ))
+                .map_err(self.err())?;
+            let holding: BTreeSet<i64> = stmt
+                .query_map([p], |r| r.get(0))
+                .map_err(self.err())?
+                .collect::<Result<_, _>>()
+                .map_err(self.err())?;
+            for scan in scans.iter_mut() {
+                scan.phrase = holding.contains(&scan.id);
+            }
+            Ok(())
+        };
+        // Score the documents `ids` (those matching and passing the filters) in one
+        // statement: FTS5's BM25 reads every query term's whole doclist once per statement
+        // (and once per value of a `rowid IN` list), so a few ids are looked up one by one
+        // and more are read in one walk over their rowid range.
+        let by_ids = |ids: &[i64], best: &mut Best| -> Result<(), CacheError> {
+            let ids: Vec<i64> = ids
+                .iter()
+                .copied()
+                .filter(|id| !best.seen.contains(id))
+                .collect();
+            let (Some(lo), Some(hi)) = (ids.iter().min(), ids.iter().max()) else {
+                return Ok(());
+            };
+            let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+            let more = if ids.len() <= 2 {
+                format!(" AND fts.rowid IN ({})", list.join(", "))
+            } else {
+                format!(
+                    " AND fts.rowid BETWEEN {lo} AND {hi} AND +fts.rowid IN ({})",
+                    list.join(", ")
+                )
+            };
+            let mut stmt = self.conn.prepare(&select(&more)).map_err(self.err())?;
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(args.iter()), read)
+                .map_err(self.err())?;
+            let mut scans: Vec<Scan> = rows.collect::<Result<_, _>>().map_err(self.err())?;
+            mark_phrase(&mut scans)?;
+            for scan in scans {
+                best.push(scan);
+            }
+            Ok(())
+        };
         // The newest date among the rowids up to each block's end.
         let blocks: Vec<(i64, Option<i64>)> = {
             let mut stmt = self
@@ -944,20 +989,22 @@ impl Cache {
                 && (fields_stop || steps < walk_budget)
                 && !best.beats(phrase_open, plain_below(last_id))
             {
-                for _ in 0..32 {
+                let mut batch: Vec<Scan> = Vec::with_capacity(32);
+                while batch.len() < 32 {
                     match rows.next().map_err(self.err())? {
-                        Some(r) => {
-                            let scan = read(r).map_err(self.err())?;
-                            walked += 1;
-                            steps += 1;
-                            last_id = Some(scan.id);
-                            best.push_walked(scan);
-                        }
+                        Some(r) => batch.push(read(r).map_err(self.err())?),
                         None => {
                             walk_done = true;
                             break;
                         }
                     }
+                }
+                mark_phrase(&mut batch)?;
+                for scan in batch {
+                    walked += 1;
+                    steps += 1;
+                    last_id = Some(scan.id);
+                    best.push_walked(scan);
                 }
             }
             walk_budget = walk_budget.saturating_sub(steps);
@@ -981,9 +1028,6 @@ impl Cache {
             (n as usize, (n as usize) < FTS_COUNT_CAP)
         } else {
             let mut all = args.clone();
-            if q.phrase.is_some() {
-                all.remove(0);
-            }
             all.push((COUNT_CAP as i64).into());
             let n: i64 = self
                 .conn
