@@ -10,6 +10,7 @@
 //! work, never dropped): it opens with `SizeLimit` when the chapter before would have
 //! taken it on topic, `TopicChange` otherwise, and the turn after it opens anew the same way.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
@@ -229,11 +230,23 @@ struct OpenChapter {
     paths: BTreeSet<String>,
     commands: BTreeSet<String>,
     terms: BTreeSet<String>,
+    /// The first and the last member's term keys ([`Features`]' `terms`), kept: every
+    /// push scores against both.
+    first_terms: BTreeSet<String>,
+    last_terms: BTreeSet<String>,
     size: u64,
 }
 
 impl OpenChapter {
-    fn open(sig: Signature, index: usize, lo: u64, hi: u64, decision: Decision) -> Self {
+    /// `terms`: `sig`'s term keys (its [`Features`]' `terms`).
+    fn open(
+        sig: Signature,
+        terms: BTreeSet<String>,
+        index: usize,
+        lo: u64,
+        hi: u64,
+        decision: Decision,
+    ) -> Self {
         let mut c = OpenChapter {
             sigs: Vec::new(),
             members: Vec::new(),
@@ -243,21 +256,27 @@ impl OpenChapter {
             paths: BTreeSet::new(),
             commands: BTreeSet::new(),
             terms: BTreeSet::new(),
+            first_terms: terms.clone(),
+            last_terms: BTreeSet::new(),
             size: 0,
         };
-        c.add(sig, index, hi, decision);
+        c.add(sig, terms, index, hi, decision);
         c
     }
 
-    fn add(&mut self, sig: Signature, index: usize, hi: u64, decision: Decision) {
+    /// `terms`: `sig`'s term keys (its [`Features`]' `terms`).
+    fn add(
+        &mut self,
+        sig: Signature,
+        terms: BTreeSet<String>,
+        index: usize,
+        hi: u64,
+        decision: Decision,
+    ) {
         self.paths.extend(sig.paths.iter().cloned());
         self.commands.extend(sig.commands.iter().cloned());
-        self.terms.extend(
-            sig.terms
-                .iter()
-                .map(|t| fold_key(t))
-                .chain(context_words(&sig)),
-        );
+        self.terms.extend(terms.iter().cloned());
+        self.last_terms = terms;
         self.size = self.size.saturating_add(sig.size);
         self.seq_hi = hi;
         self.members.push(index);
@@ -270,8 +289,11 @@ impl OpenChapter {
     fn score(&self, incoming: &Features<'_>) -> f64 {
         let paths: BTreeSet<&str> = self.paths.iter().map(String::as_str).collect();
         let commands: BTreeSet<&str> = self.commands.iter().map(String::as_str).collect();
-        let first = Features::of(&self.sigs[0]);
-        let last = Features::of(self.sigs.last().expect("an open chapter has a member"));
+        let first = Features::with_terms(&self.sigs[0], &self.first_terms);
+        let last = Features::with_terms(
+            self.sigs.last().expect("an open chapter has a member"),
+            &self.last_terms,
+        );
         score_views((&paths, &commands, &self.terms), &first, &last, incoming)
     }
 
@@ -351,8 +373,10 @@ impl Online {
                     score: 0.0,
                 });
             // A hole before the first signature belongs to the first chapter.
+            let terms = term_keys(&sig);
             self.open = Some(OpenChapter::open(
                 sig,
+                terms,
                 index,
                 lo.min(self.span_lo),
                 hi,
@@ -370,12 +394,14 @@ impl Online {
             || open.primary_matches(&incoming),
             open.size.saturating_add(incoming.size),
         );
-        drop(incoming);
+        // Moved whole: its borrows of `sig` end here.
+        let Features { terms, .. } = { incoming };
+        let terms = terms.into_owned();
         if merge {
-            open.add(sig, index, hi, decision);
+            open.add(sig, terms, index, hi, decision);
             return Ok(None);
         }
-        let next = OpenChapter::open(sig, index, lo, hi, decision);
+        let next = OpenChapter::open(sig, terms, index, lo, hi, decision);
         let mut closed = std::mem::replace(open, next);
         // A hole between two signatures belongs to the chapter before it.
         closed.seq_hi = closed.seq_hi.max(lo.saturating_sub(1));
@@ -643,7 +669,7 @@ fn place(
 struct Features<'a> {
     paths: BTreeSet<&'a str>,
     commands: BTreeSet<&'a str>,
-    terms: BTreeSet<String>,
+    terms: Cow<'a, BTreeSet<String>>,
     /// `paths[0]`: the file the turn is about.
     primary: Option<&'a str>,
     size: u64,
@@ -654,16 +680,20 @@ struct Features<'a> {
 
 impl<'a> Features<'a> {
     fn of(sig: &'a Signature) -> Self {
+        Self::with(sig, Cow::Owned(term_keys(sig)))
+    }
+
+    /// [`Features::of`] with `sig`'s term keys already made.
+    fn with_terms(sig: &'a Signature, terms: &'a BTreeSet<String>) -> Self {
+        Self::with(sig, Cow::Borrowed(terms))
+    }
+
+    fn with(sig: &'a Signature, terms: Cow<'a, BTreeSet<String>>) -> Self {
         let set = |v: &'a [String]| v.iter().map(String::as_str).collect();
         Self {
             paths: set(&sig.paths),
             commands: set(&sig.commands),
-            terms: sig
-                .terms
-                .iter()
-                .map(|t| fold_key(t))
-                .chain(context_words(sig))
-                .collect(),
+            terms,
             primary: sig.paths.first().map(String::as_str),
             size: sig.size,
             names_nothing: sig.terms.is_empty(),
@@ -671,8 +701,17 @@ impl<'a> Features<'a> {
     }
 
     fn sets(&self) -> Sets<'_> {
-        (&self.paths, &self.commands, &self.terms)
+        (&self.paths, &self.commands, self.terms.as_ref())
     }
+}
+
+/// A signature's term keys: its terms folded, and the words its paths and commands carry.
+fn term_keys(sig: &Signature) -> BTreeSet<String> {
+    sig.terms
+        .iter()
+        .map(|t| fold_key(t))
+        .chain(context_words(sig))
+        .collect()
 }
 
 /// The words a turn's paths and commands carry, as term keys: each path's meaningful

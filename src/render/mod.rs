@@ -157,7 +157,7 @@ pub fn render_chapter(
     let file_name = format!(
         "{:03}-{}.md",
         meta.number,
-        file_stem(&title, &slug_fallback(span, turns, redactor))
+        file_stem_or(&title, || slug_fallback(span, turns, redactor))
     );
     let turn_numbers: Vec<u64> = turns.iter().map(|t| t.turn).collect();
     let artifact_shas: Vec<&str> = conv.artifacts.iter().map(|a| a.sha256.as_str()).collect();
@@ -337,9 +337,15 @@ fn plan_document(
 /// The slug of a title without its redaction markers (a marker's hash is no topic),
 /// or `fallback` when it holds no ASCII letter (empty, or digits alone: `6-300803`).
 fn file_stem(title: &str, fallback: &str) -> String {
+    file_stem_or(title, || fallback.to_owned())
+}
+
+/// [`file_stem`], the fallback made only when the title's slug says nothing (a chapter's
+/// fallback reads its turns' tool calls).
+fn file_stem_or(title: &str, fallback: impl FnOnce() -> String) -> String {
     let stem = slug(&markdown::without_markers(title));
     if !stem.bytes().any(|b| b.is_ascii_lowercase()) {
-        fallback.to_owned()
+        fallback()
     } else {
         stem
     }

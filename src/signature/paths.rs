@@ -28,7 +28,50 @@ const KNOWN_EXTENSIONS: &[&str] = &[
     "txt", "vue", "xml", "yaml", "yml", "zig", "zsh",
 ];
 
-/// Extensionless names that are files wherever they appear. Sorted.
+/// An extension of at most 8 ASCII bytes as one number (big-endian, zero-padded): numbers
+/// order as the strings do, and a probe compares two integers where a string comparison
+/// calls `memcmp` (the path scan asks this of nearly every dotted token of tool output).
+const fn extension_key(ext: &[u8]) -> u64 {
+    let mut key = 0u64;
+    let mut i = 0;
+    while i < 8 {
+        key <<= 8;
+        if i < ext.len() {
+            key |= ext[i] as u64;
+        }
+        i += 1;
+    }
+    key
+}
+
+/// [`KNOWN_EXTENSIONS`] as [`extension_key`]s, in the same (sorted) order.
+const KNOWN_EXTENSION_KEYS: [u64; KNOWN_EXTENSIONS.len()] = {
+    let mut keys = [0u64; KNOWN_EXTENSIONS.len()];
+    let mut i = 0;
+    while i < keys.len() {
+        keys[i] = extension_key(KNOWN_EXTENSIONS[i].as_bytes());
+        i += 1;
+    }
+    keys
+};
+
+/// Whether `ext` (any letter case) is a known extension.
+fn is_known_extension(ext: &str) -> bool {
+    let bytes = ext.as_bytes();
+    // A NUL would read as padding; a non-ASCII byte is in no known extension.
+    if bytes.len() > 8 || bytes.iter().any(|&b| b == 0 || !b.is_ascii()) {
+        return false;
+    }
+    let mut lower = [0u8; 8];
+    lower[..bytes.len()].copy_from_slice(bytes);
+    lower.make_ascii_lowercase();
+    KNOWN_EXTENSION_KEYS
+        .binary_search(&extension_key(&lower[..bytes.len()]))
+        .is_ok()
+}
+
+/// Extensionless names that are files wherever they appear. Sorted. Each starts with `.`
+/// or an ASCII capital (what [`names_a_file`] checks before searching).
 const WELL_KNOWN_FILES: &[&str] = &[
     ".bashrc",
     ".dockerignore",
@@ -426,21 +469,17 @@ fn collapse(path: &str) -> String {
 /// Whether the last segment has a known extension (after a real stem) or is a well-known file.
 pub(super) fn names_a_file(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
-    if WELL_KNOWN_FILES.binary_search(&name).is_ok() {
+    let may_be_well_known = name
+        .as_bytes()
+        .first()
+        .is_some_and(|&b| b == b'.' || b.is_ascii_uppercase());
+    if may_be_well_known && WELL_KNOWN_FILES.binary_search(&name).is_ok() {
         return true;
     }
     let Some((stem, ext)) = name.rsplit_once('.') else {
         return false;
     };
-    if !(stem.chars().any(char::is_alphanumeric) && ext.len() <= 8) {
-        return false;
-    }
-    // Lowercased on the stack: ASCII letters change, every other byte stays as it is.
-    let mut lower = [0u8; 8];
-    let lower = &mut lower[..ext.len()];
-    lower.copy_from_slice(ext.as_bytes());
-    lower.make_ascii_lowercase();
-    std::str::from_utf8(lower).is_ok_and(|ext| KNOWN_EXTENSIONS.binary_search(&ext).is_ok())
+    is_known_extension(ext) && stem.chars().any(char::is_alphanumeric)
 }
 
 #[cfg(test)]
@@ -513,6 +552,54 @@ mod tests {
     fn lists_are_sorted_for_binary_search() {
         for list in [KNOWN_EXTENSIONS, WELL_KNOWN_FILES, PRODUCT_NAMES] {
             assert!(list.windows(2).all(|w| w[0] < w[1]), "{list:?}");
+        }
+        assert!(KNOWN_EXTENSION_KEYS.windows(2).all(|w| w[0] < w[1]));
+        assert!(KNOWN_EXTENSIONS.iter().all(|e| e.len() <= 8
+            && e.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())));
+        assert!(WELL_KNOWN_FILES
+            .iter()
+            .all(|f| f.starts_with('.') || f.as_bytes()[0].is_ascii_uppercase()));
+    }
+
+    /// The extension lookup by number agrees with a search of the strings, in any case,
+    /// on every known extension, its near misses and odd bytes.
+    #[test]
+    fn extension_keys_agree_with_the_string_list() {
+        let by_string = |ext: &str| {
+            ext.len() <= 8
+                && KNOWN_EXTENSIONS
+                    .binary_search(&ext.to_ascii_lowercase().as_str())
+                    .is_ok()
+        };
+        let mut cases: Vec<String> = Vec::new();
+        for e in KNOWN_EXTENSIONS {
+            cases.push(e.to_string());
+            cases.push(e.to_ascii_uppercase());
+            cases.push(format!("{e}x"));
+            cases.push(format!("{e}\0"));
+            cases.push(e[..e.len() - 1].to_string());
+        }
+        cases.extend(
+            [
+                "",
+                "RS",
+                "Rs",
+                "jsonl5",
+                "abcdefghi",
+                "tomlé",
+                "é",
+                "\0",
+                "md\0\0",
+            ]
+            .map(str::to_owned),
+        );
+        for ext in &cases {
+            assert_eq!(
+                is_known_extension(ext),
+                by_string(ext) && !ext.contains('\0'),
+                "{ext:?}"
+            );
         }
     }
 

@@ -93,8 +93,16 @@ fn highest(dir: &Path, root: &str) -> Result<CommitMark, StoreError> {
         chapter: 0,
         plan: 0,
     };
-    for (name, _) in list_dir(dir)? {
-        match parse_doc_name(&name) {
+    // One name at a time: finding two maxima needs no sorted list of a root's thousands
+    // of documents.
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(mark),
+        Err(e) => return Err(io_err(dir, e)),
+    };
+    for entry in entries {
+        let name = entry.map_err(|e| io_err(dir, e))?.file_name();
+        match parse_doc_name(&name.to_string_lossy()) {
             Some((Series::Chapter, n)) => mark.chapter = mark.chapter.max(n),
             Some((Series::Plan, n)) => mark.plan = mark.plan.max(n),
             None => {}
