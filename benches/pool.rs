@@ -323,13 +323,30 @@ fn dated_chapter_text(i: usize) -> String {
     s
 }
 
+/// Writes chapters `from..to` into the store and names them in the store's change journal, as
+/// the archive does (without a line the search table — and so the topic index — would not
+/// see them before its periodic rescan).
 fn write_dated(m: &Machine, from: usize, to: usize) {
+    let mut by_folder: std::collections::BTreeMap<String, Vec<String>> = Default::default();
     for i in from..to {
         let chapters = m.store.join(session(i)).join("chapters");
         std::fs::create_dir_all(&chapters).expect("mkdir");
         let name = format!("{:03}-chapter-{i}.md", i % PER_SESSION + 1);
         std::fs::write(chapters.join(&name), dated_chapter_text(i)).expect("write");
+        by_folder
+            .entry(format!(".dsh-chapters/{}/chapters", session(i)))
+            .or_default()
+            .push(name);
     }
+    let names: Vec<(String, Vec<&str>)> = by_folder
+        .iter()
+        .map(|(folder, names)| (folder.clone(), names.iter().map(String::as_str).collect()))
+        .collect();
+    let changes: Vec<(&str, &[&str])> = names
+        .iter()
+        .map(|(folder, names)| (folder.as_str(), names.as_slice()))
+        .collect();
+    dsh_chapters::store::journal::record_many(&m.store, &changes);
 }
 
 fn git_out(dir: &Path, args: &[&str]) -> String {

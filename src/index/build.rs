@@ -13,8 +13,10 @@
 //! topic whose change is known document by document (new documents, someone else's pages)
 //! renders its head and only the pages of the months those fall in
 //! (`shard::render_topic_months`): the other pages are as the last build wrote them, so an
-//! update costs the pages of its size, not the topic's history. When the
-//! table cannot
+//! update costs the pages of its size, not the topic's history. When its head page is the
+//! one this machine last wrote, the topic is not even read whole: the head read back gives
+//! the other pages' counts and the newest lines, and the table only the documents of the
+//! changed months and of those lines' days ([`paged_update`]). When the table cannot
 //! say (another incarnation, a revision older than its change log), every input is compared
 //! with its record instead, as a first build after the cache was lost does.
 //!
@@ -190,6 +192,9 @@ pub struct Update {
     pub full: bool,
     /// Topics whose shard was regenerated.
     pub touched: usize,
+    /// Of those, paged topics updated from their head page and the documents of their
+    /// changed months, without reading the topic's other documents.
+    pub from_head: usize,
     /// Documents the index covers.
     pub documents: u64,
     /// Shard files (alias stubs included) of a full build; `None` for an update, which
@@ -301,8 +306,8 @@ fn combine(mut states: Vec<(String, SourceState)>) -> Option<InputState> {
 pub struct Previous<'a> {
     /// `manifest.json` as the base holds it.
     pub manifest: Option<String>,
-    /// Reads one part (`manifest/xx.json`, relative to the index directory): `None` when
-    /// the base has none.
+    /// Reads one file of the index (a part `manifest/xx.json`, a topic's head page;
+    /// relative to the index directory): `None` when the base has none.
     pub read_part: &'a dyn Fn(&str) -> Result<Option<String>, BuildError>,
     /// Whether the base holds this file of the index (a shard, relative to the index
     /// directory): what tells a new topic from a known one and what a removal must remove.
@@ -581,6 +586,33 @@ fn incremental(
                 pages: BTreeSet::new(),
             }),
             None => {
+                let months = (!whole_topics.contains(&topic))
+                    .then(|| months_of.remove(&topic).unwrap_or_default());
+                // A paged topic of ours that only gained documents: from its head page and
+                // the documents of its changed months, not its history.
+                let from_head = match &months {
+                    // (A topic without pages is small: read whole.)
+                    Some(months) if !suspects.contains(&file) && !held_pages.is_empty() => {
+                        paged_update(table, base, curation, &topic, months, previous)?
+                    }
+                    _ => None,
+                }
+                .filter(|rendered| {
+                    rendered
+                        .pages
+                        .iter()
+                        .all(|p| rendered.files.contains_key(p) || held_pages.contains(p))
+                });
+                if let Some(rendered) = from_head {
+                    update.from_head += 1;
+                    update.writes.extend(rendered.files);
+                    for held in &held_pages {
+                        if !rendered.pages.contains(held) {
+                            update.removes.insert(held.clone());
+                        }
+                    }
+                    continue;
+                }
                 let docs: Vec<Redacted<IndexDoc>> = table
                     .docs_with_labels(&table::labels_of(&topic, curation))?
                     .iter()
@@ -588,8 +620,6 @@ fn incremental(
                     .map(|d| base.index_doc(d))
                     .collect();
                 let docs: Vec<&Redacted<IndexDoc>> = docs.iter().collect();
-                let months = (!whole_topics.contains(&topic))
-                    .then(|| months_of.remove(&topic).unwrap_or_default());
                 (!docs.is_empty()).then(|| {
                     let mut rendered = shard::render_topic_months(&topic, &docs, months.as_ref());
                     // A page left out must be one the base holds as the last build wrote it
@@ -666,6 +696,83 @@ fn incremental(
         .insert(MANIFEST_FILE.to_owned(), manifest.render());
     update.manifest = manifest;
     Ok(Some(update))
+}
+
+/// A paged topic whose documents only joined `months` (no document left it, none of its
+/// listed versions was replaced), from its head page as the base holds it: the documents
+/// of those months and the ones the head lists outside them, read from the table by date
+/// (the dates from its metadata: only the records of those months and days are read). `None` when the head
+/// page is not one this build wrote for a paged topic, or a document it lists is gone: the
+/// caller renders from every document of the topic.
+fn paged_update(
+    table: &Table,
+    base: &Base,
+    curation: &Curation,
+    topic: &str,
+    months: &BTreeSet<String>,
+    previous: &Previous<'_>,
+) -> Result<Option<shard::TopicFiles>, BuildError> {
+    let Some(text) = (previous.read_part)(&shard::shard_file(topic))? else {
+        return Ok(None);
+    };
+    let Some(old) = shard::parse_head(topic, &text) else {
+        return Ok(None);
+    };
+    // A date's day (and month) is its literal `YYYY-MM-DD`, its instant UTC: an offset
+    // (under a day; `parse_rfc3339_ms` refuses more) moves the instant by less than this.
+    const MARGIN_MS: i64 = 86_400_000 + 60_000;
+    let start = |day: String| crate::search::parse_rfc3339_ms(&format!("{day}T00:00:00Z"));
+    let month_span = |m: &str| -> Option<(i64, i64)> {
+        let (year, month) = m.split_once('-')?;
+        let (year, month): (i32, u32) = (year.parse().ok()?, month.parse().ok()?);
+        let next = if month == 12 {
+            format!("{:04}-01-01", year + 1)
+        } else {
+            format!("{year:04}-{:02}-01", month + 1)
+        };
+        Some((start(format!("{m}-01"))?, start(next)?))
+    };
+    // The head's lines outside `months`: looked up on their days.
+    let outside: Vec<&shard::HeadLine> = old
+        .lines
+        .iter()
+        .filter(|l| !months.contains(&l.month))
+        .collect();
+    let mut spans: Vec<(i64, i64)> = months.iter().filter_map(|m| month_span(m)).collect();
+    spans.extend(
+        outside
+            .iter()
+            .filter_map(|l| start(l.day.clone()))
+            .map(|at| (at, at + 86_400_000)),
+    );
+    let undated = months.contains("undated") || outside.iter().any(|l| l.month == "undated");
+    let docs: Vec<Redacted<IndexDoc>> = table
+        .docs_with_labels_dated(&table::labels_of(topic, curation), |date| match date {
+            Some(ms) => spans
+                .iter()
+                .any(|(from, to)| (from - MARGIN_MS..to + MARGIN_MS).contains(&ms)),
+            None => undated,
+        })?
+        .iter()
+        .filter(|d| base.includes(d))
+        .map(|d| base.index_doc(d))
+        .collect();
+    let wanted: BTreeSet<&str> = outside.iter().map(|l| l.path.as_str()).collect();
+    let listed: Vec<&Redacted<IndexDoc>> = docs
+        .iter()
+        .filter(|d| wanted.contains(d.get().path.as_str()))
+        .collect();
+    let found: BTreeSet<&str> = listed.iter().map(|d| d.get().path.as_str()).collect();
+    if found.len() != wanted.len() {
+        return Ok(None);
+    }
+    Ok(shard::update_paged_topic(
+        topic,
+        &old,
+        months,
+        &docs.iter().collect::<Vec<_>>(),
+        &listed,
+    ))
 }
 
 /// The topics `topics/vocabulary.json` lists: the canonical topics of the index's redacted
@@ -1363,6 +1470,96 @@ mod tests {
         for (file, text) in &from_scratch {
             assert_eq!(incremental[file], *text, "{file}");
         }
+    }
+
+    /// +10 chapters at a time into a few hundred: the paged topics are updated from their
+    /// head pages and the documents of the changed months (none of their history read), and
+    /// every round leaves the index `index rebuild` writes, byte for byte — new months, an
+    /// older month, an undated chapter, an offset date on a month's edge, a topic that
+    /// becomes paged, a hand-edited head (read whole instead).
+    #[test]
+    fn ten_new_chapters_update_paged_topics_from_their_heads_like_a_rebuild() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        let doc = |i: usize, date: Option<String>| {
+            let mut topics = vec!["auth"];
+            if i.is_multiple_of(3) {
+                topics.push("csv");
+            }
+            if i % 8 == 4 {
+                topics.push("jwt");
+            }
+            let date = date.map_or(String::new(), |d| format!("date: \"{d}\"\n"));
+            format!(
+                "---\ntitle: \"C{i}\"\nkind: chapter\nprojectKey: \"pk\"\ntopics: [{}]\n{date}---\nbody\n",
+                topics.join(", ")
+            )
+        };
+        let dated = |month: usize, day: usize, hour: usize| {
+            let (year, month) = (2025 + (month - 1) / 12, (month - 1) % 12 + 1);
+            Some(format!("{year}-{month:02}-{day:02}T{hour:02}:00:00Z"))
+        };
+        let rel = |i: usize| format!(".dsh-chapters/s{}/chapters/{i:04}-c.md", i / 25);
+        // 400 chapters over September 2025 to January 2026, a few per hour (ties by path).
+        for i in 0..400 {
+            let month = 9 + i / 80;
+            put(
+                ws,
+                &rel(i),
+                &doc(i, dated(month, i % 80 / 3 + 1, i % 3 * 7)),
+            );
+        }
+        let index = ws.join(".dsh-chapters/index");
+        assert!(update_store(ws, &refresh(ws), false).expect("first").full);
+        let mut next = 400;
+        for round in 0..4 {
+            let mut dates: Vec<Option<String>> =
+                (0..10).map(|k| dated(13 + round, 28 - k, 23 - k)).collect();
+            match round {
+                // An older month, an undated chapter, and an offset date on February's edge
+                // (January 31st at 23:30 UTC; its month is its literal one, February).
+                0 => {
+                    dates[3] = dated(10, 15, 12);
+                    dates[4] = None;
+                    dates[5] = Some("2026-02-01T01:30:00+02:00".into());
+                }
+                // Ties with the head's newest lines: the same instant, paths before and after.
+                1 => dates[2] = dated(14, 28, 23),
+                _ => {}
+            }
+            for date in dates {
+                put(ws, &rel(next), &doc(next, date));
+                next += 1;
+            }
+            if round == 2 {
+                // A hand edit of a head's line: that topic is read whole, to the same bytes.
+                let head = index.join("csv.md");
+                let text = std::fs::read_to_string(&head).expect("csv head");
+                let edited = format!("{}a note by hand\n", text.replacen("| C", "| X", 1));
+                std::fs::write(&head, edited).expect("edit");
+            }
+            let plan = store_plan(ws);
+            assert!(!plan.full, "round {round}");
+            // Round 0: `jwt` becomes paged (read whole); round 2: `csv`'s head was edited.
+            let from_head = [2, 3, 2, 3][round];
+            assert_eq!(plan.from_head, from_head, "round {round}");
+            update_store(ws, &refresh(ws), false).expect("incremental");
+            let incremental = snapshot(&index);
+            assert!(incremental.contains_key("csv.md"));
+            assert!(incremental.keys().any(|f| f.starts_with("auth/2026-")));
+            assert!(update_store(ws, &refresh(ws), true).expect("rebuild").full);
+            let rebuilt = snapshot(&index);
+            assert_eq!(
+                incremental.keys().collect::<Vec<_>>(),
+                rebuilt.keys().collect::<Vec<_>>(),
+                "round {round}"
+            );
+            for (file, text) in &rebuilt {
+                assert_eq!(incremental[file], *text, "round {round}: {file}");
+            }
+        }
+        // `jwt` (one in eight: 50 at first) became paged on the way.
+        assert!(snapshot(&index)["jwt.md"].contains("## Pages"));
     }
 
     #[test]

@@ -228,7 +228,28 @@ pub fn render_topic_months(
     docs: &[&Redacted<IndexDoc>],
     months: Option<&BTreeSet<String>>,
 ) -> TopicFiles {
-    let mut sorted: Vec<&IndexDoc> = docs.iter().map(|d| d.get()).collect();
+    let sorted = sorted_docs(docs.iter().map(|d| d.get()));
+    let mut out = TopicFiles::default();
+    if sorted.len() <= HEAD_LINES {
+        out.files
+            .insert(shard_file(topic), render_shard(topic, docs));
+        return out;
+    }
+    let mut links: Vec<PageLink> = Vec::new();
+    for (month, docs) in by_month(&sorted) {
+        let render = months.is_none_or(|m| m.contains(&month));
+        render_month(topic, &month, &docs, render, &mut links, &mut out);
+    }
+    out.files.insert(
+        shard_file(topic),
+        render_head(topic, sorted.len(), &sorted, links),
+    );
+    out
+}
+
+/// Newest first (undated last), ties by path, one line per path: a topic's order.
+fn sorted_docs<'a>(docs: impl Iterator<Item = &'a IndexDoc>) -> Vec<&'a IndexDoc> {
+    let mut sorted: Vec<&IndexDoc> = docs.collect();
     // `line_order`, each date parsed once.
     sorted.sort_by_cached_key(|d| {
         let d: &IndexDoc = d;
@@ -238,62 +259,97 @@ pub fn render_topic_months(
         )
     });
     sorted.dedup_by(|a, b| a.path == b.path);
-    let mut out = TopicFiles::default();
-    if sorted.len() <= HEAD_LINES {
-        out.files
-            .insert(shard_file(topic), render_shard(topic, docs));
-        return out;
-    }
-    // Oldest first within each month, so a month's earlier pages keep their bytes as it grows.
+    sorted
+}
+
+/// A topic's documents (in [`sorted_docs`] order) by month, each month oldest first, so a
+/// month's earlier pages keep their bytes as it grows.
+fn by_month<'a>(sorted: &[&'a IndexDoc]) -> BTreeMap<String, Vec<&'a IndexDoc>> {
     let mut by_month: BTreeMap<String, Vec<&IndexDoc>> = BTreeMap::new();
     for d in sorted.iter().rev() {
-        by_month.entry(month(d)).or_default().push(d);
+        by_month.entry(month(d)).or_default().push(*d);
     }
+    by_month
+}
+
+/// One page as the head lists it: its month, its number in the month (0: the first), its
+/// file and how many documents it lists.
+type PageLink = (String, usize, String, usize);
+
+fn page_name(month: &str, i: usize) -> String {
+    if i == 0 {
+        month.to_owned()
+    } else {
+        format!("{month}-{}", i + 1)
+    }
+}
+
+/// The pages of one month (`docs` oldest first): listed in `links` and `out.pages`, and
+/// rendered into `out.files` when `render`.
+fn render_month(
+    topic: &str,
+    month: &str,
+    docs: &[&IndexDoc],
+    render: bool,
+    links: &mut Vec<PageLink>,
+    out: &mut TopicFiles,
+) {
     let dir = pages_dir(topic);
-    let mut links: Vec<(String, usize, String, usize)> = Vec::new();
-    for (month, docs) in &by_month {
-        let render = months.is_none_or(|m| m.contains(month));
-        for (i, chunk) in docs.chunks(PAGE_LINES).enumerate() {
-            let name = if i == 0 {
-                month.clone()
-            } else {
-                format!("{month}-{}", i + 1)
-            };
-            let file = format!("{dir}/{name}.md");
-            out.pages.insert(file.clone());
-            links.push((month.clone(), i, file.clone(), chunk.len()));
-            if !render {
-                continue;
-            }
-            let mut text = format!(
-                "# {} — {name}: {} {}\n\n[All of {}](../{})\n\n",
-                one_line(topic),
-                chunk.len(),
-                if chunk.len() == 1 {
-                    "document"
-                } else {
-                    "documents"
-                },
-                one_line(topic),
-                link_target(&shard_file(topic)),
-            );
-            for d in chunk.iter().rev() {
-                text.push_str(&doc_line(d, "../../"));
-            }
-            out.files.insert(file, text);
+    for (i, chunk) in docs.chunks(PAGE_LINES).enumerate() {
+        let name = page_name(month, i);
+        let file = format!("{dir}/{name}.md");
+        out.pages.insert(file.clone());
+        links.push((month.to_owned(), i, file.clone(), chunk.len()));
+        if !render {
+            continue;
         }
+        let mut text = format!(
+            "# {} — {name}: {} {}\n\n[All of {}](../{})\n\n",
+            one_line(topic),
+            chunk.len(),
+            if chunk.len() == 1 {
+                "document"
+            } else {
+                "documents"
+            },
+            one_line(topic),
+            link_target(&shard_file(topic)),
+        );
+        for d in chunk.iter().rev() {
+            text.push_str(&doc_line(d, "../../"));
+        }
+        out.files.insert(file, text);
     }
-    let newest = sorted
+}
+
+/// The head page of a paged topic of `total` documents: the newest of `newest` (in
+/// [`sorted_docs`] order) and every page of `links`.
+fn render_head(topic: &str, total: usize, newest: &[&IndexDoc], links: Vec<PageLink>) -> String {
+    let lines: Vec<String> = newest
+        .iter()
+        .take(HEAD_LINES)
+        .map(|d| doc_line(d, "../"))
+        .collect();
+    let day = newest
         .first()
         .map(|d| day(d.date.as_deref()))
         .unwrap_or_else(|| "-".into());
+    head_text(topic, total, &day, &lines, links)
+}
+
+fn head_text(
+    topic: &str,
+    total: usize,
+    newest_day: &str,
+    lines: &[String],
+    mut links: Vec<PageLink>,
+) -> String {
     let mut head = format!(
-        "# {} — {} documents, last updated {newest}\n\nThe {HEAD_LINES} newest; every document is on a page below.\n\n",
+        "# {} — {total} documents, last updated {newest_day}\n\nThe {HEAD_LINES} newest; every document is on a page below.\n\n",
         one_line(topic),
-        sorted.len()
     );
-    for d in sorted.iter().take(HEAD_LINES) {
-        head.push_str(&doc_line(d, "../"));
+    for line in lines {
+        head.push_str(line);
     }
     head.push_str("\n## Pages\n\n");
     // Undated last, then newest month first, a month's later pages first.
@@ -302,19 +358,138 @@ pub fn render_topic_months(
         (undated(&a.0), &b.0, b.1).cmp(&(undated(&b.0), &a.0, a.1))
     });
     for (month, i, file, n) in links {
-        let name = if i == 0 {
-            month
-        } else {
-            format!("{month}-{}", i + 1)
-        };
         head.push_str(&format!(
-            "- [{name}]({}) — {n} {}\n",
+            "- [{}]({}) — {n} {}\n",
+            page_name(&month, i),
             link_target(&file),
             if n == 1 { "document" } else { "documents" }
         ));
     }
-    out.files.insert(shard_file(topic), head);
-    out
+    head
+}
+
+/// A paged topic's head page read back ([`parse_head`]): what an update needs of the pages
+/// it does not render.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    /// Every page the head lists: (month, number in the month) → documents.
+    pub pages: BTreeMap<(String, usize), usize>,
+    /// The documents its lines list, newest first.
+    pub lines: Vec<HeadLine>,
+}
+
+/// One line of a head page read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeadLine {
+    /// The page month its date falls in (`YYYY-MM`, `undated`).
+    pub month: String,
+    /// `YYYY-MM-DD` (its literal date), `-` when undated.
+    pub day: String,
+    /// The document, relative to the base.
+    pub path: String,
+}
+
+/// The head page [`render_topic`] writes for a paged topic, read back; `None` for any other
+/// text (a topic of one page, a hand edit, another format): it must render again to the
+/// same bytes from what was read, so nothing of it is guessed.
+pub fn parse_head(topic: &str, text: &str) -> Option<Head> {
+    let (top, pages_part) = text.split_once("\n## Pages\n\n")?;
+    let title = format!("# {} — ", one_line(topic));
+    let (first, rest) = top.split_once('\n')?;
+    let (total, newest_day) = first
+        .strip_prefix(&title)?
+        .split_once(" documents, last updated ")?;
+    let total: usize = total.parse().ok()?;
+    let intro = format!("\nThe {HEAD_LINES} newest; every document is on a page below.\n\n");
+    let body = rest.strip_prefix(&intro)?;
+    let mut lines = Vec::new();
+    let mut raw = Vec::new();
+    for line in body.split_inclusive('\n') {
+        let day = line.strip_prefix("- ")?.split(" | ").next()?;
+        let month = if day == "-" {
+            "undated".to_owned()
+        } else {
+            month_of_page(&format!("x/{}.md", day.get(..7)?))?
+        };
+        let (_, link) = line.rsplit_once("](../")?;
+        let (path, _) = link.split_once(") | (")?;
+        lines.push(HeadLine {
+            month,
+            day: day.to_owned(),
+            path: path.to_owned(),
+        });
+        raw.push(line.to_owned());
+    }
+    let dir = pages_dir(topic);
+    let mut pages = BTreeMap::new();
+    let mut links = Vec::new();
+    for line in pages_part.lines() {
+        let (name, _) = line.strip_prefix("- [")?.split_once("](")?;
+        let (_, count) = line.rsplit_once(") — ")?;
+        let n: usize = count.split(' ').next()?.parse().ok()?;
+        let file = format!("{dir}/{name}.md");
+        let month = month_of_page(&file)?;
+        let i = match name.strip_prefix(month.as_str())?.strip_prefix('-') {
+            Some(k) => k.parse::<usize>().ok()? - 1,
+            None => 0,
+        };
+        pages.insert((month.clone(), i), n);
+        links.push((month, i, file, n));
+    }
+    let paged = total > HEAD_LINES
+        && lines.len() == HEAD_LINES
+        && pages.values().sum::<usize>() == total
+        && head_text(topic, total, newest_day, &raw, links) == text;
+    paged.then_some(Head { pages, lines })
+}
+
+/// A paged topic after documents joined `months`, from its head page as the last build
+/// wrote it (`old`): `month_docs` are the topic's documents in those months, `listed` the
+/// documents `old` lists outside them (the newest of the others). The head and the pages of
+/// `months` get the bytes [`render_topic`] gives them over all of the topic's documents —
+/// while none left it and the other months are as `old` says — without reading the others.
+/// `None` when what is given cannot say (fewer lines than a head lists).
+pub fn update_paged_topic(
+    topic: &str,
+    old: &Head,
+    months: &BTreeSet<String>,
+    month_docs: &[&Redacted<IndexDoc>],
+    listed: &[&Redacted<IndexDoc>],
+) -> Option<TopicFiles> {
+    let in_months = sorted_docs(
+        month_docs
+            .iter()
+            .map(|d| d.get())
+            .filter(|d| months.contains(&month(d))),
+    );
+    let mut out = TopicFiles::default();
+    let mut links: Vec<PageLink> = Vec::new();
+    let dir = pages_dir(topic);
+    for ((m, i), n) in &old.pages {
+        if !months.contains(m) {
+            let file = format!("{dir}/{}.md", page_name(m, *i));
+            out.pages.insert(file.clone());
+            links.push((m.clone(), *i, file, *n));
+        }
+    }
+    for (month, docs) in by_month(&in_months) {
+        render_month(topic, &month, &docs, true, &mut links, &mut out);
+    }
+    let total: usize = links.iter().map(|l| l.3).sum();
+    let newest = sorted_docs(
+        in_months.iter().copied().chain(
+            listed
+                .iter()
+                .map(|d| d.get())
+                .filter(|d| !months.contains(&month(d))),
+        ),
+    );
+    if total <= HEAD_LINES || newest.len() < HEAD_LINES {
+        return None;
+    }
+    out.files
+        .insert(shard_file(topic), render_head(topic, total, &newest, links));
+    Some(out)
 }
 
 /// The stub left where a topic was folded into another.
@@ -681,6 +856,23 @@ mod tests {
         assert_eq!(topic_of_page("manifest/ab.json"), None);
     }
 
+    /// A paged topic: January past a page, `march` documents in March, one undated.
+    fn paged_docs(march: usize) -> Vec<Redacted<IndexDoc>> {
+        let mut docs = month_docs(PAGE_LINES + 3, 1, 0);
+        docs.extend(month_docs(march, 3, 10_000));
+        docs.push(doc("s/chapters/undated.md", "U", None, &["c++"]));
+        docs
+    }
+
+    /// Every file `part` renders has the bytes of the whole render, and it names every page.
+    fn assert_part_of(whole: &BTreeMap<String, String>, part: &TopicFiles) {
+        for (file, text) in &part.files {
+            assert_eq!(whole[file], *text, "{file}");
+        }
+        let pages: Vec<&String> = whole.keys().filter(|f| f.contains('/')).collect();
+        assert_eq!(part.pages.iter().collect::<Vec<_>>(), pages);
+    }
+
     #[test]
     fn a_topic_rendered_for_some_months_gives_those_pages_the_bytes_of_a_whole_render() {
         let mut docs = month_docs(PAGE_LINES + 3, 1, 0);
@@ -694,11 +886,7 @@ mod tests {
             some.files.keys().collect::<Vec<_>>(),
             ["c%2B%2B.md", "c%2B%2B/2026-01-2.md", "c%2B%2B/2026-01.md"]
         );
-        for (file, text) in &some.files {
-            assert_eq!(all[file], *text, "{file}");
-        }
-        let pages: Vec<&String> = all.keys().filter(|f| f.contains('/')).collect();
-        assert_eq!(some.pages.iter().collect::<Vec<_>>(), pages);
+        assert_part_of(&all, &some);
         assert_eq!(render_topic_months("c++", &refs, None).files, all);
         let none = render_topic_months("c++", &refs, Some(&BTreeSet::new()));
         assert_eq!(none.files.keys().collect::<Vec<_>>(), ["c%2B%2B.md"]);
@@ -720,13 +908,58 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_paged_head_reads_back_and_an_update_from_it_equals_a_whole_render() {
+        let docs = paged_docs(70);
+        let all = render_topic("c++", &docs.iter().collect::<Vec<_>>());
+        let head = parse_head("c++", &all["c%2B%2B.md"]).expect("a paged head");
+        assert_eq!(head.lines.len(), HEAD_LINES);
+        assert_eq!(head.pages.values().sum::<usize>(), docs.len());
+        assert_eq!(head.pages[&("2026-01".to_owned(), 1)], 3);
+        assert_eq!(head.lines[0].month, "2026-03");
+        assert!(head.lines[0].day.starts_with("2026-03-"));
+        // Not a paged head of ours: a topic of one page, an edit, another topic's name.
+        let small = render_topic("c++", &docs[..3].iter().collect::<Vec<_>>());
+        assert_eq!(parse_head("c++", &small["c%2B%2B.md"]), None);
+        let text = &all["c%2B%2B.md"];
+        assert_eq!(parse_head("c++", &format!("{text}x\n")), None);
+        assert_eq!(
+            parse_head("c++", &text.replacen("— 3 documents", "— 4 documents", 1)),
+            None
+        );
+        assert_eq!(parse_head("cpp", text), None);
+
+        // Documents join March and February: the head and those months' pages, from the
+        // old head, March's and February's documents and the lines listed outside them.
+        let mut more = docs.clone();
+        more.extend(month_docs(4, 3, 20_000));
+        more.extend(month_docs(2, 2, 30_000));
+        let whole = render_topic("c++", &more.iter().collect::<Vec<_>>());
+        let months = BTreeSet::from(["2026-02".to_owned(), "2026-03".to_owned()]);
+        let in_months: Vec<&Redacted<IndexDoc>> = more
+            .iter()
+            .filter(|d| months.contains(&month(d.get())))
+            .collect();
+        let listed: Vec<&Redacted<IndexDoc>> = more
+            .iter()
+            .filter(|d| head.lines.iter().any(|l| l.path == d.get().path))
+            .collect();
+        let updated =
+            update_paged_topic("c++", &head, &months, &in_months, &listed).expect("an update");
+        assert_eq!(
+            updated.files.keys().collect::<Vec<_>>(),
+            ["c%2B%2B.md", "c%2B%2B/2026-02.md", "c%2B%2B/2026-03.md"]
+        );
+        assert_part_of(&whole, &updated);
+        // Without the lines listed outside those months it cannot say.
+        assert!(update_paged_topic("c++", &head, &months, &in_months[..3], &[]).is_none());
+    }
+
     /// Every relative link of a paged topic, parsed by a CommonMark parser and percent-decoded,
     /// names a file of the index or a document.
     #[test]
     fn every_link_of_a_paged_topic_resolves() {
-        let mut docs = month_docs(PAGE_LINES + 3, 1, 0);
-        docs.extend(month_docs(60, 3, 10_000));
-        docs.push(doc("s/chapters/undated.md", "U", None, &["c++"]));
+        let docs = paged_docs(60);
         let files = render_topic("c++", &docs.iter().collect::<Vec<_>>());
         let mut tree: BTreeSet<String> = files.keys().map(|f| format!("index/{f}")).collect();
         tree.extend(docs.iter().map(|d| d.get().path.clone()));

@@ -844,6 +844,17 @@ impl Table {
         &self,
         labels: &BTreeSet<String>,
     ) -> Result<Vec<Redacted<TableDoc>>, TableError> {
+        self.docs_with_labels_dated(labels, |_| true)
+    }
+
+    /// [`Table::docs_with_labels`], only the documents whose date (UTC milliseconds, `None`
+    /// when undated) `keep` accepts: the dates are read from the metadata, so only the records
+    /// kept are read (an index update's months of a topic, not the topic's history).
+    pub fn docs_with_labels_dated(
+        &self,
+        labels: &BTreeSet<String>,
+        keep: impl Fn(Option<i64>) -> bool,
+    ) -> Result<Vec<Redacted<TableDoc>>, TableError> {
         let mut out = Vec::new();
         for s in 0..self.state.segments.len() {
             let seg = self.seg(s)?;
@@ -854,7 +865,10 @@ impl Table {
                 }
             }
             for id in ids {
-                out.push(seg.record(id)?);
+                let date = seg.meta(id)?.date;
+                if keep((date != NO_DATE).then_some(date)) {
+                    out.push(seg.record(id)?);
+                }
             }
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));
