@@ -6,8 +6,10 @@
 //! and returns values; the shell (`store`, `archive`, `cli`) performs the I/O the core
 //! decides. `docs/architecture.md` has the codemap in the same order.
 
-// Leaves every stage uses: names and hashes, time, the owner-only home, secrets at rest.
+// Leaves every stage uses: names and hashes, time, the owner-only home, secrets at rest,
+// git objects and refs (gix).
 pub mod credentials;
+pub mod git;
 pub mod home;
 pub mod names;
 pub mod time;

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::pool::git::{GitError, GitRepo, ObjectId};
+use crate::git::{GitError, GitRepo, ObjectId};
 use crate::redact::Redactor;
 use crate::store::forget::harness_of;
 use crate::store::{Store, StoreError, MIRROR_DIR, STORE_DIR};

@@ -148,14 +148,14 @@ pub fn open(
         unreadable: Vec::new(),
         mirror_absent: linked
             && !mirror_dir.join("chapters").is_dir()
-            && crate::pool::mirror::materialized_head(&mirror_dir).is_none(),
+            && crate::store::mirror::materialized_head(&mirror_dir).is_none(),
         curation: Curation::default(),
         notes: Vec::new(),
         index_dir,
         project_key: project_key.to_owned(),
         cross_project,
         workspace: workspace.to_path_buf(),
-        reader: crate::pool::mirror::reader(workspace),
+        reader: crate::store::mirror::reader(workspace),
     };
     if !store_dir.is_dir() {
         return Ok(corpus);
@@ -863,13 +863,13 @@ impl Corpus {
     }
 
     /// A document of the packed mirror this door returns is written out (atomic) where the
-    /// agent's `read` tool opens it (`pool::mirror::write_out`); a failure is logged, the
+    /// agent's `read` tool opens it (`crate::store::mirror::write_out`); a failure is logged, the
     /// answer still given (its text comes from the mirror's tree).
     fn write_out(&self, rel: &str) {
         if !rel.starts_with(MIRROR_DIR) {
             return;
         }
-        if let Err(e) = crate::pool::mirror::write_out(&self.workspace, rel, None) {
+        if let Err(e) = crate::store::mirror::write_out(&self.workspace, rel, None) {
             tracing::warn!(error = %e, "could not write a document of the pool out of the mirror");
         }
     }

@@ -141,7 +141,7 @@ fn act(env: &Env, store: &Store, args: &Args) -> Result<()> {
     let lock_timeout = Duration::from_millis(env.config.writer_lock_timeout_ms);
     // An archive or a sync in progress holds the writer lock: wait for it.
     let _lock = store.lock(lock_timeout)?;
-    let packed = dsh_chapters::pool::mirror::Packed::open(&env.workspace);
+    let packed = dsh_chapters::store::mirror::Packed::open(&env.workspace);
     let resolved = forget::resolve(
         store,
         &env.workspace,

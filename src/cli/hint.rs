@@ -256,7 +256,7 @@ mod tests {
                 source: io(),
             }
             .into(),
-            pool::git::GitError::CreateDir {
+            dsh_chapters::git::GitError::CreateDir {
                 path: p(),
                 source: io(),
             }

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use serde_json::json;
 
 use dsh_chapters::credentials;
-use dsh_chapters::pool::git::{GitRepo, ObjectId};
+use dsh_chapters::git::{GitRepo, ObjectId};
 use dsh_chapters::pool::link::{self, Upstream};
 use dsh_chapters::pool::sync::POOL_REF;
 use dsh_chapters::pool::transport::{self, Remote};

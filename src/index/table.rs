@@ -379,7 +379,7 @@ impl Table {
         };
         // The pool's documents in the packed mirror are listed and read from its tree.
         let packed = if linked {
-            crate::pool::mirror::Packed::open(workspace)
+            crate::store::mirror::Packed::open(workspace)
         } else {
             None
         };
@@ -1113,7 +1113,7 @@ fn stamp(t: SystemTime) -> u128 {
 fn list_sources(
     workspace: &Path,
     linked: bool,
-    packed: Option<&crate::pool::mirror::Packed>,
+    packed: Option<&crate::store::mirror::Packed>,
 ) -> Result<Vec<(String, String)>, TableError> {
     let mut out = Vec::new();
     let store_dir = workspace.join(STORE_DIR);
@@ -1214,7 +1214,7 @@ fn packed_folder(key: &str) -> Option<&str> {
 
 /// A stamp from an object id (a tree's for a folder, a blob's for a file): it moves exactly
 /// when the content does; never 0 (which means "list again").
-fn id_stamp(id: &crate::pool::git::ObjectId) -> u128 {
+fn id_stamp(id: &crate::git::ObjectId) -> u128 {
     let mut bytes = [0u8; 16];
     bytes.copy_from_slice(&id.as_bytes()[..16]);
     u128::from_be_bytes(bytes) | 1
@@ -1226,8 +1226,8 @@ fn id_stamp(id: &crate::pool::git::ObjectId) -> u128 {
 fn own_left_out(
     workspace: &Path,
     root: &str,
-    files: Vec<(String, crate::pool::git::ObjectId)>,
-) -> BTreeMap<String, crate::pool::git::ObjectId> {
+    files: Vec<(String, crate::git::ObjectId)>,
+) -> BTreeMap<String, crate::git::ObjectId> {
     let own = workspace.join(STORE_DIR).join(root).join("chapters");
     let mine = own.is_dir();
     files
@@ -1240,7 +1240,7 @@ fn own_left_out(
 fn mirror_chapter_pks(
     workspace: &Path,
     linked: bool,
-    packed: Option<&crate::pool::mirror::Packed>,
+    packed: Option<&crate::store::mirror::Packed>,
 ) -> Result<Vec<String>, TableError> {
     if !linked {
         return Ok(Vec::new());

@@ -6,11 +6,10 @@
 //! - `plan` (pure): the store → pool mapping, what the pool lacks, the namespace rule.
 //! - `link`: which pool this workspace publishes to, under which declared visibility.
 //! - `credentials`: the per-project token at rest (0600 under the DSH home).
-//! - `git`: the shell layer over gix — objects, trees, commits, compare-and-swap ref moves and
-//!   the local object copy behind a fast-forward-only publish. No `git` program is ever run.
-//! - `mirror`: the packed mirror — the pool's objects in the mirror's git directory, its
-//!   documents read from the tree at the materialized head and written out only for what a
-//!   machine reads.
+//! - `crate::git` (a leaf beside it): the shell layer over gix — objects, trees, commits,
+//!   compare-and-swap ref moves and the local object copy behind a fast-forward-only publish.
+//! - `crate::store::mirror`: the packed mirror — the pool's objects in the mirror's git
+//!   directory, read by the search table and cache as the store's other read side.
 //! - `publish_lock`: the publish queue of a local pool (a flock beside its ref), so its
 //!   publishers take turns instead of racing; the ref's compare-and-swap stays the guard.
 //! - `readme` (pure): the pool's landing pages, `README.md` and `index/README.md`.
@@ -18,9 +17,7 @@
 //! - `transport`: fetch and push of network pools through the `git` program, with failures
 //!   reduced to machine-readable codes.
 
-pub mod git;
 pub mod link;
-pub mod mirror;
 pub mod pack;
 pub mod plan;
 pub mod publish_lock;

@@ -30,7 +30,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use crate::pool::git::ObjectId;
+use crate::git::ObjectId;
 use crate::pool::transport::local_command;
 
 /// Packs in `objects/pack` from which a publish rolls the small ones up geometrically (each
@@ -375,7 +375,7 @@ fn flush(git_dir: &Path) -> Result<(), PackError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pool::git::GitRepo;
+    use crate::git::GitRepo;
 
     fn git(dir: &Path, args: &[&str]) -> String {
         let out = std::process::Command::new("git")

@@ -17,13 +17,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::git::{GitError, GitRepo, ObjectId};
 use super::link::{LinkRecord, PoolIdentity, Upstream};
 use super::plan::{self, Action, FileKind, Visibility};
 use super::publish_lock::{PublishLock, PublishLockError};
 use super::transport::{self, FailureCode, Remote, TransportError};
 use crate::credentials::Secret;
 use crate::curation::{self, Fact, FactKind};
+use crate::git::{GitError, GitRepo, ObjectId};
 use crate::identity::Identity;
 use crate::index::shard::{INDEX_DIR, MANIFEST_FILE};
 use crate::redact::Redacted;
@@ -32,7 +32,7 @@ use crate::store::{atomic, Store, StoreError, MIRROR_DIR};
 pub const POOL_REF: &str = "refs/heads/main";
 const STATUS_FILE: &str = "sync-status.json";
 const PUBLISHED_DIR: &str = "dsh-chapters-published";
-use super::mirror::MATERIALIZED_FILE;
+use crate::store::mirror::MATERIALIZED_FILE;
 /// A local pool's objects fetched into the mirror (a copy on this machine's disks).
 const MIRROR_FETCH_TIMEOUT: Duration = Duration::from_secs(600);
 /// Present once the mirror holds no copy of this store's own chapters (`sweep_own_copies`).
@@ -2009,7 +2009,7 @@ fn materialize(
     // pool's are there already; a local pool's are fetched, one pack), so its documents are
     // read from there instead of being written out a file each (`pool::mirror`).
     let packed = fetch_into_mirror(mirror, mirror_dir, head)?;
-    let recent = super::mirror::Recent::days(ctx.mirror_recent_days, ctx.now_secs);
+    let recent = crate::store::mirror::Recent::days(ctx.mirror_recent_days, ctx.now_secs);
     let mut wrote = false;
     let mut unwritten = Vec::new();
     for (path, blob) in mirror.changed_blobs(old_tree, new_tree)? {
@@ -2022,7 +2022,7 @@ fn materialize(
         if own.get(&path) == Some(&blob) || in_store(store_dir, project_key, &path, blob) {
             continue;
         }
-        let bytes = if packed && super::mirror::is_packed(&path) {
+        let bytes = if packed && crate::store::mirror::is_packed(&path) {
             // Left in the pack, but for the recent window's chapters.
             let bytes = match recent.filter(|_| path.ends_with(".md")) {
                 Some(window) => Some(mirror.read_blob(blob)?).filter(|b| window.holds(b)),
@@ -2071,7 +2071,7 @@ fn materialize(
                 // A document left in the pack leaves the search table all the same.
                 Err(e)
                     if e.kind() == std::io::ErrorKind::NotFound
-                        && super::mirror::is_packed(&path) =>
+                        && crate::store::mirror::is_packed(&path) =>
                 {
                     report.dropped += 1;
                     dropped = true;

@@ -106,7 +106,7 @@ use rules::{Anchor, Check, Gate, PemLine};
 ///
 /// ```compile_fail
 /// // A pool commit's message is a `Redacted<String>`; one formatted from raw text is refused.
-/// # fn f(repo: &dsh_chapters::pool::git::GitRepo, tree: dsh_chapters::pool::git::ObjectId) {
+/// # fn f(repo: &dsh_chapters::git::GitRepo, tree: dsh_chapters::git::ObjectId) {
 /// let raw = format!("forgotten because of {}", "AKIAQ3EGUWZXJ4TPLM7N");
 /// let _ = repo.write_commit(tree, &[], "dsh-chapters", "h1@dsh-chapters.local", 0, &raw);
 /// # }
@@ -131,7 +131,7 @@ use rules::{Anchor, Check, Gate, PemLine};
 /// let block = rules.redact("## Rules\n", &mut Default::default());
 /// let _ = build("s", "s", NoticeIntent::Continue, &[], &block);
 /// # }
-/// # fn g(repo: &dsh_chapters::pool::git::GitRepo, tree: dsh_chapters::pool::git::ObjectId) {
+/// # fn g(repo: &dsh_chapters::git::GitRepo, tree: dsh_chapters::git::ObjectId) {
 /// let message = dsh_chapters::redact::echoed_text("forgotten by ana: pasted a key");
 /// let _ = repo.write_commit(tree, &[], "dsh-chapters", "h1@dsh-chapters.local", 0, &message);
 /// # }

@@ -464,7 +464,7 @@ impl Cache {
             }
         };
         let mut written = 0;
-        let reader = crate::pool::mirror::reader(workspace);
+        let reader = crate::store::mirror::reader(workspace);
         {
             let mut ids = tx
                 .prepare(

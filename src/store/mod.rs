@@ -14,6 +14,7 @@ pub mod group;
 pub mod journal;
 pub mod ledger;
 pub mod lock;
+pub mod mirror;
 pub mod read;
 
 use std::fs;

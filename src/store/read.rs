@@ -37,7 +37,7 @@ pub enum ReadError {
 pub struct Reader {
     workspace: PathBuf,
     proof: ReadBack,
-    /// The mirror's object database at its materialized head (`pool::mirror::Packed`): a
+    /// The mirror's object database at its materialized head (`crate::store::mirror::Packed`): a
     /// mirror file that was never written out is read from there.
     packed: Option<Box<dyn MirrorObjects>>,
 }
@@ -45,7 +45,7 @@ pub struct Reader {
 /// The packed mirror as the reader sees it: the files of the pool's tree at the head the
 /// mirror last materialized, read from the mirror's own git directory
 /// (`<workspace>/.dsh-knowledge/.git`). Those are the bytes other machines' stores published
-/// — redacted, as the mirror's plain files are. Implemented by `pool::mirror::Packed`.
+/// — redacted, as the mirror's plain files are. Implemented by `crate::store::mirror::Packed`.
 pub trait MirrorObjects {
     /// The git directory the objects come from: the reader takes only its workspace's mirror.
     fn git_dir(&self) -> &Path;

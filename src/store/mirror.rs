@@ -12,9 +12,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::git::ObjectId;
+use crate::git::ObjectId;
 
-use super::git::{GitError, GitRepo};
+use crate::git::{GitError, GitRepo};
 use crate::store::read::MirrorObjects;
 use crate::store::{atomic, MIRROR_DIR};
 
@@ -250,7 +250,7 @@ impl Recent {
     /// top-level `date:` line, not a whole parse: a first sync looks at every chapter).
     pub fn holds(&self, bytes: &[u8]) -> bool {
         frontmatter_date(bytes)
-            .and_then(crate::search::parse_rfc3339_ms)
+            .and_then(crate::time::parse_rfc3339_ms)
             .is_some_and(|ms| (self.from_ms..=self.to_ms).contains(&ms))
     }
 }
