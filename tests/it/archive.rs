@@ -614,6 +614,22 @@ fn walk_md(dir: &std::path::Path) -> Vec<(String, String)> {
 }
 
 #[test]
+fn the_demo_refuses_a_directory_its_recorded_log_cannot_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("de\"mo");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_chapters"))
+        .args(["demo", "--dir"])
+        .arg(&dir)
+        .env_remove("DSH_HOME")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("give --dir a plainer one"), "{err}");
+    assert!(!dir.join("widgets").exists(), "nothing written");
+}
+
+#[test]
 fn the_demo_archives_its_sample_and_finds_it_again() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("demo");
