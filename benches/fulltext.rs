@@ -3,7 +3,7 @@
 //!    realistic bodies (~4 KiB: a person's ask, tool calls with commands and file paths,
 //!    compiler and test output with error codes, code read back, the assistant's answer),
 //!    in a worker process that reports its peak RSS; the cache's size against the text's;
-//! 2. the query path (the library door `search_door::open` + `answer_packed`, exactly what
+//! 2. the query path (the library door `search::open` + `answer_packed`, exactly what
 //!    `chapters search` runs after reading its config) for a mix of queries — common words,
 //!    rare error codes, file names, phrases, prefixes, a filter — p50/p99 and peak RSS in a
 //!    fresh worker process; beside it `rg -l -i -F` for the same text over the same files
@@ -24,8 +24,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use dsh_chapters::search::{self, query::Parsed, ScoreParams};
-use dsh_chapters::search_door;
+use dsh_chapters::catalog::query::Parsed;
+use dsh_chapters::catalog::score::{self, ScoreParams};
+use dsh_chapters::search;
 use dsh_chapters::store::journal;
 
 const PK: &str = "0b6e7c42-1b1c-5c1e-9d34-bench0000016";
@@ -305,21 +306,15 @@ fn query_worker(ws: &Path, rounds: usize) {
     for _ in 0..rounds {
         for (q, _) in QUERIES {
             let t = Instant::now();
-            let corpus = search_door::open(ws, PK, false, LOCK).expect("open");
+            let corpus = search::open(ws, PK, false, LOCK).expect("open");
             let opened = t.elapsed();
             let params = ScoreParams {
                 curation: corpus.curation.clone(),
                 core_rule_bonus: 0.15,
             };
-            let now = search::day_start(1_770_000_000_000);
+            let now = score::day_start(1_770_000_000_000);
             let answer = corpus
-                .answer_packed(
-                    &search_door::Request::text(q, None),
-                    &params,
-                    "bench",
-                    now,
-                    400,
-                )
+                .answer_packed(&search::Request::text(q, None), &params, "bench", now, 400)
                 .expect("search");
             times.push(t.elapsed());
             if std::env::var_os("FULLTEXT_BENCH_VERBOSE").is_some() {
@@ -334,11 +329,11 @@ fn query_worker(ws: &Path, rounds: usize) {
         }
         // One filtered query too: a file the signature names.
         let t = Instant::now();
-        let corpus = search_door::open(ws, PK, false, LOCK).expect("open");
-        let req = search_door::Request {
+        let corpus = search::open(ws, PK, false, LOCK).expect("open");
+        let req = search::Request {
             query: Parsed::parse("error"),
             path: Some("src/parser/kalo.rs".into()),
-            ..search_door::Request::default()
+            ..search::Request::default()
         };
         let answer = corpus
             .answer_packed(&req, &ScoreParams::default(), "bench", 0, 400)
@@ -361,7 +356,7 @@ fn query_worker(ws: &Path, rounds: usize) {
 /// Worker: build the table and the cache from scratch (one search's open).
 fn build_worker(ws: &Path) {
     let t = Instant::now();
-    let corpus = search_door::open(ws, PK, false, LOCK).expect("open");
+    let corpus = search::open(ws, PK, false, LOCK).expect("open");
     println!(
         "{:.1} {} {}",
         t.elapsed().as_secs_f64(),
@@ -449,7 +444,7 @@ impl Side {
     fn new(n: usize) -> Side {
         let (ws, _) = corpus(n);
         // Current before the trials.
-        search_door::open(&ws, PK, false, LOCK).expect("open");
+        search::open(&ws, PK, false, LOCK).expect("open");
         Side {
             n,
             ws,
@@ -478,7 +473,7 @@ impl Side {
             &refs,
         );
         let t = Instant::now();
-        let corpus = search_door::open(&self.ws, PK, false, LOCK).expect("open");
+        let corpus = search::open(&self.ws, PK, false, LOCK).expect("open");
         self.times.push(t.elapsed());
         assert!(corpus.documents as usize >= self.n + 10);
     }

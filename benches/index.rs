@@ -28,10 +28,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use dsh_chapters::index::{build, table::Table};
-use dsh_chapters::search::{self, ScoreParams};
-use dsh_chapters::search_door;
+use dsh_chapters::catalog::score::{self, ScoreParams};
+use dsh_chapters::catalog::table::Table;
+use dsh_chapters::search;
 use dsh_chapters::store::journal;
+use dsh_chapters::topics::build;
 
 const PK: &str = "0b6e7c42-1b1c-5c1e-9d34-bench0000000";
 const PER_ROOT: usize = 100;
@@ -317,22 +318,16 @@ fn worker(ws: &Path, rounds: usize) {
     for _ in 0..rounds {
         for q in QUERIES {
             let t = Instant::now();
-            let corpus = search_door::open(ws, PK, false, LOCK).expect("open");
+            let corpus = search::open(ws, PK, false, LOCK).expect("open");
             let opened = t.elapsed();
             let params = ScoreParams {
                 curation: corpus.curation.clone(),
                 core_rule_bonus: 0.15,
             };
-            let now = search::day_start(1_770_000_000_000);
+            let now = score::day_start(1_770_000_000_000);
             // The whole query path, packed to a default budget (~400 tokens).
             let answer = corpus
-                .answer_packed(
-                    &search_door::Request::text(q, None),
-                    &params,
-                    "bench",
-                    now,
-                    400,
-                )
+                .answer_packed(&search::Request::text(q, None), &params, "bench", now, 400)
                 .expect("search");
             times.push(t.elapsed());
             if std::env::var_os("INDEX_BENCH_VERBOSE").is_some() {
@@ -373,7 +368,7 @@ fn rg_figures(ws: &Path) -> Option<Duration> {
     }
     let mut times = Vec::new();
     for q in QUERIES.iter().take(6) {
-        let pattern = search::query_terms(q).join("|");
+        let pattern = score::query_terms(q).join("|");
         let t = Instant::now();
         let out = Command::new("rg")
             .args(["-c", "-i", "--no-messages", "-e", &pattern])

@@ -204,7 +204,8 @@ fn store(sessions: usize, chapters: usize, ws: &Path, project_key: &str) -> Path
     }
     // The search table, as the first search or sync builds it: status reads its counts and
     // the vocabulary's candidates from it.
-    dsh_chapters::index::table::Table::refresh(ws, false, Duration::from_secs(60)).expect("table");
+    dsh_chapters::catalog::table::Table::refresh(ws, false, Duration::from_secs(60))
+        .expect("table");
     std::fs::rename(&store_dir, &dir).expect("park the store");
     std::fs::write(&done, "").expect("marker");
     eprintln!("  {:.1} s", t.elapsed().as_secs_f64());

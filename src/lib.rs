@@ -1,7 +1,7 @@
 //! dsh-chapters: a shared, searchable memory of AI coding agents' past work.
 //!
 //! Modules follow the data flow: session log → turn → signature → composition →
-//! render/redact → store → index and search → pool. The pure core (`turn`, `signature`,
+//! render/redact → store → catalog → topics → search → pool. The pure core (`turn`, `signature`,
 //! `compose`, `redact`, `render`, `identity::canonical`) takes bytes, a clock value and ids
 //! and returns values; the shell (`store`, `archive`, `cli`) performs the I/O the core
 //! decides. `docs/architecture.md` has the codemap in the same order.
@@ -39,10 +39,11 @@ pub mod curation;
 pub mod enrich;
 pub mod rules;
 
-// Finding again: the search table and topic index, the scorer and cache, the door.
-pub mod index;
+// Finding again: the catalog of every document (table, scorer, full-text cache), the
+// published topic index built from it, and the search door over both.
+pub mod catalog;
 pub mod search;
-pub mod search_door;
+pub mod topics;
 
 // Sharing: the pool.
 pub mod pool;

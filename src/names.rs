@@ -80,3 +80,12 @@ pub fn blob_id(bytes: &[u8]) -> String {
     h.update(bytes);
     h.digest().to_string()
 }
+/// The content hash of an input directory from its `(name, blob id)` pairs, any order.
+pub fn input_hash<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    let mut lines: Vec<String> = entries
+        .into_iter()
+        .map(|(name, blob)| format!("{name}\0{blob}\n"))
+        .collect();
+    lines.sort();
+    sha256_hex(lines.concat().as_bytes())
+}

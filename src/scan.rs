@@ -214,7 +214,8 @@ fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) {
         let name = entry.file_name().to_string_lossy().into_owned();
         // The git objects of the mirror are scanned by `--pool`; the search table's
         // segments are binary postings rebuilt from the documents; locks hold pids.
-        if name == ".git" || name == crate::index::table::TABLE_DIR || name.starts_with(".writer") {
+        if name == ".git" || name == crate::catalog::table::TABLE_DIR || name.starts_with(".writer")
+        {
             continue;
         }
         let path = entry.path();

@@ -102,7 +102,7 @@ pub struct DocumentCounts {
 }
 
 fn document_counts(store: &Store, identity: &Identity, linked: bool) -> DocumentCounts {
-    let table = crate::index::table::Table::open(store.dir());
+    let table = crate::catalog::table::Table::open(store.dir());
     let (local, _) = table.counts(&identity.project_key, false, false);
     let (all, _) = table.counts(&identity.project_key, false, linked);
     DocumentCounts {
@@ -204,7 +204,7 @@ pub struct EnrichmentStatus {
 pub struct VocabularyStatus {
     /// `vocabApply`: false = shadow (reported here, nothing written).
     pub apply: bool,
-    pub candidates: Vec<crate::index::vocab::Candidate>,
+    pub candidates: Vec<crate::topics::vocab::Candidate>,
     /// Set when the candidates could not be computed (the report still stands).
     pub error: Option<String>,
 }
@@ -218,13 +218,13 @@ fn vocabulary_status(
     linked: bool,
     config: &Config,
 ) -> VocabularyStatus {
-    let table = crate::index::table::Table::open(store.dir());
+    let table = crate::catalog::table::Table::open(store.dir());
     let mirror = workspace.join(MIRROR_DIR);
-    let params = crate::index::vocab::VocabParams::from_config(config);
+    let params = crate::topics::vocab::VocabParams::from_config(config);
     let result =
-        crate::index::build::read_curation(store.dir(), linked.then_some(mirror.as_path()))
+        crate::topics::build::read_curation(store.dir(), linked.then_some(mirror.as_path()))
             .and_then(|inputs| {
-                crate::index::build::vocabulary_candidates(
+                crate::topics::build::vocabulary_candidates(
                     &table,
                     &identity.project_key,
                     linked,

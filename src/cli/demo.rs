@@ -91,21 +91,21 @@ pub fn run(args: Args) -> Result<()> {
     }
     // Finding it again: the same door and scorer as `chapters search`.
     let query = "refresh token expiry";
-    let corpus = dsh_chapters::search_door::open(
+    let corpus = dsh_chapters::search::open(
         &env.workspace,
         &env.identity.project_key,
         false,
         std::time::Duration::from_millis(env.config.writer_lock_timeout_ms),
     )?;
-    let params = dsh_chapters::search::ScoreParams {
+    let params = dsh_chapters::catalog::score::ScoreParams {
         curation: corpus.curation.clone(),
         core_rule_bonus: env.config.rules_core_bonus,
     };
     let found = corpus.answer_packed(
-        &dsh_chapters::search_door::Request::text(query, None),
+        &dsh_chapters::search::Request::text(query, None),
         &params,
         &env.harness_id,
-        dsh_chapters::search::day_start(super::now_ms()),
+        dsh_chapters::catalog::score::day_start(super::now_ms()),
         200,
     )?;
     println!("\nchapters search {query:?} (best first, packed to 200 tokens):");

@@ -12,11 +12,12 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 
-use dsh_chapters::index::{build, table::Table};
+use dsh_chapters::catalog::table::Table;
 use dsh_chapters::pool::link;
 use dsh_chapters::redact::ConfigRedactor;
 use dsh_chapters::store::forget::{self, Act, Candidate, FORGET_VERSION};
 use dsh_chapters::store::Store;
+use dsh_chapters::topics::build;
 
 use super::Env;
 

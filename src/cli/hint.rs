@@ -52,8 +52,8 @@ fn store_error<'a>(cause: &'a (dyn StdError + 'static)) -> Option<&'a StoreError
         store::journal::JournalError => store::journal::JournalError::Store,
         store::forget::ForgetError => store::forget::ForgetError::Store,
         enrich::run::EnrichError => enrich::run::EnrichError::Store,
-        index::build::BuildError => index::build::BuildError::Store,
-        index::table::TableError => index::table::TableError::Store,
+        topics::build::BuildError => topics::build::BuildError::Store,
+        catalog::table::TableError => catalog::table::TableError::Store,
         scan::ScanError => scan::ScanError::Store,
         status::StatusError => status::StatusError::Store
     );
@@ -271,12 +271,12 @@ mod tests {
                 source: io(),
             }
             .into(),
-            index::table::TableError::Io {
+            catalog::table::TableError::Io {
                 path: p(),
                 source: io(),
             }
             .into(),
-            index::build::BuildError::Io {
+            topics::build::BuildError::Io {
                 path: p(),
                 source: io(),
             }

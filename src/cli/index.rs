@@ -6,12 +6,13 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 
+use dsh_chapters::catalog::table::Table;
 use dsh_chapters::credentials;
-use dsh_chapters::index::{build, table::Table};
 use dsh_chapters::pool::link::{self, Upstream};
 use dsh_chapters::pool::plan::Visibility;
 use dsh_chapters::pool::sync::{self, SyncContext};
 use dsh_chapters::store::Store;
+use dsh_chapters::topics::build;
 
 use super::{Env, Reported};
 

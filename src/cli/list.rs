@@ -5,9 +5,9 @@ use std::path::Path;
 use anyhow::Result;
 use serde_json::json;
 
-use dsh_chapters::search::cache::{short_id, Row};
-use dsh_chapters::search::query::Parsed;
-use dsh_chapters::search_door;
+use dsh_chapters::catalog::cache::{short_id, Row};
+use dsh_chapters::catalog::query::Parsed;
+use dsh_chapters::search;
 
 use super::search::Filters;
 use super::Env;
@@ -31,7 +31,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     let env = Env::resolve(workspace, None)?;
     let now = super::now_ms();
     let request = args.filters.request(Parsed::default(), None, now);
-    let corpus = search_door::open(
+    let corpus = search::open(
         &env.workspace,
         &env.identity.project_key,
         args.cross_project,
@@ -56,7 +56,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
 /// What a list says beside its rows.
 struct ListFrame {
     searched: String,
-    door: search_door::Door,
+    door: search::Door,
     total: usize,
 }
 
@@ -98,7 +98,7 @@ fn list_text(rows: &Vec<Row>, frame: &ListFrame) -> String {
     for r in rows {
         out.push_str(&format!(
             "{} | {} | {} | {} | {} | {} | {}\n",
-            dsh_chapters::search::day_of(r.meta.date.as_deref()),
+            dsh_chapters::catalog::score::day_of(r.meta.date.as_deref()),
             r.harness,
             if r.machine.is_empty() {
                 "-"

@@ -3,9 +3,9 @@ use std::path::Path;
 use anyhow::Result;
 use serde_json::json;
 
-use dsh_chapters::search::query::Parsed;
-use dsh_chapters::search::{self, Explain, Field, Recency, ScoreParams};
-use dsh_chapters::search_door::{self, Door};
+use dsh_chapters::catalog::query::{self, Parsed};
+use dsh_chapters::catalog::score::{self, Explain, Field, Recency, ScoreParams};
+use dsh_chapters::search::{self, Door};
 
 use super::{Env, Reported};
 
@@ -74,15 +74,10 @@ pub struct Filters {
 impl Filters {
     /// The request these filters make, with `query` and `topic`; a date that cannot be read
     /// is a usage error (exit 2).
-    pub fn request(
-        &self,
-        query: Parsed,
-        topic: Option<String>,
-        now_ms: i64,
-    ) -> search_door::Request {
+    pub fn request(&self, query: Parsed, topic: Option<String>, now_ms: i64) -> search::Request {
         let when = |flag: &str, text: &Option<String>| {
             text.as_ref().map(|t| {
-                search::query::parse_when(t, now_ms).unwrap_or_else(|| {
+                query::parse_when(t, now_ms).unwrap_or_else(|| {
                     clap::Error::raw(
                         clap::error::ErrorKind::ValueValidation,
                         format!("{flag} {:?} is not a date: give YYYY-MM-DD, an RFC 3339 time, or 7d / 12h / 2w\n", dsh_chapters::redact::echo(t)),
@@ -91,7 +86,7 @@ impl Filters {
                 })
             })
         };
-        search_door::Request {
+        search::Request {
             query,
             topic,
             kind: self.kind.clone(),
@@ -119,8 +114,8 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     if parsed.dropped > 0 {
         eprintln!(
             "chapters: the query has more than {} terms; the first {} are used, {} left out",
-            search::query::MAX_TERMS,
-            search::query::MAX_TERMS,
+            query::MAX_TERMS,
+            query::MAX_TERMS,
             parsed.dropped
         );
     }
@@ -128,7 +123,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     let budget = args
         .max_tokens
         .unwrap_or(env.config.search_default_max_tokens);
-    let corpus = search_door::open(
+    let corpus = search::open(
         &env.workspace,
         &env.identity.project_key,
         args.cross_project,
@@ -155,7 +150,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     };
     // Recency is measured from the start of the current UTC day: every machine at the
     // same pool state gives the same answer all day, not one that drifts by the millisecond.
-    let now = search::day_start(super::now_ms());
+    let now = score::day_start(super::now_ms());
     let request = args.filters.request(parsed, topic.clone(), super::now_ms());
     let answer = corpus.answer_packed(&request, &params, &env.harness_id, now, budget)?;
     let (packed, total, total_said) = (answer.packed.clone(), answer.total, answer.total_said());
@@ -240,7 +235,7 @@ struct SearchFrame {
 impl dsh_chapters::redact::Settings for SearchFrame {}
 
 fn search_json(
-    (answer, asked): &(search_door::PackedAnswer, Asked),
+    (answer, asked): &(search::PackedAnswer, Asked),
     frame: &SearchFrame,
 ) -> serde_json::Value {
     let packed = &answer.packed;
@@ -268,10 +263,7 @@ fn search_json(
     })
 }
 
-fn search_text(
-    (answer, asked): &(search_door::PackedAnswer, Asked),
-    frame: &SearchFrame,
-) -> String {
+fn search_text((answer, asked): &(search::PackedAnswer, Asked), frame: &SearchFrame) -> String {
     use std::fmt::Write;
     let packed = &answer.packed;
     let mut out = format!("{}\n", frame.searched);
@@ -346,7 +338,7 @@ fn field_name(field: Field) -> &'static str {
 
 /// Every part of a score, each said even when it is zero: the §8 field parts (topic ×2,
 /// title, summary, category, kind), recency, the core-rule bonus and the body's BM25.
-fn explain_parts(explain: &Explain, body: &search_door::BodyExplain) -> serde_json::Value {
+fn explain_parts(explain: &Explain, body: &search::BodyExplain) -> serde_json::Value {
     json!({
         "topic": explain.field_points(Field::Topic),
         "title": explain.field_points(Field::Title),
@@ -359,7 +351,7 @@ fn explain_parts(explain: &Explain, body: &search_door::BodyExplain) -> serde_js
     })
 }
 
-fn write_explain(out: &mut String, score: f64, explain: &Explain, body: &search_door::BodyExplain) {
+fn write_explain(out: &mut String, score: f64, explain: &Explain, body: &search::BodyExplain) {
     use std::fmt::Write;
     let mut terms: Vec<(&str, Vec<String>)> = Vec::new();
     for h in &explain.hits {
@@ -404,7 +396,7 @@ fn write_explain(out: &mut String, score: f64, explain: &Explain, body: &search_
         out,
         "    body: BM25 {:.2}, {}·s/(1+s) = +{:.2}",
         body.bm25,
-        search_door::BODY_MAX,
+        search::BODY_MAX,
         body.points
     );
     if body.phrase {
@@ -424,11 +416,11 @@ fn write_explain(out: &mut String, score: f64, explain: &Explain, body: &search_
     );
 }
 
-fn match_json(h: &search_door::Hit, explain: bool) -> serde_json::Value {
+fn match_json(h: &search::Hit, explain: bool) -> serde_json::Value {
     let m = &h.doc.meta;
     let mut v = json!({
         "score": h.score,
-        "date": m.date.as_deref().filter(|d| search::parse_rfc3339_ms(d).is_some()),
+        "date": m.date.as_deref().filter(|d| dsh_chapters::time::parse_rfc3339_ms(d).is_some()),
         "kind": m.kind,
         "title": m.title,
         "path": h.doc.path,

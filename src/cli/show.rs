@@ -5,8 +5,8 @@ use std::path::Path;
 use anyhow::{bail, Result};
 use serde_json::json;
 
-use dsh_chapters::search::cache::Row;
-use dsh_chapters::search_door;
+use dsh_chapters::catalog::cache::Row;
+use dsh_chapters::search;
 
 use super::Env;
 
@@ -26,7 +26,7 @@ pub struct Args {
 
 pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     let env = Env::resolve(workspace, None)?;
-    let corpus = search_door::open(
+    let corpus = search::open(
         &env.workspace,
         &env.identity.project_key,
         true,
@@ -87,11 +87,11 @@ fn body_of(text: &str) -> &str {
 }
 
 fn show_json((row, text): &(Row, String)) -> serde_json::Value {
-    let mut doc = search_door::document_fields(row);
+    let mut doc = search::document_fields(row);
     doc.insert("body".to_owned(), json!(body_of(text)));
     serde_json::Value::Object(doc)
 }
 
 fn show_text((row, text): &(Row, String)) -> String {
-    format!("{}\n\n{}", search_door::document_header(row), body_of(text))
+    format!("{}\n\n{}", search::document_header(row), body_of(text))
 }

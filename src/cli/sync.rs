@@ -55,7 +55,7 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
         lock_timeout: Duration::from_millis(env.config.writer_lock_timeout_ms),
         rebuild_index: false,
         vocabulary: vocab.as_ref().and_then(|redactor| {
-            dsh_chapters::index::build::VocabApply::when_applied(
+            dsh_chapters::topics::build::VocabApply::when_applied(
                 &env.config,
                 redactor,
                 &env.harness_id,

@@ -100,7 +100,7 @@ fn write_fact(
         let _lock = store.lock(Duration::from_millis(env.config.writer_lock_timeout_ms))?;
         curation::file::append(&store, &env.harness_id, &fact)?;
     }
-    let inputs = dsh_chapters::index::build::read_curation(store.dir(), None)?;
+    let inputs = dsh_chapters::topics::build::read_curation(store.dir(), None)?;
     let frame = TopicFrame {
         rel: file
             .strip_prefix(&env.workspace)

@@ -322,7 +322,7 @@ fn run_sync(job: &Job, pull_only: bool) -> SyncOutcome {
             mirror_recent_days: ctx.config.mirror_recent_days,
             lock_timeout: Duration::from_millis(ctx.config.writer_lock_timeout_ms),
             rebuild_index: false,
-            vocabulary: crate::index::build::VocabApply::when_applied(
+            vocabulary: crate::topics::build::VocabApply::when_applied(
                 &ctx.config,
                 &ctx.redactor,
                 &ctx.harness_id,

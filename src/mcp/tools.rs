@@ -8,14 +8,14 @@ use std::path::Path;
 use serde_json::{json, Map, Value};
 
 use super::{Fault, McpContext, Workspace, INVALID_PARAMS};
+use crate::catalog::cache::short_id;
+use crate::catalog::query::{self, Parsed};
+use crate::catalog::score;
 use crate::redact::{Redacted, Redactor, Settings};
 use crate::rules::block::Block;
 use crate::rules::store::{self as rules_store, AssembleRequest, Written};
 use crate::rules::Rule;
 use crate::search;
-use crate::search::cache::short_id;
-use crate::search::query::Parsed;
-use crate::search_door;
 use crate::store::Store;
 
 /// A page's size when the call names none, in estimated tokens (`chapters_read`,
@@ -449,8 +449,8 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
     if query.dropped > 0 {
         notes.push(format!(
             "the query has more than {} terms; the first {} are used, {} left out",
-            search::query::MAX_TERMS,
-            search::query::MAX_TERMS,
+            query::MAX_TERMS,
+            query::MAX_TERMS,
             query.dropped
         ));
     }
@@ -463,7 +463,7 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
     let when = |key: &str| -> Result<Option<i64>, String> {
         match args.string(key, false)? {
             None => Ok(None),
-            Some(t) => search::query::parse_when(&t, clock).map(Some).ok_or_else(|| {
+            Some(t) => query::parse_when(&t, clock).map(Some).ok_or_else(|| {
                 format!(
                     "chapters_search: `{key}` {:?} is not a date: give YYYY-MM-DD, an RFC 3339 time, or 7d / 12h / 2w",
                     shorten(&t)
@@ -472,7 +472,7 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
         }
     };
     let (since_ms, until_ms) = (when("since")?, when("until")?);
-    let corpus = search_door::open(
+    let corpus = search::open(
         ctx.workspace,
         &ctx.identity.project_key,
         false,
@@ -488,7 +488,7 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
     );
     // The topic as the index keys it: aliases followed to the canonical label.
     let topic = topic.map(|t| corpus.curation.canonical(&t).topic);
-    let request = search_door::Request {
+    let request = search::Request {
         query,
         topic,
         kind: args.string("kind", false)?,
@@ -500,11 +500,11 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
         path: args.string("path", false)?,
         artifacts: args.flag("artifacts")?,
     };
-    let params = search::ScoreParams {
+    let params = score::ScoreParams {
         curation: corpus.curation.clone(),
         core_rule_bonus: ctx.config.rules_core_bonus,
     };
-    let now = search::day_start(clock);
+    let now = score::day_start(clock);
     let answer = corpus
         .answer_packed(&request, &params, ctx.harness_id, now, budget)
         .map_err(|e| format!("search failed: {e}"))?;
@@ -535,7 +535,7 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
 /// What a search answer says beside its matches: counts, the door, notes about the files.
 struct SearchFrame {
     searched: String,
-    door: search_door::Door,
+    door: search::Door,
     documents: u64,
     empty: Option<&'static str>,
     notes: Vec<String>,
@@ -543,7 +543,7 @@ struct SearchFrame {
 
 impl Settings for SearchFrame {}
 
-fn search_answer(answer: &search_door::PackedAnswer, frame: &SearchFrame) -> (String, Value) {
+fn search_answer(answer: &search::PackedAnswer, frame: &SearchFrame) -> (String, Value) {
     let mut out = format!("{}\n", frame.searched);
     match frame.empty {
         Some("nothing-here") => {
@@ -580,7 +580,7 @@ fn search_answer(answer: &search_door::PackedAnswer, frame: &SearchFrame) -> (St
                 "path": h.doc.path,
                 "title": m.title,
                 "kind": m.kind,
-                "date": m.date.as_deref().filter(|d| search::parse_rfc3339_ms(d).is_some()),
+                "date": m.date.as_deref().filter(|d| crate::time::parse_rfc3339_ms(d).is_some()),
                 "harness": h.harness,
                 "machine": h.machine,
                 "topics": m.topics,
@@ -640,7 +640,7 @@ fn read_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Strin
             )
         })?,
     };
-    let corpus = search_door::open(
+    let corpus = search::open(
         ctx.workspace,
         &ctx.identity.project_key,
         true,
@@ -698,7 +698,7 @@ struct PageFrame {
 impl Settings for PageFrame {}
 
 fn read_answer(
-    (row, body): &(crate::search::cache::Row, String),
+    (row, body): &(crate::catalog::cache::Row, String),
     page: &PageFrame,
 ) -> (String, Value) {
     let chars: Vec<char> = body.chars().collect();
@@ -709,7 +709,7 @@ fn read_answer(
     let id = short_id(&row.root, &row.name, &row.path);
     let tokens = |chars: usize| (chars as u64).div_ceil(CHARS_PER_TOKEN);
     let mut text = if start == 0 {
-        format!("{}\n\n", search_door::document_header(row))
+        format!("{}\n\n", search::document_header(row))
     } else {
         format!("{id} ({}), continued:\n", row.path)
     };
@@ -725,7 +725,7 @@ fn read_answer(
             tokens(total)
         ));
     }
-    let mut structured = search_door::document_fields(row);
+    let mut structured = search::document_fields(row);
     for (key, value) in [
         ("text", json!(text_of_page)),
         ("totalTokens", json!(tokens(total))),
@@ -763,7 +763,7 @@ fn rules_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Stri
         harness: ctx.harness_id,
         session: session.as_deref(),
         include_session: session.is_some(),
-        terms: Some(search::query_terms(&task)),
+        terms: Some(score::query_terms(&task)),
         linked: crate::pool::link::is_linked(ctx.workspace)
             .map_err(|e| format!("rules could not be read: {e}"))?,
     })
@@ -880,7 +880,7 @@ fn artifact_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, S
     }
     let budget = args.page_tokens("max_tokens", DEFAULT_PAGE_TOKENS)?;
     let offset = args.count("offset")?.unwrap_or(0) as usize;
-    let corpus = search_door::open(
+    let corpus = search::open(
         ctx.workspace,
         &ctx.identity.project_key,
         true,

@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::curation::Curation;
-use crate::index::shard::{self, INDEX_DIR};
-use crate::index::IndexDoc;
+use crate::topics::shard::{self, INDEX_DIR};
+use crate::topics::IndexDoc;
 
 pub const ROOT_README: &str = "README.md";
 /// Relative to the pool's root.
@@ -174,7 +174,7 @@ impl Pages {
         for d in &self.newest {
             out.push_str(&format!(
                 "- {} [{}]({}) ({})\n",
-                crate::search::day_of(d.date.as_deref()),
+                crate::catalog::score::day_of(d.date.as_deref()),
                 title(d),
                 target(&d.path),
                 text(&d.kind)
@@ -218,7 +218,7 @@ impl Pages {
 
 /// Newest first (undated last), then by path.
 fn newest_first(a: &Entry, b: &Entry) -> std::cmp::Ordering {
-    let at = |d: &Entry| d.date.as_deref().and_then(crate::search::parse_rfc3339_ms);
+    let at = |d: &Entry| d.date.as_deref().and_then(crate::time::parse_rfc3339_ms);
     at(b).cmp(&at(a)).then_with(|| a.path.cmp(&b.path))
 }
 

@@ -25,9 +25,9 @@ use crate::credentials::Secret;
 use crate::curation::{self, Fact, FactKind};
 use crate::git::{GitError, GitRepo, ObjectId};
 use crate::identity::Identity;
-use crate::index::shard::{INDEX_DIR, MANIFEST_FILE};
 use crate::redact::Redacted;
 use crate::store::{atomic, Store, StoreError, MIRROR_DIR};
+use crate::topics::shard::{INDEX_DIR, MANIFEST_FILE};
 
 pub const POOL_REF: &str = "refs/heads/main";
 const STATUS_FILE: &str = "sync-status.json";
@@ -204,7 +204,7 @@ pub struct SyncContext<'a> {
     /// updating it.
     pub rebuild_index: bool,
     /// `vocabApply: true`: the vocabulary's candidates become plugin facts before publishing.
-    pub vocabulary: Option<crate::index::build::VocabApply<'a>>,
+    pub vocabulary: Option<crate::topics::build::VocabApply<'a>>,
 }
 
 /// Internal failure before it is given its code.
@@ -1187,7 +1187,7 @@ fn run(
             // The pool's index at `at` is this machine's build: the next update starts
             // from its revision. Losing the record costs a comparison, never a wrong index.
             if let (Some((update, _)), Some(at)) = (&index, at) {
-                if let Err(e) = crate::index::build::record_pool_build(
+                if let Err(e) = crate::topics::build::record_pool_build(
                     &index_dir,
                     update.revision,
                     &at.to_string(),
@@ -1242,9 +1242,9 @@ fn run(
                         code: SyncCode::MirrorIo,
                         detail: e.to_string(),
                     };
-                    crate::index::build::apply(&mirror_dir.join(INDEX_DIR), update)
+                    crate::topics::build::apply(&mirror_dir.join(INDEX_DIR), update)
                         .map_err(|e| io(&e))?;
-                    let vocabulary = mirror_dir.join(crate::index::build::VOCABULARY_FILE);
+                    let vocabulary = mirror_dir.join(crate::topics::build::VOCABULARY_FILE);
                     if let Some(dir) = vocabulary.parent() {
                         std::fs::create_dir_all(dir).map_err(|e| io(&e))?;
                     }
@@ -1558,7 +1558,7 @@ fn forget_search_state(store_dir: &Path) {
     if let Err(e) = crate::store::journal::restart(store_dir) {
         tracing::warn!(error = %e, "could not start the change journal over after documents left the mirror");
     }
-    if let Err(e) = crate::index::table::Table::invalidate(store_dir, Duration::from_secs(30)) {
+    if let Err(e) = crate::catalog::table::Table::invalidate(store_dir, Duration::from_secs(30)) {
         tracing::warn!(error = %e, "could not reset the search table after documents left the mirror; `chapters index rebuild` does");
     }
 }
@@ -1611,7 +1611,7 @@ fn honour_reverts(
         code: SyncCode::Other,
         detail: format!("recording a revert of {path} in the pool: {e}"),
     };
-    let current = crate::index::build::read_curation(ctx.store.dir(), Some(mirror_dir))
+    let current = crate::topics::build::read_curation(ctx.store.dir(), Some(mirror_dir))
         .map_err(|e| fail(&e))?
         .curation;
     let mut undone = Vec::new();
@@ -1706,7 +1706,7 @@ impl crate::redact::Settings for Harness {}
 
 /// The vocabulary commit's message: derived from the facts it publishes.
 #[allow(clippy::ptr_arg)] // `Redacted::derive_with` hands the value over as `&T`.
-fn vocabulary_message(written: &Vec<crate::index::vocab::Candidate>, harness: &Harness) -> String {
+fn vocabulary_message(written: &Vec<crate::topics::vocab::Candidate>, harness: &Harness) -> String {
     let lines: Vec<String> = written
         .iter()
         .map(|c| format!("{} → {} ({})", c.from, c.to, c.reason))
@@ -2136,13 +2136,13 @@ fn fetch_into_mirror(mirror: &GitRepo, mirror_dir: &Path, head: ObjectId) -> Res
 fn apply_vocabulary(
     ctx: &SyncContext<'_>,
     mirror_dir: &Path,
-    apply: &crate::index::build::VocabApply<'_>,
+    apply: &crate::topics::build::VocabApply<'_>,
     report: &mut SyncReport,
-) -> Option<crate::redact::Redacted<Vec<crate::index::vocab::Candidate>>> {
-    let result = crate::index::table::Table::refresh(ctx.workspace, true, ctx.lock_timeout)
-        .map_err(crate::index::build::BuildError::from)
+) -> Option<crate::redact::Redacted<Vec<crate::topics::vocab::Candidate>>> {
+    let result = crate::catalog::table::Table::refresh(ctx.workspace, true, ctx.lock_timeout)
+        .map_err(crate::topics::build::BuildError::from)
         .and_then(|(table, _)| {
-            crate::index::build::apply_vocabulary(
+            crate::topics::build::apply_vocabulary(
                 ctx.store,
                 &table,
                 &ctx.identity.project_key,
@@ -2191,8 +2191,8 @@ fn plan_index(
     upserts: &mut Upserts,
     report: &mut SyncReport,
     rebuild: bool,
-) -> Result<Option<(crate::index::build::Update, Vec<String>)>, Fail> {
-    use crate::index::build::{self, Base};
+) -> Result<Option<(crate::topics::build::Update, Vec<String>)>, Fail> {
+    use crate::topics::build::{self, Base};
     let index_dir = mirror_dir.join(INDEX_DIR);
     let manifest_path = format!("{INDEX_DIR}/{MANIFEST_FILE}");
     // What the pool holds (not the mirror: a recreated pool holds nothing of it).
@@ -2210,9 +2210,9 @@ fn plan_index(
         .filter(|f| *f != super::readme::index_readme_file())
         .filter(|f| {
             !f.contains('/')
-                || crate::index::shard::is_part_file(f)
+                || crate::topics::shard::is_part_file(f)
                 // A page someone else changed: its month is regenerated to verify it.
-                || crate::index::shard::topic_of_page(f).is_some()
+                || crate::topics::shard::topic_of_page(f).is_some()
         })
         .map(str::to_owned)
         .collect();
@@ -2243,7 +2243,7 @@ fn plan_index(
         Ok(index_listing.get_or_init(|| listing))
     };
     let planned = (|| -> Result<build::Update, build::BuildError> {
-        use crate::index::table::Table;
+        use crate::catalog::table::Table;
         let (table, _) = if rebuild {
             Table::rescan(ctx.workspace, true, ctx.lock_timeout)?
         } else {
@@ -2365,11 +2365,11 @@ fn pool_pages_of(
     mirror: &GitRepo,
     base_tree: Option<ObjectId>,
     dir: &str,
-) -> Result<Vec<String>, crate::index::build::BuildError> {
+) -> Result<Vec<String>, crate::topics::build::BuildError> {
     let Some(tree) = base_tree else {
         return Ok(Vec::new());
     };
-    let io = |e: &dyn std::fmt::Display| crate::index::build::BuildError::Io {
+    let io = |e: &dyn std::fmt::Display| crate::topics::build::BuildError::Io {
         path: PathBuf::from(INDEX_DIR).join(dir),
         source: std::io::Error::other(e.to_string()),
     };
@@ -2384,7 +2384,7 @@ fn pool_pages_of(
         .map_err(|e| io(&e))?
         .into_iter()
         .map(|(name, _)| format!("{dir}/{name}"))
-        .filter(|f| crate::index::shard::topic_of_page(f).is_some())
+        .filter(|f| crate::topics::shard::topic_of_page(f).is_some())
         .collect())
 }
 
@@ -2400,7 +2400,7 @@ fn plan_pages(
     mirror: &GitRepo,
     mirror_dir: &Path,
     base_tree: Option<ObjectId>,
-    update: &crate::index::build::Update,
+    update: &crate::topics::build::Update,
     pulled: &[String],
     removals: &[String],
     upserts: &mut Upserts,
@@ -2434,8 +2434,9 @@ fn plan_pages(
                 }
             }
             pages.add_newest(fresh.into_iter().filter_map(|(path, bytes)| {
-                let meta = crate::search::parse_meta(&String::from_utf8_lossy(&bytes)).ok()?;
-                Some(crate::index::IndexDoc {
+                let meta =
+                    crate::catalog::score::parse_meta(&String::from_utf8_lossy(&bytes)).ok()?;
+                Some(crate::topics::IndexDoc {
                     path,
                     title: meta.title,
                     kind: meta.kind,
@@ -2451,17 +2452,17 @@ fn plan_pages(
             pages
         }
         None => {
-            let inputs = (|| -> Result<_, crate::index::build::BuildError> {
+            let inputs = (|| -> Result<_, crate::topics::build::BuildError> {
                 let (table, _) =
-                    crate::index::table::Table::refresh(ctx.workspace, true, ctx.lock_timeout)?;
+                    crate::catalog::table::Table::refresh(ctx.workspace, true, ctx.lock_timeout)?;
                 // Read back from the pool's own (redacted) documents, as the index is.
                 let docs: Vec<_> =
-                    crate::index::build::pool_docs(&table, &ctx.identity.project_key)?
+                    crate::topics::build::pool_docs(&table, &ctx.identity.project_key)?
                         .into_iter()
                         .map(crate::redact::Redacted::into_inner)
                         .collect();
                 let curation =
-                    crate::index::build::read_curation(ctx.store.dir(), Some(mirror_dir))?;
+                    crate::topics::build::read_curation(ctx.store.dir(), Some(mirror_dir))?;
                 Ok(Pages::full(&docs, &curation.curation))
             })();
             match inputs {

@@ -76,7 +76,7 @@ use rules::{Anchor, Check, Gate, PemLine};
 ///
 /// ```compile_fail
 /// // A shard writer takes `Redacted<IndexDoc>`; an `IndexDoc` built from a raw string is refused.
-/// use dsh_chapters::index::{shard, IndexDoc};
+/// use dsh_chapters::topics::{shard, IndexDoc};
 /// let raw = IndexDoc { path: "x.md".into(), title: "AKIAIOSFODNN7EXAMPLE".into(),
 ///     kind: "chapter".into(), date: None, topics: vec!["akiaiosfodnn7example".into()] };
 /// shard::build_all(&[raw], &Default::default());
@@ -115,7 +115,7 @@ use rules::{Anchor, Check, Gate, PemLine};
 /// ```compile_fail
 /// // `topics/vocabulary.json` lists a `Redacted` topic set only (the index's documents').
 /// let raw: std::collections::BTreeSet<String> = ["akiaq3eguwzxj4tplm7n".to_owned()].into();
-/// let _ = dsh_chapters::index::vocab::vocabulary_json(&raw, &Default::default());
+/// let _ = dsh_chapters::topics::vocab::vocabulary_json(&raw, &Default::default());
 /// ```
 ///
 /// The same, typed (they compile):

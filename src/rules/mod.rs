@@ -663,7 +663,7 @@ mod tests {
         assert!(!text.contains("harnessId"), "{text}");
         let back = Rule::parse(&format!("rules/{}", a.file_name()), &text).unwrap();
         assert_eq!(back, a);
-        let meta = crate::search::parse_meta(&text).unwrap();
+        let meta = crate::catalog::score::parse_meta(&text).unwrap();
         assert_eq!(meta.kind, "rule");
         assert_eq!(meta.project_key, PK);
     }

@@ -192,7 +192,7 @@ pub fn vocabulary_key(store_dir: &Path, mirror: Option<&Path>, params: String) -
         Some(())
     };
     add(store_dir
-        .join(crate::index::table::TABLE_DIR)
+        .join(crate::catalog::table::TABLE_DIR)
         .join("state.json"))?;
     for base in std::iter::once(store_dir).chain(mirror) {
         let edits = base.join(EDITS_DIR);

@@ -26,18 +26,13 @@ const ALLOWED_PAIRS: &[(&str, &str)] = &[("redact", "store::read")];
 
 /// The knots left, each sorted by name (its depth is its modules'), for a later change of
 /// folders other engineers are changing now (issue #19, point 2):
-/// - `index` ↔ `search`: `index::table` is the search engine (it scores with `search`'s
-///   points, `search::cache` fills from it), until the table moves under `search/`;
 /// - Claude Code's reader ↔ its subagent folding: the folding reads the reader's line and
 ///   content types, the reader calls the folding; until those types get a module of their
 ///   own.
-const KNOWN: &[&[&str]] = &[
-    &["index", "search"],
-    &[
-        "source::claude_code::reader",
-        "source::claude_code::subagent",
-    ],
-];
+const KNOWN: &[&[&str]] = &[&[
+    "source::claude_code::reader",
+    "source::claude_code::subagent",
+]];
 
 type Graph = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
 

@@ -312,7 +312,7 @@ fn the_cache_is_derived_deleted_garbage_foreign_or_newer_it_is_rebuilt() {
     let v: i64 = c
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("version");
-    assert_eq!(v, dsh_chapters::search::cache::CACHE_VERSION);
+    assert_eq!(v, dsh_chapters::catalog::cache::CACHE_VERSION);
     drop(c);
     // A cache that cannot be written (here: a directory in its place) is built in memory.
     let _ = std::fs::remove_file(cache_file(&sb));

@@ -232,7 +232,7 @@ fn a_pool_has_landing_pages_whose_links_all_resolve() {
     let pages = dsh_chapters::pool::readme::Pages::parse(&readme).expect("the page's data");
     let mut shards = BTreeSet::new();
     for file in tree.iter().filter_map(|p| p.strip_prefix("index/")) {
-        let Some(topic) = dsh_chapters::index::shard::topic_of_file(file) else {
+        let Some(topic) = dsh_chapters::topics::shard::topic_of_file(file) else {
             continue;
         };
         let text = std::fs::read_to_string(dir.join("index").join(file)).expect("shard");

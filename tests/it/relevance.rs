@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
-use dsh_chapters::search::{self, ScoreParams};
-use dsh_chapters::search_door::{self, Request};
+use dsh_chapters::catalog::score::{self, ScoreParams};
+use dsh_chapters::search::{self, Request};
 
 const CORPUS: &str = include_str!("relevance/corpus.txt");
 const QUERIES: &str = include_str!("relevance/queries.tsv");
@@ -144,9 +144,9 @@ fn the_labelled_set_is_well_formed_and_recall_at_5_holds() {
 
     let tmp = tempfile::tempdir().expect("tmp");
     let by_path = write(tmp.path(), &docs);
-    let corpus = search_door::open(tmp.path(), PK, false, Duration::from_secs(30)).expect("open");
+    let corpus = search::open(tmp.path(), PK, false, Duration::from_secs(30)).expect("open");
     assert_eq!(corpus.documents as usize, docs.len());
-    let now = search::day_start(1_775_800_000_000);
+    let now = score::day_start(1_775_800_000_000);
     let params = ScoreParams::default();
     let (mut ours, mut plain) = ((0.0, 0.0), (0.0, 0.0));
     let mut misses = Vec::new();

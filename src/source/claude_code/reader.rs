@@ -318,7 +318,7 @@ fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadErro
                 facts.first_time = env
                     .timestamp
                     .as_deref()
-                    .and_then(crate::search::parse_rfc3339_ms);
+                    .and_then(crate::time::parse_rfc3339_ms);
             }
         }
         let Some(uuid) = env.uuid.as_deref() else {
@@ -1347,7 +1347,7 @@ impl ClaudeReader {
         let time = line
             .timestamp
             .as_deref()
-            .and_then(crate::search::parse_rfc3339_ms);
+            .and_then(crate::time::parse_rfc3339_ms);
         if let (Some(gap), Some(t), Some(answered)) =
             (self.idle_gap_ms, time, self.last_answer_time)
         {

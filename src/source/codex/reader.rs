@@ -90,7 +90,7 @@ fn facts_of(meta: &Value) -> RolloutFacts {
         first_time: meta
             .get("timestamp")
             .and_then(Value::as_str)
-            .and_then(crate::search::parse_rfc3339_ms),
+            .and_then(crate::time::parse_rfc3339_ms),
     }
 }
 
@@ -125,7 +125,7 @@ pub fn rollout_facts(path: &Path, cap: usize) -> Result<Option<RolloutFacts>, Re
                 f.first_time = v
                     .get("timestamp")
                     .and_then(Value::as_str)
-                    .and_then(crate::search::parse_rfc3339_ms);
+                    .and_then(crate::time::parse_rfc3339_ms);
             }
             return Ok(Some(f));
         }
@@ -324,7 +324,7 @@ impl CodexReader {
         let time = line
             .get("timestamp")
             .and_then(Value::as_str)
-            .and_then(crate::search::parse_rfc3339_ms);
+            .and_then(crate::time::parse_rfc3339_ms);
         let mut sub = 1u64;
         let mut next_seq = move || {
             let s = base | sub.min(MAX_SUB);

@@ -75,7 +75,7 @@ pub fn topic_of_file(file: &str) -> Option<String> {
 
 /// `YYYY-MM-DD`, or `-` for no (or an unreadable) date.
 fn day(date: Option<&str>) -> String {
-    crate::search::day_of(date)
+    crate::catalog::score::day_of(date)
 }
 
 /// A field on one line: control characters (a newline would split the item) become spaces.
@@ -89,7 +89,7 @@ fn one_line(text: &str) -> String {
 
 /// The order of a shard's lines: newest first (undated last), then by path.
 fn line_order(a: &IndexDoc, b: &IndexDoc) -> std::cmp::Ordering {
-    let at = |d: &IndexDoc| d.date.as_deref().and_then(crate::search::parse_rfc3339_ms);
+    let at = |d: &IndexDoc| d.date.as_deref().and_then(crate::time::parse_rfc3339_ms);
     at(b).cmp(&at(a)).then_with(|| a.path.cmp(&b.path))
 }
 
@@ -254,7 +254,7 @@ fn sorted_docs<'a>(docs: impl Iterator<Item = &'a IndexDoc>) -> Vec<&'a IndexDoc
     sorted.sort_by_cached_key(|d| {
         let d: &IndexDoc = d;
         (
-            std::cmp::Reverse(d.date.as_deref().and_then(crate::search::parse_rfc3339_ms)),
+            std::cmp::Reverse(d.date.as_deref().and_then(crate::time::parse_rfc3339_ms)),
             d.path.clone(),
         )
     });
@@ -649,15 +649,7 @@ pub fn parts_of(inputs: &BTreeMap<String, InputState>) -> BTreeMap<String, Manif
     parts
 }
 
-/// The content hash of an input directory from its `(name, blob id)` pairs, any order.
-pub fn input_hash<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
-    let mut lines: Vec<String> = entries
-        .into_iter()
-        .map(|(name, blob)| format!("{name}\0{blob}\n"))
-        .collect();
-    lines.sort();
-    crate::names::sha256_hex(lines.concat().as_bytes())
-}
+pub use crate::names::input_hash;
 
 /// The effective alias map of a curation (source → canonical), as the manifest keeps it.
 pub fn alias_map(curation: &Curation) -> BTreeMap<String, String> {

@@ -1,17 +1,14 @@
-//! Layer 2 of the index (record §10.2) and the search table behind `chapters search`.
+//! Layer 2 of the index (record §10.2): the published topic index, built from the catalog.
 //!
 //! - `shard` (pure): one markdown shard per canonical topic, alias stubs, the manifest —
 //!   a function of the documents and the curation facts, nothing else.
 //! - `vocab` (pure): merge candidates for the emergent vocabulary (§6.3) and
 //!   `topics/vocabulary.json`.
-//! - `table` (shell): the local search table — every document's frontmatter read once,
-//!   kept as append-only segments with postings, so a query never parses the corpus.
 //! - `build` (shell): the incremental index build (store, or the pool inside `sync`) and
 //!   `chapters index rebuild`.
 
 pub mod build;
 pub mod shard;
-pub mod table;
 pub mod vocab;
 
 /// One document as the index sees it: where it is (relative to the index's base: the pool's

@@ -12,9 +12,6 @@
 
 use serde::{Deserialize, Serialize};
 
-pub mod cache;
-pub mod query;
-
 /// Points for a query term found in one of a document's topics (before its weight).
 pub const TOPIC_POINTS: f64 = 2.0;
 /// Points for a query term found in the title, the summary, or equal to the kind.
@@ -464,7 +461,7 @@ pub fn pack(lines: &[String], budget: u64) -> Packed {
     }
 }
 
-pub use crate::time::parse_rfc3339_ms;
+use crate::time::parse_rfc3339_ms;
 
 #[cfg(test)]
 mod tests {

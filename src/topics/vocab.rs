@@ -26,8 +26,7 @@ use serde::Serialize;
 use crate::curation::{Author, Curation, Fact, FactKind};
 use crate::redact::Redacted;
 
-/// A topic's documents are named by opaque numbers (the caller's).
-pub type DocSets = BTreeMap<String, BTreeSet<u64>>;
+pub use crate::catalog::table::DocSets;
 
 /// Documents carrying more topics than this are left out of co-occurrence counting (their
 /// pairs say little and cost quadratically).

@@ -7,7 +7,7 @@
 //! Either way an unreadable document is counted and named, never silently dropped. The
 //! table is brought up to date first (only the folders the store's change journal names are
 //! looked at, only new or rewritten files read), then the full-text cache
-//! (`search::cache`, SQLite FTS5) from the table's change log, so a query never parses the
+//! (`score::cache`, SQLite FTS5) from the table's change log, so a query never parses the
 //! corpus. A search ranks the record's §8 field hits (found by the table) and the body hits
 //! (found by FTS5) together: §8 points first, BM25 over the bodies below them
 //! ([`BODY_MAX`]). Searching writes nothing but those two caches.
@@ -20,20 +20,20 @@ use serde::Serialize;
 use crate::curation::Curation;
 use std::collections::BTreeSet;
 
-use crate::index::build::{self, BuildError};
-use crate::index::shard::{self, INDEX_DIR};
-use crate::index::table::{Table, TableDoc, TableError, TableQuery};
-use crate::pool::link;
-use crate::pool::plan::Visibility;
-use crate::redact::Redacted;
-use crate::search::cache::{
+use crate::catalog::cache::{
     short_id, Bounds, Cache, CacheError, Filters, Row, ScoreFields, TopQuery, TopRow, TopicTest,
     ARTIFACT_KIND,
 };
-use crate::search::query::Parsed;
-use crate::search::{self, Explain, ScoreParams, SearchDoc};
+use crate::catalog::query::{self, Parsed};
+use crate::catalog::score::{self, Explain, ScoreParams, SearchDoc};
+use crate::catalog::table::{Table, TableDoc, TableError, TableQuery};
+use crate::pool::link;
+use crate::pool::plan::Visibility;
+use crate::redact::Redacted;
 use crate::store::read::Reader;
 use crate::store::{MIRROR_DIR, STORE_DIR};
+use crate::topics::build::{self, BuildError};
+use crate::topics::shard::{self, INDEX_DIR};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DoorError {
@@ -256,7 +256,7 @@ pub struct PackedAnswer {
     /// The resolved leading matches; the first `packed.shown` fit the budget.
     pub hits: Vec<Hit>,
     pub lines: Vec<String>,
-    pub packed: search::Packed,
+    pub packed: score::Packed,
     /// Matches, shown or not: the documents holding every query term (a `count(*)`, the
     /// filters, exclusions and topic applied), plus the §8-only matches (a query word inside
     /// a topic, title or summary of a document not holding every term) — every one when the
@@ -363,7 +363,7 @@ impl Scorer {
     fn fast_score(&self, f: &ScoreFields<'_>) -> f64 {
         let body_points = BODY_MAX * f.bm25 / (1.0 + f.bm25);
         if self.words.is_empty() {
-            return search::recency(f.date, self.now_ms).points();
+            return score::recency(f.date, self.now_ms).points();
         }
         let title = f.title.to_lowercase();
         let summary = f.summary.to_lowercase();
@@ -386,29 +386,29 @@ impl Scorer {
                     Some(best.map_or(w, |b| b.max(w)))
                 });
             if let Some(w) = w {
-                base += search::TOPIC_POINTS * w;
+                base += score::TOPIC_POINTS * w;
             }
             if title.contains(t) {
-                base += search::FIELD_POINTS;
+                base += score::FIELD_POINTS;
             }
             if summary.contains(t) {
-                base += search::FIELD_POINTS;
+                base += score::FIELD_POINTS;
             }
             if kind == t {
-                base += search::FIELD_POINTS;
+                base += score::FIELD_POINTS;
             }
         }
         let mut category_points = -0.0f64;
         if !category.is_empty() {
             for t in &self.words {
                 if category.contains(t.as_str()) {
-                    category_points += search::CATEGORY_POINTS;
+                    category_points += score::CATEGORY_POINTS;
                 }
             }
         }
         let b = base + category_points + body_points;
         if b <= 0.0 {
-            // Not scored: no recency, no bonus (as `search::finish` adds them: zeros).
+            // Not scored: no recency, no bonus (as `score::finish` adds them: zeros).
             return b + 0.0 + 0.0;
         }
         let core = f.kind == "rule"
@@ -417,7 +417,7 @@ impl Scorer {
                     .rule_decision(&self.harness, id)
                     .is_some_and(|d| d.status == crate::curation::RuleStatus::Approved)
             });
-        b + search::recency(f.date, self.now_ms).points()
+        b + score::recency(f.date, self.now_ms).points()
             + if core {
                 self.params.core_rule_bonus
             } else {
@@ -452,7 +452,7 @@ impl Scorer {
         };
         let mut fields_base = 0.0;
         let (score, explain) = if words.is_empty() {
-            search::listing_score(doc.meta.date.as_deref(), self.now_ms)
+            score::listing_score(doc.meta.date.as_deref(), self.now_ms)
         } else {
             let scored = score_with_category(
                 &doc,
@@ -563,7 +563,7 @@ impl Corpus {
             // most its score in the search table (fields, recency, bonus) plus the body's.
             let bonus_max = params.core_rule_bonus.max(0.0);
             let plain = move |newest: Option<i64>| -> f64 {
-                BODY_MAX + search::recency_at(newest, now_ms).points() + bonus_max
+                BODY_MAX + score::recency_at(newest, now_ms).points() + bonus_max
             };
             let mut resolve = k.saturating_mul(4).max(64);
             let mut handed = 0usize;
@@ -758,7 +758,7 @@ impl Corpus {
             let fits = ranked.len() >= k && {
                 let mut used = 0u64;
                 ranked.iter().all(|c| {
-                    used += search::line_tokens(&search::line_of(c.score, &c.doc));
+                    used += score::line_tokens(&score::line_of(c.score, &c.doc));
                     used <= budget
                 })
             };
@@ -785,13 +785,13 @@ impl Corpus {
                 None
             } else {
                 self.read_body(&c.path)
-                    .and_then(|body| search::query::snippet(&body, &needles))
+                    .and_then(|body| query::snippet(&body, &needles))
             };
-            let mut line = format!("{} | {id}", search::line_of(c.score, &c.doc));
+            let mut line = format!("{} | {id}", score::line_of(c.score, &c.doc));
             if let Some(s) = &snippet {
                 line.push_str(&format!(" | {s}"));
             }
-            used += search::line_tokens(&line);
+            used += score::line_tokens(&line);
             lines.push(line);
             hits.push(Hit {
                 score: c.score,
@@ -812,7 +812,7 @@ impl Corpus {
                 body: c.body,
             });
         }
-        let packed = search::pack(&lines, budget);
+        let packed = score::pack(&lines, budget);
         // Lines, hits and snippets come from the cache's rows and the documents' bodies.
         Ok(self.reader.read_back(PackedAnswer {
             hits,
@@ -1047,23 +1047,23 @@ fn passes(row: Option<&Row>, f: &Filters, named_path: Option<&BTreeSet<String>>)
         && named_path.is_none_or(|set| set.contains(&r.path))
 }
 
-/// A document's score for `words`: its §8 fields (`search::score`), a rule's category
+/// A document's score for `words`: its §8 fields (`score::score`), a rule's category
 /// (record §8: category 1.5, which the table does not keep), the body's points, recency and
 /// the core-rule bonus. Also the fields' base alone (before the category).
 fn score_with_category(
-    doc: &search::SearchDoc,
+    doc: &score::SearchDoc,
     words: &[String],
     category: &str,
     body_points: f64,
     now_ms: i64,
     params: &ScoreParams,
-) -> ((f64, search::Explain), f64) {
-    let (_, mut e) = search::score(doc, words, now_ms, params);
+) -> ((f64, score::Explain), f64) {
+    let (_, mut e) = score::score(doc, words, now_ms, params);
     let fields_base = e.base;
-    let category_hits = search::category_hits(category, words);
+    let category_hits = score::category_hits(category, words);
     let base = e.base + category_hits.iter().map(|h| h.points).sum::<f64>();
     e.hits.extend(category_hits);
-    let (score, mut e) = search::finish(
+    let (score, mut e) = score::finish(
         e.hits,
         base + body_points,
         doc.meta.date.as_deref(),
@@ -1191,7 +1191,7 @@ mod tests {
                 phrase: phrased.contains(&path),
             };
             let (score, explain) = if words.is_empty() {
-                search::listing_score(doc.meta.date.as_deref(), now_ms)
+                score::listing_score(doc.meta.date.as_deref(), now_ms)
             } else {
                 let category = row.as_ref().map_or("", |r| r.category.as_str());
                 score_with_category(&doc, &words, category, body.points, now_ms, params).0
@@ -1330,7 +1330,7 @@ mod tests {
         }
         let corpus = open(ws, "pk", false, T).expect("open");
         let params = ScoreParams::default();
-        let now = crate::search::parse_rfc3339_ms("2026-12-02T00:00:00Z").expect("now");
+        let now = crate::time::parse_rfc3339_ms("2026-12-02T00:00:00Z").expect("now");
         let req = Request::text("widget gizmo", None);
         let small = corpus
             .answer_packed(&req, &params, "m1", now, 40)
@@ -1468,7 +1468,7 @@ mod tests {
             core_rule_bonus: 0.15,
             ..ScoreParams::default()
         };
-        let now = crate::search::parse_rfc3339_ms("2026-12-02T00:00:00Z").expect("now");
+        let now = crate::time::parse_rfc3339_ms("2026-12-02T00:00:00Z").expect("now");
         let q = |text: &str| Request::text(text, None);
         let mut requests: Vec<(String, Request)> = [
             "parser",
@@ -1509,8 +1509,8 @@ mod tests {
         requests.push((
             "header --since --until".into(),
             Request {
-                since_ms: crate::search::parse_rfc3339_ms("2026-03-01T00:00:00Z"),
-                until_ms: crate::search::parse_rfc3339_ms("2026-09-01T00:00:00Z"),
+                since_ms: crate::time::parse_rfc3339_ms("2026-03-01T00:00:00Z"),
+                until_ms: crate::time::parse_rfc3339_ms("2026-09-01T00:00:00Z"),
                 ..q("header")
             },
         ));
@@ -1557,7 +1557,7 @@ mod tests {
                 let lines: Vec<String> = all
                     .iter()
                     .take(answer.lines.len())
-                    .map(|c| search::line_of(c.score, &c.doc))
+                    .map(|c| score::line_of(c.score, &c.doc))
                     .collect();
                 let got: Vec<String> = answer
                     .lines

@@ -307,11 +307,11 @@ pub fn cjk_bigrams(text: &str) -> String {
 /// `Nd` / `Nh` / `Nw` before `now_ms`.
 pub fn parse_when(text: &str, now_ms: i64) -> Option<i64> {
     let t = text.trim();
-    if let Some(ms) = super::parse_rfc3339_ms(t) {
+    if let Some(ms) = crate::time::parse_rfc3339_ms(t) {
         return Some(ms);
     }
     if t.len() == 10 {
-        if let Some(ms) = super::parse_rfc3339_ms(&format!("{t}T00:00:00Z")) {
+        if let Some(ms) = crate::time::parse_rfc3339_ms(&format!("{t}T00:00:00Z")) {
             return Some(ms);
         }
     }
@@ -488,10 +488,10 @@ mod tests {
 
     #[test]
     fn dates_and_relative_spans() {
-        let now = super::super::parse_rfc3339_ms("2026-01-10T12:00:00Z").expect("now");
+        let now = crate::time::parse_rfc3339_ms("2026-01-10T12:00:00Z").expect("now");
         assert_eq!(
             parse_when("2026-01-03", now),
-            super::super::parse_rfc3339_ms("2026-01-03T00:00:00Z")
+            crate::time::parse_rfc3339_ms("2026-01-03T00:00:00Z")
         );
         assert_eq!(parse_when("7d", now), Some(now - 7 * 86_400_000));
         assert_eq!(parse_when("2w", now), Some(now - 14 * 86_400_000));

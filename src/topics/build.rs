@@ -30,9 +30,9 @@ use std::path::Path;
 use super::shard::{
     self, InputState, Manifest, ManifestPart, INDEX_DIR, MANIFEST_FILE, MANIFEST_PARTS_DIR,
 };
-use super::table::{self, SourceState, Table, TableDoc, TableRev};
 use super::vocab::{self, Candidate, VocabParams};
 use super::IndexDoc;
+use crate::catalog::table::{self, SourceState, Table, TableDoc, TableRev};
 use crate::curation::{self, file::CurationFileError, Curation};
 use crate::names::blob_id;
 use crate::redact::{Redacted, Redactor, Settings};
@@ -721,7 +721,7 @@ fn paged_update(
     // A date's day (and month) is its literal `YYYY-MM-DD`, its instant UTC: an offset
     // (under a day; `parse_rfc3339_ms` refuses more) moves the instant by less than this.
     const MARGIN_MS: i64 = 86_400_000 + 60_000;
-    let start = |day: String| crate::search::parse_rfc3339_ms(&format!("{day}T00:00:00Z"));
+    let start = |day: String| crate::time::parse_rfc3339_ms(&format!("{day}T00:00:00Z"));
     let month_span = |m: &str| -> Option<(i64, i64)> {
         let (year, month) = m.split_once('-')?;
         let (year, month): (i32, u32) = (year.parse().ok()?, month.parse().ok()?);

@@ -20,7 +20,7 @@
 //! term is looked up by substring in `dict` — a term occurs in a field exactly when it occurs
 //! in one of the field's tokens, since a term holds only letters, digits and `_` — and only
 //! the postings and records it needs are read (`pread`). The answer equals
-//! `search::rank` over every document (tested).
+//! `score::rank` over every document (tested).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
@@ -31,12 +31,15 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+use crate::catalog::score::{self, DocMeta, ScoreParams, SearchDoc};
 use crate::curation::{normalize_topic, Curation, RuleStatus};
 use crate::redact::Redacted;
 use crate::rules::store::RULES_DIR;
-use crate::search::{self, DocMeta, ScoreParams, SearchDoc};
 use crate::store::read::Reader;
 use crate::store::{self, atomic, is_safe_component, journal, MIRROR_DIR, STORE_DIR};
+
+/// A topic's documents are named by opaque numbers (the caller's).
+pub type DocSets = BTreeMap<String, BTreeSet<u64>>;
 
 pub const TABLE_DIR: &str = ".search";
 const STATE_FILE: &str = "state.json";
@@ -603,7 +606,7 @@ impl Table {
             let now_state = SourceState {
                 mtime: if settled { mtime } else { 0 },
                 files: readable.len() as u64,
-                hash: super::shard::input_hash(readable),
+                hash: crate::names::input_hash(readable),
             };
             let content_moved = was
                 .as_ref()
@@ -881,8 +884,8 @@ impl Table {
         &self,
         project_key: &str,
         include_mirror: bool,
-    ) -> Result<Redacted<super::vocab::DocSets>, TableError> {
-        let mut out = super::vocab::DocSets::new();
+    ) -> Result<Redacted<DocSets>, TableError> {
+        let mut out = DocSets::new();
         for (s, info) in self.state.segments.iter().enumerate() {
             let seg = self.seg(s)?;
             let dict = seg.dict()?;
@@ -913,7 +916,7 @@ impl Table {
         Ok(self.reader.read_back(out))
     }
 
-    /// Rank the table's documents for `q`: the same order `search::rank` gives over every
+    /// Rank the table's documents for `q`: the same order `score::rank` gives over every
     /// document, for the first `q.resolve` results.
     pub fn search(&self, q: &TableQuery<'_>) -> Result<Vec<Found>, TableError> {
         let sources: BTreeSet<&String> = q.curation.aliases().keys().collect();
@@ -965,7 +968,7 @@ impl Table {
                 let mut ids: Vec<(u32, f64)> = topic.into_iter().collect();
                 ids.sort_by_key(|(id, _)| *id);
                 for (id, w) in ids {
-                    base[id as usize] += search::TOPIC_POINTS * w;
+                    base[id as usize] += score::TOPIC_POINTS * w;
                 }
                 for field in [FIELD_TITLE, FIELD_SUMMARY] {
                     // A document counts once per field however many of its tokens match:
@@ -975,14 +978,14 @@ impl Table {
                         for id in seg.postings(off, count)? {
                             if seen[id as usize] != pass {
                                 seen[id as usize] = pass;
-                                base[id as usize] += search::FIELD_POINTS;
+                                base[id as usize] += score::FIELD_POINTS;
                             }
                         }
                     }
                 }
                 if let Some((off, count)) = seg.exact(FIELD_KIND, term)? {
                     for id in seg.postings(off, count)? {
-                        base[id as usize] += search::FIELD_POINTS;
+                        base[id as usize] += score::FIELD_POINTS;
                     }
                 }
             }
@@ -1014,14 +1017,14 @@ impl Table {
                 }
                 let date = (m.date != NO_DATE).then_some(m.date);
                 let score = if q.terms.is_empty() {
-                    search::recency_at(date, q.now_ms).points()
+                    score::recency_at(date, q.now_ms).points()
                 } else {
                     let core = m.flags & FLAG_RULE != 0 && {
                         let doc = self.doc(s, id)?;
                         is_core_rule(&doc.meta, q.curation, q.harness)
                     };
                     let b = base[id as usize];
-                    b + search::recency_at(date, q.now_ms).points()
+                    b + score::recency_at(date, q.now_ms).points()
                         + if core { q.params.core_rule_bonus } else { 0.0 }
                 };
                 found.push(Found { seg: s, id, score });
@@ -1314,7 +1317,7 @@ pub fn parse_head(bytes: &[u8]) -> Result<DocMeta, String> {
         })?;
     let head =
         std::str::from_utf8(&window[..end]).map_err(|_| "frontmatter is not UTF-8".to_owned())?;
-    let mut meta = search::parse_meta(head).map_err(|e| e.to_string())?;
+    let mut meta = score::parse_meta(head).map_err(|e| e.to_string())?;
     if meta.summary.is_empty() {
         meta.summary = body_summary(&window[end..]).unwrap_or_default();
     }
@@ -1435,7 +1438,7 @@ fn write_segment(dir: &Path, id: u64, mut docs: Vec<TableDoc>) -> Result<Segment
         let date = m
             .date
             .as_deref()
-            .and_then(search::parse_rfc3339_ms)
+            .and_then(crate::time::parse_rfc3339_ms)
             .unwrap_or(NO_DATE);
         let mut flags = 0u8;
         if m.kind == "rule" && m.id.is_some() {
@@ -2251,11 +2254,11 @@ mod tests {
             .filter(|d| d.meta.project_key == "pk")
             .map(|d| d.search_doc(curation, "m1"))
             .collect();
-        let q = search::Query {
+        let q = score::Query {
             terms: terms.to_vec(),
             topic: topic.map(str::to_owned),
         };
-        search::rank(&docs, &q, NOW, params)
+        score::rank(&docs, &q, NOW, params)
             .iter()
             .map(|r| (r.doc.path.clone(), r.score))
             .collect()
@@ -2375,7 +2378,7 @@ mod tests {
             ("", Some("auth")),
             ("fix", Some("auth")),
         ] {
-            let terms = search::query_terms(terms);
+            let terms = score::query_terms(terms);
             assert_eq!(
                 table_answer(&table, &terms, topic, &curation, &params),
                 reference(&table, &terms, topic, &curation, &params),
@@ -2423,7 +2426,7 @@ mod tests {
             ("tokens", None),
             ("", Some("identity")),
         ] {
-            let terms = search::query_terms(terms);
+            let terms = score::query_terms(terms);
             let got = table_answer(&table, &terms, topic, &curation, &params);
             assert_eq!(
                 got,
@@ -2781,7 +2784,7 @@ mod tests {
         fs::write(post.path(), vec![0xff; len]).expect("garble, same size");
         let curation = Curation::default();
         let params = ScoreParams::default();
-        let terms = search::query_terms("alpha");
+        let terms = score::query_terms("alpha");
         let q = TableQuery {
             terms: &terms,
             topic: None,

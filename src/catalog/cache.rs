@@ -17,10 +17,10 @@ use rusqlite::functions::FunctionFlags;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use serde::Deserialize;
 
-use crate::index::table::{folder_of, Table, TableDoc, TableError, TableRev, TABLE_DIR};
+use crate::catalog::query::cjk_bigrams;
+use crate::catalog::score::DocMeta;
+use crate::catalog::table::{folder_of, Table, TableDoc, TableError, TableRev, TABLE_DIR};
 use crate::redact::Redacted;
-use crate::search::query::cjk_bigrams;
-use crate::search::DocMeta;
 use crate::store::read::Reader;
 
 pub const CACHE_FILE: &str = "fts.sqlite3";
@@ -453,7 +453,11 @@ impl Cache {
                     .all_docs()?
                     .into_iter()
                     .map(|d| {
-                        let date = d.meta.date.as_deref().and_then(super::parse_rfc3339_ms);
+                        let date = d
+                            .meta
+                            .date
+                            .as_deref()
+                            .and_then(crate::time::parse_rfc3339_ms);
                         (date, d.path.clone(), d)
                     })
                     .collect();
@@ -556,7 +560,7 @@ impl Cache {
                         body,
                         files,
                     } = entry.get();
-                    let date_ms = m.date.as_deref().and_then(super::parse_rfc3339_ms);
+                    let date_ms = m.date.as_deref().and_then(crate::time::parse_rfc3339_ms);
                     let inserted = ins_doc
                         .execute(params![
                             doc.path,
