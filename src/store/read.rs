@@ -9,7 +9,7 @@
 //! cache read documents through the search table and the cache, which hold a `Reader`; the
 //! continuation notice reads `Store::archived_read_back`; the rules block is built from rule
 //! files `rules::store::read_rules` reads through one; the CLI's and the MCP server's answers
-//! (search lines, list rows, bodies, artifacts) come from `search_door::Corpus`, which
+//! (search lines, list rows, bodies, artifacts) come from `search::Corpus`, which
 //! holds one (a test in this module lists every caller of `read_back`).
 
 use std::fs;
@@ -267,12 +267,12 @@ mod tests {
             callers,
             [
                 // The search table's records and the search cache's rows.
-                "index/table.rs",
+                "catalog/cache.rs",
+                "catalog/table.rs",
                 // Rule files, and the block built from them.
                 "rules/store.rs",
-                "search/cache.rs",
                 // The door's answers: cache rows, packed lines, bodies, artifacts.
-                "search_door.rs",
+                "search.rs",
                 // The continuation notice's chapters.
                 "store/mod.rs",
                 "store/read.rs"
