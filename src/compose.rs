@@ -6,6 +6,15 @@
 //! chapter that has drifted gradually, first/last catch a turn that resumes the
 //! chapter's opening or continues its latest step without being diluted by the union.
 //!
+//! `chapter_limit` is soft (measured on real sessions, issue 18): past it a chapter still
+//! takes a turn that clearly continues it — scored at least [`OVERFLOW_SCORE`], or one whose
+//! person named no task — up to [`OVERFLOW_FACTOR`] times the limit; a weaker on-topic turn
+//! opens a new chapter (`SizeLimit`). Real turns are big (a median of ~1,500 estimated
+//! tokens), so a hard limit cut most real tasks of more than four or five turns.
+//!
+//! A turn whose agent ran `git commit` or `git push` closes its task: the turn after it
+//! opens a new chapter (`AfterCommit`), whatever it shares with the chapter.
+//!
 //! A turn bigger than `chapter_limit` on its own still forms a chapter (it is finished
 //! work, never dropped): it opens with `SizeLimit` when the chapter before would have
 //! taken it on topic, `TopicChange` otherwise, and the turn after it opens anew the same way.
@@ -35,15 +44,20 @@ pub enum Rule {
     Overlap,
     /// Same primary path, size under the limit.
     PrimaryPath,
-    /// The person's words carry no term (`ok`, `yes please`, `it worked!`, or no text at
-    /// all), whatever the agent's tool calls then touched: the person named no new task, so
-    /// the turn stays with the chapter (size permitting). A follow-up that only answers or
-    /// approves shares few words with the turn before, but opens nothing.
+    /// The person's words carry at most [`NO_SIGNAL_TERMS`] term (`ok`, `yes please`, `it
+    /// worked!`, `can you fix it?`, or no text at all), whatever the agent's tool calls then
+    /// touched: the person named no new task, so the turn stays with the chapter (size
+    /// permitting). A follow-up that only answers or approves shares few words with the
+    /// turn before, but opens nothing. Also a turn after a chapter that names nothing at
+    /// all (no path, command nor term): there is no task to change from.
     NoSignal,
     /// Below τ and no primary match: a new chapter.
     TopicChange,
-    /// Would exceed `chapterLimit`: a new chapter.
+    /// Would exceed `chapterLimit` (and it is not a clear continuation, or the chapter
+    /// would exceed [`OVERFLOW_FACTOR`] times it): a new chapter.
     SizeLimit,
+    /// The turn before ran `git commit` or `git push`: its task is closed, a new chapter.
+    AfterCommit,
     /// On topic with the chapter before it, which an earlier archive had already written:
     /// chapters are append-only, so the turn opens a new one.
     ArchiveBoundary,
@@ -102,6 +116,18 @@ pub enum ComposeError {
 
 /// Topics recorded per chapter.
 pub const MAX_TOPICS: usize = 6;
+/// A turn whose person's words hold at most this many terms names no task
+/// ([`Rule::NoSignal`]): one word (`fix it`, `docs?`) is an answer, not a request. Two
+/// measured worse on generated sessions (an opening `Next task: X` can hold two).
+pub const NO_SIGNAL_TERMS: usize = 1;
+/// Past `chapterLimit`, a turn scored at least this still joins: it clearly continues the
+/// chapter (measured: 0.6 and 0.7 draw the same real chapters, 0.5 merges true
+/// boundaries, 0.8 cuts more tasks).
+pub const OVERFLOW_SCORE: f64 = 0.6;
+/// The hard bound: no chapter of several turns grows past this many times `chapterLimit`.
+pub const OVERFLOW_FACTOR: u64 = 3;
+/// Command families that close a task when the agent runs them.
+const CLOSING_COMMANDS: &[&str] = &["git commit", "git push"];
 /// Below this many term topics, file stems of the chapter's top paths fill in.
 const MIN_TERM_TOPICS: usize = 3;
 
@@ -172,22 +198,27 @@ pub fn opening_decision(
     })
 }
 
-/// The rule that places a turn after the open chapter, and whether it joins it: on topic
-/// (overlap ≥ τ, else the same primary path, else a turn whose person said no term) and the
-/// chapter with it under the limit.
+/// The rule that places a turn after the open chapter, and whether it joins it: not after
+/// a commit, on topic (overlap ≥ τ, else the same primary path, else a turn whose person
+/// named no task) and the chapter with it under the limit — or over it but within
+/// [`OVERFLOW_FACTOR`] times it for a turn that clearly continues the chapter.
 fn decide(
     cfg: &ComposeConfig,
     turn: u64,
     score: f64,
-    no_signal: bool,
+    incoming: Incoming,
     primary_matches: impl FnOnce() -> bool,
     size_with_it: u64,
 ) -> (Decision, bool) {
     let overlaps = score >= cfg.merge_threshold;
     let primary = !overlaps && primary_matches();
-    let on_topic = overlaps || primary || no_signal;
-    let fits = size_with_it <= cfg.chapter_limit;
+    let silent = incoming.no_signal || incoming.chapter_names_nothing;
+    let on_topic = overlaps || primary || silent;
+    let clear = score >= OVERFLOW_SCORE || silent;
+    let fits = size_with_it <= cfg.chapter_limit
+        || (clear && size_with_it <= cfg.chapter_limit.saturating_mul(OVERFLOW_FACTOR));
     let rule = match (on_topic, fits) {
+        _ if incoming.after_commit => Rule::AfterCommit,
         (true, true) if overlaps => Rule::Overlap,
         (true, true) if primary => Rule::PrimaryPath,
         (true, true) => Rule::NoSignal,
@@ -199,7 +230,26 @@ fn decide(
         rule,
         score: round4(score),
     };
-    (decision, on_topic && fits)
+    (decision, on_topic && fits && !incoming.after_commit)
+}
+
+/// What [`decide`] knows of the incoming turn besides its score.
+#[derive(Debug, Clone, Copy)]
+struct Incoming {
+    /// The person named no task ([`NO_SIGNAL_TERMS`]).
+    no_signal: bool,
+    /// The open chapter's last turn ran a closing command ([`CLOSING_COMMANDS`]).
+    after_commit: bool,
+    /// The open chapter holds no path, command nor term (an empty prompt, a bare
+    /// interrupted turn): there is no task to change from.
+    chapter_names_nothing: bool,
+}
+
+/// Whether `sig`'s agent committed or pushed: the task it worked on is closed.
+fn closes_task(sig: &Signature) -> bool {
+    sig.commands
+        .iter()
+        .any(|c| CLOSING_COMMANDS.contains(&c.as_str()))
 }
 
 /// The one greedy merge, one signature at a time, for an archive that signs, composes and
@@ -386,11 +436,18 @@ impl Online {
         };
         let incoming = Features::of(&sig);
         let score = open.score(&incoming);
+        let after_commit = open.sigs.last().is_some_and(closes_task);
         let (decision, merge) = decide(
             &self.cfg,
             sig.turn,
             score,
-            incoming.names_nothing,
+            Incoming {
+                no_signal: incoming.names_nothing,
+                after_commit,
+                chapter_names_nothing: open.paths.is_empty()
+                    && open.commands.is_empty()
+                    && open.terms.is_empty(),
+            },
             || open.primary_matches(&incoming),
             open.size.saturating_add(incoming.size),
         );
@@ -673,8 +730,9 @@ struct Features<'a> {
     /// `paths[0]`: the file the turn is about.
     primary: Option<&'a str>,
     size: u64,
-    /// The person's words hold no term (`signature.terms` is theirs alone): whatever the
-    /// turn's tool calls touched, nothing the person said can name another task.
+    /// The person's words hold at most [`NO_SIGNAL_TERMS`] term (`signature.terms` is
+    /// theirs alone): whatever the turn's tool calls touched, what the person said names
+    /// no other task.
     names_nothing: bool,
 }
 
@@ -696,7 +754,7 @@ impl<'a> Features<'a> {
             terms,
             primary: sig.paths.first().map(String::as_str),
             size: sig.size,
-            names_nothing: sig.terms.is_empty(),
+            names_nothing: sig.terms.len() <= NO_SIGNAL_TERMS,
         }
     }
 
@@ -1290,7 +1348,7 @@ mod tests {
             14,
             &["docs/deploy.md"],
             &["helm install"],
-            &["deploy"],
+            &["deploy", "cluster"],
             10,
         );
         let chapters = compose("s", &[opening.clone(), approval], 0, 9, &CFG).expect("composes");
@@ -1301,20 +1359,100 @@ mod tests {
             rules(&chapters),
             vec![vec![Rule::Open], vec![Rule::TopicChange]]
         );
-        // Size still rules: a silent turn that would overflow the chapter opens one.
-        let big = sig(2, 5, 9, &["docs/deploy.md"], &[], &[], 9000);
-        let chapters = compose("s", &[opening, big], 0, 9, &CFG).expect("composes");
+        // One word is no request either (`can you fix it?` → `fix`).
+        let one_word = sig(
+            2,
+            5,
+            9,
+            &["docs/deploy.md"],
+            &["helm install"],
+            &["fix"],
+            10,
+        );
         assert_eq!(
-            rules(&chapters),
+            drawn(&[opening.clone(), one_word], 9),
+            vec![vec![Rule::Open, Rule::NoSignal]]
+        );
+        // A silent turn may take the chapter past the limit, not past three times it.
+        let big = sig(2, 5, 9, &["docs/deploy.md"], &[], &[], 9000);
+        assert_eq!(
+            drawn(&[opening.clone(), big], 9),
+            vec![vec![Rule::Open, Rule::NoSignal]]
+        );
+        let huge = sig(2, 5, 9, &["docs/deploy.md"], &[], &[], 3 * 8000);
+        assert_eq!(
+            drawn(&[opening, huge], 9),
             vec![vec![Rule::Open], vec![Rule::SizeLimit]]
         );
     }
 
+    /// The rules of each chapter `sigs` compose into over `0..=hi`.
+    fn drawn(sigs: &[Signature], hi: u64) -> Vec<Vec<Rule>> {
+        rules(&compose("s", sigs, 0, hi, &CFG).expect("composes"))
+    }
+
+    #[test]
+    fn a_chapter_that_names_nothing_takes_the_next_turn() {
+        // An empty first prompt (no path, command nor term): nothing to change from.
+        let empty = sig(1, 0, 4, &[], &[], &[], 6);
+        let request = sig(2, 5, 9, &["src/auth.rs"], &[], &["auth", "token"], 10);
+        assert_eq!(
+            drawn(&[empty, request.clone()], 9),
+            vec![vec![Rule::Open, Rule::NoSignal]]
+        );
+        // A chapter that names something still opens on a change of task.
+        let other = sig(1, 0, 4, &[], &[], &["csv"], 6);
+        assert_eq!(
+            drawn(&[other, request], 9),
+            vec![vec![Rule::Open], vec![Rule::TopicChange]]
+        );
+    }
+
+    #[test]
+    fn a_commit_or_push_closes_the_chapter() {
+        let work = |turn, lo, commands: &[&str]| {
+            sig(
+                turn,
+                lo,
+                lo + 4,
+                &["src/auth.rs"],
+                commands,
+                &["auth", "token"],
+                10,
+            )
+        };
+        let committed = work(2, 5, &["cargo test", "git commit"]);
+        let sigs = [work(1, 0, &[]), committed, work(3, 10, &[])];
+        let chapters = compose("s", &sigs, 0, 14, &CFG).expect("composes");
+        assert_eq!(
+            rules(&chapters),
+            vec![vec![Rule::Open, Rule::Overlap], vec![Rule::AfterCommit]]
+        );
+        assert_eq!(
+            chapters[1].decisions[0].score, 1.0,
+            "the same words: closed all the same"
+        );
+        let between = |middle| drawn(&[work(1, 0, &[]), middle, work(3, 10, &[])], 14).len();
+        assert_eq!(between(work(2, 5, &["git push"])), 2);
+        // Other git commands close nothing.
+        assert_eq!(between(work(2, 5, &["git diff", "git status"])), 1);
+    }
+
     #[test]
     fn size_limit_splits() {
-        let sigs: Vec<Signature> = (0..4)
-            .map(|i| sig(i + 1, i * 5, i * 5 + 4, &["src/a.rs"], &[], &["auth"], 3000))
-            .collect();
+        // Past the limit a turn only loosely on topic (τ ≤ score < OVERFLOW_SCORE) opens.
+        const OWN: [[&str; 2]; 4] = [
+            ["token", "cookie"],
+            ["session", "expiry"],
+            ["header", "bearer"],
+            ["logout", "revoke"],
+        ];
+        // Each shares `auth` and says two words of its own: containment (1 + 1) / (3 + 1).
+        let loose = |i: u64| {
+            let [a, b] = OWN[i as usize];
+            sig(i + 1, i * 5, i * 5 + 4, &[], &[], &["auth", a, b], 3000)
+        };
+        let sigs: Vec<Signature> = (0..4).map(loose).collect();
         let chapters = compose("s", &sigs, 0, 19, &CFG).expect("composes");
         assert_eq!(ranges(&chapters), vec![(0, 9), (10, 19)]);
         assert_eq!(
@@ -1324,7 +1462,19 @@ mod tests {
                 vec![Rule::SizeLimit, Rule::Overlap]
             ]
         );
+        assert!(chapters[1].decisions[0].score < OVERFLOW_SCORE);
         assert_eq!(chapters[0].size, 6000);
+        // A clear continuation (the same file and words) goes on past the limit, up to
+        // three times it.
+        let sigs: Vec<Signature> = (0..10)
+            .map(|i| sig(i + 1, i * 5, i * 5 + 4, &["src/a.rs"], &[], &["auth"], 3000))
+            .collect();
+        let chapters = compose("s", &sigs, 0, 49, &CFG).expect("composes");
+        assert_eq!(
+            chapters.iter().map(|c| c.size).collect::<Vec<_>>(),
+            vec![24_000, 6000]
+        );
+        assert_eq!(chapters[1].decisions[0].rule, Rule::SizeLimit);
     }
 
     #[test]
@@ -1340,7 +1490,8 @@ mod tests {
     #[test]
     fn oversized_turn_stands_alone() {
         let same = |turn, lo, size| sig(turn, lo, lo + 4, &["src/a.rs"], &[], &["auth"], size);
-        let sigs = vec![same(1, 0, 100), same(2, 5, 20_000), same(3, 10, 100)];
+        // Past three times the limit (24,000) even a clear continuation stands alone.
+        let sigs = vec![same(1, 0, 100), same(2, 5, 30_000), same(3, 10, 100)];
         let chapters = compose("s", &sigs, 0, 14, &CFG).expect("composes");
         assert_eq!(ranges(&chapters), vec![(0, 4), (5, 9), (10, 14)]);
         assert_eq!(
@@ -1351,11 +1502,11 @@ mod tests {
                 vec![Rule::SizeLimit]
             ]
         );
-        assert_eq!(chapters[1].size, 20_000);
+        assert_eq!(chapters[1].size, 30_000);
 
         let sigs = vec![
             sig(1, 0, 4, &["x.rs"], &[], &["alpha"], 100),
-            sig(2, 5, 9, &["y.rs"], &[], &["beta"], 20_000),
+            sig(2, 5, 9, &["y.rs"], &[], &["beta", "gamma"], 20_000),
         ];
         let chapters = compose("s", &sigs, 0, 9, &CFG).expect("composes");
         assert_eq!(
@@ -1466,8 +1617,8 @@ mod tests {
         let sigs = vec![
             sig(1, 2, 4, &["a.rs"], &[], &["alpha"], 1),
             // 5..=9: a completed turn whose signature was lost.
-            sig(3, 10, 14, &["b.rs"], &[], &["beta"], 1),
-            sig(4, 15, 19, &["b.rs"], &[], &["beta"], 1),
+            sig(3, 10, 14, &["b.rs"], &[], &["beta", "gamma"], 1),
+            sig(4, 15, 19, &["b.rs"], &[], &["beta", "gamma"], 1),
             // 20..=24: lost too, at the end of the span.
         ];
         let chapters = compose("s", &sigs, 0, 24, &CFG).expect("composes");
@@ -1687,7 +1838,7 @@ mod tests {
             "tests/t.rs",
             "c.ts",
         ];
-        const COMMANDS: &[&str] = &["cargo test", "git diff", "npm test"];
+        const COMMANDS: &[&str] = &["cargo test", "git diff", "npm test", "git commit"];
         const TERMS: &[&str] = &["auth", "render", "token", "deploy", "cache", "index"];
         let mut sigs = Vec::new();
         let mut seq = 0;
@@ -1768,8 +1919,12 @@ mod tests {
                     assert!(c.seq_lo <= s.seqs[0] && *s.seqs.last().expect("seqs") <= c.seq_hi);
                 }
                 assert_eq!(c.size, c.members.iter().map(|&m| sigs[m].size).sum::<u64>());
-                let fits = c.members.len() == 1 || c.size <= cfg.chapter_limit;
-                assert!(fits, "trial {trial}: only a lone turn may exceed the limit");
+                let fits = c.members.len() == 1
+                    || c.size <= cfg.chapter_limit.saturating_mul(OVERFLOW_FACTOR);
+                assert!(
+                    fits,
+                    "trial {trial}: only a lone turn may exceed three times the limit"
+                );
                 for d in &c.decisions[1..] {
                     assert!(matches!(
                         d.rule,
@@ -1780,7 +1935,7 @@ mod tests {
             for c in &chapters[1..] {
                 assert!(matches!(
                     c.decisions[0].rule,
-                    Rule::TopicChange | Rule::SizeLimit
+                    Rule::TopicChange | Rule::SizeLimit | Rule::AfterCommit
                 ));
             }
         }
@@ -1794,7 +1949,15 @@ mod tests {
         };
         let a1 = sig(1, 0, 9, &["src/auth.rs"], &["cargo test"], &["auth"], 100);
         let a2 = sig(2, 10, 19, &["src/auth.rs"], &["cargo test"], &["auth"], 100);
-        let b = sig(3, 20, 29, &["docs/csv.md"], &["make docs"], &["csv"], 100);
+        let b = sig(
+            3,
+            20,
+            29,
+            &["docs/csv.md"],
+            &["make docs"],
+            &["csv", "export"],
+            100,
+        );
         // Uninterrupted: b opens by a topic change after the auth chapter.
         let whole =
             compose("s", &[a1.clone(), a2.clone(), b.clone()], 0, 29, &cfg).expect("compose");
@@ -1827,7 +1990,7 @@ mod tests {
             "src/cache.rs",
             "docs/x.md",
         ];
-        let cmds = ["cargo test", "cargo build", "make"];
+        let cmds = ["cargo test", "cargo build", "make", "git push"];
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = |n: u64| {
             state ^= state << 13;

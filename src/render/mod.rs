@@ -418,6 +418,7 @@ fn rule_name(rule: Rule) -> &'static str {
         Rule::NoSignal => "no-signal",
         Rule::TopicChange => "topic-change",
         Rule::SizeLimit => "size-limit",
+        Rule::AfterCommit => "after-commit",
         Rule::ArchiveBoundary => "archive-boundary",
     }
 }
@@ -1559,6 +1560,7 @@ mod tests {
             Rule::NoSignal,
             Rule::TopicChange,
             Rule::SizeLimit,
+            Rule::AfterCommit,
             Rule::ArchiveBoundary,
         ] {
             assert_eq!(

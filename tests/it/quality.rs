@@ -90,6 +90,13 @@ const ADDED: &[&str] = &[
     "entire-hook-setup",
     "entire-sessions-branch-logic",
 ];
+/// Labelled after the real-session signals (the soft limit, a commit closing a task, …) were
+/// chosen on the eight above, before composing them: whether those signals hold elsewhere.
+const LATER: &[&str] = &[
+    "entire-pr-review-copilot",
+    "entire-line-attribution-adr",
+    "entire-stacked-prs",
+];
 
 /// The labelled fixtures; `QUALITY_REAL_DIR` points at another copy (the uncut files, to
 /// measure what cutting long strings changed).
@@ -248,30 +255,38 @@ fn real_labelled_sessions_meet_the_boundary_goal() {
     let taus = [0.15, 0.2, 0.25, 0.3, 0.35];
     let tuned = measure_sessions(REAL, &taus);
     let added = measure_sessions(ADDED, &taus);
+    let later = measure_sessions(LATER, &taus);
     let mut all = tuned.clone();
     for (a, q) in all.iter_mut().zip(&added) {
+        a.add(q);
+    }
+    let mut eleven = all.clone();
+    for (a, q) in eleven.iter_mut().zip(&later) {
         a.add(q);
     }
     print_totals("tuned-on five", &taus, &tuned);
     print_totals("added three", &taus, &added);
     print_totals("all eight", &taus, &all);
+    print_totals("added after the signals", &taus, &later);
+    print_totals("all eleven", &taus, &eleven);
     // τ = 0.25, the default. Measured (docs/benchmarks.md, "Composition quality"): the five
-    // 0.453, the three added 0.556, all eight 0.479 — the goal 0.85 is not met.
-    let (q, q_added, q_all) = (&tuned[2], &added[2], &all[2]);
-    assert_eq!(q_all.stopword_topics, 0, "{q_all:?}");
-    assert!(
-        q.f1() >= 0.45,
-        "real-session boundary F1 {:.3}: {q:?}",
-        q.f1()
-    );
-    assert!(
-        q_added.f1() >= 0.55,
-        "added sessions' boundary F1 {:.3}: {q_added:?}",
-        q_added.f1()
-    );
-    assert!(
-        q_all.f1() >= 0.47,
-        "all real sessions' boundary F1 {:.3}: {q_all:?}",
-        q_all.f1()
-    );
+    // 0.583, the three added 0.833, all eight 0.633, the three added after the signals
+    // 0.200 (one true boundary, eight false openings), all eleven 0.571 — the goal 0.85 is
+    // not met.
+    let (q_later, q_eleven) = (&later[2], &eleven[2]);
+    assert_eq!(q_eleven.stopword_topics, 0, "{q_eleven:?}");
+    assert_eq!(q_later.recall(), 1.0, "{q_later:?}");
+    for (set, q, floor) in [
+        ("the tuned-on five", &tuned[2], 0.58),
+        ("the added three", &added[2], 0.83),
+        ("all eight", &all[2], 0.63),
+        ("the three added after the signals", q_later, 0.19),
+        ("all eleven", q_eleven, 0.57),
+    ] {
+        assert!(
+            q.f1() >= floor,
+            "{set}: boundary F1 {:.3} below {floor}: {q:?}",
+            q.f1()
+        );
+    }
 }
