@@ -62,6 +62,12 @@ const ALL: &[(&str, How, usize)] = &[
         How::Codex,
         2,
     ),
+    // A real early G1 rollout (0.2x): no cwd in its header, only in `<environment_context>`.
+    (
+        "codex/rollout-2025-08-31T11-51-11-40cb3c9c-9557-4cb0-b9cf-f6661872da35.jsonl",
+        How::Codex,
+        2,
+    ),
     (
         "codex/rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl",
         How::Codex,
@@ -114,7 +120,8 @@ fn fixtures() -> PathBuf {
 }
 
 /// The cwd a fixture's session names (Claude Code: the first line's `cwd`; Codex: the
-/// session header's, a G0 file's first `shell` call's `workdir`).
+/// session header's, else (early G1) the `<environment_context>`'s `<cwd>`, a G0 file's
+/// first `shell` call's `workdir`).
 fn cwd_of(text: &str, json_file: bool) -> String {
     if json_file {
         let doc: serde_json::Value = serde_json::from_str(text).expect("a G0 object");
@@ -134,6 +141,11 @@ fn cwd_of(text: &str, json_file: bool) -> String {
             [&v["cwd"], &v["payload"]["cwd"]]
                 .iter()
                 .find_map(|c| c.as_str().filter(|c| !c.is_empty()).map(str::to_owned))
+        })
+        .or_else(|| {
+            let start = text.find("<cwd>")? + "<cwd>".len();
+            let end = start + text[start..].find("</cwd>")?;
+            Some(text[start..end].trim().to_owned())
         })
         .expect("a cwd")
 }
