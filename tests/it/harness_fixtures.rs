@@ -62,11 +62,16 @@ const ALL: &[(&str, How, usize)] = &[
         How::Codex,
         2,
     ),
-    // A real early G1 rollout (0.2x): no cwd in its header, only in `<environment_context>`.
+    // Real early G1 rollouts (0.2x): no cwd in the header, only in `<environment_context>`.
     (
         "codex/rollout-2025-08-31T11-51-11-40cb3c9c-9557-4cb0-b9cf-f6661872da35.jsonl",
         How::Codex,
         2,
+    ),
+    (
+        "codex/rollout-2025-08-31T12-14-27-18a59085-ee11-4ef3-b460-f942642861b3.jsonl",
+        How::Codex,
+        1,
     ),
     (
         "codex/rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl",
