@@ -312,6 +312,16 @@ fn every_fixture_of_every_harness_archives_each_turn_once_with_no_host_text() {
         assert_eq!(s["turnsSigned"], completed.len() as u64, "{name}");
         assert_eq!(s["turnsArchived"], completed.len() as u64, "{name}");
         every_call_has_its_result(name, &completed);
+        if name.contains("2025-08-31T11-51-11") {
+            // A gpt-oss model's reasoning: raw `reasoning_text`, no summary — still reasoning.
+            let reasoning: usize = completed
+                .iter()
+                .flat_map(|t| t.events.iter())
+                .filter_map(|e| e.assistant_message())
+                .map(|m| m.reasoning.len())
+                .sum();
+            assert_eq!(reasoning, 4, "{name}: its four reasoning items");
+        }
         if name.ends_with("0000000000f1.jsonl") {
             // A fork: its copies of the parent's first task are read in the parent.
             assert_eq!(completed.len(), 1, "{name}: only its own task");

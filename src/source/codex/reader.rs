@@ -9,11 +9,12 @@
 //!
 //! One stream is read: the person's prompt from `event_msg user_message` where the log has
 //! an envelope (G2+; the `response_item` copy is skipped), else the `response_item` user
-//! message (G1); the answer, reasoning summaries and tool calls from `response_item`
-//! (`event_msg agent_message` / `agent_reasoning` are copies). Encrypted reasoning is
-//! dropped. A `compacted` line (G2 and G3) becomes a compaction-summary note (its
-//! `message`, screened like Claude Code's summary: the daemon's compaction moment);
-//! its `replacement_history` copies earlier items and is never read.
+//! message (G1); the answer, reasoning summaries (with none, the raw `reasoning_text`
+//! content an open-weight model leaves) and tool calls from `response_item` (`event_msg
+//! agent_message` / `agent_reasoning` are copies). Encrypted reasoning is dropped. A
+//! `compacted` line (G2 and G3) becomes a compaction-summary note (its `message`, screened
+//! like Claude Code's summary: the daemon's compaction moment); its `replacement_history`
+//! copies earlier items and is never read.
 //!
 //! A fork (`session_meta.forked_from_id`) first copies its parent's lines: while its lines
 //! are among the parent rollout's (same type and payload), they are the parent's and are
@@ -517,16 +518,23 @@ impl CodexReader {
                 }
             }
             Some("reasoning") => {
-                let summary: Vec<Value> = p
-                    .get("summary")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|b| b.get("text").and_then(Value::as_str))
-                            .map(|t| json!({"type": "reasoning", "text": t}))
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let texts = |key: &str| -> Vec<Value> {
+                    p.get(key)
+                        .and_then(Value::as_array)
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                                .map(|t| json!({"type": "reasoning", "text": t}))
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                };
+                // The summary where there is one; else the raw `reasoning_text` blocks an
+                // open-weight model's rollout carries in `content` (a real 2025 G1 file).
+                let mut summary = texts("summary");
+                if summary.is_empty() {
+                    summary = texts("content");
+                }
                 if summary.is_empty() {
                     return; // encrypted only
                 }
@@ -1032,6 +1040,34 @@ mod tests {
         let all: Vec<(String, String)> = r.turns.iter().flat_map(texts).collect();
         assert_eq!(all.iter().filter(|(_, t)| t == "fixed").count(), 1);
         assert_eq!(all.iter().filter(|(_, t)| t == "fix the build").count(), 1);
+    }
+
+    /// Reasoning with no summary but raw `reasoning_text` content (a gpt-oss model's, in a
+    /// real G1 file) is the turn's reasoning; a summary, when there is one, is preferred;
+    /// encrypted-only reasoning gives nothing.
+    #[test]
+    fn reasoning_content_stands_in_for_a_missing_summary() {
+        let header = r#"{"id":"40cb3c9c-0000-4000-8000-000000000001","timestamp":"2025-08-31T11:51:11.655Z","instructions":null,"cwd":"/w"}"#;
+        let line = |v: Value| v.to_string() + "\n";
+        let log = [
+            header.to_owned() + "\n",
+            line(json!({"type": "message", "id": null, "role": "user", "content": [{"type": "input_text", "text": "what is the date"}]})),
+            line(json!({"type": "reasoning", "id": "", "summary": [], "content": [{"type": "reasoning_text", "text": "use the system date"}], "encrypted_content": null})),
+            line(json!({"type": "reasoning", "id": "", "summary": [{"type": "summary_text", "text": "the short form"}], "content": [{"type": "reasoning_text", "text": "the long form"}]})),
+            line(json!({"type": "reasoning", "id": "", "summary": [], "content": null, "encrypted_content": "gAAAAAsecret"})),
+            line(json!({"type": "reasoning", "id": "", "summary": [], "content": [{"type": "reasoning_text"}, 7, "x"]})),
+            line(json!({"type": "message", "id": null, "role": "assistant", "content": [{"type": "output_text", "text": "2025-08-31"}]})),
+        ]
+        .concat();
+        let r = read(&log, true);
+        assert_eq!(r.turns.len(), 1);
+        let reasoning: Vec<&String> = r.turns[0]
+            .events
+            .iter()
+            .filter_map(|e| e.assistant_message())
+            .flat_map(|m| &m.reasoning)
+            .collect();
+        assert_eq!(reasoning, ["use the system date", "the short form"]);
     }
 
     /// An early G1 rollout (0.2x, August 2025, the shape of a real public one): the header
