@@ -24,15 +24,10 @@ use std::path::{Path, PathBuf};
 /// convention.
 const ALLOWED_PAIRS: &[(&str, &str)] = &[("redact", "store::read")];
 
-/// The knots left, each sorted by name (its depth is its modules'), for a later change of
-/// folders other engineers are changing now (issue #19, point 2):
-/// - Claude Code's reader ↔ its subagent folding: the folding reads the reader's line and
-///   content types, the reader calls the folding; until those types get a module of their
-///   own.
-const KNOWN: &[&[&str]] = &[&[
-    "source::claude_code::reader",
-    "source::claude_code::subagent",
-]];
+/// The knots left, each sorted by name (its depth is its modules'), with their reasons: none
+/// (the last, Claude Code's reader ↔ its subagent folding, ended when the line and content
+/// types both read got `source::claude_code::line`). A knot listed here is a debt to pay.
+const KNOWN: &[&[&str]] = &[];
 
 type Graph = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
 

@@ -62,6 +62,17 @@ const ALL: &[(&str, How, usize)] = &[
         How::Codex,
         2,
     ),
+    // Real early G1 rollouts (0.2x): no cwd in the header, only in `<environment_context>`.
+    (
+        "codex/rollout-2025-08-31T11-51-11-40cb3c9c-9557-4cb0-b9cf-f6661872da35.jsonl",
+        How::Codex,
+        2,
+    ),
+    (
+        "codex/rollout-2025-08-31T12-14-27-18a59085-ee11-4ef3-b460-f942642861b3.jsonl",
+        How::Codex,
+        1,
+    ),
     (
         "codex/rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl",
         How::Codex,
@@ -114,7 +125,8 @@ fn fixtures() -> PathBuf {
 }
 
 /// The cwd a fixture's session names (Claude Code: the first line's `cwd`; Codex: the
-/// session header's, a G0 file's first `shell` call's `workdir`).
+/// session header's, else (early G1) the `<environment_context>`'s `<cwd>`, a G0 file's
+/// first `shell` call's `workdir`).
 fn cwd_of(text: &str, json_file: bool) -> String {
     if json_file {
         let doc: serde_json::Value = serde_json::from_str(text).expect("a G0 object");
@@ -134,6 +146,11 @@ fn cwd_of(text: &str, json_file: bool) -> String {
             [&v["cwd"], &v["payload"]["cwd"]]
                 .iter()
                 .find_map(|c| c.as_str().filter(|c| !c.is_empty()).map(str::to_owned))
+        })
+        .or_else(|| {
+            let start = text.find("<cwd>")? + "<cwd>".len();
+            let end = start + text[start..].find("</cwd>")?;
+            Some(text[start..end].trim().to_owned())
         })
         .expect("a cwd")
 }
@@ -295,6 +312,16 @@ fn every_fixture_of_every_harness_archives_each_turn_once_with_no_host_text() {
         assert_eq!(s["turnsSigned"], completed.len() as u64, "{name}");
         assert_eq!(s["turnsArchived"], completed.len() as u64, "{name}");
         every_call_has_its_result(name, &completed);
+        if name.contains("2025-08-31T11-51-11") {
+            // A gpt-oss model's reasoning: raw `reasoning_text`, no summary — still reasoning.
+            let reasoning: usize = completed
+                .iter()
+                .flat_map(|t| t.events.iter())
+                .filter_map(|e| e.assistant_message())
+                .map(|m| m.reasoning.len())
+                .sum();
+            assert_eq!(reasoning, 4, "{name}: its four reasoning items");
+        }
         if name.ends_with("0000000000f1.jsonl") {
             // A fork: its copies of the parent's first task are read in the parent.
             assert_eq!(completed.len(), 1, "{name}: only its own task");

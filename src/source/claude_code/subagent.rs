@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::reader::{content_text, Block, Content, Line};
+use super::line::{content_text, Block, Content, Line};
 use super::screen;
 use crate::source::lines::{Lines, Next};
 

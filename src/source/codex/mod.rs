@@ -1,8 +1,8 @@
 //! Codex: `$CODEX_HOME` (default `~/.codex`), rollouts in `sessions/YYYY/MM/DD/` (and the
 //! older flat `sessions/`) and `archived_sessions/`, each `rollout-*.jsonl` or
 //! `rollout-*.jsonl.zst`; a plain file hides its compressed sibling. A rollout belongs to
-//! the workspace when its `session_meta.cwd` (G1: the header's `cwd`) is the workspace or
-//! inside it. A spring-2025 TypeScript rollout (`rollout-*.json`, G0, `g0`) belongs to it
+//! the workspace when its `session_meta.cwd` (G1: the header's `cwd`; an early G1 header has
+//! none: the `<cwd>` of its first `<environment_context>`) is the workspace or inside it. A spring-2025 TypeScript rollout (`rollout-*.json`, G0, `g0`) belongs to it
 //! when its first `shell` call's `workdir` does; of the files one such session's saves left
 //! (each holding every item so far), the fullest is read.
 

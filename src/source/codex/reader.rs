@@ -1,6 +1,7 @@
 //! Codex rollout → normalized events, streamed line by line (plain or `.jsonl.zst`).
 //!
-//! Generations read: G1 (mid-2025: a bare header `{id, timestamp, instructions, cwd?}`,
+//! Generations read: G1 (mid-2025: a bare header `{id, timestamp, instructions, cwd?}` —
+//! with no `cwd`, the first `<environment_context>`'s `<cwd>` names the folder —
 //! `{"record_type":"state"}` markers, bare response items), G2 (`{timestamp, type,
 //! payload}`: `session_meta`, `response_item`, `event_msg`, `turn_context`, `compacted`) and
 //! G3 (2026: G2 plus `ordinal` and new line types, skipped unless they hold conversation).
@@ -8,11 +9,12 @@
 //!
 //! One stream is read: the person's prompt from `event_msg user_message` where the log has
 //! an envelope (G2+; the `response_item` copy is skipped), else the `response_item` user
-//! message (G1); the answer, reasoning summaries and tool calls from `response_item`
-//! (`event_msg agent_message` / `agent_reasoning` are copies). Encrypted reasoning is
-//! dropped. A `compacted` line (G2 and G3) becomes a compaction-summary note (its
-//! `message`, screened like Claude Code's summary: the daemon's compaction moment);
-//! its `replacement_history` copies earlier items and is never read.
+//! message (G1); the answer, reasoning summaries (with none, the raw `reasoning_text`
+//! content an open-weight model leaves) and tool calls from `response_item` (`event_msg
+//! agent_message` / `agent_reasoning` are copies). Encrypted reasoning is dropped. A
+//! `compacted` line (G2 and G3) becomes a compaction-summary note (its `message`, screened
+//! like Claude Code's summary: the daemon's compaction moment); its `replacement_history`
+//! copies earlier items and is never read.
 //!
 //! A fork (`session_meta.forked_from_id`) first copies its parent's lines: while its lines
 //! are among the parent rollout's (same type and payload), they are the parent's and are
@@ -103,21 +105,49 @@ pub(crate) fn is_zst(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "zst")
 }
 
-/// The facts of a rollout's first lines (`session_meta` or a G1 header), reading at most
-/// a few lines.
+/// The `<cwd>` of a G1 user message carrying `<environment_context>`: early G1 headers
+/// (Codex 0.2x, August 2025) name no `cwd`, that message is the one place the session's
+/// folder is written.
+fn environment_cwd(item: &Value) -> Option<String> {
+    if item.get("type").and_then(Value::as_str) != Some("message")
+        || item.get("role").and_then(Value::as_str) != Some("user")
+    {
+        return None;
+    }
+    item.get("content")?.as_array()?.iter().find_map(|block| {
+        let text = block.get("text")?.as_str()?;
+        let context = &text[text.find("<environment_context>")?..];
+        let start = context.find("<cwd>")? + "<cwd>".len();
+        let end = start + context[start..].find("</cwd>")?;
+        Some(context[start..end].trim().to_owned()).filter(|c| !c.is_empty())
+    })
+}
+
+/// The facts of a rollout's first lines (`session_meta` or a G1 header, with an early G1
+/// header's cwd from the `<environment_context>` after it), reading at most a few lines.
 pub fn rollout_facts(path: &Path, cap: usize) -> Result<Option<RolloutFacts>, ReadError> {
     let stream = open_stream(path, 0)?;
     let mut lines = Lines::new(stream, 0, cap);
+    // A G1 header with no `cwd`, waiting for its `<environment_context>`.
+    let mut header: Option<RolloutFacts> = None;
     for _ in 0..8 {
         let next = lines.next_line().map_err(|e| stream_error(path, 0, e))?;
         match next {
             Next::Line { .. } => {}
             Next::TooLong { .. } => continue,
-            Next::Torn { .. } | Next::End => return Ok(None),
+            Next::Torn { .. } | Next::End => return Ok(header),
         }
         let Ok(v) = serde_json::from_slice::<Value>(lines.line()) else {
             continue;
         };
+        if let Some(mut f) = header.take() {
+            f.cwd = environment_cwd(&v);
+            if f.cwd.is_some() {
+                return Ok(Some(f));
+            }
+            header = Some(f);
+            continue;
+        }
         if v.get("type").and_then(Value::as_str) == Some("session_meta") {
             let payload = v.get("payload").cloned().unwrap_or(Value::Null);
             let mut f = facts_of(&payload);
@@ -130,10 +160,14 @@ pub fn rollout_facts(path: &Path, cap: usize) -> Result<Option<RolloutFacts>, Re
             return Ok(Some(f));
         }
         if is_bare_header(&v) {
-            return Ok(Some(facts_of(&v)));
+            let f = facts_of(&v);
+            if f.cwd.is_some() {
+                return Ok(Some(f));
+            }
+            header = Some(f);
         }
     }
-    Ok(None)
+    Ok(header)
 }
 
 /// A decoding failure of a `.zst` (or any read failure) at `at`.
@@ -484,16 +518,23 @@ impl CodexReader {
                 }
             }
             Some("reasoning") => {
-                let summary: Vec<Value> = p
-                    .get("summary")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|b| b.get("text").and_then(Value::as_str))
-                            .map(|t| json!({"type": "reasoning", "text": t}))
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let texts = |key: &str| -> Vec<Value> {
+                    p.get(key)
+                        .and_then(Value::as_array)
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                                .map(|t| json!({"type": "reasoning", "text": t}))
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                };
+                // The summary where there is one; else the raw `reasoning_text` blocks an
+                // open-weight model's rollout carries in `content` (a real 2025 G1 file).
+                let mut summary = texts("summary");
+                if summary.is_empty() {
+                    summary = texts("content");
+                }
                 if summary.is_empty() {
                     return; // encrypted only
                 }
@@ -999,6 +1040,93 @@ mod tests {
         let all: Vec<(String, String)> = r.turns.iter().flat_map(texts).collect();
         assert_eq!(all.iter().filter(|(_, t)| t == "fixed").count(), 1);
         assert_eq!(all.iter().filter(|(_, t)| t == "fix the build").count(), 1);
+    }
+
+    /// Reasoning with no summary but raw `reasoning_text` content (a gpt-oss model's, in a
+    /// real G1 file) is the turn's reasoning; a summary, when there is one, is preferred;
+    /// encrypted-only reasoning gives nothing.
+    #[test]
+    fn reasoning_content_stands_in_for_a_missing_summary() {
+        let header = r#"{"id":"40cb3c9c-0000-4000-8000-000000000001","timestamp":"2025-08-31T11:51:11.655Z","instructions":null,"cwd":"/w"}"#;
+        let line = |v: Value| v.to_string() + "\n";
+        let log = [
+            header.to_owned() + "\n",
+            line(json!({"type": "message", "id": null, "role": "user", "content": [{"type": "input_text", "text": "what is the date"}]})),
+            line(json!({"type": "reasoning", "id": "", "summary": [], "content": [{"type": "reasoning_text", "text": "use the system date"}], "encrypted_content": null})),
+            line(json!({"type": "reasoning", "id": "", "summary": [{"type": "summary_text", "text": "the short form"}], "content": [{"type": "reasoning_text", "text": "the long form"}]})),
+            line(json!({"type": "reasoning", "id": "", "summary": [], "content": null, "encrypted_content": "gAAAAAsecret"})),
+            line(json!({"type": "reasoning", "id": "", "summary": [], "content": [{"type": "reasoning_text"}, 7, "x"]})),
+            line(json!({"type": "message", "id": null, "role": "assistant", "content": [{"type": "output_text", "text": "2025-08-31"}]})),
+        ]
+        .concat();
+        let r = read(&log, true);
+        assert_eq!(r.turns.len(), 1);
+        let reasoning: Vec<&String> = r.turns[0]
+            .events
+            .iter()
+            .filter_map(|e| e.assistant_message())
+            .flat_map(|m| &m.reasoning)
+            .collect();
+        assert_eq!(reasoning, ["use the system date", "the short form"]);
+    }
+
+    /// An early G1 rollout (0.2x, August 2025, the shape of a real public one): the header
+    /// names no `cwd`; the `<environment_context>` message after it does.
+    #[test]
+    fn an_early_g1_header_takes_its_cwd_from_the_environment_context() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let header = r#"{"id":"40cb3c9c-9557-4cb0-b9cf-f6661872da35","timestamp":"2025-08-31T11:51:11.655Z","instructions":null,"git":{"commit_hash":"c9f4","branch":"main"}}"#;
+        let context = |text: &str| {
+            json!({"type": "message", "id": null, "role": "user", "content": [{"type": "input_text", "text": text}]}).to_string()
+        };
+        let facts_of_lines = |lines: &[String]| {
+            let path = dir.path().join("rollout-2025-08-31T11-51-11-x.jsonl");
+            std::fs::write(&path, lines.join("\n") + "\n").expect("write");
+            rollout_facts(&path, 1 << 20).expect("read")
+        };
+        let state = r#"{"record_type":"state"}"#.to_owned();
+        let f = facts_of_lines(&[
+            header.to_owned(),
+            state.clone(),
+            context("<user_instructions>\n# AGENTS.md\n</user_instructions>"),
+            context("<environment_context>\n  <cwd>/Users/me/proj</cwd>\n  <shell>zsh</shell>\n</environment_context>"),
+            context("list files"),
+        ])
+        .expect("facts");
+        assert_eq!(f.cwd.as_deref(), Some("/Users/me/proj"));
+        assert_eq!(
+            f.id.as_deref(),
+            Some("40cb3c9c-9557-4cb0-b9cf-f6661872da35")
+        );
+        // A header's own `cwd` wins; a context with no `<cwd>`, a `<cwd>` left open, an empty
+        // one, or one in a prompt rather than a context name nothing.
+        let with_cwd = header.replace(r#""instructions""#, r#""cwd":"/w","instructions""#);
+        let f = facts_of_lines(&[
+            with_cwd,
+            context("<environment_context><cwd>/x</cwd></environment_context>"),
+        ]);
+        assert_eq!(f.expect("facts").cwd.as_deref(), Some("/w"));
+        for bad in [
+            "<environment_context>\n  <shell>zsh</shell>\n</environment_context>",
+            "<environment_context>\n  <cwd>/Users/me/proj\n</environment_context>",
+            "<environment_context><cwd>  </cwd></environment_context>",
+            "see <cwd>/Users/me/proj</cwd>",
+        ] {
+            let f =
+                facts_of_lines(&[header.to_owned(), state.clone(), context(bad)]).expect("facts");
+            assert_eq!(f.cwd, None, "{bad}");
+        }
+        // An assistant's words are not the host's context.
+        let answer = json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "<environment_context><cwd>/x</cwd></environment_context>"}]}).to_string();
+        let f = facts_of_lines(&[header.to_owned(), answer]).expect("facts");
+        assert_eq!(f.cwd, None);
+        // Past the first lines nothing is searched for.
+        let mut far = vec![header.to_owned()];
+        far.extend(std::iter::repeat_n(state.clone(), 10));
+        far.push(context(
+            "<environment_context><cwd>/x</cwd></environment_context>",
+        ));
+        assert_eq!(facts_of_lines(&far).expect("facts").cwd, None);
     }
 
     #[test]

@@ -1,0 +1,231 @@
+//! A Claude Code transcript line as the reader's second pass and the subagent folding both
+//! read it: its envelope fields, the message, and the content blocks (text, thinking,
+//! tool calls and results, images kept as a marker of their size).
+
+use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// A line as the second pass reads it.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Line {
+    #[serde(rename = "type")]
+    pub(super) kind: Option<String>,
+    pub(super) subtype: Option<String>,
+    pub(super) uuid: Option<String>,
+    pub(super) is_sidechain: Option<bool>,
+    pub(super) is_meta: Option<bool>,
+    pub(super) is_compact_summary: Option<bool>,
+    pub(super) timestamp: Option<String>,
+    pub(super) message: Option<Message>,
+    /// `toolUseResult.agentId`: the subagent a `Task` call's result names (2.1).
+    pub(super) tool_use_result: Option<AgentRef>,
+    /// `forkedFrom` (`/branch`, the SDK's `forkSession`): the line is a fork's copy.
+    pub(super) forked_from: Option<ForkedFrom>,
+}
+
+/// `forkedFrom.sessionId`: the transcript a fork copied this line from.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ForkedFrom {
+    pub(super) session_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct Message {
+    pub(super) id: Option<String>,
+    pub(super) content: Option<Content>,
+    pub(super) stop_reason: Option<String>,
+}
+
+/// The `agentId` of a `toolUseResult`, whatever else it holds (an object of any shape, a
+/// string, …); nothing but that id is kept.
+pub(super) struct AgentRef(pub(super) Option<String>);
+
+impl<'de> Deserialize<'de> for AgentRef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = AgentRef;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a tool's result")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<AgentRef, A::Error> {
+                let mut id = None;
+                while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if k == "agentId" {
+                        let v: Value = map.next_value()?;
+                        id = v.as_str().map(str::to_owned);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(AgentRef(id))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<AgentRef, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(AgentRef(None))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<AgentRef, E> {
+                Ok(AgentRef(None))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<AgentRef, E> {
+                Ok(AgentRef(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<AgentRef, E> {
+                Ok(AgentRef(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<AgentRef, E> {
+                Ok(AgentRef(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<AgentRef, E> {
+                Ok(AgentRef(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<AgentRef, E> {
+                Ok(AgentRef(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `message.content` / `tool_result.content`: a string or content blocks.
+pub(super) enum Content {
+    Text(String),
+    Blocks(Vec<Block>),
+}
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Content;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string or content blocks")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Content, E> {
+                Ok(Content::Text(v.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Content, E> {
+                Ok(Content::Text(v))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
+                let mut blocks = Vec::new();
+                while let Some(b) = seq.next_element::<Block>()? {
+                    blocks.push(b);
+                }
+                Ok(Content::Blocks(blocks))
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Content, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Content::Blocks(Vec::new()))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Content, E> {
+                Ok(Content::Blocks(Vec::new()))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Content, E> {
+                Ok(Content::Blocks(Vec::new()))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Content, E> {
+                Ok(Content::Blocks(Vec::new()))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Content, E> {
+                Ok(Content::Blocks(Vec::new()))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Content, E> {
+                Ok(Content::Blocks(Vec::new()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(super) struct Block {
+    #[serde(rename = "type")]
+    pub(super) kind: Option<String>,
+    pub(super) text: Option<String>,
+    pub(super) thinking: Option<String>,
+    pub(super) id: Option<String>,
+    pub(super) name: Option<String>,
+    pub(super) input: Option<Value>,
+    pub(super) tool_use_id: Option<String>,
+    pub(super) content: Option<Content>,
+    pub(super) is_error: Option<bool>,
+    source: Option<ImageSource>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ImageSource {
+    media_type: Option<String>,
+    /// The base64 data's length; the data itself is never held.
+    data: Option<StrLen>,
+}
+
+struct StrLen(usize);
+
+impl<'de> Deserialize<'de> for StrLen {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = StrLen;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<StrLen, E> {
+                Ok(StrLen(v.len()))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl Block {
+    /// A text block: a message whose content is a bare string.
+    pub(super) fn text(text: String) -> Block {
+        Block {
+            kind: Some("text".into()),
+            text: Some(text),
+            ..Block::default()
+        }
+    }
+
+    pub(super) fn image_marker(&self) -> String {
+        let media = self
+            .source
+            .as_ref()
+            .and_then(|s| s.media_type.as_deref())
+            .unwrap_or("image");
+        let bytes = self
+            .source
+            .as_ref()
+            .and_then(|s| s.data.as_ref())
+            .map_or(0, |d| d.0);
+        format!("[image omitted: {media}, {bytes} bytes of base64]")
+    }
+}
+
+/// Text of a tool result's content: strings and text blocks as they are, images as a marker.
+pub(super) fn content_text(content: Option<Content>) -> String {
+    match content {
+        None => String::new(),
+        Some(Content::Text(t)) => t,
+        Some(Content::Blocks(blocks)) => {
+            let mut parts: Vec<String> = Vec::new();
+            for b in blocks {
+                match b.kind.as_deref() {
+                    Some("image") => parts.push(b.image_marker()),
+                    _ => {
+                        if let Some(t) = b.text {
+                            parts.push(t);
+                        }
+                    }
+                }
+            }
+            parts.join("\n")
+        }
+    }
+}
