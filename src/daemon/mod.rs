@@ -18,9 +18,9 @@
 //! - **signals**: SIGTERM/SIGINT stop, SIGHUP reloads (`signal-hook`, no `unsafe`).
 //!
 //! Errors: a critical one (the lock held, the socket not bindable, a bad configuration at
-//! start, the home deleted while running) stops the daemon with exit 1 and says why; every
-//! other is a runtime error — logged, kept in `status.lastErrors` (`errors`), and the
-//! component goes on.
+//! start, the home deleted or the lock lost while running) stops the daemon with exit 1 and
+//! says why; every other is a runtime error — logged, kept in `status.lastErrors`
+//! (`errors`), and the component goes on.
 //!
 //! Its home is `$DSH_HOME/dsh-chapters/`: `daemon.pid` (the lock), `daemon.sock`,
 //! `daemon-state.json` (resume anchors), `logs/`. Nothing is written under
@@ -71,6 +71,8 @@ pub const LOGS_DIR: &str = "logs";
 
 /// Messages queued for the main thread (bounded; file events never block on it).
 const QUEUE: usize = 4096;
+/// How often the main loop checks, when it passes, that it can go on (its home and lock).
+const CRITICAL_CHECK: Duration = Duration::from_secs(1);
 /// How long a stop waits for an archive or sync in progress before leaving it (every
 /// store write is atomic, so leaving one mid-way is as safe as a kill).
 const STOP_GRACE: Duration = Duration::from_millis(1500);
@@ -125,6 +127,10 @@ pub enum DaemonError {
     /// state went with it).
     #[error("the daemon's home {path} was deleted while it ran; stopped")]
     HomeGone { path: PathBuf },
+    /// Critical at run time: the lock file was removed or replaced, so it no longer keeps a
+    /// second daemon out.
+    #[error("the daemon's lock {path} was removed or replaced while it ran (a second daemon could start beside it); stopped")]
+    LockLost { path: PathBuf },
 }
 
 /// What the CLI resolves for the daemon.
@@ -153,7 +159,7 @@ pub fn run(options: Options) -> Result<(), DaemonError> {
         path: paths.home.clone(),
         source,
     })?;
-    let _lock = pidlock::PidLock::acquire(&paths.home)?;
+    let lock = pidlock::PidLock::acquire(&paths.home)?;
     // We hold the lock: a socket file left here is a dead daemon's.
     let _ = std::fs::remove_file(&paths.socket);
     let listener = UnixListener::bind(&paths.socket).map_err(|source| DaemonError::Socket {
@@ -222,7 +228,11 @@ pub fn run(options: Options) -> Result<(), DaemonError> {
     drop(tx);
 
     let socket = paths.socket.clone();
+    let home = paths.home.clone();
     let mut daemon = Daemon {
+        lock,
+        home,
+        critical_checked: Instant::now(),
         sessions: Sessions::new(paths, options.env, config, watch, flags),
         archiver,
         enricher,
@@ -273,6 +283,10 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), DaemonErro
 
 /// The components, wired on the main thread.
 struct Daemon {
+    lock: pidlock::PidLock,
+    /// `$DSH_HOME/dsh-chapters/`.
+    home: PathBuf,
+    critical_checked: Instant,
     sessions: Sessions,
     archiver: Archiver,
     enricher: Enricher,
@@ -301,14 +315,11 @@ impl Daemon {
                     Err(_) => break,
                 }
             }
-            if self.stop {
+            if self.stop || self.critical_error() {
                 break;
             }
             self.sessions.catch_up(&mut changed);
             self.dispatch();
-            if self.stop {
-                break;
-            }
             self.fire_due();
             self.sessions.save_state_when_due();
             self.dispatch();
@@ -320,11 +331,6 @@ impl Daemon {
         for event in self.sessions.take_events() {
             match event {
                 Event::Error { what, detail } => self.errors.push(what, &detail),
-                Event::Critical(e) => {
-                    tracing::error!("{e}");
-                    self.critical.get_or_insert(e);
-                    self.stop = true;
-                }
                 Event::Loaded { ws_dir, ctx } => {
                     self.archiver.loaded(&ws_dir, Arc::clone(&ctx));
                     self.enricher.loaded(&ws_dir, ctx);
@@ -359,6 +365,29 @@ impl Daemon {
                     .queue_archive(&ws_dir, reason, moment, only, pull_first, push_after),
             }
         }
+    }
+
+    /// Whether the daemon cannot go on: its home deleted, or its lock no longer its own
+    /// (checked at most every [`CRITICAL_CHECK`]). The error is kept for `run` to return.
+    fn critical_error(&mut self) -> bool {
+        if self.critical_checked.elapsed() < CRITICAL_CHECK {
+            return false;
+        }
+        self.critical_checked = Instant::now();
+        let error = if !self.home.is_dir() {
+            DaemonError::HomeGone {
+                path: self.home.clone(),
+            }
+        } else if !self.lock.still_held() {
+            DaemonError::LockLost {
+                path: self.lock.path().to_path_buf(),
+            }
+        } else {
+            return false;
+        };
+        tracing::error!("{error}");
+        self.critical = Some(error);
+        true
     }
 
     fn next_wake(&self) -> Duration {

@@ -32,7 +32,7 @@ use super::harness::{
     CLAUDE_CLEANUP_DAYS, ROLLOUT_FIRST_LINE_CAP, SWEEP_MARGIN_DAYS,
 };
 use super::watch::{self, Watch, WatchFlags};
-use super::{state, DaemonError, Paths};
+use super::{state, Paths};
 
 /// Signing latencies kept for the percentiles.
 const LATENCY_SAMPLES: usize = 2048;
@@ -46,8 +46,6 @@ const DAY_MS: i64 = 86_400_000;
 pub(super) enum Event {
     /// A runtime error: logged, kept for `status`; the daemon goes on.
     Error { what: &'static str, detail: String },
-    /// The daemon cannot go on (its home is gone).
-    Critical(DaemonError),
     /// A workspace followed, or its configuration reloaded.
     Loaded { ws_dir: PathBuf, ctx: Arc<WsCtx> },
     /// A workspace no longer followed.
@@ -405,14 +403,6 @@ impl Sessions {
 
     fn full_scan(&mut self) {
         self.last_rescan = Instant::now();
-        if !self.paths.home.is_dir() {
-            // Our own home was removed (the DSH_HOME deleted): nothing left to serve, and
-            // no lock, socket or state to keep — a critical error.
-            self.events.push(Event::Critical(DaemonError::HomeGone {
-                path: self.paths.home.clone(),
-            }));
-            return;
-        }
         self.watch.ensure_sessions_watched();
         let mut dirs = Vec::new();
         if let Ok(entries) = std::fs::read_dir(&self.paths.sessions) {
