@@ -247,20 +247,22 @@ pub fn run(options: Options) -> Result<(), DaemonError> {
     daemon.dispatch();
     daemon.main_loop(&rx);
 
-    // Stopping: persist where each log was, let a job in progress finish briefly.
-    let Daemon {
-        mut sessions,
-        archiver,
-        critical,
-        ..
-    } = daemon;
-    if critical.is_none() {
-        sessions.write_state();
+    // Stopping: persist where each log was, let a job in progress finish briefly. After a
+    // critical error the home is gone or no longer ours alone (another daemon may hold a
+    // new lock, state file and socket there): nothing of it is written or removed.
+    if daemon.critical.is_none() {
+        daemon.sessions.write_state();
+        daemon.dispatch();
     }
+    let Daemon {
+        archiver, critical, ..
+    } = daemon;
     if !archiver.stop(STOP_GRACE) {
         tracing::warn!("an archive or sync was still running at stop; it is left mid-way (every store write is atomic)");
     }
-    let _ = std::fs::remove_file(&socket);
+    if critical.is_none() {
+        let _ = std::fs::remove_file(&socket);
+    }
     match critical {
         Some(e) => Err(e),
         None => {
