@@ -84,7 +84,7 @@ struct SessionEntry {
     signed: u64,
     /// A Claude Code transcript near the sweep: the log's length when its unarchived turns
     /// were last counted (counted again only when it grew), and whether its archive was
-    /// queued (also for a cold Codex rollout, see `Runtime::check_cold`).
+    /// queued (also for a cold Codex rollout, see `Sessions::check_cold`).
     sweep_checked_len: Option<u64>,
     sweep_queued: bool,
 }
@@ -888,7 +888,7 @@ impl Sessions {
     /// A followed Codex rollout is gone but another file holds it now: Codex recompressed
     /// it (`.jsonl.zst`), materialised it plain again, or moved it to `archived_sessions/`.
     /// That file is followed instead (what it holds and no chapter covers is archived at
-    /// once, see [`Runtime::check_cold`]); nothing vanished. False when no file holds it.
+    /// once, see [`Sessions::check_cold`]); nothing vanished. False when no file holds it.
     fn log_moved(&mut self, ws_dir: &Path, key: &Path) -> bool {
         let Some(entry) = self
             .workspaces
@@ -1215,7 +1215,7 @@ impl Sessions {
         self.poll_session_with(ws_dir, session_dir, false);
     }
 
-    /// [`Runtime::poll_session`]; `force` reads an unchanged log too (another harness's
+    /// [`Sessions::poll_session`]; `force` reads an unchanged log too (another harness's
     /// log gone quiet ends its answered turn).
     fn poll_session_with(&mut self, ws_dir: &Path, session_dir: &Path, force: bool) {
         let Some(ws) = self.workspaces.get_mut(ws_dir) else {
