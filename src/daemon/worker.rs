@@ -472,3 +472,62 @@ impl Archiver {
         finished.recv_timeout(grace).is_ok()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A workspace with a store and nothing to archive, loaded as the daemon loads one.
+    fn workspace(dir: &Path) -> Arc<WsCtx> {
+        let ws = dir.join("w");
+        std::fs::create_dir_all(&ws).expect("workspace");
+        crate::store::Store::init(&ws).expect("init");
+        Arc::new(WsCtx::load(&ws, &dir.join("home"), &BTreeMap::new()).expect("load"))
+    }
+
+    #[test]
+    fn one_archive_at_a_time_and_the_moments_meanwhile_run_once_after_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (tx, rx) = mpsc::channel();
+        let mut archiver =
+            Archiver::start(&dir.path().join("home"), move |d| tx.send(d).is_ok()).expect("start");
+        let key = dir.path().join("--w--");
+        archiver.loaded(&key, workspace(dir.path()));
+        archiver.queue_archive(&key, Reason::Idle, "idle", None, false, false);
+        // Two moments while it runs: one archive after it, for the last one.
+        archiver.queue_archive(&key, Reason::Compaction, "compaction", None, false, false);
+        archiver.queue_archive(&key, Reason::Fork, "fork", None, true, true);
+        let wait = Duration::from_secs(60);
+        let first = rx.recv_timeout(wait).expect("the first archive");
+        let finished = archiver.job_done(first).expect("its workspace");
+        assert!(finished.errors.is_empty(), "{:?}", finished.errors);
+        assert!(!finished.wrote && !finished.pushed);
+        let status = |a: &Archiver| {
+            let mut m = Map::new();
+            a.status_into(&key, &mut m);
+            m
+        };
+        assert_eq!(
+            status(&archiver)["archiveRunning"],
+            true,
+            "the one waiting runs"
+        );
+        let second = rx.recv_timeout(wait).expect("the archive that waited");
+        archiver.job_done(second).expect("its workspace");
+        let after = status(&archiver);
+        assert_eq!(after["archiveRunning"], false, "no third archive");
+        assert_eq!(after["lastArchive"]["moment"], "fork");
+        assert_eq!(after["linked"], false, "no pool: no sync around it");
+        assert_eq!(after["lastSync"], Value::Null);
+        assert_eq!(archiver.depth(), 0);
+        // A workspace no longer followed: a job of it finishing is ignored.
+        archiver.queue_archive(&key, Reason::Idle, "idle", None, false, false);
+        archiver.removed(&key);
+        let late = rx.recv_timeout(wait).expect("the last archive");
+        assert!(archiver.job_done(late).is_none());
+        assert!(
+            archiver.stop(wait),
+            "the worker stops once its channel closes"
+        );
+    }
+}
