@@ -24,6 +24,7 @@ pub enum PidLockError {
 #[derive(Debug)]
 pub struct PidLock {
     file: File,
+    path: PathBuf,
 }
 
 impl PidLock {
@@ -57,7 +58,23 @@ impl PidLock {
             .and_then(|_| file.write_all(note.as_bytes()))
             .and_then(|()| file.sync_data())
             .map_err(io_err)?;
-        Ok(PidLock { file })
+        Ok(PidLock { file, path })
+    }
+
+    /// The lock file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the lock still guards this home: its file is still the one locked. A lock
+    /// file removed or replaced (by hand, or with the home) no longer keeps a second
+    /// daemon out — the holder must stop.
+    pub fn still_held(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        match (self.file.metadata(), fs::metadata(&self.path)) {
+            (Ok(ours), Ok(now)) => ours.dev() == now.dev() && ours.ino() == now.ino(),
+            _ => false,
+        }
     }
 }
 
@@ -111,6 +128,18 @@ mod tests {
         drop(held);
         assert_eq!(holder(&home), None);
         let _again = PidLock::acquire(&home).unwrap();
+    }
+
+    #[test]
+    fn a_lock_file_removed_or_replaced_is_no_longer_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = PidLock::acquire(dir.path()).unwrap();
+        assert!(held.still_held());
+        fs::remove_file(held.path()).unwrap();
+        assert!(!held.still_held(), "removed");
+        let other = PidLock::acquire(dir.path()).unwrap();
+        assert!(other.still_held());
+        assert!(!held.still_held(), "replaced by another holder's file");
     }
 
     #[test]

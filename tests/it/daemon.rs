@@ -288,6 +288,41 @@ fn background_start_then_stop() {
     assert_eq!(sb.json(&["daemon", "status", "--json"])["running"], false);
 }
 
+/// The daemon's stderr once it has exited.
+fn stderr_of(d: &mut Daemon) -> String {
+    let mut text = String::new();
+    if let Some(mut err) = d.child.stderr.take() {
+        std::io::Read::read_to_string(&mut err, &mut text).expect("read stderr");
+    }
+    text
+}
+
+/// A critical error — one the daemon cannot continue after — stops it with exit 1 and a
+/// message saying what happened: its home deleted under it.
+#[test]
+fn its_home_deleted_while_it_runs_stops_the_daemon_with_exit_1_saying_why() {
+    let sb = Sandbox::new();
+    let mut d = Daemon::start(&sb, &[("CHAPTERS_DAEMON_RESCAN_MS", "100")]);
+    std::fs::remove_dir_all(sb.home.join("dsh-chapters")).expect("remove the daemon's home");
+    let status = d.wait_exit();
+    let err = stderr_of(&mut d);
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("was deleted while it ran"), "{err}");
+}
+
+/// Its lock file removed no longer keeps a second daemon out: critical, the daemon stops
+/// with exit 1 naming the lock; a runtime error (a damaged log, a failed sync) never does.
+#[test]
+fn its_lock_file_removed_while_it_runs_stops_the_daemon_with_exit_1_naming_it() {
+    let sb = Sandbox::new();
+    let mut d = Daemon::start(&sb, &[("CHAPTERS_DAEMON_RESCAN_MS", "100")]);
+    std::fs::remove_file(sb.home.join("dsh-chapters/daemon.pid")).expect("remove the lock");
+    let status = d.wait_exit();
+    let err = stderr_of(&mut d);
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("daemon.pid was removed or replaced"), "{err}");
+}
+
 #[test]
 fn a_live_session_gets_every_completed_turn_signed_and_the_in_flight_one_not() {
     let sb = Sandbox::new();

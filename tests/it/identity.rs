@@ -320,7 +320,7 @@ fn cli_daemon_and_mcp_resolve_through_one_function() {
     }
     for (door, call) in [
         ("src/cli/mod.rs", "resolve::workspace("),
-        ("src/daemon/mod.rs", "resolve::workspace("),
+        ("src/daemon/context.rs", "resolve::workspace("),
         ("src/cli/mcp.rs", "Env::resolve("),
     ] {
         let text = std::fs::read_to_string(root.join(door)).expect("door");
