@@ -516,7 +516,7 @@ fn archive_session(
         root_session_id: root.to_owned(),
         number: 0,
         next_plan_number: 0,
-        tool_result_artifact_tokens: ctx.config.tool_result_artifact_tokens,
+        tool_result_artifact_tokens: ctx.config.artifact_threshold_tokens(),
         render_reasoning: ctx.config.render_reasoning,
         continues: None,
         harness: (found.harness != Harness::Dsh).then(|| found.harness.name().to_owned()),
@@ -818,7 +818,7 @@ impl Pass<'_> {
                     self.session_id,
                     &self.paths,
                     self.ctx.now,
-                    self.ctx.config.tool_result_artifact_tokens,
+                    self.ctx.config.artifact_threshold_tokens(),
                 );
                 out.pending.push(sig.clone());
                 if out.pending.len() >= SIGN_BATCH {

@@ -399,6 +399,14 @@ impl Merger {
 }
 
 impl Config {
+    /// The estimated-token size from which a tool result becomes an artifact:
+    /// `toolResultArtifactTokens`, never below `toolResultDeferFloorTokens` (a result under the
+    /// floor always stays inline, whatever the threshold is set to).
+    pub fn artifact_threshold_tokens(&self) -> u64 {
+        self.tool_result_artifact_tokens
+            .max(self.tool_result_defer_floor_tokens)
+    }
+
     /// Merge `layers` (files, lowest first) over the defaults, then `env` (only `CHAPTERS_*`
     /// entries are looked at), then `flags` (camelCase key → raw value).
     pub fn from_layers(
@@ -619,6 +627,22 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn a_tool_result_under_the_defer_floor_is_never_an_artifact() {
+        let threshold = |yaml: &str| {
+            Config::from_layers(&[layer("config.yml", yaml)], &none(), &none())
+                .expect("valid config")
+                .artifact_threshold_tokens()
+        };
+        assert_eq!(Config::defaults().artifact_threshold_tokens(), 8000);
+        assert_eq!(threshold("toolResultArtifactTokens: 50\n"), 200);
+        assert_eq!(
+            threshold("toolResultArtifactTokens: 50\ntoolResultDeferFloorTokens: 20\n"),
+            50
+        );
+        assert_eq!(threshold("toolResultArtifactTokens: 300\n"), 300);
     }
 
     #[test]

@@ -1260,7 +1260,7 @@ impl Sessions {
                 &session_id,
                 &paths,
                 &now_str,
-                ctx.config.tool_result_artifact_tokens,
+                ctx.config.artifact_threshold_tokens(),
             ));
         });
         // A session tree a person forgot (`chapters forget`) is never written into again:
