@@ -491,6 +491,7 @@ fn sibling_heads(paths: &[PathBuf]) -> Vec<Option<Head>> {
         .map(|(p, k)| k.or_else(|| first_uuid_of(p)))
         .collect();
     if let Ok(mut c) = cache.lock() {
+        bound_cache(&mut c, |p| p);
         for ((p, h), s) in paths.iter().zip(&out).zip(&stamps) {
             if let (Some(h), Some(s)) = (h, s) {
                 c.insert(p.clone(), (*s, h.clone()));
@@ -520,9 +521,26 @@ fn holds_uuid(path: &Path, uuid: &str, cap: usize) -> bool {
     }
     let found = search_uuid(path, uuid, cap);
     if let (Ok(mut c), Some(stamp)) = (cache.lock(), stamp) {
+        bound_cache(&mut c, |(p, _)| p);
         c.insert(k, (stamp, found));
     }
     found
+}
+
+/// Entries a first-line cache keeps before it forgets: a long-running daemon sees transcripts
+/// come and go (Claude Code's sweep deletes them), and a cache must not grow with them.
+const CACHED_FILES_MAX: usize = 4096;
+
+/// At the bound, the entries of files gone from disk are dropped; if the cache is still full,
+/// all of it (it is only a cache: the next open reads the heads again).
+fn bound_cache<K, V>(cache: &mut HashMap<K, V>, path_of: impl Fn(&K) -> &PathBuf) {
+    if cache.len() < CACHED_FILES_MAX {
+        return;
+    }
+    cache.retain(|k, _| path_of(k).exists());
+    if cache.len() >= CACHED_FILES_MAX {
+        cache.clear();
+    }
 }
 
 /// Each whole line of `path` in order (a line past `cap` skipped, a torn tail ends it)
@@ -1365,6 +1383,30 @@ mod tests {
     use std::io::Write;
 
     const SID: &str = "0b0b0b0b-0000-4000-8000-000000000001";
+
+    #[test]
+    fn a_first_line_cache_forgets_files_gone_and_never_passes_its_bound() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kept = dir.path().join("kept.jsonl");
+        std::fs::write(&kept, b"{}\n").expect("write");
+        let mut cache: HashMap<PathBuf, u32> = HashMap::new();
+        cache.insert(kept.clone(), 0);
+        for n in 1..CACHED_FILES_MAX {
+            cache.insert(dir.path().join(format!("swept-{n}.jsonl")), 0);
+        }
+        bound_cache(&mut cache, |p| p);
+        // The swept transcripts' entries go; the one still on disk stays.
+        assert_eq!(cache.keys().collect::<Vec<_>>(), vec![&kept]);
+        // Full of files that all still exist: it starts over rather than grow.
+        let mut full: HashMap<PathBuf, u32> = (0..CACHED_FILES_MAX)
+            .map(|n| (kept.join(n.to_string()), 0))
+            .collect();
+        full.insert(kept.clone(), 0);
+        let before = full.len();
+        bound_cache(&mut full, |p| p);
+        assert!(full.len() < before);
+        assert!(full.len() < CACHED_FILES_MAX);
+    }
 
     fn line(uuid: &str, parent: Option<&str>, kind: &str, rest: Value) -> String {
         let mut v = json!({
