@@ -33,6 +33,8 @@ const ALL: &[(&str, How, usize)] = &[
         2,
     ),
     ("claude-code/v1.0.98-after-compaction.jsonl", How::Claude, 1),
+    // Real 1.0.108 (d-kimuson/claude-code-viewer, MIT): subagents as sidechain lines.
+    ("claude-code/v1.0.108-subagent.jsonl", How::Claude, 1),
     ("claude-code/v2.0.50-compaction.jsonl", How::Claude, 2),
     ("claude-code/v2.0.76-turns.jsonl", How::Claude, 6),
     ("claude-code/v2.0.50-resumed-first.jsonl", How::Claude, 1),
@@ -348,12 +350,22 @@ fn every_fixture_of_every_harness_archives_each_turn_once_with_no_host_text() {
             "claude-code/v2.1.39-subagent.jsonl" => Some("agent-a2898e3/"),
             "claude-code/v2.0.50-compaction.jsonl" => Some("agent-5f3c9a1d/"),
             "claude-code/v1.0.98-before-compaction.jsonl" => Some("sidechain/"),
+            "claude-code/v1.0.108-subagent.jsonl" => Some("sidechain/"),
             _ => None,
         };
         if let Some(prefix) = folded {
             assert!(
                 ids.iter().any(|i| i.starts_with(prefix)),
                 "{name}: subagent calls folded ({prefix}): {ids:?}"
+            );
+        }
+        if name.ends_with("v1.0.108-subagent.jsonl") {
+            // Two `Task`s ran subagents (2 and 6 calls, as sidechain lines of the session
+            // file); a third failed its input validation and ran none.
+            let sidechain = ids.iter().filter(|i| i.starts_with("sidechain/")).count();
+            assert_eq!(
+                sidechain, 8,
+                "{name}: both subagents' calls folded: {ids:?}"
             );
         }
     }
