@@ -713,18 +713,15 @@ impl Cache {
         let unbounded = artifacts_wanted(q.filters);
         // Few matches (FTS5 alone says, without BM25): the walk reads them all, cheaper
         // than field hits of which few hold every term (`E0599 billing`).
-        let few = {
-            let mut stmt = self
-                .conn
-                .prepare_cached(
-                    "SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ?1 LIMIT ?2)",
-                )
-                .map_err(self.err())?;
-            let n: i64 = stmt
-                .query_row(params![&expr, WALK_ALL_BELOW as i64], |r| r.get(0))
-                .map_err(self.err())?;
-            (n as usize) < WALK_ALL_BELOW
+        // A query of one term counts it far enough for the BM25 bound too (one statement
+        // instead of two: a prefix merges its words' doclists in each).
+        let single = q.excluded.is_none() && q.phrases.len() == 1 && q.phrases[0] == q.expr;
+        let limit = match self.fts_rows()? {
+            Some(rows) if single => half(rows).max(WALK_ALL_BELOW as i64),
+            _ => WALK_ALL_BELOW as i64,
         };
+        let matched = self.count_upto(&expr, limit)?;
+        let few = (matched as usize) < WALK_ALL_BELOW;
         // The documents with a category and the rules (few), scored with the first field
         // hits: so no document left unread has a category or a core-rule bonus.
         let rules: Vec<i64> = {
@@ -864,7 +861,8 @@ impl Cache {
         let body_max = if few {
             f64::INFINITY
         } else {
-            (bounds.body)(self.bm25_bound(q.phrases)?) + BOUND_SLACK
+            let counted = single.then_some((q.expr, matched));
+            (bounds.body)(self.bm25_bound_counted(q.phrases, counted)?) + BOUND_SLACK
         };
         // The bound of a document with no field hit among the rowids below `below` (none
         // when the field hits are not read: the walk then reads every match).
@@ -1084,24 +1082,22 @@ impl Cache {
     /// most. A phrase of several words is not counted (positions checked in every
     /// document that holds its words: tens of milliseconds): `n ≥ 1` stands in.
     pub fn bm25_bound(&self, phrases: &[String]) -> Result<f64, CacheError> {
+        self.bm25_bound_counted(phrases, None)
+    }
+
+    /// [`Cache::bm25_bound`], with one phrase's documents already counted: (the phrase, its
+    /// count up to at least half the rows).
+    fn bm25_bound_counted(
+        &self,
+        phrases: &[String],
+        counted: Option<(&str, i64)>,
+    ) -> Result<f64, CacheError> {
         // FTS5's `k1` (and `b`, which the bound does not need).
         const K1: f64 = 1.2;
-        // `N` as BM25 reads it: the first varint of FTS5's averages record (its row 1),
-        // which counts rows deleted from a contentless table too (more than `docs` holds).
-        let averages: Option<Vec<u8>> = self
-            .conn
-            .prepare_cached("SELECT block FROM fts_data WHERE id = 1")
-            .and_then(|mut s| s.query_row([], |r| r.get(0)).optional())
-            .map_err(self.err())?;
-        let Some(rows) = averages.as_deref().and_then(varint) else {
+        let Some(rows) = self.fts_rows()? else {
             return Ok(f64::INFINITY);
         };
-        let rows = rows.max(1) as f64;
-        let cap = (rows / 2.0).ceil() as i64;
-        let mut count = self
-            .conn
-            .prepare_cached("SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ?1 LIMIT ?2)")
-            .map_err(self.err())?;
+        let rows = rows.max(1);
         let mut sum = 0.0f64;
         for p in phrases {
             // `"word"`, `"prefix" *`, `"two words"` ([`crate::catalog::query`]'s terms).
@@ -1110,19 +1106,37 @@ impl Cache {
                 .trim()
                 .trim_matches('"')
                 .contains(' ');
-            let least: i64 = if several {
-                1
-            } else {
-                count
-                    .query_row(params![p, cap], |r| r.get(0))
-                    .map_err(self.err())?
+            let least: i64 = match counted {
+                Some((c, n)) if c == p => n,
+                _ if several => 1,
+                _ => self.count_upto(p, half(rows))?,
             };
-            let least = least.max(1) as f64;
+            let (rows, least) = (rows as f64, least.max(1) as f64);
             let idf = ((rows - least + 0.5) / (least + 0.5)).ln();
             sum += if idf <= 0.0 { 1e-6 } else { idf } * (K1 + 1.0);
         }
         // Sums in another order may differ in their last bits.
         Ok(sum * (1.0 + 1e-9))
+    }
+
+    /// `N` as FTS5's BM25 reads it: the first varint of its averages record (its row 1),
+    /// which counts rows deleted from a contentless table too (more than `docs` holds);
+    /// `None` when it cannot be read.
+    fn fts_rows(&self) -> Result<Option<i64>, CacheError> {
+        let averages: Option<Vec<u8>> = self
+            .conn
+            .prepare_cached("SELECT block FROM fts_data WHERE id = 1")
+            .and_then(|mut s| s.query_row([], |r| r.get(0)).optional())
+            .map_err(self.err())?;
+        Ok(averages.as_deref().and_then(varint))
+    }
+
+    /// How many documents match an FTS5 expression, counted up to `limit` (no BM25).
+    fn count_upto(&self, expr: &str, limit: i64) -> Result<i64, CacheError> {
+        self.conn
+            .prepare_cached("SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ?1 LIMIT ?2)")
+            .and_then(|mut s| s.query_row(params![expr, limit], |r| r.get(0)))
+            .map_err(self.err())
     }
 
     /// Whether no document of this cache is left out by `f`: only the project, mirror and
@@ -1381,6 +1395,11 @@ impl Cache {
             .filter(|r| file_number(&r.name) == Some(number))
             .collect())
     }
+}
+
+/// Half of `rows`, rounded up: a term in this many documents has FTS5's floor IDF.
+fn half(rows: i64) -> i64 {
+    (rows + 1) / 2
 }
 
 /// The SQLite varint `bytes` starts with (big-endian 7-bit groups, the 9th byte whole), as
