@@ -26,7 +26,7 @@ use crate::catalog::cache::{
 };
 use crate::catalog::query::{self, Parsed};
 use crate::catalog::score::{self, Explain, ScoreParams, SearchDoc};
-use crate::catalog::table::{Table, TableDoc, TableError, TableQuery};
+use crate::catalog::table::{Found, Table, TableDoc, TableError, TableQuery};
 use crate::pool::link;
 use crate::pool::plan::Visibility;
 use crate::redact::Redacted;
@@ -545,40 +545,63 @@ impl Corpus {
         let mut out: Vec<Candidate> = Vec::new();
         let mut total = 0usize;
         let mut exact = true;
+        // The search table's answer, kept for this query (steps 1 and 2 read it): its first
+        // `resolve` in final order. One asked with a larger `resolve` answers a smaller one
+        // (the order is total: score, then path), and its length does not depend on it.
+        let memo: std::cell::RefCell<Option<(usize, std::rc::Rc<Vec<Found>>)>> = Default::default();
+        let table_found = |resolve: usize| -> Result<std::rc::Rc<Vec<Found>>, TableError> {
+            if let Some((r, found)) = &*memo.borrow() {
+                if *r >= resolve || found.len() <= *r {
+                    return Ok(found.clone());
+                }
+            }
+            let found = std::rc::Rc::new(
+                table.search(&self.table_query(req, words, params, harness, now_ms, resolve))?,
+            );
+            *memo.borrow_mut() = Some((resolve, found.clone()));
+            Ok(found)
+        };
         // 1. The documents holding every term, ranked and cut inside SQLite.
         if let Some(expr) = &expr {
             let topic_test: Option<TopicTest> = scorer.topic.as_ref().map(|_| {
                 let s = scorer.clone();
                 std::sync::Arc::new(move |raw: &str| s.carries_topic(raw)) as TopicTest
             });
+            let phrases = req.query.fts_phrases();
             let q = TopQuery {
                 expr,
                 phrase: phrase.as_deref(),
                 excluded: excluded.as_deref(),
                 topic: topic_test,
                 filters: &filters,
+                phrases: &phrases,
             };
-            // Bounds for stopping early: a document with no §8 field hit scores at most
-            // the body's most, its recency and the core-rule bonus; one with field hits at
-            // most its score in the search table (fields, recency, bonus) plus the body's.
-            let bonus_max = params.core_rule_bonus.max(0.0);
-            let plain = move |newest: Option<i64>| -> f64 {
-                BODY_MAX + score::recency_at(newest, now_ms).points() + bonus_max
+            // Bounds for stopping early, body hits aside (the cache adds the most they can
+            // give): a document with no §8 field hit scores at most its recency; one with
+            // field hits its score in the search table (fields, recency). No core-rule bonus:
+            // the cache scores every rule up front.
+            let plain =
+                move |newest: Option<i64>| -> f64 { score::recency_at(newest, now_ms).points() };
+            let body = |s: f64| -> f64 {
+                if s.is_finite() {
+                    BODY_MAX * s / (1.0 + s)
+                } else {
+                    BODY_MAX
+                }
             };
-            let mut resolve = k.saturating_mul(4).max(64);
+            let mut resolve = k.saturating_mul(4).max(FIELD_ONLY_COUNTED + 1);
             let mut handed = 0usize;
             let mut fields = || -> Result<Vec<(String, f64)>, CacheError> {
                 if words.is_empty() || handed == usize::MAX {
                     return Ok(Vec::new());
                 }
-                let found = table
-                    .search(&self.table_query(req, words, params, harness, now_ms, resolve))?;
+                let found = table_found(resolve)?;
                 // The table sorts its first `resolve` (and their ties).
                 let end = found.len().min(resolve);
                 let mut out = Vec::with_capacity(end.saturating_sub(handed));
                 for f in found.get(handed..end).unwrap_or_default() {
                     let path = table.doc(f.seg, f.id)?.into_inner().path;
-                    out.push((path, f.score + BODY_MAX + bonus_max));
+                    out.push((path, f.score));
                 }
                 handed = if end == found.len() { usize::MAX } else { end };
                 resolve = resolve.saturating_mul(4);
@@ -590,7 +613,7 @@ impl Corpus {
                 Bounds {
                     plain: &plain,
                     fields: &mut fields,
-                    field_slack: BODY_MAX + bonus_max,
+                    body: &body,
                 },
                 k,
             )?;
@@ -649,14 +672,12 @@ impl Corpus {
                 k.saturating_sub(out.len())
             };
             let mut resolve = need.max(FIELD_ONLY_COUNTED) + 1;
-            let mut found =
-                table.search(&self.table_query(req, words, params, harness, now_ms, resolve))?;
+            let mut found = table_found(resolve)?;
             let (mut taken, mut counted, mut pos) = (0usize, 0usize, 0usize);
             while pos < found.len() && (taken < need || found.len() <= FIELD_ONLY_COUNTED) {
                 if pos >= resolve {
                     resolve = resolve.saturating_mul(4);
-                    found = table
-                        .search(&self.table_query(req, words, params, harness, now_ms, resolve))?;
+                    found = table_found(resolve)?;
                 }
                 let f = found[pos];
                 pos += 1;
@@ -1366,6 +1387,15 @@ mod tests {
             x ^= x >> 27;
             (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
         };
+        let approvals: String = (0..240usize)
+            .filter(|i| i % 23 == 7 && i % 3 != 0)
+            .map(|i| {
+                format!(
+                    "{{\"v\":1,\"type\":\"rule-status\",\"rule\":\"rule-{i}\",\"status\":\"approved\",\"author\":\"user\",\"by\":\"Ana\",\"at\":\"t\"}}\n"
+                )
+            })
+            .collect();
+        put(ws, ".dsh-chapters/edits/m1/curation.jsonl", &approvals);
         for i in 0..240usize {
             let root = format!("session-{:08x}-eq", i / 40);
             let kind = match i % 23 {
@@ -1395,10 +1425,12 @@ mod tests {
             );
             let day = 1 + (i * 7) % 28;
             let month = 1 + (i * 5) % 12;
-            let extra = if kind == "rule" {
-                format!("category: \"{}\"\nid: rule-{i}\n", words(1))
-            } else {
-                String::new()
+            // Every other rule has no category (the original plugin's), and some rules
+            // are approved on `m1` (the core-rule bonus): both are scored up front.
+            let extra = match kind {
+                "rule" if i % 2 == 0 => format!("id: rule-{i}\n"),
+                "rule" => format!("category: \"{}\"\nid: rule-{i}\n", words(1)),
+                _ => String::new(),
             };
             let name = if kind == "plan" {
                 format!("plan-{:03}-p.md", i % 40 + 1)
@@ -1459,6 +1491,53 @@ mod tests {
             drop(open(ws, "pk", false, T).expect("open"));
         }
         top_k_agrees_with_every_match_scored(ws);
+    }
+
+    /// The body BM25 bound the early stop adds holds for every match (after incremental
+    /// updates, whose deleted rows FTS5 still counts in `N`), and is near 0 for a word in
+    /// most documents (its IDF is FTS5's floor).
+    #[test]
+    fn the_body_bm25_bound_holds_and_is_near_zero_for_a_word_in_most_documents() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        for round in [0, 1, 2] {
+            equivalence_store_some(ws, |i| i % 3 == round);
+            drop(open(ws, "pk", false, T).expect("open"));
+        }
+        let corpus = open(ws, "pk", false, T).expect("open");
+        let cache = corpus.cache.as_ref().expect("cache");
+        let all = Filters {
+            include_mirror: true,
+            artifacts: true,
+            ..Filters::default()
+        };
+        for text in [
+            "parser",
+            "socket retry schema",
+            "pars*",
+            "数据库",
+            "npm test",
+            "draft",
+        ] {
+            let parsed = Parsed::parse(text);
+            let expr = parsed.fts_match().expect("terms");
+            let bound = cache.bm25_bound(&parsed.fts_phrases()).expect("bound");
+            let most = cache
+                .matching(&expr, &all)
+                .expect("matching")
+                .iter()
+                .map(|(_, b)| *b)
+                .fold(0.0f64, f64::max);
+            assert!(most > 0.0 && most <= bound, "{text}: {most} > {bound}");
+        }
+        // Built at once (no deleted rows): `parser` is in more than half the documents.
+        let tmp = tempfile::tempdir().expect("tmp");
+        equivalence_store(tmp.path());
+        let corpus = open(tmp.path(), "pk", false, T).expect("open");
+        let cache = corpus.cache.as_ref().expect("cache");
+        let phrases = Parsed::parse("parser").fts_phrases();
+        let bound = cache.bm25_bound(&phrases).expect("bound");
+        assert!(bound > 0.0 && bound < 1e-5, "parser: {bound}");
     }
 
     fn top_k_agrees_with_every_match_scored(ws: &Path) {
@@ -1538,11 +1617,18 @@ mod tests {
             )
         };
         let mut nonempty = 0;
+        let mut core_rules = BTreeSet::new();
         for (what, req) in &requests {
             let all = rank_every_match(&corpus, req, &params, "m1", now).expect("oracle");
             let want: Vec<_> = all.iter().map(key).collect();
+            core_rules.extend(
+                all.iter()
+                    .filter(|c| c.explain.core_rule_bonus > 0.0 && c.body.all_terms)
+                    .map(|c| c.path.clone()),
+            );
             nonempty += usize::from(!want.is_empty());
-            for k in [1, 3, 16, 50, 1000] {
+            // 21 and 61: cuts just above a core rule holding every term (`npm test`).
+            for k in [1, 3, 16, 21, 50, 61, 1000] {
                 let (got, total, exact) = corpus.top(req, &params, "m1", now, k).expect("top");
                 assert!(exact, "{what}: under 256 field matches the total is exact");
                 let got: Vec<_> = got.iter().map(key).collect();
@@ -1577,5 +1663,7 @@ mod tests {
             }
         }
         assert!(nonempty >= 18, "most queries match something: {nonempty}");
+        // Core rules (the bonus, which no bound counts) are among the full-text matches.
+        assert!(core_rules.len() >= 2, "core rules matched: {core_rules:?}");
     }
 }

@@ -25,7 +25,7 @@ use crate::store::read::Reader;
 
 pub const CACHE_FILE: &str = "fts.sqlite3";
 /// Bumped whenever the schema or what is indexed changes: an older or newer cache is rebuilt.
-pub const CACHE_VERSION: i64 = 4;
+pub const CACHE_VERSION: i64 = 5;
 /// `PRAGMA application_id` of this cache ("dshs"): anything else in its place is not ours.
 const APPLICATION_ID: i64 = 0x6473_6873;
 /// The kind of an artifact document (searched only when asked: [`Filters::artifacts`]).
@@ -118,6 +118,9 @@ pub struct TopQuery<'a> {
     /// carries the topic.
     pub topic: Option<TopicTest>,
     pub filters: &'a Filters,
+    /// The FTS5 expression of each term of `expr` (the phrases BM25 sums over): the body
+    /// BM25 bound is counted from them ([`Cache::bm25_bound`]).
+    pub phrases: &'a [String],
 }
 
 /// One of [`Cache::top`]'s results.
@@ -134,17 +137,19 @@ pub struct TopRow {
 /// See [`TopQuery::topic`].
 pub type TopicTest = std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
-/// What [`Cache::top`] knows of the scores it has not read yet.
+/// What [`Cache::top`] knows of the scores it has not read yet, body hits aside (it adds
+/// the most they can give, [`Bounds::body`] of its BM25 bound). No core-rule bonus either:
+/// every rule is scored up front whenever a bound is used.
 pub struct Bounds<'a> {
     /// The best score a document with no §8 field hit and no category can reach when it is
-    /// dated `newest` at the latest (`None`: undated).
+    /// dated `newest` at the latest (`None`: undated), body hits aside.
     pub plain: &'a dyn Fn(Option<i64>) -> f64,
-    /// The documents with a §8 field hit, best bound first: each call hands over the next
-    /// ones (path, the best score it can reach), none when there are no more.
+    /// The documents with a §8 field hit, best first: each call hands over the next ones
+    /// (path, its score but body hits), none when there are no more.
     pub fields: &'a mut dyn FnMut() -> Result<Vec<(String, f64)>, CacheError>,
-    /// What a field hit's bound adds to the least it can score (the body's most and the
-    /// bonus): the first round reads every field hit whose bound reaches the `k`-th's least.
-    pub field_slack: f64,
+    /// The points body hits of BM25 at most `s` add (increasing in `s`; `s` may be
+    /// infinite: no bound known).
+    pub body: &'a dyn Fn(f64) -> f64,
 }
 
 /// Below this many matches (FTS5's count, filters aside) the walk reads every one (a few
@@ -290,7 +295,7 @@ CREATE TABLE IF NOT EXISTS docs(
 );
 CREATE INDEX IF NOT EXISTS docs_folder ON docs(folder);
 CREATE INDEX IF NOT EXISTS docs_date ON docs(date_ms);
-CREATE INDEX IF NOT EXISTS docs_rules ON docs(id) WHERE category != '';
+CREATE INDEX IF NOT EXISTS docs_rules ON docs(id) WHERE category != '' OR kind = 'rule';
 CREATE TABLE IF NOT EXISTS blocks(b INTEGER PRIMARY KEY, max_ms INTEGER);
 CREATE TABLE IF NOT EXISTS counts(
   project_key TEXT NOT NULL, mirror INTEGER NOT NULL, artifact INTEGER NOT NULL, n INTEGER NOT NULL,
@@ -708,23 +713,21 @@ impl Cache {
         let unbounded = artifacts_wanted(q.filters);
         // Few matches (FTS5 alone says, without BM25): the walk reads them all, cheaper
         // than field hits of which few hold every term (`E0599 billing`).
-        let few = {
-            let mut stmt = self
-                .conn
-                .prepare_cached(
-                    "SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ?1 LIMIT ?2)",
-                )
-                .map_err(self.err())?;
-            let n: i64 = stmt
-                .query_row(params![&expr, WALK_ALL_BELOW as i64], |r| r.get(0))
-                .map_err(self.err())?;
-            (n as usize) < WALK_ALL_BELOW
+        // A query of one term counts it far enough for the BM25 bound too (one statement
+        // instead of two: a prefix merges its words' doclists in each).
+        let single = q.excluded.is_none() && q.phrases.len() == 1 && q.phrases[0] == q.expr;
+        let limit = match self.fts_rows()? {
+            Some(rows) if single => half(rows).max(WALK_ALL_BELOW as i64),
+            _ => WALK_ALL_BELOW as i64,
         };
-        // The documents with a category (rules: few), scored with the first field hits.
+        let matched = self.count_upto(&expr, limit)?;
+        let few = (matched as usize) < WALK_ALL_BELOW;
+        // The documents with a category and the rules (few), scored with the first field
+        // hits: so no document left unread has a category or a core-rule bonus.
         let rules: Vec<i64> = {
             let mut stmt = self
                 .conn
-                .prepare_cached("SELECT id FROM docs WHERE category != ''")
+                .prepare_cached("SELECT id FROM docs WHERE category != '' OR kind = 'rule'")
                 .map_err(self.err())?;
             let rows = stmt.query_map([], |r| r.get(0)).map_err(self.err())?;
             rows.collect::<Result<_, _>>().map_err(self.err())?
@@ -853,6 +856,14 @@ impl Cache {
             }
             out
         };
+        // The most body hits add to a document's score (unused when the walk reads every
+        // match: no counting then).
+        let body_max = if few {
+            f64::INFINITY
+        } else {
+            let counted = single.then_some((q.expr, matched));
+            (bounds.body)(self.bm25_bound_counted(q.phrases, counted)?) + BOUND_SLACK
+        };
         // The bound of a document with no field hit among the rowids below `below` (none
         // when the field hits are not read: the walk then reads every match).
         let plain_below = |below: Option<i64>| -> f64 {
@@ -869,7 +880,7 @@ impl Cache {
                 }
             };
             match last {
-                Some((_, newest)) => (bounds.plain)(*newest) + BOUND_SLACK,
+                Some((_, newest)) => (bounds.plain)(*newest) + body_max + BOUND_SLACK,
                 None => f64::NEG_INFINITY,
             }
         };
@@ -937,7 +948,7 @@ impl Cache {
             } else {
                 field_queue
                     .front()
-                    .map_or(f64::NEG_INFINITY, |(_, b)| *b + BOUND_SLACK)
+                    .map_or(f64::NEG_INFINITY, |(_, b)| *b + body_max + BOUND_SLACK)
             };
             let fields_stop = (field_queue.is_empty() && first.is_empty())
                 || best.beats(phrase_open, field_bound);
@@ -952,21 +963,21 @@ impl Cache {
                 let mut ids = std::mem::take(&mut first);
                 let mut taken = 0usize;
                 // The first round also takes every field hit that may beat the `k`-th one
-                // taken (each taken one scores at least its bound less the slack).
+                // taken (each taken one scores at least its fields' score).
                 let mut kth_least = f64::INFINITY;
                 while taken < want
                     || (round == 0
                         && taken < FIRST_ROUND_MAX
                         && field_queue
                             .front()
-                            .is_some_and(|(_, b)| *b + BOUND_SLACK >= kth_least))
+                            .is_some_and(|(_, b)| *b + body_max + BOUND_SLACK >= kth_least))
                 {
                     if field_queue.is_empty() && !fields_done {
                         let next = fields()?;
                         fields_done = next.is_empty();
                         field_queue.extend(next);
                     }
-                    let Some((path, bound)) = field_queue.pop_front() else {
+                    let Some((path, least)) = field_queue.pop_front() else {
                         break;
                     };
                     let id: Option<i64> = id_of
@@ -978,7 +989,7 @@ impl Cache {
                             ids.push(id);
                             taken += 1;
                             if taken == k {
-                                kth_least = bound - bounds.field_slack;
+                                kth_least = least;
                             }
                         }
                     }
@@ -1059,6 +1070,73 @@ impl Cache {
             });
         }
         Ok((out, total, exact))
+    }
+
+    /// The most body BM25 (sign turned) a document matching every one of `phrases` can
+    /// have, or infinity when the cache cannot say. FTS5's BM25 is a sum over the query's
+    /// phrases of `idf · f·(k1+1) / (f + k1·(1 − b + b·D/avgdl))`, each under
+    /// `idf·(k1+1)`, with `idf = ln((N − n + 0.5)/(n + 0.5))` (`1e-6` when ≤ 0) of the
+    /// `N` rows and the `n` holding the phrase — so a bound needs `N` from above and `n`
+    /// from below: `n` is counted up to `N/2` (beyond, `idf` is `1e-6` whatever `n`). A
+    /// word in half the documents thus bounds its body points near 0 instead of the body's
+    /// most. A phrase of several words is not counted (positions checked in every
+    /// document that holds its words: tens of milliseconds): `n ≥ 1` stands in.
+    pub fn bm25_bound(&self, phrases: &[String]) -> Result<f64, CacheError> {
+        self.bm25_bound_counted(phrases, None)
+    }
+
+    /// [`Cache::bm25_bound`], with one phrase's documents already counted: (the phrase, its
+    /// count up to at least half the rows).
+    fn bm25_bound_counted(
+        &self,
+        phrases: &[String],
+        counted: Option<(&str, i64)>,
+    ) -> Result<f64, CacheError> {
+        // FTS5's `k1` (and `b`, which the bound does not need).
+        const K1: f64 = 1.2;
+        let Some(rows) = self.fts_rows()? else {
+            return Ok(f64::INFINITY);
+        };
+        let rows = rows.max(1);
+        let mut sum = 0.0f64;
+        for p in phrases {
+            // `"word"`, `"prefix" *`, `"two words"` ([`crate::catalog::query`]'s terms).
+            let several = p
+                .trim_end_matches('*')
+                .trim()
+                .trim_matches('"')
+                .contains(' ');
+            let least: i64 = match counted {
+                Some((c, n)) if c == p => n,
+                _ if several => 1,
+                _ => self.count_upto(p, half(rows))?,
+            };
+            let (rows, least) = (rows as f64, least.max(1) as f64);
+            let idf = ((rows - least + 0.5) / (least + 0.5)).ln();
+            sum += if idf <= 0.0 { 1e-6 } else { idf } * (K1 + 1.0);
+        }
+        // Sums in another order may differ in their last bits.
+        Ok(sum * (1.0 + 1e-9))
+    }
+
+    /// `N` as FTS5's BM25 reads it: the first varint of its averages record (its row 1),
+    /// which counts rows deleted from a contentless table too (more than `docs` holds);
+    /// `None` when it cannot be read.
+    fn fts_rows(&self) -> Result<Option<i64>, CacheError> {
+        let averages: Option<Vec<u8>> = self
+            .conn
+            .prepare_cached("SELECT block FROM fts_data WHERE id = 1")
+            .and_then(|mut s| s.query_row([], |r| r.get(0)).optional())
+            .map_err(self.err())?;
+        Ok(averages.as_deref().and_then(varint))
+    }
+
+    /// How many documents match an FTS5 expression, counted up to `limit` (no BM25).
+    fn count_upto(&self, expr: &str, limit: i64) -> Result<i64, CacheError> {
+        self.conn
+            .prepare_cached("SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ?1 LIMIT ?2)")
+            .and_then(|mut s| s.query_row(params![expr, limit], |r| r.get(0)))
+            .map_err(self.err())
     }
 
     /// Whether no document of this cache is left out by `f`: only the project, mirror and
@@ -1317,6 +1395,28 @@ impl Cache {
             .filter(|r| file_number(&r.name) == Some(number))
             .collect())
     }
+}
+
+/// Half of `rows`, rounded up: a term in this many documents has FTS5's floor IDF.
+fn half(rows: i64) -> i64 {
+    (rows + 1) / 2
+}
+
+/// The SQLite varint `bytes` starts with (big-endian 7-bit groups, the 9th byte whole), as
+/// FTS5 writes its records; `None` when cut short or negative.
+fn varint(bytes: &[u8]) -> Option<i64> {
+    let mut v: u64 = 0;
+    for (i, b) in bytes.iter().take(9).enumerate() {
+        if i == 8 {
+            v = (v << 8) | u64::from(*b);
+            return i64::try_from(v).ok();
+        }
+        v = (v << 7) | u64::from(b & 0x7f);
+        if b & 0x80 == 0 {
+            return i64::try_from(v).ok();
+        }
+    }
+    None
 }
 
 /// The number a document's file name starts with (`003-x.md` → 3, `plan-002-x.md` → 2).
@@ -1695,6 +1795,15 @@ fn parse_body(bytes: &[u8]) -> (Extra, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_varint_reads_as_sqlite_writes_it_and_a_cut_one_is_none() {
+        assert_eq!(varint(&[0x05, 0xff]), Some(5));
+        assert_eq!(varint(&[0x86, 0x8d, 0x20]), Some(100_000));
+        assert_eq!(varint(&[0xff; 9]), None, "negative");
+        assert_eq!(varint(&[0x81; 8]), None, "cut short");
+        assert_eq!(varint(&[]), None);
+    }
 
     #[test]
     fn the_repeated_title_and_summary_lines_are_not_indexed_twice() {

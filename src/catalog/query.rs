@@ -166,8 +166,13 @@ impl Parsed {
         if self.terms.is_empty() {
             return None;
         }
-        let parts: Vec<String> = self.terms.iter().map(fts_term).collect();
-        Some(parts.join(" AND "))
+        Some(self.fts_phrases().join(" AND "))
+    }
+
+    /// The FTS5 expression of each positive term, as [`Parsed::fts_match`] joins them: the
+    /// phrases FTS5's BM25 sums over.
+    pub fn fts_phrases(&self) -> Vec<String> {
+        self.terms.iter().map(fts_term).collect()
     }
 
     /// The FTS5 expression of the whole query as one phrase (its words in a row), when it is
