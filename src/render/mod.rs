@@ -113,8 +113,8 @@ const SUMMARY_MAX_CHARS: usize = 200;
 /// drops leave one `⟦omitted: host-injected …⟧` line each; tool results of at least
 /// `meta.tool_result_artifact_tokens` estimated tokens become artifacts; every
 /// `exit_plan_mode` plan becomes a plan document. Order at the chokepoint: the body is
-/// built, redacted, hashed; the frontmatter is built from redacted values; the whole
-/// document passes the redactor once more (idempotent) to become `Redacted`.
+/// built, redacted, hashed; the frontmatter is built from redacted values, redacted itself
+/// and joined to the body (`frontmatter_then`).
 pub fn render_chapter(
     span: &ChapterSpan,
     turns: &[&CompletedTurn],
