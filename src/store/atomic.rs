@@ -188,7 +188,7 @@ fn link_anonymous(dir: &Path, path: &Path, bytes: &[u8], sync: bool) -> io::Resu
 const PROC_FD: &str = "/proc/self/fd";
 
 /// `bytes` in a fresh unnamed inode in `dir` (`O_TMPFILE`), data synced when `sync` (else
-/// its writeback started). `Ok(None)` when the filesystem has no `O_TMPFILE`.
+/// left to the group's `syncfs`). `Ok(None)` when the filesystem has no `O_TMPFILE`.
 fn write_anonymous(dir: &Path, bytes: &[u8], sync: bool) -> io::Result<Option<File>> {
     use rustix::fs::{openat, Mode, OFlags, CWD};
     let fd = match openat(
@@ -205,13 +205,13 @@ fn write_anonymous(dir: &Path, bytes: &[u8], sync: bool) -> io::Result<Option<Fi
     };
     let mut file = File::from(fd);
     file.write_all(bytes)?;
+    // A group's file gets no writeback advice: `fadvise(DONTNEED)` started each file's
+    // writeback in the writer thread, which doubled the cost of creating it; the kernel's
+    // flusher and the group's one `syncfs` do that work off our threads (measured: archive
+    // of 2,000 and 8,000 turns, wall −20 to −25 %, system CPU −25 to −45 %,
+    // docs/benchmarks.md issue #14).
     if sync {
         file.sync_data()?;
-    } else {
-        // Start writing it out now, without waiting: Linux's DONTNEED begins writeback of
-        // dirty pages (and drops only clean ones), so the group's one `syncfs` finds the
-        // work mostly done instead of flushing the whole run at the end. Advice only.
-        let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed);
     }
     Ok(Some(file))
 }
