@@ -423,6 +423,7 @@ fn scale_bench() {
             run(chapters(&m, &["sync"]))
         });
         plus10.push((n, t));
+        profile_plus10(&m, n, &mut next);
         if n == size {
             big = Some((m, built));
         }
@@ -473,6 +474,7 @@ fn scale_bench() {
         c
     });
     drop(clone_dir);
+    profile_first_sync(&m.pool);
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let chapters_in = (size + 50) as f64;
     println!(
@@ -535,6 +537,44 @@ fn scale_bench() {
         first_sync.as_secs_f64() * 1e6 / chapters_in,
         first_blocks as f64 * 1024.0 / chapters_in * 1e6 / (1u64 << 30) as f64
     );
+}
+
+/// `POOL_PROFILE="perf record -g -o /tmp/p-{n}.data --"` (or `strace -c -f -o …`): one more
+/// +10 sync into the pool of `n` chapters run under that command (`{n}` replaced), to see
+/// where a +10 sync spends its time. Not timed.
+fn profile_plus10(m: &Machine, n: usize, next: &mut usize) {
+    if std::env::var_os("POOL_PROFILE").is_none() {
+        return;
+    }
+    write_dated(m, *next, *next + 10);
+    *next += 10;
+    profiled_sync(m, &n.to_string());
+}
+
+/// With `POOL_PROFILE` (see [`profile_plus10`]): another new machine's first sync into
+/// `pool`, run under that command (`{n}` replaced by `first`). Not timed.
+fn profile_first_sync(pool: &Path) {
+    if std::env::var_os("POOL_PROFILE").is_some() {
+        profiled_sync(&machine_on(Some(pool), "profiled"), "first");
+    }
+}
+
+/// `chapters sync` on `m` under the `POOL_PROFILE` command, `{n}` replaced by `tag`.
+fn profiled_sync(m: &Machine, tag: &str) {
+    let wrap = std::env::var("POOL_PROFILE").expect("POOL_PROFILE is set");
+    let words: Vec<String> = wrap
+        .split_whitespace()
+        .map(|w| w.replace("{n}", tag))
+        .collect();
+    let (program, args) = words.split_first().expect("POOL_PROFILE names a command");
+    let sync = chapters(m, &["sync"]);
+    let mut c = Command::new(program);
+    c.args(args).arg(sync.get_program()).args(sync.get_args());
+    c.current_dir(&m.ws)
+        .env("DSH_HOME", &m.home)
+        .env("CHAPTERS_HARNESS_ID", m.harness)
+        .stdout(Stdio::null());
+    run(c);
 }
 
 /// Wall time of `cmd` and its peak RSS in KiB (`/usr/bin/time -f %M`: the largest process
