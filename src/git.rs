@@ -197,6 +197,9 @@ pub struct ReachableBlob {
 /// 96 MiB; a handle is per thread, and a machine's first sync must stay small).
 const PACK_CACHE_BYTES: usize = 16 * 1024 * 1024;
 
+/// The decoded-object cache of one [`GitRepo`] handle (least recently used first out).
+const OBJECT_CACHE_BYTES: usize = 4 * 1024 * 1024;
+
 /// One git repository: a pool (bare), a mirror (bare, at `<dir>/.git`) or any repository opened
 /// for reading. Not `Sync` (gix caches per handle): open one per thread.
 pub struct GitRepo {
@@ -296,6 +299,9 @@ impl GitRepo {
                 PACK_CACHE_BYTES,
             ))
         });
+        // Paths are looked up from the root tree down, so the same few trees (`chapters/<pk>/`
+        // lists every session of the project) are read again for every document: kept decoded.
+        repo.object_cache_size(OBJECT_CACHE_BYTES);
         let git_dir = repo.git_dir().to_path_buf();
         GitRepo { repo, git_dir }
     }

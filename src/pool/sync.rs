@@ -2152,8 +2152,9 @@ fn fetch_into_mirror(
 }
 
 /// The objects `head` brings since `previous` (which `local`, the mirror, holds), copied from
-/// the local pool `pool`, packed, then the tracking ref moved (after the pack is durable; a
-/// consolidation keeps what the refs reach).
+/// the local pool `pool`, then the tracking ref moved (`cas_ref`: the objects durable first),
+/// then packed — in the pool's own order, since a consolidation keeps only what the refs
+/// reach besides loose objects.
 fn copy_into_mirror(
     pool: &GitRepo,
     local: &GitRepo,
@@ -2161,8 +2162,6 @@ fn copy_into_mirror(
     previous: ObjectId,
 ) -> Result<(), String> {
     crate::git::copy_reachable(pool, local, head).map_err(|e| e.to_string())?;
-    crate::pool::pack::after_publish(local.path(), head, Some(previous))
-        .map_err(|e| e.to_string())?;
     let tracking = local
         .ref_target(transport::TRACKING_REF)
         .map_err(|e| e.to_string())?;
@@ -2173,7 +2172,12 @@ fn copy_into_mirror(
             head,
             "dsh-chapters: copied from the local pool",
         )
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    // Housekeeping, as after a publish: a failure leaves a correct, loose mirror.
+    if let Err(e) = crate::pool::pack::after_publish(local.path(), head, Some(previous)) {
+        tracing::warn!(error = %e, "could not pack the objects copied into the mirror");
+    }
+    Ok(())
 }
 
 /// `vocabApply`: write this machine's plugin facts for the vocabulary's candidates over the
