@@ -2008,7 +2008,7 @@ fn materialize(
     // The packed mirror: the pool's objects in the mirror's own git directory (a network
     // pool's are there already; a local pool's are fetched, one pack), so its documents are
     // read from there instead of being written out a file each (`pool::mirror`).
-    let packed = fetch_into_mirror(mirror, mirror_dir, head, previous)?;
+    let packed = fetch_into_mirror(mirror, mirror_dir, head)?;
     let recent = crate::store::mirror::Recent::days(ctx.mirror_recent_days, ctx.now_secs);
     let mut wrote = false;
     let mut unwritten = Vec::new();
@@ -2163,22 +2163,10 @@ fn write_recent(
 }
 
 /// Make the mirror's own git directory hold `head` and everything it reaches: a network
-/// pool's mirror does already (its fetch went there). A local pool's objects come in one of
-/// two ways. The first time (or when the mirror lacks `previous`, the head it materialized
-/// last), `git fetch`: one pack. After that, the objects `head` brings since `previous` are
-/// copied in-process (`git::copy_reachable`, which stops at what the mirror holds, so it costs
-/// the change), packed as a publish's are (`pool::pack::after_publish`: one pack, geometric
-/// roll-ups, durable before the loose copies go), and the mirror's tracking ref moved to
-/// `head` — a `git fetch` per sync cost six git processes whose checks (unpacking against
-/// every pack, the connectivity walk, `gc --auto`) grew with the pool (issue #17 point 6).
-/// Returns whether the mirror holds them, so its documents may stay packed; when this fails
-/// they are written out as files, as before, and a note logged.
-fn fetch_into_mirror(
-    mirror: &GitRepo,
-    mirror_dir: &Path,
-    head: ObjectId,
-    previous: Option<ObjectId>,
-) -> Result<bool, Fail> {
+/// pool's mirror does already (its fetch went there); a local pool's objects are fetched from
+/// it (`git fetch`, one pack). Returns whether the mirror holds them, so its documents may stay
+/// packed; when the fetch fails they are written out as files, as before, and a note logged.
+fn fetch_into_mirror(mirror: &GitRepo, mirror_dir: &Path, head: ObjectId) -> Result<bool, Fail> {
     let own = git_dir(mirror_dir);
     if mirror.path() == own {
         return Ok(true);
@@ -2186,14 +2174,6 @@ fn fetch_into_mirror(
     let local = GitRepo::open(&own)?;
     if local.has_object(head) {
         return Ok(true);
-    }
-    if let Some(previous) = previous.filter(|p| local.has_object(*p)) {
-        match copy_into_mirror(mirror, &local, head, previous) {
-            Ok(()) => return Ok(true),
-            Err(e) => {
-                tracing::warn!(error = %e, "could not copy the local pool's new objects into the mirror; fetching them");
-            }
-        }
     }
     let remote = Remote {
         url: mirror.path().to_string_lossy().into_owned(),
@@ -2208,35 +2188,6 @@ fn fetch_into_mirror(
             Ok(false)
         }
     }
-}
-
-/// The objects `head` brings since `previous` (which `local`, the mirror, holds), copied from
-/// the local pool `pool`, then the tracking ref moved (`cas_ref`: the objects durable first),
-/// then packed — in the pool's own order, since a consolidation keeps only what the refs
-/// reach besides loose objects.
-fn copy_into_mirror(
-    pool: &GitRepo,
-    local: &GitRepo,
-    head: ObjectId,
-    previous: ObjectId,
-) -> Result<(), String> {
-    crate::git::copy_reachable(pool, local, head).map_err(|e| e.to_string())?;
-    let tracking = local
-        .ref_target(transport::TRACKING_REF)
-        .map_err(|e| e.to_string())?;
-    local
-        .cas_ref(
-            transport::TRACKING_REF,
-            tracking,
-            head,
-            "dsh-chapters: copied from the local pool",
-        )
-        .map_err(|e| e.to_string())?;
-    // Housekeeping, as after a publish: a failure leaves a correct, loose mirror.
-    if let Err(e) = crate::pool::pack::after_publish(local.path(), head, Some(previous)) {
-        tracing::warn!(error = %e, "could not pack the objects copied into the mirror");
-    }
-    Ok(())
 }
 
 /// `vocabApply`: write this machine's plugin facts for the vocabulary's candidates over the
