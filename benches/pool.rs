@@ -14,7 +14,10 @@
 //!    `chapters sync` (time, peak RSS through `/usr/bin/time`, bytes and files written into
 //!    its `.dsh-knowledge/`) beside `git clone --no-local` of the same pool. `POOL_GC=plain`
 //!    uses `git gc` instead of `git gc --aggressive` as the clone's baseline (at 100,000
-//!    chapters the aggressive one takes too long on a shared machine).
+//!    chapters the aggressive one takes too long on a shared machine). `POOL_BASELINE_BIN=PATH`
+//!    measures an earlier build's `chapters` beside this one in the same run (the +10 on pools
+//!    it builds itself, a first sync into the same big pool); `POOL_PROFILE` runs one more +10
+//!    and one more first sync under a profiler (see `profile_plus10`).
 //!
 //! Run: `cargo bench --bench pool` (needs the `git` program for the baselines);
 //! `POOL_BENCH=scan cargo bench --bench pool` runs only the third, `POOL_BENCH=scale` the
@@ -79,7 +82,12 @@ fn machine_on(pool: Option<&Path>, harness: &'static str) -> Machine {
 }
 
 fn chapters(m: &Machine, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_chapters"));
+    chapters_of(Path::new(env!("CARGO_BIN_EXE_chapters")), m, args)
+}
+
+/// `chapters` run from the binary `bin` (this build's, or `POOL_BASELINE_BIN`'s).
+fn chapters_of(bin: &Path, m: &Machine, args: &[&str]) -> Command {
+    let mut c = Command::new(bin);
     c.args(args)
         .current_dir(&m.ws)
         .env("DSH_HOME", &m.home)
@@ -403,28 +411,40 @@ fn scale_bench() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000);
     let publishes = 100;
+    let ours_bin = PathBuf::from(env!("CARGO_BIN_EXE_chapters"));
+    // `POOL_BASELINE_BIN`: an earlier build's `chapters`, measured beside this one in the same
+    // run (its own pools for the +10, the same big pool for a first sync).
+    let baseline_bin = std::env::var_os("POOL_BASELINE_BIN").map(PathBuf::from);
     let mut plus10 = Vec::new();
+    let mut plus10_baseline = Vec::new();
     let mut big = None;
     for n in [100usize, size] {
-        let m = machine();
-        let batch = (n / publishes).max(1);
-        let built = Instant::now();
-        let mut at = 0;
-        while at < n {
-            write_dated(&m, at, (at + batch).min(n));
-            at += batch;
-            run(chapters(&m, &["sync"]));
-        }
-        let built = built.elapsed();
-        let mut next = n;
-        let t = best(5, || {
-            write_dated(&m, next, next + 10);
-            next += 10;
-            run(chapters(&m, &["sync"]))
-        });
-        plus10.push((n, t));
-        if n == size {
-            big = Some((m, built));
+        for bin in std::iter::once(&ours_bin).chain(baseline_bin.as_ref()) {
+            let m = machine();
+            let batch = (n / publishes).max(1);
+            let built = Instant::now();
+            let mut at = 0;
+            while at < n {
+                write_dated(&m, at, (at + batch).min(n));
+                at += batch;
+                run(chapters_of(bin, &m, &["sync"]));
+            }
+            let built = built.elapsed();
+            let mut next = n;
+            let t = best(5, || {
+                write_dated(&m, next, next + 10);
+                next += 10;
+                run(chapters_of(bin, &m, &["sync"]))
+            });
+            if bin != &ours_bin {
+                plus10_baseline.push((n, t, built));
+                continue;
+            }
+            plus10.push((n, t));
+            profile_plus10(&m, n, &mut next);
+            if n == size {
+                big = Some((m, built));
+            }
         }
     }
     let (m, built) = big.expect("the big pool");
@@ -464,6 +484,10 @@ fn scale_bench() {
     let knowledge = newcomer.ws.join(".dsh-knowledge");
     let (first_bytes, first_files) = (du_bytes(&knowledge), count_files(&knowledge));
     let first_blocks = du_kib(&knowledge);
+    let first_baseline = baseline_bin.as_ref().map(|bin| {
+        let other = machine_on(Some(&m.pool), "newcomer-baseline");
+        measure(chapters_of(bin, &other, &["sync"]))
+    });
     let clone_dir = tempfile::tempdir().expect("tmp");
     let (clone_plain, clone_rss) = measure({
         let mut c = Command::new("git");
@@ -473,6 +497,7 @@ fn scale_bench() {
         c
     });
     drop(clone_dir);
+    profile_first_sync(&m.pool);
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let chapters_in = (size + 50) as f64;
     println!(
@@ -503,6 +528,15 @@ fn scale_bench() {
         ms(plus10[1].1),
         plus10[1].1.as_secs_f64() / plus10[0].1.as_secs_f64()
     );
+    if let [(_, small, _), (_, large, built_large)] = plus10_baseline.as_slice() {
+        println!(
+            "         baseline build  at 100 {:>8.1} ms, at {size} {:>8.1} ms, ratio {:.2}x (its pool built in {:.1} s)",
+            ms(*small),
+            ms(*large),
+            large.as_secs_f64() / small.as_secs_f64(),
+            built_large.as_secs_f64()
+        );
+    }
     println!(
         "  pool on disk           ours {:.0} B/chapter ({:.1} MiB), after gc {:.0} B/chapter; at 1 M chapters ≈ {:.2} GiB vs {:.2} GiB",
         ours_du as f64 / chapters_in,
@@ -523,6 +557,13 @@ fn scale_bench() {
         first_blocks as f64 / 1024.0,
         first_files
     );
+    if let Some((time, rss)) = first_baseline {
+        println!(
+            "         baseline build's first sync {:>8.1} ms, peak RSS {:.1} MiB",
+            ms(time),
+            rss as f64 / 1024.0
+        );
+    }
     println!(
         "         git clone --no-local of the pool {:>8.1} ms, peak RSS {:.1} MiB; ratio {:.2}x time; pool packed {:.1} MiB",
         ms(clone_plain),
@@ -535,6 +576,44 @@ fn scale_bench() {
         first_sync.as_secs_f64() * 1e6 / chapters_in,
         first_blocks as f64 * 1024.0 / chapters_in * 1e6 / (1u64 << 30) as f64
     );
+}
+
+/// `POOL_PROFILE="perf record -g -o /tmp/p-{n}.data --"` (or `strace -c -f -o …`): one more
+/// +10 sync into the pool of `n` chapters run under that command (`{n}` replaced), to see
+/// where a +10 sync spends its time. Not timed.
+fn profile_plus10(m: &Machine, n: usize, next: &mut usize) {
+    if std::env::var_os("POOL_PROFILE").is_none() {
+        return;
+    }
+    write_dated(m, *next, *next + 10);
+    *next += 10;
+    profiled_sync(m, &n.to_string());
+}
+
+/// With `POOL_PROFILE` (see [`profile_plus10`]): another new machine's first sync into
+/// `pool`, run under that command (`{n}` replaced by `first`). Not timed.
+fn profile_first_sync(pool: &Path) {
+    if std::env::var_os("POOL_PROFILE").is_some() {
+        profiled_sync(&machine_on(Some(pool), "profiled"), "first");
+    }
+}
+
+/// `chapters sync` on `m` under the `POOL_PROFILE` command, `{n}` replaced by `tag`.
+fn profiled_sync(m: &Machine, tag: &str) {
+    let wrap = std::env::var("POOL_PROFILE").expect("POOL_PROFILE is set");
+    let words: Vec<String> = wrap
+        .split_whitespace()
+        .map(|w| w.replace("{n}", tag))
+        .collect();
+    let (program, args) = words.split_first().expect("POOL_PROFILE names a command");
+    let sync = chapters(m, &["sync"]);
+    let mut c = Command::new(program);
+    c.args(args).arg(sync.get_program()).args(sync.get_args());
+    c.current_dir(&m.ws)
+        .env("DSH_HOME", &m.home)
+        .env("CHAPTERS_HARNESS_ID", m.harness)
+        .stdout(Stdio::null());
+    run(c);
 }
 
 /// Wall time of `cmd` and its peak RSS in KiB (`/usr/bin/time -f %M`: the largest process

@@ -193,6 +193,13 @@ pub struct ReachableBlob {
     pub commit: ObjectId,
 }
 
+/// The delta-base cache of one [`GitRepo`] handle (git's own `core.deltaBaseCacheLimit` is
+/// 96 MiB; a handle is per thread, and a machine's first sync must stay small).
+const PACK_CACHE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The decoded-object cache of one [`GitRepo`] handle (least recently used first out).
+const OBJECT_CACHE_BYTES: usize = 4 * 1024 * 1024;
+
 /// One git repository: a pool (bare), a mirror (bare, at `<dir>/.git`) or any repository opened
 /// for reading. Not `Sync` (gix caches per handle): open one per thread.
 pub struct GitRepo {
@@ -283,7 +290,18 @@ impl GitRepo {
             })
     }
 
-    fn wrap(repo: gix::Repository) -> GitRepo {
+    fn wrap(mut repo: gix::Repository) -> GitRepo {
+        // Without a delta-base cache every object of a delta chain (up to 50 deep in
+        // `git pack-objects`' packs) inflates its bases again: reading a packed pool's
+        // documents one after another costs O(depth) inflations each (issue #17 point 6).
+        repo.objects.set_pack_cache(|| {
+            Box::new(gix::odb::pack::cache::lru::MemoryCappedHashmap::new(
+                PACK_CACHE_BYTES,
+            ))
+        });
+        // Paths are looked up from the root tree down, so the same few trees (`chapters/<pk>/`
+        // lists every session of the project) are read again for every document: kept decoded.
+        repo.object_cache_size(OBJECT_CACHE_BYTES);
         let git_dir = repo.git_dir().to_path_buf();
         GitRepo { repo, git_dir }
     }

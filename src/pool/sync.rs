@@ -2012,6 +2012,7 @@ fn materialize(
     let recent = crate::store::mirror::Recent::days(ctx.mirror_recent_days, ctx.now_secs);
     let mut wrote = false;
     let mut unwritten = Vec::new();
+    let mut window_candidates = Vec::new();
     for (path, blob) in mirror.changed_blobs(old_tree, new_tree)? {
         // This machine's own files are in its store already: copying them in would double
         // every publish's writes — and a document both in the store and in the mirror is
@@ -2023,19 +2024,14 @@ fn materialize(
             continue;
         }
         let bytes = if packed && crate::store::mirror::is_packed(&path) {
-            // Left in the pack, but for the recent window's chapters.
-            let bytes = match recent.filter(|_| path.ends_with(".md")) {
-                Some(window) => Some(mirror.read_blob(blob)?).filter(|b| window.holds(b)),
-                None => None,
-            };
-            match bytes {
-                Some(bytes) => bytes,
-                None => {
-                    report.received += 1;
-                    unwritten.push(path);
-                    continue;
-                }
+            // Left in the pack; the recent window's chapters are written out below, chosen
+            // by the dates the search table reads anyway (not a second read of every one).
+            if recent.is_some() && path.ends_with(".md") {
+                window_candidates.push((path.clone(), blob));
             }
+            report.received += 1;
+            unwritten.push(path);
+            continue;
         } else {
             mirror.read_blob(blob)?
         };
@@ -2100,7 +2096,70 @@ fn materialize(
         code: SyncCode::MirrorIo,
         detail: e.to_string(),
     })?;
+    if let Some(window) = recent.filter(|_| !window_candidates.is_empty()) {
+        write_recent(ctx, mirror, mirror_dir, window, &window_candidates);
+    }
     Ok(written)
+}
+
+/// `mirrorRecentDays`: of the pool's chapters just left in the pack (`candidates`, pool path
+/// and blob), write out as files those the search table dates within `window`. The table
+/// reads every new document once to index it (from the tree the marker now names), so its
+/// dates cost no second read of each chapter — a first sync holds the whole pool. Best
+/// effort, after the marker: a document not written here is written on demand when a search,
+/// `show` or MCP returns it (`store::mirror::write_out`).
+fn write_recent(
+    ctx: &SyncContext<'_>,
+    repo: &GitRepo,
+    mirror_dir: &Path,
+    window: crate::store::mirror::Recent,
+    candidates: &[(String, ObjectId)],
+) {
+    let result = (|| -> Result<(), String> {
+        let (table, _) =
+            crate::catalog::table::Table::refresh(ctx.workspace, true, ctx.lock_timeout)
+                .map_err(|e| e.to_string())?;
+        let blobs: BTreeMap<String, ObjectId> = candidates
+            .iter()
+            .map(|(path, blob)| (format!("{MIRROR_DIR}/{path}"), *blob))
+            .collect();
+        let folders: BTreeSet<&str> = blobs
+            .keys()
+            .filter_map(|p| p.rsplit_once('/').map(|(folder, _)| folder))
+            .collect();
+        let mut wrote = false;
+        for folder in folders {
+            for doc in table.docs_in_folder(folder).map_err(|e| e.to_string())? {
+                let Some(blob) = blobs.get(&doc.path) else {
+                    continue;
+                };
+                if !doc
+                    .meta
+                    .date
+                    .as_deref()
+                    .is_some_and(|d| window.holds_date(d))
+                {
+                    continue;
+                }
+                let bytes = repo.read_blob(*blob).map_err(|e| e.to_string())?;
+                let target = ctx.workspace.join(&doc.path);
+                if let Some(parent) = target.parent() {
+                    std::fs::create_dir_all(parent)
+                        .map_err(|e| format!("{}: {e}", parent.display()))?;
+                }
+                // The mirror is transport: one filesystem sync below instead of one per file.
+                atomic::write_atomic_unsynced(&target, &bytes).map_err(|e| e.to_string())?;
+                wrote = true;
+            }
+        }
+        if wrote {
+            atomic::sync_filesystem(mirror_dir).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        tracing::warn!(error = %e, "could not write the recent window's chapters out of the mirror; they are written when read");
+    }
 }
 
 /// Make the mirror's own git directory hold `head` and everything it reaches: a network

@@ -246,25 +246,12 @@ impl Recent {
         })
     }
 
-    /// Whether a chapter's bytes carry a frontmatter `date` inside the window (read from its
-    /// top-level `date:` line, not a whole parse: a first sync looks at every chapter).
-    pub fn holds(&self, bytes: &[u8]) -> bool {
-        frontmatter_date(bytes)
-            .and_then(crate::time::parse_rfc3339_ms)
+    /// Whether an RFC 3339 `date` (a frontmatter's, as the search table keeps it) falls in the
+    /// window.
+    pub fn holds_date(&self, date: &str) -> bool {
+        crate::time::parse_rfc3339_ms(date)
             .is_some_and(|ms| (self.from_ms..=self.to_ms).contains(&ms))
     }
-}
-
-/// The value of a document's top-level `date:` frontmatter line, unquoted.
-fn frontmatter_date(bytes: &[u8]) -> Option<&str> {
-    let rest = bytes.strip_prefix(b"---\n")?;
-    let head = &rest[..rest.len().min(64 * 1024)];
-    let end = memchr::memmem::find(head, b"\n---").unwrap_or(head.len());
-    let head = std::str::from_utf8(&head[..end]).ok()?;
-    head.lines()
-        .find_map(|line| line.strip_prefix("date:"))
-        .map(|v| v.trim().trim_matches(|c| c == '"' || c == '\''))
-        .filter(|v| !v.is_empty() && *v != "null")
 }
 
 #[cfg(test)]
@@ -294,17 +281,16 @@ mod tests {
     }
 
     #[test]
-    fn the_recent_window_reads_the_date_line() {
+    fn the_recent_window_holds_dates_within_its_days() {
         let now = 1_764_633_600; // 2025-12-02T00:00:00Z
         let window = Recent::days(30, now).expect("a window");
-        let doc =
-            |date: &str| format!("---\ntitle: \"t\"\ndate: {date}\n---\nbody date: 2025-12-01\n");
-        assert!(window.holds(doc("\"2025-11-20T10:00:00Z\"").as_bytes()));
-        assert!(window.holds(doc("2025-12-02T10:00:00.5Z").as_bytes()));
-        assert!(!window.holds(doc("\"2025-10-01T10:00:00Z\"").as_bytes()));
-        assert!(!window.holds(doc("\"2026-01-20T10:00:00Z\"").as_bytes()));
-        assert!(!window.holds(doc("null").as_bytes()));
-        assert!(!window.holds(b"no frontmatter\ndate: 2025-12-01T00:00:00Z\n"));
+        assert!(window.holds_date("2025-11-20T10:00:00Z"));
+        assert!(window.holds_date("2025-12-02T10:00:00.5Z"));
+        assert!(!window.holds_date("2025-10-01T10:00:00Z"));
+        assert!(!window.holds_date("2026-01-20T10:00:00Z"));
+        assert!(!window.holds_date("null"));
+        assert!(!window.holds_date("not a date"));
+        assert!(!window.holds_date(""));
         assert!(Recent::days(0, now).is_none());
     }
 }
