@@ -142,17 +142,15 @@ pub fn sign(
         return Ok(0);
     }
     let mut counts = RedactionCounts::default();
-    let lines: Vec<_> = fresh
-        .iter()
-        .map(|s| {
-            let value = s.derive(|s| {
-                serde_json::to_value(s).expect("a Signature always serializes to JSON")
-            });
-            // Signed from redacted text; through the rules once more as the ledger line.
-            redactor.redact_json(value.get(), &mut counts)
-        })
-        .collect();
-    let new_len = store.append_collection_after(root, session_id, &lines, cursor.whole_len)?;
+    // Made one at a time as the ledger writes them: a batch never holds every line's JSON
+    // tree at once (a long turn's `seqs` make a tree of several KB).
+    let lines = fresh.iter().map(|s| {
+        let value =
+            s.derive(|s| serde_json::to_value(s).expect("a Signature always serializes to JSON"));
+        // Signed from redacted text; through the rules once more as the ledger line.
+        redactor.redact_json(value.get(), &mut counts)
+    });
+    let new_len = store.append_collection_after(root, session_id, lines, cursor.whole_len)?;
     cursor.signed_hi = fresh.iter().filter_map(|s| s.seqs.last().copied()).max();
     cursor.len = Some(new_len);
     cursor.whole_len = Some(new_len);

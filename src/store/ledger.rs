@@ -7,6 +7,7 @@
 //! collections lock (`store::lock::CollectionsLock`), so no other signer can slip a line
 //! between the validating read and the append.
 
+use std::borrow::Borrow;
 use std::collections::HashSet;
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
@@ -324,21 +325,25 @@ pub fn append_many(
 /// the file still has exactly that length, the validating scan of every earlier line is
 /// skipped, so an append costs the same at line 10 and at line 100,000; any other length
 /// (someone else appended, a hand edit) takes the full scan. Returns the new length.
-pub fn append_many_after(
+pub fn append_many_after<I>(
     path: &Path,
-    lines: &[Redacted<serde_json::Value>],
+    lines: I,
     known_version: u64,
     whole_len: Option<u64>,
-) -> Result<u64, LedgerError> {
-    if lines.is_empty() {
-        return fs::metadata(path).map_or(Ok(0), |m| Ok(m.len()));
-    }
+) -> Result<u64, LedgerError>
+where
+    I: IntoIterator,
+    I::Item: std::borrow::Borrow<Redacted<serde_json::Value>>,
+{
+    // Lines may be made as they are written (the signer's batch): each is text before the
+    // next exists, so a batch holds its JSON trees one at a time.
     let mut payload = String::new();
     for line in lines {
-        let text = serde_json::to_string(line.get()).map_err(|e| LedgerError::InvalidLine {
-            file: path.to_path_buf(),
-            detail: e.to_string(),
-        })?;
+        let text =
+            serde_json::to_string(line.borrow().get()).map_err(|e| LedgerError::InvalidLine {
+                file: path.to_path_buf(),
+                detail: e.to_string(),
+            })?;
         if let Err(fault) = check_line(text.as_bytes(), known_version) {
             let detail = match fault {
                 LineFault::Bad(d) => d,
@@ -351,6 +356,9 @@ pub fn append_many_after(
         }
         payload.push_str(&text);
         payload.push('\n');
+    }
+    if payload.is_empty() {
+        return fs::metadata(path).map_or(Ok(0), |m| Ok(m.len()));
     }
 
     let current_len = match fs::metadata(path) {
@@ -454,6 +462,27 @@ mod tests {
                 .unwrap()
                 .exists
         );
+    }
+
+    #[test]
+    fn lines_made_as_they_are_written_land_as_a_slice_of_them_would() {
+        let (_d1, a) = ledger(b"");
+        let (_d2, b) = ledger(b"");
+        let made = (1..=3).map(|n| redacted(json!({"v": 1, "n": n})));
+        let kept: Vec<_> = (1..=3).map(|n| redacted(json!({"v": 1, "n": n}))).collect();
+        append_many_after(&a, made, 1, None).unwrap();
+        append_many_after(&b, &kept, 1, None).unwrap();
+        assert_eq!(fs::read(&a).unwrap(), fs::read(&b).unwrap());
+        assert_eq!(read(&a, 1).unwrap().lines.len(), 3);
+        // Nothing to write: the length as it is, no file made.
+        let none = a.with_extension("none");
+        let empty: Vec<Redacted<serde_json::Value>> = Vec::new();
+        assert_eq!(append_many_after(&none, empty, 1, None).unwrap(), 0);
+        assert!(!none.exists());
+        // A bad line made on the way is refused before anything is written.
+        let bad = (0..2).map(|n| redacted(json!({"v": 9, "n": n})));
+        assert!(append_many_after(&a, bad, 1, None).is_err());
+        assert_eq!(read(&a, 1).unwrap().lines.len(), 3);
     }
 
     #[test]

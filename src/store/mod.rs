@@ -512,13 +512,17 @@ impl Store {
     /// [`Store::append_collection_many`] for a signer holding the collections lock that knows
     /// the ledger was whole at `whole_len` bytes (see [`ledger::append_many_after`]).
     /// Returns the ledger's new length.
-    pub fn append_collection_after(
+    pub fn append_collection_after<I>(
         &self,
         root_session: &str,
         session_id: &str,
-        lines: &[Redacted<serde_json::Value>],
+        lines: I,
         whole_len: Option<u64>,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<u64, StoreError>
+    where
+        I: IntoIterator,
+        I::Item: std::borrow::Borrow<Redacted<serde_json::Value>>,
+    {
         let path = self.collection_path(root_session, session_id)?;
         if let Some(dir) = path.parent() {
             create_dir_all(dir)?;
