@@ -1,5 +1,5 @@
 //! The two doors of `chapters search` (shell): which documents a search reads, and the
-//! search itself over the search table (`index::table`).
+//! search itself over the search table (`catalog::table`).
 //!
 //! Not linked → this machine's store only, and the answer says other machines' work is not
 //! here. Linked → the pool mirror (other machines' files) plus this machine's store (the sync

@@ -1,5 +1,5 @@
 //! The search cache (shell): every document's catalog row and full text in SQLite with FTS5,
-//! at `<store>/.search/fts.sqlite3` beside the search table (`index::table`).
+//! at `<store>/.search/fts.sqlite3` beside the search table (`catalog::table`).
 //!
 //! Derived and disposable. It records the table revision ([`TableRev`]) it was filled from;
 //! a search brings it up to date by re-reading only the folders the table's change log names

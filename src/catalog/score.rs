@@ -323,7 +323,7 @@ pub struct Query {
 /// ties by path.
 ///
 /// This is the reference ranking, kept as the tests' oracle only: the search table
-/// (`index::table`) answers the same question without reading every document, and its
+/// (`catalog::table`) answers the same question without reading every document, and its
 /// answer must equal this one.
 #[cfg(test)]
 pub fn rank<'a>(

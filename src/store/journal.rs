@@ -10,7 +10,7 @@
 //! cannot say what changed since a cursor — missing, started over (another generation),
 //! shorter than the cursor, damaged — [`read_since`] says so and the reader rescans every
 //! folder instead. That rescan is also what finds a document no journal line names (a
-//! writer older than the journal, a folder copied in by hand): see `index::table`.
+//! writer older than the journal, a folder copied in by hand): see `catalog::table`.
 //!
 //! Bounded: an append past [`MAX_BYTES`] starts the journal over (its reader then rescans,
 //! which is cheaper than reading that much), the table starts it over at every full rescan

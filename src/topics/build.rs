@@ -1,6 +1,6 @@
 //! The index build (shell): which shards a change touches, and writing them.
 //!
-//! The documents come from the search table (`index::table`), which has read every
+//! The documents come from the search table (`catalog::table`), which has read every
 //! document's frontmatter once; the manifest says what the last build processed — per input
 //! folder a content hash of its `(name, blob id)` pairs (in 256 parts, `manifest/xx.json`),
 //! per curation file its blob id, and the effective aliases. An update asks the table what

@@ -292,7 +292,7 @@ struct VocabAlias<'a> {
 /// changes only when the vocabulary does (a new topic, a new alias), not with every document.
 ///
 /// The topics are `Redacted` (the canonical topics of the index's redacted documents,
-/// `index::build`), and the aliases come from the curation read back from the store.
+/// `topics::build`), and the aliases come from the curation read back from the store.
 pub fn vocabulary_json(
     topics: &Redacted<BTreeSet<String>>,
     curation: &Curation,
