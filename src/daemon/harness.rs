@@ -30,6 +30,14 @@ pub(super) struct HarnessTree {
     pub cold: bool,
 }
 
+/// Whether a harness's logs are on this machine: its live tree, or the tree its archived
+/// logs are moved to (a Codex home may hold only `archived_sessions/`).
+pub(super) fn present(trees: &[HarnessTree], harness: Harness) -> bool {
+    trees
+        .iter()
+        .any(|t| t.harness == harness && t.tree.is_dir())
+}
+
 /// The other harnesses' trees `config` turns on, each home found from the environment
 /// (`CLAUDE_CONFIG_DIR` / `~/.claude`, `CODEX_HOME` / `~/.codex`).
 pub(super) fn harness_trees(config: &Config) -> Vec<HarnessTree> {
@@ -134,5 +142,26 @@ pub(super) fn collect_harness_logs(
         } else if !is_dir && is_harness_log(harness, tree, &path) {
             out.push(path);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_harness_with_only_its_archived_tree_is_present() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tree = |name: &str, cold: bool| HarnessTree {
+            harness: Harness::Codex,
+            home: dir.path().to_path_buf(),
+            tree: dir.path().join(name),
+            cold,
+        };
+        let trees = [tree("sessions", false), tree("archived_sessions", true)];
+        assert!(!present(&trees, Harness::Codex), "neither tree exists");
+        std::fs::create_dir(dir.path().join("archived_sessions")).expect("mkdir");
+        assert!(present(&trees, Harness::Codex), "the archived tree alone");
+        assert!(!present(&trees, Harness::ClaudeCode), "another harness");
     }
 }

@@ -1473,7 +1473,7 @@ impl Sessions {
                 "archivedTree": self.harness_trees.iter()
                     .find(|c| c.cold && c.harness == t.harness)
                     .map(|c| c.tree.to_string_lossy()),
-                "present": t.tree.is_dir(),
+                "present": harness::present(&self.harness_trees, t.harness),
                 "logsSeen": self.harness_logs.values().filter(|l| l.harness == t.harness).count(),
                 "logsFollowed": self.harness_logs.values().filter(|l| l.harness == t.harness && l.ws_dir.is_some()).count(),
                 // Why the first few logs are not followed (sorted by path).
