@@ -613,16 +613,21 @@ fn walk_md(dir: &std::path::Path) -> Vec<(String, String)> {
     out
 }
 
+/// `chapters demo --dir DIR`, with no `DSH_HOME` from the test's environment.
+fn run_demo(dir: &std::path::Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_chapters"))
+        .args(["demo", "--dir"])
+        .arg(dir)
+        .env_remove("DSH_HOME")
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn the_demo_refuses_a_directory_its_recorded_log_cannot_name() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("de\"mo");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_chapters"))
-        .args(["demo", "--dir"])
-        .arg(&dir)
-        .env_remove("DSH_HOME")
-        .output()
-        .unwrap();
+    let out = run_demo(&dir);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("give --dir a plainer one"), "{err}");
@@ -633,12 +638,7 @@ fn the_demo_refuses_a_directory_its_recorded_log_cannot_name() {
 fn the_demo_archives_its_sample_and_finds_it_again() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("demo");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_chapters"))
-        .args(["demo", "--dir"])
-        .arg(&dir)
-        .env_remove("DSH_HOME")
-        .output()
-        .unwrap();
+    let out = run_demo(&dir);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
