@@ -60,7 +60,7 @@ use errors::RuntimeErrors;
 use sessions::{Event, Sessions};
 use triggers::Due;
 use watch::{Watch, WatchFlags};
-use worker::{Archiver, JobDone};
+use worker::{ArchiveAsk, Archiver, JobDone};
 
 pub use harness::{claude_cleanup_days, CLAUDE_CLEANUP_DAYS, SWEEP_MARGIN_DAYS};
 pub use state::STATE_FILE;
@@ -355,16 +355,7 @@ impl Daemon {
                 } => self
                     .archiver
                     .new_session(&ws_dir, parent.as_deref(), &id, parent_followed),
-                Event::Archive {
-                    ws_dir,
-                    reason,
-                    moment,
-                    only,
-                    pull_first,
-                    push_after,
-                } => self
-                    .archiver
-                    .queue_archive(&ws_dir, reason, moment, only, pull_first, push_after),
+                Event::Archive { ws_dir, ask } => self.archiver.queue_archive(&ws_dir, ask),
             }
         }
     }
@@ -462,11 +453,10 @@ impl Daemon {
                     self.dispatch();
                     self.archiver.queue_archive(
                         &dir,
-                        Reason::Idle,
-                        Reason::Idle.as_str(),
-                        None,
-                        false,
-                        true,
+                        ArchiveAsk {
+                            push_after: true,
+                            ..ArchiveAsk::at(Reason::Idle)
+                        },
                     );
                 }
                 Due::Push => {

@@ -32,6 +32,7 @@ use super::harness::{
     CLAUDE_CLEANUP_DAYS, ROLLOUT_FIRST_LINE_CAP, SWEEP_MARGIN_DAYS,
 };
 use super::watch::{self, Watch, WatchFlags};
+use super::worker::ArchiveAsk;
 use super::{state, Paths};
 
 /// Signing latencies kept for the percentiles.
@@ -66,14 +67,7 @@ pub(super) enum Event {
     },
     /// An archive moment of the follower's own (compaction, a sweep, a cold rollout);
     /// `pull_first` / `push_after` when the workspace is linked.
-    Archive {
-        ws_dir: PathBuf,
-        reason: Reason,
-        moment: &'static str,
-        only: Option<String>,
-        pull_first: bool,
-        push_after: bool,
-    },
+    Archive { ws_dir: PathBuf, ask: ArchiveAsk },
 }
 
 struct SessionEntry {
@@ -330,30 +324,19 @@ impl Sessions {
     ) {
         self.queue_archive_moment(
             ws_dir,
-            reason,
-            reason.as_str(),
-            only,
-            pull_first,
-            push_after,
+            ArchiveAsk {
+                only,
+                pull_first,
+                push_after,
+                ..ArchiveAsk::at(reason)
+            },
         );
     }
 
-    fn queue_archive_moment(
-        &mut self,
-        ws_dir: &Path,
-        reason: Reason,
-        moment: &'static str,
-        only: Option<String>,
-        pull_first: bool,
-        push_after: bool,
-    ) {
+    fn queue_archive_moment(&mut self, ws_dir: &Path, ask: ArchiveAsk) {
         self.events.push(Event::Archive {
             ws_dir: ws_dir.to_path_buf(),
-            reason,
-            moment,
-            only,
-            pull_first,
-            push_after,
+            ask,
         });
     }
 
@@ -882,7 +865,15 @@ impl Sessions {
         }
         entry.sweep_queued = true;
         tracing::info!(session = %id, turns = waiting, moment, "archiving a session's turns no chapter covers now");
-        self.queue_archive_moment(ws_dir, Reason::Idle, moment, Some(id), false, true);
+        self.queue_archive_moment(
+            ws_dir,
+            ArchiveAsk {
+                moment,
+                only: Some(id),
+                push_after: true,
+                ..ArchiveAsk::at(Reason::Idle)
+            },
+        );
     }
 
     /// A followed Codex rollout is gone but another file holds it now: Codex recompressed

@@ -24,19 +24,35 @@ use super::context::{now_ms, WsCtx};
 use super::sync::{self, SyncOutcome, SyncState};
 use super::triggers::{self, Due, NewSession, Timing, WorkspaceClock};
 
+/// One archive a moment asks for, as the follower hands it to the worker.
+#[derive(Debug, Clone)]
+pub struct ArchiveAsk {
+    pub reason: Reason,
+    /// The moment that asked for it, for `status` (the reason's word, or `sweep`).
+    pub moment: &'static str,
+    /// One session (a fork's parent, a session near its sweep), or every one.
+    pub only: Option<String>,
+    pub pull_first: bool,
+    pub push_after: bool,
+}
+
+impl ArchiveAsk {
+    /// Every session, named by its reason, with no sync before or after.
+    pub fn at(reason: Reason) -> ArchiveAsk {
+        ArchiveAsk {
+            reason,
+            moment: reason.as_str(),
+            only: None,
+            pull_first: false,
+            push_after: false,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 enum JobKind {
-    Archive {
-        reason: Reason,
-        /// The moment that asked for it, for `status` (the reason's word, or `sweep`).
-        moment: &'static str,
-        only: Option<String>,
-        pull_first: bool,
-        push_after: bool,
-    },
-    Sync {
-        pull_only: bool,
-    },
+    Archive(ArchiveAsk),
+    Sync { pull_only: bool },
 }
 
 struct Job {
@@ -67,13 +83,13 @@ fn run_job(job: &Job) -> JobDone {
             done.syncs
                 .push(sync::run(&job.ctx, &job.dsh_home, *pull_only));
         }
-        JobKind::Archive {
+        JobKind::Archive(ArchiveAsk {
             reason,
             only,
             pull_first,
             push_after,
             ..
-        } => {
+        }) => {
             if *pull_first {
                 done.syncs.push(sync::run(&job.ctx, &job.dsh_home, true));
             }
@@ -251,11 +267,12 @@ impl Archiver {
                 let only = parent_followed.then_some(parent);
                 self.queue_archive(
                     ws_dir,
-                    Reason::Fork,
-                    Reason::Fork.as_str(),
-                    only,
-                    true,
-                    true,
+                    ArchiveAsk {
+                        only,
+                        pull_first: true,
+                        push_after: true,
+                        ..ArchiveAsk::at(Reason::Fork)
+                    },
                 );
             }
             NewSession::Pull => {
@@ -273,43 +290,33 @@ impl Archiver {
     /// `pull_first` / `push_after` apply when the workspace is linked and its sync is not
     /// backing off. One archive at a time per workspace: a moment arriving meanwhile runs
     /// once after it.
-    pub fn queue_archive(
-        &mut self,
-        ws_dir: &Path,
-        reason: Reason,
-        moment: &'static str,
-        only: Option<String>,
-        pull_first: bool,
-        push_after: bool,
-    ) {
+    pub fn queue_archive(&mut self, ws_dir: &Path, ask: ArchiveAsk) {
         let Some(ws) = self.workspaces.get_mut(ws_dir) else {
             return;
         };
         if ws.archive_busy {
             // This moment runs once the archive in progress is done, and covers the turns
             // waiting now.
-            ws.archive_again = Some(reason);
+            ws.archive_again = Some(ask.reason);
             ws.clock.on_archive_started();
             return;
         }
         let now = now_ms();
         let linked = ws.sync.linked;
-        let pull_first = pull_first && linked && ws.clock.sync_allowed(now);
-        let push_after = push_after && linked && ws.clock.sync_allowed(now);
+        let pull_first = ask.pull_first && linked && ws.clock.sync_allowed(now);
+        let push_after = ask.push_after && linked && ws.clock.sync_allowed(now);
         ws.archive_busy = true;
         ws.clock.on_archive_started();
-        tracing::info!(workspace = %ws.ctx.workspace.display(), reason = ?reason, "archive queued");
+        tracing::info!(workspace = %ws.ctx.workspace.display(), reason = ?ask.reason, "archive queued");
         self.worker.submit(Job {
             ws_dir: ws_dir.to_path_buf(),
             ctx: Arc::clone(&ws.ctx),
             dsh_home: self.dsh_home.clone(),
-            kind: JobKind::Archive {
-                reason,
-                moment,
-                only,
+            kind: JobKind::Archive(ArchiveAsk {
                 pull_first,
                 push_after,
-            },
+                ..ask
+            }),
         });
     }
 
@@ -380,12 +387,12 @@ impl Archiver {
         let ws = self.workspaces.get_mut(&done.ws_dir)?;
         let timing: Timing = ws.ctx.timing();
         let mut again = None;
-        if let JobKind::Archive {
+        if let JobKind::Archive(ArchiveAsk {
             reason,
             moment,
             push_after,
             ..
-        } = &done.kind
+        }) = &done.kind
         {
             ws.archive_busy = false;
             let (wrote, summary) = match &done.archive {
@@ -428,7 +435,7 @@ impl Archiver {
         }
         ws.sync.linked = ws.ctx.linked();
         if let Some(reason) = again {
-            self.queue_archive(&done.ws_dir, reason, reason.as_str(), None, false, false);
+            self.queue_archive(&done.ws_dir, ArchiveAsk::at(reason));
         }
         Some(finished)
     }
@@ -493,10 +500,17 @@ mod tests {
             Archiver::start(&dir.path().join("home"), move |d| tx.send(d).is_ok()).expect("start");
         let key = dir.path().join("--w--");
         archiver.loaded(&key, workspace(dir.path()));
-        archiver.queue_archive(&key, Reason::Idle, "idle", None, false, false);
+        archiver.queue_archive(&key, ArchiveAsk::at(Reason::Idle));
         // Two moments while it runs: one archive after it, for the last one.
-        archiver.queue_archive(&key, Reason::Compaction, "compaction", None, false, false);
-        archiver.queue_archive(&key, Reason::Fork, "fork", None, true, true);
+        archiver.queue_archive(&key, ArchiveAsk::at(Reason::Compaction));
+        archiver.queue_archive(
+            &key,
+            ArchiveAsk {
+                pull_first: true,
+                push_after: true,
+                ..ArchiveAsk::at(Reason::Fork)
+            },
+        );
         let wait = Duration::from_secs(60);
         let first = rx.recv_timeout(wait).expect("the first archive");
         let finished = archiver.job_done(first).expect("its workspace");
@@ -521,7 +535,7 @@ mod tests {
         assert_eq!(after["lastSync"], Value::Null);
         assert_eq!(archiver.depth(), 0);
         // A workspace no longer followed: a job of it finishing is ignored.
-        archiver.queue_archive(&key, Reason::Idle, "idle", None, false, false);
+        archiver.queue_archive(&key, ArchiveAsk::at(Reason::Idle));
         archiver.removed(&key);
         let late = rx.recv_timeout(wait).expect("the last archive");
         assert!(archiver.job_done(late).is_none());
