@@ -98,6 +98,14 @@ const LATER: &[&str] = &[
     "entire-stacked-prs",
 ];
 
+/// Labelled after the brief follow-up (h18c) was chosen on the eleven above, before
+/// composing them: sessions no real-session signal was chosen on.
+const NEWEST: &[&str] = &[
+    "entire-telemetry-detached",
+    "entire-issue-templates",
+    "entire-hook-types",
+];
+
 /// The labelled fixtures; `QUALITY_REAL_DIR` points at another copy (the uncut files, to
 /// measure what cutting long strings changed).
 fn labelled_dir() -> std::path::PathBuf {
@@ -256,6 +264,7 @@ fn real_labelled_sessions_meet_the_boundary_goal() {
     let tuned = measure_sessions(REAL, &taus);
     let added = measure_sessions(ADDED, &taus);
     let later = measure_sessions(LATER, &taus);
+    let newest = measure_sessions(NEWEST, &taus);
     let mut all = tuned.clone();
     for (a, q) in all.iter_mut().zip(&added) {
         a.add(q);
@@ -264,17 +273,24 @@ fn real_labelled_sessions_meet_the_boundary_goal() {
     for (a, q) in eleven.iter_mut().zip(&later) {
         a.add(q);
     }
+    let mut fourteen = eleven.clone();
+    for (a, q) in fourteen.iter_mut().zip(&newest) {
+        a.add(q);
+    }
     print_totals("tuned-on five", &taus, &tuned);
     print_totals("added three", &taus, &added);
     print_totals("all eight", &taus, &all);
     print_totals("added after the signals", &taus, &later);
     print_totals("all eleven", &taus, &eleven);
+    print_totals("added after the brief follow-up", &taus, &newest);
+    print_totals("all fourteen", &taus, &fourteen);
     // τ = 0.25, the default. Measured (docs/benchmarks.md, "Composition quality"): the five
     // 0.636, the three added 0.833, all eight 0.679, the three added after the signals
-    // 0.222 (one true boundary, seven false openings), all eleven 0.615 — the goal 0.85 is
-    // not met.
+    // 0.222 (one true boundary, seven false openings), all eleven 0.615, the three added
+    // after the brief follow-up 0.250 (four true boundaries, one found; three false
+    // openings), all fourteen 0.575 — the goal 0.85 is not met.
     let (q_later, q_eleven) = (&later[2], &eleven[2]);
-    assert_eq!(q_eleven.stopword_topics, 0, "{q_eleven:?}");
+    assert_eq!(fourteen[2].stopword_topics, 0, "{:?}", fourteen[2]);
     assert_eq!(q_later.recall(), 1.0, "{q_later:?}");
     for (set, q, floor) in [
         ("the tuned-on five", &tuned[2], 0.63),
@@ -282,6 +298,12 @@ fn real_labelled_sessions_meet_the_boundary_goal() {
         ("all eight", &all[2], 0.67),
         ("the three added after the signals", q_later, 0.22),
         ("all eleven", q_eleven, 0.61),
+        (
+            "the three added after the brief follow-up",
+            &newest[2],
+            0.25,
+        ),
+        ("all fourteen", &fourteen[2], 0.57),
     ] {
         assert!(
             q.f1() >= floor,
