@@ -1458,7 +1458,7 @@ mod tests {
         let chapters = compose("s", &[opening.clone(), brief], 0, 9, &CFG).expect("composes");
         let score = chapters[0].decisions[1].score;
         assert!(
-            score < CFG.merge_threshold && score >= CFG.merge_threshold * BRIEF_FACTOR,
+            (CFG.merge_threshold * BRIEF_FACTOR..CFG.merge_threshold).contains(&score),
             "{score}"
         );
         assert_eq!(
