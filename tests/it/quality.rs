@@ -220,6 +220,7 @@ fn measure_sessions(names: &[&str], taus: &[f64]) -> Vec<Quality> {
                 .collect();
             eprintln!("  [{}] topics {:?}", members.join(" "), c.topics);
         }
+        print_wrong_boundaries(&turns, &labels, &chapters);
         for (tau, q) in taus.iter().zip(&got) {
             eprintln!(
                 "  tau {tau}: chapters {} true {} predicted {} hits {} F1 {:.3} topic-hit {:.3}",
@@ -241,6 +242,36 @@ fn measure_sessions(names: &[&str], taus: &[f64]) -> Vec<Quality> {
         );
     }
     total
+}
+
+/// Every false opening and every missed boundary at the default τ, with the prompts of the
+/// turn before and of the turn, the rule and the score: what to study before a new signal.
+fn print_wrong_boundaries(
+    turns: &[CompletedTurn],
+    labels: &HandLabels,
+    chapters: &[dsh_chapters::compose::ChapterSpan],
+) {
+    let mut opened = vec![None; turns.len()];
+    for c in chapters.iter().skip(1) {
+        if let (Some(&m), Some(d)) = (c.members.first(), c.decisions.first()) {
+            opened[m] = Some((d.rule, d.score));
+        }
+    }
+    let task = |i: usize| labels.turns[i].0;
+    for i in 1..turns.len() {
+        let truth = task(i) != task(i - 1);
+        let what = match (truth, opened[i]) {
+            (false, Some((rule, score))) => format!("false opening ({rule:?} {score:.2})"),
+            (true, None) => "missed boundary".to_owned(),
+            _ => continue,
+        };
+        eprintln!(
+            "    turn {}: {what}\n      before: {:?}\n      turn:   {:?}",
+            i + 1,
+            prompt_head(&turns[i - 1]),
+            prompt_head(&turns[i])
+        );
+    }
 }
 
 fn print_totals(set: &str, taus: &[f64], total: &[Quality]) {
