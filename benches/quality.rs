@@ -39,6 +39,14 @@ const LATER: &[&str] = &[
     "entire-stacked-prs",
 ];
 
+/// Labelled after the brief follow-up (h18c) was chosen on the eleven above, before
+/// composing them: sessions no real-session signal was chosen on.
+const NEWEST: &[&str] = &[
+    "entire-telemetry-detached",
+    "entire-issue-templates",
+    "entire-hook-types",
+];
+
 fn main() {
     let seeds: u64 = std::env::var("QUALITY_SEEDS")
         .ok()
@@ -62,6 +70,7 @@ fn main() {
         ("tuned-on", REAL),
         ("added", ADDED),
         ("added after the signals", LATER),
+        ("added after the brief follow-up", NEWEST),
     ] {
         let mut total = vec![Quality::default(); TAUS.len()];
         let mut turns_read = 0;
@@ -87,7 +96,7 @@ fn main() {
     println!();
     println!(
         "all {} real sessions",
-        REAL.len() + ADDED.len() + LATER.len()
+        REAL.len() + ADDED.len() + LATER.len() + NEWEST.len()
     );
     table(&all);
 }

@@ -12,6 +12,13 @@
 //! opens a new chapter (`SizeLimit`). Real turns are big (a median of ~1,500 estimated
 //! tokens), so a hard limit cut most real tasks of more than four or five turns.
 //!
+//! A brief follow-up — the person's words hold at most [`BRIEF_TERMS`] terms, and it shares
+//! something with the chapter — joins at a lower bar, [`BRIEF_FACTOR`] times τ
+//! (`BriefFollowUp`): a person who opens a new task
+//! says what it is, while a short question about the work at hand (`does this version
+//! write to the v1 branch?`) shares little with the chapter and still continues it
+//! (measured on the real labelled sessions, issue 18).
+//!
 //! A turn whose agent ran `git commit` or `git push` closes its task: the turn after it
 //! opens a new chapter (`AfterCommit`), whatever it shares with the chapter.
 //!
@@ -51,6 +58,10 @@ pub enum Rule {
     /// turn before, but opens nothing. Also a turn after a chapter that names nothing at
     /// all (no path, command nor term): there is no task to change from.
     NoSignal,
+    /// Below τ, but the person's words hold at most [`BRIEF_TERMS`] terms, the turn shares
+    /// a path, command or term with the chapter and its score reaches [`BRIEF_FACTOR`]
+    /// times τ: a brief follow-up on the chapter's work, size permitting.
+    BriefFollowUp,
     /// Below τ and no primary match: a new chapter.
     TopicChange,
     /// Would exceed `chapterLimit` (and it is not a clear continuation, or the chapter
@@ -120,6 +131,16 @@ pub const MAX_TOPICS: usize = 6;
 /// ([`Rule::NoSignal`]): one word (`fix it`, `docs?`) is an answer, not a request. Two
 /// measured worse on generated sessions (an opening `Next task: X` can hold two).
 pub const NO_SIGNAL_TERMS: usize = 1;
+/// A turn whose person's words hold at most this many terms is brief: it joins at
+/// [`BRIEF_FACTOR`] times τ ([`Rule::BriefFollowUp`]). Measured on the real labelled
+/// sessions: of the topic changes composition drew inside one task, 8 of 20 had at most four
+/// terms, of the true ones none; 3 and 4 draw the same real chapters, 4 merges generated
+/// openings (`Can you look at X?`) into the task before (`docs/benchmarks.md`).
+pub const BRIEF_TERMS: usize = 3;
+/// The share of τ a brief turn's score must reach (0.15 at τ 0.25), sharing at least one
+/// path, command or term with the chapter: below it even a brief turn names another task.
+/// Measured: 0.4–0.6 draw the same chapters, 0.7 keeps fewer real follow-ups.
+pub const BRIEF_FACTOR: f64 = 0.6;
 /// Past `chapterLimit`, a turn scored at least this still joins: it clearly continues the
 /// chapter (measured: 0.6 and 0.7 draw the same real chapters, 0.5 merges true
 /// boundaries, 0.8 cuts more tasks).
@@ -186,7 +207,7 @@ pub fn opening_decision(
     let merged = last.members.len() > 1
         && matches!(
             decision.rule,
-            Rule::Overlap | Rule::PrimaryPath | Rule::NoSignal
+            Rule::Overlap | Rule::PrimaryPath | Rule::NoSignal | Rule::BriefFollowUp
         );
     Some(if merged {
         Decision {
@@ -213,7 +234,9 @@ fn decide(
     let overlaps = score >= cfg.merge_threshold;
     let primary = !overlaps && primary_matches();
     let silent = incoming.no_signal || incoming.chapter_names_nothing;
-    let on_topic = overlaps || primary || silent;
+    let brief =
+        !overlaps && !primary && incoming.brief && score >= cfg.merge_threshold * BRIEF_FACTOR;
+    let on_topic = overlaps || primary || silent || brief;
     let clear = score >= OVERFLOW_SCORE || silent;
     let fits = size_with_it <= cfg.chapter_limit
         || (clear && size_with_it <= cfg.chapter_limit.saturating_mul(OVERFLOW_FACTOR));
@@ -221,7 +244,8 @@ fn decide(
         _ if incoming.after_commit => Rule::AfterCommit,
         (true, true) if overlaps => Rule::Overlap,
         (true, true) if primary => Rule::PrimaryPath,
-        (true, true) => Rule::NoSignal,
+        (true, true) if silent => Rule::NoSignal,
+        (true, true) => Rule::BriefFollowUp,
         (true, false) => Rule::SizeLimit,
         (false, _) => Rule::TopicChange,
     };
@@ -238,6 +262,9 @@ fn decide(
 struct Incoming {
     /// The person named no task ([`NO_SIGNAL_TERMS`]).
     no_signal: bool,
+    /// The person's words are brief ([`BRIEF_TERMS`]) and the turn shares a path, command
+    /// or term with the chapter.
+    brief: bool,
     /// The open chapter's last turn ran a closing command ([`CLOSING_COMMANDS`]).
     after_commit: bool,
     /// The open chapter holds no path, command nor term (an empty prompt, a bare
@@ -347,6 +374,15 @@ impl OpenChapter {
         score_views((&paths, &commands, &self.terms), &first, &last, incoming)
     }
 
+    /// Whether `incoming` holds a path, command or term key the chapter holds: a brief turn
+    /// that shares nothing is no follow-up (the score alone gives a turn of a few words a
+    /// floor, [`containment`]'s `+ 1`).
+    fn shares_any(&self, incoming: &Features<'_>) -> bool {
+        incoming.paths.iter().any(|p| self.paths.contains(*p))
+            || incoming.commands.iter().any(|c| self.commands.contains(*c))
+            || incoming.terms.iter().any(|t| self.terms.contains(t))
+    }
+
     /// Whether `incoming`'s primary path names the primary of the first or last member.
     fn primary_matches(&self, incoming: &Features<'_>) -> bool {
         let Some(theirs) = incoming.primary else {
@@ -443,6 +479,7 @@ impl Online {
             score,
             Incoming {
                 no_signal: incoming.names_nothing,
+                brief: incoming.brief && open.shares_any(&incoming),
                 after_commit,
                 chapter_names_nothing: open.paths.is_empty()
                     && open.commands.is_empty()
@@ -734,6 +771,8 @@ struct Features<'a> {
     /// theirs alone): whatever the turn's tool calls touched, what the person said names
     /// no other task.
     names_nothing: bool,
+    /// The person's words hold at most [`BRIEF_TERMS`] terms.
+    brief: bool,
 }
 
 impl<'a> Features<'a> {
@@ -755,6 +794,7 @@ impl<'a> Features<'a> {
             primary: sig.paths.first().map(String::as_str),
             size: sig.size,
             names_nothing: sig.terms.len() <= NO_SIGNAL_TERMS,
+            brief: sig.terms.len() <= BRIEF_TERMS,
         }
     }
 
@@ -1392,6 +1432,77 @@ mod tests {
     }
 
     #[test]
+    fn a_brief_follow_up_joins_at_a_lower_bar_and_a_request_does_not() {
+        let opening = sig(
+            1,
+            0,
+            4,
+            &["scripts/migrate.sh"],
+            &["git log"],
+            &["migration", "script", "branch", "checkpoint"],
+            10,
+        );
+        // A short question about the work at hand: two shared words among new files.
+        let question = |terms: &[&str]| {
+            sig(
+                2,
+                5,
+                9,
+                &["cli/paths.go", "cli/strategy.go", "cli/session.go"],
+                &["grep"],
+                terms,
+                10,
+            )
+        };
+        let brief = question(&["branch", "checkpoint", "write"]);
+        let chapters = compose("s", &[opening.clone(), brief], 0, 9, &CFG).expect("composes");
+        let score = chapters[0].decisions[1].score;
+        assert!(
+            (CFG.merge_threshold * BRIEF_FACTOR..CFG.merge_threshold).contains(&score),
+            "{score}"
+        );
+        assert_eq!(
+            rules(&chapters),
+            vec![vec![Rule::Open, Rule::BriefFollowUp]]
+        );
+        // A request naming more (five terms) at a like score is another task.
+        let request = question(&[
+            "branch",
+            "checkpoint",
+            "migration",
+            "clients",
+            "configuration",
+        ]);
+        let chapters = compose("s", &[opening.clone(), request], 0, 9, &CFG).expect("composes");
+        assert_eq!(
+            rules(&chapters),
+            vec![vec![Rule::Open], vec![Rule::TopicChange]]
+        );
+        let score = chapters[1].decisions[0].score;
+        assert!(score >= CFG.merge_threshold * BRIEF_FACTOR, "{score}");
+        // A brief turn sharing nothing opens a chapter.
+        let elsewhere = question(&["linear", "ticket"]);
+        assert_eq!(
+            drawn(&[opening.clone(), elsewhere], 9),
+            vec![vec![Rule::Open], vec![Rule::TopicChange]]
+        );
+        // Past the limit a brief follow-up is no clear continuation: `chapterLimit` opens.
+        let big = sig(
+            2,
+            5,
+            9,
+            &["cli/paths.go", "cli/strategy.go", "cli/session.go"],
+            &["grep"],
+            &["branch", "checkpoint", "write"],
+            9000,
+        );
+        assert_eq!(
+            drawn(&[opening, big], 9),
+            vec![vec![Rule::Open], vec![Rule::SizeLimit]]
+        );
+    }
+
+    #[test]
     fn a_chapter_that_names_nothing_takes_the_next_turn() {
         // An empty first prompt (no path, command nor term): nothing to change from.
         let empty = sig(1, 0, 4, &[], &[], &[], 6);
@@ -1928,7 +2039,7 @@ mod tests {
                 for d in &c.decisions[1..] {
                     assert!(matches!(
                         d.rule,
-                        Rule::Overlap | Rule::PrimaryPath | Rule::NoSignal
+                        Rule::Overlap | Rule::PrimaryPath | Rule::NoSignal | Rule::BriefFollowUp
                     ));
                 }
             }

@@ -98,6 +98,14 @@ const LATER: &[&str] = &[
     "entire-stacked-prs",
 ];
 
+/// Labelled after the brief follow-up (h18c) was chosen on the eleven above, before
+/// composing them: sessions no real-session signal was chosen on.
+const NEWEST: &[&str] = &[
+    "entire-telemetry-detached",
+    "entire-issue-templates",
+    "entire-hook-types",
+];
+
 /// The labelled fixtures; `QUALITY_REAL_DIR` points at another copy (the uncut files, to
 /// measure what cutting long strings changed).
 fn labelled_dir() -> std::path::PathBuf {
@@ -212,6 +220,7 @@ fn measure_sessions(names: &[&str], taus: &[f64]) -> Vec<Quality> {
                 .collect();
             eprintln!("  [{}] topics {:?}", members.join(" "), c.topics);
         }
+        print_wrong_boundaries(&turns, &labels, &chapters);
         for (tau, q) in taus.iter().zip(&got) {
             eprintln!(
                 "  tau {tau}: chapters {} true {} predicted {} hits {} F1 {:.3} topic-hit {:.3}",
@@ -235,6 +244,36 @@ fn measure_sessions(names: &[&str], taus: &[f64]) -> Vec<Quality> {
     total
 }
 
+/// Every false opening and every missed boundary at the default τ, with the prompts of the
+/// turn before and of the turn, the rule and the score: what to study before a new signal.
+fn print_wrong_boundaries(
+    turns: &[CompletedTurn],
+    labels: &HandLabels,
+    chapters: &[dsh_chapters::compose::ChapterSpan],
+) {
+    let mut opened = vec![None; turns.len()];
+    for c in chapters.iter().skip(1) {
+        if let (Some(&m), Some(d)) = (c.members.first(), c.decisions.first()) {
+            opened[m] = Some((d.rule, d.score));
+        }
+    }
+    let task = |i: usize| labels.turns[i].0;
+    for i in 1..turns.len() {
+        let truth = task(i) != task(i - 1);
+        let what = match (truth, opened[i]) {
+            (false, Some((rule, score))) => format!("false opening ({rule:?} {score:.2})"),
+            (true, None) => "missed boundary".to_owned(),
+            _ => continue,
+        };
+        eprintln!(
+            "    turn {}: {what}\n      before: {:?}\n      turn:   {:?}",
+            i + 1,
+            prompt_head(&turns[i - 1]),
+            prompt_head(&turns[i])
+        );
+    }
+}
+
 fn print_totals(set: &str, taus: &[f64], total: &[Quality]) {
     for (tau, q) in taus.iter().zip(total) {
         eprintln!(
@@ -256,6 +295,7 @@ fn real_labelled_sessions_meet_the_boundary_goal() {
     let tuned = measure_sessions(REAL, &taus);
     let added = measure_sessions(ADDED, &taus);
     let later = measure_sessions(LATER, &taus);
+    let newest = measure_sessions(NEWEST, &taus);
     let mut all = tuned.clone();
     for (a, q) in all.iter_mut().zip(&added) {
         a.add(q);
@@ -264,24 +304,37 @@ fn real_labelled_sessions_meet_the_boundary_goal() {
     for (a, q) in eleven.iter_mut().zip(&later) {
         a.add(q);
     }
+    let mut fourteen = eleven.clone();
+    for (a, q) in fourteen.iter_mut().zip(&newest) {
+        a.add(q);
+    }
     print_totals("tuned-on five", &taus, &tuned);
     print_totals("added three", &taus, &added);
     print_totals("all eight", &taus, &all);
     print_totals("added after the signals", &taus, &later);
     print_totals("all eleven", &taus, &eleven);
+    print_totals("added after the brief follow-up", &taus, &newest);
+    print_totals("all fourteen", &taus, &fourteen);
     // τ = 0.25, the default. Measured (docs/benchmarks.md, "Composition quality"): the five
-    // 0.583, the three added 0.833, all eight 0.633, the three added after the signals
-    // 0.200 (one true boundary, eight false openings), all eleven 0.571 — the goal 0.85 is
-    // not met.
+    // 0.636, the three added 0.833, all eight 0.679, the three added after the signals
+    // 0.222 (one true boundary, seven false openings), all eleven 0.615, the three added
+    // after the brief follow-up 0.250 (four true boundaries, one found; three false
+    // openings), all fourteen 0.575 — the goal 0.85 is not met.
     let (q_later, q_eleven) = (&later[2], &eleven[2]);
-    assert_eq!(q_eleven.stopword_topics, 0, "{q_eleven:?}");
+    assert_eq!(fourteen[2].stopword_topics, 0, "{:?}", fourteen[2]);
     assert_eq!(q_later.recall(), 1.0, "{q_later:?}");
     for (set, q, floor) in [
-        ("the tuned-on five", &tuned[2], 0.58),
+        ("the tuned-on five", &tuned[2], 0.63),
         ("the added three", &added[2], 0.83),
-        ("all eight", &all[2], 0.63),
-        ("the three added after the signals", q_later, 0.19),
-        ("all eleven", q_eleven, 0.57),
+        ("all eight", &all[2], 0.67),
+        ("the three added after the signals", q_later, 0.22),
+        ("all eleven", q_eleven, 0.61),
+        (
+            "the three added after the brief follow-up",
+            &newest[2],
+            0.25,
+        ),
+        ("all fourteen", &fourteen[2], 0.57),
     ] {
         assert!(
             q.f1() >= floor,
