@@ -358,71 +358,43 @@ impl Scorer {
 
     /// The score [`Scorer::score`] gives a document holding every query term, computed
     /// from its fields as SQLite hands them over, without building the document or its
-    /// explanation (run once per full-text match): the same sums in the same order, so the
-    /// same bits.
+    /// explanation (run once per full-text match): the same `score::field_points` and
+    /// `score::finish`, so the same bits.
     fn fast_score(&self, f: &ScoreFields<'_>) -> f64 {
         let body_points = BODY_MAX * f.bm25 / (1.0 + f.bm25);
         if self.words.is_empty() {
             return score::recency(f.date, self.now_ms).points();
         }
-        let title = f.title.to_lowercase();
-        let summary = f.summary.to_lowercase();
-        let kind = f.kind.to_lowercase();
         let topics: Vec<String> = self
             .curation
             .canonical_topics(f.topics.split('\n').filter(|t| !t.is_empty()))
             .iter()
             .map(|t| t.to_lowercase())
             .collect();
-        let category = f.category.to_lowercase();
-        let mut base = -0.0f64;
-        for t in &self.words {
-            let t = t.as_str();
-            let w = topics
-                .iter()
-                .filter(|topic| topic.contains(t))
-                .map(|topic| self.params.weight(topic))
-                .fold(None, |best: Option<f64>, w| {
-                    Some(best.map_or(w, |b| b.max(w)))
-                });
-            if let Some(w) = w {
-                base += score::TOPIC_POINTS * w;
-            }
-            if title.contains(t) {
-                base += score::FIELD_POINTS;
-            }
-            if summary.contains(t) {
-                base += score::FIELD_POINTS;
-            }
-            if kind == t {
-                base += score::FIELD_POINTS;
-            }
-        }
-        let mut category_points = -0.0f64;
-        if !category.is_empty() {
-            for t in &self.words {
-                if category.contains(t.as_str()) {
-                    category_points += score::CATEGORY_POINTS;
-                }
-            }
-        }
-        let b = base + category_points + body_points;
-        if b <= 0.0 {
-            // Not scored: no recency, no bonus (as `score::finish` adds them: zeros).
-            return b + 0.0 + 0.0;
-        }
-        let core = f.kind == "rule"
-            && f.rule_id.is_some_and(|id| {
-                self.curation
-                    .rule_decision(&self.harness, id)
-                    .is_some_and(|d| d.status == crate::curation::RuleStatus::Approved)
-            });
-        b + score::recency(f.date, self.now_ms).points()
-            + if core {
-                self.params.core_rule_bonus
-            } else {
-                0.0
-            }
+        let fields = score::Fields {
+            title: &f.title.to_lowercase(),
+            summary: &f.summary.to_lowercase(),
+            kind: &f.kind.to_lowercase(),
+            topics: &topics,
+            category: &f.category.to_lowercase(),
+        };
+        let (base, category) =
+            score::field_points(&fields, &self.words, &self.params, |_, _, _| {});
+        let core = crate::catalog::table::is_core_rule_id(
+            f.kind,
+            f.rule_id,
+            &self.curation,
+            &self.harness,
+        );
+        score::finish(
+            Vec::new(),
+            base + category + body_points,
+            f.date,
+            core,
+            self.now_ms,
+            &self.params,
+        )
+        .0
     }
 
     /// Score one document: `bm25` is `Some` for a document holding every query term (its
@@ -1068,9 +1040,10 @@ fn passes(row: Option<&Row>, f: &Filters, named_path: Option<&BTreeSet<String>>)
         && named_path.is_none_or(|set| set.contains(&r.path))
 }
 
-/// A document's score for `words`: its §8 fields (`score::score`), a rule's category
-/// (record §8: category 1.5, which the table does not keep), the body's points, recency and
-/// the core-rule bonus. Also the fields' base alone (before the category).
+/// A document's score for `words`, with its explanation: its §8 fields and a rule's category
+/// (`score::field_points`, the one implementation [`Scorer::fast_score`] runs too; category
+/// 1.5, which the table does not keep), the body's points, recency and the core-rule bonus.
+/// Also the fields' base alone (before the category).
 fn score_with_category(
     doc: &score::SearchDoc,
     words: &[String],
@@ -1079,13 +1052,27 @@ fn score_with_category(
     now_ms: i64,
     params: &ScoreParams,
 ) -> ((f64, score::Explain), f64) {
-    let (_, mut e) = score::score(doc, words, now_ms, params);
-    let fields_base = e.base;
-    let category_hits = score::category_hits(category, words);
-    let base = e.base + category_hits.iter().map(|h| h.points).sum::<f64>();
-    e.hits.extend(category_hits);
+    let meta = &doc.meta;
+    let topics: Vec<String> = meta.topics.iter().map(|t| t.to_lowercase()).collect();
+    let fields = score::Fields {
+        title: &meta.title.to_lowercase(),
+        summary: &meta.summary.to_lowercase(),
+        kind: &meta.kind.to_lowercase(),
+        topics: &topics,
+        category: &category.to_lowercase(),
+    };
+    let mut hits = Vec::new();
+    let (fields_base, category_points) =
+        score::field_points(&fields, words, params, |t, field, points| {
+            hits.push(score::TermHit {
+                term: t.to_owned(),
+                field,
+                points,
+            })
+        });
+    let base = fields_base + category_points;
     let (score, mut e) = score::finish(
-        e.hits,
+        hits,
         base + body_points,
         doc.meta.date.as_deref(),
         doc.core_rule,

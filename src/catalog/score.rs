@@ -173,7 +173,70 @@ pub fn query_terms(query: &str) -> Vec<String> {
     terms
 }
 
-/// Score one document against the query terms at `now_ms`.
+/// A document's §8 fields as the scorer reads them: lowercase, topics canonical.
+pub struct Fields<'a> {
+    pub title: &'a str,
+    pub summary: &'a str,
+    pub kind: &'a str,
+    pub topics: &'a [String],
+    /// A rule's category (empty for other documents).
+    pub category: &'a str,
+}
+
+/// The §8 points of the query terms on a document's fields — per term the best topic
+/// (2 × its weight), title, summary, kind; then +1.5 per term a rule's category holds —
+/// each hit handed to `on_hit` in that order, and summed in it: (the fields' points, the
+/// category's). The one implementation of the field points: the lines' explanation and
+/// the ranking of every full-text match both call it, so their sums have the same bits.
+pub fn field_points(
+    f: &Fields<'_>,
+    terms: &[String],
+    params: &ScoreParams,
+    mut on_hit: impl FnMut(&str, Field, f64),
+) -> (f64, f64) {
+    let mut base = -0.0f64;
+    let mut add = |sum: &mut f64, term: &str, field: Field, points: f64| {
+        on_hit(term, field, points);
+        *sum += points;
+    };
+    for term in terms {
+        let t = term.as_str();
+        let topic_weight = f
+            .topics
+            .iter()
+            .filter(|topic| topic.contains(t))
+            .map(|topic| params.weight(topic))
+            .fold(None, |best: Option<f64>, w| {
+                Some(best.map_or(w, |b| b.max(w)))
+            });
+        if let Some(w) = topic_weight {
+            add(&mut base, t, Field::Topic, TOPIC_POINTS * w);
+        }
+        if f.title.contains(t) {
+            add(&mut base, t, Field::Title, FIELD_POINTS);
+        }
+        if f.summary.contains(t) {
+            add(&mut base, t, Field::Summary, FIELD_POINTS);
+        }
+        if f.kind == t {
+            add(&mut base, t, Field::Kind, FIELD_POINTS);
+        }
+    }
+    let mut category = -0.0f64;
+    if !f.category.is_empty() {
+        for term in terms {
+            if f.category.contains(term.as_str()) {
+                add(&mut category, term, Field::Category, CATEGORY_POINTS);
+            }
+        }
+    }
+    (base, category)
+}
+
+/// Score one document against the query terms at `now_ms` (its category aside): the
+/// reference scorer of the oracle [`rank`], written apart from [`field_points`] (what the
+/// product runs) so that the oracle tests compare two implementations.
+#[cfg(test)]
 pub fn score(
     doc: &SearchDoc,
     terms: &[String],
@@ -220,7 +283,7 @@ pub fn score(
 }
 
 /// The score of term hits already found: the base, plus recency and the core-rule bonus
-/// when the base is positive. Shared by the reference scorer above and the search table.
+/// when the base is positive. Shared by the product's scorer and the reference scorer.
 pub fn finish(
     hits: Vec<TermHit>,
     base: f64,
@@ -253,20 +316,6 @@ pub fn finish(
     )
 }
 
-/// The hits of the query terms on a rule's category (empty for other documents): +1.5 per
-/// term the category contains.
-pub fn category_hits(category: &str, terms: &[String]) -> Vec<TermHit> {
-    let category = category.to_lowercase();
-    if category.is_empty() {
-        return Vec::new();
-    }
-    terms
-        .iter()
-        .filter(|t| category.contains(t.as_str()))
-        .map(|t| hit(t, Field::Category, CATEGORY_POINTS))
-        .collect()
-}
-
 impl Explain {
     /// The points one field earned over every term.
     pub fn field_points(&self, field: Field) -> f64 {
@@ -277,6 +326,7 @@ impl Explain {
     }
 }
 
+#[cfg(test)]
 fn hit(term: &str, field: Field, points: f64) -> TermHit {
     TermHit {
         term: term.to_owned(),
@@ -542,6 +592,62 @@ mod tests {
         // Two topics containing the term still count once.
         let d2 = doc("b.md", "x", "y", "chapter", &["auth", "oauth"]);
         assert_eq!(score(&d2, &query_terms("auth"), NOW, &p()).1.base, 2.0);
+    }
+
+    #[test]
+    fn the_products_field_points_equal_the_reference_scorers_and_a_category_adds_its_own() {
+        let docs = [
+            doc(
+                "a.md",
+                "Auth fix",
+                "the auth bug",
+                "chapter",
+                &["authentication"],
+            ),
+            doc("b.md", "Fix the header", "", "plan", &["auth", "oauth"]),
+            doc("c.md", "x", "plan the csv export", "rule", &["csv"]),
+            doc("d.md", "nothing", "here", "chapter", &[]),
+        ];
+        for terms in [q("auth"), q("plan csv"), q("fix auth header"), q("zebra")] {
+            for d in &docs {
+                let (_, reference) = score(d, &terms.terms, NOW, &p());
+                let topics: Vec<String> = d.meta.topics.iter().map(|t| t.to_lowercase()).collect();
+                let mut hits = Vec::new();
+                let fields = Fields {
+                    title: &d.meta.title.to_lowercase(),
+                    summary: &d.meta.summary.to_lowercase(),
+                    kind: &d.meta.kind.to_lowercase(),
+                    topics: &topics,
+                    category: "",
+                };
+                let (base, category) = field_points(&fields, &terms.terms, &p(), |t, f, pts| {
+                    hits.push(hit(t, f, pts))
+                });
+                assert_eq!(hits, reference.hits, "{} {:?}", d.path, terms.terms);
+                assert_eq!(base.to_bits(), reference.base.to_bits(), "{}", d.path);
+                assert_eq!(category, 0.0);
+            }
+        }
+        // A rule's category: 1.5 per term it holds, after the fields, summed apart.
+        let topics = Vec::new();
+        let mut fields_hit = Vec::new();
+        let (base, category) = field_points(
+            &Fields {
+                title: "deploy",
+                summary: "",
+                kind: "rule",
+                topics: &topics,
+                category: "deploy-safety",
+            },
+            &query_terms("deploy safety rule"),
+            &p(),
+            |_, f, _| fields_hit.push(f),
+        );
+        assert_eq!((base, category), (2.0, 3.0));
+        assert_eq!(
+            fields_hit,
+            [Field::Title, Field::Kind, Field::Category, Field::Category]
+        );
     }
 
     #[test]

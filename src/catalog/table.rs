@@ -112,8 +112,13 @@ impl TableDoc {
 
 /// A `kind: rule` document whose `id` this machine approved (its latest `rule-status`).
 pub fn is_core_rule(meta: &DocMeta, curation: &Curation, harness: &str) -> bool {
-    meta.kind == "rule"
-        && meta.id.as_deref().is_some_and(|id| {
+    is_core_rule_id(&meta.kind, meta.id.as_deref(), curation, harness)
+}
+
+/// [`is_core_rule`] of a document's kind and rule id.
+pub fn is_core_rule_id(kind: &str, id: Option<&str>, curation: &Curation, harness: &str) -> bool {
+    kind == "rule"
+        && id.is_some_and(|id| {
             curation
                 .rule_decision(harness, id)
                 .is_some_and(|d| d.status == RuleStatus::Approved)
