@@ -14,9 +14,10 @@
 //! in its own file, and a bounded change log says which documents each revision changed, so
 //! an index update asks only for what changed since the revision it last saw.
 //!
-//! A segment is four files: `docs` (one tab-separated record per document, sorted by path),
+//! A segment is five files: `docs` (one tab-separated record per document, sorted by path),
 //! `meta` (16 bytes per document: date, record offset, project, flags), `dict` (one line per
-//! field and token: `F\ttoken\toffset\tcount`) and `post` (the postings, u32 LE). A query
+//! field and token: `F\ttoken\toffset\tcount`), `post` (the postings, u32 LE) and `skip`
+//! (every 64th `dict` line's offset and key: an exact lookup seeks instead of scanning). A query
 //! term is looked up by substring in `dict` — a term occurs in a field exactly when it occurs
 //! in one of the field's tokens, since a term holds only letters, digits and `_` — and only
 //! the postings and records it needs are read (`pread`). The answer equals

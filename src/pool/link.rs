@@ -1,6 +1,6 @@
 //! The link: which pool this workspace publishes to, and under which declared regime.
 //! Kept in `<store>/pool.json` (atomic writes); the token, when there is one, lives only
-//! under the DSH home (`pool::credentials`), never in the project tree.
+//! under the DSH home (`crate::credentials`), never in the project tree.
 
 use std::path::{Path, PathBuf};
 

@@ -5,7 +5,6 @@
 //!   `transport`'s isolated command) and the packs are consolidated when they pile up.
 //! - `plan` (pure): the store → pool mapping, what the pool lacks, the namespace rule.
 //! - `link`: which pool this workspace publishes to, under which declared visibility.
-//! - `credentials`: the per-project token at rest (0600 under the DSH home).
 //! - `crate::git` (a leaf beside it): the shell layer over gix — objects, trees, commits,
 //!   compare-and-swap ref moves and the local object copy behind a fast-forward-only publish.
 //! - `crate::store::mirror`: the packed mirror — the pool's objects in the mirror's git

@@ -4,8 +4,8 @@
 //!
 //! Layout: `<store>/<rootSessionId>/chapters/{NNN-slug.md, plan-NNN-slug.md}`,
 //! `<store>/<rootSessionId>/artifacts/<sha[0:2]>/<sha>.txt`,
-//! `<store>/<rootSessionId>/collections/<sessionId>.jsonl`, plus `<store>/project.yml`,
-//! `<store>/state.json` and the writer lock files. Every id that becomes a path component
+//! `<store>/<rootSessionId>/collections/<sessionId>.jsonl`, plus `<store>/project.yml`
+//! and the writer lock files. Every id that becomes a path component
 //! is checked first ([`is_safe_component`]), so no id can reach outside the store.
 
 pub mod atomic;
@@ -39,7 +39,6 @@ const CHAPTERS: &str = "chapters";
 pub(crate) const ARTIFACTS: &str = "artifacts";
 pub(crate) const COLLECTIONS: &str = "collections";
 const PROJECT_YML: &str = "project.yml";
-const STATE_JSON: &str = "state.json";
 const PLAN_PREFIX: &str = "plan-";
 /// Deepest directory holding our files below the store: `<root>/artifacts/<ab>/`.
 const STORE_DEPTH: u32 = 3;
@@ -725,33 +724,6 @@ impl Store {
             }
         }
     }
-
-    /// The archive's state (`<store>/state.json`), or `None` when there is none yet.
-    pub fn read_state<T: serde::de::DeserializeOwned>(&self) -> Result<Option<T>, StoreError> {
-        let path = self.dir.join(STATE_JSON);
-        let bytes = match fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_err(&path, e)),
-        };
-        serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| StoreError::Damaged {
-                path,
-                detail: e.to_string(),
-            })
-    }
-
-    /// Replace `<store>/state.json` atomically.
-    pub fn write_state<T: serde::Serialize>(&self, state: &T) -> Result<(), StoreError> {
-        let path = self.dir.join(STATE_JSON);
-        let mut bytes = serde_json::to_vec_pretty(state).map_err(|e| StoreError::Damaged {
-            path: path.clone(),
-            detail: format!("cannot serialize: {e}"),
-        })?;
-        bytes.push(b'\n');
-        atomic::write_atomic(&path, &bytes)
-    }
 }
 
 #[cfg(test)]
@@ -1208,22 +1180,5 @@ mod tests {
         fs::write(store.dir().join(PROJECT_YML), "projectKey: [").unwrap();
         assert!(store.read_project_yml().unwrap().is_none());
         assert!(store.write_project_yml(&identity, "host-c", "t").unwrap());
-    }
-
-    #[test]
-    fn state_round_trip() {
-        let (_d, store) = store();
-        assert_eq!(store.read_state::<serde_json::Value>().unwrap(), None);
-        let state = json!({"offsets": {"s-1": 120}});
-        store.write_state(&state).unwrap();
-        assert_eq!(
-            store.read_state::<serde_json::Value>().unwrap(),
-            Some(state)
-        );
-        fs::write(store.dir().join(STATE_JSON), "{").unwrap();
-        assert!(matches!(
-            store.read_state::<serde_json::Value>(),
-            Err(StoreError::Damaged { .. })
-        ));
     }
 }
