@@ -1,0 +1,293 @@
+//! The conversation DAG of one transcript (the reader's first pass, see [`super::reader`]):
+//! every `uuid` line's node and where it stands against the current leaf's chain.
+//!
+//! Compact because a transcript holds one node a line and the whole DAG is needed to know
+//! which lines a rewind or an edit abandoned: nodes in line order addressed by a dense `u32`
+//! index (20 bytes each), one map from a uuid's key to its index, and each node's children
+//! as first-child / next-sibling links inside the nodes — no list per parent. A child read
+//! before its parent waits under the parent's key until the parent comes (or for ever: a
+//! parent in another file).
+
+use std::collections::HashMap;
+
+/// No node: a parent not in the DAG, the end of a child list.
+const NONE: u32 = u32::MAX;
+
+/// The last line index a node can name: node indices and lines are `u32`, `NONE` excluded.
+pub(super) const MAX_LINE: u64 = NONE as u64 - 1;
+
+/// A node's place against the current leaf's chain (see [`Dag::classify`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum St {
+    /// Not classified yet (appended since the last classification).
+    New,
+    /// On the chain of the current leaf.
+    Chain,
+    /// Off the chain, kept (a fragment whose parent is elsewhere, a tool result logged as
+    /// a sibling, a cycle).
+    Kept,
+    /// On a branch that leaves the chain at a person's prompt: a rewind or an edit.
+    Abandoned,
+    /// On the path [`Dag::settle`] is walking up (met again: a cycle). Never left behind.
+    Walking,
+}
+
+/// The DAG facts of one uuid. `state` and `prompt_like` fit in the 4-byte alignment's
+/// padding: packing them in one byte would not make the node smaller.
+#[derive(Clone, Debug, PartialEq)]
+struct Node {
+    /// The parent's index: `parentUuid`, or `logicalParentUuid` where that is null (a
+    /// compaction boundary: the logical parent bridges the chain); `NONE` while the parent
+    /// is not in the DAG.
+    parent: u32,
+    /// The first line that carried this uuid.
+    line: u32,
+    first_child: u32,
+    next_sibling: u32,
+    prompt_like: bool,
+    state: St,
+}
+
+/// See the module doc.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(super) struct Dag {
+    /// In the order their lines came.
+    nodes: Vec<Node>,
+    /// A uuid's key → its node.
+    index: HashMap<u64, u32>,
+    /// A parent's key not in the DAG (yet) → the first of the children naming it (linked by
+    /// `next_sibling`).
+    waiting: HashMap<u64, u32>,
+}
+
+impl Dag {
+    pub(super) fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub(super) fn contains(&self, key: u64) -> bool {
+        self.index.contains_key(&key)
+    }
+
+    /// The state of `key`'s node and the first line that carried it.
+    pub(super) fn get(&self, key: u64) -> Option<(St, u64)> {
+        let n = &self.nodes[*self.index.get(&key)? as usize];
+        Some((n.state, u64::from(n.line)))
+    }
+
+    /// Every node's state, in line order (tests compare a kept DAG with a fresh one).
+    #[cfg(test)]
+    pub(super) fn states(&self) -> impl Iterator<Item = (u64, St)> + '_ {
+        self.nodes.iter().map(|n| (u64::from(n.line), n.state))
+    }
+
+    /// Add the node of `key` (not in the DAG: see [`Dag::contains`]), first carried by
+    /// `line` (at most [`MAX_LINE`]). True when a node of a line before `older_than` named
+    /// it as its parent: that older node's branch changes (classify again).
+    pub(super) fn add(
+        &mut self,
+        key: u64,
+        parent: Option<u64>,
+        line: u32,
+        prompt_like: bool,
+        older_than: u64,
+    ) -> bool {
+        let me = u32::try_from(self.nodes.len()).expect("fewer nodes than lines ≤ MAX_LINE");
+        let mut node = Node {
+            parent: NONE,
+            line,
+            first_child: NONE,
+            next_sibling: NONE,
+            prompt_like,
+            state: St::New,
+        };
+        if let Some(p) = parent {
+            match self.index.get(&p) {
+                Some(&pi) => {
+                    node.parent = pi;
+                    let pn = &mut self.nodes[pi as usize];
+                    node.next_sibling = pn.first_child;
+                    pn.first_child = me;
+                }
+                None if p == key => {
+                    // Its own parent: a cycle of one.
+                    node.parent = me;
+                    node.first_child = me;
+                }
+                None => {
+                    let first = self.waiting.entry(p).or_insert(NONE);
+                    node.next_sibling = *first;
+                    *first = me;
+                }
+            }
+        }
+        // The children read before it.
+        let mut adopted = false;
+        if let Some(first) = self.waiting.remove(&key) {
+            let mut c = first;
+            while c != NONE {
+                let child = &mut self.nodes[c as usize];
+                child.parent = me;
+                adopted |= u64::from(child.line) < older_than;
+                c = child.next_sibling;
+            }
+            // Behind its own children, if it is its own parent too.
+            let mut last = first;
+            while self.nodes[last as usize].next_sibling != NONE {
+                last = self.nodes[last as usize].next_sibling;
+            }
+            self.nodes[last as usize].next_sibling = node.first_child;
+            node.first_child = first;
+        }
+        self.nodes.push(node);
+        self.index.insert(key, me);
+        adopted
+    }
+
+    fn children(&self, i: u32) -> impl Iterator<Item = u32> + '_ {
+        let mut c = self.nodes[i as usize].first_child;
+        std::iter::from_fn(move || {
+            (c != NONE).then(|| {
+                let this = c;
+                c = self.nodes[c as usize].next_sibling;
+                this
+            })
+        })
+    }
+
+    /// Every node's place against the chain of `leaf`, from scratch: the chain from the
+    /// leaf up (a cycle or a missing parent ends it), then every other node by the branch it
+    /// hangs on ([`Dag::settle`]).
+    pub(super) fn classify(&mut self, leaf: Option<u64>) {
+        for n in &mut self.nodes {
+            n.state = St::New;
+        }
+        let mut cur = leaf
+            .and_then(|k| self.index.get(&k).copied())
+            .unwrap_or(NONE);
+        while cur != NONE {
+            let n = &mut self.nodes[cur as usize];
+            if n.state != St::New {
+                break; // a cycle
+            }
+            n.state = St::Chain;
+            cur = n.parent;
+        }
+        let mut path = Vec::new();
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].state == St::New {
+                self.settle(i as u32, &mut path);
+            }
+        }
+    }
+
+    /// Classify `start` and the unclassified nodes above it: walk up to a classified node, a
+    /// missing parent or a cycle; then from the top down, the child of a chain node decides
+    /// its branch (abandoned when it is a person's prompt) and its descendants inherit it. A
+    /// branch that reaches no chain node (a fragment whose parent is in another file, a
+    /// cycle) is kept.
+    fn settle(&mut self, start: u32, path: &mut Vec<u32>) {
+        path.clear();
+        let mut cur = start;
+        let mut top = St::Kept;
+        while cur != NONE {
+            let n = &mut self.nodes[cur as usize];
+            match n.state {
+                St::New => {}
+                St::Walking => break, // a cycle: kept
+                done => {
+                    top = done;
+                    break;
+                }
+            }
+            n.state = St::Walking;
+            path.push(cur);
+            cur = n.parent;
+        }
+        let mut inherited = top;
+        for &i in path.iter().rev() {
+            let n = &mut self.nodes[i as usize];
+            n.state = match inherited {
+                St::Chain if n.prompt_like => St::Abandoned,
+                St::Chain | St::New | St::Walking => St::Kept,
+                other => other,
+            };
+            inherited = n.state;
+        }
+    }
+
+    /// Classify the nodes added since the DAG held `added_from` nodes when the new leaf
+    /// descends from the old one: the chain grows by the nodes between them, the branches
+    /// hanging off those nodes are classified again, and only the added nodes are walked.
+    /// False, with the DAG left to [`Dag::classify`], when the leaf moved elsewhere (a
+    /// rewind, an edit, the first leaf).
+    pub(super) fn extend(
+        &mut self,
+        was_leaf: Option<u64>,
+        leaf: Option<u64>,
+        added_from: usize,
+    ) -> bool {
+        let (Some(old), Some(new)) = (was_leaf, leaf) else {
+            return false;
+        };
+        let (Some(&old), Some(&new)) = (self.index.get(&old), self.index.get(&new)) else {
+            return false;
+        };
+        if self.nodes[old as usize].state != St::Chain {
+            return false;
+        }
+        // The new chain's part below the old leaf.
+        let mut segment = Vec::new();
+        let mut cur = new;
+        while cur != old {
+            if cur == NONE {
+                return false; // a missing parent before the old leaf
+            }
+            let n = &self.nodes[cur as usize];
+            if n.state == St::Chain || segment.len() > self.nodes.len() {
+                return false; // back on the old chain above its leaf (a rewind), or a cycle
+            }
+            segment.push(cur);
+            cur = n.parent;
+        }
+        // Old nodes that joined the chain (a `system` line under the old leaf): their other
+        // branches hang off the chain now, each decided by its first node.
+        for &i in &segment {
+            self.nodes[i as usize].state = St::Chain;
+        }
+        let mut stack: Vec<(u32, St)> = Vec::new();
+        for &i in &segment {
+            for c in self.children(i) {
+                let n = &self.nodes[c as usize];
+                if n.state != St::Chain {
+                    let s = if n.prompt_like {
+                        St::Abandoned
+                    } else {
+                        St::Kept
+                    };
+                    stack.push((c, s));
+                }
+            }
+        }
+        let mut steps = 0usize;
+        while let Some((i, s)) = stack.pop() {
+            steps += 1;
+            if steps > self.nodes.len() {
+                return false; // cannot happen (a branch off the chain holds no cycle); start over
+            }
+            self.nodes[i as usize].state = s;
+            for c in self.children(i) {
+                if self.nodes[c as usize].state != St::Chain {
+                    stack.push((c, s));
+                }
+            }
+        }
+        let mut path = Vec::new();
+        for i in added_from..self.nodes.len() {
+            if self.nodes[i].state == St::New {
+                self.settle(i as u32, &mut path);
+            }
+        }
+        true
+    }
+}
