@@ -16,6 +16,12 @@ const NONE: u32 = u32::MAX;
 /// The last line index a node can name: node indices and lines are `u32`, `NONE` excluded.
 pub(super) const MAX_LINE: u64 = NONE as u64 - 1;
 
+/// Line `i` as a node's line, `None` past [`MAX_LINE`] (a transcript of 4 G lines, ~400 GB:
+/// the reader refuses it by name rather than widen every node).
+pub(super) fn node_line(i: u64) -> Option<u32> {
+    u32::try_from(i).ok().filter(|&l| u64::from(l) <= MAX_LINE)
+}
+
 /// A node's place against the current leaf's chain (see [`Dag::classify`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum St {
@@ -289,5 +295,81 @@ impl Dag {
             }
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn states(d: &Dag) -> Vec<St> {
+        d.states().map(|(_, s)| s).collect()
+    }
+
+    #[test]
+    fn lines_past_32_bits_are_refused_not_wrapped() {
+        assert_eq!(node_line(0), Some(0));
+        assert_eq!(node_line(MAX_LINE), Some(u32::MAX - 1));
+        assert_eq!(node_line(MAX_LINE + 1), None);
+        assert_eq!(node_line(1 << 32), None);
+        assert_eq!(node_line(u64::MAX), None);
+    }
+
+    #[test]
+    fn a_late_parent_adopts_its_children_and_says_so_when_they_are_older() {
+        let mut d = Dag::default();
+        // 2's parent 1 comes later; 3 hangs under 2.
+        assert!(!d.add(2, Some(1), 0, false, 0));
+        assert!(!d.add(3, Some(2), 1, false, 0));
+        // Read later than the child: an older node's branch changes.
+        assert!(d.add(1, None, 2, false, 2));
+        d.classify(Some(3));
+        assert_eq!(states(&d), vec![St::Chain, St::Chain, St::Chain]);
+        // A parent read in the same read as its child adopts nothing older.
+        let mut d = Dag::default();
+        assert!(!d.add(5, Some(4), 0, false, 0));
+        assert!(!d.add(4, None, 1, false, 0));
+    }
+
+    #[test]
+    fn cycles_and_missing_parents_are_kept_and_a_rewound_prompt_abandoned() {
+        let mut d = Dag::default();
+        d.add(1, None, 0, true, 0); // the first prompt
+        d.add(2, Some(1), 1, false, 0); // its answer
+        d.add(3, Some(2), 2, true, 0); // a prompt later rewound
+        d.add(4, Some(3), 3, false, 0); // its answer: abandoned with it
+        d.add(5, Some(2), 4, true, 0); // the prompt typed again
+        d.add(6, Some(6), 5, false, 0); // its own parent
+        d.add(7, Some(8), 6, false, 0); // a cycle of two
+        d.add(8, Some(7), 7, false, 0);
+        d.add(9, Some(99), 8, true, 0); // a parent in another file
+        d.classify(Some(5));
+        use St::*;
+        assert_eq!(
+            states(&d),
+            vec![Chain, Chain, Abandoned, Abandoned, Chain, Kept, Kept, Kept, Kept]
+        );
+        // A leaf in a cycle: the chain is the cycle, walked once.
+        d.classify(Some(8));
+        assert_eq!(states(&d)[6..8], [Chain, Chain]);
+    }
+
+    #[test]
+    fn an_extension_under_the_leaf_classifies_as_from_scratch() {
+        let mut d = Dag::default();
+        d.add(1, None, 0, true, 0);
+        d.add(2, Some(1), 1, false, 0);
+        d.classify(Some(2));
+        let from = d.len();
+        d.add(3, Some(2), 2, false, 0); // a `system` line under the leaf
+        d.add(4, Some(2), 3, true, 0); // a prompt beside it, left behind
+        d.add(5, Some(3), 4, true, 0); // the next prompt
+        assert!(d.extend(Some(2), Some(5), from));
+        let mut whole = d.clone();
+        whole.classify(Some(5));
+        assert_eq!(d, whole);
+        assert_eq!(states(&d)[3], St::Abandoned);
+        // A leaf above the old one (a rewind) is not an extension.
+        assert!(!d.extend(Some(5), Some(2), d.len()));
     }
 }

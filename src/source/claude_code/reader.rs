@@ -36,7 +36,7 @@ use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::dag::{Dag, St, MAX_LINE};
+use super::dag::{node_line, Dag, St, MAX_LINE};
 use super::line::{content_text, Block, Content, Line};
 use super::{screen, subagent};
 use crate::session::reader::{ReadError, ReadNote, ReaderOptions, ResumePoint};
@@ -307,10 +307,7 @@ fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadErro
         if dag.contains(k) {
             continue;
         }
-        let Some(line) = u32::try_from(this)
-            .ok()
-            .filter(|&l| u64::from(l) <= MAX_LINE)
-        else {
+        let Some(line) = node_line(this) else {
             return Err(ReadError::BadLine {
                 file: path.to_path_buf(),
                 after_seq: Some((this << SEQ_SHIFT) - 1),
