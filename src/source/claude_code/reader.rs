@@ -36,7 +36,7 @@ use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::dag::{node_line, Dag, St, MAX_LINE};
+use super::dag::{node_line, Dag, Lookup, St, MAX_LINE};
 use super::line::{content_text, Block, Content, Line};
 use super::{screen, subagent};
 use crate::session::reader::{ReadError, ReadNote, ReaderOptions, ResumePoint};
@@ -62,7 +62,7 @@ pub struct SessionFacts {
 /// The first pass's result.
 struct Plan {
     facts: SessionFacts,
-    dag: std::sync::Arc<Dag>,
+    dag: Lookup,
     /// Lines an earlier transcript of the folder holds too (this one was resumed or forked
     /// from it): read there, not here.
     copied: std::sync::Arc<HashSet<u64>>,
@@ -370,7 +370,7 @@ fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadErro
     };
     Ok(Plan {
         facts,
-        dag,
+        dag: Lookup::Shared(dag),
         copied: copied_uuids,
     })
 }
@@ -689,7 +689,13 @@ impl ClaudeReader {
         options: ReaderOptions,
         quiet_end: bool,
     ) -> Result<Self, ReadError> {
-        Self::open_cached(path, from, options, quiet_end, &mut PlanCache::default())
+        let mut cache = PlanCache::default();
+        let mut reader = Self::open_cached(path, from, options, quiet_end, &mut cache)?;
+        // Nothing keeps the first pass: the second holds only what it reads of the DAG.
+        drop(cache);
+        reader.plan.dag =
+            std::mem::replace(&mut reader.plan.dag, Lookup::Sorted(Box::default())).alone();
+        Ok(reader)
     }
 
     /// [`ClaudeReader::open`] with the first pass extended from `cache` (a growing file
@@ -1601,10 +1607,10 @@ mod tests {
                 assert_eq!(kept.facts, whole.facts, "seed {seed}");
                 assert_eq!(*kept.copied, *whole.copied, "seed {seed}");
                 assert!(
-                    *kept.dag == *whole.dag,
+                    kept.dag.shared() == whole.dag.shared(),
                     "seed {seed}: the kept plan classifies as a fresh one"
                 );
-                assert!(kept.dag.states().all(|(_, s)| s != St::New));
+                assert!(kept.dag.shared().states().all(|(_, s)| s != St::New));
             }
         }
         let extended = EXTENDED.with(std::cell::Cell::get) - before;
@@ -1648,7 +1654,7 @@ mod tests {
         assert_eq!(state(&p, "x1"), Some(St::Abandoned));
         assert_eq!(state(&p, "y1"), Some(St::Kept));
         let whole = plan(&path, cap, &mut PlanCache::default()).expect("plan");
-        assert!(*p.dag == *whole.dag);
+        assert!(p.dag.shared() == whole.dag.shared());
     }
 
     #[test]
@@ -1687,6 +1693,7 @@ mod tests {
             // The `turn_duration` line under the old leaf joined the chain.
             assert!(p
                 .dag
+                .shared()
                 .states()
                 .all(|(line, s)| s == St::Chain || line % 5 == 4));
         }
