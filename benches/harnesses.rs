@@ -6,8 +6,9 @@
 //! The files repeat the real fixtures (`tests/it/fixtures/{claude-code,codex}/`) with fresh
 //! ids: every copy is one more completed turn.
 //!
-//! Run: `cargo bench --bench harnesses` (needs `jq`; `/usr/bin/time` when present measures
-//! peak RSS, otherwise /proc polling does).
+//! Run: `cargo bench --bench harnesses` (needs `jq`; peak RSS is read from /proc while the
+//! archive runs). `HARNESS_BASELINE_BIN=PATH` archives the same files with an earlier
+//! build's `chapters` too, beside this one (its time and peak RSS at both sizes).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -160,8 +161,9 @@ fn codex(size: usize) -> Setup {
     }
 }
 
-fn chapters(s: &Setup, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_chapters"));
+/// This build's `chapters`, or the baseline's.
+fn chapters(bin: &Path, s: &Setup, args: &[&str]) -> Command {
+    let mut c = Command::new(bin);
     c.args(args)
         .current_dir(&s.ws)
         .env("DSH_HOME", &s.home)
@@ -199,15 +201,19 @@ fn jq(file: &Path) -> Duration {
     measure(c).0
 }
 
-/// Best archive time (a fresh store each run) and the largest peak RSS.
-fn archive(s: &Setup) -> (Duration, u64) {
+fn ours() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_chapters"))
+}
+
+/// Best archive time by `bin` (a fresh store each run) and the largest peak RSS.
+fn archive(bin: &Path, s: &Setup) -> (Duration, u64) {
     let mut best = Duration::MAX;
     let mut peak = 0;
     for _ in 0..REPEATS {
         let _ = std::fs::remove_dir_all(s.ws.join(".dsh-chapters"));
-        let status = chapters(s, &["init"]).status().expect("init");
+        let status = chapters(bin, s, &["init"]).status().expect("init");
         assert!(status.success());
-        let (t, rss) = measure(chapters(s, &["archive"]));
+        let (t, rss) = measure(chapters(bin, s, &["archive"]));
         best = best.min(t);
         peak = peak.max(rss);
     }
@@ -215,7 +221,7 @@ fn archive(s: &Setup) -> (Duration, u64) {
 }
 
 fn row(name: &str, s: &Setup) {
-    let (ours, _) = archive(s);
+    let (ours, _) = archive(ours(), s);
     let floor = (0..REPEATS).map(|_| jq(&s.file)).min().expect("runs");
     let mb = s.bytes as f64 / MB as f64;
     println!(
@@ -228,30 +234,46 @@ fn row(name: &str, s: &Setup) {
     );
 }
 
+/// Peak RSS at both sizes, this build's and the baseline's side by side (alternated).
+fn rss(name: &str, small: &Setup, big: &Setup) {
+    let baseline = std::env::var_os("HARNESS_BASELINE_BIN").map(PathBuf::from);
+    let mut bins: Vec<(&str, &Path)> = vec![("", ours())];
+    if let Some(b) = baseline.as_deref() {
+        bins.push((" (baseline)", b));
+    }
+    let mut peaks = vec![(0, 0, Duration::ZERO); bins.len()];
+    for (s, is_big) in [(small, false), (big, true)] {
+        for ((_, bin), peak) in bins.iter().zip(&mut peaks) {
+            let (t, rss) = archive(bin, s);
+            if is_big {
+                (peak.1, peak.2) = (rss, t);
+            } else {
+                peak.0 = rss;
+            }
+        }
+    }
+    for ((label, _), (at_small, at_big, t)) in bins.iter().zip(peaks) {
+        println!(
+            "{name} peak RSS{label}: {:.1} MB at {:.0} MB, {:.1} MB at {:.0} MB ({:+.1} %); archive {:.0} ms at {:.0} MB",
+            at_small as f64 / 1024.0,
+            small.bytes as f64 / MB as f64,
+            at_big as f64 / 1024.0,
+            big.bytes as f64 / MB as f64,
+            (at_big as f64 / at_small as f64 - 1.0) * 100.0,
+            t.as_secs_f64() * 1e3,
+            big.bytes as f64 / MB as f64,
+        );
+    }
+}
+
 fn main() {
     let cc = claude_code(50 * MB);
     row("claude-code", &cc);
     let small = claude_code(25 * MB);
-    let (_, rss_small) = archive(&small);
-    let (_, rss_big) = archive(&cc);
-    println!(
-        "claude-code peak RSS: {:.1} MB at {:.0} MB, {:.1} MB at {:.0} MB",
-        rss_small as f64 / 1024.0,
-        small.bytes as f64 / MB as f64,
-        rss_big as f64 / 1024.0,
-        cc.bytes as f64 / MB as f64
-    );
+    rss("claude-code", &small, &cc);
     drop((cc, small));
     let cx = codex(50 * MB);
     row("codex", &cx);
     let small = codex(25 * MB);
-    let (_, rss_small) = archive(&small);
-    let (_, rss_big) = archive(&cx);
-    println!(
-        "codex peak RSS: {:.1} MB at {:.0} MB, {:.1} MB at {:.0} MB",
-        rss_small as f64 / 1024.0,
-        small.bytes as f64 / MB as f64,
-        rss_big as f64 / 1024.0,
-        cx.bytes as f64 / MB as f64
-    );
+    rss("codex", &small, &cx);
 }

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use crate::session::discover::{DiscoverError, SessionLog};
 
+mod dag;
 mod line;
 mod reader;
 pub(crate) mod screen;

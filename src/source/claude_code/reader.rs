@@ -3,7 +3,7 @@
 //! Two passes over the file, memory bounded by the number of lines (a few dozen bytes a
 //! line), never by their size:
 //! 1. the envelope of every line (`uuid`, `parentUuid`, whether it is a person's prompt):
-//!    the conversation DAG, the current leaf (the last `user`/`assistant` line off any
+//!    the conversation DAG ([`super::dag`]), the current leaf (the last `user`/`assistant` line off any
 //!    sidechain) and its chain. A branch that leaves the chain at a person's prompt is a
 //!    rewind or an edit: it is abandoned and never read. Any other off-chain line (a
 //!    fragment whose parent is in another file, a tool result logged as a sibling) is kept.
@@ -36,6 +36,7 @@ use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::dag::{node_line, Dag, Lookup, St, MAX_LINE};
 use super::line::{content_text, Block, Content, Line};
 use super::{screen, subagent};
 use crate::session::reader::{ReadError, ReadNote, ReaderOptions, ResumePoint};
@@ -58,37 +59,10 @@ pub struct SessionFacts {
     pub first_time: Option<i64>,
 }
 
-/// The DAG facts of one `uuid`.
-#[derive(Clone, Debug, PartialEq)]
-struct Node {
-    /// `parentUuid`, or `logicalParentUuid` where that is null (a compaction boundary:
-    /// the logical parent bridges the chain).
-    parent: Option<u64>,
-    /// The first line that carried this uuid.
-    line: u64,
-    prompt_like: bool,
-    /// Where it stands against the current leaf's chain.
-    state: St,
-}
-
-/// A node's place against the current leaf's chain (see [`classify`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum St {
-    /// Not classified yet (appended since the last classification).
-    New,
-    /// On the chain of the current leaf.
-    Chain,
-    /// Off the chain, kept (a fragment whose parent is elsewhere, a tool result logged as
-    /// a sibling, a cycle).
-    Kept,
-    /// On a branch that leaves the chain at a person's prompt: a rewind or an edit.
-    Abandoned,
-}
-
 /// The first pass's result.
 struct Plan {
     facts: SessionFacts,
-    nodes: std::sync::Arc<HashMap<u64, Node>>,
+    dag: Lookup,
     /// Lines an earlier transcript of the folder holds too (this one was resumed or forked
     /// from it): read there, not here.
     copied: std::sync::Arc<HashSet<u64>>,
@@ -104,9 +78,7 @@ pub struct PlanCache {
     offset: u64,
     index: u64,
     facts: SessionFacts,
-    nodes: std::sync::Arc<HashMap<u64, Node>>,
-    /// Each parent's children (parents not in `nodes` too).
-    children: HashMap<u64, Vec<u64>>,
+    dag: std::sync::Arc<Dag>,
     leaf: Option<u64>,
     /// The transcript's first `uuid` line off any sidechain, once read (see
     /// `copied_from_siblings`).
@@ -265,14 +237,13 @@ fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadErro
         offset,
         mut index,
         mut facts,
-        nodes,
-        mut children,
+        dag,
         mut leaf,
         mut first,
         mut copied,
     } = std::mem::take(cache);
-    let mut nodes: HashMap<u64, Node> =
-        std::sync::Arc::try_unwrap(nodes).unwrap_or_else(|shared| (*shared).clone());
+    // The reader of the last read (which shares it) is gone by the next one: no copy.
+    let mut dag: Dag = std::sync::Arc::try_unwrap(dag).unwrap_or_else(|shared| (*shared).clone());
     let file = crate::session::reader::open_regular(path)?;
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     std::io::Seek::seek(reader.get_mut(), std::io::SeekFrom::Start(offset)).map_err(|source| {
@@ -283,7 +254,7 @@ fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadErro
     })?;
     let was_leaf = leaf;
     let first_new = index;
-    let mut added: Vec<u64> = Vec::new();
+    let added_from = dag.len();
     // An appended node some older node named as its parent: the older node's branch changes.
     let mut adopted = false;
     let mut lines = Lines::new(reader, offset, cap);
@@ -333,9 +304,21 @@ fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadErro
             });
         }
         let k = key(uuid);
-        if nodes.contains_key(&k) {
+        if dag.contains(k) {
             continue;
         }
+        let Some(line) = node_line(this) else {
+            return Err(ReadError::BadLine {
+                file: path.to_path_buf(),
+                after_seq: Some((this << SEQ_SHIFT) - 1),
+                detail: format!(
+                    "line {}: a Claude Code transcript is read up to line {} (its DAG \
+                     numbers lines in 32 bits)",
+                    this + 1,
+                    MAX_LINE + 1
+                ),
+            });
+        };
         // A compaction boundary has no parent; its logical parent bridges the chain.
         let parent = env
             .parent_uuid
@@ -354,27 +337,11 @@ fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadErro
         if !sidechain && matches!(kind, Some("user") | Some("assistant")) {
             leaf = Some(k);
         }
-        adopted |= children.get(&k).is_some_and(|cs| {
-            cs.iter()
-                .any(|c| nodes.get(c).is_some_and(|n| n.line < first_new))
-        });
-        if let Some(p) = parent {
-            children.entry(p).or_default().push(k);
-        }
-        nodes.insert(
-            k,
-            Node {
-                parent,
-                line: this,
-                prompt_like,
-                state: St::New,
-            },
-        );
-        added.push(k);
+        adopted |= dag.add(k, parent, line, prompt_like, first_new);
     }
-    let extended = !adopted && extend(&mut nodes, &children, was_leaf, leaf, &added);
+    let extended = !adopted && dag.extend(was_leaf, leaf, added_from);
     if !extended {
-        classify(&mut nodes, leaf);
+        dag.classify(leaf);
     }
     #[cfg(test)]
     EXTENDED.with(|c| c.set(c.get() + u64::from(extended)));
@@ -391,20 +358,19 @@ fn plan(path: &Path, cap: usize, cache: &mut PlanCache) -> Result<Plan, ReadErro
         ),
         None => Default::default(),
     };
-    let nodes = std::sync::Arc::new(nodes);
+    let dag = std::sync::Arc::new(dag);
     *cache = PlanCache {
         offset: lines.offset(),
         index,
         facts: facts.clone(),
-        nodes: std::sync::Arc::clone(&nodes),
-        children,
+        dag: std::sync::Arc::clone(&dag),
         leaf,
         first,
         copied,
     };
     Ok(Plan {
         facts,
-        nodes,
+        dag: Lookup::Shared(dag),
         copied: copied_uuids,
     })
 }
@@ -667,164 +633,6 @@ pub(super) fn earlier_siblings(path: &Path, first: &Head, cap: usize) -> Vec<Pat
     earlier
 }
 
-/// Every node's place against the chain of `leaf`, from scratch: the chain from the leaf
-/// up (a cycle or a missing parent ends it), then every other node by the branch it hangs
-/// on ([`settle`]).
-fn classify(nodes: &mut HashMap<u64, Node>, leaf: Option<u64>) {
-    for n in nodes.values_mut() {
-        n.state = St::New;
-    }
-    let mut cur = leaf;
-    while let Some(k) = cur {
-        match nodes.get_mut(&k) {
-            Some(n) if n.state == St::New => {
-                n.state = St::Chain;
-                cur = n.parent;
-            }
-            _ => break, // a cycle or a missing parent
-        }
-    }
-    let mut keys: Vec<u64> = nodes
-        .iter()
-        .filter(|(_, n)| n.state == St::New)
-        .map(|(k, _)| *k)
-        .collect();
-    keys.sort_unstable();
-    let mut path = Vec::new();
-    let mut on_path = HashSet::new();
-    for k in keys {
-        settle(nodes, k, &mut path, &mut on_path);
-    }
-}
-
-/// Classify `start` and the unclassified nodes above it: walk up to a classified node, a
-/// missing parent or a cycle; then from the top down, the child of a chain node decides
-/// its branch (abandoned when it is a person's prompt) and its descendants inherit it. A
-/// branch that reaches no chain node (a fragment whose parent is in another file, a cycle)
-/// is kept.
-fn settle(
-    nodes: &mut HashMap<u64, Node>,
-    start: u64,
-    path: &mut Vec<u64>,
-    on_path: &mut HashSet<u64>,
-) {
-    path.clear();
-    on_path.clear();
-    let mut cur = Some(start);
-    let mut top = St::Kept;
-    while let Some(k) = cur {
-        let Some(n) = nodes.get(&k) else {
-            break; // the parent is in another file
-        };
-        if n.state != St::New {
-            top = n.state;
-            break;
-        }
-        if !on_path.insert(k) {
-            break; // a cycle: kept
-        }
-        path.push(k);
-        cur = n.parent;
-    }
-    let mut inherited = top;
-    for &k in path.iter().rev() {
-        let Some(n) = nodes.get_mut(&k) else {
-            continue;
-        };
-        n.state = match inherited {
-            St::Chain if n.prompt_like => St::Abandoned,
-            St::Chain | St::New => St::Kept,
-            other => other,
-        };
-        inherited = n.state;
-    }
-}
-
-/// Classify what was appended (`added`) when the new leaf descends from the old one: the
-/// chain grows by the nodes between them, the branches hanging off those nodes are
-/// classified again, and only the appended nodes are walked. False, with `nodes` left to
-/// [`classify`], when the leaf moved elsewhere (a rewind, an edit, the first leaf).
-fn extend(
-    nodes: &mut HashMap<u64, Node>,
-    children: &HashMap<u64, Vec<u64>>,
-    was_leaf: Option<u64>,
-    leaf: Option<u64>,
-    added: &[u64],
-) -> bool {
-    let (Some(old), Some(new)) = (was_leaf, leaf) else {
-        return false;
-    };
-    if nodes.get(&old).is_none_or(|n| n.state != St::Chain) {
-        return false;
-    }
-    // The new chain's part below the old leaf.
-    let mut segment = Vec::new();
-    let mut cur = new;
-    while cur != old {
-        let Some(n) = nodes.get(&cur) else {
-            return false; // a missing parent before the old leaf
-        };
-        if n.state == St::Chain || segment.len() > nodes.len() {
-            return false; // back on the old chain above its leaf (a rewind), or a cycle
-        }
-        segment.push(cur);
-        let Some(p) = n.parent else {
-            return false;
-        };
-        cur = p;
-    }
-    // Old nodes that joined the chain (a `system` line under the old leaf): their other
-    // branches hang off the chain now, each decided by its first node.
-    for &k in &segment {
-        if let Some(n) = nodes.get_mut(&k) {
-            n.state = St::Chain;
-        }
-    }
-    let mut stack: Vec<(u64, St)> = Vec::new();
-    for &k in &segment {
-        let Some(kids) = children.get(&k) else {
-            continue;
-        };
-        for &c in kids {
-            match nodes.get(&c) {
-                Some(n) if n.state != St::Chain => {
-                    let s = if n.prompt_like {
-                        St::Abandoned
-                    } else {
-                        St::Kept
-                    };
-                    stack.push((c, s));
-                }
-                _ => {}
-            }
-        }
-    }
-    let mut steps = 0usize;
-    while let Some((k, s)) = stack.pop() {
-        steps += 1;
-        if steps > nodes.len() {
-            return false; // cannot happen (a branch off the chain holds no cycle); start over
-        }
-        let Some(n) = nodes.get_mut(&k) else {
-            continue;
-        };
-        n.state = s;
-        for &c in children.get(&k).map_or(&[][..], Vec::as_slice) {
-            if nodes.get(&c).is_some_and(|n| n.state != St::Chain) {
-                stack.push((c, s));
-            }
-        }
-    }
-    let mut path = Vec::new();
-    let mut on_path = HashSet::new();
-    for &k in added {
-        if nodes.get(&k).is_some_and(|n| n.state == St::New) {
-            settle(nodes, k, &mut path, &mut on_path);
-        }
-    }
-    true
-}
-
 /// The assistant message being gathered across lines sharing its `message.id`.
 struct PendingMessage {
     id: Option<String>,
@@ -881,7 +689,13 @@ impl ClaudeReader {
         options: ReaderOptions,
         quiet_end: bool,
     ) -> Result<Self, ReadError> {
-        Self::open_cached(path, from, options, quiet_end, &mut PlanCache::default())
+        let mut cache = PlanCache::default();
+        let mut reader = Self::open_cached(path, from, options, quiet_end, &mut cache)?;
+        // Nothing keeps the first pass: the second holds only what it reads of the DAG.
+        drop(cache);
+        reader.plan.dag =
+            std::mem::replace(&mut reader.plan.dag, Lookup::Sorted(Box::default())).alone();
+        Ok(reader)
     }
 
     /// [`ClaudeReader::open`] with the first pass extended from `cache` (a growing file
@@ -1137,11 +951,11 @@ impl ClaudeReader {
         }
         if let Some(uuid) = line.uuid.as_deref() {
             let k = key(uuid);
-            let node = self.plan.nodes.get(&k);
-            if node.is_some_and(|n| n.state == St::Abandoned) {
+            let node = self.plan.dag.get(k);
+            if node.is_some_and(|(state, _)| state == St::Abandoned) {
                 return;
             }
-            if node.is_some_and(|n| n.line != index) {
+            if node.is_some_and(|(_, line)| line != index) {
                 return; // a copy of an earlier line
             }
             if self.plan.copied.contains(&k) {
@@ -1793,10 +1607,10 @@ mod tests {
                 assert_eq!(kept.facts, whole.facts, "seed {seed}");
                 assert_eq!(*kept.copied, *whole.copied, "seed {seed}");
                 assert!(
-                    *kept.nodes == *whole.nodes,
+                    kept.dag.shared() == whole.dag.shared(),
                     "seed {seed}: the kept plan classifies as a fresh one"
                 );
-                assert!(kept.nodes.values().all(|n| n.state != St::New));
+                assert!(kept.dag.shared().states().all(|(_, s)| s != St::New));
             }
         }
         let extended = EXTENDED.with(std::cell::Cell::get) - before;
@@ -1827,7 +1641,7 @@ mod tests {
         .concat();
         std::fs::write(&path, &first).expect("write");
         let mut cache = PlanCache::default();
-        let state = |p: &Plan, u: &str| p.nodes.get(&key(u)).map(|n| n.state);
+        let state = |p: &Plan, u: &str| p.dag.get(key(u)).map(|(s, _)| s);
         let p = plan(&path, cap, &mut cache).expect("plan");
         assert_eq!(state(&p, "x1"), Some(St::Kept));
         // The next prompt hangs under `d1`: `d1` joins the chain, and the side prompt under
@@ -1840,7 +1654,7 @@ mod tests {
         assert_eq!(state(&p, "x1"), Some(St::Abandoned));
         assert_eq!(state(&p, "y1"), Some(St::Kept));
         let whole = plan(&path, cap, &mut PlanCache::default()).expect("plan");
-        assert!(*p.nodes == *whole.nodes);
+        assert!(p.dag.shared() == whole.dag.shared());
     }
 
     #[test]
@@ -1878,9 +1692,10 @@ mod tests {
             );
             // The `turn_duration` line under the old leaf joined the chain.
             assert!(p
-                .nodes
-                .values()
-                .all(|n| n.state == St::Chain || n.line % 5 == 4));
+                .dag
+                .shared()
+                .states()
+                .all(|(line, s)| s == St::Chain || line % 5 == 4));
         }
     }
 
