@@ -329,7 +329,9 @@ fn scan_marks(
 /// Strip wrapping punctuation, `#anchor`, and `:line[:col]` suffixes.
 fn clean_mention(token: &str) -> &str {
     let mut t = token.trim_start_matches(['(', '[', '<', '\'', '"', '`', '@', '*']);
-    if let Some(i) = t.find('#') {
+    // Byte searches: each of these ASCII characters is one byte in UTF-8, and a token of
+    // tool output asks them of every line (`src/x.rs:12:`).
+    if let Some(i) = memchr::memchr(b'#', t.as_bytes()) {
         t = &t[..i];
     }
     t = without_revision(t);
@@ -339,9 +341,10 @@ fn clean_mention(token: &str) -> &str {
         t = t.trim_end_matches([
             '.', ',', ':', ';', ')', ']', '>', '\'', '"', '`', '!', '?', '*',
         ]);
-        if let Some((head, tail)) = t.rsplit_once(':') {
-            if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit()) {
-                t = head;
+        if let Some(i) = memchr::memrchr(b':', t.as_bytes()) {
+            let tail = &t.as_bytes()[i + 1..];
+            if !tail.is_empty() && tail.iter().all(u8::is_ascii_digit) {
+                t = &t[..i];
             }
         }
         if t.len() == before {
@@ -354,9 +357,10 @@ fn clean_mention(token: &str) -> &str {
 /// `HEAD~2`, `HEAD^`, or 7–40 hex digits with a digit among them). A drive letter (`C:`) is
 /// one character, so never a revision.
 fn without_revision(t: &str) -> &str {
-    let Some((rev, rest)) = t.split_once(':') else {
+    let Some(colon) = memchr::memchr(b':', t.as_bytes()) else {
         return t;
     };
+    let (rev, rest) = (&t[..colon], &t[colon + 1..]);
     let head = rev.strip_prefix("HEAD").is_some_and(|r| {
         r.bytes()
             .all(|b| b == b'~' || b == b'^' || b.is_ascii_digit())
@@ -623,6 +627,74 @@ mod tests {
             true
         });
         out
+    }
+
+    /// [`clean_mention`] as it was written with `str` searches, before the byte searches.
+    fn clean_mention_by_chars(token: &str) -> &str {
+        fn without_revision(t: &str) -> &str {
+            let Some((rev, rest)) = t.split_once(':') else {
+                return t;
+            };
+            let head = rev.strip_prefix("HEAD").is_some_and(|r| {
+                r.bytes()
+                    .all(|b| b == b'~' || b == b'^' || b.is_ascii_digit())
+            });
+            let sha = (7..=40).contains(&rev.len())
+                && rev.bytes().all(|b| b.is_ascii_hexdigit())
+                && rev.bytes().any(|b| b.is_ascii_digit());
+            if (head || sha) && !rest.is_empty() {
+                rest
+            } else {
+                t
+            }
+        }
+        let mut t = token.trim_start_matches(['(', '[', '<', '\'', '"', '`', '@', '*']);
+        if let Some(i) = t.find('#') {
+            t = &t[..i];
+        }
+        t = without_revision(t);
+        t = without_grep_position(t);
+        loop {
+            let before = t.len();
+            t = t.trim_end_matches([
+                '.', ',', ':', ';', ')', ']', '>', '\'', '"', '`', '!', '?', '*',
+            ]);
+            if let Some((head, tail)) = t.rsplit_once(':') {
+                if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit()) {
+                    t = head;
+                }
+            }
+            if t.len() == before {
+                return t;
+            }
+        }
+    }
+
+    #[test]
+    fn cleaning_by_bytes_cleans_as_by_chars() {
+        const PIECES: [&str; 14] = [
+            "src/x.rs", ":", "12", "#", "HEAD", "~2", "8034f24", "é", "：", ".", "-", "(", "`", "a",
+        ];
+        let mut rng = 0x1234_5678_9ABC_DEF1_u64;
+        for _ in 0..20_000 {
+            let mut token = String::new();
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let mut r = rng;
+            for _ in 0..rng % 8 {
+                token.push_str(PIECES[(r % PIECES.len() as u64) as usize]);
+                r /= PIECES.len() as u64;
+                if r == 0 {
+                    r = rng.rotate_left(17);
+                }
+            }
+            assert_eq!(
+                clean_mention(&token),
+                clean_mention_by_chars(&token),
+                "{token:?}"
+            );
+        }
     }
 
     /// What the signer keeps of a scan: distinct mentions, first come, up to `cap`.
