@@ -360,7 +360,11 @@ fn without_revision(t: &str) -> &str {
     let Some(colon) = memchr::memchr(b':', t.as_bytes()) else {
         return t;
     };
-    let (rev, rest) = (&t[..colon], &t[colon + 1..]);
+    past_revision(t, &t[..colon], &t[colon + 1..])
+}
+
+/// `rest` when `rev` (what came before `t`'s first `:`) is a revision, else `t`.
+fn past_revision<'a>(t: &'a str, rev: &str, rest: &'a str) -> &'a str {
     let head = rev.strip_prefix("HEAD").is_some_and(|r| {
         r.bytes()
             .all(|b| b == b'~' || b == b'^' || b.is_ascii_digit())
@@ -632,20 +636,9 @@ mod tests {
     /// [`clean_mention`] as it was written with `str` searches, before the byte searches.
     fn clean_mention_by_chars(token: &str) -> &str {
         fn without_revision(t: &str) -> &str {
-            let Some((rev, rest)) = t.split_once(':') else {
-                return t;
-            };
-            let head = rev.strip_prefix("HEAD").is_some_and(|r| {
-                r.bytes()
-                    .all(|b| b == b'~' || b == b'^' || b.is_ascii_digit())
-            });
-            let sha = (7..=40).contains(&rev.len())
-                && rev.bytes().all(|b| b.is_ascii_hexdigit())
-                && rev.bytes().any(|b| b.is_ascii_digit());
-            if (head || sha) && !rest.is_empty() {
-                rest
-            } else {
-                t
+            match t.split_once(':') {
+                Some((rev, rest)) => past_revision(t, rev, rest),
+                None => t,
             }
         }
         let mut t = token.trim_start_matches(['(', '[', '<', '\'', '"', '`', '@', '*']);
