@@ -8,7 +8,10 @@
 //! share: the same files (folders, names, sizes) created by plain writes and made durable by
 //! one `syncfs` ("create ms"). Then the archive's peak RSS (`/usr/bin/time -f %M`: the
 //! child's `wait4` rusage) at 500 / 2,000 / 8,000 turns of the same shape, and the terms a
-//! human turn of the Chinese fixture (`realshape::ZH_TASK_TURNS`) yields.
+//! human turn of the Chinese fixture (`realshape::ZH_TASK_TURNS`) yields. Beside the wall
+//! times, the CPU time (user + system, from the same `wait4` rusage) of the floor's two
+//! processes (`pcpu`) and of the archive (`acpu`): on a machine others load, wall time
+//! is mostly waiting for a core, and the CPU ratio is the steadier figure.
 //!
 //! Run: `cargo bench --bench archive` (needs `zstd`, `python3` and `/usr/bin/time`).
 //! `ARCHIVE_BENCH_TURNS=2000` runs one size; `ARCHIVE_BENCH_KEEP=1` keeps the scratch trees
@@ -102,15 +105,16 @@ fn fresh_workspace(s: &mut Setup, n: usize) {
     assert!(chapters(s, &["init"]).status().expect("init").success());
 }
 
-/// Wall time of `cmd`, and its peak RSS in KiB.
-fn measure(mut cmd: Command) -> (Duration, u64) {
+/// Wall time of `cmd`, its peak RSS in KiB and its CPU time (user + system, its children
+/// included: `wait4`'s rusage).
+fn measure(mut cmd: Command) -> (Duration, u64, Duration) {
     let time = Path::new("/usr/bin/time");
     if time.exists() {
         let rss_file = tempfile::NamedTempFile::new().expect("tmp");
         let mut wrapped = Command::new(time);
         wrapped
             .arg("-f")
-            .arg("%M")
+            .arg("%M %U %S")
             .arg("-o")
             .arg(rss_file.path())
             .arg(cmd.get_program())
@@ -128,15 +132,11 @@ fn measure(mut cmd: Command) -> (Duration, u64) {
         let status = wrapped.status().expect("run");
         let elapsed = start.elapsed();
         assert!(status.success(), "{cmd:?} failed");
-        let rss = std::fs::read_to_string(rss_file.path())
-            .expect("rss")
-            .trim()
-            .lines()
-            .last()
-            .unwrap_or("0")
-            .parse()
-            .unwrap_or(0);
-        return (elapsed, rss);
+        let report = std::fs::read_to_string(rss_file.path()).expect("rss");
+        let mut fields = report.trim().lines().last().unwrap_or("").split(' ');
+        let rss = fields.next().and_then(|f| f.parse().ok()).unwrap_or(0);
+        let cpu: f64 = fields.filter_map(|f| f.parse::<f64>().ok()).sum();
+        return (elapsed, rss, Duration::from_secs_f64(cpu));
     }
     let start = Instant::now();
     let mut child = cmd.spawn().expect("spawn");
@@ -149,7 +149,7 @@ fn measure(mut cmd: Command) -> (Duration, u64) {
         }
         if let Some(status) = child.try_wait().expect("wait") {
             assert!(status.success());
-            return (start.elapsed(), peak);
+            return (start.elapsed(), peak, Duration::ZERO);
         }
         std::thread::sleep(Duration::from_millis(2));
     }
@@ -164,17 +164,15 @@ fn zstd_dc(log: &Path) -> Duration {
 }
 
 /// `zstd -dc FILE | python3 -c 'json.loads each line'`: decoding and parsing every line.
-fn parse_floor(log: &Path) -> Duration {
+/// Its wall time and CPU time (both processes, user + system).
+fn parse_floor(log: &Path) -> (Duration, Duration) {
     let mut c = Command::new("sh");
-    c.arg("-c")
-        .arg(format!(
-            "zstd -dc '{}' | python3 -c \"$(printf '{PARSE_FLOOR}')\"",
-            log.display()
-        ))
-        .stdout(Stdio::null());
-    let start = Instant::now();
-    assert!(c.status().expect("sh").success(), "zstd -dc | python3");
-    start.elapsed()
+    c.arg("-c").arg(format!(
+        "zstd -dc '{}' | python3 -c \"$(printf '{PARSE_FLOOR}')\"",
+        log.display()
+    ));
+    let (wall, _, cpu) = measure(c);
+    (wall, cpu)
 }
 
 /// Terms each human turn of the Chinese fixture yields (its signature's `terms`).
@@ -287,7 +285,7 @@ fn main() {
         terms.iter().sum::<usize>() as f64 / terms.len().max(1) as f64
     );
     println!(
-        "{:>6} {:>9} {:>9} {:>6} {:>10} {:>10} {:>11} {:>8} {:>8} {:>10} {:>10} {:>7} {:>9}",
+        "{:>6} {:>9} {:>9} {:>6} {:>10} {:>10} {:>11} {:>8} {:>8} {:>10} {:>10} {:>7} {:>9} {:>9} {:>9} {:>8}",
         "turns",
         "MiB(dec)",
         "MiB(zst)",
@@ -300,7 +298,10 @@ fn main() {
         "peak RSS",
         "reader ms",
         "files",
-        "create ms"
+        "create ms",
+        "pcpu ms",
+        "acpu ms",
+        "/pcpu"
     );
     let only: Option<usize> = std::env::var("ARCHIVE_BENCH_TURNS")
         .ok()
@@ -328,6 +329,9 @@ fn main() {
         let mut best_reader = Duration::MAX;
         let mut peak = 0;
         let mut best_create = Duration::MAX;
+        // CPU time (user + system) of the floor's two processes and of the archive.
+        let mut best_parse_cpu = Duration::MAX;
+        let mut best_archive_cpu = Duration::MAX;
         let mut written = Vec::new();
         let ws = s.ws.to_string_lossy().into_owned();
         for n in 0..repeats {
@@ -338,10 +342,13 @@ fn main() {
                 continue;
             }
             best_zstd = best_zstd.min(zstd_dc(&s.log));
-            best_parse = best_parse.min(parse_floor(&s.log));
+            let (parse_wall, parse_cpu) = parse_floor(&s.log);
+            best_parse = best_parse.min(parse_wall);
+            best_parse_cpu = best_parse_cpu.min(parse_cpu);
             fresh_workspace(&mut s, n);
-            let (t, rss) = measure(chapters(&s, &["archive"]));
+            let (t, rss, cpu) = measure(chapters(&s, &["archive"]));
             best_archive = best_archive.min(t);
+            best_archive_cpu = best_archive_cpu.min(cpu);
             peak = peak.max(rss);
             written = files_under(&s.ws.join(".dsh-chapters"));
             let probe = s.ws.with_file_name(format!("create-{n}"));
@@ -349,7 +356,7 @@ fn main() {
         }
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         println!(
-            "{:>6} {:>9.1} {:>9.1} {:>5.2}x {:>10.1} {:>10.1} {:>11.1} {:>7.2}x {:>7.2}x {:>6.1} MiB {:>10.1} {:>7} {:>9.1}",
+            "{:>6} {:>9.1} {:>9.1} {:>5.2}x {:>10.1} {:>10.1} {:>11.1} {:>7.2}x {:>7.2}x {:>6.1} MiB {:>10.1} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>7.2}x",
             turns,
             s.decompressed as f64 / 1048576.0,
             zst as f64 / 1048576.0,
@@ -362,7 +369,10 @@ fn main() {
             peak as f64 / 1024.0,
             ms(best_reader),
             written.len(),
-            ms(best_create)
+            ms(best_create),
+            ms(best_parse_cpu),
+            ms(best_archive_cpu),
+            best_archive_cpu.as_secs_f64() / best_parse_cpu.as_secs_f64()
         );
         peaks.push((turns, peak));
         kept.push(s);

@@ -203,7 +203,13 @@ pub(super) fn from_mention(token: &str, ws: &Workspace, strictness: Strictness) 
     if token.len() > MAX_PATH_BYTES {
         return None;
     }
-    let t = clean_mention(token);
+    judge_cleaned(clean_mention(token), ws, strictness)
+}
+
+/// [`from_mention`] of a token already through [`clean_mention`]: what it says depends on
+/// the cleaned text alone (with the workspace and strictness), so a scan judges each
+/// cleaned text once.
+fn judge_cleaned(t: &str, ws: &Workspace, strictness: Strictness) -> Option<String> {
     if t.is_empty() || t.contains("://") || t.chars().any(is_foreign) {
         return None;
     }
@@ -245,7 +251,8 @@ fn surely_refused_relative(token: &str, has_slash: bool, strictness: Strictness)
     !names_a_file(last)
 }
 
-/// Every path mention in `text`, in order of appearance; `each` returns false to stop.
+/// Every distinct path mention in `text`, in order of first appearance; `each` returns
+/// false to stop.
 pub(super) fn scan_text(
     text: &str,
     ws: &Workspace,
@@ -256,16 +263,18 @@ pub(super) fn scan_text(
     // those are looked for: every hit inside a token widens to the same token, so the mentions found
     // are the same (a property test holds it to the scan of every mark).
     let slash_only = strictness == Strictness::NeedSlash;
-    scan_marks(text, ws, strictness, slash_only, each)
+    scan_marks(text, ws, strictness, slash_only, true, each)
 }
 
 /// [`scan_text`], looking for `/` and `\\` alone when `slash_only`, else for every `.`, `/`,
-/// `\\` and `file`.
+/// `\\` and `file`; `once` judges each cleaned token once (off: every occurrence, as the
+/// tests' oracle).
 fn scan_marks(
     text: &str,
     ws: &Workspace,
     strictness: Strictness,
     slash_only: bool,
+    once: bool,
     mut each: impl FnMut(String) -> bool,
 ) {
     // Only tokens holding a `.`, a `/` or `file` can be mentions, so jump from one such
@@ -273,6 +282,9 @@ fn scan_marks(
     // text (tool output is most of a session's bytes).
     let bytes = text.as_bytes();
     let file = memchr::memmem::Finder::new("file");
+    // Tool output names the same few files on line after line (`src/x.rs:12: …`, then
+    // `src/x.rs:40: …`): each cleaned token is judged once and its mention handed on once.
+    let mut judged: std::collections::HashSet<&str> = std::collections::HashSet::new();
     let mut next_file = if slash_only { None } else { file.find(bytes) };
     let mut at = 0;
     while at < bytes.len() {
@@ -299,9 +311,14 @@ fn scan_marks(
             .map_or(text.len(), |(i, _)| hit + i);
         if end > start {
             let token = without_diff_prefix(text, start, &text[start..end]);
-            if let Some(p) = from_mention(token, ws, strictness) {
-                if !each(p) {
-                    return;
+            if token.len() <= MAX_PATH_BYTES {
+                let cleaned = clean_mention(token);
+                if !once || judged.insert(cleaned) {
+                    if let Some(p) = judge_cleaned(cleaned, ws, strictness) {
+                        if !each(p) {
+                            return;
+                        }
+                    }
                 }
             }
         }
@@ -312,7 +329,9 @@ fn scan_marks(
 /// Strip wrapping punctuation, `#anchor`, and `:line[:col]` suffixes.
 fn clean_mention(token: &str) -> &str {
     let mut t = token.trim_start_matches(['(', '[', '<', '\'', '"', '`', '@', '*']);
-    if let Some(i) = t.find('#') {
+    // Byte searches: each of these ASCII characters is one byte in UTF-8, and a token of
+    // tool output asks them of every line (`src/x.rs:12:`).
+    if let Some(i) = memchr::memchr(b'#', t.as_bytes()) {
         t = &t[..i];
     }
     t = without_revision(t);
@@ -322,9 +341,10 @@ fn clean_mention(token: &str) -> &str {
         t = t.trim_end_matches([
             '.', ',', ':', ';', ')', ']', '>', '\'', '"', '`', '!', '?', '*',
         ]);
-        if let Some((head, tail)) = t.rsplit_once(':') {
-            if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit()) {
-                t = head;
+        if let Some(i) = memchr::memrchr(b':', t.as_bytes()) {
+            let tail = &t.as_bytes()[i + 1..];
+            if !tail.is_empty() && tail.iter().all(u8::is_ascii_digit) {
+                t = &t[..i];
             }
         }
         if t.len() == before {
@@ -337,9 +357,14 @@ fn clean_mention(token: &str) -> &str {
 /// `HEAD~2`, `HEAD^`, or 7–40 hex digits with a digit among them). A drive letter (`C:`) is
 /// one character, so never a revision.
 fn without_revision(t: &str) -> &str {
-    let Some((rev, rest)) = t.split_once(':') else {
+    let Some(colon) = memchr::memchr(b':', t.as_bytes()) else {
         return t;
     };
+    past_revision(t, &t[..colon], &t[colon + 1..])
+}
+
+/// `rest` when `rev` (what came before `t`'s first `:`) is a revision, else `t`.
+fn past_revision<'a>(t: &'a str, rev: &str, rest: &'a str) -> &'a str {
     let head = rev.strip_prefix("HEAD").is_some_and(|r| {
         r.bytes()
             .all(|b| b == b'~' || b == b'^' || b.is_ascii_digit())
@@ -538,13 +563,8 @@ mod tests {
         let diff = "diff --git a/src/lib.rs b/src/lib.rs\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1 @@\n see a/b/c.rs\n";
         assert_eq!(
             scan(diff, Strictness::NeedSlash),
-            [
-                "src/lib.rs",
-                "src/lib.rs",
-                "src/lib.rs",
-                "src/lib.rs",
-                "a/b/c.rs"
-            ]
+            // Each mention once: the four `src/lib.rs` are one.
+            ["src/lib.rs", "a/b/c.rs"]
         );
     }
 
@@ -606,11 +626,130 @@ mod tests {
     /// The scan before `NeedSlash` looked for `/` alone: every `.`, `/` and `file`.
     fn scan_every_mark(text: &str, strictness: Strictness) -> Vec<String> {
         let mut out = Vec::new();
-        scan_marks(text, &ws(), strictness, false, |p| {
+        scan_marks(text, &ws(), strictness, false, true, |p| {
             out.push(p);
             true
         });
         out
+    }
+
+    /// [`clean_mention`] as it was written with `str` searches, before the byte searches.
+    fn clean_mention_by_chars(token: &str) -> &str {
+        fn without_revision(t: &str) -> &str {
+            match t.split_once(':') {
+                Some((rev, rest)) => past_revision(t, rev, rest),
+                None => t,
+            }
+        }
+        let mut t = token.trim_start_matches(['(', '[', '<', '\'', '"', '`', '@', '*']);
+        if let Some(i) = t.find('#') {
+            t = &t[..i];
+        }
+        t = without_revision(t);
+        t = without_grep_position(t);
+        loop {
+            let before = t.len();
+            t = t.trim_end_matches([
+                '.', ',', ':', ';', ')', ']', '>', '\'', '"', '`', '!', '?', '*',
+            ]);
+            if let Some((head, tail)) = t.rsplit_once(':') {
+                if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit()) {
+                    t = head;
+                }
+            }
+            if t.len() == before {
+                return t;
+            }
+        }
+    }
+
+    #[test]
+    fn cleaning_by_bytes_cleans_as_by_chars() {
+        const PIECES: [&str; 14] = [
+            "src/x.rs", ":", "12", "#", "HEAD", "~2", "8034f24", "é", "：", ".", "-", "(", "`", "a",
+        ];
+        let mut rng = 0x1234_5678_9ABC_DEF1_u64;
+        for _ in 0..20_000 {
+            let mut token = String::new();
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let mut r = rng;
+            for _ in 0..rng % 8 {
+                token.push_str(PIECES[(r % PIECES.len() as u64) as usize]);
+                r /= PIECES.len() as u64;
+                if r == 0 {
+                    r = rng.rotate_left(17);
+                }
+            }
+            assert_eq!(
+                clean_mention(&token),
+                clean_mention_by_chars(&token),
+                "{token:?}"
+            );
+        }
+    }
+
+    /// What the signer keeps of a scan: distinct mentions, first come, up to `cap`.
+    fn kept(text: &str, strictness: Strictness, once: bool, cap: usize) -> Vec<String> {
+        let slash_only = strictness == Strictness::NeedSlash;
+        let mut out: Vec<String> = Vec::new();
+        scan_marks(text, &ws(), strictness, slash_only, once, |p| {
+            if !out.contains(&p) {
+                out.push(p);
+            }
+            out.len() < cap
+        });
+        out
+    }
+
+    #[test]
+    fn judging_each_cleaned_token_once_keeps_what_every_occurrence_kept() {
+        const PIECES: [&str; 16] = [
+            "src/x.rs",
+            "./src/x.rs",
+            "src/y.rs",
+            "x.rs",
+            ":12",
+            ":40:",
+            "#L3",
+            " ",
+            "\n",
+            "(",
+            ".",
+            "/",
+            "a/",
+            "file",
+            "\\",
+            "é",
+        ];
+        let mut rng = 0x2545_F491_4F6C_DD1D_u64;
+        let mut step = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut repeated = 0;
+        for _ in 0..5_000 {
+            let mut text = String::new();
+            for _ in 0..step() % 60 {
+                text.push_str(PIECES[(step() % PIECES.len() as u64) as usize]);
+            }
+            let cap = 1 + (step() % 6) as usize;
+            for strictness in [Strictness::NeedSlash, Strictness::AllowBare] {
+                let every = kept(&text, strictness, false, cap);
+                assert_eq!(kept(&text, strictness, true, cap), every, "{text:?}");
+                let mut all = Vec::new();
+                scan_marks(&text, &ws(), strictness, false, false, |p| {
+                    all.push(p);
+                    true
+                });
+                repeated += usize::from(all.len() > every.len());
+            }
+        }
+        // The texts repeat mentions, so the memo was put to work.
+        assert!(repeated > 1_000, "{repeated}");
     }
 
     #[test]

@@ -687,6 +687,31 @@ impl Iterator for RealShapeGenerator {
     }
 }
 
+/// The envelope's keys in the order the harness writes them (`type`, `seq`, `time`,
+/// `data`, then the rest: see the log spec's event line); `Value::to_string` would sort
+/// them, putting `data` first, which no real log does (and which sends the reader down its
+/// slow path: `data` read before its kind is known).
+const HARNESS_KEY_ORDER: [&str; 6] = ["type", "seq", "seq0", "time", "time0", "data"];
+
+/// One event as the harness writes its line: the envelope's keys in [`HARNESS_KEY_ORDER`],
+/// the rest after them (nested objects as `Value` writes them).
+pub fn harness_line(event: &Value) -> String {
+    let Value::Object(map) = event else {
+        return event.to_string();
+    };
+    let first = HARNESS_KEY_ORDER
+        .iter()
+        .filter_map(|k| map.get_key_value(*k));
+    let rest = map
+        .iter()
+        .filter(|(k, _)| !HARNESS_KEY_ORDER.contains(&k.as_str()));
+    let fields: Vec<String> = first
+        .chain(rest)
+        .map(|(k, v)| format!("{}:{v}", Value::String(k.clone())))
+        .collect();
+    format!("{{{}}}", fields.join(","))
+}
+
 /// Write a real-shaped v4 (or v3) session of `turns` turns to `path` (zstd, real-like
 /// framing: the header alone, then one frame per event, small events grouped by up to
 /// eight), each turn about `bytes_per_turn` decompressed with a system prompt of
@@ -705,22 +730,23 @@ pub fn write_session(
         .with_system_prompt(prompt);
     let mut writer = super::writer::LogWriter::create(path, true, header)?;
     writer.set_sync(false);
-    let mut frame: Vec<Value> = Vec::new();
+    let mut frame: Vec<String> = Vec::new();
     let mut frame_bytes = 0;
     for spec in gen.take(turns) {
         for event in script.turn_events(&spec) {
-            let bytes = event.to_string().len();
+            let line = harness_line(&event);
+            let bytes = line.len();
             if !frame.is_empty() && (bytes > 4096 || frame_bytes > 4096 || frame.len() == 8) {
-                writer.append_batch(&frame)?;
+                writer.append_lines(&frame)?;
                 frame.clear();
                 frame_bytes = 0;
             }
             frame_bytes += bytes;
-            frame.push(event);
+            frame.push(line);
         }
     }
     if !frame.is_empty() {
-        writer.append_batch(&frame)?;
+        writer.append_lines(&frame)?;
     }
     Ok(script.next_seq())
 }
@@ -730,6 +756,18 @@ mod tests {
     use super::*;
     use crate::session::normalize::{parse_event_line, EventLine};
     use crate::turn::TurnAssembler;
+
+    #[test]
+    fn lines_are_written_in_the_harness_key_order() {
+        let event = json!({"data": {"turn": 1, "b": [1, "x"]}, "time": 5, "type": "turn/start", "seq": 0, "ignorable": true});
+        let line = harness_line(&event);
+        assert_eq!(
+            line,
+            r#"{"type":"turn/start","seq":0,"time":5,"data":{"b":[1,"x"],"turn":1},"ignorable":true}"#
+        );
+        assert_eq!(serde_json::from_str::<Value>(&line).unwrap(), event);
+        assert_eq!(harness_line(&json!([1, 2])), "[1,2]");
+    }
 
     #[test]
     fn turns_read_back_with_contiguous_seqs_and_typed_payloads() {
