@@ -205,6 +205,31 @@ pub fn share_pack(from: &Path, stem: &str, to: &Path) -> Result<(), PackError> {
         })
 }
 
+/// Link every pack of the repository at `from` into the repository at `to` ([`share_pack`]
+/// each); returns how many.
+pub fn share_packs(from: &Path, to: &Path) -> Result<usize, PackError> {
+    let stems = pack_files(from)?;
+    for stem in &stems {
+        share_pack(from, stem, to)?;
+    }
+    Ok(stems.len())
+}
+
+/// Whether every object `tip` reaches is in the repository at `git_dir`: `git rev-list
+/// --objects`, which looks each one up (a fetch's connectivity check, over the whole history).
+pub fn holds_all_of(git_dir: &Path, tip: ObjectId) -> Result<bool, PackError> {
+    const WHAT: &str = "rev-list";
+    let tip = tip.to_string();
+    let mut cmd = local_command(git_dir, &[WHAT, "--objects", "--quiet", &tip]);
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    let status = cmd.status().map_err(|source| PackError::Spawn {
+        repo: git_dir.to_path_buf(),
+        what: WHAT,
+        source,
+    })?;
+    Ok(status.success())
+}
+
 /// Keep the packs linked into a mirror by [`share_pack`] few: from [`ROLL_UP_AT_PACKS`] on,
 /// the small ones roll up geometrically as a publish's do (a roll-up that would take in
 /// every pack takes them all in, without a bitmap: nobody clones a mirror). Only what the
@@ -540,6 +565,24 @@ mod tests {
             tip.to_string()
         );
         assert_eq!(count_loose(&mirror_path).expect("loose"), 0);
+        // A new mirror of the pool: its packs linked, it holds everything — unless a
+        // publish left its objects loose in the pool (a failed packing): then it says no.
+        let fresh = tmp.path().join("fresh.git");
+        GitRepo::init_bare(&fresh).expect("init fresh");
+        assert!(!holds_all_of(&fresh, head.expect("published")).expect("rev-list"));
+        assert!(share_packs(&path, &fresh).expect("share") > 0);
+        assert!(holds_all_of(&fresh, head.expect("published")).expect("rev-list"));
+        let loose = commit(&repo, 40, head);
+        repo.cas_ref("refs/heads/main", head, loose, "publish")
+            .expect("cas");
+        let holey = commit(&repo, 41, Some(loose));
+        repo.cas_ref("refs/heads/main", Some(loose), holey, "publish")
+            .expect("cas");
+        after_publish(&path, holey, Some(loose), None).expect("pack");
+        let refreshed = tmp.path().join("refreshed.git");
+        GitRepo::init_bare(&refreshed).expect("init refreshed");
+        share_packs(&path, &refreshed).expect("share");
+        assert!(!holds_all_of(&refreshed, holey).expect("rev-list"));
         // A pack that is not there (another filesystem refuses the link alike) leaves the
         // mirror as it was, and says so.
         let before = pack_files(&mirror_path).expect("packs");

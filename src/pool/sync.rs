@@ -2209,7 +2209,7 @@ fn fetch_into_mirror(mirror: &GitRepo, mirror_dir: &Path, head: ObjectId) -> Res
         return Ok(true);
     }
     let local = GitRepo::open(&own)?;
-    if local.has_object(head) {
+    if local.has_object(head) || link_pool_packs(mirror.path(), &own, head) {
         return Ok(true);
     }
     let remote = Remote {
@@ -2223,6 +2223,42 @@ fn fetch_into_mirror(mirror: &GitRepo, mirror_dir: &Path, head: ObjectId) -> Res
         Err(e) => {
             tracing::warn!(error = %e, "could not fetch the local pool's objects into the mirror; its documents are written out as files");
             Ok(false)
+        }
+    }
+}
+
+/// A mirror without a pack yet (a first sync) of a local pool on its filesystem: the pool's
+/// packs are linked into it ([`crate::pool::pack::share_packs`]) instead of fetched — no copy
+/// of the pool, no re-indexing of every object — and trusted only once every object `head`
+/// reaches is found in the mirror (a publish whose packing failed leaves its objects loose in
+/// the pool: then the fetch brings them, as before). The tracking ref follows.
+fn link_pool_packs(pool: &Path, own: &Path, head: ObjectId) -> bool {
+    use crate::pool::pack;
+    if !pack::pack_files(own).is_ok_and(|packs| packs.is_empty()) {
+        return false;
+    }
+    match pack::share_packs(pool, own).and_then(|_| pack::holds_all_of(own, head)) {
+        Ok(true) => {
+            let moved = GitRepo::open(own).and_then(|repo| {
+                repo.set_ref(transport::TRACKING_REF, head, "dsh-chapters: linked")
+            });
+            if let Err(e) = moved {
+                tracing::warn!(error = %e, "could not move the mirror's tracking ref");
+            }
+            if let Err(e) = pack::tidy_mirror(own) {
+                tracing::warn!(error = %e, "could not roll up the mirror's packs");
+            }
+            true
+        }
+        Ok(false) => {
+            tracing::info!(
+                "the pool's packs do not hold all its head reaches; the mirror fetches it"
+            );
+            false
+        }
+        Err(e) => {
+            tracing::info!(error = %e, "the pool's packs were not linked into the mirror; it fetches them");
+            false
         }
     }
 }
