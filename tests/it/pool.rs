@@ -363,6 +363,26 @@ fn a_local_publish_links_its_pack_into_the_mirror_instead_of_fetching_it() {
             .any(|(p, _)| p.contains(&session_id(1, 1))),
         "A's mirror lacks B's chapters"
     );
+    // A newcomer's first sync links the pool's packs instead of fetching a copy of them —
+    // trusted only because every object the head reaches is then found there.
+    let c = Sandbox::machine("machine-c");
+    c.ok(&["init"]);
+    link_private(&c, &pool);
+    c.ok(&["sync"]);
+    let head = git(&pool, &["rev-parse", "main"]).trim().to_owned();
+    assert!(
+        inodes(&pool).is_subset(&inodes(&mirror(&c))),
+        "the newcomer's mirror does not share the pool's packs"
+    );
+    git(&mirror(&c), &["fsck", "--connectivity-only", &head]);
+    for i in 0..2 {
+        assert!(
+            mirror_documents(&c, "chapters/")
+                .iter()
+                .any(|(p, _)| p.contains(&session_id(i, 1))),
+            "the newcomer lacks machine {i}'s chapters"
+        );
+    }
 }
 
 #[test]
