@@ -774,6 +774,25 @@ impl GitRepo {
         new: ObjectId,
         log_message: &str,
     ) -> Result<(), GitError> {
+        self.move_ref(refname, Some(expected), new, log_message)
+    }
+
+    /// Point `refname` at `new` whatever it names now, flushing nothing: for a ref that is a
+    /// hint, not a publication — a local pool's mirror's tracking ref, which only spares a
+    /// later `git fetch` sending again what the mirror holds (its readers trust its marker).
+    pub fn set_ref(&self, refname: &str, new: ObjectId, log_message: &str) -> Result<(), GitError> {
+        self.move_ref(refname, None, new, log_message)
+    }
+
+    /// [`GitRepo::cas_ref`] when `expected` is given (flushed before and after), else
+    /// [`GitRepo::set_ref`].
+    fn move_ref(
+        &self,
+        refname: &str,
+        cas: Option<Option<ObjectId>>,
+        new: ObjectId,
+        log_message: &str,
+    ) -> Result<(), GitError> {
         let name = full_ref_name(refname)?;
         let (kind, data) = self.read_object(new, "new reference target")?;
         let committer = if kind == Kind::Commit {
@@ -794,9 +813,10 @@ impl GitRepo {
                     force_create_reflog: false,
                     message: log_message.into(),
                 },
-                expected: match expected {
-                    Some(old) => PreviousValue::MustExistAndMatch(Target::Object(old)),
-                    None => PreviousValue::MustNotExist,
+                expected: match cas {
+                    Some(Some(old)) => PreviousValue::MustExistAndMatch(Target::Object(old)),
+                    Some(None) => PreviousValue::MustNotExist,
+                    None => PreviousValue::Any,
                 },
                 new: Target::Object(new),
             },
@@ -807,6 +827,20 @@ impl GitRepo {
         // object written so far (loose files and their directories) is flushed before the ref
         // moves, and the moved ref after. One `syncfs` each: objects are written unsynced by
         // gix, and one flush of the filesystem costs less than an fsync per object file.
+        let Some(expected) = cas else {
+            return self
+                .repo
+                .refs
+                .transaction()
+                .prepare(Some(edit), Fail::Immediately, Fail::Immediately)
+                .and_then(|transaction| transaction.commit(committer))
+                .map(|_| ())
+                .map_err(|source| GitError::WriteRef {
+                    repo: self.git_dir.clone(),
+                    refname: refname.to_string(),
+                    source,
+                });
+        };
         self.flush("objects before the reference moves")?;
         // A writer killed while it held the ref's lock leaves the lock file behind, and every
         // machine's publish would wait on it and fail, forever. A ref transaction holds it for

@@ -76,6 +76,12 @@ pub enum PackError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot link {path} from the pool's pack: {source}")]
+    Share {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot remove {path}, which the consolidated pack replaces: {source}")]
     Remove {
         path: PathBuf,
@@ -91,32 +97,53 @@ pub struct Packed {
     pub rolled_up: usize,
     /// Whether everything was consolidated into one pack (too many loose objects).
     pub consolidated: bool,
+    /// Whether the publish's pack was linked into the `share` repository.
+    pub shared: bool,
 }
 
 /// After a publish moved the ref from `old` to `new` in the repository at `git_dir`: pack the
 /// objects `new` brings that `old` did not have into one pack, remove their loose copies, and
-/// consolidate when packs or loose objects pile up.
+/// consolidate when packs or loose objects pile up. `share`: another repository on the same
+/// filesystem that holds `old` and everything it reaches (a local pool's packed mirror) gets
+/// the publish's pack too, linked ([`share_pack`]) — so it holds `new` without a `git fetch`.
+/// A pack that cannot be linked is only reported (`shared: false`): the mirror fetches it.
 pub fn after_publish(
     git_dir: &Path,
     new: ObjectId,
     old: Option<ObjectId>,
+    share: Option<&Path>,
 ) -> Result<Packed, PackError> {
     let mut revs = format!("{new}\n");
     if let Some(old) = old {
         revs.push_str(&format!("^{old}\n"));
     }
-    pack_objects(
+    let name = pack_objects(
         git_dir,
         &["--revs", "--delta-base-offset", "-q"],
         revs.as_bytes(),
     )?;
     flush(git_dir)?;
+    // Linked before a roll-up below can replace the publish's pack.
+    let shared = share.is_some_and(|to| match share_pack(git_dir, &format!("pack-{name}"), to) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::info!(error = %e, "the publish's pack was not linked into the mirror; the mirror fetches it");
+            false
+        }
+    });
+    let packed = tidy(git_dir)?;
+    Ok(Packed { shared, ..packed })
+}
+
+/// Roll up or consolidate `git_dir`'s packs and loose objects when they pile up (the second
+/// half of [`after_publish`]), after removing the loose copies of packed objects.
+fn tidy(git_dir: &Path) -> Result<Packed, PackError> {
     prune_packed(git_dir)?;
     if count_loose(git_dir)? >= CONSOLIDATE_AT_LOOSE {
         consolidate(git_dir)?;
         return Ok(Packed {
-            rolled_up: 0,
             consolidated: true,
+            ..Packed::default()
         });
     }
     let packs = pack_files(git_dir)?;
@@ -126,14 +153,102 @@ pub fn after_publish(
     match roll_up(git_dir, &packs)? {
         RollUp::Some(rolled_up) => Ok(Packed {
             rolled_up,
-            consolidated: false,
+            ..Packed::default()
         }),
         RollUp::Everything => {
             consolidate(git_dir)?;
             Ok(Packed {
                 rolled_up: packs.len(),
                 consolidated: true,
+                ..Packed::default()
             })
+        }
+    }
+}
+
+/// Link the pack `stem` (`pack-<hash>`) of the repository at `from` into the repository at
+/// `to` (hard links: no byte copied, no second flush of the data, which `from`'s pack already
+/// made durable), index last so a reader that finds the index finds its pack; then one
+/// `fsync` of `to`'s pack directory makes the names durable. Fails across filesystems (or
+/// where hard links are refused), leaving `to` as it was.
+pub fn share_pack(from: &Path, stem: &str, to: &Path) -> Result<(), PackError> {
+    let (src, dst) = (pack_dir(from), pack_dir(to));
+    std::fs::create_dir_all(&dst).map_err(|source| PackError::Share {
+        path: dst.clone(),
+        source,
+    })?;
+    let mut linked = Vec::new();
+    for ext in ["pack", "rev", "idx"] {
+        let (a, b) = (
+            src.join(format!("{stem}.{ext}")),
+            dst.join(format!("{stem}.{ext}")),
+        );
+        match std::fs::hard_link(&a, &b) {
+            Ok(()) => linked.push(b),
+            // The same pack already there (a repeated publish): the same bytes by name.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            // A git without reverse indexes writes none.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && ext == "rev" => {}
+            Err(source) => {
+                for path in linked.iter().rev() {
+                    let _ = std::fs::remove_file(path);
+                }
+                return Err(PackError::Share { path: b, source });
+            }
+        }
+    }
+    std::fs::File::open(&dst)
+        .and_then(|dir| dir.sync_all())
+        .map_err(|source| PackError::Durable {
+            repo: to.to_path_buf(),
+            source,
+        })
+}
+
+/// Link every pack of the repository at `from` into the repository at `to` ([`share_pack`]
+/// each); returns how many.
+pub fn share_packs(from: &Path, to: &Path) -> Result<usize, PackError> {
+    let stems = pack_files(from)?;
+    for stem in &stems {
+        share_pack(from, stem, to)?;
+    }
+    Ok(stems.len())
+}
+
+/// Whether every object `tip` reaches is in the repository at `git_dir`: `git rev-list
+/// --objects`, which looks each one up (a fetch's connectivity check, over the whole history).
+pub fn holds_all_of(git_dir: &Path, tip: ObjectId) -> Result<bool, PackError> {
+    const WHAT: &str = "rev-list";
+    let tip = tip.to_string();
+    let mut cmd = local_command(git_dir, &[WHAT, "--objects", "--quiet", &tip]);
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    let status = cmd.status().map_err(|source| PackError::Spawn {
+        repo: git_dir.to_path_buf(),
+        what: WHAT,
+        source,
+    })?;
+    Ok(status.success())
+}
+
+/// Keep the packs linked into a mirror by [`share_pack`] few: from [`ROLL_UP_AT_PACKS`] on,
+/// the small ones roll up geometrically as a publish's do (a roll-up that would take in
+/// every pack takes them all in, without a bitmap: nobody clones a mirror). Only what the
+/// packs hold is rewritten, reachable or not, so the mirror's refs are not relied upon.
+pub fn tidy_mirror(git_dir: &Path) -> Result<usize, PackError> {
+    let packs = pack_files(git_dir)?;
+    if packs.len() < ROLL_UP_AT_PACKS {
+        return Ok(0);
+    }
+    match roll_up(git_dir, &packs)? {
+        RollUp::Some(n) => Ok(n),
+        RollUp::Everything => {
+            let stdin: String = packs.iter().map(|stem| format!("{stem}.pack\n")).collect();
+            let name = pack_objects(
+                git_dir,
+                &["--stdin-packs", "--delta-base-offset", "-q"],
+                stdin.as_bytes(),
+            )?;
+            replace_packs(git_dir, &name, packs)
         }
     }
 }
@@ -253,6 +368,13 @@ pub fn consolidate(git_dir: &Path) -> Result<(), PackError> {
         ],
         b"",
     )?;
+    replace_packs(git_dir, &name, before)?;
+    prune_packed(git_dir)
+}
+
+/// Once the new pack `name` is durable (one flush), remove the packs `before` it replaces —
+/// but itself and any pack with a `.keep` file; returns how many went.
+fn replace_packs(git_dir: &Path, name: &str, before: Vec<String>) -> Result<usize, PackError> {
     flush(git_dir)?;
     let dir = pack_dir(git_dir);
     let stems: Vec<String> = before
@@ -262,7 +384,7 @@ pub fn consolidate(git_dir: &Path) -> Result<(), PackError> {
         })
         .collect();
     remove_packs(&dir, &stems)?;
-    prune_packed(git_dir)
+    Ok(stems.len())
 }
 
 /// The stems (`pack-<hash>`) of the repository's packs, sorted.
@@ -410,6 +532,71 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_publish_pack_completes_the_mirror_and_its_linked_packs_stay_few() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let (path, mirror_path) = (tmp.path().join("pool.git"), tmp.path().join("mirror.git"));
+        let repo = GitRepo::init_bare(&path).expect("init");
+        let mirror = GitRepo::init_bare(&mirror_path).expect("init mirror");
+        let mut head = None;
+        for n in 0..40 {
+            let new = commit(&repo, n, head);
+            repo.cas_ref("refs/heads/main", head, new, "publish")
+                .expect("cas");
+            let packed = after_publish(&path, new, head, Some(&mirror_path)).expect("pack");
+            assert!(packed.shared, "publish {n} linked into the mirror");
+            mirror
+                .set_ref("refs/remotes/pool/main", new, "publish")
+                .expect("ref");
+            tidy_mirror(&mirror_path).expect("tidy");
+            head = Some(new);
+            // Everything the pool's head reaches is in the mirror: git's own check says so.
+            git(
+                &mirror_path,
+                &["fsck", "--connectivity-only", "--no-dangling"],
+            );
+            assert!(
+                pack_files(&mirror_path).expect("packs").len() < ROLL_UP_AT_PACKS,
+                "after publish {n}"
+            );
+        }
+        let tip = head.expect("published");
+        assert_eq!(
+            git(&mirror_path, &["rev-parse", "refs/remotes/pool/main"]).trim(),
+            tip.to_string()
+        );
+        assert_eq!(count_loose(&mirror_path).expect("loose"), 0);
+        // A new mirror of the pool: its packs linked, it holds everything — unless a
+        // publish left its objects loose in the pool (a failed packing): then it says no.
+        let fresh = tmp.path().join("fresh.git");
+        GitRepo::init_bare(&fresh).expect("init fresh");
+        assert!(!holds_all_of(&fresh, head.expect("published")).expect("rev-list"));
+        assert!(share_packs(&path, &fresh).expect("share") > 0);
+        assert!(holds_all_of(&fresh, head.expect("published")).expect("rev-list"));
+        let loose = commit(&repo, 40, head);
+        repo.cas_ref("refs/heads/main", head, loose, "publish")
+            .expect("cas");
+        let holey = commit(&repo, 41, Some(loose));
+        repo.cas_ref("refs/heads/main", Some(loose), holey, "publish")
+            .expect("cas");
+        after_publish(&path, holey, Some(loose), None).expect("pack");
+        let refreshed = tmp.path().join("refreshed.git");
+        GitRepo::init_bare(&refreshed).expect("init refreshed");
+        share_packs(&path, &refreshed).expect("share");
+        assert!(!holds_all_of(&refreshed, holey).expect("rev-list"));
+        // A pack that is not there (another filesystem refuses the link alike) leaves the
+        // mirror as it was, and says so.
+        let before = pack_files(&mirror_path).expect("packs");
+        let err = share_pack(
+            &path,
+            "pack-0000000000000000000000000000000000000000",
+            &mirror_path,
+        )
+        .expect_err("no such pack");
+        assert!(matches!(err, PackError::Share { .. }), "{err}");
+        assert_eq!(pack_files(&mirror_path).expect("packs"), before);
+    }
+
+    #[test]
     fn every_publish_leaves_no_loose_object_and_packs_roll_up_geometrically() {
         let tmp = tempfile::tempdir().expect("tmp");
         let path = tmp.path().join("pool.git");
@@ -422,7 +609,7 @@ mod tests {
             let new = commit(&repo, n, head);
             repo.cas_ref("refs/heads/main", head, new, "publish")
                 .expect("cas");
-            let packed = after_publish(&path, new, head).expect("pack");
+            let packed = after_publish(&path, new, head, None).expect("pack");
             roll_ups += usize::from(packed.rolled_up > 0);
             whole += usize::from(packed.consolidated);
             head = Some(new);

@@ -265,6 +265,8 @@ trait Provider {
 
 struct LocalPool {
     path: PathBuf,
+    /// The mirror's own git directory, which a publish's pack is linked into.
+    mirror_git: PathBuf,
 }
 
 impl LocalPool {
@@ -362,7 +364,7 @@ impl Provider for LocalPool {
         // fast-forward check, under the ref's lock file.
         match pool.cas_ref(POOL_REF, expected, commit, "dsh-chapters: publish") {
             Ok(()) => {
-                pack_published(pool, commit, expected);
+                self.pack_and_share(pool, commit, expected);
                 Ok(())
             }
             // A dead writer's lock, just removed: retried like a lost race.
@@ -371,6 +373,38 @@ impl Provider for LocalPool {
                 detail: e.to_string(),
             }),
             Err(e) => Err(e.into()),
+        }
+    }
+}
+
+impl LocalPool {
+    /// [`pack_published`], the publish's pack also linked into the mirror when the mirror
+    /// holds `expected` — and so everything it reaches: the mirror gains objects only by a
+    /// connectivity-checked `git fetch` or by such a pack, which holds all that `commit`
+    /// reaches and `expected` does not. The mirror then holds `commit` and its materialization
+    /// needs no `git fetch` from the pool (whose cost grew with the mirror's packs); the
+    /// mirror's tracking ref follows, and its linked packs roll up as the pool's do. Linking
+    /// fails across filesystems: then the mirror fetches, as before.
+    fn pack_and_share(&self, pool: &GitRepo, commit: ObjectId, expected: Option<ObjectId>) {
+        let mirror = GitRepo::open(&self.mirror_git)
+            .ok()
+            .filter(|m| expected.is_none_or(|old| m.has_object(old)));
+        let share = mirror.as_ref().map(GitRepo::path);
+        match crate::pool::pack::after_publish(pool.path(), commit, expected, share) {
+            Ok(packed) => {
+                let Some(mirror) = mirror.filter(|_| packed.shared) else {
+                    return;
+                };
+                if let Err(e) =
+                    mirror.set_ref(transport::TRACKING_REF, commit, "dsh-chapters: publish")
+                {
+                    tracing::warn!(error = %e, "could not move the mirror's tracking ref");
+                }
+                if let Err(e) = crate::pool::pack::tidy_mirror(mirror.path()) {
+                    tracing::warn!(error = %e, "could not roll up the mirror's packs");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "could not pack the objects of a publish"),
         }
     }
 }
@@ -415,7 +449,7 @@ impl Provider for NetworkPool {
 /// failure here leaves a correct loose repository, logged and retried by the next publish's
 /// consolidation.
 fn pack_published(repo: &GitRepo, commit: ObjectId, expected: Option<ObjectId>) {
-    if let Err(e) = crate::pool::pack::after_publish(repo.path(), commit, expected) {
+    if let Err(e) = crate::pool::pack::after_publish(repo.path(), commit, expected, None) {
         tracing::warn!(error = %e, "could not pack the objects of a publish");
     }
 }
@@ -982,7 +1016,10 @@ fn run(
     // path, else the mirror (which `git fetch`/`git push` move objects through).
     let (mirror, provider): (GitRepo, Box<dyn Provider>) = match &ctx.link.upstream {
         Upstream::Local { path } => {
-            let pool = LocalPool { path: path.clone() };
+            let pool = LocalPool {
+                path: path.clone(),
+                mirror_git: mirror_git.path().to_path_buf(),
+            };
             let repo = match &ctx.link.pool {
                 Some(_) => pool.open_adopted()?,
                 None => pool.open_or_init()?,
@@ -2172,7 +2209,7 @@ fn fetch_into_mirror(mirror: &GitRepo, mirror_dir: &Path, head: ObjectId) -> Res
         return Ok(true);
     }
     let local = GitRepo::open(&own)?;
-    if local.has_object(head) {
+    if local.has_object(head) || link_pool_packs(mirror.path(), &own, head) {
         return Ok(true);
     }
     let remote = Remote {
@@ -2186,6 +2223,42 @@ fn fetch_into_mirror(mirror: &GitRepo, mirror_dir: &Path, head: ObjectId) -> Res
         Err(e) => {
             tracing::warn!(error = %e, "could not fetch the local pool's objects into the mirror; its documents are written out as files");
             Ok(false)
+        }
+    }
+}
+
+/// A mirror without a pack yet (a first sync) of a local pool on its filesystem: the pool's
+/// packs are linked into it ([`crate::pool::pack::share_packs`]) instead of fetched — no copy
+/// of the pool, no re-indexing of every object — and trusted only once every object `head`
+/// reaches is found in the mirror (a publish whose packing failed leaves its objects loose in
+/// the pool: then the fetch brings them, as before). The tracking ref follows.
+fn link_pool_packs(pool: &Path, own: &Path, head: ObjectId) -> bool {
+    use crate::pool::pack;
+    if !pack::pack_files(own).is_ok_and(|packs| packs.is_empty()) {
+        return false;
+    }
+    match pack::share_packs(pool, own).and_then(|_| pack::holds_all_of(own, head)) {
+        Ok(true) => {
+            let moved = GitRepo::open(own).and_then(|repo| {
+                repo.set_ref(transport::TRACKING_REF, head, "dsh-chapters: linked")
+            });
+            if let Err(e) = moved {
+                tracing::warn!(error = %e, "could not move the mirror's tracking ref");
+            }
+            if let Err(e) = pack::tidy_mirror(own) {
+                tracing::warn!(error = %e, "could not roll up the mirror's packs");
+            }
+            true
+        }
+        Ok(false) => {
+            tracing::info!(
+                "the pool's packs do not hold all its head reaches; the mirror fetches it"
+            );
+            false
+        }
+        Err(e) => {
+            tracing::info!(error = %e, "the pool's packs were not linked into the mirror; it fetches them");
+            false
         }
     }
 }

@@ -316,6 +316,75 @@ fn status_counts_what_waits_and_one_sync_publishes_it() {
     assert_eq!(git(&pool, &["rev-parse", "main"]), head);
 }
 
+/// A local publish's pack reaches the publisher's packed mirror by hard link, not by a
+/// `git fetch` back from the pool (issue #17 point 6): the mirror's pack is the pool's file
+/// (same inode), the mirror holds everything the pool's head reaches (git's own check), its
+/// tracking ref follows — and another machine, which did not publish it, still fetches it.
+#[test]
+fn a_local_publish_links_its_pack_into_the_mirror_instead_of_fetching_it() {
+    use std::os::unix::fs::MetadataExt as _;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pool = tmp.path().join("pool.git");
+    let (a, b) = (Sandbox::machine("machine-a"), Sandbox::machine("machine-b"));
+    for (i, m) in [&a, &b].into_iter().enumerate() {
+        m.write_session(&session_id(i, 1), 4, true, &two_task_turns(&m.ws));
+        link_private(m, &pool);
+        m.ok(&["archive"]);
+    }
+    a.ok(&["sync"]);
+    b.ok(&["sync"]);
+    let inodes = |git_dir: &Path| -> BTreeSet<u64> {
+        std::fs::read_dir(git_dir.join("objects/pack"))
+            .expect("pack dir")
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".pack"))
+            .map(|e| e.metadata().expect("stat").ino())
+            .collect()
+    };
+    let mirror = |m: &Sandbox| m.ws.join(".dsh-knowledge/.git");
+    let head = git(&pool, &["rev-parse", "main"]).trim().to_owned();
+    // B published last, on top of A's publish that its pull fetched: B's mirror shares the
+    // pool's pack of B's publish.
+    assert!(
+        !inodes(&mirror(&b)).is_disjoint(&inodes(&pool)),
+        "B's mirror holds none of the pool's pack files"
+    );
+    assert_eq!(
+        git(&mirror(&b), &["rev-parse", "refs/remotes/pool/main"]).trim(),
+        head
+    );
+    git(&mirror(&b), &["fsck", "--connectivity-only", &head]);
+    // A did not publish B's chapters: its next sync fetches them, and they are there.
+    a.ok(&["sync"]);
+    git(&mirror(&a), &["fsck", "--connectivity-only", &head]);
+    assert!(
+        mirror_documents(&a, "chapters/")
+            .iter()
+            .any(|(p, _)| p.contains(&session_id(1, 1))),
+        "A's mirror lacks B's chapters"
+    );
+    // A newcomer's first sync links the pool's packs instead of fetching a copy of them —
+    // trusted only because every object the head reaches is then found there.
+    let c = Sandbox::machine("machine-c");
+    c.ok(&["init"]);
+    link_private(&c, &pool);
+    c.ok(&["sync"]);
+    let head = git(&pool, &["rev-parse", "main"]).trim().to_owned();
+    assert!(
+        inodes(&pool).is_subset(&inodes(&mirror(&c))),
+        "the newcomer's mirror does not share the pool's packs"
+    );
+    git(&mirror(&c), &["fsck", "--connectivity-only", &head]);
+    for i in 0..2 {
+        assert!(
+            mirror_documents(&c, "chapters/")
+                .iter()
+                .any(|(p, _)| p.contains(&session_id(i, 1))),
+            "the newcomer lacks machine {i}'s chapters"
+        );
+    }
+}
+
 #[test]
 fn pool_deleted_is_refused_then_linked_again_gets_everything_again() {
     let tmp = tempfile::tempdir().expect("tmp");
