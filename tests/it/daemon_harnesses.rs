@@ -475,6 +475,80 @@ fn a_transcript_that_vanished_before_it_was_archived_is_reported_not_as_corrupti
 }
 
 #[test]
+fn a_transcript_whose_cwd_was_deleted_is_followed_in_its_checkout_and_one_elsewhere_is_said_not_here(
+) {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    std::fs::create_dir_all(sb.home.join("claude/projects")).expect("projects");
+    let _d = Daemon::start(&sb, &[]);
+    // A monorepo package removed since the session ran in it: never created here.
+    let gone = sb.ws.join("packages").join("removed");
+    assert!(!gone.exists());
+    let mut cc = Transcript::new(&sb, CC_SID);
+    cc.cwd = gone.to_string_lossy().into_owned();
+    let key: String = cc
+        .cwd
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    cc.path = sb
+        .home
+        .join("claude/projects")
+        .join(key)
+        .join(format!("{CC_SID}.jsonl"));
+    let lines = [
+        cc.prompt("Drop the legacy package"),
+        cc.answer("Removed packages/removed and its CI job."),
+        cc.turn_duration(),
+    ];
+    cc.append(&lines);
+    wait_for("the turn of the deleted cwd signed", || {
+        signed(&sb, &cc.id()) == 1
+    });
+    // A transcript whose cwd lies in no checkout here: said why, not followed, no error.
+    let mut elsewhere = Transcript::new(&sb, CC_OLD);
+    elsewhere.cwd = sb
+        .home
+        .join("nowhere")
+        .join("proj")
+        .to_string_lossy()
+        .into_owned();
+    elsewhere.path = sb
+        .home
+        .join("claude/projects/-nowhere-proj")
+        .join(format!("{CC_OLD}.jsonl"));
+    let lines = [
+        elsewhere.prompt("Hello"),
+        elsewhere.answer("Hi."),
+        elsewhere.turn_duration(),
+    ];
+    elsewhere.append(&lines);
+    let why = |st: &Value| -> Option<String> {
+        st["harnesses"]
+            .as_array()?
+            .iter()
+            .find(|h| h["harness"] == "claude-code")?["notFollowed"]
+            .as_array()?
+            .iter()
+            .find(|n| {
+                n["log"]
+                    .as_str()
+                    .is_some_and(|l| l.ends_with(&format!("{CC_OLD}.jsonl")))
+            })?["why"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    wait_for("the elsewhere transcript said not followed", || {
+        why(&status(&sb)).is_some()
+    });
+    let st = status(&sb);
+    let said = why(&st).expect("why");
+    assert!(said.contains("is not here"), "{said}");
+    assert_eq!(signed(&sb, &elsewhere.id()), 0);
+    assert_eq!(st["lastErrors"].as_array().map_or(0, Vec::len), 0, "{st}");
+}
+
+#[test]
 fn a_claude_code_compaction_archives_the_completed_turns() {
     let sb = Sandbox::new();
     sb.ok(&["init"]);

@@ -148,8 +148,21 @@ impl Sessions {
             Harness::Dsh => None,
         }
         .ok_or_else(|| "no working directory in its lines yet".to_owned())?;
-        let root = identity::workspace_root(Path::new(&cwd))
-            .map_err(|e| format!("its working directory {cwd} is not here: {e}"))?;
+        let cwd_path = Path::new(&cwd);
+        let root = match identity::workspace_root(cwd_path) {
+            Ok(root) => root,
+            // Deleted since (a monorepo's package, a removed folder): the checkout it lay in
+            // still owns its sessions, as `chapters archive` there finds them by the path.
+            Err(e) => match cwd_path
+                .ancestors()
+                .skip(1)
+                .find(|a| a.join(".git").exists())
+            {
+                Some(checkout) => identity::workspace_root(checkout)
+                    .map_err(|e| format!("its working directory {cwd} is not here: {e}"))?,
+                None => return Err(format!("its working directory {cwd} is not here: {e}")),
+            },
+        };
         self.ws_dir_for(&root)
     }
 

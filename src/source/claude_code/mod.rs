@@ -217,4 +217,31 @@ mod tests {
         assert!(in_workspace("/home/a/w/sub", "/home/a/w"));
         assert!(!in_workspace("/home/a/wx", "/home/a/w"));
     }
+
+    #[test]
+    fn a_session_whose_cwd_no_longer_exists_is_still_found_for_its_workspace() {
+        // A monorepo package or a worktree deleted since the session: its transcript names a
+        // cwd that is gone; the workspace it lay in still owns it (matched on the path text).
+        let home = tempfile::tempdir().unwrap();
+        let workspace = home.path().join("w");
+        std::fs::create_dir(&workspace).unwrap();
+        let gone = workspace.join("packages").join("removed");
+        let gone_text = gone.to_string_lossy().into_owned();
+        let folder = home.path().join("projects").join(folder_key(&gone_text));
+        std::fs::create_dir_all(&folder).unwrap();
+        let line = serde_json::json!({"type": "user", "cwd": gone_text, "uuid": "u1",
+            "sessionId": "s-1", "message": {"role": "user", "content": "hello"}});
+        std::fs::write(folder.join("s-1.jsonl"), format!("{line}\n")).unwrap();
+        assert!(!gone.exists());
+        let found = list_workspace_sessions(home.path(), &workspace.to_string_lossy()).unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].session_id.ends_with("s-1"));
+        // Another workspace does not take it.
+        let other = home.path().join("x");
+        assert!(
+            list_workspace_sessions(home.path(), &other.to_string_lossy())
+                .unwrap()
+                .is_empty()
+        );
+    }
 }
