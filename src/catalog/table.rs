@@ -464,6 +464,11 @@ impl Table {
         let mut known_writes: Vec<(String, BTreeMap<String, Known>)> = Vec::new();
         let mut changed: Vec<FolderChange> = Vec::new();
         let mut unreadable_moved = false;
+        // Segments this refresh wrote while it read (a first build of a big pool): merged
+        // into one by a streaming pass below.
+        let mut fresh: Vec<SegmentInfo> = Vec::new();
+        let mut added_count = 0;
+        let marker = dir.join(DIRTY_FILE);
         for visit in &visits {
             let path = workspace.join(&visit.key);
             // A folder of the packed mirror: its tree id stands for its mtime, its blob ids
@@ -554,7 +559,7 @@ impl Table {
                     (Some(id), Some(packed)) => packed
                         .blob(*id)
                         .map_err(|e| format!("cannot read from the mirror's pack: {e}"))
-                        .and_then(|bytes| doc_of(&bytes, &visit.key)),
+                        .and_then(|bytes| doc_of(&bytes, &visit.key, Some(id))),
                     _ => read_doc(&workspace.join(&rel), &visit.key),
                 };
                 match read {
@@ -630,15 +635,38 @@ impl Table {
                     old_labels: Vec::new(),
                 });
             }
+            if added.len() >= FLUSH_EVERY && replaced.is_empty() {
+                // Bounded memory: the documents read so far become a segment, and the lists
+                // of the folders they came from are written with it. The marker goes first:
+                // a crash from here on leaves files ahead of the state, and the next refresh
+                // starts over.
+                if fresh.is_empty() {
+                    fs::write(&marker, b"").map_err(|e| io_err(&marker, e))?;
+                }
+                added_count += added.len();
+                fresh.push(write_segment(
+                    &dir,
+                    state.next_id,
+                    std::mem::take(&mut added),
+                )?);
+                state.next_id += 1;
+                for (key, known) in known_writes.drain(..) {
+                    write_known(&dir, &key, &known)?;
+                }
+                #[cfg(test)]
+                if CUT_AFTER_FLUSH.with(std::cell::Cell::get) {
+                    return Err(io_err(&marker, io::Error::other("cut for a test")));
+                }
+            }
         }
-        report.added = added.len();
+        added_count += added.len();
+        report.added = added_count;
 
         let aux = !known_writes.is_empty() || folders.is_dirty() || !changed.is_empty();
-        let segments = !added.is_empty() || !replaced.is_empty();
-        if aux || segments {
+        let segments = added_count > 0 || !replaced.is_empty();
+        if (aux || segments) && fresh.is_empty() {
             // Until the state below is saved, the files beside it may be ahead of it: a
             // crash in between leaves this marker, and the next refresh starts over.
-            let marker = dir.join(DIRTY_FILE);
             fs::write(&marker, b"").map_err(|e| io_err(&marker, e))?;
         }
         if !replaced.is_empty() {
@@ -664,15 +692,28 @@ impl Table {
                     change.old_labels = labels.into_iter().collect();
                 }
             }
+            // Documents new in this refresh that a flush above wrote already: no replaced
+            // document is among them (each path is read once a refresh).
+            for info in &fresh {
+                docs.extend(read_segment_docs(&dir, info)?);
+            }
             docs.append(&mut added);
             let info = write_segment(&dir, state.next_id, docs)?;
             state.next_id += 1;
             state.segments = vec![info];
             report.merged += 1;
-        } else if !added.is_empty() {
-            let info = write_segment(&dir, state.next_id, added)?;
-            state.next_id += 1;
-            state.segments.push(info);
+        } else if added_count > 0 {
+            if !added.is_empty() {
+                fresh.push(write_segment(&dir, state.next_id, added)?);
+                state.next_id += 1;
+            }
+            if fresh.len() > 1 {
+                let info = merge_segments(&dir, state.next_id, &fresh)?;
+                state.next_id += 1;
+                fresh = vec![info];
+                report.merged += 1;
+            }
+            state.segments.append(&mut fresh);
             while state.segments.len() >= 2 {
                 let n = state.segments.len();
                 if u64::from(state.segments[n - 1].docs) * 4 < u64::from(state.segments[n - 2].docs)
@@ -681,9 +722,7 @@ impl Table {
                 }
                 let newer = state.segments.pop().expect("two segments");
                 let older = state.segments.pop().expect("two segments");
-                let mut docs = read_segment_docs(&dir, &older)?;
-                docs.extend(read_segment_docs(&dir, &newer)?);
-                let info = write_segment(&dir, state.next_id, docs)?;
+                let info = merge_segments(&dir, state.next_id, &[older, newer])?;
                 state.next_id += 1;
                 state.segments.push(info);
                 report.merged += 1;
@@ -1211,7 +1250,7 @@ fn read_doc(path: &Path, folder: &str) -> Result<(String, DocMeta), String> {
     fs::File::open(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
         .map_err(|e| format!("cannot read: {e}"))?;
-    doc_of(&bytes, folder)
+    doc_of(&bytes, folder, None)
 }
 
 /// The mirror folder `key` as a path of the packed mirror's tree (`chapters/<pk>/<root>`).
@@ -1270,8 +1309,14 @@ fn mirror_chapter_pks(
 }
 
 /// A document's blob id and frontmatter from its bytes, or why they are not one.
-fn doc_of(bytes: &[u8], folder: &str) -> Result<(String, DocMeta), String> {
-    let blob = crate::names::blob_id(bytes);
+/// `id`: the blob id when the caller has it (the mirror's tree names it), so it is not hashed
+/// again.
+fn doc_of(
+    bytes: &[u8],
+    folder: &str,
+    id: Option<&crate::git::ObjectId>,
+) -> Result<(String, DocMeta), String> {
+    let blob = id.map_or_else(|| crate::names::blob_id(bytes), ToString::to_string);
     let mut meta = parse_head(bytes)?;
     if meta.project_key.is_empty() {
         // The original TypeScript plugin writes no `projectKey`: a pool document is of
@@ -1346,6 +1391,15 @@ const PARTS: [&str; 5] = ["docs", "meta", "dict", "post", "skip"];
 /// Every this many dictionary lines, `skip` holds the line's offset and key: an exact lookup
 /// reads that small file and one block of the dictionary, never the whole of it.
 const SKIP_EVERY: usize = 64;
+/// A refresh that reads this many new documents (a first build of a big pool) writes them as
+/// a segment and goes on, so its memory does not grow with the pool.
+const FLUSH_EVERY: usize = if cfg!(test) { 64 } else { 8192 };
+
+#[cfg(test)]
+thread_local! {
+    /// A test's crash: the refresh stops right after its first flushed segment.
+    static CUT_AFTER_FLUSH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 
 fn clean(text: &str) -> String {
     text.chars()
@@ -1414,18 +1468,105 @@ fn tokens(text: &str) -> BTreeSet<String> {
 fn write_segment(dir: &Path, id: u64, mut docs: Vec<TableDoc>) -> Result<SegmentInfo, TableError> {
     docs.sort_by(|a, b| a.path.cmp(&b.path));
     docs.dedup_by(|a, b| a.path == b.path);
+    write_sorted(dir, id, docs.into_iter().map(Ok))
+}
+
+/// Merge `infos` (oldest first) into one new segment, reading one record of each at a time:
+/// memory holds the new segment's index, never every document. A path in several segments
+/// keeps its oldest version, as [`write_segment`] over their concatenation does.
+fn merge_segments(dir: &Path, id: u64, infos: &[SegmentInfo]) -> Result<SegmentInfo, TableError> {
+    let mut readers = infos
+        .iter()
+        .map(|info| SegDocs::open(dir, info))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut heads = Vec::with_capacity(readers.len());
+    for r in &mut readers {
+        heads.push(r.next_doc()?);
+    }
+    let docs = std::iter::from_fn(move || {
+        let mut pick: Option<usize> = None;
+        for (i, head) in heads.iter().enumerate() {
+            if let Some(doc) = head {
+                if pick.is_none_or(|p| heads[p].as_ref().is_some_and(|d| doc.path < d.path)) {
+                    pick = Some(i);
+                }
+            }
+        }
+        let p = pick?;
+        let doc = heads[p].take().expect("picked a head");
+        let mut advance = || -> Result<(), TableError> {
+            for (i, r) in readers.iter_mut().enumerate() {
+                if i == p || heads[i].as_ref().is_some_and(|d| d.path == doc.path) {
+                    heads[i] = r.next_doc()?;
+                }
+            }
+            Ok(())
+        };
+        Some(advance().map(|()| doc))
+    });
+    write_sorted(dir, id, docs)
+}
+
+/// A segment's `docs` file read one record at a time.
+struct SegDocs {
+    path: PathBuf,
+    read: io::BufReader<fs::File>,
+    line: Vec<u8>,
+    n: usize,
+}
+
+impl SegDocs {
+    fn open(dir: &Path, info: &SegmentInfo) -> Result<SegDocs, TableError> {
+        let path = seg_path(dir, info.id, "docs");
+        let file = fs::File::open(&path).map_err(|e| io_err(&path, e))?;
+        Ok(SegDocs {
+            path,
+            read: io::BufReader::new(file),
+            line: Vec::new(),
+            n: 0,
+        })
+    }
+
+    fn next_doc(&mut self) -> Result<Option<TableDoc>, TableError> {
+        use io::BufRead;
+        self.line.clear();
+        let got = self
+            .read
+            .read_until(b'\n', &mut self.line)
+            .map_err(|e| io_err(&self.path, e))?;
+        if got == 0 {
+            return Ok(None);
+        }
+        let doc = parse_record(&self.line).ok_or_else(|| TableError::Damaged {
+            path: self.path.clone(),
+            detail: format!("record {}", self.n),
+        })?;
+        self.n += 1;
+        Ok(Some(doc))
+    }
+}
+
+/// Write a segment of `docs`, sorted by path without duplicates.
+fn write_sorted(
+    dir: &Path,
+    id: u64,
+    docs: impl Iterator<Item = Result<TableDoc, TableError>>,
+) -> Result<SegmentInfo, TableError> {
+    let mut count: u32 = 0;
     let mut text = String::new();
-    let mut meta = Vec::with_capacity(docs.len() * META_BYTES);
+    let mut meta = Vec::new();
     let mut pks: Vec<String> = Vec::new();
     let mut counts: Vec<(u64, u64)> = Vec::new();
     let mut postings: BTreeMap<(u8, String), Vec<u32>> = BTreeMap::new();
-    for (n, doc) in docs.iter().enumerate() {
-        let n = n as u32;
+    for doc in docs {
+        let doc = doc?;
+        let n = count;
+        count += 1;
         let offset = u32::try_from(text.len()).map_err(|_| TableError::Damaged {
             path: seg_path(dir, id, "docs"),
             detail: "over 4 GiB of records in one segment".into(),
         })?;
-        text.push_str(&record(doc));
+        text.push_str(&record(&doc));
         let m = &doc.meta;
         let pk = match pks.iter().position(|p| *p == clean(&m.project_key)) {
             Some(i) => i,
@@ -1507,7 +1648,7 @@ fn write_segment(dir: &Path, id: u64, mut docs: Vec<TableDoc>) -> Result<Segment
     }
     Ok(SegmentInfo {
         id,
-        docs: docs.len() as u32,
+        docs: count,
         sizes,
         pks,
         counts,
@@ -2439,7 +2580,7 @@ mod tests {
                 reference(&table, &terms, topic, &curation, &params),
                 "{terms:?}"
             );
-            assert!(!got.is_empty(), "{terms:?}");
+            assert!(!got.is_empty(), "{terms:?} {topic:?}");
         }
     }
 
@@ -2853,6 +2994,83 @@ mod tests {
                 .expect("ok");
         assert_eq!(m.topics, ["login-flow"]);
         assert!(parse_head(b"---\ntitle: \xff\nkind: c\n---\n").is_err());
+    }
+
+    #[test]
+    fn a_big_first_build_flushes_segments_and_merges_them_streaming() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        let total = FLUSH_EVERY * 3 + 10;
+        let mut expected = Vec::new();
+        for i in 0..total {
+            let rel = format!(".dsh-chapters/s{:02}/chapters/{i:04}-a.md", i / 7);
+            let topic = if i % 3 == 0 { "auth" } else { "csv" };
+            put(
+                ws,
+                &rel,
+                &chapter(&format!("Doc {i}"), "a fix", "chapter", topic, "null"),
+            );
+            expected.push(rel);
+        }
+        expected.sort();
+        // Cut after the first flushed segment: what it left is not trusted, the next
+        // refresh starts over and finds every document.
+        CUT_AFTER_FLUSH.with(|c| c.set(true));
+        let cut = Table::refresh(ws, false, Duration::from_secs(5));
+        CUT_AFTER_FLUSH.with(|c| c.set(false));
+        assert!(cut.is_err(), "the cut happens after the first flush");
+        let dir = ws.join(STORE_DIR).join(TABLE_DIR);
+        assert!(dir.join(DIRTY_FILE).exists());
+        assert!(
+            seg_path(&dir, 0, "docs").exists(),
+            "the first segment was written"
+        );
+        let (table, r) = refresh(ws);
+        assert!(r.rebuilt);
+        assert_eq!(r.added, total);
+        assert_eq!(paths(&table), expected);
+        assert_eq!(table.state.segments.len(), 1, "merged into one");
+        assert_eq!(table.state.segments[0].docs as usize, total);
+        // The flushed segments are gone once merged.
+        let segs = fs::read_dir(&dir)
+            .expect("dir")
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".docs"))
+            .count();
+        assert_eq!(segs, 1, "only the merged segment is left");
+        let curation = Curation::default();
+        let params = ScoreParams::default();
+        for (terms, topic) in [("fix", None), ("", Some("auth")), ("fix", Some("csv"))] {
+            let terms = score::query_terms(terms);
+            let got = table_answer(&table, &terms, topic, &curation, &params);
+            assert!(!got.is_empty(), "{terms:?} {topic:?}");
+            assert_eq!(got, reference(&table, &terms, topic, &curation, &params));
+        }
+        // The streaming merge keeps the oldest version of a path, as a merge in memory does.
+        let info = &table.state.segments[0];
+        let twice = merge_segments(&dir, 99, &[info.clone(), info.clone()]).expect("merge");
+        assert_eq!(twice.docs as usize, total);
+        assert_eq!(twice.sizes, info.sizes);
+        assert_eq!(
+            read_segment_docs(&dir, &twice).expect("docs"),
+            read_segment_docs(&dir, info).expect("docs")
+        );
+        // A damaged record is an error naming the segment, never a panic.
+        let docs = seg_path(&dir, twice.id, "docs");
+        fs::write(&docs, "garbage\n").expect("garble");
+        let err = merge_segments(&dir, 100, &[twice]).expect_err("damaged");
+        assert!(err.to_string().contains("record 0"), "{err}");
+    }
+
+    #[test]
+    fn a_blob_id_from_the_tree_is_the_one_hashing_gives() {
+        let text = chapter("A", "", "chapter", "x", "null");
+        let (hashed, meta) =
+            doc_of(text.as_bytes(), ".dsh-chapters/s/chapters", None).expect("doc");
+        let id = crate::git::ObjectId::from_hex(hashed.as_bytes()).expect("hex");
+        let (given, same) =
+            doc_of(text.as_bytes(), ".dsh-chapters/s/chapters", Some(&id)).expect("doc");
+        assert_eq!((given, same), (hashed, meta));
     }
 
     #[test]
