@@ -301,26 +301,36 @@ fn stderr_of(d: &mut Daemon) -> String {
 /// message saying what happened: its home deleted under it.
 #[test]
 fn its_home_deleted_while_it_runs_stops_the_daemon_with_exit_1_saying_why() {
+    stops_with_exit_1_saying(
+        |sb| {
+            std::fs::remove_dir_all(sb.home.join("dsh-chapters")).expect("remove the daemon's home")
+        },
+        "was deleted while it ran",
+    );
+}
+
+/// Start a daemon, do `critical` to its home while it runs, and see it stop with exit 1 and
+/// `says` on stderr.
+fn stops_with_exit_1_saying(critical: impl FnOnce(&Sandbox), says: &str) {
     let sb = Sandbox::new();
     let mut d = Daemon::start(&sb, &[("CHAPTERS_DAEMON_RESCAN_MS", "100")]);
-    std::fs::remove_dir_all(sb.home.join("dsh-chapters")).expect("remove the daemon's home");
+    critical(&sb);
     let status = d.wait_exit();
     let err = stderr_of(&mut d);
     assert_eq!(status.code(), Some(1), "{err}");
-    assert!(err.contains("was deleted while it ran"), "{err}");
+    assert!(err.contains(says), "{err}");
 }
 
 /// Its lock file removed no longer keeps a second daemon out: critical, the daemon stops
 /// with exit 1 naming the lock; a runtime error (a damaged log, a failed sync) never does.
 #[test]
 fn its_lock_file_removed_while_it_runs_stops_the_daemon_with_exit_1_naming_it() {
-    let sb = Sandbox::new();
-    let mut d = Daemon::start(&sb, &[("CHAPTERS_DAEMON_RESCAN_MS", "100")]);
-    std::fs::remove_file(sb.home.join("dsh-chapters/daemon.pid")).expect("remove the lock");
-    let status = d.wait_exit();
-    let err = stderr_of(&mut d);
-    assert_eq!(status.code(), Some(1), "{err}");
-    assert!(err.contains("daemon.pid was removed or replaced"), "{err}");
+    stops_with_exit_1_saying(
+        |sb| {
+            std::fs::remove_file(sb.home.join("dsh-chapters/daemon.pid")).expect("remove the lock")
+        },
+        "daemon.pid was removed or replaced",
+    );
 }
 
 #[test]

@@ -103,8 +103,12 @@ fn session_status<'a>(st: &'a Value, id: &str) -> Option<&'a Value> {
 
 /// Claude Code's project folder of the sandbox's workspace.
 fn cc_dir(sb: &Sandbox) -> PathBuf {
-    let key: String = sb
-        .ws_str()
+    project_dir(sb, &sb.ws_str())
+}
+
+/// Claude Code's project folder of `cwd` (every character but ASCII letters and digits → `-`).
+fn project_dir(sb: &Sandbox, cwd: &str) -> PathBuf {
+    let key: String = cwd
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
@@ -122,10 +126,15 @@ struct Transcript {
 
 impl Transcript {
     fn new(sb: &Sandbox, sid: &str) -> Transcript {
+        Transcript::in_cwd(sb, sid, &sb.ws_str())
+    }
+
+    /// A transcript whose lines name `cwd`, in Claude Code's project folder of that cwd.
+    fn in_cwd(sb: &Sandbox, sid: &str, cwd: &str) -> Transcript {
         Transcript {
-            path: cc_dir(sb).join(format!("{sid}.jsonl")),
+            path: project_dir(sb, cwd).join(format!("{sid}.jsonl")),
             sid: sid.to_owned(),
-            cwd: sb.ws_str(),
+            cwd: cwd.to_owned(),
             n: 0,
             last: None,
         }
@@ -484,18 +493,7 @@ fn a_transcript_whose_cwd_was_deleted_is_followed_in_its_checkout_and_one_elsewh
     // A monorepo package removed since the session ran in it: never created here.
     let gone = sb.ws.join("packages").join("removed");
     assert!(!gone.exists());
-    let mut cc = Transcript::new(&sb, CC_SID);
-    cc.cwd = gone.to_string_lossy().into_owned();
-    let key: String = cc
-        .cwd
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
-    cc.path = sb
-        .home
-        .join("claude/projects")
-        .join(key)
-        .join(format!("{CC_SID}.jsonl"));
+    let mut cc = Transcript::in_cwd(&sb, CC_SID, &gone.to_string_lossy());
     let lines = [
         cc.prompt("Drop the legacy package"),
         cc.answer("Removed packages/removed and its CI job."),
@@ -506,17 +504,8 @@ fn a_transcript_whose_cwd_was_deleted_is_followed_in_its_checkout_and_one_elsewh
         signed(&sb, &cc.id()) == 1
     });
     // A transcript whose cwd lies in no checkout here: said why, not followed, no error.
-    let mut elsewhere = Transcript::new(&sb, CC_OLD);
-    elsewhere.cwd = sb
-        .home
-        .join("nowhere")
-        .join("proj")
-        .to_string_lossy()
-        .into_owned();
-    elsewhere.path = sb
-        .home
-        .join("claude/projects/-nowhere-proj")
-        .join(format!("{CC_OLD}.jsonl"));
+    let nowhere = sb.home.join("nowhere").join("proj");
+    let mut elsewhere = Transcript::in_cwd(&sb, CC_OLD, &nowhere.to_string_lossy());
     let lines = [
         elsewhere.prompt("Hello"),
         elsewhere.answer("Hi."),
