@@ -101,11 +101,6 @@ fn session_status<'a>(st: &'a Value, id: &str) -> Option<&'a Value> {
         .find(|s| s["sessionId"] == id)
 }
 
-/// Claude Code's project folder of the sandbox's workspace.
-fn cc_dir(sb: &Sandbox) -> PathBuf {
-    project_dir(sb, &sb.ws_str())
-}
-
 /// Claude Code's project folder of `cwd` (every character but ASCII letters and digits → `-`).
 fn project_dir(sb: &Sandbox, cwd: &str) -> PathBuf {
     let key: String = cwd
