@@ -44,7 +44,7 @@ fn session_id_of(text: &str) -> String {
 
 /// Install `name` as a transcript of `sb`'s workspace (its `cwd` fields pointed there),
 /// quiet for a day. Returns the transcript's path and session id.
-fn install(sb: &Sandbox, name: &str) -> (PathBuf, String) {
+pub fn install(sb: &Sandbox, name: &str) -> (PathBuf, String) {
     let text = std::fs::read_to_string(fixture_dir().join(name)).expect("fixture");
     let ws = sb.ws_str();
     let mut out = String::new();

@@ -128,3 +128,58 @@ fn codex_fixtures_plain_and_zst_archive_with_their_harness_and_no_host_text() {
         assert_eq!(s["turnsSigned"], 0, "{s}");
     }
 }
+
+/// Issue #15 point 4: sessions of all three harnesses of one project, archived on one
+/// machine, reach another through the project's pool under the same `projectKey`, each
+/// chapter naming its harness and its session id namespaced by it, found there by harness.
+#[test]
+fn all_three_harnesses_share_one_project_and_pool_and_another_machine_finds_each_by_harness() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let pool = tmp.path().join("pool.git");
+    let a = Sandbox::machine("machine-a");
+    a.write_session(
+        "session-11111111-1111-4111-8111-111111111111",
+        4,
+        true,
+        &crate::support::two_task_turns(&a.ws),
+    );
+    let (_, cc_sid) = crate::claude_code::install(&a, "v2.1.38-short.jsonl");
+    let (name, compress) = FIXTURES[0];
+    let (_, codex_id, _) = install(&a, name, compress);
+    crate::support::link_private(&a, &pool);
+    a.ok(&["archive"]);
+    a.ok(&["sync"]);
+
+    let b = Sandbox::machine("machine-b");
+    crate::support::link_private(&b, &pool);
+    b.ok(&["sync"]);
+    let key_a = a.json(&["status", "--json"])["identity"]["projectKey"].clone();
+    let key_b = b.json(&["status", "--json"])["identity"]["projectKey"].clone();
+    assert!(key_a.is_string(), "{key_a}");
+    assert_eq!(key_a, key_b, "one project on both machines");
+
+    let all = b.json(&["list", "--json"]);
+    let docs = all["documents"]
+        .as_array()
+        .or(all["matches"].as_array())
+        .expect("listed");
+    for (harness, id) in [
+        ("dsh", "11111111-1111-4111-8111-111111111111".to_owned()),
+        ("claude-code", cc_sid.clone()),
+        ("codex", codex_id.clone()),
+    ] {
+        let only = b.json(&["list", "--harness", harness, "--json"]);
+        let n = only["total"].as_u64().expect("total");
+        assert!(n >= 1, "{harness} on machine b: {only}");
+        assert!(n < docs.len() as u64, "{harness} filters: {only}");
+        let text = only.to_string();
+        assert!(
+            text.contains(&id),
+            "{harness}'s session {id} on machine b: {only}"
+        );
+        if harness != "dsh" {
+            // Namespaced by the harness where ids could collide.
+            assert!(text.contains(&format!("{harness}-{id}")), "{only}");
+        }
+    }
+}
