@@ -81,10 +81,6 @@ pub struct Config {
     pub tool_result_artifact_tokens: u64,
     pub tool_result_defer_floor_tokens: u64,
     pub render_reasoning: bool,
-    /// Archive Claude Code's sessions of this workspace (`CLAUDE_CONFIG_DIR` or `~/.claude`).
-    pub claude_code_sessions: bool,
-    /// Archive Codex's sessions of this workspace (`CODEX_HOME` or `~/.codex`).
-    pub codex_sessions: bool,
     pub max_event_bytes: u64,
     pub writer_lock_timeout_ms: u64,
     pub sync_timeout_ms: u64,
@@ -126,6 +122,35 @@ pub struct Config {
     /// Where each key's value came from (`defaults`, `<file>:<line>`, `env X`, `flag k`).
     #[serde(skip)]
     origins: BTreeMap<String, String>,
+    /// Each harness's on/off switch (`claudeCodeSessions`, `codexSessions`: a key of
+    /// `config/defaults.yml` ending in [`SWITCH_SUFFIX`]), asked by the harness seam
+    /// (`source::discovery`) through [`Config::harness_on`] so that a new harness adds a
+    /// line to the defaults, not a field here.
+    #[serde(skip)]
+    harness_switches: BTreeMap<String, bool>,
+}
+
+/// The suffix of a harness's on/off switch key.
+pub const SWITCH_SUFFIX: &str = "Sessions";
+
+/// `values` as a `Config`: the harness switches taken out first (each must be `true` or
+/// `false`), the rest deserialized.
+fn config_of(values: &Map<String, Value>) -> Result<Config, String> {
+    let mut rest = values.clone();
+    let mut switches = BTreeMap::new();
+    for key in values.keys().filter(|k| k.ends_with(SWITCH_SUFFIX)) {
+        match rest.remove(key) {
+            Some(Value::Bool(on)) => {
+                switches.insert(key.clone(), on);
+            }
+            Some(other) => return Err(format!("`{key}` must be true or false, not {other}")),
+            None => {}
+        }
+    }
+    let mut config: Config =
+        serde_json::from_value(Value::Object(rest)).map_err(|e| e.to_string())?;
+    config.harness_switches = switches;
+    Ok(config)
 }
 
 /// One config file's text and where it came from (its path, for messages).
@@ -359,14 +384,11 @@ struct Merger {
 impl Merger {
     fn new() -> Result<Merger, ConfigError> {
         let values = parse_layer(DEFAULTS_ORIGIN, DEFAULTS_YML)?;
-        let mut config: Config =
-            serde_json::from_value(Value::Object(values.clone())).map_err(|e| {
-                ConfigError::BadValue {
-                    key: "(defaults)".into(),
-                    at: DEFAULTS_ORIGIN.into(),
-                    detail: e.to_string(),
-                }
-            })?;
+        let mut config = config_of(&values).map_err(|detail| ConfigError::BadValue {
+            key: "(defaults)".into(),
+            at: DEFAULTS_ORIGIN.into(),
+            detail,
+        })?;
         for key in values.keys() {
             check_key(&config, key).map_err(|detail| ConfigError::BadValue {
                 key: key.clone(),
@@ -387,8 +409,7 @@ impl Merger {
         check_raw(key, &value)?;
         let mut candidate = self.values.clone();
         candidate.insert(key.to_string(), value.clone());
-        let mut config: Config =
-            serde_json::from_value(Value::Object(candidate)).map_err(|e| e.to_string())?;
+        let mut config = config_of(&candidate)?;
         check_key(&config, key)?;
         config.origins = std::mem::take(&mut self.config.origins);
         config.origins.insert(key.to_string(), at.to_string());
@@ -399,6 +420,12 @@ impl Merger {
 }
 
 impl Config {
+    /// Whether the harness switch `key` (`claudeCodeSessions`, …) is on; a switch the
+    /// defaults do not know is off.
+    pub fn harness_on(&self, key: &str) -> bool {
+        self.harness_switches.get(key).copied().unwrap_or(false)
+    }
+
     /// The estimated-token size from which a tool result becomes an artifact:
     /// `toolResultArtifactTokens`, never below `toolResultDeferFloorTokens` (a result under the
     /// floor always stays inline, whatever the threshold is set to).
@@ -658,8 +685,6 @@ mod tests {
             tool_result_artifact_tokens: 8000,
             tool_result_defer_floor_tokens: 200,
             render_reasoning: false,
-            claude_code_sessions: true,
-            codex_sessions: true,
             max_event_bytes: 33_554_432,
             writer_lock_timeout_ms: 10000,
             sync_timeout_ms: 60000,
@@ -695,6 +720,9 @@ mod tests {
             redaction_patterns: vec![],
             path_map: BTreeMap::new(),
             origins: BTreeMap::new(),
+            harness_switches: [("claudeCodeSessions", true), ("codexSessions", true)]
+                .map(|(k, v)| (k.to_owned(), v))
+                .into(),
         };
         let mut defaults = Config::defaults();
         assert_eq!(defaults.origin_of("mergeThreshold"), Some("defaults"));
@@ -704,9 +732,16 @@ mod tests {
 
     #[test]
     fn every_key_is_in_defaults_yml_with_a_comment_above() {
-        let serialized = serde_json::to_value(Config::defaults()).unwrap();
-        let keys: Vec<&String> = serialized.as_object().unwrap().keys().collect();
+        let defaults = Config::defaults();
+        let serialized = serde_json::to_value(&defaults).unwrap();
+        let mut keys: Vec<&String> = serialized.as_object().unwrap().keys().collect();
+        keys.extend(defaults.harness_switches.keys());
         assert_eq!(keys.len(), 46);
+        assert!(defaults.harness_on("claudeCodeSessions") && defaults.harness_on("codexSessions"));
+        assert!(
+            !defaults.harness_on("unknownSessions"),
+            "a switch the defaults lack is off"
+        );
         let lines: Vec<&str> = DEFAULTS_YML.lines().collect();
         for key in keys {
             let line = key_line(DEFAULTS_YML, key)
@@ -716,6 +751,25 @@ mod tests {
                 "{key}: no comment line above it"
             );
         }
+    }
+
+    #[test]
+    fn a_harness_switch_turns_off_and_refuses_what_is_not_true_or_false() {
+        let off = layer("/w/.dsh-chapters/config.yml", "codexSessions: false\n");
+        let c = Config::from_layers(&[off], &none(), &none()).unwrap();
+        assert!(!c.harness_on("codexSessions") && c.harness_on("claudeCodeSessions"));
+        assert_eq!(
+            c.origin_of("codexSessions"),
+            Some("/w/.dsh-chapters/config.yml:1")
+        );
+        let bad = layer("/w/.dsh-chapters/config.yml", "codexSessions: 3\n");
+        let err = Config::from_layers(&[bad], &none(), &none())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("codexSessions") && err.contains("true or false"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -111,8 +111,9 @@ pub struct Follower {
     harness_in_flight: Option<(u64, u64)>,
     /// The highest seq seen (a compaction read again with the in-flight turn is not new).
     seen_hi: Option<u64>,
-    /// Claude Code's first pass, extended by each poll with what was appended.
-    plan_cache: crate::source::claude_code::PlanCache,
+    /// What the harness's reader keeps between polls (Claude Code's first pass, extended by
+    /// each poll with what was appended).
+    follow_cache: crate::source::FollowCache,
 }
 
 fn file_id(path: &Path) -> Result<(u64, u64, u64), FollowError> {
@@ -278,7 +279,7 @@ impl Follower {
             quiet_after_ms: None,
             harness_in_flight: None,
             seen_hi: None,
-            plan_cache: Default::default(),
+            follow_cache: Default::default(),
         }
     }
 
@@ -434,26 +435,13 @@ impl Follower {
         on_turn: &mut dyn FnMut(&CompletedTurn),
     ) -> Result<Polled, FollowError> {
         let grew = self.last_len != Some(len);
-        let mut reader: Box<dyn crate::source::EventSource> = if self.harness == Harness::ClaudeCode
-        {
-            Box::new(
-                crate::source::claude_code::ClaudeReader::open_cached(
-                    &self.log.log,
-                    self.resume,
-                    self.options,
-                    crate::source::is_quiet(&self.log.log, self.quiet_after_ms),
-                    &mut self.plan_cache,
-                )?
-                .with_idle_gap(self.quiet_after_ms),
-            )
-        } else {
-            crate::source::open(
-                self.harness,
-                &self.log.log,
-                self.resume,
-                self.source_options(),
-            )?
-        };
+        let mut reader = crate::source::open_followed(
+            self.harness,
+            &self.log.log,
+            self.resume,
+            self.source_options(),
+            &mut self.follow_cache,
+        )?;
         let mut assembler =
             TurnAssembler::starting_at(self.resume.next_seq, self.anchor.completed_before);
         let result = loop {

@@ -31,7 +31,6 @@ pub mod control;
 mod enrich;
 mod errors;
 pub mod follow;
-mod harness;
 pub mod logs;
 pub mod pidlock;
 pub mod service;
@@ -62,7 +61,6 @@ use triggers::Due;
 use watch::{Watch, WatchFlags};
 use worker::{ArchiveAsk, Archiver, JobDone};
 
-pub use harness::{claude_cleanup_days, CLAUDE_CLEANUP_DAYS, SWEEP_MARGIN_DAYS};
 pub use state::STATE_FILE;
 
 pub const HOME_DIR: &str = crate::home::HOME_DIR;

@@ -22,15 +22,12 @@ use crate::session::discover::{self, parse_log_file_name};
 use crate::session::reader::ReaderOptions;
 use crate::signature::{self, Signature};
 use crate::signer::{self, LedgerCursor};
+use crate::source::discovery::{self, LogTree};
 use crate::source::{Harness, SourceOptions};
 use crate::store::STORE_DIR;
 
 use super::context::{mtime_ms, now_ms, WsCtx};
 use super::follow::{self, Follower, SavedFollow};
-use super::harness::{
-    self, claude_cleanup_days, collect_harness_logs, is_harness_log, HarnessTree,
-    CLAUDE_CLEANUP_DAYS, ROLLOUT_FIRST_LINE_CAP, SWEEP_MARGIN_DAYS,
-};
 use super::watch::{self, Watch, WatchFlags};
 use super::worker::ArchiveAsk;
 use super::{state, Paths};
@@ -152,12 +149,13 @@ pub(super) struct Sessions {
     last_rescan: Instant,
     /// Logs that are a FIFO, a device or a socket: never opened for reading, said once.
     skipped_logs: BTreeSet<PathBuf>,
-    /// Other harnesses whose trees are followed (each on unless its config key is off).
-    harness_trees: Vec<HarnessTree>,
+    /// Other harnesses' trees that are followed (each on unless its config switch is off).
+    harness_trees: Vec<LogTree>,
     /// Every other-harness log seen, by path.
     harness_logs: BTreeMap<PathBuf, HarnessLog>,
-    /// Claude Code's `cleanupPeriodDays`, read at each full scan.
-    claude_cleanup_days: u64,
+    /// After how many days each harness that sweeps its logs deletes one (Claude Code's
+    /// `cleanupPeriodDays`), read at each full scan and when its settings change.
+    sweep_days: BTreeMap<Harness, u64>,
     /// When logs not followed were last looked at again (at most every `daemonRescanMs`,
     /// also when polling every `daemonPollMs`).
     harness_retry: Instant,
@@ -199,7 +197,7 @@ impl Sessions {
         flags: Arc<WatchFlags>,
     ) -> Sessions {
         let saved = state::read(&paths.state);
-        let harness_trees = harness::harness_trees(&config);
+        let harness_trees = discovery::trees(&config);
         let now = Instant::now();
         Sessions {
             paths,
@@ -220,7 +218,7 @@ impl Sessions {
             skipped_logs: BTreeSet::new(),
             harness_trees,
             harness_logs: BTreeMap::new(),
-            claude_cleanup_days: CLAUDE_CLEANUP_DAYS,
+            sweep_days: BTreeMap::new(),
             harness_retry: now,
             events: Vec::new(),
         }
@@ -426,11 +424,9 @@ impl Sessions {
         for dir in dirs {
             self.scan_ws(&dir);
         }
-        self.claude_cleanup_days = self
-            .harness_trees
-            .iter()
-            .find(|t| t.harness == Harness::ClaudeCode)
-            .map_or(CLAUDE_CLEANUP_DAYS, |t| claude_cleanup_days(&t.home));
+        for t in self.harness_trees.clone() {
+            self.read_sweep_days(&t);
+        }
         let retry = !self.initial_scan_done
             || self.harness_retry.elapsed() >= Duration::from_millis(self.config.daemon_rescan_ms);
         if retry {
@@ -1009,7 +1005,10 @@ impl Sessions {
                 "archivedTree": self.harness_trees.iter()
                     .find(|c| c.cold && c.harness == t.harness)
                     .map(|c| c.tree.to_string_lossy()),
-                "present": harness::present(&self.harness_trees, t.harness),
+                "present": discovery::present(&self.harness_trees, t.harness),
+                // After how many days the harness deletes a log (Claude Code's
+                // `cleanupPeriodDays`); absent for one that never does.
+                "sweepDays": self.sweep_days.get(&t.harness),
                 "logsSeen": self.harness_logs.values().filter(|l| l.harness == t.harness).count(),
                 "logsFollowed": self.harness_logs.values().filter(|l| l.harness == t.harness && l.ws_dir.is_some()).count(),
                 // Why the first few logs are not followed (sorted by path).
@@ -1019,8 +1018,7 @@ impl Sessions {
                     .take(20)
                     .collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
-            "claudeCleanupPeriodDays": self.claude_cleanup_days,
-            "sweepMarginDays": SWEEP_MARGIN_DAYS,
+            "sweepMarginDays": harness_logs::SWEEP_MARGIN_DAYS,
         });
         match status {
             Value::Object(map) => map,

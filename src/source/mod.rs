@@ -21,8 +21,11 @@ use std::path::Path;
 use crate::session::reader::{LogItem, LogReader, ReadError, ReadNote, ReaderOptions, ResumePoint};
 use crate::session::Header;
 
+pub use discovery::{FollowCache, LogTree, TreeHarness};
+
 pub mod claude_code;
 pub mod codex;
+pub mod discovery;
 pub(crate) mod lines;
 
 /// The source kind of a harness's compaction summary (Claude Code's `isCompactSummary`
@@ -56,6 +59,23 @@ impl Harness {
             Harness::ClaudeCode => "claude-code-",
             Harness::Codex => "codex-",
         }
+    }
+
+    /// The name a person reads in notes (`Claude Code`).
+    pub fn title(self) -> &'static str {
+        match self {
+            Harness::Dsh => "DSH",
+            Harness::ClaudeCode => "Claude Code",
+            Harness::Codex => "Codex",
+        }
+    }
+
+    /// Its discovery and reader, for a harness whose logs lie in trees of its own home;
+    /// `None` for DSH (session directories keyed by workspace, `session::discover`).
+    pub fn tree_harness(self) -> Option<&'static dyn TreeHarness> {
+        tree_harnesses()
+            .into_iter()
+            .find(|imp| imp.harness() == self)
     }
 }
 
@@ -110,24 +130,24 @@ pub fn open(
     from: ResumePoint,
     options: SourceOptions,
 ) -> Result<Box<dyn EventSource>, ReadError> {
-    Ok(match harness {
-        Harness::Dsh => Box::new(LogReader::open_with(path, from, options.reader)?),
-        Harness::ClaudeCode => Box::new(
-            claude_code::ClaudeReader::open(
-                path,
-                from,
-                options.reader,
-                is_quiet(path, options.quiet_after_ms),
-            )?
-            .with_idle_gap(options.quiet_after_ms),
-        ),
-        Harness::Codex => Box::new(codex::CodexReader::open(
-            path,
-            from,
-            options.reader,
-            is_quiet(path, options.quiet_after_ms),
-        )?),
-    })
+    match harness.tree_harness() {
+        Some(imp) => imp.open(path, from, options),
+        None => Ok(Box::new(LogReader::open_with(path, from, options.reader)?)),
+    }
+}
+
+/// Open a followed log of `harness`: `cache` keeps what one poll learnt for the next.
+pub fn open_followed(
+    harness: Harness,
+    path: &Path,
+    from: ResumePoint,
+    options: SourceOptions,
+    cache: &mut FollowCache,
+) -> Result<Box<dyn EventSource>, ReadError> {
+    match harness.tree_harness() {
+        Some(imp) => imp.open_followed(path, from, options, cache),
+        None => open(harness, path, from, options),
+    }
 }
 
 /// The header of `harness`'s log at `path`, or `None` when the log has none yet.
@@ -143,9 +163,18 @@ pub fn read_header(
     }
 }
 
+/// The harnesses whose logs lie in trees under a home of their own: every harness but
+/// DSH. A new harness is a folder here and one line in this list.
+pub fn tree_harnesses() -> [&'static dyn TreeHarness; 2] {
+    [
+        &claude_code::discovery::ClaudeCode,
+        &codex::discovery::Codex,
+    ]
+}
+
 /// The sessions of `workspace` written by the harnesses other than DSH, each home found
 /// from the environment (`CLAUDE_CONFIG_DIR` / `~/.claude`, `CODEX_HOME` / `~/.codex`),
-/// and a note for each home that could not be listed; a harness its config key
+/// and a note for each home that could not be listed; a harness its config switch
 /// (`claudeCodeSessions`, `codexSessions`) turns off is not looked for.
 pub fn other_harness_sessions(
     workspace: &str,
@@ -156,16 +185,19 @@ pub fn other_harness_sessions(
 ) {
     let mut found = Vec::new();
     let mut notes = Vec::new();
-    if let Some(home) = claude_code::home_from_env().filter(|_| config.claude_code_sessions) {
-        match claude_code::list_workspace_sessions(&home, workspace) {
-            Ok(logs) => found.extend(logs.into_iter().map(|l| (Harness::ClaudeCode, l))),
-            Err(e) => notes.push(format!("Claude Code sessions not listed: {e}")),
+    for imp in tree_harnesses() {
+        if !discovery::enabled(imp, config) {
+            continue;
         }
-    }
-    if let Some(home) = codex::home_from_env().filter(|_| config.codex_sessions) {
-        match codex::list_workspace_sessions(&home, workspace) {
-            Ok(logs) => found.extend(logs.into_iter().map(|l| (Harness::Codex, l))),
-            Err(e) => notes.push(format!("Codex sessions not listed: {e}")),
+        let Some(home) = imp.home_from_env() else {
+            continue;
+        };
+        match imp.list_workspace_sessions(&home, workspace) {
+            Ok(logs) => found.extend(logs.into_iter().map(|l| (imp.harness(), l))),
+            Err(e) => notes.push(format!(
+                "{} sessions not listed: {e}",
+                imp.harness().title()
+            )),
         }
     }
     (found, notes)

@@ -423,7 +423,18 @@ fn a_transcript_near_claude_codes_sweep_is_archived_at_once() {
         workspace_status(&status(&sb)).is_some_and(|w| w["lastArchive"]["moment"] == "sweep")
     });
     let st = status(&sb);
-    assert_eq!(st["claudeCleanupPeriodDays"], 10, "{st}");
+    let claude = st["harnesses"]
+        .as_array()
+        .and_then(|hs| hs.iter().find(|h| h["harness"] == "claude-code"))
+        .unwrap_or_else(|| panic!("no claude-code entry: {st}"));
+    assert_eq!(claude["sweepDays"], 10, "{st}");
+    let codex = st["harnesses"]
+        .as_array()
+        .and_then(|hs| hs.iter().find(|h| h["harness"] == "codex"));
+    assert!(
+        codex.is_none_or(|c| c.get("sweepDays").is_none_or(|d| d.is_null())),
+        "Codex never sweeps its logs: {st}"
+    );
     wait_for("the young transcript signed", || {
         signed(&sb, &young.id()) == 1
     });

@@ -213,3 +213,78 @@ fn the_demo_writes_the_generators_log_for_its_workspace() {
     );
     assert!(got[0].contains(&format!("\"cwd\":\"{ws}\"")), "{}", got[0]);
 }
+
+/// Names only one harness's own code uses: its module, its variant, its reader, its switch.
+const HARNESS_NAMES: &[&str] = &[
+    "claude_code",
+    "codex::",
+    "Harness::ClaudeCode",
+    "Harness::Codex",
+    "ClaudeReader",
+    "CodexReader",
+    "PlanCache",
+    "\"claude-code\"",
+    "\"codex\"",
+    "claudeCodeSessions",
+    "codexSessions",
+];
+
+fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("a directory entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Issue 15's seam: a harness is its folder under `src/source/` (discovery, reader, screen,
+/// tool vocabulary) and its line in `source::tree_harnesses`; nothing after the seam — the
+/// daemon, the archive, status, config — names one (comments and tests aside), so a fourth
+/// touches one folder (and `config/defaults.yml` for its on/off switch).
+#[test]
+fn no_code_outside_the_source_folder_names_a_harness() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let source = root.join("src/source");
+    let testkit = root.join("src/testkit");
+    let mut found = Vec::new();
+    for file in files
+        .iter()
+        .filter(|f| !f.starts_with(&source) && !f.starts_with(&testkit))
+    {
+        let text = std::fs::read_to_string(file).expect("a source file");
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for (n, line) in code.lines().enumerate() {
+            let line = line.trim_start();
+            if line.starts_with("//") {
+                continue;
+            }
+            let code_part = line.split(" // ").next().unwrap_or(line);
+            for name in HARNESS_NAMES {
+                if code_part.contains(name) {
+                    found.push(format!(
+                        "{}:{}: {name}",
+                        file.strip_prefix(root).unwrap_or(file).display(),
+                        n + 1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "code outside src/source/ names a harness (move it behind source::TreeHarness):\n{}",
+        found.join("\n")
+    );
+    // The registry names each harness once.
+    let registry = std::fs::read_to_string(source.join("mod.rs")).expect("source/mod.rs");
+    assert!(registry.contains("pub fn tree_harnesses()"));
+}

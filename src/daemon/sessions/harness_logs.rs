@@ -6,6 +6,16 @@
 
 use super::*;
 
+/// A log this many days short of its harness's sweep (Claude Code's `cleanupPeriodDays`),
+/// with signed turns no chapter covers, is archived at once instead of waiting for an idle
+/// moment.
+pub(super) const SWEEP_MARGIN_DAYS: u64 = 2;
+
+/// The harness of a tree: its trees were made by it, so it is one.
+fn imp(harness: Harness) -> Option<&'static dyn crate::source::TreeHarness> {
+    harness.tree_harness()
+}
+
 impl Sessions {
     /// A workspace entry whose DSH session directory is gone but which follows other
     /// harnesses' logs: its DSH sessions are dropped, the entry stays.
@@ -32,12 +42,23 @@ impl Sessions {
         true
     }
 
+    /// The sweep days of `t`'s harness, from its settings in `t`'s home.
+    pub(super) fn read_sweep_days(&mut self, t: &LogTree) {
+        match imp(t.harness).and_then(|h| h.sweep_days(&t.home)) {
+            Some(days) => self.sweep_days.insert(t.harness, days),
+            None => self.sweep_days.remove(&t.harness),
+        };
+    }
+
     /// A change under another harness's home: its tree (re)created, a directory made in
     /// it (Codex's `YYYY/MM/DD`, whose first rollout may land before the watch on it), a
-    /// log written or removed, or Claude Code's settings changed.
-    pub(super) fn on_harness_path(&mut self, t: &HarnessTree, path: &Path) {
-        if path == t.home.join("settings.json") && t.harness == Harness::ClaudeCode {
-            self.claude_cleanup_days = claude_cleanup_days(&t.home);
+    /// log written or removed, or the harness's settings changed.
+    pub(super) fn on_harness_path(&mut self, t: &LogTree, path: &Path) {
+        let Some(h) = imp(t.harness) else {
+            return;
+        };
+        if h.settings_file(&t.home).as_deref() == Some(path) {
+            self.read_sweep_days(t);
             return;
         }
         if path == t.home || path == t.tree {
@@ -53,11 +74,11 @@ impl Sessions {
         }
         if path.is_dir() {
             let mut files = Vec::new();
-            collect_harness_logs(t.harness, &t.tree, path, &mut files);
+            discovery::collect_logs(t, path, &mut files);
             for f in files {
                 self.harness_log(t.harness, &f, false);
             }
-        } else if is_harness_log(t.harness, &t.tree, path) {
+        } else if h.is_log(&t.tree, path) {
             self.harness_log(t.harness, path, false);
         }
     }
@@ -65,9 +86,9 @@ impl Sessions {
     /// Every log under one harness's tree; a followed log no longer there is polled (and
     /// so found gone). `retry`: logs not followed are looked at again (a workspace may
     /// have been enabled since).
-    pub(super) fn scan_harness_tree(&mut self, t: &HarnessTree, retry: bool) {
+    pub(super) fn scan_harness_tree(&mut self, t: &LogTree, retry: bool) {
         let mut files = Vec::new();
-        collect_harness_logs(t.harness, &t.tree, &t.tree, &mut files);
+        discovery::collect_logs(t, &t.tree, &mut files);
         let present: BTreeSet<&PathBuf> = files.iter().collect();
         let missing: Vec<(PathBuf, Option<PathBuf>)> = self
             .harness_logs
@@ -139,15 +160,9 @@ impl Sessions {
         harness: Harness,
         path: &Path,
     ) -> Result<PathBuf, String> {
-        let cwd = match harness {
-            Harness::ClaudeCode => crate::source::claude_code::transcript_cwd(path),
-            Harness::Codex => crate::source::codex::rollout_facts(path, ROLLOUT_FIRST_LINE_CAP)
-                .ok()
-                .flatten()
-                .and_then(|f| f.cwd),
-            Harness::Dsh => None,
-        }
-        .ok_or_else(|| "no working directory in its lines yet".to_owned())?;
+        let cwd = imp(harness)
+            .and_then(|h| h.log_cwd(path))
+            .ok_or_else(|| "no working directory in its lines yet".to_owned())?;
         let cwd_path = Path::new(&cwd);
         let root = match identity::workspace_root(cwd_path) {
             Ok(root) => root,
@@ -183,16 +198,11 @@ impl Sessions {
             not_followed: Some(why),
             len,
         };
-        let on = match harness {
-            Harness::ClaudeCode => ctx.config.claude_code_sessions,
-            Harness::Codex => ctx.config.codex_sessions,
-            Harness::Dsh => false,
+        let Some(h) = imp(harness) else {
+            return;
         };
-        if !on {
-            let key = match harness {
-                Harness::ClaudeCode => "claudeCodeSessions",
-                _ => "codexSessions",
-            };
+        if !discovery::enabled(h, &ctx.config) {
+            let key = h.switch();
             self.harness_logs.insert(
                 path.to_path_buf(),
                 not_followed(format!(
@@ -249,7 +259,7 @@ impl Sessions {
         let elsewhere: Vec<PathBuf> = self
             .workspaces
             .get(ws_dir)
-            .filter(|_| harness == Harness::Codex)
+            .filter(|_| h.sessions_move())
             .map(|w| {
                 w.sessions
                     .iter()
@@ -265,7 +275,7 @@ impl Sessions {
         let Some(ws) = self.workspaces.get_mut(ws_dir) else {
             return;
         };
-        if harness == Harness::Codex {
+        if h.sessions_move() {
             let reported = ws.vanished.len();
             ws.vanished.retain(|v| v["sessionId"] != header.id.as_str());
             moved |= ws.vanished.len() != reported;
@@ -297,15 +307,9 @@ impl Sessions {
         if self.initial_scan_done && !moved {
             // A fork (Claude Code's `--fork-session` or `/branch`, Codex's fork) is the
             // fork moment: its parent's completed turns are archived now.
-            let parent = match harness {
-                Harness::ClaudeCode => crate::source::claude_code::fork_parent(path),
-                Harness::Codex => crate::source::codex::rollout_facts(path, ROLLOUT_FIRST_LINE_CAP)
-                    .ok()
-                    .flatten()
-                    .and_then(|f| f.forked_from),
-                Harness::Dsh => None,
-            }
-            .map(|p| format!("{}{p}", harness.session_prefix()));
+            let parent = h
+                .fork_parent(path)
+                .map(|p| format!("{}{p}", harness.session_prefix()));
             let parent_followed = parent.as_ref().is_some_and(|parent| {
                 self.workspaces
                     .get(ws_dir)
@@ -323,10 +327,10 @@ impl Sessions {
         self.check_cold(ws_dir, path);
     }
 
-    /// A Claude Code transcript within [`SWEEP_MARGIN_DAYS`] of its `cleanupPeriodDays`
-    /// with signed turns no chapter covers is archived now: Claude Code deletes it soon.
+    /// A log within [`SWEEP_MARGIN_DAYS`] of its harness's sweep (Claude Code's
+    /// `cleanupPeriodDays`) with signed turns no chapter covers is archived now: its
+    /// harness deletes it soon.
     pub(super) fn check_sweep(&mut self, ws_dir: &Path, key: &Path) {
-        let cleanup_days = self.claude_cleanup_days;
         let Some(entry) = self
             .workspaces
             .get_mut(ws_dir)
@@ -334,7 +338,10 @@ impl Sessions {
         else {
             return;
         };
-        if entry.follower.harness() != Harness::ClaudeCode || entry.sweep_queued {
+        let Some(&cleanup_days) = self.sweep_days.get(&entry.follower.harness()) else {
+            return;
+        };
+        if entry.sweep_queued {
             return;
         }
         let Ok(meta) = std::fs::metadata(key) else {
@@ -354,7 +361,7 @@ impl Sessions {
             return;
         }
         entry.sweep_checked_len = Some(meta.len());
-        tracing::debug!(log = %key.display(), cleanup_days, "a Claude Code transcript nears its sweep");
+        tracing::debug!(log = %key.display(), cleanup_days, "a log nears its harness's sweep");
         self.archive_session_now(ws_dir, key, "sweep");
     }
 
@@ -391,10 +398,11 @@ impl Sessions {
         );
     }
 
-    /// A followed Codex rollout is gone but another file holds it now: Codex recompressed
-    /// it (`.jsonl.zst`), materialised it plain again, or moved it to `archived_sessions/`.
-    /// That file is followed instead (what it holds and no chapter covers is archived at
-    /// once, see [`Sessions::check_cold`]); nothing vanished. False when no file holds it.
+    /// A followed log is gone but another file holds its session now (Codex recompressed a
+    /// rollout to `.jsonl.zst`, materialised it plain again, or moved it to
+    /// `archived_sessions/`). That file is followed instead (what it holds and no chapter
+    /// covers is archived at once, see [`Sessions::check_cold`]); nothing vanished. False
+    /// when no file holds it.
     pub(super) fn log_moved(&mut self, ws_dir: &Path, key: &Path) -> bool {
         let Some(entry) = self
             .workspaces
@@ -403,21 +411,22 @@ impl Sessions {
         else {
             return false;
         };
-        if entry.follower.harness() != Harness::Codex {
+        let harness = entry.follower.harness();
+        let Some(h) = imp(harness) else {
             return false;
-        }
-        let thread = entry
+        };
+        let id = entry
             .follower
             .header
             .id
-            .trim_start_matches(Harness::Codex.session_prefix())
+            .trim_start_matches(harness.session_prefix())
             .to_owned();
-        let Some(successor) = crate::source::codex::find_rollout(key, &thread) else {
+        let Some(successor) = h.successor(key, &id) else {
             return false;
         };
-        tracing::info!(log = %key.display(), now = %successor.display(), "a rollout moved or was recompressed; following it there");
+        tracing::info!(log = %key.display(), now = %successor.display(), "a log moved or was recompressed; following it there");
         self.forget_log(ws_dir, key);
-        self.harness_log(Harness::Codex, &successor, false);
+        self.harness_log(harness, &successor, false);
         true
     }
 
@@ -431,21 +440,26 @@ impl Sessions {
         }
     }
 
-    /// A Codex rollout no one appends to any more — recompressed (`.jsonl.zst`) or moved
-    /// out of `sessions/` (to `archived_sessions/`) — with signed turns no chapter covers
-    /// is archived now: no turn end or idle moment will come from it.
+    /// A log no one appends to any more — sealed (a Codex rollout recompressed to
+    /// `.jsonl.zst`) or in a cold tree (moved to Codex's `archived_sessions/`) — with signed
+    /// turns no chapter covers is archived now: no turn end or idle moment will come from it.
     pub(super) fn check_cold(&mut self, ws_dir: &Path, key: &Path) {
-        let live_tree = self
-            .harness_trees
-            .iter()
-            .any(|t| t.harness == Harness::Codex && !t.cold && key.starts_with(&t.tree));
-        let compressed = key.extension().is_some_and(|e| e == "zst");
-        let codex = self
+        let Some(harness) = self
             .workspaces
             .get(ws_dir)
             .and_then(|w| w.sessions.get(key))
-            .is_some_and(|e| e.follower.harness() == Harness::Codex);
-        if codex && (compressed || !live_tree) {
+            .map(|e| e.follower.harness())
+        else {
+            return;
+        };
+        let Some(h) = imp(harness) else {
+            return;
+        };
+        let cold_tree = self
+            .harness_trees
+            .iter()
+            .any(|t| t.harness == harness && t.cold && key.starts_with(&t.tree));
+        if cold_tree || h.is_sealed(key) {
             self.archive_session_now(ws_dir, key, "compressed");
         }
     }

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use crate::session::discover::{DiscoverError, SessionLog};
 
 mod dag;
+pub mod discovery;
 mod line;
 mod reader;
 pub(crate) mod screen;

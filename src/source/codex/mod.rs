@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::session::discover::{DiscoverError, SessionLog};
 
+pub mod discovery;
 mod g0;
 mod reader;
 pub(crate) mod screen;
