@@ -763,13 +763,6 @@ fn project_key_in(yml: &str) -> Option<String> {
         .map(|v| v.trim().trim_matches('"').to_owned())
 }
 
-/// The commit the mirror's files were last materialized at, as its marker names it.
-fn materialized_head(mirror_dir: &Path) -> Option<String> {
-    std::fs::read_to_string(git_dir(mirror_dir).join(MATERIALIZED_FILE))
-        .ok()
-        .map(|s| s.trim().to_owned())
-}
-
 fn git_dir(mirror_dir: &Path) -> PathBuf {
     mirror_dir.join(".git")
 }
@@ -1057,7 +1050,8 @@ fn run(
         let head = provider.pull_fast_forward(&mirror)?;
         // Where the mirror stood before this pull: the pool index this machine last
         // published is a valid base for an update only while the mirror is still there.
-        let mut materialized_before = materialized_head(&mirror_dir);
+        let mut materialized_before =
+            crate::store::mirror::materialized_head(&mirror_dir).map(|o| o.to_string());
         report.pool_head = head.map(|h| h.to_string());
         let base_tree = head.map(|h| mirror.commit_tree(h)).transpose()?;
 
