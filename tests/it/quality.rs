@@ -106,6 +106,17 @@ const NEWEST: &[&str] = &[
     "entire-hook-types",
 ];
 
+/// Labelled (h18d) from their prompts and the agent's tool calls before composing them, and
+/// held out from every choice since: the discussion rule was chosen on the fourteen above,
+/// and a rule that helps those and hurts these is dropped.
+const HELD_OUT: &[&str] = &[
+    "entire-review-session-start",
+    "entire-explain-raw-transcript",
+    "entire-empty-repo-fix",
+    "entire-test-repo-hook",
+    "entire-hooks-wrapper",
+];
+
 /// The labelled fixtures; `QUALITY_REAL_DIR` points at another copy (the uncut files, to
 /// measure what cutting long strings changed).
 fn labelled_dir() -> std::path::PathBuf {
@@ -296,6 +307,7 @@ fn real_labelled_sessions_meet_the_boundary_goal() {
     let added = measure_sessions(ADDED, &taus);
     let later = measure_sessions(LATER, &taus);
     let newest = measure_sessions(NEWEST, &taus);
+    let held_out = measure_sessions(HELD_OUT, &taus);
     let mut all = tuned.clone();
     for (a, q) in all.iter_mut().zip(&added) {
         a.add(q);
@@ -315,26 +327,35 @@ fn real_labelled_sessions_meet_the_boundary_goal() {
     print_totals("all eleven", &taus, &eleven);
     print_totals("added after the brief follow-up", &taus, &newest);
     print_totals("all fourteen", &taus, &fourteen);
+    let mut nineteen = fourteen.clone();
+    for (a, q) in nineteen.iter_mut().zip(&held_out) {
+        a.add(q);
+    }
+    print_totals("held out (h18d)", &taus, &held_out);
+    print_totals("all nineteen", &taus, &nineteen);
     // τ = 0.25, the default. Measured (docs/benchmarks.md, "Composition quality"): the five
-    // 0.636, the three added 0.833, all eight 0.679, the three added after the signals
-    // 0.222 (one true boundary, seven false openings), all eleven 0.615, the three added
-    // after the brief follow-up 0.250 (four true boundaries, one found; three false
-    // openings), all fourteen 0.575 — the goal 0.85 is not met.
+    // 0.667, the three added 0.833, all eight 0.704, the three added after the signals
+    // 0.250 (one true boundary, six false openings), all eleven 0.645, the three added
+    // after the brief follow-up 0.286 (four true boundaries, one found; two false
+    // openings), all fourteen 0.609, the five held out 0.167 (six true boundaries, two
+    // found; sixteen false openings), all nineteen 0.495 — the goal 0.85 is not met.
     let (q_later, q_eleven) = (&later[2], &eleven[2]);
-    assert_eq!(fourteen[2].stopword_topics, 0, "{:?}", fourteen[2]);
+    assert_eq!(nineteen[2].stopword_topics, 0, "{:?}", nineteen[2]);
     assert_eq!(q_later.recall(), 1.0, "{q_later:?}");
     for (set, q, floor) in [
-        ("the tuned-on five", &tuned[2], 0.63),
+        ("the tuned-on five", &tuned[2], 0.66),
         ("the added three", &added[2], 0.83),
-        ("all eight", &all[2], 0.67),
-        ("the three added after the signals", q_later, 0.22),
-        ("all eleven", q_eleven, 0.61),
+        ("all eight", &all[2], 0.70),
+        ("the three added after the signals", q_later, 0.25),
+        ("all eleven", q_eleven, 0.64),
         (
             "the three added after the brief follow-up",
             &newest[2],
-            0.25,
+            0.28,
         ),
-        ("all fourteen", &fourteen[2], 0.57),
+        ("all fourteen", &fourteen[2], 0.60),
+        ("the five held out", &held_out[2], 0.16),
+        ("all nineteen", &nineteen[2], 0.49),
     ] {
         assert!(
             q.f1() >= floor,
