@@ -9,54 +9,13 @@
 
 use std::path::{Path, PathBuf};
 
-use dsh_chapters::quality::{measure_real, sweep, HandLabels, Quality};
+use dsh_chapters::quality::{self, measure_real, sweep, HandLabels, Quality};
 use dsh_chapters::session::reader::{LogItem, ReaderOptions, ResumePoint};
 use dsh_chapters::source::claude_code::ClaudeReader;
 use dsh_chapters::source::EventSource;
 use dsh_chapters::turn::TurnAssembler;
 
 const TAUS: [f64; 9] = [0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5];
-const REAL: &[&str] = &[
-    "entire-lint-migration",
-    "entire-remote-env-gpg",
-    "entire-shadow-branch-rebase",
-    "entire-session-cleanup",
-    "cctrace-export-import",
-];
-/// Labelled after composition was tuned on `REAL`, before composing them: sessions the
-/// tuning never saw.
-const ADDED: &[&str] = &[
-    "entire-attribution-cleanup",
-    "entire-hook-setup",
-    "entire-sessions-branch-logic",
-];
-/// Labelled after the real-session signals of issue 18 (soft limit, commit, …) were chosen
-/// on the eight above, before composing them: whether those signals hold on sessions they
-/// never saw.
-const LATER: &[&str] = &[
-    "entire-pr-review-copilot",
-    "entire-line-attribution-adr",
-    "entire-stacked-prs",
-];
-
-/// Labelled after the brief follow-up (h18c) was chosen on the eleven above, before
-/// composing them: sessions no real-session signal was chosen on.
-const NEWEST: &[&str] = &[
-    "entire-telemetry-detached",
-    "entire-issue-templates",
-    "entire-hook-types",
-];
-
-/// Labelled (h18d) before composing them and held out from every choice since: the
-/// discussion rule was chosen on the fourteen above; a rule that hurts these is dropped.
-const HELD_OUT: &[&str] = &[
-    "entire-review-session-start",
-    "entire-explain-raw-transcript",
-    "entire-empty-repo-fix",
-    "entire-test-repo-hook",
-    "entire-hooks-wrapper",
-];
-
 fn main() {
     let seeds: u64 = std::env::var("QUALITY_SEEDS")
         .ok()
@@ -78,11 +37,11 @@ fn main() {
     let mut all = vec![Quality::default(); TAUS.len()];
     let mut held_out = vec![Quality::default(); TAUS.len()];
     for (set, names) in [
-        ("tuned-on", REAL),
-        ("added", ADDED),
-        ("added after the signals", LATER),
-        ("added after the brief follow-up", NEWEST),
-        ("held out", HELD_OUT),
+        ("tuned-on", quality::REAL_TUNED),
+        ("added", quality::REAL_ADDED),
+        ("added after the signals", quality::REAL_LATER),
+        ("added after the brief follow-up", quality::REAL_NEWEST),
+        ("held out", quality::REAL_HELD_OUT),
     ] {
         let mut total = vec![Quality::default(); TAUS.len()];
         let mut turns_read = 0;
@@ -93,7 +52,7 @@ fn main() {
             let labels = HandLabels::parse(&text).expect("labels parse");
             let got = measure_real(&turns, &labels, &workspace, &TAUS, 8000, 8000, redactor);
             // The held-out sessions stay out of the chosen-on total.
-            let chosen_on = if names == HELD_OUT {
+            let chosen_on = if names == quality::REAL_HELD_OUT {
                 &mut held_out
             } else {
                 &mut all
@@ -111,7 +70,10 @@ fn main() {
         );
         table(&total);
     }
-    let chosen_on = REAL.len() + ADDED.len() + LATER.len() + NEWEST.len();
+    let chosen_on = quality::REAL_TUNED.len()
+        + quality::REAL_ADDED.len()
+        + quality::REAL_LATER.len()
+        + quality::REAL_NEWEST.len();
     println!();
     println!("all {chosen_on} real sessions signals were chosen on");
     table(&all);
@@ -121,7 +83,7 @@ fn main() {
     println!();
     println!(
         "all {} real sessions, the held out included",
-        chosen_on + HELD_OUT.len()
+        chosen_on + quality::REAL_HELD_OUT.len()
     );
     table(&all);
 }

@@ -3,7 +3,7 @@
 //! to an earlier task says which chapter it continues.
 
 use dsh_chapters::compose::{compose, ComposeConfig};
-use dsh_chapters::quality::{measure_real, sign_turns, HandLabels, Quality};
+use dsh_chapters::quality::{self, measure_real, sign_turns, HandLabels, Quality};
 use dsh_chapters::session::reader::{LogItem, ReaderOptions, ResumePoint};
 use dsh_chapters::source::claude_code::ClaudeReader;
 use dsh_chapters::source::EventSource;
@@ -74,48 +74,6 @@ fn returns_to_an_earlier_task_name_the_chapter_they_continue() {
         );
     }
 }
-
-/// The real labelled sessions (issue 18, point 5b): `tests/it/fixtures/labelled/`. The
-/// first five were the set composition was tuned on; the three after them were labelled
-/// later, before composing them, to check the tuning holds on sessions it never saw.
-const REAL: &[&str] = &[
-    "entire-lint-migration",
-    "entire-remote-env-gpg",
-    "entire-shadow-branch-rebase",
-    "entire-session-cleanup",
-    "cctrace-export-import",
-];
-const ADDED: &[&str] = &[
-    "entire-attribution-cleanup",
-    "entire-hook-setup",
-    "entire-sessions-branch-logic",
-];
-/// Labelled after the real-session signals (the soft limit, a commit closing a task, …) were
-/// chosen on the eight above, before composing them: whether those signals hold elsewhere.
-const LATER: &[&str] = &[
-    "entire-pr-review-copilot",
-    "entire-line-attribution-adr",
-    "entire-stacked-prs",
-];
-
-/// Labelled after the brief follow-up (h18c) was chosen on the eleven above, before
-/// composing them: sessions no real-session signal was chosen on.
-const NEWEST: &[&str] = &[
-    "entire-telemetry-detached",
-    "entire-issue-templates",
-    "entire-hook-types",
-];
-
-/// Labelled (h18d) from their prompts and the agent's tool calls before composing them, and
-/// held out from every choice since: the discussion rule was chosen on the fourteen above,
-/// and a rule that helps those and hurts these is dropped.
-const HELD_OUT: &[&str] = &[
-    "entire-review-session-start",
-    "entire-explain-raw-transcript",
-    "entire-empty-repo-fix",
-    "entire-test-repo-hook",
-    "entire-hooks-wrapper",
-];
 
 /// The labelled fixtures; `QUALITY_REAL_DIR` points at another copy (the uncut files, to
 /// measure what cutting long strings changed).
@@ -303,11 +261,11 @@ fn print_totals(set: &str, taus: &[f64], total: &[Quality]) {
 #[test]
 fn real_labelled_sessions_meet_the_boundary_goal() {
     let taus = [0.15, 0.2, 0.25, 0.3, 0.35];
-    let tuned = measure_sessions(REAL, &taus);
-    let added = measure_sessions(ADDED, &taus);
-    let later = measure_sessions(LATER, &taus);
-    let newest = measure_sessions(NEWEST, &taus);
-    let held_out = measure_sessions(HELD_OUT, &taus);
+    let tuned = measure_sessions(quality::REAL_TUNED, &taus);
+    let added = measure_sessions(quality::REAL_ADDED, &taus);
+    let later = measure_sessions(quality::REAL_LATER, &taus);
+    let newest = measure_sessions(quality::REAL_NEWEST, &taus);
+    let held_out = measure_sessions(quality::REAL_HELD_OUT, &taus);
     let mut all = tuned.clone();
     for (a, q) in all.iter_mut().zip(&added) {
         a.add(q);
