@@ -20,11 +20,12 @@
 //! (measured on the real labelled sessions, issue 18).
 //!
 //! A turn whose agent touched no path and ran no command — answered from the conversation
-//! alone — discusses the work at hand: below τ it still joins (`Discussion`), size
-//! permitting. New work makes the agent read or run something; a question about the
-//! chapter's work (`would this also have been an issue with …?`) does not (measured on
-//! the real labelled sessions, issue 18: of the topic changes composition drew inside one
-//! task, 6 of 17 were such turns, of the true ones none).
+//! alone — after a chapter that did tool work discusses that work: below τ it still joins
+//! (`Discussion`), size permitting. New work makes the agent read or run something; a
+//! question about the chapter's work (`would this also have been an issue with …?`) does
+//! not (measured on the real labelled sessions, issue 18: of the topic changes composition
+//! drew inside one task, 6 of 17 were such turns, of the true ones none). A conversation
+//! with no tool work at all still changes topic by its words.
 //!
 //! A turn whose agent ran `git commit` or `git push` closes its task: the turn after it
 //! opens a new chapter (`AfterCommit`), whatever it shares with the chapter.
@@ -69,8 +70,9 @@ pub enum Rule {
     /// a path, command or term with the chapter and its score reaches [`BRIEF_FACTOR`]
     /// times τ: a brief follow-up on the chapter's work, size permitting.
     BriefFollowUp,
-    /// Below τ, but the turn's agent touched no path and ran no command: it answered from
-    /// the conversation, a discussion of the chapter's work, size permitting.
+    /// Below τ, but the turn's agent touched no path and ran no command while the chapter
+    /// holds a path or command: it answered from the conversation, a discussion of the
+    /// chapter's work, size permitting.
     Discussion,
     /// Below τ and no primary match: a new chapter.
     TopicChange,
@@ -287,7 +289,8 @@ struct Incoming {
     /// The open chapter holds no path, command nor term (an empty prompt, a bare
     /// interrupted turn): there is no task to change from.
     chapter_names_nothing: bool,
-    /// The turn's agent touched no path and ran no command ([`Rule::Discussion`]).
+    /// The turn's agent touched no path and ran no command, and the chapter holds a path or
+    /// a command ([`Rule::Discussion`]).
     discussion: bool,
 }
 
@@ -503,7 +506,9 @@ impl Online {
                 chapter_names_nothing: open.paths.is_empty()
                     && open.commands.is_empty()
                     && open.terms.is_empty(),
-                discussion: incoming.paths.is_empty() && incoming.commands.is_empty(),
+                discussion: incoming.paths.is_empty()
+                    && incoming.commands.is_empty()
+                    && !(open.paths.is_empty() && open.commands.is_empty()),
             },
             || open.primary_matches(&incoming),
             open.size.saturating_add(incoming.size),
@@ -1477,6 +1482,20 @@ mod tests {
                 vec![vec![Rule::Open], vec![Rule::TopicChange]]
             );
         }
+        // A conversation with no tool work changes topic by its words alone.
+        let talk = sig(
+            1,
+            0,
+            4,
+            &[],
+            &[],
+            &["shadow", "branch", "rebase", "migration"],
+            10,
+        );
+        assert_eq!(
+            drawn(&[talk, sig(2, 5, 9, &[], &[], &words, 10)], 9),
+            vec![vec![Rule::Open], vec![Rule::TopicChange]]
+        );
         // Past the limit a discussion is no clear continuation: `chapterLimit` opens; and a
         // commit still closes the task before it.
         let long = sig(2, 5, 9, &[], &[], &words, 9000);
