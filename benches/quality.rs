@@ -9,44 +9,13 @@
 
 use std::path::{Path, PathBuf};
 
-use dsh_chapters::quality::{measure_real, sweep, HandLabels, Quality};
+use dsh_chapters::quality::{self, measure_real, sweep, HandLabels, Quality};
 use dsh_chapters::session::reader::{LogItem, ReaderOptions, ResumePoint};
 use dsh_chapters::source::claude_code::ClaudeReader;
 use dsh_chapters::source::EventSource;
 use dsh_chapters::turn::TurnAssembler;
 
 const TAUS: [f64; 9] = [0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5];
-const REAL: &[&str] = &[
-    "entire-lint-migration",
-    "entire-remote-env-gpg",
-    "entire-shadow-branch-rebase",
-    "entire-session-cleanup",
-    "cctrace-export-import",
-];
-/// Labelled after composition was tuned on `REAL`, before composing them: sessions the
-/// tuning never saw.
-const ADDED: &[&str] = &[
-    "entire-attribution-cleanup",
-    "entire-hook-setup",
-    "entire-sessions-branch-logic",
-];
-/// Labelled after the real-session signals of issue 18 (soft limit, commit, …) were chosen
-/// on the eight above, before composing them: whether those signals hold on sessions they
-/// never saw.
-const LATER: &[&str] = &[
-    "entire-pr-review-copilot",
-    "entire-line-attribution-adr",
-    "entire-stacked-prs",
-];
-
-/// Labelled after the brief follow-up (h18c) was chosen on the eleven above, before
-/// composing them: sessions no real-session signal was chosen on.
-const NEWEST: &[&str] = &[
-    "entire-telemetry-detached",
-    "entire-issue-templates",
-    "entire-hook-types",
-];
-
 fn main() {
     let seeds: u64 = std::env::var("QUALITY_SEEDS")
         .ok()
@@ -66,11 +35,13 @@ fn main() {
         PathBuf::from,
     );
     let mut all = vec![Quality::default(); TAUS.len()];
+    let mut held_out = vec![Quality::default(); TAUS.len()];
     for (set, names) in [
-        ("tuned-on", REAL),
-        ("added", ADDED),
-        ("added after the signals", LATER),
-        ("added after the brief follow-up", NEWEST),
+        ("tuned-on", quality::REAL_TUNED),
+        ("added", quality::REAL_ADDED),
+        ("added after the signals", quality::REAL_LATER),
+        ("added after the brief follow-up", quality::REAL_NEWEST),
+        ("held out", quality::REAL_HELD_OUT),
     ] {
         let mut total = vec![Quality::default(); TAUS.len()];
         let mut turns_read = 0;
@@ -80,7 +51,13 @@ fn main() {
             let text = std::fs::read_to_string(dir.join(format!("{name}.labels"))).expect("labels");
             let labels = HandLabels::parse(&text).expect("labels parse");
             let got = measure_real(&turns, &labels, &workspace, &TAUS, 8000, 8000, redactor);
-            for ((t, a), q) in total.iter_mut().zip(all.iter_mut()).zip(&got) {
+            // The held-out sessions stay out of the chosen-on total.
+            let chosen_on = if names == quality::REAL_HELD_OUT {
+                &mut held_out
+            } else {
+                &mut all
+            };
+            for ((t, a), q) in total.iter_mut().zip(chosen_on.iter_mut()).zip(&got) {
                 t.add(q);
                 a.add(q);
             }
@@ -93,10 +70,20 @@ fn main() {
         );
         table(&total);
     }
+    let chosen_on = quality::REAL_TUNED.len()
+        + quality::REAL_ADDED.len()
+        + quality::REAL_LATER.len()
+        + quality::REAL_NEWEST.len();
+    println!();
+    println!("all {chosen_on} real sessions signals were chosen on");
+    table(&all);
+    for (a, q) in all.iter_mut().zip(&held_out) {
+        a.add(q);
+    }
     println!();
     println!(
-        "all {} real sessions",
-        REAL.len() + ADDED.len() + LATER.len() + NEWEST.len()
+        "all {} real sessions, the held out included",
+        chosen_on + quality::REAL_HELD_OUT.len()
     );
     table(&all);
 }

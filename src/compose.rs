@@ -19,6 +19,14 @@
 //! write to the v1 branch?`) shares little with the chapter and still continues it
 //! (measured on the real labelled sessions, issue 18).
 //!
+//! A turn whose agent touched no path and ran no command — answered from the conversation
+//! alone — after a chapter that did tool work discusses that work: below τ it still joins
+//! (`Discussion`), size permitting. New work makes the agent read or run something; a
+//! question about the chapter's work (`would this also have been an issue with …?`) does
+//! not (measured on the real labelled sessions, issue 18: of the topic changes composition
+//! drew inside one task, 6 of 17 were such turns, of the true ones none). A conversation
+//! with no tool work at all still changes topic by its words.
+//!
 //! A turn whose agent ran `git commit` or `git push` closes its task: the turn after it
 //! opens a new chapter (`AfterCommit`), whatever it shares with the chapter.
 //!
@@ -62,6 +70,10 @@ pub enum Rule {
     /// a path, command or term with the chapter and its score reaches [`BRIEF_FACTOR`]
     /// times τ: a brief follow-up on the chapter's work, size permitting.
     BriefFollowUp,
+    /// Below τ, but the turn's agent touched no path and ran no command while the chapter
+    /// holds a path or command: it answered from the conversation, a discussion of the
+    /// chapter's work, size permitting.
+    Discussion,
     /// Below τ and no primary match: a new chapter.
     TopicChange,
     /// Would exceed `chapterLimit` (and it is not a clear continuation, or the chapter
@@ -207,7 +219,11 @@ pub fn opening_decision(
     let merged = last.members.len() > 1
         && matches!(
             decision.rule,
-            Rule::Overlap | Rule::PrimaryPath | Rule::NoSignal | Rule::BriefFollowUp
+            Rule::Overlap
+                | Rule::PrimaryPath
+                | Rule::NoSignal
+                | Rule::BriefFollowUp
+                | Rule::Discussion
         );
     Some(if merged {
         Decision {
@@ -221,8 +237,9 @@ pub fn opening_decision(
 
 /// The rule that places a turn after the open chapter, and whether it joins it: not after
 /// a commit, on topic (overlap ≥ τ, else the same primary path, else a turn whose person
-/// named no task) and the chapter with it under the limit — or over it but within
-/// [`OVERFLOW_FACTOR`] times it for a turn that clearly continues the chapter.
+/// named no task, a brief follow-up or a discussion) and the chapter with it under the
+/// limit — or over it but within [`OVERFLOW_FACTOR`] times it for a turn that clearly
+/// continues the chapter.
 fn decide(
     cfg: &ComposeConfig,
     turn: u64,
@@ -236,7 +253,8 @@ fn decide(
     let silent = incoming.no_signal || incoming.chapter_names_nothing;
     let brief =
         !overlaps && !primary && incoming.brief && score >= cfg.merge_threshold * BRIEF_FACTOR;
-    let on_topic = overlaps || primary || silent || brief;
+    let discussion = !overlaps && !primary && !silent && !brief && incoming.discussion;
+    let on_topic = overlaps || primary || silent || brief || discussion;
     let clear = score >= OVERFLOW_SCORE || silent;
     let fits = size_with_it <= cfg.chapter_limit
         || (clear && size_with_it <= cfg.chapter_limit.saturating_mul(OVERFLOW_FACTOR));
@@ -245,7 +263,8 @@ fn decide(
         (true, true) if overlaps => Rule::Overlap,
         (true, true) if primary => Rule::PrimaryPath,
         (true, true) if silent => Rule::NoSignal,
-        (true, true) => Rule::BriefFollowUp,
+        (true, true) if brief => Rule::BriefFollowUp,
+        (true, true) => Rule::Discussion,
         (true, false) => Rule::SizeLimit,
         (false, _) => Rule::TopicChange,
     };
@@ -270,6 +289,9 @@ struct Incoming {
     /// The open chapter holds no path, command nor term (an empty prompt, a bare
     /// interrupted turn): there is no task to change from.
     chapter_names_nothing: bool,
+    /// The turn's agent touched no path and ran no command, and the chapter holds a path or
+    /// a command ([`Rule::Discussion`]).
+    discussion: bool,
 }
 
 /// Whether `sig`'s agent committed or pushed: the task it worked on is closed.
@@ -484,6 +506,9 @@ impl Online {
                 chapter_names_nothing: open.paths.is_empty()
                     && open.commands.is_empty()
                     && open.terms.is_empty(),
+                discussion: incoming.paths.is_empty()
+                    && incoming.commands.is_empty()
+                    && !(open.paths.is_empty() && open.commands.is_empty()),
             },
             || open.primary_matches(&incoming),
             open.size.saturating_add(incoming.size),
@@ -1432,6 +1457,68 @@ mod tests {
     }
 
     #[test]
+    fn a_turn_answered_without_tools_discusses_the_chapter_and_new_work_opens() {
+        let opening = sig(
+            1,
+            0,
+            4,
+            &["cli/strategy/shadow.go", "cli/strategy/migrate.go"],
+            &["go test"],
+            &["shadow", "branch", "rebase", "migration"],
+            10,
+        );
+        // A question of five new words the agent answered from the conversation alone.
+        let words = ["claude", "switching", "sessions", "issue", "worktrees"];
+        let question = sig(2, 5, 9, &[], &[], &words, 10);
+        let chapters = compose("s", &[opening.clone(), question], 0, 9, &CFG).expect("composes");
+        assert!(chapters[0].decisions[1].score < CFG.merge_threshold);
+        assert_eq!(rules(&chapters), vec![vec![Rule::Open, Rule::Discussion]]);
+        // The same words with a file read or a command run are new work: a new chapter.
+        let read = sig(2, 5, 9, &["cli/session/state.go"], &[], &words, 10);
+        let ran = sig(2, 5, 9, &[], &["git worktree list"], &words, 10);
+        for work in [read, ran] {
+            assert_eq!(
+                drawn(&[opening.clone(), work], 9),
+                vec![vec![Rule::Open], vec![Rule::TopicChange]]
+            );
+        }
+        // A conversation with no tool work changes topic by its words alone.
+        let talk = sig(
+            1,
+            0,
+            4,
+            &[],
+            &[],
+            &["shadow", "branch", "rebase", "migration"],
+            10,
+        );
+        assert_eq!(
+            drawn(&[talk, sig(2, 5, 9, &[], &[], &words, 10)], 9),
+            vec![vec![Rule::Open], vec![Rule::TopicChange]]
+        );
+        // Past the limit a discussion is no clear continuation: `chapterLimit` opens; and a
+        // commit still closes the task before it.
+        let long = sig(2, 5, 9, &[], &[], &words, 9000);
+        assert_eq!(
+            drawn(&[opening.clone(), long], 9),
+            vec![vec![Rule::Open], vec![Rule::SizeLimit]]
+        );
+        let committed = sig(
+            1,
+            0,
+            4,
+            &["cli/strategy/shadow.go"],
+            &["git commit"],
+            &["shadow"],
+            10,
+        );
+        assert_eq!(
+            drawn(&[committed, sig(2, 5, 9, &[], &[], &words, 10)], 9),
+            vec![vec![Rule::Open], vec![Rule::AfterCommit]]
+        );
+    }
+
+    #[test]
     fn a_brief_follow_up_joins_at_a_lower_bar_and_a_request_does_not() {
         let opening = sig(
             1,
@@ -2039,7 +2126,11 @@ mod tests {
                 for d in &c.decisions[1..] {
                     assert!(matches!(
                         d.rule,
-                        Rule::Overlap | Rule::PrimaryPath | Rule::NoSignal | Rule::BriefFollowUp
+                        Rule::Overlap
+                            | Rule::PrimaryPath
+                            | Rule::NoSignal
+                            | Rule::BriefFollowUp
+                            | Rule::Discussion
                     ));
                 }
             }

@@ -23,6 +23,47 @@ use crate::turn::{CompletedTurn, TurnAssembler};
 /// The workspace the labelled sessions' paths live in.
 pub const WORKSPACE: &str = "/home/ana/proj";
 
+/// The real sessions labelled by hand (`tests/it/fixtures/labelled/`, its README), by when
+/// they were labelled; `tests/it/quality.rs` and `benches/quality.rs` report each set apart.
+/// The five composition was tuned on first.
+pub const REAL_TUNED: &[&str] = &[
+    "entire-lint-migration",
+    "entire-remote-env-gpg",
+    "entire-shadow-branch-rebase",
+    "entire-session-cleanup",
+    "cctrace-export-import",
+];
+/// Labelled after composition was tuned on [`REAL_TUNED`], before composing them.
+pub const REAL_ADDED: &[&str] = &[
+    "entire-attribution-cleanup",
+    "entire-hook-setup",
+    "entire-sessions-branch-logic",
+];
+/// Labelled after the real-session signals (the soft limit, a commit closing a task, …)
+/// were chosen on the eight above, before composing them.
+pub const REAL_LATER: &[&str] = &[
+    "entire-pr-review-copilot",
+    "entire-line-attribution-adr",
+    "entire-stacked-prs",
+];
+/// Labelled after the brief follow-up (h18c) was chosen on the eleven above, before
+/// composing them.
+pub const REAL_NEWEST: &[&str] = &[
+    "entire-telemetry-detached",
+    "entire-issue-templates",
+    "entire-hook-types",
+];
+/// Labelled (h18d) from their prompts and the agent's tool calls before composing them, and
+/// held out from every choice since: the discussion rule was chosen on the fourteen above,
+/// and a rule that helps those and hurts these is dropped.
+pub const REAL_HELD_OUT: &[&str] = &[
+    "entire-review-session-start",
+    "entire-explain-raw-transcript",
+    "entire-empty-repo-fix",
+    "entire-test-repo-hook",
+    "entire-hooks-wrapper",
+];
+
 /// What one or more sessions measured.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Quality {

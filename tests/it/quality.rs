@@ -3,7 +3,7 @@
 //! to an earlier task says which chapter it continues.
 
 use dsh_chapters::compose::{compose, ComposeConfig};
-use dsh_chapters::quality::{measure_real, sign_turns, HandLabels, Quality};
+use dsh_chapters::quality::{self, measure_real, sign_turns, HandLabels, Quality};
 use dsh_chapters::session::reader::{LogItem, ReaderOptions, ResumePoint};
 use dsh_chapters::source::claude_code::ClaudeReader;
 use dsh_chapters::source::EventSource;
@@ -74,37 +74,6 @@ fn returns_to_an_earlier_task_name_the_chapter_they_continue() {
         );
     }
 }
-
-/// The real labelled sessions (issue 18, point 5b): `tests/it/fixtures/labelled/`. The
-/// first five were the set composition was tuned on; the three after them were labelled
-/// later, before composing them, to check the tuning holds on sessions it never saw.
-const REAL: &[&str] = &[
-    "entire-lint-migration",
-    "entire-remote-env-gpg",
-    "entire-shadow-branch-rebase",
-    "entire-session-cleanup",
-    "cctrace-export-import",
-];
-const ADDED: &[&str] = &[
-    "entire-attribution-cleanup",
-    "entire-hook-setup",
-    "entire-sessions-branch-logic",
-];
-/// Labelled after the real-session signals (the soft limit, a commit closing a task, …) were
-/// chosen on the eight above, before composing them: whether those signals hold elsewhere.
-const LATER: &[&str] = &[
-    "entire-pr-review-copilot",
-    "entire-line-attribution-adr",
-    "entire-stacked-prs",
-];
-
-/// Labelled after the brief follow-up (h18c) was chosen on the eleven above, before
-/// composing them: sessions no real-session signal was chosen on.
-const NEWEST: &[&str] = &[
-    "entire-telemetry-detached",
-    "entire-issue-templates",
-    "entire-hook-types",
-];
 
 /// The labelled fixtures; `QUALITY_REAL_DIR` points at another copy (the uncut files, to
 /// measure what cutting long strings changed).
@@ -292,10 +261,11 @@ fn print_totals(set: &str, taus: &[f64], total: &[Quality]) {
 #[test]
 fn real_labelled_sessions_meet_the_boundary_goal() {
     let taus = [0.15, 0.2, 0.25, 0.3, 0.35];
-    let tuned = measure_sessions(REAL, &taus);
-    let added = measure_sessions(ADDED, &taus);
-    let later = measure_sessions(LATER, &taus);
-    let newest = measure_sessions(NEWEST, &taus);
+    let tuned = measure_sessions(quality::REAL_TUNED, &taus);
+    let added = measure_sessions(quality::REAL_ADDED, &taus);
+    let later = measure_sessions(quality::REAL_LATER, &taus);
+    let newest = measure_sessions(quality::REAL_NEWEST, &taus);
+    let held_out = measure_sessions(quality::REAL_HELD_OUT, &taus);
     let mut all = tuned.clone();
     for (a, q) in all.iter_mut().zip(&added) {
         a.add(q);
@@ -315,26 +285,35 @@ fn real_labelled_sessions_meet_the_boundary_goal() {
     print_totals("all eleven", &taus, &eleven);
     print_totals("added after the brief follow-up", &taus, &newest);
     print_totals("all fourteen", &taus, &fourteen);
+    let mut nineteen = fourteen.clone();
+    for (a, q) in nineteen.iter_mut().zip(&held_out) {
+        a.add(q);
+    }
+    print_totals("held out (h18d)", &taus, &held_out);
+    print_totals("all nineteen", &taus, &nineteen);
     // τ = 0.25, the default. Measured (docs/benchmarks.md, "Composition quality"): the five
-    // 0.636, the three added 0.833, all eight 0.679, the three added after the signals
-    // 0.222 (one true boundary, seven false openings), all eleven 0.615, the three added
-    // after the brief follow-up 0.250 (four true boundaries, one found; three false
-    // openings), all fourteen 0.575 — the goal 0.85 is not met.
+    // 0.651, the three added 0.833, all eight 0.691, the three added after the signals
+    // 0.250 (one true boundary, six false openings), all eleven 0.635, the three added
+    // after the brief follow-up 0.286 (four true boundaries, one found; two false
+    // openings), all fourteen 0.600, the five held out 0.167 (six true boundaries, two
+    // found; sixteen false openings), all nineteen 0.489 — the goal 0.85 is not met.
     let (q_later, q_eleven) = (&later[2], &eleven[2]);
-    assert_eq!(fourteen[2].stopword_topics, 0, "{:?}", fourteen[2]);
+    assert_eq!(nineteen[2].stopword_topics, 0, "{:?}", nineteen[2]);
     assert_eq!(q_later.recall(), 1.0, "{q_later:?}");
     for (set, q, floor) in [
-        ("the tuned-on five", &tuned[2], 0.63),
+        ("the tuned-on five", &tuned[2], 0.65),
         ("the added three", &added[2], 0.83),
-        ("all eight", &all[2], 0.67),
-        ("the three added after the signals", q_later, 0.22),
-        ("all eleven", q_eleven, 0.61),
+        ("all eight", &all[2], 0.69),
+        ("the three added after the signals", q_later, 0.25),
+        ("all eleven", q_eleven, 0.63),
         (
             "the three added after the brief follow-up",
             &newest[2],
-            0.25,
+            0.28,
         ),
-        ("all fourteen", &fourteen[2], 0.57),
+        ("all fourteen", &fourteen[2], 0.59),
+        ("the five held out", &held_out[2], 0.16),
+        ("all nineteen", &nineteen[2], 0.48),
     ] {
         assert!(
             q.f1() >= floor,
