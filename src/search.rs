@@ -20,8 +20,10 @@ use serde::Serialize;
 use crate::curation::Curation;
 use std::collections::BTreeSet;
 
+/// The filters a [`Request`] carries: the catalog's own type, one list of filter fields.
+pub use crate::catalog::cache::Filters;
 use crate::catalog::cache::{
-    short_id, Bounds, Cache, CacheError, Filters, Row, ScoreFields, TopQuery, TopRow, TopicTest,
+    short_id, Bounds, Cache, CacheError, Row, ScoreFields, TopQuery, TopRow, TopicTest,
     ARTIFACT_KIND,
 };
 use crate::catalog::query::{self, Parsed};
@@ -227,16 +229,11 @@ pub struct Request {
     pub query: Parsed,
     /// A canonical topic every result must carry.
     pub topic: Option<String>,
-    pub kind: Option<String>,
-    pub harness: Option<String>,
-    pub machine: Option<String>,
-    pub session: Option<String>,
-    pub since_ms: Option<i64>,
-    pub until_ms: Option<i64>,
-    /// A file the document's signature names (see [`Filters::path`]).
-    pub path: Option<String>,
-    /// Search artifacts (kind `artifact`) too.
-    pub artifacts: bool,
+    /// Which documents: kind, harness, machine, session, dates, a file the signature names,
+    /// artifacts. Its `project_key` and `include_mirror` are the door's own (this project
+    /// unless the door is cross-project; the mirror when linked): the door sets them,
+    /// whatever they say here.
+    pub filters: Filters,
 }
 
 impl Request {
@@ -467,18 +464,12 @@ impl Corpus {
         path.is_file().then_some(path)
     }
 
+    /// The request's filters with this door's project and mirror.
     fn filters(&self, req: &Request) -> Filters {
         Filters {
-            kind: req.kind.clone(),
-            harness: req.harness.clone(),
-            machine: req.machine.clone(),
-            session: req.session.clone(),
-            since_ms: req.since_ms,
-            until_ms: req.until_ms,
-            path: req.path.clone(),
-            artifacts: req.artifacts,
             project_key: (!self.cross_project).then(|| self.project_key.clone()),
             include_mirror: self.door == Door::PoolAndStore,
+            ..req.filters.clone()
         }
     }
 
@@ -1568,30 +1559,42 @@ mod tests {
         requests.push((
             "timeout --kind plan".into(),
             Request {
-                kind: Some("plan".into()),
+                filters: Filters {
+                    kind: Some("plan".into()),
+                    ..Filters::default()
+                },
                 ..q("timeout")
             },
         ));
         requests.push((
             "header --since --until".into(),
             Request {
-                since_ms: crate::time::parse_rfc3339_ms("2026-03-01T00:00:00Z"),
-                until_ms: crate::time::parse_rfc3339_ms("2026-09-01T00:00:00Z"),
+                filters: Filters {
+                    since_ms: crate::time::parse_rfc3339_ms("2026-03-01T00:00:00Z"),
+                    until_ms: crate::time::parse_rfc3339_ms("2026-09-01T00:00:00Z"),
+                    ..Filters::default()
+                },
                 ..q("header")
             },
         ));
         requests.push((
             "render --path".into(),
             Request {
-                path: Some("render/mod.rs".into()),
+                filters: Filters {
+                    path: Some("render/mod.rs".into()),
+                    ..Filters::default()
+                },
                 ..q("render")
             },
         ));
         requests.push((
             "billing --machine m1 --session".into(),
             Request {
-                machine: Some("m1".into()),
-                session: Some("00000002".into()),
+                filters: Filters {
+                    machine: Some("m1".into()),
+                    session: Some("00000002".into()),
+                    ..Filters::default()
+                },
                 ..q("billing")
             },
         ));
