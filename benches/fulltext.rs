@@ -332,7 +332,10 @@ fn query_worker(ws: &Path, rounds: usize) {
         let corpus = search::open(ws, PK, false, LOCK).expect("open");
         let req = search::Request {
             query: Parsed::parse("error"),
-            path: Some("src/parser/kalo.rs".into()),
+            filters: search::Filters {
+                path: Some("src/parser/kalo.rs".into()),
+                ..search::Filters::default()
+            },
             ..search::Request::default()
         };
         let answer = corpus

@@ -20,8 +20,10 @@ use serde::Serialize;
 use crate::curation::Curation;
 use std::collections::BTreeSet;
 
+/// The filters a [`Request`] carries: the catalog's own type, one list of filter fields.
+pub use crate::catalog::cache::Filters;
 use crate::catalog::cache::{
-    short_id, Bounds, Cache, CacheError, Filters, Row, ScoreFields, TopQuery, TopRow, TopicTest,
+    short_id, Bounds, Cache, CacheError, Row, ScoreFields, TopQuery, TopRow, TopicTest,
     ARTIFACT_KIND,
 };
 use crate::catalog::query::{self, Parsed};
@@ -227,16 +229,11 @@ pub struct Request {
     pub query: Parsed,
     /// A canonical topic every result must carry.
     pub topic: Option<String>,
-    pub kind: Option<String>,
-    pub harness: Option<String>,
-    pub machine: Option<String>,
-    pub session: Option<String>,
-    pub since_ms: Option<i64>,
-    pub until_ms: Option<i64>,
-    /// A file the document's signature names (see [`Filters::path`]).
-    pub path: Option<String>,
-    /// Search artifacts (kind `artifact`) too.
-    pub artifacts: bool,
+    /// Which documents: kind, harness, machine, session, dates, a file the signature names,
+    /// artifacts. Its `project_key` and `include_mirror` are the door's own (this project
+    /// unless the door is cross-project; the mirror when linked): the door sets them,
+    /// whatever they say here.
+    pub filters: Filters,
 }
 
 impl Request {
@@ -467,18 +464,12 @@ impl Corpus {
         path.is_file().then_some(path)
     }
 
+    /// The request's filters with this door's project and mirror.
     fn filters(&self, req: &Request) -> Filters {
         Filters {
-            kind: req.kind.clone(),
-            harness: req.harness.clone(),
-            machine: req.machine.clone(),
-            session: req.session.clone(),
-            since_ms: req.since_ms,
-            until_ms: req.until_ms,
-            path: req.path.clone(),
-            artifacts: req.artifacts,
             project_key: (!self.cross_project).then(|| self.project_key.clone()),
             include_mirror: self.door == Door::PoolAndStore,
+            ..req.filters.clone()
         }
     }
 
@@ -1568,30 +1559,42 @@ mod tests {
         requests.push((
             "timeout --kind plan".into(),
             Request {
-                kind: Some("plan".into()),
+                filters: Filters {
+                    kind: Some("plan".into()),
+                    ..Filters::default()
+                },
                 ..q("timeout")
             },
         ));
         requests.push((
             "header --since --until".into(),
             Request {
-                since_ms: crate::time::parse_rfc3339_ms("2026-03-01T00:00:00Z"),
-                until_ms: crate::time::parse_rfc3339_ms("2026-09-01T00:00:00Z"),
+                filters: Filters {
+                    since_ms: crate::time::parse_rfc3339_ms("2026-03-01T00:00:00Z"),
+                    until_ms: crate::time::parse_rfc3339_ms("2026-09-01T00:00:00Z"),
+                    ..Filters::default()
+                },
                 ..q("header")
             },
         ));
         requests.push((
             "render --path".into(),
             Request {
-                path: Some("render/mod.rs".into()),
+                filters: Filters {
+                    path: Some("render/mod.rs".into()),
+                    ..Filters::default()
+                },
                 ..q("render")
             },
         ));
         requests.push((
             "billing --machine m1 --session".into(),
             Request {
-                machine: Some("m1".into()),
-                session: Some("00000002".into()),
+                filters: Filters {
+                    machine: Some("m1".into()),
+                    session: Some("00000002".into()),
+                    ..Filters::default()
+                },
                 ..q("billing")
             },
         ));
@@ -1652,5 +1655,99 @@ mod tests {
         assert!(nonempty >= 18, "most queries match something: {nonempty}");
         // Core rules (the bonus, which no bound counts) are among the full-text matches.
         assert!(core_rules.len() >= 2, "core rules matched: {core_rules:?}");
+    }
+
+    /// The search table finds a document's §8 hits in its postings, the door in its fields'
+    /// text; both make them points through `score::add_term_points` and `score::finish`.
+    /// For every document and query, with weights, an alias and core rules, the table's
+    /// score is the door's (no body, no category) to the bit, and a document the table does
+    /// not find earns the door nothing.
+    #[test]
+    fn the_tables_field_points_are_the_doors_for_every_document_and_query() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        equivalence_store(ws);
+        let curation = ws.join(".dsh-chapters/edits/m1/curation.jsonl");
+        let mut facts = fs::read_to_string(&curation).expect("curation");
+        for fact in [
+            r#"{"v":1,"type":"topic-alias","from":"socket","to":"network-socket","author":"user","by":"Ana","at":"t"}"#,
+            r#"{"v":1,"type":"weight","topic":"cache","weight":2.5,"author":"user","by":"Ana","at":"t"}"#,
+            r#"{"v":1,"type":"weight","topic":"network-socket","weight":0.3,"author":"user","by":"Ana","at":"t"}"#,
+            r#"{"v":1,"type":"weight","topic":"token","weight":1.7,"author":"user","by":"Ana","at":"t"}"#,
+        ] {
+            facts.push_str(fact);
+            facts.push('\n');
+        }
+        fs::write(&curation, facts).expect("curation");
+        let corpus = open(ws, "pk", false, T).expect("open");
+        assert!(
+            corpus.curation.weight("cache").is_some(),
+            "the weights are read"
+        );
+        let table = corpus.table.as_ref().expect("table");
+        let docs: Vec<TableDoc> = table
+            .all_docs()
+            .expect("docs")
+            .into_iter()
+            .map(Redacted::into_inner)
+            .filter(|d| d.meta.project_key == "pk")
+            .collect();
+        assert!(docs.len() >= 240, "{}", docs.len());
+        let params = ScoreParams {
+            curation: corpus.curation.clone(),
+            core_rule_bonus: 0.15,
+        };
+        let now = crate::time::parse_rfc3339_ms("2026-12-02T00:00:00Z").expect("now");
+        let (mut found_any, mut core_found) = (0, 0);
+        for text in [
+            "parser",
+            "cache",
+            "socket",
+            "network",
+            "token refresh cache",
+            "rule",
+            "plan billing",
+            "fix the header",
+            "ca",
+            "nothingatall",
+        ] {
+            let req = Request::text(text, None);
+            let words = req.query.scored_words();
+            let scorer = Scorer {
+                words: words.clone(),
+                topic: None,
+                params: params.clone(),
+                curation: corpus.curation.clone(),
+                harness: "m1".to_owned(),
+                now_ms: now,
+            };
+            let query = corpus.table_query(&req, &words, &params, "m1", now, usize::MAX);
+            let by_table: BTreeMap<String, u64> = table
+                .search(&query)
+                .expect("search")
+                .iter()
+                .map(|f| {
+                    let path = table.doc(f.seg, f.id).expect("doc").into_inner().path;
+                    (path, f.score.to_bits())
+                })
+                .collect();
+            for doc in &docs {
+                let by_door = scorer.score(doc, "", None, false);
+                core_found += usize::from(
+                    by_door
+                        .as_ref()
+                        .is_some_and(|s| s.explain.core_rule_bonus > 0.0),
+                );
+                assert_eq!(
+                    by_door.map(|s| s.score.to_bits()),
+                    by_table.get(&doc.path).copied(),
+                    "{text}: {}",
+                    doc.path
+                );
+            }
+            found_any += usize::from(!by_table.is_empty());
+        }
+        assert!(found_any >= 8, "most queries find documents: {found_any}");
+        assert!(core_found > 0, "a core rule earned its bonus in both");
     }
 }

@@ -183,50 +183,88 @@ pub struct Fields<'a> {
     pub category: &'a str,
 }
 
-/// The §8 points of the query terms on a document's fields — per term the best topic
-/// (2 × its weight), title, summary, kind; then +1.5 per term a rule's category holds —
-/// each hit handed to `on_hit` in that order, and summed in it: (the fields' points, the
-/// category's). The one implementation of the field points: the lines' explanation and
-/// the ranking of every full-text match both call it, so their sums have the same bits.
+/// Which of a document's §8 fields one query term hit: what the term's points are made of.
+/// Found from the text by [`field_points`], from its postings by the search table
+/// (`catalog::table`); turned into points only by [`add_term_points`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TermHits {
+    /// The highest curation weight among the document's topics containing the term
+    /// (`None`: no topic does).
+    pub topic_weight: Option<f64>,
+    pub title: bool,
+    pub summary: bool,
+    /// The kind equals the term.
+    pub kind: bool,
+}
+
+impl TermHits {
+    /// A topic of this weight contains the term: the highest weight counts, once.
+    pub fn topic(&mut self, weight: f64) {
+        self.topic_weight = Some(self.topic_weight.map_or(weight, |best| best.max(weight)));
+    }
+}
+
+/// The points one term's hits earn — the best topic (2 × its weight), title, summary, kind
+/// (1 each) — each handed to `on_hit` and added to `sum` in that order. The one place the
+/// §8 field points are made: the door's ranking, its `--explain` lines ([`field_points`])
+/// and the search table's ranking all add through it, term by term in query order, so a
+/// document's sum has the same bits whoever found its hits.
+pub fn add_term_points(
+    sum: &mut f64,
+    term: &str,
+    hits: &TermHits,
+    on_hit: &mut impl FnMut(&str, Field, f64),
+) {
+    let mut add = |field: Field, points: f64| {
+        on_hit(term, field, points);
+        *sum += points;
+    };
+    if let Some(w) = hits.topic_weight {
+        add(Field::Topic, TOPIC_POINTS * w);
+    }
+    if hits.title {
+        add(Field::Title, FIELD_POINTS);
+    }
+    if hits.summary {
+        add(Field::Summary, FIELD_POINTS);
+    }
+    if hits.kind {
+        add(Field::Kind, FIELD_POINTS);
+    }
+}
+
+/// The §8 points of the query terms on a document's fields — per term its [`TermHits`]
+/// found in the text, made points by [`add_term_points`]; then +1.5 per term a rule's
+/// category holds — each hit handed to `on_hit` in that order, and summed in it: (the
+/// fields' points, the category's). The lines' explanation and the ranking of every
+/// full-text match both call it.
 pub fn field_points(
     f: &Fields<'_>,
     terms: &[String],
     params: &ScoreParams,
     mut on_hit: impl FnMut(&str, Field, f64),
 ) -> (f64, f64) {
+    // `-0.0`: what an empty `f64` sum is, so a document with no hit has the reference's bits.
     let mut base = -0.0f64;
-    let mut add = |sum: &mut f64, term: &str, field: Field, points: f64| {
-        on_hit(term, field, points);
-        *sum += points;
-    };
     for term in terms {
         let t = term.as_str();
-        let topic_weight = f
-            .topics
-            .iter()
-            .filter(|topic| topic.contains(t))
-            .map(|topic| params.weight(topic))
-            .fold(None, |best: Option<f64>, w| {
-                Some(best.map_or(w, |b| b.max(w)))
-            });
-        if let Some(w) = topic_weight {
-            add(&mut base, t, Field::Topic, TOPIC_POINTS * w);
+        let mut hits = TermHits {
+            topic_weight: None,
+            title: f.title.contains(t),
+            summary: f.summary.contains(t),
+            kind: f.kind == t,
+        };
+        for topic in f.topics.iter().filter(|topic| topic.contains(t)) {
+            hits.topic(params.weight(topic));
         }
-        if f.title.contains(t) {
-            add(&mut base, t, Field::Title, FIELD_POINTS);
-        }
-        if f.summary.contains(t) {
-            add(&mut base, t, Field::Summary, FIELD_POINTS);
-        }
-        if f.kind == t {
-            add(&mut base, t, Field::Kind, FIELD_POINTS);
-        }
+        add_term_points(&mut base, t, &hits, &mut on_hit);
     }
     let mut category = -0.0f64;
     if !f.category.is_empty() {
         for term in terms {
             if f.category.contains(term.as_str()) {
-                add(&mut category, term, Field::Category, CATEGORY_POINTS);
+                on_hit(term, Field::Category, CATEGORY_POINTS);
+                category += CATEGORY_POINTS;
             }
         }
     }
@@ -292,9 +330,29 @@ pub fn finish(
     now_ms: i64,
     params: &ScoreParams,
 ) -> (f64, Explain) {
+    finish_at(
+        hits,
+        base,
+        date.and_then(parse_rfc3339_ms),
+        core_rule,
+        now_ms,
+        params,
+    )
+}
+
+/// [`finish`] of a document dated `date_ms` (already parsed): what the search table adds
+/// to the field points it summed.
+pub fn finish_at(
+    hits: Vec<TermHit>,
+    base: f64,
+    date_ms: Option<i64>,
+    core_rule: bool,
+    now_ms: i64,
+    params: &ScoreParams,
+) -> (f64, Explain) {
     let (recency, core_rule_bonus) = if base > 0.0 {
         (
-            recency(date, now_ms),
+            recency_at(date_ms, now_ms),
             if core_rule {
                 params.core_rule_bonus
             } else {
@@ -423,7 +481,12 @@ pub fn rank<'a>(
 
 /// A topic listing with no terms scores each document by its recency alone.
 pub fn listing_score(date: Option<&str>, now_ms: i64) -> (f64, Explain) {
-    let recency = recency(date, now_ms);
+    listing_score_at(date.and_then(parse_rfc3339_ms), now_ms)
+}
+
+/// [`listing_score`] of a document dated `date_ms` (already parsed).
+pub fn listing_score_at(date_ms: Option<i64>, now_ms: i64) -> (f64, Explain) {
+    let recency = recency_at(date_ms, now_ms);
     (
         recency.points(),
         Explain {

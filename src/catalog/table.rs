@@ -23,7 +23,7 @@
 //! the postings and records it needs are read (`pread`). The answer equals
 //! `score::rank` over every document (tested).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
@@ -32,7 +32,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::score::{self, DocMeta, ScoreParams, SearchDoc};
+use crate::catalog::score::{self, DocMeta, ScoreParams, SearchDoc, TermHits};
 use crate::curation::{normalize_topic, Curation, RuleStatus};
 use crate::redact::Redacted;
 use crate::rules::store::RULES_DIR;
@@ -981,20 +981,19 @@ impl Table {
                 }
                 None => None,
             };
+            // The §8 field points per document: its hits found here from the postings,
+            // made points by `score::add_term_points` (what the door's scorer runs too),
+            // term by term in query order, so the sums have the door's bits.
             let mut base = vec![0f64; if q.terms.is_empty() { 0 } else { n }];
-            let mut seen = vec![0u32; base.len()];
-            let mut pass = 0u32;
+            let mut hits = TermHitsOf::new(base.len());
             for term in q.terms {
-                // Field by field, in the reference scorer's order, so sums round alike.
-                let mut topic: HashMap<u32, f64> = HashMap::new();
                 for (label, off, count) in seg.containing(FIELD_TOPIC, term)? {
                     if sources.contains(&label) {
                         continue;
                     }
                     let w = q.params.weight(&label);
                     for id in seg.postings(off, count)? {
-                        let e = topic.entry(id).or_insert(w);
-                        *e = e.max(w);
+                        hits.of(id).topic(w);
                     }
                 }
                 for source in &sources {
@@ -1005,34 +1004,28 @@ impl Table {
                     if let Some((off, count)) = seg.exact(FIELD_TOPIC, source)? {
                         let w = q.params.weight(&canonical);
                         for id in seg.postings(off, count)? {
-                            let e = topic.entry(id).or_insert(w);
-                            *e = e.max(w);
+                            hits.of(id).topic(w);
                         }
                     }
                 }
-                let mut ids: Vec<(u32, f64)> = topic.into_iter().collect();
-                ids.sort_by_key(|(id, _)| *id);
-                for (id, w) in ids {
-                    base[id as usize] += score::TOPIC_POINTS * w;
+                for (_, off, count) in seg.containing(FIELD_TITLE, term)? {
+                    for id in seg.postings(off, count)? {
+                        hits.of(id).title = true;
+                    }
                 }
-                for field in [FIELD_TITLE, FIELD_SUMMARY] {
-                    // A document counts once per field however many of its tokens match:
-                    // `seen` holds the pass that last counted it.
-                    pass += 1;
-                    for (_, off, count) in seg.containing(field, term)? {
-                        for id in seg.postings(off, count)? {
-                            if seen[id as usize] != pass {
-                                seen[id as usize] = pass;
-                                base[id as usize] += score::FIELD_POINTS;
-                            }
-                        }
+                for (_, off, count) in seg.containing(FIELD_SUMMARY, term)? {
+                    for id in seg.postings(off, count)? {
+                        hits.of(id).summary = true;
                     }
                 }
                 if let Some((off, count)) = seg.exact(FIELD_KIND, term)? {
                     for id in seg.postings(off, count)? {
-                        base[id as usize] += score::FIELD_POINTS;
+                        hits.of(id).kind = true;
                     }
                 }
+                hits.take_each(|id, h| {
+                    score::add_term_points(&mut base[id as usize], term, h, &mut |_, _, _| {});
+                });
             }
             let pk_ok: Vec<bool> = info
                 .pks
@@ -1062,15 +1055,14 @@ impl Table {
                 }
                 let date = (m.date != NO_DATE).then_some(m.date);
                 let score = if q.terms.is_empty() {
-                    score::recency_at(date, q.now_ms).points()
+                    score::listing_score_at(date, q.now_ms).0
                 } else {
                     let core = m.flags & FLAG_RULE != 0 && {
                         let doc = self.doc(s, id)?;
                         is_core_rule(&doc.meta, q.curation, q.harness)
                     };
                     let b = base[id as usize];
-                    b + score::recency_at(date, q.now_ms).points()
-                        + if core { q.params.core_rule_bonus } else { 0.0 }
+                    score::finish_at(Vec::new(), b, date, core, q.now_ms, q.params).0
                 };
                 found.push(Found { seg: s, id, score });
             }
@@ -1129,6 +1121,43 @@ impl Table {
             start = end;
         }
         Ok(found)
+    }
+}
+
+/// One query term's [`TermHits`] per document of a segment, kept only for the documents the
+/// term hit (a search touches few of a segment's documents per term).
+struct TermHitsOf {
+    /// Per document number: its place in `hits`, or `UNTOUCHED`.
+    slot: Vec<u32>,
+    hits: Vec<(u32, TermHits)>,
+}
+
+const UNTOUCHED: u32 = u32::MAX;
+
+impl TermHitsOf {
+    fn new(docs: usize) -> TermHitsOf {
+        TermHitsOf {
+            slot: vec![UNTOUCHED; docs],
+            hits: Vec::new(),
+        }
+    }
+
+    /// The hits of document `id` (a posting: below the segment's document count).
+    fn of(&mut self, id: u32) -> &mut TermHits {
+        let slot = &mut self.slot[id as usize];
+        if *slot == UNTOUCHED {
+            *slot = self.hits.len() as u32;
+            self.hits.push((id, TermHits::default()));
+        }
+        &mut self.hits[*slot as usize].1
+    }
+
+    /// Hand each document this term hit, with its hits, to `f`; then empty for the next term.
+    fn take_each(&mut self, mut f: impl FnMut(u32, &TermHits)) {
+        for (id, hits) in self.hits.drain(..) {
+            self.slot[id as usize] = UNTOUCHED;
+            f(id, &hits);
+        }
     }
 }
 

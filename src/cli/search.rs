@@ -89,14 +89,17 @@ impl Filters {
         search::Request {
             query,
             topic,
-            kind: self.kind.clone(),
-            harness: self.harness.clone(),
-            machine: self.machine.clone(),
-            session: self.session.clone(),
-            since_ms: when("--since", &self.since),
-            until_ms: when("--until", &self.until),
-            path: self.path.clone(),
-            artifacts: self.artifacts,
+            filters: search::Filters {
+                kind: self.kind.clone(),
+                harness: self.harness.clone(),
+                machine: self.machine.clone(),
+                session: self.session.clone(),
+                since_ms: when("--since", &self.since),
+                until_ms: when("--until", &self.until),
+                path: self.path.clone(),
+                artifacts: self.artifacts,
+                ..search::Filters::default()
+            },
         }
     }
 }

@@ -491,14 +491,17 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
     let request = search::Request {
         query,
         topic,
-        kind: args.string("kind", false)?,
-        harness: args.string("harness", false)?,
-        machine: args.string("machine", false)?,
-        session: args.string("session", false)?,
-        since_ms,
-        until_ms,
-        path: args.string("path", false)?,
-        artifacts: args.flag("artifacts")?,
+        filters: search::Filters {
+            kind: args.string("kind", false)?,
+            harness: args.string("harness", false)?,
+            machine: args.string("machine", false)?,
+            session: args.string("session", false)?,
+            since_ms,
+            until_ms,
+            path: args.string("path", false)?,
+            artifacts: args.flag("artifacts")?,
+            ..search::Filters::default()
+        },
     };
     let params = score::ScoreParams {
         curation: corpus.curation.clone(),
