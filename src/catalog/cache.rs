@@ -188,6 +188,8 @@ struct Best {
     k: usize,
     rows: Vec<Scan>,
     seen: BTreeSet<i64>,
+    /// [`Best::prune`] runs when there are more rows than this.
+    prune_at: usize,
 }
 
 impl Best {
@@ -207,7 +209,18 @@ impl Best {
             .rows
             .partition_point(|r| Best::order(r, &scan) == std::cmp::Ordering::Less);
         self.rows.insert(at, scan);
-        // Beyond the `k`-th, only what its BM25 could still lift into the `k` is kept.
+        // Beyond the `k`-th, only what its BM25 could still lift into the `k` is kept,
+        // pruned once the rows double (not at every push: a walk read without BM25 may
+        // keep thousands).
+        if self.rows.len() > self.prune_at {
+            self.prune();
+            self.prune_at = (2 * self.rows.len()).max(2 * self.k);
+        }
+    }
+
+    /// Drop the rows that cannot be among the best `k`: beyond the `k`-th, any read with
+    /// BM25, and any read without it whose most is below the `k`-th's score.
+    fn prune(&mut self) {
         if self.rows.len() > self.k {
             let Some(kth) = self.k.checked_sub(1).and_then(|i| self.rows.get(i)) else {
                 self.rows.clear();
@@ -759,6 +772,7 @@ impl Cache {
             k,
             rows: Vec::new(),
             seen: BTreeSet::new(),
+            prune_at: 2 * k,
         };
         // Artifacts are not in the search table: their field hits have no bound.
         let unbounded = artifacts_wanted(q.filters);
@@ -1131,6 +1145,7 @@ impl Cache {
         drop(rows);
         drop(phrase_rows);
         // The matches read without BM25 that may rank: scored with it, in one statement.
+        best.prune();
         let unscored: BTreeMap<i64, bool> = best
             .rows
             .iter()
