@@ -110,7 +110,8 @@ pub struct Filters {
 pub struct TopQuery<'a> {
     /// The FTS5 expression every result matches.
     pub expr: &'a str,
-    /// The FTS5 expression of the whole-query phrase: its documents rank first.
+    /// The FTS5 expression of the whole-query phrase: its documents rank first. A
+    /// document holding it holds every term of `expr`.
     pub phrase: Option<&'a str>,
     /// The FTS5 expression of the excluded words: their documents are left out.
     pub excluded: Option<&'a str>,
@@ -172,15 +173,23 @@ struct Scan {
     id: i64,
     path: String,
     phrase: bool,
+    /// The document's score; with `exact` false, read without its BM25 (as if 0), a lower
+    /// bound of it.
     score: f64,
+    /// The most the score can be (`score` when exact; else with the most BM25 there is).
+    upper: f64,
     bm25: f64,
+    exact: bool,
 }
 
-/// The best `k` matches read so far, in final order.
+/// The best `k` matches read so far, in final order, and the matches read without their
+/// BM25 that may still be among them.
 struct Best {
     k: usize,
     rows: Vec<Scan>,
     seen: BTreeSet<i64>,
+    /// [`Best::prune`] runs when there are more rows than this.
+    prune_at: usize,
 }
 
 impl Best {
@@ -199,9 +208,38 @@ impl Best {
         let at = self
             .rows
             .partition_point(|r| Best::order(r, &scan) == std::cmp::Ordering::Less);
-        if at < self.k {
-            self.rows.insert(at, scan);
-            self.rows.truncate(self.k);
+        self.rows.insert(at, scan);
+        // Beyond the `k`-th, only what its BM25 could still lift into the `k` is kept,
+        // pruned once the rows double (not at every push: a walk read without BM25 may
+        // keep thousands).
+        if self.rows.len() > self.prune_at {
+            self.prune();
+            self.prune_at = (2 * self.rows.len()).max(2 * self.k);
+        }
+    }
+
+    /// Drop the rows that cannot be among the best `k`: beyond the `k`-th, any read with
+    /// BM25, and any read without it whose most is below the `k`-th's score.
+    fn prune(&mut self) {
+        if self.rows.len() > self.k {
+            let Some(kth) = self.k.checked_sub(1).and_then(|i| self.rows.get(i)) else {
+                self.rows.clear();
+                return;
+            };
+            let (phrase, score, path) = (kth.phrase, kth.score, kth.path.clone());
+            let mut i = 0usize;
+            self.rows.retain(|r| {
+                i += 1;
+                if i <= self.k || r.exact {
+                    return i <= self.k;
+                }
+                let most = r.upper;
+                match (phrase, r.phrase) {
+                    (true, false) => false,
+                    (false, true) => true,
+                    _ => most > score || (most == score && r.path < path),
+                }
+            });
         }
     }
 
@@ -672,10 +710,17 @@ impl Cache {
         } else {
             ""
         };
-        let select = |more: &str| {
+        // With `exact` false, no BM25 (NULL): FTS5's BM25 reads every term's whole doclist
+        // once per statement to count its documents, before the first row.
+        let select = |exact: bool, more: &str| {
+            let bm25 = if exact {
+                "-bm25(fts, 1.0, 0.0, 0.0, 0.0, 0.0)"
+            } else {
+                "NULL"
+            };
             format!(
                 "SELECT d.id, d.path, d.title, d.summary, d.topics, d.kind, d.category, d.date,
-                   d.rule_id, -bm25(fts, 1.0, 0.0, 0.0, 0.0, 0.0)
+                   d.rule_id, {bm25}
                  FROM fts JOIN docs d ON d.id = fts.rowid
                  WHERE fts MATCH ?{clause}{topic_sql}{more}"
             )
@@ -683,46 +728,64 @@ impl Cache {
         let mut args: Vec<rusqlite::types::Value> = Vec::new();
         args.push(expr.clone().into());
         args.extend(filter_args.iter().cloned());
+        // The most BM25 a match can have, once the walk and later field hits are read
+        // without it (see `lazy`).
+        let bm25_most = std::cell::Cell::new(f64::INFINITY);
         let read = |r: &rusqlite::Row<'_>| -> rusqlite::Result<Scan> {
             let text = |i: usize| -> rusqlite::Result<Option<String>> { r.get(i) };
             let (title, summary, topics) = (text(2)?, text(3)?, text(4)?);
             let (kind, category, date, rule_id) = (text(5)?, text(6)?, text(7)?, text(8)?);
-            let bm25 = r.get::<_, f64>(9)?.max(0.0);
-            let s = score(&ScoreFields {
-                title: title.as_deref().unwrap_or(""),
-                summary: summary.as_deref().unwrap_or(""),
-                topics: topics.as_deref().unwrap_or(""),
-                kind: kind.as_deref().unwrap_or(""),
-                category: category.as_deref().unwrap_or(""),
-                date: date.as_deref(),
-                rule_id: rule_id.as_deref(),
-                bm25,
-            });
+            let exact = r.get::<_, Option<f64>>(9)?;
+            let bm25 = exact.unwrap_or(0.0).max(0.0);
+            let with = |bm25: f64| {
+                score(&ScoreFields {
+                    title: title.as_deref().unwrap_or(""),
+                    summary: summary.as_deref().unwrap_or(""),
+                    topics: topics.as_deref().unwrap_or(""),
+                    kind: kind.as_deref().unwrap_or(""),
+                    category: category.as_deref().unwrap_or(""),
+                    date: date.as_deref(),
+                    rule_id: rule_id.as_deref(),
+                    bm25,
+                })
+            };
+            let s = with(bm25);
+            // Not `s` plus the body's most: body points make a document with no field hit
+            // score at all (its recency too).
+            let upper = if exact.is_some() {
+                s
+            } else {
+                with(bm25_most.get()) + BOUND_SLACK
+            };
             Ok(Scan {
                 id: r.get(0)?,
                 path: r.get(1)?,
                 // Set by `mark_phrase` for the whole batch read.
                 phrase: false,
                 score: s,
+                upper,
                 bm25,
+                exact: exact.is_some(),
             })
         };
         let mut best = Best {
             k,
             rows: Vec::new(),
             seen: BTreeSet::new(),
+            prune_at: 2 * k,
         };
         // Artifacts are not in the search table: their field hits have no bound.
         let unbounded = artifacts_wanted(q.filters);
-        // Few matches (FTS5 alone says, without BM25): the walk reads them all, cheaper
-        // than field hits of which few hold every term (`E0599 billing`).
-        // A query of one term counts it far enough for the BM25 bound too (one statement
-        // instead of two: a prefix merges its words' doclists in each).
-        let single = q.excluded.is_none() && q.phrases.len() == 1 && q.phrases[0] == q.expr;
-        let limit = match self.fts_rows()? {
-            Some(rows) if single => half(rows).max(WALK_ALL_BELOW as i64),
-            _ => WALK_ALL_BELOW as i64,
-        };
+        // The matches, counted once by FTS5 alone (no BM25) as far as three uses need:
+        // few of them (the walk then reads them all, cheaper than field hits of which few
+        // hold every term: `E0599 billing`); the BM25 bound (every positive phrase is in
+        // at least these documents, so at half the rows each IDF is FTS5's floor); the
+        // total (up to its cap). One statement instead of a count for each.
+        let limit = self
+            .fts_rows()?
+            .map_or(0, half)
+            .max(WALK_ALL_BELOW as i64)
+            .max(FTS_COUNT_CAP as i64);
         let matched = self.count_upto(&expr, limit)?;
         let few = (matched as usize) < WALK_ALL_BELOW;
         // The documents with a category and the rules (few), scored with the first field
@@ -753,10 +816,14 @@ impl Cache {
             } else {
                 PHRASE_UP_FRONT + 1
             };
+            // The whole-query phrase holds every term: the phrase alone (not `expr AND` it,
+            // which reads every term's doclist twice), less the excluded words.
+            let holding = match q.excluded {
+                Some(ex) => format!("({p}) NOT ({ex})"),
+                None => p.to_owned(),
+            };
             let ids: Vec<i64> = stmt
-                .query_map(params![format!("({expr}) AND ({p})"), cap as i64], |r| {
-                    r.get(0)
-                })
+                .query_map(params![holding, cap as i64], |r| r.get(0))
                 .map_err(self.err())?
                 .collect::<Result<_, _>>()
                 .map_err(self.err())?;
@@ -812,14 +879,9 @@ impl Cache {
         // statement: FTS5's BM25 reads every query term's whole doclist once per statement
         // (and once per value of a `rowid IN` list), so a few ids are looked up one by one
         // and more are read in one walk over their rowid range.
-        let by_ids = |ids: &[i64], best: &mut Best| -> Result<(), CacheError> {
-            let ids: Vec<i64> = ids
-                .iter()
-                .copied()
-                .filter(|id| !best.seen.contains(id))
-                .collect();
+        let score_ids = |ids: &[i64], exact: bool| -> Result<Vec<Scan>, CacheError> {
             let (Some(lo), Some(hi)) = (ids.iter().min(), ids.iter().max()) else {
-                return Ok(());
+                return Ok(Vec::new());
             };
             let list: Vec<String> = ids.iter().map(i64::to_string).collect();
             let more = if ids.len() <= 2 {
@@ -830,11 +892,22 @@ impl Cache {
                     list.join(", ")
                 )
             };
-            let mut stmt = self.conn.prepare(&select(&more)).map_err(self.err())?;
+            let mut stmt = self
+                .conn
+                .prepare(&select(exact, &more))
+                .map_err(self.err())?;
             let rows = stmt
                 .query_map(rusqlite::params_from_iter(args.iter()), read)
                 .map_err(self.err())?;
-            let mut scans: Vec<Scan> = rows.collect::<Result<_, _>>().map_err(self.err())?;
+            rows.collect::<Result<_, _>>().map_err(self.err())
+        };
+        let by_ids = |ids: &[i64], best: &mut Best, exact: bool| -> Result<(), CacheError> {
+            let ids: Vec<i64> = ids
+                .iter()
+                .copied()
+                .filter(|id| !best.seen.contains(id))
+                .collect();
+            let mut scans = score_ids(&ids, exact)?;
             mark_phrase(&mut scans)?;
             for scan in scans {
                 best.push(scan);
@@ -861,12 +934,23 @@ impl Cache {
         };
         // The most body hits add to a document's score (unused when the walk reads every
         // match: no counting then).
+        let bm25_most_counted = if few {
+            f64::INFINITY
+        } else {
+            self.bm25_bound_counted(q.phrases, q.expr, matched)?
+        };
         let body_max = if few {
             f64::INFINITY
         } else {
-            let counted = single.then_some((q.expr, matched));
-            (bounds.body)(self.bm25_bound_counted(q.phrases, counted)?) + BOUND_SLACK
+            (bounds.body)(bm25_most_counted) + BOUND_SLACK
         };
+        // With the body's most known, the walk and the field hits after the first round are
+        // read without BM25 (each statement with it counts every term's documents first),
+        // and those that may still rank are scored with it at the end, in one statement.
+        let lazy = !few && body_max.is_finite();
+        if lazy {
+            bm25_most.set(bm25_most_counted);
+        }
         // The bound of a document with no field hit among the rowids below `below` (none
         // when the field hits are not read: the walk then reads every match).
         let plain_below = |below: Option<i64>| -> f64 {
@@ -928,13 +1012,31 @@ impl Cache {
             }
             None => String::new(),
         };
-        let walk_sql = format!("{} ORDER BY fts.rowid DESC", select(&walk_more));
+        let walk_sql = format!("{} ORDER BY fts.rowid DESC", select(!lazy, &walk_more));
         let mut walk = self.conn.prepare(&walk_sql).map_err(self.err())?;
         // Not run until its first row is asked for: a query the field hits answer never
         // pays the walk's BM25.
         let mut rows = walk
             .query(rusqlite::params_from_iter(args.iter()))
             .map_err(self.err())?;
+        // Which walked documents hold the phrase, when too many hold it to be read up
+        // front: the phrase's documents walked beside them, newest first — one statement
+        // for the whole walk instead of one for every batch of 32.
+        let mut phrase_walk = match (q.phrase, &phrase_known) {
+            (Some(p), None) => Some((
+                self.conn
+                    .prepare("SELECT rowid FROM fts WHERE fts MATCH ?1 ORDER BY rowid DESC")
+                    .map_err(self.err())?,
+                p,
+            )),
+            _ => None,
+        };
+        let mut phrase_rows = match &mut phrase_walk {
+            Some((stmt, p)) => Some(stmt.query([*p]).map_err(self.err())?),
+            None => None,
+        };
+        // The phrase walk's current document (`None` before its first), and whether it ended.
+        let (mut phrase_at, mut phrase_end): (Option<i64>, bool) = (None, false);
         let mut walked = 0usize;
         let mut last_id: Option<i64> = None;
         let mut walk_done = k == 0;
@@ -997,7 +1099,7 @@ impl Cache {
                         }
                     }
                 }
-                by_ids(&ids, &mut best)?;
+                by_ids(&ids, &mut best, round == 0 || !lazy)?;
                 round += 1;
                 walk_budget = walk_budget.saturating_add(1024usize << (2 * round).min(16));
             }
@@ -1017,7 +1119,20 @@ impl Cache {
                         }
                     }
                 }
-                mark_phrase(&mut batch)?;
+                match &mut phrase_rows {
+                    Some(holding) => {
+                        for scan in batch.iter_mut() {
+                            while !phrase_end && phrase_at.is_none_or(|at| at > scan.id) {
+                                match holding.next().map_err(self.err())? {
+                                    Some(r) => phrase_at = Some(r.get(0).map_err(self.err())?),
+                                    None => phrase_end = true,
+                                }
+                            }
+                            scan.phrase = phrase_at == Some(scan.id);
+                        }
+                    }
+                    None => mark_phrase(&mut batch)?,
+                }
                 for scan in batch {
                     walked += 1;
                     steps += 1;
@@ -1028,22 +1143,35 @@ impl Cache {
             walk_budget = walk_budget.saturating_sub(steps);
         }
         drop(rows);
+        drop(phrase_rows);
+        // The matches read without BM25 that may rank: scored with it, in one statement.
+        best.prune();
+        let unscored: BTreeMap<i64, bool> = best
+            .rows
+            .iter()
+            .filter(|r| !r.exact)
+            .map(|r| (r.id, r.phrase))
+            .collect();
+        if !unscored.is_empty() {
+            let ids: Vec<i64> = unscored.keys().copied().collect();
+            let mut scored = score_ids(&ids, true)?;
+            for scan in scored.iter_mut() {
+                scan.phrase = unscored.get(&scan.id).copied().unwrap_or(false);
+            }
+            best.rows.retain(|r| r.exact);
+            best.rows.extend(scored);
+            best.rows.sort_by(Best::order);
+            best.rows.truncate(k);
+        }
         // How many match: counted by the walk when it went to the end; else by FTS5 alone
         // when the filters leave nothing out of this cache; else up to a cap.
         let (total, exact) = if walk_done && k > 0 {
             (walked, true)
         } else if topic_sql.is_empty() && self.filters_keep_all(q.filters)? {
-            // FTS5 alone, up to a cap: counting every match of a word in nearly every
-            // document is a walk of its whole doclist (tens of milliseconds at 100,000).
-            let n: i64 = self
-                .conn
-                .query_row(
-                    "SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ?1 LIMIT ?2)",
-                    params![&expr, FTS_COUNT_CAP as i64],
-                    |r| r.get(0),
-                )
-                .map_err(self.err())?;
-            (n as usize, (n as usize) < FTS_COUNT_CAP)
+            // FTS5's count from the start, up to a cap: counting every match of a word in
+            // nearly every document is a walk of its whole doclist.
+            let n = (matched as usize).min(FTS_COUNT_CAP);
+            (n, n < FTS_COUNT_CAP)
         } else {
             let mut all = args.clone();
             all.push((COUNT_CAP as i64).into());
@@ -1082,18 +1210,20 @@ impl Cache {
     /// `N` rows and the `n` holding the phrase — so a bound needs `N` from above and `n`
     /// from below: `n` is counted up to `N/2` (beyond, `idf` is `1e-6` whatever `n`). A
     /// word in half the documents thus bounds its body points near 0 instead of the body's
-    /// most. A phrase of several words is not counted (positions checked in every
-    /// document that holds its words: tens of milliseconds): `n ≥ 1` stands in.
+    /// most.
     pub fn bm25_bound(&self, phrases: &[String]) -> Result<f64, CacheError> {
-        self.bm25_bound_counted(phrases, None)
+        self.bm25_bound_counted(phrases, "", 0)
     }
 
-    /// [`Cache::bm25_bound`], with one phrase's documents already counted: (the phrase, its
-    /// count up to at least half the rows).
+    /// [`Cache::bm25_bound`], knowing that `matched` documents (counted up to at least half
+    /// the rows, or all of them) match `expr`, an expression every document counted for
+    /// the bound matches: each phrase is in at least as many, and `expr` itself (a query
+    /// of one term) in exactly as many.
     fn bm25_bound_counted(
         &self,
         phrases: &[String],
-        counted: Option<(&str, i64)>,
+        expr: &str,
+        matched: i64,
     ) -> Result<f64, CacheError> {
         // FTS5's `k1` (and `b`, which the bound does not need).
         const K1: f64 = 1.2;
@@ -1103,16 +1233,12 @@ impl Cache {
         let rows = rows.max(1);
         let mut sum = 0.0f64;
         for p in phrases {
-            // `"word"`, `"prefix" *`, `"two words"` ([`crate::catalog::query`]'s terms).
-            let several = p
-                .trim_end_matches('*')
-                .trim()
-                .trim_matches('"')
-                .contains(' ');
-            let least: i64 = match counted {
-                Some((c, n)) if c == p => n,
-                _ if several => 1,
-                _ => self.count_upto(p, half(rows))?,
+            // Counted once, and only when the matches alone do not floor the IDF: a
+            // phrase of several words checks positions in every document holding them.
+            let least: i64 = if matched >= half(rows) || p == expr {
+                matched
+            } else {
+                self.count_upto(p, half(rows))?.max(matched)
             };
             let (rows, least) = (rows as f64, least.max(1) as f64);
             let idf = ((rows - least + 0.5) / (least + 0.5)).ln();
