@@ -5,6 +5,7 @@ pub mod cwdkey;
 pub mod discover;
 pub mod event;
 mod frames;
+mod lines;
 pub mod lineage;
 pub mod normalize;
 pub mod reader;
