@@ -164,7 +164,8 @@ impl LineSource {
         let piece = if self.zstd.is_some() {
             self.next_zstd_piece()?
         } else {
-            self.next_plain_line()?.map(|at| Piece::Line { boundary: Some(at) })
+            self.next_plain_line()?
+                .map(|at| Piece::Line { boundary: Some(at) })
         };
         match piece {
             Some(Piece::Line { boundary: Some(at) }) | Some(Piece::Commit(at)) => {
@@ -524,6 +525,8 @@ struct Batch {
 /// Dropping it stops the thread at its next hand-off.
 pub(super) struct Ahead {
     from: Receiver<Batch>,
+    /// Joined on drop, so no decoding outlives its reader.
+    thread: Option<std::thread::JoinHandle<()>>,
     /// Emptied batches go back to the source thread (no allocation per batch).
     spares: SyncSender<Batch>,
     batch: Batch,
@@ -535,7 +538,9 @@ pub(super) struct Ahead {
 pub(super) enum AheadPiece {
     Piece(Batched),
     /// The end of complete data, and where a torn frame or line starts.
-    End { torn: Option<u64> },
+    End {
+        torn: Option<u64>,
+    },
 }
 
 impl Ahead {
@@ -543,12 +548,13 @@ impl Ahead {
         let (to_reader, from) = sync_channel(BATCHES_AHEAD);
         let (spares, from_reader) = sync_channel(BATCHES_AHEAD + 1);
         let path = source.path.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("log-decode".into())
             .spawn(move || produce(source, &to_reader, &from_reader))
             .map_err(|source| ReadError::Io { file: path, source })?;
         Ok(Ahead {
             from,
+            thread: Some(thread),
             spares,
             batch: Batch::default(),
             next: 0,
@@ -586,6 +592,18 @@ impl Ahead {
     /// The bytes of a line [`Ahead::next`] handed on (until the next call).
     pub(super) fn line(&self, bytes: Range<usize>) -> &[u8] {
         &self.batch.bytes[bytes]
+    }
+}
+
+impl Drop for Ahead {
+    fn drop(&mut self) {
+        // Stop listening first: the source thread's next hand-off fails and it returns.
+        let (_, closed) = sync_channel(0);
+        drop(std::mem::replace(&mut self.from, closed));
+        if let Some(thread) = self.thread.take() {
+            // A panic there was already reported as the channel closing.
+            let _ = thread.join();
+        }
     }
 }
 

@@ -5,8 +5,8 @@ pub mod cwdkey;
 pub mod discover;
 pub mod event;
 mod frames;
-mod lines;
 pub mod lineage;
+mod lines;
 pub mod normalize;
 pub mod reader;
 

@@ -315,7 +315,11 @@ impl LogReader {
         options: ReaderOptions,
     ) -> Result<Self, ReadError> {
         let source = LineSource::open(path, from.byte_offset, options.max_line_bytes)?;
-        Ok(Self::parsing(path, from, Lines::Ahead(Ahead::start(source)?)))
+        Ok(Self::parsing(
+            path,
+            from,
+            Lines::Ahead(Ahead::start(source)?),
+        ))
     }
 
     fn parsing(path: &Path, from: ResumePoint, lines: Lines) -> Self {
@@ -568,8 +572,8 @@ impl Parse {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use super::super::lines::IO_CHUNK;
+    use super::*;
     use crate::testkit::writer::{generate_session, LogWriter, SessionScript, TurnSpec};
     use serde_json::json;
     use std::io::Write;
@@ -749,6 +753,58 @@ mod tests {
                 header_seen: true
             }
         );
+    }
+
+    #[test]
+    fn many_small_lines_across_batches_read_the_same_both_ways() {
+        // More lines than a batch holds, in frames of every size, plain and compressed
+        // (`read_with` reads each file both ways and holds them equal).
+        let tmp = tempfile::tempdir().unwrap();
+        let lines: Vec<String> = (0..5_000).map(|s| ev(s, "turn/start")).collect();
+        let mut bytes = frame(&[header_json()]);
+        let mut at = 0;
+        for size in (1..).map(|i| i * 37 % 900 + 1) {
+            let end = (at + size).min(lines.len());
+            bytes.extend(frame(&lines[at..end]));
+            at = end;
+            if at == lines.len() {
+                break;
+            }
+        }
+        let zstd = write_file(tmp.path(), "session.v3.jsonl.zstd", &bytes);
+        let mut all = vec![header_json()];
+        all.extend(lines.iter().cloned());
+        let plain_log = write_file(tmp.path(), "session.v3.jsonl", &plain(&all));
+        for path in [zstd, plain_log] {
+            let out = read(&path, ResumePoint::default());
+            assert!(out.error.is_none() && out.notes.is_empty());
+            assert_eq!(out.seqs(), (0..5_000).collect::<Vec<_>>());
+            assert_eq!(
+                out.resume.byte_offset,
+                std::fs::metadata(&path).unwrap().len()
+            );
+        }
+    }
+
+    #[test]
+    fn a_reader_decoding_ahead_dropped_midway_stops_its_thread() {
+        // Many batches ahead of a reader that takes three items: dropping it joins the
+        // decoding thread, which must notice and return (else this test never ends).
+        let tmp = tempfile::tempdir().unwrap();
+        let big = "x".repeat(100_000);
+        let lines: Vec<String> = (0..100)
+            .map(|s| json!({"type": "tool/result", "seq": s, "data": {"text": big}}).to_string())
+            .collect();
+        let mut bytes = frame(&[header_json()]);
+        bytes.extend(frame(&lines));
+        let path = write_file(tmp.path(), "session.v3.jsonl.zstd", &bytes);
+        let mut reader =
+            LogReader::open_decoding_ahead(&path, ResumePoint::default(), Default::default())
+                .unwrap();
+        for _ in 0..3 {
+            assert!(reader.next_item().unwrap().is_some());
+        }
+        drop(reader);
     }
 
     #[test]
