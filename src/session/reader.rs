@@ -1514,7 +1514,6 @@ mod tests {
                     ResumePoint::default(),
                     ReaderOptions {
                         max_line_bytes: CAP,
-                        ..ReaderOptions::default()
                     },
                 )
                 .unwrap();
@@ -1557,14 +1556,12 @@ mod tests {
         );
         let options = ReaderOptions {
             max_line_bytes: line.len(),
-            ..ReaderOptions::default()
         };
         let out = read_with(&path, ResumePoint::default(), options);
         assert!(out.error.is_none());
         assert_eq!(out.seqs(), [0]);
         let options = ReaderOptions {
             max_line_bytes: line.len() - 1,
-            ..ReaderOptions::default()
         };
         assert!(matches!(
             read_with(&path, ResumePoint::default(), options).error,
