@@ -302,8 +302,7 @@ impl LogReader {
         from: ResumePoint,
         options: ReaderOptions,
     ) -> Result<Self, ReadError> {
-        let source = LineSource::open(path, from.byte_offset, options.max_line_bytes)?;
-        Ok(Self::parsing(path, from, Lines::Here(source)))
+        Self::open_lines(path, from, options, false)
     }
 
     /// [`LogReader::open_with`], decoding on a thread of its own a few batches of lines
@@ -314,12 +313,22 @@ impl LogReader {
         from: ResumePoint,
         options: ReaderOptions,
     ) -> Result<Self, ReadError> {
+        Self::open_lines(path, from, options, true)
+    }
+
+    fn open_lines(
+        path: &Path,
+        from: ResumePoint,
+        options: ReaderOptions,
+        ahead: bool,
+    ) -> Result<Self, ReadError> {
         let source = LineSource::open(path, from.byte_offset, options.max_line_bytes)?;
-        Ok(Self::parsing(
-            path,
-            from,
-            Lines::Ahead(Ahead::start(source)?),
-        ))
+        let lines = if ahead {
+            Lines::Ahead(Ahead::start(source)?)
+        } else {
+            Lines::Here(source)
+        };
+        Ok(Self::parsing(path, from, lines))
     }
 
     fn parsing(path: &Path, from: ResumePoint, lines: Lines) -> Self {
