@@ -6,7 +6,6 @@ pub mod discover;
 pub mod event;
 mod frames;
 pub mod lineage;
-mod lines;
 pub mod normalize;
 pub mod reader;
 

@@ -21,8 +21,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::event::{Event, Header};
-use super::lines::{Ahead, AheadPiece, Batched, LineSource, Piece};
 use super::normalize::{parse_event_line_lenient, parse_header_lenient, EventLine, PackedRow};
+use lines::{Ahead, AheadPiece, Batched, LineSource, Piece};
+
+mod lines;
 
 /// Where to resume reading. `byte_offset` is always at a frame boundary (zstd) or
 /// just after a newline (plain), so re-opening there decodes cleanly.
@@ -581,7 +583,7 @@ impl Parse {
 
 #[cfg(test)]
 mod tests {
-    use super::super::lines::IO_CHUNK;
+    use super::lines::IO_CHUNK;
     use super::*;
     use crate::testkit::writer::{generate_session, LogWriter, SessionScript, TurnSpec};
     use serde_json::json;

@@ -1,6 +1,6 @@
 //! The byte half of the log reader: a log file's bytes → its lines, each with the resume
 //! offset it reaches (zstd frames walked on disk before they are decoded, plain lines
-//! split). [`super::reader::LogReader`] parses what this yields.
+//! split). [`super::LogReader`] parses what this yields.
 //!
 //! A [`LineSource`] runs on the reader's own thread, or — for a long one-pass read, the
 //! archive's — on a thread of its own ([`Ahead`]), handing lines over in batches through a
@@ -16,8 +16,8 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 use zstd::stream::raw::{DParameter, Decoder, InBuffer, Operation, OutBuffer};
 
-use super::frames::{scan_frame, FrameScan};
-use super::reader::{open_regular, ReadError};
+use super::{open_regular, ReadError};
+use crate::session::frames::{scan_frame, FrameScan};
 
 /// Bytes read from the file, and decoded, per step.
 pub(super) const IO_CHUNK: usize = 64 * 1024;
@@ -46,7 +46,7 @@ pub(super) enum Piece {
     Commit(u64),
 }
 
-/// A log file read into lines, with bounded memory (see [`super::reader`]).
+/// A log file read into lines, with bounded memory (see [`super`]).
 pub(super) struct LineSource {
     path: PathBuf,
     file: File,
