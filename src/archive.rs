@@ -28,7 +28,7 @@ use crate::identity::Identity;
 use crate::redact::{ConfigRedactor, Redacted, RedactionCounts, Redactor};
 use crate::render::{self, ChapterMeta};
 use crate::session::discover::{self, SessionLog};
-use crate::session::reader::{LogItem, ReadError, ReadNote, ReaderOptions, ResumePoint};
+use crate::session::reader::{LogItem, LogReader, ReadError, ReadNote, ReaderOptions, ResumePoint};
 use crate::session::Header;
 use crate::signature::{self, Signature, SIGNATURE_VERSION};
 use crate::signer::LedgerCursor;
@@ -910,12 +910,15 @@ fn read_turns(
     config: &Config,
     to_pass: std::sync::mpsc::SyncSender<ReadStep>,
 ) {
-    let mut reader = match crate::source::open(
-        harness,
-        file,
-        ResumePoint::default(),
-        source_options(config),
-    ) {
+    let from = ResumePoint::default();
+    let opened = match harness {
+        // The whole log in one pass: decoding runs on a thread of its own, ahead of the
+        // parsing here (as `zstd -dc | parse` runs on two cores).
+        Harness::Dsh => LogReader::open_decoding_ahead(file, from, reader_options(config))
+            .map(|r| Box::new(r) as Box<dyn crate::source::EventSource>),
+        _ => crate::source::open(harness, file, from, source_options(config)),
+    };
+    let mut reader = match opened {
         Ok(reader) => reader,
         Err(e) => {
             let _ = to_pass.send(ReadStep::Failed(e));

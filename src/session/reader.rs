@@ -17,14 +17,14 @@
 //! reader at [`LogReader::resume_point`].
 
 use std::fs::File;
-use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::io;
 use std::path::{Path, PathBuf};
 
-use zstd::stream::raw::{DParameter, Decoder, InBuffer, Operation, OutBuffer};
-
 use super::event::{Event, Header};
-use super::frames::{scan_frame, FrameScan};
 use super::normalize::{parse_event_line_lenient, parse_header_lenient, EventLine, PackedRow};
+use lines::{Ahead, AheadPiece, Batched, LineSource, Piece};
+
+mod lines;
 
 /// Where to resume reading. `byte_offset` is always at a frame boundary (zstd) or
 /// just after a newline (plain), so re-opening there decodes cleanly.
@@ -268,60 +268,28 @@ impl Default for ReaderOptions {
     }
 }
 
-/// Bytes read from the file, and decoded, per step.
-const IO_CHUNK: usize = 64 * 1024;
-/// The largest zstd window accepted (2^27 = 128 MiB, zstd's default decoding limit).
-const MAX_WINDOW_LOG: u32 = 27;
-/// The frame scanner's buffer: frame and block headers of many small frames per read.
-const SCAN_BUFFER: usize = 64 * 1024;
-/// After a long line, the line buffer is given back down to this size.
-const KEPT_LINE_CAPACITY: usize = 1 << 20;
-
 /// Streaming reader over one log file.
 pub struct LogReader {
+    lines: Lines,
+    parse: Parse,
+    done: bool,
+}
+
+/// Where the lines come from: read here, or decoded ahead on a thread of their own.
+enum Lines {
+    Here(LineSource),
+    Ahead(Ahead),
+}
+
+/// The parsing half: lines → header and events, seqs checked, the resume point kept.
+struct Parse {
     path: PathBuf,
-    file: File,
-    zstd: Option<ZstdState>,
-    /// Raw file bytes; `in_buf[in_pos..in_len]` not yet consumed.
-    in_buf: Vec<u8>,
-    in_pos: usize,
-    in_len: usize,
-    /// File offset just past `in_buf[..in_len]`.
-    read_offset: u64,
-    /// The line being assembled (never longer than `max_line_bytes`).
-    line_buf: Vec<u8>,
-    max_line_bytes: usize,
     next_seq: u64,
     header_seen: bool,
     committed: ResumePoint,
     /// A packed chunk row being expanded, and the boundary to commit once it is.
     packed: Option<(PackedRow, Option<u64>)>,
     notes: Vec<ReadNote>,
-    done: bool,
-}
-
-struct ZstdState {
-    decoder: Decoder<'static>,
-    /// A second handle for walking frame headers ahead of the decoder.
-    scanner: BufReader<File>,
-    /// Where `scanner` stands, when known (each scan goes on from the last one's end).
-    scanner_pos: Option<u64>,
-    /// The file's length as last looked at: frames are scanned against it, and it is
-    /// looked at again only when a scan reaches it (one `fstat` per end, not per frame).
-    known_len: u64,
-    /// Decoded bytes; `out_buf[out_pos..out_len]` not yet split into lines.
-    out_buf: Vec<u8>,
-    out_pos: usize,
-    out_len: usize,
-    frame: Option<Frame>,
-}
-
-/// The frame being decoded: complete on disk, ending at `end`.
-struct Frame {
-    start: u64,
-    end: u64,
-    /// The decoder reported the frame's end: `out_buf` holds its last bytes.
-    decoded_all: bool,
 }
 
 impl LogReader {
@@ -336,59 +304,48 @@ impl LogReader {
         from: ResumePoint,
         options: ReaderOptions,
     ) -> Result<Self, ReadError> {
-        let io_err = |source| ReadError::Io {
-            file: path.to_path_buf(),
-            source,
-        };
-        let mut file = open_regular(path)?;
-        let len = file.metadata().map_err(io_err)?.len();
-        if from.byte_offset > len {
-            return Err(io_err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "resume offset {} is past the end of the file ({len} bytes): the log was truncated or replaced; read it again from the start",
-                    from.byte_offset
-                ),
-            )));
-        }
-        file.seek(SeekFrom::Start(from.byte_offset))
-            .map_err(io_err)?;
-        let zstd = if path.extension().is_some_and(|e| e == "zstd") {
-            let mut decoder = Decoder::new().map_err(io_err)?;
-            decoder
-                .set_parameter(DParameter::WindowLogMax(MAX_WINDOW_LOG))
-                .map_err(io_err)?;
-            let scanner = BufReader::with_capacity(SCAN_BUFFER, open_regular(path)?);
-            Some(ZstdState {
-                decoder,
-                scanner,
-                scanner_pos: None,
-                known_len: 0,
-                out_buf: vec![0; IO_CHUNK],
-                out_pos: 0,
-                out_len: 0,
-                frame: None,
-            })
+        Self::open_lines(path, from, options, false)
+    }
+
+    /// [`LogReader::open_with`], decoding on a thread of its own a few batches of lines
+    /// ahead of parsing: for a one-pass read of a whole log (the archive's), on two cores
+    /// as `zstd -dc | parse`. The items, resume points, notes and errors are the same.
+    pub fn open_decoding_ahead(
+        path: &Path,
+        from: ResumePoint,
+        options: ReaderOptions,
+    ) -> Result<Self, ReadError> {
+        Self::open_lines(path, from, options, true)
+    }
+
+    fn open_lines(
+        path: &Path,
+        from: ResumePoint,
+        options: ReaderOptions,
+        ahead: bool,
+    ) -> Result<Self, ReadError> {
+        let source = LineSource::open(path, from.byte_offset, options.max_line_bytes)?;
+        let lines = if ahead {
+            Lines::Ahead(Ahead::start(source)?)
         } else {
-            None
+            Lines::Here(source)
         };
-        Ok(LogReader {
-            path: path.to_path_buf(),
-            file,
-            zstd,
-            in_buf: vec![0; IO_CHUNK],
-            in_pos: 0,
-            in_len: 0,
-            read_offset: from.byte_offset,
-            line_buf: Vec::new(),
-            max_line_bytes: options.max_line_bytes,
-            next_seq: from.next_seq,
-            header_seen: from.header_seen,
-            committed: from,
-            packed: None,
-            notes: Vec::new(),
+        Ok(Self::parsing(path, from, lines))
+    }
+
+    fn parsing(path: &Path, from: ResumePoint, lines: Lines) -> Self {
+        LogReader {
+            lines,
+            parse: Parse {
+                path: path.to_path_buf(),
+                next_seq: from.next_seq,
+                header_seen: from.header_seen,
+                committed: from,
+                packed: None,
+                notes: Vec::new(),
+            },
             done: false,
-        })
+        }
     }
 
     /// Next header or event; `Ok(None)` at the end of complete data.
@@ -406,49 +363,111 @@ impl LogReader {
     /// Where a later reader should resume: just after the last item returned whose
     /// frame/line is complete and fully delivered.
     pub fn resume_point(&self) -> ResumePoint {
-        self.committed
+        self.parse.committed
     }
 
     /// Non-fatal notes gathered so far (torn tail).
     pub fn notes(&self) -> &[ReadNote] {
-        &self.notes
+        &self.parse.notes
     }
 
     fn next_item_inner(&mut self) -> Result<Option<LogItem>, ReadError> {
+        let parse = &mut self.parse;
         loop {
-            if let Some((row, boundary)) = &mut self.packed {
-                let event = row.next_event();
-                let boundary = *boundary;
-                if row.is_exhausted() {
-                    self.packed = None;
-                }
-                if let Some(event) = &event {
-                    self.accept_seq(event.seq)?;
-                }
-                if self.packed.is_none() {
-                    if let Some(at) = boundary {
-                        self.commit(at);
-                    }
-                }
-                if let Some(event) = event {
-                    return Ok(Some(LogItem::Event(event)));
-                }
+            if let Some(event) = parse.next_packed()? {
+                return Ok(Some(LogItem::Event(event)));
+            }
+            if parse.packed.is_some() {
                 continue;
             }
-            let Some(boundary) = self.next_line()? else {
-                return Ok(None);
+            // Only the parser knows which seq a line too long to read came after.
+            let after = parse.after_seq();
+            let placed = |e| match e {
+                ReadError::LineTooLong { file, limit, .. } => ReadError::LineTooLong {
+                    file,
+                    after_seq: after,
+                    limit,
+                },
+                e => e,
             };
-            let line = std::mem::take(&mut self.line_buf);
-            let item = self.interpret(&line, boundary);
-            self.line_buf = line;
-            self.line_buf.clear();
-            if self.line_buf.capacity() > KEPT_LINE_CAPACITY {
-                self.line_buf.shrink_to(KEPT_LINE_CAPACITY);
-            }
-            if let Some(item) = item? {
+            let item = match &mut self.lines {
+                Lines::Here(source) => match source.next().map_err(placed)? {
+                    None => return Ok(parse.end(source.torn())),
+                    Some(Piece::Commit(at)) => {
+                        parse.commit(at);
+                        None
+                    }
+                    Some(Piece::Line { boundary }) => {
+                        let item = parse.interpret(source.line(), boundary);
+                        source.clear_line();
+                        item?
+                    }
+                },
+                Lines::Ahead(ahead) => match ahead.next(&parse.path).map_err(placed)? {
+                    AheadPiece::End { torn } => return Ok(parse.end(torn)),
+                    AheadPiece::Piece(Batched::Commit(at)) => {
+                        parse.commit(at);
+                        None
+                    }
+                    AheadPiece::Piece(Batched::Line { bytes, boundary }) => {
+                        parse.interpret(ahead.line(bytes), boundary)?
+                    }
+                },
+            };
+            if let Some(item) = item {
                 return Ok(Some(item));
             }
         }
+    }
+
+    #[cfg(test)]
+    fn line_buf_capacity(&self) -> usize {
+        match &self.lines {
+            Lines::Here(source) => source.line_buf_capacity(),
+            Lines::Ahead(_) => 0,
+        }
+    }
+
+    #[cfg(test)]
+    fn read_offset(&self) -> u64 {
+        match &self.lines {
+            Lines::Here(source) => source.read_offset(),
+            Lines::Ahead(_) => 0,
+        }
+    }
+}
+
+impl Parse {
+    /// The next event of a packed chunk row being expanded, if any.
+    fn next_packed(&mut self) -> Result<Option<Event>, ReadError> {
+        let Some((row, boundary)) = &mut self.packed else {
+            return Ok(None);
+        };
+        let event = row.next_event();
+        let boundary = *boundary;
+        if row.is_exhausted() {
+            self.packed = None;
+        }
+        if let Some(event) = &event {
+            self.accept_seq(event.seq)?;
+        }
+        if self.packed.is_none() {
+            if let Some(at) = boundary {
+                self.commit(at);
+            }
+        }
+        Ok(event)
+    }
+
+    /// The end of complete data: a torn last frame or line, if any, is noted.
+    fn end(&mut self, torn: Option<u64>) -> Option<LogItem> {
+        if let Some(at) = torn {
+            self.notes.push(ReadNote::TornTail {
+                file: self.path.clone(),
+                at,
+            });
+        }
+        None
     }
 
     /// Turn one complete line into an item. `boundary` is the resume offset reached once
@@ -560,305 +579,11 @@ impl LogReader {
     fn after_seq(&self) -> Option<u64> {
         self.next_seq.checked_sub(1)
     }
-
-    fn io_error(&self, source: io::Error) -> ReadError {
-        ReadError::Io {
-            file: self.path.clone(),
-            source,
-        }
-    }
-
-    /// File offset of the next unconsumed raw byte.
-    fn consumed_offset(&self) -> u64 {
-        self.read_offset - (self.in_len - self.in_pos) as u64
-    }
-
-    /// Add to the line being assembled, refusing to pass the cap. Capacity never grows
-    /// past the cap either (no doubling beyond it).
-    fn append_to_line(
-        &mut self,
-        bytes_from: Source,
-        start: usize,
-        end: usize,
-    ) -> Result<(), ReadError> {
-        let add = end - start;
-        let needed = self.line_buf.len() + add;
-        if needed > self.max_line_bytes {
-            return Err(ReadError::LineTooLong {
-                file: self.path.clone(),
-                after_seq: self.after_seq(),
-                limit: self.max_line_bytes,
-            });
-        }
-        if needed > self.line_buf.capacity() {
-            let target = needed
-                .max(self.line_buf.capacity() * 2)
-                .min(self.max_line_bytes);
-            self.line_buf.reserve_exact(target - self.line_buf.len());
-        }
-        let bytes = match bytes_from {
-            Source::Raw => &self.in_buf[start..end],
-            Source::Decoded => match &self.zstd {
-                Some(z) => &z.out_buf[start..end],
-                None => &[],
-            },
-        };
-        self.line_buf.extend_from_slice(bytes);
-        Ok(())
-    }
-
-    /// Read more raw bytes (at most up to `limit` when given). Returns the count; 0 at EOF.
-    fn fill(&mut self, limit: Option<u64>) -> Result<usize, ReadError> {
-        let want = match limit {
-            Some(end) => usize::try_from(end.saturating_sub(self.read_offset))
-                .unwrap_or(usize::MAX)
-                .min(IO_CHUNK),
-            None => IO_CHUNK,
-        };
-        let n = loop {
-            match self.file.read(&mut self.in_buf[..want]) {
-                Ok(n) => break n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(self.io_error(e)),
-            }
-        };
-        self.in_pos = 0;
-        self.in_len = n;
-        self.read_offset += n as u64;
-        Ok(n)
-    }
-
-    /// Assemble the next complete line into `line_buf`. `Ok(None)` at the end of complete
-    /// data; `Ok(Some(boundary))` otherwise, `boundary` being the resume offset reached
-    /// after this line (`None` when the line is not the last of its frame).
-    fn next_line(&mut self) -> Result<Option<Option<u64>>, ReadError> {
-        if self.zstd.is_some() {
-            self.next_zstd_line()
-        } else {
-            self.next_plain_line()
-        }
-    }
-
-    fn next_plain_line(&mut self) -> Result<Option<Option<u64>>, ReadError> {
-        loop {
-            if self.in_pos < self.in_len {
-                let (start, len) = (self.in_pos, self.in_len);
-                if let Some(i) = memchr::memchr(b'\n', &self.in_buf[start..len]) {
-                    self.append_to_line(Source::Raw, start, start + i)?;
-                    self.in_pos = start + i + 1;
-                    return Ok(Some(Some(self.consumed_offset())));
-                }
-                self.append_to_line(Source::Raw, start, len)?;
-                self.in_pos = len;
-            }
-            if self.fill(None)? == 0 {
-                if !self.line_buf.is_empty() {
-                    // Every earlier line is committed, so the torn line starts there.
-                    self.notes.push(ReadNote::TornTail {
-                        file: self.path.clone(),
-                        at: self.committed.byte_offset,
-                    });
-                    self.line_buf.clear();
-                }
-                return Ok(None);
-            }
-        }
-    }
-
-    fn next_zstd_line(&mut self) -> Result<Option<Option<u64>>, ReadError> {
-        loop {
-            let (out_pos, out_len, frame_state) = match &self.zstd {
-                Some(z) => (
-                    z.out_pos,
-                    z.out_len,
-                    z.frame.as_ref().map(|f| (f.end, f.decoded_all)),
-                ),
-                None => return Ok(None),
-            };
-            if out_pos < out_len {
-                let newline = self
-                    .zstd
-                    .as_ref()
-                    .and_then(|z| memchr::memchr(b'\n', &z.out_buf[out_pos..out_len]));
-                let taken_to = newline.map_or(out_len, |i| out_pos + i);
-                self.append_to_line(Source::Decoded, out_pos, taken_to)?;
-                let new_pos = newline.map_or(out_len, |_| taken_to + 1);
-                let Some(z) = self.zstd.as_mut() else {
-                    return Ok(None);
-                };
-                z.out_pos = new_pos;
-                if newline.is_none() {
-                    continue;
-                }
-                return Ok(Some(match frame_state {
-                    Some((end, true)) if new_pos == out_len => {
-                        z.frame = None;
-                        Some(end)
-                    }
-                    _ => None,
-                }));
-            }
-            match frame_state {
-                Some((end, true)) => {
-                    if let Some(z) = self.zstd.as_mut() {
-                        z.frame = None;
-                    }
-                    if !self.line_buf.is_empty() {
-                        // The writer left out the last `\n`: the frame's end ends the line.
-                        return Ok(Some(Some(end)));
-                    }
-                    self.commit(end);
-                }
-                Some((_, false)) => self.decode_step()?,
-                None => {
-                    if !self.start_frame()? {
-                        return Ok(None);
-                    }
-                }
-            }
-        }
-    }
-
-    /// At a frame boundary: check the next frame is complete on disk and set up to decode
-    /// it. `false` at the end of complete data (clean end, or torn last frame noted).
-    fn start_frame(&mut self) -> Result<bool, ReadError> {
-        let at = self.consumed_offset();
-        let path = self.path.clone();
-        let Some(z) = self.zstd.as_mut() else {
-            return Ok(false);
-        };
-        let io = |source| ReadError::Io {
-            file: path.clone(),
-            source,
-        };
-        let mut scanned =
-            scan_frame(&mut z.scanner, at, z.known_len, &mut z.scanner_pos).map_err(io)?;
-        if matches!(scanned, FrameScan::EndOfFile | FrameScan::Torn) {
-            // The file as last looked at ends here: look again (it may have grown, or
-            // shrunk), and read what is there afresh, not from the scanner's buffer.
-            let len = z.scanner.get_ref().metadata().map_err(io)?.len();
-            z.scanner_pos = None;
-            if len != z.known_len {
-                z.known_len = len;
-                scanned = scan_frame(&mut z.scanner, at, len, &mut z.scanner_pos).map_err(io)?;
-            }
-        }
-        match scanned {
-            FrameScan::EndOfFile => Ok(false),
-            FrameScan::Torn => {
-                self.notes.push(ReadNote::TornTail { file: path, at });
-                Ok(false)
-            }
-            FrameScan::Corrupt(detail) => Err(ReadError::CorruptFrame {
-                file: path,
-                at,
-                detail,
-            }),
-            FrameScan::Complete {
-                end,
-                skippable: true,
-            } => {
-                self.file
-                    .seek(SeekFrom::Start(end))
-                    .map_err(|e| self.io_error(e))?;
-                self.read_offset = end;
-                self.in_pos = 0;
-                self.in_len = 0;
-                self.commit(end);
-                Ok(true)
-            }
-            FrameScan::Complete {
-                end,
-                skippable: false,
-            } => {
-                z.decoder.reinit().map_err(|e| ReadError::CorruptFrame {
-                    file: path,
-                    at,
-                    detail: e.to_string(),
-                })?;
-                z.frame = Some(Frame {
-                    start: at,
-                    end,
-                    decoded_all: false,
-                });
-                Ok(true)
-            }
-        }
-    }
-
-    /// Decode one step of the current frame into `out_buf`.
-    fn decode_step(&mut self) -> Result<(), ReadError> {
-        let Some((start, end)) = self
-            .zstd
-            .as_ref()
-            .and_then(|z| z.frame.as_ref())
-            .map(|f| (f.start, f.end))
-        else {
-            return Ok(());
-        };
-        if self.in_pos == self.in_len && self.read_offset < end && self.fill(Some(end))? == 0 {
-            return Err(self.io_error(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("the file shrank while the frame at byte {start} was being read"),
-            )));
-        }
-        let path = self.path.clone();
-        let corrupt = |detail: String| ReadError::CorruptFrame {
-            file: path.clone(),
-            at: start,
-            detail,
-        };
-        let Some(z) = self.zstd.as_mut() else {
-            return Ok(());
-        };
-        let mut input = InBuffer::around(&self.in_buf[self.in_pos..self.in_len]);
-        let mut output = OutBuffer::around(&mut z.out_buf[..]);
-        let hint = z
-            .decoder
-            .run(&mut input, &mut output)
-            .map_err(|e| corrupt(format!("decoder: {e}")))?;
-        let (consumed, produced) = (input.pos(), output.pos());
-        z.out_pos = 0;
-        z.out_len = produced;
-        self.in_pos += consumed;
-        let at = self.consumed_offset();
-        let Some(z) = self.zstd.as_mut() else {
-            return Ok(());
-        };
-        if hint == 0 {
-            if at != end {
-                return Err(corrupt(format!(
-                    "the decoder ended the frame at byte {at}, its blocks end at {end}"
-                )));
-            }
-            if let Some(frame) = z.frame.as_mut() {
-                frame.decoded_all = true;
-            }
-        } else if at == end && consumed == 0 && produced == 0 {
-            // All of the frame is in and the decoder can make no progress: it wants bytes
-            // past the frame's end.
-            return Err(corrupt(
-                "the frame's data ends before the decoder is done".to_owned(),
-            ));
-        }
-        Ok(())
-    }
-
-    #[cfg(test)]
-    fn line_buf_capacity(&self) -> usize {
-        self.line_buf.capacity()
-    }
-}
-
-/// Which buffer [`LogReader::append_to_line`] copies from.
-#[derive(Clone, Copy)]
-enum Source {
-    Raw,
-    Decoded,
 }
 
 #[cfg(test)]
 mod tests {
+    use super::lines::IO_CHUNK;
     use super::*;
     use crate::testkit::writer::{generate_session, LogWriter, SessionScript, TurnSpec};
     use serde_json::json;
@@ -893,8 +618,22 @@ mod tests {
         }
     }
 
+    /// Read with `options`, and again decoding ahead on a thread of its own (the archive's
+    /// way): both must give the same items, error, resume point and notes.
     fn read_with(path: &Path, from: ResumePoint, options: ReaderOptions) -> Outcome {
-        let mut reader = LogReader::open_with(path, from, options).unwrap();
+        let here = read_once(LogReader::open_with(path, from, options).unwrap());
+        let ahead = read_once(LogReader::open_decoding_ahead(path, from, options).unwrap());
+        assert_eq!(here.items, ahead.items);
+        assert_eq!(
+            here.error.as_ref().map(ToString::to_string),
+            ahead.error.as_ref().map(ToString::to_string)
+        );
+        assert_eq!(here.resume, ahead.resume);
+        assert_eq!(here.notes, ahead.notes);
+        here
+    }
+
+    fn read_once(mut reader: LogReader) -> Outcome {
         let mut items = Vec::new();
         let error = loop {
             match reader.next_item() {
@@ -1025,6 +764,58 @@ mod tests {
                 header_seen: true
             }
         );
+    }
+
+    #[test]
+    fn many_small_lines_across_batches_read_the_same_both_ways() {
+        // More lines than a batch holds, in frames of every size, plain and compressed
+        // (`read_with` reads each file both ways and holds them equal).
+        let tmp = tempfile::tempdir().unwrap();
+        let lines: Vec<String> = (0..5_000).map(|s| ev(s, "turn/start")).collect();
+        let mut bytes = frame(&[header_json()]);
+        let mut at = 0;
+        for size in (1..).map(|i| i * 37 % 900 + 1) {
+            let end = (at + size).min(lines.len());
+            bytes.extend(frame(&lines[at..end]));
+            at = end;
+            if at == lines.len() {
+                break;
+            }
+        }
+        let zstd = write_file(tmp.path(), "session.v3.jsonl.zstd", &bytes);
+        let mut all = vec![header_json()];
+        all.extend(lines.iter().cloned());
+        let plain_log = write_file(tmp.path(), "session.v3.jsonl", &plain(&all));
+        for path in [zstd, plain_log] {
+            let out = read(&path, ResumePoint::default());
+            assert!(out.error.is_none() && out.notes.is_empty());
+            assert_eq!(out.seqs(), (0..5_000).collect::<Vec<_>>());
+            assert_eq!(
+                out.resume.byte_offset,
+                std::fs::metadata(&path).unwrap().len()
+            );
+        }
+    }
+
+    #[test]
+    fn a_reader_decoding_ahead_dropped_midway_stops_its_thread() {
+        // Many batches ahead of a reader that takes three items: dropping it joins the
+        // decoding thread, which must notice and return (else this test never ends).
+        let tmp = tempfile::tempdir().unwrap();
+        let big = "x".repeat(100_000);
+        let lines: Vec<String> = (0..100)
+            .map(|s| json!({"type": "tool/result", "seq": s, "data": {"text": big}}).to_string())
+            .collect();
+        let mut bytes = frame(&[header_json()]);
+        bytes.extend(frame(&lines));
+        let path = write_file(tmp.path(), "session.v3.jsonl.zstd", &bytes);
+        let mut reader =
+            LogReader::open_decoding_ahead(&path, ResumePoint::default(), Default::default())
+                .unwrap();
+        for _ in 0..3 {
+            assert!(reader.next_item().unwrap().is_some());
+        }
+        drop(reader);
     }
 
     #[test]
@@ -1758,7 +1549,7 @@ mod tests {
                 );
                 // Only a little past the cap was read, not the whole line.
                 if !compressed {
-                    assert!(reader.read_offset <= (prefix.len() + CAP + IO_CHUNK) as u64);
+                    assert!(reader.read_offset() <= (prefix.len() + CAP + IO_CHUNK) as u64);
                 }
             }
         }

@@ -81,9 +81,11 @@ fn io_err(file: &Path, source: io::Error) -> LedgerError {
     }
 }
 
-/// Parse one ledger line, or say why it is not one.
-fn check_line(bytes: &[u8], known_version: u64) -> Result<serde_json::Value, LineFault> {
-    check_line_as(bytes, known_version, Unversioned::Refused)
+/// Say why a value about to be written is not a ledger line, if it is not one: checked as
+/// the value it is, not by parsing back the text it is written as (the text of a JSON value
+/// parses back to that value).
+fn check_value(value: &serde_json::Value, known_version: u64) -> Result<(), LineFault> {
+    version_of(value, known_version, Unversioned::Refused).map(|_| ())
 }
 
 /// What a line without `v` is.
@@ -103,6 +105,16 @@ fn check_line_as(
 ) -> Result<serde_json::Value, LineFault> {
     let value: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| LineFault::Bad(e.to_string()))?;
+    version_of(&value, known_version, unversioned)?;
+    Ok(value)
+}
+
+/// A line's format version, if it is a ledger line this program may read.
+fn version_of(
+    value: &serde_json::Value,
+    known_version: u64,
+    unversioned: Unversioned,
+) -> Result<u64, LineFault> {
     let Some(object) = value.as_object() else {
         return Err(LineFault::Bad("not a JSON object".into()));
     };
@@ -115,7 +127,7 @@ fn check_line_as(
     if version > known_version {
         return Err(LineFault::TooNew(version));
     }
-    Ok(value)
+    Ok(version)
 }
 
 enum LineFault {
@@ -337,14 +349,10 @@ where
 {
     // Lines may be made as they are written (the signer's batch): each is text before the
     // next exists, so a batch holds its JSON trees one at a time.
-    let mut payload = String::new();
+    let mut payload = Vec::new();
     for line in lines {
-        let text =
-            serde_json::to_string(line.borrow().get()).map_err(|e| LedgerError::InvalidLine {
-                file: path.to_path_buf(),
-                detail: e.to_string(),
-            })?;
-        if let Err(fault) = check_line(text.as_bytes(), known_version) {
+        let value = line.borrow().get();
+        if let Err(fault) = check_value(value, known_version) {
             let detail = match fault {
                 LineFault::Bad(d) => d,
                 LineFault::TooNew(v) => format!("version {v} is newer than {known_version}"),
@@ -354,8 +362,11 @@ where
                 detail,
             });
         }
-        payload.push_str(&text);
-        payload.push('\n');
+        serde_json::to_writer(&mut payload, value).map_err(|e| LedgerError::InvalidLine {
+            file: path.to_path_buf(),
+            detail: e.to_string(),
+        })?;
+        payload.push(b'\n');
     }
     if payload.is_empty() {
         return fs::metadata(path).map_or(Ok(0), |m| Ok(m.len()));
@@ -381,7 +392,7 @@ where
     };
     match tail {
         Tail::Clean => {}
-        Tail::Unterminated => payload.insert(0, '\n'),
+        Tail::Unterminated => payload.insert(0, b'\n'),
         Tail::Torn { committed_len } => {
             tracing::warn!(
                 file = %path.display(),
@@ -403,7 +414,7 @@ where
         .create(true)
         .open(path)
         .map_err(|e| io_err(path, e))?;
-    file.write_all(payload.as_bytes())
+    file.write_all(&payload)
         .and_then(|()| file.sync_data())
         .map_err(|e| io_err(path, e))?;
     let new_len = file.metadata().map_err(|e| io_err(path, e))?.len();
