@@ -161,12 +161,50 @@ pub fn pool_docs(table: &Table, project_key: &str) -> Result<Vec<Redacted<IndexD
     let base = Base::Pool {
         project_key: project_key.to_owned(),
     };
-    Ok(table
-        .all_docs()?
-        .iter()
-        .filter(|d| base.includes(d))
-        .map(|d| base.index_doc(d))
-        .collect())
+    let mut docs = fold_folders(table, &base, Vec::new, |docs, folder| docs.extend(folder))?;
+    docs.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(docs)
+}
+
+/// The base's documents as its index reads them, folded one folder of the table at a time
+/// (the table's folders in key order, each folder's documents in path order): only one
+/// folder's full records are held at once, never every `TableDoc` of a year's pool. The
+/// table's own count checks that its folders held every document; if they did not, the
+/// fold starts again from every document read at once ([`Table::all_docs`]).
+fn fold_folders<A>(
+    table: &Table,
+    base: &Base,
+    init: impl Fn() -> A,
+    add: impl Fn(&mut A, Vec<Redacted<IndexDoc>>),
+) -> Result<A, BuildError> {
+    let of = |docs: Vec<Redacted<TableDoc>>| -> Vec<Redacted<IndexDoc>> {
+        docs.iter()
+            .filter(|d| base.includes(d))
+            .map(|d| base.index_doc(d))
+            .collect()
+    };
+    let mut acc = init();
+    let mut seen = 0u64;
+    for folder in table.all_sources()?.into_keys() {
+        // The store's own index never lists the mirror's documents.
+        if !base.includes_mirror() && folder.starts_with(MIRROR_DIR) {
+            continue;
+        }
+        let docs = table.docs_in_folder(&folder)?;
+        seen += docs.len() as u64;
+        add(&mut acc, of(docs));
+    }
+    if seen != table.documents(base.includes_mirror()) {
+        tracing::warn!(
+            seen,
+            table = table.documents(base.includes_mirror()),
+            "the search table's folders did not hold all its documents; read at once"
+        );
+        let mut acc = init();
+        add(&mut acc, of(table.all_docs()?));
+        return Ok(acc);
+    }
+    Ok(acc)
 }
 
 /// A rule document of this machine's store (`<store>/rules/<id>.md`).
@@ -210,6 +248,37 @@ pub struct Update {
     /// The table revision this update was planned from: recorded with the index, so the
     /// next update asks only for what changed since.
     pub revision: TableRev,
+    /// Shard files (head pages, pages, stubs) handed to the caller's [`Sink`] as they were
+    /// rendered and not held among `writes`: named, so a full rebuild's clean-up keeps them.
+    pub handed: BTreeSet<String>,
+}
+
+/// Where an update's shard files go as they are rendered (file name relative to the index
+/// directory, bytes): the sink gives the bytes back when the update is to hold them among
+/// its `writes`, or takes them (written, or found equal to what the base holds) — so a
+/// topic of a year's documents is never held whole as text until the update is done.
+pub type Sink<'a> = dyn FnMut(&str, String) -> Result<Option<String>, BuildError> + 'a;
+
+/// The sink of [`plan`]: every file held among the update's `writes`.
+fn hold_all(_: &str, text: String) -> Result<Option<String>, BuildError> {
+    Ok(Some(text))
+}
+
+impl Update {
+    /// One rendered shard file, through the sink.
+    fn put(&mut self, sink: &mut Sink<'_>, file: String, text: String) -> Result<(), BuildError> {
+        match sink(&file, text)? {
+            Some(text) => {
+                self.handed.remove(&file);
+                self.writes.insert(file, text);
+            }
+            None => {
+                self.writes.remove(&file);
+                self.handed.insert(file);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Where the vocabulary file lives, relative to the base (pool root or store).
@@ -361,7 +430,8 @@ impl<'a> Parts<'a> {
 
 /// Plan an update of the index at `base`. `previous` is what the base holds; `suspects`
 /// are index files someone else changed since this machine last looked (they are verified
-/// by regeneration); `full` asks for the repair path.
+/// by regeneration); `full` asks for the repair path. Every file is held among the update's
+/// `writes` ([`plan_each`] hands them to a sink instead).
 pub fn plan(
     table: &Table,
     base: &Base,
@@ -370,6 +440,31 @@ pub fn plan(
     previous: &Previous<'_>,
     suspects: &BTreeSet<String>,
     full: bool,
+) -> Result<Update, BuildError> {
+    plan_each(
+        table,
+        base,
+        curation,
+        curation_files,
+        previous,
+        suspects,
+        full,
+        &mut hold_all,
+    )
+}
+
+/// [`plan`], each shard file handed to `sink` as it is rendered (the manifest and its parts
+/// are always held, so a caller writes them after the shards).
+#[allow(clippy::too_many_arguments)]
+pub fn plan_each(
+    table: &Table,
+    base: &Base,
+    curation: &Curation,
+    curation_files: BTreeMap<String, String>,
+    previous: &Previous<'_>,
+    suspects: &BTreeSet<String>,
+    full: bool,
+    sink: &mut Sink<'_>,
 ) -> Result<Update, BuildError> {
     let aliases = shard::alias_map(curation);
     let manifest = Manifest {
@@ -380,7 +475,7 @@ pub fn plan(
     };
     let old = previous.manifest.as_deref().and_then(Manifest::parse);
     let (Some(old), false) = (old, full) else {
-        return full_build(table, base, curation, manifest);
+        return full_build(table, base, curation, manifest, sink);
     };
     match incremental(
         table,
@@ -390,10 +485,12 @@ pub fn plan(
         &old,
         previous,
         suspects,
+        sink,
     )? {
         Some(update) => Ok(update),
-        // A vanished input or a damaged part: the repair path.
-        None => full_build(table, base, curation, manifest),
+        // A vanished input or a damaged part: the repair path (what the sink was handed
+        // is handed again, as the full build renders it).
+        None => full_build(table, base, curation, manifest, sink),
     }
 }
 
@@ -403,33 +500,92 @@ fn full_build(
     base: &Base,
     curation: &Curation,
     manifest: Manifest,
+    sink: &mut Sink<'_>,
 ) -> Result<Update, BuildError> {
-    let docs: Vec<Redacted<IndexDoc>> = table
-        .all_docs()?
-        .iter()
-        .filter(|d| base.includes(d))
-        .map(|d| base.index_doc(d))
-        .collect();
-    let topics = topic_set(docs.iter().cloned().collect(), curation);
-    let files = shard::build_all(&docs, curation);
+    // The documents as the index reads them (not the table's whole records), and the
+    // vocabulary's topics folder by folder.
+    let (mut docs, topics) = fold_folders(
+        table,
+        base,
+        || (Vec::new(), Vec::new()),
+        |(docs, topics), folder| {
+            topics.push(topic_set(folder.iter().cloned().collect(), curation));
+            docs.extend(folder);
+        },
+    )?;
+    docs.sort_by(|a, b| a.path.cmp(&b.path));
+    let topics = union(topics);
     let mut update = Update {
         full: true,
-        touched: files.len(),
-        shards: Some(files.len()),
         documents: manifest.documents,
         revision: table.revision(),
         ..Update::default()
     };
+    let mut files = 0;
+    shard::build_all_each(&docs, curation, &mut |file, text| {
+        files += 1;
+        update.put(sink, file, text)
+    })?;
+    drop(docs);
+    update.touched = files;
+    update.shards = Some(files);
     for (file, part) in shard::parts_of(&inputs(table, base)?) {
         update.writes.insert(file, part.render());
     }
     update.vocabulary = Some(vocab::vocabulary_json(&topics, curation));
-    update.writes.extend(files);
     update
         .writes
         .insert(MANIFEST_FILE.to_owned(), manifest.render());
     update.manifest = manifest;
     Ok(update)
+}
+
+/// The topics of the base's documents (see [`topic_set`]), folder by folder.
+fn streamed_topic_set(
+    table: &Table,
+    base: &Base,
+    curation: &Curation,
+) -> Result<Redacted<BTreeSet<String>>, BuildError> {
+    let parts = fold_folders(table, base, Vec::new, |topics, folder| {
+        topics.push(topic_set(folder.into_iter().collect(), curation));
+    })?;
+    Ok(union(parts))
+}
+
+/// Sets of topics derived from redacted documents, as one.
+fn union(parts: Vec<Redacted<BTreeSet<String>>>) -> Redacted<BTreeSet<String>> {
+    let parts: Redacted<Vec<BTreeSet<String>>> = parts.into_iter().collect();
+    parts.derive(|sets| sets.iter().flatten().cloned().collect())
+}
+
+/// A topic's documents as the base's index lists them, in the order the table hands them out
+/// (by path). A topic with pages may hold most of a year's pool: its records are read by date
+/// in `buckets` (a day's documents in one), so only a bucket's full records are held at once
+/// beside the topic's (smaller) index documents.
+fn topic_docs(
+    table: &Table,
+    base: &Base,
+    labels: &BTreeSet<String>,
+    buckets: i64,
+) -> Result<Vec<Redacted<IndexDoc>>, BuildError> {
+    const DAY_MS: i64 = 86_400_000;
+    let mut docs = Vec::new();
+    for bucket in 0..buckets {
+        let in_bucket = |date: Option<i64>| {
+            date.map_or(0, |ms| ms.div_euclid(DAY_MS).rem_euclid(buckets)) == bucket
+        };
+        docs.extend(
+            table
+                .docs_with_labels_dated(labels, in_bucket)?
+                .iter()
+                .filter(|d| base.includes(d))
+                .map(|d| base.index_doc(d)),
+        );
+    }
+    // Stable: records of one path and date (one bucket) keep the table's order; a shard
+    // orders the others by date.
+    docs.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(docs)
 }
 
 /// The update of what changed since `previous`; `None` when only a full build can say.
@@ -441,6 +597,7 @@ fn incremental(
     old: &Manifest,
     previous: &Previous<'_>,
     suspects: &BTreeSet<String>,
+    sink: &mut Sink<'_>,
 ) -> Result<Option<Update>, BuildError> {
     let mut parts = Parts::new(previous.read_part);
     let mut update = Update {
@@ -580,11 +737,12 @@ fn incremental(
         let held_pages: BTreeSet<String> = (previous.pages)(&shard::pages_dir(&topic))?
             .into_iter()
             .collect();
-        let text = match stubs.get(&topic) {
-            Some(to) => Some(shard::TopicFiles {
-                files: BTreeMap::from([(file.clone(), shard::render_stub(&topic, to))]),
-                pages: BTreeSet::new(),
-            }),
+        // Every page the topic has now (`None`: it has no documents left).
+        let pages: Option<BTreeSet<String>> = match stubs.get(&topic) {
+            Some(to) => {
+                update.put(sink, file.clone(), shard::render_stub(&topic, to))?;
+                Some(BTreeSet::new())
+            }
             None => {
                 let months = (!whole_topics.contains(&topic))
                     .then(|| months_of.remove(&topic).unwrap_or_default());
@@ -605,7 +763,9 @@ fn incremental(
                 });
                 if let Some(rendered) = from_head {
                     update.from_head += 1;
-                    update.writes.extend(rendered.files);
+                    for (file, text) in rendered.files {
+                        update.put(sink, file, text)?;
+                    }
                     for held in &held_pages {
                         if !rendered.pages.contains(held) {
                             update.removes.insert(held.clone());
@@ -613,42 +773,45 @@ fn incremental(
                     }
                     continue;
                 }
-                let docs: Vec<Redacted<IndexDoc>> = table
-                    .docs_with_labels(&table::labels_of(&topic, curation))?
-                    .iter()
-                    .filter(|d| base.includes(d))
-                    .map(|d| base.index_doc(d))
-                    .collect();
+                // A paged topic may hold most of the pool: its records read by date.
+                let buckets = if held_pages.is_empty() { 1 } else { 8 };
+                let docs = topic_docs(table, base, &table::labels_of(&topic, curation), buckets)?;
                 let docs: Vec<&Redacted<IndexDoc>> = docs.iter().collect();
-                (!docs.is_empty()).then(|| {
-                    let mut rendered = shard::render_topic_months(&topic, &docs, months.as_ref());
-                    // A page left out must be one the base holds as the last build wrote it
-                    // (the topic was paged already); otherwise every page is rendered.
-                    if rendered
-                        .pages
-                        .iter()
-                        .any(|p| !rendered.files.contains_key(p) && !held_pages.contains(p))
-                    {
-                        rendered = shard::render_topic_months(&topic, &docs, None);
-                    }
-                    rendered
-                })
+                if docs.is_empty() {
+                    None
+                } else {
+                    // A page left out must be one the base holds as the last build wrote
+                    // it (the topic was paged already); otherwise every page is rendered.
+                    let months = months.filter(|months| {
+                        shard::topic_pages(&topic, &docs)
+                            .iter()
+                            .all(|(page, month)| {
+                                months.contains(month) || held_pages.contains(page)
+                            })
+                    });
+                    let pages = shard::render_topic_each(
+                        &topic,
+                        &docs,
+                        months.as_ref(),
+                        &mut |file, text| update.put(sink, file, text),
+                    )?;
+                    Some(pages)
+                }
             }
         };
         // Pages the base holds that this topic no longer has (it shrank, or a document
         // moved to another month): removed.
         for held in held_pages {
-            if !text.as_ref().is_some_and(|t| t.pages.contains(&held)) {
+            if !pages.as_ref().is_some_and(|p| p.contains(&held)) {
                 update.removes.insert(held);
             }
         }
         // Whether a stub is a stub moves only with the aliases (compared above); a topic
         // comes or goes when its shard appears or empties.
         let held = (previous.holds)(&file)?;
-        match text {
-            Some(text) => {
+        match pages {
+            Some(_) => {
                 topics_moved |= !held && !stubs.contains_key(&topic);
-                update.writes.extend(text.files);
             }
             None => {
                 topics_moved |= held;
@@ -682,14 +845,11 @@ fn incremental(
     }
     if topics_moved {
         // The topic list is the one thing that lists the whole index: only when it changed,
-        // from the table's documents as the full build derives it.
-        let docs: Redacted<Vec<IndexDoc>> = table
-            .all_docs()?
-            .iter()
-            .filter(|d| base.includes(d))
-            .map(|d| base.index_doc(d))
-            .collect();
-        update.vocabulary = Some(vocab::vocabulary_json(&topic_set(docs, curation), curation));
+        // from the table's documents as the full build derives it, folder by folder.
+        update.vocabulary = Some(vocab::vocabulary_json(
+            &streamed_topic_set(table, base, curation)?,
+            curation,
+        ));
     }
     update
         .writes
