@@ -2410,7 +2410,9 @@ fn plan_index(
             pages: &pages,
             since: build::pool_since(&index_dir, materialized_before),
         };
-        build::plan(
+        // A shard file the pool holds with the same bytes is not held until the update is
+        // done (a first sync regenerates every page to verify it): only what differs is.
+        build::plan_each(
             &table,
             &Base::Pool {
                 project_key: ctx.identity.project_key.clone(),
@@ -2420,6 +2422,12 @@ fn plan_index(
             &previous,
             &suspects,
             rebuild,
+            &mut |file, text| {
+                let same = tree_index()?
+                    .get(file)
+                    .is_some_and(|have| have.to_string() == plan::blob_id(text.as_bytes()));
+                Ok((!same).then_some(text))
+            },
         )
     })();
     let update = match planned {
@@ -2450,7 +2458,7 @@ fn plan_index(
         removals.extend(
             listing
                 .keys()
-                .filter(|name| !update.writes.contains_key(*name))
+                .filter(|name| !update.writes.contains_key(*name) && !update.handed.contains(*name))
                 .filter(|name| name.as_str() != super::readme::index_readme_file())
                 .map(|name| format!("{INDEX_DIR}/{name}")),
         );
@@ -2553,7 +2561,7 @@ fn plan_pages(
         .unwrap_or_default();
     let mut pages = match previous.filter(|_| !update.full) {
         Some(mut pages) => {
-            pages.apply_shards(&update.writes, &update.removes);
+            pages.apply_shards(&update.shard_heads(), &update.removes);
             pages.documents = update.documents;
             let chapters = |p: &&String| p.starts_with("chapters/") && p.ends_with(".md");
             let mut fresh = Vec::new();

@@ -251,6 +251,9 @@ pub struct Update {
     /// Shard files (head pages, pages, stubs) handed to the caller's [`Sink`] as they were
     /// rendered and not held among `writes`: named, so a full rebuild's clean-up keeps them.
     pub handed: BTreeSet<String>,
+    /// The header line of each topic's head page (or stub) among `handed`: its count, for
+    /// the pool's landing pages ([`Update::shard_heads`]).
+    pub handed_heads: BTreeMap<String, String>,
 }
 
 /// Where an update's shard files go as they are rendered (file name relative to the index
@@ -267,6 +270,7 @@ fn hold_all(_: &str, text: String) -> Result<Option<String>, BuildError> {
 impl Update {
     /// One rendered shard file, through the sink.
     fn put(&mut self, sink: &mut Sink<'_>, file: String, text: String) -> Result<(), BuildError> {
+        let text_head = text.lines().next().map(str::to_owned);
         match sink(&file, text)? {
             Some(text) => {
                 self.handed.remove(&file);
@@ -274,10 +278,25 @@ impl Update {
             }
             None => {
                 self.writes.remove(&file);
+                if let Some(head) = shard::topic_of_file(&file).and(text_head) {
+                    self.handed_heads.insert(file.clone(), head);
+                }
                 self.handed.insert(file);
             }
         }
         Ok(())
+    }
+
+    /// The topic files this update rendered (head pages and stubs, not pages), each by its
+    /// header line at least: what the pool's landing pages count topics from.
+    pub fn shard_heads(&self) -> BTreeMap<String, String> {
+        let mut heads = self.handed_heads.clone();
+        for (file, text) in &self.writes {
+            if shard::topic_of_file(file).is_some() {
+                heads.insert(file.clone(), text.lines().next().unwrap_or("").to_owned());
+            }
+        }
+        heads
     }
 }
 
@@ -737,6 +756,8 @@ fn incremental(
         let held_pages: BTreeSet<String> = (previous.pages)(&shard::pages_dir(&topic))?
             .into_iter()
             .collect();
+        // Asked before the sink is handed anything: a sink may write into the base.
+        let held = (previous.holds)(&file)?;
         // Every page the topic has now (`None`: it has no documents left).
         let pages: Option<BTreeSet<String>> = match stubs.get(&topic) {
             Some(to) => {
@@ -808,7 +829,6 @@ fn incremental(
         }
         // Whether a stub is a stub moves only with the aliases (compared above); a topic
         // comes or goes when its shard appears or empties.
-        let held = (previous.holds)(&file)?;
         match pages {
             Some(_) => {
                 topics_moved |= !held && !stubs.contains_key(&topic);
@@ -1046,7 +1066,7 @@ pub fn apply(index_dir: &Path, update: &Update) -> Result<Written, BuildError> {
         removes.extend(
             files_on_disk(index_dir)
                 .into_iter()
-                .filter(|f| !update.writes.contains_key(f)),
+                .filter(|f| !update.writes.contains_key(f) && !update.handed.contains(f)),
         );
     }
     for name in &removes {
@@ -1066,29 +1086,37 @@ pub fn apply(index_dir: &Path, update: &Update) -> Result<Written, BuildError> {
     let mut order: Vec<(&String, &String)> = update.writes.iter().collect();
     order.sort_by_key(|(name, _)| rank(name));
     for (name, text) in order {
-        let path = index_dir.join(name);
-        if name.contains('/') {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(|source| BuildError::Io {
-                    path: dir.to_path_buf(),
-                    source,
-                })?;
-            }
-        }
-        // A part the plan read with other bytes: written without reading it again.
-        // Anything else is compared first (a shard may come out the same).
-        if update
-            .recorded
-            .get(name)
-            .is_some_and(|was| *was != blob_id(text.as_bytes()))
-        {
-            atomic::write_atomic_unsynced(&path, text.as_bytes())?;
-            written.written += 1;
-        } else {
-            written.written += write_if_changed(&path, text)? as usize;
-        }
+        written.written +=
+            write_index_file(index_dir, name, text, update.recorded.get(name))? as usize;
     }
     Ok(written)
+}
+
+/// One file of an index directory; whether it was written. `recorded`: the blob id of the
+/// bytes the plan read there (a part).
+fn write_index_file(
+    index_dir: &Path,
+    name: &str,
+    text: &str,
+    recorded: Option<&String>,
+) -> Result<bool, BuildError> {
+    let path = index_dir.join(name);
+    if name.contains('/') {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| BuildError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+    }
+    // A part the plan read with other bytes: written without reading it again.
+    // Anything else is compared first (a shard may come out the same).
+    if recorded.is_some_and(|was| *was != blob_id(text.as_bytes())) {
+        atomic::write_atomic_unsynced(&path, text.as_bytes())?;
+        Ok(true)
+    } else {
+        write_if_changed(&path, text)
+    }
 }
 
 fn write_if_changed(path: &Path, text: &str) -> Result<bool, BuildError> {
@@ -1204,7 +1232,13 @@ pub fn update_store(workspace: &Path, table: &Table, full: bool) -> Result<Writt
             .and_then(|b| b.lines().next())
             .and_then(|l| l.parse().ok()),
     };
-    let update = plan(
+    std::fs::create_dir_all(&index_dir).map_err(|source| BuildError::Io {
+        path: index_dir.clone(),
+        source,
+    })?;
+    // Each shard file written as it is rendered; the parts and the manifest after them.
+    let mut shards_written = 0;
+    let update = plan_each(
         table,
         &Base::Store,
         &inputs.curation,
@@ -1212,8 +1246,13 @@ pub fn update_store(workspace: &Path, table: &Table, full: bool) -> Result<Writt
         &previous,
         &BTreeSet::new(),
         full,
+        &mut |file, text| {
+            shards_written += write_index_file(&index_dir, file, &text, None)? as usize;
+            Ok(None)
+        },
     )?;
-    let written = apply(&index_dir, &update)?;
+    let mut written = apply(&index_dir, &update)?;
+    written.written += shards_written;
     let vocabulary = store_dir.join(VOCABULARY_FILE);
     if let Some(dir) = vocabulary.parent() {
         std::fs::create_dir_all(dir).map_err(|source| BuildError::Io {
