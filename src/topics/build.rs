@@ -161,26 +161,33 @@ pub fn pool_docs(table: &Table, project_key: &str) -> Result<Vec<Redacted<IndexD
     let base = Base::Pool {
         project_key: project_key.to_owned(),
     };
-    let mut docs = fold_folders(table, &base, Vec::new, |docs, folder| docs.extend(folder))?;
-    docs.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(docs)
+    let docs = fold_folders(table, &base, Vec::new, |docs, folder| docs.extend(folder))?;
+    Ok(in_table_order(docs))
 }
 
-/// The base's documents as its index reads them, folded one folder of the table at a time
-/// (the table's folders in key order, each folder's documents in path order): only one
-/// folder's full records are held at once, never every `TableDoc` of a year's pool. The
-/// table's own count checks that its folders held every document; if they did not, the
-/// fold starts again from every document read at once ([`Table::all_docs`]).
+/// Documents handed out with their table paths, in the table's order (by that path; one
+/// path's records keep their order), without the paths.
+fn in_table_order(mut docs: Vec<(String, Redacted<IndexDoc>)>) -> Vec<Redacted<IndexDoc>> {
+    docs.sort_by(|a, b| a.0.cmp(&b.0));
+    docs.into_iter().map(|(_, d)| d).collect()
+}
+
+/// The base's documents as its index reads them, each with its path in the table, folded
+/// one folder of the table at a time (the table's folders in key order, each folder's
+/// documents in path order): only one folder's full records are held at once, never every
+/// `TableDoc` of a year's pool. The table's own count checks that its folders held every
+/// document; if they did not, the fold starts again from every document read at once
+/// ([`Table::all_docs`]).
 fn fold_folders<A>(
     table: &Table,
     base: &Base,
     init: impl Fn() -> A,
-    add: impl Fn(&mut A, Vec<Redacted<IndexDoc>>),
+    add: impl Fn(&mut A, Vec<(String, Redacted<IndexDoc>)>),
 ) -> Result<A, BuildError> {
-    let of = |docs: Vec<Redacted<TableDoc>>| -> Vec<Redacted<IndexDoc>> {
+    let of = |docs: Vec<Redacted<TableDoc>>| -> Vec<(String, Redacted<IndexDoc>)> {
         docs.iter()
             .filter(|d| base.includes(d))
-            .map(|d| base.index_doc(d))
+            .map(|d| (d.path.clone(), base.index_doc(d)))
             .collect()
     };
     let mut acc = init();
@@ -523,16 +530,19 @@ fn full_build(
 ) -> Result<Update, BuildError> {
     // The documents as the index reads them (not the table's whole records), and the
     // vocabulary's topics folder by folder.
-    let (mut docs, topics) = fold_folders(
+    let (docs, topics) = fold_folders(
         table,
         base,
         || (Vec::new(), Vec::new()),
         |(docs, topics), folder| {
-            topics.push(topic_set(folder.iter().cloned().collect(), curation));
+            topics.push(topic_set(
+                folder.iter().map(|(_, d)| d.clone()).collect(),
+                curation,
+            ));
             docs.extend(folder);
         },
     )?;
-    docs.sort_by(|a, b| a.path.cmp(&b.path));
+    let docs = in_table_order(docs);
     let topics = union(topics);
     let mut update = Update {
         full: true,
@@ -566,7 +576,10 @@ fn streamed_topic_set(
     curation: &Curation,
 ) -> Result<Redacted<BTreeSet<String>>, BuildError> {
     let parts = fold_folders(table, base, Vec::new, |topics, folder| {
-        topics.push(topic_set(folder.into_iter().collect(), curation));
+        topics.push(topic_set(
+            folder.into_iter().map(|(_, d)| d).collect(),
+            curation,
+        ));
     })?;
     Ok(union(parts))
 }
@@ -598,13 +611,12 @@ fn topic_docs(
                 .docs_with_labels_dated(labels, in_bucket)?
                 .iter()
                 .filter(|d| base.includes(d))
-                .map(|d| base.index_doc(d)),
+                .map(|d| (d.path.clone(), base.index_doc(d))),
         );
     }
-    // Stable: records of one path and date (one bucket) keep the table's order; a shard
-    // orders the others by date.
-    docs.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(docs)
+    // Records of one path and date (one bucket) keep the table's order; a shard orders
+    // the others by date.
+    Ok(in_table_order(docs))
 }
 
 /// The update of what changed since `previous`; `None` when only a full build can say.
@@ -1927,6 +1939,205 @@ mod tests {
     }
 
     /// What a base holds, in memory: `Previous` over a plan's writes.
+    /// The index as it was built before it streamed: every record of the table at once,
+    /// every shard file held (`Table::all_docs`, `shard::build_all`, one `topic_set`).
+    fn built_from_every_record(
+        table: &Table,
+        base: &Base,
+        curation: &Curation,
+    ) -> (BTreeMap<String, String>, Redacted<String>) {
+        let docs: Vec<Redacted<IndexDoc>> = table
+            .all_docs()
+            .expect("all")
+            .iter()
+            .filter(|d| base.includes(d))
+            .map(|d| base.index_doc(d))
+            .collect();
+        let topics = topic_set(docs.iter().cloned().collect(), curation);
+        (
+            shard::build_all(&docs, curation),
+            vocab::vocabulary_json(&topics, curation),
+        )
+    }
+
+    #[test]
+    fn the_streamed_build_writes_what_the_build_from_every_record_wrote() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        // A year's pool in small: a topic on every document, paged (more than a page in a
+        // month), dates on many days and some undated, the store's and the mirror's
+        // documents, an alias folding one topic into another.
+        let doc = |i: usize| {
+            let date = match i % 23 {
+                0 => String::new(),
+                _ => format!(
+                    "date: \"2025-{:02}-{:02}T{:02}:00:00Z\"\n",
+                    1 + i % 2,
+                    1 + i % 28,
+                    i % 24
+                ),
+            };
+            format!(
+                "---\ntitle: \"Doc {i}\"\nkind: chapter\nprojectKey: \"pk\"\ntopics: [refresh, area-{}{}]\n{date}---\nbody\n",
+                i % 7,
+                if i % 5 == 0 { ", auth" } else { ", authentication" }
+            )
+        };
+        for i in 0..1_300 {
+            let rel = if i % 4 == 0 {
+                format!(".dsh-chapters/s{}/chapters/{i:04}-d.md", i % 9)
+            } else {
+                format!(".dsh-knowledge/chapters/pk/m{}/{i:04}-d.md", i % 31)
+            };
+            put(ws, &rel, &doc(i));
+        }
+        let store = crate::store::Store::init(ws).expect("store");
+        let fact = curation::Fact::new(
+            curation::FactKind::TopicAlias {
+                from: "auth".into(),
+                to: "authentication".into(),
+            },
+            curation::Author::User,
+            "2025-12-01T00:00:00Z",
+        );
+        let redactor = crate::redact::Redactor::new(&[]).expect("redactor");
+        curation::file::append(&store, "m1", &curation::file::redacted(&fact, &redactor))
+            .expect("append");
+        let curation = read_curation(&ws.join(STORE_DIR), Some(&ws.join(MIRROR_DIR)))
+            .expect("curation")
+            .curation;
+        let table = Table::refresh(ws, true, Duration::from_secs(5))
+            .expect("refresh")
+            .0;
+        for base in [
+            Base::Store,
+            Base::Pool {
+                project_key: "pk".into(),
+            },
+        ] {
+            let (files, vocabulary) = built_from_every_record(&table, &base, &curation);
+            let second_page = files
+                .keys()
+                .any(|f| f.starts_with("refresh/") && f.ends_with("-2.md"));
+            assert_eq!(second_page, base != Base::Store, "a month of two pages");
+            assert!(files["auth.md"].contains("merged into"));
+            // Folder by folder: the same documents as every record at once.
+            let folded = fold_folders(&table, &base, Vec::new, |d, f| d.extend(f)).expect("fold");
+            let folded: Vec<IndexDoc> = in_table_order(folded)
+                .into_iter()
+                .map(Redacted::into_inner)
+                .collect();
+            let every: Vec<IndexDoc> = table
+                .all_docs()
+                .expect("all")
+                .iter()
+                .filter(|d| base.includes(d))
+                .map(|d| base.index_doc(d).into_inner())
+                .collect();
+            assert!(folded == every, "the folders' documents are the table's");
+            // A topic's records by date bucket: the table's answer for the topic.
+            for topic in ["refresh", "authentication", "area-3"] {
+                let labels = table::labels_of(topic, &curation);
+                let whole: Vec<IndexDoc> = table
+                    .docs_with_labels(&labels)
+                    .expect("labels")
+                    .iter()
+                    .filter(|d| base.includes(d))
+                    .map(|d| base.index_doc(d).into_inner())
+                    .collect();
+                let bucketed = topic_docs(&table, &base, &labels, 8).expect("buckets");
+                let bucketed: Vec<IndexDoc> =
+                    bucketed.into_iter().map(Redacted::into_inner).collect();
+                assert!(bucketed == whole, "{topic}: by bucket as at once");
+            }
+            // A full build handing every shard file to a sink.
+            let mut handed = BTreeMap::new();
+            let full = plan_each(
+                &table,
+                &base,
+                &curation,
+                BTreeMap::new(),
+                &Previous {
+                    manifest: None,
+                    read_part: &nothing,
+                    holds: &|_: &str| Ok(false),
+                    pages: &|_: &str| Ok(Vec::new()),
+                    since: None,
+                },
+                &BTreeSet::new(),
+                false,
+                &mut |file, text| {
+                    handed.insert(file.to_owned(), text);
+                    Ok(None)
+                },
+            )
+            .expect("full");
+            assert!(full.full);
+            assert_eq!(handed, files);
+            assert_eq!(full.handed, files.keys().cloned().collect());
+            assert!(full
+                .writes
+                .keys()
+                .all(|f| f == MANIFEST_FILE || shard::is_part_file(f)));
+            assert_eq!(full.vocabulary.as_deref(), Some(&*vocabulary));
+            // A new machine's first update: every file of the index someone else's, each
+            // regenerated to be verified, through the sink.
+            let mut index = full.writes.clone();
+            index.extend(files.clone());
+            let pages = |dir: &str| -> Result<Vec<String>, BuildError> {
+                Ok(index
+                    .keys()
+                    .filter(|f| f.starts_with(&format!("{dir}/")))
+                    .cloned()
+                    .collect())
+            };
+            let mut suspects: BTreeSet<String> = index.keys().cloned().collect();
+            suspects.insert(VOCABULARY_SUSPECT.to_owned());
+            let mut regenerated = BTreeMap::new();
+            let first = plan_each(
+                &table,
+                &base,
+                &curation,
+                full.manifest.curation.clone(),
+                &Previous {
+                    manifest: Some(full.writes[MANIFEST_FILE].clone()),
+                    read_part: &held(&index),
+                    holds: &|file: &str| Ok(index.contains_key(file)),
+                    pages: &pages,
+                    since: None,
+                },
+                &suspects,
+                false,
+                &mut |file, text| {
+                    regenerated.insert(file.to_owned(), text);
+                    Ok(None)
+                },
+            )
+            .expect("first update");
+            assert!(!first.full);
+            assert_eq!(regenerated, files);
+            assert!(first.removes.is_empty(), "{:?}", first.removes);
+            assert_eq!(first.vocabulary.as_deref(), Some(&*vocabulary));
+            assert_eq!(
+                first.shard_heads().keys().collect::<Vec<_>>(),
+                files
+                    .keys()
+                    .filter(|f| shard::topic_of_file(f).is_some())
+                    .collect::<Vec<_>>()
+            );
+        }
+        // The store's index on disk, each file written as rendered: the same bytes.
+        update_store(ws, &table, true).expect("store index");
+        let (files, vocabulary) = built_from_every_record(&table, &Base::Store, &curation);
+        let mut on_disk = snapshot(&ws.join(STORE_DIR).join(INDEX_DIR));
+        on_disk.retain(|f, _| f != MANIFEST_FILE && !shard::is_part_file(f));
+        assert_eq!(on_disk, files);
+        assert_eq!(
+            std::fs::read_to_string(ws.join(STORE_DIR).join(VOCABULARY_FILE)).expect("vocab"),
+            *vocabulary
+        );
+    }
+
     fn held(
         writes: &BTreeMap<String, String>,
     ) -> impl Fn(&str) -> Result<Option<String>, BuildError> + '_ {
