@@ -539,10 +539,12 @@ fn full_build(
                 folder.iter().map(|(_, d)| d.clone()).collect(),
                 curation,
             ));
-            docs.extend(folder);
+            // (Folders in key order put the store's before the mirror's, as the table's
+            // order does: a shard orders its lines itself, and of one path and date keeps
+            // the first.)
+            docs.extend(folder.into_iter().map(|(_, d)| d));
         },
     )?;
-    let docs = in_table_order(docs);
     let topics = union(topics);
     let mut update = Update {
         full: true,
@@ -590,10 +592,12 @@ fn union(parts: Vec<Redacted<BTreeSet<String>>>) -> Redacted<BTreeSet<String>> {
     parts.derive(|sets| sets.iter().flatten().cloned().collect())
 }
 
-/// A topic's documents as the base's index lists them, in the order the table hands them out
-/// (by path). A topic with pages may hold most of a year's pool: its records are read by date
-/// in `buckets` (a day's documents in one), so only a bucket's full records are held at once
-/// beside the topic's (smaller) index documents.
+/// A topic's documents as the base's index lists them. A topic with pages may hold most of a
+/// year's pool: its records are read by date in `buckets` (a day's documents in one), so only
+/// a bucket's full records are held at once beside the topic's (smaller) index documents.
+/// Bucket after bucket, each in the table's order: a shard orders its lines itself (by date,
+/// then path) and keeps the first of one path and date — which share a bucket, in the
+/// table's order.
 fn topic_docs(
     table: &Table,
     base: &Base,
@@ -611,12 +615,10 @@ fn topic_docs(
                 .docs_with_labels_dated(labels, in_bucket)?
                 .iter()
                 .filter(|d| base.includes(d))
-                .map(|d| (d.path.clone(), base.index_doc(d))),
+                .map(|d| base.index_doc(d)),
         );
     }
-    // Records of one path and date (one bucket) keep the table's order; a shard orders
-    // the others by date.
-    Ok(in_table_order(docs))
+    Ok(docs)
 }
 
 /// The update of what changed since `previous`; `None` when only a full build can say.
@@ -1991,6 +1993,13 @@ mod tests {
             };
             put(ws, &rel, &doc(i));
         }
+        // A copy of one of the store's chapters in the mirror under its pool path, with
+        // another title: one path and date twice, and the store's (first in the table) wins.
+        put(
+            ws,
+            ".dsh-knowledge/chapters/pk/s0/0036-d.md",
+            &doc(36).replace("Doc 36", "Doc 36 copy"),
+        );
         let store = crate::store::Store::init(ws).expect("store");
         let fact = curation::Fact::new(
             curation::FactKind::TopicAlias {
@@ -2016,6 +2025,11 @@ mod tests {
             },
         ] {
             let (files, vocabulary) = built_from_every_record(&table, &base, &curation);
+            assert!(
+                files.values().any(|t| t.contains("| Doc 36 |"))
+                    && !files.values().any(|t| t.contains("Doc 36 copy")),
+                "the store's document wins"
+            );
             let second_page = files
                 .keys()
                 .any(|f| f.starts_with("refresh/") && f.ends_with("-2.md"));
@@ -2035,20 +2049,32 @@ mod tests {
                 .map(|d| base.index_doc(d).into_inner())
                 .collect();
             assert!(folded == every, "the folders' documents are the table's");
-            // A topic's records by date bucket: the table's answer for the topic.
+            // A topic's records by date bucket: the table's answer for the topic, and its
+            // files.
             for topic in ["refresh", "authentication", "area-3"] {
                 let labels = table::labels_of(topic, &curation);
-                let whole: Vec<IndexDoc> = table
+                let whole: Vec<Redacted<IndexDoc>> = table
                     .docs_with_labels(&labels)
                     .expect("labels")
                     .iter()
                     .filter(|d| base.includes(d))
-                    .map(|d| base.index_doc(d).into_inner())
+                    .map(|d| base.index_doc(d))
                     .collect();
                 let bucketed = topic_docs(&table, &base, &labels, 8).expect("buckets");
-                let bucketed: Vec<IndexDoc> =
-                    bucketed.into_iter().map(Redacted::into_inner).collect();
-                assert!(bucketed == whole, "{topic}: by bucket as at once");
+                let paths = |docs: &[Redacted<IndexDoc>]| {
+                    let mut paths: Vec<String> = docs.iter().map(|d| d.path.clone()).collect();
+                    paths.sort();
+                    paths
+                };
+                assert!(
+                    paths(&bucketed) == paths(&whole),
+                    "{topic}: the same documents"
+                );
+                assert!(
+                    shard::render_topic(topic, &bucketed.iter().collect::<Vec<_>>())
+                        == shard::render_topic(topic, &whole.iter().collect::<Vec<_>>()),
+                    "{topic}: the same files"
+                );
             }
             // A full build handing every shard file to a sink.
             let mut handed = BTreeMap::new();
