@@ -2434,9 +2434,8 @@ fn plan_index(
             &suspects,
             rebuild,
             &mut |file, text| {
-                let same = tree_index()?
-                    .get(file)
-                    .is_some_and(|have| have.to_string() == plan::blob_id(text.as_bytes()));
+                let have = tree_index()?.get(file).map(ToString::to_string);
+                let same = have.as_deref() == Some(plan::blob_id(text.as_bytes()).as_str());
                 Ok((!same).then_some(text))
             },
         )

@@ -622,6 +622,7 @@ fn topic_docs(
 }
 
 /// The update of what changed since `previous`; `None` when only a full build can say.
+#[allow(clippy::too_many_arguments)]
 fn incremental(
     table: &Table,
     base: &Base,
@@ -1982,11 +1983,11 @@ mod tests {
             format!(
                 "---\ntitle: \"Doc {i}\"\nkind: chapter\nprojectKey: \"pk\"\ntopics: [refresh, area-{}{}]\n{date}---\nbody\n",
                 i % 7,
-                if i % 5 == 0 { ", auth" } else { ", authentication" }
+                if i.is_multiple_of(5) { ", auth" } else { ", authentication" }
             )
         };
-        for i in 0..1_300 {
-            let rel = if i % 4 == 0 {
+        for i in 0..1_300usize {
+            let rel = if i.is_multiple_of(4) {
                 format!(".dsh-chapters/s{}/chapters/{i:04}-d.md", i % 9)
             } else {
                 format!(".dsh-knowledge/chapters/pk/m{}/{i:04}-d.md", i % 31)
