@@ -58,8 +58,14 @@ fn machine_on(pool: Option<&Path>, harness: &'static str) -> Machine {
     let tmp = tempfile::tempdir().expect("tmp");
     let base = std::fs::canonicalize(tmp.path()).expect("canonical");
     let m = machine_in(&base, pool, harness, Some(tmp));
+    link(&m);
+    m
+}
+
+/// `chapters link` of `m` to its pool, private.
+fn link(m: &Machine) {
     run(chapters(
-        &m,
+        m,
         &[
             "link",
             m.pool.to_str().expect("utf8"),
@@ -67,7 +73,6 @@ fn machine_on(pool: Option<&Path>, harness: &'static str) -> Machine {
             "private",
         ],
     ));
-    m
 }
 
 /// The machine whose files are under `base` (not linked here).
@@ -462,15 +467,7 @@ fn first_sync_bench() {
             std::fs::create_dir_all(&dir).expect("keep dir");
             let dir = std::fs::canonicalize(&dir).expect("canonical");
             let m = machine_in(&dir, None, "bench", None);
-            run(chapters(
-                &m,
-                &[
-                    "link",
-                    m.pool.to_str().expect("utf8"),
-                    "--visibility",
-                    "private",
-                ],
-            ));
+            link(&m);
             let built = build_pool(&ours_bin, &m, size, 100);
             println!(
                 "pool of {size} chapters built in {:.1} s, kept in {}",

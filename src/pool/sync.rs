@@ -2423,7 +2423,7 @@ fn plan_index(
         };
         // A shard file the pool holds with the same bytes is not held until the update is
         // done (a first sync regenerates every page to verify it): only what differs is.
-        build::plan_each(
+        build::plan(
             &table,
             &Base::Pool {
                 project_key: ctx.identity.project_key.clone(),

@@ -269,8 +269,8 @@ pub struct Update {
 /// topic of a year's documents is never held whole as text until the update is done.
 pub type Sink<'a> = dyn FnMut(&str, String) -> Result<Option<String>, BuildError> + 'a;
 
-/// The sink of [`plan`]: every file held among the update's `writes`.
-fn hold_all(_: &str, text: String) -> Result<Option<String>, BuildError> {
+/// The sink that holds every file among the update's `writes`.
+pub fn hold_all(_: &str, text: String) -> Result<Option<String>, BuildError> {
     Ok(Some(text))
 }
 
@@ -456,33 +456,11 @@ impl<'a> Parts<'a> {
 
 /// Plan an update of the index at `base`. `previous` is what the base holds; `suspects`
 /// are index files someone else changed since this machine last looked (they are verified
-/// by regeneration); `full` asks for the repair path. Every file is held among the update's
-/// `writes` ([`plan_each`] hands them to a sink instead).
-pub fn plan(
-    table: &Table,
-    base: &Base,
-    curation: &Curation,
-    curation_files: BTreeMap<String, String>,
-    previous: &Previous<'_>,
-    suspects: &BTreeSet<String>,
-    full: bool,
-) -> Result<Update, BuildError> {
-    plan_each(
-        table,
-        base,
-        curation,
-        curation_files,
-        previous,
-        suspects,
-        full,
-        &mut hold_all,
-    )
-}
-
-/// [`plan`], each shard file handed to `sink` as it is rendered (the manifest and its parts
-/// are always held, so a caller writes them after the shards).
+/// by regeneration); `full` asks for the repair path. Each shard file is handed to `sink` as
+/// it is rendered (`hold_all`: every file held among the update's `writes`); the manifest
+/// and its parts are always held, so a caller writes them after the shards.
 #[allow(clippy::too_many_arguments)]
-pub fn plan_each(
+pub fn plan(
     table: &Table,
     base: &Base,
     curation: &Curation,
@@ -1253,7 +1231,7 @@ pub fn update_store(workspace: &Path, table: &Table, full: bool) -> Result<Writt
     })?;
     // Each shard file written as it is rendered; the parts and the manifest after them.
     let mut shards_written = 0;
-    let update = plan_each(
+    let update = plan(
         table,
         &Base::Store,
         &inputs.curation,
@@ -1566,6 +1544,7 @@ mod tests {
             &previous,
             &BTreeSet::new(),
             false,
+            &mut hold_all,
         )
         .expect("plan")
     }
@@ -1913,6 +1892,7 @@ mod tests {
             },
             &BTreeSet::new(),
             false,
+            &mut hold_all,
         )
         .expect("plan");
         assert!(!update.full);
@@ -2079,7 +2059,7 @@ mod tests {
             }
             // A full build handing every shard file to a sink.
             let mut handed = BTreeMap::new();
-            let full = plan_each(
+            let full = plan(
                 &table,
                 &base,
                 &curation,
@@ -2121,7 +2101,7 @@ mod tests {
             let mut suspects: BTreeSet<String> = index.keys().cloned().collect();
             suspects.insert(VOCABULARY_SUSPECT.to_owned());
             let mut regenerated = BTreeMap::new();
-            let first = plan_each(
+            let first = plan(
                 &table,
                 &base,
                 &curation,
@@ -2212,6 +2192,7 @@ mod tests {
             &empty,
             &BTreeSet::new(),
             false,
+            &mut hold_all,
         )
         .expect("plan");
         let auth = &first.writes["auth.md"];
@@ -2249,6 +2230,7 @@ mod tests {
             &previous,
             &suspects,
             false,
+            &mut hold_all,
         )
         .expect("plan");
         assert!(!next.full);
@@ -2280,6 +2262,7 @@ mod tests {
             &previous,
             &[part.clone()].into(),
             false,
+            &mut hold_all,
         )
         .expect("plan");
         assert!(repaired.full);
@@ -2293,6 +2276,7 @@ mod tests {
             &empty,
             &BTreeSet::new(),
             false,
+            &mut hold_all,
         )
         .expect("plan");
         assert!(store.writes["auth.md"].starts_with("# auth — 1 document,"));
