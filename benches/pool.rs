@@ -19,16 +19,21 @@
 //!    it builds itself, a first sync into the same big pool); `POOL_PROFILE` runs one more +10
 //!    and one more first sync under a profiler (see `profile_plus10`).
 //!
+//! 5. a new machine's first sync alone (`POOL_BENCH=first`, see `first_sync_bench`): this
+//!    build beside `POOL_BASELINE_BIN`'s, alternated, on one pool that `POOL_KEEP=DIR` keeps
+//!    for later runs.
+//!
 //! Run: `cargo bench --bench pool` (needs the `git` program for the baselines);
 //! `POOL_BENCH=scan cargo bench --bench pool` runs only the third, `POOL_BENCH=scale` the
-//! fourth.
+//! fourth, `POOL_BENCH=first` the fifth.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 struct Machine {
-    _tmp: tempfile::TempDir,
+    /// Removed on drop; `None` for a machine kept across runs (`POOL_KEEP`).
+    _tmp: Option<tempfile::TempDir>,
     harness: &'static str,
     home: PathBuf,
     ws: PathBuf,
@@ -52,6 +57,31 @@ fn machine() -> Machine {
 fn machine_on(pool: Option<&Path>, harness: &'static str) -> Machine {
     let tmp = tempfile::tempdir().expect("tmp");
     let base = std::fs::canonicalize(tmp.path()).expect("canonical");
+    let m = machine_in(&base, pool, harness, Some(tmp));
+    link(&m);
+    m
+}
+
+/// `chapters link` of `m` to its pool, private.
+fn link(m: &Machine) {
+    run(chapters(
+        m,
+        &[
+            "link",
+            m.pool.to_str().expect("utf8"),
+            "--visibility",
+            "private",
+        ],
+    ));
+}
+
+/// The machine whose files are under `base` (not linked here).
+fn machine_in(
+    base: &Path,
+    pool: Option<&Path>,
+    harness: &'static str,
+    tmp: Option<tempfile::TempDir>,
+) -> Machine {
     let home = base.join("home");
     let ws = base.join("ws");
     std::fs::create_dir_all(ws.join(".git")).expect("ws");
@@ -61,24 +91,14 @@ fn machine_on(pool: Option<&Path>, harness: &'static str) -> Machine {
     )
     .expect("cfg");
     let pool = pool.map_or_else(|| base.join("pool.git"), Path::to_path_buf);
-    let m = Machine {
+    Machine {
         harness,
         home,
         store: ws.join(".dsh-chapters"),
         ws,
         pool,
         _tmp: tmp,
-    };
-    run(chapters(
-        &m,
-        &[
-            "link",
-            m.pool.to_str().expect("utf8"),
-            "--visibility",
-            "private",
-        ],
-    ));
-    m
+    }
 }
 
 fn chapters(m: &Machine, args: &[&str]) -> Command {
@@ -260,6 +280,10 @@ fn main() {
         scale_bench();
         return;
     }
+    if std::env::var("POOL_BENCH").as_deref() == Ok("first") {
+        first_sync_bench();
+        return;
+    }
     // 1. 1,000 new chapters (+1,000 artifacts) into an empty pool vs native git.
     let mut ours = Duration::MAX;
     let mut native = Duration::MAX;
@@ -405,6 +429,97 @@ fn clone_time(pool: &Path) -> Duration {
     start.elapsed()
 }
 
+/// Publish chapters `0..n` from `m` by `publishes` syncs of `bin`; returns the time taken.
+fn build_pool(bin: &Path, m: &Machine, n: usize, publishes: usize) -> Duration {
+    let batch = (n / publishes).max(1);
+    let built = Instant::now();
+    let mut at = 0;
+    while at < n {
+        write_dated(m, at, (at + batch).min(n));
+        at += batch;
+        run(chapters_of(bin, m, &["sync"]));
+    }
+    built.elapsed()
+}
+
+/// `POOL_BENCH=first`: a new machine's first sync into a pool of `POOL_SCALE` chapters (built
+/// like the fourth's by 100 publishes of this build), this build beside `POOL_BASELINE_BIN`'s,
+/// alternated, `POOL_ROUNDS` times (default 2), then a `git clone --no-local` of the pool.
+/// `POOL_KEEP=DIR` keeps the publishing machine (and its pool) in `DIR` and reuses it when
+/// `DIR` holds one already (building 100,000 chapters takes minutes).
+fn first_sync_bench() {
+    let size: usize = std::env::var("POOL_SCALE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let rounds: usize = std::env::var("POOL_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2);
+    let ours_bin = PathBuf::from(env!("CARGO_BIN_EXE_chapters"));
+    let baseline_bin = std::env::var_os("POOL_BASELINE_BIN").map(PathBuf::from);
+    let m = match std::env::var_os("POOL_KEEP").map(PathBuf::from) {
+        Some(dir) if dir.join("pool.git").exists() => {
+            println!("reusing the pool kept in {}", dir.display());
+            machine_in(&dir, None, "bench", None)
+        }
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).expect("keep dir");
+            let dir = std::fs::canonicalize(&dir).expect("canonical");
+            let m = machine_in(&dir, None, "bench", None);
+            link(&m);
+            let built = build_pool(&ours_bin, &m, size, 100);
+            println!(
+                "pool of {size} chapters built in {:.1} s, kept in {}",
+                built.as_secs_f64(),
+                dir.display()
+            );
+            m
+        }
+        None => {
+            let m = machine();
+            build_pool(&ours_bin, &m, size, 100);
+            m
+        }
+    };
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    println!("a new machine's first sync into the pool of {size} chapters");
+    for round in 0..rounds {
+        let mut bins = vec![("this build", &ours_bin)];
+        if let Some(bin) = &baseline_bin {
+            bins.push(("baseline", bin));
+        }
+        if round % 2 == 1 {
+            bins.reverse();
+        }
+        for (name, bin) in bins {
+            let newcomer = machine_on(Some(&m.pool), "newcomer");
+            let (time, rss) = measure(chapters_of(bin, &newcomer, &["sync"]));
+            let knowledge = newcomer.ws.join(".dsh-knowledge");
+            println!(
+                "  round {round}, {name:<10} {:>9.1} ms, peak RSS {:>6.1} MiB, wrote {:.1} MiB in {} files",
+                time.as_secs_f64() * 1e3,
+                mib(rss),
+                du_bytes(&knowledge) as f64 / (1 << 20) as f64,
+                count_files(&knowledge)
+            );
+        }
+    }
+    let clone_dir = tempfile::tempdir().expect("tmp");
+    let (clone, clone_rss) = measure({
+        let mut c = Command::new("git");
+        c.args(["clone", "-q", "--bare", "--no-local"])
+            .arg(&m.pool)
+            .arg(clone_dir.path().join("c.git"));
+        c
+    });
+    println!(
+        "  git clone --no-local   {:>9.1} ms, peak RSS {:>6.1} MiB",
+        clone.as_secs_f64() * 1e3,
+        mib(clone_rss)
+    );
+}
+
 fn scale_bench() {
     let size: usize = std::env::var("POOL_SCALE")
         .ok()
@@ -421,15 +536,7 @@ fn scale_bench() {
     for n in [100usize, size] {
         for bin in std::iter::once(&ours_bin).chain(baseline_bin.as_ref()) {
             let m = machine();
-            let batch = (n / publishes).max(1);
-            let built = Instant::now();
-            let mut at = 0;
-            while at < n {
-                write_dated(&m, at, (at + batch).min(n));
-                at += batch;
-                run(chapters_of(bin, &m, &["sync"]));
-            }
-            let built = built.elapsed();
+            let built = build_pool(bin, &m, n, publishes);
             let mut next = n;
             let t = best(5, || {
                 write_dated(&m, next, next + 10);

@@ -2042,8 +2042,10 @@ fn materialize(
     let packed = fetch_into_mirror(mirror, mirror_dir, head)?;
     let recent = crate::store::mirror::Recent::days(ctx.mirror_recent_days, ctx.now_secs);
     let mut wrote = false;
+    // The documents left in the pack (sorted, as the diff lists them): journaled, and the
+    // recent window's candidates. Their artifacts are not kept: nothing reads them from
+    // this list, and a year's pool holds one per chapter.
     let mut unwritten = Vec::new();
-    let mut window_candidates = Vec::new();
     for (path, blob) in mirror.changed_blobs(old_tree, new_tree)? {
         // This machine's own files are in its store already: copying them in would double
         // every publish's writes — and a document both in the store and in the mirror is
@@ -2057,11 +2059,10 @@ fn materialize(
         let bytes = if packed && crate::store::mirror::is_packed(&path) {
             // Left in the pack; the recent window's chapters are written out below, chosen
             // by the dates the search table reads anyway (not a second read of every one).
-            if recent.is_some() && path.ends_with(".md") {
-                window_candidates.push((path.clone(), blob));
-            }
             report.received += 1;
-            unwritten.push(path);
+            if path.ends_with(".md") {
+                unwritten.push(path);
+            }
             continue;
         } else {
             mirror.read_blob(blob)?
@@ -2121,47 +2122,54 @@ fn materialize(
     // table reads them from the mirror's tree once the marker below names it.
     journal_documents(store_dir, &written);
     journal_documents(store_dir, &unwritten);
-    written.append(&mut unwritten);
     crash_point("sync-after-materialize");
     atomic::write_atomic(&marker, format!("{head}\n").as_bytes()).map_err(|e| Fail {
         code: SyncCode::MirrorIo,
         detail: e.to_string(),
     })?;
-    if let Some(window) = recent.filter(|_| !window_candidates.is_empty()) {
-        write_recent(ctx, mirror, mirror_dir, window, &window_candidates);
+    if let Some(window) = recent.filter(|_| !unwritten.is_empty()) {
+        write_recent(ctx, mirror, mirror_dir, window, new_tree, &unwritten);
     }
+    written.append(&mut unwritten);
     Ok(written)
 }
 
-/// `mirrorRecentDays`: of the pool's chapters just left in the pack (`candidates`, pool path
-/// and blob), write out as files those the search table dates within `window`. The table
-/// reads every new document once to index it (from the tree the marker now names), so its
-/// dates cost no second read of each chapter — a first sync holds the whole pool. Best
-/// effort, after the marker: a document not written here is written on demand when a search,
-/// `show` or MCP returns it (`store::mirror::write_out`).
+/// `mirrorRecentDays`: of the pool's chapters just left in the pack (`candidates`, pool
+/// paths, sorted), write out as files those the search table dates within `window`, their
+/// bytes from `tree`. The table reads every new document once to index it (from the tree the
+/// marker now names), so its dates cost no second read of each chapter — a first sync holds
+/// the whole pool. Best effort, after the marker: a document not written here is written on
+/// demand when a search, `show` or MCP returns it (`store::mirror::write_out`).
 fn write_recent(
     ctx: &SyncContext<'_>,
     repo: &GitRepo,
     mirror_dir: &Path,
     window: crate::store::mirror::Recent,
-    candidates: &[(String, ObjectId)],
+    tree: ObjectId,
+    candidates: &[String],
 ) {
     let result = (|| -> Result<(), String> {
         let (table, _) =
             crate::catalog::table::Table::refresh(ctx.workspace, true, ctx.lock_timeout)
                 .map_err(|e| e.to_string())?;
-        let blobs: BTreeMap<String, ObjectId> = candidates
+        // The candidates' folders, each once: the list is sorted, so a folder's are together.
+        let mut folders: Vec<&str> = candidates
             .iter()
-            .map(|(path, blob)| (format!("{MIRROR_DIR}/{path}"), *blob))
-            .collect();
-        let folders: BTreeSet<&str> = blobs
-            .keys()
             .filter_map(|p| p.rsplit_once('/').map(|(folder, _)| folder))
             .collect();
+        folders.dedup();
         let mut wrote = false;
         for folder in folders {
-            for doc in table.docs_in_folder(folder).map_err(|e| e.to_string())? {
-                let Some(blob) = blobs.get(&doc.path) else {
+            for doc in table
+                .docs_in_folder(&format!("{MIRROR_DIR}/{folder}"))
+                .map_err(|e| e.to_string())?
+            {
+                let Some(path) = doc
+                    .path
+                    .strip_prefix(MIRROR_DIR)
+                    .and_then(|p| p.strip_prefix('/'))
+                    .filter(|p| candidates.binary_search_by(|c| c.as_str().cmp(p)).is_ok())
+                else {
                     continue;
                 };
                 if !doc
@@ -2172,7 +2180,10 @@ fn write_recent(
                 {
                     continue;
                 }
-                let bytes = repo.read_blob(*blob).map_err(|e| e.to_string())?;
+                let Some(blob) = repo.blob_at(tree, path).map_err(|e| e.to_string())? else {
+                    continue;
+                };
+                let bytes = repo.read_blob(blob).map_err(|e| e.to_string())?;
                 let target = ctx.workspace.join(&doc.path);
                 if let Some(parent) = target.parent() {
                     std::fs::create_dir_all(parent)
@@ -2404,6 +2415,8 @@ fn plan_index(
             pages: &pages,
             since: build::pool_since(&index_dir, materialized_before),
         };
+        // A shard file the pool holds with the same bytes is not held until the update is
+        // done (a first sync regenerates every page to verify it): only what differs is.
         build::plan(
             &table,
             &Base::Pool {
@@ -2414,6 +2427,11 @@ fn plan_index(
             &previous,
             &suspects,
             rebuild,
+            &mut |file, text| {
+                let have = tree_index()?.get(file).map(ToString::to_string);
+                let same = have.as_deref() == Some(plan::blob_id(text.as_bytes()).as_str());
+                Ok((!same).then_some(text))
+            },
         )
     })();
     let update = match planned {
@@ -2444,7 +2462,7 @@ fn plan_index(
         removals.extend(
             listing
                 .keys()
-                .filter(|name| !update.writes.contains_key(*name))
+                .filter(|name| !update.writes.contains_key(*name) && !update.handed.contains(*name))
                 .filter(|name| name.as_str() != super::readme::index_readme_file())
                 .map(|name| format!("{INDEX_DIR}/{name}")),
         );
@@ -2547,7 +2565,7 @@ fn plan_pages(
         .unwrap_or_default();
     let mut pages = match previous.filter(|_| !update.full) {
         Some(mut pages) => {
-            pages.apply_shards(&update.writes, &update.removes);
+            pages.apply_shards(&update.shard_heads(), &update.removes);
             pages.documents = update.documents;
             let chapters = |p: &&String| p.starts_with("chapters/") && p.ends_with(".md");
             let mut fresh = Vec::new();

@@ -161,12 +161,57 @@ pub fn pool_docs(table: &Table, project_key: &str) -> Result<Vec<Redacted<IndexD
     let base = Base::Pool {
         project_key: project_key.to_owned(),
     };
-    Ok(table
-        .all_docs()?
-        .iter()
-        .filter(|d| base.includes(d))
-        .map(|d| base.index_doc(d))
-        .collect())
+    let docs = fold_folders(table, &base, Vec::new, |docs, folder| docs.extend(folder))?;
+    Ok(in_table_order(docs))
+}
+
+/// Documents handed out with their table paths, in the table's order (by that path; one
+/// path's records keep their order), without the paths.
+fn in_table_order(mut docs: Vec<(String, Redacted<IndexDoc>)>) -> Vec<Redacted<IndexDoc>> {
+    docs.sort_by(|a, b| a.0.cmp(&b.0));
+    docs.into_iter().map(|(_, d)| d).collect()
+}
+
+/// The base's documents as its index reads them, each with its path in the table, folded
+/// one folder of the table at a time (the table's folders in key order, each folder's
+/// documents in path order): only one folder's full records are held at once, never every
+/// `TableDoc` of a year's pool. The table's own count checks that its folders held every
+/// document; if they did not, the fold starts again from every document read at once
+/// ([`Table::all_docs`]).
+fn fold_folders<A>(
+    table: &Table,
+    base: &Base,
+    init: impl Fn() -> A,
+    add: impl Fn(&mut A, Vec<(String, Redacted<IndexDoc>)>),
+) -> Result<A, BuildError> {
+    let of = |docs: Vec<Redacted<TableDoc>>| -> Vec<(String, Redacted<IndexDoc>)> {
+        docs.iter()
+            .filter(|d| base.includes(d))
+            .map(|d| (d.path.clone(), base.index_doc(d)))
+            .collect()
+    };
+    let mut acc = init();
+    let mut seen = 0u64;
+    for folder in table.all_sources()?.into_keys() {
+        // The store's own index never lists the mirror's documents.
+        if !base.includes_mirror() && folder.starts_with(MIRROR_DIR) {
+            continue;
+        }
+        let docs = table.docs_in_folder(&folder)?;
+        seen += docs.len() as u64;
+        add(&mut acc, of(docs));
+    }
+    if seen != table.documents(base.includes_mirror()) {
+        tracing::warn!(
+            seen,
+            table = table.documents(base.includes_mirror()),
+            "the search table's folders did not hold all its documents; read at once"
+        );
+        let mut acc = init();
+        add(&mut acc, of(table.all_docs()?));
+        return Ok(acc);
+    }
+    Ok(acc)
 }
 
 /// A rule document of this machine's store (`<store>/rules/<id>.md`).
@@ -210,6 +255,56 @@ pub struct Update {
     /// The table revision this update was planned from: recorded with the index, so the
     /// next update asks only for what changed since.
     pub revision: TableRev,
+    /// Shard files (head pages, pages, stubs) handed to the caller's [`Sink`] as they were
+    /// rendered and not held among `writes`: named, so a full rebuild's clean-up keeps them.
+    pub handed: BTreeSet<String>,
+    /// The header line of each topic's head page (or stub) among `handed`: its count, for
+    /// the pool's landing pages ([`Update::shard_heads`]).
+    pub handed_heads: BTreeMap<String, String>,
+}
+
+/// Where an update's shard files go as they are rendered (file name relative to the index
+/// directory, bytes): the sink gives the bytes back when the update is to hold them among
+/// its `writes`, or takes them (written, or found equal to what the base holds) — so a
+/// topic of a year's documents is never held whole as text until the update is done.
+pub type Sink<'a> = dyn FnMut(&str, String) -> Result<Option<String>, BuildError> + 'a;
+
+/// The sink that holds every file among the update's `writes`.
+pub fn hold_all(_: &str, text: String) -> Result<Option<String>, BuildError> {
+    Ok(Some(text))
+}
+
+impl Update {
+    /// One rendered shard file, through the sink.
+    fn put(&mut self, sink: &mut Sink<'_>, file: String, text: String) -> Result<(), BuildError> {
+        let text_head = text.lines().next().map(str::to_owned);
+        match sink(&file, text)? {
+            Some(text) => {
+                self.handed.remove(&file);
+                self.writes.insert(file, text);
+            }
+            None => {
+                self.writes.remove(&file);
+                if let Some(head) = shard::topic_of_file(&file).and(text_head) {
+                    self.handed_heads.insert(file.clone(), head);
+                }
+                self.handed.insert(file);
+            }
+        }
+        Ok(())
+    }
+
+    /// The topic files this update rendered (head pages and stubs, not pages), each by its
+    /// header line at least: what the pool's landing pages count topics from.
+    pub fn shard_heads(&self) -> BTreeMap<String, String> {
+        let mut heads = self.handed_heads.clone();
+        for (file, text) in &self.writes {
+            if shard::topic_of_file(file).is_some() {
+                heads.insert(file.clone(), text.lines().next().unwrap_or("").to_owned());
+            }
+        }
+        heads
+    }
 }
 
 /// Where the vocabulary file lives, relative to the base (pool root or store).
@@ -361,7 +456,10 @@ impl<'a> Parts<'a> {
 
 /// Plan an update of the index at `base`. `previous` is what the base holds; `suspects`
 /// are index files someone else changed since this machine last looked (they are verified
-/// by regeneration); `full` asks for the repair path.
+/// by regeneration); `full` asks for the repair path. Each shard file is handed to `sink` as
+/// it is rendered (`hold_all`: every file held among the update's `writes`); the manifest
+/// and its parts are always held, so a caller writes them after the shards.
+#[allow(clippy::too_many_arguments)]
 pub fn plan(
     table: &Table,
     base: &Base,
@@ -370,6 +468,7 @@ pub fn plan(
     previous: &Previous<'_>,
     suspects: &BTreeSet<String>,
     full: bool,
+    sink: &mut Sink<'_>,
 ) -> Result<Update, BuildError> {
     let aliases = shard::alias_map(curation);
     let manifest = Manifest {
@@ -380,7 +479,7 @@ pub fn plan(
     };
     let old = previous.manifest.as_deref().and_then(Manifest::parse);
     let (Some(old), false) = (old, full) else {
-        return full_build(table, base, curation, manifest);
+        return full_build(table, base, curation, manifest, sink);
     };
     match incremental(
         table,
@@ -390,10 +489,12 @@ pub fn plan(
         &old,
         previous,
         suspects,
+        sink,
     )? {
         Some(update) => Ok(update),
-        // A vanished input or a damaged part: the repair path.
-        None => full_build(table, base, curation, manifest),
+        // A vanished input or a damaged part: the repair path (what the sink was handed
+        // is handed again, as the full build renders it).
+        None => full_build(table, base, curation, manifest, sink),
     }
 }
 
@@ -403,28 +504,44 @@ fn full_build(
     base: &Base,
     curation: &Curation,
     manifest: Manifest,
+    sink: &mut Sink<'_>,
 ) -> Result<Update, BuildError> {
-    let docs: Vec<Redacted<IndexDoc>> = table
-        .all_docs()?
-        .iter()
-        .filter(|d| base.includes(d))
-        .map(|d| base.index_doc(d))
-        .collect();
-    let topics = topic_set(docs.iter().cloned().collect(), curation);
-    let files = shard::build_all(&docs, curation);
+    // The documents as the index reads them (not the table's whole records), and the
+    // vocabulary's topics folder by folder.
+    let (docs, topics) = fold_folders(
+        table,
+        base,
+        || (Vec::new(), Vec::new()),
+        |(docs, topics), folder| {
+            topics.push(topic_set(
+                folder.iter().map(|(_, d)| d.clone()).collect(),
+                curation,
+            ));
+            // (Folders in key order put the store's before the mirror's, as the table's
+            // order does: a shard orders its lines itself, and of one path and date keeps
+            // the first.)
+            docs.extend(folder.into_iter().map(|(_, d)| d));
+        },
+    )?;
+    let topics = union(topics);
     let mut update = Update {
         full: true,
-        touched: files.len(),
-        shards: Some(files.len()),
         documents: manifest.documents,
         revision: table.revision(),
         ..Update::default()
     };
+    let mut files = 0;
+    shard::build_all_each(&docs, curation, &mut |file, text| {
+        files += 1;
+        update.put(sink, file, text)
+    })?;
+    drop(docs);
+    update.touched = files;
+    update.shards = Some(files);
     for (file, part) in shard::parts_of(&inputs(table, base)?) {
         update.writes.insert(file, part.render());
     }
     update.vocabulary = Some(vocab::vocabulary_json(&topics, curation));
-    update.writes.extend(files);
     update
         .writes
         .insert(MANIFEST_FILE.to_owned(), manifest.render());
@@ -432,7 +549,58 @@ fn full_build(
     Ok(update)
 }
 
+/// The topics of the base's documents (see [`topic_set`]), folder by folder.
+fn streamed_topic_set(
+    table: &Table,
+    base: &Base,
+    curation: &Curation,
+) -> Result<Redacted<BTreeSet<String>>, BuildError> {
+    let parts = fold_folders(table, base, Vec::new, |topics, folder| {
+        topics.push(topic_set(
+            folder.into_iter().map(|(_, d)| d).collect(),
+            curation,
+        ));
+    })?;
+    Ok(union(parts))
+}
+
+/// Sets of topics derived from redacted documents, as one.
+fn union(parts: Vec<Redacted<BTreeSet<String>>>) -> Redacted<BTreeSet<String>> {
+    let parts: Redacted<Vec<BTreeSet<String>>> = parts.into_iter().collect();
+    parts.derive(|sets| sets.iter().flatten().cloned().collect())
+}
+
+/// A topic's documents as the base's index lists them. A topic with pages may hold most of a
+/// year's pool: its records are read by date in `buckets` (a day's documents in one), so only
+/// a bucket's full records are held at once beside the topic's (smaller) index documents.
+/// Bucket after bucket, each in the table's order: a shard orders its lines itself (by date,
+/// then path) and keeps the first of one path and date — which share a bucket, in the
+/// table's order.
+fn topic_docs(
+    table: &Table,
+    base: &Base,
+    labels: &BTreeSet<String>,
+    buckets: i64,
+) -> Result<Vec<Redacted<IndexDoc>>, BuildError> {
+    const DAY_MS: i64 = 86_400_000;
+    let mut docs = Vec::new();
+    for bucket in 0..buckets {
+        let in_bucket = |date: Option<i64>| {
+            date.map_or(0, |ms| ms.div_euclid(DAY_MS).rem_euclid(buckets)) == bucket
+        };
+        docs.extend(
+            table
+                .docs_with_labels_dated(labels, in_bucket)?
+                .iter()
+                .filter(|d| base.includes(d))
+                .map(|d| base.index_doc(d)),
+        );
+    }
+    Ok(docs)
+}
+
 /// The update of what changed since `previous`; `None` when only a full build can say.
+#[allow(clippy::too_many_arguments)]
 fn incremental(
     table: &Table,
     base: &Base,
@@ -441,6 +609,7 @@ fn incremental(
     old: &Manifest,
     previous: &Previous<'_>,
     suspects: &BTreeSet<String>,
+    sink: &mut Sink<'_>,
 ) -> Result<Option<Update>, BuildError> {
     let mut parts = Parts::new(previous.read_part);
     let mut update = Update {
@@ -580,11 +749,14 @@ fn incremental(
         let held_pages: BTreeSet<String> = (previous.pages)(&shard::pages_dir(&topic))?
             .into_iter()
             .collect();
-        let text = match stubs.get(&topic) {
-            Some(to) => Some(shard::TopicFiles {
-                files: BTreeMap::from([(file.clone(), shard::render_stub(&topic, to))]),
-                pages: BTreeSet::new(),
-            }),
+        // Asked before the sink is handed anything: a sink may write into the base.
+        let held = (previous.holds)(&file)?;
+        // Every page the topic has now (`None`: it has no documents left).
+        let pages: Option<BTreeSet<String>> = match stubs.get(&topic) {
+            Some(to) => {
+                update.put(sink, file.clone(), shard::render_stub(&topic, to))?;
+                Some(BTreeSet::new())
+            }
             None => {
                 let months = (!whole_topics.contains(&topic))
                     .then(|| months_of.remove(&topic).unwrap_or_default());
@@ -605,7 +777,9 @@ fn incremental(
                 });
                 if let Some(rendered) = from_head {
                     update.from_head += 1;
-                    update.writes.extend(rendered.files);
+                    for (file, text) in rendered.files {
+                        update.put(sink, file, text)?;
+                    }
                     for held in &held_pages {
                         if !rendered.pages.contains(held) {
                             update.removes.insert(held.clone());
@@ -613,42 +787,44 @@ fn incremental(
                     }
                     continue;
                 }
-                let docs: Vec<Redacted<IndexDoc>> = table
-                    .docs_with_labels(&table::labels_of(&topic, curation))?
-                    .iter()
-                    .filter(|d| base.includes(d))
-                    .map(|d| base.index_doc(d))
-                    .collect();
+                // A paged topic may hold most of the pool: its records read by date.
+                let buckets = if held_pages.is_empty() { 1 } else { 8 };
+                let docs = topic_docs(table, base, &table::labels_of(&topic, curation), buckets)?;
                 let docs: Vec<&Redacted<IndexDoc>> = docs.iter().collect();
-                (!docs.is_empty()).then(|| {
-                    let mut rendered = shard::render_topic_months(&topic, &docs, months.as_ref());
-                    // A page left out must be one the base holds as the last build wrote it
-                    // (the topic was paged already); otherwise every page is rendered.
-                    if rendered
-                        .pages
-                        .iter()
-                        .any(|p| !rendered.files.contains_key(p) && !held_pages.contains(p))
-                    {
-                        rendered = shard::render_topic_months(&topic, &docs, None);
-                    }
-                    rendered
-                })
+                if docs.is_empty() {
+                    None
+                } else {
+                    // A page left out must be one the base holds as the last build wrote
+                    // it (the topic was paged already); otherwise every page is rendered.
+                    let months = months.filter(|months| {
+                        shard::topic_pages(&topic, &docs)
+                            .iter()
+                            .all(|(page, month)| {
+                                months.contains(month) || held_pages.contains(page)
+                            })
+                    });
+                    let pages = shard::render_topic_each(
+                        &topic,
+                        &docs,
+                        months.as_ref(),
+                        &mut |file, text| update.put(sink, file, text),
+                    )?;
+                    Some(pages)
+                }
             }
         };
         // Pages the base holds that this topic no longer has (it shrank, or a document
         // moved to another month): removed.
         for held in held_pages {
-            if !text.as_ref().is_some_and(|t| t.pages.contains(&held)) {
+            if !pages.as_ref().is_some_and(|p| p.contains(&held)) {
                 update.removes.insert(held);
             }
         }
         // Whether a stub is a stub moves only with the aliases (compared above); a topic
         // comes or goes when its shard appears or empties.
-        let held = (previous.holds)(&file)?;
-        match text {
-            Some(text) => {
+        match pages {
+            Some(_) => {
                 topics_moved |= !held && !stubs.contains_key(&topic);
-                update.writes.extend(text.files);
             }
             None => {
                 topics_moved |= held;
@@ -682,14 +858,11 @@ fn incremental(
     }
     if topics_moved {
         // The topic list is the one thing that lists the whole index: only when it changed,
-        // from the table's documents as the full build derives it.
-        let docs: Redacted<Vec<IndexDoc>> = table
-            .all_docs()?
-            .iter()
-            .filter(|d| base.includes(d))
-            .map(|d| base.index_doc(d))
-            .collect();
-        update.vocabulary = Some(vocab::vocabulary_json(&topic_set(docs, curation), curation));
+        // from the table's documents as the full build derives it, folder by folder.
+        update.vocabulary = Some(vocab::vocabulary_json(
+            &streamed_topic_set(table, base, curation)?,
+            curation,
+        ));
     }
     update
         .writes
@@ -886,7 +1059,7 @@ pub fn apply(index_dir: &Path, update: &Update) -> Result<Written, BuildError> {
         removes.extend(
             files_on_disk(index_dir)
                 .into_iter()
-                .filter(|f| !update.writes.contains_key(f)),
+                .filter(|f| !update.writes.contains_key(f) && !update.handed.contains(f)),
         );
     }
     for name in &removes {
@@ -906,29 +1079,37 @@ pub fn apply(index_dir: &Path, update: &Update) -> Result<Written, BuildError> {
     let mut order: Vec<(&String, &String)> = update.writes.iter().collect();
     order.sort_by_key(|(name, _)| rank(name));
     for (name, text) in order {
-        let path = index_dir.join(name);
-        if name.contains('/') {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(|source| BuildError::Io {
-                    path: dir.to_path_buf(),
-                    source,
-                })?;
-            }
-        }
-        // A part the plan read with other bytes: written without reading it again.
-        // Anything else is compared first (a shard may come out the same).
-        if update
-            .recorded
-            .get(name)
-            .is_some_and(|was| *was != blob_id(text.as_bytes()))
-        {
-            atomic::write_atomic_unsynced(&path, text.as_bytes())?;
-            written.written += 1;
-        } else {
-            written.written += write_if_changed(&path, text)? as usize;
-        }
+        written.written +=
+            write_index_file(index_dir, name, text, update.recorded.get(name))? as usize;
     }
     Ok(written)
+}
+
+/// One file of an index directory; whether it was written. `recorded`: the blob id of the
+/// bytes the plan read there (a part).
+fn write_index_file(
+    index_dir: &Path,
+    name: &str,
+    text: &str,
+    recorded: Option<&String>,
+) -> Result<bool, BuildError> {
+    let path = index_dir.join(name);
+    if name.contains('/') {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| BuildError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+    }
+    // A part the plan read with other bytes: written without reading it again.
+    // Anything else is compared first (a shard may come out the same).
+    if recorded.is_some_and(|was| *was != blob_id(text.as_bytes())) {
+        atomic::write_atomic_unsynced(&path, text.as_bytes())?;
+        Ok(true)
+    } else {
+        write_if_changed(&path, text)
+    }
 }
 
 fn write_if_changed(path: &Path, text: &str) -> Result<bool, BuildError> {
@@ -1044,6 +1225,12 @@ pub fn update_store(workspace: &Path, table: &Table, full: bool) -> Result<Writt
             .and_then(|b| b.lines().next())
             .and_then(|l| l.parse().ok()),
     };
+    std::fs::create_dir_all(&index_dir).map_err(|source| BuildError::Io {
+        path: index_dir.clone(),
+        source,
+    })?;
+    // Each shard file written as it is rendered; the parts and the manifest after them.
+    let mut shards_written = 0;
     let update = plan(
         table,
         &Base::Store,
@@ -1052,8 +1239,13 @@ pub fn update_store(workspace: &Path, table: &Table, full: bool) -> Result<Writt
         &previous,
         &BTreeSet::new(),
         full,
+        &mut |file, text| {
+            shards_written += write_index_file(&index_dir, file, &text, None)? as usize;
+            Ok(None)
+        },
     )?;
-    let written = apply(&index_dir, &update)?;
+    let mut written = apply(&index_dir, &update)?;
+    written.written += shards_written;
     let vocabulary = store_dir.join(VOCABULARY_FILE);
     if let Some(dir) = vocabulary.parent() {
         std::fs::create_dir_all(dir).map_err(|source| BuildError::Io {
@@ -1352,6 +1544,7 @@ mod tests {
             &previous,
             &BTreeSet::new(),
             false,
+            &mut hold_all,
         )
         .expect("plan")
     }
@@ -1699,6 +1892,7 @@ mod tests {
             },
             &BTreeSet::new(),
             false,
+            &mut hold_all,
         )
         .expect("plan");
         assert!(!update.full);
@@ -1728,6 +1922,229 @@ mod tests {
     }
 
     /// What a base holds, in memory: `Previous` over a plan's writes.
+    /// The index as it was built before it streamed: every record of the table at once,
+    /// every shard file held (`Table::all_docs`, `shard::build_all`, one `topic_set`).
+    fn built_from_every_record(
+        table: &Table,
+        base: &Base,
+        curation: &Curation,
+    ) -> (BTreeMap<String, String>, Redacted<String>) {
+        let docs: Vec<Redacted<IndexDoc>> = table
+            .all_docs()
+            .expect("all")
+            .iter()
+            .filter(|d| base.includes(d))
+            .map(|d| base.index_doc(d))
+            .collect();
+        let topics = topic_set(docs.iter().cloned().collect(), curation);
+        (
+            shard::build_all(&docs, curation),
+            vocab::vocabulary_json(&topics, curation),
+        )
+    }
+
+    #[test]
+    fn the_streamed_build_writes_what_the_build_from_every_record_wrote() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        // A year's pool in small: a topic on every document, paged (more than a page in a
+        // month), dates on many days and some undated, the store's and the mirror's
+        // documents, an alias folding one topic into another.
+        let doc = |i: usize| {
+            let date = match i % 23 {
+                0 => String::new(),
+                _ => format!(
+                    "date: \"2025-{:02}-{:02}T{:02}:00:00Z\"\n",
+                    1 + i % 2,
+                    1 + i % 28,
+                    i % 24
+                ),
+            };
+            format!(
+                "---\ntitle: \"Doc {i}\"\nkind: chapter\nprojectKey: \"pk\"\ntopics: [refresh, area-{}{}]\n{date}---\nbody\n",
+                i % 7,
+                if i.is_multiple_of(5) { ", auth" } else { ", authentication" }
+            )
+        };
+        for i in 0..1_300usize {
+            let rel = if i.is_multiple_of(4) {
+                format!(".dsh-chapters/s{}/chapters/{i:04}-d.md", i % 9)
+            } else {
+                format!(".dsh-knowledge/chapters/pk/m{}/{i:04}-d.md", i % 31)
+            };
+            put(ws, &rel, &doc(i));
+        }
+        // A copy of one of the store's chapters in the mirror under its pool path, with
+        // another title: one path and date twice, and the store's (first in the table) wins.
+        put(
+            ws,
+            ".dsh-knowledge/chapters/pk/s0/0036-d.md",
+            &doc(36).replace("Doc 36", "Doc 36 copy"),
+        );
+        let store = crate::store::Store::init(ws).expect("store");
+        let fact = curation::Fact::new(
+            curation::FactKind::TopicAlias {
+                from: "auth".into(),
+                to: "authentication".into(),
+            },
+            curation::Author::User,
+            "2025-12-01T00:00:00Z",
+        );
+        let redactor = crate::redact::Redactor::new(&[]).expect("redactor");
+        curation::file::append(&store, "m1", &curation::file::redacted(&fact, &redactor))
+            .expect("append");
+        let curation = read_curation(&ws.join(STORE_DIR), Some(&ws.join(MIRROR_DIR)))
+            .expect("curation")
+            .curation;
+        let table = Table::refresh(ws, true, Duration::from_secs(5))
+            .expect("refresh")
+            .0;
+        for base in [
+            Base::Store,
+            Base::Pool {
+                project_key: "pk".into(),
+            },
+        ] {
+            let (files, vocabulary) = built_from_every_record(&table, &base, &curation);
+            assert!(
+                files.values().any(|t| t.contains("| Doc 36 |"))
+                    && !files.values().any(|t| t.contains("Doc 36 copy")),
+                "the store's document wins"
+            );
+            let second_page = files
+                .keys()
+                .any(|f| f.starts_with("refresh/") && f.ends_with("-2.md"));
+            assert_eq!(second_page, base != Base::Store, "a month of two pages");
+            assert!(files["auth.md"].contains("merged into"));
+            // Folder by folder: the same documents as every record at once.
+            let folded = fold_folders(&table, &base, Vec::new, |d, f| d.extend(f)).expect("fold");
+            let folded: Vec<IndexDoc> = in_table_order(folded)
+                .into_iter()
+                .map(Redacted::into_inner)
+                .collect();
+            let every: Vec<IndexDoc> = table
+                .all_docs()
+                .expect("all")
+                .iter()
+                .filter(|d| base.includes(d))
+                .map(|d| base.index_doc(d).into_inner())
+                .collect();
+            assert!(folded == every, "the folders' documents are the table's");
+            // A topic's records by date bucket: the table's answer for the topic, and its
+            // files.
+            for topic in ["refresh", "authentication", "area-3"] {
+                let labels = table::labels_of(topic, &curation);
+                let whole: Vec<Redacted<IndexDoc>> = table
+                    .docs_with_labels(&labels)
+                    .expect("labels")
+                    .iter()
+                    .filter(|d| base.includes(d))
+                    .map(|d| base.index_doc(d))
+                    .collect();
+                let bucketed = topic_docs(&table, &base, &labels, 8).expect("buckets");
+                let paths = |docs: &[Redacted<IndexDoc>]| {
+                    let mut paths: Vec<String> = docs.iter().map(|d| d.path.clone()).collect();
+                    paths.sort();
+                    paths
+                };
+                assert!(
+                    paths(&bucketed) == paths(&whole),
+                    "{topic}: the same documents"
+                );
+                assert!(
+                    shard::render_topic(topic, &bucketed.iter().collect::<Vec<_>>())
+                        == shard::render_topic(topic, &whole.iter().collect::<Vec<_>>()),
+                    "{topic}: the same files"
+                );
+            }
+            // A full build handing every shard file to a sink.
+            let mut handed = BTreeMap::new();
+            let full = plan(
+                &table,
+                &base,
+                &curation,
+                BTreeMap::new(),
+                &Previous {
+                    manifest: None,
+                    read_part: &nothing,
+                    holds: &|_: &str| Ok(false),
+                    pages: &|_: &str| Ok(Vec::new()),
+                    since: None,
+                },
+                &BTreeSet::new(),
+                false,
+                &mut |file, text| {
+                    handed.insert(file.to_owned(), text);
+                    Ok(None)
+                },
+            )
+            .expect("full");
+            assert!(full.full);
+            assert_eq!(handed, files);
+            assert_eq!(full.handed, files.keys().cloned().collect());
+            assert!(full
+                .writes
+                .keys()
+                .all(|f| f == MANIFEST_FILE || shard::is_part_file(f)));
+            assert_eq!(full.vocabulary.as_deref(), Some(&*vocabulary));
+            // A new machine's first update: every file of the index someone else's, each
+            // regenerated to be verified, through the sink.
+            let mut index = full.writes.clone();
+            index.extend(files.clone());
+            let pages = |dir: &str| -> Result<Vec<String>, BuildError> {
+                Ok(index
+                    .keys()
+                    .filter(|f| f.starts_with(&format!("{dir}/")))
+                    .cloned()
+                    .collect())
+            };
+            let mut suspects: BTreeSet<String> = index.keys().cloned().collect();
+            suspects.insert(VOCABULARY_SUSPECT.to_owned());
+            let mut regenerated = BTreeMap::new();
+            let first = plan(
+                &table,
+                &base,
+                &curation,
+                full.manifest.curation.clone(),
+                &Previous {
+                    manifest: Some(full.writes[MANIFEST_FILE].clone()),
+                    read_part: &held(&index),
+                    holds: &|file: &str| Ok(index.contains_key(file)),
+                    pages: &pages,
+                    since: None,
+                },
+                &suspects,
+                false,
+                &mut |file, text| {
+                    regenerated.insert(file.to_owned(), text);
+                    Ok(None)
+                },
+            )
+            .expect("first update");
+            assert!(!first.full);
+            assert_eq!(regenerated, files);
+            assert!(first.removes.is_empty(), "{:?}", first.removes);
+            assert_eq!(first.vocabulary.as_deref(), Some(&*vocabulary));
+            assert_eq!(
+                first.shard_heads().keys().collect::<Vec<_>>(),
+                files
+                    .keys()
+                    .filter(|f| shard::topic_of_file(f).is_some())
+                    .collect::<Vec<_>>()
+            );
+        }
+        // The store's index on disk, each file written as rendered: the same bytes.
+        update_store(ws, &table, true).expect("store index");
+        let (files, vocabulary) = built_from_every_record(&table, &Base::Store, &curation);
+        let mut on_disk = snapshot(&ws.join(STORE_DIR).join(INDEX_DIR));
+        on_disk.retain(|f, _| f != MANIFEST_FILE && !shard::is_part_file(f));
+        assert_eq!(on_disk, files);
+        assert_eq!(
+            std::fs::read_to_string(ws.join(STORE_DIR).join(VOCABULARY_FILE)).expect("vocab"),
+            *vocabulary
+        );
+    }
+
     fn held(
         writes: &BTreeMap<String, String>,
     ) -> impl Fn(&str) -> Result<Option<String>, BuildError> + '_ {
@@ -1775,6 +2192,7 @@ mod tests {
             &empty,
             &BTreeSet::new(),
             false,
+            &mut hold_all,
         )
         .expect("plan");
         let auth = &first.writes["auth.md"];
@@ -1812,6 +2230,7 @@ mod tests {
             &previous,
             &suspects,
             false,
+            &mut hold_all,
         )
         .expect("plan");
         assert!(!next.full);
@@ -1843,6 +2262,7 @@ mod tests {
             &previous,
             &[part.clone()].into(),
             false,
+            &mut hold_all,
         )
         .expect("plan");
         assert!(repaired.full);
@@ -1856,6 +2276,7 @@ mod tests {
             &empty,
             &BTreeSet::new(),
             false,
+            &mut hold_all,
         )
         .expect("plan");
         assert!(store.writes["auth.md"].starts_with("# auth — 1 document,"));

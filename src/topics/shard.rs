@@ -228,23 +228,61 @@ pub fn render_topic_months(
     docs: &[&Redacted<IndexDoc>],
     months: Option<&BTreeSet<String>>,
 ) -> TopicFiles {
+    let mut files = BTreeMap::new();
+    let pages = render_topic_each(topic, docs, months, &mut |file, text| {
+        files.insert(file, text);
+        Ok::<(), std::convert::Infallible>(())
+    });
+    let pages = match pages {
+        Ok(pages) => pages,
+        Err(never) => match never {},
+    };
+    TopicFiles { files, pages }
+}
+
+/// [`render_topic_months`], each file handed to `emit` (file name, bytes) as it is rendered
+/// — the pages, then the head page — instead of held until the topic is done: a topic of a
+/// year's documents is never in memory as text. Returns every page the topic has.
+pub fn render_topic_each<E>(
+    topic: &str,
+    docs: &[&Redacted<IndexDoc>],
+    months: Option<&BTreeSet<String>>,
+    emit: &mut dyn FnMut(String, String) -> Result<(), E>,
+) -> Result<BTreeSet<String>, E> {
     let sorted = sorted_docs(docs.iter().map(|d| d.get()));
-    let mut out = TopicFiles::default();
+    let mut pages = BTreeSet::new();
     if sorted.len() <= HEAD_LINES {
-        out.files
-            .insert(shard_file(topic), render_shard(topic, docs));
-        return out;
+        emit(shard_file(topic), render_shard(topic, docs))?;
+        return Ok(pages);
     }
     let mut links: Vec<PageLink> = Vec::new();
     for (month, docs) in by_month(&sorted) {
         let render = months.is_none_or(|m| m.contains(&month));
-        render_month(topic, &month, &docs, render, &mut links, &mut out);
+        render_month(topic, &month, &docs, render, &mut links, &mut pages, emit)?;
     }
-    out.files.insert(
+    emit(
         shard_file(topic),
         render_head(topic, sorted.len(), &sorted, links),
-    );
-    out
+    )?;
+    Ok(pages)
+}
+
+/// The pages a topic of `docs` has (file, month), as [`render_topic_each`] would name them,
+/// without rendering any: empty for a topic of one shard.
+pub fn topic_pages(topic: &str, docs: &[&Redacted<IndexDoc>]) -> Vec<(String, String)> {
+    let sorted = sorted_docs(docs.iter().map(|d| d.get()));
+    if sorted.len() <= HEAD_LINES {
+        return Vec::new();
+    }
+    let dir = pages_dir(topic);
+    by_month(&sorted)
+        .into_iter()
+        .flat_map(|(month, docs)| {
+            let dir = &dir;
+            (0..docs.len().div_ceil(PAGE_LINES))
+                .map(move |i| (format!("{dir}/{}.md", page_name(&month, i)), month.clone()))
+        })
+        .collect()
 }
 
 /// Newest first (undated last), ties by path, one line per path: a topic's order.
@@ -284,21 +322,22 @@ fn page_name(month: &str, i: usize) -> String {
     }
 }
 
-/// The pages of one month (`docs` oldest first): listed in `links` and `out.pages`, and
-/// rendered into `out.files` when `render`.
-fn render_month(
+/// The pages of one month (`docs` oldest first): listed in `links` and `pages`, and handed
+/// to `emit` when `render`.
+fn render_month<E>(
     topic: &str,
     month: &str,
     docs: &[&IndexDoc],
     render: bool,
     links: &mut Vec<PageLink>,
-    out: &mut TopicFiles,
-) {
+    pages: &mut BTreeSet<String>,
+    emit: &mut dyn FnMut(String, String) -> Result<(), E>,
+) -> Result<(), E> {
     let dir = pages_dir(topic);
     for (i, chunk) in docs.chunks(PAGE_LINES).enumerate() {
         let name = page_name(month, i);
         let file = format!("{dir}/{name}.md");
-        out.pages.insert(file.clone());
+        pages.insert(file.clone());
         links.push((month.to_owned(), i, file.clone(), chunk.len()));
         if !render {
             continue;
@@ -318,8 +357,9 @@ fn render_month(
         for d in chunk.iter().rev() {
             text.push_str(&doc_line(d, "../../"));
         }
-        out.files.insert(file, text);
+        emit(file, text)?;
     }
+    Ok(())
 }
 
 /// The head page of a paged topic of `total` documents: the newest of `newest` (in
@@ -472,8 +512,23 @@ pub fn update_paged_topic(
             links.push((m.clone(), *i, file, *n));
         }
     }
+    let files = &mut out.files;
     for (month, docs) in by_month(&in_months) {
-        render_month(topic, &month, &docs, true, &mut links, &mut out);
+        let rendered = render_month(
+            topic,
+            &month,
+            &docs,
+            true,
+            &mut links,
+            &mut out.pages,
+            &mut |file, text| {
+                files.insert(file, text);
+                Ok::<(), std::convert::Infallible>(())
+            },
+        );
+        if let Err(never) = rendered {
+            match never {}
+        }
     }
     let total: usize = links.iter().map(|l| l.3).sum();
     let newest = sorted_docs(
@@ -524,20 +579,46 @@ pub fn stubs(curation: &Curation) -> BTreeMap<String, String> {
 /// the incremental build must equal. Every topic and line comes from `docs` (`Redacted`)
 /// or the curation facts (read back from the store).
 pub fn build_all(docs: &[Redacted<IndexDoc>], curation: &Curation) -> BTreeMap<String, String> {
+    let mut files = BTreeMap::new();
+    let built = build_all_each(docs, curation, &mut |file, text| {
+        files.insert(file, text);
+        Ok::<(), std::convert::Infallible>(())
+    });
+    match built {
+        Ok(()) => files,
+        Err(never) => match never {},
+    }
+}
+
+/// [`build_all`], each file handed to `emit` as it is rendered (a topic's files, topic by
+/// topic, then the alias stubs, which replace a shard of the same name).
+pub fn build_all_each<E>(
+    docs: &[Redacted<IndexDoc>],
+    curation: &Curation,
+    emit: &mut dyn FnMut(String, String) -> Result<(), E>,
+) -> Result<(), E> {
     let mut by_topic: BTreeMap<String, Vec<&Redacted<IndexDoc>>> = BTreeMap::new();
     for d in docs {
         for t in canonical_topics(d, curation) {
             by_topic.entry(t).or_default().push(d);
         }
     }
-    let mut files: BTreeMap<String, String> = by_topic
-        .iter()
-        .flat_map(|(t, ds)| render_topic(t, ds))
-        .collect();
-    for (from, to) in stubs(curation) {
-        files.insert(shard_file(&from), render_stub(&from, &to));
+    let stubs = stubs(curation);
+    for (t, ds) in &by_topic {
+        // A stub takes the shard's name: the topic's head is not emitted first and then
+        // replaced (its pages, in their own directory, are).
+        let head = shard_file(t);
+        render_topic_each(t, ds, None, &mut |file, text| {
+            if file == head && stubs.contains_key(t) {
+                return Ok(());
+            }
+            emit(file, text)
+        })?;
     }
-    files
+    for (from, to) in stubs {
+        emit(shard_file(&from), render_stub(&from, &to))?;
+    }
+    Ok(())
 }
 
 /// What the manifest records of one input directory (a session's folder of documents).
