@@ -119,6 +119,17 @@ pub trait TreeHarness: Sync {
     }
 }
 
+/// A harness's home: the environment variable `var` when set and not empty, else
+/// `$HOME/<dot_dir>`.
+pub(crate) fn home_from_env(var: &str, dot_dir: &str) -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os(var).filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(dot_dir))
+}
+
 /// Whether `config` turns `harness`'s sessions on.
 pub fn enabled(harness: &dyn TreeHarness, config: &Config) -> bool {
     config.harness_on(harness.switch())

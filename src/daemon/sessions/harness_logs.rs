@@ -11,11 +11,6 @@ use super::*;
 /// moment.
 pub(super) const SWEEP_MARGIN_DAYS: u64 = 2;
 
-/// The harness of a tree: its trees were made by it, so it is one.
-fn imp(harness: Harness) -> Option<&'static dyn crate::source::TreeHarness> {
-    harness.tree_harness()
-}
-
 impl Sessions {
     /// A workspace entry whose DSH session directory is gone but which follows other
     /// harnesses' logs: its DSH sessions are dropped, the entry stays.
@@ -44,7 +39,7 @@ impl Sessions {
 
     /// The sweep days of `t`'s harness, from its settings in `t`'s home.
     pub(super) fn read_sweep_days(&mut self, t: &LogTree) {
-        match imp(t.harness).and_then(|h| h.sweep_days(&t.home)) {
+        match t.harness.tree_harness().and_then(|h| h.sweep_days(&t.home)) {
             Some(days) => self.sweep_days.insert(t.harness, days),
             None => self.sweep_days.remove(&t.harness),
         };
@@ -54,7 +49,7 @@ impl Sessions {
     /// it (Codex's `YYYY/MM/DD`, whose first rollout may land before the watch on it), a
     /// log written or removed, or the harness's settings changed.
     pub(super) fn on_harness_path(&mut self, t: &LogTree, path: &Path) {
-        let Some(h) = imp(t.harness) else {
+        let Some(h) = t.harness.tree_harness() else {
             return;
         };
         if h.settings_file(&t.home).as_deref() == Some(path) {
@@ -160,7 +155,8 @@ impl Sessions {
         harness: Harness,
         path: &Path,
     ) -> Result<PathBuf, String> {
-        let cwd = imp(harness)
+        let cwd = harness
+            .tree_harness()
             .and_then(|h| h.log_cwd(path))
             .ok_or_else(|| "no working directory in its lines yet".to_owned())?;
         let cwd_path = Path::new(&cwd);
@@ -198,7 +194,7 @@ impl Sessions {
             not_followed: Some(why),
             len,
         };
-        let Some(h) = imp(harness) else {
+        let Some(h) = harness.tree_harness() else {
             return;
         };
         if !discovery::enabled(h, &ctx.config) {
@@ -412,7 +408,7 @@ impl Sessions {
             return false;
         };
         let harness = entry.follower.harness();
-        let Some(h) = imp(harness) else {
+        let Some(h) = harness.tree_harness() else {
             return false;
         };
         let id = entry
@@ -452,7 +448,7 @@ impl Sessions {
         else {
             return;
         };
-        let Some(h) = imp(harness) else {
+        let Some(h) = harness.tree_harness() else {
             return;
         };
         let cold_tree = self

@@ -34,12 +34,7 @@ const CWD_SCAN_LINES: usize = 64;
 
 /// Claude Code's root: `$CLAUDE_CONFIG_DIR`, else `$HOME/.claude`.
 pub fn home_from_env() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir));
-    }
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(|h| PathBuf::from(h).join(".claude"))
+    crate::source::discovery::home_from_env("CLAUDE_CONFIG_DIR", ".claude")
 }
 
 /// Claude Code's folder key of `cwd`: every character but ASCII letters and digits → `-`.

@@ -24,12 +24,7 @@ const FIRST_LINE_CAP: usize = 8 << 20;
 
 /// Codex's home: `$CODEX_HOME`, else `$HOME/.codex`.
 pub fn home_from_env() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("CODEX_HOME").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir));
-    }
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(|h| PathBuf::from(h).join(".codex"))
+    crate::source::discovery::home_from_env("CODEX_HOME", ".codex")
 }
 
 fn is_rollout(name: &str) -> bool {
