@@ -150,6 +150,9 @@ enum Msg {
 /// Run the daemon in this process until SIGTERM/SIGINT or a `stop` request (`Ok`), or a
 /// critical error.
 pub fn run(options: Options) -> Result<(), DaemonError> {
+    // Before the socket answers: a session created after this is new even when the first
+    // scan is what finds it.
+    let started_wall = std::time::SystemTime::now();
     let paths = Paths::new(&options.dsh_home);
     let config = config::load_home(&paths.dsh_home, &options.env)?;
     // Owner-only whatever the umask: the home 0700, every file in it 0600.
@@ -231,7 +234,7 @@ pub fn run(options: Options) -> Result<(), DaemonError> {
         lock,
         home,
         critical_checked: Instant::now(),
-        sessions: Sessions::new(paths, options.env, config, watch, flags),
+        sessions: Sessions::new(paths, options.env, config, watch, flags, started_wall),
         archiver,
         enricher,
         errors: RuntimeErrors::default(),

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{json, Map, Value};
 
@@ -146,6 +146,8 @@ pub(super) struct Sessions {
     watch: Watch,
     flags: Arc<WatchFlags>,
     initial_scan_done: bool,
+    /// When the daemon started (wall clock, before its socket answered).
+    started_wall: SystemTime,
     last_rescan: Instant,
     /// Logs that are a FIFO, a device or a socket: never opened for reading, said once.
     skipped_logs: BTreeSet<PathBuf>,
@@ -195,6 +197,7 @@ impl Sessions {
         config: Config,
         watch: Watch,
         flags: Arc<WatchFlags>,
+        started_wall: SystemTime,
     ) -> Sessions {
         let saved = state::read(&paths.state);
         let harness_trees = discovery::trees(&config);
@@ -214,6 +217,7 @@ impl Sessions {
             watch,
             flags,
             initial_scan_done: false,
+            started_wall,
             last_rescan: now,
             skipped_logs: BTreeSet::new(),
             harness_trees,
@@ -233,6 +237,18 @@ impl Sessions {
         }
         self.full_scan();
         self.initial_scan_done = true;
+    }
+
+    /// Whether a log first seen now is a new session (a pull or fork moment): anything
+    /// after the first scan, and in the first scan a session `path` (its directory or log)
+    /// made after the daemon started — the socket answers before that scan ends, so an agent
+    /// started then would otherwise count as one that was already there. A filesystem
+    /// that keeps no creation time leaves such a session as found.
+    fn first_seen_is_new(&self, path: &Path) -> bool {
+        self.initial_scan_done
+            || std::fs::metadata(path)
+                .and_then(|m| m.created())
+                .is_ok_and(|born| born >= self.started_wall)
     }
 
     /// What happened since the last call, in order.
@@ -713,7 +729,7 @@ impl Sessions {
             self.session_error(ws_dir, session_dir, e.to_string());
         }
         tracing::info!(session = %header.id, log = %session_dir.display(), "following a session");
-        if is_new && self.initial_scan_done {
+        if is_new && self.first_seen_is_new(session_dir) {
             let parent = header.parent_session.clone();
             let parent_followed = parent.as_ref().is_some_and(|p| known_ids.contains(p));
             self.events.push(Event::NewSession {

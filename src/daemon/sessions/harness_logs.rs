@@ -300,7 +300,7 @@ impl Sessions {
         }
         tracing::info!(session = %header.id, harness = harness.name(), log = %path.display(), "following a session");
         // A session that moved to this file is not new: no pull, no fork moment.
-        if self.initial_scan_done && !moved {
+        if !moved && self.first_seen_is_new(path) {
             // A fork (Claude Code's `--fork-session` or `/branch`, Codex's fork) is the
             // fork moment: its parent's completed turns are archived now.
             let parent = h
