@@ -206,15 +206,20 @@ impl TurnText {
 }
 
 impl Redactable for TurnText {
-    fn map_text(mut self, f: &mut dyn FnMut(&str) -> String) -> Self {
+    fn map_text(self, f: &mut dyn FnMut(&str) -> String) -> Self {
+        self.map_owned(&mut |text| f(&text))
+    }
+
+    /// The turn's texts are this value's own copies: each is handed on, not copied again.
+    fn map_owned(mut self, f: &mut dyn FnMut(String) -> String) -> Self {
         for item in &mut self.items {
             match item {
                 Item::User { text, .. } | Item::Assistant(text) | Item::Result(text) => {
-                    *text = f(text);
+                    *text = f(std::mem::take(text));
                 }
                 Item::Call { name, arguments } => {
-                    *name = f(name);
-                    *arguments = f(arguments);
+                    *name = f(std::mem::take(name));
+                    *arguments = f(std::mem::take(arguments));
                 }
             }
         }
@@ -728,6 +733,35 @@ mod tests {
         let long = "a".repeat(29);
         assert_eq!(terms_of(&format!("{long} {}", "b".repeat(28))).count(), 1);
         assert_eq!(terms_of("").count(), 0);
+    }
+
+    #[test]
+    fn the_turn_redacted_in_place_is_the_turn_redacted_text_by_text() {
+        let mut log = Log::new();
+        log.user("user", "Rotate AKIAIOSFODNN7EXAMPLE in src/main.rs")
+            .assistant("done, nothing secret here")
+            .call(
+                "bash",
+                json!({"command": "curl -H 'Authorization: Bearer ghp_0123456789abcdefghijABCDEFGHIJ012345' https://x"}),
+            )
+            .result("plain output")
+            .push("turn/end", json!({"turn": 3, "reason": {"kind": "completed"}}));
+        let turn = CompletedTurn {
+            turn: 3,
+            first_seq: 0,
+            end_seq: log.events.len() as u64 - 1,
+            reason: "completed".into(),
+            events: log.events.clone(),
+        };
+        let redactor = crate::redact::built_in().expect("built-in rules compile");
+        let mut by_text = crate::redact::RedactionCounts::default();
+        let expected = TurnText::of(&turn)
+            .map_text(&mut |text| redactor.redact(text, &mut by_text).into_inner());
+        let mut in_place = crate::redact::RedactionCounts::default();
+        let got = redactor.redact_all(TurnText::of(&turn), &mut in_place);
+        assert_eq!(*got, expected);
+        assert_eq!(in_place, by_text);
+        assert_eq!(in_place.total(), 2, "{in_place:?}");
     }
 
     #[test]
