@@ -35,7 +35,7 @@
 //! taken it on topic, `TopicChange` otherwise, and the turn after it opens anew the same way.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
@@ -562,21 +562,23 @@ pub fn continues(span: &ChapterSpan, earlier: &EarlierTopics) -> Option<u32> {
     // the chapters that have it in (number, push) order; walking those lists together from
     // their ends meets the chapters in the same order as a walk over every chapter would,
     // but only the chapters that share a topic at all.
-    let entries = &earlier.entries;
-    // Each list's greatest entry not yet passed.
-    let mut lists: Vec<Option<u32>> = mine.iter().map(|t| earlier.head(t)).collect();
+    let mut lists: Vec<&[(u32, u32)]> = mine
+        .iter()
+        .filter_map(|t| {
+            earlier
+                .by_topic
+                .get(t.as_str())
+                .map(TopicChapters::as_slice)
+        })
+        .collect();
     loop {
-        let latest = lists
-            .iter()
-            .filter_map(|l| l.map(|at| entries[at as usize].at))
-            .max()?;
+        let latest = lists.iter().filter_map(|l| l.last()).max().copied()?;
         let mut shared = 0;
         for list in &mut lists {
-            if let Some(at) = *list {
-                let entry = &entries[at as usize];
-                if entry.at == latest {
+            if let Some((last, rest)) = list.split_last() {
+                if *last == latest {
                     shared += 1;
-                    *list = entry.below;
+                    *list = rest;
                 }
             }
         }
@@ -590,58 +592,42 @@ pub fn continues(span: &ChapterSpan, earlier: &EarlierTopics) -> Option<u32> {
 /// that have it as (number, order pushed), sorted. A session of thousands of chapters asks
 /// this once per new chapter, so folding every earlier chapter's topics each time (and
 /// then comparing with every earlier chapter) made an archive quadratic; a topic's list
-/// holds only the chapters that share it.
-///
-/// It grows with the session (a slot per distinct topic, an entry per chapter topic), so it
-/// is laid out in a few flat vectors rather than a map node, a key allocation and a list
-/// per topic: many small long-lived allocations among the renderer's large short-lived
-/// ones kept its heap from shrinking, and the archive's peak RSS grew with the turns.
-#[derive(Debug, Clone)]
+/// holds only the chapters that share it, and memory is a few bytes per chapter topic.
+#[derive(Debug, Default, Clone)]
 pub struct EarlierTopics {
-    /// A folded topic's hash ([`key_hash`]; tests force collisions).
-    hash: fn(&str) -> u64,
-    /// Every distinct folded topic's text, back to back.
-    keys: String,
-    slots: Vec<TopicSlot>,
-    /// The latest slot of each key hash; slots of one hash chain through `same_hash`. Only
-    /// looked up, never iterated: nothing written depends on its order.
-    by_hash: HashMap<u64, u32>,
-    /// Every (number, order) of every topic; each topic's entries form a list from its
-    /// slot's `head` down through `below`, sorted from the greatest.
-    entries: Vec<TopicEntry>,
+    by_topic: BTreeMap<Box<str>, TopicChapters>,
     pushed: u32,
 }
 
-/// One distinct topic: its key (`keys[start..start + len]`) and its list's head entry.
+/// One topic's chapters, sorted. Most topics of a long session have one chapter: it is
+/// held inline, with no allocation of its own (the map grows with the session).
 #[derive(Debug, Clone)]
-struct TopicSlot {
-    start: usize,
-    len: usize,
-    same_hash: Option<u32>,
-    head: u32,
+enum TopicChapters {
+    One([(u32, u32); 1]),
+    Many(Vec<(u32, u32)>),
 }
 
-#[derive(Debug, Clone)]
-struct TopicEntry {
-    at: (u32, u32),
-    below: Option<u32>,
-}
+impl TopicChapters {
+    fn as_slice(&self) -> &[(u32, u32)] {
+        match self {
+            TopicChapters::One(one) => one,
+            TopicChapters::Many(many) => many,
+        }
+    }
 
-/// The index of the next item of a vector that holds at most `u32::MAX` of them (a slot
-/// or an entry per chapter topic: memory runs out long before).
-fn next_index<T>(v: &[T]) -> u32 {
-    u32::try_from(v.len()).expect("fewer than 2^32 chapter topics in one session tree")
-}
-
-impl Default for EarlierTopics {
-    fn default() -> Self {
-        EarlierTopics {
-            hash: key_hash,
-            keys: String::new(),
-            slots: Vec::new(),
-            by_hash: HashMap::new(),
-            entries: Vec::new(),
-            pushed: 0,
+    fn insert(&mut self, entry: (u32, u32)) {
+        match self {
+            TopicChapters::One([first]) => {
+                let mut many = Vec::with_capacity(2);
+                many.push(*first);
+                let at = many.partition_point(|e| *e <= entry);
+                many.insert(at, entry);
+                *self = TopicChapters::Many(many);
+            }
+            TopicChapters::Many(many) => {
+                let at = many.partition_point(|e| *e <= entry);
+                many.insert(at, entry);
+            }
         }
     }
 }
@@ -652,80 +638,17 @@ impl EarlierTopics {
         self.pushed = self.pushed.saturating_add(1);
         let folded: BTreeSet<String> = topics.iter().map(|t| fold_key(t)).collect();
         for topic in folded {
-            let h = (self.hash)(&topic);
-            let entry = next_index(&self.entries);
-            match self.slot(&topic, h) {
-                Some(slot) => self.insert(slot, (number, order)),
+            match self.by_topic.get_mut(topic.as_str()) {
+                Some(list) => list.insert((number, order)),
                 None => {
-                    let slot = next_index(&self.slots);
-                    self.entries.push(TopicEntry {
-                        at: (number, order),
-                        below: None,
-                    });
-                    let start = self.keys.len();
-                    self.keys.push_str(&topic);
-                    self.slots.push(TopicSlot {
-                        start,
-                        len: topic.len(),
-                        same_hash: self.by_hash.insert(h, slot),
-                        head: entry,
-                    });
+                    self.by_topic.insert(
+                        topic.into_boxed_str(),
+                        TopicChapters::One([(number, order)]),
+                    );
                 }
             }
         }
     }
-
-    /// The slot of `key` (hashed `h`), if a chapter had it.
-    fn slot(&self, key: &str, h: u64) -> Option<u32> {
-        let mut at = self.by_hash.get(&h).copied();
-        while let Some(i) = at {
-            let slot = &self.slots[i as usize];
-            if &self.keys[slot.start..slot.start + slot.len] == key {
-                return Some(i);
-            }
-            at = slot.same_hash;
-        }
-        None
-    }
-
-    /// Put `at` into the slot's list, keeping it sorted from the greatest (chapters come
-    /// mostly in order: then it is the new head).
-    fn insert(&mut self, slot: u32, at: (u32, u32)) {
-        let new = next_index(&self.entries);
-        let head = self.slots[slot as usize].head;
-        if at >= self.entries[head as usize].at {
-            self.entries.push(TopicEntry {
-                at,
-                below: Some(head),
-            });
-            self.slots[slot as usize].head = new;
-            return;
-        }
-        let mut above = head;
-        while let Some(below) = self.entries[above as usize].below {
-            if at >= self.entries[below as usize].at {
-                break;
-            }
-            above = below;
-        }
-        let below = self.entries[above as usize].below;
-        self.entries.push(TopicEntry { at, below });
-        self.entries[above as usize].below = Some(new);
-    }
-
-    /// The head of `key`'s list (its greatest entry), if a chapter had it.
-    fn head(&self, key: &str) -> Option<u32> {
-        self.slot(key, (self.hash)(key))
-            .map(|slot| self.slots[slot as usize].head)
-    }
-}
-
-/// A topic key's hash: SipHash with fixed keys (the same in every run).
-fn key_hash(key: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    key.hash(&mut h);
-    h.finish()
 }
 
 /// The coverage guard on its own: `ranges` (sorted) must tile `[lo, hi]` exactly.
@@ -1398,11 +1321,6 @@ mod tests {
         for _ in 0..200 {
             let mut earlier = Vec::new();
             let mut topics = EarlierTopics::default();
-            // Every key of one hash: the slots' chains tell them apart.
-            let mut colliding = EarlierTopics {
-                hash: |_| 0,
-                ..EarlierTopics::default()
-            };
             for _ in 0..next(12) {
                 // Numbers repeat and arrive out of order on purpose.
                 let number = next(8) as u32 + 1;
@@ -1410,7 +1328,6 @@ mod tests {
                     .map(|_| words[next(words.len() as u64) as usize].to_owned())
                     .collect();
                 topics.push(number, &own);
-                colliding.push(number, &own);
                 earlier.push((number, own));
             }
             let mine: Vec<String> = (0..next(5))
@@ -1432,11 +1349,6 @@ mod tests {
                 continues(&span, &topics),
                 every_chapter(&mine, &earlier),
                 "{mine:?} after {earlier:?}"
-            );
-            assert_eq!(
-                continues(&span, &colliding),
-                every_chapter(&mine, &earlier),
-                "colliding hashes: {mine:?} after {earlier:?}"
             );
         }
     }

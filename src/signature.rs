@@ -635,18 +635,23 @@ mod tests {
             )
         }
 
-        fn sign(&mut self) -> Signature {
+        /// The turn so far, ended by a `turn/end`.
+        fn end_turn(&mut self) -> CompletedTurn {
             self.push(
                 "turn/end",
                 json!({"turn": 3, "reason": {"kind": "completed"}}),
             );
-            let turn = CompletedTurn {
+            CompletedTurn {
                 turn: 3,
                 first_seq: 0,
                 end_seq: self.events.len() as u64 - 1,
                 reason: "completed".into(),
                 events: self.events.clone(),
-            };
+            }
+        }
+
+        fn sign(&mut self) -> Signature {
+            let turn = self.end_turn();
             let redactor = crate::redact::built_in().expect("built-in rules compile");
             let text = redactor.redact_all(
                 TurnText::of(&turn),
@@ -659,17 +664,7 @@ mod tests {
         fn sign_with_artifacts(&mut self, artifact_tokens: u64) -> Signature {
             let whole = self.sign();
             self.events.pop();
-            self.push(
-                "turn/end",
-                json!({"turn": 3, "reason": {"kind": "completed"}}),
-            );
-            let turn = CompletedTurn {
-                turn: 3,
-                first_seq: 0,
-                end_seq: self.events.len() as u64 - 1,
-                reason: "completed".into(),
-                events: self.events.clone(),
-            };
+            let turn = self.end_turn();
             let redactor = crate::redact::built_in().expect("built-in rules compile");
             let text = redactor.redact_all(
                 TurnText::of(&turn),
@@ -737,22 +732,15 @@ mod tests {
 
     #[test]
     fn the_turn_redacted_in_place_is_the_turn_redacted_text_by_text() {
-        let mut log = Log::new();
-        log.user("user", "Rotate AKIAIOSFODNN7EXAMPLE in src/main.rs")
+        let turn = Log::new()
+            .user("user", "Rotate AKIAIOSFODNN7EXAMPLE in src/main.rs")
             .assistant("done, nothing secret here")
             .call(
                 "bash",
                 json!({"command": "curl -H 'Authorization: Bearer ghp_0123456789abcdefghijABCDEFGHIJ012345' https://x"}),
             )
             .result("plain output")
-            .push("turn/end", json!({"turn": 3, "reason": {"kind": "completed"}}));
-        let turn = CompletedTurn {
-            turn: 3,
-            first_seq: 0,
-            end_seq: log.events.len() as u64 - 1,
-            reason: "completed".into(),
-            events: log.events.clone(),
-        };
+            .end_turn();
         let redactor = crate::redact::built_in().expect("built-in rules compile");
         let mut by_text = crate::redact::RedactionCounts::default();
         let expected = TurnText::of(&turn)
