@@ -19,6 +19,7 @@ mod paths;
 mod shell;
 mod terms;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
@@ -147,52 +148,60 @@ fn stopword_lines() -> impl Iterator<Item = &'static str> {
 /// terms, paths and commands are derived from redacted text and a secret that a pattern
 /// matches can never be lowercased, counted or cut into a signature first.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TurnText {
+pub struct TurnText<'t> {
     turn: u64,
     /// The seqs of the turn's events: for DSH every seq from the first to the `turn/end`;
     /// a harness whose seqs are sparse (derived from line numbers) lists only its own.
     seqs: Vec<u64>,
     reason: String,
-    items: Vec<Item>,
+    items: Vec<Item<'t>>,
 }
 
+/// Each text borrowed from the turn where it can be: redaction copies only what it
+/// changes, so a turn with no secret is signed without a copy of its texts.
 #[derive(Debug, Clone, PartialEq)]
-enum Item {
-    User { text: String, source: MessageSource },
-    Assistant(String),
-    Call { name: String, arguments: String },
-    Result(String),
+enum Item<'t> {
+    User {
+        text: Cow<'t, str>,
+        source: MessageSource,
+    },
+    Assistant(Cow<'t, str>),
+    Call {
+        name: Cow<'t, str>,
+        arguments: Cow<'t, str>,
+    },
+    Result(Cow<'t, str>),
 }
 
-impl TurnText {
+impl<'t> TurnText<'t> {
     /// The texts of `turn` that signing reads (not yet redacted).
-    pub fn of(turn: &CompletedTurn) -> TurnText {
+    pub fn of(turn: &'t CompletedTurn) -> TurnText<'t> {
         let items = turn
             .events
             .iter()
             .filter_map(|event| {
                 if let Some(msg) = event.user_message() {
                     let text = if is_conversation(&msg.source) {
-                        unscreened_text(&msg.text).into_owned()
+                        unscreened_text(&msg.text)
                     } else {
                         // Screened whole by the render; only its length is never read.
-                        String::new()
+                        Cow::Borrowed("")
                     };
                     Some(Item::User {
                         text,
                         source: msg.source.clone(),
                     })
                 } else if let Some(text) = event.assistant_text() {
-                    Some(Item::Assistant(text.to_owned()))
+                    Some(Item::Assistant(Cow::Borrowed(text)))
                 } else if let Some(call) = event.tool_call() {
                     Some(Item::Call {
-                        name: call.name.clone(),
-                        arguments: call.arguments.clone(),
+                        name: Cow::Borrowed(&call.name),
+                        arguments: Cow::Borrowed(&call.arguments),
                     })
                 } else {
                     event
                         .tool_result()
-                        .map(|result| Item::Result(result.content.clone()))
+                        .map(|result| Item::Result(Cow::Borrowed(&result.content)))
                 }
             })
             .collect();
@@ -205,13 +214,13 @@ impl TurnText {
     }
 }
 
-impl Redactable for TurnText {
+impl Redactable for TurnText<'_> {
     fn map_text(self, f: &mut dyn FnMut(&str) -> String) -> Self {
-        self.map_owned(&mut |text| f(&text))
+        self.map_cow(&mut |text| Cow::Owned(f(&text)))
     }
 
-    /// The turn's texts are this value's own copies: each is handed on, not copied again.
-    fn map_owned(mut self, f: &mut dyn FnMut(String) -> String) -> Self {
+    /// Each text handed on as it is held (borrowed from the turn, or this value's own).
+    fn map_cow(mut self, f: &mut dyn for<'s> FnMut(Cow<'s, str>) -> Cow<'s, str>) -> Self {
         for item in &mut self.items {
             match item {
                 Item::User { text, .. } | Item::Assistant(text) | Item::Result(text) => {

@@ -54,6 +54,7 @@
 
 mod rules;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -276,10 +277,11 @@ impl Redacted<String> {
 /// string to `f` and keep nothing from the value it consumed.
 pub trait Redactable: Sized {
     fn map_text(self, f: &mut dyn FnMut(&str) -> String) -> Self;
-    /// [`Redactable::map_text`] handing `f` each string itself: a type that owns its
-    /// strings overrides it, so that a text with nothing to redact is not copied again.
-    fn map_owned(self, f: &mut dyn FnMut(String) -> String) -> Self {
-        self.map_text(&mut |text| f(text.to_owned()))
+    /// [`Redactable::map_text`] handing `f` each string as it is held: a type that holds
+    /// its strings as `Cow` (borrowed from what it was made of, like the signer's turn)
+    /// overrides it, and a text with nothing to redact comes back as it was, not copied.
+    fn map_cow(self, f: &mut dyn for<'s> FnMut(Cow<'s, str>) -> Cow<'s, str>) -> Self {
+        self.map_text(&mut |text| f(Cow::Borrowed(text)).into_owned())
     }
 }
 
@@ -658,11 +660,16 @@ impl Redactor {
     /// [`Redactor::redact`] of a string the caller owns: a text with no secret (nearly
     /// every one) is handed back as it is, not copied.
     pub fn redact_owned(&self, text: String, counts: &mut RedactionCounts) -> Redacted<String> {
+        Redacted(self.redact_cow(Cow::Owned(text), counts).into_owned())
+    }
+
+    /// `text` through the rules; changed only where a rule matched (then a new string).
+    fn redact_cow<'s>(&self, text: Cow<'s, str>, counts: &mut RedactionCounts) -> Cow<'s, str> {
         let secrets = self.find_secrets(&text);
         if secrets.is_empty() {
-            return Redacted(text);
+            return text;
         }
-        Redacted(self.rewrite(&text, &secrets, counts))
+        Cow::Owned(self.rewrite(&text, &secrets, counts))
     }
 
     /// `text` with each of `secrets` (in order) replaced by its marker.
@@ -681,7 +688,7 @@ impl Redactor {
 
     /// Redact every text of a [`Redactable`] value: what derivers read (the signer's turn).
     pub fn redact_all<T: Redactable>(&self, value: T, counts: &mut RedactionCounts) -> Redacted<T> {
-        Redacted(value.map_owned(&mut |text| self.redact_owned(text, counts).into_inner()))
+        Redacted(value.map_cow(&mut |text| self.redact_cow(text, counts)))
     }
 
     /// Redact every string inside a JSON value (keys kept), for ledger lines.
