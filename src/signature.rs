@@ -19,6 +19,7 @@ mod paths;
 mod shell;
 mod terms;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
@@ -147,52 +148,60 @@ fn stopword_lines() -> impl Iterator<Item = &'static str> {
 /// terms, paths and commands are derived from redacted text and a secret that a pattern
 /// matches can never be lowercased, counted or cut into a signature first.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TurnText {
+pub struct TurnText<'t> {
     turn: u64,
     /// The seqs of the turn's events: for DSH every seq from the first to the `turn/end`;
     /// a harness whose seqs are sparse (derived from line numbers) lists only its own.
     seqs: Vec<u64>,
     reason: String,
-    items: Vec<Item>,
+    items: Vec<Item<'t>>,
 }
 
+/// Each text borrowed from the turn where it can be: redaction copies only what it
+/// changes, so a turn with no secret is signed without a copy of its texts.
 #[derive(Debug, Clone, PartialEq)]
-enum Item {
-    User { text: String, source: MessageSource },
-    Assistant(String),
-    Call { name: String, arguments: String },
-    Result(String),
+enum Item<'t> {
+    User {
+        text: Cow<'t, str>,
+        source: MessageSource,
+    },
+    Assistant(Cow<'t, str>),
+    Call {
+        name: Cow<'t, str>,
+        arguments: Cow<'t, str>,
+    },
+    Result(Cow<'t, str>),
 }
 
-impl TurnText {
+impl<'t> TurnText<'t> {
     /// The texts of `turn` that signing reads (not yet redacted).
-    pub fn of(turn: &CompletedTurn) -> TurnText {
+    pub fn of(turn: &'t CompletedTurn) -> TurnText<'t> {
         let items = turn
             .events
             .iter()
             .filter_map(|event| {
                 if let Some(msg) = event.user_message() {
                     let text = if is_conversation(&msg.source) {
-                        unscreened_text(&msg.text).into_owned()
+                        unscreened_text(&msg.text)
                     } else {
                         // Screened whole by the render; only its length is never read.
-                        String::new()
+                        Cow::Borrowed("")
                     };
                     Some(Item::User {
                         text,
                         source: msg.source.clone(),
                     })
                 } else if let Some(text) = event.assistant_text() {
-                    Some(Item::Assistant(text.to_owned()))
+                    Some(Item::Assistant(Cow::Borrowed(text)))
                 } else if let Some(call) = event.tool_call() {
                     Some(Item::Call {
-                        name: call.name.clone(),
-                        arguments: call.arguments.clone(),
+                        name: Cow::Borrowed(&call.name),
+                        arguments: Cow::Borrowed(&call.arguments),
                     })
                 } else {
                     event
                         .tool_result()
-                        .map(|result| Item::Result(result.content.clone()))
+                        .map(|result| Item::Result(Cow::Borrowed(&result.content)))
                 }
             })
             .collect();
@@ -205,16 +214,21 @@ impl TurnText {
     }
 }
 
-impl Redactable for TurnText {
-    fn map_text(mut self, f: &mut dyn FnMut(&str) -> String) -> Self {
+impl Redactable for TurnText<'_> {
+    fn map_text(self, f: &mut dyn FnMut(&str) -> String) -> Self {
+        self.map_cow(&mut |text| Cow::Owned(f(&text)))
+    }
+
+    /// Each text handed on as it is held (borrowed from the turn, or this value's own).
+    fn map_cow(mut self, f: &mut dyn for<'s> FnMut(Cow<'s, str>) -> Cow<'s, str>) -> Self {
         for item in &mut self.items {
             match item {
                 Item::User { text, .. } | Item::Assistant(text) | Item::Result(text) => {
-                    *text = f(text);
+                    *text = f(std::mem::take(text));
                 }
                 Item::Call { name, arguments } => {
-                    *name = f(name);
-                    *arguments = f(arguments);
+                    *name = f(std::mem::take(name));
+                    *arguments = f(std::mem::take(arguments));
                 }
             }
         }
@@ -630,18 +644,23 @@ mod tests {
             )
         }
 
-        fn sign(&mut self) -> Signature {
+        /// The turn so far, ended by a `turn/end`.
+        fn end_turn(&mut self) -> CompletedTurn {
             self.push(
                 "turn/end",
                 json!({"turn": 3, "reason": {"kind": "completed"}}),
             );
-            let turn = CompletedTurn {
+            CompletedTurn {
                 turn: 3,
                 first_seq: 0,
                 end_seq: self.events.len() as u64 - 1,
                 reason: "completed".into(),
                 events: self.events.clone(),
-            };
+            }
+        }
+
+        fn sign(&mut self) -> Signature {
+            let turn = self.end_turn();
             let redactor = crate::redact::built_in().expect("built-in rules compile");
             let text = redactor.redact_all(
                 TurnText::of(&turn),
@@ -654,17 +673,7 @@ mod tests {
         fn sign_with_artifacts(&mut self, artifact_tokens: u64) -> Signature {
             let whole = self.sign();
             self.events.pop();
-            self.push(
-                "turn/end",
-                json!({"turn": 3, "reason": {"kind": "completed"}}),
-            );
-            let turn = CompletedTurn {
-                turn: 3,
-                first_seq: 0,
-                end_seq: self.events.len() as u64 - 1,
-                reason: "completed".into(),
-                events: self.events.clone(),
-            };
+            let turn = self.end_turn();
             let redactor = crate::redact::built_in().expect("built-in rules compile");
             let text = redactor.redact_all(
                 TurnText::of(&turn),
@@ -728,6 +737,28 @@ mod tests {
         let long = "a".repeat(29);
         assert_eq!(terms_of(&format!("{long} {}", "b".repeat(28))).count(), 1);
         assert_eq!(terms_of("").count(), 0);
+    }
+
+    #[test]
+    fn the_turn_redacted_in_place_is_the_turn_redacted_text_by_text() {
+        let turn = Log::new()
+            .user("user", "Rotate AKIAIOSFODNN7EXAMPLE in src/main.rs")
+            .assistant("done, nothing secret here")
+            .call(
+                "bash",
+                json!({"command": "curl -H 'Authorization: Bearer ghp_0123456789abcdefghijABCDEFGHIJ012345' https://x"}),
+            )
+            .result("plain output")
+            .end_turn();
+        let redactor = crate::redact::built_in().expect("built-in rules compile");
+        let mut by_text = crate::redact::RedactionCounts::default();
+        let expected = TurnText::of(&turn)
+            .map_text(&mut |text| redactor.redact(text, &mut by_text).into_inner());
+        let mut in_place = crate::redact::RedactionCounts::default();
+        let got = redactor.redact_all(TurnText::of(&turn), &mut in_place);
+        assert_eq!(*got, expected);
+        assert_eq!(in_place, by_text);
+        assert_eq!(in_place.total(), 2, "{in_place:?}");
     }
 
     #[test]

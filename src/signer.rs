@@ -148,7 +148,7 @@ pub fn sign(
         let value =
             s.derive(|s| serde_json::to_value(s).expect("a Signature always serializes to JSON"));
         // Signed from redacted text; through the rules once more as the ledger line.
-        redactor.redact_json(value.get(), &mut counts)
+        redactor.redact_json_owned(value.into_inner(), &mut counts)
     });
     let new_len = store.append_collection_after(root, session_id, lines, cursor.whole_len)?;
     cursor.signed_hi = fresh.iter().filter_map(|s| s.seqs.last().copied()).max();

@@ -54,6 +54,7 @@
 
 mod rules;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -276,6 +277,12 @@ impl Redacted<String> {
 /// string to `f` and keep nothing from the value it consumed.
 pub trait Redactable: Sized {
     fn map_text(self, f: &mut dyn FnMut(&str) -> String) -> Self;
+    /// [`Redactable::map_text`] handing `f` each string as it is held: a type that holds
+    /// its strings as `Cow` (borrowed from what it was made of, like the signer's turn)
+    /// overrides it, and a text with nothing to redact comes back as it was, not copied.
+    fn map_cow(self, f: &mut dyn for<'s> FnMut(Cow<'s, str>) -> Cow<'s, str>) -> Self {
+        self.map_text(&mut |text| f(Cow::Borrowed(text)).into_owned())
+    }
 }
 
 /// Counts per rule name; never values.
@@ -647,21 +654,41 @@ impl Redactor {
         if secrets.is_empty() {
             return Redacted(text.to_owned());
         }
+        Redacted(self.rewrite(text, &secrets, counts))
+    }
+
+    /// [`Redactor::redact`] of a string the caller owns: a text with no secret (nearly
+    /// every one) is handed back as it is, not copied.
+    pub fn redact_owned(&self, text: String, counts: &mut RedactionCounts) -> Redacted<String> {
+        Redacted(self.redact_cow(Cow::Owned(text), counts).into_owned())
+    }
+
+    /// `text` through the rules; changed only where a rule matched (then a new string).
+    fn redact_cow<'s>(&self, text: Cow<'s, str>, counts: &mut RedactionCounts) -> Cow<'s, str> {
+        let secrets = self.find_secrets(&text);
+        if secrets.is_empty() {
+            return text;
+        }
+        Cow::Owned(self.rewrite(&text, &secrets, counts))
+    }
+
+    /// `text` with each of `secrets` (in order) replaced by its marker.
+    fn rewrite(&self, text: &str, secrets: &[Secret], counts: &mut RedactionCounts) -> String {
         let mut out = String::with_capacity(text.len() + secrets.len() * MARKER_PREFIX.len());
         let mut copied = 0;
-        for secret in &secrets {
+        for secret in secrets {
             out.push_str(&text[copied..secret.start]);
             push_marker(&mut out, &text.as_bytes()[secret.start..secret.end]);
             counts.bump(&self.rules[secret.rule].name);
             copied = secret.end;
         }
         out.push_str(&text[copied..]);
-        Redacted(out)
+        out
     }
 
     /// Redact every text of a [`Redactable`] value: what derivers read (the signer's turn).
     pub fn redact_all<T: Redactable>(&self, value: T, counts: &mut RedactionCounts) -> Redacted<T> {
-        Redacted(value.map_text(&mut |text| self.redact(text, counts).into_inner()))
+        Redacted(value.map_cow(&mut |text| self.redact_cow(text, counts)))
     }
 
     /// Redact every string inside a JSON value (keys kept), for ledger lines.
@@ -671,6 +698,32 @@ impl Redactor {
         counts: &mut RedactionCounts,
     ) -> Redacted<serde_json::Value> {
         Redacted(self.redact_value(value, counts))
+    }
+
+    /// [`Redactor::redact_json`] of a value the caller owns: its strings are redacted where
+    /// they are (the signer's ledger lines, the journal's), not copied into a second tree.
+    /// Walks with an explicit stack, as `redact_value` does.
+    pub fn redact_json_owned(
+        &self,
+        mut value: serde_json::Value,
+        counts: &mut RedactionCounts,
+    ) -> Redacted<serde_json::Value> {
+        use serde_json::Value;
+        let mut stack: Vec<&mut Value> = vec![&mut value];
+        while let Some(next) = stack.pop() {
+            match next {
+                Value::Array(items) => stack.extend(items.iter_mut()),
+                Value::Object(map) => stack.extend(map.values_mut()),
+                Value::String(text) => {
+                    let secrets = self.find_secrets(text);
+                    if !secrets.is_empty() {
+                        *text = self.rewrite(text, &secrets, counts);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Redacted(value)
     }
 
     /// Walks with an explicit stack: a value nested deeper than the call stack is still fine.
@@ -1238,6 +1291,46 @@ mod tests {
 
     const JWT: &str = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c";
     const AWS_SECRET: &str = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+
+    #[test]
+    fn redacting_an_owned_text_gives_what_redacting_a_borrowed_one_gives() {
+        let texts = [
+            String::new(),
+            "plain words, nothing secret".to_owned(),
+            format!("token {JWT} and key AKIAIOSFODNN7EXAMPLE in one line"),
+            format!("aws_secret_access_key = {AWS_SECRET}\nnext line"),
+        ];
+        for text in texts {
+            let mut borrowed = RedactionCounts::default();
+            let mut owned = RedactionCounts::default();
+            let expected = redactor().redact(&text, &mut borrowed).into_inner();
+            let got = redactor()
+                .redact_owned(text.clone(), &mut owned)
+                .into_inner();
+            assert_eq!(got, expected, "input: {text:?}");
+            assert_eq!(owned, borrowed, "input: {text:?}");
+        }
+    }
+
+    #[test]
+    fn redacting_an_owned_json_value_gives_what_redacting_a_borrowed_one_gives() {
+        let value = serde_json::json!({
+            "v": 1,
+            "AKIAIOSFODNN7EXAMPLE": "a key is kept as it is",
+            "terms": ["plain", format!("token {JWT}"), ["AKIAIOSFODNN7EXAMPLE", 3, null]],
+            "nested": {"deeper": {"secret": format!("aws_secret_access_key = {AWS_SECRET}")}},
+            "flag": true
+        });
+        let mut borrowed = RedactionCounts::default();
+        let mut owned = RedactionCounts::default();
+        let expected = redactor().redact_json(&value, &mut borrowed).into_inner();
+        let got = redactor()
+            .redact_json_owned(value.clone(), &mut owned)
+            .into_inner();
+        assert_eq!(got, expected);
+        assert_ne!(got, value, "the fixture holds secrets");
+        assert_eq!(owned, borrowed);
+    }
 
     // ---- marker ----
 

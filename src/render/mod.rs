@@ -141,16 +141,21 @@ pub fn render_chapter(
         .into_inner();
     let body = {
         // Title and summary come from conversation text: escaped, they read as words.
-        let mut raw = format!(
-            "# {}\n\n> {}\n",
-            markdown::escape_inline(&title, false),
-            markdown::escape_inline(&summary, true)
-        );
+        let heading = markdown::escape_inline(&title, false);
+        let lead = markdown::escape_inline(&summary, true);
+        // Sized once: the conversation is most of a chapter's bytes.
+        let mut raw = String::with_capacity(heading.len() + lead.len() + conv.markdown.len() + 8);
+        raw.push_str("# ");
+        raw.push_str(&heading);
+        raw.push_str("\n\n> ");
+        raw.push_str(&lead);
+        raw.push('\n');
         if !conv.markdown.is_empty() {
             raw.push('\n');
             raw.push_str(&conv.markdown);
         }
-        redactor.redact(&raw, &mut counts)
+        // Handed over whole: a body with nothing to redact is not copied again.
+        redactor.redact_owned(raw, &mut counts)
     };
     let body_sha = sha256_hex(body.as_bytes());
 

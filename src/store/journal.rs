@@ -155,8 +155,8 @@ fn try_record(store_dir: &Path, changes: &[(&str, &[&str])]) -> Result<(), Journ
     let lines: Vec<_> = changes
         .iter()
         .map(|(folder, files)| {
-            redactor.redact_json(
-                &json!({"v": JOURNAL_VERSION, "folder": folder, "files": files}),
+            redactor.redact_json_owned(
+                json!({"v": JOURNAL_VERSION, "folder": folder, "files": files}),
                 &mut counts,
             )
         })
