@@ -362,36 +362,26 @@ impl Scorer {
         if self.words.is_empty() {
             return score::recency(f.date, self.now_ms).points();
         }
-        let topics: Vec<String> = self
+        let topics = self
             .curation
-            .canonical_topics(f.topics.split('\n').filter(|t| !t.is_empty()))
-            .iter()
-            .map(|t| t.to_lowercase())
-            .collect();
-        let fields = score::Fields {
-            title: &f.title.to_lowercase(),
-            summary: &f.summary.to_lowercase(),
-            kind: &f.kind.to_lowercase(),
-            topics: &topics,
-            category: &f.category.to_lowercase(),
-        };
-        let (base, category) =
-            score::field_points(&fields, &self.words, &self.params, |_, _, _| {});
+            .canonical_topics(f.topics.split('\n').filter(|t| !t.is_empty()));
         let core = crate::catalog::table::is_core_rule_id(
             f.kind,
             f.rule_id,
             &self.curation,
             &self.harness,
         );
-        score::finish(
-            Vec::new(),
-            base + category + body_points,
-            f.date,
-            core,
-            self.now_ms,
-            &self.params,
-        )
-        .0
+        let text = FieldText {
+            title: f.title,
+            summary: f.summary,
+            kind: f.kind,
+            topics: &topics,
+            category: f.category,
+            date: f.date,
+            core_rule: core,
+        };
+        let (score, _, _) = text.score(&self.words, body_points, self.now_ms, &self.params, false);
+        score
     }
 
     /// Score one document: `bm25` is `Some` for a document holding every query term (its
@@ -1031,10 +1021,68 @@ fn passes(row: Option<&Row>, f: &Filters, named_path: Option<&BTreeSet<String>>)
         && named_path.is_none_or(|set| set.contains(&r.path))
 }
 
-/// A document's score for `words`, with its explanation: its §8 fields and a rule's category
-/// (`score::field_points`, the one implementation [`Scorer::fast_score`] runs too; category
-/// 1.5, which the table does not keep), the body's points, recency and the core-rule bonus.
-/// Also the fields' base alone (before the category).
+/// What scores a document, as stored (topics canonical, before the scorer lowercases them).
+struct FieldText<'a> {
+    title: &'a str,
+    summary: &'a str,
+    kind: &'a str,
+    topics: &'a [String],
+    category: &'a str,
+    date: Option<&'a str>,
+    /// Earns the core-rule bonus.
+    core_rule: bool,
+}
+
+impl FieldText<'_> {
+    /// The score for `words`: the fields lowercased, `score::field_points` (category 1.5,
+    /// which the table does not keep), then `score::finish` with the body's points, recency
+    /// and the core-rule bonus — one setup for [`Scorer::fast_score`] and
+    /// [`score_with_category`], so both give the same bits. The explanation lists the hits
+    /// when `explain` (the fast path, run once per full-text match, needs none), its `base`
+    /// the fields' and the category's points. Also the fields' base alone.
+    fn score(
+        &self,
+        words: &[String],
+        body_points: f64,
+        now_ms: i64,
+        params: &ScoreParams,
+        explain: bool,
+    ) -> (f64, score::Explain, f64) {
+        let topics: Vec<String> = self.topics.iter().map(|t| t.to_lowercase()).collect();
+        let fields = score::Fields {
+            title: &self.title.to_lowercase(),
+            summary: &self.summary.to_lowercase(),
+            kind: &self.kind.to_lowercase(),
+            topics: &topics,
+            category: &self.category.to_lowercase(),
+        };
+        let mut hits = Vec::new();
+        let (fields_base, category_points) =
+            score::field_points(&fields, words, params, |t, field, points| {
+                if explain {
+                    hits.push(score::TermHit {
+                        term: t.to_owned(),
+                        field,
+                        points,
+                    });
+                }
+            });
+        let base = fields_base + category_points;
+        let (score, mut e) = score::finish(
+            hits,
+            base + body_points,
+            self.date,
+            self.core_rule,
+            now_ms,
+            params,
+        );
+        e.base = base;
+        (score, e, fields_base)
+    }
+}
+
+/// A document's score for `words`, with its explanation ([`FieldText::score`]). Also the
+/// fields' base alone (before the category).
 fn score_with_category(
     doc: &score::SearchDoc,
     words: &[String],
@@ -1044,33 +1092,16 @@ fn score_with_category(
     params: &ScoreParams,
 ) -> ((f64, score::Explain), f64) {
     let meta = &doc.meta;
-    let topics: Vec<String> = meta.topics.iter().map(|t| t.to_lowercase()).collect();
-    let fields = score::Fields {
-        title: &meta.title.to_lowercase(),
-        summary: &meta.summary.to_lowercase(),
-        kind: &meta.kind.to_lowercase(),
-        topics: &topics,
-        category: &category.to_lowercase(),
+    let text = FieldText {
+        title: &meta.title,
+        summary: &meta.summary,
+        kind: &meta.kind,
+        topics: &meta.topics,
+        category,
+        date: meta.date.as_deref(),
+        core_rule: doc.core_rule,
     };
-    let mut hits = Vec::new();
-    let (fields_base, category_points) =
-        score::field_points(&fields, words, params, |t, field, points| {
-            hits.push(score::TermHit {
-                term: t.to_owned(),
-                field,
-                points,
-            })
-        });
-    let base = fields_base + category_points;
-    let (score, mut e) = score::finish(
-        hits,
-        base + body_points,
-        doc.meta.date.as_deref(),
-        doc.core_rule,
-        now_ms,
-        params,
-    );
-    e.base = base;
+    let (score, e, fields_base) = text.score(words, body_points, now_ms, params, true);
     ((score, e), fields_base)
 }
 
@@ -1450,6 +1481,60 @@ mod tests {
         let ws = tmp.path();
         equivalence_store(ws);
         top_k_agrees_with_every_match_scored(ws);
+    }
+
+    /// Queries whose whole-query phrase only a few documents hold (so the cache may take
+    /// them alone as the top `k`), with filters that leave some of them out (so it may
+    /// not): the same answer as scoring every match.
+    #[test]
+    fn the_phrase_holders_alone_answer_as_the_full_scoring_does() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        equivalence_store(dir.path());
+        let corpus = open(dir.path(), "pk", false, T).expect("open");
+        let params = ScoreParams {
+            core_rule_bonus: 0.15,
+            ..ScoreParams::default()
+        };
+        let now = crate::time::parse_rfc3339_ms("2026-12-02T00:00:00Z").expect("now");
+        const WORDS: &[&str] = &["socket", "retry", "schema", "token", "cache", "deploy"];
+        let mut compared = 0;
+        for a in WORDS {
+            for b in WORDS.iter().filter(|b| *b != a) {
+                for text in [format!("{a} {b}"), format!("{a} {b} parser")] {
+                    for machine in [None, Some("m1")] {
+                        let req = Request {
+                            filters: Filters {
+                                machine: machine.map(str::to_owned),
+                                ..Filters::default()
+                            },
+                            ..Request::text(&text, None)
+                        };
+                        let all =
+                            rank_every_match(&corpus, &req, &params, "m1", now).expect("oracle");
+                        let want: Vec<_> = all
+                            .iter()
+                            .map(|c| (c.path.clone(), c.score.to_bits(), c.body.phrase))
+                            .collect();
+                        compared += usize::from(all.iter().any(|c| c.body.phrase));
+                        for k in [1, 2, 3, 4, 16] {
+                            let (got, total, _) =
+                                corpus.top(&req, &params, "m1", now, k).expect("top");
+                            let got: Vec<_> = got
+                                .iter()
+                                .map(|c| (c.path.clone(), c.score.to_bits(), c.body.phrase))
+                                .collect();
+                            assert_eq!(
+                                got,
+                                want[..k.min(want.len())],
+                                "{text} {machine:?}, k = {k}"
+                            );
+                            assert_eq!(total, want.len(), "{text} {machine:?}: total, k = {k}");
+                        }
+                    }
+                }
+            }
+        }
+        assert!(compared >= 20, "queries with phrase holders: {compared}");
     }
 
     /// Documents added after the cache was built, dated before and between the ones it holds

@@ -161,6 +161,9 @@ const FIRST_ROUND_MAX: usize = 4_096;
 /// Up to this many documents holding the whole-query phrase are scored up front (beyond,
 /// each batch read is checked; a few in the unit tests, so that both ways are exercised).
 const PHRASE_UP_FRONT: usize = if cfg!(test) { 4 } else { 1_000 };
+/// Up to this many documents are checked for the phrase one by one (a seek each), more in
+/// one walk over their rowid range.
+const SEEK_AT_MOST: usize = 64;
 /// A filtered count stops here (then it says "at least").
 const COUNT_CAP: usize = 2_000;
 /// A count FTS5 answers alone (the filters leave nothing out) stops here.
@@ -693,6 +696,9 @@ impl Cache {
     /// even for a document from another machine inserted out of date order); (c) the few
     /// with a category (rules) and, when few, those holding the phrase, scored up front.
     /// The scan stops when the `k`-th best beats both streams' bounds, or when (b) ends.
+    /// When at least `k` documents hold the phrase and all are known (up to 1,000), they
+    /// are read first, alone: if `k` of them pass the filters they are the answer (they
+    /// rank above every other match), with no bound counted and no stream read.
     pub fn top(
         &self,
         q: &TopQuery<'_>,
@@ -776,18 +782,53 @@ impl Cache {
         };
         // Artifacts are not in the search table: their field hits have no bound.
         let unbounded = artifacts_wanted(q.filters);
+        // The whole-query phrase's documents, read before anything is counted (up to one
+        // more than are scored up front): when they are all read and at least `k`, they
+        // alone can make the top `k` (below).
+        let phrase_read = |cap: usize| -> Result<Vec<i64>, CacheError> {
+            let Some(p) = q.phrase else {
+                return Ok(Vec::new());
+            };
+            let mut stmt = self
+                .conn
+                .prepare_cached("SELECT rowid FROM fts WHERE fts MATCH ?1 LIMIT ?2")
+                .map_err(self.err())?;
+            // The whole-query phrase holds every term: the phrase alone (not `expr AND` it,
+            // which reads every term's doclist twice), less the excluded words.
+            let holding = match q.excluded {
+                Some(ex) => format!("({p}) NOT ({ex})"),
+                None => p.to_owned(),
+            };
+            let ids = stmt
+                .query_map(params![holding, cap as i64], |r| r.get(0))
+                .map_err(self.err())?
+                .collect::<Result<_, _>>()
+                .map_err(self.err());
+            ids
+        };
+        let mut holders = phrase_read(PHRASE_UP_FRONT + 1)?;
+        let holders_all = q.phrase.is_some() && holders.len() <= PHRASE_UP_FRONT;
+        let phrase_tier = holders_all && k > 0 && holders.len() >= k;
         // The matches, counted once by FTS5 alone (no BM25) as far as three uses need:
         // few of them (the walk then reads them all, cheaper than field hits of which few
         // hold every term: `E0599 billing`); the BM25 bound (every positive phrase is in
         // at least these documents, so at half the rows each IDF is FTS5's floor); the
-        // total (up to its cap). One statement instead of a count for each.
-        let limit = self
-            .fts_rows()?
-            .map_or(0, half)
-            .max(WALK_ALL_BELOW as i64)
-            .max(FTS_COUNT_CAP as i64);
-        let matched = self.count_upto(&expr, limit)?;
+        // total (up to its cap). One statement instead of a count for each — only up to
+        // the total's cap when the phrase's documents may make the top `k` alone (no bound
+        // needed then; counted again in the rare case they do not, most filtered out).
+        let half_rows = self.fts_rows()?.map_or(0, half);
+        let small = (WALK_ALL_BELOW as i64).max(FTS_COUNT_CAP as i64);
+        let limit = if phrase_tier {
+            small
+        } else {
+            half_rows.max(small)
+        };
+        let mut matched = self.count_upto(&expr, limit)?;
         let few = (matched as usize) < WALK_ALL_BELOW;
+        if few && q.phrase.is_some() && !holders_all {
+            // Every match is walked: every document holding the phrase is wanted.
+            holders = phrase_read(WALK_ALL_BELOW)?;
+        }
         // The documents with a category and the rules (few), scored with the first field
         // hits: so no document left unread has a category or a core-rule bonus.
         let rules: Vec<i64> = {
@@ -806,35 +847,15 @@ impl Cache {
         // Every document holding the phrase, when they are few (all of them when the walk
         // reads every match); `None`: too many, each batch read is checked instead.
         let mut phrase_known: Option<BTreeSet<i64>> = Some(BTreeSet::new());
-        if let Some(p) = q.phrase {
-            let mut stmt = self
-                .conn
-                .prepare_cached("SELECT rowid FROM fts WHERE fts MATCH ?1 LIMIT ?2")
-                .map_err(self.err())?;
-            let cap = if few {
-                WALK_ALL_BELOW
-            } else {
-                PHRASE_UP_FRONT + 1
-            };
-            // The whole-query phrase holds every term: the phrase alone (not `expr AND` it,
-            // which reads every term's doclist twice), less the excluded words.
-            let holding = match q.excluded {
-                Some(ex) => format!("({p}) NOT ({ex})"),
-                None => p.to_owned(),
-            };
-            let ids: Vec<i64> = stmt
-                .query_map(params![holding, cap as i64], |r| r.get(0))
-                .map_err(self.err())?
-                .collect::<Result<_, _>>()
-                .map_err(self.err())?;
+        if q.phrase.is_some() {
             if few {
-                phrase_known = Some(ids.into_iter().collect());
-            } else if ids.len() > PHRASE_UP_FRONT {
+                phrase_known = Some(holders.iter().copied().collect());
+            } else if !holders_all {
                 phrase_open = true;
                 phrase_known = None;
             } else {
-                phrase_known = Some(ids.iter().copied().collect());
-                first.extend(ids);
+                phrase_known = Some(holders.iter().copied().collect());
+                first.extend(holders.iter().copied());
             }
         }
         // Which of a batch of documents read hold the phrase: from the known set, or else
@@ -858,11 +879,19 @@ impl Cache {
                 return Ok(());
             };
             let list: Vec<String> = scans.iter().map(|s| s.id.to_string()).collect();
+            // A few documents are looked up one by one (each a seek in the phrase's
+            // doclists: no BM25 here to set up again per value); more in one walk of
+            // their rowid range, which checks positions in every document inside it.
+            let list = list.join(", ");
+            let constraint = if scans.len() <= SEEK_AT_MOST {
+                format!("rowid IN ({list})")
+            } else {
+                format!("rowid BETWEEN {lo} AND {hi} AND +rowid IN ({list})")
+            };
             let mut stmt = self
                 .conn
                 .prepare(&format!(
-                    "SELECT rowid FROM fts WHERE fts MATCH ?1 AND rowid BETWEEN {lo} AND {hi} AND +rowid IN ({})",
-                    list.join(", ")
+                    "SELECT rowid FROM fts WHERE fts MATCH ?1 AND {constraint}"
                 ))
                 .map_err(self.err())?;
             let holding: BTreeSet<i64> = stmt
@@ -914,6 +943,19 @@ impl Cache {
             }
             Ok(())
         };
+        // (d) At least `k` documents hold the whole-query phrase and all of them are known:
+        // they rank above every other match whatever it scores, so when `k` of them pass
+        // the filters they are the top `k`, scored here with BM25 in one statement, and no
+        // bound, count to half or other stream is needed.
+        let decided = phrase_tier && !few && {
+            by_ids(&holders, &mut best, true)?;
+            best.rows.len() >= k
+        };
+        if !decided && !few && limit < half_rows && matched >= limit {
+            // Counted only to the total's cap for (d), which did not decide: the bound
+            // needs the count to half the rows.
+            matched = self.count_upto(&expr, half_rows)?;
+        }
         // The newest date among the rowids up to each block's end.
         let blocks: Vec<(i64, Option<i64>)> = {
             let mut stmt = self
@@ -934,7 +976,7 @@ impl Cache {
         };
         // The most body hits add to a document's score (unused when the walk reads every
         // match: no counting then).
-        let bm25_most_counted = if few {
+        let bm25_most_counted = if few || decided {
             f64::INFINITY
         } else {
             self.bm25_bound_counted(q.phrases, q.expr, matched)?
@@ -1043,6 +1085,9 @@ impl Cache {
         let mut round = 0u32;
         let mut walk_budget = 0usize;
         loop {
+            if decided {
+                break;
+            }
             if field_queue.is_empty() && !fields_done {
                 let next = fields()?;
                 fields_done = next.is_empty();
