@@ -195,10 +195,10 @@ pub struct ReachableBlob {
 
 /// The delta-base cache of one [`GitRepo`] handle (git's own `core.deltaBaseCacheLimit` is
 /// 96 MiB; a handle is per thread, and a machine's first sync must stay small).
-const PACK_CACHE_BYTES: usize = 16 * 1024 * 1024;
+const PACK_CACHE_BYTES: usize = 8 * 1024 * 1024;
 
 /// The decoded-object cache of one [`GitRepo`] handle (least recently used first out).
-const OBJECT_CACHE_BYTES: usize = 4 * 1024 * 1024;
+const OBJECT_CACHE_BYTES: usize = 2 * 1024 * 1024;
 
 /// One git repository: a pool (bare), a mirror (bare, at `<dir>/.git`) or any repository opened
 /// for reading. Not `Sync` (gix caches per handle): open one per thread.
@@ -470,53 +470,70 @@ impl GitRepo {
             .collect())
     }
 
-    /// Blobs of `new` that `old` lacks or holds with other bytes, sorted by path. Descends
-    /// only into subtrees whose ids differ, so the cost follows the change, not the tree.
-    pub fn changed_blobs(
+    /// Blobs of `new` that `old` lacks or holds with other bytes, handed to `each` one at a
+    /// time in path order (a tree's entry order is its paths' byte order), so a pull of a
+    /// whole pool is never one list. Descends only into subtrees whose ids differ, so the
+    /// cost follows the change, not the tree.
+    pub fn changed_blobs<E: From<GitError>>(
         &self,
         old: Option<ObjectId>,
         new: ObjectId,
-    ) -> Result<Vec<(String, ObjectId)>, GitError> {
-        let mut out = Vec::new();
-        let mut pending = vec![(String::new(), old, new)];
-        while let Some((prefix, old_id, new_id)) = pending.pop() {
-            if old_id == Some(new_id) {
-                continue;
-            }
-            let mut before: std::collections::BTreeMap<Vec<u8>, (ObjectId, bool)> =
-                Default::default();
-            if let Some(old_id) = old_id {
-                let data = self.read_kind(old_id, Kind::Tree, "tree")?;
-                for entry in self.decode_tree(old_id, &data)?.entries {
-                    before.insert(
-                        entry.filename.to_vec(),
-                        (entry.oid.to_owned(), entry.mode.is_tree()),
-                    );
-                }
-            }
-            let data = self.read_kind(new_id, Kind::Tree, "tree")?;
-            for entry in self.decode_tree(new_id, &data)?.entries {
-                if entry.mode.is_commit() {
-                    continue;
-                }
-                let name = entry.filename.to_str().map_err(|_| GitError::NonUtf8Path {
-                    repo: self.git_dir.clone(),
-                    tree: new_id,
-                    path: format!("{prefix}{}", entry.filename.to_str_lossy()),
-                })?;
-                let path = format!("{prefix}{name}");
-                let was = before.get(entry.filename.as_ref() as &[u8]).copied();
-                let oid = entry.oid.to_owned();
-                if entry.mode.is_tree() {
-                    let old_sub = was.filter(|(_, is_tree)| *is_tree).map(|(id, _)| id);
-                    pending.push((format!("{path}/"), old_sub, oid));
-                } else if was != Some((oid, false)) {
-                    out.push((path, oid));
-                }
+        each: &mut dyn FnMut(String, ObjectId) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.changed_under("", old, new, each)
+    }
+
+    fn changed_under<E: From<GitError>>(
+        &self,
+        prefix: &str,
+        old: Option<ObjectId>,
+        new: ObjectId,
+        each: &mut dyn FnMut(String, ObjectId) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if old == Some(new) {
+            return Ok(());
+        }
+        let mut before: std::collections::BTreeMap<Vec<u8>, (ObjectId, bool)> = Default::default();
+        if let Some(old) = old {
+            let data = self.read_kind(old, Kind::Tree, "tree")?;
+            for entry in self.decode_tree(old, &data)?.entries {
+                before.insert(
+                    entry.filename.to_vec(),
+                    (entry.oid.to_owned(), entry.mode.is_tree()),
+                );
             }
         }
-        out.sort();
-        Ok(out)
+        let data = self.read_kind(new, Kind::Tree, "tree")?;
+        // Owned, so the tree's bytes are not held while its subtrees are walked.
+        let mut entries = Vec::new();
+        for entry in self.decode_tree(new, &data)?.entries {
+            if entry.mode.is_commit() {
+                continue;
+            }
+            let name = entry.filename.to_str().map_err(|_| GitError::NonUtf8Path {
+                repo: self.git_dir.clone(),
+                tree: new,
+                path: format!("{prefix}{}", entry.filename.to_str_lossy()),
+            })?;
+            let was = before.get(entry.filename.as_ref() as &[u8]).copied();
+            entries.push((
+                name.to_owned(),
+                entry.oid.to_owned(),
+                entry.mode.is_tree(),
+                was,
+            ));
+        }
+        drop((before, data));
+        for (name, oid, is_tree, was) in entries {
+            let path = format!("{prefix}{name}");
+            if is_tree {
+                let old_sub = was.filter(|(_, is_tree)| *is_tree).map(|(id, _)| id);
+                self.changed_under(&format!("{path}/"), old_sub, oid, each)?;
+            } else if was != Some((oid, false)) {
+                each(path, oid)?;
+            }
+        }
+        Ok(())
     }
 
     /// Paths `old` holds a blob at and `new` holds nothing at (files removed), sorted. Descends
