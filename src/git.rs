@@ -493,16 +493,10 @@ impl GitRepo {
         if old == Some(new) {
             return Ok(());
         }
-        let mut before: std::collections::BTreeMap<Vec<u8>, (ObjectId, bool)> = Default::default();
-        if let Some(old) = old {
-            let data = self.read_kind(old, Kind::Tree, "tree")?;
-            for entry in self.decode_tree(old, &data)?.entries {
-                before.insert(
-                    entry.filename.to_vec(),
-                    (entry.oid.to_owned(), entry.mode.is_tree()),
-                );
-            }
-        }
+        let before = match old {
+            Some(old) => self.tree_names(old)?,
+            None => HashMap::new(),
+        };
         let data = self.read_kind(new, Kind::Tree, "tree")?;
         // Owned, so the tree's bytes are not held while its subtrees are walked.
         let mut entries = Vec::new();
@@ -536,6 +530,21 @@ impl GitRepo {
         Ok(())
     }
 
+    /// The entries of tree `id` by name: (object id, whether a tree).
+    #[allow(clippy::type_complexity)]
+    fn tree_names(&self, id: ObjectId) -> Result<HashMap<Vec<u8>, (ObjectId, bool)>, GitError> {
+        let data = self.read_kind(id, Kind::Tree, "tree")?;
+        Ok(self
+            .decode_tree(id, &data)?
+            .entries
+            .into_iter()
+            .map(|entry| {
+                let id = (entry.oid.to_owned(), entry.mode.is_tree());
+                (entry.filename.to_vec(), id)
+            })
+            .collect())
+    }
+
     /// Paths `old` holds a blob at and `new` holds nothing at (files removed), sorted. Descends
     /// only into subtrees whose ids differ.
     pub fn removed_paths(&self, old: ObjectId, new: ObjectId) -> Result<Vec<String>, GitError> {
@@ -545,16 +554,10 @@ impl GitRepo {
             if Some(old_id) == new_id {
                 continue;
             }
-            let mut after: HashMap<Vec<u8>, (ObjectId, bool)> = HashMap::new();
-            if let Some(new_id) = new_id {
-                let data = self.read_kind(new_id, Kind::Tree, "tree")?;
-                for entry in self.decode_tree(new_id, &data)?.entries {
-                    after.insert(
-                        entry.filename.to_vec(),
-                        (entry.oid.to_owned(), entry.mode.is_tree()),
-                    );
-                }
-            }
+            let after = match new_id {
+                Some(new_id) => self.tree_names(new_id)?,
+                None => HashMap::new(),
+            };
             let data = self.read_kind(old_id, Kind::Tree, "tree")?;
             for entry in self.decode_tree(old_id, &data)?.entries {
                 if entry.mode.is_commit() {
@@ -1547,6 +1550,56 @@ mod tests {
         assert_eq!(root, repo.root_fingerprint(first).expect("fp"));
         assert_eq!(root, repo.root_fingerprint(rewritten).expect("fp"));
         assert_ne!(root, repo.root_fingerprint(replaced).expect("fp"));
+    }
+
+    #[test]
+    fn changed_blobs_come_one_at_a_time_in_path_order_and_follow_the_change() {
+        let (_dir, repo) = new_bare();
+        let [one, two, three] =
+            [b"one" as &[u8], b"two", b"three"].map(|b| repo.write_blob(b).expect("blob"));
+        // Names where a tree's entry order and its paths' byte order could differ
+        // (`a-b` before `a/`, `a.md` before `a/`, `a0` after).
+        let paths = ["a-b", "a.md", "a/x", "a/y/z", "a0", "b/c"];
+        let files: Vec<(String, ObjectId)> = paths.iter().map(|p| (p.to_string(), one)).collect();
+        let first = repo.tree_with(None, &files).expect("tree");
+        let mut got = Vec::new();
+        repo.changed_blobs(None, first, &mut |path, id| -> Result<(), GitError> {
+            got.push((path, id));
+            Ok(())
+        })
+        .expect("diff");
+        let mut sorted = files.clone();
+        sorted.sort();
+        assert_eq!(got, sorted);
+        let second = repo
+            .tree_with(
+                Some(first),
+                &[
+                    ("a/y/z".into(), two),
+                    ("c/new".into(), three),
+                    ("a0".into(), one),
+                ],
+            )
+            .expect("tree");
+        let mut got = Vec::new();
+        repo.changed_blobs(Some(first), second, &mut |path,
+                                                      _|
+         -> Result<(), GitError> {
+            got.push(path);
+            Ok(())
+        })
+        .expect("diff");
+        assert_eq!(got, ["a/y/z", "c/new"]);
+        // The caller's error stops the walk.
+        let mut seen = 0;
+        let stopped = repo.changed_blobs(None, first, &mut |_, _| {
+            seen += 1;
+            Err(GitError::InvalidCommit {
+                reason: "stop".into(),
+            })
+        });
+        assert!(stopped.is_err());
+        assert_eq!(seen, 1);
     }
 
     #[test]

@@ -3340,28 +3340,21 @@ mod tests {
         };
         // Three segments, oldest first; the later ones hold other versions of some paths
         // (whose words must not reach the merged segment) and paths of their own.
-        let oldest: Vec<TableDoc> = (0..40)
-            .map(|i| {
-                doc(
-                    format!("{}/{i:03}.md", folder(i)),
-                    &format!("alpha{i}"),
-                    "auth",
-                )
-            })
-            .collect();
-        let middle: Vec<TableDoc> = (30..70)
-            .map(|i| {
-                doc(
-                    format!("{}/{i:03}.md", folder(i)),
-                    &format!("zebra{i}"),
-                    "csv",
-                )
-            })
-            .collect();
-        let newest: Vec<TableDoc> = (60..90)
-            .rev()
-            .map(|i| doc(format!("{}/{i:03}.md", folder(i)), "gamma", "auth"))
-            .collect();
+        let version = |paths: std::ops::Range<usize>, title: &str, topic: &str| -> Vec<TableDoc> {
+            paths
+                .map(|i| {
+                    doc(
+                        format!("{}/{i:03}.md", folder(i)),
+                        &format!("{title}{i}"),
+                        topic,
+                    )
+                })
+                .collect()
+        };
+        let oldest = version(0..40, "alpha", "auth");
+        let middle = version(30..70, "zebra", "csv");
+        let mut newest = version(60..90, "gamma", "auth");
+        newest.reverse();
         let tmp = tempfile::tempdir().expect("tmp");
         let dir = tmp.path();
         let infos = [&oldest, &middle, &newest]
