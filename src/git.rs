@@ -194,10 +194,12 @@ pub struct ReachableBlob {
 }
 
 /// The delta-base cache of one [`GitRepo`] handle (git's own `core.deltaBaseCacheLimit` is
-/// 96 MiB; a handle is per thread, and a machine's first sync must stay small).
+/// 96 MiB; a handle is per thread, and a machine's first sync must stay small: one first sync
+/// of 100,000 chapters on a loaded machine took no more CPU time with 8 MiB than with 16).
 const PACK_CACHE_BYTES: usize = 8 * 1024 * 1024;
 
-/// The decoded-object cache of one [`GitRepo`] handle (least recently used first out).
+/// The decoded-object cache of one [`GitRepo`] handle (least recently used first out): the
+/// few trees a path lookup reads again fit; blobs read once only pass through.
 const OBJECT_CACHE_BYTES: usize = 2 * 1024 * 1024;
 
 /// One git repository: a pool (bare), a mirror (bare, at `<dir>/.git`) or any repository opened

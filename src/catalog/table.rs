@@ -3332,7 +3332,7 @@ mod tests {
             path,
         };
         let folder = |i: usize| {
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 format!(".dsh-chapters/s{}/chapters", i % 5)
             } else {
                 format!("{MIRROR_DIR}/chapters/pool/s{}", i % 5)
