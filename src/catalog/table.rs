@@ -1671,13 +1671,8 @@ impl SegDict {
 
     #[allow(clippy::type_complexity)]
     fn next_entry(&mut self) -> Result<Option<((u8, String), Vec<u32>)>, TableError> {
-        use io::{BufRead, Read};
-        self.line.clear();
-        let got = self
-            .dict
-            .read_until(b'\n', &mut self.line)
-            .map_err(|e| io_err(&self.path, e))?;
-        if got == 0 {
+        use io::Read;
+        if !next_line(&mut self.dict, &mut self.line, &self.path)? {
             return Ok(None);
         }
         let entry = SegReader::line(&self.line, 0).and_then(|(token, off, count)| {
@@ -1698,6 +1693,17 @@ impl SegDict {
             .collect();
         Ok(Some((key, ids)))
     }
+}
+
+/// Read the next line of `path` into `line`; false at its end.
+fn next_line(
+    read: &mut io::BufReader<fs::File>,
+    line: &mut Vec<u8>,
+    path: &Path,
+) -> Result<bool, TableError> {
+    line.clear();
+    let got = io::BufRead::read_until(read, b'\n', line).map_err(|e| io_err(path, e))?;
+    Ok(got > 0)
 }
 
 /// A segment's `docs` file read one record at a time.
@@ -1721,13 +1727,7 @@ impl SegDocs {
     }
 
     fn next_doc(&mut self) -> Result<Option<TableDoc>, TableError> {
-        use io::BufRead;
-        self.line.clear();
-        let got = self
-            .read
-            .read_until(b'\n', &mut self.line)
-            .map_err(|e| io_err(&self.path, e))?;
-        if got == 0 {
+        if !next_line(&mut self.read, &mut self.line, &self.path)? {
             return Ok(None);
         }
         let doc = parse_record(&self.line).ok_or_else(|| TableError::Damaged {
