@@ -387,7 +387,7 @@ impl Table {
             None
         };
         // The pool's documents in the packed mirror are listed and read from its tree.
-        let packed = if linked {
+        let mut packed = if linked {
             crate::store::mirror::Packed::open(workspace)
         } else {
             None
@@ -629,6 +629,14 @@ impl Table {
                 known_writes.push((visit.key.clone(), known));
             }
             if content_moved || !names.is_empty() {
+                // Past `LOG_MAX_FOLDERS` the change is not logged (`append_log`): a first
+                // build of a big pool keeps no name per document for it.
+                if changed.len() == LOG_MAX_FOLDERS {
+                    changed.iter_mut().for_each(|c| c.names = Vec::new());
+                }
+                if changed.len() >= LOG_MAX_FOLDERS {
+                    names = Vec::new();
+                }
                 changed.push(FolderChange {
                     folder: visit.key.clone(),
                     names,
@@ -652,6 +660,19 @@ impl Table {
                 state.next_id += 1;
                 for (key, known) in known_writes.drain(..) {
                     write_known(&dir, &key, &known)?;
+                }
+                // The pack's pages read so far stay in this process's memory while it is
+                // mapped: a fresh handle (on the same tree) per segment keeps a first
+                // build's share of a big pool's pack to one segment's worth.
+                if let Some(old) = &packed {
+                    let tree = |p: &crate::store::mirror::Packed| {
+                        p.folder("chapters").ok().flatten().map(|(id, _)| id)
+                    };
+                    if let Some(fresh) = crate::store::mirror::Packed::open(workspace)
+                        .filter(|fresh| tree(fresh).is_some() && tree(fresh) == tree(old))
+                    {
+                        packed = Some(fresh);
+                    }
                 }
                 #[cfg(test)]
                 if CUT_AFTER_FLUSH.with(std::cell::Cell::get) {
@@ -1497,22 +1518,40 @@ fn tokens(text: &str) -> BTreeSet<String> {
 fn write_segment(dir: &Path, id: u64, mut docs: Vec<TableDoc>) -> Result<SegmentInfo, TableError> {
     docs.sort_by(|a, b| a.path.cmp(&b.path));
     docs.dedup_by(|a, b| a.path == b.path);
-    write_sorted(dir, id, docs.into_iter().map(Ok))
+    let mut out = SegWriter::create(dir, id)?;
+    let mut postings: BTreeMap<(u8, String), Vec<u32>> = BTreeMap::new();
+    for doc in &docs {
+        let n = out.push(doc)?;
+        for key in doc_keys(doc) {
+            let list = postings.entry(key).or_default();
+            if list.last() != Some(&n) {
+                list.push(n);
+            }
+        }
+    }
+    out.finish(postings.into_iter().map(Ok))
 }
 
-/// Merge `infos` (oldest first) into one new segment, reading one record of each at a time:
-/// memory holds the new segment's index, never every document. A path in several segments
-/// keeps its oldest version, as [`write_segment`] over their concatenation does.
+/// Merge `infos` (oldest first) into one new segment, reading one record of each at a time
+/// and then one dictionary line of each at a time: memory holds a number per document (its
+/// place in the new segment), never the documents nor their postings. A path in several
+/// segments keeps its oldest version, as [`write_segment`] over their concatenation does.
 fn merge_segments(dir: &Path, id: u64, infos: &[SegmentInfo]) -> Result<SegmentInfo, TableError> {
     let mut readers = infos
         .iter()
         .map(|info| SegDocs::open(dir, info))
         .collect::<Result<Vec<_>, _>>()?;
+    // Each input document's number in the new segment (`UNTOUCHED`: an older version kept).
+    let mut renumber: Vec<Vec<u32>> = infos
+        .iter()
+        .map(|info| vec![UNTOUCHED; info.docs as usize])
+        .collect();
     let mut heads = Vec::with_capacity(readers.len());
     for r in &mut readers {
         heads.push(r.next_doc()?);
     }
-    let docs = std::iter::from_fn(move || {
+    let mut out = SegWriter::create(dir, id)?;
+    loop {
         let mut pick: Option<usize> = None;
         for (i, head) in heads.iter().enumerate() {
             if let Some(doc) = head {
@@ -1521,19 +1560,150 @@ fn merge_segments(dir: &Path, id: u64, infos: &[SegmentInfo]) -> Result<SegmentI
                 }
             }
         }
-        let p = pick?;
+        let Some(p) = pick else { break };
         let doc = heads[p].take().expect("picked a head");
-        let mut advance = || -> Result<(), TableError> {
-            for (i, r) in readers.iter_mut().enumerate() {
-                if i == p || heads[i].as_ref().is_some_and(|d| d.path == doc.path) {
-                    heads[i] = r.next_doc()?;
+        let n = out.push(&doc)?;
+        let slot = readers[p].n - 1;
+        *renumber[p]
+            .get_mut(slot)
+            .ok_or_else(|| readers[p].past_count())? = n;
+        for (i, r) in readers.iter_mut().enumerate() {
+            if i == p || heads[i].as_ref().is_some_and(|d| d.path == doc.path) {
+                heads[i] = r.next_doc()?;
+            }
+        }
+    }
+    drop(readers);
+    let mut dicts = infos
+        .iter()
+        .map(|info| SegDict::open(dir, info))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut heads = Vec::with_capacity(dicts.len());
+    for d in &mut dicts {
+        heads.push(d.next_entry()?);
+    }
+    let postings = std::iter::from_fn(move || {
+        let mut pick: Option<usize> = None;
+        for (i, head) in heads.iter().enumerate() {
+            if let Some((key, _)) = head {
+                if pick.is_none_or(|p| heads[p].as_ref().is_some_and(|(k, _)| key < k)) {
+                    pick = Some(i);
                 }
             }
-            Ok(())
+        }
+        let key = heads[pick?].as_ref().expect("picked a head").0.clone();
+        let mut merge = || -> Result<Vec<u32>, TableError> {
+            let mut ids = Vec::new();
+            for (i, d) in dicts.iter_mut().enumerate() {
+                if heads[i].as_ref().is_some_and(|(k, _)| *k == key) {
+                    let (_, old) = heads[i].take().expect("a head");
+                    for o in old {
+                        match renumber[i].get(o as usize) {
+                            Some(&UNTOUCHED) => {}
+                            Some(&n) => ids.push(n),
+                            None => return Err(d.past_count()),
+                        }
+                    }
+                    heads[i] = d.next_entry()?;
+                }
+            }
+            ids.sort_unstable();
+            Ok(ids)
         };
-        Some(advance().map(|()| doc))
+        Some(merge().map(|ids| (key, ids)))
     });
-    write_sorted(dir, id, docs)
+    // A token only older versions held is not in the new segment.
+    out.finish(postings.filter(|e| !matches!(e, Ok((_, ids)) if ids.is_empty())))
+}
+
+/// The postings keys of one document: (field, token).
+fn doc_keys(doc: &TableDoc) -> Vec<(u8, String)> {
+    let m = &doc.meta;
+    let mut keys: Vec<(u8, String)> = m.topics.iter().map(|t| (FIELD_TOPIC, clean(t))).collect();
+    keys.extend(tokens(&m.title).into_iter().map(|t| (FIELD_TITLE, t)));
+    keys.extend(tokens(&m.summary).into_iter().map(|t| (FIELD_SUMMARY, t)));
+    keys.push((FIELD_KIND, clean(&m.kind.to_lowercase())));
+    keys.push((FIELD_FOLDER, folder_of(&doc.path).to_owned()));
+    keys
+}
+
+/// A segment's dictionary read one entry at a time, with its postings (read in step: the
+/// `post` file is in dictionary order).
+struct SegDict {
+    path: PathBuf,
+    dict: io::BufReader<fs::File>,
+    post: io::BufReader<fs::File>,
+    line: Vec<u8>,
+    /// Postings read so far: where the next entry's must start.
+    at: u64,
+    docs: u32,
+}
+
+impl SegDict {
+    fn open(dir: &Path, info: &SegmentInfo) -> Result<SegDict, TableError> {
+        let path = seg_path(dir, info.id, "dict");
+        let dict = fs::File::open(&path).map_err(|e| io_err(&path, e))?;
+        let post_path = seg_path(dir, info.id, "post");
+        let post = fs::File::open(&post_path).map_err(|e| io_err(&post_path, e))?;
+        Ok(SegDict {
+            path,
+            dict: io::BufReader::new(dict),
+            post: io::BufReader::new(post),
+            line: Vec::new(),
+            at: 0,
+            docs: info.docs,
+        })
+    }
+
+    fn damaged(&self, detail: String) -> TableError {
+        TableError::Damaged {
+            path: self.path.clone(),
+            detail,
+        }
+    }
+
+    fn past_count(&self) -> TableError {
+        self.damaged(format!(
+            "a posting past the segment's {} documents",
+            self.docs
+        ))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn next_entry(&mut self) -> Result<Option<((u8, String), Vec<u32>)>, TableError> {
+        use io::Read;
+        if !next_line(&mut self.dict, &mut self.line, &self.path)? {
+            return Ok(None);
+        }
+        let entry = SegReader::line(&self.line, 0).and_then(|(token, off, count)| {
+            let field = *self.line.first()?;
+            Some(((field, token.to_owned()), off, count))
+        });
+        let Some((key, off, count)) = entry.filter(|(_, off, _)| *off == self.at) else {
+            return Err(self.damaged(format!("dictionary entry at posting {}", self.at)));
+        };
+        let mut bytes = vec![0u8; count as usize * 4];
+        self.post
+            .read_exact(&mut bytes)
+            .map_err(|e| io_err(&self.path.with_extension("post"), e))?;
+        self.at = off + count;
+        let ids = bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+            .collect();
+        Ok(Some((key, ids)))
+    }
+}
+
+/// Read the next line of `path` into `line`; false at its end.
+fn next_line(
+    read: &mut io::BufReader<fs::File>,
+    line: &mut Vec<u8>,
+    path: &Path,
+) -> Result<bool, TableError> {
+    line.clear();
+    let got = io::BufRead::read_until(read, b'\n', line).map_err(|e| io_err(path, e))?;
+    Ok(got > 0)
 }
 
 /// A segment's `docs` file read one record at a time.
@@ -1557,13 +1727,7 @@ impl SegDocs {
     }
 
     fn next_doc(&mut self) -> Result<Option<TableDoc>, TableError> {
-        use io::BufRead;
-        self.line.clear();
-        let got = self
-            .read
-            .read_until(b'\n', &mut self.line)
-            .map_err(|e| io_err(&self.path, e))?;
-        if got == 0 {
+        if !next_line(&mut self.read, &mut self.line, &self.path)? {
             return Ok(None);
         }
         let doc = parse_record(&self.line).ok_or_else(|| TableError::Damaged {
@@ -1573,43 +1737,105 @@ impl SegDocs {
         self.n += 1;
         Ok(Some(doc))
     }
+
+    fn past_count(&self) -> TableError {
+        TableError::Damaged {
+            path: self.path.clone(),
+            detail: format!("more records than the {} the state names", self.n),
+        }
+    }
 }
 
-/// Write a segment of `docs`, sorted by path without duplicates.
-fn write_sorted(
-    dir: &Path,
+/// One file of a segment being written: streamed through a buffer into a temp name beside
+/// it (`seg-<id>.<part>.tmp`, which `clear` and `remove_unreferenced` sweep as the
+/// segment's own), renamed once whole. Unsynced like every part: the table's dirty marker is
+/// down while segments are written, so a torn one is never read.
+struct PartWriter {
+    path: PathBuf,
+    tmp: PathBuf,
+    out: io::BufWriter<fs::File>,
+    len: u64,
+}
+
+impl PartWriter {
+    fn create(dir: &Path, id: u64, part: &str) -> Result<PartWriter, TableError> {
+        let path = seg_path(dir, id, part);
+        let tmp = seg_path(dir, id, &format!("{part}.tmp"));
+        let file = fs::File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
+        Ok(PartWriter {
+            path,
+            tmp,
+            out: io::BufWriter::with_capacity(64 * 1024, file),
+            len: 0,
+        })
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> Result<(), TableError> {
+        io::Write::write_all(&mut self.out, bytes).map_err(|e| io_err(&self.tmp, e))?;
+        self.len += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn finish(self) -> Result<u64, TableError> {
+        let file = self
+            .out
+            .into_inner()
+            .map_err(|e| io_err(&self.tmp, e.into_error()))?;
+        drop(file);
+        fs::rename(&self.tmp, &self.path).map_err(|e| io_err(&self.path, e))?;
+        Ok(self.len)
+    }
+}
+
+/// A segment being written: its documents, in path order without duplicates, go to the
+/// `docs` and `meta` files as they come; the postings, in dictionary order, at the end. What
+/// it holds is the project keys.
+struct SegWriter {
+    dir: PathBuf,
     id: u64,
-    docs: impl Iterator<Item = Result<TableDoc, TableError>>,
-) -> Result<SegmentInfo, TableError> {
-    let mut count: u32 = 0;
-    let mut text = String::new();
-    let mut meta = Vec::new();
-    let mut pks: Vec<String> = Vec::new();
-    let mut counts: Vec<(u64, u64)> = Vec::new();
-    let mut postings: BTreeMap<(u8, String), Vec<u32>> = BTreeMap::new();
-    for doc in docs {
-        let doc = doc?;
-        let n = count;
-        count += 1;
-        let offset = u32::try_from(text.len()).map_err(|_| TableError::Damaged {
-            path: seg_path(dir, id, "docs"),
+    count: u32,
+    text: PartWriter,
+    meta: PartWriter,
+    pks: Vec<String>,
+    counts: Vec<(u64, u64)>,
+}
+
+impl SegWriter {
+    fn create(dir: &Path, id: u64) -> Result<SegWriter, TableError> {
+        Ok(SegWriter {
+            dir: dir.to_path_buf(),
+            id,
+            count: 0,
+            text: PartWriter::create(dir, id, PARTS[0])?,
+            meta: PartWriter::create(dir, id, PARTS[1])?,
+            pks: Vec::new(),
+            counts: Vec::new(),
+        })
+    }
+
+    /// Write `doc`'s record and metadata; returns its number in the segment.
+    fn push(&mut self, doc: &TableDoc) -> Result<u32, TableError> {
+        let n = self.count;
+        self.count += 1;
+        let offset = u32::try_from(self.text.len).map_err(|_| TableError::Damaged {
+            path: seg_path(&self.dir, self.id, "docs"),
             detail: "over 4 GiB of records in one segment".into(),
         })?;
-        text.push_str(&record(&doc));
+        self.text.put(record(doc).as_bytes())?;
         let m = &doc.meta;
-        let pk = match pks.iter().position(|p| *p == clean(&m.project_key)) {
+        let pk = match self.pks.iter().position(|p| *p == clean(&m.project_key)) {
             Some(i) => i,
             None => {
-                pks.push(clean(&m.project_key));
-                counts.push((0, 0));
-                pks.len() - 1
+                self.pks.push(clean(&m.project_key));
+                self.counts.push((0, 0));
+                self.pks.len() - 1
             }
         };
         let mirror = doc.from_mirror();
         if mirror {
-            counts[pk].1 += 1;
+            self.counts[pk].1 += 1;
         } else {
-            counts[pk].0 += 1;
+            self.counts[pk].0 += 1;
         }
         let date = m
             .date
@@ -1623,65 +1849,55 @@ fn write_sorted(
         if mirror {
             flags |= FLAG_MIRROR;
         }
-        meta.extend_from_slice(&date.to_le_bytes());
-        meta.extend_from_slice(&offset.to_le_bytes());
-        meta.extend_from_slice(&(pk as u16).to_le_bytes());
-        meta.push(flags);
-        meta.push(0);
-        let mut add = |field: u8, token: String| {
-            let list = postings.entry((field, token)).or_default();
-            if list.last() != Some(&n) {
-                list.push(n);
+        let mut row = [0u8; META_BYTES];
+        row[..8].copy_from_slice(&date.to_le_bytes());
+        row[8..12].copy_from_slice(&offset.to_le_bytes());
+        row[12..14].copy_from_slice(&(pk as u16).to_le_bytes());
+        row[14] = flags;
+        self.meta.put(&row)?;
+        Ok(n)
+    }
+
+    /// Write the dictionary, postings and skip list from `postings` (sorted by key), and
+    /// close the segment.
+    #[allow(clippy::type_complexity)]
+    fn finish(
+        self,
+        postings: impl Iterator<Item = Result<((u8, String), Vec<u32>), TableError>>,
+    ) -> Result<SegmentInfo, TableError> {
+        let (dir, id) = (&self.dir, self.id);
+        let mut dict = PartWriter::create(dir, id, PARTS[2])?;
+        let mut post = PartWriter::create(dir, id, PARTS[3])?;
+        let mut skip = PartWriter::create(dir, id, PARTS[4])?;
+        let mut ids_written: u64 = 0;
+        for (n, entry) in postings.enumerate() {
+            let ((field, token), ids) = entry?;
+            if n % SKIP_EVERY == 0 {
+                skip.put(format!("{}\t{}\t{token}\n", dict.len, field as char).as_bytes())?;
             }
-        };
-        for t in &m.topics {
-            add(FIELD_TOPIC, clean(t));
+            dict.put(
+                format!("{}\t{token}\t{ids_written}\t{}\n", field as char, ids.len()).as_bytes(),
+            )?;
+            for id in &ids {
+                post.put(&id.to_le_bytes())?;
+            }
+            ids_written += ids.len() as u64;
         }
-        for t in tokens(&m.title) {
-            add(FIELD_TITLE, t);
-        }
-        for t in tokens(&m.summary) {
-            add(FIELD_SUMMARY, t);
-        }
-        add(FIELD_KIND, clean(&m.kind.to_lowercase()));
-        add(FIELD_FOLDER, folder_of(&doc.path).to_owned());
+        let sizes = [
+            self.text.finish()?,
+            self.meta.finish()?,
+            dict.finish()?,
+            post.finish()?,
+            skip.finish()?,
+        ];
+        Ok(SegmentInfo {
+            id,
+            docs: self.count,
+            sizes,
+            pks: self.pks,
+            counts: self.counts,
+        })
     }
-    let mut dict = String::new();
-    let mut post = Vec::new();
-    let mut skip = String::new();
-    for (n, ((field, token), ids)) in postings.iter().enumerate() {
-        if n % SKIP_EVERY == 0 {
-            skip.push_str(&format!("{}\t{}\t{token}\n", dict.len(), *field as char));
-        }
-        dict.push_str(&format!(
-            "{}\t{token}\t{}\t{}\n",
-            *field as char,
-            post.len() / 4,
-            ids.len()
-        ));
-        for id in ids {
-            post.extend_from_slice(&id.to_le_bytes());
-        }
-    }
-    let parts: [&[u8]; 5] = [
-        text.as_bytes(),
-        &meta,
-        dict.as_bytes(),
-        &post,
-        skip.as_bytes(),
-    ];
-    let mut sizes = [0u64; 5];
-    for (i, (part, bytes)) in PARTS.iter().zip(parts).enumerate() {
-        atomic::write_atomic_unsynced(&seg_path(dir, id, part), bytes)?;
-        sizes[i] = bytes.len() as u64;
-    }
-    Ok(SegmentInfo {
-        id,
-        docs: count,
-        sizes,
-        pks,
-        counts,
-    })
 }
 
 fn read_segment_docs(dir: &Path, info: &SegmentInfo) -> Result<Vec<TableDoc>, TableError> {
@@ -3089,6 +3305,91 @@ mod tests {
         fs::write(&docs, "garbage\n").expect("garble");
         let err = merge_segments(&dir, 100, &[twice]).expect_err("damaged");
         assert!(err.to_string().contains("record 0"), "{err}");
+    }
+
+    #[test]
+    fn a_streaming_merge_writes_the_bytes_a_merge_in_memory_writes() {
+        let doc = |path: String, title: &str, topic: &str| TableDoc {
+            root: "s".into(),
+            name: path.rsplit('/').next().expect("a name").into(),
+            blob: format!("b-{title}"),
+            meta: DocMeta {
+                title: title.into(),
+                summary: format!("{title} summary"),
+                kind: "chapter".into(),
+                project_key: if path.starts_with(MIRROR_DIR) {
+                    "pool"
+                } else {
+                    "pk"
+                }
+                .into(),
+                topics: vec![topic.into()],
+                date: Some("2026-12-01T10:00:00Z".into()),
+                session_id: None,
+                seq_range: None,
+                id: None,
+            },
+            path,
+        };
+        let folder = |i: usize| {
+            if i.is_multiple_of(2) {
+                format!(".dsh-chapters/s{}/chapters", i % 5)
+            } else {
+                format!("{MIRROR_DIR}/chapters/pool/s{}", i % 5)
+            }
+        };
+        // Three segments, oldest first; the later ones hold other versions of some paths
+        // (whose words must not reach the merged segment) and paths of their own.
+        let version = |paths: std::ops::Range<usize>, title: &str, topic: &str| -> Vec<TableDoc> {
+            paths
+                .map(|i| {
+                    doc(
+                        format!("{}/{i:03}.md", folder(i)),
+                        &format!("{title}{i}"),
+                        topic,
+                    )
+                })
+                .collect()
+        };
+        let oldest = version(0..40, "alpha", "auth");
+        let middle = version(30..70, "zebra", "csv");
+        let mut newest = version(60..90, "gamma", "auth");
+        newest.reverse();
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dir = tmp.path();
+        let infos = [&oldest, &middle, &newest]
+            .iter()
+            .enumerate()
+            .map(|(id, docs)| write_segment(dir, id as u64, (*docs).clone()).expect("write"))
+            .collect::<Vec<_>>();
+        let merged = merge_segments(dir, 10, &infos).expect("merge");
+        let all: Vec<TableDoc> = [oldest, middle, newest].concat();
+        let whole = write_segment(dir, 11, all).expect("write");
+        assert_eq!(merged.docs, 90);
+        assert_eq!(
+            (merged.docs, &merged.sizes, &merged.pks, &merged.counts),
+            (whole.docs, &whole.sizes, &whole.pks, &whole.counts)
+        );
+        for part in PARTS {
+            let read = |id| fs::read(seg_path(dir, id, part)).expect("part");
+            assert!(read(10) == read(11), "{part} differs");
+        }
+        let dict = fs::read_to_string(seg_path(dir, 10, "dict")).expect("dict");
+        assert!(
+            dict.contains("\tzebra40\t") && !dict.contains("\tzebra30\t"),
+            "{dict}"
+        );
+        // No temp file is left beside the segments.
+        let temps = fs::read_dir(dir)
+            .expect("dir")
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .count();
+        assert_eq!(temps, 0);
+        // A damaged dictionary is an error naming the segment, never a panic.
+        fs::write(seg_path(dir, 1, "dict"), "t\tzebra\t7\t1\n").expect("garble");
+        let err = merge_segments(dir, 12, &infos).expect_err("damaged");
+        assert!(err.to_string().contains("seg-1.dict"), "{err}");
     }
 
     #[test]

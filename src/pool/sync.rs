@@ -2010,6 +2010,30 @@ fn sweep_own_copies(mirror_dir: &Path, store: &Store, project_key: &str) -> Resu
     Ok(removed)
 }
 
+/// The pool's chapters a pull left in the pack, by folder: a folder (`chapters/<pk>/<root>`)
+/// and its documents' names joined by `/` (which no name holds), so a whole pool's pull
+/// costs about a name per document, not a path and a string each.
+#[derive(Default)]
+struct LeftPacked {
+    folders: Vec<(String, String)>,
+}
+
+impl LeftPacked {
+    /// Add the pool path `path` (paths come in order, so a folder's are together).
+    fn push(&mut self, path: &str) {
+        let Some((folder, name)) = path.rsplit_once('/') else {
+            return;
+        };
+        match self.folders.last_mut() {
+            Some((last, names)) if last == folder => {
+                names.push('/');
+                names.push_str(name);
+            }
+            _ => self.folders.push((folder.to_owned(), name.to_owned())),
+        }
+    }
+}
+
 /// Copy-in: make the pool's files at `head` readable under the mirror directory, writing
 /// only what changed since the last materialized head.
 /// Returns the paths written.
@@ -2042,11 +2066,16 @@ fn materialize(
     let packed = fetch_into_mirror(mirror, mirror_dir, head)?;
     let recent = crate::store::mirror::Recent::days(ctx.mirror_recent_days, ctx.now_secs);
     let mut wrote = false;
-    // The documents left in the pack (sorted, as the diff lists them): journaled, and the
-    // recent window's candidates. Their artifacts are not kept: nothing reads them from
-    // this list, and a year's pool holds one per chapter.
-    let mut unwritten = Vec::new();
-    for (path, blob) in mirror.changed_blobs(old_tree, new_tree)? {
+    // The documents left in the pack, by folder (in path order, as the diff hands them):
+    // journaled, and the recent window's candidates. Their artifacts are not kept: nothing
+    // reads them from this list, and a year's pool holds one per chapter.
+    let mut unwritten = LeftPacked::default();
+    // The walk reads through a handle of its own: the pack pages it touches (a page fault
+    // maps a run of the pack around it) are unmapped when it goes, instead of staying in
+    // this process's memory for the rest of the sync — a year's pool's trees are spread
+    // over most of its pack.
+    let walker = GitRepo::open(mirror.path())?;
+    walker.changed_blobs(old_tree, new_tree, &mut |path, blob| -> Result<(), Fail> {
         // This machine's own files are in its store already: copying them in would double
         // every publish's writes — and a document both in the store and in the mirror is
         // counted twice by this machine's index and once by every other's, so the machines
@@ -2054,19 +2083,18 @@ fn materialize(
         // this sync upserted (`own`): after a kill between a push and this marker, or a
         // mirror rebuilt after a rewrite, the whole history comes in again.
         if own.get(&path) == Some(&blob) || in_store(store_dir, project_key, &path, blob) {
-            continue;
+            return Ok(());
         }
-        let bytes = if packed && crate::store::mirror::is_packed(&path) {
+        if packed && crate::store::mirror::is_packed(&path) {
             // Left in the pack; the recent window's chapters are written out below, chosen
             // by the dates the search table reads anyway (not a second read of every one).
             report.received += 1;
             if path.ends_with(".md") {
-                unwritten.push(path);
+                unwritten.push(&path);
             }
-            continue;
-        } else {
-            mirror.read_blob(blob)?
-        };
+            return Ok(());
+        }
+        let bytes = walker.read_blob(blob)?;
         let target = mirror_dir.join(&path);
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).map_err(|e| mirror_io(parent, e))?;
@@ -2079,7 +2107,9 @@ fn materialize(
         wrote = true;
         report.received += 1;
         written.push(path);
-    }
+        Ok(())
+    })?;
+    drop(walker);
     // Files the pool no longer holds (a machine's forget, a purge): dropped here too.
     let mut dropped = false;
     if let Some(old_tree) = old_tree {
@@ -2121,45 +2151,58 @@ fn materialize(
     // The documents left in the pack are journaled as the written ones are: the search
     // table reads them from the mirror's tree once the marker below names it.
     journal_documents(store_dir, &written);
-    journal_documents(store_dir, &unwritten);
+    {
+        let left: Vec<(String, Vec<&str>)> = unwritten
+            .folders
+            .iter()
+            .map(|(folder, names)| (format!("{MIRROR_DIR}/{folder}"), names.split('/').collect()))
+            .collect();
+        let changes: Vec<(&str, &[&str])> = left
+            .iter()
+            .map(|(folder, names)| (folder.as_str(), names.as_slice()))
+            .collect();
+        crate::store::journal::record_many(store_dir, &changes);
+    }
     crash_point("sync-after-materialize");
     atomic::write_atomic(&marker, format!("{head}\n").as_bytes()).map_err(|e| Fail {
         code: SyncCode::MirrorIo,
         detail: e.to_string(),
     })?;
-    if let Some(window) = recent.filter(|_| !unwritten.is_empty()) {
-        write_recent(ctx, mirror, mirror_dir, window, new_tree, &unwritten);
+    if let Some(window) = recent.filter(|_| !unwritten.folders.is_empty()) {
+        // Of the documents left in the pack only those written out are returned: the
+        // callers read what this pull brought from the files (a whole pool's paths are
+        // not handed on).
+        // Through a handle of its own too, gone with the pages it read.
+        let reader = GitRepo::open(mirror.path())?;
+        written.extend(write_recent(
+            ctx, &reader, mirror_dir, window, new_tree, &unwritten,
+        ));
     }
-    written.append(&mut unwritten);
     Ok(written)
 }
 
-/// `mirrorRecentDays`: of the pool's chapters just left in the pack (`candidates`, pool
-/// paths, sorted), write out as files those the search table dates within `window`, their
+/// `mirrorRecentDays`: of the pool's chapters just left in the pack (`candidates`, by
+/// folder), write out as files those the search table dates within `window`, their
 /// bytes from `tree`. The table reads every new document once to index it (from the tree the
 /// marker now names), so its dates cost no second read of each chapter — a first sync holds
 /// the whole pool. Best effort, after the marker: a document not written here is written on
-/// demand when a search, `show` or MCP returns it (`store::mirror::write_out`).
+/// demand when a search, `show` or MCP returns it (`store::mirror::write_out`). Returns the
+/// pool paths written.
 fn write_recent(
     ctx: &SyncContext<'_>,
     repo: &GitRepo,
     mirror_dir: &Path,
     window: crate::store::mirror::Recent,
     tree: ObjectId,
-    candidates: &[String],
-) {
+    candidates: &LeftPacked,
+) -> Vec<String> {
+    let mut written = Vec::new();
     let result = (|| -> Result<(), String> {
         let (table, _) =
             crate::catalog::table::Table::refresh(ctx.workspace, true, ctx.lock_timeout)
                 .map_err(|e| e.to_string())?;
-        // The candidates' folders, each once: the list is sorted, so a folder's are together.
-        let mut folders: Vec<&str> = candidates
-            .iter()
-            .filter_map(|p| p.rsplit_once('/').map(|(folder, _)| folder))
-            .collect();
-        folders.dedup();
-        let mut wrote = false;
-        for folder in folders {
+        for (folder, names) in &candidates.folders {
+            let names: BTreeSet<&str> = names.split('/').collect();
             for doc in table
                 .docs_in_folder(&format!("{MIRROR_DIR}/{folder}"))
                 .map_err(|e| e.to_string())?
@@ -2168,7 +2211,10 @@ fn write_recent(
                     .path
                     .strip_prefix(MIRROR_DIR)
                     .and_then(|p| p.strip_prefix('/'))
-                    .filter(|p| candidates.binary_search_by(|c| c.as_str().cmp(p)).is_ok())
+                    .filter(|p| {
+                        p.rsplit_once('/')
+                            .is_some_and(|(f, name)| f == folder && names.contains(name))
+                    })
                 else {
                     continue;
                 };
@@ -2191,10 +2237,10 @@ fn write_recent(
                 }
                 // The mirror is transport: one filesystem sync below instead of one per file.
                 atomic::write_atomic_unsynced(&target, &bytes).map_err(|e| e.to_string())?;
-                wrote = true;
+                written.push(path.to_owned());
             }
         }
-        if wrote {
+        if !written.is_empty() {
             atomic::sync_filesystem(mirror_dir).map_err(|e| e.to_string())?;
         }
         Ok(())
@@ -2202,6 +2248,7 @@ fn write_recent(
     if let Err(e) = result {
         tracing::warn!(error = %e, "could not write the recent window's chapters out of the mirror; they are written when read");
     }
+    written
 }
 
 /// Make the mirror's own git directory hold `head` and everything it reaches: a network
