@@ -650,11 +650,7 @@ impl Redactor {
 
     /// Redact text; counts are added to `counts`.
     pub fn redact(&self, text: &str, counts: &mut RedactionCounts) -> Redacted<String> {
-        let secrets = self.find_secrets(text);
-        if secrets.is_empty() {
-            return Redacted(text.to_owned());
-        }
-        Redacted(self.rewrite(text, &secrets, counts))
+        Redacted(self.redact_cow(Cow::Borrowed(text), counts).into_owned())
     }
 
     /// [`Redactor::redact`] of a string the caller owns: a text with no secret (nearly
@@ -715,9 +711,8 @@ impl Redactor {
                 Value::Array(items) => stack.extend(items.iter_mut()),
                 Value::Object(map) => stack.extend(map.values_mut()),
                 Value::String(text) => {
-                    let secrets = self.find_secrets(text);
-                    if !secrets.is_empty() {
-                        *text = self.rewrite(text, &secrets, counts);
+                    if let Cow::Owned(redacted) = self.redact_cow(Cow::Borrowed(text), counts) {
+                        *text = redacted;
                     }
                 }
                 _ => {}

@@ -26,6 +26,18 @@ pub struct LogTree {
     pub cold: bool,
 }
 
+impl LogTree {
+    /// The tree `name` under a harness's `home`.
+    pub fn under(harness: Harness, home: &Path, name: &str, cold: bool) -> LogTree {
+        LogTree {
+            harness,
+            home: home.to_path_buf(),
+            tree: home.join(name),
+            cold,
+        }
+    }
+}
+
 /// What a follower keeps between polls of one log to read only what was appended; each
 /// harness that keeps something stores its own type here.
 #[derive(Default)]
@@ -196,12 +208,7 @@ mod tests {
     #[test]
     fn a_harness_with_only_its_archived_tree_is_present() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let tree = |name: &str, cold: bool| LogTree {
-            harness: Harness::Codex,
-            home: dir.path().to_path_buf(),
-            tree: dir.path().join(name),
-            cold,
-        };
+        let tree = |name: &str, cold: bool| LogTree::under(Harness::Codex, dir.path(), name, cold);
         let trees = [tree("sessions", false), tree("archived_sessions", true)];
         assert!(!present(&trees, Harness::Codex), "neither tree exists");
         std::fs::create_dir(dir.path().join("archived_sessions")).expect("mkdir");

@@ -33,12 +33,7 @@ impl TreeHarness for ClaudeCode {
     }
 
     fn trees(&self, home: &Path) -> Vec<LogTree> {
-        vec![LogTree {
-            harness: Harness::ClaudeCode,
-            home: home.to_path_buf(),
-            tree: home.join("projects"),
-            cold: false,
-        }]
+        vec![LogTree::under(Harness::ClaudeCode, home, "projects", false)]
     }
 
     fn max_depth(&self) -> usize {

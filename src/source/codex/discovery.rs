@@ -29,13 +29,10 @@ impl TreeHarness for Codex {
     }
 
     fn trees(&self, home: &Path) -> Vec<LogTree> {
-        let tree = |name: &str, cold: bool| LogTree {
-            harness: Harness::Codex,
-            home: home.to_path_buf(),
-            tree: home.join(name),
-            cold,
-        };
-        vec![tree("sessions", false), tree("archived_sessions", true)]
+        vec![
+            LogTree::under(Harness::Codex, home, "sessions", false),
+            LogTree::under(Harness::Codex, home, "archived_sessions", true),
+        ]
     }
 
     fn max_depth(&self) -> usize {
