@@ -7,16 +7,23 @@
 //! stage alone (decode, parse, turns, signatures) timed in this process, and the disk's own
 //! share: the same files (folders, names, sizes) created by plain writes and made durable by
 //! one `syncfs` ("create ms"). Then the archive's peak RSS (`/usr/bin/time -f %M`: the
-//! child's `wait4` rusage) at 500 / 2,000 / 8,000 turns of the same shape, and the terms a
+//! child's `wait4` rusage) and its peak anonymous memory ("anon": `RssAnon`, sampled every
+//! 2 ms) at 500 / 2,000 / 8,000 turns of the same shape, and the terms a
 //! human turn of the Chinese fixture (`realshape::ZH_TASK_TURNS`) yields. Beside the wall
 //! times, the CPU time (user + system, from the same `wait4` rusage) of the floor's two
 //! processes (`pcpu`) and of the archive (`acpu`): on a machine others load, wall time
 //! is mostly waiting for a core, and the CPU ratio is the steadier figure.
 //!
+//! Peak RSS counts the binary's own mapped pages, ~half of it, and those depend on how the
+//! file came into the page cache, not on the run: the same binary maps ~1 MiB more as a
+//! fresh copy than as the linker wrote it. The anonymous peak is what the program's own
+//! memory does; both growth figures (500 → 8,000 turns) are of the medians of the runs.
+//!
 //! Run: `cargo bench --bench archive` (needs `zstd`, `python3` and `/usr/bin/time`).
 //! `ARCHIVE_BENCH_TURNS=2000` runs one size; `ARCHIVE_BENCH_KEEP=1` keeps the scratch trees
 //! (printed) for profiling by hand; `ARCHIVE_BENCH_READER_ONLY=1` times only the reading
-//! stage; `ARCHIVE_BENCH_REPEATS=N` sets the runs of every size (default 5 at 2,000, 1 else).
+//! stage; `ARCHIVE_BENCH_REPEATS=N` sets the runs of every size (default 5 at 2,000, 3 else:
+//! one run's peak moves by ~0.4 MiB with the threads' timing).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -29,8 +36,9 @@ use dsh_chapters::testkit::writer::{session_log_path, LogWriter};
 use dsh_chapters::turn::TurnAssembler;
 
 /// Runs of the side-by-side size; the best of each side is compared (the machine is shared
-/// and noisy). The other sizes run the archive once, for its peak RSS.
+/// and noisy). The other sizes run the archive a few times, for the median of its peaks.
 const REPEATS: usize = 5;
+const RSS_REPEATS: usize = 3;
 /// Decompressed bytes per generated turn (system prompts, tool output, reasoning, answer
 /// and its stream): 2,000 turns make a log of about 60 MB.
 const BYTES_PER_TURN: usize = 24_000;
@@ -105,9 +113,32 @@ fn fresh_workspace(s: &mut Setup, n: usize) {
     assert!(chapters(s, &["init"]).status().expect("init").success());
 }
 
-/// Wall time of `cmd`, its peak RSS in KiB and its CPU time (user + system, its children
-/// included: `wait4`'s rusage).
-fn measure(mut cmd: Command) -> (Duration, u64, Duration) {
+/// What [`measure`] read of one run.
+struct Measured {
+    wall: Duration,
+    /// Peak RSS and peak anonymous memory, KiB (0 when it could not be read).
+    rss: u64,
+    anon: u64,
+    /// User + system, its children included (`wait4`'s rusage).
+    cpu: Duration,
+}
+
+/// `RssAnon` of `pid` in KiB, if it is still running.
+fn rss_anon(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let value = status.lines().find_map(|l| l.strip_prefix("RssAnon:"))?;
+    value.trim().trim_end_matches("kB").trim().parse().ok()
+}
+
+/// The process `/usr/bin/time` (pid `wrapper`) started, once it has.
+fn timed_child(wrapper: u32) -> Option<u32> {
+    let children =
+        std::fs::read_to_string(format!("/proc/{wrapper}/task/{wrapper}/children")).ok()?;
+    children.split_whitespace().next()?.parse().ok()
+}
+
+/// Run `cmd`: its wall time, peak RSS, peak anonymous memory and CPU time.
+fn measure(mut cmd: Command) -> Measured {
     let time = Path::new("/usr/bin/time");
     if time.exists() {
         let rss_file = tempfile::NamedTempFile::new().expect("tmp");
@@ -129,30 +160,58 @@ fn measure(mut cmd: Command) -> (Duration, u64, Duration) {
         }
         wrapped.stdout(Stdio::null());
         let start = Instant::now();
-        let status = wrapped.status().expect("run");
-        let elapsed = start.elapsed();
+        let mut running = wrapped.spawn().expect("run");
+        let (mut timed, mut anon) = (None, 0);
+        let status = loop {
+            if let Some(status) = running.try_wait().expect("wait") {
+                break status;
+            }
+            timed = timed.or_else(|| timed_child(running.id()));
+            if let Some(kib) = timed.and_then(rss_anon) {
+                anon = anon.max(kib);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        let wall = start.elapsed();
         assert!(status.success(), "{cmd:?} failed");
         let report = std::fs::read_to_string(rss_file.path()).expect("rss");
         let mut fields = report.trim().lines().last().unwrap_or("").split(' ');
         let rss = fields.next().and_then(|f| f.parse().ok()).unwrap_or(0);
         let cpu: f64 = fields.filter_map(|f| f.parse::<f64>().ok()).sum();
-        return (elapsed, rss, Duration::from_secs_f64(cpu));
+        return Measured {
+            wall,
+            rss,
+            anon,
+            cpu: Duration::from_secs_f64(cpu),
+        };
     }
     let start = Instant::now();
     let mut child = cmd.spawn().expect("spawn");
-    let mut peak = 0;
+    let (mut rss, mut anon) = (0, 0);
     loop {
         if let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", child.id())) {
             if let Some(v) = status.lines().find_map(|l| l.strip_prefix("VmHWM:")) {
-                peak = peak.max(v.trim().trim_end_matches(" kB").trim().parse().unwrap_or(0));
+                rss = rss.max(v.trim().trim_end_matches(" kB").trim().parse().unwrap_or(0));
             }
         }
+        anon = anon.max(rss_anon(child.id()).unwrap_or(0));
         if let Some(status) = child.try_wait().expect("wait") {
             assert!(status.success());
-            return (start.elapsed(), peak, Duration::ZERO);
+            return Measured {
+                wall: start.elapsed(),
+                rss,
+                anon,
+                cpu: Duration::ZERO,
+            };
         }
         std::thread::sleep(Duration::from_millis(2));
     }
+}
+
+/// The median of `runs` (the upper one of an even count), 0 for none.
+fn median(mut runs: Vec<u64>) -> u64 {
+    runs.sort_unstable();
+    runs.get(runs.len() / 2).copied().unwrap_or(0)
 }
 
 fn zstd_dc(log: &Path) -> Duration {
@@ -171,8 +230,8 @@ fn parse_floor(log: &Path) -> (Duration, Duration) {
         "zstd -dc '{}' | python3 -c \"$(printf '{PARSE_FLOOR}')\"",
         log.display()
     ));
-    let (wall, _, cpu) = measure(c);
-    (wall, cpu)
+    let run = measure(c);
+    (run.wall, run.cpu)
 }
 
 /// Terms each human turn of the Chinese fixture yields (its signature's `terms`).
@@ -285,7 +344,7 @@ fn main() {
         terms.iter().sum::<usize>() as f64 / terms.len().max(1) as f64
     );
     println!(
-        "{:>6} {:>9} {:>9} {:>6} {:>10} {:>10} {:>11} {:>8} {:>8} {:>10} {:>10} {:>7} {:>9} {:>9} {:>9} {:>8}",
+        "{:>6} {:>9} {:>9} {:>6} {:>10} {:>10} {:>11} {:>8} {:>8} {:>10} {:>10} {:>10} {:>7} {:>9} {:>9} {:>9} {:>8}",
         "turns",
         "MiB(dec)",
         "MiB(zst)",
@@ -296,6 +355,7 @@ fn main() {
         "/zstd",
         "/parse",
         "peak RSS",
+        "anon",
         "reader ms",
         "files",
         "create ms",
@@ -322,12 +382,16 @@ fn main() {
         let repeats = std::env::var("ARCHIVE_BENCH_REPEATS")
             .ok()
             .and_then(|v| v.parse().ok())
-            .unwrap_or(if turns == SIDE_BY_SIDE { REPEATS } else { 1 });
+            .unwrap_or(if turns == SIDE_BY_SIDE {
+                REPEATS
+            } else {
+                RSS_REPEATS
+            });
         let mut best_zstd = Duration::MAX;
         let mut best_parse = Duration::MAX;
         let mut best_archive = Duration::MAX;
         let mut best_reader = Duration::MAX;
-        let mut peak = 0;
+        let (mut rss_runs, mut anon_runs) = (Vec::new(), Vec::new());
         let mut best_create = Duration::MAX;
         // CPU time (user + system) of the floor's two processes and of the archive.
         let mut best_parse_cpu = Duration::MAX;
@@ -346,17 +410,19 @@ fn main() {
             best_parse = best_parse.min(parse_wall);
             best_parse_cpu = best_parse_cpu.min(parse_cpu);
             fresh_workspace(&mut s, n);
-            let (t, rss, cpu) = measure(chapters(&s, &["archive"]));
-            best_archive = best_archive.min(t);
-            best_archive_cpu = best_archive_cpu.min(cpu);
-            peak = peak.max(rss);
+            let run = measure(chapters(&s, &["archive"]));
+            best_archive = best_archive.min(run.wall);
+            best_archive_cpu = best_archive_cpu.min(run.cpu);
+            rss_runs.push(run.rss);
+            anon_runs.push(run.anon);
             written = files_under(&s.ws.join(".dsh-chapters"));
             let probe = s.ws.with_file_name(format!("create-{n}"));
             best_create = best_create.min(create_like(&written, &probe));
         }
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let (rss, anon) = (median(rss_runs), median(anon_runs));
         println!(
-            "{:>6} {:>9.1} {:>9.1} {:>5.2}x {:>10.1} {:>10.1} {:>11.1} {:>7.2}x {:>7.2}x {:>6.1} MiB {:>10.1} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>7.2}x",
+            "{:>6} {:>9.1} {:>9.1} {:>5.2}x {:>10.1} {:>10.1} {:>11.1} {:>7.2}x {:>7.2}x {:>6.1} MiB {:>6.1} MiB {:>10.1} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>7.2}x",
             turns,
             s.decompressed as f64 / 1048576.0,
             zst as f64 / 1048576.0,
@@ -366,7 +432,8 @@ fn main() {
             ms(best_archive),
             best_archive.as_secs_f64() / best_zstd.as_secs_f64(),
             best_archive.as_secs_f64() / best_parse.as_secs_f64(),
-            peak as f64 / 1024.0,
+            rss as f64 / 1024.0,
+            anon as f64 / 1024.0,
             ms(best_reader),
             written.len(),
             ms(best_create),
@@ -374,14 +441,25 @@ fn main() {
             ms(best_archive_cpu),
             best_archive_cpu.as_secs_f64() / best_parse_cpu.as_secs_f64()
         );
-        peaks.push((turns, peak));
+        peaks.push((turns, rss, anon));
         kept.push(s);
     }
-    if let (Some(&(lo_turns, lo)), Some(&(hi_turns, hi))) = (peaks.first(), peaks.last()) {
+    if let (Some(&(lo_turns, lo, lo_anon)), Some(&(hi_turns, hi, hi_anon))) =
+        (peaks.first(), peaks.last())
+    {
+        let growth = |lo: u64, hi: u64| (hi as f64 / lo as f64 - 1.0) * 100.0;
         if lo_turns != hi_turns && lo > 0 {
             println!(
-                "peak RSS {lo_turns} -> {hi_turns} turns: {:+.1} % (goal: flat within 10 %)",
-                (hi as f64 / lo as f64 - 1.0) * 100.0
+                "peak RSS {lo_turns} -> {hi_turns} turns (medians): {:+.1} % (goal: flat within 10 %)",
+                growth(lo, hi)
+            );
+        }
+        if lo_turns != hi_turns && lo_anon > 0 {
+            println!(
+                "peak anonymous memory {lo_turns} -> {hi_turns} turns (medians): {:.1} -> {:.1} MiB, {:+.1} %",
+                lo_anon as f64 / 1024.0,
+                hi_anon as f64 / 1024.0,
+                growth(lo_anon, hi_anon)
             );
         }
     }
