@@ -929,17 +929,23 @@ impl Table {
         let mut out = Vec::new();
         for s in 0..self.state.segments.len() {
             let seg = self.seg(s)?;
-            let mut ids = BTreeSet::new();
+            // The dates first, from the fixed-size metadata: only the kept are sorted and
+            // read (a +10's months of a topic on every chapter, not that topic's history).
+            let mut ids = Vec::new();
             for label in labels {
                 if let Some((off, count)) = seg.exact(FIELD_TOPIC, label)? {
-                    ids.extend(seg.postings(off, count)?);
+                    for id in seg.postings(off, count)? {
+                        let date = seg.meta(id)?.date;
+                        if keep((date != NO_DATE).then_some(date)) {
+                            ids.push(id);
+                        }
+                    }
                 }
             }
+            ids.sort_unstable();
+            ids.dedup();
             for id in ids {
-                let date = seg.meta(id)?.date;
-                if keep((date != NO_DATE).then_some(date)) {
-                    out.push(seg.record(id)?);
-                }
+                out.push(seg.record(id)?);
             }
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));
