@@ -451,6 +451,14 @@ fn build_pool(bin: &Path, m: &Machine, n: usize, publishes: usize) -> Duration {
     built.elapsed()
 }
 
+/// A number from the environment, else `default`.
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// `POOL_BENCH=plus10`: +10 chapters synced at 100 and at `POOL_SCALE` chapters,
 /// `POOL_ROUNDS` rounds (default 5), each build (this one, `POOL_BASELINE_BIN`'s) on a small
 /// pool of its own and on the one big machine, the builds' order alternated round by round;
@@ -458,14 +466,7 @@ fn build_pool(bin: &Path, m: &Machine, n: usize, publishes: usize) -> Duration {
 /// machine (and its pool) and reuses it, relinked to `DIR/pool.git`; the next chapter number
 /// is kept in `DIR/plus10-next`. Each machine's first +10 is a warm-up, not timed.
 fn plus10_bench() {
-    let size: usize = std::env::var("POOL_SCALE")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
-    let rounds: usize = std::env::var("POOL_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
+    let (size, rounds) = (env_usize("POOL_SCALE", 10_000), env_usize("POOL_ROUNDS", 5));
     let ours_bin = PathBuf::from(env!("CARGO_BIN_EXE_chapters"));
     let mut bins = vec![("this build", ours_bin.clone())];
     if let Some(bin) = std::env::var_os("POOL_BASELINE_BIN") {
@@ -574,14 +575,7 @@ fn plus10_bench() {
 /// `POOL_KEEP=DIR` keeps the publishing machine (and its pool) in `DIR` and reuses it when
 /// `DIR` holds one already (building 100,000 chapters takes minutes).
 fn first_sync_bench() {
-    let size: usize = std::env::var("POOL_SCALE")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
-    let rounds: usize = std::env::var("POOL_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2);
+    let (size, rounds) = (env_usize("POOL_SCALE", 10_000), env_usize("POOL_ROUNDS", 2));
     let ours_bin = PathBuf::from(env!("CARGO_BIN_EXE_chapters"));
     let baseline_bin = std::env::var_os("POOL_BASELINE_BIN").map(PathBuf::from);
     let m = match std::env::var_os("POOL_KEEP").map(PathBuf::from) {
@@ -647,10 +641,7 @@ fn first_sync_bench() {
 }
 
 fn scale_bench() {
-    let size: usize = std::env::var("POOL_SCALE")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
+    let size = env_usize("POOL_SCALE", 10_000);
     let publishes = 100;
     let ours_bin = PathBuf::from(env!("CARGO_BIN_EXE_chapters"));
     // `POOL_BASELINE_BIN`: an earlier build's `chapters`, measured beside this one in the same
