@@ -23,9 +23,14 @@
 //!    build beside `POOL_BASELINE_BIN`'s, alternated, on one pool that `POOL_KEEP=DIR` keeps
 //!    for later runs.
 //!
+//! 6. +10 chapters alone (`POOL_BENCH=plus10`, see `plus10_bench`): at 100 and at
+//!    `POOL_SCALE`, this build beside `POOL_BASELINE_BIN`'s, alternated round by round, on a
+//!    big machine `POOL_KEEP=DIR` keeps (building it takes minutes; the fourth's +10 builds
+//!    its pools each run).
+//!
 //! Run: `cargo bench --bench pool` (needs the `git` program for the baselines);
 //! `POOL_BENCH=scan cargo bench --bench pool` runs only the third, `POOL_BENCH=scale` the
-//! fourth, `POOL_BENCH=first` the fifth.
+//! fourth, `POOL_BENCH=first` the fifth, `POOL_BENCH=plus10` the sixth.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -284,6 +289,10 @@ fn main() {
         first_sync_bench();
         return;
     }
+    if std::env::var("POOL_BENCH").as_deref() == Ok("plus10") {
+        plus10_bench();
+        return;
+    }
     // 1. 1,000 new chapters (+1,000 artifacts) into an empty pool vs native git.
     let mut ours = Duration::MAX;
     let mut native = Duration::MAX;
@@ -442,20 +451,131 @@ fn build_pool(bin: &Path, m: &Machine, n: usize, publishes: usize) -> Duration {
     built.elapsed()
 }
 
+/// A number from the environment, else `default`.
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// `POOL_BENCH=plus10`: +10 chapters synced at 100 and at `POOL_SCALE` chapters,
+/// `POOL_ROUNDS` rounds (default 5), each build (this one, `POOL_BASELINE_BIN`'s) on a small
+/// pool of its own and on the one big machine, the builds' order alternated round by round;
+/// every round's ratio printed, then the median of each. `POOL_KEEP=DIR` keeps the big
+/// machine (and its pool) and reuses it, relinked to `DIR/pool.git`; the next chapter number
+/// is kept in `DIR/plus10-next`. Each machine's first +10 is a warm-up, not timed.
+fn plus10_bench() {
+    let (size, rounds) = (env_usize("POOL_SCALE", 10_000), env_usize("POOL_ROUNDS", 5));
+    let ours_bin = PathBuf::from(env!("CARGO_BIN_EXE_chapters"));
+    let mut bins = vec![("this build", ours_bin.clone())];
+    if let Some(bin) = std::env::var_os("POOL_BASELINE_BIN") {
+        bins.push(("baseline", PathBuf::from(bin)));
+    }
+    let keep = std::env::var_os("POOL_KEEP").map(PathBuf::from);
+    let big = match &keep {
+        Some(dir) if dir.join("pool.git").exists() => {
+            let dir = std::fs::canonicalize(dir).expect("canonical");
+            println!("reusing the machine kept in {}", dir.display());
+            let m = machine_in(&dir, None, "bench", None);
+            // A copied machine still names the pool it was copied from: this one is its.
+            link(&m);
+            m
+        }
+        _ => {
+            let m = match &keep {
+                Some(dir) => {
+                    std::fs::create_dir_all(dir).expect("keep dir");
+                    let dir = std::fs::canonicalize(dir).expect("canonical");
+                    machine_in(&dir, None, "bench", None)
+                }
+                None => machine_on(None, "bench"),
+            };
+            if keep.is_some() {
+                link(&m);
+            }
+            let built = build_pool(&ours_bin, &m, size, 100);
+            println!(
+                "pool of {size} chapters built in {:.1} s",
+                built.as_secs_f64()
+            );
+            m
+        }
+    };
+    let next_file = keep.as_ref().map(|d| d.join("plus10-next"));
+    let mut next_big = next_file
+        .as_ref()
+        .and_then(|f| std::fs::read_to_string(f).ok())
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(size);
+    let plus10 = |bin: &Path, m: &Machine, next: &mut usize| {
+        write_dated(m, *next, *next + 10);
+        *next += 10;
+        run(chapters_of(bin, m, &["sync"]))
+    };
+    let mut small = Vec::new();
+    for (_, bin) in &bins {
+        let m = machine();
+        build_pool(bin, &m, 100, 10);
+        let mut next = 100;
+        plus10(bin, &m, &mut next);
+        small.push((m, next));
+    }
+    plus10(&ours_bin, &big, &mut next_big);
+    let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "+10 chapters at 100 and at {size}; load average {}",
+        load().trim()
+    );
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); bins.len()];
+    for round in 0..rounds {
+        let mut order: Vec<usize> = (0..bins.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            let (name, bin) = &bins[i];
+            let (m, next) = &mut small[i];
+            let at_small = plus10(bin, m, next);
+            let at_big = plus10(bin, &big, &mut next_big);
+            let ratio = at_big.as_secs_f64() / at_small.as_secs_f64();
+            ratios[i].push(ratio);
+            println!(
+                "  round {round}, {name:<10} at 100 {:>7.1} ms, at {size} {:>7.1} ms, ratio {ratio:.2}x",
+                ms(at_small),
+                ms(at_big)
+            );
+        }
+    }
+    // With `POOL_PROFILE`: three more +10 at the big size, profiled (`{n}`: size + 0..3).
+    for k in 0..3 {
+        profile_plus10(&big, size + k, &mut next_big);
+    }
+    if let Some(f) = &next_file {
+        std::fs::write(f, next_big.to_string()).expect("plus10-next");
+    }
+    for ((name, _), mut r) in bins.iter().zip(ratios) {
+        r.sort_by(f64::total_cmp);
+        println!(
+            "  {name:<10} ratios {} — median {:.2}x (goal ≤ 1.5)",
+            r.iter()
+                .map(|x| format!("{x:.2}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            r[r.len() / 2]
+        );
+    }
+    println!("load average {}", load().trim());
+}
+
 /// `POOL_BENCH=first`: a new machine's first sync into a pool of `POOL_SCALE` chapters (built
 /// like the fourth's by 100 publishes of this build), this build beside `POOL_BASELINE_BIN`'s,
 /// alternated, `POOL_ROUNDS` times (default 2), then a `git clone --no-local` of the pool.
 /// `POOL_KEEP=DIR` keeps the publishing machine (and its pool) in `DIR` and reuses it when
 /// `DIR` holds one already (building 100,000 chapters takes minutes).
 fn first_sync_bench() {
-    let size: usize = std::env::var("POOL_SCALE")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
-    let rounds: usize = std::env::var("POOL_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2);
+    let (size, rounds) = (env_usize("POOL_SCALE", 10_000), env_usize("POOL_ROUNDS", 2));
     let ours_bin = PathBuf::from(env!("CARGO_BIN_EXE_chapters"));
     let baseline_bin = std::env::var_os("POOL_BASELINE_BIN").map(PathBuf::from);
     let m = match std::env::var_os("POOL_KEEP").map(PathBuf::from) {
@@ -521,10 +641,7 @@ fn first_sync_bench() {
 }
 
 fn scale_bench() {
-    let size: usize = std::env::var("POOL_SCALE")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
+    let size = env_usize("POOL_SCALE", 10_000);
     let publishes = 100;
     let ours_bin = PathBuf::from(env!("CARGO_BIN_EXE_chapters"));
     // `POOL_BASELINE_BIN`: an earlier build's `chapters`, measured beside this one in the same

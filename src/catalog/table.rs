@@ -39,6 +39,8 @@ use crate::rules::store::RULES_DIR;
 use crate::store::read::Reader;
 use crate::store::{self, atomic, is_safe_component, journal, MIRROR_DIR, STORE_DIR};
 
+mod frontmatter;
+
 /// A topic's documents are named by opaque numbers (the caller's).
 pub type DocSets = BTreeMap<String, BTreeSet<u64>>;
 
@@ -927,17 +929,23 @@ impl Table {
         let mut out = Vec::new();
         for s in 0..self.state.segments.len() {
             let seg = self.seg(s)?;
-            let mut ids = BTreeSet::new();
+            // The dates first, from the fixed-size metadata: only the kept are sorted and
+            // read (a +10's months of a topic on every chapter, not that topic's history).
+            let mut ids = Vec::new();
             for label in labels {
                 if let Some((off, count)) = seg.exact(FIELD_TOPIC, label)? {
-                    ids.extend(seg.postings(off, count)?);
+                    for id in seg.postings(off, count)? {
+                        let date = seg.meta(id)?.date;
+                        if keep((date != NO_DATE).then_some(date)) {
+                            ids.push(id);
+                        }
+                    }
                 }
             }
+            ids.sort_unstable();
+            ids.dedup();
             for id in ids {
-                let date = seg.meta(id)?.date;
-                if keep((date != NO_DATE).then_some(date)) {
-                    out.push(seg.record(id)?);
-                }
+                out.push(seg.record(id)?);
             }
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));
@@ -1418,7 +1426,12 @@ pub fn parse_head(bytes: &[u8]) -> Result<DocMeta, String> {
         })?;
     let head =
         std::str::from_utf8(&window[..end]).map_err(|_| "frontmatter is not UTF-8".to_owned())?;
-    let mut meta = score::parse_meta(head).map_err(|e| e.to_string())?;
+    // Our writers' shapes are read directly; anything else through YAML.
+    let fast = crate::render::frontmatter_text(head).and_then(frontmatter::read);
+    let mut meta = match fast {
+        Some(meta) => meta,
+        None => score::parse_meta(head).map_err(|e| e.to_string())?,
+    };
     if meta.summary.is_empty() {
         meta.summary = body_summary(&window[end..]).unwrap_or_default();
     }

@@ -494,6 +494,12 @@ struct Published {
     dirty: std::collections::BTreeSet<String>,
     /// [`LISTED_FILE`], read on first use.
     listed: Option<BTreeMap<String, (u128, u64)>>,
+    /// The roots the change journal names since [`CURSOR_FILE`]'s cursor (`None`: it cannot
+    /// say, every root is looked at), and the cursor this sync's listing starts from.
+    journal: Option<(
+        Option<BTreeSet<String>>,
+        Option<crate::store::journal::Cursor>,
+    )>,
 }
 
 /// Beside the per-root records: each root's `chapters/` mtime when last listed and the
@@ -502,6 +508,13 @@ struct Published {
 /// root's made each sync O(store), issue #17 point 6). Written after the records; a record
 /// whose length is not the one noted (a write lost to a crash) is read as before.
 const LISTED_FILE: &str = ".listed-roots.json";
+
+/// The change journal's cursor when the records and [`LISTED_FILE`] were last saved, written
+/// only once they are on disk (after the filesystem sync): a root the journal names no
+/// change of since then is as it was listed — its chapters, plans and artifacts are written
+/// by journaling writers only — so it costs no `stat` of its `chapters/` or its record.
+/// Whenever the journal cannot say (missing, started over, damaged), every root is looked at.
+const CURSOR_FILE: &str = ".listed-cursor.json";
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct RootManifest {
@@ -524,7 +537,44 @@ impl Published {
             roots: BTreeMap::new(),
             dirty: Default::default(),
             listed: None,
+            journal: None,
         }
+    }
+
+    /// Whether the change journal says `root` (listed when the cursor was saved) has not
+    /// changed since.
+    fn unnamed_since_saved(&mut self, store_dir: &Path, root: &str) -> bool {
+        let dir = &self.dir;
+        let (named, _) = self.journal.get_or_insert_with(|| {
+            use crate::store::journal::{self, Since};
+            let saved: Option<journal::Cursor> = std::fs::read(dir.join(CURSOR_FILE))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok());
+            match journal::read_since(store_dir, saved.as_ref()) {
+                Since::Changes { changes, end, .. } => {
+                    let prefix = format!("{}/", crate::store::STORE_DIR);
+                    let named = changes
+                        .iter()
+                        .filter_map(|c| c.folder.strip_prefix(&prefix))
+                        .filter_map(|f| f.split('/').next())
+                        .map(str::to_owned)
+                        .collect();
+                    (Some(named), Some(end))
+                }
+                // Taken before the listing: what is appended during it is read next time.
+                Since::Rescan { .. } => (None, journal::current(store_dir)),
+            }
+        });
+        let Some(named) = named else {
+            return false;
+        };
+        if named.contains(root) {
+            return false;
+        }
+        let listed = self
+            .listed
+            .get_or_insert_with(|| read_json(&dir.join(LISTED_FILE)));
+        listed.contains_key(root)
     }
 
     /// Whether `root`'s `chapters/` is as it was when last listed (`mtime` from a stat now).
@@ -571,6 +621,7 @@ impl Published {
         self.roots.clear();
         self.dirty.clear();
         self.listed = None;
+        self.journal = None;
     }
 
     /// Best effort: losing it costs one full comparison at the next sync, nothing else.
@@ -580,6 +631,18 @@ impl Published {
                 path: self.dir.clone(),
                 source: e,
             })?;
+            // The cursor goes first, so a crash before the filesystem sync cannot leave one
+            // that vouches for records not on disk; it is written again after that sync.
+            let cursor = self.dir.join(CURSOR_FILE);
+            match std::fs::remove_file(&cursor) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(StoreError::Io {
+                        path: cursor,
+                        source: e,
+                    })
+                }
+                _ => {}
+            }
             for root in std::mem::take(&mut self.dirty) {
                 if let Some(m) = self.roots.get(&root) {
                     let text = serde_json::to_vec(m).expect("a RootManifest always serializes");
@@ -608,7 +671,14 @@ impl Published {
             }
             let head = head.map(|h| h.to_string()).unwrap_or_default();
             atomic::write_atomic_unsynced(&self.dir.join("HEAD"), format!("{head}\n").as_bytes())?;
-            atomic::sync_filesystem(&self.dir)
+            atomic::sync_filesystem(&self.dir)?;
+            // Only a listing that looked at every root it had to: losing the file costs one
+            // `stat` per root at the next sync.
+            if let Some((_, Some(end))) = &self.journal {
+                let text = serde_json::to_vec(end).expect("a cursor always serializes");
+                atomic::write_atomic_unsynced(&cursor, &text)?;
+            }
+            Ok(())
         })();
         if let Err(e) = result {
             tracing::warn!(error = %e, "could not save the publication manifest");
@@ -642,10 +712,15 @@ fn store_files(
         let mut found = Vec::new();
         let listed = (|| -> std::io::Result<()> {
             if let Some(published) = published.as_deref_mut() {
-                let mtime = std::fs::metadata(root_dir.join("chapters"))
-                    .map(|m| stat_key(&m).1)
-                    .unwrap_or(0);
-                if published.unchanged(&root, mtime) {
+                let quiet = published.unnamed_since_saved(store.dir(), &root);
+                let mtime = if quiet {
+                    0
+                } else {
+                    std::fs::metadata(root_dir.join("chapters"))
+                        .map(|m| stat_key(&m).1)
+                        .unwrap_or(0)
+                };
+                if quiet || published.unchanged(&root, mtime) {
                     let ledgers = root_dir.join("collections");
                     if ledgers.is_dir() {
                         walk_store(
@@ -2755,6 +2830,71 @@ mod tests {
         let mut third = Published::load(tmp.path());
         assert!(!third.unchanged("s2", 22));
         assert!(third.unchanged("s2", 23));
+    }
+
+    /// After a saved listing, a root the change journal names nothing of is not looked at
+    /// again (a file put there behind the journal's back is not listed), one it names is;
+    /// without the saved cursor every root is looked at.
+    #[test]
+    fn roots_the_journal_names_nothing_of_are_not_listed_again() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        let store = Store::init(ws).expect("store");
+        let put = |root: &str, name: &str| {
+            let dir = store.dir().join(root).join("chapters");
+            std::fs::create_dir_all(&dir).expect("mkdir");
+            std::fs::write(dir.join(name), "---\ntitle: t\n---\nbody\n").expect("write");
+        };
+        let chapters_of = |published: Option<&mut Published>| -> Vec<String> {
+            store_files(&store, "pk", published)
+                .unwrap_or_else(|f| panic!("list: {}", f.detail))
+                .into_iter()
+                .filter(|(_, _, kind, _)| *kind == FileKind::Chapter)
+                .map(|(_, path, _, _)| path)
+                .collect()
+        };
+        for root in ["s1", "s2"] {
+            put(root, "001-a.md");
+            crate::store::journal::record(
+                store.dir(),
+                &format!(".dsh-chapters/{root}/chapters"),
+                &["001-a.md"],
+            );
+        }
+        let mirror = ws.join(MIRROR_DIR);
+        let mut published = Published::load(&mirror);
+        assert_eq!(
+            chapters_of(Some(&mut published)).len(),
+            2,
+            "a first listing"
+        );
+        published.save(None);
+        assert!(git_dir(&mirror)
+            .join(PUBLISHED_DIR)
+            .join(CURSOR_FILE)
+            .exists());
+        // s1 gains a chapter through the journal; s2 one behind its back (a hand copy).
+        put("s1", "002-b.md");
+        crate::store::journal::record(store.dir(), ".dsh-chapters/s1/chapters", &["002-b.md"]);
+        put("s2", "002-b.md");
+        let mut again = Published::load(&mirror);
+        let listed = chapters_of(Some(&mut again));
+        assert!(
+            listed.contains(&"chapters/pk/s1/002-b.md".to_owned()),
+            "{listed:?}"
+        );
+        assert!(!listed.iter().any(|p| p.contains("/s2/")), "{listed:?}");
+        assert!(
+            again.roots.keys().all(|r| r == "s1"),
+            "s2's record not read"
+        );
+        // No cursor (lost, or never saved): every root is looked at again.
+        std::fs::remove_file(git_dir(&mirror).join(PUBLISHED_DIR).join(CURSOR_FILE)).expect("rm");
+        let listed = chapters_of(Some(&mut Published::load(&mirror)));
+        assert!(
+            listed.contains(&"chapters/pk/s2/002-b.md".to_owned()),
+            "{listed:?}"
+        );
     }
 
     #[test]

@@ -75,7 +75,7 @@ pub(crate) fn float(v: f64) -> String {
 }
 
 /// Words YAML 1.1 or 1.2 readers turn into booleans or null when plain.
-const RESERVED_WORDS: [&str; 11] = [
+pub(crate) const RESERVED_WORDS: [&str; 11] = [
     "y", "n", "yes", "no", "true", "false", "on", "off", "null", "nan", "inf",
 ];
 
@@ -124,7 +124,7 @@ fn quoted(s: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn read_back(yaml_value: &str) -> String {
@@ -134,7 +134,8 @@ mod tests {
         map["v"].clone()
     }
 
-    const HOSTILE: [&str; 34] = [
+    /// Strings no reading may change (shared with the frontmatter reader's tests).
+    pub(crate) const HOSTILE: [&str; 34] = [
         "",
         " ",
         "plain",
