@@ -1557,6 +1557,24 @@ mod tests {
         top_k_agrees_with_every_match_scored(ws);
     }
 
+    /// Thirds of [`equivalence_store`] in turn, each searched (the cache updated), so that
+    /// FTS5 holds deleted rows.
+    fn store_in_three_updates(ws: &Path) {
+        for round in [0, 1, 2] {
+            equivalence_store_some(ws, |i| i % 3 == round);
+            drop(open(ws, "pk", false, T).expect("open"));
+        }
+    }
+
+    /// Filters that leave no document out.
+    fn every_document() -> Filters {
+        Filters {
+            include_mirror: true,
+            artifacts: true,
+            ..Filters::default()
+        }
+    }
+
     /// The body BM25 the top-k path computes itself (`catalog::cache::OwnBm25`) has the
     /// bits of FTS5's `bm25()` for every match of words, phrases, prefixes and exclusions,
     /// after incremental updates (deleted rows FTS5 still counts) too; a body it cannot
@@ -1565,18 +1583,11 @@ mod tests {
     fn own_bm25_is_fts5s_to_the_bit() {
         let tmp = tempfile::tempdir().expect("tmp");
         let ws = tmp.path();
-        for round in [0, 1, 2] {
-            equivalence_store_some(ws, |i| i % 3 == round);
-            drop(open(ws, "pk", false, T).expect("open"));
-        }
+        store_in_three_updates(ws);
         equivalence_store(ws);
         let corpus = open(ws, "pk", false, T).expect("open");
         let cache = corpus.cache.as_ref().expect("cache");
-        let all = Filters {
-            include_mirror: true,
-            artifacts: true,
-            ..Filters::default()
-        };
+        let all = every_document();
         let mut computed = 0usize;
         for text in [
             "parser",
@@ -1625,17 +1636,10 @@ mod tests {
     fn the_body_bm25_bound_holds_and_is_near_zero_for_a_word_in_most_documents() {
         let tmp = tempfile::tempdir().expect("tmp");
         let ws = tmp.path();
-        for round in [0, 1, 2] {
-            equivalence_store_some(ws, |i| i % 3 == round);
-            drop(open(ws, "pk", false, T).expect("open"));
-        }
+        store_in_three_updates(ws);
         let corpus = open(ws, "pk", false, T).expect("open");
         let cache = corpus.cache.as_ref().expect("cache");
-        let all = Filters {
-            include_mirror: true,
-            artifacts: true,
-            ..Filters::default()
-        };
+        let all = every_document();
         for text in [
             "parser",
             "socket retry schema",

@@ -122,9 +122,9 @@ pub struct TopQuery<'a> {
     /// The FTS5 expression of each term of `expr` (the phrases BM25 sums over): the body
     /// BM25 bound is counted from them ([`Cache::bm25_bound`]).
     pub phrases: &'a [String],
-    /// The store's reader: with it, body BM25 is computed here from the documents' bodies
-    /// ([`OwnBm25`]) instead of by FTS5's `bm25()`, whose every statement first walks every
-    /// phrase's whole doclist to count its documents.
+    /// The store's reader: with it, the body BM25 of a query of two phrases or more is
+    /// computed here from the documents' bodies ([`OwnBm25`]) instead of by FTS5's `bm25()`,
+    /// whose every statement first walks every phrase's whole doclist to count its documents.
     pub reader: Option<&'a Reader>,
 }
 
@@ -839,7 +839,14 @@ impl Cache {
         // needed then; counted again in the rare case they do not, most filtered out).
         let half_rows = self.fts_rows()?.map_or(0, half);
         let small = (WALK_ALL_BELOW as i64).max(FTS_COUNT_CAP as i64);
-        let limit = if phrase_tier {
+        // Body BM25 is computed here for two phrases or more: `bm25()` walks each one's
+        // doclist in every statement; for one, that walk costs less than reading the bodies
+        // of a round (measured: `brasu*` and `kalo` slower). Scored here, the phrase holders
+        // need the count to half too (for the IDFs).
+        let own_may = q.phrases.len() >= 2
+            && q.reader.is_some()
+            && q.phrases.iter().all(|p| phrase_tokens(p).is_some());
+        let limit = if phrase_tier && !own_may {
             small
         } else {
             half_rows.max(small)
@@ -848,7 +855,7 @@ impl Cache {
         // Body BM25 computed here (below), when the walk does not read every match (it
         // then reads them with `bm25()`, whose setup is cheap for so few).
         let mut counted_to = limit;
-        let own = if (matched as usize) < WALK_ALL_BELOW {
+        let own = if !own_may || (matched as usize) < WALK_ALL_BELOW {
             None
         } else {
             self.own_bm25(q, &expr, &mut matched, &mut counted_to)?
@@ -939,17 +946,8 @@ impl Cache {
         // and more are read in one walk over their rowid range.
         let has_prefix = q.phrases.iter().any(|p| p.ends_with('*'));
         let fts5_score_ids = |ids: &[i64], exact: bool| -> Result<Vec<Scan>, CacheError> {
-            let (Some(lo), Some(hi)) = (ids.iter().min(), ids.iter().max()) else {
+            let Some(more) = ids_clause(ids, 2) else {
                 return Ok(Vec::new());
-            };
-            let list: Vec<String> = ids.iter().map(i64::to_string).collect();
-            let more = if ids.len() <= 2 {
-                format!(" AND fts.rowid IN ({})", list.join(", "))
-            } else {
-                format!(
-                    " AND fts.rowid BETWEEN {lo} AND {hi} AND +fts.rowid IN ({})",
-                    list.join(", ")
-                )
             };
             let mut stmt = self
                 .conn
@@ -968,17 +966,9 @@ impl Cache {
             let Some(own) = own.as_ref().filter(|_| exact) else {
                 return fts5_score_ids(ids, exact);
             };
-            let (Some(lo), Some(hi)) = (ids.iter().min(), ids.iter().max()) else {
+            let seeks = if has_prefix { 0 } else { SEEK_AT_MOST };
+            let Some(more) = ids_clause(ids, seeks) else {
                 return Ok(Vec::new());
-            };
-            let list: Vec<String> = ids.iter().map(i64::to_string).collect();
-            let more = if ids.len() <= SEEK_AT_MOST && !has_prefix {
-                format!(" AND fts.rowid IN ({})", list.join(", "))
-            } else {
-                format!(
-                    " AND fts.rowid BETWEEN {lo} AND {hi} AND +fts.rowid IN ({})",
-                    list.join(", ")
-                )
             };
             let mut stmt = self
                 .conn
@@ -1367,12 +1357,7 @@ impl Cache {
     /// which counts rows deleted from a contentless table too (more than `docs` holds);
     /// `None` when it cannot be read.
     fn fts_rows(&self) -> Result<Option<i64>, CacheError> {
-        let averages: Option<Vec<u8>> = self
-            .conn
-            .prepare_cached("SELECT block FROM fts_data WHERE id = 1")
-            .and_then(|mut s| s.query_row([], |r| r.get(0)).optional())
-            .map_err(self.err())?;
-        Ok(averages.as_deref().and_then(varint))
+        Ok(self.averages()?.map(|(rows, _)| rows))
     }
 
     /// The statistics [`OwnBm25`] scores with, or `None` when it cannot score this query
@@ -1776,6 +1761,21 @@ impl Cache {
             .filter(|r| file_number(&r.name) == Some(number))
             .collect())
     }
+}
+
+/// The `AND …` clause keeping the rows `ids` of a statement over `fts`: a seek each for at
+/// most `seek_at_most` of them, else one walk over their rowid range; `None` for no id.
+fn ids_clause(ids: &[i64], seek_at_most: usize) -> Option<String> {
+    let (lo, hi) = (ids.iter().min()?, ids.iter().max()?);
+    let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+    Some(if ids.len() <= seek_at_most {
+        format!(" AND fts.rowid IN ({})", list.join(", "))
+    } else {
+        format!(
+            " AND fts.rowid BETWEEN {lo} AND {hi} AND +fts.rowid IN ({})",
+            list.join(", ")
+        )
+    })
 }
 
 /// FTS5's least IDF (a phrase in at least half the rows).
