@@ -839,11 +839,13 @@ impl Cache {
         // needed then; counted again in the rare case they do not, most filtered out).
         let half_rows = self.fts_rows()?.map_or(0, half);
         let small = (WALK_ALL_BELOW as i64).max(FTS_COUNT_CAP as i64);
-        // Body BM25 is computed here for two phrases or more: `bm25()` walks each one's
-        // doclist in every statement; for one, that walk costs less than reading the bodies
-        // of a round (measured: `brasu*` and `kalo` slower). Scored here, the phrase holders
-        // need the count to half too (for the IDFs).
-        let own_may = q.phrases.len() >= 2
+        // Body BM25 is computed here for two FTS5 phrases or more (an excluded word is one:
+        // `fts5_excluded` joins them with ` OR `): `bm25()` walks each one's doclist in every
+        // statement; for one, that walk costs less than reading the bodies of a round
+        // (measured: `brasu*` and `kalo` slower). Scored here, the phrase holders need the
+        // count to half too (for the IDFs).
+        let excluded_phrases = q.excluded.map_or(0, |e| e.matches(" OR ").count() + 1);
+        let own_may = q.phrases.len() + excluded_phrases >= 2
             && q.reader.is_some()
             && q.phrases.iter().all(|p| phrase_tokens(p).is_some());
         let limit = if phrase_tier && !own_may {
