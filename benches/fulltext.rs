@@ -16,7 +16,8 @@
 //! removed and rebuilt each run. Run: `cargo bench --bench fulltext` (release);
 //! `FULLTEXT_BENCH_N` sets N (100,000), `FULLTEXT_BENCH_TRIALS` the +10 trials (7),
 //! `FULLTEXT_BENCH_ROUNDS` the rounds of queries (10), `FULLTEXT_BENCH_VERBOSE=1` prints each
-//! query's time and matches.
+//! query's time and matches, `FULLTEXT_BENCH_ONLY=<query>` runs that one query alone (to
+//! profile it).
 //! `rg` is installed with apt when missing (its absence is said if that fails).
 
 use std::io::Write as _;
@@ -313,8 +314,13 @@ fn cpu_ns() -> u64 {
 fn query_worker(ws: &Path, rounds: usize) {
     let mut times = Vec::new();
     let mut total = 0usize;
+    // One query alone (to profile it): its text exactly, and no `--path` query.
+    let only = std::env::var("FULLTEXT_BENCH_ONLY").ok();
     for _ in 0..rounds {
         for (q, _) in QUERIES {
+            if only.as_deref().is_some_and(|o| o != *q) {
+                continue;
+            }
             let cpu0 = cpu_ns();
             let t = Instant::now();
             let corpus = search::open(ws, PK, false, LOCK).expect("open");
@@ -338,6 +344,9 @@ fn query_worker(ws: &Path, rounds: usize) {
                 );
             }
             total += answer.total;
+        }
+        if only.is_some() {
+            continue;
         }
         // One filtered query too: a file the signature names.
         let t = Instant::now();

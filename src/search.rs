@@ -528,6 +528,7 @@ impl Corpus {
                 topic: topic_test,
                 filters: &filters,
                 phrases: &phrases,
+                reader: Some(&self.reader),
             };
             // Bounds for stopping early, body hits aside (the cache adds the most they can
             // give): a document with no §8 field hit scores at most its recency; one with
@@ -1556,6 +1557,78 @@ mod tests {
         top_k_agrees_with_every_match_scored(ws);
     }
 
+    /// Thirds of [`equivalence_store`] in turn, each searched (the cache updated), so that
+    /// FTS5 holds deleted rows.
+    fn store_in_three_updates(ws: &Path) {
+        for round in [0, 1, 2] {
+            equivalence_store_some(ws, |i| i % 3 == round);
+            drop(open(ws, "pk", false, T).expect("open"));
+        }
+    }
+
+    /// Filters that leave no document out.
+    fn every_document() -> Filters {
+        Filters {
+            include_mirror: true,
+            artifacts: true,
+            ..Filters::default()
+        }
+    }
+
+    /// The body BM25 the top-k path computes itself (`catalog::cache::OwnBm25`) has the
+    /// bits of FTS5's `bm25()` for every match of words, phrases, prefixes and exclusions,
+    /// after incremental updates (deleted rows FTS5 still counts) too; a body it cannot
+    /// read as FTS5 does (Chinese) is left to FTS5.
+    #[test]
+    fn own_bm25_is_fts5s_to_the_bit() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        store_in_three_updates(ws);
+        equivalence_store(ws);
+        let corpus = open(ws, "pk", false, T).expect("open");
+        let cache = corpus.cache.as_ref().expect("cache");
+        let all = every_document();
+        let mut computed = 0usize;
+        for text in [
+            "parser",
+            "refresh token",
+            "socket retry schema",
+            "pars*",
+            "re*",
+            "\"refresh token\" cache",
+            "cache -draft",
+            "npm test",
+            "config ledger invoice thread",
+            "fixs",
+        ] {
+            let parsed = Parsed::parse(text);
+            let expr = parsed.fts_match().expect("terms");
+            let phrases = parsed.fts_phrases();
+            let excluded = parsed.fts_excluded();
+            let q = TopQuery {
+                expr: &expr,
+                phrase: None,
+                excluded: excluded.as_deref(),
+                topic: None,
+                filters: &all,
+                phrases: &phrases,
+                reader: Some(&corpus.reader),
+            };
+            for (path, mine, fts5) in cache.own_and_fts5_bm25(&q).expect("bm25") {
+                let Some(mine) = mine else {
+                    continue;
+                };
+                computed += 1;
+                assert_eq!(
+                    mine.max(0.0).to_bits(),
+                    fts5.max(0.0).to_bits(),
+                    "{text}: {path}: {mine} vs FTS5's {fts5}"
+                );
+            }
+        }
+        assert!(computed > 500, "computed here for {computed} matches only");
+    }
+
     /// The body BM25 bound the early stop adds holds for every match (after incremental
     /// updates, whose deleted rows FTS5 still counts in `N`), and is near 0 for a word in
     /// most documents (its IDF is FTS5's floor).
@@ -1563,17 +1636,10 @@ mod tests {
     fn the_body_bm25_bound_holds_and_is_near_zero_for_a_word_in_most_documents() {
         let tmp = tempfile::tempdir().expect("tmp");
         let ws = tmp.path();
-        for round in [0, 1, 2] {
-            equivalence_store_some(ws, |i| i % 3 == round);
-            drop(open(ws, "pk", false, T).expect("open"));
-        }
+        store_in_three_updates(ws);
         let corpus = open(ws, "pk", false, T).expect("open");
         let cache = corpus.cache.as_ref().expect("cache");
-        let all = Filters {
-            include_mirror: true,
-            artifacts: true,
-            ..Filters::default()
-        };
+        let all = every_document();
         for text in [
             "parser",
             "socket retry schema",

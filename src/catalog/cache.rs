@@ -122,6 +122,10 @@ pub struct TopQuery<'a> {
     /// The FTS5 expression of each term of `expr` (the phrases BM25 sums over): the body
     /// BM25 bound is counted from them ([`Cache::bm25_bound`]).
     pub phrases: &'a [String],
+    /// The store's reader: with it, the body BM25 of a query of two phrases or more is
+    /// computed here from the documents' bodies ([`OwnBm25`]) instead of by FTS5's `bm25()`,
+    /// whose every statement first walks every phrase's whole doclist to count its documents.
+    pub reader: Option<&'a Reader>,
 }
 
 /// One of [`Cache::top`]'s results.
@@ -737,21 +741,34 @@ impl Cache {
         // The most BM25 a match can have, once the walk and later field hits are read
         // without it (see `lazy`).
         let bm25_most = std::cell::Cell::new(f64::INFINITY);
-        let read = |r: &rusqlite::Row<'_>| -> rusqlite::Result<Scan> {
+        let fields_of = |r: &rusqlite::Row<'_>| -> rusqlite::Result<(RowFields, Option<f64>)> {
             let text = |i: usize| -> rusqlite::Result<Option<String>> { r.get(i) };
-            let (title, summary, topics) = (text(2)?, text(3)?, text(4)?);
-            let (kind, category, date, rule_id) = (text(5)?, text(6)?, text(7)?, text(8)?);
-            let exact = r.get::<_, Option<f64>>(9)?;
+            Ok((
+                RowFields {
+                    id: r.get(0)?,
+                    path: r.get(1)?,
+                    title: text(2)?,
+                    summary: text(3)?,
+                    topics: text(4)?,
+                    kind: text(5)?,
+                    category: text(6)?,
+                    date: text(7)?,
+                    rule_id: text(8)?,
+                },
+                r.get::<_, Option<f64>>(9)?,
+            ))
+        };
+        let scan_of = |f: RowFields, exact: Option<f64>| -> Scan {
             let bm25 = exact.unwrap_or(0.0).max(0.0);
             let with = |bm25: f64| {
                 score(&ScoreFields {
-                    title: title.as_deref().unwrap_or(""),
-                    summary: summary.as_deref().unwrap_or(""),
-                    topics: topics.as_deref().unwrap_or(""),
-                    kind: kind.as_deref().unwrap_or(""),
-                    category: category.as_deref().unwrap_or(""),
-                    date: date.as_deref(),
-                    rule_id: rule_id.as_deref(),
+                    title: f.title.as_deref().unwrap_or(""),
+                    summary: f.summary.as_deref().unwrap_or(""),
+                    topics: f.topics.as_deref().unwrap_or(""),
+                    kind: f.kind.as_deref().unwrap_or(""),
+                    category: f.category.as_deref().unwrap_or(""),
+                    date: f.date.as_deref(),
+                    rule_id: f.rule_id.as_deref(),
                     bm25,
                 })
             };
@@ -763,16 +780,20 @@ impl Cache {
             } else {
                 with(bm25_most.get()) + BOUND_SLACK
             };
-            Ok(Scan {
-                id: r.get(0)?,
-                path: r.get(1)?,
+            Scan {
+                id: f.id,
+                path: f.path,
                 // Set by `mark_phrase` for the whole batch read.
                 phrase: false,
                 score: s,
                 upper,
                 bm25,
                 exact: exact.is_some(),
-            })
+            }
+        };
+        let read = |r: &rusqlite::Row<'_>| -> rusqlite::Result<Scan> {
+            let (f, exact) = fields_of(r)?;
+            Ok(scan_of(f, exact))
         };
         let mut best = Best {
             k,
@@ -818,12 +839,29 @@ impl Cache {
         // needed then; counted again in the rare case they do not, most filtered out).
         let half_rows = self.fts_rows()?.map_or(0, half);
         let small = (WALK_ALL_BELOW as i64).max(FTS_COUNT_CAP as i64);
-        let limit = if phrase_tier {
+        // Body BM25 is computed here for two FTS5 phrases or more (an excluded word is one:
+        // `fts5_excluded` joins them with ` OR `): `bm25()` walks each one's doclist in every
+        // statement; for one, that walk costs less than reading the bodies of a round
+        // (measured: `brasu*` and `kalo` slower). Scored here, the phrase holders need the
+        // count to half too (for the IDFs).
+        let excluded_phrases = q.excluded.map_or(0, |e| e.matches(" OR ").count() + 1);
+        let own_may = q.phrases.len() + excluded_phrases >= 2
+            && q.reader.is_some()
+            && q.phrases.iter().all(|p| phrase_tokens(p).is_some());
+        let limit = if phrase_tier && !own_may {
             small
         } else {
             half_rows.max(small)
         };
         let mut matched = self.count_upto(&expr, limit)?;
+        // Body BM25 computed here (below), when the walk does not read every match (it
+        // then reads them with `bm25()`, whose setup is cheap for so few).
+        let mut counted_to = limit;
+        let own = if !own_may || (matched as usize) < WALK_ALL_BELOW {
+            None
+        } else {
+            self.own_bm25(q, &expr, &mut matched, &mut counted_to)?
+        };
         let few = (matched as usize) < WALK_ALL_BELOW;
         if few && q.phrase.is_some() && !holders_all {
             // Every match is walked: every document holding the phrase is wanted.
@@ -908,18 +946,10 @@ impl Cache {
         // statement: FTS5's BM25 reads every query term's whole doclist once per statement
         // (and once per value of a `rowid IN` list), so a few ids are looked up one by one
         // and more are read in one walk over their rowid range.
-        let score_ids = |ids: &[i64], exact: bool| -> Result<Vec<Scan>, CacheError> {
-            let (Some(lo), Some(hi)) = (ids.iter().min(), ids.iter().max()) else {
+        let has_prefix = q.phrases.iter().any(|p| p.ends_with('*'));
+        let fts5_score_ids = |ids: &[i64], exact: bool| -> Result<Vec<Scan>, CacheError> {
+            let Some(more) = ids_clause(ids, 2) else {
                 return Ok(Vec::new());
-            };
-            let list: Vec<String> = ids.iter().map(i64::to_string).collect();
-            let more = if ids.len() <= 2 {
-                format!(" AND fts.rowid IN ({})", list.join(", "))
-            } else {
-                format!(
-                    " AND fts.rowid BETWEEN {lo} AND {hi} AND +fts.rowid IN ({})",
-                    list.join(", ")
-                )
             };
             let mut stmt = self
                 .conn
@@ -929,6 +959,38 @@ impl Cache {
                 .query_map(rusqlite::params_from_iter(args.iter()), read)
                 .map_err(self.err())?;
             rows.collect::<Result<_, _>>().map_err(self.err())
+        };
+        // With the body BM25 computed here, the rows are read without `bm25()` (a few by a
+        // seek each, which a prefix's doclist merge would make dear; more over their rowid
+        // range), then scored; a document this cannot score (see [`OwnBm25::score`]) is
+        // scored by FTS5.
+        let score_ids = |ids: &[i64], exact: bool| -> Result<Vec<Scan>, CacheError> {
+            let Some(own) = own.as_ref().filter(|_| exact) else {
+                return fts5_score_ids(ids, exact);
+            };
+            let seeks = if has_prefix { 0 } else { SEEK_AT_MOST };
+            let Some(more) = ids_clause(ids, seeks) else {
+                return Ok(Vec::new());
+            };
+            let mut stmt = self
+                .conn
+                .prepare(&select(false, &more))
+                .map_err(self.err())?;
+            let rows: Vec<(RowFields, Option<f64>)> = stmt
+                .query_map(rusqlite::params_from_iter(args.iter()), fields_of)
+                .map_err(self.err())?
+                .collect::<Result<_, _>>()
+                .map_err(self.err())?;
+            let mut out = Vec::with_capacity(rows.len());
+            let mut rest = Vec::new();
+            for (f, _) in rows {
+                match own.score(self, &f)? {
+                    Some(bm25) => out.push(scan_of(f, Some(bm25))),
+                    None => rest.push(f.id),
+                }
+            }
+            out.extend(fts5_score_ids(&rest, true)?);
+            Ok(out)
         };
         let by_ids = |ids: &[i64], best: &mut Best, exact: bool| -> Result<(), CacheError> {
             let ids: Vec<i64> = ids
@@ -951,7 +1013,7 @@ impl Cache {
             by_ids(&holders, &mut best, true)?;
             best.rows.len() >= k
         };
-        if !decided && !few && limit < half_rows && matched >= limit {
+        if !decided && !few && counted_to < half_rows && matched >= counted_to {
             // Counted only to the total's cap for (d), which did not decide: the bound
             // needs the count to half the rows.
             matched = self.count_upto(&expr, half_rows)?;
@@ -1297,12 +1359,98 @@ impl Cache {
     /// which counts rows deleted from a contentless table too (more than `docs` holds);
     /// `None` when it cannot be read.
     fn fts_rows(&self) -> Result<Option<i64>, CacheError> {
-        let averages: Option<Vec<u8>> = self
+        Ok(self.averages()?.map(|(rows, _)| rows))
+    }
+
+    /// The statistics [`OwnBm25`] scores with, or `None` when it cannot score this query
+    /// (no reader, a phrase of other than ASCII words, no averages record). `matched`
+    /// documents match `expr` (the query, exclusions inside), counted up to `counted_to`:
+    /// when that is short of half the rows it is counted on to half (every phrase is in at
+    /// least those documents, so at half each IDF is FTS5's floor and none is counted).
+    fn own_bm25<'r>(
+        &self,
+        q: &TopQuery<'r>,
+        expr: &str,
+        matched: &mut i64,
+        counted_to: &mut i64,
+    ) -> Result<Option<OwnBm25<'r>>, CacheError> {
+        let Some(reader) = q.reader else {
+            return Ok(None);
+        };
+        let mut phrases = Vec::with_capacity(q.phrases.len());
+        for p in q.phrases {
+            let Some((tokens, prefix)) = phrase_tokens(p) else {
+                return Ok(None);
+            };
+            phrases.push((tokens, prefix, 0.0));
+        }
+        let Some((rows, totals)) = self.averages()? else {
+            return Ok(None);
+        };
+        if rows <= 0 {
+            return Ok(None);
+        }
+        let half_rows = half(rows);
+        if *matched >= *counted_to && *counted_to < half_rows {
+            *matched = self.count_upto(expr, half_rows)?;
+            *counted_to = half_rows;
+        }
+        for (p, (_, _, idf)) in q.phrases.iter().zip(phrases.iter_mut()) {
+            // Each phrase's documents, as FTS5's `bm25()` counts them (the phrase alone,
+            // in any column), up to half the rows (beyond, the IDF is the floor).
+            let n = if *matched >= half_rows {
+                half_rows
+            } else if q.excluded.is_none() && p == q.expr && *matched < *counted_to {
+                *matched
+            } else {
+                self.count_upto(p, half_rows)?
+            };
+            *idf = if n >= half_rows {
+                BM25_IDF_FLOOR
+            } else {
+                // FTS5's `log((nRow - nHit + 0.5) / (nHit + 0.5))`, operation by operation.
+                let v = (((rows - n) as f64 + 0.5) / (n as f64 + 0.5)).ln();
+                if v <= 0.0 {
+                    BM25_IDF_FLOOR
+                } else {
+                    v
+                }
+            };
+        }
+        let tokens: i64 = totals.iter().sum();
+        Ok(Some(OwnBm25 {
+            reader,
+            avgdl: tokens as f64 / rows as f64,
+            phrases,
+        }))
+    }
+
+    /// FTS5's averages record (its row 1): the rows (counting rows deleted from the
+    /// contentless table too) and each column's tokens in all; `None` when unreadable.
+    fn averages(&self) -> Result<Option<(i64, Vec<i64>)>, CacheError> {
+        let record: Option<Vec<u8>> = self
             .conn
             .prepare_cached("SELECT block FROM fts_data WHERE id = 1")
             .and_then(|mut s| s.query_row([], |r| r.get(0)).optional())
             .map_err(self.err())?;
-        Ok(averages.as_deref().and_then(varint))
+        Ok(record.and_then(|r| {
+            let mut all = varints(&r)?;
+            if all.is_empty() {
+                return None;
+            }
+            let rows = all.remove(0);
+            Some((rows, all))
+        }))
+    }
+
+    /// A document's tokens per FTS5 column (`fts_docsize`), or `None`.
+    fn docsize(&self, id: i64) -> Result<Option<Vec<i64>>, CacheError> {
+        let sz: Option<Vec<u8>> = self
+            .conn
+            .prepare_cached("SELECT sz FROM fts_docsize WHERE id = ?1")
+            .and_then(|mut s| s.query_row([id], |r| r.get(0)).optional())
+            .map_err(self.err())?;
+        Ok(sz.as_deref().and_then(varints))
     }
 
     /// How many documents match an FTS5 expression, counted up to `limit` (no BM25).
@@ -1460,6 +1608,52 @@ impl Cache {
         Ok(out)
     }
 
+    /// For every document matching `q` (its exclusions and filters too): its path, the
+    /// body BM25 [`OwnBm25`] computes (`None` where it leaves the document to FTS5, or
+    /// for the whole query) and FTS5's `bm25()`, both sign turned.
+    #[cfg(test)]
+    pub fn own_and_fts5_bm25(
+        &self,
+        q: &TopQuery<'_>,
+    ) -> Result<Vec<(String, Option<f64>, f64)>, CacheError> {
+        let expr = match q.excluded {
+            Some(ex) => format!("({}) NOT ({ex})", q.expr),
+            None => q.expr.to_owned(),
+        };
+        let (mut matched, mut counted_to) = (0, 0);
+        let own = self.own_bm25(q, &expr, &mut matched, &mut counted_to)?;
+        let rows = self.fts_select(
+            "d.id, d.path, d.title, d.summary, -bm25(fts, 1.0, 0.0, 0.0, 0.0, 0.0)",
+            &expr,
+            q.filters,
+            |r| {
+                Ok((
+                    RowFields {
+                        id: r.get(0)?,
+                        path: r.get(1)?,
+                        title: r.get(2)?,
+                        summary: r.get(3)?,
+                        topics: None,
+                        kind: None,
+                        category: None,
+                        date: None,
+                        rule_id: None,
+                    },
+                    r.get::<_, f64>(4)?,
+                ))
+            },
+        )?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (f, fts5) in rows {
+            let mine = match &own {
+                Some(own) => own.score(self, &f)?,
+                None => None,
+            };
+            out.push((f.path, mine, fts5));
+        }
+        Ok(out)
+    }
+
     /// Plain BM25 (SQLite FTS5's, every column weighed alike, no boosts) of the documents
     /// matching an FTS5 expression and the filters, best first, ties by path: the baseline
     /// the relevance set compares the ranking with.
@@ -1569,6 +1763,199 @@ impl Cache {
             .filter(|r| file_number(&r.name) == Some(number))
             .collect())
     }
+}
+
+/// The `AND …` clause keeping the rows `ids` of a statement over `fts`: a seek each for at
+/// most `seek_at_most` of them, else one walk over their rowid range; `None` for no id.
+fn ids_clause(ids: &[i64], seek_at_most: usize) -> Option<String> {
+    let (lo, hi) = (ids.iter().min()?, ids.iter().max()?);
+    let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+    Some(if ids.len() <= seek_at_most {
+        format!(" AND fts.rowid IN ({})", list.join(", "))
+    } else {
+        format!(
+            " AND fts.rowid BETWEEN {lo} AND {hi} AND +fts.rowid IN ({})",
+            list.join(", ")
+        )
+    })
+}
+
+/// FTS5's least IDF (a phrase in at least half the rows).
+const BM25_IDF_FLOOR: f64 = 1e-6;
+
+/// A row of [`Cache::top`]'s statements before it is scored.
+struct RowFields {
+    id: i64,
+    path: String,
+    title: Option<String>,
+    summary: Option<String>,
+    topics: Option<String>,
+    kind: Option<String>,
+    category: Option<String>,
+    date: Option<String>,
+    rule_id: Option<String>,
+}
+
+/// FTS5's body BM25 (`bm25(fts, 1.0, 0.0, 0.0, 0.0, 0.0)`, sign turned) computed here with
+/// the same operations in the same order, so the same bits (held by
+/// `tests::own_bm25_is_fts5s_to_the_bit`): the IDFs once per query ([`Cache::own_bm25`]),
+/// where `bm25()` counts every phrase's documents again in each statement; a document's
+/// phrase counts from its body as indexed, read back through the store's reader; its
+/// length from `fts_docsize`.
+struct OwnBm25<'r> {
+    reader: &'r Reader,
+    avgdl: f64,
+    /// Per positive phrase of the expression, in its order: its tokens, whether the last is
+    /// a prefix, its IDF. (An excluded phrase adds `0.0`: no document scored holds it.)
+    phrases: Vec<(Vec<String>, bool, f64)>,
+}
+
+impl OwnBm25<'_> {
+    /// The document's body BM25, or `None` when it cannot be computed here (its body holds
+    /// a character whose token class is not known here, or is not the text indexed: its
+    /// token count differs from FTS5's) — FTS5 scores it then.
+    fn score(&self, cache: &Cache, f: &RowFields) -> Result<Option<f64>, CacheError> {
+        const K1: f64 = 1.2;
+        const B: f64 = 0.75;
+        let Some(sizes) = cache.docsize(f.id)? else {
+            return Ok(None);
+        };
+        let Ok(bytes) = self.reader.bytes(Path::new(&f.path)) else {
+            return Ok(None);
+        };
+        let (title, summary) = (
+            f.title.as_deref().unwrap_or(""),
+            f.summary.as_deref().unwrap_or(""),
+        );
+        // Only counts leave the redacted bytes the reader read back.
+        let text = String::from_utf8_lossy(bytes.get());
+        let body = indexed_body(crate::render::body_text(&text).unwrap_or(""));
+        let indexed = cjk_bigrams(without_head(body, title, summary));
+        let Some(tokens) = ascii_tokens(&indexed) else {
+            return Ok(None);
+        };
+        let freqs: Vec<u32> = self
+            .phrases
+            .iter()
+            .map(|(phrase, prefix, _)| phrase_count(&tokens, phrase, *prefix))
+            .collect();
+        let body_tokens = tokens.len();
+        if sizes.first().copied() != Some(body_tokens as i64) {
+            return Ok(None);
+        }
+        let d = sizes.iter().sum::<i64>() as f64;
+        let mut score = 0.0f64;
+        for ((_, _, idf), freq) in self.phrases.iter().zip(freqs) {
+            let freq = f64::from(freq);
+            score += idf * ((freq * (K1 + 1.0)) / (freq + K1 * (1.0 - B + B * d / self.avgdl)));
+        }
+        Ok(Some(score))
+    }
+}
+
+/// The part of a body the cache indexes: at most [`MAX_BODY_BYTES`], cut at a character.
+fn indexed_body(body: &str) -> &str {
+    let mut end = body.len().min(MAX_BODY_BYTES);
+    while !body.is_char_boundary(end) {
+        end -= 1;
+    }
+    &body[..end]
+}
+
+/// Characters outside ASCII known to be separators to FTS5's `unicode61` tokenizer
+/// (punctuation, symbols and spaces, none a diacritic) that chapters hold.
+const KNOWN_SEPARATORS: &[char] = &[
+    '\u{a0}', '·', '—', '–', '…', '→', '←', '↑', '↓', '⇒', '“', '”', '‘', '’', '«', '»', '•', '×',
+    '÷', '±', '≤', '≥', '≠', '°', '§', '©', '®', '™', '€', '£', '✓', '✔', '✗', '✘', '│', '─', '└',
+    '├', '┌', '┐', '┘', '┬', '┴', '┼', '═', '║',
+];
+
+/// `text`'s tokens as FTS5's `unicode61` tokenizer makes them of ASCII text (runs of
+/// letters and digits; the caller compares them without case), or `None` when the text
+/// holds another character than those and [`KNOWN_SEPARATORS`].
+fn ascii_tokens(text: &str) -> Option<Vec<&str>> {
+    let mut out = Vec::new();
+    let mut start: Option<usize> = None;
+    for (i, c) in text.char_indices() {
+        if c.is_ascii_alphanumeric() {
+            start.get_or_insert(i);
+            continue;
+        }
+        if !c.is_ascii() && !KNOWN_SEPARATORS.contains(&c) {
+            return None;
+        }
+        if let Some(s) = start.take() {
+            out.push(&text[s..i]);
+        }
+    }
+    if let Some(s) = start {
+        out.push(&text[s..]);
+    }
+    Some(out)
+}
+
+/// An FTS5 phrase as [`crate::catalog::query`] writes it (`"a b"`, `"a" *`): its tokens,
+/// lowercase, and whether the last is a prefix; `None` when [`ascii_tokens`] cannot read
+/// it or it has no token.
+fn phrase_tokens(phrase: &str) -> Option<(Vec<String>, bool)> {
+    let (quoted, prefix) = match phrase.strip_suffix('*') {
+        Some(rest) => (rest.trim_end(), true),
+        None => (phrase, false),
+    };
+    let inner = quoted
+        .strip_prefix('"')?
+        .strip_suffix('"')?
+        .replace("\"\"", "\"");
+    let tokens: Vec<String> = ascii_tokens(&inner)?
+        .into_iter()
+        .map(str::to_ascii_lowercase)
+        .collect();
+    (!tokens.is_empty()).then_some((tokens, prefix))
+}
+
+/// How many times the phrase starts in `tokens` (FTS5's instances of it in the column:
+/// every start, overlapping ones too).
+fn phrase_count(tokens: &[&str], phrase: &[String], prefix: bool) -> u32 {
+    let n = phrase.len();
+    if n == 0 || tokens.len() < n {
+        return 0;
+    }
+    let mut count = 0u32;
+    for at in 0..=tokens.len() - n {
+        let holds = phrase.iter().enumerate().all(|(j, want)| {
+            let t = tokens[at + j].as_bytes();
+            if prefix && j == n - 1 {
+                t.len() >= want.len() && t[..want.len()].eq_ignore_ascii_case(want.as_bytes())
+            } else {
+                t.eq_ignore_ascii_case(want.as_bytes())
+            }
+        });
+        if holds {
+            count += 1;
+        }
+    }
+    count
+}
+
+/// The SQLite varints `bytes` holds, one after another (FTS5's records); `None` when one
+/// is cut short.
+fn varints(bytes: &[u8]) -> Option<Vec<i64>> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while at < bytes.len() {
+        let rest = bytes.get(at..)?;
+        let len = rest
+            .iter()
+            .take(9)
+            .position(|b| b & 0x80 == 0)
+            .map_or(9, |i| i + 1);
+        if rest.len() < len {
+            return None;
+        }
+        out.push(varint(rest)?);
+        at += len;
+    }
+    Some(out)
 }
 
 /// Half of `rows`, rounded up: a term in this many documents has FTS5's floor IDF.
@@ -1958,17 +2345,43 @@ fn parse_body(bytes: &[u8]) -> (Extra, String) {
     let extra = crate::render::frontmatter_text(&text)
         .and_then(|y| serde_saphyr::from_str::<Extra>(y).ok())
         .unwrap_or_default();
-    let body = crate::render::body_text(&text).unwrap_or("");
-    let mut end = body.len().min(MAX_BODY_BYTES);
-    while !body.is_char_boundary(end) {
-        end -= 1;
-    }
-    (extra, body[..end].to_owned())
+    let body = indexed_body(crate::render::body_text(&text).unwrap_or(""));
+    (extra, body.to_owned())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ascii_text_is_cut_into_fts5s_tokens_and_other_text_is_left_to_fts5() {
+        assert_eq!(
+            ascii_tokens("**Tool call** `bash` · E0599: case_0042—x"),
+            Some(vec!["Tool", "call", "bash", "E0599", "case", "0042", "x"])
+        );
+        // A letter outside ASCII (its token class and folding are FTS5's to say).
+        assert_eq!(ascii_tokens("café"), None);
+        assert_eq!(ascii_tokens("数据"), None);
+        assert_eq!(
+            phrase_tokens("\"brasu\" *"),
+            Some((vec!["brasu".to_owned()], true))
+        );
+        assert_eq!(
+            phrase_tokens("\"case_0042\""),
+            Some((vec!["case".to_owned(), "0042".to_owned()], false))
+        );
+        assert_eq!(phrase_tokens("\"__\""), None);
+        let tokens = ["a", "A", "a", "Brasuka", "b"];
+        let a = ["a".to_owned(), "a".to_owned()];
+        assert_eq!(phrase_count(&tokens, &a, false), 2, "overlapping starts");
+        assert_eq!(phrase_count(&tokens, &["bras".to_owned()], true), 1);
+        assert_eq!(phrase_count(&tokens, &["bras".to_owned()], false), 0);
+        assert_eq!(
+            varints(&[131, 86, 14, 17, 6, 0]),
+            Some(vec![470, 14, 17, 6, 0])
+        );
+        assert_eq!(varints(&[131]), None);
+    }
 
     #[test]
     fn the_body_is_the_first_full_text_column() {
