@@ -707,12 +707,19 @@ fn store_files(
     mut published: Option<&mut Published>,
 ) -> Result<Vec<(String, String, FileKind, PathBuf)>, Fail> {
     let mut out = Vec::new();
-    for root in store.roots()? {
+    for root in store.root_candidates()? {
+        // A root listed before that the journal names nothing of is still a root: no `stat`s
+        // to tell (they were two per root of a sync that publishes ten chapters).
+        let quiet = published
+            .as_deref_mut()
+            .is_some_and(|p| p.unnamed_since_saved(store.dir(), &root));
+        if !quiet && !store.is_root(&root) {
+            continue;
+        }
         let root_dir = store.dir().join(&root);
         let mut found = Vec::new();
         let listed = (|| -> std::io::Result<()> {
             if let Some(published) = published.as_deref_mut() {
-                let quiet = published.unnamed_since_saved(store.dir(), &root);
                 let mtime = if quiet {
                     0
                 } else {

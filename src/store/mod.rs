@@ -631,17 +631,30 @@ impl Store {
     /// holding `chapters/`, `collections/` or `artifacts/`: other directories beside them
     /// (curation edits, an index, rules) are never mistaken for session trees.
     pub fn roots(&self) -> Result<Vec<String>, StoreError> {
+        Ok(self
+            .root_candidates()?
+            .into_iter()
+            .filter(|name| self.is_root(name))
+            .collect())
+    }
+
+    /// Every folder of the store that may be a root session (a safe name), in name order,
+    /// from one listing: a caller that already knows which are roots skips [`Store::is_root`]'s
+    /// `stat`s.
+    pub fn root_candidates(&self) -> Result<Vec<String>, StoreError> {
         Ok(list_dir(&self.dir)?
             .into_iter()
             .filter(|(name, file_type)| file_type.is_dir() && is_safe_component(name))
-            .filter(|(name, _)| {
-                let dir = self.dir.join(name);
-                ["chapters", "collections", "artifacts"]
-                    .iter()
-                    .any(|sub| dir.join(sub).is_dir())
-            })
             .map(|(name, _)| name)
             .collect())
+    }
+
+    /// Whether the candidate `name` holds what a root session holds.
+    pub fn is_root(&self, name: &str) -> bool {
+        let dir = self.dir.join(name);
+        ["chapters", "collections", "artifacts"]
+            .iter()
+            .any(|sub| dir.join(sub).is_dir())
     }
 
     pub fn counts(&self) -> Result<StoreCounts, StoreError> {
