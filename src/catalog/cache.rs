@@ -657,7 +657,7 @@ impl Cache {
                     ins_fts
                         .execute(params![
                             id,
-                            cjk_bigrams(without_head(body, &m.title, &m.summary)),
+                            body_column(body, &m.title, &m.summary),
                             cjk_bigrams(&m.title),
                             cjk_bigrams(&m.summary),
                             cjk_bigrams(&m.topics.join(" ")),
@@ -1332,8 +1332,6 @@ impl Cache {
         expr: &str,
         matched: i64,
     ) -> Result<f64, CacheError> {
-        // FTS5's `k1` (and `b`, which the bound does not need).
-        const K1: f64 = 1.2;
         let Some(rows) = self.fts_rows()? else {
             return Ok(f64::INFINITY);
         };
@@ -1349,7 +1347,8 @@ impl Cache {
             };
             let (rows, least) = (rows as f64, least.max(1) as f64);
             let idf = ((rows - least + 0.5) / (least + 0.5)).ln();
-            sum += if idf <= 0.0 { 1e-6 } else { idf } * (K1 + 1.0);
+            // FTS5's `k1` (its `b` the bound does not need).
+            sum += if idf <= 0.0 { BM25_IDF_FLOOR } else { idf } * (BM25_K1 + 1.0);
         }
         // Sums in another order may differ in their last bits.
         Ok(sum * (1.0 + 1e-9))
@@ -1783,6 +1782,10 @@ fn ids_clause(ids: &[i64], seek_at_most: usize) -> Option<String> {
 /// FTS5's least IDF (a phrase in at least half the rows).
 const BM25_IDF_FLOOR: f64 = 1e-6;
 
+/// FTS5's BM25 constants `k1` and `b`.
+const BM25_K1: f64 = 1.2;
+const BM25_B: f64 = 0.75;
+
 /// A row of [`Cache::top`]'s statements before it is scored.
 struct RowFields {
     id: i64,
@@ -1815,8 +1818,6 @@ impl OwnBm25<'_> {
     /// a character whose token class is not known here, or is not the text indexed: its
     /// token count differs from FTS5's) — FTS5 scores it then.
     fn score(&self, cache: &Cache, f: &RowFields) -> Result<Option<f64>, CacheError> {
-        const K1: f64 = 1.2;
-        const B: f64 = 0.75;
         let Some(sizes) = cache.docsize(f.id)? else {
             return Ok(None);
         };
@@ -1829,8 +1830,7 @@ impl OwnBm25<'_> {
         );
         // Only counts leave the redacted bytes the reader read back.
         let text = String::from_utf8_lossy(bytes.get());
-        let body = indexed_body(crate::render::body_text(&text).unwrap_or(""));
-        let indexed = cjk_bigrams(without_head(body, title, summary));
+        let indexed = body_column(stored_body(&text), title, summary);
         let Some(tokens) = ascii_tokens(&indexed) else {
             return Ok(None);
         };
@@ -1847,10 +1847,23 @@ impl OwnBm25<'_> {
         let mut score = 0.0f64;
         for ((_, _, idf), freq) in self.phrases.iter().zip(freqs) {
             let freq = f64::from(freq);
-            score += idf * ((freq * (K1 + 1.0)) / (freq + K1 * (1.0 - B + B * d / self.avgdl)));
+            score += idf
+                * ((freq * (BM25_K1 + 1.0))
+                    / (freq + BM25_K1 * (1.0 - BM25_B + BM25_B * d / self.avgdl)));
         }
         Ok(Some(score))
     }
+}
+
+/// The body of a document's text the cache keeps (bounded by [`indexed_body`]).
+fn stored_body(text: &str) -> &str {
+    indexed_body(crate::render::body_text(text).unwrap_or(""))
+}
+
+/// What FTS5's body column holds of a stored body: the scorer's own BM25 counts this text,
+/// so it is made in this one place for the insert and the count alike.
+fn body_column(body: &str, title: &str, summary: &str) -> String {
+    cjk_bigrams(without_head(body, title, summary))
 }
 
 /// The part of a body the cache indexes: at most [`MAX_BODY_BYTES`], cut at a character.
@@ -2345,8 +2358,7 @@ fn parse_body(bytes: &[u8]) -> (Extra, String) {
     let extra = crate::render::frontmatter_text(&text)
         .and_then(|y| serde_saphyr::from_str::<Extra>(y).ok())
         .unwrap_or_default();
-    let body = indexed_body(crate::render::body_text(&text).unwrap_or(""));
-    (extra, body.to_owned())
+    (extra, stored_body(&text).to_owned())
 }
 
 #[cfg(test)]
