@@ -63,7 +63,7 @@ pub struct DocMeta {
 }
 
 /// The kind of a document whose frontmatter names none.
-fn chapter_kind() -> String {
+pub(crate) fn chapter_kind() -> String {
     "chapter".to_owned()
 }
 

@@ -57,7 +57,7 @@ pub(super) fn read(yaml: &str) -> Option<DocMeta> {
     Some(DocMeta {
         title: title?,
         summary: summary.unwrap_or_default(),
-        kind: kind.unwrap_or_else(|| "chapter".to_owned()),
+        kind: kind.unwrap_or_else(crate::catalog::score::chapter_kind),
         project_key: project_key.unwrap_or_default(),
         topics: topics.unwrap_or_default(),
         date: date.flatten(),
