@@ -2895,8 +2895,17 @@ mod tests {
             again.roots.keys().all(|r| r == "s1"),
             "s2's record not read"
         );
+        // A damaged cursor (torn by a crash) is no cursor: every root is looked at again.
+        let cursor = git_dir(&mirror).join(PUBLISHED_DIR).join(CURSOR_FILE);
+        let saved = std::fs::read(&cursor).expect("cursor");
+        std::fs::write(&cursor, &saved[..saved.len() / 2]).expect("tear");
+        let listed = chapters_of(Some(&mut Published::load(&mirror)));
+        assert!(
+            listed.contains(&"chapters/pk/s2/002-b.md".to_owned()),
+            "{listed:?}"
+        );
         // No cursor (lost, or never saved): every root is looked at again.
-        std::fs::remove_file(git_dir(&mirror).join(PUBLISHED_DIR).join(CURSOR_FILE)).expect("rm");
+        std::fs::remove_file(&cursor).expect("rm");
         let listed = chapters_of(Some(&mut Published::load(&mirror)));
         assert!(
             listed.contains(&"chapters/pk/s2/002-b.md".to_owned()),
