@@ -20,7 +20,7 @@ mod shell;
 mod terms;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -121,15 +121,17 @@ const PATH_KEYS: &[&str] = &[
 /// stopword's key is a stopword too (`looks`, `looking` as `look`).
 const STOPWORDS_FILE: &str = include_str!("../config/stopwords.txt");
 
+/// Hash sets: only membership is asked (every term, every CJK bigram, twice), and a
+/// tree's lookup compared ~9 strings each time.
 struct Stoplist {
-    words: BTreeSet<&'static str>,
-    keys: BTreeSet<String>,
+    words: HashSet<&'static str>,
+    keys: HashSet<String>,
 }
 
 fn stoplist() -> &'static Stoplist {
     static LIST: std::sync::OnceLock<Stoplist> = std::sync::OnceLock::new();
     LIST.get_or_init(|| {
-        let words: BTreeSet<&'static str> = stopword_lines().collect();
+        let words: HashSet<&'static str> = stopword_lines().collect();
         let keys = words.iter().map(|w| fold_key(w)).collect();
         Stoplist { words, keys }
     })

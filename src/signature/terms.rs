@@ -315,7 +315,10 @@ fn hangul_terms(run: &[char], out: &mut std::collections::VecDeque<String>) {
 /// (`tokens` → `token`, `fixes`/`fixed`/`fixing` → `fix`, `caches`/`caching` → `cach`).
 /// For comparing terms only; a topic shows a word as people wrote it.
 pub fn fold_key(word: &str) -> String {
-    let mut w = word.to_lowercase().replace('_', "-");
+    let mut w = word.to_lowercase();
+    if w.contains('_') {
+        w = w.replace('_', "-");
+    }
     if w.chars().count() < 4 || !w.ends_with(|c: char| c.is_ascii_lowercase()) {
         return w;
     }
