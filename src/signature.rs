@@ -20,7 +20,7 @@ mod shell;
 mod terms;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -121,15 +121,17 @@ const PATH_KEYS: &[&str] = &[
 /// stopword's key is a stopword too (`looks`, `looking` as `look`).
 const STOPWORDS_FILE: &str = include_str!("../config/stopwords.txt");
 
+/// Hash sets: only membership is asked (every term, every CJK bigram, twice), and a
+/// tree's lookup compared ~9 strings each time.
 struct Stoplist {
-    words: BTreeSet<&'static str>,
-    keys: BTreeSet<String>,
+    words: HashSet<&'static str>,
+    keys: HashSet<String>,
 }
 
 fn stoplist() -> &'static Stoplist {
     static LIST: std::sync::OnceLock<Stoplist> = std::sync::OnceLock::new();
     LIST.get_or_init(|| {
-        let words: BTreeSet<&'static str> = stopword_lines().collect();
+        let words: HashSet<&'static str> = stopword_lines().collect();
         let keys = words.iter().map(|w| fold_key(w)).collect();
         Stoplist { words, keys }
     })
@@ -210,6 +212,27 @@ impl<'t> TurnText<'t> {
             seqs: turn.events.iter().map(|e| e.seq).collect(),
             reason: turn.reason.clone(),
             items,
+        }
+    }
+}
+
+impl<'t> TurnText<'t> {
+    /// The tool calls of `turn` alone, all [`first_touch`] reads: a chapter's fallback name
+    /// no longer redacts the turn's whole text (its tool output, most of it) to find them.
+    pub fn calls_of(turn: &'t CompletedTurn) -> TurnText<'t> {
+        TurnText {
+            turn: turn.turn,
+            seqs: Vec::new(),
+            reason: String::new(),
+            items: turn
+                .events
+                .iter()
+                .filter_map(|event| event.tool_call())
+                .map(|call| Item::Call {
+                    name: Cow::Borrowed(&call.name),
+                    arguments: Cow::Borrowed(&call.arguments),
+                })
+                .collect(),
         }
     }
 }
@@ -975,6 +998,46 @@ mod tests {
         );
         let back: Signature = serde_json::from_value(line).expect("round-trips");
         assert_eq!(back, sig);
+    }
+
+    /// A chapter's fallback name reads the tool calls alone: redacting only them finds the
+    /// same first touch as the whole turn's text (a secret in a call redacted either way).
+    #[test]
+    fn first_touch_of_the_calls_alone_is_the_whole_turns() {
+        let redactor = crate::redact::built_in().unwrap();
+        let turns = [
+            Log::new()
+                .user("user", "fix src/a.rs")
+                .result("see web/src/b.ts")
+                .call("read_file", json!({"path": "src/c.rs"}))
+                .end_turn(),
+            Log::new()
+                .assistant("running web/x.ts")
+                .call("bash", json!({"command": "cargo test -p core"}))
+                .end_turn(),
+            Log::new()
+                .call(
+                    "bash",
+                    json!({"command": "ghp_0123456789abcdefghijABCDEFGHIJ012345 deploy"}),
+                )
+                .end_turn(),
+            Log::new()
+                .user("user", "no call: src/d.rs")
+                .result("src/e.rs")
+                .end_turn(),
+        ];
+        let mut found = 0;
+        for turn in &turns {
+            let of = |text: TurnText| {
+                first_touch(
+                    &redactor.redact_all(text, &mut crate::redact::RedactionCounts::default()),
+                )
+            };
+            let whole = of(TurnText::of(turn));
+            assert_eq!(of(TurnText::calls_of(turn)), whole);
+            found += usize::from(whole.is_some());
+        }
+        assert!(found >= 2, "{found}");
     }
 
     #[test]

@@ -518,7 +518,7 @@ fn slug_fallback(span: &ChapterSpan, turns: &[&CompletedTurn], redactor: &Redact
                 .iter()
                 .find_map(|t| {
                     let text = redactor.redact_all(
-                        crate::signature::TurnText::of(t),
+                        crate::signature::TurnText::calls_of(t),
                         &mut RedactionCounts::default(),
                     );
                     crate::signature::first_touch(&text)

@@ -6,7 +6,10 @@
 //! event (and a `tool/result` of a shape no reader generation knows) keeps its `data`
 //! verbatim as JSON: unknown types are carried, never fatal.
 
+use std::sync::OnceLock;
+
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 /// Line 1 of a session log.
@@ -34,7 +37,8 @@ pub struct Event {
     pub time: Option<i64>,
     pub ignorable: bool,
     pub source_event_seqs: Option<Vec<u64>>,
-    /// `data.turn`, when it is a turn number.
+    /// `data.turn` of a typed payload, when it is a turn number (an untyped event's is read
+    /// from its `data` when asked for).
     turn: Option<u64>,
     payload: Payload,
 }
@@ -47,7 +51,60 @@ enum Payload {
     Call(ToolCall),
     Result(ToolResult),
     /// Any other event's `data`, as logged (`null` when absent).
-    Data(Value),
+    Data(Verbatim),
+}
+
+/// An untyped event's `data`: its tree, or its JSON text as the line held it — checked as
+/// a tree would be when the line was read (`normalize::parse_event_line`) and made one only
+/// when asked for. Most events (the system prompt, request headers, step marks) reach the
+/// chapter's end unread: building and dropping their trees was most of the parse's
+/// allocations.
+#[derive(Debug)]
+pub(crate) struct Verbatim {
+    text: Option<Box<RawValue>>,
+    tree: OnceLock<Value>,
+}
+
+impl Verbatim {
+    fn of_tree(tree: Value) -> Verbatim {
+        Verbatim {
+            text: None,
+            tree: OnceLock::from(tree),
+        }
+    }
+
+    fn of_text(text: Box<RawValue>) -> Verbatim {
+        Verbatim {
+            text: Some(text),
+            tree: OnceLock::new(),
+        }
+    }
+
+    fn get(&self) -> &Value {
+        self.tree.get_or_init(|| match &self.text {
+            Some(text) => checked_tree(text),
+            // Unreachable: a value made without text is made with its tree.
+            None => Value::Null,
+        })
+    }
+}
+
+/// The tree of `data` kept as text: its line's parse checked it as a tree would be.
+fn checked_tree(text: &RawValue) -> Value {
+    serde_json::from_str(text.get())
+        .expect("data kept as text was checked as a JSON tree when its line was read")
+}
+
+impl Clone for Verbatim {
+    fn clone(&self) -> Verbatim {
+        Verbatim::of_tree(self.get().clone())
+    }
+}
+
+impl PartialEq for Verbatim {
+    fn eq(&self, other: &Verbatim) -> bool {
+        self.get() == other.get()
+    }
 }
 
 /// Who wrote a user-role message, read from `source`.
@@ -101,10 +158,7 @@ impl Event {
         };
         let (turn, payload) = match read_payload(kind, fields) {
             Read::Typed(turn, payload) => (turn, payload),
-            Read::NeedsData => (
-                data.get("turn").and_then(Value::as_u64),
-                Payload::Data(data),
-            ),
+            Read::NeedsData => (None, Payload::Data(Verbatim::of_tree(data))),
         };
         Event {
             seq,
@@ -126,27 +180,33 @@ impl Event {
         whole_data: impl FnOnce() -> Result<Value, String>,
     ) -> Result<Event, String> {
         let typed = is_typed(&head.kind);
-        let (fields, tree) = match data {
+        let (fields, kept) = match data {
             CapturedData::Fields(fields) if typed => (fields, None),
             // Reading fields out of a `Value` cannot fail: every shape is accepted.
             CapturedData::Tree(tree) if typed => (
                 DataFields::deserialize(&tree).unwrap_or_default(),
-                Some(tree),
+                Some(Verbatim::of_tree(tree)),
             ),
+            // Kept as text while `type` named a verbatim kind, and a later `type` a typed one.
+            CapturedData::Raw(text) if typed => {
+                let tree = checked_tree(&text);
+                (
+                    DataFields::deserialize(&tree).unwrap_or_default(),
+                    Some(Verbatim::of_tree(tree)),
+                )
+            }
             CapturedData::Fields(_) => (DataFields::default(), None),
-            CapturedData::Tree(tree) => (DataFields::default(), Some(tree)),
+            CapturedData::Tree(tree) => (DataFields::default(), Some(Verbatim::of_tree(tree))),
+            CapturedData::Raw(text) => (DataFields::default(), Some(Verbatim::of_text(text))),
         };
         let (turn, payload) = match read_payload(&head.kind, fields) {
             Read::Typed(turn, payload) => (turn, payload),
             Read::NeedsData => {
-                let data = match tree {
-                    Some(tree) => tree,
-                    None => whole_data()?,
+                let data = match kept {
+                    Some(data) => data,
+                    None => Verbatim::of_tree(whole_data()?),
                 };
-                (
-                    data.get("turn").and_then(Value::as_u64),
-                    Payload::Data(data),
-                )
+                (None, Payload::Data(data))
             }
         };
         Ok(Event {
@@ -164,14 +224,17 @@ impl Event {
     /// `user/message`, `assistant/message`, `tool/call` and a recognized `tool/result`).
     pub fn data(&self) -> Option<&Value> {
         match &self.payload {
-            Payload::Data(v) => Some(v),
+            Payload::Data(v) => Some(v.get()),
             _ => None,
         }
     }
 
     /// `data.turn`, when the event carries one.
     pub fn turn(&self) -> Option<u64> {
-        self.turn
+        match &self.payload {
+            Payload::Data(v) => v.get().get("turn").and_then(Value::as_u64),
+            _ => self.turn,
+        }
     }
 
     /// `turn/end` → its `reason.kind` (`completed`, `aborted`, …).
@@ -259,6 +322,8 @@ pub(crate) fn is_typed(kind: &str) -> bool {
 pub(crate) enum CapturedData {
     Fields(DataFields),
     Tree(Value),
+    /// A verbatim kind's `data` as its JSON text, already checked as a tree would be.
+    Raw(Box<RawValue>),
 }
 
 enum Read {

@@ -17,7 +17,8 @@
 //!   they are expanded to the full list. A run may expand to at most
 //!   [`MAX_SOURCE_SEQS`] seqs per event (hostile input must not blow up memory).
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::event::{
@@ -134,7 +135,11 @@ pub(crate) fn parse_header(text: &str) -> Result<Header, String> {
 /// parsed again as a JSON tree only for what must be kept verbatim (the `data` of other
 /// kinds, packed chunk rows), which are the small lines of a log.
 pub(crate) fn parse_event_line(text: &str) -> Result<EventLine, String> {
-    let line: LineFields = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    // A verbatim kind's `data` is kept as its checked text (see `LineSeed`); a line that
+    // pass refuses is read again the old way, so a refusal is a tree's, word for word.
+    let line = read_line(text, true)
+        .or_else(|_| read_line(text, false))
+        .map_err(|e| format!("not JSON: {e}"))?;
     if !line.object {
         return Err("not a JSON object".to_owned());
     }
@@ -299,9 +304,34 @@ impl Default for LineFields {
     }
 }
 
-impl<'de> Deserialize<'de> for LineFields {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct LineVisitor;
+/// One line's envelope and `data`, as `serde_json::from_str` reads a value (the same
+/// errors): `raw` keeps a verbatim kind's `data` as text, else as a tree.
+fn read_line(text: &str, raw: bool) -> serde_json::Result<LineFields> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let line = LineSeed { raw }.deserialize(&mut de)?;
+    de.end()?;
+    Ok(line)
+}
+
+/// A verbatim `data` holding this many `[` and `{` (bytes, strings included) is read as a
+/// tree: a text checked alone is one level shallower than in its line, and below this
+/// count neither comes near `serde_json`'s nesting limit (128).
+const TREE_FROM_OPENINGS: usize = 100;
+
+/// How the line's pass keeps a verbatim kind's `data`: `raw`, as its JSON text, checked as
+/// a tree would be (`Skip`: escapes, numbers, nesting) but not built — most such events are
+/// never read (`session::event::Verbatim`); else as its tree. Refused in `raw` (a failed
+/// check, deep nesting), the line is read again as a tree.
+#[derive(Clone, Copy)]
+struct LineSeed {
+    raw: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for LineSeed {
+    type Value = LineFields;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<LineFields, D::Error> {
+        struct LineVisitor(LineSeed);
         impl<'de> Visitor<'de> for LineVisitor {
             type Value = LineFields;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -323,7 +353,18 @@ impl<'de> Deserialize<'de> for LineFields {
                                 }
                                 _ => (false, ContentAs::Tree),
                             };
-                            out.data = if verbatim {
+                            out.data = if verbatim && self.0.raw {
+                                let text = map.next_value::<Box<RawValue>>()?;
+                                let bytes = text.get().as_bytes();
+                                if memchr::memchr2_iter(b'[', b'{', bytes).count()
+                                    >= TREE_FROM_OPENINGS
+                                {
+                                    return Err(de::Error::custom("nested: read as a tree"));
+                                }
+                                serde_json::from_str::<Skip>(text.get())
+                                    .map_err(de::Error::custom)?;
+                                CapturedData::Raw(text)
+                            } else if verbatim {
                                 CapturedData::Tree(map.next_value::<Value>()?)
                             } else {
                                 CapturedData::Fields(map.next_value_seed(content)?)
@@ -346,7 +387,7 @@ impl<'de> Deserialize<'de> for LineFields {
             }
             non_objects_read_as_default!(LineFields);
         }
-        deserializer.deserialize_any(LineVisitor)
+        deserializer.deserialize_any(LineVisitor(self))
     }
 }
 
@@ -1180,6 +1221,71 @@ mod oracle {
         *rng ^= *rng >> 7;
         *rng ^= *rng << 17;
         *rng % n
+    }
+
+    /// A verbatim kind's `data` is kept as checked text in the line's pass: every line that
+    /// pass could judge apart from a tree — nesting around the limit (a text checked alone is
+    /// a level shallower), numbers a tree refuses, lone surrogates, bad escapes, a later
+    /// `type` naming a typed kind — reads as the tree reads it.
+    #[test]
+    fn verbatim_data_kept_as_text_reads_as_a_tree() {
+        let mut datas: Vec<String> = Vec::new();
+        for depth in [1, 50, 98, 99, 100, 101, 125, 126, 127, 128, 129, 200] {
+            datas.push(format!("{}{}", "[".repeat(depth), "]".repeat(depth)));
+            datas.push(format!(
+                "{}1{}",
+                r#"{"a":"#.repeat(depth),
+                "}".repeat(depth)
+            ));
+            // Brackets inside strings count too, and never make a line refused.
+            datas.push(format!(r#"{{"turn":3,"s":"{}"}}"#, "[{".repeat(depth)));
+        }
+        for number in [
+            "1e400",
+            "-1e400",
+            "1e308",
+            "1.5e-400",
+            "01",
+            "1.",
+            "-",
+            "1e",
+            "18446744073709551616",
+        ] {
+            datas.push(format!(r#"{{"turn":{number}}}"#));
+        }
+        for text in [
+            r"\ud83d",
+            r"\ude00x",
+            r"\ud83d\ude00",
+            r"\x",
+            r"\u12",
+            "\u{1}",
+            r"\\ud83d",
+        ] {
+            datas.push(format!(r#"{{"turn":1,"t":"{text}"}}"#));
+            datas.push(format!(r#"{{"{text}":1}}"#));
+        }
+        datas.push(r#"{"turn":1,"reason":{"kind":"completed"}}"#.to_owned());
+        datas.push(r#"{"turn":1,"turn":2}"#.to_owned());
+        for data in &datas {
+            for kind in ["turn/end", "x/unknown"] {
+                let line = format!(r#"{{"type":"{kind}","seq":4,"data":{data}}}"#);
+                check(&line);
+                // Read leniently too: the surrogates' repair sees the same refusals.
+                let strict = parse_event_line(&line).ok();
+                let lenient = parse_event_line_lenient(&line).ok().map(|(l, _)| l);
+                if strict.is_some() {
+                    assert_eq!(strict, lenient, "{line}");
+                }
+            }
+            // Kept as text under a verbatim `type`, then a typed one.
+            check(&format!(
+                r#"{{"type":"x/unknown","seq":4,"data":{data},"type":"tool/result"}}"#
+            ));
+            check(&format!(
+                r#"{{"type":"x/unknown","seq":4,"data":{data},"data":{{"turn":9}}}}"#
+            ));
+        }
     }
 
     #[test]

@@ -113,6 +113,8 @@ const MAX_JOINED_PARTS: usize = 3;
 pub fn terms_of(text: &str) -> impl Iterator<Item = String> + '_ {
     let mut chars = Nfkc::of(text).peekable();
     let mut pending: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    // One buffer for every run (a word each: the allocation was a share of signing).
+    let mut run: Vec<char> = Vec::new();
     std::iter::from_fn(move || loop {
         if let Some(term) = pending.pop_front() {
             return Some(term);
@@ -122,7 +124,8 @@ pub fn terms_of(text: &str) -> impl Iterator<Item = String> + '_ {
         if kind == Class::Break {
             continue;
         }
-        let mut run = vec![first];
+        run.clear();
+        run.push(first);
         // A hyphen inside a word joins it (`refresh-token`); it never starts one.
         while let Some(c) =
             chars.next_if(|&c| class(c) == kind || (kind == Class::Word && c == '-'))
@@ -141,7 +144,7 @@ pub fn terms_of(text: &str) -> impl Iterator<Item = String> + '_ {
             Class::Han => han_terms(&run, &mut pending),
             Class::Katakana => {
                 if (2..=MAX_WORD_CHARS).contains(&run.len()) && run.iter().any(|&c| c != 'ー') {
-                    return Some(run.into_iter().collect());
+                    return Some(run.iter().collect());
                 }
             }
             Class::Hangul => hangul_terms(&run, &mut pending),
@@ -190,6 +193,14 @@ fn lower(run: &[char]) -> Vec<char> {
 /// → `refresh`, `token` …), lowercase; then, for two or three words, the joined form
 /// `refresh-token` — what the identifier names as a whole stays a term too.
 fn identifier_terms(run: &[char], out: &mut std::collections::VecDeque<String>) {
+    // Most words are one lowercase ASCII part: no split, no case to fold, nothing to join
+    // (what the general path makes of them, without its copies).
+    if run.iter().all(char::is_ascii_lowercase) {
+        if let Some(word) = alphabetic_term(run) {
+            out.push_back(word);
+        }
+        return;
+    }
     let mut parts: Vec<Vec<char>> = Vec::new();
     for piece in run.split(|&c| c == '_' || c == '-') {
         let mut start = 0;
@@ -315,7 +326,10 @@ fn hangul_terms(run: &[char], out: &mut std::collections::VecDeque<String>) {
 /// (`tokens` → `token`, `fixes`/`fixed`/`fixing` → `fix`, `caches`/`caching` → `cach`).
 /// For comparing terms only; a topic shows a word as people wrote it.
 pub fn fold_key(word: &str) -> String {
-    let mut w = word.to_lowercase().replace('_', "-");
+    let mut w = word.to_lowercase();
+    if w.contains('_') {
+        w = w.replace('_', "-");
+    }
     if w.chars().count() < 4 || !w.ends_with(|c: char| c.is_ascii_lowercase()) {
         return w;
     }
