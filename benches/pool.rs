@@ -562,11 +562,15 @@ fn plus10_bench() {
         .and_then(|f| std::fs::read_to_string(f).ok())
         .and_then(|t| t.trim().parse().ok())
         .unwrap_or(size);
-    let plus10 = |bin: &Path, m: &Machine, next: &mut usize| {
+    // Wall time, and the CPU time (user + system, git children included) of the sync.
+    let plus10_cpu = |bin: &Path, m: &Machine, next: &mut usize| {
         write_dated(m, *next, *next + 10);
         *next += 10;
-        run(chapters_of(bin, m, &["sync"]))
+        let before = children_cpu_ms();
+        let wall = run(chapters_of(bin, m, &["sync"]));
+        (wall, children_cpu_ms() - before)
     };
+    let plus10 = |bin: &Path, m: &Machine, next: &mut usize| plus10_cpu(bin, m, next).0;
     let mut small = Vec::new();
     for (_, bin) in &bins {
         let m = machine();
@@ -583,6 +587,7 @@ fn plus10_bench() {
     );
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); bins.len()];
+    let mut cpu: Vec<(Vec<f64>, Vec<f64>)> = vec![Default::default(); bins.len()];
     for round in 0..rounds {
         let mut order: Vec<usize> = (0..bins.len()).collect();
         if round % 2 == 1 {
@@ -591,16 +596,29 @@ fn plus10_bench() {
         for i in order {
             let (name, bin) = &bins[i];
             let (m, next) = &mut small[i];
-            let at_small = plus10(bin, m, next);
-            let at_big = plus10(bin, &big, &mut next_big);
+            let (at_small, cpu_small) = plus10_cpu(bin, m, next);
+            let (at_big, cpu_big) = plus10_cpu(bin, &big, &mut next_big);
             let ratio = at_big.as_secs_f64() / at_small.as_secs_f64();
             ratios[i].push(ratio);
+            cpu[i].0.push(cpu_small);
+            cpu[i].1.push(cpu_big);
             println!(
-                "  round {round}, {name:<10} at 100 {:>7.1} ms, at {size} {:>7.1} ms, ratio {ratio:.2}x",
+                "  round {round}, {name:<10} at 100 {:>7.1} ms, at {size} {:>7.1} ms, ratio {ratio:.2}x (CPU {cpu_small:.0} / {cpu_big:.0} ms)",
                 ms(at_small),
                 ms(at_big)
             );
         }
+    }
+    for ((name, _), (small_cpu, big_cpu)) in bins.iter().zip(&mut cpu) {
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let (s, b) = (median(small_cpu), median(big_cpu));
+        println!(
+            "  {name:<10} CPU (user + system, git included) median at 100 {s:.0} ms, at {size} {b:.0} ms: {:.2}x",
+            b / s
+        );
     }
     // With `POOL_PROFILE`: three more +10 at the big size, profiled (`{n}`: size + 0..3).
     for k in 0..3 {
@@ -706,6 +724,20 @@ fn same_bench() {
         if identical { "identical" } else { "DIFFERENT" }
     );
     assert!(identical);
+}
+
+/// The CPU time (user + system, ms) of this process's waited-for children and theirs
+/// (`/proc/self/stat`'s `cutime` + `cstime`, in 10 ms ticks); 0 where unreadable.
+fn children_cpu_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command's closing parenthesis: state is field 3, cutime 16.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<f64> = rest
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0.0))
+        .collect();
+    let ticks = fields.get(13).copied().unwrap_or(0.0) + fields.get(14).copied().unwrap_or(0.0);
+    ticks * 10.0
 }
 
 /// `POOL_BENCH=first`: a new machine's first sync into a pool of `POOL_SCALE` chapters (built
