@@ -26,11 +26,16 @@
 //! 6. +10 chapters alone (`POOL_BENCH=plus10`, see `plus10_bench`): at 100 and at
 //!    `POOL_SCALE`, this build beside `POOL_BASELINE_BIN`'s, alternated round by round, on a
 //!    big machine `POOL_KEEP=DIR` keeps (building it takes minutes; the fourth's +10 builds
-//!    its pools each run).
+//!    its pools each run). Each chapter's turns are signed into its session's ledger first,
+//!    as the daemon does, so a sync has real `collections/` to list.
+//!
+//! 7. what a sync publishes, this build vs `POOL_BASELINE_BIN`'s (`POOL_BENCH=same`, see
+//!    `same_bench`): the same +10s on two copies of one machine, the pools' trees compared.
 //!
 //! Run: `cargo bench --bench pool` (needs the `git` program for the baselines);
 //! `POOL_BENCH=scan cargo bench --bench pool` runs only the third, `POOL_BENCH=scale` the
-//! fourth, `POOL_BENCH=first` the fifth, `POOL_BENCH=plus10` the sixth.
+//! fourth, `POOL_BENCH=first` the fifth, `POOL_BENCH=plus10` the sixth, `POOL_BENCH=same` the
+//! seventh.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -293,6 +298,10 @@ fn main() {
         plus10_bench();
         return;
     }
+    if std::env::var("POOL_BENCH").as_deref() == Ok("same") {
+        same_bench();
+        return;
+    }
     // 1. 1,000 new chapters (+1,000 artifacts) into an empty pool vs native git.
     let mut ours = Duration::MAX;
     let mut native = Duration::MAX;
@@ -366,8 +375,11 @@ fn dated_chapter_text(i: usize) -> String {
 
 /// Writes chapters `from..to` into the store and names them in the store's change journal, as
 /// the archive does (without a line the search table — and so the topic index — would not
-/// see them before its periodic rescan).
+/// see them before its periodic rescan). Each chapter's turns are signed first into its
+/// session's `collections/` ledger through the signer, as the daemon does (a real root has
+/// one; a sync lists it).
 fn write_dated(m: &Machine, from: usize, to: usize) {
+    sign_dated(m, from, to);
     let mut by_folder: std::collections::BTreeMap<String, Vec<String>> = Default::default();
     for i in from..to {
         let chapters = m.store.join(session(i)).join("chapters");
@@ -388,6 +400,48 @@ fn write_dated(m: &Machine, from: usize, to: usize) {
         .map(|(folder, names)| (folder.as_str(), names.as_slice()))
         .collect();
     dsh_chapters::store::journal::record_many(&m.store, &changes);
+}
+
+/// One signature line per chapter `from..to` (its ten seqs, a few terms and paths), appended
+/// by `signer::sign` to the ledger of the chapter's session, one batch per session.
+fn sign_dated(m: &Machine, from: usize, to: usize) {
+    use dsh_chapters::signature::{Signature, SIGNATURE_VERSION};
+    let store = dsh_chapters::store::Store::open(&m.ws).expect("store");
+    let redactor = dsh_chapters::redact::built_in().expect("built-in rules");
+    let mut by_session: std::collections::BTreeMap<String, Vec<_>> = Default::default();
+    for i in from..to {
+        let root = session(i);
+        let raw = Signature {
+            v: SIGNATURE_VERSION,
+            session_id: root.clone(),
+            turn: (i * 10 + 9) as u64,
+            seqs: (i * 10..i * 10 + 10).map(|s| s as u64).collect(),
+            paths: vec![
+                format!("src/refresh/middleware_{}.rs", i % 20),
+                "tests/refresh.rs".into(),
+            ],
+            commands: vec!["cargo".into(), "git".into()],
+            terms: vec![
+                "refresh".into(),
+                "middleware".into(),
+                format!("area{}", i % 20),
+            ],
+            size: 4096,
+            by: "deterministic".into(),
+            at: "2026-01-01T10:00:00Z".into(),
+            reason: "completed".into(),
+        };
+        let value = serde_json::to_value(&raw).expect("signature json");
+        let sig = redactor
+            .redact_json(&value, &mut Default::default())
+            .derive(|v| serde_json::from_value::<Signature>(v.clone()).expect("signature"));
+        by_session.entry(root).or_default().push(sig);
+    }
+    for (root, sigs) in by_session {
+        let mut cursor = dsh_chapters::signer::LedgerCursor::default();
+        dsh_chapters::signer::sign(&store, &root, &root, &sigs, redactor, &mut cursor)
+            .expect("sign");
+    }
 }
 
 fn git_out(dir: &Path, args: &[&str]) -> String {
@@ -508,11 +562,15 @@ fn plus10_bench() {
         .and_then(|f| std::fs::read_to_string(f).ok())
         .and_then(|t| t.trim().parse().ok())
         .unwrap_or(size);
-    let plus10 = |bin: &Path, m: &Machine, next: &mut usize| {
+    // Wall time, and the CPU time (user + system, git children included) of the sync.
+    let plus10_cpu = |bin: &Path, m: &Machine, next: &mut usize| {
         write_dated(m, *next, *next + 10);
         *next += 10;
-        run(chapters_of(bin, m, &["sync"]))
+        let before = children_cpu_ms();
+        let wall = run(chapters_of(bin, m, &["sync"]));
+        (wall, children_cpu_ms() - before)
     };
+    let plus10 = |bin: &Path, m: &Machine, next: &mut usize| plus10_cpu(bin, m, next).0;
     let mut small = Vec::new();
     for (_, bin) in &bins {
         let m = machine();
@@ -529,6 +587,7 @@ fn plus10_bench() {
     );
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); bins.len()];
+    let mut cpu: Vec<(Vec<f64>, Vec<f64>)> = vec![Default::default(); bins.len()];
     for round in 0..rounds {
         let mut order: Vec<usize> = (0..bins.len()).collect();
         if round % 2 == 1 {
@@ -537,16 +596,29 @@ fn plus10_bench() {
         for i in order {
             let (name, bin) = &bins[i];
             let (m, next) = &mut small[i];
-            let at_small = plus10(bin, m, next);
-            let at_big = plus10(bin, &big, &mut next_big);
+            let (at_small, cpu_small) = plus10_cpu(bin, m, next);
+            let (at_big, cpu_big) = plus10_cpu(bin, &big, &mut next_big);
             let ratio = at_big.as_secs_f64() / at_small.as_secs_f64();
             ratios[i].push(ratio);
+            cpu[i].0.push(cpu_small);
+            cpu[i].1.push(cpu_big);
             println!(
-                "  round {round}, {name:<10} at 100 {:>7.1} ms, at {size} {:>7.1} ms, ratio {ratio:.2}x",
+                "  round {round}, {name:<10} at 100 {:>7.1} ms, at {size} {:>7.1} ms, ratio {ratio:.2}x (CPU {cpu_small:.0} / {cpu_big:.0} ms)",
                 ms(at_small),
                 ms(at_big)
             );
         }
+    }
+    for ((name, _), (small_cpu, big_cpu)) in bins.iter().zip(&mut cpu) {
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let (s, b) = (median(small_cpu), median(big_cpu));
+        println!(
+            "  {name:<10} CPU (user + system, git included) median at 100 {s:.0} ms, at {size} {b:.0} ms: {:.2}x",
+            b / s
+        );
     }
     // With `POOL_PROFILE`: three more +10 at the big size, profiled (`{n}`: size + 0..3).
     for k in 0..3 {
@@ -567,6 +639,105 @@ fn plus10_bench() {
         );
     }
     println!("load average {}", load().trim());
+}
+
+/// `POOL_BENCH=same`: what a sync publishes is the baseline's. A machine of `POOL_SCALE`
+/// chapters (default 2,000) built by `POOL_BASELINE_BIN`'s build, copied twice; then the
+/// same +10 chapters (with their signatures) `POOL_ROUNDS` times (default 4) on each copy,
+/// synced by this build on one and by the baseline on the other, and the two pools' trees
+/// compared path by path (`README.md` with its publish times masked: it carries the
+/// machine's last publish time).
+fn same_bench() {
+    let size = env_usize("POOL_SCALE", 2_000);
+    let rounds = env_usize("POOL_ROUNDS", 4);
+    let ours = PathBuf::from(env!("CARGO_BIN_EXE_chapters"));
+    let base = PathBuf::from(std::env::var_os("POOL_BASELINE_BIN").expect("POOL_BASELINE_BIN"));
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = std::fs::canonicalize(tmp.path()).expect("canonical");
+    let first = machine_in(&root.join("built"), None, "bench", None);
+    link(&first);
+    build_pool(&base, &first, size, 10);
+    let copies: Vec<(PathBuf, Machine)> = [("ours", &ours), ("base", &base)]
+        .iter()
+        .map(|(name, bin)| {
+            let dir = root.join(name);
+            let st = Command::new("cp")
+                .arg("-a")
+                .arg(root.join("built"))
+                .arg(&dir)
+                .status()
+                .expect("cp");
+            assert!(st.success());
+            let m = machine_in(&dir, None, "bench", None);
+            link(&m);
+            ((*bin).clone(), m)
+        })
+        .collect();
+    let mut next = size;
+    for _ in 0..rounds {
+        for (bin, m) in &copies {
+            write_dated(m, next, next + 10);
+            run(chapters_of(bin, m, &["sync"]));
+        }
+        next += 10;
+    }
+    let tree = |m: &Machine| -> std::collections::BTreeMap<String, String> {
+        git_out(&m.pool, &["ls-tree", "-r", "main"])
+            .lines()
+            .filter_map(|l| {
+                let (meta, path) = l.split_once('\t')?;
+                Some((path.to_owned(), meta.rsplit(' ').next()?.to_owned()))
+            })
+            .collect()
+    };
+    let (a, b) = (tree(&copies[0].1), tree(&copies[1].1));
+    let differ: Vec<&String> = a
+        .keys()
+        .chain(b.keys())
+        .filter(|p| a.get(*p) != b.get(*p))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    // The machine table's publish times (`| `bench` | <time> |`), masked wherever they occur.
+    let masked = |m: &Machine| {
+        let text = git_out(&m.pool, &["show", "main:README.md"]);
+        let times: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `bench` | "))
+            .filter_map(|l| l.strip_suffix(" |"))
+            .map(str::to_owned)
+            .collect();
+        assert!(!times.is_empty(), "a machine table");
+        times
+            .iter()
+            .fold(text, |t, time| t.replace(time.as_str(), "<time>"))
+    };
+    let readme_same = masked(&copies[0].1) == masked(&copies[1].1);
+    println!(
+        "{} paths in each pool after {rounds} × +10 from {size}; differing: {:?}; README.md the same but for its publish times: {readme_same}",
+        a.len(),
+        differ
+    );
+    let identical = differ.iter().all(|p| p.as_str() == "README.md") && readme_same;
+    println!(
+        "what the pools hold: {}",
+        if identical { "identical" } else { "DIFFERENT" }
+    );
+    assert!(identical);
+}
+
+/// The CPU time (user + system, ms) of this process's waited-for children and theirs
+/// (`/proc/self/stat`'s `cutime` + `cstime`, in 10 ms ticks); 0 where unreadable.
+fn children_cpu_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command's closing parenthesis: state is field 3, cutime 16.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<f64> = rest
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0.0))
+        .collect();
+    let ticks = fields.get(13).copied().unwrap_or(0.0) + fields.get(14).copied().unwrap_or(0.0);
+    ticks * 10.0
 }
 
 /// `POOL_BENCH=first`: a new machine's first sync into a pool of `POOL_SCALE` chapters (built

@@ -119,7 +119,7 @@ pub fn sign(
         return Ok(0);
     }
     let path = store.collection_path(root, session_id)?;
-    let _lock = store.lock_collections()?;
+    let lock = store.lock_collections()?;
     // A session tree a person forgot (`chapters forget`) is never signed into again; the
     // forget took this lock while it removed the tree.
     if crate::store::forget::read(store.dir()).is_ok_and(|f| f.root_forgotten(root)) {
@@ -150,7 +150,8 @@ pub fn sign(
         // Signed from redacted text; through the rules once more as the ledger line.
         redactor.redact_json_owned(value.into_inner(), &mut counts)
     });
-    let new_len = store.append_collection_after(root, session_id, lines, cursor.whole_len)?;
+    let new_len =
+        store.append_collection_after(root, session_id, lines, cursor.whole_len, &lock)?;
     cursor.signed_hi = fresh.iter().filter_map(|s| s.seqs.last().copied()).max();
     cursor.len = Some(new_len);
     cursor.whole_len = Some(new_len);

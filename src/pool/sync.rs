@@ -26,7 +26,7 @@ use crate::curation::{self, Fact, FactKind};
 use crate::git::{GitError, GitRepo, ObjectId};
 use crate::identity::Identity;
 use crate::redact::Redacted;
-use crate::store::{atomic, Store, StoreError, MIRROR_DIR};
+use crate::store::{atomic, signed, Store, StoreError, MIRROR_DIR};
 use crate::topics::shard::{INDEX_DIR, MANIFEST_FILE};
 
 pub const POOL_REF: &str = "refs/heads/main";
@@ -500,6 +500,10 @@ struct Published {
         Option<BTreeSet<String>>,
         Option<crate::store::journal::Cursor>,
     )>,
+    /// The roots the signed-roots hint names since [`SIGNED_CURSOR_FILE`]'s cursor (`None`:
+    /// it cannot say, every root's ledgers are listed), and the cursor to keep after this
+    /// listing; read once per listing, before it, under the collections lock.
+    signed: Option<(Option<BTreeSet<String>>, Option<signed::Cursor>)>,
 }
 
 /// Beside the per-root records: each root's `chapters/` mtime when last listed and the
@@ -515,6 +519,11 @@ const LISTED_FILE: &str = ".listed-roots.json";
 /// by journaling writers only — so it costs no `stat` of its `chapters/` or its record.
 /// Whenever the journal cannot say (missing, started over, damaged), every root is looked at.
 const CURSOR_FILE: &str = ".listed-cursor.json";
+
+/// The signed-roots hint's cursor (`store::signed`) when the records were last saved, written
+/// like [`CURSOR_FILE`] once they are on disk: a root it names nothing of since (and the
+/// change journal neither) is not looked at at all — not even its `collections/`.
+const SIGNED_CURSOR_FILE: &str = ".signed-cursor.json";
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct RootManifest {
@@ -538,7 +547,34 @@ impl Published {
             dirty: Default::default(),
             listed: None,
             journal: None,
+            signed: None,
         }
+    }
+
+    /// Read what the signed-roots hint says since the saved cursor, under the collections
+    /// lock: every ledger append it names is then whole on disk, and every later one is
+    /// named after the end read here (`store::signed`). Before any root is listed.
+    fn read_signed(&mut self, store: &Store, now_secs: u64) -> Result<(), Fail> {
+        let saved: Option<signed::Cursor> = std::fs::read(self.dir.join(SIGNED_CURSOR_FILE))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        let held = store.lock_collections().map_err(|e| Fail {
+            code: SyncCode::Other,
+            detail: format!("cannot take the collections lock: {e}"),
+        })?;
+        self.signed = Some(
+            match signed::read_since(store.dir(), saved.as_ref(), now_secs, &held) {
+                signed::Since::Roots { roots, end } => (Some(roots), Some(end)),
+                signed::Since::ListAll { end, .. } => (None, end),
+            },
+        );
+        Ok(())
+    }
+
+    /// Whether the signed-roots hint says no ledger of `root` was appended to since the
+    /// saved listing (which looked at it: the caller checks the journal's side first).
+    fn unsigned_since_saved(&self, root: &str) -> bool {
+        matches!(&self.signed, Some((Some(named), _)) if !named.contains(root))
     }
 
     /// Whether the change journal says `root` (listed when the cursor was saved) has not
@@ -622,6 +658,7 @@ impl Published {
         self.dirty.clear();
         self.listed = None;
         self.journal = None;
+        self.signed = None;
     }
 
     /// Best effort: losing it costs one full comparison at the next sync, nothing else.
@@ -634,14 +671,17 @@ impl Published {
             // The cursor goes first, so a crash before the filesystem sync cannot leave one
             // that vouches for records not on disk; it is written again after that sync.
             let cursor = self.dir.join(CURSOR_FILE);
-            match std::fs::remove_file(&cursor) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(StoreError::Io {
-                        path: cursor,
-                        source: e,
-                    })
+            let signed_cursor = self.dir.join(SIGNED_CURSOR_FILE);
+            for file in [&cursor, &signed_cursor] {
+                match std::fs::remove_file(file) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(StoreError::Io {
+                            path: file.clone(),
+                            source: e,
+                        })
+                    }
+                    _ => {}
                 }
-                _ => {}
             }
             for root in std::mem::take(&mut self.dirty) {
                 if let Some(m) = self.roots.get(&root) {
@@ -678,6 +718,10 @@ impl Published {
                 let text = serde_json::to_vec(end).expect("a cursor always serializes");
                 atomic::write_atomic_unsynced(&cursor, &text)?;
             }
+            if let Some((_, Some(end))) = &self.signed {
+                let text = serde_json::to_vec(end).expect("a cursor always serializes");
+                atomic::write_atomic_unsynced(&signed_cursor, &text)?;
+            }
             Ok(())
         })();
         if let Err(e) = result {
@@ -705,14 +749,26 @@ fn store_files(
     store: &Store,
     project_key: &str,
     mut published: Option<&mut Published>,
+    now_secs: u64,
 ) -> Result<Vec<(String, String, FileKind, PathBuf)>, Fail> {
     let mut out = Vec::new();
+    if let Some(published) = published.as_deref_mut() {
+        published.read_signed(store, now_secs)?;
+    }
     for root in store.root_candidates()? {
         // A root listed before that the journal names nothing of is still a root: no `stat`s
         // to tell (they were two per root of a sync that publishes ten chapters).
         let quiet = published
             .as_deref_mut()
             .is_some_and(|p| p.unnamed_since_saved(store.dir(), &root));
+        // Nor signed into since: nothing of it can be new (its ledgers are not even listed).
+        if quiet
+            && published
+                .as_deref()
+                .is_some_and(|p| p.unsigned_since_saved(&root))
+        {
+            continue;
+        }
         if !quiet && !store.is_root(&root) {
             continue;
         }
@@ -1870,7 +1926,12 @@ fn plan_publication(
         published.reset();
     }
     let mut upserts = Vec::new();
-    let files = store_files(ctx.store, &ctx.identity.project_key, Some(&mut published))?;
+    let files = store_files(
+        ctx.store,
+        &ctx.identity.project_key,
+        Some(&mut published),
+        u64::try_from(ctx.now_secs).unwrap_or(0),
+    )?;
     let forgotten = read_forgotten(ctx)?;
     for (root, pool_path, kind, file) in files {
         // What a person forgot is never published again (it should not be in the store;
@@ -2787,7 +2848,7 @@ pub fn pending(
     visibility: Visibility,
 ) -> Option<BTreeMap<String, u64>> {
     let mut published = Published::load(&workspace.join(MIRROR_DIR));
-    let files = store_files(store, &identity.project_key, None).ok()?;
+    let files = store_files(store, &identity.project_key, None, 0).ok()?;
     let mut out = BTreeMap::new();
     for (root, pool_path, kind, file) in files {
         if visibility == Visibility::Public && kind.from_conversation() {
@@ -2853,7 +2914,7 @@ mod tests {
             std::fs::write(dir.join(name), "---\ntitle: t\n---\nbody\n").expect("write");
         };
         let chapters_of = |published: Option<&mut Published>| -> Vec<String> {
-            store_files(&store, "pk", published)
+            store_files(&store, "pk", published, 1_000)
                 .unwrap_or_else(|f| panic!("list: {}", f.detail))
                 .into_iter()
                 .filter(|(_, _, kind, _)| *kind == FileKind::Chapter)
@@ -2911,6 +2972,86 @@ mod tests {
             listed.contains(&"chapters/pk/s2/002-b.md".to_owned()),
             "{listed:?}"
         );
+    }
+
+    /// After a saved listing, a root neither the change journal nor the signed-roots hint
+    /// names is not looked at at all — its ledgers are not listed (one appended behind the
+    /// hint's back is not seen) —, a root the hint names has its ledgers listed; a cursor
+    /// kept in another boot (a power cut may have lost hint lines) lists every root's.
+    #[test]
+    fn roots_the_signed_hint_names_nothing_of_have_their_ledgers_left_unlisted() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        let store = Store::init(ws).expect("store");
+        let redactor = crate::redact::built_in().expect("rules");
+        let sign = |root: &str, turn: u64| {
+            let line = redactor.redact_json(
+                &serde_json::json!({"v": 1, "turn": turn}),
+                &mut Default::default(),
+            );
+            store
+                .append_collection_many(root, root, &[line])
+                .expect("append");
+        };
+        let behind_the_hints_back = |root: &str| {
+            let ledger = store.collection_path(root, root).expect("path");
+            let mut text = std::fs::read_to_string(&ledger).expect("ledger");
+            text.push_str("{\"v\":1,\"turn\":99}\n");
+            std::fs::write(&ledger, text).expect("write");
+        };
+        for root in ["s1", "s2"] {
+            sign(root, 1);
+        }
+        // A change journal that can say (a store's first chapter starts one).
+        crate::store::journal::record(store.dir(), ".dsh-chapters/s0/chapters", &["001-a.md"]);
+        let ledgers_of = |published: &mut Published, now: u64| -> Vec<String> {
+            store_files(&store, "pk", Some(published), now)
+                .unwrap_or_else(|f| panic!("list: {}", f.detail))
+                .into_iter()
+                .filter(|(_, _, kind, _)| *kind == FileKind::Collection)
+                .map(|(_, path, _, _)| path)
+                .collect()
+        };
+        let mirror = ws.join(MIRROR_DIR);
+        let (s1, s2) = ("collections/pk/s1.jsonl", "collections/pk/s2.jsonl");
+        let mut published = Published::load(&mirror);
+        assert_eq!(
+            ledgers_of(&mut published, 1_000),
+            [s1, s2],
+            "a first listing"
+        );
+        published.save(None);
+        let cursor = git_dir(&mirror)
+            .join(PUBLISHED_DIR)
+            .join(SIGNED_CURSOR_FILE);
+        assert!(cursor.exists());
+        // Nothing signed since: no ledger listed.
+        let mut again = Published::load(&mirror);
+        assert!(ledgers_of(&mut again, 1_001).is_empty());
+        again.save(None);
+        // s1 signed into through the store (named), s2 behind the hint's back.
+        sign("s1", 2);
+        behind_the_hints_back("s2");
+        let mut again = Published::load(&mirror);
+        assert_eq!(ledgers_of(&mut again, 1_002), [s1]);
+        again.save(None);
+        // A cursor kept in another boot: every root's ledgers are listed again.
+        let text = std::fs::read_to_string(&cursor).expect("cursor");
+        let mut saved: signed::Cursor = serde_json::from_str(&text).expect("json");
+        saved.boot = "another-boot".into();
+        std::fs::write(&cursor, serde_json::to_vec(&saved).expect("json")).expect("write");
+        let mut after_boot = Published::load(&mirror);
+        assert_eq!(ledgers_of(&mut after_boot, 1_003), [s1, s2]);
+        after_boot.save(None);
+        assert!(ledgers_of(&mut Published::load(&mirror), 1_004).is_empty());
+        // No cursor (lost, or never saved), or an old full listing: every root's again.
+        let listed_all_at = 1_003 + signed::LIST_ALL_EVERY_SECS;
+        assert_eq!(
+            ledgers_of(&mut Published::load(&mirror), listed_all_at),
+            [s1, s2]
+        );
+        std::fs::remove_file(&cursor).expect("rm");
+        assert_eq!(ledgers_of(&mut Published::load(&mirror), 1_005), [s1, s2]);
     }
 
     #[test]

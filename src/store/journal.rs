@@ -100,7 +100,8 @@ fn lock_journal(store_dir: &Path) -> Result<super::lock::BlockingLock, JournalEr
         .map_err(|e| JournalError::Store(StoreError::from(e)))
 }
 
-fn new_generation() -> String {
+/// A generation name no earlier one of this file has (also the signed-roots hint's).
+pub(crate) fn new_generation() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let ns = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)

@@ -16,6 +16,7 @@ pub mod ledger;
 pub mod lock;
 pub mod mirror;
 pub mod read;
+pub mod signed;
 
 use std::fs;
 use std::io;
@@ -494,29 +495,30 @@ impl Store {
         self.append_collection_many(root_session, session_id, std::slice::from_ref(line))
     }
 
-    /// Several collection lines in one write and one fsync.
+    /// Several collection lines in one write and one fsync, under the collections lock
+    /// (taken here: the caller must not hold it).
     pub fn append_collection_many(
         &self,
         root_session: &str,
         session_id: &str,
         lines: &[Redacted<serde_json::Value>],
     ) -> Result<(), StoreError> {
-        let path = self.collection_path(root_session, session_id)?;
-        if let Some(dir) = path.parent() {
-            create_dir_all(dir)?;
-        }
-        Ok(ledger::append_many(&path, lines, COLLECTION_VERSION)?)
+        let held = self.lock_collections()?;
+        self.append_collection_after(root_session, session_id, lines, None, &held)?;
+        Ok(())
     }
 
-    /// [`Store::append_collection_many`] for a signer holding the collections lock that knows
-    /// the ledger was whole at `whole_len` bytes (see [`ledger::append_many_after`]).
-    /// Returns the ledger's new length.
+    /// [`Store::append_collection_many`] for a signer holding the collections lock (`held`)
+    /// that knows the ledger was whole at `whole_len` bytes (see
+    /// [`ledger::append_many_after`]). Returns the ledger's new length. The root is named in
+    /// the signed-roots hint first (`signed::note`), so a sync lists its ledgers.
     pub fn append_collection_after<I>(
         &self,
         root_session: &str,
         session_id: &str,
         lines: I,
         whole_len: Option<u64>,
+        held: &lock::CollectionsLock,
     ) -> Result<u64, StoreError>
     where
         I: IntoIterator,
@@ -526,6 +528,7 @@ impl Store {
         if let Some(dir) = path.parent() {
             create_dir_all(dir)?;
         }
+        signed::note(&self.dir, check_id(root_session)?, held);
         Ok(ledger::append_many_after(
             &path,
             lines,

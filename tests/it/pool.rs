@@ -956,3 +956,69 @@ fn a_sync_never_lands_mid_archive() {
     assert!(own_pool_paths(&m, &key).is_subset(&pool_files(&pool)));
     assert_fsck(&pool);
 }
+
+/// A signature appended by the signer (no change-journal line) is published by the next
+/// sync through the signed-roots hint, though a sync no longer lists a quiet root's ledgers
+/// (issue #17 point 6): one appended behind the hint's back — its line lost, as a power cut
+/// loses un-fsynced lines — is not looked at in the same boot, and is published by the first
+/// sync whose cursor was kept in another boot.
+#[test]
+fn signatures_publish_through_the_signed_roots_hint_and_a_new_boot_lists_every_root() {
+    use dsh_chapters::signature::Signature;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pool = tmp.path().join("pool.git");
+    let m = Sandbox::machine("solo");
+    let session = session_id(9, 1);
+    m.write_session(&session, 4, true, &two_task_turns(&m.ws));
+    link_private(&m, &pool);
+    m.ok(&["archive"]);
+    m.ok(&["sync"]);
+    m.ok(&["sync"]);
+    let pk = project_key(&m);
+    let in_pool = || {
+        git(
+            &pool,
+            &["show", &format!("main:collections/{pk}/{session}.jsonl")],
+        )
+    };
+    let store = dsh_chapters::store::Store::open(&m.ws).expect("store");
+    let redactor = dsh_chapters::redact::built_in().expect("rules");
+    let sign = |turn: u64| {
+        let raw = serde_json::json!({
+            "v": 1, "sessionId": session, "turn": turn, "seqs": [turn], "paths": [],
+            "commands": [], "terms": ["notes"], "size": 1, "by": "deterministic",
+            "at": "2026-01-01T00:00:00Z", "reason": "completed"
+        });
+        let sig = redactor
+            .redact_json(&raw, &mut Default::default())
+            .derive(|v| serde_json::from_value::<Signature>(v.clone()).expect("signature"));
+        let mut cursor = dsh_chapters::signer::LedgerCursor::default();
+        let n =
+            dsh_chapters::signer::sign(&store, &session, &session, &[sig], redactor, &mut cursor)
+                .expect("sign");
+        assert_eq!(n, 1);
+    };
+    sign(1_000);
+    m.ok(&["sync"]);
+    assert!(in_pool().contains("\"turn\":1000"), "{}", in_pool());
+
+    // The hint's line of the next signature lost (cut back as a power cut would leave it).
+    let hint = m.store().join(dsh_chapters::store::signed::SIGNED_FILE);
+    let before = std::fs::read(&hint).expect("hint");
+    sign(1_001);
+    std::fs::write(&hint, &before).expect("cut the hint back");
+    m.ok(&["sync"]);
+    assert!(
+        !in_pool().contains("\"turn\":1001"),
+        "not looked at in this boot"
+    );
+    // The cursor was kept in another boot: every root's ledgers are listed.
+    let cursor =
+        m.ws.join(".dsh-knowledge/.git/dsh-chapters-published/.signed-cursor.json");
+    let mut saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&cursor).expect("cursor")).expect("json");
+    saved["boot"] = serde_json::json!("an-earlier-boot");
+    std::fs::write(&cursor, saved.to_string()).expect("write");
+    m.ok(&["sync"]);
+    assert!(in_pool().contains("\"turn\":1001"), "{}", in_pool());
+}

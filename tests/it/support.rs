@@ -153,8 +153,9 @@ impl Sandbox {
         self.ws.join(".dsh-chapters")
     }
 
-    /// Every file under the store (excluding lock/pid/temp files and the change journal,
-    /// the search table's local bookkeeping) with its bytes.
+    /// Every file under the store (excluding lock/pid/temp files, the change journal — the
+    /// search table's local bookkeeping — and the signed-roots hint, the sync's) with its
+    /// bytes.
     pub fn snapshot(&self) -> BTreeMap<String, Vec<u8>> {
         let mut out = BTreeMap::new();
         walk(&self.store(), &self.store(), &mut out);
@@ -183,7 +184,10 @@ fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
     for e in rd.flatten() {
         let p = e.path();
         let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with(".writer") || name.starts_with(".changes.") {
+        if name.starts_with(".writer")
+            || name.starts_with(".changes.")
+            || name == dsh_chapters::store::signed::SIGNED_FILE
+        {
             continue;
         }
         if p.is_dir() {
