@@ -1484,6 +1484,37 @@ mod tests {
         top_k_agrees_with_every_match_scored(ws);
     }
 
+    /// A cache filled from nothing holds its full text in one FTS5 segment, however many
+    /// FTS5 flushed while filling it (here many: its flush threshold set to 1 KiB), so a
+    /// query seeks each term once; the answers stay those of scoring every match.
+    #[test]
+    fn a_cache_built_from_nothing_is_one_fts5_segment() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        equivalence_store(ws);
+        drop(open(ws, "pk", false, T).expect("open"));
+        let file = ws
+            .join(STORE_DIR)
+            .join(crate::catalog::table::TABLE_DIR)
+            .join(crate::catalog::cache::CACHE_FILE);
+        let conn = rusqlite::Connection::open(&file).expect("cache");
+        let segments = || -> i64 {
+            conn.query_row("SELECT count(DISTINCT segid) FROM fts_idx", [], |r| {
+                r.get(0)
+            })
+            .expect("segments")
+        };
+        assert_eq!(segments(), 1);
+        // Filled again from nothing (no revision recorded), flushing every 1 KiB.
+        conn.execute_batch(
+            "INSERT INTO fts(fts, rank) VALUES('hashsize', 1024); DELETE FROM state;",
+        )
+        .expect("small flushes");
+        drop(open(ws, "pk", false, T).expect("open"));
+        assert_eq!(segments(), 1);
+        top_k_agrees_with_every_match_scored(ws);
+    }
+
     /// Queries whose whole-query phrase only a few documents hold (so the cache may take
     /// them alone as the top `k`), with filters that leave some of them out (so it may
     /// not): the same answer as scoring every match.

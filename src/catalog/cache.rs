@@ -25,7 +25,7 @@ use crate::store::read::Reader;
 
 pub const CACHE_FILE: &str = "fts.sqlite3";
 /// Bumped whenever the schema or what is indexed changes: an older or newer cache is rebuilt.
-pub const CACHE_VERSION: i64 = 6;
+pub const CACHE_VERSION: i64 = 7;
 /// `PRAGMA application_id` of this cache ("dshs"): anything else in its place is not ours.
 const APPLICATION_ID: i64 = 0x6473_6873;
 /// The kind of an artifact document (searched only when asked: [`Filters::artifacts`]).
@@ -672,6 +672,14 @@ impl Cache {
                     written += 1;
                 }
             }
+        }
+        if full {
+            // Built from nothing, the index is several segments of FTS5's flushes and merges,
+            // and every statement seeks each term in each segment and merges their doclists
+            // row by row: merged into one, a query reads one doclist per term. Updates add
+            // small segments, which FTS5's automerge keeps few.
+            tx.execute_batch("INSERT INTO fts(fts) VALUES('optimize')")
+                .map_err(&err)?;
         }
         tx.execute(
             "INSERT INTO state(key, value) VALUES ('rev', ?1)
