@@ -1523,14 +1523,7 @@ impl Cache {
     /// The `common` table: (term, documents at least), by term.
     #[cfg(test)]
     pub fn common_terms(&self) -> Result<Vec<(String, i64)>, CacheError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT term, n FROM common ORDER BY term")
-            .map_err(self.err())?;
-        let rows = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .map_err(self.err())?;
-        rows.collect::<Result<_, _>>().map_err(self.err())
+        common_rows(&self.conn).map_err(self.err())
     }
 
     /// How many documents an FTS5 expression matches, up to `limit`.
@@ -1996,10 +1989,7 @@ impl Common {
             sample: None,
             ..Common::sampling()
         };
-        let mut stmt = tx.prepare("SELECT term, n FROM common ORDER BY term")?;
-        let rows: Vec<(String, i64)> = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<rusqlite::Result<_>>()?;
+        let rows = common_rows(tx)?;
         // Words first, so that every phrase finds its two.
         let (words, phrases): (Vec<_>, Vec<_>) =
             rows.into_iter().partition(|(t, _)| !t.contains(' '));
@@ -2129,6 +2119,13 @@ impl Common {
         }
         Ok(())
     }
+}
+
+/// The `common` table's rows (term, documents at least), by term.
+fn common_rows(conn: &Connection) -> rusqlite::Result<Vec<(String, i64)>> {
+    let mut stmt = conn.prepare("SELECT term, n FROM common ORDER BY term")?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    rows.collect()
 }
 
 /// The body of a document's text the cache keeps (bounded by [`indexed_body`]).
