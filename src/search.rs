@@ -1484,6 +1484,75 @@ mod tests {
         top_k_agrees_with_every_match_scored(ws);
     }
 
+    /// A cache filled from nothing holds its full text in one FTS5 segment, however many
+    /// FTS5 flushed while filling it (here many: its flush threshold set to 1 KiB), so a
+    /// query seeks each term once; the answers stay those of scoring every match.
+    #[test]
+    fn a_cache_built_from_nothing_is_one_fts5_segment() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        equivalence_store(ws);
+        drop(open(ws, "pk", false, T).expect("open"));
+        let file = ws
+            .join(STORE_DIR)
+            .join(crate::catalog::table::TABLE_DIR)
+            .join(crate::catalog::cache::CACHE_FILE);
+        let conn = rusqlite::Connection::open(&file).expect("cache");
+        let segments = || -> i64 {
+            conn.query_row("SELECT count(DISTINCT segid) FROM fts_idx", [], |r| {
+                r.get(0)
+            })
+            .expect("segments")
+        };
+        assert_eq!(segments(), 1);
+        // Filled again from nothing (no revision recorded), flushing every 1 KiB.
+        conn.execute_batch(
+            "INSERT INTO fts(fts, rank) VALUES('hashsize', 1024); DELETE FROM state;",
+        )
+        .expect("small flushes");
+        drop(open(ws, "pk", false, T).expect("open"));
+        assert_eq!(segments(), 1);
+        top_k_agrees_with_every_match_scored(ws);
+    }
+
+    /// The `common` table's counts never pass FTS5's own, after updates that took documents
+    /// out and put them back (a folder read again) too; words and two-word phrases are
+    /// kept, and some in half the documents or more (so the oracle tests run the top-k path
+    /// with IDFs it did not count).
+    #[test]
+    fn the_common_counts_are_lower_bounds_of_fts5s() {
+        for three_updates in [false, true] {
+            let tmp = tempfile::tempdir().expect("tmp");
+            let ws = tmp.path();
+            if three_updates {
+                store_in_three_updates(ws);
+            } else {
+                equivalence_store(ws);
+            }
+            let corpus = open(ws, "pk", false, T).expect("open");
+            let cache = corpus.cache.as_ref().expect("cache");
+            let terms = cache.common_terms().expect("common");
+            let all = cache.list(&every_document(), None).expect("list").1 as i64;
+            for (term, n) in &terms {
+                let fts = cache
+                    .count_matching(&format!("\"{term}\""), i64::MAX)
+                    .expect("count");
+                assert!(
+                    *n <= fts,
+                    "{term}: {n} counted, FTS5 {fts} ({three_updates})"
+                );
+            }
+            assert!(
+                terms.iter().any(|(t, _)| t.contains(' ')),
+                "phrases: {terms:?}"
+            );
+            assert!(
+                terms.iter().any(|(_, n)| 2 * n >= all),
+                "in half of {all}: {terms:?} ({three_updates})"
+            );
+        }
+    }
+
     /// Queries whose whole-query phrase only a few documents hold (so the cache may take
     /// them alone as the top `k`), with filters that leave some of them out (so it may
     /// not): the same answer as scoring every match.

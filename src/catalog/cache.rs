@@ -9,7 +9,7 @@
 //! it is deleted and built again from the table. Where it cannot be written (a read-only
 //! filesystem) it is built in memory for this one search.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -25,7 +25,7 @@ use crate::store::read::Reader;
 
 pub const CACHE_FILE: &str = "fts.sqlite3";
 /// Bumped whenever the schema or what is indexed changes: an older or newer cache is rebuilt.
-pub const CACHE_VERSION: i64 = 6;
+pub const CACHE_VERSION: i64 = 8;
 /// `PRAGMA application_id` of this cache ("dshs"): anything else in its place is not ours.
 const APPLICATION_ID: i64 = 0x6473_6873;
 /// The kind of an artifact document (searched only when asked: [`Filters::artifacts`]).
@@ -349,6 +349,7 @@ CREATE TABLE IF NOT EXISTS counts(
   project_key TEXT NOT NULL, mirror INTEGER NOT NULL, artifact INTEGER NOT NULL, n INTEGER NOT NULL,
   PRIMARY KEY(project_key, mirror, artifact)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS common(term TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS files(doc INTEGER NOT NULL, path TEXT NOT NULL, tail TEXT NOT NULL, PRIMARY KEY(doc, path)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS files_tail ON files(tail);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
@@ -499,7 +500,7 @@ impl Cache {
             }
             None => {
                 tx.execute_batch(
-                    "DELETE FROM fts; DELETE FROM docs; DELETE FROM files; DELETE FROM blocks; DELETE FROM counts;",
+                    "DELETE FROM fts; DELETE FROM docs; DELETE FROM files; DELETE FROM blocks; DELETE FROM counts; DELETE FROM common;",
                 )
                 .map_err(&err)?;
                 let mut docs: Vec<(Option<i64>, String, Redacted<TableDoc>)> = table
@@ -522,6 +523,11 @@ impl Cache {
         };
         let mut written = 0;
         let reader = crate::store::mirror::reader(workspace);
+        let mut common = if full {
+            Common::sampling()
+        } else {
+            Common::load(&tx).map_err(&err)?
+        };
         {
             let mut ids = tx
                 .prepare(
@@ -576,6 +582,7 @@ impl Cache {
                     .collect::<Result<_, _>>()
                     .map_err(&err)?
                 };
+                common.removed(old.len());
                 for (id, pk, mirror, artifact) in old {
                     del_fts.execute([id]).map_err(&err)?;
                     del_doc.execute([id]).map_err(&err)?;
@@ -654,10 +661,12 @@ impl Cache {
                     block
                         .execute(params![id >> BLOCK_SHIFT, date_ms])
                         .map_err(&err)?;
+                    let indexed = body_column(body, &m.title, &m.summary);
+                    common.add(&indexed);
                     ins_fts
                         .execute(params![
                             id,
-                            body_column(body, &m.title, &m.summary),
+                            indexed,
                             cjk_bigrams(&m.title),
                             cjk_bigrams(&m.summary),
                             cjk_bigrams(&m.topics.join(" ")),
@@ -672,6 +681,15 @@ impl Cache {
                     written += 1;
                 }
             }
+        }
+        common.store(&tx).map_err(&err)?;
+        if full {
+            // Built from nothing, the index is several segments of FTS5's flushes and merges,
+            // and every statement seeks each term in each segment and merges their doclists
+            // row by row: merged into one, a query reads one doclist per term. Updates add
+            // small segments, which FTS5's automerge keeps few.
+            tx.execute_batch("INSERT INTO fts(fts) VALUES('optimize')")
+                .map_err(&err)?;
         }
         tx.execute(
             "INSERT INTO state(key, value) VALUES ('rev', ?1)
@@ -827,8 +845,20 @@ impl Cache {
                 .map_err(self.err());
             ids
         };
-        let mut holders = phrase_read(PHRASE_UP_FRONT + 1)?;
-        let holders_all = q.phrase.is_some() && holders.len() <= PHRASE_UP_FRONT;
+        // More documents hold the phrase than are scored up front, by the `common` table
+        // (which counts no exclusion): not read.
+        let many = match (q.phrase, q.excluded) {
+            (Some(p), None) => self
+                .common_least(p)?
+                .is_some_and(|n| n > PHRASE_UP_FRONT as i64),
+            _ => false,
+        };
+        let mut holders = if many {
+            Vec::new()
+        } else {
+            phrase_read(PHRASE_UP_FRONT + 1)?
+        };
+        let holders_all = q.phrase.is_some() && !many && holders.len() <= PHRASE_UP_FRONT;
         let phrase_tier = holders_all && k > 0 && holders.len() >= k;
         // The matches, counted once by FTS5 alone (no BM25) as far as three uses need:
         // few of them (the walk then reads them all, cheaper than field hits of which few
@@ -838,6 +868,9 @@ impl Cache {
         // the total's cap when the phrase's documents may make the top `k` alone (no bound
         // needed then; counted again in the rare case they do not, most filtered out).
         let half_rows = self.fts_rows()?.map_or(0, half);
+        // Every phrase in half the rows or more by the `common` table: each IDF is FTS5's
+        // floor, so the matches are counted only as far as the total and the walk need.
+        let floored = self.common_floor(q.phrases, half_rows)?;
         let small = (WALK_ALL_BELOW as i64).max(FTS_COUNT_CAP as i64);
         // Body BM25 is computed here for two FTS5 phrases or more (an excluded word is one:
         // `fts5_excluded` joins them with ` OR `): `bm25()` walks each one's doclist in every
@@ -848,7 +881,7 @@ impl Cache {
         let own_may = q.phrases.len() + excluded_phrases >= 2
             && q.reader.is_some()
             && q.phrases.iter().all(|p| phrase_tokens(p).is_some());
-        let limit = if phrase_tier && !own_may {
+        let limit = if (phrase_tier && !own_may) || floored {
             small
         } else {
             half_rows.max(small)
@@ -860,7 +893,7 @@ impl Cache {
         let own = if !own_may || (matched as usize) < WALK_ALL_BELOW {
             None
         } else {
-            self.own_bm25(q, &expr, &mut matched, &mut counted_to)?
+            self.own_bm25(q, &expr, &mut matched, &mut counted_to, floored)?
         };
         let few = (matched as usize) < WALK_ALL_BELOW;
         if few && q.phrase.is_some() && !holders_all {
@@ -1013,7 +1046,7 @@ impl Cache {
             by_ids(&holders, &mut best, true)?;
             best.rows.len() >= k
         };
-        if !decided && !few && counted_to < half_rows && matched >= counted_to {
+        if !decided && !few && !floored && counted_to < half_rows && matched >= counted_to {
             // Counted only to the total's cap for (d), which did not decide: the bound
             // needs the count to half the rows.
             matched = self.count_upto(&expr, half_rows)?;
@@ -1041,7 +1074,7 @@ impl Cache {
         let bm25_most_counted = if few || decided {
             f64::INFINITY
         } else {
-            self.bm25_bound_counted(q.phrases, q.expr, matched)?
+            self.bm25_bound_counted(q.phrases, q.expr, matched, floored)?
         };
         let body_max = if few {
             f64::INFINITY
@@ -1319,18 +1352,20 @@ impl Cache {
     /// word in half the documents thus bounds its body points near 0 instead of the body's
     /// most.
     pub fn bm25_bound(&self, phrases: &[String]) -> Result<f64, CacheError> {
-        self.bm25_bound_counted(phrases, "", 0)
+        self.bm25_bound_counted(phrases, "", 0, false)
     }
 
     /// [`Cache::bm25_bound`], knowing that `matched` documents (counted up to at least half
     /// the rows, or all of them) match `expr`, an expression every document counted for
     /// the bound matches: each phrase is in at least as many, and `expr` itself (a query
-    /// of one term) in exactly as many.
+    /// of one term) in exactly as many. `floored`: every phrase is in half the rows or more
+    /// ([`Cache::common_floor`]).
     fn bm25_bound_counted(
         &self,
         phrases: &[String],
         expr: &str,
         matched: i64,
+        floored: bool,
     ) -> Result<f64, CacheError> {
         let Some(rows) = self.fts_rows()? else {
             return Ok(f64::INFINITY);
@@ -1340,7 +1375,9 @@ impl Cache {
         for p in phrases {
             // Counted once, and only when the matches alone do not floor the IDF: a
             // phrase of several words checks positions in every document holding them.
-            let least: i64 = if matched >= half(rows) || p == expr {
+            let least: i64 = if floored {
+                half(rows)
+            } else if matched >= half(rows) || p == expr {
                 matched
             } else {
                 self.count_upto(p, half(rows))?.max(matched)
@@ -1365,13 +1402,15 @@ impl Cache {
     /// (no reader, a phrase of other than ASCII words, no averages record). `matched`
     /// documents match `expr` (the query, exclusions inside), counted up to `counted_to`:
     /// when that is short of half the rows it is counted on to half (every phrase is in at
-    /// least those documents, so at half each IDF is FTS5's floor and none is counted).
+    /// least those documents, so at half each IDF is FTS5's floor and none is counted);
+    /// not when `floored` (every phrase is in half the rows: [`Cache::common_floor`]).
     fn own_bm25<'r>(
         &self,
         q: &TopQuery<'r>,
         expr: &str,
         matched: &mut i64,
         counted_to: &mut i64,
+        floored: bool,
     ) -> Result<Option<OwnBm25<'r>>, CacheError> {
         let Some(reader) = q.reader else {
             return Ok(None);
@@ -1390,14 +1429,14 @@ impl Cache {
             return Ok(None);
         }
         let half_rows = half(rows);
-        if *matched >= *counted_to && *counted_to < half_rows {
+        if !floored && *matched >= *counted_to && *counted_to < half_rows {
             *matched = self.count_upto(expr, half_rows)?;
             *counted_to = half_rows;
         }
         for (p, (_, _, idf)) in q.phrases.iter().zip(phrases.iter_mut()) {
             // Each phrase's documents, as FTS5's `bm25()` counts them (the phrase alone,
             // in any column), up to half the rows (beyond, the IDF is the floor).
-            let n = if *matched >= half_rows {
+            let n = if floored || *matched >= half_rows {
                 half_rows
             } else if q.excluded.is_none() && p == q.expr && *matched < *counted_to {
                 *matched
@@ -1450,6 +1489,47 @@ impl Cache {
             .and_then(|mut s| s.query_row([id], |r| r.get(0)).optional())
             .map_err(self.err())?;
         Ok(sz.as_deref().and_then(varints))
+    }
+
+    /// Whether the `common` table shows every one of `phrases` (a word, or a phrase of two)
+    /// in at least `half_rows` documents: then each one's IDF is FTS5's floor.
+    fn common_floor(&self, phrases: &[String], half_rows: i64) -> Result<bool, CacheError> {
+        if phrases.is_empty() {
+            return Ok(false);
+        }
+        for p in phrases {
+            if self.common_least(p)?.is_none_or(|n| n < half_rows) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// At least how many documents hold an FTS5 phrase (a word, or two, no prefix) by the
+    /// `common` table; `None` when it does not say.
+    fn common_least(&self, phrase: &str) -> Result<Option<i64>, CacheError> {
+        let Some((tokens, false)) = phrase_tokens(phrase) else {
+            return Ok(None);
+        };
+        if tokens.len() > 2 {
+            return Ok(None);
+        }
+        self.conn
+            .prepare_cached("SELECT n FROM common WHERE term = ?1")
+            .and_then(|mut s| s.query_row([tokens.join(" ")], |r| r.get(0)).optional())
+            .map_err(self.err())
+    }
+
+    /// The `common` table: (term, documents at least), by term.
+    #[cfg(test)]
+    pub fn common_terms(&self) -> Result<Vec<(String, i64)>, CacheError> {
+        common_rows(&self.conn).map_err(self.err())
+    }
+
+    /// How many documents an FTS5 expression matches, up to `limit`.
+    #[cfg(test)]
+    pub fn count_matching(&self, expr: &str, limit: i64) -> Result<i64, CacheError> {
+        self.count_upto(expr, limit)
     }
 
     /// How many documents match an FTS5 expression, counted up to `limit` (no BM25).
@@ -1620,7 +1700,8 @@ impl Cache {
             None => q.expr.to_owned(),
         };
         let (mut matched, mut counted_to) = (0, 0);
-        let own = self.own_bm25(q, &expr, &mut matched, &mut counted_to)?;
+        let floored = self.common_floor(q.phrases, self.fts_rows()?.map_or(0, half))?;
+        let own = self.own_bm25(q, &expr, &mut matched, &mut counted_to, floored)?;
         let rows = self.fts_select(
             "d.id, d.path, d.title, d.summary, -bm25(fts, 1.0, 0.0, 0.0, 0.0, 0.0)",
             &expr,
@@ -1853,6 +1934,198 @@ impl OwnBm25<'_> {
         }
         Ok(Some(score))
     }
+}
+
+/// A cache filled from nothing picks the words of the `common` table from this many of
+/// the first documents it inserts (a few in the unit tests).
+const COMMON_SAMPLE: usize = if cfg!(test) { 16 } else { 256 };
+
+/// The `common` table: lower bounds of how many documents hold, in their body, each word
+/// most documents hold, and each two-word phrase of such words. At half FTS5's rows or
+/// more a phrase's IDF is FTS5's floor whatever its count ([`Cache::common_floor`]), so a
+/// query of such words is not counted to half the rows (a walk of half their doclists).
+/// Filled from nothing: every word of the first [`COMMON_SAMPLE`] documents is counted,
+/// those in a quarter of them or more are kept and counted on, with the phrases of two of
+/// them from where each is first seen; the phrases in more documents than [`Cache::top`]
+/// scores up front are kept too (it then does not read them). An update counts what it inserts and takes every
+/// document it removes off every term (which it may not have held): a lower bound still.
+/// A body [`ascii_tokens`] cannot cut is not counted.
+struct Common {
+    /// Per term: its text (`word` or `word word`), its documents counted, the last
+    /// document counted (one count per document).
+    terms: Vec<(String, i64, u64)>,
+    words: HashMap<String, usize>,
+    pairs: HashMap<(usize, usize), usize>,
+    /// Filled from nothing: phrases of two counted words are added when first seen.
+    grow: bool,
+    /// While picking the words: the documents read and every word's documents.
+    sample: Option<(usize, BTreeMap<String, i64>)>,
+    /// Documents counted (`terms`' third field).
+    docs: u64,
+    /// Documents removed (an update's).
+    removed: i64,
+    /// Documents counted, the sample's too.
+    total: i64,
+}
+
+impl Common {
+    fn sampling() -> Common {
+        Common {
+            terms: Vec::new(),
+            words: HashMap::new(),
+            pairs: HashMap::new(),
+            grow: true,
+            sample: Some((0, BTreeMap::new())),
+            docs: 0,
+            removed: 0,
+            total: 0,
+        }
+    }
+
+    /// The table as stored, for an update to count on (no new term).
+    fn load(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<Common> {
+        let mut c = Common {
+            grow: false,
+            sample: None,
+            ..Common::sampling()
+        };
+        let rows = common_rows(tx)?;
+        // Words first, so that every phrase finds its two.
+        let (words, phrases): (Vec<_>, Vec<_>) =
+            rows.into_iter().partition(|(t, _)| !t.contains(' '));
+        for (term, _) in words {
+            c.words.insert(term.clone(), c.terms.len());
+            c.terms.push((term, 0, 0));
+        }
+        for (term, _) in phrases {
+            let ids = term
+                .split_once(' ')
+                .and_then(|(a, b)| Some((*c.words.get(a)?, *c.words.get(b)?)));
+            if let Some(ids) = ids {
+                c.pairs.insert(ids, c.terms.len());
+                c.terms.push((term, 0, 0));
+            }
+        }
+        Ok(c)
+    }
+
+    /// `n` documents were taken out of the cache.
+    fn removed(&mut self, n: usize) {
+        self.removed += n as i64;
+    }
+
+    /// One document inserted, its body column's text `indexed`.
+    fn add(&mut self, indexed: &str) {
+        let lower = indexed.to_ascii_lowercase();
+        let Some(tokens) = ascii_tokens(&lower) else {
+            return;
+        };
+        self.total += 1;
+        if let Some((seen, counts)) = &mut self.sample {
+            let distinct: BTreeSet<&str> = tokens.iter().copied().collect();
+            for t in distinct {
+                *counts.entry(t.to_owned()).or_default() += 1;
+            }
+            *seen += 1;
+            if *seen >= COMMON_SAMPLE {
+                self.pick();
+            }
+            return;
+        }
+        self.docs += 1;
+        let doc = self.docs;
+        let mut prev: Option<usize> = None;
+        for t in tokens {
+            let word = self.words.get(t).copied();
+            if let Some(w) = word {
+                let term = &mut self.terms[w];
+                if term.2 != doc {
+                    term.1 += 1;
+                    term.2 = doc;
+                }
+            }
+            if let (Some(a), Some(b)) = (prev, word) {
+                let at = match self.pairs.get(&(a, b)) {
+                    Some(at) => Some(*at),
+                    None if self.grow => {
+                        let text = format!("{} {}", self.terms[a].0, self.terms[b].0);
+                        self.pairs.insert((a, b), self.terms.len());
+                        self.terms.push((text, 0, 0));
+                        Some(self.terms.len() - 1)
+                    }
+                    None => None,
+                };
+                if let Some(at) = at {
+                    let term = &mut self.terms[at];
+                    if term.2 != doc {
+                        term.1 += 1;
+                        term.2 = doc;
+                    }
+                }
+            }
+            prev = word;
+        }
+    }
+
+    /// Keep the sample's words in a quarter of its documents or more, with their counts.
+    fn pick(&mut self) {
+        let Some((seen, counts)) = self.sample.take() else {
+            return;
+        };
+        let least = (seen as i64 / 4).max(1);
+        for (word, n) in counts {
+            if n >= least {
+                self.words.insert(word.clone(), self.terms.len());
+                self.terms.push((word, n, 0));
+            }
+        }
+    }
+
+    /// Write the counts: filled from nothing, the terms in a quarter of the documents
+    /// counted or more, and the phrases in more than [`PHRASE_UP_FRONT`] (the table was
+    /// emptied); else each term's count moved by what was
+    /// inserted and removed.
+    fn store(mut self, tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+        if self.grow {
+            self.pick();
+            // A phrase held by more documents than are scored up front is kept too: its
+            // holders are then not read (see [`Cache::top`]).
+            let least = (self.total / 4).max(1);
+            let phrase_least = least.min(PHRASE_UP_FRONT as i64 + 1);
+            let mut ins = tx.prepare("INSERT INTO common(term, n) VALUES (?1, ?2)")?;
+            let mut terms: Vec<&(String, i64, u64)> = self
+                .terms
+                .iter()
+                .filter(|t| {
+                    t.1 >= if t.0.contains(' ') {
+                        phrase_least
+                    } else {
+                        least
+                    }
+                })
+                .collect();
+            terms.sort();
+            for (term, n, _) in terms {
+                ins.execute(params![term, n])?;
+            }
+            return Ok(());
+        }
+        let mut upd = tx.prepare("UPDATE common SET n = n + ?2 WHERE term = ?1")?;
+        for (term, n, _) in &self.terms {
+            let moved = n - self.removed;
+            if moved != 0 {
+                upd.execute(params![term, moved])?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `common` table's rows (term, documents at least), by term.
+fn common_rows(conn: &Connection) -> rusqlite::Result<Vec<(String, i64)>> {
+    let mut stmt = conn.prepare("SELECT term, n FROM common ORDER BY term")?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    rows.collect()
 }
 
 /// The body of a document's text the cache keeps (bounded by [`indexed_body`]).
