@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 use dsh_chapters::testkit::writer::TurnSpec;
 
@@ -470,4 +471,75 @@ fn two_searches_at_once_during_an_archive() {
     }
     assert_eq!(search(&sb, &["MD013"])["total"], 1);
     assert!(search(&sb, &["quokkas"])["total"].as_u64().expect("total") >= 1);
+}
+
+/// Issue 16 point 2: a search killed (SIGKILL) at any moment of filling the search table and
+/// the FTS5 cache — a first build with its final merge, or the next search's update — leaves
+/// a cache the next search uses or rebuilds, and answers as a cache built in one go does.
+#[test]
+fn a_search_killed_while_it_fills_the_cache_answers_as_a_clean_build_does() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    // Enough documents that filling the cache takes a while in a debug build: 2,400 chapters
+    // of ~1.6 KB in 24 folders, every one holding `gadget`, one of them `needle7x42`.
+    let filler: String = (0..180).map(|i| format!("word{} ", i * 7 % 97)).collect();
+    let write_folder = |f: usize| {
+        let dir = sb.store().join(format!("s{f}")).join("chapters");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        for c in 0..100 {
+            std::fs::write(
+                dir.join(format!("{c:03}-gadget.md")),
+                format!("---\ntitle: \"gadget {f} {c}\"\nkind: chapter\nprojectKey: \"x\"\ntopics: [gadget]\ndate: \"2026-01-02T00:00:00Z\"\n---\nneedle{f}x{c} gadget {filler}\n"),
+            )
+            .expect("write");
+        }
+    };
+    for f in 0..20 {
+        write_folder(f);
+    }
+    let query = ["needle7x42 gadget", "--cross-project"];
+    let (mut kills, mut killed_with_a_cache) = (0, 0);
+    for (round, delay_ms) in [2u64, 10, 30, 60, 120, 250, 500, 900, 1500]
+        .into_iter()
+        .enumerate()
+    {
+        if round == 5 {
+            // The next searches update a built cache with new folders.
+            for f in 20..24 {
+                write_folder(f);
+            }
+        }
+        if sb.killed_after(
+            &["search", query[0], query[1]],
+            Duration::from_millis(delay_ms),
+        ) {
+            kills += 1;
+            killed_with_a_cache += usize::from(cache_file(&sb).exists());
+        }
+    }
+    assert!(
+        kills >= 3,
+        "the searches finished too fast to be killed; make the corpus bigger"
+    );
+    // Some kills came while the cache file was being filled or updated, not only before it.
+    assert!(
+        killed_with_a_cache >= 1,
+        "{kills} kills, none with a cache on disk"
+    );
+    let after_kills = search(&sb, &query);
+    assert_eq!(after_kills["documents"], 2400, "{after_kills}");
+    let cache = cache_file(&sb);
+    for f in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{f}", cache.display()));
+    }
+    let clean = search(&sb, &query);
+    assert_eq!(matches(&after_kills), matches(&clean));
+    assert_eq!(after_kills["total"], clean["total"]);
+    assert!(
+        matches(&clean)[0]["path"]
+            .as_str()
+            .expect("path")
+            .ends_with("s7/chapters/042-gadget.md"),
+        "{clean}"
+    );
 }
