@@ -196,10 +196,7 @@ impl<'t> TurnText<'t> {
                 } else if let Some(text) = event.assistant_text() {
                     Some(Item::Assistant(Cow::Borrowed(text)))
                 } else if let Some(call) = event.tool_call() {
-                    Some(Item::Call {
-                        name: Cow::Borrowed(&call.name),
-                        arguments: Cow::Borrowed(&call.arguments),
-                    })
+                    Some(Item::call(call))
                 } else {
                     event
                         .tool_result()
@@ -214,9 +211,7 @@ impl<'t> TurnText<'t> {
             items,
         }
     }
-}
 
-impl<'t> TurnText<'t> {
     /// The tool calls of `turn` alone, all [`first_touch`] reads: a chapter's fallback name
     /// no longer redacts the turn's whole text (its tool output, most of it) to find them.
     pub fn calls_of(turn: &'t CompletedTurn) -> TurnText<'t> {
@@ -228,11 +223,17 @@ impl<'t> TurnText<'t> {
                 .events
                 .iter()
                 .filter_map(|event| event.tool_call())
-                .map(|call| Item::Call {
-                    name: Cow::Borrowed(&call.name),
-                    arguments: Cow::Borrowed(&call.arguments),
-                })
+                .map(Item::call)
                 .collect(),
+        }
+    }
+}
+
+impl<'t> Item<'t> {
+    fn call(call: &'t crate::session::event::ToolCall) -> Item<'t> {
+        Item::Call {
+            name: Cow::Borrowed(&call.name),
+            arguments: Cow::Borrowed(&call.arguments),
         }
     }
 }

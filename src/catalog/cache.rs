@@ -2038,11 +2038,7 @@ impl Common {
         for t in tokens {
             let word = self.words.get(t).copied();
             if let Some(w) = word {
-                let term = &mut self.terms[w];
-                if term.2 != doc {
-                    term.1 += 1;
-                    term.2 = doc;
-                }
+                self.count(w, doc);
             }
             if let (Some(a), Some(b)) = (prev, word) {
                 let at = match self.pairs.get(&(a, b)) {
@@ -2056,14 +2052,19 @@ impl Common {
                     None => None,
                 };
                 if let Some(at) = at {
-                    let term = &mut self.terms[at];
-                    if term.2 != doc {
-                        term.1 += 1;
-                        term.2 = doc;
-                    }
+                    self.count(at, doc);
                 }
             }
             prev = word;
+        }
+    }
+
+    /// Term `at` is in document `doc`: counted once per document.
+    fn count(&mut self, at: usize, doc: u64) {
+        let term = &mut self.terms[at];
+        if term.2 != doc {
+            term.1 += 1;
+            term.2 = doc;
         }
     }
 
