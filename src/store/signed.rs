@@ -348,6 +348,22 @@ mod tests {
         list_all_end(read(dir, Some(&again), 104));
     }
 
+    /// A hint that cannot be written never fails its signer, and its reader, unable to read
+    /// it, lists every root and keeps no cursor (here: a directory in the hint's place).
+    #[test]
+    fn a_hint_that_cannot_be_written_fails_no_signer_and_lists_every_root() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let store = crate::store::Store::init(tmp.path()).expect("store");
+        fs::create_dir_all(signed_path(store.dir()).join("x")).expect("a directory in its place");
+        let held = store.lock_collections().expect("lock");
+        note(store.dir(), "s1", &held);
+        assert!(try_note(&signed_path(store.dir()), "s1").is_err());
+        assert!(matches!(
+            read(store.dir(), None, 100),
+            Since::ListAll { end: None, .. }
+        ));
+    }
+
     /// Past `MAX_BYTES` the signer starts over; past `COMPACT_AT` the reader does, and the
     /// cursor it returns reads on from the new generation.
     #[test]
