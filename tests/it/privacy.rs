@@ -482,9 +482,18 @@ fn no_secret_or_piece_of_one_in_the_store_mirror_pool_or_answers() {
     m.ok(&["index", "rebuild"]);
     m.ok(&["sync"]);
 
+    // A search first, so the full-text cache (its text, catalog and common-word counts)
+    // is on disk with the rest, checkpointed into its file.
+    m.ok(&["search", "rotate"]);
     let mut haystacks = Vec::new();
     files_under(&m.store(), &mut haystacks);
     files_under(&m.ws.join(".dsh-knowledge"), &mut haystacks);
+    assert!(
+        haystacks
+            .iter()
+            .any(|(name, bytes)| name.ends_with("fts.sqlite3") && bytes.len() > 4096),
+        "the full-text cache is among the files read"
+    );
     haystacks.extend(pool_objects(&pool));
     for args in [
         vec!["search", "rotate", "--json"],
