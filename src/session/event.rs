@@ -60,32 +60,32 @@ enum Payload {
 /// chapter's end unread: building and dropping their trees was most of the parse's
 /// allocations.
 #[derive(Debug)]
-pub(crate) struct Verbatim {
-    text: Option<Box<RawValue>>,
-    tree: OnceLock<Value>,
+pub(crate) enum Verbatim {
+    Tree(Value),
+    /// The checked text, and its tree once asked for.
+    Text {
+        text: Box<RawValue>,
+        tree: OnceLock<Value>,
+    },
 }
 
 impl Verbatim {
     fn of_tree(tree: Value) -> Verbatim {
-        Verbatim {
-            text: None,
-            tree: OnceLock::from(tree),
-        }
+        Verbatim::Tree(tree)
     }
 
     fn of_text(text: Box<RawValue>) -> Verbatim {
-        Verbatim {
-            text: Some(text),
+        Verbatim::Text {
+            text,
             tree: OnceLock::new(),
         }
     }
 
     fn get(&self) -> &Value {
-        self.tree.get_or_init(|| match &self.text {
-            Some(text) => checked_tree(text),
-            // Unreachable: a value made without text is made with its tree.
-            None => Value::Null,
-        })
+        match self {
+            Verbatim::Tree(tree) => tree,
+            Verbatim::Text { text, tree } => tree.get_or_init(|| checked_tree(text)),
+        }
     }
 }
 
