@@ -353,9 +353,9 @@ fn query_worker(ws: &Path, rounds: usize) {
         let corpus = search::open(ws, PK, false, LOCK).expect("open");
         let req = search::Request {
             query: Parsed::parse("error"),
-            filters: search::Filters {
+            filters: search::Narrowing {
                 path: Some("src/parser/kalo.rs".into()),
-                ..search::Filters::default()
+                ..search::Narrowing::default()
             },
             ..search::Request::default()
         };

@@ -20,8 +20,9 @@ use serde::Serialize;
 use crate::curation::Curation;
 use std::collections::BTreeSet;
 
-/// The filters a [`Request`] carries: the catalog's own type, one list of filter fields.
-pub use crate::catalog::cache::Filters;
+use crate::catalog::cache::Filters;
+/// What a [`Request`] narrows by: the catalog's own type, one list of filter fields.
+pub use crate::catalog::cache::Narrowing;
 use crate::catalog::cache::{
     short_id, Bounds, Cache, CacheError, Row, ScoreFields, TopQuery, TopRow, TopicTest,
     ARTIFACT_KIND,
@@ -230,10 +231,9 @@ pub struct Request {
     /// A canonical topic every result must carry.
     pub topic: Option<String>,
     /// Which documents: kind, harness, machine, session, dates, a file the signature names,
-    /// artifacts. Its `project_key` and `include_mirror` are the door's own (this project
-    /// unless the door is cross-project; the mirror when linked): the door sets them,
-    /// whatever they say here.
-    pub filters: Filters,
+    /// artifacts — inside the door's scope (this project unless the door is cross-project;
+    /// the mirror when linked), which the door alone sets.
+    pub filters: Narrowing,
 }
 
 impl Request {
@@ -459,7 +459,7 @@ impl Corpus {
         Filters {
             project_key: (!self.cross_project).then(|| self.project_key.clone()),
             include_mirror: self.door == Door::PoolAndStore,
-            ..req.filters.clone()
+            narrowing: req.filters.clone(),
         }
     }
 
@@ -985,31 +985,22 @@ pub fn document_fields(row: &Row) -> serde_json::Map<String, serde_json::Value> 
 /// table found without them).
 fn passes(row: Option<&Row>, f: &Filters, named_path: Option<&BTreeSet<String>>) -> bool {
     let Some(r) = row else {
-        return f.kind.is_none()
-            && f.harness.is_none()
-            && f.machine.is_none()
-            && f.session.is_none()
-            && f.since_ms.is_none()
-            && f.until_ms.is_none()
-            && f.path.is_none();
+        return !f.narrowing.narrows();
     };
     let eq = |want: &Option<String>, have: &str| {
         want.as_ref()
             .is_none_or(|w| w.to_lowercase() == have.to_lowercase())
     };
-    let wants_artifacts = f.artifacts
-        || f.kind
-            .as_deref()
-            .is_some_and(|k| k.eq_ignore_ascii_case(ARTIFACT_KIND));
-    (wants_artifacts || r.meta.kind != ARTIFACT_KIND)
-        && eq(&f.kind, &r.meta.kind)
-        && eq(&f.harness, &r.harness)
-        && eq(&f.machine, &r.machine)
+    let n = &f.narrowing;
+    (n.wants_artifacts() || r.meta.kind != ARTIFACT_KIND)
+        && eq(&n.kind, &r.meta.kind)
+        && eq(&n.harness, &r.harness)
+        && eq(&n.machine, &r.machine)
         && (f.include_mirror || !r.mirror)
         && f.project_key
             .as_ref()
             .is_none_or(|pk| *pk == r.meta.project_key)
-        && f.session.as_ref().is_none_or(|s| {
+        && n.session.as_ref().is_none_or(|s| {
             r.meta
                 .session_id
                 .as_deref()
@@ -1017,8 +1008,8 @@ fn passes(row: Option<&Row>, f: &Filters, named_path: Option<&BTreeSet<String>>)
                 || r.root.starts_with(s.as_str())
                 || r.root.starts_with(&format!("session-{s}"))
         })
-        && f.since_ms.is_none_or(|t| r.date_ms.is_some_and(|d| d >= t))
-        && f.until_ms.is_none_or(|t| r.date_ms.is_some_and(|d| d < t))
+        && n.since_ms.is_none_or(|t| r.date_ms.is_some_and(|d| d >= t))
+        && n.until_ms.is_none_or(|t| r.date_ms.is_some_and(|d| d < t))
         && named_path.is_none_or(|set| set.contains(&r.path))
 }
 
@@ -1179,7 +1170,7 @@ mod tests {
             Some(expr) => Some(cache.paths_matching(&expr)?),
             None => None,
         };
-        let named_path = match &filters.path {
+        let named_path = match &filters.narrowing.path {
             Some(_) => Some(
                 cache
                     .list(&filters, None)?
@@ -1573,9 +1564,9 @@ mod tests {
                 for text in [format!("{a} {b}"), format!("{a} {b} parser")] {
                     for machine in [None, Some("m1")] {
                         let req = Request {
-                            filters: Filters {
+                            filters: Narrowing {
                                 machine: machine.map(str::to_owned),
-                                ..Filters::default()
+                                ..Narrowing::default()
                             },
                             ..Request::text(&text, None)
                         };
@@ -1638,8 +1629,11 @@ mod tests {
     /// Filters that leave no document out.
     fn every_document() -> Filters {
         Filters {
+            narrowing: Narrowing {
+                artifacts: true,
+                ..Narrowing::default()
+            },
             include_mirror: true,
-            artifacts: true,
             ..Filters::default()
         }
     }
@@ -1779,9 +1773,9 @@ mod tests {
         requests.push((
             "timeout --kind plan".into(),
             Request {
-                filters: Filters {
+                filters: Narrowing {
                     kind: Some("plan".into()),
-                    ..Filters::default()
+                    ..Narrowing::default()
                 },
                 ..q("timeout")
             },
@@ -1789,10 +1783,10 @@ mod tests {
         requests.push((
             "header --since --until".into(),
             Request {
-                filters: Filters {
+                filters: Narrowing {
                     since_ms: crate::time::parse_rfc3339_ms("2026-03-01T00:00:00Z"),
                     until_ms: crate::time::parse_rfc3339_ms("2026-09-01T00:00:00Z"),
-                    ..Filters::default()
+                    ..Narrowing::default()
                 },
                 ..q("header")
             },
@@ -1800,9 +1794,9 @@ mod tests {
         requests.push((
             "render --path".into(),
             Request {
-                filters: Filters {
+                filters: Narrowing {
                     path: Some("render/mod.rs".into()),
-                    ..Filters::default()
+                    ..Narrowing::default()
                 },
                 ..q("render")
             },
@@ -1810,10 +1804,10 @@ mod tests {
         requests.push((
             "billing --machine m1 --session".into(),
             Request {
-                filters: Filters {
+                filters: Narrowing {
                     machine: Some("m1".into()),
                     session: Some("00000002".into()),
-                    ..Filters::default()
+                    ..Narrowing::default()
                 },
                 ..q("billing")
             },

@@ -28,7 +28,7 @@ pub const CACHE_FILE: &str = "fts.sqlite3";
 pub const CACHE_VERSION: i64 = 8;
 /// `PRAGMA application_id` of this cache ("dshs"): anything else in its place is not ours.
 const APPLICATION_ID: i64 = 0x6473_6873;
-/// The kind of an artifact document (searched only when asked: [`Filters::artifacts`]).
+/// The kind of an artifact document (searched only when asked: [`Narrowing::artifacts`]).
 pub const ARTIFACT_KIND: &str = "artifact";
 /// SQLite's page cache for one search, in KiB when negative (heap, freed with the search;
 /// not `mmap`: mapped pages a search touches count in its resident memory, 171 MiB at
@@ -86,9 +86,10 @@ impl Row {
     }
 }
 
-/// The filters a search or a listing applies to catalog rows.
+/// What a person narrows a search or a listing by: the part of [`Filters`] a request
+/// carries (`chapters search`'s flags, the MCP tools' arguments).
 #[derive(Debug, Clone, Default)]
-pub struct Filters {
+pub struct Narrowing {
     pub kind: Option<String>,
     pub harness: Option<String>,
     pub machine: Option<String>,
@@ -101,6 +102,35 @@ pub struct Filters {
     /// Artifacts (kind `artifact`) are searched too; without it they are left out (unless
     /// `kind` asks for them).
     pub artifacts: bool,
+}
+
+impl Narrowing {
+    /// Whether artifacts are searched: asked for, or the kind asked for.
+    pub fn wants_artifacts(&self) -> bool {
+        self.artifacts
+            || self
+                .kind
+                .as_deref()
+                .is_some_and(|k| k.eq_ignore_ascii_case(ARTIFACT_KIND))
+    }
+
+    /// Whether a field that keeps rows out is set (`artifacts` lets rows in).
+    pub fn narrows(&self) -> bool {
+        self.kind.is_some()
+            || self.harness.is_some()
+            || self.machine.is_some()
+            || self.session.is_some()
+            || self.since_ms.is_some()
+            || self.until_ms.is_some()
+            || self.path.is_some()
+    }
+}
+
+/// The filters a search or a listing applies to catalog rows: a request's narrowing inside
+/// the door's scope (its project and whether it sees the mirror), which only the door sets.
+#[derive(Debug, Clone, Default)]
+pub struct Filters {
+    pub narrowing: Narrowing,
     /// `Some(pk)`: this project's documents only.
     pub project_key: Option<String>,
     pub include_mirror: bool,
@@ -272,14 +302,6 @@ impl Best {
             _ => last.score > bound,
         }
     }
-}
-
-/// Whether artifacts are searched.
-fn artifacts_wanted(f: &Filters) -> bool {
-    f.artifacts
-        || f.kind
-            .as_deref()
-            .is_some_and(|k| k.eq_ignore_ascii_case(ARTIFACT_KIND))
 }
 
 /// A document's fields as the ranking function in SQLite sees them.
@@ -820,7 +842,7 @@ impl Cache {
             prune_at: 2 * k,
         };
         // Artifacts are not in the search table: their field hits have no bound.
-        let unbounded = artifacts_wanted(q.filters);
+        let unbounded = q.filters.narrowing.wants_artifacts();
         // The whole-query phrase's documents, read before anything is counted (up to one
         // more than are scored up front): when they are all read and at least `k`, they
         // alone can make the top `k` (below).
@@ -1117,7 +1139,7 @@ impl Cache {
             .map_err(self.err())?;
         // (b) Every match, newest rowid first; with `--path`, only among the documents whose
         // signatures name the file (found through the `files_tail` index).
-        let walk_more = match &q.filters.path {
+        let walk_more = match &q.filters.narrowing.path {
             Some(p) => {
                 let key = file_key(p);
                 let esc = key
@@ -1543,17 +1565,10 @@ impl Cache {
     /// Whether no document of this cache is left out by `f`: only the project, mirror and
     /// artifact filters, and every document passes them.
     fn filters_keep_all(&self, f: &Filters) -> Result<bool, CacheError> {
-        if f.kind.is_some()
-            || f.harness.is_some()
-            || f.machine.is_some()
-            || f.session.is_some()
-            || f.since_ms.is_some()
-            || f.until_ms.is_some()
-            || f.path.is_some()
-        {
+        if f.narrowing.narrows() {
             return Ok(false);
         }
-        let wants_artifacts = artifacts_wanted(f);
+        let wants_artifacts = f.narrowing.wants_artifacts();
         let mut stmt = self
             .conn
             .prepare_cached("SELECT project_key, mirror, artifact FROM counts WHERE n > 0")
@@ -1619,12 +1634,15 @@ impl Cache {
     /// Whether the document `id` names the file of the `--path` filter in its signature
     /// (true when the filter is not set).
     pub fn id_names_path(&self, id: i64, filters: &Filters) -> Result<bool, CacheError> {
-        if filters.path.is_none() {
+        if filters.narrowing.path.is_none() {
             return Ok(true);
         }
         let (clause, args) = filter_sql(&Filters {
-            path: filters.path.clone(),
-            artifacts: true,
+            narrowing: Narrowing {
+                path: filters.narrowing.path.clone(),
+                artifacts: true,
+                ..Narrowing::default()
+            },
             include_mirror: true,
             ..Filters::default()
         });
@@ -1780,8 +1798,11 @@ impl Cache {
             .matching(
                 expr,
                 &Filters {
+                    narrowing: Narrowing {
+                        artifacts: true,
+                        ..Narrowing::default()
+                    },
                     include_mirror: true,
-                    artifacts: true,
                     ..Filters::default()
                 },
             )?
@@ -2342,11 +2363,11 @@ fn filter_sql(f: &Filters) -> (String, Vec<rusqlite::types::Value>) {
             args.push(rusqlite::types::Value::from(v.clone()));
         }
     };
-    eq(&mut clause, "kind", &f.kind, &mut args);
-    eq(&mut clause, "harness", &f.harness, &mut args);
-    eq(&mut clause, "machine", &f.machine, &mut args);
+    eq(&mut clause, "kind", &f.narrowing.kind, &mut args);
+    eq(&mut clause, "harness", &f.narrowing.harness, &mut args);
+    eq(&mut clause, "machine", &f.narrowing.machine, &mut args);
     eq(&mut clause, "project_key", &f.project_key, &mut args);
-    if let Some(s) = &f.session {
+    if let Some(s) = &f.narrowing.session {
         clause.push_str(" AND (d.session LIKE ? ESCAPE '\\' OR d.root LIKE ? ESCAPE '\\' OR d.root LIKE ? ESCAPE '\\')");
         let esc = s
             .replace('\\', "\\\\")
@@ -2356,21 +2377,21 @@ fn filter_sql(f: &Filters) -> (String, Vec<rusqlite::types::Value>) {
         args.push(format!("{esc}%").into());
         args.push(format!("session-{esc}%").into());
     }
-    if let Some(ms) = f.since_ms {
+    if let Some(ms) = f.narrowing.since_ms {
         clause.push_str(" AND d.date_ms >= ?");
         args.push(ms.into());
     }
-    if let Some(ms) = f.until_ms {
+    if let Some(ms) = f.narrowing.until_ms {
         clause.push_str(" AND d.date_ms < ?");
         args.push(ms.into());
     }
     if !f.include_mirror {
         clause.push_str(" AND d.mirror = 0");
     }
-    if !artifacts_wanted(f) {
+    if !f.narrowing.wants_artifacts() {
         clause.push_str(&format!(" AND d.kind != '{ARTIFACT_KIND}'"));
     }
-    if let Some(p) = &f.path {
+    if let Some(p) = &f.narrowing.path {
         // A file the document's signature names: the whole path or its last components.
         let key = file_key(p);
         let esc = key
@@ -2761,7 +2782,10 @@ mod tests {
     #[test]
     fn the_path_filter_compares_whole_trailing_components() {
         let (clause, args) = filter_sql(&Filters {
-            path: Some("export/csv_1.rs".into()),
+            narrowing: Narrowing {
+                path: Some("export/csv_1.rs".into()),
+                ..Narrowing::default()
+            },
             include_mirror: true,
             ..Filters::default()
         });
@@ -2776,7 +2800,10 @@ mod tests {
             ]
         );
         let (clause, _) = filter_sql(&Filters {
-            kind: Some("Artifact".into()),
+            narrowing: Narrowing {
+                kind: Some("Artifact".into()),
+                ..Narrowing::default()
+            },
             ..Filters::default()
         });
         assert!(!clause.contains("!= 'artifact'"), "{clause}");

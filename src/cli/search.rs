@@ -89,7 +89,7 @@ impl Filters {
         search::Request {
             query,
             topic,
-            filters: search::Filters {
+            filters: search::Narrowing {
                 kind: self.kind.clone(),
                 harness: self.harness.clone(),
                 machine: self.machine.clone(),
@@ -98,7 +98,7 @@ impl Filters {
                 until_ms: when("--until", &self.until),
                 path: self.path.clone(),
                 artifacts: self.artifacts,
-                ..search::Filters::default()
+                ..search::Narrowing::default()
             },
         }
     }

@@ -491,7 +491,7 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
     let request = search::Request {
         query,
         topic,
-        filters: search::Filters {
+        filters: search::Narrowing {
             kind: args.string("kind", false)?,
             harness: args.string("harness", false)?,
             machine: args.string("machine", false)?,
@@ -500,7 +500,7 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
             until_ms,
             path: args.string("path", false)?,
             artifacts: args.flag("artifacts")?,
-            ..search::Filters::default()
+            ..search::Narrowing::default()
         },
     };
     let params = score::ScoreParams {
