@@ -98,7 +98,6 @@ impl Filters {
                 until_ms: when("--until", &self.until),
                 path: self.path.clone(),
                 artifacts: self.artifacts,
-                ..search::Narrowing::default()
             },
         }
     }

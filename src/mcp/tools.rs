@@ -500,7 +500,6 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
             until_ms,
             path: args.string("path", false)?,
             artifacts: args.flag("artifacts")?,
-            ..search::Narrowing::default()
         },
     };
     let params = score::ScoreParams {
