@@ -5,7 +5,9 @@
 //! 1. Generated sessions: `QUALITY_SEEDS=N` (default 200) sessions of `QUALITY_TURNS`
 //!    (default 40) turns.
 //! 2. The real Claude Code sessions labelled by hand in `tests/it/fixtures/labelled/`
-//!    (`QUALITY_REAL_DIR` for another copy of them), read as the archive reads a quiet log.
+//!    (`QUALITY_REAL_DIR` for another copy of them), read as the archive reads a quiet log;
+//!    the two held-out sets (the five, and six from another repository) are printed apart
+//!    and left out of the chosen-on total.
 
 use std::path::{Path, PathBuf};
 
@@ -42,6 +44,10 @@ fn main() {
         ("added after the signals", quality::REAL_LATER),
         ("added after the brief follow-up", quality::REAL_NEWEST),
         ("held out", quality::REAL_HELD_OUT),
+        (
+            "held out, another repository: entireio/git-sync",
+            quality::REAL_OTHER_REPO,
+        ),
     ] {
         let mut total = vec![Quality::default(); TAUS.len()];
         let mut turns_read = 0;
@@ -52,7 +58,8 @@ fn main() {
             let labels = HandLabels::parse(&text).expect("labels parse");
             let got = measure_real(&turns, &labels, &workspace, &TAUS, 8000, 8000, redactor);
             // The held-out sessions stay out of the chosen-on total.
-            let chosen_on = if names == quality::REAL_HELD_OUT {
+            let chosen_on = if names == quality::REAL_HELD_OUT || names == quality::REAL_OTHER_REPO
+            {
                 &mut held_out
             } else {
                 &mut all
@@ -83,7 +90,7 @@ fn main() {
     println!();
     println!(
         "all {} real sessions, the held out included",
-        chosen_on + quality::REAL_HELD_OUT.len()
+        chosen_on + quality::REAL_HELD_OUT.len() + quality::REAL_OTHER_REPO.len()
     );
     table(&all);
 }

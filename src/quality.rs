@@ -63,6 +63,18 @@ pub const REAL_HELD_OUT: &[&str] = &[
     "entire-test-repo-hook",
     "entire-hooks-wrapper",
 ];
+/// Another repository's sessions (entireio/git-sync), labelled (h18e) from their prompts
+/// and the agent's replies and the labels committed before composing them; held out from
+/// the prompt-shape cues chosen on the fourteen (`REAL_TUNED` to `REAL_NEWEST`) and from
+/// every choice since.
+pub const REAL_OTHER_REPO: &[&str] = &[
+    "gitsync-prune-tests",
+    "gitsync-sha256-reviews",
+    "gitsync-credential-helper",
+    "gitsync-pr65-redirect",
+    "gitsync-ssh-transport",
+    "gitsync-atomic-force",
+];
 
 /// What one or more sessions measured.
 #[derive(Debug, Clone, Default, PartialEq)]
