@@ -25,6 +25,7 @@ use serde::Serialize;
 use crate::compose::{self, ComposeConfig, ComposeError};
 use crate::config::Config;
 use crate::identity::Identity;
+use crate::names::NameList;
 use crate::redact::{ConfigRedactor, Redacted, RedactionCounts, Redactor};
 use crate::render::{self, ChapterMeta};
 use crate::session::discover::{self, SessionLog};
@@ -79,8 +80,9 @@ pub struct SessionReport {
     pub generation: u32,
     pub turns_signed: u64,
     pub turns_archived: u64,
-    pub chapters: Vec<String>,
-    pub plans: Vec<String>,
+    /// File names, in the order written.
+    pub chapters: NameList,
+    pub plans: NameList,
     pub artifacts_written: u64,
     /// The in-flight turn's seqs, left for a later archive.
     pub in_flight: Option<(u64, u64)>,
@@ -1015,10 +1017,10 @@ fn write_chapter(
     }
     for plan in &rendered.plans {
         group.write_document(plan)?;
-        report.plans.push(plan.file_name.clone());
+        report.plans.push(&plan.file_name);
     }
     group.write_document(&rendered.chapter)?;
-    report.chapters.push(rendered.chapter.file_name.clone());
+    report.chapters.push(&rendered.chapter.file_name);
     Ok(())
 }
 

@@ -5,6 +5,71 @@
 //! (harness ids), the render, the rules, the index and the pool share one rule and one hash
 //! without depending on each other. Pure.
 
+/// File names in the order written (a list in JSON), held as one text, a name a line: an
+/// archive of thousands of chapters keeps one block, not a block per name. Names with no line
+/// break only (a document's name: `Store::write_document_in` refuses one).
+///
+/// What an archive holds that grows with the session is kept this way: blocks that live the
+/// whole run, allocated among a thread's large transient ones, kept its heap from shrinking
+/// (peak RSS grew with the log by ~1.5 times their bytes), and a block grown by doubling in a
+/// thread's heap leaves a hole at each step. So a list past [`GROWING_FROM`] bytes takes
+/// [`GROWING_RESERVE`] bytes of address space: a block that large is mapped on its own, its
+/// pages become memory only as they are written, and growing it past that moves nothing.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct NameList {
+    text: String,
+    len: usize,
+}
+
+/// Bytes of address space a list that grows with the session takes at its start (see
+/// [`NameList`]); `compose::EarlierTopics` sizes its run by it too.
+pub const GROWING_RESERVE: usize = 1 << 20;
+/// Bytes a [`NameList`] grows to as any string does (most lists are a few names).
+const GROWING_FROM: usize = 4 << 10;
+
+impl NameList {
+    pub fn push(&mut self, name: &str) {
+        debug_assert!(!name.contains('\n'), "a name a line");
+        let needed = self.text.len() + name.len() + 1;
+        if needed > self.text.capacity() && needed > GROWING_FROM {
+            // Past a few KiB, straight to the reserve (then doubling, which maps it anew).
+            self.text
+                .reserve(GROWING_RESERVE.max(needed) - self.text.len());
+        }
+        self.text.push_str(name);
+        self.text.push('\n');
+        self.len += 1;
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn iter(&self) -> std::str::Lines<'_> {
+        self.text.lines()
+    }
+
+    pub fn first(&self) -> Option<&str> {
+        self.iter().next()
+    }
+
+    /// Forget every name, keeping the room.
+    pub fn clear(&mut self) {
+        self.text.clear();
+        self.len = 0;
+    }
+}
+
+impl serde::Serialize for NameList {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.iter())
+    }
+}
+
 /// Longest id accepted: room for our suffixes and temp-file decorations within the 255-byte
 /// file name limit (session ids are 36-character UUIDs).
 const MAX_ID_BYTES: usize = 128;
@@ -88,4 +153,35 @@ pub fn input_hash<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> 
         .collect();
     lines.sort();
     sha256_hex(lines.concat().as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_list_is_the_list_of_its_names_past_its_reserve() {
+        // Enough names to cross both steps: the few KiB grown as any string, the reserve,
+        // and doubling past it.
+        let names: Vec<String> = (0..40_000)
+            .map(|i| format!("{i:05}-a-chapter-about-something.md"))
+            .collect();
+        let mut list = NameList::default();
+        assert!(list.is_empty() && list.first().is_none());
+        for (i, name) in names.iter().enumerate() {
+            list.push(name);
+            assert_eq!(list.len(), i + 1);
+        }
+        assert!(list.text.len() > GROWING_RESERVE);
+        assert!(list.iter().eq(names.iter().map(String::as_str)));
+        assert_eq!(list.first(), Some(names[0].as_str()));
+        // In JSON, the list it stands for.
+        assert_eq!(
+            serde_json::to_string(&list).unwrap(),
+            serde_json::to_string(&names).unwrap()
+        );
+        list.clear();
+        assert!(list.is_empty() && list.iter().next().is_none());
+        assert_eq!(serde_json::to_string(&list).unwrap(), "[]");
+    }
 }

@@ -96,7 +96,7 @@ fn report_text(report: &ArchiveReport) -> String {
     }
     for s in &report.sessions {
         let _ = writeln!(out, "{}", summary_line(s));
-        for c in s.chapters.iter().chain(&s.plans) {
+        for c in s.chapters.iter().chain(s.plans.iter()) {
             let _ = writeln!(out, "  .dsh-chapters/{}/chapters/{c}", s.root_session_id);
         }
         if s.damage.is_some() {

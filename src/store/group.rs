@@ -55,10 +55,10 @@ pub struct Group<'s> {
     marked: bool,
     /// Whether anything was written since the last commit.
     dirty: bool,
-    /// Documents written since the last commit, in order, one name a line: named in the
-    /// change journal at commit, removed by [`Group::abort`]. One string, not a list of
-    /// strings or paths: an archive of thousands of chapters keeps ~40 bytes each.
-    created_docs: String,
+    /// Documents written since the last commit, in order: named in the change journal at
+    /// commit, removed by [`Group::abort`]. One string, not a list of strings or paths: an
+    /// archive of thousands of chapters keeps ~40 bytes each.
+    created_docs: crate::names::NameList,
     /// Artifacts this group created since the last commit, for [`Group::abort`]: their
     /// SHA-256 hex, 64 bytes each, back to back.
     created_artifacts: String,
@@ -180,7 +180,7 @@ impl Store {
             root,
             marked,
             dirty: false,
-            created_docs: String::new(),
+            created_docs: crate::names::NameList::default(),
             created_artifacts: String::new(),
             made_dirs: Default::default(),
         })
@@ -212,8 +212,7 @@ impl Group<'_> {
         )?;
         if written {
             // `write_document_in` checked the name: a safe file name, no line break.
-            self.created_docs.push_str(&doc.file_name);
-            self.created_docs.push('\n');
+            self.created_docs.push(&doc.file_name);
         }
         Ok(written)
     }
@@ -241,7 +240,7 @@ impl Group<'_> {
         let docs = self.store.chapters_dir(&self.root);
         let paths = self
             .created_docs
-            .lines()
+            .iter()
             .filter_map(|name| docs.as_ref().ok().map(|dir| dir.join(name)));
         let shas = self.created_artifacts.as_bytes().chunks(64);
         let artifacts = shas.filter_map(|sha| {
@@ -269,7 +268,7 @@ impl Group<'_> {
         self.store
             .append_commit(&highest(&dir, &self.root)?, self.redactor)?;
         if !self.created_docs.is_empty() {
-            let names: Vec<&str> = self.created_docs.lines().collect();
+            let names: Vec<&str> = self.created_docs.iter().collect();
             super::journal::record(self.store.dir(), &chapters_folder(&self.root), &names);
         }
         self.dirty = false;
