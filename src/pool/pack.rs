@@ -455,13 +455,17 @@ fn pack_range(
         .map(|oid| format!("{}\n", hex_of(oid)))
         .collect();
     // Each commit among them with its parents; trees and blobs are not revisions: skipped.
-    let Ok(parents) = git_stdout(
+    let parents = match git_stdout(
         git_dir,
         "rev-list",
         &["--no-walk", "--parents", "--stdin"],
         hex.as_bytes(),
-    ) else {
-        return Ok(None);
+    ) {
+        Ok(parents) => parents,
+        Err(e) => {
+            tracing::debug!(error = %e, "roll-up by --stdin-packs: the packs' commits were not listed");
+            return Ok(None);
+        }
     };
     let lines: Vec<Vec<&str>> = parents
         .lines()
@@ -484,12 +488,16 @@ fn pack_range(
     for parent in boundary {
         revs.push_str(&format!("^{parent}\n"));
     }
-    let Ok(name) = pack_objects(
+    let name = match pack_objects(
         git_dir,
         &["--revs", "--delta-base-offset", "-q"],
         revs.as_bytes(),
-    ) else {
-        return Ok(None);
+    ) {
+        Ok(name) => name,
+        Err(e) => {
+            tracing::debug!(error = %e, "roll-up by --stdin-packs: the walk of the packs' commits failed");
+            return Ok(None);
+        }
     };
     let Some(packed) = oids_in(&dir.join(format!("pack-{name}.idx"))) else {
         return Ok(None);
@@ -505,6 +513,7 @@ fn pack_range(
     if covered(&dir, &replaced, &packed, &others) {
         return Ok(Some(name));
     }
+    tracing::debug!("roll-up by --stdin-packs: the packs hold objects their commits do not bring");
     // A subset of the packs it would replace, which stay: removed (unless it is one of them).
     if !packs.contains(&format!("pack-{name}")) {
         remove_packs(&dir, &[format!("pack-{name}")])?;
