@@ -564,6 +564,51 @@ fn objects_in(idx: &Path) -> Option<u64> {
     Some(u64::from(u32::from_be_bytes(last)))
 }
 
+/// How old a git temp file in a pack directory must be before a sync removes it: a git still
+/// writing one (another machine's push into a shared local pool that raced the publish
+/// lock) touches it far more often than this.
+pub const STALE_GIT_TEMP: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Remove the temp files a killed git left in `git_dir`'s pack directory — `tmp_pack_*`,
+/// `tmp_idx_*`, `tmp_rev_*`, … (`git pack-objects`, `index-pack`) and `.tmp-*` (`git repack`)
+/// — last modified before `now - STALE_GIT_TEMP`; packs and their indexes are never touched.
+/// Returns how many were removed. A pack directory that is not there holds none.
+pub fn clear_stale_git_temp(git_dir: &Path, now: std::time::SystemTime) -> Result<u64, PackError> {
+    let dir = pack_dir(git_dir);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(source) => return Err(PackError::List { dir, source }),
+    };
+    let Some(cutoff) = now.checked_sub(STALE_GIT_TEMP) else {
+        return Ok(0);
+    };
+    let mut removed = 0;
+    for entry in entries {
+        let entry = entry.map_err(|source| PackError::List {
+            dir: dir.clone(),
+            source,
+        })?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with("tmp_") || name.starts_with(".tmp-")) {
+            continue;
+        }
+        // A file that vanished or cannot be read is no one's leftover to judge: left alone.
+        let Ok(meta) = entry.metadata() else { continue };
+        if !meta.is_file() || meta.modified().map_or(true, |at| at > cutoff) {
+            continue;
+        }
+        let path = entry.path();
+        match std::fs::remove_file(&path) {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(PackError::Remove { path, source }),
+        }
+    }
+    Ok(removed)
+}
+
 /// Remove packs (index first: a reader that still finds the index finds its pack).
 fn remove_packs(dir: &Path, stems: &[String]) -> Result<(), PackError> {
     for stem in stems {
@@ -770,6 +815,59 @@ mod tests {
             &crate::redact::echoed_text("publish"),
         )
         .expect("commit")
+    }
+
+    #[test]
+    fn only_git_temp_files_older_than_the_bar_are_cleared_from_a_pack_directory() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let path = tmp.path().join("pool.git");
+        let repo = GitRepo::init_bare(&path).expect("init");
+        let head = commit(&repo, 0, None);
+        repo.cas_ref("refs/heads/main", None, head, "publish")
+            .expect("cas");
+        after_publish(&path, head, None, None).expect("pack");
+        let dir = pack_dir(&path);
+        let now = std::time::SystemTime::now();
+        let old = now - STALE_GIT_TEMP - std::time::Duration::from_secs(60);
+        let touch = |name: &str, at: std::time::SystemTime| {
+            let file = std::fs::File::create(dir.join(name)).expect("create");
+            file.set_modified(at).expect("mtime");
+        };
+        for name in [
+            "tmp_pack_Ab12Cd",
+            "tmp_idx_Ab12Cd",
+            "tmp_rev_Ab12Cd",
+            ".tmp-4242-pack",
+        ] {
+            touch(name, old);
+        }
+        touch("tmp_pack_Fresh1", now);
+        let packs = pack_files(&path).expect("packs");
+        assert!(!packs.is_empty());
+        // A pack as old as the leftovers is no temp file.
+        for stem in &packs {
+            std::fs::File::options()
+                .write(true)
+                .open(dir.join(format!("{stem}.pack")))
+                .and_then(|f| f.set_modified(old))
+                .expect("age the pack");
+        }
+        assert_eq!(clear_stale_git_temp(&path, now).expect("clear"), 4);
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .expect("list")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("tmp_") || n.starts_with(".tmp-"))
+            .collect();
+        left.sort();
+        assert_eq!(left, ["tmp_pack_Fresh1"]);
+        assert_eq!(pack_files(&path).expect("packs"), packs);
+        git(&path, &["fsck", "--no-progress"]);
+        assert_eq!(clear_stale_git_temp(&path, now).expect("again"), 0);
+        assert_eq!(
+            clear_stale_git_temp(&tmp.path().join("absent.git"), now).expect("absent"),
+            0
+        );
     }
 
     #[test]

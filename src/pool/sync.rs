@@ -18,6 +18,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::link::{LinkRecord, PoolIdentity, Upstream};
+use super::pack;
 use super::plan::{self, Action, FileKind, Visibility};
 use super::publish_lock::{PublishLock, PublishLockError};
 use super::transport::{self, FailureCode, Remote, TransportError};
@@ -901,6 +902,20 @@ fn project_key_in(yml: &str) -> Option<String> {
         .map(|v| v.trim().trim_matches('"').to_owned())
 }
 
+/// Clear the stale temp files a killed git left in `git_dir` ([`pack::clear_stale_git_temp`]),
+/// saying so in the report; a failure is only logged (they cost disk space, nothing else).
+fn clear_git_temp(git_dir: &Path, what: &str, now: std::time::SystemTime, report: &mut SyncReport) {
+    match pack::clear_stale_git_temp(git_dir, now) {
+        Ok(0) => {}
+        Ok(n) => report.notes.push(format!(
+            "removed {n} temp file(s) a killed git left in {what}"
+        )),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not clear the temp files a killed git left in {what}")
+        }
+    }
+}
+
 fn git_dir(mirror_dir: &Path) -> PathBuf {
     mirror_dir.join(".git")
 }
@@ -972,6 +987,19 @@ pub fn sync(ctx: &SyncContext<'_>, pull_only: bool) -> Result<SyncReport, SyncEr
             )),
             Err(e) => tracing::warn!(error = %e, "could not clear the mirror's temp files"),
         }
+    }
+    // Temp files a killed git left in a pack directory: the mirror's are this machine's; a
+    // local pool's are cleared only while this sync holds its publish turn (and only old
+    // ones: another machine's git that raced the turn may be writing a fresh one).
+    let now = std::time::SystemTime::now();
+    clear_git_temp(
+        &git_dir(&ctx.workspace.join(MIRROR_DIR)),
+        "the mirror",
+        now,
+        &mut report,
+    );
+    if let (Some(_), Upstream::Local { path }) = (&publish_turn, &ctx.link.upstream) {
+        clear_git_temp(path, "the pool", now, &mut report);
     }
     let result = run(ctx, pull_only, &mut report);
     if result.is_ok() {
@@ -2428,7 +2456,6 @@ fn fetch_into_mirror(mirror: &GitRepo, mirror_dir: &Path, head: ObjectId) -> Res
 /// reaches is found in the mirror (a publish whose packing failed leaves its objects loose in
 /// the pool: then the fetch brings them, as before). The tracking ref follows.
 fn link_pool_packs(pool: &Path, own: &Path, head: ObjectId) -> bool {
-    use crate::pool::pack;
     if !pack::pack_files(own).is_ok_and(|packs| packs.is_empty()) {
         return false;
     }

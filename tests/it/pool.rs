@@ -627,6 +627,68 @@ fn kill_9_during_sync_then_sync_again_loses_nothing() {
     }
 }
 
+/// #17 point 8: temp files a killed git left in the pool's and the mirror's pack directories
+/// are cleared by the next sync once they are old enough to be no live git's; a fresh one
+/// (a git that may still be writing) is kept, and nothing else is touched.
+#[test]
+fn a_sync_clears_the_temp_files_a_killed_git_left_in_the_pool_and_the_mirror() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pool = tmp.path().join("pool.git");
+    let m = Sandbox::machine("m1");
+    m.write_session(&session_id(1, 1), 4, true, &two_task_turns(&m.ws));
+    link_private(&m, &pool);
+    m.ok(&["archive"]);
+    m.ok(&["sync"]);
+    let mirror = m.ws.join(".dsh-knowledge/.git");
+    let hour_and_more = std::time::SystemTime::now()
+        - dsh_chapters::pool::pack::STALE_GIT_TEMP
+        - std::time::Duration::from_secs(120);
+    let leftovers = [
+        "tmp_pack_k1LLed",
+        "tmp_idx_k1LLed",
+        "tmp_rev_k1LLed",
+        ".tmp-999-pack",
+    ];
+    for git_dir in [&pool, &mirror] {
+        let dir = git_dir.join("objects/pack");
+        for name in leftovers {
+            std::fs::File::create(dir.join(name))
+                .and_then(|f| f.set_modified(hour_and_more))
+                .expect("an old temp file");
+        }
+        std::fs::File::create(dir.join("tmp_pack_st1ll0n")).expect("a fresh temp file");
+    }
+    let temp_files = |git_dir: &Path| -> BTreeSet<String> {
+        std::fs::read_dir(git_dir.join("objects/pack"))
+            .expect("pack dir")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("tmp_") || n.starts_with(".tmp-"))
+            .collect()
+    };
+    let out = m.ok(&["sync", "--json"]);
+    for (git_dir, what) in [(&pool, "the pool"), (&mirror, "the mirror")] {
+        assert_eq!(
+            temp_files(git_dir),
+            BTreeSet::from(["tmp_pack_st1ll0n".to_owned()]),
+            "{what}"
+        );
+        assert!(
+            out.contains(&format!(
+                "removed 4 temp file(s) a killed git left in {what}"
+            )),
+            "{out}"
+        );
+    }
+    assert!(
+        git_ok(&pool, &["fsck", "--no-progress"]),
+        "the pool after the sweep"
+    );
+    // The next sync finds nothing old left and says nothing of it.
+    let out = m.ok(&["sync", "--json"]);
+    assert!(!out.contains("a killed git left"), "{out}");
+}
+
 fn git_ok(repo: &Path, args: &[&str]) -> bool {
     Command::new("git")
         .arg("--git-dir")
