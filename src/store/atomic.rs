@@ -331,6 +331,17 @@ fn compare_existing(path: &Path, bytes: &[u8]) -> Result<bool, StoreError> {
     }
 }
 
+/// A hint file (the change journal, the signed-roots hint) whose append failed with `error`:
+/// remove it, since a missing hint makes its reader look at everything, and log which
+/// happened — `removed` when it is gone, `kept` when it could not be removed either.
+pub fn drop_failed_hint(path: &Path, error: &dyn std::fmt::Display, removed: &str, kept: &str) {
+    match fs::remove_file(path) {
+        Ok(()) => tracing::warn!(error = %error, file = %path.display(), "{removed}"),
+        Err(gone) if gone.kind() == io::ErrorKind::NotFound => {}
+        Err(rm) => tracing::warn!(error = %error, remove = %rm, file = %path.display(), "{kept}"),
+    }
+}
+
 /// Whether `name` is one of our temp files: `.<target>.tmp.<pid>.<n>`.
 pub fn is_temp_name(name: &str) -> bool {
     let Some(rest) = name.strip_prefix('.') else {

@@ -132,16 +132,12 @@ pub fn record_many(store_dir: &Path, changes: &[(&str, &[&str])]) {
         return;
     }
     if let Err(e) = try_record(store_dir, changes) {
-        let path = journal_path(store_dir);
-        match fs::remove_file(&path) {
-            Ok(()) => {
-                tracing::warn!(error = %e, journal = %path.display(), "could not append to the change journal; removed it, so the next search rescans the store");
-            }
-            Err(gone) if gone.kind() == io::ErrorKind::NotFound => {}
-            Err(rm) => {
-                tracing::warn!(error = %e, remove = %rm, journal = %path.display(), "could not append to the change journal nor remove it; the next periodic rescan finds the change");
-            }
-        }
+        super::atomic::drop_failed_hint(
+            &journal_path(store_dir),
+            &e,
+            "could not append to the change journal; removed it, so the next search rescans the store",
+            "could not append to the change journal nor remove it; the next periodic rescan finds the change",
+        );
     }
 }
 

@@ -98,15 +98,12 @@ fn start_over(path: &Path, line: Option<&str>) -> Result<(String, u64), StoreErr
 pub(crate) fn note(store_dir: &Path, root: &str, _held: &CollectionsLock) {
     let path = signed_path(store_dir);
     if let Err(e) = try_note(&path, root) {
-        match fs::remove_file(&path) {
-            Ok(()) => {
-                tracing::warn!(error = %e, file = %path.display(), "could not name a signed root; removed the hint, so the next sync lists every root's ledgers");
-            }
-            Err(gone) if gone.kind() == io::ErrorKind::NotFound => {}
-            Err(rm) => {
-                tracing::warn!(error = %e, remove = %rm, file = %path.display(), "could not name a signed root nor remove the hint; a sync lists every root's ledgers within 10 minutes");
-            }
-        }
+        super::atomic::drop_failed_hint(
+            &path,
+            &e,
+            "could not name a signed root; removed the hint, so the next sync lists every root's ledgers",
+            "could not name a signed root nor remove the hint; a sync lists every root's ledgers within 10 minutes",
+        );
     }
 }
 
