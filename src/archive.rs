@@ -525,6 +525,7 @@ fn archive_session(
         harness_version: (found.harness != Harness::Dsh)
             .then(|| found.header.origin.clone())
             .flatten(),
+        session_started: found.header.created_at,
     };
     // The chapters of the session tree so far, for `continues` (new chapters join as they
     // are rendered).

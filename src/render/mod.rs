@@ -37,6 +37,10 @@ pub struct ChapterMeta {
     /// frontmatter `harness` (absent means DSH), with `harnessVersion` when the log names it.
     pub harness: Option<String>,
     pub harness_version: Option<String>,
+    /// When the session began (its header's time): the date of a chapter or plan whose events
+    /// carry no time of their own (early Codex rollouts time only their header), so that it
+    /// still has a date to filter and rank by — the earliest its turns can have run.
+    pub session_started: Option<i64>,
 }
 
 /// A content-addressed artifact: `artifacts/<sha[0:2]>/<sha>.txt`.
@@ -193,7 +197,8 @@ pub fn render_chapter(
             .iter()
             .flat_map(|t| &t.events)
             .filter_map(|e| e.time)
-            .max(),
+            .max()
+            .or(meta.session_started),
     );
     fm.strings("topics", &ids.topics);
     if let Some(n) = meta.continues {
@@ -223,7 +228,8 @@ pub fn render_chapter(
                 .iter()
                 .flat_map(|t| &t.events)
                 .find(|e| e.seq == plan.seq)
-                .and_then(|e| e.time);
+                .and_then(|e| e.time)
+                .or(meta.session_started);
             plan_document(plan, &ids, &file_name, redactor, &mut counts)
         })
         .collect();
@@ -670,6 +676,7 @@ mod tests {
             continues: None,
             harness: None,
             harness_version: None,
+            session_started: None,
         }
     }
 
@@ -1577,6 +1584,38 @@ mod tests {
         let at = k.iter().position(|k| *k == "continues").expect("continues");
         assert_eq!(k[at - 1], "topics");
         assert!(doc.contains("\ncontinues: 2\n"), "{doc}");
+    }
+
+    #[test]
+    fn a_chapter_whose_events_carry_no_time_is_dated_by_its_sessions_start() {
+        let t1 = turn(
+            1,
+            vec![
+                user(1, "user", None, None, "fix the parser"),
+                assistant(2, "done"),
+            ],
+        );
+        let turns = vec![&t1];
+        let date = |meta: &ChapterMeta, turns: &[&CompletedTurn]| {
+            let doc = render_chapter(&span_of(turns), turns, meta, &redactor());
+            chapter_fm(doc.chapter.text.as_str()).date
+        };
+        assert_eq!(date(&meta(1), &turns), None, "no time anywhere: null");
+        let started = ChapterMeta {
+            session_started: Some(1_756_641_071_655),
+            ..meta(1)
+        };
+        assert_eq!(
+            date(&started, &turns).as_deref(),
+            Some("2025-08-31T11:51:11.655Z")
+        );
+        // An event's own time wins over the session's start.
+        let mut timed = t1.clone();
+        timed.events[1].time = Some(1_756_641_171_000);
+        assert_eq!(
+            date(&started, &[&timed]).as_deref(),
+            Some("2025-08-31T11:52:51.000Z")
+        );
     }
 
     #[test]

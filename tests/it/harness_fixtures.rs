@@ -394,6 +394,9 @@ fn every_fixture_of_every_harness_archives_each_turn_once_with_no_host_text() {
             assert!(!text.contains(s), "{file} holds host text {s:?}");
         }
         assert!(!text.contains("gAAAA"), "{file} holds encrypted reasoning");
+        // Every harness's chapters are dated, even an early Codex rollout's, which times only
+        // its header.
+        assert!(!text.contains("\ndate: null\n"), "{file} has no date");
     }
     assert!(
         summary_notes >= 3,
