@@ -44,8 +44,8 @@ use crate::pool::transport::local_command;
 /// small ones up: the packs stay logarithmic in the publishes plus fewer than this many, and
 /// a roll-up rewrites the recent objects, not the pool. Counted out of the progression, not
 /// in all: a big pool's progression alone holds ~log2 of its objects' packs (9 at 100,000
-/// chapters), so a count of all packs rolled up on most publishes (each taking in two small
-/// packs, ~+80 ms of CPU at 100,000); this way one publish in about this many rolls up. One
+/// chapters), so a count of all packs rolled up on about every third publish there (each
+/// roll-up ~+100 ms of CPU at 100,000, mostly fixed); this way one in about this many. One
 /// pack per publish, so this is also "every N publishes" for the first roll-up (measured in
 /// `benches/pool.rs`, see docs/benchmarks.md "A year's scale").
 pub const ROLL_UP_AT_PACKS: usize = 8;
@@ -325,8 +325,8 @@ pub fn holds_all_of(git_dir: &Path, tip: ObjectId) -> Result<bool, PackError> {
 }
 
 /// Keep the packs linked into a mirror by [`share_pack`] few: from [`ROLL_UP_AT_PACKS`] out
-/// of the geometric progression on, the small ones roll up as a publish's do (a roll-up that would take in
-/// every pack takes them all in, without a bitmap: nobody clones a mirror). Only what the
+/// of the geometric progression on, the small ones roll up as a publish's do (a roll-up that
+/// would take in every pack takes them all in, without a bitmap: nobody clones a mirror). Only what the
 /// packs hold is rewritten, reachable or not, so the mirror's refs are not relied upon.
 pub fn tidy_mirror(git_dir: &Path) -> Result<usize, PackError> {
     let packs = pack_files(git_dir)?;
