@@ -519,6 +519,9 @@ fn env_usize(name: &str, default: usize) -> usize {
 /// every round's ratio printed, then the median of each. `POOL_KEEP=DIR` keeps the big
 /// machine (and its pool) and reuses it, relinked to `DIR/pool.git`; the next chapter number
 /// is kept in `DIR/plus10-next`. Each machine's first +10 is a warm-up, not timed.
+/// `POOL_KEEP_BASELINE=DIR2` (a copy of the same kept machine): the baseline publishes into
+/// that big machine instead of sharing `POOL_KEEP`'s — builds that pack differently (a roll-up
+/// policy) would otherwise pack each other's publishes.
 fn plus10_bench() {
     let (size, rounds) = (env_usize("POOL_SCALE", 10_000), env_usize("POOL_ROUNDS", 5));
     let ours_bin = PathBuf::from(env!("CARGO_BIN_EXE_chapters"));
@@ -557,11 +560,25 @@ fn plus10_bench() {
         }
     };
     let next_file = keep.as_ref().map(|d| d.join("plus10-next"));
-    let mut next_big = next_file
-        .as_ref()
-        .and_then(|f| std::fs::read_to_string(f).ok())
-        .and_then(|t| t.trim().parse().ok())
-        .unwrap_or(size);
+    let next_in = |file: Option<&PathBuf>| -> usize {
+        file.and_then(|f| std::fs::read_to_string(f).ok())
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(size)
+    };
+    let mut next_big = next_in(next_file.as_ref());
+    // The baseline's own copy of the kept machine, when given.
+    let mut base_big = std::env::var_os("POOL_KEEP_BASELINE").map(|dir| {
+        let dir = std::fs::canonicalize(dir).expect("POOL_KEEP_BASELINE: a kept machine");
+        println!(
+            "the baseline publishes into the machine kept in {}",
+            dir.display()
+        );
+        let m = machine_in(&dir, None, "bench", None);
+        link(&m);
+        let file = dir.join("plus10-next");
+        let next = next_in(Some(&file));
+        (m, next, file)
+    });
     // Wall time, and the CPU time (user + system, git children included) of the sync.
     let plus10_cpu = |bin: &Path, m: &Machine, next: &mut usize| {
         write_dated(m, *next, *next + 10);
@@ -580,6 +597,9 @@ fn plus10_bench() {
         small.push((m, next));
     }
     plus10(&ours_bin, &big, &mut next_big);
+    if let (Some((m, next, _)), Some((_, bin))) = (&mut base_big, bins.get(1)) {
+        plus10(bin, m, next);
+    }
     let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "+10 chapters at 100 and at {size}; load average {}",
@@ -597,7 +617,10 @@ fn plus10_bench() {
             let (name, bin) = &bins[i];
             let (m, next) = &mut small[i];
             let (at_small, cpu_small) = plus10_cpu(bin, m, next);
-            let (at_big, cpu_big) = plus10_cpu(bin, &big, &mut next_big);
+            let (at_big, cpu_big) = match &mut base_big {
+                Some((m, next, _)) if i == 1 => plus10_cpu(bin, m, next),
+                _ => plus10_cpu(bin, &big, &mut next_big),
+            };
             let ratio = at_big.as_secs_f64() / at_small.as_secs_f64();
             ratios[i].push(ratio);
             cpu[i].0.push(cpu_small);
@@ -626,6 +649,9 @@ fn plus10_bench() {
     }
     if let Some(f) = &next_file {
         std::fs::write(f, next_big.to_string()).expect("plus10-next");
+    }
+    if let Some((_, next, f)) = &base_big {
+        std::fs::write(f, next.to_string()).expect("plus10-next");
     }
     for ((name, _), mut r) in bins.iter().zip(ratios) {
         r.sort_by(f64::total_cmp);

@@ -39,12 +39,15 @@ use std::process::Stdio;
 use crate::git::ObjectId;
 use crate::pool::transport::local_command;
 
-/// Packs in `objects/pack` from which a publish rolls the small ones up geometrically (each
-/// pack kept holds at least twice the objects of all smaller ones together, as
-/// `git repack --geometric=2`): the packs stay logarithmic in the publishes, and a roll-up
-/// rewrites the recent objects, not the pool. One pack per publish, so this is also "every N
-/// publishes" for the first roll-up (measured in `benches/pool.rs`, see docs/benchmarks.md
-/// "Pool publishing").
+/// Packs out of the geometric progression (each pack kept holds at least twice the objects
+/// of the next smaller one, as `git repack --geometric=2`) from which a publish rolls the
+/// small ones up: the packs stay logarithmic in the publishes plus fewer than this many, and
+/// a roll-up rewrites the recent objects, not the pool. Counted out of the progression, not
+/// in all: a big pool's progression alone holds ~log2 of its objects' packs (9 at 100,000
+/// chapters), so a count of all packs rolled up on about every third publish there (each
+/// roll-up ~+100 ms of CPU at 100,000, mostly fixed); this way one in about this many. One
+/// pack per publish, so this is also "every N publishes" for the first roll-up (measured in
+/// `benches/pool.rs`, see docs/benchmarks.md "A year's scale").
 pub const ROLL_UP_AT_PACKS: usize = 8;
 
 /// The factor between the object counts of consecutive packs after a roll-up.
@@ -321,9 +324,9 @@ pub fn holds_all_of(git_dir: &Path, tip: ObjectId) -> Result<bool, PackError> {
     Ok(status.success())
 }
 
-/// Keep the packs linked into a mirror by [`share_pack`] few: from [`ROLL_UP_AT_PACKS`] on,
-/// the small ones roll up geometrically as a publish's do (a roll-up that would take in
-/// every pack takes them all in, without a bitmap: nobody clones a mirror). Only what the
+/// Keep the packs linked into a mirror by [`share_pack`] few: from [`ROLL_UP_AT_PACKS`] out
+/// of the geometric progression on, the small ones roll up as a publish's do (a roll-up that
+/// would take in every pack takes them all in, without a bitmap: nobody clones a mirror). Only what the
 /// packs hold is rewritten, reachable or not, so the mirror's refs are not relied upon.
 pub fn tidy_mirror(git_dir: &Path) -> Result<usize, PackError> {
     let packs = pack_files(git_dir)?;
@@ -366,9 +369,10 @@ struct Rolled {
     removed: Vec<String>,
 }
 
-/// Roll the smallest packs up into one so that every pack left holds at least
-/// [`GEOMETRIC_FACTOR`] times the objects of all smaller packs together (git's
-/// `repack --geometric` split, done with `git pack-objects --stdin-packs`); the rolled-up
+/// Once [`ROLL_UP_AT_PACKS`] packs are out of the geometric progression, roll the smallest
+/// packs up into one so that every pack left holds at least [`GEOMETRIC_FACTOR`] times the
+/// objects of all smaller packs together (git's `repack --geometric` split, done by
+/// [`pack_range`] or `git pack-objects --stdin-packs`); the rolled-up
 /// packs are removed once the new one is durable. A roll-up that would take in every pack
 /// is left to a consolidation ([`RollUp::Everything`]).
 fn roll_up(git_dir: &Path, packs: &[String]) -> Result<RollUp, PackError> {
@@ -384,20 +388,8 @@ fn roll_up(git_dir: &Path, packs: &[String]) -> Result<RollUp, PackError> {
         }
     }
     sized.sort();
-    // The largest packs that already progress geometrically stay; the rest roll up, and
-    // the roll-up takes in the next pack while it is not twice the roll-up's size.
-    let mut split = sized.len();
-    while split > 1 && sized[split - 2].0 * GEOMETRIC_FACTOR <= sized[split - 1].0 {
-        split -= 1;
-    }
-    // `split` is one past the pair that broke the progression (its larger pack rolls up too).
-    let split = if split <= 1 { 0 } else { split };
-    let mut total: u64 = sized[..split].iter().map(|(n, _)| n).sum();
-    let mut end = split;
-    while end < sized.len() && total * GEOMETRIC_FACTOR > sized[end].0 {
-        total += sized[end].0;
-        end += 1;
-    }
+    let sizes: Vec<u64> = sized.iter().map(|(n, _)| *n).collect();
+    let end = rolled_up_count(&sizes);
     if end < 2 {
         return Ok(RollUp::Nothing);
     }
@@ -433,6 +425,28 @@ fn roll_up(git_dir: &Path, packs: &[String]) -> Result<RollUp, PackError> {
         into,
         removed,
     }))
+}
+
+/// How many of the packs of `sizes` (object counts, ascending) a roll-up takes in: none
+/// until [`ROLL_UP_AT_PACKS`] of them are out of the geometric progression; then those, and
+/// each next pack while it is not [`GEOMETRIC_FACTOR`] times the roll-up's size.
+fn rolled_up_count(sizes: &[u64]) -> usize {
+    // The largest packs that already progress geometrically stay.
+    let mut split = sizes.len();
+    while split > 1 && sizes[split - 2] * GEOMETRIC_FACTOR <= sizes[split - 1] {
+        split -= 1;
+    }
+    // `split` is one past the pair that broke the progression (its larger pack rolls up too).
+    if split < ROLL_UP_AT_PACKS {
+        return 0;
+    }
+    let mut total: u64 = sizes[..split].iter().sum();
+    let mut end = split;
+    while end < sizes.len() && total * GEOMETRIC_FACTOR > sizes[end] {
+        total += sizes[end];
+        end += 1;
+    }
+    end
 }
 
 /// Roll the `included` packs up the cheap way: `git pack-objects --revs` of the commits they
@@ -825,6 +839,22 @@ mod tests {
         .expect("commit")
     }
 
+    /// Packs settled by the roll-up rule: fewer than [`ROLL_UP_AT_PACKS`] out of the
+    /// geometric progression, so at most that many more than log2 of the objects.
+    fn assert_packs_few(git_dir: &Path, when: &str) {
+        let dir = pack_dir(git_dir);
+        let mut sizes: Vec<u64> = pack_files(git_dir)
+            .expect("packs")
+            .iter()
+            .map(|s| objects_in(&dir.join(format!("{s}.idx"))).expect("idx"))
+            .collect();
+        sizes.sort();
+        assert_eq!(rolled_up_count(&sizes), 0, "{when}: {sizes:?}");
+        let total: u64 = sizes.iter().sum::<u64>().max(1);
+        let bound = ROLL_UP_AT_PACKS + total.ilog2() as usize + 1;
+        assert!(sizes.len() < bound, "{when}: {sizes:?}");
+    }
+
     #[test]
     fn only_git_temp_files_older_than_the_bar_are_cleared_from_a_pack_directory() {
         let tmp = tempfile::tempdir().expect("tmp");
@@ -908,10 +938,7 @@ mod tests {
                 &mirror_path,
                 &["fsck", "--connectivity-only", "--no-dangling"],
             );
-            assert!(
-                pack_files(&mirror_path).expect("packs").len() < ROLL_UP_AT_PACKS,
-                "after publish {n}"
-            );
+            assert_packs_few(&mirror_path, &format!("the mirror after publish {n}"));
         }
         assert!(rolled > 0);
         let tip = head.expect("published");
@@ -1066,7 +1093,7 @@ mod tests {
                 .count();
             assert_eq!(bitmaps, usize::from(whole > 0), "after publish {n}");
             assert_eq!(count_loose(&path).expect("loose"), 0, "after publish {n}");
-            assert!(pack_files(&path).expect("packs").len() < ROLL_UP_AT_PACKS + 1);
+            assert_packs_few(&path, &format!("after publish {n}"));
         }
         assert!(roll_ups > 0 && roll_ups < PUBLISHES / 2, "{roll_ups}");
         // The first roll-up (8 packs alike) and each doubling take in every pack.
@@ -1197,6 +1224,37 @@ mod tests {
             "blob"
         );
         git(&path, &["fsck", "--strict"]);
+    }
+
+    /// A big pool's packs progress geometrically over ~log2 of its objects (9 packs at
+    /// 100,000 chapters): a publish's small pack beside them is not a reason to roll up — only
+    /// [`ROLL_UP_AT_PACKS`] packs out of the progression are, then taken in with what they
+    /// outgrow. (Counting all packs rolled up on most publishes of such a pool.)
+    #[test]
+    fn packs_roll_up_only_once_enough_of_them_leave_the_geometric_progression() {
+        // A pool of 100,000 chapters in objects, its packs progressing geometrically, and
+        // publishes of +10 chapters (57 objects each, as the kept +10 machine's).
+        let progression = [114, 230, 470, 1_000, 2_300, 5_000, 14_799, 108_874];
+        let with = |publishes: usize| {
+            let mut sizes = progression.to_vec();
+            sizes.extend(std::iter::repeat_n(57, publishes));
+            sizes.sort();
+            rolled_up_count(&sizes)
+        };
+        assert_eq!(with(0), 0);
+        assert_eq!(with(1), 0, "one publish fits the progression");
+        // Counting all packs, two publishes beside the progression (10 packs) rolled up.
+        assert_eq!(with(2), 0, "two publishes out of the progression");
+        assert_eq!(with(ROLL_UP_AT_PACKS - 1), 0);
+        // Eight out of it roll up, with the packs they outgrow; the largest pack stays.
+        let n = with(ROLL_UP_AT_PACKS);
+        assert!(
+            n > ROLL_UP_AT_PACKS && n < progression.len() + ROLL_UP_AT_PACKS,
+            "{n}"
+        );
+        // A small pool of equal publishes rolls up (everything) at 8 packs, as before.
+        assert_eq!(rolled_up_count(&[4; ROLL_UP_AT_PACKS - 1]), 0);
+        assert_eq!(rolled_up_count(&[4; ROLL_UP_AT_PACKS]), ROLL_UP_AT_PACKS);
     }
 
     /// Packs of whole publishes roll up by the walk of their commits (not `--stdin-packs`),
