@@ -494,7 +494,7 @@ impl Side {
             names.push(format!("{:03}-chapter.md", k + 1));
         }
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        catalog::record_for_tests(
+        dsh_chapters::testkit::catalog::record(
             &self.ws.join(".dsh-chapters"),
             &[(
                 &format!(".dsh-chapters/{}/chapters", root_name(root)),

@@ -165,7 +165,7 @@ fn write_chapter(ws: &Path, root: usize, number: usize, text: &str) {
 fn archive_chapter(ws: &Path, root: usize, number: usize, text: &str) {
     write_chapter(ws, root, number, text);
     let name = format!("{number:03}-chapter.md");
-    catalog::record_for_tests(
+    dsh_chapters::testkit::catalog::record(
         &ws.join(".dsh-chapters"),
         &[(
             &format!(".dsh-chapters/session-bench-{root:06}/chapters"),

@@ -399,7 +399,7 @@ fn write_dated(m: &Machine, from: usize, to: usize) {
         .iter()
         .map(|(folder, names)| (folder.as_str(), names.as_slice()))
         .collect();
-    dsh_chapters::store::catalog::record_for_tests(&m.store, &changes);
+    dsh_chapters::testkit::catalog::record(&m.store, &changes);
 }
 
 /// One signature line per chapter `from..to` (its ten seqs, a few terms and paths), appended

@@ -1448,7 +1448,7 @@ mod tests {
                 seq + 5
             );
             put(ws, &format!(".dsh-chapters/{root}/chapters/{name}"), &text);
-            crate::store::catalog::record_for_tests(
+            crate::testkit::catalog::record(
                 &ws.join(".dsh-chapters"),
                 &[(&format!(".dsh-chapters/{root}/chapters"), &[name.as_str()])],
             );

@@ -2603,19 +2603,6 @@ fn twin_names(
     Ok(out)
 }
 
-/// Test support: write a document as a store writer does — the file, then its record in
-/// the store's catalog.
-#[cfg(test)]
-pub(crate) fn put_document(ws: &Path, rel: &str, text: &str) {
-    let p = ws.join(rel);
-    fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-    fs::write(&p, text).expect("write");
-    let (folder, name) = rel.rsplit_once('/').expect("a folder");
-    let store_dir = ws.join(STORE_DIR);
-    fs::create_dir_all(&store_dir).expect("store");
-    catalog::record_for_tests(&store_dir, &[(folder, &[name])]);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2627,7 +2614,7 @@ mod tests {
     }
 
     fn put(ws: &Path, rel: &str, text: &str) {
-        put_document(ws, rel, text);
+        crate::testkit::catalog::put_document(ws, rel, text);
     }
 
     const NOW: i64 = 1_764_400_000_000;

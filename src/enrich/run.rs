@@ -740,7 +740,7 @@ mod tests {
         atomic::write_atomic(&path, text.as_bytes()).unwrap();
         if recorded {
             let folder = format!("{}/{root}/chapters", crate::store::STORE_DIR);
-            catalog::record_for_tests(store.dir(), &[(&folder, &[name])]);
+            crate::testkit::catalog::record(store.dir(), &[(&folder, &[name])]);
         }
     }
 

@@ -3,7 +3,7 @@
 //! pool mirror's copies of other machines' documents), keyed by (folder, file name), with the
 //! revision of its last change, whether it is present (a removal leaves a *tombstone*) and
 //! the (length, mtime) seen when it was recorded. Only [`Store`](super::Store) records in it
-//! (the recording functions are private to `store`), so a writer cannot forget to.
+//! (the product reaches the recording functions only through `Store`), so a writer cannot forget to.
 //!
 //! A record is one SQLite transaction (WAL, `synchronous=FULL`, `BEGIN IMMEDIATE`) that gives
 //! every file it names one new revision. A reader's cursor is (generation, revision):
@@ -119,7 +119,7 @@ pub enum Since {
 
 /// Whether the files a record names were written or removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Presence {
+pub(crate) enum Presence {
     Written,
     Removed,
 }
@@ -289,9 +289,10 @@ fn open_or_create(store_dir: &Path) -> Result<(Connection, Option<(u64, u64)>), 
 /// One row of a record: folder, file name, and the (length, mtime in ns) seen.
 type Row<'a> = (&'a str, &'a str, Option<(u64, i64)>);
 
-/// A store's connection for recording, opened on first use and kept.
+/// A store's connection for recording, opened on first use and kept. Crate-visible for the
+/// test kit only: the product records through `Store` (`tests/it/shape.rs` checks it).
 #[derive(Default)]
-pub(super) struct Writer {
+pub(crate) struct Writer {
     /// The connection and the identity of the file it opened.
     open: Option<(Connection, Option<(u64, u64)>)>,
     path: PathBuf,
@@ -324,7 +325,7 @@ impl Writer {
     /// Record that `changes` (folder, file names) were written or removed — after they were
     /// and their directories synced. Never fails its writer: when the record cannot be made
     /// the catalog is removed (its readers rescan) and the failure is logged.
-    pub(super) fn record(
+    pub(crate) fn record(
         &mut self,
         store_dir: &Path,
         changes: &[(&str, &[&str])],
@@ -589,13 +590,6 @@ pub fn read_since(store_dir: &Path, cursor: Option<&Cursor>) -> Since {
         Ok(Err(reason)) => rescan(reason),
         Err(e) => rescan(format!("{} could not be read: {e}", path.display())),
     }
-}
-
-/// Test support: record as a store writer does, for tests and benchmarks that put documents
-/// in place by hand.
-#[cfg(any(test, feature = "testkit"))]
-pub fn record_for_tests(store_dir: &Path, changes: &[(&str, &[&str])]) {
-    Writer::default().record(store_dir, changes, Presence::Written);
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ fn child_records() {
     };
     for i in 0..count {
         let name = format!("{tag}-{i}.md");
-        catalog::record_for_tests(Path::new(&store), &[("f", &[name.as_str()])]);
+        dsh_chapters::testkit::catalog::record(Path::new(&store), &[("f", &[name.as_str()])]);
     }
 }
 
@@ -90,7 +90,7 @@ fn a_process_killed_while_recording_leaves_a_catalog_that_opens() {
         let now = catalog::current(store).expect("a catalog that opens after a kill");
         assert_eq!(everything(store).len() as u64, now.revision);
         // And it takes the next record.
-        catalog::record_for_tests(store, &[("g", &[&format!("after-{round}.md")])]);
+        dsh_chapters::testkit::catalog::record(store, &[("g", &[&format!("after-{round}.md")])]);
         assert_eq!(
             catalog::current(store).expect("current").revision,
             now.revision + 1

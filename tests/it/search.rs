@@ -231,7 +231,7 @@ fn pool_door_finds_another_machines_chapter_and_the_project_filter_holds() {
     )
     .expect("write");
     // Recorded in the store's catalog, as the pool pull records what it materializes.
-    dsh_chapters::store::catalog::record_for_tests(
+    dsh_chapters::testkit::catalog::record(
         &b.store(),
         &[(
             ".dsh-knowledge/chapters/foreign-project-key/session-f",

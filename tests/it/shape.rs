@@ -109,6 +109,37 @@ const GENERATOR_NAMES: &[&str] = &[
     "demo_session",
 ];
 
+/// One writer: outside `store` (and the test kit) no module of the product reaches the store
+/// catalog's recording functions — a document is written, re-annotated or removed through a
+/// `Store` method, which records it (`docs/architecture.md`, "The store's catalog").
+#[test]
+fn only_the_store_records_in_its_catalog() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    crate::cycles::sources(&root.join("src"), &mut files);
+    files.sort();
+    let mut named = Vec::new();
+    for file in &files {
+        let rel = file.strip_prefix(root.join("src")).expect("under src");
+        if rel.starts_with("store") || rel.starts_with("testkit") {
+            continue;
+        }
+        let code = crate::cycles::code(&std::fs::read_to_string(file).expect("read"));
+        for (n, line) in code.lines().enumerate() {
+            let writer = line.contains("catalog::")
+                && (line.contains("Writer") || line.contains("Presence"));
+            if writer || line.contains("Presence::") {
+                named.push(format!("src/{}:{}: {}", rel.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        named.is_empty(),
+        "a module outside `store` records in the store's catalog (give the write a `Store` method):\n{}",
+        named.join("\n")
+    );
+}
+
 /// The shipped program holds no generator: the session writer, the real-shape and labelled
 /// generators and the demo's session are the `testkit` module, built behind the `testkit`
 /// feature (off by default; the tests and benchmarks turn it on through a dev-dependency on
