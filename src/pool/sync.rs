@@ -522,6 +522,10 @@ const LISTED_FILE: &str = ".listed-roots.json";
 /// looked at.
 const CURSOR_FILE: &str = ".listed-cursor.json";
 
+/// A root's noted `chapters/` mtime that no stat returns: list it again at the next sync,
+/// whatever the catalog and the mtime say (a torn file was held back there).
+const LIST_AGAIN: u128 = u128::MAX;
+
 /// The signed-roots hint's cursor (`store::signed`) when the records were last saved, written
 /// like [`CURSOR_FILE`] once they are on disk: a root it names nothing of since (and the
 /// store's catalog neither) is not looked at at all — not even its `collections/`.
@@ -612,9 +616,11 @@ impl Published {
         let listed = self
             .listed
             .get_or_insert_with(|| read_json(&dir.join(LISTED_FILE)));
-        // A root noted with no mtime is to be listed again (a torn file held back there):
-        // the catalog's silence does not vouch for it.
-        listed.get(root).is_some_and(|&(mtime, _)| mtime != 0)
+        // A root marked to be listed again (a torn file held back there): the catalog's
+        // silence does not vouch for it.
+        listed
+            .get(root)
+            .is_some_and(|&(mtime, _)| mtime != LIST_AGAIN)
     }
 
     /// Whether `root`'s `chapters/` is as it was when last listed (`mtime` from a stat now).
@@ -2007,7 +2013,7 @@ fn plan_publication(
             ));
             tracing::warn!(path = %file.display(), reason = %why, "a torn write-once file was not published");
             // Its root is listed again at the next sync (a repaired file then publishes).
-            published.root(&root).chapters_mtime = 0;
+            published.root(&root).chapters_mtime = LIST_AGAIN;
             published.touch(&root);
             continue;
         }
