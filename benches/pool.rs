@@ -400,6 +400,20 @@ fn write_dated(m: &Machine, from: usize, to: usize) {
         .map(|(folder, names)| (folder.as_str(), names.as_slice()))
         .collect();
     dsh_chapters::testkit::catalog::record(&m.store, &changes);
+    // A baseline binary older than the store's catalog (`POOL_BASELINE_BIN`) learns of them
+    // from the change journal it kept: a line per folder in its format, when it has one.
+    let journal = m.store.join(".changes.jsonl");
+    if journal.is_file() {
+        use std::io::Write as _;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&journal)
+            .expect("journal");
+        for (folder, names) in &changes {
+            let line = serde_json::json!({"v": 1, "folder": folder, "files": names});
+            writeln!(f, "{line}").expect("journal line");
+        }
+    }
 }
 
 /// One signature line per chapter `from..to` (its ten seqs, a few terms and paths), appended
