@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use dsh_chapters::catalog::query::Parsed;
 use dsh_chapters::catalog::score::{self, ScoreParams};
 use dsh_chapters::search;
-use dsh_chapters::store::journal;
+use dsh_chapters::store::catalog;
 
 const PK: &str = "0b6e7c42-1b1c-5c1e-9d34-bench0000016";
 const PER_ROOT: usize = 100;
@@ -265,7 +265,10 @@ fn corpus(n: usize) -> (PathBuf, u64) {
 
 fn reset_derived(ws: &Path) {
     let _ = std::fs::remove_dir_all(ws.join(".dsh-chapters/.search"));
-    let _ = std::fs::remove_file(journal::journal_path(&ws.join(".dsh-chapters")));
+    let catalog = catalog::catalog_path(&ws.join(".dsh-chapters"));
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", catalog.display()));
+    }
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -491,10 +494,12 @@ impl Side {
             names.push(format!("{:03}-chapter.md", k + 1));
         }
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        journal::record(
+        dsh_chapters::testkit::catalog::record(
             &self.ws.join(".dsh-chapters"),
-            &format!(".dsh-chapters/{}/chapters", root_name(root)),
-            &refs,
+            &[(
+                &format!(".dsh-chapters/{}/chapters", root_name(root)),
+                &refs,
+            )],
         );
         let t = Instant::now();
         let corpus = search::open(&self.ws, PK, false, LOCK).expect("open");
@@ -510,7 +515,7 @@ impl Side {
                     .join(root_name(ADDED_ROOT + trial)),
             );
         }
-        // The removed folders are not journaled: the next run rebuilds its caches anyway.
+        // The removed folders are not recorded: the next run rebuilds its caches anyway.
         reset_derived(&self.ws);
     }
 }

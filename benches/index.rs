@@ -15,8 +15,8 @@
 //! its cost follows shard size — a topic carried by a fixed share of a growing corpus makes
 //! its shard grow with it (see docs/benchmarks.md).
 //!
-//! The +10 chapters are written as the archive writes them: each file, then its line in the
-//! store's change journal, so the update reads the journal instead of listing every folder.
+//! The +10 chapters are written as the archive writes them: each file, then its record in
+//! the store's catalog, so the update reads the catalog instead of listing every folder.
 //!
 //! Run: `cargo bench --bench index` (release); `INDEX_BENCH_UPDATE_ONLY=1` skips the search
 //! section, `INDEX_BENCH_SEARCH_ONLY=1` the update section, `INDEX_BENCH_TRIALS=N` sets the
@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use dsh_chapters::catalog::score::{self, ScoreParams};
 use dsh_chapters::catalog::table::Table;
 use dsh_chapters::search;
-use dsh_chapters::store::journal;
+use dsh_chapters::store::catalog;
 use dsh_chapters::topics::build;
 
 const PK: &str = "0b6e7c42-1b1c-5c1e-9d34-bench0000000";
@@ -159,16 +159,18 @@ fn write_chapter(ws: &Path, root: usize, number: usize, text: &str) {
     std::fs::write(dir.join(format!("{number:03}-chapter.md")), text).expect("write");
 }
 
-/// An added chapter as the archive writes it: the file, then its line in the store's change
-/// journal (`Store::write_document` does both; its documents must be redacted, which a
+/// An added chapter as the archive writes it: the file, then its record in the store's
+/// catalog (`Store::write_document` does both; its documents must be redacted, which a
 /// generated corpus needs no pass for).
 fn archive_chapter(ws: &Path, root: usize, number: usize, text: &str) {
     write_chapter(ws, root, number, text);
     let name = format!("{number:03}-chapter.md");
-    journal::record(
+    dsh_chapters::testkit::catalog::record(
         &ws.join(".dsh-chapters"),
-        &format!(".dsh-chapters/session-bench-{root:06}/chapters"),
-        &[name.as_str()],
+        &[(
+            &format!(".dsh-chapters/session-bench-{root:06}/chapters"),
+            &[name.as_str()],
+        )],
     );
 }
 
@@ -198,7 +200,10 @@ fn corpus(n: usize) -> PathBuf {
 fn reset_derived(ws: &Path) {
     let _ = std::fs::remove_dir_all(ws.join(".dsh-chapters/.search"));
     let _ = std::fs::remove_dir_all(ws.join(".dsh-chapters/index"));
-    let _ = std::fs::remove_file(journal::journal_path(&ws.join(".dsh-chapters")));
+    let catalog = catalog::catalog_path(&ws.join(".dsh-chapters"));
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", catalog.display()));
+    }
 }
 
 fn update(ws: &Path, full: bool) -> (Duration, build::Written) {

@@ -373,8 +373,8 @@ fn dated_chapter_text(i: usize) -> String {
     s
 }
 
-/// Writes chapters `from..to` into the store and names them in the store's change journal, as
-/// the archive does (without a line the search table — and so the topic index — would not
+/// Writes chapters `from..to` into the store and records them in the store's catalog, as
+/// the archive does (without a record the search table — and so the topic index — would not
 /// see them before its periodic rescan). Each chapter's turns are signed first into its
 /// session's `collections/` ledger through the signer, as the daemon does (a real root has
 /// one; a sync lists it).
@@ -399,7 +399,21 @@ fn write_dated(m: &Machine, from: usize, to: usize) {
         .iter()
         .map(|(folder, names)| (folder.as_str(), names.as_slice()))
         .collect();
-    dsh_chapters::store::journal::record_many(&m.store, &changes);
+    dsh_chapters::testkit::catalog::record(&m.store, &changes);
+    // A baseline binary older than the store's catalog (`POOL_BASELINE_BIN`) learns of them
+    // from the change journal it kept: a line per folder in its format, when it has one.
+    let journal = m.store.join(".changes.jsonl");
+    if journal.is_file() {
+        use std::io::Write as _;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&journal)
+            .expect("journal");
+        for (folder, names) in &changes {
+            let line = serde_json::json!({"v": 1, "folder": folder, "files": names});
+            writeln!(f, "{line}").expect("journal line");
+        }
+    }
 }
 
 /// One signature line per chapter `from..to` (its ten seqs, a few terms and paths), appended

@@ -5,7 +5,7 @@
 //! here. Linked → the pool mirror (other machines' files) plus this machine's store (the sync
 //! does not materialize this machine's own files in the mirror), one document read once.
 //! Either way an unreadable document is counted and named, never silently dropped. The
-//! table is brought up to date first (only the folders the store's change journal names are
+//! table is brought up to date first (only the folders the store's catalog names are
 //! looked at, only new or rewritten files read), then the full-text cache
 //! (`score::cache`, SQLite FTS5) from the table's change log, so a query never parses the
 //! corpus. A search ranks the record's §8 field hits (found by the table) and the body hits
@@ -1375,7 +1375,7 @@ mod tests {
     }
 
     /// The documents of [`equivalence_store`] whose number `keep` accepts (the same bytes),
-    /// each named in the change journal as the store's writer does.
+    /// each recorded in the store's catalog as the store's writer does.
     fn equivalence_store_some(ws: &Path, keep: impl Fn(usize) -> bool) {
         const VOCAB: &[&str] = &[
             "parser", "token", "refresh", "cache", "deploy", "billing", "socket", "retry",
@@ -1448,10 +1448,9 @@ mod tests {
                 seq + 5
             );
             put(ws, &format!(".dsh-chapters/{root}/chapters/{name}"), &text);
-            crate::store::journal::record(
+            crate::testkit::catalog::record(
                 &ws.join(".dsh-chapters"),
-                &format!(".dsh-chapters/{root}/chapters"),
-                &[name.as_str()],
+                &[(&format!(".dsh-chapters/{root}/chapters"), &[name.as_str()])],
             );
             let line = serde_json::json!({
                 "v": 1, "at": "2026-01-01T00:00:00Z", "by": "deterministic", "commands": [],

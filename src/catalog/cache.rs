@@ -3,7 +3,7 @@
 //!
 //! Derived and disposable. It records the table revision ([`TableRev`]) it was filled from;
 //! a search brings it up to date by re-reading only the folders the table's change log names
-//! since then (the table follows the store's change journal and the pool mirror), in one
+//! since then (the table follows the store's catalog and the pool mirror), in one
 //! SQLite transaction (WAL): killed mid-update, the cache is the one before. Deleted, garbage,
 //! another program's database (`application_id`), or another cache format (`user_version`):
 //! it is deleted and built again from the table. Where it cannot be written (a read-only
@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rusqlite::functions::FunctionFlags;
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde::Deserialize;
 
 use crate::catalog::query::cjk_bigrams;
@@ -426,22 +426,14 @@ impl Cache {
 
     /// An existing cache of this format, or `None` when there is none or it is not usable.
     fn open_file(path: &Path, busy: Duration) -> Result<Option<Cache>, rusqlite::Error> {
-        if !path.is_file() {
+        let Some(conn) =
+            crate::store::catalog::open_ours(path, busy, APPLICATION_ID, CACHE_VERSION)?
+        else {
             return Ok(None);
-        }
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
-        conn.busy_timeout(busy)?;
+        };
         // A query reads its terms' doclists several times (BM25's setup, the walks):
         // kept in SQLite's page cache rather than read and parsed again.
         conn.pragma_update(None, "cache_size", CACHE_KIB)?;
-        let app: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
-        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        if app != APPLICATION_ID || version != CACHE_VERSION {
-            return Ok(None);
-        }
         // Reading the state proves the schema is there.
         conn.query_row("SELECT count(*) FROM state", [], |r| r.get::<_, i64>(0))?;
         conn.query_row("SELECT count(*) FROM docs", [], |r| r.get::<_, i64>(0))?;

@@ -3,8 +3,8 @@
 //!
 //! It lives in `<store>/.search/` (a dot directory: never published, never a session tree)
 //! and is a cache: lose it and the next search rebuilds it from the documents. It holds
-//! append-only *segments*; a refresh looks at the folders the store's change journal
-//! (`store::journal`) names since its cursor — or, when the journal cannot say, every 10
+//! append-only *segments*; a refresh looks at the folders the store's catalog
+//! (`store::catalog`) names since its cursor — or, when the catalog cannot say, every 10
 //! minutes and on `chapters index rebuild`, lists every document folder (store, and the
 //! mirror when linked) and re-lists only a folder whose mtime moved — reads only files it has
 //! not seen or whose (length, mtime) moved, and writes them as one new segment; a segment at
@@ -37,7 +37,7 @@ use crate::curation::{normalize_topic, Curation, RuleStatus};
 use crate::redact::Redacted;
 use crate::rules::store::RULES_DIR;
 use crate::store::read::Reader;
-use crate::store::{self, atomic, is_safe_component, journal, MIRROR_DIR, STORE_DIR};
+use crate::store::{self, atomic, catalog, is_safe_component, MIRROR_DIR, STORE_DIR};
 
 mod frontmatter;
 
@@ -198,8 +198,9 @@ struct State {
     segments: Vec<SegmentInfo>,
     /// Documents that could not be read, by path, with why.
     unreadable: BTreeMap<String, String>,
-    /// Where this table stopped reading the store's change journal.
-    journal: Option<journal::Cursor>,
+    /// Where this table stopped reading the store's catalog (a state of the change
+    /// journal it replaced has none: one rescan).
+    catalog: Option<catalog::Cursor>,
     /// When every folder was last listed (ms since the epoch).
     rescanned_ms: u64,
     /// Whether the mirror's folders are in the table (linking changes the folder set).
@@ -231,36 +232,34 @@ pub struct Refresh {
     pub added: usize,
     pub merged: usize,
     pub rebuilt: bool,
-    /// Why every folder was listed; `None` when the change journal named what to look at.
+    /// Why every folder was listed; `None` when the store's catalog named what to look at.
     pub rescan: Option<String>,
     /// Folders listed.
     pub folders: usize,
-    /// Journal lines skipped, a journal that could not be started over.
+    /// What the refresh could not do (a catalog it could not open), said.
     pub notes: Vec<String>,
 }
 
 /// How a refresh finds what changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Scan {
-    /// The change journal since the cursor; every folder (those whose mtime moved) when
-    /// the journal cannot say, when the folder set changed, or every [`FULL_RESCAN_EVERY`].
-    Journal,
+    /// The store's catalog since the cursor; every folder (those whose mtime moved) when
+    /// the catalog cannot say, when the folder set changed, or every [`FULL_RESCAN_EVERY`].
+    Catalog,
     /// Every folder listed and every file stat'ed whatever the mtimes say: the repair path.
     Thorough,
 }
 
-/// A full rescan runs at least this often even when the journal has an answer: it finds a
-/// document no journal line names (a writer older than the journal, a folder copied in by
-/// hand) within this long — at once with `chapters index rebuild`.
+/// A full rescan runs at least this often even when the catalog has an answer: it finds a
+/// document no record names (a writer older than the catalog, a folder copied in by hand)
+/// within this long — at once with `chapters index rebuild`.
 pub const FULL_RESCAN_EVERY: Duration = Duration::from_secs(600);
-/// A journal read to its end is started over once it is this large.
-const JOURNAL_COMPACT_AT: u64 = 64 * 1024;
 
 /// One folder a refresh looks at.
 struct Visit {
     key: String,
     root: String,
-    /// The files the journal named (a known file is stat'ed only when named); `None`: every
+    /// The files the catalog named (a known file is stat'ed only when named); `None`: every
     /// file of the folder is stat'ed.
     named: Option<BTreeSet<String>>,
     /// Skip the folder when its mtime is the one recorded (a full, not thorough, rescan).
@@ -333,19 +332,19 @@ impl Table {
     }
 
     /// Bring the table up to date, under the table's own lock (never the store's writer
-    /// lock: a search must not wait for an archive): the folders the store's change journal
-    /// names since the last refresh, or every folder whose mtime moved when the journal
+    /// lock: a search must not wait for an archive): the folders the store's catalog
+    /// names since the last refresh, or every folder whose mtime moved when the catalog
     /// cannot say (see [`FULL_RESCAN_EVERY`]).
     pub fn refresh(
         workspace: &Path,
         linked: bool,
         lock_timeout: Duration,
     ) -> Result<(Table, Refresh), TableError> {
-        Table::refresh_with(workspace, linked, lock_timeout, Scan::Journal)
+        Table::refresh_with(workspace, linked, lock_timeout, Scan::Catalog)
     }
 
     /// Bring the table up to date by listing every folder and stat'ing every file, whatever
-    /// the journal and the mtimes say (`chapters index rebuild`: the repair path).
+    /// the catalog and the mtimes say (`chapters index rebuild`: the repair path).
     pub fn rescan(
         workspace: &Path,
         linked: bool,
@@ -375,7 +374,7 @@ impl Table {
                 State::new(now)
             }
         };
-        let before = (state.journal.clone(), state.linked, state.rescanned_ms);
+        let before = (state.catalog.clone(), state.linked, state.rescanned_ms);
         let rescan = if scan == Scan::Thorough {
             Some("asked for (`chapters index rebuild`)".to_owned())
         } else if report.rebuilt {
@@ -394,23 +393,18 @@ impl Table {
         } else {
             None
         };
-        let from_journal = match rescan {
+        let from_catalog = match rescan {
             Some(reason) => Err(reason),
-            None => match journal::read_since(&store_dir, state.journal.as_ref()) {
-                journal::Since::Changes {
-                    changes,
-                    end,
-                    notes,
-                } => Ok((changes, end, notes)),
-                journal::Since::Rescan { reason } => Err(reason),
+            None => match catalog::read_since(&store_dir, state.catalog.as_ref()) {
+                catalog::Since::Changes { changes, end } => Ok((changes, end)),
+                catalog::Since::Rescan { reason } => Err(reason),
             },
         };
-        let visits: Vec<Visit> = match from_journal {
-            Ok((changes, end, notes)) => {
-                report.notes.extend(notes);
+        let visits: Vec<Visit> = match from_catalog {
+            Ok((changes, end)) => {
                 let mut by_folder: BTreeMap<String, (String, BTreeSet<String>)> = BTreeMap::new();
                 for change in changes {
-                    // A line naming anything but a document folder of this door is ignored:
+                    // A record naming anything but a document folder of this door is ignored:
                     // it cannot hold a document the table keeps.
                     if let Some(root) = source_root(&change.folder, linked) {
                         by_folder
@@ -420,7 +414,7 @@ impl Table {
                             .extend(change.files);
                     }
                 }
-                state.journal = Some(end);
+                state.catalog = Some(end);
                 by_folder
                     .into_iter()
                     .map(|(key, (root, named))| Visit {
@@ -432,13 +426,14 @@ impl Table {
                     .collect()
             }
             Err(reason) => {
-                // Started over before listing: whatever is written from now on is in the
-                // new generation, so nothing falls between this listing and the next read.
-                state.journal = match journal::restart(&store_dir) {
+                // The catalog's end, taken before listing: whatever is recorded from now on
+                // is read next time, so nothing falls between this listing and that read.
+                // Made when there is none (other readers' cursors are left as they are).
+                state.catalog = match catalog::end(&store_dir) {
                     Ok(cursor) => Some(cursor),
                     Err(e) => {
                         report.notes.push(format!(
-                            "the change journal could not be started over ({e}); the next search rescans again"
+                            "the store's catalog could not be opened ({e}); the next search rescans again"
                         ));
                         None
                     }
@@ -526,7 +521,7 @@ impl Table {
                     continue;
                 }
                 let entry = known.get(&name).cloned();
-                // A known document is looked at again only when the journal names it (or
+                // A known document is looked at again only when the catalog names it (or
                 // on a rescan), and read again only when its size or time moved: the one
                 // sanctioned rewrite (enrichment's re-annotation) or another machine's,
                 // materialized into the mirror.
@@ -759,15 +754,7 @@ impl Table {
             state.rev += 1;
             append_log(&dir, &mut state, &changed)?;
         }
-        if let (Some(cursor), None) = (&state.journal, &report.rescan) {
-            match journal::compact(&store_dir, cursor, JOURNAL_COMPACT_AT) {
-                Ok(compacted) => state.journal = Some(compacted),
-                Err(e) => report
-                    .notes
-                    .push(format!("the change journal was not compacted: {e}")),
-            }
-        }
-        let moved = (state.journal.clone(), state.linked, state.rescanned_ms) != before;
+        let moved = (state.catalog.clone(), state.linked, state.rescanned_ms) != before;
         if aux || segments || moved || unreadable_moved || report.rebuilt {
             save_state(&dir, &state)?;
         }
@@ -2616,19 +2603,6 @@ fn twin_names(
     Ok(out)
 }
 
-/// Test support: write a document as a store writer does — the file, then its line in the
-/// store's change journal.
-#[cfg(test)]
-pub(crate) fn put_document(ws: &Path, rel: &str, text: &str) {
-    let p = ws.join(rel);
-    fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-    fs::write(&p, text).expect("write");
-    let (folder, name) = rel.rsplit_once('/').expect("a folder");
-    let store_dir = ws.join(STORE_DIR);
-    fs::create_dir_all(&store_dir).expect("store");
-    journal::record(&store_dir, folder, &[name]);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2640,7 +2614,7 @@ mod tests {
     }
 
     fn put(ws: &Path, rel: &str, text: &str) {
-        put_document(ws, rel, text);
+        crate::testkit::catalog::put_document(ws, rel, text);
     }
 
     const NOW: i64 = 1_764_400_000_000;
@@ -2855,8 +2829,7 @@ mod tests {
             .collect()
     }
 
-    /// A file written without a journal line: a hand copy, or a writer older than the
-    /// journal.
+    /// A file written without a record: a hand copy, or a writer older than the catalog.
     fn put_by_hand(ws: &Path, rel: &str, text: &str) {
         let p = ws.join(rel);
         fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
@@ -2864,26 +2837,26 @@ mod tests {
     }
 
     #[test]
-    fn the_journal_names_what_a_refresh_reads_and_a_rescan_finds_the_rest() {
+    fn the_catalog_names_what_a_refresh_reads_and_a_rescan_finds_the_rest() {
         let tmp = tempfile::tempdir().expect("tmp");
         let ws = tmp.path();
         let doc = |t: &str| chapter(t, "", "chapter", "x", "null");
         put(ws, ".dsh-chapters/s1/chapters/001-a.md", &doc("A"));
         let (_, r) = refresh(ws);
         assert_eq!(r.rescan.as_deref(), Some("the table is new"));
-        // Journaled: read without listing any other folder.
+        // Recorded: read without listing any other folder.
         put(ws, ".dsh-chapters/s1/chapters/002-b.md", &doc("B"));
         put(ws, ".dsh-chapters/s2/chapters/001-c.md", &doc("C"));
         let (table, r) = refresh(ws);
         assert_eq!((r.rescan.as_deref(), r.added, r.folders), (None, 2, 2));
         assert_eq!(paths(&table).len(), 3);
-        // Not journaled: a journal refresh does not see it ...
+        // Not recorded: a catalog refresh does not see it ...
         put_by_hand(ws, ".dsh-chapters/s3/chapters/001-d.md", &doc("D"));
         put_by_hand(ws, ".dsh-chapters/s1/chapters/003-e.md", &doc("E"));
         let (table, r) = refresh(ws);
         assert_eq!((r.rescan.as_deref(), r.added), (None, 0));
         assert_eq!(paths(&table).len(), 3);
-        // ... a journaled neighbour's folder listing does (a file in a named folder) ...
+        // ... a recorded neighbour's folder listing does (a file in a named folder) ...
         put(ws, ".dsh-chapters/s1/chapters/004-f.md", &doc("F"));
         let (table, r) = refresh(ws);
         assert_eq!(r.added, 2, "004-f named, 003-e listed beside it");
@@ -2897,23 +2870,23 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_or_restarted_journal_and_the_periodic_rescan_list_every_folder() {
+    fn a_missing_or_restarted_catalog_and_the_periodic_rescan_list_every_folder() {
         let tmp = tempfile::tempdir().expect("tmp");
         let ws = tmp.path();
         let doc = |t: &str| chapter(t, "", "chapter", "x", "null");
         put(ws, ".dsh-chapters/s1/chapters/001-a.md", &doc("A"));
         refresh(ws);
         put_by_hand(ws, ".dsh-chapters/s2/chapters/001-b.md", &doc("B"));
-        fs::remove_file(journal::journal_path(&ws.join(STORE_DIR))).expect("rm journal");
+        fs::remove_file(catalog::catalog_path(&ws.join(STORE_DIR))).expect("rm catalog");
         let (table, r) = refresh(ws);
         assert!(
             r.rescan.as_deref().is_some_and(|w| w.contains("missing")),
             "{r:?}"
         );
         assert_eq!(paths(&table).len(), 2);
-        // A writer that died holding the lock restarts the journal: a rescan follows.
+        // A writer that died holding the lock starts the catalog over: a rescan follows.
         put_by_hand(ws, ".dsh-chapters/s3/chapters/001-c.md", &doc("C"));
-        journal::restart(&ws.join(STORE_DIR)).expect("restart");
+        catalog::start_over(&ws.join(STORE_DIR)).expect("restart");
         let (table, r) = refresh(ws);
         assert!(
             r.rescan
@@ -2940,7 +2913,7 @@ mod tests {
     }
 
     #[test]
-    fn a_journaled_rewrite_replaces_the_document_and_logs_its_old_topics() {
+    fn a_recorded_rewrite_replaces_the_document_and_logs_its_old_topics() {
         let tmp = tempfile::tempdir().expect("tmp");
         let ws = tmp.path();
         put(

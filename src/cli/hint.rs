@@ -49,7 +49,7 @@ fn store_error<'a>(cause: &'a (dyn StdError + 'static)) -> Option<&'a StoreError
         signer::SignError => signer::SignError::Store,
         rules::store::RulesStoreError => rules::store::RulesStoreError::Store,
         pool::link::LinkError => pool::link::LinkError::Store,
-        store::journal::JournalError => store::journal::JournalError::Store,
+        store::catalog::CatalogError => store::catalog::CatalogError::Store,
         store::forget::ForgetError => store::forget::ForgetError::Store,
         enrich::run::EnrichError => enrich::run::EnrichError::Store,
         topics::build::BuildError => topics::build::BuildError::Store,
@@ -112,6 +112,12 @@ fn known(cause: &(dyn StdError + 'static)) -> Option<String> {
             ),
             _ => None,
         };
+    }
+    if let Some(dsh_chapters::store::catalog::CatalogError::Sql { .. }) = cause.downcast_ref() {
+        return Some(
+            "the store's catalog is a record of what changed: delete the file named above and readers rescan the store"
+                .into(),
+        );
     }
     if let Some(e) = cause.downcast_ref::<SyncError>() {
         let h = e.code.hint();
@@ -196,7 +202,7 @@ mod tests {
                 source: io(),
             }
             .into(),
-            store::journal::JournalError::Io {
+            store::catalog::CatalogError::Io {
                 path: p(),
                 source: io(),
             }

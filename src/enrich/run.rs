@@ -20,7 +20,7 @@ use crate::curation::{self, Curation};
 use crate::redact::{RedactionCounts, Redactor};
 use crate::render::annotate::{self, Annotated, Annotation, ModelFields};
 use crate::render::body_text;
-use crate::store::{atomic, journal, Store, StoreError};
+use crate::store::{atomic, catalog, Store, StoreError};
 
 const STATUS_FILE: &str = "enrich-status.json";
 const STATUS_VERSION: u64 = 1;
@@ -147,8 +147,8 @@ struct Queued {
     path: PathBuf,
 }
 
-/// How often a [`Catalog`] reads every chapter again although the change journal answered:
-/// a writer the journal missed (a crash between a write and its line) is found within this.
+/// How often a [`Catalog`] reads every chapter again although the store's catalog answered:
+/// a write it missed (a crash between a write and its record) is found within this.
 pub const FULL_RESCAN_EVERY_MS: i64 = 600_000;
 
 /// What a batch needs of one chapter: which model titled it and the topics it holds that
@@ -160,9 +160,9 @@ struct Entry {
 }
 
 /// The store's chapters as enrichment sees them, kept across the batches of one workspace
-/// (the daemon's enrich thread keeps one per workspace): a batch reads what the change
-/// journal (`store::journal`) names since the last one — new chapters, rewrites — instead
-/// of every chapter's frontmatter. It reads everything again when the journal cannot say
+/// (the daemon's enrich thread keeps one per workspace): a batch reads what the store's
+/// catalog (`store::catalog`) names since the last one — new chapters, rewrites — instead
+/// of every chapter's frontmatter. It reads everything again when the catalog cannot say
 /// (no cursor, started over, damaged), every [`FULL_RESCAN_EVERY_MS`], and reads a session
 /// folder it has not seen whole. A fresh catalog (the CLI's batch) reads everything once.
 #[derive(Debug, Default)]
@@ -171,7 +171,7 @@ pub struct Catalog {
     chapters: std::collections::BTreeMap<(String, String), Entry>,
     /// Session folders read whole.
     roots: std::collections::BTreeSet<String>,
-    cursor: Option<journal::Cursor>,
+    cursor: Option<catalog::Cursor>,
     rescanned_ms: Option<i64>,
     full_scans: u64,
     files_read: u64,
@@ -193,7 +193,7 @@ impl Catalog {
         self.full_scans
     }
 
-    /// Chapter files read so far, by full reads and by journal lines alike.
+    /// Chapter files read so far, by full reads and by catalog records alike.
     pub fn files_read(&self) -> u64 {
         self.files_read
     }
@@ -206,9 +206,9 @@ impl Catalog {
         let changes = if due {
             None
         } else {
-            match journal::read_since(store.dir(), self.cursor.as_ref()) {
-                journal::Since::Changes { changes, end, .. } => Some((changes, end)),
-                journal::Since::Rescan { reason } => {
+            match catalog::read_since(store.dir(), self.cursor.as_ref()) {
+                catalog::Since::Changes { changes, end } => Some((changes, end)),
+                catalog::Since::Rescan { reason } => {
                     tracing::debug!(%reason, "enrichment reads every chapter again");
                     None
                 }
@@ -218,7 +218,7 @@ impl Catalog {
             None => {
                 // The cursor before the reads: a chapter written meanwhile is read again
                 // next time, never missed.
-                self.cursor = journal::current(store.dir());
+                self.cursor = catalog::current(store.dir());
                 self.chapters.clear();
                 self.roots.clear();
                 self.rescanned_ms = Some(now_ms);
@@ -425,7 +425,7 @@ pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport,
 }
 
 /// Run one batch of a series (the daemon's, per workspace): `catalog` is what earlier
-/// batches of this store read, brought up to date from the change journal; `redactor` the
+/// batches of this store read, brought up to date from the store's catalog; `redactor` the
 /// caller's compiled `redactionPatterns` (`None`: compiled for this batch). The clock value
 /// is the caller's; `at` stamps provenance.
 pub fn run_with(
@@ -498,7 +498,7 @@ pub fn run_with(
         let name = format!("{}/{}", queued.root, queued.file);
         let doc = match std::fs::read_to_string(&queued.path) {
             Ok(doc) => doc,
-            // Removed by hand since the catalog listed it (no journal line says so).
+            // Removed by hand since the catalog listed it (no record says so).
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 catalog.chapters.remove(&(queued.root, queued.file));
                 report.notes.push(format!("{name}: gone; skipped"));
@@ -724,7 +724,7 @@ mod tests {
         (dir, store)
     }
 
-    /// Through the store's own writer, so the journal line is the one the archive writes.
+    /// Through the store's own writer, so the record is the one the archive makes.
     fn archive(store: &Store, root: &str, name: &str, text: &str) {
         let redactor = Redactor::new(&[]).unwrap();
         let document = Document {
@@ -734,13 +734,13 @@ mod tests {
         assert!(store.write_document(root, &document).unwrap());
     }
 
-    /// A rewrite as enrichment publishes it: the file replaced, its journal line appended.
-    fn rewrite(store: &Store, root: &str, name: &str, text: &str, journaled: bool) {
+    /// A rewrite as enrichment publishes it: the file replaced, then recorded.
+    fn rewrite(store: &Store, root: &str, name: &str, text: &str, recorded: bool) {
         let path = store.chapters_dir(root).unwrap().join(name);
         atomic::write_atomic(&path, text.as_bytes()).unwrap();
-        if journaled {
+        if recorded {
             let folder = format!("{}/{root}/chapters", crate::store::STORE_DIR);
-            journal::record(store.dir(), &folder, &[name]);
+            crate::testkit::catalog::record(store.dir(), &[(&folder, &[name])]);
         }
     }
 
@@ -761,7 +761,7 @@ mod tests {
     }
 
     #[test]
-    fn a_catalog_reads_every_chapter_once_then_only_what_the_journal_names() {
+    fn a_catalog_reads_every_chapter_once_then_only_what_the_store_catalog_names() {
         let (_dir, store) = store();
         archive(&store, ROOT, "001-a.md", &doc("a", None, &["csv"], &[]));
         archive(
@@ -785,7 +785,7 @@ mod tests {
         assert_eq!((catalog.full_scans(), catalog.files_read()), (1, 2));
 
         // A new chapter and a rewrite (the model titled `a`, with an unvetted label of its
-        // own): each read once, from its journal line.
+        // own): each read once, from its record.
         archive(&store, ROOT, "004-d.md", &doc("d", None, &["zstd"], &[]));
         rewrite(
             &store,
@@ -801,13 +801,13 @@ mod tests {
     }
 
     #[test]
-    fn what_the_journal_cannot_say_is_read_again() {
+    fn what_the_catalog_cannot_say_is_read_again() {
         let (_dir, store) = store();
         archive(&store, ROOT, "001-a.md", &doc("a", None, &[], &[]));
         let mut catalog = Catalog::default();
         catalog.refresh(&store, 0).unwrap();
 
-        // Behind the journal's back (a writer that died before its line): not seen until
+        // Behind the catalog's back (a writer that died before its record): not seen until
         // the periodic full read.
         rewrite(
             &store,
@@ -822,30 +822,28 @@ mod tests {
         assert_eq!(catalog.full_scans(), 2);
         assert!(queue(&catalog, &store, "m").is_empty());
 
-        // The journal started over (the search table's full rescan, a dead writer): all
-        // read again.
+        // The catalog started over (a dead writer, a forget): all read again.
         rewrite(&store, ROOT, "001-a.md", &doc("a", None, &[], &[]), false);
-        journal::restart(store.dir()).unwrap();
+        catalog::start_over(store.dir()).unwrap();
         catalog.refresh(&store, FULL_RESCAN_EVERY_MS + 1).unwrap();
         assert_eq!(catalog.full_scans(), 3);
         assert_eq!(queue(&catalog, &store, "m"), vec!["session-a/001-a.md"]);
 
-        // The journal gone: all read again, every time, until a writer starts a new one.
-        std::fs::remove_file(journal::journal_path(store.dir())).unwrap();
+        // The catalog gone: all read again, every time, until a writer starts a new one.
+        std::fs::remove_file(catalog::catalog_path(store.dir())).unwrap();
         catalog.refresh(&store, FULL_RESCAN_EVERY_MS + 2).unwrap();
         catalog.refresh(&store, FULL_RESCAN_EVERY_MS + 3).unwrap();
         assert_eq!(catalog.full_scans(), 5);
 
-        // A torn journal line is not an answer past it: the cursor stays before it.
+        // A writer starts a new one; a garbled catalog is not an answer: all read again.
         archive(&store, ROOT, "002-b.md", &doc("b", None, &[], &[]));
         catalog.refresh(&store, FULL_RESCAN_EVERY_MS + 4).unwrap();
         let scans = catalog.full_scans();
-        let path = journal::journal_path(store.dir());
-        let mut bytes = std::fs::read(&path).unwrap();
-        bytes.extend_from_slice(b"{\"v\":1,\"folder\":\"garbled");
-        std::fs::write(&path, bytes).unwrap();
         catalog.refresh(&store, FULL_RESCAN_EVERY_MS + 5).unwrap();
-        assert_eq!(catalog.full_scans(), scans);
+        assert_eq!(catalog.full_scans(), scans, "the new catalog answers");
+        std::fs::write(catalog::catalog_path(store.dir()), b"{\"garbled").unwrap();
+        catalog.refresh(&store, FULL_RESCAN_EVERY_MS + 6).unwrap();
+        assert_eq!(catalog.full_scans(), scans + 1);
         assert_eq!(
             queue(&catalog, &store, "m"),
             vec!["session-a/001-a.md", "session-a/002-b.md"]
@@ -893,12 +891,12 @@ mod tests {
     }
 
     #[test]
-    fn a_session_folder_no_journal_line_names_is_read_on_sight() {
+    fn a_session_folder_no_record_names_is_read_on_sight() {
         let (_dir, store) = store();
         archive(&store, ROOT, "001-a.md", &doc("a", None, &[], &[]));
         let mut catalog = Catalog::default();
         catalog.refresh(&store, 0).unwrap();
-        // A folder copied in by hand: no journal line, a new root.
+        // A folder copied in by hand: no record, a new root.
         let dir = store.chapters_dir("session-b").unwrap();
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("001-x.md"), doc("x", None, &[], &[])).unwrap();

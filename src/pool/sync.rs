@@ -495,11 +495,11 @@ struct Published {
     dirty: std::collections::BTreeSet<String>,
     /// [`LISTED_FILE`], read on first use.
     listed: Option<BTreeMap<String, (u128, u64)>>,
-    /// The roots the change journal names since [`CURSOR_FILE`]'s cursor (`None`: it cannot
+    /// The roots the store's catalog names since [`CURSOR_FILE`]'s cursor (`None`: it cannot
     /// say, every root is looked at), and the cursor this sync's listing starts from.
-    journal: Option<(
+    catalog: Option<(
         Option<BTreeSet<String>>,
-        Option<crate::store::journal::Cursor>,
+        Option<crate::store::catalog::Cursor>,
     )>,
     /// The roots the signed-roots hint names since [`SIGNED_CURSOR_FILE`]'s cursor (`None`:
     /// it cannot say, every root's ledgers are listed), and the cursor to keep after this
@@ -514,16 +514,21 @@ struct Published {
 /// whose length is not the one noted (a write lost to a crash) is read as before.
 const LISTED_FILE: &str = ".listed-roots.json";
 
-/// The change journal's cursor when the records and [`LISTED_FILE`] were last saved, written
-/// only once they are on disk (after the filesystem sync): a root the journal names no
+/// The store catalog's cursor when the records and [`LISTED_FILE`] were last saved, written
+/// only once they are on disk (after the filesystem sync): a root the catalog names no
 /// change of since then is as it was listed — its chapters, plans and artifacts are written
-/// by journaling writers only — so it costs no `stat` of its `chapters/` or its record.
-/// Whenever the journal cannot say (missing, started over, damaged), every root is looked at.
+/// through `Store`, which records them — so it costs no `stat` of its `chapters/` or its
+/// record. Whenever the catalog cannot say (missing, started over, damaged), every root is
+/// looked at.
 const CURSOR_FILE: &str = ".listed-cursor.json";
+
+/// A root's noted `chapters/` mtime that no stat returns: list it again at the next sync,
+/// whatever the catalog and the mtime say (a torn file was held back there).
+const LIST_AGAIN: u128 = u128::MAX;
 
 /// The signed-roots hint's cursor (`store::signed`) when the records were last saved, written
 /// like [`CURSOR_FILE`] once they are on disk: a root it names nothing of since (and the
-/// change journal neither) is not looked at at all — not even its `collections/`.
+/// store's catalog neither) is not looked at at all — not even its `collections/`.
 const SIGNED_CURSOR_FILE: &str = ".signed-cursor.json";
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -547,7 +552,7 @@ impl Published {
             roots: BTreeMap::new(),
             dirty: Default::default(),
             listed: None,
-            journal: None,
+            catalog: None,
             signed: None,
         }
     }
@@ -573,22 +578,22 @@ impl Published {
     }
 
     /// Whether the signed-roots hint says no ledger of `root` was appended to since the
-    /// saved listing (which looked at it: the caller checks the journal's side first).
+    /// saved listing (which looked at it: the caller checks the catalog's side first).
     fn unsigned_since_saved(&self, root: &str) -> bool {
         matches!(&self.signed, Some((Some(named), _)) if !named.contains(root))
     }
 
-    /// Whether the change journal says `root` (listed when the cursor was saved) has not
+    /// Whether the store's catalog says `root` (listed when the cursor was saved) has not
     /// changed since.
     fn unnamed_since_saved(&mut self, store_dir: &Path, root: &str) -> bool {
         let dir = &self.dir;
-        let (named, _) = self.journal.get_or_insert_with(|| {
-            use crate::store::journal::{self, Since};
-            let saved: Option<journal::Cursor> = std::fs::read(dir.join(CURSOR_FILE))
+        let (named, _) = self.catalog.get_or_insert_with(|| {
+            use crate::store::catalog::{self, Since};
+            let saved: Option<catalog::Cursor> = std::fs::read(dir.join(CURSOR_FILE))
                 .ok()
                 .and_then(|b| serde_json::from_slice(&b).ok());
-            match journal::read_since(store_dir, saved.as_ref()) {
-                Since::Changes { changes, end, .. } => {
+            match catalog::read_since(store_dir, saved.as_ref()) {
+                Since::Changes { changes, end } => {
                     let prefix = format!("{}/", crate::store::STORE_DIR);
                     let named = changes
                         .iter()
@@ -598,8 +603,8 @@ impl Published {
                         .collect();
                     (Some(named), Some(end))
                 }
-                // Taken before the listing: what is appended during it is read next time.
-                Since::Rescan { .. } => (None, journal::current(store_dir)),
+                // Taken before the listing: what is recorded during it is read next time.
+                Since::Rescan { .. } => (None, catalog::current(store_dir)),
             }
         });
         let Some(named) = named else {
@@ -611,7 +616,11 @@ impl Published {
         let listed = self
             .listed
             .get_or_insert_with(|| read_json(&dir.join(LISTED_FILE)));
-        listed.contains_key(root)
+        // A root marked to be listed again (a torn file held back there): the catalog's
+        // silence does not vouch for it.
+        listed
+            .get(root)
+            .is_some_and(|&(mtime, _)| mtime != LIST_AGAIN)
     }
 
     /// Whether `root`'s `chapters/` is as it was when last listed (`mtime` from a stat now).
@@ -658,7 +667,7 @@ impl Published {
         self.roots.clear();
         self.dirty.clear();
         self.listed = None;
-        self.journal = None;
+        self.catalog = None;
         self.signed = None;
     }
 
@@ -715,7 +724,7 @@ impl Published {
             atomic::sync_filesystem(&self.dir)?;
             // Only a listing that looked at every root it had to: losing the file costs one
             // `stat` per root at the next sync.
-            if let Some((_, Some(end))) = &self.journal {
+            if let Some((_, Some(end))) = &self.catalog {
                 let text = serde_json::to_vec(end).expect("a cursor always serializes");
                 atomic::write_atomic_unsynced(&cursor, &text)?;
             }
@@ -757,7 +766,7 @@ fn store_files(
         published.read_signed(store, now_secs)?;
     }
     for root in store.root_candidates()? {
-        // A root listed before that the journal names nothing of is still a root: no `stat`s
+        // A root listed before that the catalog names nothing of is still a root: no `stat`s
         // to tell (they were two per root of a sync that publishes ten chapters).
         let quiet = published
             .as_deref_mut()
@@ -1752,8 +1761,8 @@ fn rebuild_mirror_files(mirror_dir: &Path, store_dir: &Path) -> Result<(), Fail>
 /// Documents left the mirror: the search table, which never drops a document on its own,
 /// is rebuilt at its next refresh, and the enrichment catalog reads every chapter again.
 fn forget_search_state(store_dir: &Path) {
-    if let Err(e) = crate::store::journal::restart(store_dir) {
-        tracing::warn!(error = %e, "could not start the change journal over after documents left the mirror");
+    if let Err(e) = crate::store::catalog::start_over(store_dir) {
+        tracing::warn!(error = %e, "could not start the store's catalog over after documents left the mirror");
     }
     if let Err(e) = crate::catalog::table::Table::invalidate(store_dir, Duration::from_secs(30)) {
         tracing::warn!(error = %e, "could not reset the search table after documents left the mirror; `chapters index rebuild` does");
@@ -2004,7 +2013,7 @@ fn plan_publication(
             ));
             tracing::warn!(path = %file.display(), reason = %why, "a torn write-once file was not published");
             // Its root is listed again at the next sync (a repaired file then publishes).
-            published.root(&root).chapters_mtime = 0;
+            published.root(&root).chapters_mtime = LIST_AGAIN;
             published.touch(&root);
             continue;
         }
@@ -2086,9 +2095,9 @@ fn kind_name(kind: FileKind) -> &'static str {
 }
 
 /// Tell the search table which documents the mirror received (other machines' chapters,
-/// plans and project rules), one journal line per folder, so its next refresh reads them
-/// without listing the mirror.
-fn journal_documents(store_dir: &Path, written: &[String]) {
+/// plans and project rules), by folder, so its next refresh reads them without listing
+/// the mirror.
+fn record_documents(store: &Store, written: &[String]) {
     let mut by_folder: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     for path in written {
         let parts: Vec<&str> = path.split('/').collect();
@@ -2100,17 +2109,14 @@ fn journal_documents(store_dir: &Path, written: &[String]) {
             _ => false,
         };
         if let (true, Some((folder, name))) = (document, path.rsplit_once('/')) {
-            by_folder
-                .entry(format!("{MIRROR_DIR}/{folder}"))
-                .or_default()
-                .push(name);
+            by_folder.entry(folder.to_owned()).or_default().push(name);
         }
     }
     let changes: Vec<(&str, &[&str])> = by_folder
         .iter()
         .map(|(folder, names)| (folder.as_str(), names.as_slice()))
         .collect();
-    crate::store::journal::record_many(store_dir, &changes);
+    store.record_mirror_received(&changes);
 }
 
 /// Whether the pool file `path` (blob `blob`) is this store's own: a chapter or plan of a
@@ -2238,7 +2244,7 @@ fn materialize(
     let recent = crate::store::mirror::Recent::days(ctx.mirror_recent_days, ctx.now_secs);
     let mut wrote = false;
     // The documents left in the pack, by folder (in path order, as the diff hands them):
-    // journaled, and the recent window's candidates. Their artifacts are not kept: nothing
+    // recorded, and the recent window's candidates. Their artifacts are not kept: nothing
     // reads them from this list, and a year's pool holds one per chapter.
     let mut unwritten = LeftPacked::default();
     // The walk reads through a handle of its own: the pack pages it touches (a page fault
@@ -2319,20 +2325,20 @@ fn materialize(
             detail: e.to_string(),
         })?;
     }
-    // The documents left in the pack are journaled as the written ones are: the search
+    // The documents left in the pack are recorded as the written ones are: the search
     // table reads them from the mirror's tree once the marker below names it.
-    journal_documents(store_dir, &written);
+    record_documents(ctx.store, &written);
     {
-        let left: Vec<(String, Vec<&str>)> = unwritten
+        let left: Vec<(&str, Vec<&str>)> = unwritten
             .folders
             .iter()
-            .map(|(folder, names)| (format!("{MIRROR_DIR}/{folder}"), names.split('/').collect()))
+            .map(|(folder, names)| (folder.as_str(), names.split('/').collect()))
             .collect();
         let changes: Vec<(&str, &[&str])> = left
             .iter()
-            .map(|(folder, names)| (folder.as_str(), names.as_slice()))
+            .map(|(folder, names)| (*folder, names.as_slice()))
             .collect();
-        crate::store::journal::record_many(store_dir, &changes);
+        ctx.store.record_mirror_received(&changes);
     }
     crash_point("sync-after-materialize");
     atomic::write_atomic(&marker, format!("{head}\n").as_bytes()).map_err(|e| Fail {
@@ -2927,11 +2933,11 @@ mod tests {
         assert!(third.unchanged("s2", 23));
     }
 
-    /// After a saved listing, a root the change journal names nothing of is not looked at
-    /// again (a file put there behind the journal's back is not listed), one it names is;
+    /// After a saved listing, a root the store's catalog names nothing of is not looked at
+    /// again (a file put there behind the catalog's back is not listed), one it names is;
     /// without the saved cursor every root is looked at.
     #[test]
-    fn roots_the_journal_names_nothing_of_are_not_listed_again() {
+    fn roots_the_catalog_names_nothing_of_are_not_listed_again() {
         let tmp = tempfile::tempdir().expect("tmp");
         let ws = tmp.path();
         let store = Store::init(ws).expect("store");
@@ -2950,10 +2956,9 @@ mod tests {
         };
         for root in ["s1", "s2"] {
             put(root, "001-a.md");
-            crate::store::journal::record(
+            crate::testkit::catalog::record(
                 store.dir(),
-                &format!(".dsh-chapters/{root}/chapters"),
-                &["001-a.md"],
+                &[(&format!(".dsh-chapters/{root}/chapters"), &["001-a.md"])],
             );
         }
         let mirror = ws.join(MIRROR_DIR);
@@ -2968,9 +2973,12 @@ mod tests {
             .join(PUBLISHED_DIR)
             .join(CURSOR_FILE)
             .exists());
-        // s1 gains a chapter through the journal; s2 one behind its back (a hand copy).
+        // s1 gains a chapter through the catalog; s2 one behind its back (a hand copy).
         put("s1", "002-b.md");
-        crate::store::journal::record(store.dir(), ".dsh-chapters/s1/chapters", &["002-b.md"]);
+        crate::testkit::catalog::record(
+            store.dir(),
+            &[(".dsh-chapters/s1/chapters", &["002-b.md"])],
+        );
         put("s2", "002-b.md");
         let mut again = Published::load(&mirror);
         let listed = chapters_of(Some(&mut again));
@@ -3001,7 +3009,7 @@ mod tests {
         );
     }
 
-    /// After a saved listing, a root neither the change journal nor the signed-roots hint
+    /// After a saved listing, a root neither the store's catalog nor the signed-roots hint
     /// names is not looked at at all — its ledgers are not listed (one appended behind the
     /// hint's back is not seen) —, a root the hint names has its ledgers listed; a cursor
     /// kept in another boot (a power cut may have lost hint lines) lists every root's.
@@ -3029,8 +3037,11 @@ mod tests {
         for root in ["s1", "s2"] {
             sign(root, 1);
         }
-        // A change journal that can say (a store's first chapter starts one).
-        crate::store::journal::record(store.dir(), ".dsh-chapters/s0/chapters", &["001-a.md"]);
+        // A catalog that can say (a store's first chapter starts one).
+        crate::testkit::catalog::record(
+            store.dir(),
+            &[(".dsh-chapters/s0/chapters", &["001-a.md"])],
+        );
         let ledgers_of = |published: &mut Published, now: u64| -> Vec<String> {
             store_files(&store, "pk", Some(published), now)
                 .unwrap_or_else(|f| panic!("list: {}", f.detail))

@@ -472,8 +472,8 @@ impl fmt::Debug for Redactor {
 }
 
 /// The process's one redactor of built-in rules only, compiled on first use (~8 ms) and
-/// shared by every writer that has no configured patterns (the change journal, an archive of
-/// a workspace with none). `None` only if the built-in rules failed to compile, which their
+/// shared by every writer that has no configured patterns (an archive of a workspace with
+/// none). `None` only if the built-in rules failed to compile, which their
 /// tests rule out.
 pub fn built_in() -> Option<&'static Redactor> {
     static BUILT_IN: std::sync::OnceLock<Option<Redactor>> = std::sync::OnceLock::new();
@@ -697,7 +697,7 @@ impl Redactor {
     }
 
     /// [`Redactor::redact_json`] of a value the caller owns: its strings are redacted where
-    /// they are (the signer's ledger lines, the journal's), not copied into a second tree.
+    /// they are (the signer's ledger lines), not copied into a second tree.
     /// Walks with an explicit stack, as `redact_value` does.
     pub fn redact_json_owned(
         &self,

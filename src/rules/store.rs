@@ -19,7 +19,7 @@ use crate::redact::{Redacted, Redactor, Settings};
 use crate::session::lineage::{self, Lineage};
 use crate::signature::Signature;
 use crate::store::read::Reader;
-use crate::store::{atomic, Store, StoreError, MIRROR_DIR, STORE_DIR};
+use crate::store::{Store, StoreError, MIRROR_DIR, STORE_DIR};
 use crate::turn::CompletedTurn;
 
 /// `<store>/rules/` (the store keeps its layout: `store::RULES_DIR`).
@@ -252,19 +252,7 @@ pub fn write_rule(
         }
     }
     let bytes = rule.derive(Rule::render);
-    let dir = store.dir().join(RULES_DIR);
-    std::fs::create_dir_all(&dir).map_err(|source| RulesStoreError::List {
-        path: dir.clone(),
-        source,
-    })?;
-    let wrote = atomic::write_new(&dir.join(rule.file_name()), bytes.as_bytes())?;
-    // Named also when it was already there: a capture re-run after a crash between the
-    // write and its journal line names it then.
-    crate::store::journal::record(
-        store.dir(),
-        &format!("{}/{RULES_DIR}", crate::store::STORE_DIR),
-        &[rule.file_name().as_str()],
-    );
+    let wrote = store.write_rule(&rule.file_name(), &bytes)?;
     Ok((
         rule,
         if wrote {

@@ -331,7 +331,7 @@ fn compare_existing(path: &Path, bytes: &[u8]) -> Result<bool, StoreError> {
     }
 }
 
-/// A hint file (the change journal, the signed-roots hint) whose append failed with `error`:
+/// A hint file (the store's catalog, the signed-roots hint) whose write failed with `error`:
 /// remove it, since a missing hint makes its reader look at everything, and log which
 /// happened — `removed` when it is gone, `kept` when it could not be removed either.
 pub fn drop_failed_hint(path: &Path, error: &dyn std::fmt::Display, removed: &str, kept: &str) {

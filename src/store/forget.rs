@@ -873,8 +873,8 @@ pub fn remove(
         }
     }
     // The search table and the enrichment catalog learn of removals by a rescan.
-    if let Err(e) = super::journal::restart(store.dir()) {
-        tracing::warn!(error = %e, "could not start the change journal over; the next periodic rescan drops the forgotten documents");
+    if let Err(e) = super::catalog::start_over(store.dir()) {
+        tracing::warn!(error = %e, "could not start the store's catalog over; the next periodic rescan drops the forgotten documents");
     }
     Ok(removed)
 }

@@ -55,7 +55,7 @@ pub struct Group<'s> {
     marked: bool,
     /// Whether anything was written since the last commit.
     dirty: bool,
-    /// Documents written since the last commit, in order: named in the change journal at
+    /// Documents written since the last commit, in order: recorded in the store's catalog at
     /// commit, removed by [`Group::abort`]. One string, not a list of strings or paths: an
     /// archive of thousands of chapters keeps ~40 bytes each.
     created_docs: crate::names::NameList,
@@ -65,7 +65,7 @@ pub struct Group<'s> {
     made_dirs: super::MadeDirs,
 }
 
-/// A root's document folder as the change journal names it (workspace-relative).
+/// A root's document folder as the store's catalog names it (workspace-relative).
 fn chapters_folder(root: &str) -> String {
     format!("{}/{root}/{}", super::STORE_DIR, super::CHAPTERS)
 }
@@ -153,8 +153,11 @@ impl Store {
                     .iter()
                     .filter_map(|r| r.rsplit('/').next())
                     .collect();
-                // The search table looks at what the journal names: these are gone.
-                super::journal::record(self.dir(), &chapters_folder(&root), &names);
+                // The search table looks at what the catalog names: these are gone.
+                self.record(
+                    &[(&chapters_folder(&root), &names)],
+                    super::catalog::Presence::Removed,
+                );
                 tracing::info!(
                     root = root.as_str(),
                     removed = here,
@@ -269,7 +272,10 @@ impl Group<'_> {
             .append_commit(&highest(&dir, &self.root)?, self.redactor)?;
         if !self.created_docs.is_empty() {
             let names: Vec<&str> = self.created_docs.iter().collect();
-            super::journal::record(self.store.dir(), &chapters_folder(&self.root), &names);
+            self.store.record(
+                &[(&chapters_folder(&self.root), &names)],
+                super::catalog::Presence::Written,
+            );
         }
         self.dirty = false;
         self.created_docs.clear();
@@ -408,9 +414,18 @@ mod tests {
         g.write_document(&doc("001-a.md", "chapter", 1, 2)).unwrap();
         g.write_artifact(&kept).unwrap();
         g.commit().unwrap();
-        let journal = fs::read_to_string(super::super::journal::journal_path(store.dir()))
-            .unwrap_or_default();
-        assert!(journal.contains("001-a.md"), "{journal}");
+        use super::super::catalog;
+        let recorded = catalog::current(store.dir()).expect("a catalog");
+        let from_start = catalog::Cursor {
+            revision: 0,
+            ..recorded.clone()
+        };
+        let catalog::Since::Changes { changes, .. } =
+            catalog::read_since(store.dir(), Some(&from_start))
+        else {
+            panic!("changes");
+        };
+        assert_eq!(changes[0].files, ["001-a.md"]);
         g.write_document(&doc("plan-001-p.md", "plan", 3, 3))
             .unwrap();
         g.write_document(&doc("002-b.md", "chapter", 3, 4)).unwrap();
@@ -423,9 +438,11 @@ mod tests {
         assert!(!dir.join("002-b.md").exists());
         assert!(!store.artifact_path("r", &dropped.sha256).unwrap().exists());
         g.commit().unwrap();
-        let after = fs::read_to_string(super::super::journal::journal_path(store.dir()))
-            .unwrap_or_default();
-        assert_eq!(after, journal, "an aborted write is never journaled");
+        assert_eq!(
+            catalog::current(store.dir()),
+            Some(recorded),
+            "an aborted write is never recorded"
+        );
         assert_eq!(mark(&store, "r"), Some((1, 0)));
     }
 

@@ -42,13 +42,6 @@ pub enum LedgerError {
     },
     #[error("refusing to append to {file}: {detail} (a bug in the caller; nothing was written)")]
     InvalidLine { file: PathBuf, detail: String },
-    #[error("{file}: a read from byte {offset} of {len} is refused: {detail} (the file was cut or replaced since that offset was read)")]
-    Cursor {
-        file: PathBuf,
-        offset: u64,
-        len: u64,
-        detail: String,
-    },
     #[error("{file}: {source}")]
     Io {
         file: PathBuf,
@@ -238,79 +231,6 @@ pub fn read_with_unversioned(path: &Path, known_version: u64) -> Result<LedgerRe
         Err(e) => return Err(io_err(path, e)),
     };
     scan_bytes(path, &bytes, known_version, 0, Unversioned::Plugin).map(|s| s.read)
-}
-
-/// What [`read_from`] found after its offset.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct LedgerTail {
-    /// The lines after the offset, by the rules of [`read`] (duplicates within them once).
-    pub lines: Vec<serde_json::Value>,
-    /// Where the next read starts: the end of the last terminated line. A torn tail is
-    /// left for the append that cuts it; a valid unterminated last line is returned but not
-    /// passed (an append terminates it first, so the next read returns it again).
-    pub end: u64,
-    pub torn_tail: Option<String>,
-    pub exists: bool,
-}
-
-/// Read only the lines after byte `offset` of a ledger, for a reader that keeps a cursor
-/// into it (the store's change journal): the bytes before the offset are not read. The
-/// offset must be the end of a line the reader read before; an offset past the end of the
-/// file, or inside a line, is [`LedgerError::Cursor`] (the file was cut or replaced).
-pub fn read_from(path: &Path, offset: u64, known_version: u64) -> Result<LedgerTail, LedgerError> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut file = match fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(LedgerTail::default()),
-        Err(e) => return Err(io_err(path, e)),
-    };
-    let len = file.metadata().map_err(|e| io_err(path, e))?.len();
-    let outside = |detail: &str| LedgerError::Cursor {
-        file: path.to_path_buf(),
-        offset,
-        len,
-        detail: detail.to_owned(),
-    };
-    if offset > len {
-        return Err(outside("past the end of the file"));
-    }
-    if offset > 0 {
-        let mut before = [0u8; 1];
-        file.seek(SeekFrom::Start(offset - 1))
-            .and_then(|_| file.read_exact(&mut before))
-            .map_err(|e| io_err(path, e))?;
-        if before[0] != b'\n' {
-            return Err(outside("not at the end of a line"));
-        }
-    }
-    let mut bytes = Vec::with_capacity((len - offset) as usize);
-    file.seek(SeekFrom::Start(offset))
-        .and_then(|_| file.read_to_end(&mut bytes))
-        .map_err(|e| io_err(path, e))?;
-    let scanned = match scan_bytes(path, &bytes, known_version, 0, Unversioned::Refused) {
-        Ok(s) if s.read.torn_tail.is_none() => s,
-        // A note or an error names its line by its number in the whole file: the lines
-        // before the offset are counted only on this path.
-        _ => {
-            let mut prefix = vec![0u8; offset as usize];
-            file.seek(SeekFrom::Start(0))
-                .and_then(|_| file.read_exact(&mut prefix))
-                .map_err(|e| io_err(path, e))?;
-            let before = memchr::memchr_iter(b'\n', &prefix).count() as u64;
-            scan_bytes(path, &bytes, known_version, before, Unversioned::Refused)?
-        }
-    };
-    let consumed = match scanned.tail {
-        Tail::Clean => bytes.len(),
-        Tail::Torn { committed_len } => committed_len as usize,
-        Tail::Unterminated => memchr::memrchr(b'\n', &bytes).map_or(0, |i| i + 1),
-    };
-    Ok(LedgerTail {
-        lines: scanned.read.lines,
-        end: offset + consumed as u64,
-        torn_tail: scanned.read.torn_tail,
-        exists: true,
-    })
 }
 
 /// Append one line (the value must carry `v`): one `write` on an O_APPEND file, then fsync.
@@ -689,48 +609,6 @@ mod tests {
         let (_d, p) = ledger(b"{\"v\":1}\r\n\n  \n{\"v\":1,\"b\":2}\n");
         let r = read(&p, 1).unwrap();
         assert_eq!(r.lines.len(), 2);
-    }
-
-    #[test]
-    fn read_from_reads_only_after_its_offset_by_the_same_rules() {
-        let (_d, p) = ledger(b"{\"v\":1,\"a\":1}\n{\"v\":1,\"a\":2}\n");
-        let all = read_from(&p, 0, 1).unwrap();
-        assert_eq!(all.lines.len(), 2);
-        assert_eq!(all.end, fs::metadata(&p).unwrap().len());
-        let first_end = b"{\"v\":1,\"a\":1}\n".len() as u64;
-        let tail = read_from(&p, first_end, 1).unwrap();
-        assert_eq!(tail.lines.len(), 1);
-        assert_eq!(tail.lines[0]["a"], 2);
-        assert!(read_from(&p, all.end, 1).unwrap().lines.is_empty());
-        // Outside: past the end, or inside a line.
-        assert!(matches!(
-            read_from(&p, all.end + 1, 1),
-            Err(LedgerError::Cursor { .. })
-        ));
-        assert!(matches!(
-            read_from(&p, 3, 1),
-            Err(LedgerError::Cursor { .. })
-        ));
-        // A torn tail is skipped and not passed; a corrupt line is named by its line in
-        // the whole file.
-        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
-        f.write_all(b"{\"v\":1,\"a\":").unwrap();
-        let torn = read_from(&p, first_end, 1).unwrap();
-        assert_eq!((torn.lines.len(), torn.end), (1, all.end));
-        assert!(torn.torn_tail.unwrap().contains("line 3"));
-        f.write_all(b"\n").unwrap();
-        let err = read_from(&p, first_end, 1).unwrap_err();
-        assert!(
-            matches!(err, LedgerError::CorruptLine { line: 3, .. }),
-            "{err}"
-        );
-        // A valid unterminated last line is returned but not passed.
-        let (_d2, q) = ledger(b"{\"v\":1,\"a\":1}\n{\"v\":1,\"a\":2}");
-        let t = read_from(&q, 0, 1).unwrap();
-        assert_eq!((t.lines.len(), t.end), (2, first_end));
-        let dir = tempfile::tempdir().unwrap();
-        let missing = read_from(&dir.path().join("absent.jsonl"), 0, 1).unwrap();
-        assert!(!missing.exists && missing.lines.is_empty());
     }
 
     #[test]

@@ -130,7 +130,7 @@ impl CollectionsLock {
 }
 
 /// An exclusive lock on one file (created when absent), waited for, released on drop: for
-/// short critical sections (the collections lock, the change journal's lock).
+/// short critical sections (the collections lock, the store catalog's creation lock).
 #[derive(Debug)]
 pub struct BlockingLock {
     file: File,

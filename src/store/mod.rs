@@ -9,9 +9,9 @@
 //! is checked first ([`is_safe_component`]), so no id can reach outside the store.
 
 pub mod atomic;
+pub mod catalog;
 pub mod forget;
 pub mod group;
-pub mod journal;
 pub mod ledger;
 pub mod lock;
 pub mod mirror;
@@ -227,18 +227,27 @@ fn with_ignore_hints(existing: &str) -> Option<String> {
 pub struct Reannotation {
     expected: Vec<u8>,
     staged: atomic::Staged,
-    /// `<root>/chapters` and the file name, for the change journal.
+    /// `<root>/chapters` and the file name, for the store's catalog.
     folder: String,
     name: String,
 }
 
 pub struct Store {
     dir: PathBuf,
+    /// The catalog's connection, opened at the first record and kept (`store::catalog`).
+    catalog: std::sync::Mutex<catalog::Writer>,
 }
 
 impl Store {
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    fn at(dir: PathBuf) -> Store {
+        Store {
+            dir,
+            catalog: Default::default(),
+        }
     }
 
     /// Enable a workspace: create the store and add both folders to its `.gitignore`
@@ -266,14 +275,14 @@ impl Store {
         if let Some(updated) = with_ignore_hints(&existing) {
             atomic::write_atomic(&gitignore, updated.as_bytes())?;
         }
-        Ok(Store { dir })
+        Ok(Store::at(dir))
     }
 
     /// Open an enabled workspace's store.
     pub fn open(workspace: &Path) -> Result<Store, StoreError> {
         let dir = workspace.join(STORE_DIR);
         match fs::metadata(&dir) {
-            Ok(meta) if meta.is_dir() => Ok(Store { dir }),
+            Ok(meta) if meta.is_dir() => Ok(Store::at(dir)),
             Ok(_) => Err(io_err(
                 &dir,
                 io::Error::other(
@@ -295,10 +304,10 @@ impl Store {
         if !held.previous_holder_died() {
             return Ok(held);
         }
-        // It may have written a document and died before naming it in the change journal:
-        // a journal started over makes the search table's next refresh list every folder.
-        if let Err(e) = journal::restart(&self.dir) {
-            tracing::warn!(error = %e, "could not start the change journal over after a writer died; the next periodic rescan lists every folder");
+        // It may have written a document and died before recording it in the catalog: a
+        // catalog started over makes the search table's next refresh list every folder.
+        if let Err(e) = catalog::start_over(&self.dir) {
+            tracing::warn!(error = %e, "could not start the store's catalog over after a writer died; the next periodic rescan lists every folder");
         }
         let removed = atomic::clean_temp_files(&self.dir, STORE_DEPTH)?;
         if removed > 0 {
@@ -376,22 +385,61 @@ impl Store {
         ensure_dir(&dir, made)?;
         let wrote = atomic::write_new_with(&dir.join(name), doc.text.as_bytes(), durability)?;
         // Also when the bytes were already there: a re-run after a crash between the write
-        // and its journal line names the document then. A group names its documents at
-        // its commit, in one line.
+        // and its record records the document then. A group records its documents at its
+        // commit, in one record.
         if durability == atomic::Durability::Now {
-            self.journal_document(&format!("{}/{CHAPTERS}", check_id(root_session)?), name);
+            self.record_written(&format!("{}/{CHAPTERS}", check_id(root_session)?), &[name]);
         }
         Ok(wrote)
     }
 
-    /// Name a document this store just wrote in the change journal (the search table's
-    /// refresh reads it instead of listing every folder).
-    fn journal_document(&self, folder_in_store: &str, name: &str) {
-        journal::record(
-            &self.dir,
-            &format!("{STORE_DIR}/{folder_in_store}"),
-            &[name],
+    /// Record documents this store just wrote (and synced) in its catalog (the search
+    /// table's refresh reads them instead of listing every folder). `folder_in_store` is
+    /// relative to the store.
+    fn record_written(&self, folder_in_store: &str, names: &[&str]) {
+        self.record(
+            &[(&format!("{STORE_DIR}/{folder_in_store}"), names)],
+            catalog::Presence::Written,
         );
+    }
+
+    /// The one way into the catalog: `changes` are workspace-relative folders and their
+    /// files, recorded after they were written or removed and their directories synced.
+    fn record(&self, changes: &[(&str, &[&str])], presence: catalog::Presence) {
+        let mut writer = self
+            .catalog
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        writer.record(&self.dir, changes, presence);
+    }
+
+    /// Write a rule file (`<store>/rules/<file_name>`) once and record it: `Ok(false)` when
+    /// the same bytes are already there. The caller holds the writer lock.
+    pub fn write_rule(&self, file_name: &str, text: &Redacted<String>) -> Result<bool, StoreError> {
+        let name = check_id(file_name)?;
+        let dir = self.dir.join(RULES_DIR);
+        fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+        let wrote = atomic::write_new(&dir.join(name), text.as_bytes())?;
+        // Recorded also when it was already there: a capture re-run after a crash between
+        // the write and its record records it then.
+        self.record_written(RULES_DIR, &[name]);
+        Ok(wrote)
+    }
+
+    /// Record the documents the pool mirror received (`<mirror>/`-relative folders and
+    /// their files), written out and synced or left in its pack, so the search table's
+    /// next refresh reads them without listing the mirror.
+    pub fn record_mirror_received(&self, changes: &[(&str, &[&str])]) {
+        let folders: Vec<String> = changes
+            .iter()
+            .map(|(folder, _)| format!("{MIRROR_DIR}/{folder}"))
+            .collect();
+        let changes: Vec<(&str, &[&str])> = folders
+            .iter()
+            .zip(changes)
+            .map(|(folder, (_, names))| (folder.as_str(), *names))
+            .collect();
+        self.record(&changes, catalog::Presence::Written);
     }
 
     /// The one sanctioned rewrite of a stored chapter (record §6.2), step one of two, taking
@@ -436,7 +484,7 @@ impl Store {
         }
         staged.staged.publish()?;
         dirs.changed(&path);
-        self.journal_document(&staged.folder, &staged.name);
+        self.record_written(&staged.folder, &[&staged.name]);
         Ok(true)
     }
 

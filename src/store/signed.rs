@@ -1,8 +1,8 @@
 //! `<store>/.signed-roots`: which root sessions' signature ledgers were appended to, so a
 //! sync lists the `collections/` of those roots only instead of every root's (issue #17
 //! point 6: at 2,000 roots that was most of a +10 sync's `stat`s). The signer appends under
-//! the collections lock, without a change-journal line: a journal fsync per signed turn
-//! would double the signing latency.
+//! the collections lock, without a record in the store's catalog: a synced commit per signed
+//! turn would double the signing latency.
 //!
 //! A hint, not a ledger: one line per append, written **before** the ledger append and
 //! **not fsynced**. Why a lost line is harmless:
@@ -82,7 +82,7 @@ fn boot_id() -> Option<String> {
 /// A new generation holding `line` (if any) after its header; returns the generation and
 /// the header's length. Unsynced like every hint write.
 fn start_over(path: &Path, line: Option<&str>) -> Result<(String, u64), StoreError> {
-    let generation = super::journal::new_generation();
+    let generation = super::catalog::new_generation();
     let header = format!("{HEADER_PREFIX}{generation}\n");
     let mut bytes = header.clone().into_bytes();
     if let Some(line) = line {

@@ -8,8 +8,11 @@
 //! - [`realshape`]: sessions in today's real DSH shape (the archive benchmark's);
 //! - [`labelled`]: sessions whose turns say which task they belong to (composition quality);
 //! - [`demo_session`]: the session `chapters demo` shows, recorded once into
-//!   `src/demo/session.v4.jsonl.zst`.
+//!   `src/demo/session.v4.jsonl.zst`;
+//! - [`catalog`]: documents put in place by hand recorded in the store's catalog, as `Store`
+//!   records what it writes.
 
+pub mod catalog;
 pub mod demo_session;
 pub mod labelled;
 pub mod realshape;

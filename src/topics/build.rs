@@ -1341,7 +1341,7 @@ mod tests {
     use std::time::Duration;
 
     fn put(ws: &Path, rel: &str, text: &str) {
-        table::put_document(ws, rel, text);
+        crate::testkit::catalog::put_document(ws, rel, text);
     }
 
     fn chapter(title: &str, topics: &str, day: u32) -> String {

@@ -562,7 +562,7 @@ fn idle_time_enrichment_annotates_archived_chapters_in_the_background() {
             .is_some_and(|n| n >= 1)
     });
     // Chapters archived after that batch reach the next one: the enrich thread keeps what
-    // it read of the store and learns of new chapters from the change journal.
+    // it read of the store and learns of new chapters from the store's catalog.
     let first: BTreeSet<String> = chapters(&sb.store(), P).into_iter().collect();
     for i in 3..6 {
         live.turn(i);

@@ -210,7 +210,7 @@ fn filters_narrow_by_kind_machine_session_and_date() {
 fn published(sb: &Sandbox) -> BTreeMap<String, Vec<u8>> {
     sb.snapshot()
         .into_iter()
-        .filter(|(k, _)| !k.starts_with(".search/") && !k.contains(".changes"))
+        .filter(|(k, _)| !k.starts_with(".search/") && !k.contains(".catalog."))
         .collect()
 }
 

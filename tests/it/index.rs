@@ -397,7 +397,7 @@ fn the_vocabulary_is_shadow_by_default_and_applied_as_plugin_facts_a_person_over
     assert_eq!(listed["canonicalTopic"], "credential");
 }
 
-// --- the change journal: every writer names what it wrote -------------------------------
+// --- the store's catalog: every writer records what it wrote ----------------------------
 
 /// A fixed time long ago.
 fn long_ago() -> std::time::SystemTime {
@@ -405,7 +405,7 @@ fn long_ago() -> std::time::SystemTime {
 }
 
 /// Set a folder's mtime back to [`long_ago`]: a rescan that lists folders by mtime sees it
-/// as unchanged since the table last listed it, so only the change journal can lead a
+/// as unchanged since the table last listed it, so only the store's catalog can lead a
 /// refresh to what was written there.
 fn age(dir: &Path) {
     std::fs::File::open(dir)
@@ -413,8 +413,20 @@ fn age(dir: &Path) {
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
 }
 
-fn journal_text(sb: &Sandbox) -> String {
-    std::fs::read_to_string(sb.store().join(".changes.jsonl")).unwrap_or_default()
+/// Every document the store's catalog names, `folder/name` a line.
+fn catalog_text(sb: &Sandbox) -> String {
+    use dsh_chapters::store::catalog;
+    let Some(now) = catalog::current(&sb.store()) else {
+        return String::new();
+    };
+    let from_start = catalog::Cursor { revision: 0, ..now };
+    match catalog::read_since(&sb.store(), Some(&from_start)) {
+        catalog::Since::Changes { changes, .. } => changes
+            .iter()
+            .flat_map(|c| c.files.iter().map(move |f| format!("{}/{f}\n", c.folder)))
+            .collect(),
+        catalog::Since::Rescan { reason } => panic!("the catalog cannot say: {reason}"),
+    }
 }
 
 fn total(sb: &Sandbox, terms: &[&str]) -> u64 {
@@ -489,13 +501,12 @@ fn every_writer_names_its_documents_and_search_finds_them_without_a_rescan() {
         .to_owned();
     age(&chapters);
     age(&rules);
-    let journal = journal_text(&sb);
-    assert!(journal.contains(&new_chapter), "{journal}");
-    assert!(journal.contains(&format!("\"folder\":\".dsh-chapters/{S1}/chapters\"")));
+    let catalog = catalog_text(&sb);
     assert!(
-        journal.contains("\"folder\":\".dsh-chapters/rules\""),
-        "{journal}"
+        catalog.contains(&format!(".dsh-chapters/{S1}/chapters/{new_chapter}")),
+        "{catalog}"
     );
+    assert!(catalog.contains(".dsh-chapters/rules/"), "{catalog}");
     let found = sb.json(&["search", "zanzibar", "--json"]);
     let kinds: Vec<&str> = found["matches"]
         .as_array()
@@ -593,9 +604,9 @@ fn the_pool_pull_names_other_machines_documents() {
     a.ok(&["sync"]);
     age_mirrored();
     assert!(
-        journal_text(&a).contains(".dsh-knowledge/chapters/"),
+        catalog_text(&a).contains(".dsh-knowledge/chapters/"),
         "{}",
-        journal_text(&a)
+        catalog_text(&a)
     );
     assert_eq!(total(&a, &["walrus"]), 1);
     // The pool's index built incrementally on both machines equals a rebuild.
@@ -628,7 +639,7 @@ fn a_folder_copied_in_by_hand_is_found_by_the_fallback() {
         .find(|l| l.starts_with("title:"))
         .expect("a title")
         .to_owned();
-    // A chapter copied in by hand (no writer of this program, no journal line).
+    // A chapter copied in by hand (no writer of this program, no record).
     let by_hand = |root: &str, word: &str| {
         let dir = sb.store().join(root).join("chapters");
         std::fs::create_dir_all(&dir).expect("mkdir");
@@ -642,7 +653,7 @@ fn a_folder_copied_in_by_hand_is_found_by_the_fallback() {
     assert_eq!(
         total(&sb, &["ocelot"]),
         0,
-        "the journal does not name it: found only by a rescan"
+        "the catalog does not name it: found only by a rescan"
     );
     sb.ok(&["index", "rebuild"]);
     assert_eq!(total(&sb, &["ocelot"]), 1, "the rebuild's full rescan");
@@ -652,9 +663,9 @@ fn a_folder_copied_in_by_hand_is_found_by_the_fallback() {
             .any(|(f, text)| f.ends_with(".md") && text.contains("session-copied-1")),
         "the rebuilt index lists it"
     );
-    // A journal that is gone (or was started over) means a full rescan at the next search.
+    // A catalog that is gone (or was started over) means a full rescan at the next search.
     by_hand("session-copied-2", "pangolin");
-    std::fs::remove_file(sb.store().join(".changes.jsonl")).expect("rm journal");
+    std::fs::remove_file(sb.store().join(".catalog.sqlite3")).expect("rm catalog");
     assert_eq!(total(&sb, &["pangolin"]), 1);
 }
 

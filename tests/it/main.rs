@@ -2,6 +2,7 @@
 
 mod archive;
 mod bad_input;
+mod catalog;
 mod claude_code;
 mod codex;
 mod crash;

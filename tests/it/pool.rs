@@ -1019,7 +1019,7 @@ fn a_sync_never_lands_mid_archive() {
     assert_fsck(&pool);
 }
 
-/// A signature appended by the signer (no change-journal line) is published by the next
+/// A signature appended by the signer (no record in the store's catalog) is published by the next
 /// sync through the signed-roots hint, though a sync no longer lists a quiet root's ledgers
 /// (issue #17 point 6): one appended behind the hint's back — its line lost, as a power cut
 /// loses un-fsynced lines — is not looked at in the same boot, and is published by the first

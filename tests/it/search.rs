@@ -230,11 +230,13 @@ fn pool_door_finds_another_machines_chapter_and_the_project_filter_holds() {
         "---\ntitle: \"Zebra striping\"\nsummary: \"\"\nkind: chapter\nprojectKey: \"foreign-project-key\"\ntopics: [zebra]\ndate: null\n---\nbody\n",
     )
     .expect("write");
-    // Named in the change journal, as the pool pull names what it materializes.
-    dsh_chapters::store::journal::record(
+    // Recorded in the store's catalog, as the pool pull records what it materializes.
+    dsh_chapters::testkit::catalog::record(
         &b.store(),
-        ".dsh-knowledge/chapters/foreign-project-key/session-f",
-        &["001-zebra.md"],
+        &[(
+            ".dsh-knowledge/chapters/foreign-project-key/session-f",
+            &["001-zebra.md"],
+        )],
     );
     let off = b.json(&["search", "zebra", "--json"]);
     assert_eq!(off["empty"], "nothing-matched", "{off}");

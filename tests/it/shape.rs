@@ -109,6 +109,51 @@ const GENERATOR_NAMES: &[&str] = &[
     "demo_session",
 ];
 
+/// Every code line (comments emptied, unit tests cut) of every file under `src/` that `skip`
+/// does not refuse (given the path under `src/`), with `src/<file>:<line>`.
+fn for_each_product_line(
+    skip: impl Fn(&std::path::Path) -> bool,
+    mut each: impl FnMut(&str, &str),
+) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    crate::cycles::sources(&root.join("src"), &mut files);
+    files.sort();
+    for file in &files {
+        let rel = file.strip_prefix(root.join("src")).expect("under src");
+        if skip(rel) {
+            continue;
+        }
+        let code = crate::cycles::code(&std::fs::read_to_string(file).expect("read"));
+        for (n, line) in code.lines().enumerate() {
+            each(&format!("src/{}:{}", rel.display(), n + 1), line);
+        }
+    }
+}
+
+/// One writer: outside `store` (and the test kit) no module of the product reaches the store
+/// catalog's recording functions — a document is written, re-annotated or removed through a
+/// `Store` method, which records it (`docs/architecture.md`, "The store's catalog").
+#[test]
+fn only_the_store_records_in_its_catalog() {
+    let mut named = Vec::new();
+    for_each_product_line(
+        |rel| rel.starts_with("store") || rel.starts_with("testkit"),
+        |at, line| {
+            let writer = line.contains("catalog::")
+                && (line.contains("Writer") || line.contains("Presence"));
+            if writer || line.contains("Presence::") {
+                named.push(format!("{at}: {}", line.trim()));
+            }
+        },
+    );
+    assert!(
+        named.is_empty(),
+        "a module outside `store` records in the store's catalog (give the write a `Store` method):\n{}",
+        named.join("\n")
+    );
+}
+
 /// The shipped program holds no generator: the session writer, the real-shape and labelled
 /// generators and the demo's session are the `testkit` module, built behind the `testkit`
 /// feature (off by default; the tests and benchmarks turn it on through a dev-dependency on
@@ -138,34 +183,29 @@ fn the_shipped_program_names_no_generator() {
         manifest.contains("dsh-chapters = { path = \".\", features = [\"testkit\"] }"),
         "the tests and benchmarks turn the testkit on through a dev-dependency on this crate"
     );
-    let mut files = Vec::new();
-    crate::cycles::sources(&root.join("src"), &mut files);
-    files.sort();
     let mut named = Vec::new();
-    for file in &files {
-        let rel = file.strip_prefix(root.join("src")).expect("under src");
-        let top = rel
-            .components()
-            .next()
-            .map(|c| {
-                c.as_os_str()
-                    .to_string_lossy()
-                    .trim_end_matches(".rs")
-                    .to_owned()
-            })
-            .unwrap_or_default();
-        if rel == std::path::Path::new("lib.rs") || test_only.contains(&top) {
-            continue;
-        }
-        let code = crate::cycles::code(&std::fs::read_to_string(file).expect("read"));
-        for (n, line) in code.lines().enumerate() {
+    for_each_product_line(
+        |rel| {
+            let top = rel
+                .components()
+                .next()
+                .map(|c| {
+                    c.as_os_str()
+                        .to_string_lossy()
+                        .trim_end_matches(".rs")
+                        .to_owned()
+                })
+                .unwrap_or_default();
+            rel == std::path::Path::new("lib.rs") || test_only.contains(&top)
+        },
+        |at, line| {
             for name in GENERATOR_NAMES {
                 if line.contains(name) {
-                    named.push(format!("src/{}:{}: {name}", rel.display(), n + 1));
+                    named.push(format!("{at}: {name}"));
                 }
             }
-        }
-    }
+        },
+    );
     assert!(
         named.is_empty(),
         "the product names a generator (keep generators in src/testkit/):\n{}",

@@ -153,9 +153,8 @@ impl Sandbox {
         self.ws.join(".dsh-chapters")
     }
 
-    /// Every file under the store (excluding lock/pid/temp files, the change journal — the
-    /// search table's local bookkeeping — and the signed-roots hint, the sync's) with its
-    /// bytes.
+    /// Every file under the store (excluding lock/pid/temp files, the store's catalog — its
+    /// readers' local bookkeeping — and the signed-roots hint, the sync's) with its bytes.
     pub fn snapshot(&self) -> BTreeMap<String, Vec<u8>> {
         let mut out = BTreeMap::new();
         walk(&self.store(), &self.store(), &mut out);
@@ -185,7 +184,7 @@ fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
         let p = e.path();
         let name = e.file_name().to_string_lossy().into_owned();
         if name.starts_with(".writer")
-            || name.starts_with(".changes.")
+            || name.starts_with(".catalog.")
             || name == dsh_chapters::store::signed::SIGNED_FILE
         {
             continue;

@@ -1,0 +1,867 @@
+//! The store's catalog, `<store>/.catalog.sqlite3`: one row per document the search table
+//! indexes (the archive's chapters and plans, enrichment's re-annotations, rule files, the
+//! pool mirror's copies of other machines' documents), keyed by (folder, file name), with the
+//! revision of its last change, whether it is present (a removal leaves a *tombstone*) and
+//! the (length, mtime) seen when it was recorded. Only [`Store`](super::Store) records in it
+//! (the product reaches the recording functions only through `Store`), so a writer cannot forget to.
+//!
+//! A record is one SQLite transaction (WAL, `synchronous=FULL`, `BEGIN IMMEDIATE`) that gives
+//! every file it names one new revision. A reader's cursor is (generation, revision):
+//! [`read_since`] answers the documents changed since, grouped by folder, or says "rescan"
+//! with its reason whenever it cannot say — no catalog, damaged, another program's, another
+//! version, another generation (started over after a writer died holding the writer lock, a
+//! forget, documents that left the mirror, a record that failed), a cursor past the end or
+//! below the floor (tombstones pruned). The readers then look at every folder, which is also
+//! what finds a document no record names (a folder copied in by hand).
+//!
+//! Bounded: a row per document plus at most [`MAX_TOMBSTONES`] tombstones; past that the
+//! oldest are pruned and the floor raised to the newest pruned revision. A record that fails
+//! never fails its writer: the catalog is removed (its readers rescan) and that is logged.
+//! The change journal it replaces (`.changes.jsonl`, `.changes.lock`) is removed when a
+//! catalog is created.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use serde::{Deserialize, Serialize};
+
+pub const CATALOG_FILE: &str = ".catalog.sqlite3";
+/// Bumped whenever the schema changes: a catalog of another version is made anew (its
+/// readers rescan once).
+pub const CATALOG_VERSION: i64 = 1;
+/// `PRAGMA application_id` of the catalog ("dshc"): anything else in its place is not ours.
+const APPLICATION_ID: i64 = 0x6473_6863;
+/// How long a record or a read waits for another process's write transaction.
+const BUSY: Duration = Duration::from_secs(10);
+/// Tombstones kept before the oldest are pruned (half of them at once).
+pub const MAX_TOMBSTONES: i64 = 10_000;
+/// Held while a catalog file is made or removed (never while recording or reading).
+const CATALOG_LOCK_FILE: &str = ".catalog.lock";
+/// The change journal this catalog replaced: removed when a catalog is created.
+const OLD_JOURNAL: [&str; 2] = [".changes.jsonl", ".changes.lock"];
+
+/// `meta` keys.
+const GENERATION: &str = "generation";
+const REVISION: &str = "revision";
+const FLOOR: &str = "floor";
+
+/// `len` and `mtime_ns` are what a later reader compares a stat with; a column added later
+/// (a document's metadata) is nullable, filled by the writer that knows it.
+const SCHEMA: &str = "
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE docs (
+  folder TEXT NOT NULL,
+  name TEXT NOT NULL,
+  rev INTEGER NOT NULL,
+  present INTEGER NOT NULL,
+  len INTEGER,
+  mtime_ns INTEGER,
+  PRIMARY KEY (folder, name)
+) WITHOUT ROWID;
+CREATE INDEX docs_by_rev ON docs (rev);
+CREATE INDEX tombstones ON docs (rev) WHERE present = 0;
+";
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("store catalog {path}")]
+    Sql {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("store catalog {path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] super::StoreError),
+}
+
+fn sql(path: &Path) -> impl Fn(rusqlite::Error) -> CatalogError + '_ {
+    move |source| CatalogError::Sql {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Where a reader stopped: the catalog's generation and the last revision it read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor {
+    pub generation: String,
+    pub revision: u64,
+}
+
+/// The files of one folder (workspace-relative, as the search table names it) that changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub folder: String,
+    pub files: Vec<String>,
+}
+
+/// What the catalog says about the time since a cursor.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Since {
+    /// Every document changed since the cursor (by folder, then name; each once), and the
+    /// cursor to keep.
+    Changes { changes: Vec<Change>, end: Cursor },
+    /// The catalog cannot say: the reader must rescan every folder.
+    Rescan { reason: String },
+}
+
+/// Whether the files a record names were written or removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Presence {
+    Written,
+    Removed,
+}
+
+pub fn catalog_path(store_dir: &Path) -> PathBuf {
+    store_dir.join(CATALOG_FILE)
+}
+
+/// A generation name no earlier one has (also the signed-roots hint's).
+pub(crate) fn new_generation() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let ns = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{ns:x}-{:x}-{:x}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The file's identity, to notice a catalog replaced under an open connection.
+fn inode(path: &Path) -> Option<(u64, u64)> {
+    fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// An existing SQLite file of this program (`application_id`) in format `version`
+/// (`user_version`), opened read-write (never created), or `None` when there is none or it is
+/// another program's or another format. Shared with the search cache (`catalog::cache`).
+pub(crate) fn open_ours(
+    path: &Path,
+    busy: Duration,
+    application_id: i64,
+    version: i64,
+) -> Result<Option<Connection>, rusqlite::Error> {
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(busy)?;
+    let app: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+    let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    Ok((app == application_id && found == version).then_some(conn))
+}
+
+/// An existing catalog of this version, or `None` when there is none or it is not ours.
+fn open_existing(path: &Path) -> Result<Option<Connection>, rusqlite::Error> {
+    let Some(conn) = open_ours(path, BUSY, APPLICATION_ID, CATALOG_VERSION)? else {
+        return Ok(None);
+    };
+    // Reading the marks proves the schema is there.
+    read_meta(&conn)?;
+    conn.query_row("SELECT count(*) FROM docs WHERE rev < 0", [], |r| {
+        r.get::<_, i64>(0)
+    })?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    Ok(Some(conn))
+}
+
+/// (generation, revision, floor).
+fn read_meta(conn: &Connection) -> rusqlite::Result<(String, u64, u64)> {
+    let get = |key: &str| -> rusqlite::Result<String> {
+        conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+    };
+    let number = |key: &str| -> rusqlite::Result<u64> {
+        let text = get(key)?;
+        text.parse().map_err(|_| {
+            rusqlite::Error::InvalidColumnType(0, key.to_owned(), rusqlite::types::Type::Text)
+        })
+    };
+    Ok((get(GENERATION)?, number(REVISION)?, number(FLOOR)?))
+}
+
+fn remove_files(path: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
+
+fn lock(store_dir: &Path) -> Result<super::lock::BlockingLock, CatalogError> {
+    super::lock::BlockingLock::acquire(&store_dir.join(CATALOG_LOCK_FILE))
+        .map_err(|e| CatalogError::Store(e.into()))
+}
+
+/// Make a new catalog at `path` (a new generation, no rows) unless one is there: built
+/// under a temp name and linked into place, the caller holding [`lock`]. A `-wal` left by
+/// a removed catalog is removed first: SQLite would replay it into the new file.
+fn create(store_dir: &Path, path: &Path) -> Result<(), CatalogError> {
+    if path.exists() {
+        return Ok(());
+    }
+    for suffix in ["-wal", "-shm"] {
+        let _ = fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    // The store's temp-file pattern, so `Store::lock` clears one a killed process left.
+    let temp = store_dir.join(format!(
+        ".{CATALOG_FILE}.tmp.{}.{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let made = (|| -> Result<(), rusqlite::Error> {
+        let conn = Connection::open(&temp)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; {SCHEMA} PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {CATALOG_VERSION};"
+        ))?;
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?1, ?2), (?3, '0'), (?4, '0')",
+            params![GENERATION, new_generation(), REVISION, FLOOR],
+        )?;
+        conn.execute_batch("COMMIT;")?;
+        // Closed cleanly: the WAL is folded into the file, which holds the whole catalog.
+        conn.close().map_err(|(_, e)| e)
+    })();
+    let linked = made.map_err(sql(&temp)).and_then(|()| {
+        match fs::hard_link(&temp, path) {
+            Ok(()) => Ok(()),
+            // Another process made one first: that one is the catalog.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+            Err(source) => Err(CatalogError::Io {
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
+    });
+    remove_files(&temp);
+    linked?;
+    super::atomic::sync_dir(store_dir)?;
+    for old in OLD_JOURNAL {
+        let _ = fs::remove_file(store_dir.join(old));
+    }
+    Ok(())
+}
+
+/// Open the catalog, making it anew when it is absent, damaged, not ours or another version.
+fn open_or_create(store_dir: &Path) -> Result<(Connection, Option<(u64, u64)>), CatalogError> {
+    let path = catalog_path(store_dir);
+    for _ in 0..3 {
+        let before = inode(&path);
+        match open_existing(&path) {
+            Ok(Some(conn)) => return Ok((conn, before)),
+            Ok(None) | Err(_) => {
+                let _held = lock(store_dir)?;
+                // Not ours, damaged or another version: only the file judged so is removed
+                // (another process may have just made a good one in its place).
+                if before.is_some() && inode(&path) == before {
+                    remove_files(&path);
+                }
+                create(store_dir, &path)?;
+            }
+        }
+    }
+    let conn = open_existing(&path)
+        .map_err(sql(&path))?
+        .ok_or_else(|| CatalogError::Io {
+            path: path.clone(),
+            source: io::Error::other("was replaced by something not a catalog while opening it"),
+        })?;
+    Ok((conn, inode(&path)))
+}
+
+/// One row of a record: folder, file name, and the (length, mtime in ns) seen.
+type Row<'a> = (&'a str, &'a str, Option<(u64, i64)>);
+
+/// A store's connection for recording, opened on first use and kept. Crate-visible for the
+/// test kit only: the product records through `Store` (`tests/it/shape.rs` checks it).
+#[derive(Default)]
+pub(crate) struct Writer {
+    /// The connection and the identity of the file it opened.
+    open: Option<(Connection, Option<(u64, u64)>)>,
+    path: PathBuf,
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("catalog::Writer")
+    }
+}
+
+impl Writer {
+    /// Close the connection — unless its file was replaced meanwhile: closing the last
+    /// connection to a database makes SQLite delete its `-wal` *by name*, which is now the
+    /// new catalog's. That connection is left open instead (a descriptor until exit).
+    fn close(&mut self) {
+        if let Some((conn, ino)) = self.open.take() {
+            if ino != inode(&self.path) {
+                std::mem::forget(conn);
+            }
+        }
+    }
+
+    /// Record that `changes` (folder, file names) were written or removed — after they were
+    /// and their directories synced. Never fails its writer: when the record cannot be made
+    /// the catalog is removed (its readers rescan) and the failure is logged.
+    pub(crate) fn record(
+        &mut self,
+        store_dir: &Path,
+        changes: &[(&str, &[&str])],
+        presence: Presence,
+    ) {
+        if changes.iter().all(|(_, files)| files.is_empty()) {
+            return;
+        }
+        // Stat outside the transaction: no file I/O while holding SQLite's write lock.
+        let workspace = store_dir.parent().unwrap_or(store_dir);
+        let rows: Vec<Row<'_>> = changes
+            .iter()
+            .flat_map(|(folder, files)| files.iter().map(move |name| (*folder, *name)))
+            .map(|(folder, name)| {
+                let seen = match presence {
+                    Presence::Written => fs::metadata(workspace.join(folder).join(name))
+                        .ok()
+                        .map(|m| (m.len(), m.mtime() * 1_000_000_000 + m.mtime_nsec())),
+                    Presence::Removed => None,
+                };
+                (folder, name, seen)
+            })
+            .collect();
+        let path = catalog_path(store_dir);
+        self.path.clone_from(&path);
+        let mut outcome = self.try_record(store_dir, &rows, presence);
+        // The file was replaced under the connection (removed after a failure elsewhere,
+        // made anew by another process): the record went to a file no reader opens.
+        if outcome.is_ok() && self.open.as_ref().map(|(_, ino)| *ino) != Some(inode(&path)) {
+            self.close();
+            outcome = self.try_record(store_dir, &rows, presence);
+        }
+        if let Err(e) = outcome {
+            self.close();
+            fail(store_dir, &path, &e);
+        }
+    }
+
+    fn try_record(
+        &mut self,
+        store_dir: &Path,
+        rows: &[Row<'_>],
+        presence: Presence,
+    ) -> Result<(), CatalogError> {
+        let path = catalog_path(store_dir);
+        if self
+            .open
+            .as_ref()
+            .is_some_and(|(_, ino)| *ino != inode(&path))
+        {
+            self.close();
+        }
+        if self.open.is_none() {
+            self.open = Some(open_or_create(store_dir)?);
+        }
+        let (conn, _) = self.open.as_mut().expect("opened just above");
+        write_rows(conn, rows, presence).map_err(sql(&path))
+    }
+}
+
+/// One transaction: every row the next revision; tombstones pruned past the bound.
+fn write_rows(conn: &mut Connection, rows: &[Row<'_>], presence: Presence) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let (_, revision, _) = read_meta(&tx)?;
+    let revision = revision + 1;
+    {
+        let mut upsert = tx.prepare_cached(
+            "INSERT INTO docs (folder, name, rev, present, len, mtime_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (folder, name) DO UPDATE SET rev = excluded.rev, present = excluded.present,
+               len = excluded.len, mtime_ns = excluded.mtime_ns",
+        )?;
+        for (folder, name, seen) in rows {
+            upsert.execute(params![
+                folder,
+                name,
+                revision as i64,
+                i64::from(presence == Presence::Written),
+                seen.map(|(len, _)| len as i64),
+                seen.map(|(_, mtime)| mtime),
+            ])?;
+        }
+    }
+    tx.execute(
+        "UPDATE meta SET value = ?1 WHERE key = ?2",
+        params![revision.to_string(), REVISION],
+    )?;
+    if presence == Presence::Removed {
+        prune(&tx)?;
+    }
+    tx.commit()
+}
+
+/// Past [`MAX_TOMBSTONES`], drop the oldest half and raise the floor to the newest dropped
+/// revision: a cursor below it might miss a removal, so it is answered "rescan".
+fn prune(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    let count: i64 = tx.query_row("SELECT count(*) FROM docs WHERE present = 0", [], |r| {
+        r.get(0)
+    })?;
+    if count <= MAX_TOMBSTONES {
+        return Ok(());
+    }
+    let cut: Option<i64> = tx
+        .query_row(
+            "SELECT rev FROM docs WHERE present = 0 ORDER BY rev LIMIT 1 OFFSET ?1",
+            [count - MAX_TOMBSTONES / 2 - 1],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if let Some(cut) = cut {
+        tx.execute("DELETE FROM docs WHERE present = 0 AND rev <= ?1", [cut])?;
+        tx.execute(
+            "UPDATE meta SET value = ?1 WHERE key = ?2",
+            params![cut.to_string(), FLOOR],
+        )?;
+    }
+    Ok(())
+}
+
+/// A record that failed: the catalog goes, so its readers rescan instead of trusting it.
+fn fail(store_dir: &Path, path: &Path, error: &CatalogError) {
+    // The log line says the whole chain: the cause is what a person can act on.
+    let mut said = error.to_string();
+    let mut cause = std::error::Error::source(error);
+    while let Some(c) = cause {
+        said.push_str(": ");
+        said.push_str(&c.to_string());
+        cause = c.source();
+    }
+    let _held = lock(store_dir);
+    super::atomic::drop_failed_hint(
+        path,
+        &said,
+        "could not record a change in the store's catalog; removed it, so its readers rescan the store",
+        "could not record a change in the store's catalog nor remove it; the next periodic rescan finds the change",
+    );
+    for suffix in ["-wal", "-shm"] {
+        let _ = fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
+
+/// Start the catalog over: a new generation, so every reader's cursor is answered "rescan"
+/// (a writer died holding the writer lock, a forget, documents that left the mirror).
+/// Returns the cursor at its end.
+pub(crate) fn start_over(store_dir: &Path) -> Result<Cursor, CatalogError> {
+    let path = catalog_path(store_dir);
+    let (conn, _) = open_or_create(store_dir)?;
+    let generation = new_generation();
+    let revision = (|| -> rusqlite::Result<u64> {
+        let tx = conn.unchecked_transaction()?;
+        tx.execute(
+            "UPDATE meta SET value = ?1 WHERE key = ?2",
+            params![generation, GENERATION],
+        )?;
+        let (_, revision, _) = read_meta(&tx)?;
+        tx.commit()?;
+        Ok(revision)
+    })()
+    .map_err(sql(&path))?;
+    Ok(Cursor {
+        generation,
+        revision,
+    })
+}
+
+/// A connection for reading, or why there is none.
+fn open_for_reading(store_dir: &Path) -> Result<Connection, String> {
+    let path = catalog_path(store_dir);
+    if !path.exists() {
+        return Err(format!("{} is missing", path.display()));
+    }
+    match open_existing(&path) {
+        Ok(Some(conn)) => Ok(conn),
+        Ok(None) => Err(format!(
+            "{} is not a catalog of this version",
+            path.display()
+        )),
+        Err(e) => Err(format!("{} is damaged: {e}", path.display())),
+    }
+}
+
+/// The current generation and revision: where a reader that is about to rescan everything
+/// starts its cursor. `None` when there is no usable catalog.
+pub fn current(store_dir: &Path) -> Option<Cursor> {
+    let conn = open_for_reading(store_dir).ok()?;
+    let (generation, revision, _) = read_meta(&conn).ok()?;
+    Some(Cursor {
+        generation,
+        revision,
+    })
+}
+
+/// The catalog's end, made when there is none or it is unusable (without starting a usable
+/// one over: other readers' cursors stay answerable). For a reader about to list everything.
+pub fn end(store_dir: &Path) -> Result<Cursor, CatalogError> {
+    let path = catalog_path(store_dir);
+    let (conn, _) = open_or_create(store_dir)?;
+    let (generation, revision, _) = read_meta(&conn).map_err(sql(&path))?;
+    Ok(Cursor {
+        generation,
+        revision,
+    })
+}
+
+/// What changed since `cursor` (`None`: the reader has no cursor yet).
+pub fn read_since(store_dir: &Path, cursor: Option<&Cursor>) -> Since {
+    let rescan = |reason: String| Since::Rescan { reason };
+    let Some(cursor) = cursor else {
+        return rescan("no catalog cursor yet".into());
+    };
+    let mut conn = match open_for_reading(store_dir) {
+        Ok(conn) => conn,
+        Err(reason) => return rescan(reason),
+    };
+    let path = catalog_path(store_dir);
+    // One read transaction: the rows and the revision they end at are one snapshot.
+    let read = (|| -> rusqlite::Result<Result<Since, String>> {
+        let tx = conn.transaction()?;
+        let (generation, revision, floor) = read_meta(&tx)?;
+        if generation != cursor.generation {
+            return Ok(Err(format!(
+                "{} was started over (generation {generation}, the cursor is in {})",
+                path.display(),
+                cursor.generation
+            )));
+        }
+        if cursor.revision > revision {
+            return Ok(Err(format!(
+                "the cursor (revision {}) is past the end of {} (revision {revision})",
+                cursor.revision,
+                path.display()
+            )));
+        }
+        if cursor.revision < floor {
+            return Ok(Err(format!(
+                "the cursor (revision {}) is below the floor of {} (revision {floor}): removals it has not seen were pruned",
+                cursor.revision,
+                path.display()
+            )));
+        }
+        let mut by_folder: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        {
+            let mut stmt =
+                tx.prepare("SELECT folder, name FROM docs WHERE rev > ?1 ORDER BY folder, name")?;
+            let mut rows = stmt.query([cursor.revision as i64])?;
+            while let Some(row) = rows.next()? {
+                by_folder.entry(row.get(0)?).or_default().push(row.get(1)?);
+            }
+        }
+        Ok(Ok(Since::Changes {
+            changes: by_folder
+                .into_iter()
+                .map(|(folder, files)| Change { folder, files })
+                .collect(),
+            end: Cursor {
+                generation,
+                revision,
+            },
+        }))
+    })();
+    match read {
+        Ok(Ok(since)) => since,
+        Ok(Err(reason)) => rescan(reason),
+        Err(e) => rescan(format!("{} could not be read: {e}", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn changes_of(since: Since) -> (Vec<Change>, Cursor) {
+        match since {
+            Since::Changes { changes, end } => (changes, end),
+            Since::Rescan { reason } => panic!("rescan: {reason}"),
+        }
+    }
+
+    fn reason(since: Since) -> String {
+        match since {
+            Since::Rescan { reason } => reason,
+            other => panic!("not a rescan: {other:?}"),
+        }
+    }
+
+    fn record(w: &mut Writer, store: &Path, folder: &str, files: &[&str]) {
+        w.record(store, &[(folder, files)], Presence::Written);
+    }
+
+    #[test]
+    fn a_reader_sees_what_was_recorded_since_its_cursor_each_document_once() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = &dir.path().join(".dsh-chapters");
+        fs::create_dir_all(store.join("s1/chapters")).expect("mkdir");
+        fs::write(store.join("s1/chapters/001-a.md"), "abc").expect("write");
+        let start = start_over(store).expect("start");
+        let mut w = Writer::default();
+        record(&mut w, store, ".dsh-chapters/s1/chapters", &["001-a.md"]);
+        w.record(
+            store,
+            &[
+                (".dsh-chapters/s1/chapters", &["plan-001-a.md", "001-a.md"]),
+                (".dsh-chapters/rules", &["r-1.md"]),
+            ],
+            Presence::Written,
+        );
+        let (got, end) = changes_of(read_since(store, Some(&start)));
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].folder, ".dsh-chapters/rules");
+        assert_eq!(got[1].files, ["001-a.md", "plan-001-a.md"]);
+        assert_eq!(end.revision, start.revision + 2, "one revision per record");
+        let (none, same) = changes_of(read_since(store, Some(&end)));
+        assert!(none.is_empty());
+        assert_eq!(same, end);
+        record(&mut w, store, ".dsh-chapters/s2/chapters", &["001-c.md"]);
+        let (next, _) = changes_of(read_since(store, Some(&end)));
+        assert_eq!(next.len(), 1, "only what came after the cursor");
+        assert_eq!(
+            current(store).expect("current").generation,
+            start.generation
+        );
+        // The row holds what was seen of the file when it was recorded.
+        let conn = Connection::open(catalog_path(store)).expect("open");
+        let (present, len): (i64, Option<i64>) = conn
+            .query_row(
+                "SELECT present, len FROM docs WHERE name = '001-a.md'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .expect("row");
+        assert_eq!((present, len), (1, Some(3)));
+        // A removal is a tombstone the readers see.
+        w.record(
+            store,
+            &[(".dsh-chapters/s1/chapters", &["001-a.md"])],
+            Presence::Removed,
+        );
+        let gone: i64 = conn
+            .query_row(
+                "SELECT present FROM docs WHERE name = '001-a.md'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("row");
+        assert_eq!(gone, 0);
+    }
+
+    #[test]
+    fn every_case_the_catalog_cannot_say_means_rescan() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = dir.path();
+        assert!(reason(read_since(store, None)).contains("no catalog cursor"));
+        let start = start_over(store).expect("start");
+        let mut w = Writer::default();
+        record(&mut w, store, "f", &["a.md"]);
+        // Started over (a writer died holding the lock, a forget, documents left the mirror).
+        let again = start_over(store).expect("again");
+        assert_ne!(again.generation, start.generation);
+        assert!(reason(read_since(store, Some(&start))).contains("started over"));
+        // Past the end.
+        let beyond = Cursor {
+            revision: again.revision + 1,
+            ..again.clone()
+        };
+        assert!(reason(read_since(store, Some(&beyond))).contains("past the end"));
+        // Missing: a writer that finds none makes a new one, still a rescan for old cursors.
+        remove_files(&catalog_path(store));
+        assert!(reason(read_since(store, Some(&again))).contains("missing"));
+        record(&mut w, store, "f", &["b.md"]);
+        assert!(reason(read_since(store, Some(&again))).contains("started over"));
+        let now = current(store).expect("a catalog again");
+        let (got, _) = changes_of(read_since(store, Some(&Cursor { revision: 0, ..now })));
+        assert_eq!(got[0].files, ["b.md"], "recorded in the new catalog");
+    }
+
+    #[test]
+    fn garbage_foreign_and_newer_catalogs_mean_rescan_and_a_writer_makes_a_new_one() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = dir.path();
+        let start = start_over(store).expect("start");
+        let path = catalog_path(store);
+        let foreign = |version: i64, app: i64| {
+            remove_files(&path);
+            let conn = Connection::open(&path).expect("open");
+            conn.execute_batch(&format!(
+                "CREATE TABLE x (a); PRAGMA application_id = {app}; PRAGMA user_version = {version};"
+            ))
+            .expect("foreign");
+        };
+        let torn = |bytes: &[u8]| {
+            remove_files(&path);
+            fs::write(&path, bytes).expect("write");
+        };
+        let check = |what: &str| {
+            assert!(
+                matches!(read_since(store, Some(&start)), Since::Rescan { .. }),
+                "{what}"
+            );
+            assert!(current(store).is_none(), "{what}");
+            let mut w = Writer::default();
+            record(&mut w, store, "f", &["a.md"]);
+            let now = current(store).unwrap_or_else(|| panic!("{what}: a usable catalog again"));
+            assert_ne!(now.generation, start.generation, "{what}");
+        };
+        for (what, bytes) in [
+            ("empty", &b""[..]),
+            ("garbage", &[b'x'; 10_000][..]),
+            ("binary", &b"\xff\xfe\x00"[..]),
+        ] {
+            torn(bytes);
+            check(what);
+        }
+        for (what, version, app) in [
+            ("foreign", CATALOG_VERSION, 7),
+            ("newer", CATALOG_VERSION + 1, APPLICATION_ID),
+            ("no schema", CATALOG_VERSION, APPLICATION_ID),
+        ] {
+            foreign(version, app);
+            check(what);
+        }
+        // A torn copy of a real catalog (its first page only) is not trusted either.
+        let bytes = fs::read(&path).expect("read");
+        torn(&bytes[..bytes.len().min(1024)]);
+        assert!(matches!(
+            read_since(store, Some(&start)),
+            Since::Rescan { .. }
+        ));
+    }
+
+    #[test]
+    fn a_record_that_fails_removes_the_catalog_and_never_fails_its_writer() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = dir.path();
+        let mut w = Writer::default();
+        record(&mut w, store, "f", &["a.md"]);
+        let before = current(store).expect("current");
+        // Make the kept connection's writes fail: another connection holds the write lock
+        // past the (shortened) busy timeout.
+        let conn = Connection::open(catalog_path(store)).expect("open");
+        conn.execute_batch("PRAGMA query_only = 0; BEGIN EXCLUSIVE;")
+            .expect("hold the write lock");
+        let (kept, _) = w.open.as_ref().expect("kept");
+        kept.busy_timeout(Duration::from_millis(10)).expect("busy");
+        record(&mut w, store, "f", &["b.md"]);
+        drop(conn);
+        assert!(
+            !catalog_path(store).exists(),
+            "the catalog that could not record is gone"
+        );
+        assert!(reason(read_since(store, Some(&before))).contains("missing"));
+        // The next record starts a new one.
+        record(&mut w, store, "f", &["c.md"]);
+        assert!(reason(read_since(store, Some(&before))).contains("started over"));
+    }
+
+    #[test]
+    fn a_catalog_replaced_under_a_kept_connection_is_reopened_and_the_record_kept() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = dir.path();
+        let mut w = Writer::default();
+        record(&mut w, store, "f", &["a.md"]);
+        // Another process removed it (its record failed) and made a new one.
+        remove_files(&catalog_path(store));
+        let fresh = start_over(store).expect("new");
+        record(&mut w, store, "f", &["b.md"]);
+        let (got, _) = changes_of(read_since(store, Some(&fresh)));
+        assert_eq!(got.len(), 1, "recorded in the catalog readers open");
+        assert_eq!(got[0].files, ["b.md"]);
+    }
+
+    #[test]
+    fn tombstones_are_bounded_and_a_cursor_below_the_floor_rescans() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = dir.path();
+        let start = start_over(store).expect("start");
+        let mut w = Writer::default();
+        let names: Vec<String> = (0..=MAX_TOMBSTONES).map(|i| format!("{i}.md")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        // One by one, so the oldest tombstones have the oldest revisions.
+        let (first, rest) = names.split_at(10);
+        for name in first {
+            w.record(store, &[("f", &[name])], Presence::Removed);
+        }
+        let early = current(store).expect("current");
+        w.record(store, &[("f", rest)], Presence::Removed);
+        let conn = Connection::open(catalog_path(store)).expect("open");
+        let left: i64 = conn
+            .query_row("SELECT count(*) FROM docs", [], |r| r.get(0))
+            .expect("count");
+        assert!(left <= MAX_TOMBSTONES, "{left}");
+        assert!(reason(read_since(store, Some(&start))).contains("below the floor"));
+        assert!(reason(read_since(store, Some(&early))).contains("below the floor"));
+        let now = current(store).expect("current");
+        changes_of(read_since(store, Some(&now)));
+    }
+
+    #[test]
+    fn creating_a_catalog_removes_the_old_change_journal() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = dir.path();
+        for old in OLD_JOURNAL {
+            fs::write(store.join(old), "{}\n").expect("old");
+        }
+        start_over(store).expect("start");
+        for old in OLD_JOURNAL {
+            assert!(!store.join(old).exists(), "{old}");
+        }
+    }
+
+    #[test]
+    fn two_writers_recording_at_once_lose_nothing() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = dir.path().to_path_buf();
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let store = store.clone();
+                std::thread::spawn(move || {
+                    let mut w = Writer::default();
+                    for i in 0..25 {
+                        let name = format!("{t}-{i}.md");
+                        record(&mut w, &store, "f", &[name.as_str()]);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("thread");
+        }
+        let now = current(&store).expect("current");
+        let (got, _) = changes_of(read_since(
+            &store,
+            Some(&Cursor {
+                revision: 0,
+                ..now.clone()
+            }),
+        ));
+        assert_eq!(got[0].files.len(), 100);
+        assert_eq!(now.revision, 100, "one revision per record, none shared");
+    }
+}
