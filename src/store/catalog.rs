@@ -70,13 +70,13 @@ CREATE INDEX tombstones ON docs (rev) WHERE present = 0;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
-    #[error("store catalog {path}")]
+    #[error("could not use the store's catalog {path}")]
     Sql {
         path: PathBuf,
         #[source]
         source: rusqlite::Error,
     },
-    #[error("store catalog {path}")]
+    #[error("could not create or replace the store's catalog {path}")]
     Io {
         path: PathBuf,
         #[source]
