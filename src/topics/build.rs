@@ -1944,6 +1944,57 @@ mod tests {
     }
 
     #[test]
+    fn folders_that_lost_a_document_list_fall_back_to_every_record() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        for i in 0..30usize {
+            put(
+                ws,
+                &format!(".dsh-chapters/s{}/chapters/{i:03}-d.md", i % 3),
+                &format!(
+                    "---\ntitle: \"Doc {i}\"\nkind: chapter\nprojectKey: \"pk\"\ntopics: [refresh]\ndate: \"2025-01-{:02}T00:00:00Z\"\n---\nbody\n",
+                    1 + i % 28
+                ),
+            );
+        }
+        crate::store::Store::init(ws).expect("store");
+        let table = Table::refresh(ws, true, Duration::from_secs(5))
+            .expect("refresh")
+            .0;
+        let every: Vec<IndexDoc> = table
+            .all_docs()
+            .expect("all")
+            .iter()
+            .map(|d| Base::Store.index_doc(d).into_inner())
+            .collect();
+        assert_eq!(every.len(), 30);
+        // The folder states that name one session's folder lost (a part removed by hand or
+        // by a crash): that folder's documents are no longer listed folder by folder.
+        let parts = ws.join(STORE_DIR).join(table::TABLE_DIR).join("folders");
+        let mut lost = 0;
+        for part in std::fs::read_dir(&parts).expect("parts").flatten() {
+            let text = std::fs::read_to_string(part.path()).unwrap_or_default();
+            if text.contains("s1/chapters") {
+                std::fs::remove_file(part.path()).expect("remove part");
+                lost += 1;
+            }
+        }
+        assert_eq!(lost, 1, "one part names the folder");
+        assert_eq!(
+            table.all_sources().expect("sources").len(),
+            2,
+            "the folder is no longer listed"
+        );
+        let folded =
+            fold_folders(&table, &Base::Store, Vec::new, |d, f| d.extend(f)).expect("fold");
+        let folded: Vec<IndexDoc> = in_table_order(folded)
+            .into_iter()
+            .map(Redacted::into_inner)
+            .collect();
+        assert!(folded == every, "every document, read at once");
+    }
+
+    #[test]
     fn the_streamed_build_writes_what_the_build_from_every_record_wrote() {
         let tmp = tempfile::tempdir().expect("tmp");
         let ws = tmp.path();
