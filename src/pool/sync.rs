@@ -531,12 +531,46 @@ const LIST_AGAIN: u128 = u128::MAX;
 /// store's catalog neither) is not looked at at all — not even its `collections/`.
 const SIGNED_CURSOR_FILE: &str = ".signed-cursor.json";
 
-#[derive(Debug, Default, Serialize, Deserialize)]
+/// The per-root record's format (`v`): a record of another version is not trusted (its root is
+/// compared file by file once, as with no record); one with no `v` is this format, written
+/// before the field.
+const ROOT_MANIFEST_VERSION: u32 = 1;
+
+fn root_manifest_version() -> u32 {
+    ROOT_MANIFEST_VERSION
+}
+
+#[derive(Debug, Serialize, Deserialize)]
 struct RootManifest {
+    #[serde(default = "root_manifest_version")]
+    v: u32,
     /// mtime (ns) of the root's `chapters/` when last listed (see [`store_files`]).
     chapters_mtime: u128,
     /// pool path → (length, mtime in ns, blob id)
     files: BTreeMap<String, (u64, u128, String)>,
+}
+
+impl Default for RootManifest {
+    fn default() -> RootManifest {
+        RootManifest {
+            v: ROOT_MANIFEST_VERSION,
+            chapters_mtime: 0,
+            files: BTreeMap::new(),
+        }
+    }
+}
+
+impl RootManifest {
+    /// The record at `path`, or an empty one when it is missing, unreadable or of another
+    /// version.
+    fn read(path: &Path) -> RootManifest {
+        let record: RootManifest = read_json(path);
+        if record.v == ROOT_MANIFEST_VERSION {
+            record
+        } else {
+            RootManifest::default()
+        }
+    }
 }
 
 impl Published {
@@ -653,7 +687,7 @@ impl Published {
         let dir = &self.dir;
         self.roots
             .entry(root.to_owned())
-            .or_insert_with(|| read_json(&dir.join(format!("{root}.json"))))
+            .or_insert_with(|| RootManifest::read(&dir.join(format!("{root}.json"))))
     }
 
     fn touch(&mut self, root: &str) {
@@ -2901,6 +2935,26 @@ pub fn pending(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_per_root_record_of_another_version_is_not_trusted() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let path = tmp.path().join("root.json");
+        let files = r#""files":{"chapters/pk/root/001-a.md":[12,34,"abc"]}"#;
+        // Written before the version field: today's format.
+        std::fs::write(&path, format!(r#"{{"chapters_mtime":7,{files}}}"#)).expect("write");
+        let old = RootManifest::read(&path);
+        assert_eq!((old.v, old.chapters_mtime, old.files.len()), (1, 7, 1));
+        std::fs::write(&path, format!(r#"{{"v":1,"chapters_mtime":7,{files}}}"#)).expect("write");
+        assert_eq!(RootManifest::read(&path).files.len(), 1);
+        // A later format: compared whole, as with no record.
+        std::fs::write(&path, format!(r#"{{"v":2,"chapters_mtime":7,{files}}}"#)).expect("write");
+        let newer = RootManifest::read(&path);
+        assert_eq!((newer.chapters_mtime, newer.files.len()), (0, 0));
+        // What is written names its version.
+        let text = serde_json::to_string(&old).expect("json");
+        assert!(text.starts_with(r#"{"v":1,"#), "{text}");
+    }
     use super::*;
 
     /// An unchanged root is known from the one listing file, without reading its record; a
