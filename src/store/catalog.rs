@@ -378,10 +378,10 @@ impl Writer {
         {
             self.close();
         }
-        if self.open.is_none() {
-            self.open = Some(open_or_create(store_dir)?);
-        }
-        let (conn, _) = self.open.as_mut().expect("opened just above");
+        let (conn, _) = match &mut self.open {
+            Some(open) => open,
+            None => self.open.insert(open_or_create(store_dir)?),
+        };
         write_rows(conn, rows, presence).map_err(sql(&path))
     }
 }

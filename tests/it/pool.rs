@@ -107,6 +107,22 @@ pub(crate) fn pool_files(pool: &Path) -> BTreeSet<String> {
 }
 
 /// Chapter files a machine's store holds, as pool paths.
+/// A machine that archived one two-task session and published it to a new local pool
+/// (`<tmp>/pool.git`): the tests' common start.
+fn published_machine(
+    name: &str,
+    machine: usize,
+) -> (tempfile::TempDir, std::path::PathBuf, Sandbox) {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pool = tmp.path().join("pool.git");
+    let m = Sandbox::machine(name);
+    m.write_session(&session_id(machine, 1), 4, true, &two_task_turns(&m.ws));
+    link_private(&m, &pool);
+    m.ok(&["archive"]);
+    m.ok(&["sync"]);
+    (tmp, pool, m)
+}
+
 fn own_pool_paths(sb: &Sandbox, project_key: &str) -> BTreeSet<String> {
     sb.snapshot()
         .keys()
@@ -387,13 +403,7 @@ fn a_local_publish_links_its_pack_into_the_mirror_instead_of_fetching_it() {
 
 #[test]
 fn pool_deleted_is_refused_then_linked_again_gets_everything_again() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let pool = tmp.path().join("pool.git");
-    let m = Sandbox::machine("m1");
-    m.write_session(&session_id(1, 1), 4, true, &two_task_turns(&m.ws));
-    link_private(&m, &pool);
-    m.ok(&["archive"]);
-    m.ok(&["sync"]);
+    let (_tmp, pool, m) = published_machine("m1", 1);
     let before = pool_files(&pool);
     std::fs::remove_dir_all(&pool).expect("rm pool");
     // Missing: not re-created (issue #17: a pool is never silently split).
@@ -632,13 +642,7 @@ fn kill_9_during_sync_then_sync_again_loses_nothing() {
 /// (a git that may still be writing) is kept, and nothing else is touched.
 #[test]
 fn a_sync_clears_the_temp_files_a_killed_git_left_in_the_pool_and_the_mirror() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let pool = tmp.path().join("pool.git");
-    let m = Sandbox::machine("m1");
-    m.write_session(&session_id(1, 1), 4, true, &two_task_turns(&m.ws));
-    link_private(&m, &pool);
-    m.ok(&["archive"]);
-    m.ok(&["sync"]);
+    let (_tmp, pool, m) = published_machine("m1", 1);
     let mirror = m.ws.join(".dsh-knowledge/.git");
     let hour_and_more = std::time::SystemTime::now()
         - dsh_chapters::pool::pack::STALE_GIT_TEMP
@@ -853,13 +857,7 @@ fn a_damaged_or_deleted_mirror_is_rebuilt_from_the_pool_and_the_store() {
 
 #[test]
 fn a_pool_of_another_project_is_refused_loudly() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let pool = tmp.path().join("pool.git");
-    let a = Sandbox::machine("m-a");
-    a.write_session(&session_id(60, 1), 4, true, &two_task_turns(&a.ws));
-    link_private(&a, &pool);
-    a.ok(&["archive"]);
-    a.ok(&["sync"]);
+    let (_tmp, pool, a) = published_machine("m-a", 60);
     // Another project (another remote) linked to the same pool.
     let other = Sandbox::machine("m-other");
     std::fs::write(
