@@ -494,6 +494,13 @@ fn no_secret_or_piece_of_one_in_the_store_mirror_pool_or_answers() {
             .any(|(name, bytes)| name.ends_with("fts.sqlite3") && bytes.len() > 4096),
         "the full-text cache is among the files read"
     );
+    // The store's catalog (file names of every document recorded, and its WAL) too.
+    assert!(
+        haystacks
+            .iter()
+            .any(|(name, _)| name.ends_with(".catalog.sqlite3")),
+        "the store's catalog is among the files read"
+    );
     haystacks.extend(pool_objects(&pool));
     for args in [
         vec!["search", "rotate", "--json"],
