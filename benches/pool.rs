@@ -657,9 +657,14 @@ fn plus10_bench() {
             b / s
         );
     }
-    // With `POOL_PROFILE`: three more +10 at the big size, profiled (`{n}`: size + 0..3).
-    for k in 0..3 {
-        profile_plus10(&big, size + k, &mut next_big);
+    // With `POOL_PROFILE`: three (`POOL_PROFILE_RUNS`) more +10 at the big size, profiled
+    // (`{n}`: size + 0..3), alternated with the baseline's on its own machine when it has one
+    // (`{n}`: `base-…`).
+    for k in 0..env_usize("POOL_PROFILE_RUNS", 3) {
+        profile_plus10(&ours_bin, &big, &(size + k).to_string(), &mut next_big);
+        if let (Some((m, next, _)), Some((_, bin))) = (&mut base_big, bins.get(1)) {
+            profile_plus10(bin, m, &format!("base-{}", size + k), next);
+        }
     }
     if let Some(f) = &next_file {
         std::fs::write(f, next_big.to_string()).expect("plus10-next");
@@ -876,7 +881,7 @@ fn scale_bench() {
                 continue;
             }
             plus10.push((n, t));
-            profile_plus10(&m, n, &mut next);
+            profile_plus10(bin, &m, &n.to_string(), &mut next);
             if n == size {
                 big = Some((m, built));
             }
@@ -1016,32 +1021,33 @@ fn scale_bench() {
 /// `POOL_PROFILE="perf record -g -o /tmp/p-{n}.data --"` (or `strace -c -f -o …`): one more
 /// +10 sync into the pool of `n` chapters run under that command (`{n}` replaced), to see
 /// where a +10 sync spends its time. Not timed.
-fn profile_plus10(m: &Machine, n: usize, next: &mut usize) {
+fn profile_plus10(bin: &Path, m: &Machine, tag: &str, next: &mut usize) {
     if std::env::var_os("POOL_PROFILE").is_none() {
         return;
     }
     write_dated(m, *next, *next + 10);
     *next += 10;
-    profiled_sync(m, &n.to_string());
+    profiled_sync(bin, m, tag);
 }
 
 /// With `POOL_PROFILE` (see [`profile_plus10`]): another new machine's first sync into
 /// `pool`, run under that command (`{n}` replaced by `first`). Not timed.
 fn profile_first_sync(pool: &Path) {
     if std::env::var_os("POOL_PROFILE").is_some() {
-        profiled_sync(&machine_on(Some(pool), "profiled"), "first");
+        let ours = Path::new(env!("CARGO_BIN_EXE_chapters"));
+        profiled_sync(ours, &machine_on(Some(pool), "profiled"), "first");
     }
 }
 
 /// `chapters sync` on `m` under the `POOL_PROFILE` command, `{n}` replaced by `tag`.
-fn profiled_sync(m: &Machine, tag: &str) {
+fn profiled_sync(bin: &Path, m: &Machine, tag: &str) {
     let wrap = std::env::var("POOL_PROFILE").expect("POOL_PROFILE is set");
     let words: Vec<String> = wrap
         .split_whitespace()
         .map(|w| w.replace("{n}", tag))
         .collect();
     let (program, args) = words.split_first().expect("POOL_PROFILE names a command");
-    let sync = chapters(m, &["sync"]);
+    let sync = chapters_of(bin, m, &["sync"]);
     let mut c = Command::new(program);
     c.args(args).arg(sync.get_program()).args(sync.get_args());
     c.current_dir(&m.ws)

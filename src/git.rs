@@ -25,6 +25,7 @@ use std::time::Duration;
 use gix::bstr::ByteSlice;
 use gix::lock::acquire::Fail;
 use gix::objs::tree::EntryKind;
+use gix::objs::tree::EntryRef;
 use gix::objs::{CommitRef, Exists as _, Find as _, Kind, TreeRef, Write as _};
 use gix::odb::Header as _;
 use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
@@ -495,15 +496,21 @@ impl GitRepo {
         if old == Some(new) {
             return Ok(());
         }
-        let before = match old {
-            Some(old) => self.tree_names(old)?,
-            None => HashMap::new(),
-        };
+        let (old, old_data) = self.tree_or_empty(old)?;
+        let before = self.decode_tree(old, &old_data)?.entries;
         let data = self.read_kind(new, Kind::Tree, "tree")?;
-        // Owned, so the tree's bytes are not held while its subtrees are walked.
+        let after = self.decode_tree(new, &data)?.entries;
+        let found = matches(&before, &after);
+        // Owned, so the trees' bytes are not held while their subtrees are walked.
         let mut entries = Vec::new();
-        for entry in self.decode_tree(new, &data)?.entries {
+        for (k, entry) in after.iter().enumerate() {
             if entry.mode.is_commit() {
+                continue;
+            }
+            let was = found[k].map(|b| (before[b].oid.to_owned(), before[b].mode.is_tree()));
+            let is_tree = entry.mode.is_tree();
+            // An entry the change left alone (most of a folder of 2,000 sessions): no name.
+            if was == Some((entry.oid.to_owned(), is_tree)) {
                 continue;
             }
             let name = entry.filename.to_str().map_err(|_| GitError::NonUtf8Path {
@@ -511,15 +518,10 @@ impl GitRepo {
                 tree: new,
                 path: format!("{prefix}{}", entry.filename.to_str_lossy()),
             })?;
-            let was = before.get(entry.filename.as_ref() as &[u8]).copied();
-            entries.push((
-                name.to_owned(),
-                entry.oid.to_owned(),
-                entry.mode.is_tree(),
-                was,
-            ));
+            entries.push((name.to_owned(), entry.oid.to_owned(), is_tree, was));
         }
-        drop((before, data));
+        drop((before, after));
+        drop((old_data, data));
         for (name, oid, is_tree, was) in entries {
             let path = format!("{prefix}{name}");
             if is_tree {
@@ -532,19 +534,12 @@ impl GitRepo {
         Ok(())
     }
 
-    /// The entries of tree `id` by name: (object id, whether a tree).
-    #[allow(clippy::type_complexity)]
-    fn tree_names(&self, id: ObjectId) -> Result<HashMap<Vec<u8>, (ObjectId, bool)>, GitError> {
-        let data = self.read_kind(id, Kind::Tree, "tree")?;
-        Ok(self
-            .decode_tree(id, &data)?
-            .entries
-            .into_iter()
-            .map(|entry| {
-                let id = (entry.oid.to_owned(), entry.mode.is_tree());
-                (entry.filename.to_vec(), id)
-            })
-            .collect())
+    /// Tree `id`'s bytes; for `None`, the empty tree's (no bytes, no entries).
+    fn tree_or_empty(&self, id: Option<ObjectId>) -> Result<(ObjectId, Vec<u8>), GitError> {
+        match id {
+            Some(id) => Ok((id, self.read_kind(id, Kind::Tree, "tree")?)),
+            None => Ok((ObjectId::empty_tree(self.repo.object_hash()), Vec::new())),
+        }
     }
 
     /// Paths `old` holds a blob at and `new` holds nothing at (files removed), sorted. Descends
@@ -556,18 +551,21 @@ impl GitRepo {
             if Some(old_id) == new_id {
                 continue;
             }
-            let after = match new_id {
-                Some(new_id) => self.tree_names(new_id)?,
-                None => HashMap::new(),
-            };
+            let (new_id, new_data) = self.tree_or_empty(new_id)?;
+            let after = self.decode_tree(new_id, &new_data)?.entries;
             let data = self.read_kind(old_id, Kind::Tree, "tree")?;
-            for entry in self.decode_tree(old_id, &data)?.entries {
+            let before = self.decode_tree(old_id, &data)?.entries;
+            let found = matches(&after, &before);
+            for (k, entry) in before.iter().enumerate() {
                 if entry.mode.is_commit() {
+                    continue;
+                }
+                let now = found[k].map(|a| (after[a].oid.to_owned(), after[a].mode.is_tree()));
+                if now == Some((entry.oid.to_owned(), entry.mode.is_tree())) {
                     continue;
                 }
                 let name = entry.filename.to_str_lossy();
                 let path = format!("{prefix}{name}");
-                let now = after.get(entry.filename.as_ref() as &[u8]).copied();
                 if entry.mode.is_tree() {
                     let new_sub = now.filter(|(_, t)| *t).map(|(id, _)| id);
                     pending.push((format!("{path}/"), entry.oid.to_owned(), new_sub));
@@ -1352,6 +1350,49 @@ fn file_identity(path: &Path) -> Option<(u64, u64, Option<std::time::SystemTime>
         .map(|m| (m.ino(), m.len(), m.modified().ok()))
 }
 
+/// For each entry of `to`, the entry of `from` of the same name and kind (a file that became
+/// a folder, or back, is changed whichever it is matched with). Both trees in git's order of entries (every tree git or gix
+/// writes) are walked side by side, so an entry a change left alone costs a comparison, not
+/// a hash and a copy of its name; a tree out of that order is looked up by name instead.
+fn matches(from: &[EntryRef<'_>], to: &[EntryRef<'_>]) -> Vec<Option<usize>> {
+    fn key<'a>(e: &EntryRef<'a>) -> (&'a [u8], bool) {
+        (e.filename.as_bytes(), e.mode.is_tree())
+    }
+    let ordered = |v: &[EntryRef<'_>]| {
+        v.windows(2).all(|w| {
+            let ((a, at), (b, bt)) = (key(&w[0]), key(&w[1]));
+            tree_order(a, at, b, bt).is_lt()
+        })
+    };
+    if !ordered(from) || !ordered(to) {
+        let by_name: HashMap<(&[u8], bool), usize> =
+            from.iter().enumerate().map(|(i, e)| (key(e), i)).collect();
+        return to.iter().map(|e| by_name.get(&key(e)).copied()).collect();
+    }
+    let mut at = 0;
+    to.iter()
+        .map(|e| {
+            let (name, tree) = key(e);
+            while from.get(at).is_some_and(|f| {
+                let (f_name, f_tree) = key(f);
+                tree_order(f_name, f_tree, name, tree).is_lt()
+            }) {
+                at += 1;
+            }
+            Some(at).filter(|&i| from.get(i).is_some_and(|f| key(f) == (name, tree)))
+        })
+        .collect()
+}
+
+/// Git's order of a tree's entries: by name, a tree's name as if it ended in `/`.
+fn tree_order(a: &[u8], a_tree: bool, b: &[u8], b_tree: bool) -> std::cmp::Ordering {
+    let common = a.len().min(b.len());
+    a[..common].cmp(&b[..common]).then_with(|| {
+        let next = |name: &[u8], tree: bool| name.get(common).copied().or(tree.then_some(b'/'));
+        next(a, a_tree).cmp(&next(b, b_tree))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1602,6 +1643,43 @@ mod tests {
         });
         assert!(stopped.is_err());
         assert_eq!(seen, 1);
+    }
+
+    /// The side-by-side walk finds what a lookup by name and kind finds: git's order (a
+    /// folder's name as if it ended in `/`), a file that became a folder unmatched, and a
+    /// tree out of order looked up by name instead.
+    #[test]
+    fn tree_entries_are_matched_by_name_and_kind_in_any_order() {
+        let id = ObjectId::null(gix::hash::Kind::Sha1);
+        let entry = |name: &'static str, tree: bool| EntryRef {
+            mode: if tree {
+                EntryKind::Tree.into()
+            } else {
+                EntryKind::Blob.into()
+            },
+            filename: name.as_bytes().as_bstr(),
+            oid: id.as_ref(),
+        };
+        let from = [
+            entry("a-b", false),
+            entry("a.md", false),
+            entry("a", true),
+            entry("a0", false),
+            entry("x", false),
+        ];
+        let to = [
+            entry("a.md", false),
+            entry("a", true),
+            entry("b", false),
+            entry("x", true),
+        ];
+        assert_eq!(matches(&from, &to), [Some(1), Some(2), None, None]);
+        let shuffled = [from[3], from[0], from[2], from[1], from[4]];
+        assert_eq!(matches(&shuffled, &to), [Some(3), Some(2), None, None]);
+        assert_eq!(
+            matches(&to, &shuffled),
+            [None, None, Some(1), Some(0), None]
+        );
     }
 
     #[test]
