@@ -312,16 +312,21 @@ pub struct DocMeta {
 }
 
 impl DocMeta {
-    /// A document's metadata from its text (a `Redacted::derive` function, hence `&String`).
+    /// The metadata of a document this program just wrote (a `Redacted::derive` function,
+    /// hence `&String`): read by `ModelFields::read_rendered`, the writer's own shapes.
     #[allow(clippy::ptr_arg)]
     pub fn read(text: &String) -> DocMeta {
-        DocMeta::of_text(text)
+        DocMeta::of_fields(crate::render::annotate::ModelFields::read_rendered(text))
     }
 
-    /// [`DocMeta::read`] of a file's bytes: not UTF-8 is no readable frontmatter.
+    /// The metadata of a file's bytes (any shape: `ModelFields::read`); not UTF-8 is no
+    /// readable frontmatter.
     #[allow(clippy::ptr_arg)]
     pub fn of_bytes(bytes: &Vec<u8>) -> DocMeta {
-        std::str::from_utf8(bytes).map_or_else(|_| DocMeta::other(), DocMeta::of_text)
+        std::str::from_utf8(bytes).map_or_else(
+            |_| DocMeta::other(),
+            |text| DocMeta::of_fields(crate::render::annotate::ModelFields::read(text)),
+        )
     }
 
     fn other() -> DocMeta {
@@ -332,8 +337,13 @@ impl DocMeta {
         }
     }
 
-    fn of_text(text: &str) -> DocMeta {
-        let Ok(fields) = crate::render::annotate::ModelFields::read(text) else {
+    fn of_fields(
+        fields: Result<
+            crate::render::annotate::ModelFields,
+            crate::render::annotate::AnnotateError,
+        >,
+    ) -> DocMeta {
+        let Ok(fields) = fields else {
             return DocMeta::other();
         };
         let title_model = fields.title_model().map(str::to_owned);
