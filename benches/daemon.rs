@@ -11,8 +11,8 @@
 //!     (B) as ABBA 96 times, so each side gets 4,800 samples spread evenly over the run and
 //!     a drift or a stall of the shared machine weighs on both alike. The enrichment is what
 //!     the daemon's enrich thread runs (`enrich::run_in_background`, then
-//!     `enrich::run::run_with` batches of 5, one `Catalog` and one compiled redactor kept
-//!     across them), back to back in a worker process (this binary, `enrich-worker`) that is
+//!     `enrich::run::run_with` batches of 5, one compiled redactor kept across them, the
+//!     queue from the store's catalog), back to back in a worker process (this binary, `enrich-worker`) that is
 //!     frozen (SIGSTOP) for A blocks and thawed for B blocks; it annotates the archived (731 at 96 groups)
 //!     chapters against a model server on loopback (each answer after 800 ms, as a local
 //!     model; then again after 30 ms, a write-heavy stress) — model calls, staged rewrites,
@@ -20,9 +20,8 @@
 //!     batches finished and chapters were rewritten inside B blocks, and prints how many (and
 //!     how many inside A blocks: none expected). Each frame is encoded first and written
 //!     with one `write`, the clock started just before it (see `LiveLog`).
-//!     `BENCH_ENRICH_FRESH=1` has the worker build that state afresh for every batch (read
-//!     every chapter, compile the redactor: what the daemon did before it kept them), the
-//!     same binary's baseline. `BENCH_SAMPLES_DIR=<dir>` writes every sample (side, group, block, turn, when, ms)
+//!     `BENCH_ENRICH_FRESH=1` has the worker compile the redactor for every batch (what the
+//!     daemon did before it kept one), the same binary's baseline. `BENCH_SAMPLES_DIR=<dir>` writes every sample (side, group, block, turn, when, ms)
 //!     and every batch's end as CSV; `BENCH_CHAPTERS_BIN=<path>` runs another build of
 //!     `chapters` as the daemon. `BENCH_C_GROUPS=N`: N ABBA groups instead of 96.
 //! (a') the same for a Claude Code transcript (each turn's lines in one write, its
@@ -727,12 +726,12 @@ fn signing_phase(
 /// batch has work. A process of its own so it can be frozen (SIGSTOP) for rest blocks and
 /// thawed (SIGCONT) for enrichment blocks: a block switch never waits for a batch to end,
 /// so blocks can be short and many. Frozen, it uses no CPU and issues no I/O; a model
-/// answer waits in its socket. It prints one line per batch: `<rewrites> <full reads of
-/// every chapter so far> <chapter files read so far>`.
+/// answer waits in its socket. It prints one line per batch: `<rewrites> <batches that read
+/// chapter files so far> <chapter files read so far>`.
 struct Worker {
     child: Child,
     batches: Arc<Mutex<Vec<(f64, u64)>>>,
-    /// The catalog's (full reads, files read) after the last batch.
+    /// (Batches that read chapter files, files read) after the last batch.
     reads: Arc<Mutex<(u64, u64)>>,
     reader: Option<std::thread::JoinHandle<()>>,
 }
@@ -811,7 +810,7 @@ impl Drop for Worker {
 
 /// The worker's loop (see [`Worker`]); never returns.
 fn enrich_worker(ws: &Path) -> ! {
-    use dsh_chapters::enrich::run::{run_with, Catalog, EnrichContext, RunOptions};
+    use dsh_chapters::enrich::run::{run_with, EnrichContext, RunOptions};
     dsh_chapters::enrich::run_in_background();
     let home = PathBuf::from(std::env::var_os("DSH_HOME").expect("DSH_HOME"));
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
@@ -822,10 +821,10 @@ fn enrich_worker(ws: &Path) -> ! {
     // compiled redactor and what earlier batches read of the chapters.
     let redactor =
         dsh_chapters::redact::Redactor::new(&config.redaction_patterns).expect("redactor");
-    let mut catalog = Catalog::default();
     let fresh = std::env::var_os("BENCH_ENRICH_FRESH").is_some();
-    // What the catalogs built afresh read (with `fresh`).
-    let (mut fresh_scans, mut fresh_files) = (0, 0);
+    // Batches that read chapter files (a fill of the store's catalog, rows it did not know),
+    // and the files read.
+    let (mut scans, mut files) = (0, 0);
     loop {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -845,27 +844,16 @@ fn enrich_worker(ws: &Path) -> ! {
             all: true,
             respect_backoff: false,
         };
-        let report = if fresh {
-            let mut afresh = Catalog::default();
-            let report = run_with(&ctx, options, &mut afresh, None);
-            fresh_scans += afresh.full_scans();
-            fresh_files += afresh.files_read();
-            report
-        } else {
-            run_with(&ctx, options, &mut catalog, Some(&redactor))
-        }
-        .expect("an enrichment batch");
+        let report =
+            run_with(&ctx, options, (!fresh).then_some(&redactor)).expect("an enrichment batch");
+        scans += u64::from(report.files_read > 0);
+        files += report.files_read;
         assert_eq!(
             report.failed + report.timeouts,
             0,
             "the model server failed"
         );
-        println!(
-            "{} {} {}",
-            report.annotated.len(),
-            fresh_scans + catalog.full_scans(),
-            fresh_files + catalog.files_read()
-        );
+        println!("{} {} {}", report.annotated.len(), scans, files);
     }
 }
 
@@ -1044,11 +1032,11 @@ fn enrichment_interference(model_delay: Duration) {
         groups * 2
     );
     println!(
-        "  the worker's state: {}; {full_scans} full read(s) of every chapter, {files_read} chapter files read; its CPU {worker_cpu_ms:.0} ms ({:.1} ms per finished batch, start-up included)",
+        "  the worker's state: {}; {full_scans} batch(es) that read chapter files, {files_read} chapter files read; its CPU {worker_cpu_ms:.0} ms ({:.1} ms per finished batch, start-up included)",
         if std::env::var_os("BENCH_ENRICH_FRESH").is_some() {
-            "built afresh per batch (BENCH_ENRICH_FRESH)"
+            "redactor compiled per batch (BENCH_ENRICH_FRESH)"
         } else {
-            "kept across batches"
+            "redactor kept across batches"
         },
         worker_cpu_ms / finished as f64
     );

@@ -1,7 +1,7 @@
 //! Idle-time enrichment, the daemon's side: batches (`enrich::run::run_with`) on a thread of
 //! their own at background priority (model calls take seconds; neither signing nor archives
-//! ever wait for them), one at a time, keeping one `enrich::run::Catalog` per workspace
-//! across its batches. Its main-thread side, [`Enricher`], owns each workspace's
+//! ever wait for them), one at a time; each batch's queue comes from the store's catalog,
+//! so the thread keeps no state of its own between batches. Its main-thread side, [`Enricher`], owns each workspace's
 //! `triggers::EnrichClock`, whether a batch runs, and the last batch's result.
 
 use std::collections::BTreeMap;
@@ -29,10 +29,10 @@ pub(super) struct EnrichDone {
     result: Result<crate::enrich::run::EnrichReport, String>,
 }
 
-/// `catalog`: what the enrich thread's earlier batches of this workspace read of its
-/// chapters (see `enrich::run::Catalog`); the redactor is the workspace's, compiled once
-/// per configuration load — so a batch costs what it examines, not what the store holds.
-fn run_enrich(job: &EnrichJob, catalog: &mut crate::enrich::run::Catalog) -> EnrichDone {
+/// The redactor is the workspace's, compiled once per configuration load, and the queue
+/// comes from the store's catalog — so a batch costs what it examines, not what the store
+/// holds.
+fn run_enrich(job: &EnrichJob) -> EnrichDone {
     let ctx = &job.ctx;
     let result = (|| {
         let key =
@@ -53,7 +53,6 @@ fn run_enrich(job: &EnrichJob, catalog: &mut crate::enrich::run::Catalog) -> Enr
                 all: false,
                 respect_backoff: true,
             },
-            catalog,
             Some(&ctx.redactor),
         )
         .map_err(|e| e.to_string())
@@ -91,10 +90,8 @@ impl Enricher {
             .name("enrich".into())
             .spawn(move || {
                 crate::enrich::run_in_background();
-                let mut catalogs = BTreeMap::<PathBuf, crate::enrich::run::Catalog>::new();
                 for job in jobs_rx {
-                    let catalog = catalogs.entry(job.ws_dir.clone()).or_default();
-                    if !done(run_enrich(&job, catalog)) {
+                    if !done(run_enrich(&job)) {
                         break;
                     }
                 }

@@ -18,9 +18,10 @@ use crate::config::Config;
 use crate::credentials::Secret;
 use crate::curation::{self, Curation};
 use crate::redact::{RedactionCounts, Redactor};
-use crate::render::annotate::{self, Annotated, Annotation, ModelFields};
+use crate::render::annotate::{self, Annotated, Annotation};
 use crate::render::body_text;
-use crate::store::{atomic, catalog, Store, StoreError};
+use crate::store::catalog::{self, DocMeta};
+use crate::store::{atomic, Store, StoreError};
 
 const STATUS_FILE: &str = "enrich-status.json";
 const STATUS_VERSION: u64 = 1;
@@ -88,6 +89,10 @@ pub struct EnrichReport {
     /// Set when the batch did not start because of the backoff.
     pub backed_off_until_ms: Option<i64>,
     pub notes: Vec<String>,
+    /// Chapter files read to make the queue (a fill of the store's catalog, rows that did
+    /// not know, folders no row names): none when the catalog was filled and knew them.
+    #[serde(skip)]
+    pub files_read: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -147,121 +152,59 @@ struct Queued {
     path: PathBuf,
 }
 
-/// How often a [`Catalog`] reads every chapter again although the store's catalog answered:
-/// a write it missed (a crash between a write and its record) is found within this.
-pub const FULL_RESCAN_EVERY_MS: i64 = 600_000;
-
-/// What a batch needs of one chapter: which model titled it and the topics it holds that
-/// the vocabulary vetted (canonicalized per batch, by that batch's curation).
-#[derive(Debug, Clone, PartialEq)]
-struct Entry {
-    title_model: Option<String>,
-    vetted: Vec<String>,
-}
-
-/// The store's chapters as enrichment sees them, kept across the batches of one workspace
-/// (the daemon's enrich thread keeps one per workspace): a batch reads what the store's
-/// catalog (`store::catalog`) names since the last one — new chapters, rewrites — instead
-/// of every chapter's frontmatter. It reads everything again when the catalog cannot say
-/// (no cursor, started over, damaged), every [`FULL_RESCAN_EVERY_MS`], and reads a session
-/// folder it has not seen whole. A fresh catalog (the CLI's batch) reads everything once.
-#[derive(Debug, Default)]
-pub struct Catalog {
-    /// (root, file) → entry, in (root, file) order: the queue's order.
-    chapters: std::collections::BTreeMap<(String, String), Entry>,
-    /// Session folders read whole.
-    roots: std::collections::BTreeSet<String>,
-    cursor: Option<catalog::Cursor>,
-    rescanned_ms: Option<i64>,
-    full_scans: u64,
-    files_read: u64,
-}
-
-/// Queue and vocabulary for one batch.
+/// Queue and vocabulary for one batch, and the chapter files read to make them.
 struct Snapshot {
     queue: Vec<Queued>,
     known: std::collections::BTreeSet<String>,
+    files_read: u64,
 }
 
 fn is_chapter_name(name: &str) -> bool {
     name.ends_with(".md") && !name.starts_with("plan-") && !name.starts_with('.')
 }
 
-impl Catalog {
-    /// Full reads of every chapter so far (the first batch's included).
-    pub fn full_scans(&self) -> u64 {
-        self.full_scans
-    }
+/// The store's chapters by (root, file), in the queue's order.
+type Chapters = std::collections::BTreeMap<(String, String), DocMeta>;
 
-    /// Chapter files read so far, by full reads and by catalog records alike.
-    pub fn files_read(&self) -> u64 {
-        self.files_read
-    }
+/// A chapter's metadata read from its file; `None` when it is gone.
+fn read_meta(store: &Store, root: &str, file: &str) -> Result<Option<DocMeta>, StoreError> {
+    let folder = format!("{}/{root}/chapters", crate::store::STORE_DIR);
+    Ok(store
+        .document_meta(&folder, file)?
+        .map(crate::redact::Redacted::into_inner))
+}
 
-    /// Bring the catalog up to date with the store at `now_ms`.
-    fn refresh(&mut self, store: &Store, now_ms: i64) -> Result<(), StoreError> {
-        let due = self
-            .rescanned_ms
-            .is_none_or(|at| now_ms.saturating_sub(at) >= FULL_RESCAN_EVERY_MS);
-        let changes = if due {
-            None
-        } else {
-            match catalog::read_since(store.dir(), self.cursor.as_ref()) {
-                catalog::Since::Changes { changes, end } => Some((changes, end)),
-                catalog::Since::Rescan { reason } => {
-                    tracing::debug!(%reason, "enrichment reads every chapter again");
-                    None
-                }
+/// The store's chapters as its catalog (`store::catalog`) knows them, by (root, file): one
+/// query over the present rows of the session folders, once the store filled what a
+/// start-over left unknown. Read from the file instead: a row whose metadata is unknown,
+/// a session folder no row names (copied in by hand), and every folder when the catalog
+/// cannot say. Also the chapter files read.
+fn chapters(store: &Store) -> Result<(Chapters, u64), StoreError> {
+    let mut files_read = store.fill_catalog();
+    // Session folders are never removed by this program; one removed by hand leaves.
+    let present: std::collections::BTreeSet<String> = store.roots()?.into_iter().collect();
+    let mut chapters = std::collections::BTreeMap::new();
+    let mut named = std::collections::BTreeSet::new();
+    for doc in catalog::session_docs(store.dir()).unwrap_or_default() {
+        if !present.contains(&doc.root) {
+            continue;
+        }
+        named.insert(doc.root.clone());
+        if !is_chapter_name(&doc.name) {
+            continue;
+        }
+        let meta = match doc.meta {
+            Some(meta) => Some(meta),
+            None => {
+                files_read += 1;
+                read_meta(store, &doc.root, &doc.name)?
             }
         };
-        match changes {
-            None => {
-                // The cursor before the reads: a chapter written meanwhile is read again
-                // next time, never missed.
-                self.cursor = catalog::current(store.dir());
-                self.chapters.clear();
-                self.roots.clear();
-                self.rescanned_ms = Some(now_ms);
-                self.full_scans += 1;
-            }
-            Some((changes, end)) => {
-                self.cursor = Some(end);
-                let prefix = format!("{}/", crate::store::STORE_DIR);
-                for change in changes {
-                    let Some(root) = change
-                        .folder
-                        .strip_prefix(&prefix)
-                        .and_then(|rest| rest.strip_suffix("/chapters"))
-                        .filter(|root| self.roots.contains(*root))
-                    else {
-                        continue;
-                    };
-                    let root = root.to_owned();
-                    let dir = store.chapters_dir(&root)?;
-                    for file in change.files.iter().filter(|f| is_chapter_name(f)) {
-                        let key = (root.clone(), file.clone());
-                        match self.read_entry(&dir.join(file))? {
-                            Some(entry) => self.chapters.insert(key, entry),
-                            None => self.chapters.remove(&key),
-                        };
-                    }
-                }
-            }
+        if let Some(meta) = meta {
+            chapters.insert((doc.root, doc.name), meta);
         }
-        // Session folders are never removed by this program; one removed by hand leaves.
-        let present: std::collections::BTreeSet<String> = store.roots()?.into_iter().collect();
-        self.roots.retain(|root| present.contains(root));
-        self.chapters.retain(|(root, _), _| present.contains(root));
-        for root in present {
-            if !self.roots.contains(&root) {
-                self.read_root(store, &root)?;
-            }
-        }
-        Ok(())
     }
-
-    /// Read every chapter of one session folder.
-    fn read_root(&mut self, store: &Store, root: &str) -> Result<(), StoreError> {
+    for root in present.difference(&named) {
         let dir = store.chapters_dir(root)?;
         let names: Vec<String> = match std::fs::read_dir(&dir) {
             Ok(entries) => entries
@@ -278,71 +221,46 @@ impl Catalog {
             }
         };
         for file in names {
-            if let Some(entry) = self.read_entry(&dir.join(&file))? {
-                self.chapters.insert((root.to_owned(), file), entry);
+            files_read += 1;
+            if let Some(meta) = read_meta(store, root, &file)? {
+                chapters.insert((root.clone(), file), meta);
             }
         }
-        self.roots.insert(root.to_owned());
-        Ok(())
     }
+    Ok((chapters, files_read))
+}
 
-    /// A chapter's entry; `None` for a plan, unreadable frontmatter or a file gone.
-    fn read_entry(&mut self, path: &Path) -> Result<Option<Entry>, StoreError> {
-        self.files_read += 1;
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => {
-                return Err(StoreError::Io {
-                    path: path.to_path_buf(),
-                    source: e,
-                })
-            }
-        };
-        let Ok(fields) = ModelFields::read(&text) else {
-            return Ok(None);
-        };
-        if fields.kind != "chapter" {
-            return Ok(None);
+/// Every chapter not yet titled by `model` (all of them with `all`) in (root, file)
+/// order, and the canonical topics already in use (the vocabulary a model's label is
+/// vetted against).
+fn snapshot(
+    store: &Store,
+    model: &str,
+    all: bool,
+    curation: &Curation,
+) -> Result<Snapshot, StoreError> {
+    let (chapters, files_read) = chapters(store)?;
+    let mut queue = Vec::new();
+    let mut known = std::collections::BTreeSet::new();
+    for ((root, file), meta) in chapters {
+        // A plan under a chapter's name, unreadable frontmatter: not a chapter.
+        if meta.kind != "chapter" {
+            continue;
         }
-        let title_model = fields.title_model().map(str::to_owned);
-        // A model's label stays unvetted until the vocabulary takes it in: it never vets
-        // itself, so a re-run sees the same vocabulary.
-        let vetted = fields
-            .topics
-            .into_iter()
-            .filter(|t| !fields.topics_unvetted.contains(t))
-            .collect();
-        Ok(Some(Entry {
-            title_model,
-            vetted,
-        }))
-    }
-
-    /// Every chapter not yet titled by `model` (all of them with `all`) in (root, file)
-    /// order, and the canonical topics already in use (the vocabulary a model's label is
-    /// vetted against).
-    fn snapshot(
-        &self,
-        store: &Store,
-        model: &str,
-        all: bool,
-        curation: &Curation,
-    ) -> Result<Snapshot, StoreError> {
-        let mut queue = Vec::new();
-        let mut known = std::collections::BTreeSet::new();
-        for ((root, file), entry) in &self.chapters {
-            known.extend(curation.canonical_topics(entry.vetted.iter().map(String::as_str)));
-            if all || entry.title_model.as_deref() != Some(model) {
-                queue.push(Queued {
-                    root: root.clone(),
-                    file: file.clone(),
-                    path: store.chapters_dir(root)?.join(file),
-                });
-            }
+        known.extend(curation.canonical_topics(meta.vetted.iter().map(String::as_str)));
+        if all || meta.title_model.as_deref() != Some(model) {
+            queue.push(Queued {
+                path: store.chapters_dir(&root)?.join(&file),
+                root,
+                file,
+            });
         }
-        Ok(Snapshot { queue, known })
     }
+    Ok(Snapshot {
+        queue,
+        known,
+        files_read,
+    })
 }
 
 fn clip(text: &str) -> String {
@@ -418,20 +336,18 @@ fn write_mined(
     Ok(written)
 }
 
-/// Run one batch on its own: every chapter read, the redactor compiled (the CLI's batch).
-/// The clock value is the caller's; `at` stamps provenance.
+/// Run one batch on its own, the redactor compiled (the CLI's batch). The clock value is
+/// the caller's; `at` stamps provenance.
 pub fn run(ctx: &EnrichContext<'_>, options: RunOptions) -> Result<EnrichReport, EnrichError> {
-    run_with(ctx, options, &mut Catalog::default(), None)
+    run_with(ctx, options, None)
 }
 
-/// Run one batch of a series (the daemon's, per workspace): `catalog` is what earlier
-/// batches of this store read, brought up to date from the store's catalog; `redactor` the
-/// caller's compiled `redactionPatterns` (`None`: compiled for this batch). The clock value
-/// is the caller's; `at` stamps provenance.
+/// Run one batch with the caller's compiled `redactionPatterns` (`None`: compiled for this
+/// batch; the daemon keeps one per workspace). The queue and the vocabulary come from the
+/// store's catalog. The clock value is the caller's; `at` stamps provenance.
 pub fn run_with(
     ctx: &EnrichContext<'_>,
     options: RunOptions,
-    catalog: &mut Catalog,
     redactor: Option<&Redactor>,
 ) -> Result<EnrichReport, EnrichError> {
     let url = ctx
@@ -475,9 +391,13 @@ pub fn run_with(
     let facts = curation::file::read_all(ctx.store.dir(), Some(&mirror))?;
     report.notes.extend(facts.notes);
     let curation = Curation::fold(facts.facts);
-    catalog.refresh(ctx.store, ctx.now_ms)?;
-    let Snapshot { queue, known } = catalog.snapshot(ctx.store, &model, options.all, &curation)?;
+    let Snapshot {
+        queue,
+        known,
+        files_read,
+    } = snapshot(ctx.store, &model, options.all, &curation)?;
     report.queued = queue.len();
+    report.files_read = files_read;
     let limit = options.limit.unwrap_or(ctx.config.enrichment_batch_cap);
     let limits = SliceLimits::default();
     let mine_rules = ctx.config.rules_enrichment && ctx.config.session_rules_enabled;
@@ -498,9 +418,13 @@ pub fn run_with(
         let name = format!("{}/{}", queued.root, queued.file);
         let doc = match std::fs::read_to_string(&queued.path) {
             Ok(doc) => doc,
-            // Removed by hand since the catalog listed it (no record says so).
+            // Removed by hand since the catalog listed it (no record says so): recorded as
+            // removed, under the writer lock, so the next batch's queue leaves it.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                catalog.chapters.remove(&(queued.root, queued.file));
+                let _lock = ctx
+                    .store
+                    .lock(Duration::from_millis(ctx.config.writer_lock_timeout_ms))?;
+                ctx.store.record_gone(&queued.root, &queued.file)?;
                 report.notes.push(format!("{name}: gone; skipped"));
                 continue;
             }
@@ -744,9 +668,9 @@ mod tests {
         }
     }
 
-    fn queue(catalog: &Catalog, store: &Store, model: &str) -> Vec<String> {
+    fn queue(store: &Store, model: &str) -> Vec<String> {
         let curation = Curation::fold(Vec::new());
-        let snapshot = catalog.snapshot(store, model, false, &curation).unwrap();
+        let snapshot = snapshot(store, model, false, &curation).unwrap();
         snapshot
             .queue
             .iter()
@@ -754,14 +678,20 @@ mod tests {
             .collect()
     }
 
-    fn known(catalog: &Catalog, store: &Store) -> Vec<String> {
+    fn known(store: &Store) -> Vec<String> {
         let curation = Curation::fold(Vec::new());
-        let snapshot = catalog.snapshot(store, "m", false, &curation).unwrap();
+        let snapshot = snapshot(store, "m", false, &curation).unwrap();
         snapshot.known.into_iter().collect()
     }
 
+    /// The chapter files a batch's snapshot reads.
+    fn files_read(store: &Store) -> u64 {
+        let curation = Curation::fold(Vec::new());
+        snapshot(store, "m", false, &curation).unwrap().files_read
+    }
+
     #[test]
-    fn a_catalog_reads_every_chapter_once_then_only_what_the_store_catalog_names() {
+    fn a_batch_reads_no_chapter_file_when_the_store_catalog_is_filled_and_knows_them() {
         let (_dir, store) = store();
         archive(&store, ROOT, "001-a.md", &doc("a", None, &["csv"], &[]));
         archive(
@@ -771,22 +701,21 @@ mod tests {
             &doc("b", Some("m"), &["git"], &[]),
         );
         archive(&store, ROOT, "plan-003-c.md", &doc("c", None, &[], &[]));
-        let mut catalog = Catalog::default();
-        catalog.refresh(&store, 0).unwrap();
-        assert_eq!((catalog.full_scans(), catalog.files_read()), (1, 2));
-        assert_eq!(queue(&catalog, &store, "m"), vec!["session-a/001-a.md"]);
+        // A new catalog is filled once (every document of the store read), then answers.
+        assert_eq!(files_read(&store), 3);
+        assert!(catalog::is_filled(store.dir()));
+        assert_eq!(files_read(&store), 0);
+        assert_eq!(queue(&store, "m"), vec!["session-a/001-a.md"]);
         assert_eq!(
-            queue(&catalog, &store, "other"),
+            queue(&store, "other"),
             vec!["session-a/001-a.md", "session-a/002-b.md"]
         );
 
-        // Nothing written: nothing read.
-        catalog.refresh(&store, 1).unwrap();
-        assert_eq!((catalog.full_scans(), catalog.files_read()), (1, 2));
-
-        // A new chapter and a rewrite (the model titled `a`, with an unvetted label of its
-        // own): each read once, from its record.
+        // A new chapter (its writer knew its metadata: nothing read) and a rewrite recorded
+        // by a path that did not know it (the model titled `a`, with an unvetted label of
+        // its own): that one read from its file.
         archive(&store, ROOT, "004-d.md", &doc("d", None, &["zstd"], &[]));
+        assert_eq!(files_read(&store), 0);
         rewrite(
             &store,
             ROOT,
@@ -794,21 +723,19 @@ mod tests {
             &doc("A", Some("m"), &["csv", "new-label"], &["new-label"]),
             true,
         );
-        catalog.refresh(&store, 2).unwrap();
-        assert_eq!((catalog.full_scans(), catalog.files_read()), (1, 4));
-        assert_eq!(queue(&catalog, &store, "m"), vec!["session-a/004-d.md"]);
-        assert_eq!(known(&catalog, &store), vec!["csv", "git", "zstd"]);
+        assert_eq!(files_read(&store), 1);
+        assert_eq!(queue(&store, "m"), vec!["session-a/004-d.md"]);
+        assert_eq!(known(&store), vec!["csv", "git", "zstd"]);
     }
 
     #[test]
-    fn what_the_catalog_cannot_say_is_read_again() {
+    fn a_catalog_started_over_made_anew_or_garbled_is_filled_again() {
         let (_dir, store) = store();
         archive(&store, ROOT, "001-a.md", &doc("a", None, &[], &[]));
-        let mut catalog = Catalog::default();
-        catalog.refresh(&store, 0).unwrap();
+        assert_eq!(files_read(&store), 1);
 
-        // Behind the catalog's back (a writer that died before its record): not seen until
-        // the periodic full read.
+        // The catalog started over (a writer died holding the lock, perhaps after a write it
+        // never recorded; a forget): filled again, the unrecorded write seen.
         rewrite(
             &store,
             ROOT,
@@ -816,36 +743,25 @@ mod tests {
             &doc("a", Some("m"), &[], &[]),
             false,
         );
-        catalog.refresh(&store, 1).unwrap();
-        assert_eq!(queue(&catalog, &store, "m"), vec!["session-a/001-a.md"]);
-        catalog.refresh(&store, FULL_RESCAN_EVERY_MS).unwrap();
-        assert_eq!(catalog.full_scans(), 2);
-        assert!(queue(&catalog, &store, "m").is_empty());
-
-        // The catalog started over (a dead writer, a forget): all read again.
-        rewrite(&store, ROOT, "001-a.md", &doc("a", None, &[], &[]), false);
+        assert_eq!(queue(&store, "m"), vec!["session-a/001-a.md"]);
         catalog::start_over(store.dir()).unwrap();
-        catalog.refresh(&store, FULL_RESCAN_EVERY_MS + 1).unwrap();
-        assert_eq!(catalog.full_scans(), 3);
-        assert_eq!(queue(&catalog, &store, "m"), vec!["session-a/001-a.md"]);
+        assert!(!catalog::is_filled(store.dir()));
+        assert_eq!(files_read(&store), 1);
+        assert!(queue(&store, "m").is_empty());
 
-        // The catalog gone: all read again, every time, until a writer starts a new one.
+        // The catalog gone: a new one, filled.
         std::fs::remove_file(catalog::catalog_path(store.dir())).unwrap();
-        catalog.refresh(&store, FULL_RESCAN_EVERY_MS + 2).unwrap();
-        catalog.refresh(&store, FULL_RESCAN_EVERY_MS + 3).unwrap();
-        assert_eq!(catalog.full_scans(), 5);
+        rewrite(&store, ROOT, "001-a.md", &doc("a", None, &[], &[]), false);
+        assert_eq!(files_read(&store), 1);
+        assert_eq!(files_read(&store), 0);
+        assert_eq!(queue(&store, "m"), vec!["session-a/001-a.md"]);
 
-        // A writer starts a new one; a garbled catalog is not an answer: all read again.
+        // Garbled: not an answer; made anew and filled.
         archive(&store, ROOT, "002-b.md", &doc("b", None, &[], &[]));
-        catalog.refresh(&store, FULL_RESCAN_EVERY_MS + 4).unwrap();
-        let scans = catalog.full_scans();
-        catalog.refresh(&store, FULL_RESCAN_EVERY_MS + 5).unwrap();
-        assert_eq!(catalog.full_scans(), scans, "the new catalog answers");
         std::fs::write(catalog::catalog_path(store.dir()), b"{\"garbled").unwrap();
-        catalog.refresh(&store, FULL_RESCAN_EVERY_MS + 6).unwrap();
-        assert_eq!(catalog.full_scans(), scans + 1);
+        assert_eq!(files_read(&store), 2);
         assert_eq!(
-            queue(&catalog, &store, "m"),
+            queue(&store, "m"),
             vec!["session-a/001-a.md", "session-a/002-b.md"]
         );
     }
@@ -856,13 +772,11 @@ mod tests {
         archive(&store, ROOT, "001-a.md", &doc("a", None, &[], &[]));
         archive(&store, ROOT, "002-b.md", &doc("b", None, &[], &[]));
         archive(&store, "session-b", "001-x.md", &doc("x", None, &[], &[]));
-        let mut catalog = Catalog::default();
-        catalog.refresh(&store, 0).unwrap();
+        queue(&store, "m");
         std::fs::remove_dir_all(store.root_dir("session-b").unwrap()).unwrap();
         std::fs::remove_file(store.chapters_dir(ROOT).unwrap().join("001-a.md")).unwrap();
-        catalog.refresh(&store, 1).unwrap();
         assert_eq!(
-            queue(&catalog, &store, "m"),
+            queue(&store, "m"),
             vec!["session-a/001-a.md", "session-a/002-b.md"]
         );
 
@@ -880,31 +794,30 @@ mod tests {
             key: None,
             now_ms: 2,
         };
-        let report = run_with(&ctx, RunOptions::default(), &mut catalog, None).unwrap();
+        let report = run_with(&ctx, RunOptions::default(), None).unwrap();
         assert_eq!(report.examined, 2, "{report:?}");
         assert!(
             report.notes[0].contains("session-a/001-a.md: gone"),
             "{report:?}"
         );
         assert_eq!(report.failed, 1, "{report:?}");
-        assert_eq!(queue(&catalog, &store, "m"), vec!["session-a/002-b.md"]);
+        // Recorded as removed: the next batch's queue leaves it.
+        assert_eq!(queue(&store, "m"), vec!["session-a/002-b.md"]);
     }
 
     #[test]
     fn a_session_folder_no_record_names_is_read_on_sight() {
         let (_dir, store) = store();
         archive(&store, ROOT, "001-a.md", &doc("a", None, &[], &[]));
-        let mut catalog = Catalog::default();
-        catalog.refresh(&store, 0).unwrap();
+        queue(&store, "m");
         // A folder copied in by hand: no record, a new root.
         let dir = store.chapters_dir("session-b").unwrap();
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("001-x.md"), doc("x", None, &[], &[])).unwrap();
         std::fs::write(dir.join("002-garbled.md"), "not a chapter\0\u{1}").unwrap();
-        catalog.refresh(&store, 1).unwrap();
-        assert_eq!(catalog.full_scans(), 1);
+        assert_eq!(files_read(&store), 2);
         assert_eq!(
-            queue(&catalog, &store, "m"),
+            queue(&store, "m"),
             vec!["session-a/001-a.md", "session-b/001-x.md"]
         );
     }

@@ -342,8 +342,14 @@ pub fn drop_failed_hint(path: &Path, error: &dyn std::fmt::Display, removed: &st
     }
 }
 
-/// Whether `name` is one of our temp files: `.<target>.tmp.<pid>.<n>`.
+/// Whether `name` is one of our temp files: `.<target>.tmp.<pid>.<n>`, or the `-journal`,
+/// `-wal` or `-shm` SQLite makes beside one (the store's catalog is built under a temp name:
+/// a process killed while building it leaves them too).
 pub fn is_temp_name(name: &str) -> bool {
+    let name = ["-journal", "-wal", "-shm"]
+        .iter()
+        .find_map(|suffix| name.strip_suffix(suffix))
+        .unwrap_or(name);
     let Some(rest) = name.strip_prefix('.') else {
         return false;
     };
@@ -531,6 +537,12 @@ mod tests {
         assert!(!is_temp_name(".x.tmp.a.2"));
         assert!(!is_temp_name("..tmp.1.2"));
         assert!(!is_temp_name("x.tmp.1.2"));
+        // SQLite's files beside a catalog built under a temp name.
+        assert!(is_temp_name("..catalog.sqlite3.tmp.19666.0-journal"));
+        assert!(is_temp_name("..catalog.sqlite3.tmp.1.0-wal"));
+        assert!(is_temp_name("..catalog.sqlite3.tmp.1.0-shm"));
+        assert!(!is_temp_name(".catalog.sqlite3-wal"));
+        assert!(!is_temp_name(".x.tmp.1.2-other"));
     }
 
     #[test]

@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 pub const CATALOG_FILE: &str = ".catalog.sqlite3";
 /// Bumped whenever the schema changes: a catalog of another version is made anew (its
 /// readers rescan once).
-pub const CATALOG_VERSION: i64 = 1;
+pub const CATALOG_VERSION: i64 = 2;
 /// `PRAGMA application_id` of the catalog ("dshc"): anything else in its place is not ours.
 const APPLICATION_ID: i64 = 0x6473_6863;
 /// How long a record or a read waits for another process's write transaction.
@@ -50,9 +50,13 @@ const OLD_JOURNAL: [&str; 2] = [".changes.jsonl", ".changes.lock"];
 const GENERATION: &str = "generation";
 const REVISION: &str = "revision";
 const FLOOR: &str = "floor";
+/// The generation whose every present store document's metadata was read in one
+/// transaction ([`fill`]); absent or another generation: not filled.
+const FILLED: &str = "filled";
 
-/// `len` and `mtime_ns` are what a later reader compares a stat with; a column added later
-/// (a document's metadata) is nullable, filled by the writer that knows it.
+/// `len` and `mtime_ns` are what a later reader compares a stat with. The metadata
+/// (`kind`, `title_model`, `vetted`: a [`DocMeta`]) is nullable: `kind` NULL means not
+/// known (recorded by a path that did not know it), read from the file, never guessed.
 const SCHEMA: &str = "
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE docs (
@@ -62,6 +66,9 @@ CREATE TABLE docs (
   present INTEGER NOT NULL,
   len INTEGER,
   mtime_ns INTEGER,
+  kind TEXT,
+  title_model TEXT,
+  vetted TEXT,
   PRIMARY KEY (folder, name)
 ) WITHOUT ROWID;
 CREATE INDEX docs_by_rev ON docs (rev);
@@ -286,8 +293,107 @@ fn open_or_create(store_dir: &Path) -> Result<(Connection, Option<(u64, u64)>), 
     Ok((conn, inode(&path)))
 }
 
-/// One row of a record: folder, file name, and the (length, mtime in ns) seen.
-type Row<'a> = (&'a str, &'a str, Option<(u64, i64)>);
+/// One row of a record: folder, file name, the (length, mtime in ns) seen, and the
+/// document's metadata when the writer knows it.
+type Row<'a> = (&'a str, &'a str, Option<(u64, i64)>, Option<&'a DocMeta>);
+
+/// What readers need of a document, read from its redacted text by the frontmatter reader
+/// enrichment uses (`render::annotate::ModelFields`): a row's `kind`, `title_model` and
+/// `vetted` columns. A record takes it only as `Redacted<DocMeta>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocMeta {
+    /// What the frontmatter's `kind` says (`chapter`, `plan`, …); `other` when the
+    /// document has no frontmatter the reader reads.
+    pub kind: String,
+    /// The model that wrote its title, when one did.
+    pub title_model: Option<String>,
+    /// Its topics the vocabulary vetted: `topics` minus `topicsUnvetted`, in order.
+    pub vetted: Vec<String>,
+}
+
+impl DocMeta {
+    /// The metadata of a document this program just wrote (a `Redacted::derive` function,
+    /// hence `&String`): read by `ModelFields::read_rendered`, the writer's own shapes.
+    #[allow(clippy::ptr_arg)]
+    pub fn read(text: &String) -> DocMeta {
+        DocMeta::of_fields(crate::render::annotate::ModelFields::read_rendered(text))
+    }
+
+    /// The metadata of a file's bytes (any shape: `ModelFields::read`); not UTF-8 is no
+    /// readable frontmatter.
+    #[allow(clippy::ptr_arg)]
+    pub fn of_bytes(bytes: &Vec<u8>) -> DocMeta {
+        std::str::from_utf8(bytes).map_or_else(
+            |_| DocMeta::other(),
+            |text| DocMeta::of_fields(crate::render::annotate::ModelFields::read(text)),
+        )
+    }
+
+    fn other() -> DocMeta {
+        DocMeta {
+            kind: "other".into(),
+            title_model: None,
+            vetted: Vec::new(),
+        }
+    }
+
+    fn of_fields(
+        fields: Result<
+            crate::render::annotate::ModelFields,
+            crate::render::annotate::AnnotateError,
+        >,
+    ) -> DocMeta {
+        let Ok(fields) = fields else {
+            return DocMeta::other();
+        };
+        let title_model = fields.title_model().map(str::to_owned);
+        // A model's label stays unvetted until the vocabulary takes it in.
+        let vetted = fields
+            .topics
+            .into_iter()
+            .filter(|t| !fields.topics_unvetted.contains(t))
+            .collect();
+        DocMeta {
+            kind: fields.kind,
+            title_model,
+            vetted,
+        }
+    }
+
+    /// The `vetted` column's text (a JSON list).
+    fn vetted_text(&self) -> String {
+        serde_json::to_string(&self.vetted).expect("a list of strings always serializes")
+    }
+
+    /// From a row's columns; `None` when the row does not know (`kind` NULL) or its
+    /// `vetted` is not a list (then the file is read).
+    fn from_columns(
+        kind: Option<String>,
+        title_model: Option<String>,
+        vetted: Option<String>,
+    ) -> Option<DocMeta> {
+        let vetted = serde_json::from_str(vetted.as_deref()?).ok()?;
+        Some(DocMeta {
+            kind: kind?,
+            title_model,
+            vetted,
+        })
+    }
+}
+
+/// A document of the store as [`fill`] found it on disk: its folder (workspace-relative),
+/// name, (length, mtime) and metadata.
+pub(crate) struct Found {
+    pub folder: String,
+    pub name: String,
+    pub seen: Option<(u64, i64)>,
+    pub meta: crate::redact::Redacted<DocMeta>,
+}
+
+/// The (length, mtime in ns) a record keeps of a file.
+pub(crate) fn seen(meta: &fs::Metadata) -> (u64, i64) {
+    (meta.len(), meta.mtime() * 1_000_000_000 + meta.mtime_nsec())
+}
 
 /// A store's connection for recording, opened on first use and kept. Crate-visible for the
 /// test kit only: the product records through `Store` (`tests/it/shape.rs` checks it).
@@ -331,22 +437,36 @@ impl Writer {
         changes: &[(&str, &[&str])],
         presence: Presence,
     ) {
-        if changes.iter().all(|(_, files)| files.is_empty()) {
+        let docs: Vec<(&str, &str, Option<&crate::redact::Redacted<DocMeta>>)> = changes
+            .iter()
+            .flat_map(|(folder, files)| files.iter().map(move |name| (*folder, *name, None)))
+            .collect();
+        self.record_documents(store_dir, &docs, presence);
+    }
+
+    /// [`Writer::record`] of documents (folder, name) each with its metadata when the
+    /// writer knows it (`None`: the row's metadata becomes unknown, read from the file).
+    pub(crate) fn record_documents(
+        &mut self,
+        store_dir: &Path,
+        docs: &[(&str, &str, Option<&crate::redact::Redacted<DocMeta>>)],
+        presence: Presence,
+    ) {
+        if docs.is_empty() {
             return;
         }
         // Stat outside the transaction: no file I/O while holding SQLite's write lock.
         let workspace = store_dir.parent().unwrap_or(store_dir);
-        let rows: Vec<Row<'_>> = changes
+        let rows: Vec<Row<'_>> = docs
             .iter()
-            .flat_map(|(folder, files)| files.iter().map(move |name| (*folder, *name)))
-            .map(|(folder, name)| {
+            .map(|(folder, name, meta)| {
                 let seen = match presence {
                     Presence::Written => fs::metadata(workspace.join(folder).join(name))
                         .ok()
-                        .map(|m| (m.len(), m.mtime() * 1_000_000_000 + m.mtime_nsec())),
+                        .map(|m| seen(&m)),
                     Presence::Removed => None,
                 };
-                (folder, name, seen)
+                (*folder, *name, seen, meta.map(|m| m.get()))
             })
             .collect();
         let path = catalog_path(store_dir);
@@ -393,11 +513,13 @@ fn write_rows(conn: &mut Connection, rows: &[Row<'_>], presence: Presence) -> ru
     let revision = revision + 1;
     {
         let mut upsert = tx.prepare_cached(
-            "INSERT INTO docs (folder, name, rev, present, len, mtime_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+            "INSERT INTO docs (folder, name, rev, present, len, mtime_ns, kind, title_model, vetted)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
              ON CONFLICT (folder, name) DO UPDATE SET rev = excluded.rev, present = excluded.present,
-               len = excluded.len, mtime_ns = excluded.mtime_ns",
+               len = excluded.len, mtime_ns = excluded.mtime_ns, kind = excluded.kind,
+               title_model = excluded.title_model, vetted = excluded.vetted",
         )?;
-        for (folder, name, seen) in rows {
+        for (folder, name, seen, meta) in rows {
             upsert.execute(params![
                 folder,
                 name,
@@ -405,6 +527,9 @@ fn write_rows(conn: &mut Connection, rows: &[Row<'_>], presence: Presence) -> ru
                 i64::from(presence == Presence::Written),
                 seen.map(|(len, _)| len as i64),
                 seen.map(|(_, mtime)| mtime),
+                meta.map(|m| m.kind.as_str()),
+                meta.and_then(|m| m.title_model.as_deref()),
+                meta.map(DocMeta::vetted_text),
             ])?;
         }
     }
@@ -592,6 +717,164 @@ pub fn read_since(store_dir: &Path, cursor: Option<&Cursor>) -> Since {
     }
 }
 
+/// The generation whose metadata is whole, when one is.
+fn filled_generation(conn: &Connection) -> rusqlite::Result<Option<String>> {
+    conn.query_row("SELECT value FROM meta WHERE key = ?1", [FILLED], |r| {
+        r.get(0)
+    })
+    .optional()
+}
+
+/// Rows of the store's own folders (not the mirror's), as a `GLOB` pattern.
+fn store_folders() -> String {
+    format!("{}/*", super::STORE_DIR)
+}
+
+/// Fill the metadata of every present document of the store (its session folders and
+/// rules) unless this generation's is whole already. `find` lists and reads them — file
+/// I/O, before any write transaction; `None` when it could not read them all, and then
+/// nothing is filled. One transaction then writes what it found into the rows no record
+/// changed since it started (a writer's newer record knows better), adds rows for documents
+/// no record named (at revision 0: readers that rescanned found them), marks absent the
+/// rows whose file is gone, and marks the generation filled — so a kill before the commit
+/// leaves it unfilled. A start-over meanwhile leaves it unfilled too (the next reader
+/// fills). `Ok(true)` when `find` ran.
+pub(crate) fn fill(
+    store_dir: &Path,
+    find: impl FnOnce() -> Option<Vec<Found>>,
+) -> Result<bool, CatalogError> {
+    let path = catalog_path(store_dir);
+    let (mut conn, _) = open_or_create(store_dir)?;
+    let (generation, revision, filled) = (|| -> rusqlite::Result<_> {
+        let tx = conn.transaction()?;
+        let (generation, revision, _) = read_meta(&tx)?;
+        Ok((generation, revision, filled_generation(&tx)?))
+    })()
+    .map_err(sql(&path))?;
+    if filled.as_deref() == Some(generation.as_str()) {
+        return Ok(false);
+    }
+    let Some(found) = find() else {
+        return Ok(true);
+    };
+    (|| -> rusqlite::Result<()> {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let (now, _, _) = read_meta(&tx)?;
+        if now != generation || filled_generation(&tx)?.as_deref() == Some(generation.as_str())
+        {
+            return Ok(());
+        }
+        let mut absent = std::collections::BTreeSet::new();
+        {
+            let mut stmt = tx.prepare(
+                "SELECT folder, name FROM docs WHERE present = 1 AND rev <= ?1 AND folder GLOB ?2",
+            )?;
+            let mut rows = stmt.query(params![revision as i64, store_folders()])?;
+            while let Some(row) = rows.next()? {
+                absent.insert((row.get::<_, String>(0)?, row.get::<_, String>(1)?));
+            }
+        }
+        {
+            let mut upsert = tx.prepare(
+                "INSERT INTO docs (folder, name, rev, present, len, mtime_ns, kind, title_model, vetted)
+                 VALUES (?1, ?2, 0, 1, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (folder, name) DO UPDATE SET present = 1, len = excluded.len,
+                   mtime_ns = excluded.mtime_ns, kind = excluded.kind,
+                   title_model = excluded.title_model, vetted = excluded.vetted
+                 WHERE docs.rev <= ?8",
+            )?;
+            for doc in &found {
+                absent.remove(&(doc.folder.clone(), doc.name.clone()));
+                let meta = doc.meta.get();
+                upsert.execute(params![
+                    doc.folder,
+                    doc.name,
+                    doc.seen.map(|(len, _)| len as i64),
+                    doc.seen.map(|(_, mtime)| mtime),
+                    meta.kind,
+                    meta.title_model,
+                    meta.vetted_text(),
+                    revision as i64,
+                ])?;
+            }
+            let mut gone = tx.prepare(
+                "UPDATE docs SET present = 0, kind = NULL, title_model = NULL, vetted = NULL
+                 WHERE folder = ?1 AND name = ?2",
+            )?;
+            for (folder, name) in &absent {
+                gone.execute(params![folder, name])?;
+            }
+        }
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES (?1, ?2)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            params![FILLED, generation],
+        )?;
+        tx.commit()
+    })()
+    .map_err(sql(&path))?;
+    Ok(true)
+}
+
+/// Whether the catalog's metadata is whole for its current generation.
+pub fn is_filled(store_dir: &Path) -> bool {
+    open_for_reading(store_dir).is_ok_and(|conn| {
+        let (Ok((generation, _, _)), Ok(filled)) = (read_meta(&conn), filled_generation(&conn))
+        else {
+            return false;
+        };
+        filled == Some(generation)
+    })
+}
+
+/// A present document of one of the store's session folders, as the catalog knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionDoc {
+    pub root: String,
+    pub name: String,
+    /// `None`: the row does not know; read the file.
+    pub meta: Option<DocMeta>,
+}
+
+/// Every present document of the store's session folders (`<store>/<root>/chapters/`) in
+/// one read transaction, when the catalog's metadata is whole for its generation; `None`
+/// when it is not, or there is no usable catalog (the reader reads the folders).
+pub fn session_docs(store_dir: &Path) -> Option<Vec<SessionDoc>> {
+    let mut conn = open_for_reading(store_dir).ok()?;
+    let read = (|| -> rusqlite::Result<Option<Vec<SessionDoc>>> {
+        let tx = conn.transaction()?;
+        let (generation, _, _) = read_meta(&tx)?;
+        if filled_generation(&tx)? != Some(generation) {
+            return Ok(None);
+        }
+        let prefix = format!("{}/", super::STORE_DIR);
+        let suffix = format!("/{}", super::CHAPTERS);
+        let mut stmt = tx.prepare(
+            "SELECT folder, name, kind, title_model, vetted FROM docs
+             WHERE present = 1 AND folder GLOB ?1",
+        )?;
+        let mut rows = stmt.query([format!("{prefix}*{suffix}")])?;
+        let mut docs = Vec::new();
+        while let Some(row) = rows.next()? {
+            let folder: String = row.get(0)?;
+            let Some(root) = folder
+                .strip_prefix(&prefix)
+                .and_then(|rest| rest.strip_suffix(&suffix))
+                .filter(|root| !root.contains('/'))
+            else {
+                continue;
+            };
+            docs.push(SessionDoc {
+                root: root.to_owned(),
+                name: row.get(1)?,
+                meta: DocMeta::from_columns(row.get(2)?, row.get(3)?, row.get(4)?),
+            });
+        }
+        Ok(Some(docs))
+    })();
+    read.ok().flatten()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -670,6 +953,82 @@ mod tests {
             )
             .expect("row");
         assert_eq!(gone, 0);
+    }
+
+    fn meta(kind: &str, model: Option<&str>) -> crate::redact::Redacted<DocMeta> {
+        let text = format!(
+            "---\ntitle: t\nkind: {kind}\ntopics: [a, b]\ntopicsUnvetted: [b]\n{}---\n",
+            model.map_or(String::new(), |m| format!(
+                "generated:\n  title:\n    by: model\n    model: {m}\n"
+            ))
+        );
+        crate::redact::echoed_text(&text).derive(DocMeta::read)
+    }
+
+    fn found(folder: &str, name: &str, model: Option<&str>) -> Found {
+        Found {
+            folder: folder.into(),
+            name: name.into(),
+            seen: None,
+            meta: meta("chapter", model),
+        }
+    }
+
+    #[test]
+    fn a_fill_is_whole_or_nothing_and_leaves_a_newer_record_alone() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = &dir.path().join(".dsh-chapters");
+        fs::create_dir_all(store).expect("mkdir");
+        let folder = ".dsh-chapters/r/chapters";
+        let mut w = Writer::default();
+        // Recorded by a path that did not know the metadata: not filled, so not an answer.
+        record(&mut w, store, folder, &["001-a.md", "002-gone.md"]);
+        assert!(session_docs(store).is_none());
+        // A fill that could not read everything fills nothing.
+        assert!(fill(store, || None).expect("fill"));
+        assert!(!is_filled(store));
+        // A writer records `001-a.md` (the model titled it) while the fill reads the old file.
+        let newer = meta("chapter", Some("m"));
+        let ran = fill(store, || {
+            w.record_documents(
+                store,
+                &[(folder, "001-a.md", Some(&newer))],
+                Presence::Written,
+            );
+            Some(vec![
+                found(folder, "001-a.md", None),
+                found(folder, "003-new.md", None),
+            ])
+        })
+        .expect("fill");
+        assert!(ran && is_filled(store));
+        let docs = session_docs(store).expect("filled");
+        let by_name = |n: &str| {
+            docs.iter()
+                .find(|d| d.name == n)
+                .and_then(|d| d.meta.clone())
+        };
+        assert_eq!(
+            by_name("001-a.md").expect("a").title_model.as_deref(),
+            Some("m"),
+            "the newer record"
+        );
+        let new = by_name("003-new.md").expect("a document no record named");
+        assert_eq!(
+            (new.kind.as_str(), new.vetted.as_slice()),
+            ("chapter", &["a".to_owned()][..])
+        );
+        assert!(
+            by_name("002-gone.md").is_none(),
+            "a row whose file is gone is absent"
+        );
+        assert_eq!(docs.len(), 2);
+        // Filled: the next fill reads nothing. Started over: filled again.
+        assert!(!fill(store, || panic!("read again")).expect("fill"));
+        start_over(store).expect("start over");
+        assert!(!is_filled(store) && session_docs(store).is_none());
+        assert!(fill(store, || Some(Vec::new())).expect("fill"));
+        assert!(is_filled(store));
     }
 
     #[test]

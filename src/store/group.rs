@@ -59,6 +59,8 @@ pub struct Group<'s> {
     /// commit, removed by [`Group::abort`]. One string, not a list of strings or paths: an
     /// archive of thousands of chapters keeps ~40 bytes each.
     created_docs: crate::names::NameList,
+    /// Their metadata, in the same order, for the catalog's rows.
+    created_metas: Vec<crate::redact::Redacted<super::catalog::DocMeta>>,
     /// Artifacts this group created since the last commit, for [`Group::abort`]: their
     /// SHA-256 hex, 64 bytes each, back to back.
     created_artifacts: String,
@@ -184,6 +186,7 @@ impl Store {
             marked,
             dirty: false,
             created_docs: crate::names::NameList::default(),
+            created_metas: Vec::new(),
             created_artifacts: String::new(),
             made_dirs: Default::default(),
         })
@@ -216,6 +219,8 @@ impl Group<'_> {
         if written {
             // `write_document_in` checked the name: a safe file name, no line break.
             self.created_docs.push(&doc.file_name);
+            self.created_metas
+                .push(doc.text.derive(super::catalog::DocMeta::read));
         }
         Ok(written)
     }
@@ -257,6 +262,7 @@ impl Group<'_> {
         }
         self.dirty = false;
         self.created_docs.clear();
+        self.created_metas.clear();
         self.created_artifacts.clear();
     }
 
@@ -271,13 +277,17 @@ impl Group<'_> {
         self.store
             .append_commit(&highest(&dir, &self.root)?, self.redactor)?;
         if !self.created_docs.is_empty() {
-            let names: Vec<&str> = self.created_docs.iter().collect();
-            self.store.record(
-                &[(&chapters_folder(&self.root), &names)],
-                super::catalog::Presence::Written,
-            );
+            let folder = chapters_folder(&self.root);
+            let docs: Vec<_> = self
+                .created_docs
+                .iter()
+                .zip(&self.created_metas)
+                .map(|(name, meta)| (folder.as_str(), name, Some(meta)))
+                .collect();
+            self.store.record_documents(&docs);
         }
         self.dirty = false;
+        self.created_metas.clear();
         self.created_docs.clear();
         self.created_artifacts.clear();
         Ok(())

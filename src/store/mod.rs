@@ -230,6 +230,8 @@ pub struct Reannotation {
     /// `<root>/chapters` and the file name, for the store's catalog.
     folder: String,
     name: String,
+    /// The staged bytes' metadata, for the catalog's row.
+    meta: Redacted<catalog::DocMeta>,
 }
 
 pub struct Store {
@@ -388,19 +390,11 @@ impl Store {
         // and its record records the document then. A group records its documents at its
         // commit, in one record.
         if durability == atomic::Durability::Now {
-            self.record_written(&format!("{}/{CHAPTERS}", check_id(root_session)?), &[name]);
+            let folder = format!("{STORE_DIR}/{}/{CHAPTERS}", check_id(root_session)?);
+            let meta = doc.text.derive(catalog::DocMeta::read);
+            self.record_documents(&[(&folder, name, Some(&meta))]);
         }
         Ok(wrote)
-    }
-
-    /// Record documents this store just wrote (and synced) in its catalog (the search
-    /// table's refresh reads them instead of listing every folder). `folder_in_store` is
-    /// relative to the store.
-    fn record_written(&self, folder_in_store: &str, names: &[&str]) {
-        self.record(
-            &[(&format!("{STORE_DIR}/{folder_in_store}"), names)],
-            catalog::Presence::Written,
-        );
     }
 
     /// The one way into the catalog: `changes` are workspace-relative folders and their
@@ -413,6 +407,91 @@ impl Store {
         writer.record(&self.dir, changes, presence);
     }
 
+    /// [`Store::record`] of written documents (workspace-relative folder, name) with their
+    /// metadata when known.
+    fn record_documents(&self, docs: &[(&str, &str, Option<&Redacted<catalog::DocMeta>>)]) {
+        let mut writer = self
+            .catalog
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        writer.record_documents(&self.dir, docs, catalog::Presence::Written);
+    }
+
+    /// A document's metadata read from its file (`folder` workspace-relative) through the
+    /// store's reader; `Ok(None)` when the file is gone (or left in the mirror's pack).
+    pub fn document_meta(
+        &self,
+        folder: &str,
+        name: &str,
+    ) -> Result<Option<Redacted<catalog::DocMeta>>, StoreError> {
+        let workspace = self.dir.parent().unwrap_or(&self.dir);
+        let path = workspace.join(folder).join(name);
+        match read::Reader::of_store(&self.dir).bytes(&path) {
+            Ok(bytes) => Ok(Some(bytes.derive(catalog::DocMeta::of_bytes))),
+            Err(read::ReadError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                Ok(None)
+            }
+            Err(read::ReadError::Io { path, source }) => Err(io_err(&path, source)),
+            Err(e @ read::ReadError::Outside { .. }) => Err(io_err(&path, io::Error::other(e))),
+        }
+    }
+
+    /// Fill the catalog's metadata when its generation's is not whole (a catalog made
+    /// anew, started over): every session folder's documents and the rules read, outside
+    /// any transaction, then written in one (`catalog::fill`). Never fails its reader (it
+    /// reads the folders itself when the catalog cannot say). Returns the files read.
+    pub fn fill_catalog(&self) -> u64 {
+        let mut read = 0;
+        let filled = catalog::fill(&self.dir, || self.find_documents(&mut read));
+        if let Err(e) = filled {
+            tracing::debug!(error = %e, "could not fill the store's catalog; its readers read the files");
+        }
+        read
+    }
+
+    /// Every document of the session folders and the rules folder, read; `None` when one
+    /// could not be read (a fill must be whole).
+    fn find_documents(&self, read: &mut u64) -> Option<Vec<catalog::Found>> {
+        let mut folders: Vec<String> = self
+            .roots()
+            .ok()?
+            .into_iter()
+            .map(|root| format!("{root}/{CHAPTERS}"))
+            .collect();
+        folders.push(RULES_DIR.to_owned());
+        let mut found = Vec::new();
+        for in_store in folders {
+            let folder = format!("{STORE_DIR}/{in_store}");
+            let dir = self.dir.join(&in_store);
+            let names = match list_dir(&dir) {
+                Ok(names) => names,
+                Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                    continue
+                }
+                Err(_) => return None,
+            };
+            for (name, file_type) in names {
+                if !file_type.is_file() || name.starts_with('.') || !name.ends_with(".md") {
+                    continue;
+                }
+                *read += 1;
+                let Some(meta) = self.document_meta(&folder, &name).ok()? else {
+                    continue;
+                };
+                let seen = fs::metadata(dir.join(&name))
+                    .ok()
+                    .map(|m| catalog::seen(&m));
+                found.push(catalog::Found {
+                    folder: folder.clone(),
+                    name,
+                    seen,
+                    meta,
+                });
+            }
+        }
+        Some(found)
+    }
+
     /// Write a rule file (`<store>/rules/<file_name>`) once and record it: `Ok(false)` when
     /// the same bytes are already there. The caller holds the writer lock.
     pub fn write_rule(&self, file_name: &str, text: &Redacted<String>) -> Result<bool, StoreError> {
@@ -422,24 +501,33 @@ impl Store {
         let wrote = atomic::write_new(&dir.join(name), text.as_bytes())?;
         // Recorded also when it was already there: a capture re-run after a crash between
         // the write and its record records it then.
-        self.record_written(RULES_DIR, &[name]);
+        let meta = text.derive(catalog::DocMeta::read);
+        self.record_documents(&[(&format!("{STORE_DIR}/{RULES_DIR}"), name, Some(&meta))]);
         Ok(wrote)
     }
 
     /// Record the documents the pool mirror received (`<mirror>/`-relative folders and
     /// their files), written out and synced or left in its pack, so the search table's
     /// next refresh reads them without listing the mirror.
+    /// Each written-out document's metadata is read from its file (just written: in the
+    /// page cache); one left in the pack has none (its readers read it).
     pub fn record_mirror_received(&self, changes: &[(&str, &[&str])]) {
-        let folders: Vec<String> = changes
+        let docs: Vec<(String, &str, Option<Redacted<catalog::DocMeta>>)> = changes
             .iter()
-            .map(|(folder, _)| format!("{MIRROR_DIR}/{folder}"))
+            .flat_map(|(folder, names)| {
+                let folder = format!("{MIRROR_DIR}/{folder}");
+                names.iter().map(move |name| (folder.clone(), *name))
+            })
+            .map(|(folder, name)| {
+                let meta = self.document_meta(&folder, name).ok().flatten();
+                (folder, name, meta)
+            })
             .collect();
-        let changes: Vec<(&str, &[&str])> = folders
+        let docs: Vec<(&str, &str, Option<&Redacted<catalog::DocMeta>>)> = docs
             .iter()
-            .zip(changes)
-            .map(|(folder, (_, names))| (folder.as_str(), *names))
+            .map(|(folder, name, meta)| (folder.as_str(), *name, meta.as_ref()))
             .collect();
-        self.record(&changes, catalog::Presence::Written);
+        self.record_documents(&docs);
     }
 
     /// The one sanctioned rewrite of a stored chapter (record §6.2), step one of two, taking
@@ -464,6 +552,7 @@ impl Store {
             staged: atomic::stage(&path, annotated.as_bytes())?,
             folder: format!("{}/{CHAPTERS}", check_id(root_session)?),
             name: name.to_owned(),
+            meta: annotated.derive(catalog::DocMeta::read),
         })
     }
 
@@ -484,8 +573,22 @@ impl Store {
         }
         staged.staged.publish()?;
         dirs.changed(&path);
-        self.record_written(&staged.folder, &[&staged.name]);
+        let folder = format!("{STORE_DIR}/{}", staged.folder);
+        self.record_documents(&[(&folder, &staged.name, Some(&staged.meta))]);
         Ok(true)
+    }
+
+    /// A chapter a reader found gone (removed by hand: no record says so), recorded as
+    /// removed if it still is. The caller holds the writer lock: no writer writes it again
+    /// between the look and the record.
+    pub fn record_gone(&self, root_session: &str, file_name: &str) -> Result<(), StoreError> {
+        let name = check_id(file_name)?;
+        if self.chapters_dir(root_session)?.join(name).exists() {
+            return Ok(());
+        }
+        let folder = format!("{STORE_DIR}/{}/{CHAPTERS}", check_id(root_session)?);
+        self.record(&[(&folder, &[name])], catalog::Presence::Removed);
+        Ok(())
     }
 
     /// Write a content-addressed artifact once: `Ok(false)` when it is already there.
@@ -822,6 +925,131 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::init(dir.path()).unwrap();
         (dir, store)
+    }
+
+    /// A row's metadata columns (kind, title_model, vetted), `None` when there is no row.
+    fn row_meta(
+        store: &Store,
+        folder: &str,
+        name: &str,
+    ) -> Option<(Option<String>, Option<String>, Option<String>)> {
+        let conn = rusqlite::Connection::open(catalog::catalog_path(store.dir())).unwrap();
+        rusqlite::OptionalExtension::optional(conn.query_row(
+            "SELECT kind, title_model, vetted FROM docs WHERE folder = ?1 AND name = ?2",
+            [folder, name],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        ))
+        .unwrap()
+    }
+
+    fn known(
+        kind: &str,
+        model: Option<&str>,
+        vetted: &str,
+    ) -> Option<(Option<String>, Option<String>, Option<String>)> {
+        Some((
+            Some(kind.into()),
+            model.map(str::to_owned),
+            Some(vetted.into()),
+        ))
+    }
+
+    #[test]
+    fn every_writer_records_the_documents_metadata() {
+        use crate::render::annotate::{annotate, Annotated, Annotation};
+        let (dir, store) = store();
+        let folder = |root: &str| format!("{STORE_DIR}/{root}/{CHAPTERS}");
+        let chapter = |topics: &str| {
+            let body = "# A title\n\n**User** · seq 1\n\nfix it\n";
+            format!(
+                "---\ntitle: A title\nsummary: \"s\"\nkind: chapter\ntopics: [{topics}]\nsha256: {}\ngenerated: {{title: {{by: deterministic}}, summary: {{by: deterministic}}, topics: {{by: deterministic}}}}\n---\n{body}",
+                crate::names::sha256_hex(body.as_bytes())
+            )
+        };
+        // The archive's single write.
+        let doc = Document {
+            file_name: "001-a-title.md".into(),
+            text: text(&chapter("auth, csv")),
+        };
+        store.write_document("root-1", &doc).unwrap();
+        assert_eq!(
+            row_meta(&store, &folder("root-1"), "001-a-title.md"),
+            known("chapter", None, r#"["auth","csv"]"#)
+        );
+        // The group: at its commit.
+        let redactor = redactor();
+        let mut group = store.begin_group("root-2", &redactor).unwrap();
+        group
+            .write_document(&doc_of("root-2", "001-x.md", "chapter", 1, 2))
+            .unwrap();
+        group
+            .write_document(&doc_of("root-2", "plan-002-x.md", "plan", 1, 2))
+            .unwrap();
+        assert_eq!(
+            row_meta(&store, &folder("root-2"), "001-x.md"),
+            None,
+            "not before"
+        );
+        group.commit().unwrap();
+        assert_eq!(
+            row_meta(&store, &folder("root-2"), "001-x.md"),
+            known("chapter", None, "[]")
+        );
+        assert_eq!(
+            row_meta(&store, &folder("root-2"), "plan-002-x.md"),
+            known("plan", None, "[]")
+        );
+        // A re-annotation: the model's title, its own label unvetted.
+        let topics = vec!["auth".to_string(), "new-label".to_string()];
+        let a = Annotation {
+            title: "First",
+            summary: "Seconds were compared with milliseconds.",
+            topics: &topics,
+            unvetted: &topics[1..],
+            model: "m1",
+            at: "2026-11-29T00:00:00Z",
+        };
+        let source = doc.text.as_str();
+        let Annotated::Changed(annotated) =
+            annotate(source, &a, &redactor, &mut RedactionCounts::default()).unwrap()
+        else {
+            panic!("expected a change")
+        };
+        let staged = store
+            .stage_reannotation("root-1", "001-a-title.md", source, &annotated)
+            .unwrap();
+        let mut dirs = atomic::DirSync::default();
+        assert!(store.reannotate_chapter(staged, &mut dirs).unwrap());
+        assert_eq!(
+            row_meta(&store, &folder("root-1"), "001-a-title.md"),
+            known("chapter", Some("m1"), r#"["auth"]"#)
+        );
+        // A rule file.
+        let rule = text("---\ntitle: \"Use tabs\"\nkind: rule\ntopics: [style]\n---\nUse tabs.\n");
+        store.write_rule("r-1.md", &rule).unwrap();
+        assert_eq!(
+            row_meta(&store, &format!("{STORE_DIR}/{RULES_DIR}"), "r-1.md"),
+            known("rule", None, r#"["style"]"#)
+        );
+        // The mirror's documents: read from the written-out file; one left in the pack
+        // is not known (its readers read it).
+        let mirror = dir.path().join(MIRROR_DIR).join("chapters/pk/r9");
+        fs::create_dir_all(&mirror).unwrap();
+        fs::write(
+            mirror.join("001-m.md"),
+            doc_of("r9", "001-m.md", "chapter", 1, 1).text.as_str(),
+        )
+        .unwrap();
+        store.record_mirror_received(&[("chapters/pk/r9", &["001-m.md", "002-packed.md"])]);
+        let mirrored = format!("{MIRROR_DIR}/chapters/pk/r9");
+        assert_eq!(
+            row_meta(&store, &mirrored, "001-m.md"),
+            known("chapter", None, "[]")
+        );
+        assert_eq!(
+            row_meta(&store, &mirrored, "002-packed.md"),
+            Some((None, None, None))
+        );
     }
 
     #[test]

@@ -22,3 +22,8 @@ pub fn put_document(ws: &Path, rel: &str, text: &str) {
     std::fs::create_dir_all(&store_dir).expect("store");
     record(&store_dir, &[(folder, &[name])]);
 }
+
+/// Start the store's catalog over, as a writer that finds a dead one's lock does.
+pub fn start_over(store_dir: &Path) {
+    crate::store::catalog::start_over(store_dir).expect("start the catalog over");
+}

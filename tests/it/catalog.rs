@@ -1,6 +1,7 @@
-//! The store's catalog across processes: two recording at once lose nothing, and a process
-//! killed (SIGKILL) while recording leaves a catalog that opens and says what it committed.
-//! The recording children are this test binary run again on [`child_records`].
+//! The store's catalog across processes: two recording at once lose nothing, a process
+//! killed (SIGKILL) while recording leaves a catalog that opens and says what it committed,
+//! and one killed while filling the metadata leaves a catalog never read as filled unless
+//! it is. The children are this test binary run again on [`child_records`] / [`child_fills`].
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -96,4 +97,79 @@ fn a_process_killed_while_recording_leaves_a_catalog_that_opens() {
             now.revision + 1
         );
     }
+}
+
+const FILL_WS: &str = "CATALOG_IT_CHILD_FILL_WS";
+
+/// Run as a child only (the variable set): start the catalog over and fill it, again and
+/// again, until killed. As a test of its own it does nothing.
+#[test]
+fn child_fills() {
+    let Some(ws) = std::env::var_os(FILL_WS) else {
+        return;
+    };
+    let store = dsh_chapters::store::Store::open(Path::new(&ws)).expect("store");
+    loop {
+        dsh_chapters::testkit::catalog::start_over(store.dir());
+        store.fill_catalog();
+    }
+}
+
+#[test]
+fn a_process_killed_while_filling_leaves_a_catalog_not_read_as_filled_unless_it_is() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let ws = dir.path();
+    let store = dsh_chapters::store::Store::init(ws).expect("init");
+    // Documents the catalog names without metadata (a path that did not know it), and as
+    // many no record names: a fill must read them all.
+    let folder = ".dsh-chapters/root-1/chapters";
+    std::fs::create_dir_all(ws.join(folder)).expect("mkdir");
+    let names: Vec<String> = (0..1500).map(|i| format!("{i:04}-c.md")).collect();
+    for name in &names {
+        std::fs::write(
+            ws.join(folder).join(name),
+            format!("---\ntitle: \"{name}\"\nkind: chapter\ntopics: [t{name}]\n---\nbody\n"),
+        )
+        .expect("write");
+    }
+    let recorded: Vec<&str> = names[..750].iter().map(String::as_str).collect();
+    dsh_chapters::testkit::catalog::record(store.dir(), &[(folder, &recorded)]);
+    let mut filled_seen = 0;
+    for round in 0..6u64 {
+        let mut c = Command::new(std::env::current_exe().expect("the test binary"))
+            .args(["catalog::child_fills", "--exact", "--test-threads=1"])
+            .env(FILL_WS, ws)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn a filling child");
+        // Killed at a different point of its fills each round.
+        std::thread::sleep(std::time::Duration::from_millis(150 + 97 * round));
+        assert!(
+            c.try_wait().expect("try_wait").is_none(),
+            "the child stopped before it was killed"
+        );
+        c.kill().expect("SIGKILL");
+        c.wait().expect("reap");
+        // Filled or not, never half: a catalog read as filled knows every document.
+        match catalog::session_docs(store.dir()) {
+            Some(docs) => {
+                filled_seen += 1;
+                assert!(catalog::is_filled(store.dir()));
+                assert_eq!(docs.len(), names.len(), "round {round}");
+                assert!(
+                    docs.iter()
+                        .all(|d| d.meta.as_ref().is_some_and(|m| m.kind == "chapter")),
+                    "round {round}: a row read as filled does not know its document"
+                );
+            }
+            None => assert!(!catalog::is_filled(store.dir())),
+        }
+        // And the next reader fills it whole.
+        store.fill_catalog();
+        let docs = catalog::session_docs(store.dir()).expect("filled after a fill");
+        assert_eq!(docs.len(), names.len());
+    }
+    // (How many kills found it filled is luck; the assertions above hold either way.)
+    let _ = filled_seen;
 }

@@ -183,8 +183,11 @@ fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
     for e in rd.flatten() {
         let p = e.path();
         let name = e.file_name().to_string_lossy().into_owned();
+        // The store's catalog (SQLite, not the archive's output), also while a killed
+        // process's copy of it is still under its temp name (`..catalog.sqlite3.tmp.…`).
         if name.starts_with(".writer")
             || name.starts_with(".catalog.")
+            || name.starts_with("..catalog.")
             || name == dsh_chapters::store::signed::SIGNED_FILE
         {
             continue;
