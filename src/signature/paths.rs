@@ -164,6 +164,11 @@ fn token_end(text: &str, hit: usize) -> usize {
     text.len()
 }
 
+/// The token around the mark at `hit`: [`token_start`] to [`token_end`].
+fn token_bounds(text: &str, hit: usize) -> (usize, usize) {
+    (token_start(text, hit), token_end(text, hit))
+}
+
 /// Characters no path mention carries (globs, expansions, escapes).
 fn is_foreign(c: char) -> bool {
     matches!(
@@ -316,7 +321,7 @@ pub(super) fn scan_text(
     // those are looked for: every hit inside a token widens to the same token, so the mentions found
     // are the same (a property test holds it to the scan of every mark).
     let slash_only = strictness == Strictness::NeedSlash;
-    scan_marks(text, ws, strictness, slash_only, true, each)
+    scan_marks(text, ws, strictness, slash_only, true, token_bounds, each)
 }
 
 /// How many of the last tokens judged a scan compares before hashing.
@@ -324,13 +329,15 @@ const RECENT: usize = 4;
 
 /// [`scan_text`], looking for `/` and `\\` alone when `slash_only`, else for every `.`, `/`,
 /// `\\` and `file`; `once` judges each cleaned token once (off: every occurrence, as the
-/// tests' oracle).
+/// tests' oracle); `bounds` widens a mark to its token ([`token_bounds`]; the tests' oracle
+/// widens by character).
 fn scan_marks(
     text: &str,
     ws: &Workspace,
     strictness: Strictness,
     slash_only: bool,
     once: bool,
+    bounds: impl Fn(&str, usize) -> (usize, usize),
     mut each: impl FnMut(String) -> bool,
 ) {
     // Only tokens holding a `.`, a `/` or `file` can be mentions, so jump from one such
@@ -362,8 +369,7 @@ fn scan_marks(
             (Some(h), None) | (None, Some(h)) => h,
             (None, None) => break,
         };
-        let start = token_start(text, hit);
-        let end = token_end(text, hit);
+        let (start, end) = bounds(text, hit);
         if end > start {
             let token = without_diff_prefix(text, start, &text[start..end]);
             if token.len() <= MAX_PATH_BYTES {
@@ -687,7 +693,7 @@ mod tests {
     /// The scan before `NeedSlash` looked for `/` alone: every `.`, `/` and `file`.
     fn scan_every_mark(text: &str, strictness: Strictness) -> Vec<String> {
         let mut out = Vec::new();
-        scan_marks(text, &ws(), strictness, false, true, |p| {
+        scan_marks(text, &ws(), strictness, false, true, token_bounds, |p| {
             out.push(p);
             true
         });
@@ -751,16 +757,34 @@ mod tests {
         }
     }
 
+    /// A xorshift generator from `seed`: the property tests' texts.
+    fn xorshift(mut rng: u64) -> impl FnMut() -> u64 {
+        move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        }
+    }
+
     /// What the signer keeps of a scan: distinct mentions, first come, up to `cap`.
     fn kept(text: &str, strictness: Strictness, once: bool, cap: usize) -> Vec<String> {
         let slash_only = strictness == Strictness::NeedSlash;
         let mut out: Vec<String> = Vec::new();
-        scan_marks(text, &ws(), strictness, slash_only, once, |p| {
-            if !out.contains(&p) {
-                out.push(p);
-            }
-            out.len() < cap
-        });
+        scan_marks(
+            text,
+            &ws(),
+            strictness,
+            slash_only,
+            once,
+            token_bounds,
+            |p| {
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+                out.len() < cap
+            },
+        );
         out
     }
 
@@ -784,13 +808,7 @@ mod tests {
             "\\",
             "é",
         ];
-        let mut rng = 0x2545_F491_4F6C_DD1D_u64;
-        let mut step = || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut step = xorshift(0x2545_F491_4F6C_DD1D);
         let mut repeated = 0;
         for _ in 0..5_000 {
             let mut text = String::new();
@@ -802,7 +820,7 @@ mod tests {
                 let every = kept(&text, strictness, false, cap);
                 assert_eq!(kept(&text, strictness, true, cap), every, "{text:?}");
                 let mut all = Vec::new();
-                scan_marks(&text, &ws(), strictness, false, false, |p| {
+                scan_marks(&text, &ws(), strictness, false, false, token_bounds, |p| {
                     all.push(p);
                     true
                 });
@@ -824,49 +842,36 @@ mod tests {
         }
     }
 
-    /// The scan as it was before tokens were widened by byte and the last few compared
-    /// before hashing: widened by character, every token through the set.
+    /// The token around `hit` as the scan widened it before: by character.
+    fn token_bounds_by_chars(text: &str, hit: usize) -> (usize, usize) {
+        let start = text[..hit]
+            .char_indices()
+            .rev()
+            .find(|&(_, c)| is_text_delimiter(c))
+            .map_or(0, |(i, c)| i + c.len_utf8());
+        let end = text[hit..]
+            .char_indices()
+            .find(|&(_, c)| is_text_delimiter(c))
+            .map_or(text.len(), |(i, _)| hit + i);
+        (start, end)
+    }
+
+    /// The scan with tokens widened by character.
     fn scan_by_chars(text: &str, ws: &Workspace, strictness: Strictness) -> Vec<String> {
-        let bytes = text.as_bytes();
-        let file = memchr::memmem::Finder::new("file");
-        let slash_only = strictness == Strictness::NeedSlash;
-        let mut judged = std::collections::HashSet::new();
         let mut out = Vec::new();
-        let mut next_file = if slash_only { None } else { file.find(bytes) };
-        let mut at = 0;
-        while at < bytes.len() {
-            if next_file.is_some_and(|f| f < at) {
-                next_file = file.find(&bytes[at..]).map(|o| at + o);
-            }
-            let mark = if slash_only {
-                memchr::memchr2(b'/', b'\\', &bytes[at..])
-            } else {
-                memchr::memchr3(b'.', b'/', b'\\', &bytes[at..])
-            }
-            .map(|o| at + o);
-            let Some(hit) = [mark, next_file].into_iter().flatten().min() else {
-                break;
-            };
-            let start = text[..hit]
-                .char_indices()
-                .rev()
-                .find(|&(_, c)| is_text_delimiter(c))
-                .map_or(0, |(i, c)| i + c.len_utf8());
-            let end = text[hit..]
-                .char_indices()
-                .find(|&(_, c)| is_text_delimiter(c))
-                .map_or(text.len(), |(i, _)| hit + i);
-            if end > start {
-                let token = without_diff_prefix(text, start, &text[start..end]);
-                if token.len() <= MAX_PATH_BYTES {
-                    let cleaned = clean_mention(token);
-                    if judged.insert(cleaned) {
-                        out.extend(judge_cleaned(cleaned, ws, strictness));
-                    }
-                }
-            }
-            at = end.max(hit + 1);
-        }
+        let slash_only = strictness == Strictness::NeedSlash;
+        scan_marks(
+            text,
+            ws,
+            strictness,
+            slash_only,
+            true,
+            token_bounds_by_chars,
+            |p| {
+                out.push(p);
+                true
+            },
+        );
         out
     }
 
@@ -917,13 +922,7 @@ mod tests {
             "~/x.py",
         ];
         let workspaces = [ws(), windows_ws()];
-        let mut rng = 0x5DEE_CE66_D1CE_4E5B_u64;
-        let mut step = || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut step = xorshift(0x5DEE_CE66_D1CE_4E5B);
         for _ in 0..5_000 {
             let mut text = String::new();
             for _ in 0..step() % 80 {
