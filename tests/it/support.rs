@@ -183,8 +183,12 @@ fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
     for e in rd.flatten() {
         let p = e.path();
         let name = e.file_name().to_string_lossy().into_owned();
+        // The catalog is SQLite's, and so is the temp file a catalog being made under
+        // (`..catalog.sqlite3.tmp.<pid>.<n>`) that a killed process leaves until the next
+        // writer's lock clears it.
         if name.starts_with(".writer")
             || name.starts_with(".catalog.")
+            || name.starts_with("..catalog.")
             || name == dsh_chapters::store::signed::SIGNED_FILE
         {
             continue;
