@@ -111,6 +111,64 @@ fn is_text_delimiter(c: char) -> bool {
     ) || c.is_whitespace()
 }
 
+/// [`is_text_delimiter`] of an ASCII byte, told without decoding a character (the scan
+/// widens every mark of tool output to its token, byte by byte).
+fn is_ascii_text_delimiter(b: u8) -> bool {
+    matches!(
+        b,
+        b'"' | b'\'' | b'`' | b'(' | b')' | b'<' | b'>' | b'{' | b'}' | b',' | b';' | b'|' | b'='
+    ) || matches!(b, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ')
+}
+
+/// Where the token around the mark at `hit` starts: just past the nearest text delimiter
+/// before it. ASCII is judged by byte; from the first other character on, by character
+/// (some are whitespace: U+00A0, U+3000, …).
+fn token_start(text: &str, hit: usize) -> usize {
+    let bytes = text.as_bytes();
+    let mut i = hit;
+    while i > 0 {
+        let b = bytes[i - 1];
+        if !b.is_ascii() {
+            // `i` is a character boundary: only ASCII bytes were passed.
+            return text[..i]
+                .char_indices()
+                .rev()
+                .find(|&(_, c)| is_text_delimiter(c))
+                .map_or(0, |(j, c)| j + c.len_utf8());
+        }
+        if is_ascii_text_delimiter(b) {
+            return i;
+        }
+        i -= 1;
+    }
+    0
+}
+
+/// Where the token around the mark at `hit` ends: at the next text delimiter, or the end.
+fn token_end(text: &str, hit: usize) -> usize {
+    let bytes = text.as_bytes();
+    let mut i = hit;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if !b.is_ascii() {
+            return text[i..]
+                .char_indices()
+                .find(|&(_, c)| is_text_delimiter(c))
+                .map_or(text.len(), |(j, _)| i + j);
+        }
+        if is_ascii_text_delimiter(b) {
+            return i;
+        }
+        i += 1;
+    }
+    text.len()
+}
+
+/// The token around the mark at `hit`: [`token_start`] to [`token_end`].
+fn token_bounds(text: &str, hit: usize) -> (usize, usize) {
+    (token_start(text, hit), token_end(text, hit))
+}
+
 /// Characters no path mention carries (globs, expansions, escapes).
 fn is_foreign(c: char) -> bool {
     matches!(
@@ -263,18 +321,23 @@ pub(super) fn scan_text(
     // those are looked for: every hit inside a token widens to the same token, so the mentions found
     // are the same (a property test holds it to the scan of every mark).
     let slash_only = strictness == Strictness::NeedSlash;
-    scan_marks(text, ws, strictness, slash_only, true, each)
+    scan_marks(text, ws, strictness, slash_only, true, token_bounds, each)
 }
+
+/// How many of the last tokens judged a scan compares before hashing.
+const RECENT: usize = 4;
 
 /// [`scan_text`], looking for `/` and `\\` alone when `slash_only`, else for every `.`, `/`,
 /// `\\` and `file`; `once` judges each cleaned token once (off: every occurrence, as the
-/// tests' oracle).
+/// tests' oracle); `bounds` widens a mark to its token ([`token_bounds`]; the tests' oracle
+/// widens by character).
 fn scan_marks(
     text: &str,
     ws: &Workspace,
     strictness: Strictness,
     slash_only: bool,
     once: bool,
+    bounds: impl Fn(&str, usize) -> (usize, usize),
     mut each: impl FnMut(String) -> bool,
 ) {
     // Only tokens holding a `.`, a `/` or `file` can be mentions, so jump from one such
@@ -285,6 +348,10 @@ fn scan_marks(
     // Tool output names the same few files on line after line (`src/x.rs:12: …`, then
     // `src/x.rs:40: …`): each cleaned token is judged once and its mention handed on once.
     let mut judged: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    // The last few tokens judged, compared before hashing: output lines alternate between
+    // a few files. Each is in `judged` already.
+    let mut recent: [Option<&str>; RECENT] = [None; RECENT];
+    let mut next_recent = 0;
     let mut next_file = if slash_only { None } else { file.find(bytes) };
     let mut at = 0;
     while at < bytes.len() {
@@ -297,23 +364,23 @@ fn scan_marks(
             memchr::memchr3(b'.', b'/', b'\\', &bytes[at..])
         }
         .map(|o| at + o);
-        let Some(hit) = [mark, next_file].into_iter().flatten().min() else {
-            break;
+        let hit = match (mark, next_file) {
+            (Some(m), Some(f)) => m.min(f),
+            (Some(h), None) | (None, Some(h)) => h,
+            (None, None) => break,
         };
-        let start = text[..hit]
-            .char_indices()
-            .rev()
-            .find(|&(_, c)| is_text_delimiter(c))
-            .map_or(0, |(i, c)| i + c.len_utf8());
-        let end = text[hit..]
-            .char_indices()
-            .find(|&(_, c)| is_text_delimiter(c))
-            .map_or(text.len(), |(i, _)| hit + i);
+        let (start, end) = bounds(text, hit);
         if end > start {
             let token = without_diff_prefix(text, start, &text[start..end]);
             if token.len() <= MAX_PATH_BYTES {
                 let cleaned = clean_mention(token);
-                if !once || judged.insert(cleaned) {
+                let fresh = !once
+                    || (!recent.contains(&Some(cleaned)) && {
+                        recent[next_recent] = Some(cleaned);
+                        next_recent = (next_recent + 1) % RECENT;
+                        judged.insert(cleaned)
+                    });
+                if fresh {
                     if let Some(p) = judge_cleaned(cleaned, ws, strictness) {
                         if !each(p) {
                             return;
@@ -626,7 +693,7 @@ mod tests {
     /// The scan before `NeedSlash` looked for `/` alone: every `.`, `/` and `file`.
     fn scan_every_mark(text: &str, strictness: Strictness) -> Vec<String> {
         let mut out = Vec::new();
-        scan_marks(text, &ws(), strictness, false, true, |p| {
+        scan_marks(text, &ws(), strictness, false, true, token_bounds, |p| {
             out.push(p);
             true
         });
@@ -690,16 +757,34 @@ mod tests {
         }
     }
 
+    /// A xorshift generator from `seed`: the property tests' texts.
+    fn xorshift(mut rng: u64) -> impl FnMut() -> u64 {
+        move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        }
+    }
+
     /// What the signer keeps of a scan: distinct mentions, first come, up to `cap`.
     fn kept(text: &str, strictness: Strictness, once: bool, cap: usize) -> Vec<String> {
         let slash_only = strictness == Strictness::NeedSlash;
         let mut out: Vec<String> = Vec::new();
-        scan_marks(text, &ws(), strictness, slash_only, once, |p| {
-            if !out.contains(&p) {
-                out.push(p);
-            }
-            out.len() < cap
-        });
+        scan_marks(
+            text,
+            &ws(),
+            strictness,
+            slash_only,
+            once,
+            token_bounds,
+            |p| {
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+                out.len() < cap
+            },
+        );
         out
     }
 
@@ -723,13 +808,7 @@ mod tests {
             "\\",
             "é",
         ];
-        let mut rng = 0x2545_F491_4F6C_DD1D_u64;
-        let mut step = || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut step = xorshift(0x2545_F491_4F6C_DD1D);
         let mut repeated = 0;
         for _ in 0..5_000 {
             let mut text = String::new();
@@ -741,7 +820,7 @@ mod tests {
                 let every = kept(&text, strictness, false, cap);
                 assert_eq!(kept(&text, strictness, true, cap), every, "{text:?}");
                 let mut all = Vec::new();
-                scan_marks(&text, &ws(), strictness, false, false, |p| {
+                scan_marks(&text, &ws(), strictness, false, false, token_bounds, |p| {
                     all.push(p);
                     true
                 });
@@ -750,6 +829,127 @@ mod tests {
         }
         // The texts repeat mentions, so the memo was put to work.
         assert!(repeated > 1_000, "{repeated}");
+    }
+
+    #[test]
+    fn ascii_delimiters_by_byte_are_the_delimiters_by_char() {
+        for b in 0..=0x7F_u8 {
+            assert_eq!(
+                is_ascii_text_delimiter(b),
+                is_text_delimiter(char::from(b)),
+                "{b:#04x}"
+            );
+        }
+    }
+
+    /// The token around `hit` as the scan widened it before: by character.
+    fn token_bounds_by_chars(text: &str, hit: usize) -> (usize, usize) {
+        let start = text[..hit]
+            .char_indices()
+            .rev()
+            .find(|&(_, c)| is_text_delimiter(c))
+            .map_or(0, |(i, c)| i + c.len_utf8());
+        let end = text[hit..]
+            .char_indices()
+            .find(|&(_, c)| is_text_delimiter(c))
+            .map_or(text.len(), |(i, _)| hit + i);
+        (start, end)
+    }
+
+    /// The scan with tokens widened by character.
+    fn scan_by_chars(text: &str, ws: &Workspace, strictness: Strictness) -> Vec<String> {
+        let mut out = Vec::new();
+        let slash_only = strictness == Strictness::NeedSlash;
+        scan_marks(
+            text,
+            ws,
+            strictness,
+            slash_only,
+            true,
+            token_bounds_by_chars,
+            |p| {
+                out.push(p);
+                true
+            },
+        );
+        out
+    }
+
+    fn scan_in(text: &str, ws: &Workspace, strictness: Strictness) -> Vec<String> {
+        let mut out = Vec::new();
+        scan_text(text, ws, strictness, |p| {
+            out.push(p);
+            true
+        });
+        out
+    }
+
+    #[test]
+    fn widening_by_byte_finds_what_widening_by_char_found_in_hostile_text() {
+        // Windows paths, CJK and its full-width space, CRLF, NUL, other Unicode spaces
+        // (delimiters only as characters), tokens recurring in a rotation longer than
+        // the memo of the last few.
+        const PIECES: [&str; 30] = [
+            r"C:\Users\ana\src\proj\src\x.rs",
+            r".\src\y.rs",
+            r"src\z.rs",
+            "src/a.rs",
+            "src/b.rs",
+            "web/c.tsx",
+            "d/e.md",
+            ":12:",
+            ":7",
+            " ",
+            "\r\n",
+            "\0",
+            "\u{3000}",
+            "\u{a0}",
+            "\u{2028}",
+            "\u{85}",
+            "接口延迟",
+            "修复/src/错误.rs",
+            "é",
+            "file",
+            ".",
+            "/",
+            "\\",
+            "\"",
+            "(",
+            "`",
+            "\t",
+            "\u{b}",
+            "a/",
+            "~/x.py",
+        ];
+        let workspaces = [ws(), windows_ws()];
+        let mut step = xorshift(0x5DEE_CE66_D1CE_4E5B);
+        for _ in 0..5_000 {
+            let mut text = String::new();
+            for _ in 0..step() % 80 {
+                text.push_str(PIECES[(step() % PIECES.len() as u64) as usize]);
+            }
+            for ws in &workspaces {
+                for strictness in [Strictness::NeedSlash, Strictness::AllowBare] {
+                    assert_eq!(
+                        scan_in(&text, ws, strictness),
+                        scan_by_chars(&text, ws, strictness),
+                        "{text:?}"
+                    );
+                }
+            }
+        }
+        // 10,000 paths in one text, lines of grep output rotating through 10 files and then
+        // each line a file of its own, CRLF line ends and an ideographic space before each.
+        let mut text = String::new();
+        for i in 0..10_000 {
+            let file = if i < 5_000 { i % 10 } else { i };
+            text.push_str(&format!("\u{3000}src\\m{file}\\x.rs:{i}: 内容 a/b\r\n"));
+        }
+        for ws in &workspaces {
+            let found = scan_in(&text, ws, Strictness::NeedSlash);
+            assert_eq!(found, scan_by_chars(&text, ws, Strictness::NeedSlash));
+            assert_eq!(found.len(), 10 + 5_000);
+        }
     }
 
     #[test]
