@@ -514,6 +514,33 @@ struct Published {
 /// whose length is not the one noted (a write lost to a crash) is read as before.
 const LISTED_FILE: &str = ".listed-roots.json";
 
+/// [`LISTED_FILE`]'s format (`v`). A file of another version, or of none (a bare map,
+/// written before the field), notes nothing: every root's record is read once, as with no
+/// file — its numbers are trusted to skip a root, so a guess is never made.
+const LISTED_VERSION: u32 = 1;
+
+/// [`LISTED_FILE`] as written: each root's `chapters/` mtime and its record's length.
+#[derive(Serialize)]
+struct ListedRoots<'a> {
+    v: u32,
+    roots: &'a BTreeMap<String, (u128, u64)>,
+}
+
+/// [`LISTED_FILE`] as read; empty when absent, unreadable or of another version.
+fn read_listed(path: &Path) -> BTreeMap<String, (u128, u64)> {
+    #[derive(Default, Deserialize)]
+    struct Read {
+        v: u32,
+        roots: BTreeMap<String, (u128, u64)>,
+    }
+    let read: Read = read_json(path);
+    if read.v == LISTED_VERSION {
+        read.roots
+    } else {
+        BTreeMap::new()
+    }
+}
+
 /// The store catalog's cursor when the records and [`LISTED_FILE`] were last saved, written
 /// only once they are on disk (after the filesystem sync): a root the catalog names no
 /// change of since then is as it was listed — its chapters, plans and artifacts are written
@@ -649,7 +676,7 @@ impl Published {
         }
         let listed = self
             .listed
-            .get_or_insert_with(|| read_json(&dir.join(LISTED_FILE)));
+            .get_or_insert_with(|| read_listed(&dir.join(LISTED_FILE)));
         // A root marked to be listed again (a torn file held back there): the catalog's
         // silence does not vouch for it.
         listed
@@ -665,7 +692,7 @@ impl Published {
         let dir = &self.dir;
         let listed = self
             .listed
-            .get_or_insert_with(|| read_json(&dir.join(LISTED_FILE)));
+            .get_or_insert_with(|| read_listed(&dir.join(LISTED_FILE)));
         if let Some(&(was, len)) = listed.get(root) {
             if was == mtime
                 && std::fs::metadata(dir.join(format!("{root}.json"))).is_ok_and(|m| m.len() == len)
@@ -737,7 +764,7 @@ impl Published {
             let dir = &self.dir;
             let listed = self
                 .listed
-                .get_or_insert_with(|| read_json(&dir.join(LISTED_FILE)));
+                .get_or_insert_with(|| read_listed(&dir.join(LISTED_FILE)));
             let mut changed = false;
             for (root, m) in &self.roots {
                 let Ok(meta) = std::fs::metadata(dir.join(format!("{root}.json"))) else {
@@ -750,7 +777,11 @@ impl Published {
                 }
             }
             if changed {
-                let text = serde_json::to_vec(listed).expect("a map of numbers");
+                let text = serde_json::to_vec(&ListedRoots {
+                    v: LISTED_VERSION,
+                    roots: listed,
+                })
+                .expect("a map of numbers");
                 atomic::write_atomic_unsynced(&dir.join(LISTED_FILE), &text)?;
             }
             let head = head.map(|h| h.to_string()).unwrap_or_default();
@@ -2985,6 +3016,46 @@ mod tests {
         let mut third = Published::load(tmp.path());
         assert!(!third.unchanged("s2", 22));
         assert!(third.unchanged("s2", 23));
+    }
+
+    /// The listing file names its version; one of another version, or a bare map written
+    /// before the field, notes nothing — the record is read, even where its numbers agree.
+    #[test]
+    fn a_listing_of_another_version_or_none_is_not_trusted() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let mut published = Published::load(tmp.path());
+        published.root("s1").chapters_mtime = 11;
+        published.touch("s1");
+        published.save(None);
+        let dir = git_dir(tmp.path()).join(PUBLISHED_DIR);
+        let listing = dir.join(LISTED_FILE);
+        let text = std::fs::read_to_string(&listing).expect("listing");
+        assert!(text.starts_with(r#"{"v":1,"roots":{"s1":[11,"#), "{text}");
+        let len = std::fs::metadata(dir.join("s1.json"))
+            .expect("record")
+            .len();
+        for (what, written) in [
+            (
+                "this version",
+                format!(r#"{{"v":1,"roots":{{"s1":[11,{len}]}}}}"#),
+            ),
+            (
+                "a later version",
+                format!(r#"{{"v":2,"roots":{{"s1":[11,{len}]}}}}"#),
+            ),
+            ("no version", format!(r#"{{"s1":[11,{len}]}}"#)),
+        ] {
+            std::fs::write(&listing, written).expect("write");
+            let mut again = Published::load(tmp.path());
+            assert!(again.unchanged("s1", 11), "{what}");
+            let trusted = again.roots.is_empty();
+            assert_eq!(
+                trusted,
+                what == "this version",
+                "{what}: record read = {}",
+                !trusted
+            );
+        }
     }
 
     /// After a saved listing, a root the store's catalog names nothing of is not looked at
