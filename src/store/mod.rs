@@ -400,21 +400,22 @@ impl Store {
     /// The one way into the catalog: `changes` are workspace-relative folders and their
     /// files, recorded after they were written or removed and their directories synced.
     fn record(&self, changes: &[(&str, &[&str])], presence: catalog::Presence) {
-        let mut writer = self
-            .catalog
+        self.catalog_writer().record(&self.dir, changes, presence);
+    }
+
+    /// The catalog's kept connection; a writer that panicked while holding it left nothing
+    /// half-done in it (a record is one transaction), so a poisoned lock is taken as it is.
+    fn catalog_writer(&self) -> std::sync::MutexGuard<'_, catalog::Writer> {
+        self.catalog
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        writer.record(&self.dir, changes, presence);
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// [`Store::record`] of written documents (workspace-relative folder, name) with their
     /// metadata when known.
     fn record_documents(&self, docs: &[(&str, &str, Option<&Redacted<catalog::DocMeta>>)]) {
-        let mut writer = self
-            .catalog
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        writer.record_documents(&self.dir, docs, catalog::Presence::Written);
+        self.catalog_writer()
+            .record_documents(&self.dir, docs, catalog::Presence::Written);
     }
 
     /// A document's metadata read from its file (`folder` workspace-relative) through the
