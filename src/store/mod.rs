@@ -231,7 +231,7 @@ pub struct Reannotation {
     folder: String,
     name: String,
     /// The staged bytes' metadata, for the catalog's row.
-    meta: Redacted<catalog::DocMeta>,
+    meta: Redacted<catalog::RowMeta>,
 }
 
 pub struct Store {
@@ -391,7 +391,7 @@ impl Store {
         // commit, in one record.
         if durability == atomic::Durability::Now {
             let folder = format!("{STORE_DIR}/{}/{CHAPTERS}", check_id(root_session)?);
-            let meta = doc.text.derive(catalog::DocMeta::read);
+            let meta = doc.text.derive(catalog::RowMeta::read);
             self.record_documents(&[(&folder, name, Some(&meta))]);
         }
         Ok(wrote)
@@ -413,7 +413,7 @@ impl Store {
 
     /// [`Store::record`] of written documents (workspace-relative folder, name) with their
     /// metadata when known.
-    fn record_documents(&self, docs: &[(&str, &str, Option<&Redacted<catalog::DocMeta>>)]) {
+    fn record_documents(&self, docs: &[(&str, &str, Option<&Redacted<catalog::RowMeta>>)]) {
         self.catalog_writer()
             .record_documents(&self.dir, docs, catalog::Presence::Written);
     }
@@ -424,11 +424,11 @@ impl Store {
         &self,
         folder: &str,
         name: &str,
-    ) -> Result<Option<Redacted<catalog::DocMeta>>, StoreError> {
+    ) -> Result<Option<Redacted<catalog::RowMeta>>, StoreError> {
         let workspace = self.dir.parent().unwrap_or(&self.dir);
         let path = workspace.join(folder).join(name);
         match read::Reader::of_store(&self.dir).bytes(&path) {
-            Ok(bytes) => Ok(Some(bytes.derive(catalog::DocMeta::of_bytes))),
+            Ok(bytes) => Ok(Some(bytes.derive(catalog::RowMeta::of_bytes))),
             Err(read::ReadError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
                 Ok(None)
             }
@@ -502,7 +502,7 @@ impl Store {
         let wrote = atomic::write_new(&dir.join(name), text.as_bytes())?;
         // Recorded also when it was already there: a capture re-run after a crash between
         // the write and its record records it then.
-        let meta = text.derive(catalog::DocMeta::read);
+        let meta = text.derive(catalog::RowMeta::read);
         self.record_documents(&[(&format!("{STORE_DIR}/{RULES_DIR}"), name, Some(&meta))]);
         Ok(wrote)
     }
@@ -513,7 +513,7 @@ impl Store {
     /// Each written-out document's metadata is read from its file (just written: in the
     /// page cache); one left in the pack has none (its readers read it).
     pub fn record_mirror_received(&self, changes: &[(&str, &[&str])]) {
-        let docs: Vec<(String, &str, Option<Redacted<catalog::DocMeta>>)> = changes
+        let docs: Vec<(String, &str, Option<Redacted<catalog::RowMeta>>)> = changes
             .iter()
             .flat_map(|(folder, names)| {
                 let folder = format!("{MIRROR_DIR}/{folder}");
@@ -524,7 +524,7 @@ impl Store {
                 (folder, name, meta)
             })
             .collect();
-        let docs: Vec<(&str, &str, Option<&Redacted<catalog::DocMeta>>)> = docs
+        let docs: Vec<(&str, &str, Option<&Redacted<catalog::RowMeta>>)> = docs
             .iter()
             .map(|(folder, name, meta)| (folder.as_str(), *name, meta.as_ref()))
             .collect();
@@ -553,7 +553,7 @@ impl Store {
             staged: atomic::stage(&path, annotated.as_bytes())?,
             folder: format!("{}/{CHAPTERS}", check_id(root_session)?),
             name: name.to_owned(),
-            meta: annotated.derive(catalog::DocMeta::read),
+            meta: annotated.derive(catalog::RowMeta::read),
         })
     }
 

@@ -17,6 +17,7 @@ const PURE: &[&str] = &[
     "src/render/body.rs",
     "src/render/markdown.rs",
     "src/render/yaml.rs",
+    "src/render/frontmatter.rs",
     "src/time.rs",
     "src/pool/plan.rs",
     "src/catalog/score.rs",
