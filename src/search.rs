@@ -844,7 +844,7 @@ impl Corpus {
         if !rel.starts_with(MIRROR_DIR) {
             return;
         }
-        if let Err(e) = crate::store::mirror::write_out(&self.workspace, rel, None) {
+        if let Err(e) = crate::store::mirror::write_out(&self.workspace, rel) {
             tracing::warn!(error = %e, "could not write a document of the pool out of the mirror");
         }
     }

@@ -62,6 +62,23 @@ pub struct DocMeta {
     pub id: Option<String>,
 }
 
+impl From<crate::render::frontmatter::Head> for DocMeta {
+    /// The fast reader's fields, as the YAML parse would give them (no `kind`: a chapter).
+    fn from(head: crate::render::frontmatter::Head) -> DocMeta {
+        DocMeta {
+            title: head.title,
+            summary: head.summary,
+            kind: head.kind.unwrap_or_else(chapter_kind),
+            project_key: head.project_key,
+            topics: head.topics,
+            date: head.date,
+            session_id: head.session_id,
+            seq_range: head.seq_range,
+            id: head.id,
+        }
+    }
+}
+
 /// The kind of a document whose frontmatter names none.
 pub(crate) fn chapter_kind() -> String {
     "chapter".to_owned()

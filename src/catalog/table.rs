@@ -39,8 +39,6 @@ use crate::rules::store::RULES_DIR;
 use crate::store::read::Reader;
 use crate::store::{self, atomic, catalog, is_safe_component, MIRROR_DIR, STORE_DIR};
 
-mod frontmatter;
-
 /// A topic's documents are named by opaque numbers (the caller's).
 pub type DocSets = BTreeMap<String, BTreeSet<u64>>;
 
@@ -1414,7 +1412,9 @@ pub fn parse_head(bytes: &[u8]) -> Result<DocMeta, String> {
     let head =
         std::str::from_utf8(&window[..end]).map_err(|_| "frontmatter is not UTF-8".to_owned())?;
     // Our writers' shapes are read directly; anything else through YAML.
-    let fast = crate::render::frontmatter_text(head).and_then(frontmatter::read);
+    let fast = crate::render::frontmatter_text(head)
+        .and_then(crate::render::frontmatter::read)
+        .map(DocMeta::from);
     let mut meta = match fast {
         Some(meta) => meta,
         None => score::parse_meta(head).map_err(|e| e.to_string())?,

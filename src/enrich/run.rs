@@ -20,7 +20,7 @@ use crate::curation::{self, Curation};
 use crate::redact::{RedactionCounts, Redactor};
 use crate::render::annotate::{self, Annotated, Annotation};
 use crate::render::body_text;
-use crate::store::catalog::{self, DocMeta};
+use crate::store::catalog::{self, RowMeta};
 use crate::store::{atomic, Store, StoreError};
 
 const STATUS_FILE: &str = "enrich-status.json";
@@ -164,10 +164,10 @@ fn is_chapter_name(name: &str) -> bool {
 }
 
 /// The store's chapters by (root, file), in the queue's order.
-type Chapters = std::collections::BTreeMap<(String, String), DocMeta>;
+type Chapters = std::collections::BTreeMap<(String, String), RowMeta>;
 
 /// A chapter's metadata read from its file; `None` when it is gone.
-fn read_meta(store: &Store, root: &str, file: &str) -> Result<Option<DocMeta>, StoreError> {
+fn read_meta(store: &Store, root: &str, file: &str) -> Result<Option<RowMeta>, StoreError> {
     let folder = format!("{}/{root}/chapters", crate::store::STORE_DIR);
     Ok(store
         .document_meta(&folder, file)?

@@ -2159,31 +2159,6 @@ fn kind_name(kind: FileKind) -> &'static str {
     }
 }
 
-/// Tell the search table which documents the mirror received (other machines' chapters,
-/// plans and project rules), by folder, so its next refresh reads them without listing
-/// the mirror.
-fn record_documents(store: &Store, written: &[String]) {
-    let mut by_folder: BTreeMap<String, Vec<&str>> = BTreeMap::new();
-    for path in written {
-        let parts: Vec<&str> = path.split('/').collect();
-        let document = match parts.as_slice() {
-            // (`rules/<pk>/<harness>/X.md`: the original TypeScript plugin's rules.)
-            ["chapters", _, _, name]
-            | [crate::rules::store::RULES_DIR, _, name]
-            | [crate::rules::store::RULES_DIR, _, _, name] => name.ends_with(".md"),
-            _ => false,
-        };
-        if let (true, Some((folder, name))) = (document, path.rsplit_once('/')) {
-            by_folder.entry(folder.to_owned()).or_default().push(name);
-        }
-    }
-    let changes: Vec<(&str, &[&str])> = by_folder
-        .iter()
-        .map(|(folder, names)| (folder.as_str(), names.as_slice()))
-        .collect();
-    store.record_mirror_received(&changes);
-}
-
 /// Whether the pool file `path` (blob `blob`) is this store's own: a chapter or plan of a
 /// session tree the store holds under the same name (the store's copy is the truth, even
 /// when newer), or a project rule, a curation or forget ledger with the same bytes.
@@ -2307,7 +2282,6 @@ fn materialize(
     // read from there instead of being written out a file each (`pool::mirror`).
     let packed = fetch_into_mirror(mirror, mirror_dir, head)?;
     let recent = crate::store::mirror::Recent::days(ctx.mirror_recent_days, ctx.now_secs);
-    let mut wrote = false;
     // The documents left in the pack, by folder (in path order, as the diff hands them):
     // recorded, and the recent window's candidates. Their artifacts are not kept: nothing
     // reads them from this list, and a year's pool holds one per chapter.
@@ -2317,6 +2291,8 @@ fn materialize(
     // this process's memory for the rest of the sync — a year's pool's trees are spread
     // over most of its pack.
     let walker = GitRepo::open(mirror.path())?;
+    let reader = crate::store::read::Reader::of_store(store_dir);
+    let mut writes = ctx.store.mirror_writes();
     walker.changed_blobs(old_tree, new_tree, &mut |path, blob| -> Result<(), Fail> {
         // This machine's own files are in its store already: copying them in would double
         // every publish's writes — and a document both in the store and in the mirror is
@@ -2336,17 +2312,12 @@ fn materialize(
             }
             return Ok(());
         }
-        let bytes = walker.read_blob(blob)?;
-        let target = mirror_dir.join(&path);
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| mirror_io(parent, e))?;
-        }
-        // The mirror is transport: one filesystem sync below instead of one per file.
-        atomic::write_atomic_unsynced(&target, &bytes).map_err(|e| Fail {
+        let bytes = reader.pulled_blob(&walker, blob)?;
+        // The mirror is transport: one filesystem sync at the end instead of one per file.
+        writes.write(&path, &bytes).map_err(|e| Fail {
             code: SyncCode::MirrorIo,
             detail: e.to_string(),
         })?;
-        wrote = true;
         report.received += 1;
         written.push(path);
         Ok(())
@@ -2384,15 +2355,13 @@ fn materialize(
     if dropped {
         forget_search_state(store_dir);
     }
-    if wrote {
-        atomic::sync_filesystem(mirror_dir).map_err(|e| Fail {
-            code: SyncCode::MirrorIo,
-            detail: e.to_string(),
-        })?;
-    }
-    // The documents left in the pack are recorded as the written ones are: the search
-    // table reads them from the mirror's tree once the marker below names it.
-    record_documents(ctx.store, &written);
+    // Durable, then the received documents recorded with their metadata. The documents
+    // left in the pack are recorded too: the search table reads them from the mirror's
+    // tree once the marker below names it.
+    writes.finish().map_err(|e| Fail {
+        code: SyncCode::MirrorIo,
+        detail: e.to_string(),
+    })?;
     {
         let left: Vec<(&str, Vec<&str>)> = unwritten
             .folders
@@ -2403,7 +2372,7 @@ fn materialize(
             .iter()
             .map(|(folder, names)| (*folder, names.as_slice()))
             .collect();
-        ctx.store.record_mirror_received(&changes);
+        ctx.store.record_mirror_packed(&changes);
     }
     crash_point("sync-after-materialize");
     atomic::write_atomic(&marker, format!("{head}\n").as_bytes()).map_err(|e| Fail {
@@ -2416,9 +2385,7 @@ fn materialize(
         // not handed on).
         // Through a handle of its own too, gone with the pages it read.
         let reader = GitRepo::open(mirror.path())?;
-        written.extend(write_recent(
-            ctx, &reader, mirror_dir, window, new_tree, &unwritten,
-        ));
+        written.extend(write_recent(ctx, &reader, window, new_tree, &unwritten));
     }
     Ok(written)
 }
@@ -2433,12 +2400,13 @@ fn materialize(
 fn write_recent(
     ctx: &SyncContext<'_>,
     repo: &GitRepo,
-    mirror_dir: &Path,
     window: crate::store::mirror::Recent,
     tree: ObjectId,
     candidates: &LeftPacked,
 ) -> Vec<String> {
     let mut written = Vec::new();
+    let reader = crate::store::read::Reader::of_store(ctx.store.dir());
+    let mut outs = ctx.store.mirror_write_outs();
     let result = (|| -> Result<(), String> {
         let (table, _) =
             crate::catalog::table::Table::refresh(ctx.workspace, true, ctx.lock_timeout)
@@ -2471,21 +2439,13 @@ fn write_recent(
                 let Some(blob) = repo.blob_at(tree, path).map_err(|e| e.to_string())? else {
                     continue;
                 };
-                let bytes = repo.read_blob(blob).map_err(|e| e.to_string())?;
-                let target = ctx.workspace.join(&doc.path);
-                if let Some(parent) = target.parent() {
-                    std::fs::create_dir_all(parent)
-                        .map_err(|e| format!("{}: {e}", parent.display()))?;
-                }
-                // The mirror is transport: one filesystem sync below instead of one per file.
-                atomic::write_atomic_unsynced(&target, &bytes).map_err(|e| e.to_string())?;
+                let bytes = reader.pulled_blob(repo, blob).map_err(|e| e.to_string())?;
+                // The mirror is transport: one filesystem sync at the end instead of one per file.
+                outs.write(path, &bytes).map_err(|e| e.to_string())?;
                 written.push(path.to_owned());
             }
         }
-        if !written.is_empty() {
-            atomic::sync_filesystem(mirror_dir).map_err(|e| e.to_string())?;
-        }
-        Ok(())
+        outs.finish().map_err(|e| e.to_string())
     })();
     if let Err(e) = result {
         tracing::warn!(error = %e, "could not write the recent window's chapters out of the mirror; they are written when read");

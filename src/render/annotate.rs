@@ -35,40 +35,6 @@ impl ModelFields {
         serde_saphyr::from_str(yaml).map_err(|e| AnnotateError::Frontmatter(e.to_string()))
     }
 
-    /// [`ModelFields::read`] of a document this program's writer just rendered (or
-    /// re-annotated), for the store's catalog at every write: when every frontmatter line is
-    /// one `key: value` (the writer's shape), only the lines of the fields read here are
-    /// parsed — the same YAML parse, of a third of the lines (the archive parses every
-    /// document it writes). Any other shape, or a parse that fails, reads it whole.
-    pub fn read_rendered(doc: &str) -> Result<ModelFields, AnnotateError> {
-        const KEYS: [&str; 7] = [
-            "title",
-            "summary",
-            "kind",
-            "topics",
-            "topicsUnvetted",
-            "sha256",
-            "generated",
-        ];
-        let kept = frontmatter_text(doc).and_then(|yaml| {
-            let mut kept = String::with_capacity(yaml.len() / 2);
-            for line in yaml.split_inclusive('\n') {
-                let (key, _) = line.split_once(": ")?;
-                if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric()) {
-                    return None;
-                }
-                if KEYS.contains(&key) {
-                    kept.push_str(line);
-                }
-            }
-            Some(kept)
-        });
-        match kept.map(|yaml| serde_saphyr::from_str(&yaml)) {
-            Some(Ok(fields)) => Ok(fields),
-            _ => ModelFields::read(doc),
-        }
-    }
-
     /// The model that wrote this chapter's title, when one did.
     pub fn title_model(&self) -> Option<&str> {
         let title = self.generated.get("title")?;
@@ -262,27 +228,6 @@ mod tests {
 
     fn parse_frontmatter(doc: &str) -> Result<ModelFields, AnnotateError> {
         ModelFields::read(doc)
-    }
-
-    #[test]
-    fn a_rendered_document_reads_as_the_whole_parse_reads_it() {
-        let chapter = "---\ntitle: \"继续: a \\\"quoted\\\" title\"\nsummary: \"s: t\"\nkind: chapter\ndate: \"2025-11-29T07:06:49.880Z\"\ntopics: [\"口延\", config, new-label]\ntopicsUnvetted: [new-label]\nseqRange: [106, 175]\ncomposition: [{turn: 4, rule: topic-change, score: 0.1429}]\nsha256: \"82b6\"\ngenerated: {title: {by: model, model: m1, at: \"2026-01-01T00:00:00Z\"}, summary: {by: deterministic}}\n---\n# body\n";
-        let plan = "---\ntitle: \"P\"\nkind: plan\nplanNumber: 2\ntopics: []\n---\nplan\n";
-        // Not the writer's shape: a block sequence, a comment, an anchor on a dropped line.
-        let block = "---\ntitle: T\nkind: chapter\ntopics:\n  - a\n  - b\n---\n";
-        let comment = "---\n# note\ntitle: T\nkind: chapter\n---\n";
-        let alias = "---\nid: &x T\ntitle: *x\nkind: chapter\n---\n";
-        for doc in [chapter, plan, block, comment, alias] {
-            assert_eq!(
-                ModelFields::read_rendered(doc),
-                ModelFields::read(doc),
-                "{doc}"
-            );
-        }
-        let fields = ModelFields::read_rendered(chapter).unwrap();
-        assert_eq!(fields.title_model(), Some("m1"));
-        assert_eq!(fields.topics_unvetted, ["new-label"]);
-        assert!(ModelFields::read_rendered("no frontmatter").is_err());
     }
 
     fn redactor() -> Redactor {

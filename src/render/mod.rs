@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod annotate;
 mod body;
+pub mod frontmatter;
 mod markdown;
 pub mod read;
 pub(crate) mod yaml;

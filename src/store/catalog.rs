@@ -55,7 +55,7 @@ const FLOOR: &str = "floor";
 const FILLED: &str = "filled";
 
 /// `len` and `mtime_ns` are what a later reader compares a stat with. The metadata
-/// (`kind`, `title_model`, `vetted`: a [`DocMeta`]) is nullable: `kind` NULL means not
+/// (`kind`, `title_model`, `vetted`: a [`RowMeta`]) is nullable: `kind` NULL means not
 /// known (recorded by a path that did not know it), read from the file, never guessed.
 const SCHEMA: &str = "
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -295,15 +295,15 @@ fn open_or_create(store_dir: &Path) -> Result<(Connection, Option<(u64, u64)>), 
 
 /// One row of a record: folder, file name, the (length, mtime in ns) seen, and the
 /// document's metadata when the writer knows it.
-type Row<'a> = (&'a str, &'a str, Option<(u64, i64)>, Option<&'a DocMeta>);
+type Row<'a> = (&'a str, &'a str, Option<(u64, i64)>, Option<&'a RowMeta>);
 
-/// What readers need of a document, read from its redacted text by the frontmatter reader
-/// enrichment uses (`render::annotate::ModelFields`): a row's `kind`, `title_model` and
-/// `vetted` columns. A record takes it only as `Redacted<DocMeta>`.
+/// What readers need of a document, read from its redacted text by the one frontmatter
+/// reader (`render::frontmatter`: fast for the writers' shapes, YAML otherwise): a row's
+/// `kind`, `title_model` and `vetted` columns. A record takes it only as `Redacted<RowMeta>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DocMeta {
+pub struct RowMeta {
     /// What the frontmatter's `kind` says (`chapter`, `plan`, …); `other` when the
-    /// document has no frontmatter the reader reads.
+    /// document has no frontmatter the reader reads, or names no kind.
     pub kind: String,
     /// The model that wrote its title, when one did.
     pub title_model: Option<String>,
@@ -311,51 +311,51 @@ pub struct DocMeta {
     pub vetted: Vec<String>,
 }
 
-impl DocMeta {
-    /// The metadata of a document this program just wrote (a `Redacted::derive` function,
-    /// hence `&String`): read by `ModelFields::read_rendered`, the writer's own shapes.
+impl RowMeta {
+    /// The metadata of a document's text (a `Redacted::derive` function, hence `&String`).
     #[allow(clippy::ptr_arg)]
-    pub fn read(text: &String) -> DocMeta {
-        DocMeta::of_fields(crate::render::annotate::ModelFields::read_rendered(text))
+    pub fn read(text: &String) -> RowMeta {
+        RowMeta::of_text(text)
     }
 
-    /// The metadata of a file's bytes (any shape: `ModelFields::read`); not UTF-8 is no
-    /// readable frontmatter.
+    /// The metadata of a file's bytes; not UTF-8 is no readable frontmatter.
     #[allow(clippy::ptr_arg)]
-    pub fn of_bytes(bytes: &Vec<u8>) -> DocMeta {
-        std::str::from_utf8(bytes).map_or_else(
-            |_| DocMeta::other(),
-            |text| DocMeta::of_fields(crate::render::annotate::ModelFields::read(text)),
-        )
+    pub fn of_bytes(bytes: &Vec<u8>) -> RowMeta {
+        std::str::from_utf8(bytes).map_or_else(|_| RowMeta::other(), RowMeta::of_text)
     }
 
-    fn other() -> DocMeta {
-        DocMeta {
+    fn of_text(text: &str) -> RowMeta {
+        use crate::render::frontmatter::{read, Head};
+        let Some(yaml) = crate::render::frontmatter_text(text) else {
+            return RowMeta::other();
+        };
+        match read(yaml).map_or_else(|| Head::parse_yaml(yaml), Ok) {
+            Ok(head) => RowMeta::of_head(head),
+            Err(_) => RowMeta::other(),
+        }
+    }
+
+    fn other() -> RowMeta {
+        RowMeta {
             kind: "other".into(),
             title_model: None,
             vetted: Vec::new(),
         }
     }
 
-    fn of_fields(
-        fields: Result<
-            crate::render::annotate::ModelFields,
-            crate::render::annotate::AnnotateError,
-        >,
-    ) -> DocMeta {
-        let Ok(fields) = fields else {
-            return DocMeta::other();
+    fn of_head(head: crate::render::frontmatter::Head) -> RowMeta {
+        let Some(kind) = head.kind else {
+            return RowMeta::other();
         };
-        let title_model = fields.title_model().map(str::to_owned);
         // A model's label stays unvetted until the vocabulary takes it in.
-        let vetted = fields
+        let vetted = head
             .topics
             .into_iter()
-            .filter(|t| !fields.topics_unvetted.contains(t))
+            .filter(|t| !head.topics_unvetted.contains(t))
             .collect();
-        DocMeta {
-            kind: fields.kind,
-            title_model,
+        RowMeta {
+            kind,
+            title_model: head.title_model,
             vetted,
         }
     }
@@ -371,9 +371,9 @@ impl DocMeta {
         kind: Option<String>,
         title_model: Option<String>,
         vetted: Option<String>,
-    ) -> Option<DocMeta> {
+    ) -> Option<RowMeta> {
         let vetted = serde_json::from_str(vetted.as_deref()?).ok()?;
-        Some(DocMeta {
+        Some(RowMeta {
             kind: kind?,
             title_model,
             vetted,
@@ -387,7 +387,7 @@ pub(crate) struct Found {
     pub folder: String,
     pub name: String,
     pub seen: Option<(u64, i64)>,
-    pub meta: crate::redact::Redacted<DocMeta>,
+    pub meta: crate::redact::Redacted<RowMeta>,
 }
 
 /// The (length, mtime in ns) a record keeps of a file.
@@ -437,7 +437,7 @@ impl Writer {
         changes: &[(&str, &[&str])],
         presence: Presence,
     ) {
-        let docs: Vec<(&str, &str, Option<&crate::redact::Redacted<DocMeta>>)> = changes
+        let docs: Vec<(&str, &str, Option<&crate::redact::Redacted<RowMeta>>)> = changes
             .iter()
             .flat_map(|(folder, files)| files.iter().map(move |name| (*folder, *name, None)))
             .collect();
@@ -449,7 +449,7 @@ impl Writer {
     pub(crate) fn record_documents(
         &mut self,
         store_dir: &Path,
-        docs: &[(&str, &str, Option<&crate::redact::Redacted<DocMeta>>)],
+        docs: &[(&str, &str, Option<&crate::redact::Redacted<RowMeta>>)],
         presence: Presence,
     ) {
         if docs.is_empty() {
@@ -529,7 +529,7 @@ fn write_rows(conn: &mut Connection, rows: &[Row<'_>], presence: Presence) -> ru
                 seen.map(|(_, mtime)| mtime),
                 meta.map(|m| m.kind.as_str()),
                 meta.and_then(|m| m.title_model.as_deref()),
-                meta.map(DocMeta::vetted_text),
+                meta.map(RowMeta::vetted_text),
             ])?;
         }
     }
@@ -833,7 +833,7 @@ pub struct SessionDoc {
     pub root: String,
     pub name: String,
     /// `None`: the row does not know; read the file.
-    pub meta: Option<DocMeta>,
+    pub meta: Option<RowMeta>,
 }
 
 /// Every present document of the store's session folders (`<store>/<root>/chapters/`) in
@@ -867,7 +867,7 @@ pub fn session_docs(store_dir: &Path) -> Option<Vec<SessionDoc>> {
             docs.push(SessionDoc {
                 root: root.to_owned(),
                 name: row.get(1)?,
-                meta: DocMeta::from_columns(row.get(2)?, row.get(3)?, row.get(4)?),
+                meta: RowMeta::from_columns(row.get(2)?, row.get(3)?, row.get(4)?),
             });
         }
         Ok(Some(docs))
@@ -878,6 +878,59 @@ pub fn session_docs(store_dir: &Path) -> Option<Vec<SessionDoc>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The row's metadata from the one frontmatter reader is what the annotator's whole
+    /// parse (`ModelFields`) says, for the writers' shapes and for others.
+    #[test]
+    fn row_meta_reads_as_the_annotators_parse_reads() {
+        use crate::render::annotate::ModelFields;
+        let chapter = "---\ntitle: \"继续: a \\\"quoted\\\" title\"\nsummary: \"s: t\"\nkind: chapter\ndate: \"2025-11-29T07:06:49.880Z\"\ntopics: [\"口延\", config, new-label]\ntopicsUnvetted: [new-label]\nseqRange: [106, 175]\ncomposition: [{turn: 4, rule: topic-change, score: 0.1429}]\nsha256: \"82b6\"\ngenerated: {title: {by: model, model: m1, at: \"2026-01-01T00:00:00Z\"}, summary: {by: deterministic}}\n---\n# body\n";
+        let plan = "---\ntitle: \"P\"\nkind: plan\nplanNumber: 2\ntopics: []\n---\nplan\n";
+        // Not the writer's shape: a block sequence, a comment, an anchor, CRLF.
+        let block =
+            "---\ntitle: T\nkind: chapter\ntopics:\n  - a\n  - b\ntopicsUnvetted:\n  - b\n---\n";
+        let comment = "---\n# note\ntitle: T\nkind: chapter\n---\n";
+        let alias = "---\nid: &x T\ntitle: *x\nkind: chapter\n---\n";
+        let crlf = "---\ntitle: T\r\nkind: chapter\r\ntopics: [a, b]\r\ntopicsUnvetted: [a]\r\ngenerated: {title: {by: model, model: m2}}\r\n---\n";
+        for doc in [chapter, plan, block, comment, alias, crlf] {
+            let fields = ModelFields::read(doc).expect("parses");
+            let vetted: Vec<String> = fields
+                .topics
+                .iter()
+                .filter(|t| !fields.topics_unvetted.contains(t))
+                .cloned()
+                .collect();
+            let want = RowMeta {
+                kind: fields.kind.clone(),
+                title_model: fields.title_model().map(str::to_owned),
+                vetted,
+            };
+            assert_eq!(RowMeta::read(&doc.to_owned()), want, "{doc}");
+            assert_eq!(RowMeta::of_bytes(&doc.as_bytes().to_vec()), want, "{doc}");
+        }
+        let meta = RowMeta::read(&chapter.to_owned());
+        assert_eq!(
+            (meta.title_model.as_deref(), meta.vetted),
+            (Some("m1"), vec!["口延".to_owned(), "config".to_owned()])
+        );
+        let crlf = RowMeta::read(&crlf.to_owned());
+        assert_eq!(
+            (crlf.title_model.as_deref(), crlf.vetted),
+            (Some("m2"), vec!["b".to_owned()])
+        );
+        for unread in [
+            "no frontmatter",
+            "---\nkind: chapter\n---\n",
+            "---\ntitle: t\n---\n",
+        ] {
+            assert_eq!(
+                RowMeta::read(&unread.to_owned()),
+                RowMeta::other(),
+                "{unread}"
+            );
+        }
+        assert_eq!(RowMeta::of_bytes(&vec![0xff, 0xfe]), RowMeta::other());
+    }
 
     fn changes_of(since: Since) -> (Vec<Change>, Cursor) {
         match since {
@@ -955,14 +1008,14 @@ mod tests {
         assert_eq!(gone, 0);
     }
 
-    fn meta(kind: &str, model: Option<&str>) -> crate::redact::Redacted<DocMeta> {
+    fn meta(kind: &str, model: Option<&str>) -> crate::redact::Redacted<RowMeta> {
         let text = format!(
             "---\ntitle: t\nkind: {kind}\ntopics: [a, b]\ntopicsUnvetted: [b]\n{}---\n",
             model.map_or(String::new(), |m| format!(
                 "generated:\n  title:\n    by: model\n    model: {m}\n"
             ))
         );
-        crate::redact::echoed_text(&text).derive(DocMeta::read)
+        crate::redact::echoed_text(&text).derive(RowMeta::read)
     }
 
     fn found(folder: &str, name: &str, model: Option<&str>) -> Found {

@@ -60,7 +60,7 @@ pub struct Group<'s> {
     /// archive of thousands of chapters keeps ~40 bytes each.
     created_docs: crate::names::NameList,
     /// Their metadata, in the same order, for the catalog's rows.
-    created_metas: Vec<crate::redact::Redacted<super::catalog::DocMeta>>,
+    created_metas: Vec<crate::redact::Redacted<super::catalog::RowMeta>>,
     /// Artifacts this group created since the last commit, for [`Group::abort`]: their
     /// SHA-256 hex, 64 bytes each, back to back.
     created_artifacts: String,
@@ -220,7 +220,7 @@ impl Group<'_> {
             // `write_document_in` checked the name: a safe file name, no line break.
             self.created_docs.push(&doc.file_name);
             self.created_metas
-                .push(doc.text.derive(super::catalog::DocMeta::read));
+                .push(doc.text.derive(super::catalog::RowMeta::read));
         }
         Ok(written)
     }

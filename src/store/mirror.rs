@@ -15,8 +15,10 @@ use std::path::{Path, PathBuf};
 use crate::git::ObjectId;
 
 use crate::git::{GitError, GitRepo};
+use crate::redact::Redacted;
+use crate::store::catalog::RowMeta;
 use crate::store::read::MirrorObjects;
-use crate::store::{atomic, MIRROR_DIR};
+use crate::store::{atomic, io_err, Store, StoreError, MIRROR_DIR, RULES_DIR};
 
 /// The marker in the mirror's git directory: the pool commit the mirror was last
 /// materialized at (written last, after the objects and the files of that commit).
@@ -169,6 +171,151 @@ pub fn reader(workspace: &Path) -> crate::store::read::Reader {
         .with_mirror(Packed::open(workspace).map(Packed::boxed))
 }
 
+/// The pool's files a sync copies into the mirror ([`Store::mirror_writes`]), or documents
+/// left in its pack written out as files ([`Store::mirror_write_outs`]: the recent window).
+/// Each file is written at once (temp file and rename, unsynced: the mirror is a rebuildable
+/// copy of the pool); [`MirrorWrites::finish`] makes them durable with one `syncfs` and then
+/// records the received documents in the store's catalog, their metadata read from the bytes
+/// in hand. Dropped unfinished (the sync failed), nothing is recorded.
+pub struct MirrorWrites<'s> {
+    store: &'s Store,
+    dir: PathBuf,
+    /// Whether `finish` records what was written (a write-out's document was recorded when
+    /// the mirror received it).
+    record: bool,
+    wrote: bool,
+    /// The received documents: mirror-relative folder, name, metadata.
+    docs: Vec<(String, String, Redacted<RowMeta>)>,
+}
+
+impl Store {
+    /// Copy pool files into the mirror: the sync's copy-in of what a pull brought.
+    pub fn mirror_writes(&self) -> MirrorWrites<'_> {
+        self.mirror_writer(true)
+    }
+
+    /// Write out as files documents the mirror holds in its pack (and the catalog already
+    /// names).
+    pub fn mirror_write_outs(&self) -> MirrorWrites<'_> {
+        self.mirror_writer(false)
+    }
+
+    fn mirror_writer(&self, record: bool) -> MirrorWrites<'_> {
+        let workspace = self.dir.parent().unwrap_or(&self.dir);
+        MirrorWrites {
+            store: self,
+            dir: workspace.join(MIRROR_DIR),
+            record,
+            wrote: false,
+            docs: Vec::new(),
+        }
+    }
+
+    /// Write the mirror's document `path` (mirror-relative) out of its pack where an agent's
+    /// `read` tool opens it: atomic and durable at once (one file, read on demand).
+    pub fn write_out_mirror_document(
+        &self,
+        path: &str,
+        bytes: &Redacted<Vec<u8>>,
+    ) -> Result<(), StoreError> {
+        let target = self.mirror_writer(false).target(path)?;
+        atomic::write_atomic(&target, bytes.get())
+    }
+
+    /// Record documents the mirror received and left in its pack (mirror-relative folders
+    /// and their files): no file to read their metadata from, so the rows carry none (their
+    /// readers read them).
+    pub fn record_mirror_packed(&self, changes: &[(&str, &[&str])]) {
+        let folders: Vec<String> = changes
+            .iter()
+            .map(|(folder, _)| format!("{MIRROR_DIR}/{folder}"))
+            .collect();
+        let docs: Vec<(&str, &str, Option<&Redacted<RowMeta>>)> = changes
+            .iter()
+            .zip(&folders)
+            .flat_map(|((_, names), folder)| {
+                names.iter().map(move |name| (folder.as_str(), *name, None))
+            })
+            .collect();
+        self.record_documents(&docs);
+    }
+}
+
+impl MirrorWrites<'_> {
+    /// The file of the mirror-relative `path`, its folder made; a path with an empty, `.`
+    /// or `..` component is refused (it would name a file outside its place).
+    fn target(&self, path: &str) -> Result<PathBuf, StoreError> {
+        if path
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
+        {
+            return Err(StoreError::UnsafeId { id: path.into() });
+        }
+        let target = self.dir.join(path);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| io_err(parent, e))?;
+        }
+        Ok(target)
+    }
+
+    /// Write the pool file `path` (mirror-relative) with `bytes`.
+    pub fn write(&mut self, path: &str, bytes: &Redacted<Vec<u8>>) -> Result<(), StoreError> {
+        let target = self.target(path)?;
+        atomic::write_atomic_unsynced(&target, bytes.get())?;
+        self.wrote = true;
+        if self.record {
+            if let Some((folder, name)) = document_place(path) {
+                self.docs.push((
+                    folder.to_owned(),
+                    name.to_owned(),
+                    bytes.derive(RowMeta::of_bytes),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Make what was written durable (one `syncfs`), then record the received documents.
+    pub fn finish(self) -> Result<(), StoreError> {
+        if self.wrote {
+            atomic::sync_filesystem(&self.dir)?;
+        }
+        if self.record {
+            let folders: Vec<String> = self
+                .docs
+                .iter()
+                .map(|(folder, _, _)| format!("{MIRROR_DIR}/{folder}"))
+                .collect();
+            let docs: Vec<(&str, &str, Option<&Redacted<RowMeta>>)> = self
+                .docs
+                .iter()
+                .zip(&folders)
+                .map(|((_, name, meta), folder)| (folder.as_str(), name.as_str(), Some(meta)))
+                .collect();
+            self.store.record_documents(&docs);
+        }
+        Ok(())
+    }
+}
+
+/// The (folder, name) of a pool path the search table indexes — other machines' chapters
+/// and plans (`chapters/<pk>/<root>/X.md`) and project rules (`rules/<pk>/X.md`, and the
+/// original TypeScript plugin's `rules/<pk>/<harness>/X.md`) — or `None`.
+pub(crate) fn document_place(path: &str) -> Option<(&str, &str)> {
+    let parts: Vec<&str> = path.split('/').collect();
+    let document = match parts.as_slice() {
+        ["chapters", _, _, name] | [RULES_DIR, _, name] | [RULES_DIR, _, _, name] => {
+            name.ends_with(".md")
+        }
+        _ => false,
+    };
+    if document {
+        path.rsplit_once('/')
+    } else {
+        None
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum MirrorError {
     #[error("cannot write the pool's document {path} out of the mirror: {detail}")]
@@ -179,11 +326,7 @@ pub enum MirrorError {
 /// of the packed mirror where an agent's `read` tool opens it, when it is not there yet
 /// (atomic: temp file, fsync, rename). Returns whether it wrote. A path outside the mirror,
 /// or one the mirror's tree does not hold, writes nothing.
-pub fn write_out(
-    workspace: &Path,
-    rel: &str,
-    packed: Option<&Packed>,
-) -> Result<bool, MirrorError> {
+pub fn write_out(workspace: &Path, rel: &str) -> Result<bool, MirrorError> {
     let Some(inner) = rel
         .strip_prefix(MIRROR_DIR)
         .and_then(|r| r.strip_prefix('/'))
@@ -201,28 +344,24 @@ pub fn write_out(
     if target.is_file() {
         return Ok(false);
     }
-    let opened;
-    let packed = match packed {
-        Some(p) => p,
-        None => match Packed::open(workspace) {
-            Some(p) => {
-                opened = p;
-                &opened
-            }
-            None => return Ok(false),
-        },
-    };
     let err = |detail: String| MirrorError::Write {
         path: target.clone(),
         detail,
     };
-    let Some(bytes) = packed.file(inner).map_err(|e| err(e.to_string()))? else {
-        return Ok(false);
+    // Not on disk: the reader reads it from the packed mirror's tree (redacted, as the
+    // pool's published bytes are), or finds nothing there.
+    let bytes = match reader(workspace).bytes(&target) {
+        Ok(bytes) => bytes,
+        Err(crate::store::read::ReadError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            return Ok(false);
+        }
+        Err(e) => return Err(err(e.to_string())),
     };
-    if let Some(dir) = target.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
-    }
-    atomic::write_atomic(&target, &bytes).map_err(|e| err(e.to_string()))?;
+    Store::at(workspace.join(crate::store::STORE_DIR))
+        .write_out_mirror_document(inner, &bytes)
+        .map_err(|e| err(e.to_string()))?;
     Ok(true)
 }
 

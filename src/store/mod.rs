@@ -231,7 +231,7 @@ pub struct Reannotation {
     folder: String,
     name: String,
     /// The staged bytes' metadata, for the catalog's row.
-    meta: Redacted<catalog::DocMeta>,
+    meta: Redacted<catalog::RowMeta>,
 }
 
 pub struct Store {
@@ -391,7 +391,7 @@ impl Store {
         // commit, in one record.
         if durability == atomic::Durability::Now {
             let folder = format!("{STORE_DIR}/{}/{CHAPTERS}", check_id(root_session)?);
-            let meta = doc.text.derive(catalog::DocMeta::read);
+            let meta = doc.text.derive(catalog::RowMeta::read);
             self.record_documents(&[(&folder, name, Some(&meta))]);
         }
         Ok(wrote)
@@ -413,7 +413,7 @@ impl Store {
 
     /// [`Store::record`] of written documents (workspace-relative folder, name) with their
     /// metadata when known.
-    fn record_documents(&self, docs: &[(&str, &str, Option<&Redacted<catalog::DocMeta>>)]) {
+    fn record_documents(&self, docs: &[(&str, &str, Option<&Redacted<catalog::RowMeta>>)]) {
         self.catalog_writer()
             .record_documents(&self.dir, docs, catalog::Presence::Written);
     }
@@ -424,11 +424,11 @@ impl Store {
         &self,
         folder: &str,
         name: &str,
-    ) -> Result<Option<Redacted<catalog::DocMeta>>, StoreError> {
+    ) -> Result<Option<Redacted<catalog::RowMeta>>, StoreError> {
         let workspace = self.dir.parent().unwrap_or(&self.dir);
         let path = workspace.join(folder).join(name);
         match read::Reader::of_store(&self.dir).bytes(&path) {
-            Ok(bytes) => Ok(Some(bytes.derive(catalog::DocMeta::of_bytes))),
+            Ok(bytes) => Ok(Some(bytes.derive(catalog::RowMeta::of_bytes))),
             Err(read::ReadError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
                 Ok(None)
             }
@@ -502,33 +502,9 @@ impl Store {
         let wrote = atomic::write_new(&dir.join(name), text.as_bytes())?;
         // Recorded also when it was already there: a capture re-run after a crash between
         // the write and its record records it then.
-        let meta = text.derive(catalog::DocMeta::read);
+        let meta = text.derive(catalog::RowMeta::read);
         self.record_documents(&[(&format!("{STORE_DIR}/{RULES_DIR}"), name, Some(&meta))]);
         Ok(wrote)
-    }
-
-    /// Record the documents the pool mirror received (`<mirror>/`-relative folders and
-    /// their files), written out and synced or left in its pack, so the search table's
-    /// next refresh reads them without listing the mirror.
-    /// Each written-out document's metadata is read from its file (just written: in the
-    /// page cache); one left in the pack has none (its readers read it).
-    pub fn record_mirror_received(&self, changes: &[(&str, &[&str])]) {
-        let docs: Vec<(String, &str, Option<Redacted<catalog::DocMeta>>)> = changes
-            .iter()
-            .flat_map(|(folder, names)| {
-                let folder = format!("{MIRROR_DIR}/{folder}");
-                names.iter().map(move |name| (folder.clone(), *name))
-            })
-            .map(|(folder, name)| {
-                let meta = self.document_meta(&folder, name).ok().flatten();
-                (folder, name, meta)
-            })
-            .collect();
-        let docs: Vec<(&str, &str, Option<&Redacted<catalog::DocMeta>>)> = docs
-            .iter()
-            .map(|(folder, name, meta)| (folder.as_str(), *name, meta.as_ref()))
-            .collect();
-        self.record_documents(&docs);
     }
 
     /// The one sanctioned rewrite of a stored chapter (record §6.2), step one of two, taking
@@ -553,7 +529,7 @@ impl Store {
             staged: atomic::stage(&path, annotated.as_bytes())?,
             folder: format!("{}/{CHAPTERS}", check_id(root_session)?),
             name: name.to_owned(),
-            meta: annotated.derive(catalog::DocMeta::read),
+            meta: annotated.derive(catalog::RowMeta::read),
         })
     }
 
@@ -1032,21 +1008,39 @@ mod tests {
             row_meta(&store, &format!("{STORE_DIR}/{RULES_DIR}"), "r-1.md"),
             known("rule", None, r#"["style"]"#)
         );
-        // The mirror's documents: read from the written-out file; one left in the pack
-        // is not known (its readers read it).
-        let mirror = dir.path().join(MIRROR_DIR).join("chapters/pk/r9");
-        fs::create_dir_all(&mirror).unwrap();
-        fs::write(
-            mirror.join("001-m.md"),
-            doc_of("r9", "001-m.md", "chapter", 1, 1).text.as_str(),
-        )
-        .unwrap();
-        store.record_mirror_received(&[("chapters/pk/r9", &["001-m.md", "002-packed.md"])]);
+        // The mirror's documents: their metadata read from the bytes written; one left in
+        // the pack is not known (its readers read it); a file that is no document is
+        // written, not recorded.
+        let received = doc_of("r9", "001-m.md", "chapter", 1, 1).text;
+        let bytes = received.derive(|t: &String| t.as_bytes().to_vec());
+        let mut writes = store.mirror_writes();
+        writes.write("chapters/pk/r9/001-m.md", &bytes).unwrap();
+        writes.write("artifacts/pk/ab/abcd.txt", &bytes).unwrap();
+        assert!(writes.write("chapters/pk/../x.md", &bytes).is_err());
+        writes.finish().unwrap();
+        store.record_mirror_packed(&[("chapters/pk/r9", &["002-packed.md"])]);
+        let mirror = dir.path().join(MIRROR_DIR);
+        assert_eq!(
+            fs::read(mirror.join("chapters/pk/r9/001-m.md")).unwrap(),
+            received.as_bytes()
+        );
         let mirrored = format!("{MIRROR_DIR}/chapters/pk/r9");
         assert_eq!(
             row_meta(&store, &mirrored, "001-m.md"),
             known("chapter", None, "[]")
         );
+        assert_eq!(
+            row_meta(&store, &mirrored, "002-packed.md"),
+            Some((None, None, None))
+        );
+        assert_eq!(
+            row_meta(&store, &format!("{MIRROR_DIR}/artifacts/pk/ab"), "abcd.txt"),
+            None
+        );
+        // Written out of the pack: written, not recorded again.
+        let mut outs = store.mirror_write_outs();
+        outs.write("chapters/pk/r9/002-packed.md", &bytes).unwrap();
+        outs.finish().unwrap();
         assert_eq!(
             row_meta(&store, &mirrored, "002-packed.md"),
             Some((None, None, None))

@@ -120,6 +120,18 @@ impl Reader {
         Ok(Redacted::read_back(bytes, &self.proof))
     }
 
+    /// A blob of the pool this workspace's mirror pulls, by id, for the sync's copy-in into
+    /// the mirror (`Store::mirror_writes`): from the mirror's own objects, or from a local
+    /// pool's before they are fetched in. Those are what the pool's machines' stores
+    /// published — redacted, as the mirror's files (their copies) are.
+    pub fn pulled_blob(
+        &self,
+        pool: &crate::git::GitRepo,
+        id: crate::git::ObjectId,
+    ) -> Result<Redacted<Vec<u8>>, crate::git::GitError> {
+        Ok(Redacted::read_back(pool.read_blob(id)?, &self.proof))
+    }
+
     /// `path` (inside the workspace's mirror) from the packed mirror, when the reader has one.
     fn packed_file(&self, path: &Path) -> Option<std::io::Result<Option<Vec<u8>>>> {
         let packed = self.packed.as_ref()?;

@@ -17,6 +17,7 @@ const PURE: &[&str] = &[
     "src/render/body.rs",
     "src/render/markdown.rs",
     "src/render/yaml.rs",
+    "src/render/frontmatter.rs",
     "src/time.rs",
     "src/pool/plan.rs",
     "src/catalog/score.rs",
@@ -150,6 +151,71 @@ fn only_the_store_records_in_its_catalog() {
     assert!(
         named.is_empty(),
         "a module outside `store` records in the store's catalog (give the write a `Store` method):\n{}",
+        named.join("\n")
+    );
+}
+
+/// The mirror's copies behind `Store`: outside `store` (and the test kit) no function of the
+/// product writes a file with bytes it read from a pool object (`read_blob`, or the reader's
+/// `pulled_blob`) — the sync hands them to `Store::mirror_writes` /
+/// `Store::mirror_write_outs`, which write them and record the received documents. The check
+/// follows a `let` binding of such bytes to a file write in the same function.
+#[test]
+fn only_the_store_writes_the_pools_bytes_into_the_mirror() {
+    const READS: &[&str] = &[".read_blob(", ".pulled_blob("];
+    const WRITES: &[&str] = &["write_atomic", "write_new", "fs::write(", "File::create("];
+    let is_fn = |line: &str| {
+        let t = line.trim_start();
+        let t = t
+            .strip_prefix("pub(crate) ")
+            .or_else(|| t.strip_prefix("pub(super) "))
+            .or_else(|| t.strip_prefix("pub "))
+            .unwrap_or(t);
+        t.starts_with("fn ") || t.starts_with("async fn ")
+    };
+    let names = |line: &str, name: &str| {
+        line.match_indices(name).any(|(at, _)| {
+            let before = line[..at].chars().next_back();
+            let after = line[at + name.len()..].chars().next();
+            !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+        })
+    };
+    let mut named = Vec::new();
+    // The names bound to a pool object's bytes in the function being read.
+    let mut bound: Vec<String> = Vec::new();
+    for_each_product_line(
+        |rel| {
+            rel.starts_with("store")
+                || rel.starts_with("testkit")
+                || rel == std::path::Path::new("git.rs")
+        },
+        |at, line| {
+            if is_fn(line) {
+                bound.clear();
+            }
+            if let Some(rest) = line.trim_start().strip_prefix("let ") {
+                if READS.iter().any(|r| line.contains(r)) {
+                    let rest = rest.strip_prefix("mut ").unwrap_or(rest);
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    if !name.is_empty() {
+                        bound.push(name);
+                    }
+                }
+            }
+            let writes = WRITES.iter().any(|w| line.contains(w));
+            let direct = READS.iter().any(|r| line.contains(r));
+            if writes && (direct || bound.iter().any(|b| names(line, b))) {
+                named.push(format!("{at}: {}", line.trim()));
+            }
+        },
+    );
+    assert!(
+        named.is_empty(),
+        "a module outside `store` writes a pool object's bytes to a file (give the write to `Store::mirror_writes`):\n{}",
         named.join("\n")
     );
 }

@@ -1,31 +1,114 @@
-//! A fast reader of the frontmatter fields the search table keeps ([`DocMeta`]), for the
-//! shapes our writers produce (`render::yaml::FrontmatterWriter`: one `key: value` line each,
-//! plain identifier-like words or double-quoted strings, flow sequences and maps). A first
-//! sync reads every chapter of the pool: a YAML deserializer per document was an eighth of
-//! it. Anything outside those shapes — a comment, a block sequence, an escape our writer
-//! never emits, a duplicate key, a plain word YAML could read as a number, boolean or null —
-//! answers `None`, and the caller parses with YAML as before: the fast path gives the YAML
+//! The one reader of a document's frontmatter fields that the store's catalog and the
+//! search table keep ([`Head`]). Fast for the shapes our writers produce
+//! (`render::yaml::FrontmatterWriter`: one `key: value` line each, plain identifier-like
+//! words or double-quoted strings, flow sequences and maps): a first sync reads every chapter
+//! of the pool, and the archive every document it writes, and a YAML deserializer per
+//! document was an eighth of the one and a tenth of the other. Anything outside those shapes
+//! — a comment, a block sequence, an escape our writer never emits, a duplicate key, a plain
+//! word YAML could read as a number, boolean or null — answers `None`, and the caller parses
+//! with YAML ([`Head::parse_yaml`], or the table's own parse): the fast path gives the YAML
 //! parse's values or nothing. Pure.
 
-use crate::catalog::score::DocMeta;
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
 // The writer's own list: a word it writes plain is one this reader reads plain.
-use crate::render::yaml::RESERVED_WORDS;
+use super::yaml::RESERVED_WORDS;
 
 /// How deep flow collections nest in a value this reader skips (ours: two).
 const MAX_DEPTH: usize = 8;
 
+/// The frontmatter fields the catalog and the search table keep. `title` is required (a
+/// document without one is not a chapter, plan or rule).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Head {
+    pub title: String,
+    pub summary: String,
+    /// `None` when the frontmatter names no kind (the original plugin's chapters).
+    pub kind: Option<String>,
+    pub project_key: String,
+    pub topics: Vec<String>,
+    /// The labels a model gave that the vocabulary did not know (`topicsUnvetted`).
+    pub topics_unvetted: Vec<String>,
+    pub date: Option<String>,
+    pub session_id: Option<String>,
+    pub seq_range: Option<(u64, u64)>,
+    pub id: Option<String>,
+    /// The model that wrote the title: `generated.title.model` when `generated.title.by` is
+    /// `model`.
+    pub title_model: Option<String>,
+}
+
+impl Head {
+    /// The YAML parse of `yaml` (the text between the `---` lines), for what [`read`] does
+    /// not read: the values it would have given, or why there are none.
+    pub fn parse_yaml(yaml: &str) -> Result<Head, String> {
+        let raw: HeadYaml = serde_saphyr::from_str(yaml).map_err(|e| e.to_string())?;
+        let title_model = match raw.generated.and_then(|mut g| g.remove("title")) {
+            Some(Provenance::Fields(title)) => (title.get("by").map(String::as_str)
+                == Some("model"))
+            .then(|| title.get("model").cloned())
+            .flatten(),
+            _ => None,
+        };
+        Ok(Head {
+            title: raw.title,
+            summary: raw.summary,
+            kind: raw.kind,
+            project_key: raw.project_key,
+            topics: raw.topics,
+            topics_unvetted: raw.topics_unvetted,
+            date: raw.date,
+            session_id: raw.session_id,
+            seq_range: raw.seq_range,
+            id: raw.id,
+            title_model,
+        })
+    }
+}
+
+/// [`Head`] as YAML spells it.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct HeadYaml {
+    title: String,
+    #[serde(default)]
+    summary: String,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    project_key: String,
+    #[serde(default)]
+    topics: Vec<String>,
+    #[serde(default)]
+    topics_unvetted: Vec<String>,
+    #[serde(default)]
+    date: Option<String>,
+    #[serde(default)]
+    session_id: Option<String>,
+    #[serde(default)]
+    seq_range: Option<(u64, u64)>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    generated: Option<BTreeMap<String, Provenance>>,
+}
+
+/// One entry of `generated`: a chapter's per-field provenance (`{by, model, at, …}`), or
+/// anything else (a rule's `by: deterministic`), which names no model.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Provenance {
+    Fields(BTreeMap<String, String>),
+    Other(serde::de::IgnoredAny),
+}
+
 /// The fields of `yaml` (the text between the `---` lines, each line ending in `\n`), or
 /// `None` when it is not in the shapes this reader knows.
-pub(super) fn read(yaml: &str) -> Option<DocMeta> {
-    let mut title = None;
-    let mut summary = None;
-    let mut kind = None;
-    let mut project_key = None;
-    let mut topics = None;
-    let mut date = None;
-    let mut session_id = None;
-    let mut seq_range = None;
-    let mut id = None;
+pub fn read(yaml: &str) -> Option<Head> {
+    let mut head = Head::default();
+    let mut has_title = false;
     let mut seen: Vec<&str> = Vec::with_capacity(24);
     let body = yaml.strip_suffix('\n')?;
     for line in body.split('\n') {
@@ -39,32 +122,27 @@ pub(super) fn read(yaml: &str) -> Option<DocMeta> {
             pos: 0,
         };
         match key {
-            "title" => title = Some(at.string()?),
-            "summary" => summary = Some(at.string()?),
-            "kind" => kind = Some(at.string()?),
-            "projectKey" => project_key = Some(at.string()?),
-            "topics" => topics = Some(at.strings()?),
-            "date" => date = Some(at.optional(Cursor::string)?),
-            "sessionId" => session_id = Some(at.optional(Cursor::string)?),
-            "id" => id = Some(at.optional(Cursor::string)?),
-            "seqRange" => seq_range = Some(at.optional(Cursor::pair)?),
+            "title" => {
+                head.title = at.string()?;
+                has_title = true;
+            }
+            "summary" => head.summary = at.string()?,
+            "kind" => head.kind = Some(at.string()?),
+            "projectKey" => head.project_key = at.string()?,
+            "topics" => head.topics = at.strings()?,
+            "topicsUnvetted" => head.topics_unvetted = at.strings()?,
+            "date" => head.date = at.optional(Cursor::string)?,
+            "sessionId" => head.session_id = at.optional(Cursor::string)?,
+            "id" => head.id = at.optional(Cursor::string)?,
+            "seqRange" => head.seq_range = at.optional(Cursor::pair)?,
+            "generated" => head.title_model = at.generated()?,
             _ => at.skip(0)?,
         }
         if !at.done() {
             return None;
         }
     }
-    Some(DocMeta {
-        title: title?,
-        summary: summary.unwrap_or_default(),
-        kind: kind.unwrap_or_else(crate::catalog::score::chapter_kind),
-        project_key: project_key.unwrap_or_default(),
-        topics: topics.unwrap_or_default(),
-        date: date.flatten(),
-        session_id: session_id.flatten(),
-        seq_range: seq_range.flatten(),
-        id: id.flatten(),
-    })
+    has_title.then_some(head)
 }
 
 /// A key as our writers spell them: an ASCII letter, then letters, digits or `_`.
@@ -167,6 +245,59 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// `generated`'s flow map: the model of its `title` entry when that entry is a flow map
+    /// of strings whose `by` is `model`; every other entry checked as [`Cursor::skip`] does.
+    fn generated(&mut self) -> Option<Option<String>> {
+        let mut model = None;
+        self.map(0, |at, key| {
+            if key != "title" || !at.rest().starts_with('{') {
+                return at.skip(1);
+            }
+            let mut fields: Vec<(&str, String)> = Vec::new();
+            at.map(1, |at, key| {
+                fields.push((key, at.string()?));
+                Some(())
+            })?;
+            let get = |k: &str| fields.iter().find(|(f, _)| *f == k).map(|(_, v)| v);
+            if get("by").map(String::as_str) == Some("model") {
+                model = get("model").cloned();
+            }
+            Some(())
+        })?;
+        Some(model)
+    }
+
+    /// A flow map (`{k: v, …}`, keys as [`is_key`] spells them, each once), each value read
+    /// by `value` with its key.
+    fn map(
+        &mut self,
+        depth: usize,
+        mut value: impl FnMut(&mut Self, &'a str) -> Option<()>,
+    ) -> Option<()> {
+        if depth > MAX_DEPTH || !self.eat("{") {
+            return None;
+        }
+        if self.eat("}") {
+            return Some(());
+        }
+        let mut keys: Vec<&str> = Vec::new();
+        loop {
+            let (key, _) = self.rest().split_once(": ")?;
+            if !is_key(key) || keys.contains(&key) {
+                return None;
+            }
+            keys.push(key);
+            self.pos += key.len() + 2;
+            value(self, key)?;
+            if self.eat("}") {
+                return Some(());
+            }
+            if !self.eat(", ") {
+                return None;
+            }
+        }
+    }
+
     /// A value of a key the table does not keep: checked to be one YAML would read
     /// (quoted string, a plain word, a flow sequence or a flow map of those), not kept.
     fn skip(&mut self, depth: usize) -> Option<()> {
@@ -176,28 +307,7 @@ impl<'a> Cursor<'a> {
         match self.rest().as_bytes().first()? {
             b'"' => self.quoted().map(|_| ()),
             b'[' => self.seq(|at| at.skip(depth + 1)),
-            b'{' => {
-                self.pos += 1;
-                if self.eat("}") {
-                    return Some(());
-                }
-                let mut keys: Vec<&str> = Vec::new();
-                loop {
-                    let (key, _) = self.rest().split_once(": ")?;
-                    if !is_key(key) || keys.contains(&key) {
-                        return None;
-                    }
-                    keys.push(key);
-                    self.pos += key.len() + 2;
-                    self.skip(depth + 1)?;
-                    if self.eat("}") {
-                        return Some(());
-                    }
-                    if !self.eat(", ") {
-                        return None;
-                    }
-                }
-            }
+            b'{' => self.map(depth, |at, _| at.skip(depth + 1)),
             _ => {
                 // A number, a float's YAML spelling (`.inf`, `-0.5`) or a word.
                 let word =
@@ -280,16 +390,16 @@ mod tests {
     use super::*;
     use crate::render::yaml::{float, flow_map, flow_seq, scalar, FrontmatterWriter};
 
-    /// The YAML parse the table used alone before: the fast reader's values must be its.
-    fn by_yaml(yaml: &str) -> Result<DocMeta, String> {
-        serde_saphyr::from_str(yaml).map_err(|e| e.to_string())
-    }
-
-    /// Whether the fast reader read `yaml`; when it did, its values are the YAML parse's.
+    /// Whether the fast reader read `yaml`; when it did, its values are the YAML parse's:
+    /// the catalog's fallback ([`Head::parse_yaml`]) and the search table's own
+    /// (`catalog::score::parse_meta`, through the conversion the table makes).
     fn agrees(yaml: &str) -> bool {
         match read(yaml) {
             Some(fast) => {
-                assert_eq!(Ok(fast), by_yaml(yaml), "{yaml}");
+                assert_eq!(Ok(fast.clone()), Head::parse_yaml(yaml), "{yaml}");
+                let table: Result<crate::catalog::score::DocMeta, String> =
+                    serde_saphyr::from_str(yaml).map_err(|e| e.to_string());
+                assert_eq!(Ok(fast.into()), table, "{yaml}");
                 true
             }
             None => false,
@@ -320,6 +430,7 @@ mod tests {
             ("score", float(0.75)),
         ])]);
         fm.strings("topics", &[v, "auth"])
+            .strings("topicsUnvetted", &[v])
             .uint("continues", 7)
             .uint("messages", 12)
             .uint("tokens", 3000)
@@ -337,7 +448,15 @@ mod tests {
             .raw(
                 "generated",
                 &flow_map(&[
-                    ("title", flow_map(&[("by", "deterministic".to_owned())])),
+                    (
+                        "title",
+                        flow_map(&[
+                            ("by", "model".to_owned()),
+                            ("model", scalar(v)),
+                            ("at", scalar("2026-12-03T10:00:00Z")),
+                            ("previousBy", "deterministic".to_owned()),
+                        ]),
+                    ),
                     (
                         "summary",
                         flow_map(&[
@@ -391,14 +510,106 @@ mod tests {
         assert!(agrees("title: t\n"));
         let meta = read(&chapter("plain", None)).expect("read");
         assert_eq!(
-            (meta.kind.as_str(), meta.seq_range, meta.date, meta.topics),
             (
-                "chapter",
+                meta.kind.as_deref(),
+                meta.seq_range,
+                meta.date,
+                meta.topics,
+                meta.topics_unvetted,
+                meta.title_model.as_deref()
+            ),
+            (
+                Some("chapter"),
                 Some((0, 19)),
                 None,
-                vec!["plain".to_owned(), "auth".to_owned()]
+                vec!["plain".to_owned(), "auth".to_owned()],
+                vec!["plain".to_owned()],
+                Some("plain")
             )
         );
+    }
+
+    /// The fields the catalog keeps (`kind`, `topicsUnvetted`, the title's model), read fast
+    /// where the writer's shapes hold and through YAML where they do not, to the same values.
+    #[test]
+    fn the_catalogs_fields_are_read_fast_or_by_yaml_to_the_same_values() {
+        let generated = |by: &str, model: &str| {
+            format!("generated: {{title: {{by: {by}, model: {model}, at: \"2026-12-03T10:00:00Z\"}}, summary: {{by: deterministic}}}}\n")
+        };
+        let model_head = |title: &str, unvetted: &str| {
+            format!(
+                "title: {title}\nkind: chapter\ntopics: [a, \"认证\"]\ntopicsUnvetted: {unvetted}\n{}",
+                generated("model", "\"qwen2.5:7b\"")
+            )
+        };
+        // Read fast: quoted, plain and Chinese values, empty and flow lists.
+        for (yaml, unvetted, model) in [
+            (
+                model_head("\"修复 登录\"", "[\"认证\"]"),
+                vec!["认证"],
+                Some("qwen2.5:7b"),
+            ),
+            (model_head("plain", "[]"), vec![], Some("qwen2.5:7b")),
+            (
+                format!(
+                    "title: t\nkind: chapter\n{}",
+                    generated("deterministic", "m")
+                ),
+                vec![],
+                None,
+            ),
+            // A model titled it but names none; a rule's provenance is no map of fields.
+            (
+                "title: t\ngenerated: {title: {by: model}}\n".to_owned(),
+                vec![],
+                None,
+            ),
+            (
+                "title: t\nkind: rule\ngenerated: {by: deterministic}\n".to_owned(),
+                vec![],
+                None,
+            ),
+        ] {
+            let fast = read(&yaml).unwrap_or_else(|| panic!("not read fast: {yaml}"));
+            assert!(agrees(&yaml));
+            assert_eq!(fast.topics_unvetted, unvetted, "{yaml}");
+            assert_eq!(fast.title_model.as_deref(), model, "{yaml}");
+        }
+        // Absent fields: no kind, no unvetted labels, no model.
+        let bare = read("title: t\n").expect("read");
+        assert_eq!(
+            (bare.kind, bare.topics_unvetted, bare.title_model),
+            (None, Vec::<String>::new(), None)
+        );
+        // Not the writer's shape (block lists, CRLF, a comment, a number for a model, a
+        // hand-edited provenance): the YAML parse reads them.
+        for (yaml, unvetted, model) in [
+            (
+                "title: t\nkind: chapter\ntopicsUnvetted:\n  - 认证\n  - b\ngenerated:\n  title: {by: model, model: m}\n",
+                vec!["认证", "b"],
+                Some("m"),
+            ),
+            (
+                "title: t\r\nkind: chapter\r\ntopicsUnvetted: [x]\r\ngenerated: {title: {by: model, model: m}}\r\n",
+                vec!["x"],
+                Some("m"),
+            ),
+            (
+                "title: t  # edited\ntopicsUnvetted: ['y']\ngenerated: {title: {by: 'model', model: \"m\"}}\n",
+                vec!["y"],
+                Some("m"),
+            ),
+            (
+                "title: t\ngenerated: {title: {by: model, model: m, note: [1, 2]}}\n",
+                vec![],
+                None,
+            ),
+        ] {
+            assert!(read(yaml).is_none(), "read fast: {yaml:?}");
+            let slow = Head::parse_yaml(yaml).unwrap_or_else(|e| panic!("{yaml:?}: {e}"));
+            assert_eq!(slow.topics_unvetted, unvetted, "{yaml:?}");
+            assert_eq!(slow.title_model.as_deref(), model, "{yaml:?}");
+        }
     }
 
     #[test]
@@ -444,7 +655,7 @@ mod tests {
 
     #[test]
     fn a_frontmatter_changed_anywhere_is_read_as_yaml_reads_it_or_not_at_all() {
-        let base = "title: \"Fix \\\"it\\\" \\u00e9\"\nsummary: s\nkind: chapter\ndate: null\ntopics: [a-b, \"c d\"]\nseqRange: [3, 9]\nid: r1\ngenerated: {t: {by: x}, n: [1, .5, -2]}\n";
+        let base = "title: \"Fix \\\"it\\\" \\u00e9\"\nsummary: s\nkind: chapter\ndate: null\ntopics: [a-b, \"c d\"]\ntopicsUnvetted: [a-b]\nseqRange: [3, 9]\nid: r1\ngenerated: {title: {by: model, model: \"m 1\"}, n: [1, .5, -2]}\n";
         assert!(agrees(base), "the base is read fast");
         let marks = [
             ' ', '"', '\\', ':', '#', '[', ']', '{', '}', ',', '-', '\n', '\t', '0', 'a', '\'',
