@@ -496,12 +496,38 @@ impl GitRepo {
         if old == Some(new) {
             return Ok(());
         }
+        for (name, oid, is_tree, was) in self.changed_entries(old, new)? {
+            let name = name.to_str().map_err(|_| GitError::NonUtf8Path {
+                repo: self.git_dir.clone(),
+                tree: new,
+                path: format!("{prefix}{}", name.to_str_lossy()),
+            })?;
+            let path = format!("{prefix}{name}");
+            if is_tree {
+                let old_sub = was.filter(|(_, is_tree)| *is_tree).map(|(id, _)| id);
+                self.changed_under(&format!("{path}/"), old_sub, oid, each)?;
+            } else if was != Some((oid, false)) {
+                each(path, oid)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The entries of tree `new` (name, id, whether a tree, and what `old` holds at that name)
+    /// that differ from `old`'s (all of them for `None`), submodules' commits left out. Owned,
+    /// so the trees' bytes are not held while their subtrees are walked; an entry the change
+    /// left alone (most of a folder of 2,000 sessions) costs a comparison.
+    #[allow(clippy::type_complexity)]
+    fn changed_entries(
+        &self,
+        old: Option<ObjectId>,
+        new: ObjectId,
+    ) -> Result<Vec<(gix::bstr::BString, ObjectId, bool, Option<(ObjectId, bool)>)>, GitError> {
         let (old, old_data) = self.tree_or_empty(old)?;
         let before = self.decode_tree(old, &old_data)?.entries;
         let data = self.read_kind(new, Kind::Tree, "tree")?;
         let after = self.decode_tree(new, &data)?.entries;
         let found = matches(&before, &after);
-        // Owned, so the trees' bytes are not held while their subtrees are walked.
         let mut entries = Vec::new();
         for (k, entry) in after.iter().enumerate() {
             if entry.mode.is_commit() {
@@ -509,26 +535,73 @@ impl GitRepo {
             }
             let was = found[k].map(|b| (before[b].oid.to_owned(), before[b].mode.is_tree()));
             let is_tree = entry.mode.is_tree();
-            // An entry the change left alone (most of a folder of 2,000 sessions): no name.
             if was == Some((entry.oid.to_owned(), is_tree)) {
                 continue;
             }
-            let name = entry.filename.to_str().map_err(|_| GitError::NonUtf8Path {
-                repo: self.git_dir.clone(),
-                tree: new,
-                path: format!("{prefix}{}", entry.filename.to_str_lossy()),
-            })?;
-            entries.push((name.to_owned(), entry.oid.to_owned(), is_tree, was));
+            entries.push((
+                entry.filename.to_owned(),
+                entry.oid.to_owned(),
+                is_tree,
+                was,
+            ));
         }
-        drop((before, after));
-        drop((old_data, data));
-        for (name, oid, is_tree, was) in entries {
-            let path = format!("{prefix}{name}");
+        Ok(entries)
+    }
+
+    /// The objects `new` reaches that `old` may lack, for a publish's pack: the commits from
+    /// `new` back to `old` along single parents (at most `MAX_CHAIN`), and in each one's tree
+    /// every tree and blob whose id differs from its parent's at the same path — a superset
+    /// of what `old` lacks (an object `old` holds at another path may be named again), found
+    /// by walking only the trees that changed. `None` when there is no such chain (a merge, a
+    /// first publish, a longer history): then git's own walk decides.
+    pub fn objects_since(
+        &self,
+        old: Option<ObjectId>,
+        new: ObjectId,
+    ) -> Result<Option<Vec<ObjectId>>, GitError> {
+        const MAX_CHAIN: usize = 16;
+        let Some(old) = old else {
+            return Ok(None);
+        };
+        let mut out = Vec::new();
+        let mut commit = new;
+        for _ in 0..MAX_CHAIN {
+            if commit == old {
+                return Ok(Some(out));
+            }
+            let data = self.read_kind(commit, Kind::Commit, "commit")?;
+            let decoded = self.decode_commit(commit, &data)?;
+            let mut parents = decoded.parents();
+            let (Some(parent), None) = (parents.next(), parents.next()) else {
+                return Ok(None);
+            };
+            let tree = decoded.tree();
+            out.push(commit);
+            let parent_tree = self.commit_tree(parent)?;
+            self.changed_objects(Some(parent_tree), tree, &mut out)?;
+            commit = parent;
+        }
+        Ok((commit == old).then_some(out))
+    }
+
+    /// `new` and, under it, the trees and blobs whose ids differ from `old`'s at the same
+    /// path (all of them when `old` is `None`), appended to `out`.
+    fn changed_objects(
+        &self,
+        old: Option<ObjectId>,
+        new: ObjectId,
+        out: &mut Vec<ObjectId>,
+    ) -> Result<(), GitError> {
+        if old == Some(new) {
+            return Ok(());
+        }
+        out.push(new);
+        for (_, oid, is_tree, was) in self.changed_entries(old, new)? {
             if is_tree {
                 let old_sub = was.filter(|(_, is_tree)| *is_tree).map(|(id, _)| id);
-                self.changed_under(&format!("{path}/"), old_sub, oid, each)?;
-            } else if was != Some((oid, false)) {
-                each(path, oid)?;
+                self.changed_objects(old_sub, oid, out)?;
+            } else {
+                out.push(oid);
             }
         }
         Ok(())
@@ -2196,6 +2269,98 @@ mod tests {
             0,
             "nothing left to copy"
         );
+    }
+
+    /// What a publish's pack lists instead of git's walk holds every object the walk finds
+    /// (`rev-list --objects new ^old`) — new sessions, a chapter added deep in a folder, a
+    /// file turned into a folder, two commits at once — and no more than the changed paths'.
+    #[test]
+    fn objects_since_holds_every_object_git_walks_to() {
+        use std::collections::BTreeSet;
+        let (_dir, repo) = new_bare();
+        let files: Vec<(String, String)> = (0..20)
+            .map(|n| {
+                (
+                    format!("chapters/pk/s{n:02}/001.md"),
+                    format!("chapter {n}"),
+                )
+            })
+            .chain([("project.yml".to_string(), "key".to_string())])
+            .collect();
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        let first = commit_files(&repo, None, &refs, T0);
+        assert_eq!(repo.objects_since(None, first).expect("first"), None);
+        let second = commit_files(
+            &repo,
+            Some(first),
+            &[
+                ("chapters/pk/s99/001.md", "new"),
+                ("chapters/pk/s05/002.md", "more"),
+            ],
+            T0 + 1,
+        );
+        let third = commit_files(
+            &repo,
+            Some(second),
+            &[
+                ("project.yml/inner.md", "now a tree"),
+                // Bytes `old` already holds elsewhere: named again, harmlessly.
+                ("chapters/pk/s06/002.md", "chapter 3"),
+            ],
+            T0 + 2,
+        );
+        for (old, new) in [(first, second), (second, third), (first, third)] {
+            let listed = repo
+                .objects_since(Some(old), new)
+                .expect("objects")
+                .expect("a chain of single parents");
+            let walked: BTreeSet<String> = git(
+                repo.path(),
+                &[
+                    "rev-list",
+                    "--objects",
+                    &new.to_string(),
+                    &format!("^{old}"),
+                ],
+            )
+            .lines()
+            .map(|line| line[..40].to_owned())
+            .collect();
+            let listed_hex: BTreeSet<String> = listed.iter().map(|id| id.to_string()).collect();
+            assert!(
+                walked.is_subset(&listed_hex),
+                "{old}..{new}: git walks to {:?} too",
+                walked.difference(&listed_hex).collect::<Vec<_>>()
+            );
+            // Anything more is an object `old` holds (the repeated bytes), named again.
+            let in_old: BTreeSet<String> =
+                git(repo.path(), &["rev-list", "--objects", &old.to_string()])
+                    .lines()
+                    .map(|line| line[..40].to_owned())
+                    .collect();
+            let extra: Vec<&String> = listed_hex.difference(&walked).collect();
+            assert!(extra.iter().all(|id| in_old.contains(*id)), "{extra:?}");
+            assert_eq!(extra.len(), usize::from(new == third), "{extra:?}");
+            assert_eq!(listed.len(), listed_hex.len(), "each once");
+        }
+        // A merge is left to git's walk.
+        let side = commit_files(&repo, Some(first), &[("side.md", "side")], T0 + 3);
+        let merge = repo
+            .write_commit(
+                repo.commit_tree(third).expect("tree"),
+                &[third, side],
+                NAME,
+                EMAIL,
+                T0 + 4,
+                &echoed_text("merge"),
+            )
+            .expect("merge");
+        assert_eq!(repo.objects_since(Some(third), merge).expect("merge"), None);
+        // So is a history that does not reach `old`.
+        assert_eq!(repo.objects_since(Some(side), third).expect("apart"), None);
     }
 
     #[test]

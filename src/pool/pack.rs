@@ -116,16 +116,27 @@ pub struct Packed {
 /// filesystem that holds `old` and everything it reaches (a local pool's packed mirror) gets
 /// the publish's pack too, linked ([`share_pack`]) — so it holds `new` without a `git fetch`.
 /// A pack that cannot be linked is only reported (`shared: false`): the mirror fetches it.
+/// `objects`: what `new` brings, named by the caller (`GitRepo::objects_since`, a superset
+/// of what `old` lacks): packed as listed, without git's walk of `new`'s trees against
+/// `old`'s (~6 ms of a +10 at 100,000 chapters, whose trees of 2,000 sessions are parsed
+/// twice); `None`: git walks.
 pub fn after_publish(
     git_dir: &Path,
     new: ObjectId,
     old: Option<ObjectId>,
+    objects: Option<&[ObjectId]>,
     share: Option<&Path>,
 ) -> Result<Packed, PackError> {
-    let mut revs = format!("{new}\n");
-    if let Some(old) = old {
-        revs.push_str(&format!("^{old}\n"));
-    }
+    let (revs, walk) = match objects {
+        Some(ids) => (ids.iter().map(|id| format!("{id}\n")).collect(), false),
+        None => {
+            let mut revs = format!("{new}\n");
+            if let Some(old) = old {
+                revs.push_str(&format!("^{old}\n"));
+            }
+            (revs, true)
+        }
+    };
     // No delta search (`--window=0`): a publish's objects are new chapters and the trees,
     // pages and ledgers that changed, whose old versions (the good bases) are in other packs,
     // out of reach without a thin pack. Searching among its own cost ~20 ms of a +10 at
@@ -133,11 +144,12 @@ pub fn after_publish(
     // and it hurt later: a roll-up keeps a stored delta as it is but searches whole objects,
     // so objects kept whole roll up against their versions of the other publishes (four
     // publishes of that pool: 234 KB rolled up, 403 KB from packs searched one by one).
-    let name = pack_objects(
-        git_dir,
-        &["--revs", "--window=0", "--delta-base-offset", "-q"],
-        revs.as_bytes(),
-    )?;
+    let options: &[&str] = if walk {
+        &["--revs", "--window=0", "--delta-base-offset", "-q"]
+    } else {
+        &["--window=0", "--delta-base-offset", "-q"]
+    };
+    let name = pack_objects(git_dir, options, revs.as_bytes())?;
     flush(git_dir)?;
     // Linked before a roll-up below can replace the publish's pack.
     let shared = share.is_some_and(|to| match share_pack(git_dir, &format!("pack-{name}"), to) {
@@ -863,7 +875,7 @@ mod tests {
         let head = commit(&repo, 0, None);
         repo.cas_ref("refs/heads/main", None, head, "publish")
             .expect("cas");
-        after_publish(&path, head, None, None).expect("pack");
+        after_publish(&path, head, None, None, None).expect("pack");
         let dir = pack_dir(&path);
         let now = std::time::SystemTime::now();
         let old = now - STALE_GIT_TEMP - std::time::Duration::from_secs(60);
@@ -920,7 +932,17 @@ mod tests {
             let new = commit(&repo, n, head);
             repo.cas_ref("refs/heads/main", head, new, "publish")
                 .expect("cas");
-            let packed = after_publish(&path, new, head, Some(&mirror_path)).expect("pack");
+            // Every other publish packs the objects it names (`objects_since`), the others
+            // what git's walk finds: the mirror's check below holds for both.
+            let objects = if n % 2 == 1 {
+                let objects = repo.objects_since(head, new).expect("objects");
+                assert!(objects.is_some(), "publish {n}: one commit on its parent");
+                objects
+            } else {
+                None
+            };
+            let packed = after_publish(&path, new, head, objects.as_deref(), Some(&mirror_path))
+                .expect("pack");
             assert!(packed.shared, "publish {n} linked into the mirror");
             mirror
                 .set_ref("refs/remotes/pool/main", new, "publish")
@@ -973,7 +995,7 @@ mod tests {
         let holey = commit(&repo, 41, Some(loose));
         repo.cas_ref("refs/heads/main", Some(loose), holey, "publish")
             .expect("cas");
-        after_publish(&path, holey, Some(loose), None).expect("pack");
+        after_publish(&path, holey, Some(loose), None, None).expect("pack");
         let refreshed = tmp.path().join("refreshed.git");
         GitRepo::init_bare(&refreshed).expect("init refreshed");
         share_packs(&path, &refreshed).expect("share");
@@ -1045,7 +1067,7 @@ mod tests {
                 .expect("cas");
             let before: std::collections::BTreeSet<String> =
                 pack_files(&path).expect("packs").into_iter().collect();
-            let packed = after_publish(&path, new, head, None).expect("pack");
+            let packed = after_publish(&path, new, head, None, None).expect("pack");
             head = Some(new);
             if packed.rolled_up == 0 && !packed.consolidated {
                 let own: Vec<String> = pack_files(&path)
@@ -1081,7 +1103,7 @@ mod tests {
             let new = commit(&repo, n, head);
             repo.cas_ref("refs/heads/main", head, new, "publish")
                 .expect("cas");
-            let packed = after_publish(&path, new, head, None).expect("pack");
+            let packed = after_publish(&path, new, head, None, None).expect("pack");
             roll_ups += usize::from(packed.rolled_up > 0);
             whole += usize::from(packed.consolidated);
             head = Some(new);
@@ -1201,7 +1223,7 @@ mod tests {
             .expect("commit");
         repo.cas_ref("refs/heads/main", None, first, "publish")
             .expect("cas");
-        after_publish(&path, first, None, None).expect("pack");
+        after_publish(&path, first, None, None, None).expect("pack");
         let mut head = Some(first);
         // A pack of one object nothing reaches: the smallest, so rolled up first.
         let stray = repo.write_blob(b"in flight\n").expect("blob");
@@ -1212,7 +1234,7 @@ mod tests {
             let new = commit(&repo, n, head);
             repo.cas_ref("refs/heads/main", head, new, "publish")
                 .expect("cas");
-            let packed = after_publish(&path, new, head, None).expect("pack");
+            let packed = after_publish(&path, new, head, None, None).expect("pack");
             assert!(!packed.consolidated);
             rolled += packed.rolled_up;
             head = Some(new);
@@ -1271,7 +1293,7 @@ mod tests {
             repo.cas_ref("refs/heads/main", head, new, "publish")
                 .expect("cas");
             let before = pack_files(&path).expect("packs");
-            after_publish(&path, new, head, None).expect("pack");
+            after_publish(&path, new, head, None, None).expect("pack");
             let after = pack_files(&path).expect("packs");
             stems.extend(after.into_iter().filter(|s| !before.contains(s)));
             head = Some(new);

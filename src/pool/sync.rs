@@ -391,7 +391,14 @@ impl LocalPool {
             .ok()
             .filter(|m| expected.is_none_or(|old| m.has_object(old)));
         let share = mirror.as_ref().map(GitRepo::path);
-        match crate::pool::pack::after_publish(pool.path(), commit, expected, share) {
+        let objects = published_objects(pool, commit, expected);
+        match crate::pool::pack::after_publish(
+            pool.path(),
+            commit,
+            expected,
+            objects.as_deref(),
+            share,
+        ) {
             Ok(packed) => {
                 let Some(mirror) = mirror.filter(|_| packed.shared) else {
                     return;
@@ -450,9 +457,25 @@ impl Provider for NetworkPool {
 /// failure here leaves a correct loose repository, logged and retried by the next publish's
 /// consolidation.
 fn pack_published(repo: &GitRepo, commit: ObjectId, expected: Option<ObjectId>) {
-    if let Err(e) = crate::pool::pack::after_publish(repo.path(), commit, expected, None) {
+    let objects = published_objects(repo, commit, expected);
+    if let Err(e) =
+        crate::pool::pack::after_publish(repo.path(), commit, expected, objects.as_deref(), None)
+    {
         tracing::warn!(error = %e, "could not pack the objects of a publish");
     }
+}
+
+/// What a publish from `expected` to `commit` brings, as `GitRepo::objects_since` names it
+/// from the trees that changed; `None` (git's walk decides) when it cannot say.
+fn published_objects(
+    repo: &GitRepo,
+    commit: ObjectId,
+    expected: Option<ObjectId>,
+) -> Option<Vec<ObjectId>> {
+    repo.objects_since(expected, commit).unwrap_or_else(|e| {
+        tracing::info!(error = %e, "a publish's objects are left to git's walk");
+        None
+    })
 }
 
 /// The mirror repository, created when absent, rebuilt when damaged (it is transport).
