@@ -30,12 +30,7 @@ const GROWING_FROM: usize = 4 << 10;
 impl NameList {
     pub fn push(&mut self, name: &str) {
         debug_assert!(!name.contains('\n'), "a name a line");
-        let needed = self.text.len() + name.len() + 1;
-        if needed > self.text.capacity() && needed > GROWING_FROM {
-            // Past a few KiB, straight to the reserve (then doubling, which maps it anew).
-            self.text
-                .reserve(GROWING_RESERVE.max(needed) - self.text.len());
-        }
+        reserve_growing(&mut self.text, name.len() + 1);
         self.text.push_str(name);
         self.text.push('\n');
         self.len += 1;
@@ -61,6 +56,16 @@ impl NameList {
     pub fn clear(&mut self) {
         self.text.clear();
         self.len = 0;
+    }
+}
+
+/// Room for `additional` more bytes in a text that grows with the session (a [`NameList`],
+/// `store::catalog::MetaList`): past a few KiB, straight to [`GROWING_RESERVE`] (then
+/// doubling, which maps it anew).
+pub fn reserve_growing(text: &mut String, additional: usize) {
+    let needed = text.len() + additional;
+    if needed > text.capacity() && needed > GROWING_FROM {
+        text.reserve(GROWING_RESERVE.max(needed) - text.len());
     }
 }
 

@@ -187,6 +187,13 @@ impl<T> Redacted<T> {
 }
 
 impl<T> Redacted<T> {
+    /// `other` folded into this value by `f`, a plain `fn` as in [`Redacted::derive`]: both
+    /// are redacted, so is the result (a list that grows one redacted item at a time, kept
+    /// in one block rather than a `Redacted` per item).
+    pub fn absorb<U>(&mut self, other: &Redacted<U>, f: fn(&mut T, &U)) {
+        f(&mut self.0, &other.0)
+    }
+
     /// Two redacted values as one (an answer built from a read-back document and a query
     /// echoed through the rules).
     pub fn zip<U>(self, other: Redacted<U>) -> Redacted<(T, U)> {

@@ -293,9 +293,77 @@ fn open_or_create(store_dir: &Path) -> Result<(Connection, Option<(u64, u64)>), 
     Ok((conn, inode(&path)))
 }
 
+/// The page cache of the kept recording connection, KiB.
+const WRITER_CACHE_KIB: i64 = 256;
+
 /// One row of a record: folder, file name, the (length, mtime in ns) seen, and the
-/// document's metadata when the writer knows it.
-type Row<'a> = (&'a str, &'a str, Option<(u64, i64)>, Option<&'a RowMeta>);
+/// document's metadata columns when the writer knows it.
+type Row<'a> = (&'a str, &'a str, Option<(u64, i64)>, Option<Columns<'a>>);
+
+/// A document's metadata as a row's `kind`, `title_model` and `vetted` (JSON list) columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Columns<'a> {
+    kind: &'a str,
+    title_model: Option<&'a str>,
+    vetted: &'a str,
+}
+
+/// Many documents' metadata, in order, as their rows' columns back to back in one text: an
+/// archive of thousands of documents keeps ~80 bytes each in one block (grown as
+/// `names::NameList` grows) instead of a `RowMeta` of about seven blocks each, long-lived
+/// among its threads' transient ones (peak memory grew with the session by ~0.4 KiB a
+/// document). Built as `Redacted<MetaList>` by `Redacted::absorb` of each `Redacted<RowMeta>`.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct MetaList {
+    text: String,
+    /// Per document, where its `kind`, its `title_model` (when it has one) and its `vetted`
+    /// text end in `text`.
+    ends: Vec<(usize, Option<usize>, usize)>,
+}
+
+impl MetaList {
+    /// One document's metadata after the others (a [`Redacted::absorb`](crate::redact::Redacted::absorb) function).
+    pub fn push(&mut self, meta: &RowMeta) {
+        let vetted = meta.vetted_text();
+        let title = meta.title_model.as_deref().unwrap_or("");
+        crate::names::reserve_growing(&mut self.text, meta.kind.len() + title.len() + vetted.len());
+        self.text.push_str(&meta.kind);
+        let kind = self.text.len();
+        self.text.push_str(title);
+        let title = meta.title_model.as_ref().map(|_| self.text.len());
+        self.text.push_str(&vetted);
+        self.ends.push((kind, title, self.text.len()));
+    }
+
+    /// The list of one document's metadata (a [`Redacted::derive`](crate::redact::Redacted::derive) function).
+    pub fn of_one(meta: &RowMeta) -> MetaList {
+        let mut list = MetaList::default();
+        list.push(meta);
+        list
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    fn columns(&self) -> impl Iterator<Item = Columns<'_>> + Clone {
+        let mut start = 0;
+        self.ends.iter().map(move |&(kind, title, vetted)| {
+            let after_title = title.unwrap_or(kind);
+            let columns = Columns {
+                kind: &self.text[start..kind],
+                title_model: title.map(|end| &self.text[kind..end]),
+                vetted: &self.text[after_title..vetted],
+            };
+            start = vetted;
+            columns
+        })
+    }
+}
 
 /// What readers need of a document, read from its redacted text by the one frontmatter
 /// reader (`render::frontmatter`: fast for the writers' shapes, YAML otherwise): a row's
@@ -452,31 +520,74 @@ impl Writer {
         docs: &[(&str, &str, Option<&crate::redact::Redacted<RowMeta>>)],
         presence: Presence,
     ) {
-        if docs.is_empty() {
-            return;
-        }
-        // Stat outside the transaction: no file I/O while holding SQLite's write lock.
-        let workspace = store_dir.parent().unwrap_or(store_dir);
-        let rows: Vec<Row<'_>> = docs
+        let vetted: Vec<Option<String>> = docs
             .iter()
-            .map(|(folder, name, meta)| {
-                let seen = match presence {
-                    Presence::Written => fs::metadata(workspace.join(folder).join(name))
-                        .ok()
-                        .map(|m| seen(&m)),
-                    Presence::Removed => None,
-                };
-                (*folder, *name, seen, meta.map(|m| m.get()))
+            .map(|(_, _, meta)| meta.map(|m| m.vetted_text()))
+            .collect();
+        let docs = docs
+            .iter()
+            .zip(&vetted)
+            .map(|((folder, name, meta), vetted)| {
+                let columns = meta.zip(vetted.as_deref()).map(|(m, vetted)| Columns {
+                    kind: &m.kind,
+                    title_model: m.title_model.as_deref(),
+                    vetted,
+                });
+                (*folder, *name, columns)
+            });
+        self.record_rows(store_dir, docs, presence);
+    }
+
+    /// [`Writer::record_documents`] of the documents a group wrote into `folder`: their
+    /// names and metadata in the same order.
+    pub(crate) fn record_listed(
+        &mut self,
+        store_dir: &Path,
+        folder: &str,
+        names: &crate::names::NameList,
+        metas: &crate::redact::Redacted<MetaList>,
+    ) {
+        debug_assert_eq!(names.len(), metas.len(), "a name per metadata");
+        let docs = names
+            .iter()
+            .zip(metas.columns())
+            .map(|(name, columns)| (folder, name, Some(columns)));
+        self.record_rows(store_dir, docs, Presence::Written);
+    }
+
+    fn record_rows<'a>(
+        &mut self,
+        store_dir: &Path,
+        docs: impl Iterator<Item = (&'a str, &'a str, Option<Columns<'a>>)> + Clone,
+        presence: Presence,
+    ) {
+        // Stat outside the transaction: no file I/O while holding SQLite's write lock. Only
+        // what was seen is collected (24 bytes a document): the rows are made from `docs`
+        // again as they are written.
+        let workspace = store_dir.parent().unwrap_or(store_dir);
+        let seen: Vec<Option<(u64, i64)>> = docs
+            .clone()
+            .map(|(folder, name, _)| match presence {
+                Presence::Written => fs::metadata(workspace.join(folder).join(name))
+                    .ok()
+                    .map(|m| seen(&m)),
+                Presence::Removed => None,
             })
             .collect();
+        if seen.is_empty() {
+            return;
+        }
+        let rows = docs
+            .zip(&seen)
+            .map(|((folder, name, columns), seen)| (folder, name, *seen, columns));
         let path = catalog_path(store_dir);
         self.path.clone_from(&path);
-        let mut outcome = self.try_record(store_dir, &rows, presence);
+        let mut outcome = self.try_record(store_dir, rows.clone(), presence);
         // The file was replaced under the connection (removed after a failure elsewhere,
         // made anew by another process): the record went to a file no reader opens.
         if outcome.is_ok() && self.open.as_ref().map(|(_, ino)| *ino) != Some(inode(&path)) {
             self.close();
-            outcome = self.try_record(store_dir, &rows, presence);
+            outcome = self.try_record(store_dir, rows, presence);
         }
         if let Err(e) = outcome {
             self.close();
@@ -484,10 +595,10 @@ impl Writer {
         }
     }
 
-    fn try_record(
+    fn try_record<'a>(
         &mut self,
         store_dir: &Path,
-        rows: &[Row<'_>],
+        rows: impl Iterator<Item = Row<'a>>,
         presence: Presence,
     ) -> Result<(), CatalogError> {
         let path = catalog_path(store_dir);
@@ -500,14 +611,27 @@ impl Writer {
         }
         let (conn, _) = match &mut self.open {
             Some(open) => open,
-            None => self.open.insert(open_or_create(store_dir)?),
+            None => {
+                let (conn, ino) = open_or_create(store_dir)?;
+                // A negative size is in KiB (SQLite's default, 2,000 KiB, held a page of
+                // the whole catalog: an archive's one record of thousands of rows grew the
+                // run's peak memory by the catalog's size). Past it, a transaction's pages
+                // spill to the WAL.
+                conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)
+                    .map_err(sql(&path))?;
+                self.open.insert((conn, ino))
+            }
         };
         write_rows(conn, rows, presence).map_err(sql(&path))
     }
 }
 
 /// One transaction: every row the next revision; tombstones pruned past the bound.
-fn write_rows(conn: &mut Connection, rows: &[Row<'_>], presence: Presence) -> rusqlite::Result<()> {
+fn write_rows<'a>(
+    conn: &mut Connection,
+    rows: impl Iterator<Item = Row<'a>>,
+    presence: Presence,
+) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let (_, revision, _) = read_meta(&tx)?;
     let revision = revision + 1;
@@ -527,9 +651,9 @@ fn write_rows(conn: &mut Connection, rows: &[Row<'_>], presence: Presence) -> ru
                 i64::from(presence == Presence::Written),
                 seen.map(|(len, _)| len as i64),
                 seen.map(|(_, mtime)| mtime),
-                meta.map(|m| m.kind.as_str()),
-                meta.and_then(|m| m.title_model.as_deref()),
-                meta.map(RowMeta::vetted_text),
+                meta.map(|m| m.kind),
+                meta.and_then(|m| m.title_model),
+                meta.map(|m| m.vetted),
             ])?;
         }
     }
@@ -1027,11 +1151,98 @@ mod tests {
         }
     }
 
+    /// A temp dir and the store folder made in it.
+    fn a_store() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = dir.path().join(".dsh-chapters");
+        fs::create_dir_all(&store).expect("mkdir");
+        (dir, store)
+    }
+
+    #[test]
+    fn a_listed_record_writes_each_documents_own_columns() {
+        let (dir, store) = a_store();
+        let store = &store;
+        let folder = ".dsh-chapters/r/chapters";
+        // With a title's model and without, and a document no frontmatter reader reads
+        // (`other`, nothing vetted).
+        let metas = [
+            meta("chapter", None),
+            meta("plan", Some("m-1")),
+            meta("chapter", Some("m-2")),
+            crate::redact::echoed_text("no frontmatter").derive(RowMeta::read),
+        ];
+        let mut list = metas[0].derive(MetaList::of_one);
+        for m in &metas[1..] {
+            list.absorb(m, MetaList::push);
+        }
+        let mut names = crate::names::NameList::default();
+        for name in ["001-a.md", "plan-001-p.md", "002-b.md", "003-c.md"] {
+            names.push(name);
+        }
+        let mut w = Writer::default();
+        w.record_listed(store, folder, &names, &list);
+        // A listed record's rows are those of one `RowMeta` each.
+        let listed = session_docs_unfilled(store);
+        let mut w2 = Writer::default();
+        let other = &dir.path().join("other");
+        fs::create_dir_all(other).expect("mkdir");
+        let docs: Vec<_> = names
+            .iter()
+            .zip(&metas)
+            .map(|(name, m)| (folder, name, Some(m)))
+            .collect();
+        w2.record_documents(other, &docs, Presence::Written);
+        assert_eq!(listed, session_docs_unfilled(other));
+        let row = |name: &str| {
+            let (_, kind, model, vetted) = listed.iter().find(|r| r.0 == name).expect("a row");
+            (kind.as_deref(), model.as_deref(), vetted.as_deref())
+        };
+        assert_eq!(listed.len(), 4);
+        assert_eq!(row("001-a.md"), (Some("chapter"), None, Some(r#"["a"]"#)));
+        assert_eq!(
+            row("plan-001-p.md"),
+            (Some("plan"), Some("m-1"), Some(r#"["a"]"#))
+        );
+        assert_eq!(
+            row("002-b.md"),
+            (Some("chapter"), Some("m-2"), Some(r#"["a"]"#))
+        );
+        assert_eq!(row("003-c.md"), (Some("other"), None, Some("[]")));
+    }
+
+    /// A row's (name, kind, title model, vetted).
+    type RowText = (String, Option<String>, Option<String>, Option<String>);
+
+    /// Every row, in order of name.
+    fn session_docs_unfilled(store: &Path) -> Vec<RowText> {
+        let conn = open_for_reading(store).expect("a catalog");
+        let mut stmt = conn
+            .prepare("SELECT name, kind, title_model, vetted FROM docs ORDER BY name")
+            .expect("select");
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .expect("rows");
+        rows.map(|r| r.expect("row")).collect()
+    }
+
+    #[test]
+    fn the_kept_recording_connection_holds_a_bounded_page_cache() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = dir.path();
+        let mut w = Writer::default();
+        record(&mut w, store, "f", &["a.md"]);
+        let (conn, _) = w.open.as_ref().expect("kept open");
+        let size: i64 = conn
+            .query_row("PRAGMA cache_size", [], |r| r.get(0))
+            .expect("cache_size");
+        assert_eq!(size, -WRITER_CACHE_KIB);
+    }
+
     #[test]
     fn a_fill_is_whole_or_nothing_and_leaves_a_newer_record_alone() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let store = &dir.path().join(".dsh-chapters");
-        fs::create_dir_all(store).expect("mkdir");
+        let (_dir, store) = a_store();
+        let store = &store;
         let folder = ".dsh-chapters/r/chapters";
         let mut w = Writer::default();
         // Recorded by a path that did not know the metadata: not filled, so not an answer.

@@ -59,8 +59,8 @@ pub struct Group<'s> {
     /// commit, removed by [`Group::abort`]. One string, not a list of strings or paths: an
     /// archive of thousands of chapters keeps ~40 bytes each.
     created_docs: crate::names::NameList,
-    /// Their metadata, in the same order, for the catalog's rows.
-    created_metas: Vec<crate::redact::Redacted<super::catalog::RowMeta>>,
+    /// Their metadata, in the same order, for the catalog's rows (`None` until the first).
+    created_metas: Option<crate::redact::Redacted<super::catalog::MetaList>>,
     /// Artifacts this group created since the last commit, for [`Group::abort`]: their
     /// SHA-256 hex, 64 bytes each, back to back.
     created_artifacts: String,
@@ -186,7 +186,7 @@ impl Store {
             marked,
             dirty: false,
             created_docs: crate::names::NameList::default(),
-            created_metas: Vec::new(),
+            created_metas: None,
             created_artifacts: String::new(),
             made_dirs: Default::default(),
         })
@@ -219,8 +219,11 @@ impl Group<'_> {
         if written {
             // `write_document_in` checked the name: a safe file name, no line break.
             self.created_docs.push(&doc.file_name);
-            self.created_metas
-                .push(doc.text.derive(super::catalog::RowMeta::read));
+            let meta = doc.text.derive(super::catalog::RowMeta::read);
+            match &mut self.created_metas {
+                Some(metas) => metas.absorb(&meta, super::catalog::MetaList::push),
+                None => self.created_metas = Some(meta.derive(super::catalog::MetaList::of_one)),
+            }
         }
         Ok(written)
     }
@@ -262,7 +265,7 @@ impl Group<'_> {
         }
         self.dirty = false;
         self.created_docs.clear();
-        self.created_metas.clear();
+        self.created_metas = None;
         self.created_artifacts.clear();
     }
 
@@ -276,18 +279,12 @@ impl Group<'_> {
         atomic::sync_filesystem(self.store.dir())?;
         self.store
             .append_commit(&highest(&dir, &self.root)?, self.redactor)?;
-        if !self.created_docs.is_empty() {
+        if let Some(metas) = &self.created_metas {
             let folder = chapters_folder(&self.root);
-            let docs: Vec<_> = self
-                .created_docs
-                .iter()
-                .zip(&self.created_metas)
-                .map(|(name, meta)| (folder.as_str(), name, Some(meta)))
-                .collect();
-            self.store.record_documents(&docs);
+            self.store.record_listed(&folder, &self.created_docs, metas);
         }
         self.dirty = false;
-        self.created_metas.clear();
+        self.created_metas = None;
         self.created_docs.clear();
         self.created_artifacts.clear();
         Ok(())

@@ -418,6 +418,17 @@ impl Store {
             .record_documents(&self.dir, docs, catalog::Presence::Written);
     }
 
+    /// [`Store::record_documents`] of a group's documents: their names and metadata in order.
+    fn record_listed(
+        &self,
+        folder: &str,
+        names: &crate::names::NameList,
+        metas: &Redacted<catalog::MetaList>,
+    ) {
+        self.catalog_writer()
+            .record_listed(&self.dir, folder, names, metas);
+    }
+
     /// A document's metadata read from its file (`folder` workspace-relative) through the
     /// store's reader; `Ok(None)` when the file is gone (or left in the mirror's pack).
     pub fn document_meta(
