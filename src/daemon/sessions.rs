@@ -41,6 +41,10 @@ const STATE_QUIET: Duration = Duration::from_millis(500);
 /// …or at least this often under a steady stream.
 const STATE_MAX_AGE: Duration = Duration::from_secs(10);
 const DAY_MS: i64 = 86_400_000;
+/// How long after a folder's own event it is looked at again. `notify` hands a new folder's
+/// create event over before it watches the folder (its watches are added after the read
+/// batch), so a log made in between sends nothing and would wait for the next full rescan.
+const FOLDER_SETTLE: Duration = Duration::from_millis(500);
 
 /// What the follower tells the other components, in the order it happened.
 pub(super) enum Event {
@@ -161,6 +165,9 @@ pub(super) struct Sessions {
     /// When logs not followed were last looked at again (at most every `daemonRescanMs`,
     /// also when polling every `daemonPollMs`).
     harness_retry: Instant,
+    /// Folders an event named, each looked at again once at the time given
+    /// ([`FOLDER_SETTLE`] after the event).
+    settling: BTreeMap<PathBuf, Instant>,
     /// What the other components have not heard yet (see [`Event`]).
     events: Vec<Event>,
 }
@@ -224,6 +231,7 @@ impl Sessions {
             harness_logs: BTreeMap::new(),
             sweep_days: BTreeMap::new(),
             harness_retry: now,
+            settling: BTreeMap::new(),
             events: Vec::new(),
         }
     }
@@ -277,6 +285,12 @@ impl Sessions {
             self.error("watch", message);
             self.flags.rescan.store(true, Ordering::SeqCst);
         }
+        let now = Instant::now();
+        for path in changed.iter().filter(|p| p.is_dir()) {
+            self.settling
+                .entry(path.clone())
+                .or_insert(now + FOLDER_SETTLE);
+        }
         if self.flags.rescan.swap(false, Ordering::SeqCst)
             || self.last_rescan.elapsed() >= self.rescan_every()
         {
@@ -284,6 +298,18 @@ impl Sessions {
             self.full_scan();
         } else {
             for path in std::mem::take(changed) {
+                self.on_path(&path);
+            }
+        }
+        let due: Vec<PathBuf> = self
+            .settling
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(path, _)| path.clone())
+            .collect();
+        for path in due {
+            self.settling.remove(&path);
+            if path.is_dir() {
                 self.on_path(&path);
             }
         }
@@ -297,6 +323,9 @@ impl Sessions {
             .saturating_sub(self.last_rescan.elapsed());
         if self.state_dirty {
             wake = wake.min(STATE_QUIET.saturating_sub(self.state_changed.elapsed()));
+        }
+        if let Some(at) = self.settling.values().min() {
+            wake = wake.min(at.saturating_duration_since(Instant::now()));
         }
         wake
     }
@@ -1122,6 +1151,48 @@ mod tests {
                 Some("session.v4.jsonl.zstd".into())
             ))
         );
+    }
+
+    /// A new folder's event handled while it was empty, then a log made in it with no event
+    /// (the moment before `notify` watches a new folder): the log is looked at
+    /// [`FOLDER_SETTLE`] later, not at the next full rescan a minute on.
+    #[test]
+    fn a_log_made_in_a_new_folder_before_its_watch_is_found_once_the_folder_settles() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dsh_home = tmp.path().join("dsh");
+        let claude = tmp.path().join("claude");
+        std::fs::create_dir_all(dsh_home.join("sessions")).expect("sessions");
+        std::fs::create_dir_all(claude.join("projects")).expect("projects");
+        let flags = Arc::new(WatchFlags::default());
+        let watch = Watch::start(&dsh_home, Arc::clone(&flags), |_| true, false);
+        assert_eq!(watch.mode, watch::WatchMode::Notify, "a real watch");
+        let mut sessions = Sessions::new(
+            Paths::new(&dsh_home),
+            BTreeMap::new(),
+            Config::defaults(),
+            watch,
+            flags,
+            SystemTime::now(),
+        );
+        sessions.harness_trees = crate::source::tree_harnesses()[0].trees(&claude);
+        sessions.start();
+        let folder = claude.join("projects/-tmp-proj");
+        std::fs::create_dir(&folder).expect("project folder");
+        sessions.catch_up(&mut BTreeSet::from([folder.clone()]));
+        let log = folder.join("0b8f3b9e-1c2d-4e5f-8a9b-0c1d2e3f4a5b.jsonl");
+        std::fs::write(&log, "{\"type\":\"user\",\"cwd\":\"/tmp/proj\"}\n").expect("log");
+        sessions.catch_up(&mut BTreeSet::new());
+        assert!(
+            sessions.next_wake() <= FOLDER_SETTLE,
+            "the loop wakes for it"
+        );
+        std::thread::sleep(FOLDER_SETTLE + Duration::from_millis(50));
+        sessions.catch_up(&mut BTreeSet::new());
+        assert!(
+            sessions.harness_logs.contains_key(&log),
+            "found without its event"
+        );
+        assert!(sessions.settling.is_empty(), "looked at once");
     }
 
     #[test]
