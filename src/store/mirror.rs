@@ -184,7 +184,8 @@ pub struct MirrorWrites<'s> {
     /// the mirror received it).
     record: bool,
     wrote: bool,
-    /// The received documents: mirror-relative folder, name, metadata.
+    /// The received documents: the catalog's folder (workspace-relative, under the mirror),
+    /// name, metadata.
     docs: Vec<(String, String, Redacted<RowMeta>)>,
 }
 
@@ -266,7 +267,7 @@ impl MirrorWrites<'_> {
         if self.record {
             if let Some((folder, name)) = document_place(path) {
                 self.docs.push((
-                    folder.to_owned(),
+                    format!("{MIRROR_DIR}/{folder}"),
                     name.to_owned(),
                     bytes.derive(RowMeta::of_bytes),
                 ));
@@ -281,16 +282,10 @@ impl MirrorWrites<'_> {
             atomic::sync_filesystem(&self.dir)?;
         }
         if self.record {
-            let folders: Vec<String> = self
-                .docs
-                .iter()
-                .map(|(folder, _, _)| format!("{MIRROR_DIR}/{folder}"))
-                .collect();
             let docs: Vec<(&str, &str, Option<&Redacted<RowMeta>>)> = self
                 .docs
                 .iter()
-                .zip(&folders)
-                .map(|((_, name, meta), folder)| (folder.as_str(), name.as_str(), Some(meta)))
+                .map(|(folder, name, meta)| (folder.as_str(), name.as_str(), Some(meta)))
                 .collect();
             self.store.record_documents(&docs);
         }
