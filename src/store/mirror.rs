@@ -250,7 +250,7 @@ impl MirrorWrites<'_> {
             .split('/')
             .any(|c| c.is_empty() || c == "." || c == "..")
         {
-            return Err(StoreError::UnsafeId { id: path.into() });
+            return Err(StoreError::UnsafeMirrorPath { path: path.into() });
         }
         let target = self.dir.join(path);
         if let Some(parent) = target.parent() {

@@ -58,6 +58,8 @@ pub enum StoreError {
     WouldOverwrite { path: PathBuf },
     #[error("id {id:?} is not a safe file or directory name (empty, over 128 bytes, or it holds `/`, `\\`, `..`, a control character or a leading `.`); refusing it")]
     UnsafeId { id: String },
+    #[error("the pool names a file {path:?} whose path has an empty, `.` or `..` part, so it would land outside the mirror; not copying it (the pool was written by hand or by a faulty tool: remove that file from the pool)")]
+    UnsafeMirrorPath { path: String },
     #[error("{name:?} is not a document name the store keeps (`NNN-<slug>.md` or `plan-NNN-<slug>.md`); refusing it")]
     BadDocumentName { name: String },
     #[error("artifact {sha}: its content hashes to {actual}; refusing to store it under a name that does not match")]
@@ -1027,7 +1029,14 @@ mod tests {
         let mut writes = store.mirror_writes();
         writes.write("chapters/pk/r9/001-m.md", &bytes).unwrap();
         writes.write("artifacts/pk/ab/abcd.txt", &bytes).unwrap();
-        assert!(writes.write("chapters/pk/../x.md", &bytes).is_err());
+        let refused = writes
+            .write("chapters/pk/../x.md", &bytes)
+            .expect_err("a path outside its place");
+        assert!(
+            matches!(&refused, StoreError::UnsafeMirrorPath { path } if path == "chapters/pk/../x.md"),
+            "{refused}"
+        );
+        assert!(!dir.path().join(MIRROR_DIR).join("chapters/x.md").exists());
         writes.finish().unwrap();
         store.record_mirror_packed(&[("chapters/pk/r9", &["002-packed.md"])]);
         let mirror = dir.path().join(MIRROR_DIR);
