@@ -212,6 +212,37 @@ pub fn map_path<'m>(
     out
 }
 
+/// A workspace's root and its `pathMap` twins: the directories a session's cwd may lie in
+/// for the session to be the workspace's, whichever harness wrote it. Empty for a relative
+/// or empty workspace path.
+pub fn workspace_roots<'m>(
+    workspace: &str,
+    path_map: impl IntoIterator<Item = (&'m String, &'m String)>,
+) -> Vec<AbsPath> {
+    let Some(root) = normalize_abs(workspace) else {
+        return Vec::new();
+    };
+    let mut roots = vec![root.clone()];
+    roots.extend(map_path(&root, path_map));
+    roots
+}
+
+/// Whether `cwd` — as written, or one of its `pathMap` twins — is one of `roots` or lies
+/// inside one, segment by segment (a monorepo's package; another machine's path).
+pub fn cwd_in_roots<'m>(
+    cwd: &str,
+    roots: &[AbsPath],
+    path_map: impl IntoIterator<Item = (&'m String, &'m String)>,
+) -> bool {
+    let Some(cwd) = normalize_abs(cwd) else {
+        return false;
+    };
+    let mut seen = vec![cwd.clone()];
+    seen.extend(map_path(&cwd, path_map));
+    seen.iter()
+        .any(|c| roots.iter().any(|r| relative_to(c, r).is_some()))
+}
+
 fn is_kept_in_cwd_key(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')
 }
@@ -421,5 +452,22 @@ mod tests {
             ["/mnt/c/Users/ana/src/proj", "C:/Users/ana/src/proj"]
         );
         assert!(texts("/home/ana/srcx").is_empty());
+    }
+
+    #[test]
+    fn a_cwd_belongs_to_the_roots_here_or_through_its_twins() {
+        let map = std::collections::BTreeMap::from([(
+            r"C:\Users\ana\src".to_owned(),
+            "/home/ana/src".to_owned(),
+        )]);
+        let roots = workspace_roots("/home/ana/src/proj", &map);
+        assert_eq!(roots.len(), 2, "{roots:?}");
+        assert!(cwd_in_roots("/home/ana/src/proj/pkg", &roots, &map));
+        assert!(cwd_in_roots(r"c:\users\ANA\src\proj\pkg", &roots, &map));
+        assert!(!cwd_in_roots(r"C:\Users\ana\src\proj2", &roots, &map));
+        assert!(!cwd_in_roots("/home/ana/src/proj2", &roots, &map));
+        assert!(!cwd_in_roots("proj", &roots, &map));
+        assert!(!cwd_in_roots("", &roots, &map));
+        assert!(workspace_roots("relative/ws", &map).is_empty());
     }
 }

@@ -8,7 +8,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::cwdkey::{
-    cwd_key, escape_session_id, map_path, normalize_abs, relative_to, unescape_session_id, AbsPath,
+    cwd_in_roots, cwd_key, escape_session_id, unescape_session_id, workspace_roots, AbsPath,
 };
 use super::reader::{LogItem, LogReader, ReaderOptions, ResumePoint};
 
@@ -126,11 +126,10 @@ pub fn list_workspace_sessions_and_unreadable<'m>(
     workspace: &str,
     path_map: impl IntoIterator<Item = (&'m String, &'m String)> + Clone,
 ) -> Result<SessionsAndUnreadable, DiscoverError> {
-    let Some(root) = normalize_abs(workspace) else {
+    let roots = workspace_roots(workspace, path_map.clone());
+    if roots.is_empty() {
         return list_sessions_and_unreadable(dsh_home, workspace);
-    };
-    let mut roots = vec![root.clone()];
-    roots.extend(map_path(&root, path_map.clone()));
+    }
     let keys = root_keys(&roots);
     let sessions_dir = dsh_home.join("sessions");
     let entries = match std::fs::read_dir(&sessions_dir) {
@@ -216,13 +215,7 @@ fn cwd_inside<'m>(
     roots: &[AbsPath],
     path_map: impl IntoIterator<Item = (&'m String, &'m String)>,
 ) -> bool {
-    let Some(cwd) = header_cwd(log).as_deref().and_then(normalize_abs) else {
-        return false;
-    };
-    let mut seen = vec![cwd.clone()];
-    seen.extend(map_path(&cwd, path_map));
-    seen.iter()
-        .any(|c| roots.iter().any(|r| relative_to(c, r).is_some()))
+    header_cwd(log).is_some_and(|cwd| cwd_in_roots(&cwd, roots, path_map))
 }
 
 /// The cwd a log's header records; `None` when it cannot be read (the archive reports an

@@ -6,6 +6,7 @@
 //! to). Each harness answers in its own folder; the daemon and the archive ask through
 //! [`TreeHarness`] and never name one.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::config::Config;
@@ -106,11 +107,13 @@ pub trait TreeHarness: Sync {
     fn settings_file(&self, _home: &Path) -> Option<PathBuf> {
         None
     }
-    /// The sessions of `workspace` under `home`, sorted.
+    /// The sessions of `workspace` under `home`, sorted: those whose cwd is the workspace or
+    /// inside it, here or through `path_map` (another machine's paths).
     fn list_workspace_sessions(
         &self,
         home: &Path,
         workspace: &str,
+        path_map: &BTreeMap<String, String>,
     ) -> Result<Vec<SessionLog>, DiscoverError>;
     /// Its reader over the log at `path` from `from`.
     fn open(

@@ -172,7 +172,8 @@ pub fn tree_harnesses() -> [&'static dyn TreeHarness; 2] {
     ]
 }
 
-/// The sessions of `workspace` written by the harnesses other than DSH, each home found
+/// The sessions of `workspace` written by the harnesses other than DSH (their cwd the
+/// workspace or inside it, here or through the config's `pathMap`), each home found
 /// from the environment (`CLAUDE_CONFIG_DIR` / `~/.claude`, `CODEX_HOME` / `~/.codex`),
 /// and a note for each home that could not be listed; a harness its config switch
 /// (`claudeCodeSessions`, `codexSessions`) turns off is not looked for.
@@ -192,7 +193,7 @@ pub fn other_harness_sessions(
         let Some(home) = imp.home_from_env() else {
             continue;
         };
-        match imp.list_workspace_sessions(&home, workspace) {
+        match imp.list_workspace_sessions(&home, workspace, &config.path_map) {
             Ok(logs) => found.extend(logs.into_iter().map(|l| (imp.harness(), l))),
             Err(e) => notes.push(format!(
                 "{} sessions not listed: {e}",

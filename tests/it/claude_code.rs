@@ -56,15 +56,8 @@ pub fn install(sb: &Sandbox, name: &str) -> (PathBuf, String) {
         out.push_str(&v.to_string());
         out.push('\n');
     }
-    let sid = session_id_of(&out);
-    let key: String = ws
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
-    let dir = sb.home.join("claude/projects").join(key);
-    std::fs::create_dir_all(&dir).expect("project dir");
-    let path = dir.join(format!("{sid}.jsonl"));
-    std::fs::write(&path, out).expect("transcript");
+    let (path, sid) = write_transcript(sb, &ws, &out);
+    let dir = path.parent().expect("a project folder").to_path_buf();
     let stub = fixture_dir().join(name.trim_end_matches(".jsonl"));
     if stub.is_dir() {
         // Its subagent transcripts, where Claude Code keeps them: never sessions.
@@ -76,6 +69,21 @@ pub fn install(sb: &Sandbox, name: &str) -> (PathBuf, String) {
         }
     }
     quiet_for_a_day(&path);
+    (path, sid)
+}
+
+/// Write `text` as a transcript where Claude Code keeps one whose session ran in `cwd` (the
+/// sandbox's `projects/<cwd's folder key>/<sessionId>.jsonl`). Returns its path and id.
+pub fn write_transcript(sb: &Sandbox, cwd: &str, text: &str) -> (PathBuf, String) {
+    let sid = session_id_of(text);
+    let key: String = cwd
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let dir = sb.home.join("claude/projects").join(key);
+    std::fs::create_dir_all(&dir).expect("project dir");
+    let path = dir.join(format!("{sid}.jsonl"));
+    std::fs::write(&path, text).expect("transcript");
     (path, sid)
 }
 
@@ -287,4 +295,62 @@ fn a_harness_turned_off_by_config_is_not_read() {
         serde_json::from_str(&sb.ok_with_env(&["archive", "--json"], &on)).expect("JSON");
     assert!(report.to_string().contains(&named), "{report}");
     assert!(!sb.chapter_files().is_empty());
+}
+
+/// Every signed path of a session's collection ledger.
+fn signed_paths(sb: &Sandbox, session: &str) -> Vec<String> {
+    let ledger = sb
+        .store()
+        .join(session)
+        .join("collections")
+        .join(format!("{session}.jsonl"));
+    std::fs::read_to_string(ledger)
+        .expect("the session's collection ledger")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .flat_map(|v| {
+            v["paths"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p.as_str().map(str::to_owned))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn a_transcript_copied_from_another_machine_is_this_workspaces_through_path_map() {
+    // A real transcript as it lies on its author's machine: its lines name that machine's
+    // cwd and it sits in that cwd's project folder. Copied here, `pathMap` ties the two.
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let theirs = "/home/marco/projects/spotter";
+    let text =
+        std::fs::read_to_string(fixture_dir().join("v2.1.38-tool-heavy.jsonl")).expect("fixture");
+    assert!(text.contains(&format!("\"cwd\":\"{theirs}\"")));
+    let (path, sid) = write_transcript(&sb, theirs, &text);
+    quiet_for_a_day(&path);
+    let id = format!("claude-code-{sid}");
+
+    // Without the map it is another workspace's.
+    assert!(!sb.ok(&["status"]).contains(&id));
+    std::fs::write(
+        sb.store().join("config.yml"),
+        format!("pathMap:\n  {theirs}: {}\n", sb.ws_str()),
+    )
+    .expect("config");
+    assert!(sb.ok(&["status"]).contains(&id), "status lists it");
+    let report = sb.json(&["archive", "--json"]);
+    let sessions = report["sessions"].as_array().expect("sessions");
+    assert_eq!(sessions.len(), 1, "{report}");
+    assert_eq!(sessions[0]["sessionId"], id.as_str(), "{report}");
+    assert!(
+        sessions[0]["turnsArchived"].as_u64().unwrap_or(0) >= 1,
+        "{report}"
+    );
+    // Its paths are the workspace's, relative, as if it had run here.
+    let paths = signed_paths(&sb, &id);
+    assert!(paths.iter().any(|p| p == "assets/js/app.js"), "{paths:?}");
+    assert!(!paths.iter().any(|p| p.contains(theirs)), "{paths:?}");
 }

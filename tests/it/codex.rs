@@ -183,3 +183,41 @@ fn all_three_harnesses_share_one_project_and_pool_and_another_machine_finds_each
         }
     }
 }
+
+#[test]
+fn a_rollout_copied_from_another_machine_is_this_workspaces_through_path_map() {
+    // A real rollout as it lies on its author's machine: its `cwd` is that machine's.
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let name = "rollout-2026-02-23T12-41-04-019c8a4d-8f45-7010-8b5d-7fad920aa6f9.jsonl";
+    let theirs = "/redacted/path/da0ba47443";
+    let text = std::fs::read_to_string(fixture_dir().join(name)).expect("fixture");
+    assert!(text.contains(&format!("\"cwd\":\"{theirs}\"")));
+    let dir = sb.home.join("codex/sessions/2026/02/23");
+    std::fs::create_dir_all(&dir).expect("day dir");
+    let path = dir.join(name);
+    std::fs::write(&path, &text).expect("rollout");
+    quiet_for_a_day(&path);
+
+    let listed = |sb: &Sandbox| sb.ok(&["status"]).contains("codex-019c8a4d");
+    assert!(!listed(&sb), "without the map it is another workspace's");
+    std::fs::write(
+        sb.store().join("config.yml"),
+        format!("pathMap:\n  {theirs}: {}\n", sb.ws_str()),
+    )
+    .expect("config");
+    assert!(listed(&sb), "status lists it");
+    let report = sb.json(&["archive", "--json"]);
+    let sessions = report["sessions"].as_array().expect("sessions");
+    assert_eq!(sessions.len(), 1, "{report}");
+    assert!(
+        sessions[0]["sessionId"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("codex-019c8a4d")),
+        "{report}"
+    );
+    assert!(
+        sessions[0]["turnsArchived"].as_u64().unwrap_or(0) >= 1,
+        "{report}"
+    );
+}

@@ -1163,3 +1163,33 @@ fn a_codex_fork_archives_its_parent_and_never_its_copied_lines() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(signed(&sb, &fork_id), 1, "the copied turn is the parent's");
 }
+
+#[test]
+fn a_transcript_from_another_machine_is_followed_through_the_path_map() {
+    // A Windows machine's transcript copied here (its cwd `C:\Users\ana\proj\pkg`, a
+    // package of the repository): the daemon's `pathMap` (the home config) finds its
+    // workspace, as it does for DSH's sessions.
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let home_config = sb.home.join("dsh-chapters/config.yml");
+    let mut config = std::fs::read_to_string(&home_config).unwrap_or_default();
+    config.push_str(&format!(
+        "pathMap:\n  'C:\\Users\\ana\\proj': {}\n",
+        sb.ws_str()
+    ));
+    std::fs::write(&home_config, config).expect("home config");
+    std::fs::create_dir_all(sb.home.join("claude/projects")).expect("projects");
+    let _d = Daemon::start(&sb, &[]);
+    let mut cc = Transcript::in_cwd(&sb, CC_SID, r"C:\Users\ana\proj\pkg");
+    let lines = [
+        cc.prompt("Fix the parser"),
+        cc.answer("Fixed pkg/src/parse.rs."),
+        cc.turn_duration(),
+    ];
+    cc.append(&lines);
+    wait_for("the Windows transcript's turn signed", || {
+        signed(&sb, &cc.id()) == 1
+    });
+    let st = status(&sb);
+    assert_eq!(st["lastErrors"].as_array().map_or(0, Vec::len), 0, "{st}");
+}

@@ -179,19 +179,8 @@ fn install(sb: &Sandbox, name: &str, how: How) -> PathBuf {
     let text = text.replace(&cwd, &ws);
     let installed = match how {
         How::Claude => {
-            let sid = text
-                .lines()
-                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-                .find_map(|v| v["sessionId"].as_str().map(str::to_owned))
-                .expect("a sessionId");
-            let key: String = ws
-                .chars()
-                .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-                .collect();
-            let dir = sb.home.join("claude/projects").join(key);
-            std::fs::create_dir_all(&dir).expect("project dir");
-            let path = dir.join(format!("{sid}.jsonl"));
-            std::fs::write(&path, &text).expect("transcript");
+            let (path, sid) = crate::claude_code::write_transcript(sb, &ws, &text);
+            let dir = path.parent().expect("a project folder").to_path_buf();
             let stub = src.with_file_name(file.trim_end_matches(".jsonl"));
             for (sub, to) in [
                 ("subagents", dir.join(&sid).join("subagents")),

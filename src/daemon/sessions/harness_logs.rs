@@ -159,22 +159,24 @@ impl Sessions {
             .tree_harness()
             .and_then(|h| h.log_cwd(path))
             .ok_or_else(|| "no working directory in its lines yet".to_owned())?;
-        let cwd_path = Path::new(&cwd);
-        let root = match identity::workspace_root(cwd_path) {
-            Ok(root) => root,
-            // Deleted since (a monorepo's package, a removed folder): the checkout it lay in
-            // still owns its sessions, as `chapters archive` there finds them by the path.
-            Err(e) => match cwd_path
-                .ancestors()
-                .skip(1)
-                .find(|a| a.join(".git").exists())
-            {
-                Some(checkout) => identity::workspace_root(checkout)
-                    .map_err(|e| format!("its working directory {cwd} is not here: {e}"))?,
-                None => return Err(format!("its working directory {cwd} is not here: {e}")),
-            },
-        };
-        self.ws_dir_for(&root)
+        // Another machine's cwd (a log copied from Windows or a Mac) resolves through its
+        // `pathMap` twins here, as the archive and DSH's sessions do.
+        let twins = crate::session::cwdkey::normalize_abs(&cwd)
+            .map(|abs| crate::session::cwdkey::map_path(&abs, &self.config.path_map))
+            .unwrap_or_default();
+        let mut first_error = None;
+        let candidates = std::iter::once(cwd.clone()).chain(twins.into_iter().map(|t| t.text));
+        // A Windows path is not absolute here: it would resolve against the daemon's cwd.
+        for candidate in candidates.filter(|c| Path::new(c).is_absolute()) {
+            match checkout_of(Path::new(&candidate)) {
+                Ok(root) => return self.ws_dir_for(&root),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        let e = first_error.unwrap_or_else(|| "no checkout".to_owned());
+        Err(format!("its working directory {cwd} is not here: {e}"))
     }
 
     /// Follow a log of another harness in the workspace entry `ws_dir`.
@@ -489,5 +491,18 @@ impl Sessions {
                 "turns": turns,
             }));
         }
+    }
+}
+
+/// The checkout a session's `cwd` lies in, resolved as the CLI resolves `--workspace`; a cwd
+/// deleted since (a monorepo's package, a removed folder) belongs to the checkout it lay in,
+/// as `chapters archive` there finds its sessions by the path.
+fn checkout_of(cwd: &Path) -> Result<PathBuf, String> {
+    match identity::workspace_root(cwd) {
+        Ok(root) => Ok(root),
+        Err(e) => match cwd.ancestors().skip(1).find(|a| a.join(".git").exists()) {
+            Some(checkout) => identity::workspace_root(checkout).map_err(|e| e.to_string()),
+            None => Err(e.to_string()),
+        },
     }
 }

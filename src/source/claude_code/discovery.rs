@@ -2,6 +2,7 @@
 //! transcripts are not sessions), each transcript's own `cwd`, a fork's parent, and the
 //! `cleanupPeriodDays` sweep of `<home>/settings.json`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -74,8 +75,9 @@ impl TreeHarness for ClaudeCode {
         &self,
         home: &Path,
         workspace: &str,
+        path_map: &BTreeMap<String, String>,
     ) -> Result<Vec<SessionLog>, DiscoverError> {
-        super::list_workspace_sessions(home, workspace)
+        super::list_workspace_sessions(home, workspace, path_map)
     }
 
     fn open(

@@ -13,9 +13,11 @@
 //! (`Bash` takes `command`; `Read`/`Edit`/`Write`/`MultiEdit` take `file_path`,
 //! `NotebookEdit` `notebook_path`, `Glob`/`Grep` `path`), so calls pass through unchanged.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
+use crate::session::cwdkey::{cwd_in_roots, workspace_roots};
 use crate::session::discover::{DiscoverError, SessionLog};
 
 mod dag;
@@ -45,18 +47,23 @@ pub fn folder_key(cwd: &str) -> String {
 }
 
 /// Whether a folder named `name` may hold sessions of `workspace_key`'s workspace or of a
-/// folder under it (a key cut at 200 characters is compared on what is left).
-fn may_hold(name: &str, workspace_key: &str) -> bool {
-    if name.starts_with(workspace_key) {
+/// folder under it (a key cut at 200 characters is compared on what is left); `fold_case`
+/// for a Windows root, whose drive letter Claude Code writes as the shell had it.
+fn may_hold(name: &str, workspace_key: &str, fold_case: bool) -> bool {
+    let starts = |text: &str, prefix: &str| {
+        text.get(..prefix.len()).is_some_and(|head| {
+            if fold_case {
+                head.eq_ignore_ascii_case(prefix)
+            } else {
+                head == prefix
+            }
+        })
+    };
+    if starts(name, workspace_key) {
         return true;
     }
     let cut = name.len().min(MAX_KEY);
-    name.len() >= MAX_KEY && workspace_key.starts_with(&name[..cut])
-}
-
-/// Whether `cwd` is `workspace` or inside it.
-pub fn in_workspace(cwd: &str, workspace: &str) -> bool {
-    Path::new(cwd).starts_with(Path::new(workspace))
+    name.len() >= MAX_KEY && starts(workspace_key, &name[..cut])
 }
 
 /// The first `cwd` a transcript's lines carry.
@@ -131,6 +138,7 @@ pub fn fork_parent(path: &Path) -> Option<String> {
 pub fn list_workspace_sessions(
     home: &Path,
     workspace: &str,
+    path_map: &BTreeMap<String, String>,
 ) -> Result<Vec<SessionLog>, DiscoverError> {
     let projects = home.join("projects");
     let entries = match std::fs::read_dir(&projects) {
@@ -143,11 +151,21 @@ pub fn list_workspace_sessions(
             })
         }
     };
-    let key = folder_key(workspace.trim_end_matches('/'));
+    // The workspace's root and its `pathMap` twins (a transcript copied from another
+    // machine names that machine's cwd, and its folder that cwd's key).
+    let roots = workspace_roots(workspace, path_map);
+    let keys: Vec<(String, bool)> = roots
+        .iter()
+        .map(|r| (folder_key(r.text.trim_end_matches('/')), r.windows))
+        .collect();
     let mut dirs: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter(|e| may_hold(&e.file_name().to_string_lossy(), &key))
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            keys.iter()
+                .any(|(key, windows)| may_hold(&name, key, *windows))
+        })
         .map(|e| e.path())
         .collect();
     dirs.sort();
@@ -170,7 +188,7 @@ pub fn list_workspace_sessions(
             let Some(cwd) = transcript_cwd(&log) else {
                 continue;
             };
-            if !in_workspace(&cwd, workspace) {
+            if !cwd_in_roots(&cwd, &roots, path_map) {
                 continue;
             }
             let stem = log
@@ -204,14 +222,42 @@ mod tests {
         );
         assert_eq!(folder_key("C:\\Users\\x\\proj"), "C--Users-x-proj");
         let ws = folder_key("/home/a/w");
-        assert!(may_hold("-home-a-w", &ws));
-        assert!(may_hold("-home-a-w-sub", &ws));
-        assert!(!may_hold("-home-a-x", &ws));
+        assert!(may_hold("-home-a-w", &ws, false));
+        assert!(may_hold("-home-a-w-sub", &ws, false));
+        assert!(!may_hold("-home-a-x", &ws, false));
+        assert!(!may_hold("-HOME-a-w", &ws, false));
+        // A Windows root: the drive letter as the shell had it.
+        let win = folder_key("C:/Users/x/proj");
+        assert!(may_hold("c--Users-x-proj-sub", &win, true));
+        assert!(!may_hold("c--Users-x-proj-sub", &win, false));
         let long = format!("/{}", "d".repeat(300));
         let cut = format!("{}-abc123", &folder_key(&long)[..MAX_KEY]);
-        assert!(may_hold(&cut, &folder_key(&long)));
-        assert!(in_workspace("/home/a/w/sub", "/home/a/w"));
-        assert!(!in_workspace("/home/a/wx", "/home/a/w"));
+        assert!(may_hold(&cut, &folder_key(&long), false));
+    }
+
+    #[test]
+    fn a_transcript_from_a_windows_machine_is_found_through_the_path_map() {
+        // Claude Code on Windows: the folder key of `c:\Users\ana\proj\pkg` (the drive
+        // letter as the shell had it), the lines' cwd with backslashes.
+        let home = tempfile::tempdir().unwrap();
+        let folder = home.path().join("projects").join("c--Users-ana-proj-pkg");
+        std::fs::create_dir_all(&folder).unwrap();
+        let line = serde_json::json!({"type": "user", "cwd": "c:\\Users\\ana\\proj\\pkg",
+            "uuid": "u1", "sessionId": "s-1", "message": {"role": "user", "content": "hi"}});
+        std::fs::write(folder.join("s-1.jsonl"), format!("{line}\n")).unwrap();
+        let ws = "/home/ana/proj";
+        let none = BTreeMap::new();
+        assert!(list_workspace_sessions(home.path(), ws, &none)
+            .unwrap()
+            .is_empty());
+        let map = BTreeMap::from([("C:\\Users\\ana\\proj".to_owned(), ws.to_owned())]);
+        let found = list_workspace_sessions(home.path(), ws, &map).unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        // A sibling the map does not cover stays out.
+        let other = BTreeMap::from([("C:\\Users\\ana\\pro".to_owned(), ws.to_owned())]);
+        assert!(list_workspace_sessions(home.path(), ws, &other)
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
@@ -229,13 +275,15 @@ mod tests {
             "sessionId": "s-1", "message": {"role": "user", "content": "hello"}});
         std::fs::write(folder.join("s-1.jsonl"), format!("{line}\n")).unwrap();
         assert!(!gone.exists());
-        let found = list_workspace_sessions(home.path(), &workspace.to_string_lossy()).unwrap();
+        let found =
+            list_workspace_sessions(home.path(), &workspace.to_string_lossy(), &BTreeMap::new())
+                .unwrap();
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].session_id.ends_with("s-1"));
         // Another workspace does not take it.
         let other = home.path().join("x");
         assert!(
-            list_workspace_sessions(home.path(), &other.to_string_lossy())
+            list_workspace_sessions(home.path(), &other.to_string_lossy(), &BTreeMap::new())
                 .unwrap()
                 .is_empty()
         );

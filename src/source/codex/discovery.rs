@@ -3,6 +3,7 @@
 //! 7 days — `.jsonl.zst`; a session's file may change (recompressed, moved), found again by
 //! its thread id.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::session::discover::{DiscoverError, SessionLog};
@@ -77,8 +78,9 @@ impl TreeHarness for Codex {
         &self,
         home: &Path,
         workspace: &str,
+        path_map: &BTreeMap<String, String>,
     ) -> Result<Vec<SessionLog>, DiscoverError> {
-        super::list_workspace_sessions(home, workspace)
+        super::list_workspace_sessions(home, workspace, path_map)
     }
 
     fn open(

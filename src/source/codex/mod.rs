@@ -6,8 +6,10 @@
 //! when its first `shell` call's `workdir` does; of the files one such session's saves left
 //! (each holding every item so far), the fullest is read.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::session::cwdkey::{cwd_in_roots, workspace_roots};
 use crate::session::discover::{DiscoverError, SessionLog};
 
 pub mod discovery;
@@ -83,7 +85,11 @@ pub(crate) fn find_rollout(near: &Path, id: &str) -> Option<PathBuf> {
 pub fn list_workspace_sessions(
     home: &Path,
     workspace: &str,
+    path_map: &BTreeMap<String, String>,
 ) -> Result<Vec<SessionLog>, DiscoverError> {
+    // The workspace's root and its `pathMap` twins: a rollout copied from another machine
+    // names that machine's cwd.
+    let roots = workspace_roots(workspace, path_map);
     let mut files = Vec::new();
     for sub in ["sessions", "archived_sessions"] {
         let mut found = Vec::new();
@@ -126,7 +132,7 @@ pub fn list_workspace_sessions(
         let Some(cwd) = facts.cwd.as_deref() else {
             continue;
         };
-        if !crate::source::claude_code::in_workspace(cwd, workspace) {
+        if !cwd_in_roots(cwd, &roots, path_map) {
             continue;
         }
         let id = facts.id.clone().unwrap_or_else(|| {
