@@ -206,6 +206,19 @@ fn said_by_its_cause(e: resolve::ResolveError) -> anyhow::Error {
     }
 }
 
+/// A usage error found after parsing — a value clap cannot judge (a date, an empty query or
+/// topic): exit 2 with the subcommand's hint, as clap's own, and under `--json` one JSON
+/// document with code `usage`.
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for Usage {}
+
 /// An operation failure (exit 1) whose message was already printed in full.
 #[derive(Debug)]
 pub struct Reported;
@@ -274,6 +287,15 @@ pub fn run() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is::<Reported>() => ExitCode::from(1),
+        Err(e) if e.is::<Usage>() => {
+            let message = dsh_chapters::redact::echo(&e.to_string());
+            let hint = hint::usage_hint(subcommand(std::env::args_os()).as_deref());
+            eprintln!("error: {message}\n\nhint: {hint}");
+            if json {
+                print_error_json("usage", &message, Some(&hint));
+            }
+            ExitCode::from(2)
+        }
         Err(e) => {
             // Every error goes out through the rules: it may echo what was typed (an id, a
             // path, a URL) or what a file held.

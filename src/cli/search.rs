@@ -74,19 +74,25 @@ pub struct Filters {
 impl Filters {
     /// The request these filters make, with `query` and `topic`; a date that cannot be read
     /// is a usage error (exit 2).
-    pub fn request(&self, query: Parsed, topic: Option<String>, now_ms: i64) -> search::Request {
+    pub fn request(
+        &self,
+        query: Parsed,
+        topic: Option<String>,
+        now_ms: i64,
+    ) -> Result<search::Request, super::Usage> {
         let when = |flag: &str, text: &Option<String>| {
-            text.as_ref().map(|t| {
-                query::parse_when(t, now_ms).unwrap_or_else(|| {
-                    clap::Error::raw(
-                        clap::error::ErrorKind::ValueValidation,
-                        format!("{flag} {:?} is not a date: give YYYY-MM-DD, an RFC 3339 time, or 7d / 12h / 2w\n", dsh_chapters::redact::echo(t)),
-                    )
-                    .exit()
+            text.as_ref()
+                .map(|t| {
+                    query::parse_when(t, now_ms).ok_or_else(|| {
+                        super::Usage(format!(
+                            "{flag} {:?} is not a date: give YYYY-MM-DD, an RFC 3339 time, or 7d / 12h / 2w",
+                            dsh_chapters::redact::echo(t)
+                        ))
+                    })
                 })
-            })
+                .transpose()
         };
-        search::Request {
+        Ok(search::Request {
             query,
             topic,
             filters: search::Narrowing {
@@ -94,12 +100,12 @@ impl Filters {
                 harness: self.harness.clone(),
                 machine: self.machine.clone(),
                 session: self.session.clone(),
-                since_ms: when("--since", &self.since),
-                until_ms: when("--until", &self.until),
+                since_ms: when("--since", &self.since)?,
+                until_ms: when("--until", &self.until)?,
                 path: self.path.clone(),
                 artifacts: self.artifacts,
             },
-        }
+        })
     }
 }
 
@@ -107,11 +113,11 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     let text = args.query.join(" ");
     let parsed = Parsed::parse(&text);
     if parsed.is_empty() && args.topic.is_none() {
-        clap::Error::raw(
-            clap::error::ErrorKind::ValueValidation,
-            format!("the query {:?} has no word to look for (two or more letters or digits; -word only leaves words out): give one, or --topic T\n", dsh_chapters::redact::echo(&text)),
-        )
-        .exit();
+        return Err(super::Usage(format!(
+            "the query {:?} has no word to look for (two or more letters or digits; -word only leaves words out): give one, or --topic T",
+            dsh_chapters::redact::echo(&text)
+        ))
+        .into());
     }
     if parsed.dropped > 0 {
         eprintln!(
@@ -153,7 +159,9 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     // Recency is measured from the start of the current UTC day: every machine at the
     // same pool state gives the same answer all day, not one that drifts by the millisecond.
     let now = score::day_start(super::now_ms());
-    let request = args.filters.request(parsed, topic.clone(), super::now_ms());
+    let request = args
+        .filters
+        .request(parsed, topic.clone(), super::now_ms())?;
     let answer = corpus.answer_packed(&request, &params, &env.harness_id, now, budget)?;
     let (packed, total, total_said) = (answer.packed.clone(), answer.total, answer.total_said());
     let empty = if corpus.documents == 0 {

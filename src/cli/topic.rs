@@ -174,11 +174,7 @@ fn pin(workspace: Option<&Path>, args: PinArgs, pinned: bool) -> Result<()> {
     // know (`akia…`), so the order matters.
     let topic = curation::normalize_topic(&echo(&args.topic));
     if topic.is_empty() {
-        clap::Error::raw(
-            clap::error::ErrorKind::ValueValidation,
-            "topic pin and unpin need a non-empty topic\n",
-        )
-        .exit();
+        return Err(super::Usage("topic pin and unpin need a non-empty topic".to_owned()).into());
     }
     write_fact(
         workspace,
@@ -194,14 +190,10 @@ fn merge(workspace: Option<&Path>, args: MergeArgs) -> Result<()> {
         curation::normalize_topic(&echo(&args.to)),
     );
     if from.is_empty() || to.is_empty() || from == to {
-        clap::Error::raw(
-            clap::error::ErrorKind::ValueValidation,
-            format!(
-                "topic merge needs two different, non-empty topics (got {:?} and {:?})\n",
-                from, to
-            ),
-        )
-        .exit();
+        return Err(super::Usage(format!(
+            "topic merge needs two different, non-empty topics (got {from:?} and {to:?})"
+        ))
+        .into());
     }
     write_fact(
         workspace,

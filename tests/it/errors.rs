@@ -35,9 +35,31 @@ fn a_json_failure_carries_a_hint_where_the_cli_has_one() {
         "{doc}"
     );
 
+    // A value clap cannot judge is a usage error too, found after parsing: exit 2, one JSON
+    // document with code `usage` and the subcommand's hint (it went around both before).
+    sb.ok(&["init"]);
+    for (args, command) in [
+        (&["search", "--json", "--", "-"][..], "search"),
+        (&["list", "--json", "--since", "yesterday"][..], "list"),
+        (&["topic", "merge", "auth", "auth", "--json"][..], "topic"),
+    ] {
+        let out = sb.run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let doc: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("one JSON document on stdout");
+        assert_eq!(doc["error"]["code"], "usage", "{doc}");
+        assert!(
+            doc["error"]["hint"]
+                .as_str()
+                .is_some_and(|h| h.contains(&format!("chapters {command} --help"))),
+            "{doc}"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.starts_with("error: "), "{stderr}");
+    }
+
     // A directory where the config file should be: the I/O error's kind says what to do,
     // on stderr once (the message did not say it) and in the JSON.
-    sb.ok(&["init"]);
     std::fs::create_dir_all(sb.ws.join(".dsh-chapters/config.yml")).expect("a directory");
     let out = sb.run(&["status", "--json"]);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
