@@ -238,10 +238,8 @@ pub fn run() -> ExitCode {
             let code = if e.use_stderr() { 2 } else { 0 };
             let _ = e.print();
             if json && code == 2 {
-                let first = e.to_string();
-                let first = first.lines().next().unwrap_or_default();
                 let hint = hint::usage_hint(subcommand(std::env::args_os()).as_deref());
-                print_error_json("usage", first.trim_start_matches("error: "), Some(&hint));
+                print_error_json("usage", &usage_message(&e.to_string()), Some(&hint));
             }
             return ExitCode::from(code);
         }
@@ -311,6 +309,18 @@ pub fn run() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// A clap error's message as one line: its first paragraph (what is wrong, with what it
+/// lists — the missing arguments), without the `error: ` and the usage that follow.
+fn usage_message(clap_error: &str) -> String {
+    let first = clap_error.split("\n\n").next().unwrap_or_default();
+    let joined: Vec<&str> = first
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    joined.join(" ").trim_start_matches("error: ").to_owned()
 }
 
 /// Whether `--json` was asked for (before any `--`), known even when parsing fails.

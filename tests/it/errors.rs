@@ -35,6 +35,16 @@ fn a_json_failure_carries_a_hint_where_the_cli_has_one() {
         "{doc}"
     );
 
+    // A missing argument is named in the message, not only on stderr.
+    let doc = json_failure(&sb, &["show", "--json"]);
+    assert_eq!(doc["error"]["code"], "usage");
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not provided: <ID|PATH>")),
+        "{doc}"
+    );
+
     // A value clap cannot judge is a usage error too, found after parsing: exit 2, one JSON
     // document with code `usage` and the subcommand's hint (it went around both before).
     sb.ok(&["init"]);
