@@ -673,6 +673,7 @@ struct PassOutcome {
 /// archived before it, the turn holding it.
 fn damage_message(
     e: &ReadError,
+    harness: Harness,
     in_flight: Option<(u64, u64)>,
     last_completed_end: Option<u64>,
 ) -> String {
@@ -685,7 +686,8 @@ fn damage_message(
         .or_else(|| last_completed_end.map(|end| end + 1))
         .unwrap_or(0);
     format!(
-        "{e}. {before}; the turn holding the damage (from seq {from}) and everything after it are not. If DSH is still writing this session, archive again later; otherwise keep a copy of the log and repair or cut it at that line. Every archive retries from there"
+        "{e}. {before}; the turn holding the damage (from seq {from}) and everything after it are not. If {} is still writing this session, archive again later; otherwise keep a copy of the log and repair or cut it at that line. Every archive retries from there",
+        harness.title()
     )
 }
 
@@ -854,7 +856,12 @@ impl Pass<'_> {
         out.notes.extend(end.notes.iter().map(ReadNote::to_string));
         out.in_flight = end.in_flight;
         if let Some(e) = &end.damage {
-            out.damage = Some(damage_message(e, out.in_flight, last_completed_end));
+            out.damage = Some(damage_message(
+                e,
+                self.harness,
+                out.in_flight,
+                last_completed_end,
+            ));
         }
         let log_end = end.next_seq.checked_sub(1);
         if let (Some(hi), None) = (signed_hi, &end.damage) {

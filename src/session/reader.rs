@@ -488,6 +488,8 @@ impl Parse {
             after_seq: self.after_seq(),
         })?;
         if !self.header_seen {
+            // A log copied through a Windows editor may open with a byte order mark.
+            let text = text.strip_prefix('\u{feff}').unwrap_or(text);
             let header = parse_header_lenient(text).map_err(|detail| ReadError::BadHeader {
                 file: self.path.clone(),
                 detail,
@@ -1005,6 +1007,17 @@ mod tests {
         let rest = read(&path, out.resume);
         assert_eq!(rest.seqs(), [1]);
         assert!(rest.notes.is_empty());
+    }
+
+    #[test]
+    fn a_plain_log_opening_with_a_byte_order_mark_reads_its_header() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut bytes = b"\xef\xbb\xbf".to_vec();
+        bytes.extend(plain(&[header_json(), ev(0, "a")]));
+        let path = write_file(tmp.path(), "session.jsonl", &bytes);
+        let out = read(&path, ResumePoint::default());
+        assert!(out.error.is_none(), "{:?}", out.error);
+        assert_eq!(out.seqs(), [0]);
     }
 
     #[test]

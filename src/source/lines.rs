@@ -84,6 +84,11 @@ impl<R: BufRead> Lines<R> {
                 Some(i) => {
                     self.inner.consume(i + 1);
                     self.offset = start + len + 1;
+                    // A file saved by a Windows editor or PowerShell's `Out-File` may open
+                    // with a UTF-8 byte order mark: not part of the first line's JSON.
+                    if start == 0 && self.buf.starts_with(BOM) {
+                        self.buf.drain(..BOM.len());
+                    }
                     return Ok(if too_long {
                         Next::TooLong { start }
                     } else {
@@ -98,6 +103,9 @@ impl<R: BufRead> Lines<R> {
         }
     }
 }
+
+/// UTF-8's byte order mark.
+const BOM: &[u8] = b"\xef\xbb\xbf";
 
 fn memchr(bytes: &[u8]) -> Option<usize> {
     bytes.iter().position(|&b| b == b'\n')
@@ -304,5 +312,20 @@ mod tests {
         assert_eq!(l.offset(), 14);
         assert_eq!(l.next_line().unwrap(), Next::Torn { start: 14 });
         assert_eq!(l.offset(), 14);
+    }
+
+    #[test]
+    fn a_byte_order_mark_opening_the_file_is_not_part_of_its_first_line() {
+        let data = b"\xef\xbb\xbf{\"a\":1}\n\xef\xbb\xbf{}\n";
+        let mut l = Lines::new(&data[..], 0, 64);
+        assert_eq!(l.next_line().unwrap(), Next::Line { start: 0 });
+        assert_eq!(l.line(), b"{\"a\":1}");
+        // Offsets stay the file's; a mark later in the file is the line's (not JSON).
+        assert_eq!(l.next_line().unwrap(), Next::Line { start: 11 });
+        assert_eq!(l.line(), b"\xef\xbb\xbf{}");
+        // Resumed past the start, nothing is stripped.
+        let mut resumed = Lines::new(&data[11..], 11, 64);
+        assert_eq!(resumed.next_line().unwrap(), Next::Line { start: 11 });
+        assert_eq!(resumed.line(), b"\xef\xbb\xbf{}");
     }
 }

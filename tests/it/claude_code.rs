@@ -354,3 +354,47 @@ fn a_transcript_copied_from_another_machine_is_this_workspaces_through_path_map(
     assert!(paths.iter().any(|p| p == "assets/js/app.js"), "{paths:?}");
     assert!(!paths.iter().any(|p| p.contains(theirs)), "{paths:?}");
 }
+
+#[test]
+fn a_transcript_saved_with_a_byte_order_mark_archives_and_damage_names_claude_code() {
+    // Copied through a Windows editor or PowerShell's `Out-File`: a UTF-8 byte order mark
+    // opens the file and lines end in CRLF. Every turn archives.
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let (path, sid) = install(&sb, "v2.1.38-tool-heavy.jsonl");
+    let text = std::fs::read_to_string(&path).expect("transcript");
+    let lines: Vec<&str> = text.lines().collect();
+    let windows = format!("\u{feff}{}\r\n", lines.join("\r\n"));
+    std::fs::write(&path, windows).expect("rewrite");
+    quiet_for_a_day(&path);
+    let id = format!("claude-code-{sid}");
+    let report = sb.json(&["archive", "--json"]);
+    let session = &report["sessions"][0];
+    assert_eq!(session["sessionId"], id.as_str(), "{report}");
+    assert_eq!(session["turnsArchived"], 2, "{report}");
+    assert!(session["damage"].is_null(), "{report}");
+
+    // A garbled line in the middle is damage, and what to do names the harness writing it.
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let (path, _) = install(&sb, "v2.1.38-tool-heavy.jsonl");
+    let text = std::fs::read_to_string(&path).expect("transcript");
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.insert(lines.len() / 2, "{garbled");
+    std::fs::write(&path, lines.join("\n") + "\n").expect("rewrite");
+    quiet_for_a_day(&path);
+    let out = sb.run(&["archive", "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "damage fails the archive asked for"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the report");
+    let damage = report["sessions"][0]["damage"]
+        .as_str()
+        .unwrap_or_else(|| panic!("damage: {report}"));
+    assert!(
+        damage.contains("If Claude Code is still writing this session"),
+        "{damage}"
+    );
+}
