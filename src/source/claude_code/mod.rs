@@ -39,11 +39,22 @@ pub fn home_from_env() -> Option<PathBuf> {
     crate::source::discovery::home_from_env("CLAUDE_CONFIG_DIR", ".claude")
 }
 
-/// Claude Code's folder key of `cwd`: every character but ASCII letters and digits → `-`.
+/// Claude Code's folder key of `cwd`: every character but ASCII letters and digits → `-`,
+/// counted as JavaScript counts them (`cwd.replace(/[^a-zA-Z0-9]/g, "-")` replaces UTF-16
+/// code units: a character outside the Basic Multilingual Plane, an emoji, becomes two; the
+/// function as read from Claude Code 2.1.139's bundle, public in Michaelliv/claude-quest#15).
 pub fn folder_key(cwd: &str) -> String {
-    cwd.chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect()
+    let mut key = String::with_capacity(cwd.len());
+    for c in cwd.chars() {
+        if c.is_ascii_alphanumeric() {
+            key.push(c);
+        } else {
+            for _ in 0..c.len_utf16() {
+                key.push('-');
+            }
+        }
+    }
+    key
 }
 
 /// Whether a folder named `name` may hold sessions of `workspace_key`'s workspace or of a
@@ -221,6 +232,9 @@ mod tests {
             "-Users-foo--config-my-app"
         );
         assert_eq!(folder_key("C:\\Users\\x\\proj"), "C--Users-x-proj");
+        // Accents and CJK are one code unit each, an emoji two (JavaScript's count).
+        assert_eq!(folder_key("/home/José/项目"), "-home-Jos----");
+        assert_eq!(folder_key("/w/🦀x"), "-w---x");
         let ws = folder_key("/home/a/w");
         assert!(may_hold("-home-a-w", &ws, false));
         assert!(may_hold("-home-a-w-sub", &ws, false));
