@@ -227,11 +227,22 @@ fn strip_markers(line: &str) -> Option<String> {
 }
 
 /// The first line of `text` that has words once its markdown markers are stripped,
-/// cut at a word boundary to `max_chars`.
+/// cut at a word boundary to `max_chars`. A first line that only introduces what follows
+/// (`feedback I got:`, `in context of this:` before a paste) says little alone: the title
+/// goes on into the next lines with words, as far as `max_chars` allows.
 pub(super) fn title_line(text: &str, max_chars: usize) -> Option<String> {
-    text.lines()
-        .find_map(strip_markers)
-        .map(|l| cut_at_word(&l, max_chars))
+    let mut lines = text.lines().filter_map(strip_markers);
+    let mut title = lines.next()?;
+    if title.trim_end().ends_with(':') {
+        for line in lines {
+            if title.chars().count() >= max_chars {
+                break;
+            }
+            title.push(' ');
+            title.push_str(&line);
+        }
+    }
+    Some(cut_at_word(&title, max_chars))
 }
 
 /// The first `#` heading of `text` if it has one, else its first line with words.
@@ -331,6 +342,28 @@ mod tests {
             title_line("#hashtag first", 80).as_deref(),
             Some("#hashtag first")
         );
+    }
+
+    #[test]
+    fn a_first_line_that_introduces_a_paste_is_continued() {
+        assert_eq!(
+            title_line(
+                "feedback I got:\n\n> The retry loop never backs off.\nmore",
+                80
+            )
+            .as_deref(),
+            Some("feedback I got: The retry loop never backs off. more")
+        );
+        assert_eq!(
+            title_line("in context of this :\n```\nError: EACCES /var/run\n```", 30).as_deref(),
+            Some("in context of this : Error:…")
+        );
+        // A line that says something alone stays alone; a colon inside is not an ending.
+        assert_eq!(
+            title_line("Fix the parser: it drops CRLF\nsecond line", 80).as_deref(),
+            Some("Fix the parser: it drops CRLF")
+        );
+        assert_eq!(title_line("note:", 80).as_deref(), Some("note:"));
     }
 
     #[test]
