@@ -539,6 +539,7 @@ fn a_transcript_whose_cwd_was_deleted_is_followed_in_its_checkout_and_one_elsewh
     let st = status(&sb);
     let said = why(&st).expect("why");
     assert!(said.contains("is not here"), "{said}");
+    assert!(said.contains("`pathMap`"), "what to do: {said}");
     assert_eq!(signed(&sb, &elsewhere.id()), 0);
     assert_eq!(st["lastErrors"].as_array().map_or(0, Vec::len), 0, "{st}");
 }

@@ -176,7 +176,9 @@ impl Sessions {
             }
         }
         let e = first_error.unwrap_or_else(|| "no checkout".to_owned());
-        Err(format!("its working directory {cwd} is not here: {e}"))
+        Err(format!(
+            "its working directory {cwd} is not here: {e} (a log copied from another machine: map that machine's directory to this one's in the home config's `pathMap`)"
+        ))
     }
 
     /// Follow a log of another harness in the workspace entry `ws_dir`.
