@@ -88,6 +88,8 @@ pub enum LinkError {
     TokenForSsh { url: String },
     #[error("{path} is a file, not a directory that can hold a pool: give a directory (an absent or empty one becomes a bare repository on first sync) or a git URL")]
     NotADirectory { path: PathBuf },
+    #[error("{url} has a query or a fragment, which git cannot use in a repository's URL (it adds its own path and query after it); nothing was written: link the repository's URL alone, {repository}")]
+    QueryInUrl { url: String, repository: String },
     #[error("{masked} carries a credential ({what}) inside the URL; refused, nothing was written: the link is kept in the project tree, where a credential must never be")]
     SecretInUrl { masked: String, what: String },
     #[error("{path} is inside the workspace {workspace}: the pool is never the project; give a bare repository, or an empty or new directory, outside the project")]
@@ -611,6 +613,14 @@ pub fn check_local_pool(path: &Path, workspace: &Path) -> Result<(), LinkError> 
 /// `cwd` (a relative pool path would mean something else from every directory).
 pub fn parse_upstream(target: &str, cwd: &Path) -> Result<Upstream, LinkError> {
     if transport::is_network_url(target) {
+        // git adds its own path and query after a repository's URL (`…/info/refs?service=`),
+        // so a query or a fragment would send every request somewhere else.
+        if let Some(at) = target.find(['?', '#']) {
+            return Err(LinkError::QueryInUrl {
+                url: target.to_owned(),
+                repository: target[..at].to_owned(),
+            });
+        }
         return Ok(Upstream::Network {
             url: target.to_owned(),
         });
@@ -672,6 +682,26 @@ mod tests {
         assert!(matches!(
             parse_upstream("git@github.com:team/pool.git", cwd),
             Ok(Upstream::Network { .. })
+        ));
+        // git appends its own path and query: a network URL with either is refused, and the
+        // message gives the URL without it; a local path may hold the characters.
+        for url in [
+            "https://git.example.com/pool.git?ref=main",
+            "https://git.example.com/pool.git#main",
+            "ssh://git.example.com/pool.git?x",
+        ] {
+            let e = parse_upstream(url, cwd).expect_err(url);
+            assert!(matches!(e, LinkError::QueryInUrl { .. }), "{e}");
+            assert!(
+                e.to_string()
+                    .ends_with("alone, https://git.example.com/pool.git")
+                    || url.starts_with("ssh"),
+                "{e}"
+            );
+        }
+        assert!(matches!(
+            parse_upstream("/srv/pools/a?b#c", cwd),
+            Ok(Upstream::Local { .. })
         ));
     }
 

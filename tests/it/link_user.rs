@@ -118,6 +118,16 @@ fn a_bad_user_or_a_user_without_a_token_transport_is_refused_and_plain_http_is_w
             vec!["--token-file", t, "--user", ""],
         ),
         ("git@git.example.com:t/p.git", vec!["--user", "ana"]),
+        // A query or a fragment git would send every request after: refused, not kept.
+        (
+            "https://git.example.com/p.git?ref=main",
+            vec!["--token-file", t],
+        ),
+        (
+            "https://git.example.com/p.git#main",
+            vec!["--token-file", t],
+        ),
+        ("ssh://git.example.com/p.git?x=1", vec![]),
     ] {
         let mut args = vec!["link", target, "--visibility", "private"];
         args.extend(extra.iter().copied());
