@@ -75,6 +75,8 @@ pub enum SyncCode {
     /// what this machine last saw and its first commit is another's. Nothing is published
     /// into it until a person adopts it with `chapters link`.
     PoolReplaced,
+    /// A web server answered at the URL, not git.
+    NotGit,
     Other,
 }
 
@@ -92,6 +94,7 @@ impl SyncCode {
             SyncCode::PoolBroken => "pool-broken",
             SyncCode::PoolMissing => "pool-missing",
             SyncCode::PoolReplaced => "pool-replaced",
+            SyncCode::NotGit => "not-git",
             SyncCode::Other => "other",
         }
     }
@@ -109,6 +112,7 @@ impl SyncCode {
             SyncCode::PoolBroken => "The pool repository is damaged or not a bare git repository; check it with `git fsck`, or link a new one",
             SyncCode::PoolMissing => "The pool this workspace adopted is not there (a drive not mounted? a directory moved?) and is not re-created: mount it or move it back, then `chapters sync`; or adopt another pool with `chapters link PATH --visibility …`, which then receives everything again. Archiving goes on meanwhile",
             SyncCode::PoolReplaced => "The pool at the link is not the one this workspace adopted (empty, or another history): nothing was published into it. Put the right pool back, then `chapters sync`; or adopt this one with `chapters link PATH --visibility …`, which then receives everything again. Archiving goes on meanwhile",
+            SyncCode::NotGit => FailureCode::NotGit.hint(),
             SyncCode::Other => "See the detail; the store is untouched and the next sync retries",
         }
     }
@@ -120,6 +124,7 @@ impl SyncCode {
             FailureCode::NotFound => SyncCode::NotFound,
             FailureCode::Diverged => SyncCode::Diverged,
             FailureCode::Timeout => SyncCode::Timeout,
+            FailureCode::NotGit => SyncCode::NotGit,
             FailureCode::Other => SyncCode::Other,
         }
     }

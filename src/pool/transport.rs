@@ -115,6 +115,10 @@ pub enum FailureCode {
     Diverged,
     /// No answer within the deadline (or the transfer stalled).
     Timeout,
+    /// A web server answered, not git: a forge's login page, a proxy's page, a URL that is
+    /// not a repository's. git then falls back to its "dumb" protocol, which reads nothing
+    /// and cannot push.
+    NotGit,
     /// Anything else; the detail says what.
     Other,
 }
@@ -127,6 +131,7 @@ impl FailureCode {
             FailureCode::NotFound => "not-found",
             FailureCode::Diverged => "diverged",
             FailureCode::Timeout => "timeout",
+            FailureCode::NotGit => "not-git",
             FailureCode::Other => "other",
         }
     }
@@ -139,6 +144,7 @@ impl FailureCode {
             FailureCode::NotFound => "No repository answers at that URL: check the URL, or create the repository at the forge",
             FailureCode::Diverged => "The pool moved on since the last fetch: fetch, then publish again",
             FailureCode::Timeout => "The pool did not answer in time; sync retries later",
+            FailureCode::NotGit => "A web server answered at that URL, not a git server (a login page, a proxy, or a URL that is not the repository's clone URL): check it with `git ls-remote URL`, then `chapters link` the repository's clone URL",
             FailureCode::Other => "See git's message above",
         }
     }
@@ -649,6 +655,14 @@ fn classify(stderr: &str, credential_rejected: bool) -> FailureCode {
     if text.contains("[rejected]") {
         return FailureCode::Diverged;
     }
+    // git fell back to the dumb HTTP protocol: the server did not speak smart HTTP.
+    if any(&[
+        "git-http-push failed",
+        "dumb http transport does not support",
+        "not valid: is this a git repository",
+    ]) {
+        return FailureCode::NotGit;
+    }
     FailureCode::Other
 }
 
@@ -979,6 +993,9 @@ mod tests {
             ("fatal: unable to access 'x': The requested URL returned error: 502", false, FailureCode::Network),
             ("fatal: unable to access 'x': Operation too slow. Less than 1000 bytes/sec transferred the last 30 seconds", false, FailureCode::Timeout),
             (" ! [rejected]        abc -> main (fetch first)\nerror: failed to push some refs", false, FailureCode::Diverged),
+            // A web page answered (a login page): git's dumb protocol cannot push.
+            ("error: Cannot access URL http://127.0.0.1:1/p.git/, return code 22\nfatal: git-http-push failed\nerror: failed to push some refs to 'http://127.0.0.1:1/p.git'", false, FailureCode::NotGit),
+            ("fatal: https://forge.example/login/info/refs not valid: is this a git repository?", false, FailureCode::NotGit),
             // A message that merely mentions divergence is not a divergence.
             ("fatal: histories diverge: weird server message", false, FailureCode::Other),
             ("fatal: not a git repository: '/m/.git'", false, FailureCode::Other),

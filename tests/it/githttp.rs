@@ -458,6 +458,68 @@ impl Drop for SilentServer {
     }
 }
 
+/// Answers every request with a web page (a forge's login page), as a wrong URL or an
+/// intercepting proxy does: a web server, not git.
+pub struct WebPageServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl WebPageServer {
+    pub fn start() -> WebPageServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("local addr");
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = Arc::clone(&stop);
+        let accept = std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stop2.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(mut stream) = stream else { continue };
+                // Read the request's head (and whatever body came with it), then answer.
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let page =
+                    b"<!DOCTYPE html><html><body><form action=/login>Sign in</form></body></html>";
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    page.len()
+                );
+                let _ = stream.write_all(answer.as_bytes());
+                let _ = stream.write_all(page);
+            }
+        });
+        WebPageServer {
+            addr,
+            stop,
+            accept: Some(accept),
+        }
+    }
+
+    pub fn url(&self, repo_name: &str) -> String {
+        format!("http://{}/{repo_name}", self.addr)
+    }
+}
+
+impl Drop for WebPageServer {
+    fn drop(&mut self) {
+        if let Some(accept) = self.accept.take() {
+            self.stop.store(true, Ordering::SeqCst);
+            let _ = TcpStream::connect(self.addr);
+            let _ = accept.join();
+        }
+    }
+}
+
 /// An http URL on 127.0.0.1 where nothing listens (a port just bound and released).
 pub fn closed_port_url(repo_name: &str) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");

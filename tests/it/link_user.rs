@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use crate::githttp::GitHttpServer;
+use crate::githttp::{GitHttpServer, WebPageServer};
 use crate::support::{two_task_turns, Sandbox};
 
 const SESSION: &str = "session-77777777-7777-4777-8777-777777777777";
@@ -151,4 +151,20 @@ fn a_bad_user_or_a_user_without_a_token_transport_is_refused_and_plain_http_is_w
         !stderr.contains("tok\n") && !stderr.contains(" tok "),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_pool_url_that_answers_a_web_page_fails_sync_as_not_git_and_says_what_to_check() {
+    let page = WebPageServer::start();
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    sb.write_session(SESSION, 4, true, &two_task_turns(&sb.ws));
+    sb.ok(&["archive"]);
+    sb.ok(&["link", &page.url("pool.git"), "--visibility", "private"]);
+    let (code, doc) = sync_code(&sb);
+    assert_eq!(code, "not-git", "{doc}");
+    assert!(doc.contains("git ls-remote"), "{doc}");
+    // Local-only meanwhile, the code kept for status.
+    let status = sb.json(&["status", "--json"]);
+    assert!(status.to_string().contains("not-git"), "{status}");
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use dsh_chapters::credentials::Secret;
 use dsh_chapters::pool::transport::{self, FailureCode, Remote, TransportError, TRACKING_REF};
 
-use crate::githttp::{closed_port_url, GitHttpServer, SilentServer};
+use crate::githttp::{closed_port_url, GitHttpServer, SilentServer, WebPageServer};
 
 const TOKEN: &str = "tok-5f3a9c-right";
 const WRONG: &str = "tok-77e1d0-wrong";
@@ -323,6 +323,25 @@ fn nothing_listening_is_network() {
     assert_eq!(err.code, FailureCode::Network, "{err}");
     let err = transport::push(&local, &r, &c, PATIENCE).unwrap_err();
     assert_eq!(err.code, FailureCode::Network, "{err}");
+    assert_hidden(&err, TOKEN);
+}
+
+#[test]
+fn a_web_page_answering_for_the_pool_is_not_git() {
+    // A login page where the repository should be: git's fallback to its dumb protocol
+    // reads no refs and cannot push; the push says what answered.
+    let page = WebPageServer::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let local = bare(&tmp.path().join("a.git"));
+    let c = commit(&local, None, b"x\n");
+    let r = remote(page.url("pool.git"), Some(TOKEN));
+    let err = transport::push(&local, &r, &c, PATIENCE).unwrap_err();
+    assert_eq!(err.code, FailureCode::NotGit, "{err}");
+    assert!(
+        err.code.hint().contains("not a git server"),
+        "{}",
+        err.code.hint()
+    );
     assert_hidden(&err, TOKEN);
 }
 
