@@ -179,6 +179,20 @@ pub enum GitError {
     },
 }
 
+impl GitError {
+    /// The repository whose objects could not be read as they should (missing, unreadable —
+    /// a truncated pack —, or of another kind): damage in that repository, not a fault of
+    /// this run.
+    pub fn damaged_repository(&self) -> Option<&Path> {
+        match self {
+            GitError::Missing { repo, .. }
+            | GitError::Read { repo, .. }
+            | GitError::WrongKind { repo, .. } => Some(repo),
+            _ => None,
+        }
+    }
+}
+
 fn show(id: &Option<ObjectId>) -> String {
     match id {
         Some(id) => id.to_string(),

@@ -224,8 +224,18 @@ const MISMATCH_PREFIX: &str = "the pool's project.yml names projectKey ";
 
 impl From<GitError> for Fail {
     fn from(e: GitError) -> Fail {
+        // Objects that cannot be read in a local pool (a truncated pack, a missing object):
+        // the pool is damaged — said as such, with its hint. The mirror's own damage stays
+        // `other` (the mirror is rebuilt from the pool and the store).
+        let in_pool = e
+            .damaged_repository()
+            .is_some_and(|repo| !repo.components().any(|c| c.as_os_str() == MIRROR_DIR));
         Fail {
-            code: SyncCode::Other,
+            code: if in_pool {
+                SyncCode::PoolBroken
+            } else {
+                SyncCode::Other
+            },
             detail: e.to_string(),
         }
     }

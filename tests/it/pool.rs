@@ -856,6 +856,42 @@ fn a_damaged_or_deleted_mirror_is_rebuilt_from_the_pool_and_the_store() {
 }
 
 #[test]
+fn a_truncated_pack_in_the_pool_is_pool_broken_with_what_to_do() {
+    // Half a pack (a copy cut short, a disk error): reading the pool's objects fails, and
+    // the sync says the pool is damaged and what to do, not "other".
+    let (_tmp, pool, _a) = published_machine("m-a", 62);
+    let pack_dir = pool.join("objects/pack");
+    let pack = std::fs::read_dir(&pack_dir)
+        .expect("pack dir")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "pack"))
+        .expect("a pack");
+    let len = std::fs::metadata(&pack).expect("pack").len();
+    let mut perms = std::fs::metadata(&pack).expect("pack").permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(&pack, perms).expect("writable");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&pack)
+        .and_then(|f| f.set_len(len / 2))
+        .expect("truncate");
+    // A new machine joining reads every object.
+    let b = Sandbox::machine("m-b");
+    link_private(&b, &pool);
+    let out = b.run(&["sync", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(doc["code"], "pool-broken", "{doc}");
+    assert!(
+        doc["hint"].as_str().is_some_and(|h| h.contains("git fsck")),
+        "{doc}"
+    );
+    assert_eq!(b.json(&["status", "--json"])["lastSyncCode"], "pool-broken");
+}
+
+#[test]
 fn a_pool_of_another_project_is_refused_loudly() {
     let (_tmp, pool, a) = published_machine("m-a", 60);
     // Another project (another remote) linked to the same pool.
