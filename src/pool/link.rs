@@ -86,6 +86,12 @@ pub enum LinkError {
     TokenRequired { url: String },
     #[error("{url} is an ssh URL: it uses your own ssh setup, so no token is taken; drop --token-file/--token-stdin")]
     TokenForSsh { url: String },
+    #[error("{path} is a symbolic link that cannot be followed ({source}): give the pool's real directory, or repair the link")]
+    BadSymlink {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{path} is a file, not a directory that can hold a pool: give a directory (an absent or empty one becomes a bare repository on first sync) or a git URL")]
     NotADirectory { path: PathBuf },
     #[error("{url} has a query or a fragment, which git cannot use in a repository's URL (it adds its own path and query after it); nothing was written: link the repository's URL alone, {repository}")]
@@ -555,6 +561,16 @@ fn config_says_bare(config: &str) -> bool {
 /// it), the workspace's own repository, any repository with a work tree, and a directory
 /// holding anything but a bare repository. Symlinks and `..` are resolved first.
 pub fn check_local_pool(path: &Path, workspace: &Path) -> Result<(), LinkError> {
+    // A symbolic link that loops, or points at nothing: no pool can live there (the sync
+    // would later call it "not a git repository").
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        if let Err(source) = std::fs::metadata(path) {
+            return Err(LinkError::BadSymlink {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    }
     let real = resolve_physical(path);
     let ws = resolve_physical(workspace);
     for repo in own_git_dirs(&ws) {
@@ -903,6 +919,18 @@ mod tests {
         std::fs::create_dir_all(root.join("empty")).expect("empty");
         assert!(check_local_pool(&root.join("empty"), &ws).is_ok());
         assert!(check_local_pool(&root.join("new/pool"), &ws).is_ok());
+        // A symbolic link that loops or points at nothing: refused (a first sync would
+        // have replaced a dangling one with a directory of its own).
+        std::os::unix::fs::symlink(root.join("loop-b"), root.join("loop-a")).expect("a");
+        std::os::unix::fs::symlink(root.join("loop-a"), root.join("loop-b")).expect("b");
+        std::os::unix::fs::symlink(root.join("gone"), root.join("dangling")).expect("d");
+        for link in ["loop-a", "dangling"] {
+            let e = refused(&root.join(link));
+            assert!(matches!(e, LinkError::BadSymlink { .. }), "{e}");
+        }
+        // A link to a good place is fine.
+        std::os::unix::fs::symlink(&bare, root.join("to-bare")).expect("to bare");
+        assert!(check_local_pool(&root.join("to-bare"), &ws).is_ok());
         // A linked worktree: its own repository lives outside it.
         let wt = root.join("wt");
         std::fs::create_dir_all(&wt).expect("wt");
