@@ -30,7 +30,9 @@ pub struct Args {
 pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     let env = Env::resolve(workspace, None)?;
     let now = super::now_ms();
-    let request = args.filters.request(Parsed::default(), None, now)?;
+    let request = args
+        .filters
+        .request(Parsed::default(), None, now, &env.signing_workspace())?;
     let corpus = search::open(
         &env.workspace,
         &env.identity.project_key,

@@ -112,6 +112,16 @@ pub(crate) fn harness_id_unsettled(config: &Config) -> Option<&'static str> {
 }
 
 impl Env {
+    /// The workspace as signatures name paths in it: its root and the root's `pathMap`
+    /// twins (search's `--path` is read through it).
+    pub fn signing_workspace(&self) -> dsh_chapters::signature::Workspace {
+        dsh_chapters::signature::Workspace::for_session(
+            &self.workspace.to_string_lossy(),
+            None,
+            &self.config.path_map,
+        )
+    }
+
     /// Write this machine's harness id into the home config when it came from the
     /// environment or the host name, so the CLI, the daemon's unit and an editor-launched
     /// `chapters mcp` (none of which share the shell's environment) all use one name. A

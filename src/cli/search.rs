@@ -62,7 +62,8 @@ pub struct Filters {
     #[arg(long, value_name = "WHEN")]
     pub until: Option<String>,
     /// Only documents whose signature names this file (a path a tool call touched — not a
-    /// word of the text): the whole path, or its last parts (`csv.rs`, `export/csv.rs`).
+    /// word of the text): the whole path, or its last parts (`csv.rs`, `export/csv.rs`); an
+    /// absolute path inside the workspace is read relative to it.
     #[arg(long, value_name = "FILE")]
     pub path: Option<String>,
     /// Also search artifacts (large tool outputs a chapter keeps beside it, kind `artifact`);
@@ -79,6 +80,7 @@ impl Filters {
         query: Parsed,
         topic: Option<String>,
         now_ms: i64,
+        workspace: &dsh_chapters::signature::Workspace,
     ) -> Result<search::Request, super::Usage> {
         let when = |flag: &str, text: &Option<String>| {
             text.as_ref()
@@ -102,7 +104,7 @@ impl Filters {
                 session: self.session.clone(),
                 since_ms: when("--since", &self.since)?,
                 until_ms: when("--until", &self.until)?,
-                path: self.path.clone(),
+                path: self.path.as_deref().map(|p| workspace.as_signed(p)),
                 artifacts: self.artifacts,
             },
         })
@@ -159,9 +161,12 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     // Recency is measured from the start of the current UTC day: every machine at the
     // same pool state gives the same answer all day, not one that drifts by the millisecond.
     let now = score::day_start(super::now_ms());
-    let request = args
-        .filters
-        .request(parsed, topic.clone(), super::now_ms())?;
+    let request = args.filters.request(
+        parsed,
+        topic.clone(),
+        super::now_ms(),
+        &env.signing_workspace(),
+    )?;
     let answer = corpus.answer_packed(&request, &params, &env.harness_id, now, budget)?;
     let (packed, total, total_said) = (answer.packed.clone(), answer.total, answer.total_said());
     let empty = if corpus.documents == 0 {

@@ -81,7 +81,7 @@ fn tools() -> Value {
                     "session": string_prop("Only documents of this session (an id or its first characters)."),
                     "since": string_prop("Only documents dated at or after: `YYYY-MM-DD`, an RFC 3339 time, or `7d` / `12h` / `2w` ago."),
                     "until": string_prop("Only documents dated before (same forms as `since`)."),
-                    "path": string_prop("Only documents whose signature names this file."),
+                    "path": string_prop("Only documents whose signature names this file: its path in the workspace (absolute or relative) or its last parts (`csv.rs`)."),
                     "artifacts": {"type": "boolean", "description": "Also search artifacts (big tool outputs a chapter stored apart), kind `artifact`; off by default."}
                 },
                 "additionalProperties": false
@@ -498,7 +498,15 @@ fn search_tool(ctx: &McpContext<'_>, args: &Arguments<'_>) -> Result<Answer, Str
             session: args.string("session", false)?,
             since_ms,
             until_ms,
-            path: args.string("path", false)?,
+            // An absolute path inside the workspace is read as signatures keep it.
+            path: args.string("path", false)?.map(|p| {
+                crate::signature::Workspace::for_session(
+                    &ctx.workspace.to_string_lossy(),
+                    None,
+                    &ctx.config.path_map,
+                )
+                .as_signed(&p)
+            }),
             artifacts: args.flag("artifacts")?,
         },
     };

@@ -231,6 +231,16 @@ impl Workspace {
     fn relative(&self, path: &AbsPath) -> Option<String> {
         self.roots.iter().find_map(|r| relative_to(path, r))
     }
+
+    /// A path a person gives to find what touched it (search's `--path`): an absolute path
+    /// inside the workspace — as this machine or a `pathMap` twin names it — made relative
+    /// to the root, as signatures keep paths; any other path as given.
+    pub fn as_signed(&self, path: &str) -> String {
+        match normalize_abs(path).and_then(|abs| self.relative(&abs)) {
+            Some(rel) if !rel.is_empty() => rel,
+            _ => path.to_owned(),
+        }
+    }
 }
 
 /// How sure a text mention must look (see the module docs).

@@ -151,6 +151,32 @@ fn path_matches_the_files_a_signature_names_not_prose() {
     // `list` takes the same filter.
     let listed = sb.json(&["list", "--path", "invoice.rs", "--json"]);
     assert_eq!(listed["total"], 1, "{listed}");
+    // An absolute path, as an editor copies it: inside the workspace it is the same file,
+    // as this machine names it or as a `pathMap` twin (a Windows machine) does.
+    let absolute = sb.ws.join("src/billing/invoice.rs");
+    let absolute = absolute.to_str().expect("utf-8");
+    assert_eq!(
+        search(&sb, &["invoice", "--path", absolute])["total"],
+        1,
+        "{absolute}"
+    );
+    let listed = sb.json(&["list", "--path", absolute, "--json"]);
+    assert_eq!(listed["total"], 1, "{listed}");
+    std::fs::write(
+        sb.store().join("config.yml"),
+        format!("pathMap:\n  'C:\\Users\\ana\\shop': {}\n", sb.ws_str()),
+    )
+    .expect("config");
+    let windows = r"C:\Users\ana\shop\src\billing\invoice.rs";
+    assert_eq!(search(&sb, &["invoice", "--path", windows])["total"], 1);
+    // Outside the workspace it is no file of it.
+    assert_eq!(
+        search(
+            &sb,
+            &["invoice", "--path", "/elsewhere/src/billing/invoice.rs"]
+        )["total"],
+        0
+    );
 }
 
 /// A document as another harness would store it (hand-written, before the first search
