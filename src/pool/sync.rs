@@ -2331,6 +2331,7 @@ fn materialize(
     let walker = GitRepo::open(mirror.path())?;
     let reader = crate::store::read::Reader::of_store(store_dir);
     let mut writes = ctx.store.mirror_writes();
+    let mut blobs = walker.pack_blobs();
     walker.changed_blobs(old_tree, new_tree, &mut |path, blob| -> Result<(), Fail> {
         // This machine's own files are in its store already: copying them in would double
         // every publish's writes — and a document both in the store and in the mirror is
@@ -2350,7 +2351,7 @@ fn materialize(
             }
             return Ok(());
         }
-        let bytes = reader.pulled_blob(&walker, blob)?;
+        let bytes = reader.pulled_blob(&walker, &mut blobs, blob)?;
         // The mirror is transport: one filesystem sync at the end instead of one per file.
         writes.write(&path, &bytes).map_err(|e| Fail {
             code: SyncCode::MirrorIo,
@@ -2360,7 +2361,7 @@ fn materialize(
         written.push(path);
         Ok(())
     })?;
-    drop(walker);
+    drop((blobs, walker));
     // Files the pool no longer holds (a machine's forget, a purge): dropped here too.
     let mut dropped = false;
     if let Some(old_tree) = old_tree {
@@ -2449,6 +2450,7 @@ fn write_recent(
         let (table, _) =
             crate::catalog::table::Table::refresh(ctx.workspace, true, ctx.lock_timeout)
                 .map_err(|e| e.to_string())?;
+        let mut blobs = repo.pack_blobs();
         for (folder, names) in &candidates.folders {
             let names: BTreeSet<&str> = names.split('/').collect();
             for doc in table
@@ -2477,7 +2479,8 @@ fn write_recent(
                 let Some(blob) = repo.blob_at(tree, path).map_err(|e| e.to_string())? else {
                     continue;
                 };
-                let bytes = reader.pulled_blob(repo, blob).map_err(|e| e.to_string())?;
+                let bytes = reader.pulled_blob(repo, &mut blobs, blob);
+                let bytes = bytes.map_err(|e| e.to_string())?;
                 // The mirror is transport: one filesystem sync at the end instead of one per file.
                 outs.write(path, &bytes).map_err(|e| e.to_string())?;
                 written.push(path.to_owned());

@@ -51,6 +51,9 @@ pub fn materialized_head(mirror_dir: &Path) -> Option<ObjectId> {
 pub struct Packed {
     repo: GitRepo,
     tree: ObjectId,
+    /// The packs the blobs are read from, opened at the first blob: a first sync reads every
+    /// chapter through them, each delta base resolved once while it stays cached.
+    blobs: std::cell::RefCell<Option<crate::git::PackBlobs>>,
 }
 
 impl Packed {
@@ -64,7 +67,11 @@ impl Packed {
             return None;
         }
         let tree = repo.commit_tree(head).ok()?;
-        Some(Packed { repo, tree })
+        Some(Packed {
+            repo,
+            tree,
+            blobs: std::cell::RefCell::new(None),
+        })
     }
 
     /// As the reader's source.
@@ -129,7 +136,9 @@ impl Packed {
 
     /// The bytes of blob `id`.
     pub fn blob(&self, id: ObjectId) -> Result<Vec<u8>, GitError> {
-        self.repo.read_blob(id)
+        let mut blobs = self.blobs.borrow_mut();
+        let blobs = blobs.get_or_insert_with(|| self.repo.pack_blobs());
+        self.repo.read_blob_from(blobs, id)
     }
 }
 

@@ -124,12 +124,18 @@ impl Reader {
     /// the mirror (`Store::mirror_writes`): from the mirror's own objects, or from a local
     /// pool's before they are fetched in. Those are what the pool's machines' stores
     /// published — redacted, as the mirror's files (their copies) are.
+    /// `blobs`: `pool`'s packs ([`crate::git::GitRepo::pack_blobs`]), kept by the caller
+    /// across the blobs it reads.
     pub fn pulled_blob(
         &self,
         pool: &crate::git::GitRepo,
+        blobs: &mut crate::git::PackBlobs,
         id: crate::git::ObjectId,
     ) -> Result<Redacted<Vec<u8>>, crate::git::GitError> {
-        Ok(Redacted::read_back(pool.read_blob(id)?, &self.proof))
+        Ok(Redacted::read_back(
+            pool.read_blob_from(blobs, id)?,
+            &self.proof,
+        ))
     }
 
     /// `path` (inside the workspace's mirror) from the packed mirror, when the reader has one.

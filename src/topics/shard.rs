@@ -79,12 +79,19 @@ fn day(date: Option<&str>) -> String {
 }
 
 /// A field on one line: control characters (a newline would split the item) become spaces.
-fn one_line(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect::<String>()
-        .trim()
-        .to_owned()
+/// A field with none (nearly every one) is only trimmed: a first sync renders a line for
+/// each of a year's chapters in every topic it has.
+fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text.trim());
+    }
+    std::borrow::Cow::Owned(
+        text.chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect::<String>()
+            .trim()
+            .to_owned(),
+    )
 }
 
 /// The order of a shard's lines: newest first (undated last), then by path.
@@ -764,6 +771,18 @@ pub fn alias_changes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A field's line: trimmed, its control characters spaces — with none (the whole-field
+    /// copy) and with some (the character walk).
+    #[test]
+    fn a_field_is_one_trimmed_line() {
+        assert_eq!(one_line("  Fix the middleware "), "Fix the middleware");
+        assert_eq!(
+            one_line("\tFix\nthe\u{7}middleware\r\n"),
+            "Fix the middleware"
+        );
+        assert_eq!(one_line("écrit · ok"), "écrit · ok");
+    }
     use crate::curation::{Author, Fact, FactKind, SourcedFact};
 
     fn doc(path: &str, title: &str, date: Option<&str>, topics: &[&str]) -> Redacted<IndexDoc> {

@@ -156,13 +156,13 @@ fn only_the_store_records_in_its_catalog() {
 }
 
 /// The mirror's copies behind `Store`: outside `store` (and the test kit) no function of the
-/// product writes a file with bytes it read from a pool object (`read_blob`, or the reader's
-/// `pulled_blob`) — the sync hands them to `Store::mirror_writes` /
+/// product writes a file with bytes it read from a pool object (`read_blob`, `read_blob_from`,
+/// or the reader's `pulled_blob`) — the sync hands them to `Store::mirror_writes` /
 /// `Store::mirror_write_outs`, which write them and record the received documents. The check
 /// follows a `let` binding of such bytes to a file write in the same function.
 #[test]
 fn only_the_store_writes_the_pools_bytes_into_the_mirror() {
-    const READS: &[&str] = &[".read_blob(", ".pulled_blob("];
+    const READS: &[&str] = &[".read_blob(", ".read_blob_from(", ".pulled_blob("];
     const WRITES: &[&str] = &["write_atomic", "write_new", "fs::write(", "File::create("];
     let is_fn = |line: &str| {
         let t = line.trim_start();
