@@ -1587,7 +1587,11 @@ mod tests {
     const T0: i64 = 1_700_000_000;
 
     /// Runs the real `git` (tests only), isolated from the machine's git configuration.
-    fn git_output(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> std::process::Output {
+    pub(super) fn git_output(
+        dir: &Path,
+        args: &[&str],
+        stdin: Option<&[u8]>,
+    ) -> std::process::Output {
         use std::io::Write as _;
         let mut child = Command::new("git")
             .arg("-C")

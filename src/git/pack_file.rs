@@ -262,14 +262,7 @@ mod tests {
     use super::*;
 
     fn git(dir: &Path, args: &[&str]) -> std::process::Output {
-        std::process::Command::new("git")
-            .arg("--git-dir")
-            .arg(dir)
-            .args(args)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .output()
-            .expect("git")
+        crate::git::tests::git_output(dir, args, None)
     }
 
     fn object(kind: Kind, data: &[u8]) -> (ObjectId, Kind, Vec<u8>) {
