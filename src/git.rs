@@ -378,10 +378,11 @@ impl GitRepo {
         Ok(self.held_packs.take())
     }
 
-    /// The objects held in memory into one pack, its stem noted for [`GitRepo::write_held`].
+    /// The objects held in memory into one pack, its stem noted for [`GitRepo::write_held`]
+    /// or the next [`GitRepo::cas_ref`] (which calls this itself; a caller may call it first).
     /// Every one, also an object the repository holds already (a blob written again): a pack
     /// that holds all a publish wrote is what the mirror's link relies on.
-    fn pack_held(&self) -> Result<(), GitError> {
+    pub fn pack_held(&self) -> Result<(), GitError> {
         self.held_bytes.set(0);
         let Some(mut storage) = self.repo.objects.reset_object_memory() else {
             return Ok(());

@@ -361,6 +361,10 @@ impl Provider for LocalPool {
         commit: ObjectId,
         expected: Option<ObjectId>,
     ) -> Result<(), Fail> {
+        // The publish's objects into their pack, durable; a kill from here to the ref's move
+        // leaves a pack nothing names yet (as loose objects did), which roll-ups keep.
+        pool.pack_held()?;
+        crash_point("sync-after-pack");
         // The commit's parent is `expected` by construction: the compare-and-swap is the
         // fast-forward check, under the ref's lock file.
         match pool.cas_ref(POOL_REF, expected, commit, "dsh-chapters: publish") {
