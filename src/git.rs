@@ -8,11 +8,13 @@
 //! no lookup, and nothing lists a whole tree or walks the whole history unless the caller asks
 //! ([`GitRepo::list_tree`], and [`GitRepo::is_ancestor`] when the answer is "no").
 //!
-//! Objects are written loose (one zlib file each, as `git` does before `gc`), so real `git`
-//! reads every repository this module writes; the tests check that with `git fsck --strict`.
-//! Writes are crash-safe against a killed process (objects and refs land by atomic rename, and
-//! objects before anything that refers to them) but, like gix and `git` by default, nothing is
-//! fsynced: a power loss may lose the last writes.
+//! Objects are written loose (one zlib file each, as `git` does before `gc`), or — on a handle
+//! that holds its writes ([`GitRepo::hold_writes`], a sync's) — kept in memory and written as
+//! one pack ([`pack_file`]) before the ref moves; real `git` reads every repository this module
+//! writes (the tests check it with `git fsck --strict`). Writes are crash-safe against a killed
+//! process (objects, packs and refs land by atomic rename, objects before anything that refers
+//! to them); against a power loss, [`GitRepo::cas_ref`] makes the objects durable before the
+//! ref moves (the pack's fsyncs, or one `syncfs` for loose files) and the ref after.
 //!
 //! [`copy_reachable`] trusts that an object present in the target brings its whole closure. That
 //! holds for every repository written by this module or by a full `git` clone/push; it does not
@@ -34,6 +36,8 @@ use gix::refs::{FullName, Target};
 use crate::redact::Redacted;
 
 pub use gix::ObjectId;
+
+mod pack_file;
 
 /// How long a ref move waits for a concurrent writer's lock. Generous on purpose: the loser of a
 /// race should wait for the winner to finish and then report [`GitError::RefMoved`] with the
@@ -150,6 +154,12 @@ pub enum GitError {
         #[source]
         source: gix::Error,
     },
+    #[error("cannot write a publish's objects as a pack into the git repository {repo}: {source}; check permissions and free space")]
+    WritePack {
+        repo: PathBuf,
+        #[source]
+        source: pack_file::PackFileError,
+    },
     #[error("cannot make the git repository {repo} durable ({step}): {source}; check the disk")]
     Durable {
         repo: PathBuf,
@@ -212,6 +222,14 @@ pub struct ReachableBlob {
 /// 96 MiB; a handle is per thread, and a machine's first sync must stay small: one first sync
 /// of 100,000 chapters on a loaded machine took no more CPU time with 8 MiB than with 16).
 const PACK_CACHE_BYTES: usize = 8 * 1024 * 1024;
+
+/// Blob bytes a handle that holds its writes ([`GitRepo::hold_writes`]) keeps in memory before
+/// it packs them early: a first publish of a big store would otherwise hold all of it.
+const HELD_BYTES: usize = if cfg!(test) {
+    64 * 1024
+} else {
+    64 * 1024 * 1024
+};
 
 /// The decoded-object cache of one [`GitRepo`] handle (least recently used first out): the
 /// few trees a path lookup reads again fit; blobs read once only pass through.
@@ -302,6 +320,12 @@ impl PackBlobs {
 pub struct GitRepo {
     repo: gix::Repository,
     git_dir: PathBuf,
+    /// Objects are written to memory until a ref moves ([`GitRepo::hold_writes`]).
+    held: bool,
+    /// Bytes of blobs held in memory since the last pack of them.
+    held_bytes: std::cell::Cell<usize>,
+    /// Packs of held objects written since the last [`GitRepo::write_held`].
+    held_packs: std::cell::RefCell<Vec<String>>,
 }
 
 impl std::fmt::Debug for GitRepo {
@@ -400,7 +424,74 @@ impl GitRepo {
         // lists every session of the project) are read again for every document: kept decoded.
         repo.object_cache_size(OBJECT_CACHE_BYTES);
         let git_dir = repo.git_dir().to_path_buf();
-        GitRepo { repo, git_dir }
+        GitRepo {
+            repo,
+            git_dir,
+            held: false,
+            held_bytes: std::cell::Cell::new(0),
+            held_packs: std::cell::RefCell::new(Vec::new()),
+        }
+    }
+
+    /// From now on this handle writes objects to memory, not loose files: they are read back
+    /// from memory, and [`GitRepo::cas_ref`] (or [`GitRepo::write_held`]) writes them as one
+    /// pack, each deflated once, before the ref moves (issue #17 point 6: a publish's objects
+    /// were written loose, then inflated and deflated again by `git pack-objects`). Past
+    /// [`HELD_BYTES`] of blobs they are packed early (a big first publish stays small in
+    /// memory). Other handles and the git program see them only once they are packed.
+    pub fn hold_writes(&mut self) {
+        self.repo.objects.enable_object_memory();
+        self.held = true;
+    }
+
+    /// Store a blob: loose unless present already (gix's check), or, on a handle that holds
+    /// its writes, in memory even when present — so the packs of held objects hold every
+    /// object a publish wrote, whatever else the repository holds (a killed sync's pack).
+    fn put_blob(&self, bytes: &[u8]) -> Result<ObjectId, gix::Error> {
+        if self.held {
+            return self.repo.objects.write_buf(Kind::Blob, bytes);
+        }
+        once_more(|| self.repo.write_blob(bytes)).map(|id| id.detach())
+    }
+
+    /// [`GitRepo::put_blob`] of a tree or commit.
+    fn put_object<T: gix::objs::WriteTo>(&self, object: &T) -> Result<ObjectId, gix::Error> {
+        if self.held {
+            return self.repo.objects.write(object);
+        }
+        once_more(|| self.repo.write_object(object)).map(|id| id.detach())
+    }
+
+    /// Write the objects held in memory ([`GitRepo::hold_writes`]) as one pack with its
+    /// index, durably (`pack_file`'s order: temp files fsynced, renamed, the pack directory
+    /// fsynced); returns the stems (`pack-<hash>`) of every pack written since the last call,
+    /// early ones first: together they hold every object written since (what a publish
+    /// brings, so a mirror that links them all holds its commit). Later reads find them there.
+    pub fn write_held(&self) -> Result<Vec<String>, GitError> {
+        self.pack_held()?;
+        Ok(self.held_packs.take())
+    }
+
+    /// The objects held in memory into one pack, its stem noted for [`GitRepo::write_held`]
+    /// or the next [`GitRepo::cas_ref`] (which calls this itself; a caller may call it first).
+    /// Every one, also an object the repository holds already (a blob written again): a pack
+    /// that holds all a publish wrote is what the mirror's link relies on.
+    pub fn pack_held(&self) -> Result<(), GitError> {
+        self.held_bytes.set(0);
+        let Some(mut storage) = self.repo.objects.reset_object_memory() else {
+            return Ok(());
+        };
+        let mut objects: Vec<(ObjectId, Kind, Vec<u8>)> = storage
+            .drain()
+            .map(|(id, (kind, data))| (id, kind, data))
+            .collect();
+        let stem = pack_file::write(&self.git_dir.join("objects").join("pack"), &mut objects)
+            .map_err(|source| GitError::WritePack {
+                repo: self.git_dir.clone(),
+                source,
+            })?;
+        self.held_packs.borrow_mut().extend(stem);
+        Ok(())
     }
 
     /// The repository's git directory (for a mirror: `<path>/.git`).
@@ -434,13 +525,19 @@ impl GitRepo {
 
     /// Store `bytes` as a blob (a no-op if it already exists) and return its id.
     pub fn write_blob(&self, bytes: &[u8]) -> Result<ObjectId, GitError> {
-        once_more(|| self.repo.write_blob(bytes))
-            .map(|id| id.detach())
-            .map_err(|source| GitError::Write {
-                repo: self.git_dir.clone(),
-                what: format!("a blob of {} bytes", bytes.len()),
-                source,
-            })
+        let id = self.put_blob(bytes).map_err(|source| GitError::Write {
+            repo: self.git_dir.clone(),
+            what: format!("a blob of {} bytes", bytes.len()),
+            source,
+        })?;
+        if self.held {
+            let held = self.held_bytes.get() + bytes.len();
+            self.held_bytes.set(held);
+            if held >= HELD_BYTES {
+                self.pack_held()?;
+            }
+        }
+        Ok(id)
     }
 
     /// The bytes of blob `id`.
@@ -561,7 +658,7 @@ impl GitRepo {
                 })?;
         }
         editor
-            .write(|tree| once_more(|| self.repo.write_object(&*tree)).map(|id| id.detach()))
+            .write(|tree| self.put_object(tree))
             .map_err(|source| GitError::Write {
                 repo: self.git_dir.clone(),
                 what: "a tree".to_string(),
@@ -987,27 +1084,28 @@ impl GitRepo {
             message: message.into(),
             extra_headers: Vec::new(),
         };
-        once_more(|| self.repo.write_object(&commit))
-            .map(|id| id.detach())
-            .map_err(|source| GitError::Write {
-                repo: self.git_dir.clone(),
-                what: "a commit".to_string(),
-                source,
-            })
+        self.put_object(&commit).map_err(|source| GitError::Write {
+            repo: self.git_dir.clone(),
+            what: "a commit".to_string(),
+            source,
+        })
     }
 
     /// Compare-and-swap: move `refname` (full name under `refs/`) from `expected` (`None` = must
     /// not exist) to `new`. Holds gix's `<ref>.lock` file while comparing and writing, so of two
     /// processes racing from the same `expected` exactly one wins; the other gets
     /// [`GitError::RefMoved`] with the winner's value. `new` must already be in this repository.
-    /// When the repository keeps reflogs, the entry is signed with `new`'s committer.
+    /// When the repository keeps reflogs, the entry is signed with `new`'s committer. Objects
+    /// held in memory ([`GitRepo::hold_writes`]) are first written as one pack; returns the
+    /// packs of held objects written since the last move (when the move fails they are
+    /// written all the same, holding objects nothing names yet, and returned by the next).
     pub fn cas_ref(
         &self,
         refname: &str,
         expected: Option<ObjectId>,
         new: ObjectId,
         log_message: &str,
-    ) -> Result<(), GitError> {
+    ) -> Result<Vec<String>, GitError> {
         self.move_ref(refname, Some(expected), new, log_message)
     }
 
@@ -1015,7 +1113,7 @@ impl GitRepo {
     /// hint, not a publication — a local pool's mirror's tracking ref, which only spares a
     /// later `git fetch` sending again what the mirror holds (its readers trust its marker).
     pub fn set_ref(&self, refname: &str, new: ObjectId, log_message: &str) -> Result<(), GitError> {
-        self.move_ref(refname, None, new, log_message)
+        self.move_ref(refname, None, new, log_message).map(|_| ())
     }
 
     /// [`GitRepo::cas_ref`] when `expected` is given (flushed before and after), else
@@ -1026,7 +1124,7 @@ impl GitRepo {
         cas: Option<Option<ObjectId>>,
         new: ObjectId,
         log_message: &str,
-    ) -> Result<(), GitError> {
+    ) -> Result<Vec<String>, GitError> {
         let name = full_ref_name(refname)?;
         let (kind, data) = self.read_object(new, "new reference target")?;
         let committer = if kind == Kind::Commit {
@@ -1068,14 +1166,20 @@ impl GitRepo {
                 .transaction()
                 .prepare(Some(edit), Fail::Immediately, Fail::Immediately)
                 .and_then(|transaction| transaction.commit(committer))
-                .map(|_| ())
+                .map(|_| Vec::new())
                 .map_err(|source| GitError::WriteRef {
                     repo: self.git_dir.clone(),
                     refname: refname.to_string(),
                     source,
                 });
         };
-        self.flush("objects before the reference moves")?;
+        // Held objects go into a pack made durable on its own (fsyncs of its files and of the
+        // pack directory): no loose file of this handle's is left to flush.
+        if self.held {
+            self.pack_held()?;
+        } else {
+            self.flush("objects before the reference moves")?;
+        }
         // A writer killed while it held the ref's lock leaves the lock file behind, and every
         // machine's publish would wait on it and fail, forever. A ref transaction holds it for
         // milliseconds: the same lock file (inode, size, time) still there after the whole
@@ -1090,7 +1194,12 @@ impl GitRepo {
             .prepare(Some(edit), wait, wait)
             .and_then(|transaction| transaction.commit(committer));
         match outcome {
-            Ok(_) => self.flush("the moved reference"),
+            // The packs of a lost race are handed out with the next move's: a retry that
+            // finds its objects present writes them again, but a caller linking the packs
+            // elsewhere gets them all.
+            Ok(_) => self
+                .flush("the moved reference")
+                .map(|()| self.held_packs.take()),
             Err(source) => {
                 // gix reports a failed comparison as a generic error; the ref's value now tells a
                 // lost race apart from a real write failure.
@@ -1620,7 +1729,11 @@ mod tests {
     const T0: i64 = 1_700_000_000;
 
     /// Runs the real `git` (tests only), isolated from the machine's git configuration.
-    fn git_output(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> std::process::Output {
+    pub(super) fn git_output(
+        dir: &Path,
+        args: &[&str],
+        stdin: Option<&[u8]>,
+    ) -> std::process::Output {
         use std::io::Write as _;
         let mut child = Command::new("git")
             .arg("-C")
@@ -2330,6 +2443,110 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// Loose object files under `objects/xx/` (the pack directory not counted).
+    fn loose_objects(git_dir: &Path) -> usize {
+        std::fs::read_dir(git_dir.join("objects"))
+            .expect("objects")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.file_name().is_some_and(|n| n.len() == 2))
+            .map(|p| std::fs::read_dir(p).expect("fan-out").count())
+            .sum()
+    }
+
+    #[test]
+    fn held_writes_are_read_back_from_memory_and_packed_once_before_the_ref_moves() {
+        let (_dir, mut repo) = new_bare();
+        let first = commit_files(&repo, None, &[("a.md", "a"), ("b/c.md", "c")], T0);
+        repo.cas_ref(MAIN, None, first, "create").expect("create");
+        let before = loose_objects(repo.path());
+        repo.hold_writes();
+        // Written again (an unchanged blob) and new: read back before anything is on disk.
+        let second = commit_files(&repo, Some(first), &[("a.md", "a"), ("d.md", "d")], T0 + 1);
+        assert_eq!(
+            loose_objects(repo.path()),
+            before,
+            "a held write went loose"
+        );
+        let other = GitRepo::open(repo.path()).expect("open");
+        assert!(
+            !other.has_object(second),
+            "another handle saw a held object"
+        );
+        assert!(repo.has_object(second));
+        let tree = repo.commit_tree(second).expect("tree");
+        let d = repo.blob_at(tree, "d.md").expect("find").expect("d.md");
+        assert_eq!(repo.read_blob(d).expect("read"), b"d");
+
+        let packs = repo
+            .cas_ref(MAIN, Some(first), second, "advance")
+            .expect("advance");
+        let [stem] = packs.as_slice() else {
+            panic!("one pack of the held objects: {packs:?}");
+        };
+        assert_eq!(loose_objects(repo.path()), before);
+        let idx = repo.path().join(format!("objects/pack/{stem}.idx"));
+        let listed = git(repo.path(), &["verify-pack", "-v", &idx.to_string_lossy()]);
+        // The commit, its tree, the blobs written (`a.md`'s again): all the publish wrote.
+        let packed: Vec<&str> = listed
+            .lines()
+            .filter(|l| l.len() > 40 && l.as_bytes()[40] == b' ')
+            .collect();
+        assert_eq!(packed.len(), 4, "{listed}");
+        assert_fsck_clean(repo.path());
+        assert_eq!(
+            other.read_blob(d).expect("packed, seen by another handle"),
+            b"d"
+        );
+        assert_eq!(repo.read_blob(d).expect("read from the pack"), b"d");
+        // A lost race's pack comes with the next move's.
+        let third = commit_files(&repo, Some(second), &[("e.md", "e")], T0 + 2);
+        assert!(matches!(
+            repo.cas_ref(MAIN, Some(first), third, "stale"),
+            Err(GitError::RefMoved { .. })
+        ));
+        let fourth = commit_files(&repo, Some(third), &[("f.md", "f")], T0 + 3);
+        let packs = repo
+            .cas_ref(MAIN, Some(second), fourth, "advance")
+            .expect("advance");
+        assert_eq!(packs.len(), 2, "{packs:?}");
+        assert_fsck_clean(repo.path());
+        // Nothing held: nothing more is packed.
+        assert_eq!(repo.write_held().expect("nothing"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn held_blobs_past_the_bound_are_packed_early_and_handed_out_with_the_move() {
+        let (_dir, mut repo) = new_bare();
+        repo.hold_writes();
+        let packs_on_disk = |repo: &GitRepo| {
+            std::fs::read_dir(repo.path().join("objects/pack"))
+                .map(|d| {
+                    d.filter(|e| {
+                        e.as_ref()
+                            .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "idx"))
+                    })
+                    .count()
+                })
+                .unwrap_or(0)
+        };
+        let big = "x".repeat(HELD_BYTES / 2 + 1);
+        let files: Vec<(String, String)> = (0..3)
+            .map(|n| (format!("big/{n}.md"), format!("{n}{big}")))
+            .collect();
+        let files: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        let first = commit_files(&repo, None, &files, T0);
+        // Two blobs passed the bound: packed before the ref moves, the rest with it.
+        assert_eq!(packs_on_disk(&repo), 1);
+        let packs = repo.cas_ref(MAIN, None, first, "create").expect("create");
+        assert_eq!(packs.len(), 2, "{packs:?}");
+        assert_eq!(packs_on_disk(&repo), 2);
+        assert_eq!(loose_objects(repo.path()), 0);
+        assert_fsck_clean(repo.path());
     }
 
     #[test]

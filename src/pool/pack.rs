@@ -1,6 +1,8 @@
 //! Packs for the pool's objects (issue #17 point 6): gix writes objects loose, one file each;
-//! after a year of a team that is millions of files. Each publish therefore packs the objects it
-//! created into one pack; the small packs roll up geometrically (as `git repack --geometric=2`),
+//! after a year of a team that is millions of files. A sync's publish therefore writes its
+//! objects as one pack itself (`git::GitRepo::hold_writes`, durable before the ref moves; then
+//! [`after_own_pack`]), and any other publish packs the objects it created into one pack
+//! ([`after_publish`]); the small packs roll up geometrically (as `git repack --geometric=2`),
 //! and a consolidation folds everything (with any loose objects left by a lost race or a small
 //! fetch) into one pack when loose objects pile up. Both run the `git` program through
 //! [`transport::local_command`](crate::pool::transport) (isolated from the user's config), on
@@ -10,8 +12,9 @@
 //! `git pack-objects` writes and fsyncs the pack and its index (git's default `core.fsync`),
 //! one `syncfs` makes their names durable, and only then are the loose copies
 //! (`git prune-packed`) or the replaced packs removed. The ref moved before any of this
-//! (`git::GitRepo::cas_ref` flushes the loose objects first), so packing is housekeeping: a
-//! packing failure leaves a correct, loose repository and is only reported.
+//! (`git::GitRepo::cas_ref` makes the objects durable first: the publish's own pack, or the
+//! loose files), so packing is housekeeping: a packing failure leaves a correct repository
+//! and is only reported.
 //!
 //! Clones: a pack that holds the whole pool — a consolidation, or a roll-up that would take
 //! in every pack, done as a consolidation instead — is written with a reachability bitmap
@@ -151,8 +154,38 @@ pub fn after_publish(
     };
     let name = pack_objects(git_dir, options, revs.as_bytes())?;
     flush(git_dir)?;
-    // Linked before a roll-up below can replace the publish's pack.
-    let shared = share.is_some_and(|to| match share_pack(git_dir, &format!("pack-{name}"), to) {
+    prune_packed(git_dir)?;
+    share_and_tidy(git_dir, &[format!("pack-{name}")], share)
+}
+
+/// After a publish that wrote its objects as its own packs `stems` (`git::GitRepo::hold_writes`,
+/// durable before the ref moved; together they hold every object it wrote) into the repository
+/// at `git_dir`: [`after_publish`] without `git pack-objects` and `git prune-packed` — the
+/// packs linked into `share`, then the roll-up or consolidation when packs or loose objects
+/// pile up.
+pub fn after_own_pack(
+    git_dir: &Path,
+    stems: &[String],
+    share: Option<&Path>,
+) -> Result<Packed, PackError> {
+    share_and_tidy(git_dir, stems, share)
+}
+
+/// The publish's packs `stems` linked into `share`, then [`tidy`] (with the roll-up linked
+/// too).
+fn share_and_tidy(
+    git_dir: &Path,
+    stems: &[String],
+    share: Option<&Path>,
+) -> Result<Packed, PackError> {
+    // Linked before a roll-up below can replace the publish's packs; all or the mirror
+    // fetches.
+    let linked = |to: &Path| {
+        stems
+            .iter()
+            .try_for_each(|stem| share_pack(git_dir, stem, to))
+    };
+    let shared = share.is_some_and(|to| match linked(to) {
         Ok(()) => true,
         Err(e) => {
             tracing::info!(error = %e, "the publish's pack was not linked into the mirror; the mirror fetches it");
@@ -171,10 +204,8 @@ pub fn after_publish(
 }
 
 /// Roll up or consolidate `git_dir`'s packs and loose objects when they pile up (the second
-/// half of [`after_publish`]), after removing the loose copies of packed objects; with the
-/// roll-up it made, if any.
+/// half of [`after_publish`]); with the roll-up it made, if any.
 fn tidy(git_dir: &Path) -> Result<(Packed, Option<Rolled>), PackError> {
-    prune_packed(git_dir)?;
     if count_loose(git_dir)? >= CONSOLIDATE_AT_LOOSE {
         consolidate(git_dir)?;
         let packed = Packed {
@@ -659,8 +690,9 @@ fn remove_packs(dir: &Path, stems: &[String]) -> Result<(), PackError> {
 }
 
 /// Fold every pack and loose object of the repository into one pack: everything reachable
-/// from a ref or a reflog, plus every loose object (another machine's publish may be in
-/// flight), with a reachability bitmap for clones. The packs listed before it started are
+/// from a ref or a reflog, plus every loose object and every object of the packs it replaces
+/// (another machine's publish may be in flight: its pack is written before its ref moves),
+/// with a reachability bitmap for clones. The packs listed before it started are
 /// removed once the new one is durable; a pack with a `.keep` file is left alone.
 pub fn consolidate(git_dir: &Path) -> Result<(), PackError> {
     let before = pack_files(git_dir)?;
@@ -670,6 +702,7 @@ pub fn consolidate(git_dir: &Path) -> Result<(), PackError> {
             "--all",
             "--reflog",
             "--pack-loose-unreachable",
+            "--keep-unreachable",
             "--delta-base-offset",
             "--write-bitmap-index",
             "-q",

@@ -376,11 +376,15 @@ impl Provider for LocalPool {
         commit: ObjectId,
         expected: Option<ObjectId>,
     ) -> Result<(), Fail> {
+        // The publish's objects into their pack, durable; a kill from here to the ref's move
+        // leaves a pack nothing names yet (as loose objects did), which roll-ups keep.
+        pool.pack_held()?;
+        crash_point("sync-after-pack");
         // The commit's parent is `expected` by construction: the compare-and-swap is the
         // fast-forward check, under the ref's lock file.
         match pool.cas_ref(POOL_REF, expected, commit, "dsh-chapters: publish") {
-            Ok(()) => {
-                self.pack_and_share(pool, commit, expected);
+            Ok(packs) => {
+                self.pack_and_share(pool, commit, expected, &packs);
                 Ok(())
             }
             // A dead writer's lock, just removed: retried like a lost race.
@@ -401,19 +405,32 @@ impl LocalPool {
     /// needs no `git fetch` from the pool (whose cost grew with the mirror's packs); the
     /// mirror's tracking ref follows, and its linked packs roll up as the pool's do. Linking
     /// fails across filesystems: then the mirror fetches, as before.
-    fn pack_and_share(&self, pool: &GitRepo, commit: ObjectId, expected: Option<ObjectId>) {
+    fn pack_and_share(
+        &self,
+        pool: &GitRepo,
+        commit: ObjectId,
+        expected: Option<ObjectId>,
+        packs: &[String],
+    ) {
         let mirror = GitRepo::open(&self.mirror_git)
             .ok()
             .filter(|m| expected.is_none_or(|old| m.has_object(old)));
         let share = mirror.as_ref().map(GitRepo::path);
-        let objects = published_objects(pool, commit, expected);
-        match crate::pool::pack::after_publish(
-            pool.path(),
-            commit,
-            expected,
-            objects.as_deref(),
-            share,
-        ) {
+        let packed = match packs {
+            // The publish wrote its own packs (held writes): only shared and tidied.
+            [_, ..] => crate::pool::pack::after_own_pack(pool.path(), packs, share),
+            [] => {
+                let objects = published_objects(pool, commit, expected);
+                crate::pool::pack::after_publish(
+                    pool.path(),
+                    commit,
+                    expected,
+                    objects.as_deref(),
+                    share,
+                )
+            }
+        };
+        match packed {
             Ok(packed) => {
                 let Some(mirror) = mirror.filter(|_| packed.shared) else {
                     return;
@@ -455,13 +472,19 @@ impl Provider for NetworkPool {
         commit: ObjectId,
         expected: Option<ObjectId>,
     ) -> Result<(), Fail> {
+        // `git push` reads the objects from disk: held ones are packed first.
+        let packs = mirror.write_held()?;
         transport::push(
             mirror.path(),
             &self.remote,
             &commit.to_string(),
             self.timeout,
         )?;
-        pack_published(mirror, commit, expected);
+        if packs.is_empty() {
+            pack_published(mirror, commit, expected);
+        } else if let Err(e) = crate::pool::pack::after_own_pack(mirror.path(), &packs, None) {
+            tracing::warn!(error = %e, "could not tidy the mirror's packs after a publish");
+        }
         Ok(())
     }
 }
@@ -1285,7 +1308,7 @@ fn run(
     }
     // The object database this sync reads and writes: the pool itself when it is a local
     // path, else the mirror (which `git fetch`/`git push` move objects through).
-    let (mirror, provider): (GitRepo, Box<dyn Provider>) = match &ctx.link.upstream {
+    let (mut mirror, provider): (GitRepo, Box<dyn Provider>) = match &ctx.link.upstream {
         Upstream::Local { path } => {
             let pool = LocalPool {
                 path: path.clone(),
@@ -1309,6 +1332,9 @@ fn run(
             }),
         ),
     };
+    // The publish's objects stay in memory until its ref moves, then go into one pack
+    // (`GitRepo::hold_writes`): no loose files, no `git pack-objects` deflating them again.
+    mirror.hold_writes();
 
     // `vocabApply`: the vocabulary's facts publish in a commit of their own after the
     // documents', so `git revert` of that one commit undoes exactly the plugin's merges.

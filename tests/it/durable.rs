@@ -1,6 +1,8 @@
 //! A local pool's publish survives a power cut: the objects a commit names are on disk before
 //! the ref moves, and the moved ref after. Shown with a real syscall trace (strace) of a real
-//! `chapters sync`.
+//! `chapters sync`: the publish's objects go into one pack written by `chapters` itself (no
+//! loose object file, no `git pack-objects`), its pack and index fsynced under temp names,
+//! renamed (index last) and the pack directory fsynced, all before the ref moves.
 
 use std::path::Path;
 
@@ -79,5 +81,44 @@ fn a_local_publish_flushes_objects_before_the_ref_moves_and_the_ref_after() {
         lines[ref_moved..].iter().any(flushes_pool),
         "no flush of the pool after the ref moved:\n{}",
         lines[ref_moved..].join("\n")
+    );
+
+    // The publish wrote no loose object (a rename into `objects/xx/`; `-f` traces a `git`
+    // child's too): its objects went into its own pack.
+    let loose = lines.iter().find(|l| {
+        l.contains("rename")
+            && l.contains(&format!("{pool_text}/objects/"))
+            && !l.contains(&format!("{pool_text}/objects/pack/"))
+    });
+    assert!(loose.is_none(), "a loose object written: {loose:?}");
+    // Pack, then index, each renamed from a temp file fsynced before, all before the ref.
+    let renamed = |ext: &str| {
+        lines[..ref_moved]
+            .iter()
+            .position(|l| {
+                l.contains("rename")
+                    && in_pool(l, "objects/pack/pack-")
+                    && l.trim_end().ends_with("= 0")
+                    && l.contains(&format!(".{ext}\""))
+            })
+            .unwrap_or_else(|| panic!("no .{ext} renamed into the pool:\n{}", lines.join("\n")))
+    };
+    let (pack, idx) = (renamed("pack"), renamed("idx"));
+    assert!(pack < idx, "the index was renamed before its pack");
+    for (at, temp) in [(pack, "tmp_pack_"), (idx, "tmp_idx_")] {
+        assert!(
+            lines[..at]
+                .iter()
+                .any(|l| l.contains("fsync(") && in_pool(l, &format!("objects/pack/{temp}"))),
+            "{temp} not fsynced before its rename:\n{}",
+            lines[..=at].join("\n")
+        );
+    }
+    assert!(
+        lines[idx..ref_moved]
+            .iter()
+            .any(|l| l.contains("fsync(") && l.contains(&format!("{pool_text}/objects/pack>"))),
+        "the pack directory not fsynced between the index's rename and the ref's move:\n{}",
+        lines[idx..=ref_moved].join("\n")
     );
 }

@@ -108,6 +108,11 @@ fn a_sync_killed_between_its_push_and_its_mirror_marker_settles() {
     let log = a.write_session(&session_id(1, 2), 4, true, &two_task_turns(&a.ws));
     a.ok(&["archive"]);
     let before = head(&pool);
+    // Killed once its pack is durable and before the ref moves: the pool as it was, sound
+    // (the pack's objects are only unnamed), and the next sync publishes.
+    sync_killed_at(&a, "sync-after-pack");
+    assert_eq!(head(&pool), before, "the ref moved before the kill");
+    assert_fsck(&pool);
     sync_killed_at(&a, "sync-after-push");
     assert_ne!(head(&pool), before, "the push happened before the kill");
     assert!(pool_files(&pool)
@@ -140,7 +145,12 @@ fn kills_at_every_point_then_the_syncs_settle() {
     for m in [&a, &b] {
         m.ok(&["sync"]);
     }
-    for (n, point) in [(2, "sync-after-materialize"), (3, "sync-after-push")] {
+    // `sync-after-pack`: the publish's own pack written, its ref not moved yet.
+    for (n, point) in [
+        (2, "sync-after-materialize"),
+        (3, "sync-after-push"),
+        (4, "sync-after-pack"),
+    ] {
         for m in [&a, &b] {
             // New work on this machine, and the other one's sync lands first.
             let id = if m.harness == "machine-a" { 1 } else { 2 };
