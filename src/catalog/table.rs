@@ -35,7 +35,9 @@ use serde::{Deserialize, Serialize};
 use crate::catalog::score::{self, DocMeta, ScoreParams, SearchDoc, TermHits};
 use crate::curation::{normalize_topic, Curation, RuleStatus};
 use crate::redact::Redacted;
+use crate::render::frontmatter::MAX_FRONTMATTER_BYTES;
 use crate::rules::store::RULES_DIR;
+use crate::store::mirror::folder_project_key;
 use crate::store::read::Reader;
 use crate::store::{self, atomic, catalog, is_safe_component, MIRROR_DIR, STORE_DIR};
 
@@ -45,8 +47,6 @@ pub type DocSets = BTreeMap<String, BTreeSet<u64>>;
 pub const TABLE_DIR: &str = ".search";
 const STATE_FILE: &str = "state.json";
 const TABLE_VERSION: u32 = 2;
-/// A frontmatter longer than this is counted unreadable rather than buffered.
-const MAX_FRONTMATTER_BYTES: usize = 256 * 1024;
 /// A folder modified this recently is listed again next time: a file landing in the same
 /// mtime tick as the listing would otherwise be missed.
 const SETTLE: Duration = Duration::from_secs(2);
@@ -1369,17 +1369,6 @@ fn doc_of(
     Ok((blob, meta))
 }
 
-/// The project key a mirror folder names: `.dsh-knowledge/chapters/<pk>/<root>` or
-/// `.dsh-knowledge/rules/<pk>[/<harness>]`.
-fn folder_project_key(folder: &str) -> Option<&str> {
-    let rest = folder.strip_prefix(MIRROR_DIR)?.strip_prefix('/')?;
-    let mut parts = rest.split('/');
-    match parts.next()? {
-        "chapters" | RULES_DIR => parts.next().filter(|pk| !pk.is_empty()),
-        _ => None,
-    }
-}
-
 /// A summary for a document whose frontmatter has none: the original TypeScript plugin
 /// writes it as the body's first quote, `# title`, a blank line, `> summary`.
 fn body_summary(body: &[u8]) -> Option<String> {
@@ -1397,20 +1386,8 @@ fn body_summary(body: &[u8]) -> Option<String> {
 
 /// The frontmatter of a document's bytes, bounded.
 pub fn parse_head(bytes: &[u8]) -> Result<DocMeta, String> {
-    if bytes.is_empty() {
-        return Err("empty file".into());
-    }
-    if !bytes.starts_with(b"---\n") {
-        return Err("no YAML frontmatter (the first line is not `---`)".into());
-    }
+    let (head, end) = crate::render::frontmatter::bounded_head(bytes)?;
     let window = &bytes[..bytes.len().min(MAX_FRONTMATTER_BYTES)];
-    let end = memchr::memmem::find(&window[3..], b"\n---\n")
-        .map(|i| i + 3 + 5)
-        .ok_or_else(|| {
-            format!("no closing `---` within the first {MAX_FRONTMATTER_BYTES} bytes")
-        })?;
-    let head =
-        std::str::from_utf8(&window[..end]).map_err(|_| "frontmatter is not UTF-8".to_owned())?;
     // Our writers' shapes are read directly; anything else through YAML.
     let fast = crate::render::frontmatter_text(head)
         .and_then(crate::render::frontmatter::read)
@@ -2611,6 +2588,42 @@ mod tests {
         format!(
             "---\ntitle: \"{title}\"\nsummary: \"{summary}\"\nkind: {kind}\nprojectKey: \"pk\"\ntopics: [{topics}]\ndate: {date}\nid: r-{title}\n---\nbody\n"
         )
+    }
+
+    /// The catalog's `readable` column and this table's reader agree on what is a document
+    /// (status counts from the one where the other was): the writers' shapes, the original
+    /// plugin's, and each way a file is not one.
+    #[test]
+    fn the_catalogs_readable_is_what_the_table_reads() {
+        let long = format!(
+            "---\ntitle: t\nsummary: \"{}\"\n---\nbody\n",
+            "x".repeat(300_000)
+        );
+        let docs: Vec<Vec<u8>> = vec![
+            chapter("A", "s", "chapter", "a, b", "2025-01-01T00:00:00Z").into_bytes(),
+            b"---\ntitle: plugin chapter\n---\n# t\n\n> s\n".to_vec(),
+            b"---\ntitle: T\nkind: rule\ntopics:\n  - a\n---\n".to_vec(),
+            b"".to_vec(),
+            b"no frontmatter\n".to_vec(),
+            b"---\nkind: chapter\n---\n".to_vec(),
+            b"---\ntitle: t\n".to_vec(),
+            b"---\ntitle: \xff\n---\n".to_vec(),
+            b"---\ntitle: [unclosed\n---\n".to_vec(),
+            long.into_bytes(),
+        ];
+        let mut readable = 0;
+        for bytes in docs {
+            let table = parse_head(&bytes).is_ok();
+            let row = catalog::RowMeta::of_bytes(&bytes).readable;
+            assert_eq!(
+                row,
+                table,
+                "{}",
+                String::from_utf8_lossy(&bytes[..bytes.len().min(60)])
+            );
+            readable += usize::from(table);
+        }
+        assert_eq!(readable, 3, "both kinds of case are here");
     }
 
     fn put(ws: &Path, rel: &str, text: &str) {
