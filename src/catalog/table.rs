@@ -37,9 +37,10 @@ use crate::curation::{normalize_topic, Curation, RuleStatus};
 use crate::redact::Redacted;
 use crate::render::frontmatter::MAX_FRONTMATTER_BYTES;
 use crate::rules::store::RULES_DIR;
-use crate::store::mirror::folder_project_key;
 use crate::store::read::Reader;
-use crate::store::{self, atomic, catalog, is_safe_component, MIRROR_DIR, STORE_DIR};
+use crate::store::{
+    self, atomic, catalog, is_safe_component, mirror_folder_project_key, MIRROR_DIR, STORE_DIR,
+};
 
 /// A topic's documents are named by opaque numbers (the caller's).
 pub type DocSets = BTreeMap<String, BTreeSet<u64>>;
@@ -1364,7 +1365,9 @@ fn doc_of(
     if meta.project_key.is_empty() {
         // The original TypeScript plugin writes no `projectKey`: a pool document is of
         // the project its folder names.
-        meta.project_key = folder_project_key(folder).unwrap_or_default().to_owned();
+        meta.project_key = mirror_folder_project_key(folder)
+            .unwrap_or_default()
+            .to_owned();
     }
     Ok((blob, meta))
 }
@@ -3219,7 +3222,7 @@ mod tests {
             (".dsh-chapters/root/chapters", None),
             (".dsh-chapters/rules", None),
         ] {
-            assert_eq!(folder_project_key(folder), pk, "{folder}");
+            assert_eq!(mirror_folder_project_key(folder), pk, "{folder}");
         }
     }
 

@@ -737,7 +737,7 @@ impl Writer {
 fn row_project_key<'a>(folder: &'a str, frontmatter: Option<&'a str>) -> Option<&'a str> {
     frontmatter
         .filter(|pk| !pk.is_empty())
-        .or_else(|| super::mirror::folder_project_key(folder))
+        .or_else(|| super::mirror_folder_project_key(folder))
         .or(frontmatter)
 }
 

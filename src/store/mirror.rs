@@ -311,17 +311,6 @@ pub(crate) fn document_place(path: &str) -> Option<(&str, &str)> {
     }
 }
 
-/// The project key a mirror folder (workspace-relative) names:
-/// `.dsh-knowledge/chapters/<pk>/<root>` or `.dsh-knowledge/rules/<pk>[/<harness>]`.
-pub fn folder_project_key(folder: &str) -> Option<&str> {
-    let rest = folder.strip_prefix(MIRROR_DIR)?.strip_prefix('/')?;
-    let mut parts = rest.split('/');
-    match parts.next()? {
-        "chapters" | RULES_DIR => parts.next().filter(|pk| !pk.is_empty()),
-        _ => None,
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum MirrorError {
     #[error("cannot write the pool's document {path} out of the mirror: {detail}")]

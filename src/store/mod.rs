@@ -135,6 +135,17 @@ pub(crate) fn parse_doc_name(name: &str) -> Option<(Series, u32)> {
     rest[..digits_end].parse().ok().map(|n| (series, n))
 }
 
+/// The project key a mirror folder (workspace-relative) names:
+/// `.dsh-knowledge/chapters/<pk>/<root>` or `.dsh-knowledge/rules/<pk>[/<harness>]`.
+pub fn mirror_folder_project_key(folder: &str) -> Option<&str> {
+    let rest = folder.strip_prefix(MIRROR_DIR)?.strip_prefix('/')?;
+    let mut parts = rest.split('/');
+    match parts.next()? {
+        "chapters" | RULES_DIR => parts.next().filter(|pk| !pk.is_empty()),
+        _ => None,
+    }
+}
+
 /// Ids as one path component: the rule lives in the leaf `names` (identity checks harness ids
 /// with it too, and store depends on identity, not the other way round).
 pub use crate::names::is_safe_component;
