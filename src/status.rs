@@ -91,7 +91,7 @@ pub struct StatusReport {
 
 /// Documents of this project's door by where they were read, and the files that could not
 /// be read as documents (named by `chapters search`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DocumentCounts {
     /// In this machine's store.
@@ -101,10 +101,25 @@ pub struct DocumentCounts {
     pub unreadable: u64,
 }
 
+/// From the store's catalog when its metadata is whole (it knows every document of the
+/// store and the mirror as they are now), else from the search table as last written.
 fn document_counts(store: &Store, identity: &Identity, linked: bool) -> DocumentCounts {
+    if let Some(c) =
+        crate::store::catalog::document_counts(store.dir(), &identity.project_key, linked)
+    {
+        return DocumentCounts {
+            store: c.store,
+            pool: c.pool,
+            unreadable: c.unreadable,
+        };
+    }
+    table_counts(store, &identity.project_key, linked)
+}
+
+fn table_counts(store: &Store, project_key: &str, linked: bool) -> DocumentCounts {
     let table = crate::catalog::table::Table::open(store.dir());
-    let (local, _) = table.counts(&identity.project_key, false, false);
-    let (all, _) = table.counts(&identity.project_key, false, linked);
+    let (local, _) = table.counts(project_key, false, false);
+    let (all, _) = table.counts(project_key, false, linked);
     DocumentCounts {
         store: local,
         pool: all - local,
@@ -589,4 +604,87 @@ fn session_status(
         .filter(|&&end| archived_hi.is_none_or(|hi| end > hi))
         .count() as u64;
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::catalog::put_document;
+
+    fn doc(title: &str, project_key: Option<&str>) -> String {
+        let pk = project_key.map_or(String::new(), |pk| format!("projectKey: \"{pk}\"\n"));
+        format!("---\ntitle: \"{title}\"\nkind: chapter\n{pk}topics: [a]\n---\nbody\n")
+    }
+
+    /// Status counts the same documents from the catalog as from the search table, where a
+    /// wrong column would move one: a store document of another project, files that are not
+    /// documents in the store and the mirror, another project's mirror document, a pool
+    /// document naming no project (its folder's). A document left in the mirror's pack
+    /// counts as the project its pool path names.
+    #[test]
+    fn the_catalog_counts_what_the_search_table_counts() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        let store = Store::init(ws).expect("init");
+        for (rel, text) in [
+            (".dsh-chapters/s1/chapters/001-a.md", doc("A", Some("pk"))),
+            (
+                ".dsh-chapters/s1/chapters/002-b.md",
+                doc("B", Some("other")),
+            ),
+            (
+                ".dsh-chapters/s1/chapters/003-c.md",
+                "no frontmatter\n".into(),
+            ),
+            (".dsh-chapters/rules/r-1.md", doc("R1", Some("pk"))),
+            (
+                ".dsh-knowledge/chapters/pk/s9/001-m.md",
+                doc("M", Some("pk")),
+            ),
+            (".dsh-knowledge/chapters/pk/s9/002-bad.md", String::new()),
+            (".dsh-knowledge/chapters/pk/s7/001-ts.md", doc("TS", None)),
+            (
+                ".dsh-knowledge/chapters/other/s8/001-o.md",
+                doc("O", Some("other")),
+            ),
+            (".dsh-knowledge/rules/pk/r-2.md", doc("R2", Some("pk"))),
+        ] {
+            put_document(ws, rel, &text);
+        }
+        crate::catalog::table::Table::refresh(ws, true, std::time::Duration::from_secs(5))
+            .expect("refresh");
+        let want = DocumentCounts {
+            store: 2,
+            pool: 3,
+            unreadable: 2,
+        };
+        assert_eq!(table_counts(&store, "pk", true), want);
+        let catalog = |linked| {
+            crate::store::catalog::document_counts(store.dir(), "pk", linked).map(|c| {
+                DocumentCounts {
+                    store: c.store,
+                    pool: c.pool,
+                    unreadable: c.unreadable,
+                }
+            })
+        };
+        assert_eq!(catalog(true), None, "not filled yet: the table's counts");
+        store.fill_catalog();
+        assert_eq!(catalog(true), Some(want));
+        // Not linked: the mirror is not counted (nor its unreadable file).
+        assert_eq!(
+            catalog(false),
+            Some(DocumentCounts {
+                store: 2,
+                pool: 0,
+                unreadable: 1
+            })
+        );
+        // Received and left in the pack: counted by the project its pool path names.
+        store.record_mirror_packed(&[
+            ("chapters/pk/s6", &["001-p.md"]),
+            ("chapters/other/s5", &["001-q.md"]),
+        ]);
+        assert_eq!(catalog(true).map(|c| c.pool), Some(4));
+    }
 }

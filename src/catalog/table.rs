@@ -35,9 +35,12 @@ use serde::{Deserialize, Serialize};
 use crate::catalog::score::{self, DocMeta, ScoreParams, SearchDoc, TermHits};
 use crate::curation::{normalize_topic, Curation, RuleStatus};
 use crate::redact::Redacted;
+use crate::render::frontmatter::MAX_FRONTMATTER_BYTES;
 use crate::rules::store::RULES_DIR;
 use crate::store::read::Reader;
-use crate::store::{self, atomic, catalog, is_safe_component, MIRROR_DIR, STORE_DIR};
+use crate::store::{
+    self, atomic, catalog, is_safe_component, mirror_folder_project_key, MIRROR_DIR, STORE_DIR,
+};
 
 /// A topic's documents are named by opaque numbers (the caller's).
 pub type DocSets = BTreeMap<String, BTreeSet<u64>>;
@@ -45,8 +48,6 @@ pub type DocSets = BTreeMap<String, BTreeSet<u64>>;
 pub const TABLE_DIR: &str = ".search";
 const STATE_FILE: &str = "state.json";
 const TABLE_VERSION: u32 = 2;
-/// A frontmatter longer than this is counted unreadable rather than buffered.
-const MAX_FRONTMATTER_BYTES: usize = 256 * 1024;
 /// A folder modified this recently is listed again next time: a file landing in the same
 /// mtime tick as the listing would otherwise be missed.
 const SETTLE: Duration = Duration::from_secs(2);
@@ -1364,20 +1365,11 @@ fn doc_of(
     if meta.project_key.is_empty() {
         // The original TypeScript plugin writes no `projectKey`: a pool document is of
         // the project its folder names.
-        meta.project_key = folder_project_key(folder).unwrap_or_default().to_owned();
+        meta.project_key = mirror_folder_project_key(folder)
+            .unwrap_or_default()
+            .to_owned();
     }
     Ok((blob, meta))
-}
-
-/// The project key a mirror folder names: `.dsh-knowledge/chapters/<pk>/<root>` or
-/// `.dsh-knowledge/rules/<pk>[/<harness>]`.
-fn folder_project_key(folder: &str) -> Option<&str> {
-    let rest = folder.strip_prefix(MIRROR_DIR)?.strip_prefix('/')?;
-    let mut parts = rest.split('/');
-    match parts.next()? {
-        "chapters" | RULES_DIR => parts.next().filter(|pk| !pk.is_empty()),
-        _ => None,
-    }
 }
 
 /// A summary for a document whose frontmatter has none: the original TypeScript plugin
@@ -1397,20 +1389,8 @@ fn body_summary(body: &[u8]) -> Option<String> {
 
 /// The frontmatter of a document's bytes, bounded.
 pub fn parse_head(bytes: &[u8]) -> Result<DocMeta, String> {
-    if bytes.is_empty() {
-        return Err("empty file".into());
-    }
-    if !bytes.starts_with(b"---\n") {
-        return Err("no YAML frontmatter (the first line is not `---`)".into());
-    }
+    let (head, end) = crate::render::frontmatter::bounded_head(bytes)?;
     let window = &bytes[..bytes.len().min(MAX_FRONTMATTER_BYTES)];
-    let end = memchr::memmem::find(&window[3..], b"\n---\n")
-        .map(|i| i + 3 + 5)
-        .ok_or_else(|| {
-            format!("no closing `---` within the first {MAX_FRONTMATTER_BYTES} bytes")
-        })?;
-    let head =
-        std::str::from_utf8(&window[..end]).map_err(|_| "frontmatter is not UTF-8".to_owned())?;
     // Our writers' shapes are read directly; anything else through YAML.
     let fast = crate::render::frontmatter_text(head)
         .and_then(crate::render::frontmatter::read)
@@ -2627,6 +2607,42 @@ mod tests {
         )
     }
 
+    /// The catalog's `readable` column and this table's reader agree on what is a document
+    /// (status counts from the one where the other was): the writers' shapes, the original
+    /// plugin's, and each way a file is not one.
+    #[test]
+    fn the_catalogs_readable_is_what_the_table_reads() {
+        let long = format!(
+            "---\ntitle: t\nsummary: \"{}\"\n---\nbody\n",
+            "x".repeat(300_000)
+        );
+        let docs: Vec<Vec<u8>> = vec![
+            chapter("A", "s", "chapter", "a, b", "2025-01-01T00:00:00Z").into_bytes(),
+            b"---\ntitle: plugin chapter\n---\n# t\n\n> s\n".to_vec(),
+            b"---\ntitle: T\nkind: rule\ntopics:\n  - a\n---\n".to_vec(),
+            b"".to_vec(),
+            b"no frontmatter\n".to_vec(),
+            b"---\nkind: chapter\n---\n".to_vec(),
+            b"---\ntitle: t\n".to_vec(),
+            b"---\ntitle: \xff\n---\n".to_vec(),
+            b"---\ntitle: [unclosed\n---\n".to_vec(),
+            long.into_bytes(),
+        ];
+        let mut readable = 0;
+        for bytes in docs {
+            let table = parse_head(&bytes).is_ok();
+            let row = catalog::RowMeta::of_bytes(&bytes).readable;
+            assert_eq!(
+                row,
+                table,
+                "{}",
+                String::from_utf8_lossy(&bytes[..bytes.len().min(60)])
+            );
+            readable += usize::from(table);
+        }
+        assert_eq!(readable, 3, "both kinds of case are here");
+    }
+
     fn put(ws: &Path, rel: &str, text: &str) {
         crate::testkit::catalog::put_document(ws, rel, text);
     }
@@ -3220,7 +3236,7 @@ mod tests {
             (".dsh-chapters/root/chapters", None),
             (".dsh-chapters/rules", None),
         ] {
-            assert_eq!(folder_project_key(folder), pk, "{folder}");
+            assert_eq!(mirror_folder_project_key(folder), pk, "{folder}");
         }
     }
 

@@ -19,6 +19,32 @@ use super::yaml::RESERVED_WORDS;
 /// How deep flow collections nest in a value this reader skips (ours: two).
 const MAX_DEPTH: usize = 8;
 
+/// A frontmatter longer than this is counted unreadable rather than buffered.
+pub const MAX_FRONTMATTER_BYTES: usize = 256 * 1024;
+
+/// The frontmatter of a document's bytes (from its opening `---` line through its closing
+/// one) and where the body starts, or why the bytes hold none a reader takes: empty, no
+/// opening line, no closing one within [`MAX_FRONTMATTER_BYTES`], not UTF-8. The one rule of
+/// what is a document at all: the search table counts the rest unreadable, and the store's
+/// catalog records it so.
+pub fn bounded_head(bytes: &[u8]) -> Result<(&str, usize), String> {
+    if bytes.is_empty() {
+        return Err("empty file".into());
+    }
+    if !bytes.starts_with(b"---\n") {
+        return Err("no YAML frontmatter (the first line is not `---`)".into());
+    }
+    let window = &bytes[..bytes.len().min(MAX_FRONTMATTER_BYTES)];
+    let end = memchr::memmem::find(&window[3..], b"\n---\n")
+        .map(|i| i + 3 + 5)
+        .ok_or_else(|| {
+            format!("no closing `---` within the first {MAX_FRONTMATTER_BYTES} bytes")
+        })?;
+    let head =
+        std::str::from_utf8(&window[..end]).map_err(|_| "frontmatter is not UTF-8".to_owned())?;
+    Ok((head, end))
+}
+
 /// The frontmatter fields the catalog and the search table keep. `title` is required (a
 /// document without one is not a chapter, plan or rule).
 #[derive(Debug, Clone, PartialEq, Default)]

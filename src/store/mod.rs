@@ -135,6 +135,17 @@ pub(crate) fn parse_doc_name(name: &str) -> Option<(Series, u32)> {
     rest[..digits_end].parse().ok().map(|n| (series, n))
 }
 
+/// The project key a mirror folder (workspace-relative) names:
+/// `.dsh-knowledge/chapters/<pk>/<root>` or `.dsh-knowledge/rules/<pk>[/<harness>]`.
+pub fn mirror_folder_project_key(folder: &str) -> Option<&str> {
+    let rest = folder.strip_prefix(MIRROR_DIR)?.strip_prefix('/')?;
+    let mut parts = rest.split('/');
+    match parts.next()? {
+        "chapters" | RULES_DIR => parts.next().filter(|pk| !pk.is_empty()),
+        _ => None,
+    }
+}
+
 /// Ids as one path component: the rule lives in the leaf `names` (identity checks harness ids
 /// with it too, and store depends on identity, not the other way round).
 pub use crate::names::is_safe_component;
@@ -463,8 +474,9 @@ impl Store {
         read
     }
 
-    /// Every document of the session folders and the rules folder, read; `None` when one
-    /// could not be read (a fill must be whole).
+    /// Every document of the session folders and the rules folder, and of the mirror (see
+    /// [`Store::find_mirror_documents`]), read; `None` when one could not be read (a fill must
+    /// be whole).
     fn find_documents(&self, read: &mut u64) -> Option<Vec<catalog::Found>> {
         let mut folders: Vec<String> = self
             .roots()
@@ -499,11 +511,116 @@ impl Store {
                     folder: folder.clone(),
                     name,
                     seen,
+                    meta: Some(meta),
+                });
+            }
+        }
+        self.find_mirror_documents(&mut found, read)?;
+        Some(found)
+    }
+
+    /// The mirror's documents as the search table lists them: each chapter folder of the
+    /// packed mirror's tree from the tree (its files read where they are written out, left
+    /// in the pack unread otherwise: their rows' metadata stays unknown), any other chapter
+    /// folder and the rules folders from disk; never this machine's own chapters (the store's
+    /// copy is the one counted).
+    fn find_mirror_documents(&self, found: &mut Vec<catalog::Found>, read: &mut u64) -> Option<()> {
+        let workspace = self.dir.parent()?;
+        let mirror = workspace.join(MIRROR_DIR);
+        if !mirror.is_dir() {
+            return Some(());
+        }
+        let dirs = |dir: &Path| -> Option<Vec<String>> {
+            match list_dir(dir) {
+                Ok(names) => Some(
+                    names
+                        .into_iter()
+                        .filter(|(name, kind)| kind.is_dir() && is_safe_component(name))
+                        .map(|(name, _)| name)
+                        .collect(),
+                ),
+                Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                    Some(Vec::new())
+                }
+                Err(_) => None,
+            }
+        };
+        let packed = mirror::Packed::open(workspace);
+        let mut chapter_folders: std::collections::BTreeSet<(String, String)> =
+            std::collections::BTreeSet::new();
+        if let Some(packed) = &packed {
+            chapter_folders.extend(packed.chapter_folders().ok()?);
+        }
+        for pk in dirs(&mirror.join(CHAPTERS))? {
+            for root in dirs(&mirror.join(CHAPTERS).join(&pk))? {
+                chapter_folders.insert((pk.clone(), root));
+            }
+        }
+        let mut folders: Vec<(String, Option<String>)> = Vec::new();
+        for (pk, root) in chapter_folders {
+            if is_safe_component(&pk) && is_safe_component(&root) {
+                folders.push((format!("{CHAPTERS}/{pk}/{root}"), Some(root)));
+            }
+        }
+        for pk in dirs(&mirror.join(RULES_DIR))? {
+            for harness in dirs(&mirror.join(RULES_DIR).join(&pk))? {
+                folders.push((format!("{RULES_DIR}/{pk}/{harness}"), None));
+            }
+            folders.push((format!("{RULES_DIR}/{pk}"), None));
+        }
+        for (rel, root) in folders {
+            let folder = format!("{MIRROR_DIR}/{rel}");
+            let dir = mirror.join(&rel);
+            let in_pack = match (&packed, &root) {
+                (Some(packed), Some(_)) => packed.folder(&rel).ok()?,
+                _ => None,
+            };
+            let names: Vec<(String, bool)> = match in_pack {
+                Some((_, files)) => files
+                    .into_iter()
+                    .map(|(name, _)| {
+                        let on_disk = dir.join(&name).is_file();
+                        (name, on_disk)
+                    })
+                    .collect(),
+                None => match list_dir(&dir) {
+                    Ok(names) => names
+                        .into_iter()
+                        .filter(|(_, kind)| kind.is_file())
+                        .map(|(name, _)| (name, true))
+                        .collect(),
+                    Err(_) => return None,
+                },
+            };
+            let own = root.map(|root| self.dir.join(root).join(CHAPTERS));
+            for (name, on_disk) in names {
+                if name.starts_with('.') || !name.ends_with(".md") {
+                    continue;
+                }
+                if own.as_ref().is_some_and(|own| own.join(&name).is_file()) {
+                    continue;
+                }
+                let (meta, seen) = if on_disk {
+                    *read += 1;
+                    let Some(meta) = self.document_meta(&folder, &name).ok()? else {
+                        continue;
+                    };
+                    let seen = fs::metadata(dir.join(&name))
+                        .ok()
+                        .map(|m| catalog::seen(&m));
+                    (Some(meta), seen)
+                } else {
+                    (None, None)
+                };
+                found.push(catalog::Found {
+                    folder: folder.clone(),
+                    name,
+                    seen,
                     meta,
                 });
             }
         }
-        Some(found)
+        Some(())
     }
 
     /// Write a rule file (`<store>/rules/<file_name>`) once and record it: `Ok(false)` when
