@@ -7,7 +7,7 @@ pub mod cache;
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::identity::Identity;
@@ -91,7 +91,7 @@ pub struct StatusReport {
 
 /// Documents of this project's door by where they were read, and the files that could not
 /// be read as documents (named by `chapters search`).
-#[derive(Debug, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DocumentCounts {
     /// In this machine's store.
@@ -362,6 +362,11 @@ pub fn status(
             vocabulary_status(s, workspace, identity, linked, config)
         })
     });
+    let documents = store.as_ref().map(|s| {
+        let linked = link.is_some();
+        let key = cache::documents_key(s.dir(), format!("{} {linked}", identity.project_key));
+        cache.documents(key, || document_counts(s, identity, linked))
+    });
     let daemon = daemon_summary(dsh_home, workspace);
     let status_cache = cache.counts.clone();
     cache.save();
@@ -391,9 +396,7 @@ pub fn status(
         identity_warning,
         harness_id_warning: None,
         vocabulary,
-        documents: store
-            .as_ref()
-            .map(|s| document_counts(s, identity, link.is_some())),
+        documents,
         store: counts,
         sessions,
         pending_turns,

@@ -1,7 +1,8 @@
 //! The status cache, `<store>/.status-cache.json`: what `chapters status` last read from each
 //! session log (its header's ids, its turn ends, the turn in flight) and from each store
 //! folder (chapter and plan counts with each session's highest archived seq, a collection's
-//! line count, an artifact folder's count), each keyed by the file's or folder's stamp (length,
+//! line count, an artifact folder's count), the document counts (keyed by the catalog's and
+//! the search table's files) and the vocabulary's candidates, each keyed by the file's or folder's stamp (length,
 //! mtime, inode, device). A later `status` reads again only what changed since: a log that
 //! grew (its length), a chapter folder a document was added to or removed from (its mtime).
 //!
@@ -207,12 +208,44 @@ pub fn vocabulary_key(store_dir: &Path, mirror: Option<&Path>, params: String) -
     Some(VocabKey { inputs, params })
 }
 
+/// What the document counts were read from: the store's catalog (its file and write-ahead
+/// log) and the search table's state, each by stamp or as absent, and the parameters
+/// (project, linked). Opening SQLite alone costs a small store's status ~1 ms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DocumentsKey {
+    inputs: Vec<(String, Option<Stamp>)>,
+    params: String,
+}
+
+/// The key of the document counts' inputs; `None` when one of them changed too lately to
+/// trust its stamp (then the counts are read and not kept).
+pub fn documents_key(store_dir: &Path, params: String) -> Option<DocumentsKey> {
+    let now = now_ns();
+    let catalog = crate::store::catalog::catalog_path(store_dir);
+    let wal = PathBuf::from(format!("{}-wal", catalog.display()));
+    let state = store_dir
+        .join(crate::catalog::table::TABLE_DIR)
+        .join("state.json");
+    let mut inputs = Vec::new();
+    for path in [catalog, wal, state] {
+        let stamp = Stamp::of(&path);
+        if stamp.as_ref().is_some_and(|s| !s.settled(now)) {
+            return None;
+        }
+        inputs.push((path.to_string_lossy().into_owned(), stamp));
+    }
+    Some(DocumentsKey { inputs, params })
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 struct CacheFile {
     v: u32,
     /// The vocabulary's candidates and what they were computed from.
     #[serde(default)]
     vocabulary: Option<(VocabKey, super::VocabularyStatus)>,
+    /// The document counts and what they were read from.
+    #[serde(default)]
+    documents: Option<(DocumentsKey, super::DocumentCounts)>,
     /// Log path → what its last read found.
     logs: BTreeMap<String, LogEntry>,
     /// Root session id → its folders as last read.
@@ -476,6 +509,28 @@ impl StatusCache {
         status
     }
 
+    /// The document counts: the cached ones when `key` is theirs, else `read`'s (kept when
+    /// the key could be taken).
+    pub fn documents(
+        &mut self,
+        key: Option<DocumentsKey>,
+        read: impl FnOnce() -> super::DocumentCounts,
+    ) -> super::DocumentCounts {
+        if let (Some(key), Some((old_key, counts))) = (&key, &self.old.documents) {
+            if key == old_key {
+                self.counts.folders_reused += 1;
+                self.new.documents = Some((key.clone(), counts.clone()));
+                return counts.clone();
+            }
+        }
+        self.counts.folders_read += 1;
+        let counts = read();
+        if let Some(key) = key {
+            self.new.documents = Some((key, counts.clone()));
+        }
+        counts
+    }
+
     /// Write the entries this run used (entries of logs and folders gone are dropped) when
     /// they differ from the loaded ones. A failure is only logged: it is a cache.
     pub fn save(self) {
@@ -514,5 +569,57 @@ impl Kind {
             Kind::Artifacts => &mut r.artifacts,
             Kind::Collection => &mut r.collections,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(store: u64) -> crate::status::DocumentCounts {
+        crate::status::DocumentCounts {
+            store,
+            pool: 0,
+            unreadable: 0,
+        }
+    }
+
+    /// The document counts are taken from the cache while what they were read from is
+    /// unchanged (here: no catalog, no search table), and read again once an input appears
+    /// (a catalog just written is not settled: read, not kept).
+    #[test]
+    fn document_counts_are_reused_until_their_inputs_change() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let store = Store::init(tmp.path()).expect("store");
+        let params = || "pk false".to_owned();
+        let mut cache = StatusCache::load(Some(&store));
+        let key = documents_key(store.dir(), params());
+        assert!(key.is_some(), "absent inputs are a state");
+        assert_eq!(cache.documents(key, || counts(7)), counts(7));
+        cache.save();
+
+        let mut cache = StatusCache::load(Some(&store));
+        let key = documents_key(store.dir(), params());
+        let reused = cache.documents(key, || panic!("read again though nothing changed"));
+        assert_eq!(reused, counts(7));
+        assert_eq!(cache.counts.folders_reused, 1);
+        cache.save();
+
+        // Other parameters (linked now): read again.
+        let mut cache = StatusCache::load(Some(&store));
+        let key = documents_key(store.dir(), "pk true".to_owned());
+        assert_eq!(cache.documents(key, || counts(8)), counts(8));
+
+        // A catalog appears: its stamp is too fresh to trust, so read and not kept.
+        std::fs::write(crate::store::catalog::catalog_path(store.dir()), b"x").expect("catalog");
+        assert!(documents_key(store.dir(), params()).is_none());
+        let mut cache = StatusCache::load(Some(&store));
+        assert_eq!(cache.documents(None, || counts(9)), counts(9));
+        cache.save();
+        let cache = StatusCache::load(Some(&store));
+        assert!(
+            cache.old.documents.is_none(),
+            "an unsettled read is not kept"
+        );
     }
 }
