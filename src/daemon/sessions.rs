@@ -1114,13 +1114,8 @@ fn list_dirs(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 fn workspace_of(session_dir: &Path, path_map: &BTreeMap<String, String>) -> Option<PathBuf> {
     let log = discover::highest_generation(session_dir).ok()??;
     let header = archive::read_header(&log.log, &Config::defaults()).ok()?;
-    let cwd = crate::session::cwdkey::normalize_abs(&header.cwd?)?;
-    let mut candidates = vec![cwd.clone()];
-    candidates.extend(crate::session::cwdkey::map_path(&cwd, path_map));
-    let native = candidates
-        .into_iter()
-        .find(|c| Path::new(&c.text).is_absolute())?;
-    identity::workspace_root(Path::new(&native.text)).ok()
+    let here = crate::session::cwdkey::here_paths(&header.cwd?, path_map);
+    identity::workspace_root(Path::new(here.first()?)).ok()
 }
 
 #[cfg(test)]

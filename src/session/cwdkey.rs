@@ -243,6 +243,24 @@ pub fn cwd_in_roots<'m>(
         .any(|c| roots.iter().any(|r| relative_to(c, r).is_some()))
 }
 
+/// The directories a session's `cwd` may name on this machine: the cwd itself, then its
+/// `pathMap` twins, each only when it is an absolute path here (a Windows path is not one on
+/// Linux: it would resolve against the reader's own directory).
+pub fn here_paths<'m>(
+    cwd: &str,
+    path_map: impl IntoIterator<Item = (&'m String, &'m String)>,
+) -> Vec<String> {
+    let Some(cwd) = normalize_abs(cwd) else {
+        return Vec::new();
+    };
+    let twins = map_path(&cwd, path_map);
+    std::iter::once(cwd)
+        .chain(twins)
+        .map(|p| p.text)
+        .filter(|p| std::path::Path::new(p).is_absolute())
+        .collect()
+}
+
 fn is_kept_in_cwd_key(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')
 }
@@ -469,5 +487,15 @@ mod tests {
         assert!(!cwd_in_roots("proj", &roots, &map));
         assert!(!cwd_in_roots("", &roots, &map));
         assert!(workspace_roots("relative/ws", &map).is_empty());
+        // On this machine: the cwd, then its twins, only absolute paths here.
+        assert_eq!(
+            here_paths(r"C:\Users\ana\src\proj", &map),
+            ["/home/ana/src/proj"]
+        );
+        assert_eq!(
+            here_paths("/home/ana/src/proj/", &map),
+            ["/home/ana/src/proj"]
+        );
+        assert!(here_paths("proj", &map).is_empty());
     }
 }

@@ -494,19 +494,14 @@ impl StatusCache {
         key: Option<VocabKey>,
         compute: impl FnOnce() -> super::VocabularyStatus,
     ) -> super::VocabularyStatus {
-        if let (Some(key), Some((old_key, status))) = (&key, &self.old.vocabulary) {
-            if key == old_key {
-                self.counts.folders_reused += 1;
-                self.new.vocabulary = Some((key.clone(), status.clone()));
-                return status.clone();
-            }
-        }
-        self.counts.folders_read += 1;
-        let status = compute();
-        if let Some(key) = key.filter(|_| status.error.is_none()) {
-            self.new.vocabulary = Some((key, status.clone()));
-        }
-        status
+        reuse_or(
+            &self.old.vocabulary,
+            &mut self.new.vocabulary,
+            &mut self.counts,
+            key,
+            compute,
+            |status| status.error.is_none(),
+        )
     }
 
     /// The document counts: the cached ones when `key` is theirs, else `read`'s (kept when
@@ -516,19 +511,14 @@ impl StatusCache {
         key: Option<DocumentsKey>,
         read: impl FnOnce() -> super::DocumentCounts,
     ) -> super::DocumentCounts {
-        if let (Some(key), Some((old_key, counts))) = (&key, &self.old.documents) {
-            if key == old_key {
-                self.counts.folders_reused += 1;
-                self.new.documents = Some((key.clone(), counts.clone()));
-                return counts.clone();
-            }
-        }
-        self.counts.folders_read += 1;
-        let counts = read();
-        if let Some(key) = key {
-            self.new.documents = Some((key, counts.clone()));
-        }
-        counts
+        reuse_or(
+            &self.old.documents,
+            &mut self.new.documents,
+            &mut self.counts,
+            key,
+            read,
+            |_| true,
+        )
     }
 
     /// Write the entries this run used (entries of logs and folders gone are dropped) when
@@ -549,6 +539,32 @@ impl StatusCache {
             tracing::debug!(error = %e, "status cache not written");
         }
     }
+}
+
+/// One keyed entry of the cache: the old value when `key` is the old one's (counted reused,
+/// carried into the new file), else `compute`'s (counted read), kept under `key` when there
+/// is one and `keep` accepts the value.
+fn reuse_or<K: PartialEq + Clone, V: Clone>(
+    old: &Option<(K, V)>,
+    new: &mut Option<(K, V)>,
+    counts: &mut CacheCounts,
+    key: Option<K>,
+    compute: impl FnOnce() -> V,
+    keep: impl Fn(&V) -> bool,
+) -> V {
+    if let (Some(key), Some((old_key, value))) = (&key, old) {
+        if key == old_key {
+            counts.folders_reused += 1;
+            *new = Some((key.clone(), value.clone()));
+            return value.clone();
+        }
+    }
+    counts.folders_read += 1;
+    let value = compute();
+    if let Some(key) = key.filter(|_| keep(&value)) {
+        *new = Some((key, value.clone()));
+    }
+    value
 }
 
 #[derive(Clone, Copy)]

@@ -161,13 +161,8 @@ impl Sessions {
             .ok_or_else(|| "no working directory in its lines yet".to_owned())?;
         // Another machine's cwd (a log copied from Windows or a Mac) resolves through its
         // `pathMap` twins here, as the archive and DSH's sessions do.
-        let twins = crate::session::cwdkey::normalize_abs(&cwd)
-            .map(|abs| crate::session::cwdkey::map_path(&abs, &self.config.path_map))
-            .unwrap_or_default();
         let mut first_error = None;
-        let candidates = std::iter::once(cwd.clone()).chain(twins.into_iter().map(|t| t.text));
-        // A Windows path is not absolute here: it would resolve against the daemon's cwd.
-        for candidate in candidates.filter(|c| Path::new(c).is_absolute()) {
+        for candidate in crate::session::cwdkey::here_paths(&cwd, &self.config.path_map) {
             match checkout_of(Path::new(&candidate)) {
                 Ok(root) => return self.ws_dir_for(&root),
                 Err(e) => {
