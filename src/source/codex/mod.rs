@@ -16,6 +16,7 @@ pub mod discovery;
 mod g0;
 mod reader;
 pub(crate) mod screen;
+mod web_search;
 
 pub use reader::{rollout_facts, CodexReader, RolloutFacts, SEQ_SHIFT};
 

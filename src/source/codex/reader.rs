@@ -20,6 +20,9 @@
 //! are among the parent rollout's (same type and payload), they are the parent's and are
 //! not read here.
 //!
+//! A hosted web search (`web_search_call`, and its `event_msg web_search_end` twin) is a
+//! `web_search` call and its result, shown once ([`super::web_search`]).
+//!
 //! Screened (a marker each): `developer`/`system` messages and user-role host context
 //! ([`super::screen`]). `turn_context`, `base_instructions` and every unknown type yield
 //! nothing.
@@ -36,6 +39,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::screen;
+use super::web_search;
 use crate::session::reader::{ReadError, ReadNote, ReaderOptions, ResumePoint};
 use crate::session::Header;
 use crate::source::lines::{Lines, Next, Outbox, Step};
@@ -193,6 +197,9 @@ pub struct CodexReader {
     line_index: u64,
     out: Outbox,
     open_calls: BTreeSet<String>,
+    /// This turn's web searches shown, by call id and by arguments: Codex records each
+    /// twice (see [`super::web_search`]).
+    searches: BTreeSet<String>,
     exchange: bool,
     last_was_answer: bool,
     /// The log has `task_started`/`task_complete`: only those end turns.
@@ -265,6 +272,7 @@ impl CodexReader {
             line_index: from.next_seq >> SEQ_SHIFT,
             out: Outbox::new(header, from),
             open_calls: BTreeSet::new(),
+            searches: BTreeSet::new(),
             exchange: false,
             last_was_answer: false,
             tasks: from.byte_offset > 0 && enveloped && has_tasks(path),
@@ -284,6 +292,7 @@ impl CodexReader {
         self.exchange = false;
         self.last_was_answer = false;
         self.open_calls.clear();
+        self.searches.clear();
     }
 
     fn step(&mut self) -> Result<(), ReadError> {
@@ -396,6 +405,16 @@ impl CodexReader {
                     let seq = next_seq();
                     self.end_turn(seq, "aborted", after);
                 }
+                Some("web_search_end") => {
+                    let id = p.get("call_id").and_then(Value::as_str).unwrap_or_default();
+                    self.web_search(
+                        id,
+                        web_search::arguments(p.get("action"), p.get("query")),
+                        p.get("results"),
+                        &mut next_seq,
+                        time,
+                    );
+                }
                 Some("user_message") => {
                     let text = p
                         .get("message")
@@ -431,7 +450,8 @@ impl CodexReader {
                 | "function_call_output"
                 | "local_shell_call"
                 | "custom_tool_call"
-                | "custom_tool_call_output",
+                | "custom_tool_call_output"
+                | "web_search_call",
                 None,
             ) => self.item(&line, &mut next_seq, time, line_start),
             _ => {}
@@ -572,6 +592,11 @@ impl CodexReader {
                 let arguments = json!({ "command": command }).to_string();
                 self.call(id, "local_shell".to_owned(), arguments, next_seq, time);
             }
+            Some("web_search_call") => {
+                let id = s("id").or_else(|| s("call_id")).unwrap_or_default();
+                let arguments = web_search::arguments(p.get("action"), None);
+                self.web_search(&id, arguments, None, next_seq, time);
+            }
             Some("function_call_output") | Some("custom_tool_call_output") => {
                 let id = s("call_id").unwrap_or_default();
                 let content = output_text(p.get("output"));
@@ -581,6 +606,44 @@ impl CodexReader {
             }
             _ => {}
         }
+    }
+
+    /// A web search shown as a call and its result, once per search: a record whose id or
+    /// arguments this turn showed already is the search's other record.
+    fn web_search(
+        &mut self,
+        id: &str,
+        arguments: Option<String>,
+        results: Option<&Value>,
+        next_seq: &mut impl FnMut() -> u64,
+        time: Option<i64>,
+    ) {
+        let Some(arguments) = arguments else {
+            return; // says nothing of what was searched: the other record will
+        };
+        if (!id.is_empty() && self.searches.contains(id)) || self.searches.contains(&arguments) {
+            return;
+        }
+        if !id.is_empty() {
+            self.searches.insert(id.to_owned());
+        }
+        self.searches.insert(arguments.clone());
+        let seq = next_seq();
+        self.push(
+            seq,
+            "tool/call",
+            web_search::call_data(id, &arguments),
+            time,
+        );
+        self.result(
+            next_seq(),
+            id,
+            &web_search::result_text(results),
+            false,
+            time,
+        );
+        self.exchange = true;
+        self.last_was_answer = false;
     }
 
     /// A `tool/result` answering `id`.
@@ -951,6 +1014,76 @@ mod tests {
             item(json!({"type": "local_shell_call", "call_id": "c3", "action": {"type": "exec", "command": ["cargo", "test"]}})),
         ]
         .concat()
+    }
+
+    /// Real shapes (codex-cli 0.1xx rollouts): a search recorded as a `response_item`
+    /// `web_search_call` and again as `event_msg web_search_end`, in either order, with the
+    /// action empty in one of them or both carrying it; an opened page; results when recorded.
+    #[test]
+    fn a_web_search_is_one_call_with_what_was_searched_and_its_result() {
+        let text = [
+            meta(),
+            event(json!({"type": "task_started", "turn_id": "t1"})),
+            event(json!({"type": "user_message", "message": "what is new in TypeScript 5.0?"})),
+            // The item first, its action empty (0.137); the end event says the query.
+            item(json!({"type": "web_search_call", "status": "completed", "action": {}})),
+            event(json!({"type": "web_search_end", "call_id": "ws_1", "query": "TypeScript 5.0 whats new", "action": {"type": "search", "query": "TypeScript 5.0 whats new"}})),
+            // The end event first, then its item with the same id and action.
+            event(json!({"type": "web_search_end", "call_id": "ws_2", "query": "https://devblogs.microsoft.com/ts", "action": {"type": "open_page", "url": "https://devblogs.microsoft.com/ts"}})),
+            item(json!({"type": "web_search_call", "id": "ws_2", "status": "completed", "action": {"type": "open_page", "url": "https://devblogs.microsoft.com/ts"}})),
+            // Results recorded.
+            event(json!({"type": "web_search_end", "call_id": "ws_3", "action": {"type": "search", "queries": ["decorators", "const type parameters"]}, "results": [{"title": "Announcing TypeScript 5.0", "url": "https://devblogs.microsoft.com/typescript/announcing-typescript-5-0/"}]})),
+            answer("Decorators and const type parameters."),
+            event(json!({"type": "task_complete", "turn_id": "t1"})),
+        ]
+        .concat();
+        let r = read(&text, true);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(r.turns.len(), 1);
+        let t = &r.turns[0];
+        let calls: Vec<(&str, &str, &str)> = t
+            .events
+            .iter()
+            .filter_map(|e| e.tool_call())
+            .map(|c| (c.call_id.as_str(), c.name.as_str(), c.arguments.as_str()))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                (
+                    "ws_1",
+                    "web_search",
+                    r#"{"query":"TypeScript 5.0 whats new"}"#
+                ),
+                (
+                    "ws_2",
+                    "web_search",
+                    r#"{"url":"https://devblogs.microsoft.com/ts"}"#
+                ),
+                (
+                    "ws_3",
+                    "web_search",
+                    r#"{"query":"decorators; const type parameters"}"#
+                ),
+            ]
+        );
+        let results: Vec<(&str, &str)> = t
+            .events
+            .iter()
+            .filter_map(|e| e.tool_result())
+            .map(|r| (r.call_id.as_str(), r.content.as_str()))
+            .collect();
+        assert_eq!(
+            results,
+            [
+                ("ws_1", web_search::NO_RESULTS),
+                ("ws_2", web_search::NO_RESULTS),
+                (
+                    "ws_3",
+                    "Announcing TypeScript 5.0 — https://devblogs.microsoft.com/typescript/announcing-typescript-5-0/"
+                ),
+            ]
+        );
     }
 
     #[test]
