@@ -34,6 +34,11 @@ const HAN_BREAKS: &[char] = &[
     '在', '她', '它', '就', '很', '我', '把', '是', '的', '被', '让', '这', '那', '都',
 ];
 
+/// Characters that, right after `一`, finish a function word with it rather than start a
+/// content word: `看一下日志` is 看 + 一下 + 日志 (not `下日`), `一些配置`, `改一点代码`,
+/// `一样`, `一直`.
+const AFTER_YI_BREAKS: &[char] = &['下', '些', '点', '样', '直'];
+
 /// Chinese bigrams that are function words: they carry no topic. Sorted.
 const HAN_STOP_BIGRAMS: &[&str] = &[
     "不对", "为什", "之前", "之后", "任务", "参考", "可以", "因为", "如何", "如果", "已经", "应该",
@@ -281,7 +286,14 @@ pub(crate) fn is_cjk(c: char) -> bool {
 /// bigram is left out and so are the two that straddle it (`然后跑` yields neither `然后`
 /// nor `后跑`), as a function character would be.
 fn han_terms(run: &[char], out: &mut std::collections::VecDeque<String>) {
-    for piece in run.split(|c| HAN_BREAKS.binary_search(c).is_ok()) {
+    let breaks_at = |i: usize| {
+        HAN_BREAKS.binary_search(&run[i]).is_ok()
+            || (i > 0 && run[i - 1] == '一' && AFTER_YI_BREAKS.contains(&run[i]))
+    };
+    let mut start = 0;
+    for end in (0..=run.len()).filter(|&i| i == run.len() || breaks_at(i)) {
+        let piece = &run[start..end];
+        start = end + 1;
         // Each bigram judged once, spelled on the stack.
         let stops: Vec<bool> = piece
             .windows(2)
@@ -446,6 +458,11 @@ mod tests {
         assert_eq!(terms("分析连接"), ["连接"]);
         // Function bigrams and single characters carry nothing.
         assert!(terms("我们可以吗？你觉得呢").is_empty());
+        // `一下`, `一些`, `一点`: the character after `一` ends a function word.
+        assert_eq!(terms("帮我查一下导出格式"), ["导出", "出格", "格式"]);
+        assert_eq!(terms("改一点代码和一些配置"), ["代码", "配置"]);
+        // Elsewhere they begin words as usual.
+        assert_eq!(terms("下载"), ["下载"]);
         // Mixed with ASCII words.
         assert_eq!(terms("Redis缓存失效"), ["redis", "缓存", "存失", "失效"]);
     }
