@@ -23,6 +23,36 @@ pub(super) struct Line {
     pub(super) tool_use_result: Option<AgentRef>,
     /// `forkedFrom` (`/branch`, the SDK's `forkSession`): the line is a fork's copy.
     pub(super) forked_from: Option<ForkedFrom>,
+    /// `attachment` of a `type: "attachment"` line (2.1): only a queued prompt's fields.
+    pub(super) attachment: Option<Attachment>,
+}
+
+/// An `attachment` line's payload as the reader reads it. A prompt the person typed while
+/// the agent worked is delivered into the running turn as `{type: "queued_command",
+/// prompt, commandMode: "prompt"}` — not as a `user` line (a background agent's
+/// `<task-notification>` arrives the same way, `commandMode: "task-notification"`). Every
+/// other attachment (memory files, hook context, reminders) is the host's and not read.
+/// Scalars are read leniently: an attachment of an unexpected shape is skipped, never a
+/// damaged line.
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+pub(super) struct Attachment {
+    #[serde(rename = "type")]
+    kind: Option<Value>,
+    pub(super) prompt: Option<Content>,
+    command_mode: Option<Value>,
+}
+
+impl Attachment {
+    /// A prompt queued while the agent worked.
+    pub(super) fn is_queued_prompt(&self) -> bool {
+        self.kind.as_ref().and_then(Value::as_str) == Some("queued_command")
+    }
+
+    /// It carries a background task's notification, not the person's words.
+    pub(super) fn is_task_notification(&self) -> bool {
+        self.command_mode.as_ref().and_then(Value::as_str) == Some("task-notification")
+    }
 }
 
 /// `forkedFrom.sessionId`: the transcript a fork copied this line from.
@@ -205,6 +235,26 @@ impl Block {
             .and_then(|s| s.data.as_ref())
             .map_or(0, |d| d.0);
         format!("[image omitted: {media}, {bytes} bytes of base64]")
+    }
+}
+
+/// A prompt's text: its text blocks, images as a marker, blocks apart by a blank line (as
+/// a `user` line's are read).
+pub(super) fn prompt_text(content: Option<Content>) -> String {
+    match content {
+        None => String::new(),
+        Some(Content::Text(t)) => t,
+        Some(Content::Blocks(blocks)) => {
+            let mut parts: Vec<String> = Vec::new();
+            for b in blocks {
+                match b.kind.as_deref() {
+                    Some("image") => parts.push(b.image_marker()),
+                    Some("text") => parts.extend(b.text),
+                    _ => {}
+                }
+            }
+            parts.join("\n\n")
+        }
     }
 }
 

@@ -11,7 +11,9 @@
 //! 2. the lines in file order, streamed: one assistant message per `message.id` (its text
 //!    and thinking blocks joined; its `tool_use` blocks become `tool/call`s), `tool_result`
 //!    blocks → `tool/result` by `tool_use_id`, user text → `user/message` with the source
-//!    kind [`super::screen`] gives it, images → a marker, and turn ends:
+//!    kind [`super::screen`] gives it, images → a marker, a prompt queued while the agent
+//!    worked (an `attachment` line of type `queued_command`) → `user/message` inside the
+//!    running turn, and turn ends:
 //!    `system/turn_duration`; an assistant line with `stop_reason: end_turn` and no call
 //!    left unanswered; the next person's prompt after an exchange; or, at the end of a
 //!    quiet file (`quiet_end`), an answered exchange. Bookkeeping lines (`progress`,
@@ -37,7 +39,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::dag::{node_line, Dag, Lookup, St, MAX_LINE};
-use super::line::{content_text, Block, Content, Line};
+use super::line::{content_text, prompt_text, Attachment, Block, Content, Line};
 use super::{screen, subagent};
 use crate::session::reader::{ReadError, ReadNote, ReaderOptions, ResumePoint};
 use crate::session::Header;
@@ -1065,6 +1067,31 @@ impl ClaudeReader {
                     self.end_turn(seq, "completed", after);
                 }
             }
+            (Some("attachment"), _) => {
+                let Some(a) = line.attachment.filter(Attachment::is_queued_prompt) else {
+                    return;
+                };
+                let notification = a.is_task_notification();
+                let text = prompt_text(a.prompt);
+                if text.trim().is_empty() {
+                    return;
+                }
+                // Delivered into the running turn: it ends nothing (the agent reads it at
+                // its next step); between turns it opens the next one as any prompt does.
+                let kind = match screen::classify(&text, false, false) {
+                    screen::HUMAN if notification => screen::COMMAND,
+                    kind => kind,
+                };
+                self.flush_message();
+                let seq = next_seq(&mut sub);
+                self.push(
+                    seq,
+                    "user/message",
+                    json!({"content": text, "source": {"kind": kind}}),
+                    time,
+                );
+                self.last_was_answer = false;
+            }
             (Some("user"), _) => {
                 let Some(msg) = line.message else { return };
                 let is_meta = line.is_meta == Some(true);
@@ -1426,6 +1453,63 @@ mod tests {
             ]
         );
         assert_eq!(users(&r.turns[1])[0].0, "claude-code-hook");
+    }
+
+    /// Real shapes (Claude Code 2.1: a prompt typed while the agent works is a
+    /// `queue-operation` then an `attachment` of type `queued_command`, never a `user`
+    /// line; its `prompt` a string or blocks with images; a background agent's
+    /// notification arrives the same way with `commandMode: "task-notification"`).
+    #[test]
+    fn a_prompt_queued_while_the_agent_worked_is_the_persons_inside_the_running_turn() {
+        let log = [
+            prompt("u1", None, "fix the login bug"),
+            call("a1", "u1", "m1", "c1"),
+            r#"{"type":"queue-operation","operation":"enqueue","content":"also update the docs"}"#.to_owned() + "\n",
+            line("q1", Some("a1"), "attachment", json!({"attachment": {"type": "queued_command", "prompt": "also update the docs", "commandMode": "prompt"}})),
+            result("r1", "q1", "c1", "ok"),
+            line("q2", Some("r1"), "attachment", json!({"attachment": {"type": "queued_command", "prompt": [{"type": "text", "text": "and this screenshot"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"}}]}})),
+            line("q3", Some("q2"), "attachment", json!({"attachment": {"type": "queued_command", "prompt": "<task-notification>\n<task-id>a1b2</task-id>\n<status>completed</status>\n</task-notification>", "commandMode": "task-notification"}})),
+            // The host's attachments, and odd shapes: nothing, and no damage.
+            line("n1", Some("q3"), "attachment", json!({"attachment": {"type": "nested_memory", "path": "C:\\code\\CLAUDE.md", "content": {"content": "Use pnpm."}}})),
+            line("n2", Some("n1"), "attachment", json!({"attachment": {"type": 5, "prompt": {"x": 1}, "commandMode": []}})),
+            line("n3", Some("n2"), "attachment", json!({"attachment": "text"})),
+            line("n4", Some("n3"), "attachment", json!({"attachment": {"type": "queued_command", "prompt": "  "}})),
+            answer("a2", "n4", "m2", "fixed, docs updated", Some("end_turn")),
+            prompt("u2", Some("a2"), "thanks, now the signup page"),
+            answer("a3", "u2", "m3", "on it", Some("end_turn")),
+        ]
+        .concat();
+        let r = read_text(&log, false);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(r.turns.len(), 2, "a queued prompt ends no turn");
+        assert_eq!(
+            users(&r.turns[0]),
+            [
+                ("user".into(), "fix the login bug".into()),
+                ("user".into(), "also update the docs".into()),
+                (
+                    "user".into(),
+                    "and this screenshot\n\n[image omitted: image/png, 8 bytes of base64]".into()
+                ),
+                (
+                    "claude-code-command".into(),
+                    "<task-notification>\n<task-id>a1b2</task-id>\n<status>completed</status>\n</task-notification>".into()
+                ),
+            ]
+        );
+        assert_eq!(
+            users(&r.turns[1]),
+            [("user".into(), "thanks, now the signup page".into())]
+        );
+        // The call stays answered: the queued prompt between call and result changes nothing.
+        assert_eq!(
+            r.turns[0]
+                .events
+                .iter()
+                .filter(|e| e.tool_result().is_some())
+                .count(),
+            1
+        );
     }
 
     #[test]
