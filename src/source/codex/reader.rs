@@ -16,6 +16,12 @@
 //! like Claude Code's summary: the daemon's compaction moment); its `replacement_history`
 //! copies earlier items and is never read.
 //!
+//! A subagent's rollout (multi-agent Codex: `session_meta.source.subagent`, with
+//! `thread_spawn.parent_thread_id` and `depth`; or `thread_source: "subagent"`) belongs to
+//! the session tree of the thread that spawned it (the header's parent), and its prompts are
+//! that agent's: relayed messages (`agent-message`), conversation but never the person's
+//! terms.
+//!
 //! A fork (`session_meta.forked_from_id`) first copies its parent's lines: while its lines
 //! are among the parent rollout's (same type and payload), they are the parent's and are
 //! not read here.
@@ -72,6 +78,9 @@ const MAX_SUB: u64 = (1 << SEQ_SHIFT) - 1;
 /// The result of a call a `turn_aborted` cut off.
 /// The note of a `compacted` line with no summary text (remote compaction).
 const COMPACTED_NOTE: &str = "Conversation compacted";
+/// The source kind of a subagent's prompt: the spawning agent's words, relayed (as DSH
+/// marks a message from another agent).
+const RELAYED: &str = "agent-message";
 const ABORTED_CALL: &str = "[no result: the turn was aborted before the call returned]";
 
 /// What the log's first lines say of the session.
@@ -83,6 +92,43 @@ pub struct RolloutFacts {
     pub first_time: Option<i64>,
     /// `forked_from_id`: the thread this one was forked from (its items copied first).
     pub forked_from: Option<String>,
+    /// A subagent's thread (multi-agent Codex: `source.subagent`, or `thread_source:
+    /// "subagent"`): its prompts are another agent's, not the person's.
+    pub subagent: Option<Subagent>,
+}
+
+/// What a subagent rollout says of the thread that spawned it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Subagent {
+    /// `source.subagent.thread_spawn.parent_thread_id` (else the payload's
+    /// `parent_thread_id`, else its `forked_from_id`).
+    pub parent: Option<String>,
+    /// `thread_spawn.depth`.
+    pub depth: Option<u32>,
+}
+
+/// A `session_meta` payload's subagent facts, when it is a subagent's.
+fn subagent_of(meta: &Value) -> Option<Subagent> {
+    let text = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    };
+    let source = meta.get("source").and_then(|s| s.get("subagent"));
+    let spawned = meta.get("thread_source").and_then(Value::as_str) == Some("subagent");
+    if source.is_none() && !spawned {
+        return None;
+    }
+    let spawn = source.and_then(|s| s.get("thread_spawn"));
+    Some(Subagent {
+        parent: text(spawn.and_then(|s| s.get("parent_thread_id")))
+            .or_else(|| text(meta.get("parent_thread_id")))
+            .or_else(|| text(meta.get("forked_from_id"))),
+        depth: spawn
+            .and_then(|s| s.get("depth"))
+            .and_then(Value::as_u64)
+            .and_then(|d| u32::try_from(d).ok()),
+    })
 }
 
 /// The facts of a `session_meta` payload or a G1 header line.
@@ -93,6 +139,7 @@ fn facts_of(meta: &Value) -> RolloutFacts {
         cwd: s("cwd").filter(|c| !c.is_empty()),
         cli_version: s("cli_version"),
         forked_from: s("forked_from_id").filter(|f| !f.is_empty()),
+        subagent: subagent_of(meta),
         first_time: meta
             .get("timestamp")
             .and_then(Value::as_str)
@@ -206,6 +253,9 @@ pub struct CodexReader {
     tasks: bool,
     /// The log has the `{type, payload}` envelope: prompts come from `event_msg`.
     enveloped: bool,
+    /// A subagent's rollout: its prompts are the spawning agent's (a relayed message,
+    /// conversation but never the person's terms).
+    subagent: bool,
     quiet_end: bool,
     cap: usize,
     /// A fork's copies of its parent's lines, by content: while the log's lines are among
@@ -277,6 +327,7 @@ impl CodexReader {
             last_was_answer: false,
             tasks: from.byte_offset > 0 && enveloped && has_tasks(path),
             enveloped,
+            subagent: facts.as_ref().is_some_and(|f| f.subagent.is_some()),
             quiet_end,
             cap: options.max_line_bytes,
             parent_lines,
@@ -484,10 +535,15 @@ impl CodexReader {
             self.end_turn(seq, reason, line_start);
         }
         let seq = next_seq();
+        let source = if kind == screen::HUMAN && self.subagent {
+            json!({"kind": RELAYED, "form": "relay"})
+        } else {
+            json!({ "kind": kind })
+        };
         self.push(
             seq,
             "user/message",
-            json!({"content": text, "source": {"kind": kind}}),
+            json!({"content": text, "source": source}),
             time,
         );
         self.last_was_answer = false;
@@ -830,13 +886,22 @@ fn header_of(path: &Path, facts: &RolloutFacts) -> Header {
             .trim_end_matches(".json")
             .to_owned()
     });
-    crate::source::lines::header(
+    let mut header = crate::source::lines::header(
         crate::source::Harness::Codex,
         &id,
         facts.cwd.clone(),
         facts.first_time,
         facts.cli_version.clone(),
-    )
+    );
+    // A subagent's chapters belong to the tree of the thread that spawned it.
+    if let Some(sub) = &facts.subagent {
+        header.parent_session = sub
+            .parent
+            .as_ref()
+            .map(|p| format!("{}{p}", crate::source::Harness::Codex.session_prefix()));
+        header.delegation_depth = sub.depth;
+    }
+    header
 }
 
 impl Step for CodexReader {
@@ -1014,6 +1079,56 @@ mod tests {
             item(json!({"type": "local_shell_call", "call_id": "c3", "action": {"type": "exec", "command": ["cargo", "test"]}})),
         ]
         .concat()
+    }
+
+    /// Real shapes (multi-agent Codex, 0.146): a spawned thread's `session_meta` names its
+    /// parent under `source.subagent.thread_spawn`; older ones say `thread_source:
+    /// "subagent"` with `parent_thread_id`.
+    #[test]
+    fn a_subagents_rollout_joins_its_parents_tree_and_its_prompt_is_relayed() {
+        for (meta, depth) in [
+            (
+                json!({"id": "child-1", "cwd": "/w", "cli_version": "0.146.0", "source": {"subagent": {"thread_spawn": {"parent_thread_id": "0199aaaa-0000-7000-8000-000000000001", "depth": 1, "agent_nickname": "Ada", "agent_role": "explorer"}}}, "multi_agent_version": "v1"}),
+                Some(1),
+            ),
+            (
+                json!({"id": "child-1", "cwd": "/w", "thread_source": "subagent", "parent_thread_id": "0199aaaa-0000-7000-8000-000000000001"}),
+                None,
+            ),
+        ] {
+            let text = [
+                env("session_meta", meta),
+                event(json!({"type": "task_started", "turn_id": "t1"})),
+                event(json!({"type": "user_message", "message": "Review src/auth.rs for token expiry bugs"})),
+                answer("No expiry bug found."),
+                event(json!({"type": "task_complete", "turn_id": "t1"})),
+            ]
+            .concat();
+            let r = read(&text, true);
+            assert!(r.error.is_none(), "{:?}", r.error);
+            let h = r.header.expect("header");
+            assert_eq!(
+                h.parent_session.as_deref(),
+                Some("codex-0199aaaa-0000-7000-8000-000000000001")
+            );
+            assert_eq!(h.delegation_depth, depth);
+            assert_eq!(r.turns.len(), 1);
+            let m = r.turns[0]
+                .events
+                .iter()
+                .find_map(|e| e.user_message())
+                .expect("the prompt");
+            assert_eq!(
+                (m.source.kind.as_str(), m.source.form.as_deref()),
+                ("agent-message", Some("relay"))
+            );
+            assert!(crate::injection::is_conversation(&m.source));
+            assert!(!crate::injection::is_human_authored(&m.source));
+        }
+        // A thread the person started is nobody's child, its prompt the person's.
+        let r = read(&g2(), true);
+        let h = r.header.expect("header");
+        assert_eq!((h.parent_session, h.delegation_depth), (None, None));
     }
 
     /// Real shapes (codex-cli 0.1xx rollouts): a search recorded as a `response_item`
