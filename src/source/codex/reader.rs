@@ -467,11 +467,7 @@ impl CodexReader {
                     );
                 }
                 Some("user_message") => {
-                    let text = p
-                        .get("message")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned();
+                    let text = user_message_text(p);
                     self.user_text(text, true, &mut next_seq, time, line_start);
                 }
                 _ => {}
@@ -851,6 +847,32 @@ fn message_text(content: Option<&Value>) -> String {
     }
 }
 
+/// An `event_msg user_message`'s text: its `message`, then a marker per image the person
+/// attached — `images` (inline data URLs: their size) and `local_images` (files: their
+/// name) — so a prompt of images alone is still the person's message.
+fn user_message_text(p: &Value) -> String {
+    let strings = |k: &str| {
+        p.get(k)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+    };
+    let mut parts: Vec<String> = p
+        .get("message")
+        .and_then(Value::as_str)
+        .filter(|m| !m.trim().is_empty())
+        .map(str::to_owned)
+        .into_iter()
+        .collect();
+    parts.extend(strings("images").map(|url| format!("[image omitted: {} bytes]", url.len())));
+    parts.extend(strings("local_images").map(|path| {
+        let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
+        format!("[image omitted: {name}]")
+    }));
+    parts.join("\n\n")
+}
+
 /// A call's output: a string, often JSON `{"output": …, "metadata": …}` (the output is
 /// read), or content blocks.
 fn output_text(output: Option<&Value>) -> String {
@@ -1079,6 +1101,46 @@ mod tests {
             item(json!({"type": "local_shell_call", "call_id": "c3", "action": {"type": "exec", "command": ["cargo", "test"]}})),
         ]
         .concat()
+    }
+
+    /// Real shapes: a prompt of images alone (`local_images`, no `message`), one with a
+    /// placeholder and a Windows path, one with an inline data URL.
+    #[test]
+    fn a_prompt_with_images_keeps_a_marker_for_each() {
+        let text = [
+            meta(),
+            event(json!({"type": "task_started", "turn_id": "t1"})),
+            event(json!({"type": "user_message", "local_images": ["attachments/ref.png"]})),
+            answer("a diagram"),
+            event(json!({"type": "task_complete", "turn_id": "t1"})),
+            event(json!({"type": "task_started", "turn_id": "t2"})),
+            event(json!({"type": "user_message", "message": "[Image #1] 这个图片多大", "images": [], "local_images": ["C:\\Users\\ana\\Desktop\\1.png"], "text_elements": [{"placeholder": "[Image #1]"}]})),
+            answer("500 × 277"),
+            event(json!({"type": "task_complete", "turn_id": "t2"})),
+            event(json!({"type": "task_started", "turn_id": "t3"})),
+            event(json!({"type": "user_message", "message": "", "images": ["data:image/png;base64,iVBORw0K"]})),
+            answer("a chart"),
+            event(json!({"type": "task_complete", "turn_id": "t3"})),
+        ]
+        .concat();
+        let r = read(&text, true);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        let prompts: Vec<Vec<(String, String)>> = r
+            .turns
+            .iter()
+            .map(|t| texts(t).into_iter().filter(|(k, _)| k == "user").collect())
+            .collect();
+        assert_eq!(
+            prompts,
+            [
+                vec![("user".into(), "[image omitted: ref.png]".into())],
+                vec![(
+                    "user".into(),
+                    "[Image #1] 这个图片多大\n\n[image omitted: 1.png]".into()
+                )],
+                vec![("user".into(), "[image omitted: 30 bytes]".into())],
+            ]
+        );
     }
 
     /// Real shapes (multi-agent Codex, 0.146): a spawned thread's `session_meta` names its
