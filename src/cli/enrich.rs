@@ -154,6 +154,8 @@ fn report(workspace: Option<&Path>, json: bool) -> Result<()> {
             "endpoint": env.config.enrichment_endpoint,
             "model": env.config.enrichment_model,
             "enabled": env.config.enrichment_enabled,
+            // What runs: the switch is on and an endpoint is set (`enabled` is the switch).
+            "active": env.config.enrichment_enabled && env.config.enrichment_endpoint.is_some(),
             "apiKeyStored": has_key,
             "status": status,
         }));

@@ -984,3 +984,29 @@ fn an_https_endpoint_is_reached_through_curl_with_the_key_off_the_command_line()
     let out = sb.run(&["enrich", "run", "--all", "--limit", "1"]);
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn the_report_says_whether_enrichment_runs_not_only_the_switch() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let report = sb.json(&["enrich", "report", "--json"]);
+    assert_eq!(report["endpoint"], serde_json::Value::Null, "{report}");
+    assert_eq!(
+        report["active"], false,
+        "no endpoint: nothing runs ({report})"
+    );
+    sb.ok(&[
+        "enrich",
+        "model",
+        "--endpoint",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+    ]);
+    let report = sb.json(&["enrich", "report", "--json"]);
+    assert_eq!(
+        (report["enabled"].clone(), report["active"].clone()),
+        (serde_json::json!(true), serde_json::json!(true)),
+        "{report}"
+    );
+}
