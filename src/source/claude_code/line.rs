@@ -241,6 +241,17 @@ impl Block {
 /// A prompt's text: its text blocks, images as a marker, blocks apart by a blank line (as
 /// a `user` line's are read).
 pub(super) fn prompt_text(content: Option<Content>) -> String {
+    blocks_text(content, "\n\n", false)
+}
+
+/// Text of a tool result's content: strings and text blocks as they are, images as a marker.
+pub(super) fn content_text(content: Option<Content>) -> String {
+    blocks_text(content, "\n", true)
+}
+
+/// `content` as text: a string as it is; blocks joined by `sep`, images as a marker, the
+/// text of text blocks (of any block carrying `text` when `any_text`).
+fn blocks_text(content: Option<Content>, sep: &str, any_text: bool) -> String {
     match content {
         None => String::new(),
         Some(Content::Text(t)) => t,
@@ -250,32 +261,11 @@ pub(super) fn prompt_text(content: Option<Content>) -> String {
                 match b.kind.as_deref() {
                     Some("image") => parts.push(b.image_marker()),
                     Some("text") => parts.extend(b.text),
+                    _ if any_text => parts.extend(b.text),
                     _ => {}
                 }
             }
-            parts.join("\n\n")
-        }
-    }
-}
-
-/// Text of a tool result's content: strings and text blocks as they are, images as a marker.
-pub(super) fn content_text(content: Option<Content>) -> String {
-    match content {
-        None => String::new(),
-        Some(Content::Text(t)) => t,
-        Some(Content::Blocks(blocks)) => {
-            let mut parts: Vec<String> = Vec::new();
-            for b in blocks {
-                match b.kind.as_deref() {
-                    Some("image") => parts.push(b.image_marker()),
-                    _ => {
-                        if let Some(t) = b.text {
-                            parts.push(t);
-                        }
-                    }
-                }
-            }
-            parts.join("\n")
+            parts.join(sep)
         }
     }
 }

@@ -776,6 +776,17 @@ impl ClaudeReader {
         self.since_end = true;
     }
 
+    /// A user-role message of `kind`: nothing pending answers it any more.
+    fn push_user(&mut self, seq: u64, text: String, kind: &str, time: Option<i64>) {
+        self.push(
+            seq,
+            "user/message",
+            json!({"content": text, "source": {"kind": kind}}),
+            time,
+        );
+        self.last_was_answer = false;
+    }
+
     fn flush_message(&mut self) {
         let Some(p) = self.pending.take() else {
             return;
@@ -1084,13 +1095,7 @@ impl ClaudeReader {
                 };
                 self.flush_message();
                 let seq = next_seq(&mut sub);
-                self.push(
-                    seq,
-                    "user/message",
-                    json!({"content": text, "source": {"kind": kind}}),
-                    time,
-                );
-                self.last_was_answer = false;
+                self.push_user(seq, text, kind, time);
             }
             (Some("user"), _) => {
                 let Some(msg) = line.message else { return };
@@ -1172,13 +1177,7 @@ impl ClaudeReader {
                 self.flush_message();
                 let seq = next_seq(&mut sub);
                 let interrupted = kind == screen::NOTICE && screen::is_interruption(&text);
-                self.push(
-                    seq,
-                    "user/message",
-                    json!({"content": text, "source": {"kind": kind}}),
-                    time,
-                );
-                self.last_was_answer = false;
+                self.push_user(seq, text, kind, time);
                 // The person stopped the agent: the turn is over.
                 if interrupted && self.has_exchange() {
                     let seq = next_seq(&mut sub);
