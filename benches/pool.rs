@@ -768,6 +768,44 @@ fn same_bench() {
         "what the pools hold: {}",
         if identical { "identical" } else { "DIFFERENT" }
     );
+    // What each machine's sync wrote into its mirror (`.dsh-knowledge/`, its git directory
+    // and dot files such as `index/.built`, which names its own commit, left out): the same
+    // files with the same bytes, `README.md` but for its publish times.
+    let mirror = |m: &Machine| {
+        let dir = m.ws.join(".dsh-knowledge");
+        let mut files = std::collections::BTreeMap::new();
+        let mut todo = vec![dir.clone()];
+        while let Some(d) = todo.pop() {
+            for e in std::fs::read_dir(&d).expect("mirror dir").flatten() {
+                if e.file_name().to_string_lossy().starts_with('.') {
+                    continue;
+                }
+                let path = e.path();
+                if path.is_dir() {
+                    todo.push(path);
+                } else {
+                    let rel = path.strip_prefix(&dir).expect("inside");
+                    let bytes = std::fs::read(&path).expect("mirror file");
+                    files.insert(rel.to_string_lossy().into_owned(), bytes);
+                }
+            }
+        }
+        files
+    };
+    let (a, b) = (mirror(&copies[0].1), mirror(&copies[1].1));
+    let mirror_differ: Vec<&String> = a
+        .keys()
+        .chain(b.keys())
+        .filter(|p| p.as_str() != "README.md" && a.get(*p) != b.get(*p))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    println!(
+        "{} files in each mirror (dot files aside); differing but README.md: {mirror_differ:?}; README.md in both: {}",
+        a.len(),
+        a.contains_key("README.md") && b.contains_key("README.md")
+    );
+    assert!(mirror_differ.is_empty(), "the mirrors differ");
     assert!(identical);
 }
 

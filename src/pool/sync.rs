@@ -1503,20 +1503,21 @@ fn run(
         let removals = index.as_ref().map(|(_, r)| r.clone()).unwrap_or_default();
         // The landing pages ride along with a commit that publishes anyway (a quiet round
         // publishes nothing).
-        let pages = match &index {
-            Some((update, _)) if !upserts.is_empty() || !removals.is_empty() => plan_pages(
-                ctx,
-                &mirror,
-                &mirror_dir,
-                base_tree,
-                update,
-                &pulled,
-                &removals,
-                &mut upserts,
-                report,
-            )?,
-            _ => Vec::new(),
-        };
+        if let Some((update, _)) = &index {
+            if !upserts.is_empty() || !removals.is_empty() {
+                plan_pages(
+                    ctx,
+                    &mirror,
+                    &mirror_dir,
+                    base_tree,
+                    update,
+                    &pulled,
+                    &removals,
+                    &mut upserts,
+                    report,
+                )?;
+            }
+        }
         let index_dir = mirror_dir.join(INDEX_DIR);
         let record_index = |at: Option<ObjectId>| {
             // The pool's index at `at` is this machine's build: the next update starts
@@ -1570,34 +1571,6 @@ fn run(
                 crash_point("sync-after-push");
                 report.pool_head = Some(commit.to_string());
                 published.save(Some(commit));
-                if let Some((update, _)) = &index {
-                    // This machine's index files are not materialized (they are its own
-                    // upserts): written here, so `index/` in the mirror is the pool's.
-                    let io = |e: &dyn std::fmt::Display| Fail {
-                        code: SyncCode::MirrorIo,
-                        detail: e.to_string(),
-                    };
-                    crate::topics::build::apply(&mirror_dir.join(INDEX_DIR), update)
-                        .map_err(|e| io(&e))?;
-                    let vocabulary = mirror_dir.join(crate::topics::build::VOCABULARY_FILE);
-                    if let Some(dir) = vocabulary.parent() {
-                        std::fs::create_dir_all(dir).map_err(|e| io(&e))?;
-                    }
-                    if let Some(text) = &update.vocabulary {
-                        atomic::write_atomic_unsynced(&vocabulary, text.as_bytes())
-                            .map_err(|e| io(&e))?;
-                    }
-                }
-                for (path, text) in &pages {
-                    let target = mirror_dir.join(path);
-                    if let Some(dir) = target.parent() {
-                        std::fs::create_dir_all(dir).map_err(|e| mirror_io(dir, e))?;
-                    }
-                    atomic::write_atomic_unsynced(&target, text.as_bytes()).map_err(|e| Fail {
-                        code: SyncCode::MirrorIo,
-                        detail: e.to_string(),
-                    })?;
-                }
                 let own: BTreeMap<String, ObjectId> = upserts.into_iter().collect();
                 materialize(ctx, &mirror, &mirror_dir, Some(commit), &own, report)?;
                 record_index(Some(commit));
@@ -2251,6 +2224,16 @@ fn in_store(store_dir: &Path, project_key: &str, path: &str, blob: ObjectId) -> 
     }
 }
 
+/// A page this machine derives and publishes — the topic index (`index/`, its landing page
+/// too), `topics/vocabulary.json`, the root `README.md` — which no store holds: the mirror
+/// copies it from the published commit.
+fn is_derived_page(path: &str) -> bool {
+    path.strip_prefix(INDEX_DIR)
+        .is_some_and(|rest| rest.starts_with('/'))
+        || path == crate::topics::build::VOCABULARY_FILE
+        || path == super::readme::ROOT_README
+}
+
 /// Mirrors written before [`in_store`] may hold copies of this store's own chapters (a
 /// sync killed between its push and its marker, a rebuilt mirror): removed once, so the
 /// index counts each document once again. Returns how many went.
@@ -2316,8 +2299,10 @@ impl LeftPacked {
 }
 
 /// Copy-in: make the pool's files at `head` readable under the mirror directory, writing
-/// only what changed since the last materialized head.
-/// Returns the paths written.
+/// only what changed since the last materialized head. `own`: the files this sync
+/// published at `head` — skipped, but for its derived pages (`is_derived_page`), which are
+/// written all the same (they are in no store) and not counted as received.
+/// Returns the paths written (received).
 fn materialize(
     ctx: &SyncContext<'_>,
     mirror: &GitRepo,
@@ -2365,7 +2350,10 @@ fn materialize(
         // would rebuild the pool's index against each other forever. Not only the files
         // this sync upserted (`own`): after a kill between a push and this marker, or a
         // mirror rebuilt after a rewrite, the whole history comes in again.
-        if own.get(&path) == Some(&blob) || in_store(store_dir, project_key, &path, blob) {
+        // Its derived pages (the topic index, the vocabulary, the landing pages) are in no
+        // store: copied in from the commit as another machine's are, through `Store`.
+        let own_page = own.get(&path) == Some(&blob);
+        if (own_page && !is_derived_page(&path)) || in_store(store_dir, project_key, &path, blob) {
             return Ok(());
         }
         if packed && crate::store::mirror::is_packed(&path) {
@@ -2383,8 +2371,10 @@ fn materialize(
             code: SyncCode::MirrorIo,
             detail: e.to_string(),
         })?;
-        report.received += 1;
-        written.push(path);
+        if !own_page {
+            report.received += 1;
+            written.push(path);
+        }
         Ok(())
     })?;
     drop((blobs, walker));
@@ -2848,7 +2838,7 @@ fn pool_pages_of(
 }
 
 /// The pool's landing pages (`pool::readme`) over the tree this commit leaves: upserted
-/// when they differ from the pool's; returns them (pool path, text) for the mirror. Kept up
+/// when they differ from the pool's (the mirror copies them from the commit). Kept up
 /// from the pool's page and the change — the index update's shards, the documents this
 /// commit publishes and the pull brought in — so their cost follows the change; built from
 /// the whole search table only when the pool has no page of ours yet or the index was
@@ -2864,7 +2854,7 @@ fn plan_pages(
     removals: &[String],
     upserts: &mut Upserts,
     report: &mut SyncReport,
-) -> Result<Vec<(String, String)>, Fail> {
+) -> Result<(), Fail> {
     use super::readme::{self, Pages};
     let previous = match base_tree {
         Some(tree) => mirror
@@ -2930,7 +2920,7 @@ fn plan_pages(
                     report
                         .notes
                         .push(format!("the pool's front page was not rebuilt: {e}"));
-                    return Ok(Vec::new());
+                    return Ok(());
                 }
             }
         }
@@ -2940,7 +2930,6 @@ fn plan_pages(
         .machines
         .insert(ctx.harness_id.to_owned(), ctx.now.to_owned());
     let slug = ctx.identity.slug();
-    let mut out = Vec::new();
     for (path, text) in [
         (
             readme::ROOT_README,
@@ -2959,9 +2948,8 @@ fn plan_pages(
                 .entry(kind_name(FileKind::Derived).to_owned())
                 .or_insert(0) += 1;
         }
-        out.push((path.to_owned(), text));
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Store files the pool lacks as of the last sync (for `status`): files not in the
@@ -2993,6 +2981,36 @@ pub fn pending(
 
 #[cfg(test)]
 mod tests {
+
+    /// The pages the mirror copies from this machine's own commit: the index (its landing
+    /// page too), the vocabulary and the root landing page — nothing a store holds.
+    #[test]
+    fn derived_pages_are_the_index_the_vocabulary_and_the_landing_page() {
+        for p in [
+            "index/manifest.json",
+            "index/manifest/ab.json",
+            "index/auth.md",
+            "index/auth/2026-01.md",
+            "index/README.md",
+            "topics/vocabulary.json",
+            "README.md",
+        ] {
+            assert!(super::is_derived_page(p), "{p}");
+        }
+        for p in [
+            "chapters/pk/root/001-a.md",
+            "rules/pk/r-1.md",
+            "edits/h/curation.jsonl",
+            "project.yml",
+            ".gitattributes",
+            "indexes/x.md",
+            "index",
+            "topics/other.json",
+            "docs/README.md",
+        ] {
+            assert!(!super::is_derived_page(p), "{p}");
+        }
+    }
 
     #[test]
     fn a_per_root_record_of_another_version_is_not_trusted() {

@@ -1036,12 +1036,14 @@ pub fn pages_on_disk(index_dir: &Path, dir: &str) -> Vec<String> {
     out
 }
 
-/// Apply an update to an index directory on disk: write what differs, remove what goes;
+/// Apply an update to the store's index directory (`<store>/index/`; the pool's index
+/// reaches the mirror through the sync's copy-in, `Store::mirror_writes`): write what
+/// differs, remove what goes;
 /// on a full rebuild, also remove any file the index does not name (a hand-added file).
 /// The shards first, then the manifest's parts, then `manifest.json`: a crash leaves records
 /// behind the shards, and the next update (which starts from the revision recorded after
 /// this one completes) regenerates what they do not reflect.
-pub fn apply(index_dir: &Path, update: &Update) -> Result<Written, BuildError> {
+fn apply(index_dir: &Path, update: &Update) -> Result<Written, BuildError> {
     let parts_dir = index_dir.join(MANIFEST_PARTS_DIR);
     std::fs::create_dir_all(&parts_dir).map_err(|source| BuildError::Io {
         path: parts_dir.clone(),

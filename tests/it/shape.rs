@@ -155,15 +155,11 @@ fn only_the_store_records_in_its_catalog() {
     );
 }
 
-/// The mirror's copies behind `Store`: outside `store` (and the test kit) no function of the
-/// product writes a file with bytes it read from a pool object (`read_blob`, `read_blob_from`,
-/// or the reader's `pulled_blob`) — the sync hands them to `Store::mirror_writes` /
-/// `Store::mirror_write_outs`, which write them and record the received documents. The check
-/// follows a `let` binding of such bytes to a file write in the same function.
-#[test]
-fn only_the_store_writes_the_pools_bytes_into_the_mirror() {
-    const READS: &[&str] = &[".read_blob(", ".read_blob_from(", ".pulled_blob("];
-    const WRITES: &[&str] = &["write_atomic", "write_new", "fs::write(", "File::create("];
+/// Lines of product code outside `store` (and the test kit, and `skip_also`) that write a
+/// file (`writes`) from what `source` says a line yields — on that line, or through a `let`
+/// binding of it earlier in the same function; a call split over lines is read with its
+/// next two.
+fn writes_from(skip_also: &[&str], source: impl Fn(&str) -> bool, writes: &[&str]) -> Vec<String> {
     let is_fn = |line: &str| {
         let t = line.trim_start();
         let t = t
@@ -181,41 +177,92 @@ fn only_the_store_writes_the_pools_bytes_into_the_mirror() {
                 && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
         })
     };
-    let mut named = Vec::new();
-    // The names bound to a pool object's bytes in the function being read.
-    let mut bound: Vec<String> = Vec::new();
+    let mut lines: Vec<(String, String)> = Vec::new();
     for_each_product_line(
         |rel| {
             rel.starts_with("store")
                 || rel.starts_with("testkit")
-                || rel == std::path::Path::new("git.rs")
+                || skip_also.iter().any(|s| rel == std::path::Path::new(s))
         },
-        |at, line| {
-            if is_fn(line) {
-                bound.clear();
-            }
-            if let Some(rest) = line.trim_start().strip_prefix("let ") {
-                if READS.iter().any(|r| line.contains(r)) {
-                    let rest = rest.strip_prefix("mut ").unwrap_or(rest);
-                    let name: String = rest
-                        .chars()
-                        .take_while(|c| c.is_alphanumeric() || *c == '_')
-                        .collect();
-                    if !name.is_empty() {
-                        bound.push(name);
-                    }
+        |at, line| lines.push((at.to_owned(), line.to_owned())),
+    );
+    let mut named = Vec::new();
+    // The names bound to such a value in the function being read.
+    let mut bound: Vec<String> = Vec::new();
+    for (i, (at, line)) in lines.iter().enumerate() {
+        if is_fn(line) {
+            bound.clear();
+        }
+        if let Some(rest) = line.trim_start().strip_prefix("let ") {
+            if source(line) {
+                let rest = rest.strip_prefix("mut ").unwrap_or(rest);
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() {
+                    bound.push(name);
                 }
             }
-            let writes = WRITES.iter().any(|w| line.contains(w));
-            let direct = READS.iter().any(|r| line.contains(r));
-            if writes && (direct || bound.iter().any(|b| names(line, b))) {
-                named.push(format!("{at}: {}", line.trim()));
-            }
-        },
+        }
+        if !writes.iter().any(|w| line.contains(w)) {
+            continue;
+        }
+        let call: String = lines[i..(i + 3).min(lines.len())]
+            .iter()
+            .map(|(_, l)| l.as_str())
+            .collect::<Vec<_>>()
+            .join(" ");
+        if source(&call) || bound.iter().any(|b| names(&call, b)) {
+            named.push(format!("{at}: {}", line.trim()));
+        }
+    }
+    named
+}
+
+const FILE_WRITES: &[&str] = &["write_atomic", "write_new", "fs::write(", "File::create("];
+
+/// The mirror's copies behind `Store`: outside `store` (and the test kit) no function of the
+/// product writes a file with bytes it read from a pool object (`read_blob`, `read_blob_from`,
+/// or the reader's `pulled_blob`) — the sync hands them to `Store::mirror_writes` /
+/// `Store::mirror_write_outs`, which write them and record the received documents. The check
+/// follows a `let` binding of such bytes to a file write in the same function.
+#[test]
+fn only_the_store_writes_the_pools_bytes_into_the_mirror() {
+    const READS: &[&str] = &[".read_blob(", ".read_blob_from(", ".pulled_blob("];
+    let named = writes_from(
+        &["git.rs"],
+        |line| READS.iter().any(|r| line.contains(r)),
+        FILE_WRITES,
     );
     assert!(
         named.is_empty(),
         "a module outside `store` writes a pool object's bytes to a file (give the write to `Store::mirror_writes`):\n{}",
+        named.join("\n")
+    );
+}
+
+/// Every file of the mirror's work tree (`.dsh-knowledge/`) is written by `Store`: the
+/// topic index, the vocabulary and the landing pages this machine publishes too — the sync's
+/// copy-in writes them from the commit through `Store::mirror_writes` like another machine's
+/// — so outside `store` no function writes (a file write, or the index's writers
+/// `topics::build::apply` / `write_index_file` / `write_if_changed`) to a path made from the
+/// mirror's directory (`mirror_dir.join(…)`, `MIRROR_DIR).join(…)`); its git directory
+/// (`git_dir(mirror_dir)`: markers, manifests, cursors) is the sync's own.
+#[test]
+fn only_the_store_writes_files_into_the_mirror() {
+    let mirror_path = |line: &str| {
+        !line.contains("git_dir(")
+            && ["mirror_dir.join(", "MIRROR_DIR).join(", ".join(MIRROR_DIR)"]
+                .iter()
+                .any(|p| line.contains(p))
+    };
+    let mut writes = FILE_WRITES.to_vec();
+    writes.extend(["build::apply(", "write_index_file(", "write_if_changed("]);
+    let named = writes_from(&[], mirror_path, &writes);
+    assert!(
+        named.is_empty(),
+        "a module outside `store` writes a file into the mirror (give the write to a `Store` method, e.g. the sync's copy-in `Store::mirror_writes`):\n{}",
         named.join("\n")
     );
 }
