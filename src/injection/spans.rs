@@ -7,15 +7,30 @@
 //! - A `<system-reminder>` tag (any letter case) opens a span that runs through the next
 //!   `</system-reminder>`, or to the end of the message when none follows (a reminder cut
 //!   short is still the host's text, and a wrong keep would publish it).
+//! - An editor's context the same way: `<ide_opened_file>` ("The user opened the file … in
+//!   the IDE. This may or may not be related to the current task.") and `<ide_selection>`
+//!   (the selected lines), which Claude Code's and Codex's editor extensions put before
+//!   the typed words — the editor's state, not the person's words.
 //! - `Instructions from: <path>` (any letter case, at the start of a line, the rest of the
 //!   line one path-looking word: it holds `/` or `\`, or ends in `.md`) opens a span that
 //!   runs to the end of the message: the form carries a whole instruction file and has no
 //!   closing line of its own.
 
-/// The tag that opens a reminder block, lowercase.
-const REMINDER_OPEN: &str = "<system-reminder>";
-/// The tag that closes it, lowercase.
-const REMINDER_CLOSE: &str = "</system-reminder>";
+/// Tagged blocks the host puts in a person's message: (opening tag, closing tag, kind),
+/// lowercase.
+const TAG_BLOCKS: &[(&str, &str, SpanKind)] = &[
+    (
+        "<system-reminder>",
+        "</system-reminder>",
+        SpanKind::SystemReminder,
+    ),
+    (
+        "<ide_opened_file>",
+        "</ide_opened_file>",
+        SpanKind::IdeContext,
+    ),
+    ("<ide_selection>", "</ide_selection>", SpanKind::IdeContext),
+];
 /// The reminder form's line prefix, lowercase.
 const INSTRUCTIONS_FROM: &str = "instructions from:";
 
@@ -24,6 +39,8 @@ const INSTRUCTIONS_FROM: &str = "instructions from:";
 pub enum SpanKind {
     SystemReminder,
     InstructionsFrom,
+    /// An editor extension's context: the open file, the selected lines.
+    IdeContext,
 }
 
 impl SpanKind {
@@ -32,6 +49,7 @@ impl SpanKind {
         match self {
             SpanKind::SystemReminder => "system-reminder",
             SpanKind::InstructionsFrom => "instructions-from",
+            SpanKind::IdeContext => "ide-context",
         }
     }
 }
@@ -51,15 +69,14 @@ pub fn screen_spans(text: &str) -> Vec<Piece<'_>> {
     let mut pieces = Vec::new();
     let mut at = 0;
     while at < text.len() {
-        let Some((start, kind)) = next_span(text, at) else {
+        let Some((start, kind, block)) = next_span(text, at) else {
             break;
         };
-        let end = match kind {
-            SpanKind::SystemReminder => {
-                let body = start + REMINDER_OPEN.len();
-                find_ci(text, body, REMINDER_CLOSE).map_or(text.len(), |c| c + REMINDER_CLOSE.len())
+        let end = match block {
+            Some((open, close)) => {
+                find_ci(text, start + open.len(), close).map_or(text.len(), |c| c + close.len())
             }
-            SpanKind::InstructionsFrom => text.len(),
+            None => text.len(),
         };
         if start > at {
             pieces.push(Piece::Text(&text[at..start]));
@@ -96,14 +113,39 @@ pub fn unscreened_text(text: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// The earliest span start at or after `from`.
-fn next_span(text: &str, from: usize) -> Option<(usize, SpanKind)> {
-    let reminder = find_ci(text, from, REMINDER_OPEN).map(|at| (at, SpanKind::SystemReminder));
-    let instructions = instructions_line(text, from).map(|at| (at, SpanKind::InstructionsFrom));
-    match (reminder, instructions) {
-        (Some(r), Some(i)) => Some(if i.0 < r.0 { i } else { r }),
-        (r, i) => r.or(i),
+/// A span's opening and closing tags, for a tagged block.
+type Tags = Option<(&'static str, &'static str)>;
+
+/// The earliest span start at or after `from`, its kind and, for a tagged block, its tags.
+fn next_span(text: &str, from: usize) -> Option<(usize, SpanKind, Tags)> {
+    let block =
+        tag_block(text, from).map(|(at, (open, close, kind))| (at, kind, Some((open, close))));
+    let instructions =
+        instructions_line(text, from).map(|at| (at, SpanKind::InstructionsFrom, None));
+    match (block, instructions) {
+        (Some(b), Some(i)) => Some(if i.0 < b.0 { i } else { b }),
+        (b, i) => b.or(i),
     }
+}
+
+/// The first opening tag of [`TAG_BLOCKS`] (any letter case) at or after `from`: one pass
+/// over the `<`s, whatever the number of tags.
+fn tag_block(text: &str, from: usize) -> Option<(usize, (&'static str, &'static str, SpanKind))> {
+    let hay = text.as_bytes();
+    let mut at = from;
+    while let Some(found) = memchr::memchr(b'<', hay.get(at..)?) {
+        let start = at + found;
+        let rest = &hay[start..];
+        let hit = TAG_BLOCKS.iter().find(|(open, _, _)| {
+            rest.get(..open.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(open.as_bytes()))
+        });
+        if let Some(&block) = hit {
+            return Some((start, block));
+        }
+        at = start + 1;
+    }
+    None
 }
 
 /// The start of the first `Instructions from: <path>` line at or after `from`.
@@ -159,6 +201,23 @@ mod tests {
                 Piece::Screened { kind, chars } => format!("S:{}:{chars}", kind.label()),
             })
             .collect()
+    }
+
+    #[test]
+    fn an_editors_context_blocks_are_screened_wherever_they_stand() {
+        let text = "<ide_opened_file>The user opened the file /a/b.ts in the IDE.</ide_opened_file>\n\n<IDE_SELECTION>lines</ide_selection>fix it";
+        assert_eq!(
+            shape(text),
+            ["S:ide-context:79", "T:\n\n", "S:ide-context:36", "T:fix it"]
+        );
+        // Cut short: the rest is the editor's.
+        assert_eq!(shape("go <ide_selection>x"), ["T:go ", "S:ide-context:16"]);
+        // A tag-looking word that is none of them stays.
+        assert_eq!(shape("<ide_other>x"), ["T:<ide_other>x"]);
+        assert_eq!(
+            unscreened_text("a<ide_opened_file>f</ide_opened_file>b"),
+            "a b"
+        );
     }
 
     #[test]

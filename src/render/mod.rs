@@ -1253,6 +1253,40 @@ mod tests {
         assert_eq!(r.chapter.file_name, "007-fix-login-quotes-tag.md");
     }
 
+    /// Real shapes: Claude Code's editor extension sends the open file (and a selection) as
+    /// blocks before the typed words; Codex Desktop puts the same tag inline before them.
+    #[test]
+    fn an_editors_context_is_screened_and_the_title_is_the_typed_words() {
+        for (text, title) in [
+            (
+                "<ide_opened_file>The user opened the file c:\\x\\main.py in the IDE. This may or may not be related to the current task.</ide_opened_file>\n\nque fait le script",
+                "que fait le script",
+            ),
+            (
+                "<ide_selection>The user selected the lines 10 to 20 from /abs/file.kt:\nfun main() {}\n\nThis may or may not be related to the current task.</ide_selection>\n\nAdd a dark-mode toggle",
+                "Add a dark-mode toggle",
+            ),
+            (
+                "<ide_opened_file>The user opened the file /Users/avery/config.toml in the IDE. This may or may not be related to the current task.</ide_opened_file>hide the \"Open Dashboard\" button",
+                "hide the \"Open Dashboard\" button",
+            ),
+        ] {
+            let t = turn(
+                1,
+                vec![
+                    user(0, "user", None, None, text),
+                    assistant(1, "done"),
+                    ev(2, "turn/end", json!({})),
+                ],
+            );
+            let r = render(&[&t], 1);
+            let doc = r.chapter.text.as_str();
+            assert_eq!(chapter_fm(doc).title, title, "{doc}");
+            assert!(doc.contains("host-injected ide-context"), "{doc}");
+            assert!(!doc.contains("may or may not be related"), "{doc}");
+        }
+    }
+
     #[test]
     fn a_secret_completed_by_collapsing_whitespace_is_redacted() {
         // The verbatim text holds no match; the one-line title and summary would.
