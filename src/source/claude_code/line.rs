@@ -41,6 +41,10 @@ pub(super) struct Attachment {
     kind: Option<Value>,
     pub(super) prompt: Option<Content>,
     command_mode: Option<Value>,
+    /// `isMeta`: a prompt the host queued hidden from the person's view.
+    is_meta: Option<Value>,
+    /// `origin.kind` (2.1.2xx): `human` for the person's words.
+    origin: Option<Value>,
 }
 
 impl Attachment {
@@ -52,6 +56,16 @@ impl Attachment {
     /// It carries a background task's notification, not the person's words.
     pub(super) fn is_task_notification(&self) -> bool {
         self.command_mode.as_ref().and_then(Value::as_str) == Some("task-notification")
+    }
+
+    /// The host's, by its own flags: `isMeta`, or an `origin` that is not `human`.
+    pub(super) fn is_hosts(&self) -> bool {
+        let origin = self
+            .origin
+            .as_ref()
+            .map(|o| o.get("kind").and_then(Value::as_str));
+        self.is_meta.as_ref().and_then(Value::as_bool) == Some(true)
+            || origin.is_some_and(|kind| kind != Some("human"))
     }
 }
 

@@ -12,7 +12,7 @@
 //!    and thinking blocks joined; its `tool_use` blocks become `tool/call`s), `tool_result`
 //!    blocks → `tool/result` by `tool_use_id`, user text → `user/message` with the source
 //!    kind [`super::screen`] gives it, images → a marker, a prompt queued while the agent
-//!    worked (an `attachment` line of type `queued_command`) → `user/message` inside the
+//!    worked (an `attachment` line of type `queued_command`; `isMeta` or a non-`human` `origin` the host's) → `user/message` inside the
 //!    running turn, and turn ends:
 //!    `system/turn_duration`; an assistant line with `stop_reason: end_turn` and no call
 //!    left unanswered; the next person's prompt after an exchange; or, at the end of a
@@ -1083,13 +1083,14 @@ impl ClaudeReader {
                     return;
                 };
                 let notification = a.is_task_notification();
+                let hosts = a.is_hosts();
                 let text = prompt_text(a.prompt);
                 if text.trim().is_empty() {
                     return;
                 }
                 // Delivered into the running turn: it ends nothing (the agent reads it at
                 // its next step); between turns it opens the next one as any prompt does.
-                let kind = match screen::classify(&text, false, false) {
+                let kind = match screen::classify(&text, hosts, false) {
                     screen::HUMAN if notification => screen::COMMAND,
                     kind => kind,
                 };
@@ -1473,7 +1474,11 @@ mod tests {
             line("n2", Some("n1"), "attachment", json!({"attachment": {"type": 5, "prompt": {"x": 1}, "commandMode": []}})),
             line("n3", Some("n2"), "attachment", json!({"attachment": "text"})),
             line("n4", Some("n3"), "attachment", json!({"attachment": {"type": "queued_command", "prompt": "  "}})),
-            answer("a2", "n4", "m2", "fixed, docs updated", Some("end_turn")),
+            // Hidden from the person's view, or not of human origin: the host's.
+            line("n5", Some("n4"), "attachment", json!({"attachment": {"type": "queued_command", "prompt": "hidden", "isMeta": true}})),
+            line("n6", Some("n5"), "attachment", json!({"attachment": {"type": "queued_command", "prompt": "from a hook", "origin": {"kind": "hook"}}})),
+            line("n7", Some("n6"), "attachment", json!({"attachment": {"type": "queued_command", "prompt": "and the tests too", "origin": {"kind": "human"}, "commandMode": "prompt"}})),
+            answer("a2", "n7", "m2", "fixed, docs updated", Some("end_turn")),
             prompt("u2", Some("a2"), "thanks, now the signup page"),
             answer("a3", "u2", "m3", "on it", Some("end_turn")),
         ]
@@ -1494,6 +1499,9 @@ mod tests {
                     "claude-code-command".into(),
                     "<task-notification>\n<task-id>a1b2</task-id>\n<status>completed</status>\n</task-notification>".into()
                 ),
+                ("claude-code-meta".into(), "hidden".into()),
+                ("claude-code-meta".into(), "from a hook".into()),
+                ("user".into(), "and the tests too".into()),
             ]
         );
         assert_eq!(
