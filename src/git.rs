@@ -235,6 +235,27 @@ const HELD_BYTES: usize = if cfg!(test) {
 /// few trees a path lookup reads again fit; blobs read once only pass through.
 const OBJECT_CACHE_BYTES: usize = 2 * 1024 * 1024;
 
+/// A tree of at least this many entries is kept as a name map once a path lookup read it
+/// ([`GitRepo::blob_at`], [`GitRepo::tree_at`]): `chapters/<pk>/` and `collections/<pk>/` list
+/// every session of the project (~2,000 entries, ~140 KB at 100,000 chapters), and a publish
+/// looks up dozens of paths under them — each lookup copied and decoded the whole tree again.
+const LOOKUP_TREE_MIN_ENTRIES: usize = 64;
+
+/// Entries of the name maps one handle keeps (dropped all at once past this): a first sync's
+/// lookups over thousands of trees stay a few MiB.
+const LOOKUP_CACHE_ENTRIES: usize = 65_536;
+
+/// The name maps of big trees a handle's path lookups read, by tree id (an id names its
+/// bytes: a map is never stale).
+#[derive(Default)]
+struct TreeLookups {
+    trees: HashMap<ObjectId, HashMap<Vec<u8>, (ObjectId, gix::objs::tree::EntryMode)>>,
+    entries: usize,
+    /// Trees a lookup read from the object database (tests count them).
+    #[cfg(test)]
+    reads: usize,
+}
+
 /// A repository's packs read blob after blob with every delta base resolved kept in a
 /// cache of [`PACK_CACHE_BYTES`] ([`GitRepo::pack_blobs`], [`GitRepo::read_blob_from`]). The
 /// packs stay mapped while it lives.
@@ -326,6 +347,8 @@ pub struct GitRepo {
     held_bytes: std::cell::Cell<usize>,
     /// Packs of held objects written since the last [`GitRepo::write_held`].
     held_packs: std::cell::RefCell<Vec<String>>,
+    /// Big trees' entries by name, for path lookups ([`LOOKUP_TREE_MIN_ENTRIES`]).
+    lookups: std::cell::RefCell<TreeLookups>,
 }
 
 impl std::fmt::Debug for GitRepo {
@@ -430,6 +453,7 @@ impl GitRepo {
             held: false,
             held_bytes: std::cell::Cell::new(0),
             held_packs: std::cell::RefCell::new(Vec::new()),
+            lookups: std::cell::RefCell::new(TreeLookups::default()),
         }
     }
 
@@ -1015,24 +1039,57 @@ impl GitRepo {
         let mut components = path.split('/').peekable();
         let mut current = tree;
         while let Some(component) = components.next() {
-            let data = self.read_kind(current, Kind::Tree, "tree")?;
-            let decoded = self.decode_tree(current, &data)?;
-            let Some(entry) = decoded
-                .entries
-                .iter()
-                .find(|entry| entry.filename == component.as_bytes())
-            else {
+            let Some((oid, mode)) = self.tree_entry(current, component.as_bytes())? else {
                 return Ok(None);
             };
             if components.peek().is_none() {
-                return Ok(Some((entry.oid.to_owned(), entry.mode)));
+                return Ok(Some((oid, mode)));
             }
-            if !entry.mode.is_tree() {
+            if !mode.is_tree() {
                 return Ok(None);
             }
-            current = entry.oid.to_owned();
+            current = oid;
         }
         Ok(None)
+    }
+
+    /// The entry `name` of `tree` (the first of that name), from the tree's name map when a
+    /// lookup made one; a big tree read here gets one ([`LOOKUP_TREE_MIN_ENTRIES`]).
+    fn tree_entry(
+        &self,
+        tree: ObjectId,
+        name: &[u8],
+    ) -> Result<Option<(ObjectId, gix::objs::tree::EntryMode)>, GitError> {
+        if let Some(names) = self.lookups.borrow().trees.get(&tree) {
+            return Ok(names.get(name).copied());
+        }
+        let data = self.read_kind(tree, Kind::Tree, "tree")?;
+        let decoded = self.decode_tree(tree, &data)?;
+        let found = decoded
+            .entries
+            .iter()
+            .find(|entry| entry.filename == name)
+            .map(|entry| (entry.oid.to_owned(), entry.mode));
+        let mut lookups = self.lookups.borrow_mut();
+        #[cfg(test)]
+        {
+            lookups.reads += 1;
+        }
+        if decoded.entries.len() >= LOOKUP_TREE_MIN_ENTRIES {
+            let mut names = HashMap::with_capacity(decoded.entries.len());
+            for entry in &decoded.entries {
+                names
+                    .entry(entry.filename.to_vec())
+                    .or_insert((entry.oid.to_owned(), entry.mode));
+            }
+            if lookups.entries + names.len() > LOOKUP_CACHE_ENTRIES {
+                lookups.trees.clear();
+                lookups.entries = 0;
+            }
+            lookups.entries += names.len();
+            lookups.trees.insert(tree, names);
+        }
+        Ok(found)
     }
 
     /// The root tree of `commit`.
@@ -2345,6 +2402,40 @@ mod tests {
             repo.blob_at(blob, "x"),
             Err(GitError::WrongKind { .. })
         ));
+    }
+
+    #[test]
+    fn a_big_tree_is_read_once_for_many_lookups_and_answers_as_a_scan() {
+        // A folder of many sessions (as `chapters/<pk>/` is), looked up path after path.
+        let (_dir, repo) = new_bare();
+        let blob = repo.write_blob(b"body").expect("blob");
+        let n = LOOKUP_TREE_MIN_ENTRIES * 2;
+        let files: Vec<(String, ObjectId)> = (0..n)
+            .map(|i| (format!("chapters/pk/s{i:03}/001.md"), blob))
+            .chain([("chapters/pk/s000.md".to_string(), blob)])
+            .collect();
+        let tree = repo.tree_with(None, &files).expect("tree");
+        let reads = || repo.lookups.borrow().reads;
+        for (path, _) in &files {
+            assert_eq!(repo.blob_at(tree, path).expect("ok"), Some(blob), "{path}");
+        }
+        // `pk` (big) read once; the small root, `chapters` and each session's tree each time.
+        assert_eq!(reads(), 1 + 3 * n + 2);
+        let before = reads();
+        for absent in [
+            "chapters/pk/s999/001.md",
+            "chapters/pk/s001",
+            "chapters/pk/s000.md/x",
+        ] {
+            assert_eq!(repo.blob_at(tree, absent).expect("ok"), None, "{absent}");
+        }
+        assert!(repo
+            .tree_at(tree, "chapters/pk/s001")
+            .expect("ok")
+            .is_some());
+        assert_eq!(repo.tree_at(tree, "chapters/pk/s000.md").expect("ok"), None);
+        // The big tree answered from its map; only the root and `chapters` were read again.
+        assert_eq!(reads(), before + 2 * 5);
     }
 
     #[test]

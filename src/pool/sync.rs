@@ -378,12 +378,20 @@ impl Provider for LocalPool {
     ) -> Result<(), Fail> {
         // The publish's objects into their pack, durable; a kill from here to the ref's move
         // leaves a pack nothing names yet (as loose objects did), which roll-ups keep.
-        pool.pack_held()?;
+        {
+            let _p = phase("pack held");
+            pool.pack_held()?;
+        }
         crash_point("sync-after-pack");
         // The commit's parent is `expected` by construction: the compare-and-swap is the
         // fast-forward check, under the ref's lock file.
-        match pool.cas_ref(POOL_REF, expected, commit, "dsh-chapters: publish") {
+        let moved = {
+            let _p = phase("ref move");
+            pool.cas_ref(POOL_REF, expected, commit, "dsh-chapters: publish")
+        };
+        match moved {
             Ok(packs) => {
+                let _p = phase("pack and share");
                 self.pack_and_share(pool, commit, expected, &packs);
                 Ok(())
             }
@@ -1065,6 +1073,12 @@ fn read_json<T: for<'de> Deserialize<'de> + Default>(path: &Path) -> T {
 /// Crash injection for tests: `CHAPTERS_CRASH_AT=<point>` kills this process with SIGKILL
 /// when it reaches `point` (`sync-after-push`: the pool's ref moved, nothing after it done;
 /// `sync-after-materialize`: the mirror written, its marker not). No effect otherwise.
+/// A step of a sync, timed when `CHAPTERS_LOG` enables `dsh_chapters::pool::sync=debug`
+/// (the CLI prints each span's busy time as it closes): where a sync's time goes.
+fn phase(name: &'static str) -> tracing::span::EnteredSpan {
+    tracing::debug_span!("sync", phase = name).entered()
+}
+
 fn crash_point(point: &str) {
     if std::env::var_os("CHAPTERS_CRASH_AT").is_some_and(|v| v == point) {
         let _ =
@@ -1101,6 +1115,7 @@ pub fn sync(ctx: &SyncContext<'_>, pull_only: bool) -> Result<SyncReport, SyncEr
         }
         _ => None,
     };
+    let locking = phase("store lock");
     let lock = match ctx.store.lock(ctx.lock_timeout) {
         Ok(l) => l,
         Err(e) => {
@@ -1112,6 +1127,7 @@ pub fn sync(ctx: &SyncContext<'_>, pull_only: bool) -> Result<SyncReport, SyncEr
             });
         }
     };
+    drop(locking);
     if lock.previous_holder_died() {
         // A sync (or an archive) killed mid-run: the mirror's temp files are ours to clear
         // now that no writer can be mid-write (the store's were cleared by `lock`).
@@ -1136,7 +1152,10 @@ pub fn sync(ctx: &SyncContext<'_>, pull_only: bool) -> Result<SyncReport, SyncEr
     if let (Some(_), Upstream::Local { path }) = (&publish_turn, &ctx.link.upstream) {
         clear_git_temp(path, "the pool", now, &mut report);
     }
-    let result = run(ctx, pull_only, &mut report);
+    let result = {
+        let _p = phase("run");
+        run(ctx, pull_only, &mut report)
+    };
     if result.is_ok() {
         record_adoption(ctx, &mut report);
     }
@@ -1163,7 +1182,11 @@ pub fn sync(ctx: &SyncContext<'_>, pull_only: bool) -> Result<SyncReport, SyncEr
         hint: (code != SyncCode::Ok).then(|| code.hint().to_owned()),
         pool_project_key,
     };
-    if let Err(e) = write_status(ctx.store, &status) {
+    let status_written = {
+        let _p = phase("status write");
+        write_status(ctx.store, &status)
+    };
+    if let Err(e) = status_written {
         report
             .notes
             .push(format!("could not record the sync status: {e}"));
@@ -1291,7 +1314,10 @@ fn run(
 ) -> Result<Option<String>, Fail> {
     // Never publish what an interrupted archive left uncommitted (after a power loss it
     // may be torn); the next archive writes it again.
-    let removed = ctx.store.recover_uncommitted()?;
+    let removed = {
+        let _p = phase("recover uncommitted");
+        ctx.store.recover_uncommitted()?
+    };
     if !removed.is_empty() {
         report.notes.push(format!(
             "{} document(s) an interrupted archive left uncommitted were removed; the next archive writes them again",
@@ -1299,6 +1325,7 @@ fn run(
         ));
     }
     let mirror_dir = ctx.workspace.join(MIRROR_DIR);
+    let opening = phase("open mirror and pool");
     let mirror_git = ensure_mirror(&mirror_dir, report)?;
     let swept = sweep_own_copies(&mirror_dir, ctx.store, &ctx.identity.project_key)?;
     if swept > 0 {
@@ -1335,6 +1362,7 @@ fn run(
     // The publish's objects stay in memory until its ref moves, then go into one pack
     // (`GitRepo::hold_writes`): no loose files, no `git pack-objects` deflating them again.
     mirror.hold_writes();
+    drop(opening);
 
     // `vocabApply`: the vocabulary's facts publish in a commit of their own after the
     // documents', so `git revert` of that one commit undoes exactly the plugin's merges.
@@ -1351,6 +1379,7 @@ fn run(
     loop {
         attempt += 1;
         report.attempts = attempt;
+        let pulling = phase("pull and checks");
         let head = provider.pull_fast_forward(&mirror)?;
         // Where the mirror stood before this pull: the pool index this machine last
         // published is a valid base for an update only while the mirror is still there.
@@ -1366,7 +1395,7 @@ fn run(
                 if let Some(key) =
                     project_key_in(&theirs).filter(|k| k != &ctx.identity.project_key)
                 {
-                    materialize(ctx, &mirror, &mirror_dir, head, &BTreeMap::new(), report)?;
+                    materialize_pulled(ctx, &mirror, &mirror_dir, head, report)?;
                     return Err(Fail {
                         code: SyncCode::IdentityMismatch,
                         detail: format!(
@@ -1423,16 +1452,21 @@ fn run(
             }
         }
         if pull_only {
-            materialize(ctx, &mirror, &mirror_dir, head, &BTreeMap::new(), report)?;
+            materialize_pulled(ctx, &mirror, &mirror_dir, head, report)?;
             return Ok(None);
         }
 
         // The mirror becomes the pulled pool first, so the topic index is built over the
         // pool's tree as this commit leaves it: the mirror's files plus this store's.
-        let pulled = materialize(ctx, &mirror, &mirror_dir, head, &BTreeMap::new(), report)?;
+        drop(pulling);
+        let pulled = {
+            let _p = phase("materialize pulled");
+            materialize_pulled(ctx, &mirror, &mirror_dir, head, report)?
+        };
         // A person's forget acts: what the pool's tip still holds of them goes, in a commit
         // of its own naming the person and the reason, before anything else is published.
         if !forget_pushed {
+            let _p = phase("forget");
             let forgotten = read_forgotten(ctx)?;
             if let Some((removals, scrubbed, text)) =
                 plan_forget(ctx, &mirror, base_tree, &forgotten)?
@@ -1479,13 +1513,17 @@ fn run(
             }
         }
         let force = if ctx.link.visibility == Visibility::Private {
+            let _p = phase("honour reverts");
             honour_reverts(ctx, &mirror, &mirror_dir, head, report)?
         } else {
             BTreeSet::new()
         };
-        let (mut upserts, published) =
-            plan_publication(ctx, &mirror, &mirror_dir, head, base_tree, &force, report)?;
+        let (mut upserts, published) = {
+            let _p = phase("plan publication");
+            plan_publication(ctx, &mirror, &mirror_dir, head, base_tree, &force, report)?
+        };
         let index = if ctx.link.visibility == Visibility::Private {
+            let _p = phase("plan index");
             plan_index(
                 ctx,
                 &mirror,
@@ -1535,6 +1573,7 @@ fn run(
         let tree = if upserts.is_empty() && removals.is_empty() {
             None
         } else {
+            let _p = phase("tree edit");
             Some(mirror.tree_edit(base_tree, &upserts, &removals)?)
         };
         // Nothing to publish, or everything planned is already there (a rebuilt index equal
@@ -1566,13 +1605,24 @@ fn run(
             ctx.now_secs,
             &text,
         )?;
-        match provider.push(&mirror, commit, head) {
+        let pushed = {
+            let _p = phase("push");
+            provider.push(&mirror, commit, head)
+        };
+        match pushed {
             Ok(()) => {
                 crash_point("sync-after-push");
+                let saving = phase("save listing");
                 report.pool_head = Some(commit.to_string());
                 published.save(Some(commit));
+                drop(saving);
                 let own: BTreeMap<String, ObjectId> = upserts.into_iter().collect();
-                materialize(ctx, &mirror, &mirror_dir, Some(commit), &own, report)?;
+                // Without removals, the commit changes from `head` exactly its upserts.
+                let over = head.filter(|_| removals.is_empty());
+                {
+                    let _p = phase("materialize own");
+                    materialize(ctx, &mirror, &mirror_dir, Some(commit), &own, over, report)?;
+                }
                 record_index(Some(commit));
                 match next_round(ctx, &mirror_dir, &mut vocabulary_round, report) {
                     Some(m) => (message, attempt) = (Some(m), 0),
@@ -2065,12 +2115,14 @@ fn plan_publication(
         published.reset();
     }
     let mut upserts = Vec::new();
+    let listing = phase("list store files");
     let files = store_files(
         ctx.store,
         &ctx.identity.project_key,
         Some(&mut published),
         u64::try_from(ctx.now_secs).unwrap_or(0),
     )?;
+    drop(listing);
     let forgotten = read_forgotten(ctx)?;
     for (root, pool_path, kind, file) in files {
         // What a person forgot is never published again (it should not be in the store;
@@ -2298,6 +2350,25 @@ impl LeftPacked {
     }
 }
 
+/// [`materialize`] of a head this sync pulled (nothing of it published by this sync).
+fn materialize_pulled(
+    ctx: &SyncContext<'_>,
+    mirror: &GitRepo,
+    mirror_dir: &Path,
+    head: Option<ObjectId>,
+    report: &mut SyncReport,
+) -> Result<Vec<String>, Fail> {
+    materialize(
+        ctx,
+        mirror,
+        mirror_dir,
+        head,
+        &BTreeMap::new(),
+        None,
+        report,
+    )
+}
+
 /// Copy-in: make the pool's files at `head` readable under the mirror directory, writing
 /// only what changed since the last materialized head. `own`: the files this sync
 /// published at `head` — skipped, but for its derived pages (`is_derived_page`), which are
@@ -2309,6 +2380,7 @@ fn materialize(
     mirror_dir: &Path,
     head: Option<ObjectId>,
     own: &BTreeMap<String, ObjectId>,
+    own_over: Option<ObjectId>,
     report: &mut SyncReport,
 ) -> Result<Vec<String>, Fail> {
     let (store_dir, project_key) = (ctx.store.dir(), ctx.identity.project_key.as_str());
@@ -2317,6 +2389,7 @@ fn materialize(
         return Ok(written);
     };
     let marker = git_dir(mirror_dir).join(MATERIALIZED_FILE);
+    let diffing = phase("materialize: diff and copy");
     let previous = std::fs::read_to_string(&marker)
         .ok()
         .and_then(|s| ObjectId::from_hex(s.trim().as_bytes()).ok())
@@ -2324,6 +2397,10 @@ fn materialize(
     if previous == Some(head) {
         return Ok(written);
     }
+    // This machine's publish over the head the mirror holds, its change exactly `own`: what a
+    // diff of the two trees would find is all skipped below (in the store already), so the
+    // two ~140 KB session folders of a year's pool are not read and compared again.
+    let only_own = own_over.is_some() && own_over == previous;
     let old_tree = previous.map(|c| mirror.commit_tree(c)).transpose()?;
     let new_tree = mirror.commit_tree(head)?;
     // The packed mirror: the pool's objects in the mirror's own git directory (a network
@@ -2343,7 +2420,7 @@ fn materialize(
     let reader = crate::store::read::Reader::of_store(store_dir);
     let mut writes = ctx.store.mirror_writes();
     let mut blobs = walker.pack_blobs();
-    walker.changed_blobs(old_tree, new_tree, &mut |path, blob| -> Result<(), Fail> {
+    let mut visit = |path: String, blob: ObjectId| -> Result<(), Fail> {
         // This machine's own files are in its store already: copying them in would double
         // every publish's writes — and a document both in the store and in the mirror is
         // counted twice by this machine's index and once by every other's, so the machines
@@ -2376,11 +2453,21 @@ fn materialize(
             written.push(path);
         }
         Ok(())
-    })?;
+    };
+    if only_own {
+        // The commit's change is exactly `own`: of it, only the derived pages come in.
+        for (path, blob) in own.iter().filter(|(path, _)| is_derived_page(path)) {
+            visit(path.clone(), *blob)?;
+        }
+    } else {
+        walker.changed_blobs(old_tree, new_tree, &mut visit)?;
+    }
     drop((blobs, walker));
+    drop(diffing);
+    let finishing = phase("materialize: removed, sync, record");
     // Files the pool no longer holds (a machine's forget, a purge): dropped here too.
     let mut dropped = false;
-    if let Some(old_tree) = old_tree {
+    if let Some(old_tree) = old_tree.filter(|_| !only_own) {
         for path in mirror.removed_paths(old_tree, new_tree)? {
             if path
                 .split('/')
@@ -2429,6 +2516,7 @@ fn materialize(
             .collect();
         ctx.store.record_mirror_packed(&changes);
     }
+    drop(finishing);
     crash_point("sync-after-materialize");
     atomic::write_atomic(&marker, format!("{head}\n").as_bytes()).map_err(|e| Fail {
         code: SyncCode::MirrorIo,
@@ -2686,12 +2774,17 @@ fn plan_index(
     };
     let planned = (|| -> Result<build::Update, build::BuildError> {
         use crate::catalog::table::Table;
+        let refreshing = phase("search table refresh");
         let (table, _) = if rebuild {
             Table::rescan(ctx.workspace, true, ctx.lock_timeout)?
         } else {
             Table::refresh(ctx.workspace, true, ctx.lock_timeout)?
         };
+        drop(refreshing);
+        let curation = phase("read curation");
         let inputs = build::read_curation(ctx.store.dir(), Some(mirror_dir))?;
+        drop(curation);
+        let _p = phase("index build plan");
         // The pool's parts as its tree holds them (not the mirror: a recreated pool holds
         // nothing of them).
         let read_part = |file: &str| -> Result<Option<String>, build::BuildError> {
@@ -2856,6 +2949,7 @@ fn plan_pages(
     report: &mut SyncReport,
 ) -> Result<(), Fail> {
     use super::readme::{self, Pages};
+    let _p = phase("plan pages");
     let previous = match base_tree {
         Some(tree) => mirror
             .blob_at(tree, readme::ROOT_README)?
