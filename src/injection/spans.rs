@@ -10,7 +10,11 @@
 //! - An editor's context the same way: `<ide_opened_file>` ("The user opened the file … in
 //!   the IDE. This may or may not be related to the current task.") and `<ide_selection>`
 //!   (the selected lines), which Claude Code's and Codex's editor extensions put before
-//!   the typed words — the editor's state, not the person's words.
+//!   the typed words — the editor's state, not the person's words. Codex's editor extension
+//!   writes its context as a preamble instead: a line `# Context from my IDE setup:` (or `#
+//!   Files mentioned by the user:`) opens a span through the line `## My request for Codex:`
+//!   (any `## My request…` line), after which the typed words follow; with no such line it
+//!   runs to the end of the message.
 //! - `Instructions from: <path>` (any letter case, at the start of a line, the rest of the
 //!   line one path-looking word: it holds `/` or `\`, or ends in `.md`) opens a span that
 //!   runs to the end of the message: the form carries a whole instruction file and has no
@@ -31,6 +35,14 @@ const TAG_BLOCKS: &[(&str, &str, SpanKind)] = &[
     ),
     ("<ide_selection>", "</ide_selection>", SpanKind::IdeContext),
 ];
+/// Lines that open an editor's preamble, lowercase; [`PREAMBLE_END`] closes it.
+const PREAMBLE_OPEN: &[&str] = &[
+    "# context from my ide setup:",
+    "# files mentioned by the user:",
+];
+/// The start of the line that ends an editor's preamble (`## My request for Codex:`),
+/// lowercase.
+const PREAMBLE_END: &str = "\n## my request";
 /// The reminder form's line prefix, lowercase.
 const INSTRUCTIONS_FROM: &str = "instructions from:";
 
@@ -72,11 +84,12 @@ pub fn screen_spans(text: &str) -> Vec<Piece<'_>> {
         let Some((start, kind, block)) = next_span(text, at) else {
             break;
         };
-        let end = match block {
-            Some((open, close)) => {
+        let end = match (kind, block) {
+            (_, Some((open, close))) => {
                 find_ci(text, start + open.len(), close).map_or(text.len(), |c| c + close.len())
             }
-            None => text.len(),
+            (SpanKind::IdeContext, None) => preamble_end(text, start),
+            _ => text.len(),
         };
         if start > at {
             pieces.push(Piece::Text(&text[at..start]));
@@ -122,10 +135,40 @@ fn next_span(text: &str, from: usize) -> Option<(usize, SpanKind, Tags)> {
         tag_block(text, from).map(|(at, (open, close, kind))| (at, kind, Some((open, close))));
     let instructions =
         instructions_line(text, from).map(|at| (at, SpanKind::InstructionsFrom, None));
-    match (block, instructions) {
-        (Some(b), Some(i)) => Some(if i.0 < b.0 { i } else { b }),
-        (b, i) => b.or(i),
+    let preamble = PREAMBLE_OPEN
+        .iter()
+        .filter_map(|open| line_start_ci(text, from, open))
+        .min()
+        .map(|at| (at, SpanKind::IdeContext, None));
+    [block, instructions, preamble]
+        .into_iter()
+        .flatten()
+        .min_by_key(|(at, _, _)| *at)
+}
+
+/// The first start of a line at or after `from` that begins with `prefix` (lowercase, any
+/// letter case in the text).
+fn line_start_ci(text: &str, from: usize, prefix: &str) -> Option<usize> {
+    let mut search = from;
+    while let Some(at) = find_ci(text, search, prefix) {
+        if at == 0 || text.as_bytes()[at - 1] == b'\n' {
+            return Some(at);
+        }
+        search = at + 1;
     }
+    None
+}
+
+/// Where an editor's preamble starting at `start` ends: past its `## My request…` line, or
+/// at the end of the message.
+fn preamble_end(text: &str, start: usize) -> usize {
+    let Some(line) = find_ci(text, start, PREAMBLE_END) else {
+        return text.len();
+    };
+    let after = line + PREAMBLE_END.len();
+    text[after..]
+        .find('\n')
+        .map_or(text.len(), |n| after + n + 1)
 }
 
 /// The first opening tag of [`TAG_BLOCKS`] (any letter case) at or after `from`: one pass
@@ -217,6 +260,36 @@ mod tests {
         assert_eq!(
             unscreened_text("a<ide_opened_file>f</ide_opened_file>b"),
             "a b"
+        );
+    }
+
+    /// Real shapes of Codex's editor extension (public exports of Codex sessions).
+    #[test]
+    fn an_editors_preamble_is_screened_up_to_the_typed_request() {
+        let ide = "# Context from my IDE setup:\n\n## Active file: api/test/import.e2e-spec.ts\n\n## Open tabs:\n- import.e2e-spec.ts: api/test/import.e2e-spec.ts\n- PLAN.md: PLAN.md\n\n## My request for Codex:\nupdate prompt loggen. Den skal være i utf-8.";
+        let pieces = screen_spans(ide);
+        assert_eq!(
+            pieces.last(),
+            Some(&Piece::Text("update prompt loggen. Den skal være i utf-8."))
+        );
+        assert!(matches!(
+            pieces[0],
+            Piece::Screened {
+                kind: SpanKind::IdeContext,
+                ..
+            }
+        ));
+        let files = "# Files mentioned by the user:\n\n## image.png: /tmp/image.png\n\n## My request for Codex:\n\nپادشاه این جاست؟";
+        assert_eq!(unscreened_text(files), " \nپادشاه این جاست؟");
+        // No request line: the preamble runs to the end.
+        assert_eq!(
+            shape("# Context from my IDE setup:\n\n## Open tabs:\n- a.py"),
+            ["S:ide-context:50"]
+        );
+        // Only at the start of a line: a person quoting it mid-line keeps their words.
+        assert_eq!(
+            shape("what is '# Context from my IDE setup:'?"),
+            ["T:what is '# Context from my IDE setup:'?"]
         );
     }
 

@@ -1270,6 +1270,10 @@ mod tests {
                 "<ide_opened_file>The user opened the file /Users/avery/config.toml in the IDE. This may or may not be related to the current task.</ide_opened_file>hide the \"Open Dashboard\" button",
                 "hide the \"Open Dashboard\" button",
             ),
+            (
+                "# Context from my IDE setup:\n\n## Active file: backend/src/api/routes/clients.routes.ts\n\n## Open tabs:\n- clients.routes.ts: backend/src/api/routes/clients.routes.ts\n\n## My request for Codex:\nAtualize a simulação de juros",
+                "Atualize a simulação de juros",
+            ),
         ] {
             let t = turn(
                 1,
