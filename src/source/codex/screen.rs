@@ -2,7 +2,7 @@
 //!
 //! Screen: `developer`/`system` messages, and user-role host context: `# AGENTS.md
 //! instructions…`, `<user_instructions>`, `<environment_context>`, `<INSTRUCTIONS>`,
-//! `<user_shell_command>` plumbing. Tool vocabulary: `shell` / `exec_command` /
+//! `<user_shell_command>` plumbing, `<skill>`, `<turn_aborted>`, `<subagent_notification>`. Tool vocabulary: `shell` / `exec_command` /
 //! `local_shell` take a `command`/`cmd` argv or script (the shared signature reads them);
 //! `apply_patch` (a freeform tool) carries a patch whose `*** Add/Update/Delete File:` and
 //! `*** Move to:` lines name the paths it touches: they are given as `paths`.
@@ -20,6 +20,11 @@ const CONTEXT_PREFIXES: &[&str] = &[
     "<environment_context>",
     "<user_instructions>",
     "<user_shell_command>",
+    // Fragments Codex itself marks as context, not the person's (codex-rs 2026): a skill's
+    // text, an interruption notice, a subagent's notification to its parent.
+    "<skill>",
+    "<turn_aborted>",
+    "<subagent_notification>",
 ];
 
 /// The source kind of a user-role message's text.
@@ -82,6 +87,13 @@ mod tests {
             classify_user("<environment_context>\n<cwd>/w</cwd>"),
             CONTEXT
         );
+        for host in [
+            "<turn_aborted>The user interrupted the previous turn on purpose.</turn_aborted>",
+            "<subagent_notification>{\"agent_id\":\"a1\",\"status\":\"completed\"}</subagent_notification>",
+            "<skill>\n<name>pdf</name></skill>",
+        ] {
+            assert_eq!(classify_user(host), CONTEXT, "{host}");
+        }
         let patch = "*** Begin Patch\n*** Update File: src/a.rs\n@@\n-x\n+y\n*** Add File: b.md\n+hi\n*** Update File: src/a.rs\n*** End Patch";
         assert_eq!(patch_paths(patch), ["src/a.rs", "b.md"]);
         let args: serde_json::Value =
