@@ -398,3 +398,74 @@ fn a_transcript_saved_with_a_byte_order_mark_archives_and_damage_names_claude_co
         "{damage}"
     );
 }
+
+/// Real shapes a VS Code user's transcript holds (Claude Code 2.1): the editor's open file and
+/// selection as blocks before the typed words, and a prompt typed while the agent worked
+/// (an `attachment` of type `queued_command`), archived through the CLI: the chapter is titled
+/// and signed by the typed words, the editor's context is a marker and nowhere in the store,
+/// the queued prompt is the person's.
+#[test]
+fn an_editors_context_is_screened_and_a_queued_prompt_is_the_persons_end_to_end() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let cwd = sb.ws_str();
+    let sid = "7c000000-0000-4000-8000-000000000001";
+    let ide = "<ide_opened_file>The user opened the file src/billing/invoice.rs in the IDE. This may or may not be related to the current task.</ide_opened_file>";
+    let selection = "<ide_selection>The user selected the lines 3 to 4 from src/billing/tax.rs:\nlet vat = 0.2;\n\nThis may or may not be related to the current task.</ide_selection>";
+    let lines = [
+        serde_json::json!({"type": "user", "uuid": "u1", "parentUuid": null, "message": {"role": "user", "content": [
+            {"type": "text", "text": ide}, {"type": "text", "text": selection},
+            {"type": "text", "text": "Round the invoice totals to cents"}]}}),
+        serde_json::json!({"type": "assistant", "uuid": "a1", "parentUuid": "u1", "message": {"id": "m1", "role": "assistant", "content": [
+            {"type": "tool_use", "id": "c1", "name": "Read", "input": {"file_path": format!("{cwd}/src/billing/invoice.rs")}}]}}),
+        serde_json::json!({"type": "queue-operation", "operation": "enqueue", "content": "and keep the tax lines as they are"}),
+        serde_json::json!({"type": "attachment", "uuid": "q1", "parentUuid": "a1", "attachment": {"type": "queued_command", "prompt": "and keep the tax lines as they are", "commandMode": "prompt"}}),
+        serde_json::json!({"type": "user", "uuid": "r1", "parentUuid": "q1", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "c1", "content": "fn total() -> f64 { 0.0 }"}]}}),
+        serde_json::json!({"type": "assistant", "uuid": "a2", "parentUuid": "r1", "message": {"id": "m2", "role": "assistant", "stop_reason": "end_turn", "content": [
+            {"type": "text", "text": "Totals round to cents now; tax lines unchanged."}]}}),
+    ];
+    let mut text = String::new();
+    for mut l in lines {
+        l["sessionId"] = sid.into();
+        l["cwd"] = cwd.clone().into();
+        l["version"] = "2.1.220".into();
+        l["timestamp"] = "2026-11-02T09:00:00.000Z".into();
+        text.push_str(&l.to_string());
+        text.push('\n');
+    }
+    let (path, _) = write_transcript(&sb, &cwd, &text);
+    quiet_for_a_day(&path);
+    let report = sb.json(&["archive", "--json"]);
+    let s = report["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .find(|s| s["sessionId"] == format!("claude-code-{sid}"))
+        .unwrap_or_else(|| panic!("{report}"))
+        .clone();
+    assert_eq!(s["turnsArchived"], 1, "{report}");
+    let name = s["chapters"][0].as_str().expect("a chapter").to_owned();
+    let body = std::fs::read_to_string(
+        sb.store()
+            .join(format!("claude-code-{sid}/chapters"))
+            .join(&name),
+    )
+    .expect("chapter");
+    assert!(
+        body.contains("\ntitle: \"Round the invoice totals to cents\"\n"),
+        "{body}"
+    );
+    assert!(body.contains("host-injected ide-context"), "{body}");
+    assert!(
+        body.contains("**User** · ") && body.contains("and keep the tax lines as they are"),
+        "{body}"
+    );
+    for (file, bytes) in sb.snapshot() {
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains("may or may not be related") && !text.contains("let vat"),
+            "the editor's context reached {file}"
+        );
+    }
+}
