@@ -17,6 +17,9 @@ pub(super) struct Line {
     pub(super) is_sidechain: Option<bool>,
     pub(super) is_meta: Option<bool>,
     pub(super) is_compact_summary: Option<bool>,
+    /// `isApiErrorMessage`: an assistant line Claude Code wrote in the model's place (an API
+    /// error, a rate limit, an expired login; model `<synthetic>`).
+    pub(super) is_api_error_message: Option<bool>,
     pub(super) timestamp: Option<String>,
     pub(super) message: Option<Message>,
     /// `toolUseResult.agentId`: the subagent a `Task` call's result names (2.1).

@@ -13,7 +13,8 @@
 //!    blocks → `tool/result` by `tool_use_id`, user text → `user/message` with the source
 //!    kind [`super::screen`] gives it, images → a marker, a prompt queued while the agent
 //!    worked (an `attachment` line of type `queued_command`; `isMeta` or a non-`human` `origin` the host's) → `user/message` inside the
-//!    running turn, and turn ends:
+//!    running turn, an assistant line Claude Code wrote in the model's place
+//!    (`isApiErrorMessage`: an API error, a rate limit) → a host notice, and turn ends:
 //!    `system/turn_duration`; an assistant line with `stop_reason: end_turn` and no call
 //!    left unanswered; the next person's prompt after an exchange; or, at the end of a
 //!    quiet file (`quiet_end`), an answered exchange. Bookkeeping lines (`progress`,
@@ -1002,6 +1003,20 @@ impl ClaudeReader {
                 let seq = next_seq(&mut sub);
                 self.end_turn(seq, "completed", after);
             }
+            (Some("assistant"), _) if line.is_api_error_message == Some(true) => {
+                // Claude Code's words in the model's place: a host notice, never the answer
+                // (a chapter's summary would read "API Error: 529 Overloaded").
+                let text = line
+                    .message
+                    .map(|m| prompt_text(m.content))
+                    .unwrap_or_default();
+                if text.trim().is_empty() {
+                    return;
+                }
+                self.flush_message();
+                let seq = next_seq(&mut sub);
+                self.push_user(seq, text, screen::NOTICE, time);
+            }
             (Some("assistant"), _) => {
                 let Some(msg) = line.message else { return };
                 if self
@@ -1453,6 +1468,68 @@ mod tests {
             ]
         );
         assert_eq!(users(&r.turns[1])[0].0, "claude-code-hook");
+    }
+
+    /// Real shapes (Claude Code 2.1.2xx): an API error, a rate limit or an expired login is
+    /// written as an assistant line with `isApiErrorMessage`, model `<synthetic>`.
+    #[test]
+    fn an_api_error_in_the_models_place_is_a_host_notice_not_the_answer() {
+        let err = |uuid: &str, parent: &str, text: &str| {
+            line(
+                uuid,
+                Some(parent),
+                "assistant",
+                json!({"isApiErrorMessage": true, "error": "rate_limit", "apiErrorStatus": 429,
+                       "message": {"id": format!("e-{uuid}"), "model": "<synthetic>", "role": "assistant",
+                                   "content": [{"type": "text", "text": text}], "stop_reason": "stop_sequence"}}),
+            )
+        };
+        let log = [
+            prompt("u1", None, "migrate the schema"),
+            call("a1", "u1", "m1", "c1"),
+            result("r1", "a1", "c1", "ok"),
+            answer("a2", "r1", "m2", "Migrated the users table.", None),
+            err(
+                "e1",
+                "a2",
+                "You've hit your session limit · resets 9:50pm (Asia/Saigon)",
+            ),
+            line(
+                "e2",
+                Some("e1"),
+                "assistant",
+                json!({"isApiErrorMessage": true, "message": {"content": []}}),
+            ),
+            prompt("u2", Some("e2"), "continue"),
+            answer(
+                "a3",
+                "u2",
+                "m3",
+                "Migrated the orders table too.",
+                Some("end_turn"),
+            ),
+        ]
+        .concat();
+        let r = read_text(&log, false);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(r.turns.len(), 2);
+        let answers: Vec<&str> = r.turns[0]
+            .events
+            .iter()
+            .filter_map(|e| e.assistant_text())
+            .filter(|t| !t.is_empty())
+            .collect();
+        assert_eq!(answers, ["Migrated the users table."]);
+        assert_eq!(
+            users(&r.turns[0]),
+            [
+                ("user".into(), "migrate the schema".into()),
+                (
+                    "claude-code-notice".into(),
+                    "You've hit your session limit · resets 9:50pm (Asia/Saigon)".into()
+                ),
+            ]
+        );
     }
 
     /// Real shapes (Claude Code 2.1: a prompt typed while the agent works is a
