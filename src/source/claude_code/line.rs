@@ -240,18 +240,25 @@ impl Block {
         }
     }
 
+    /// The marker an attached image or document (a PDF) leaves: its kind, media type and
+    /// size — its bytes are never held.
     pub(super) fn image_marker(&self) -> String {
+        let what = if self.kind.as_deref() == Some("document") {
+            "document"
+        } else {
+            "image"
+        };
         let media = self
             .source
             .as_ref()
             .and_then(|s| s.media_type.as_deref())
-            .unwrap_or("image");
+            .unwrap_or(what);
         let bytes = self
             .source
             .as_ref()
             .and_then(|s| s.data.as_ref())
             .map_or(0, |d| d.0);
-        format!("[image omitted: {media}, {bytes} bytes of base64]")
+        format!("[{what} omitted: {media}, {bytes} bytes of base64]")
     }
 }
 
@@ -276,7 +283,7 @@ fn blocks_text(content: Option<Content>, sep: &str, any_text: bool) -> String {
             let mut parts: Vec<String> = Vec::new();
             for b in blocks {
                 match b.kind.as_deref() {
-                    Some("image") => parts.push(b.image_marker()),
+                    Some("image") | Some("document") => parts.push(b.image_marker()),
                     Some("text") => parts.extend(b.text),
                     _ if any_text => parts.extend(b.text),
                     _ => {}

@@ -1125,7 +1125,7 @@ impl ClaudeReader {
                         for b in blocks {
                             match b.kind.as_deref() {
                                 Some("tool_result") => results.push(b),
-                                Some("image") => texts.push(b.image_marker()),
+                                Some("image") | Some("document") => texts.push(b.image_marker()),
                                 Some("text") => texts.extend(b.text),
                                 _ => {}
                             }
@@ -1544,7 +1544,7 @@ mod tests {
             r#"{"type":"queue-operation","operation":"enqueue","content":"also update the docs"}"#.to_owned() + "\n",
             line("q1", Some("a1"), "attachment", json!({"attachment": {"type": "queued_command", "prompt": "also update the docs", "commandMode": "prompt"}})),
             result("r1", "q1", "c1", "ok"),
-            line("q2", Some("r1"), "attachment", json!({"attachment": {"type": "queued_command", "prompt": [{"type": "text", "text": "and this screenshot"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"}}]}})),
+            line("q2", Some("r1"), "attachment", json!({"attachment": {"type": "queued_command", "prompt": [{"type": "text", "text": "and this screenshot"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"}}, {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0x"}, "title": "spec.pdf"}]}})),
             line("q3", Some("q2"), "attachment", json!({"attachment": {"type": "queued_command", "prompt": "<task-notification>\n<task-id>a1b2</task-id>\n<status>completed</status>\n</task-notification>", "commandMode": "task-notification"}})),
             // The host's attachments, and odd shapes: nothing, and no damage.
             line("n1", Some("q3"), "attachment", json!({"attachment": {"type": "nested_memory", "path": "C:\\code\\CLAUDE.md", "content": {"content": "Use pnpm."}}})),
@@ -1570,7 +1570,7 @@ mod tests {
                 ("user".into(), "also update the docs".into()),
                 (
                     "user".into(),
-                    "and this screenshot\n\n[image omitted: image/png, 8 bytes of base64]".into()
+                    "and this screenshot\n\n[image omitted: image/png, 8 bytes of base64]\n\n[document omitted: application/pdf, 8 bytes of base64]".into()
                 ),
                 (
                     "claude-code-command".into(),
