@@ -65,6 +65,65 @@ pub struct Group<'s> {
     /// SHA-256 hex, 64 bytes each, back to back.
     created_artifacts: String,
     made_dirs: super::MadeDirs,
+    /// Flushes started while the run goes on, so the commit's `syncfs` finds little left.
+    early: EarlyFlush,
+}
+
+/// Bytes a group writes between two early flushes.
+const EARLY_FLUSH_BYTES: u64 = 8 << 20;
+
+/// A `syncfs` started on a thread of its own once a group has written [`EARLY_FLUSH_BYTES`]
+/// since the last one: the disk writes the run's first files while the run renders the
+/// next, instead of all of them at the commit, where the run would wait for them alone.
+/// It only starts writeback early: durability is the commit's own `syncfs`, as before, and
+/// an early flush that fails changes nothing (the commit's reports the failure).
+struct EarlyFlush {
+    /// Bytes between two flushes ([`EARLY_FLUSH_BYTES`]; tests set less).
+    every: u64,
+    since: u64,
+    running: Option<std::thread::JoinHandle<()>>,
+    /// Flushes started (for tests and the debug log).
+    started: u32,
+}
+
+impl Default for EarlyFlush {
+    fn default() -> Self {
+        EarlyFlush {
+            every: EARLY_FLUSH_BYTES,
+            since: 0,
+            running: None,
+            started: 0,
+        }
+    }
+}
+
+impl EarlyFlush {
+    /// `bytes` more were written into the store at `dir`.
+    fn wrote(&mut self, dir: &Path, bytes: usize) {
+        self.since += bytes as u64;
+        if self.since < self.every || self.running.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
+        }
+        self.started += 1;
+        self.since = 0;
+        self.wait();
+        let dir = dir.to_path_buf();
+        let started = std::thread::Builder::new()
+            .name("early-flush".into())
+            .spawn(move || {
+                if let Err(e) = atomic::sync_filesystem(&dir) {
+                    tracing::debug!(error = %e, "an early flush failed; the commit's flush decides");
+                }
+            });
+        self.running = started.ok();
+    }
+
+    /// Wait for a flush in flight.
+    fn wait(&mut self) {
+        if let Some(t) = self.running.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// A root's document folder as the store's catalog names it (workspace-relative).
@@ -189,6 +248,7 @@ impl Store {
             created_metas: None,
             created_artifacts: String::new(),
             made_dirs: Default::default(),
+            early: EarlyFlush::default(),
         })
     }
 }
@@ -217,6 +277,8 @@ impl Group<'_> {
             Some(&mut self.made_dirs),
         )?;
         if written {
+            self.early
+                .wrote(self.store.dir(), doc.text.as_bytes().len());
             // `write_document_in` checked the name: a safe file name, no line break.
             self.created_docs.push(&doc.file_name);
             let meta = doc.text.derive(super::catalog::RowMeta::read);
@@ -238,6 +300,8 @@ impl Group<'_> {
             Some(&mut self.made_dirs),
         )?;
         if written {
+            self.early
+                .wrote(self.store.dir(), artifact.content.as_str().len());
             // `artifact_path` checked it: 64 hex digits.
             self.created_artifacts.push_str(&artifact.sha256);
         }
@@ -276,6 +340,7 @@ impl Group<'_> {
             return Ok(());
         }
         let dir = self.store.chapters_dir(&self.root)?;
+        self.early.wait();
         atomic::sync_filesystem(self.store.dir())?;
         self.store
             .append_commit(&highest(&dir, &self.root)?, self.redactor)?;
@@ -343,6 +408,39 @@ mod tests {
         assert_eq!(mark(&store, "r"), Some((2, 2)));
         let ledger = fs::read_to_string(store.dir().join(COMMITS_JSONL)).unwrap();
         assert_eq!(ledger.lines().count(), 2, "{ledger}");
+    }
+
+    #[test]
+    fn early_flushes_start_while_the_group_writes_and_the_commit_waits_for_them() {
+        let (_d, early) = store();
+        let r = Redactor::new(&[]).unwrap();
+        let mut g = early.begin_group("r", &r).unwrap();
+        g.early.every = 1;
+        for n in 1..=5u64 {
+            g.write_document(&doc(&format!("{n:03}-x.md"), "chapter", n, n))
+                .unwrap();
+        }
+        assert!(g.early.started >= 1, "a flush started while writing");
+        g.commit().unwrap();
+        assert!(g.early.running.is_none(), "the commit waited for it");
+        assert_eq!(mark(&early, "r"), Some((5, 0)));
+        // The same documents with no early flush: the same store.
+        let (_d2, plain) = store();
+        let mut g = plain.begin_group("r", &r).unwrap();
+        g.early.every = u64::MAX;
+        for n in 1..=5u64 {
+            g.write_document(&doc(&format!("{n:03}-x.md"), "chapter", n, n))
+                .unwrap();
+        }
+        assert_eq!(g.early.started, 0);
+        g.commit().unwrap();
+        for n in 1..=5u64 {
+            let name = format!("r/chapters/{n:03}-x.md");
+            assert_eq!(
+                fs::read(early.dir().join(&name)).unwrap(),
+                fs::read(plain.dir().join(&name)).unwrap()
+            );
+        }
     }
 
     #[test]
