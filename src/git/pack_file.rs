@@ -66,7 +66,7 @@ pub fn write(
         checksum,
     } = pack_bytes(objects)?;
     let idx = index_bytes(&entries, &checksum)?;
-    let stem = format!("pack-{}", hex(&checksum));
+    let stem = format!("pack-{}", crate::names::hex(&checksum));
     let tag = format!("{}_{}", std::process::id(), &stem[5..17]);
     let tmp_pack = pack_dir.join(format!("tmp_pack_{tag}"));
     let tmp_idx = pack_dir.join(format!("tmp_idx_{tag}"));
@@ -251,10 +251,6 @@ fn sha1(bytes: &[u8]) -> Result<[u8; 20], PackFileError> {
     let mut out = [0u8; 20];
     out.copy_from_slice(id.as_bytes());
     Ok(out)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

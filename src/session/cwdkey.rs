@@ -219,12 +219,21 @@ pub fn workspace_roots<'m>(
     workspace: &str,
     path_map: impl IntoIterator<Item = (&'m String, &'m String)>,
 ) -> Vec<AbsPath> {
-    let Some(root) = normalize_abs(workspace) else {
+    with_twins(workspace, path_map)
+}
+
+/// `path` normalized, then its `pathMap` twins; empty for a relative or empty path.
+fn with_twins<'m>(
+    path: &str,
+    path_map: impl IntoIterator<Item = (&'m String, &'m String)>,
+) -> Vec<AbsPath> {
+    let Some(path) = normalize_abs(path) else {
         return Vec::new();
     };
-    let mut roots = vec![root.clone()];
-    roots.extend(map_path(&root, path_map));
-    roots
+    let twins = map_path(&path, path_map);
+    let mut all = vec![path];
+    all.extend(twins);
+    all
 }
 
 /// Whether `cwd` — as written, or one of its `pathMap` twins — is one of `roots` or lies
@@ -234,12 +243,8 @@ pub fn cwd_in_roots<'m>(
     roots: &[AbsPath],
     path_map: impl IntoIterator<Item = (&'m String, &'m String)>,
 ) -> bool {
-    let Some(cwd) = normalize_abs(cwd) else {
-        return false;
-    };
-    let mut seen = vec![cwd.clone()];
-    seen.extend(map_path(&cwd, path_map));
-    seen.iter()
+    with_twins(cwd, path_map)
+        .iter()
         .any(|c| roots.iter().any(|r| relative_to(c, r).is_some()))
 }
 
@@ -250,12 +255,8 @@ pub fn here_paths<'m>(
     cwd: &str,
     path_map: impl IntoIterator<Item = (&'m String, &'m String)>,
 ) -> Vec<String> {
-    let Some(cwd) = normalize_abs(cwd) else {
-        return Vec::new();
-    };
-    let twins = map_path(&cwd, path_map);
-    std::iter::once(cwd)
-        .chain(twins)
+    with_twins(cwd, path_map)
+        .into_iter()
         .map(|p| p.text)
         .filter(|p| std::path::Path::new(p).is_absolute())
         .collect()

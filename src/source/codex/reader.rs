@@ -680,11 +680,13 @@ impl CodexReader {
             self.searches.insert(id.to_owned());
         }
         self.searches.insert(arguments.clone());
-        let seq = next_seq();
-        self.push(
-            seq,
-            "tool/call",
-            web_search::call_data(id, &arguments),
+        // Answered at once: it leaves no call open (nor closes another of the same id).
+        let was_open = self.open_calls.contains(id);
+        self.call(
+            id.to_owned(),
+            web_search::TOOL.to_owned(),
+            arguments,
+            next_seq,
             time,
         );
         self.result(
@@ -694,8 +696,9 @@ impl CodexReader {
             false,
             time,
         );
-        self.exchange = true;
-        self.last_was_answer = false;
+        if !was_open {
+            self.open_calls.remove(id);
+        }
     }
 
     /// A `tool/result` answering `id`.
@@ -832,7 +835,7 @@ fn message_text(content: Option<&Value>) -> String {
                             .get("image_url")
                             .and_then(Value::as_str)
                             .map_or(0, str::len);
-                        parts.push(format!("[image omitted: {len} bytes]"));
+                        parts.push(image_marker(&format!("{len} bytes")));
                     }
                     _ => {
                         if let Some(t) = b.get("text").and_then(Value::as_str) {
@@ -865,12 +868,17 @@ fn user_message_text(p: &Value) -> String {
         .map(str::to_owned)
         .into_iter()
         .collect();
-    parts.extend(strings("images").map(|url| format!("[image omitted: {} bytes]", url.len())));
-    parts.extend(strings("local_images").map(|path| {
-        let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
-        format!("[image omitted: {name}]")
-    }));
+    parts.extend(strings("images").map(|url| image_marker(&format!("{} bytes", url.len()))));
+    parts.extend(
+        strings("local_images")
+            .map(|path| image_marker(path.rsplit(['/', '\\']).next().unwrap_or(path))),
+    );
     parts.join("\n\n")
+}
+
+/// The marker an image leaves in a message: what is known of it (its size or file name).
+fn image_marker(what: &str) -> String {
+    format!("[image omitted: {what}]")
 }
 
 /// A call's output: a string, often JSON `{"output": …, "metadata": …}` (the output is

@@ -7,7 +7,7 @@
 //! come first. The chapter shows the search once, as a `web_search` call whose arguments say
 //! what was searched or opened; its result lists the results when the log has them.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 /// The tool name a search is shown under.
 pub const TOOL: &str = "web_search";
@@ -84,14 +84,10 @@ pub fn result_text(results: Option<&Value>) -> String {
     }
 }
 
-/// A search's call data for `tool/call`.
-pub fn call_data(id: &str, arguments: &str) -> Value {
-    json!({"callId": id, "name": TOOL, "arguments": arguments})
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn each_action_says_what_was_searched_or_opened() {
