@@ -406,6 +406,9 @@ fn a_transcript_saved_with_a_byte_order_mark_archives_and_damage_names_claude_co
 /// the queued prompt is the person's.
 #[test]
 fn an_editors_context_is_screened_and_a_queued_prompt_is_the_persons_end_to_end() {
+    // A secret the person typed into the queued prompt: redacted in the body, and no derived
+    // byte (topics, file names, the catalog, the signatures) carries it or a piece of it.
+    const SECRET: &str = "ghp_Qw3rTy7UiOp9AsDfGh1JkLzXcVbNm4Ql2Wx8";
     let sb = Sandbox::new();
     sb.ok(&["init"]);
     let cwd = sb.ws_str();
@@ -419,7 +422,7 @@ fn an_editors_context_is_screened_and_a_queued_prompt_is_the_persons_end_to_end(
         serde_json::json!({"type": "assistant", "uuid": "a1", "parentUuid": "u1", "message": {"id": "m1", "role": "assistant", "content": [
             {"type": "tool_use", "id": "c1", "name": "Read", "input": {"file_path": format!("{cwd}/src/billing/invoice.rs")}}]}}),
         serde_json::json!({"type": "queue-operation", "operation": "enqueue", "content": "and keep the tax lines as they are"}),
-        serde_json::json!({"type": "attachment", "uuid": "q1", "parentUuid": "a1", "attachment": {"type": "queued_command", "prompt": "and keep the tax lines as they are", "commandMode": "prompt"}}),
+        serde_json::json!({"type": "attachment", "uuid": "q1", "parentUuid": "a1", "attachment": {"type": "queued_command", "prompt": format!("and keep the tax lines as they are, the key is {SECRET}"), "commandMode": "prompt"}}),
         serde_json::json!({"type": "user", "uuid": "r1", "parentUuid": "q1", "message": {"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": "c1", "content": "fn total() -> f64 { 0.0 }"}]}}),
         serde_json::json!({"type": "assistant", "uuid": "a2", "parentUuid": "r1", "message": {"id": "m2", "role": "assistant", "stop_reason": "end_turn", "content": [
@@ -461,11 +464,23 @@ fn an_editors_context_is_screened_and_a_queued_prompt_is_the_persons_end_to_end(
         body.contains("**User** · ") && body.contains("and keep the tax lines as they are"),
         "{body}"
     );
+    assert!(body.contains("⟦redacted:"), "{body}");
     for (file, bytes) in sb.snapshot() {
         let text = String::from_utf8_lossy(&bytes);
         assert!(
             !text.contains("may or may not be related") && !text.contains("let vat"),
             "the editor's context reached {file}"
         );
+        let lower = text.to_lowercase();
+        for piece in [SECRET, &SECRET[4..], "qw3rty7uiop9asdfgh1jklzxcvbnm4ql2wx8"] {
+            assert!(
+                !text.contains(piece) && !lower.contains(&piece.to_lowercase()),
+                "the secret reached {file}"
+            );
+            assert!(
+                !file.to_lowercase().contains(&piece.to_lowercase()),
+                "{file}"
+            );
+        }
     }
 }
