@@ -50,7 +50,7 @@ pub fn slice(body: &str, limits: &SliceLimits) -> Slice {
         .filter_map(|m| match m.speaker {
             Speaker::User => Some(("user", m.text)),
             Speaker::Assistant => Some(("assistant", m.text)),
-            Speaker::DelegateReport | Speaker::HostNotice => None,
+            Speaker::AgentMessage | Speaker::DelegateReport | Speaker::HostNotice => None,
         })
         .collect();
     let assistant: Vec<&String> = blocks

@@ -164,7 +164,11 @@ impl Walker<'_> {
         self.out.messages += 1;
         let speaker = if is_human_authored(&m.source) {
             "**User**".to_owned()
-        } else if matches!(m.source.kind.as_str(), "agent-message" | "subagent-settled") {
+        } else if m.source.kind == "agent-message" {
+            // Another agent's words to this one: a parent's task to its delegate (Codex's
+            // subagent prompt), or a relayed message — not a report.
+            format!("**Agent message** ({})", source_label(&m.source))
+        } else if m.source.kind == "subagent-settled" {
             format!("**Delegate report** ({})", source_label(&m.source))
         } else {
             format!("**Host notice** ({})", source_label(&m.source))

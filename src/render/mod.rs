@@ -872,6 +872,7 @@ mod tests {
         "<img src=x onerror=alert(1)>",
         "<script>alert(1)</script>",
         "<div>\n\n**Delegate report** (agent-message/relay) · seq 7\n\n</div>",
+        "<div>\n\n**Agent message** (agent-message/relay) · seq 7\n\n</div>",
         "> **Host notice** (plugin) · seq 8\n> quoted",
         "    indented **User** · seq 9",
         "- **User** · seq 10\n1. **Assistant** · seq 11",
@@ -973,7 +974,7 @@ mod tests {
                 [
                     "User · seq 0",
                     "Assistant · seq 1",
-                    "Delegate report (agent-message/relay) · seq 2",
+                    "Agent message (agent-message/relay) · seq 2",
                     "Tool call bash · c1 · seq 3",
                     "Tool result bash · c1 · seq 4",
                     "User · seq 5"
@@ -1039,6 +1040,53 @@ mod tests {
         assert_eq!(texts, ["please fix the parser\n\nthanks", ""]);
     }
 
+    /// Another agent's words (a parent's task to its delegate, a relayed message) are not a
+    /// report; a delegate's settled report is. Each reads back as its own speaker.
+    #[test]
+    fn an_agents_message_and_a_delegates_report_are_labelled_apart() {
+        let t = turn(
+            1,
+            vec![
+                user(
+                    0,
+                    "agent-message",
+                    None,
+                    Some("relay"),
+                    "Review src/auth.rs",
+                ),
+                assistant(1, "Looking."),
+                user(
+                    2,
+                    "subagent-settled",
+                    None,
+                    Some("notice"),
+                    "Agent a1 finished: 2 bugs",
+                ),
+                ev(3, "turn/end", json!({})),
+            ],
+        );
+        let r = render(&[&t], 1);
+        let body = body_text(r.chapter.text.as_str()).expect("body").to_owned();
+        assert!(
+            body.contains("**Agent message** (agent-message/relay) · seq 0\n"),
+            "{body}"
+        );
+        assert!(
+            body.contains("**Delegate report** (subagent-settled/notice) · seq 2\n"),
+            "{body}"
+        );
+        let speakers: Vec<read::Speaker> =
+            read::messages(&body).iter().map(|m| m.speaker).collect();
+        assert_eq!(
+            speakers,
+            [
+                read::Speaker::AgentMessage,
+                read::Speaker::Assistant,
+                read::Speaker::DelegateReport
+            ]
+        );
+    }
+
     #[test]
     fn renders_the_conversation_and_screens_injections() {
         let (t7, t8, _) = rich_turns();
@@ -1062,7 +1110,7 @@ mod tests {
             !body.contains("AGENTS.md") && !body.contains("skills: a") && !body.contains("cwd=/x")
         );
 
-        assert!(body.contains("**Delegate report** (agent-message/relay) · seq 15\n\n```text\nAgent a1 sent a message: docs written\n```\n"));
+        assert!(body.contains("**Agent message** (agent-message/relay) · seq 15\n\n```text\nAgent a1 sent a message: docs written\n```\n"));
         assert!(body
             .contains("**Host notice** (plugin:plan-mode/notice) · seq 27\n\n```text\nPlan mode is off.\n```\n"));
         assert!(body.contains("**User** · seq 14\n"));

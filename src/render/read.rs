@@ -2,7 +2,8 @@
 //! reader of the body's layout (enrichment's slice and the verbatim tests use it). Pure.
 //!
 //! A message is a top-level speaker line (`**User** · seq N`, `**Assistant** · …`,
-//! `**Delegate report** (…) · seq N`, `**Host notice** (…) · seq N`) followed by its text in
+//! `**Agent message** (…) · seq N`, `**Delegate report** (…) · seq N`, `**Host notice** (…) ·
+//! seq N`) followed by its text in
 //! one or more ```` ```text ```` fences (several when injected spans were screened out of
 //! it; each screened span's marker line sits between them). A fence's content minus the
 //! one newline the renderer adds is the text, byte for byte. Lines inside any fence are
@@ -18,6 +19,8 @@ use super::markdown::MESSAGE_INFO;
 pub enum Speaker {
     User,
     Assistant,
+    /// Another agent's words to this one (a parent's task, a relayed message).
+    AgentMessage,
     DelegateReport,
     HostNotice,
 }
@@ -39,6 +42,8 @@ fn speaker_of(line: &str) -> Option<Speaker> {
         Some(Speaker::User)
     } else if line.starts_with("**Assistant** · seq ") {
         Some(Speaker::Assistant)
+    } else if line.starts_with("**Agent message** (") {
+        Some(Speaker::AgentMessage)
     } else if line.starts_with("**Delegate report** (") {
         Some(Speaker::DelegateReport)
     } else if line.starts_with("**Host notice** (") {
