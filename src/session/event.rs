@@ -272,10 +272,10 @@ impl Event {
         }
     }
 
-    /// A `tool/call` event.
+    /// A `tool/call` event, or a sub-call a `run_code` program made (see [`CALL_KINDS`]).
     pub fn tool_call(&self) -> Option<&ToolCall> {
         match &self.payload {
-            Payload::Call(c) if self.kind == "tool/call" => Some(c),
+            Payload::Call(c) if CALL_KINDS.contains(&self.kind.as_str()) => Some(c),
             _ => None,
         }
     }
@@ -285,7 +285,7 @@ impl Event {
     /// knows (its `data` is kept, see [`Event::data`]).
     pub fn tool_result(&self) -> Option<&ToolResult> {
         match &self.payload {
-            Payload::Result(r) if self.kind == "tool/result" => Some(r),
+            Payload::Result(r) if RESULT_KINDS.contains(&self.kind.as_str()) => Some(r),
             _ => None,
         }
     }
@@ -301,12 +301,31 @@ pub(crate) struct EventHead {
 }
 
 /// The kinds read into a typed payload.
-const TYPED_KINDS: [&str; 4] = [
+const TYPED_KINDS: [&str; 8] = [
     "user/message",
     "assistant/message",
     "tool/call",
     "tool/result",
+    SUB_CALL_START,
+    SUB_CALL_END,
+    V0_SUB_CALL_START,
+    V0_SUB_CALL_END,
 ];
+
+/// Programmatic tool calling: the model calls `run_code` once, and each tool its program
+/// runs is logged only as a sub-call — started (`subCallId`, `name`, `arguments` as an
+/// object, beside `rootCallId`/`parentCallId`), then settled in `tool/result`'s words
+/// (`isError`, `content`). Every path and command of such a turn lives there. v0 named
+/// them `tool/code-dispatch*`.
+const SUB_CALL_START: &str = "tool/ptc-dispatch-start";
+const SUB_CALL_END: &str = "tool/ptc-dispatch";
+const V0_SUB_CALL_START: &str = "tool/code-dispatch-start";
+const V0_SUB_CALL_END: &str = "tool/code-dispatch";
+
+/// The kinds that are a tool call: the model's own, and a `run_code` program's sub-calls.
+pub const CALL_KINDS: [&str; 3] = ["tool/call", SUB_CALL_START, V0_SUB_CALL_START];
+/// The kinds that are a tool's result.
+pub const RESULT_KINDS: [&str; 3] = ["tool/result", SUB_CALL_END, V0_SUB_CALL_END];
 
 /// Whether `kind`'s `data` is read into a typed payload (else it is kept verbatim).
 pub(crate) fn is_typed(kind: &str) -> bool {
@@ -360,14 +379,27 @@ fn read_payload(kind: &str, data: DataFields) -> Read {
             };
             Payload::Assistant(assistant_message(content))
         }
-        "tool/call" => Payload::Call(ToolCall {
-            call_id: str_field(data.call_id),
+        "tool/call" | SUB_CALL_START | V0_SUB_CALL_START => Payload::Call(ToolCall {
+            call_id: str_field(if kind == "tool/call" {
+                data.call_id
+            } else {
+                data.sub_call_id
+            }),
             name: str_field(data.name),
             arguments: match data.arguments {
                 Some(Value::String(s)) => s,
                 Some(other) => other.to_string(),
                 None => String::new(),
             },
+        }),
+        SUB_CALL_END | V0_SUB_CALL_END => Payload::Result(ToolResult {
+            call_id: str_field(data.sub_call_id),
+            content: value_text(data.content.map(Content::into_tree)),
+            is_error: data
+                .is_error
+                .as_ref()
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         }),
         "tool/result" => {
             let msg = match data.message {
@@ -585,6 +617,7 @@ pub(crate) struct DataFields {
     tool_call_id: Option<Value>,
     is_error: Option<Value>,
     call_id: Option<Value>,
+    sub_call_id: Option<Value>,
     name: Option<Value>,
     arguments: Option<Value>,
 }
@@ -718,6 +751,7 @@ impl<'de> Visitor<'de> for DataFieldsVisitor {
                 "toolCallId" => &mut out.tool_call_id,
                 "isError" => &mut out.is_error,
                 "callId" => &mut out.call_id,
+                "subCallId" => &mut out.sub_call_id,
                 "name" => &mut out.name,
                 "arguments" => &mut out.arguments,
                 _ => {

@@ -872,8 +872,13 @@ mod oracle {
         });
         let assistant = (kind == "assistant/message")
             .then(|| content_text(data.get("message").unwrap_or(&data).get("content")));
-        let call = (kind == "tool/call").then(|| ToolCall {
-            call_id: str_field(&data, "callId"),
+        let sub_start = matches!(
+            kind.as_str(),
+            "tool/ptc-dispatch-start" | "tool/code-dispatch-start"
+        );
+        let sub_end = matches!(kind.as_str(), "tool/ptc-dispatch" | "tool/code-dispatch");
+        let call = (kind == "tool/call" || sub_start).then(|| ToolCall {
+            call_id: str_field(&data, if sub_start { "subCallId" } else { "callId" }),
             name: str_field(&data, "name"),
             arguments: match data.get("arguments") {
                 Some(Value::String(s)) => s.clone(),
@@ -883,13 +888,23 @@ mod oracle {
         });
         let result = if kind == "tool/result" {
             tool_result(&data)
+        } else if sub_end {
+            Some(ToolResult {
+                call_id: str_field(&data, "subCallId"),
+                content: value_text(data.get("content")),
+                is_error: data
+                    .get("isError")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+            })
         } else {
             None
         };
         let keeps_data = !matches!(
             kind.as_str(),
             "user/message" | "assistant/message" | "tool/call"
-        ) && result.is_none();
+        ) && !sub_start
+            && result.is_none();
         Ok(Some(Reading {
             seq,
             time: map.get("time").and_then(json_i64),
@@ -1047,11 +1062,15 @@ mod oracle {
         }
     }
 
-    const KINDS: [&str; 7] = [
+    const KINDS: [&str; 11] = [
         "user/message",
         "assistant/message",
         "tool/call",
         "tool/result",
+        "tool/ptc-dispatch-start",
+        "tool/ptc-dispatch",
+        "tool/code-dispatch-start",
+        "tool/code-dispatch",
         "turn/end",
         "turn/start",
         "x/unknown",
@@ -1099,6 +1118,9 @@ mod oracle {
             r#"{"content":{"type":"text","text":"an object"}}"#,
             r#"{"content":[[{"type":"text","text":"nested"}],null,{"type":"text","text":"\t"}]}"#,
             r#"{"other":{"deep":[[[[{"x":"\u00e9"}]]]]},"content":"ok"}"#,
+            r#"{"rootCallId":"r","parentCallId":"r","subCallId":"r:ptc:1","name":"pwsh","arguments":{"command":"ls"}}"#,
+            r#"{"subCallId":"r:ptc:1","name":"read","arguments":{},"isError":true,"content":[{"type":"text","text":"1: A"}]}"#,
+            r#"{"subCallId":7,"callId":"c","isError":"no","content":{"x":1},"arguments":"{\"a\":1}"}"#,
         ];
         for kind in KINDS {
             for data in datas {

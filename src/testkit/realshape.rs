@@ -19,8 +19,9 @@
 //!   `text` and `tool-call` blocks and whose `data.stream` holds the packed
 //!   `reasoning-chunks`, `text-chunks` and `tool-call-chunks` rows (no `seq0`, not counted
 //!   in `seq`), `usage` with `cacheReadTokens`, `cacheWriteTokens`, `reasoningTokens`, and
-//!   `source.replayState`; one `tool/call` per call; `tool/ptc-dispatch-start` and
-//!   `tool/ptc-dispatch`; one `tool/result` per call with `data.meta` and
+//!   `source.replayState`; one `tool/call` per call (programmatic tool calling's
+//!   `run_code` sub-calls are not written: `tests/it/dsh_real.rs` holds that shape); one
+//!   `tool/result` per call with `data.meta` and
 //!   `sourceEventSeqs` of single seqs (v4 `role: "tool"`; v3 a `tool-result` block);
 //!   `todo/write`; `step/end`;
 //! - a delegate's report when asked (`agent-message`/`relay` then `subagent-settled`/`notice`);
@@ -297,18 +298,6 @@ impl RealShapeScript {
                     json!({"turn": turn, "step": step, "callId": id, "name": call.name, "arguments": call.arguments.to_string()}),
                 );
                 call_seqs.push(seq);
-            }
-            if let Some(id) = call_ids.first() {
-                self.push(
-                    &mut out,
-                    "tool/ptc-dispatch-start",
-                    json!({"turn": turn, "step": step, "callId": id}),
-                );
-                self.push(
-                    &mut out,
-                    "tool/ptc-dispatch",
-                    json!({"turn": turn, "step": step, "callId": id, "status": "done"}),
-                );
             }
             for ((call, id), call_seq) in spec.tool_calls.iter().zip(&call_ids).zip(call_seqs) {
                 let data = self.tool_result(turn, step, id, call);

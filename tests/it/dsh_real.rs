@@ -604,3 +604,135 @@ fn open_up(root: &Path) {
         }
     }
 }
+
+/// DSH's programmatic tool calling (PTC): the model calls `run_code` once, and each tool
+/// the program runs is logged only as a sub-call — `tool/ptc-dispatch-start` (v3/v4;
+/// `tool/code-dispatch-start` in v0) with `rootCallId`, `parentCallId`, `subCallId`, `name`
+/// and `arguments` as an object, then `tool/ptc-dispatch` settling it in `tool/result`'s
+/// words (`isError`, `content`). Facts from public DSH plugin and adapter tests, not a log.
+/// Every path and command of such a turn lives in the sub-calls: they are signed, rendered
+/// as tool calls, and the outer `run_code` is kept too.
+#[test]
+fn ptc_sub_calls_are_signed_and_rendered_as_tool_calls() {
+    for (start_kind, end_kind) in [
+        ("tool/ptc-dispatch-start", "tool/ptc-dispatch"),
+        ("tool/code-dispatch-start", "tool/code-dispatch"),
+    ] {
+        let sb = Sandbox::new();
+        let path = sb.log_path(S1, 4, true);
+        std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
+        let script = RealShapeScript::new(4, START_MS);
+        let header = script.header(S1, &sb.ws_str());
+        let mut w = LogWriter::create(&path, true, &header).expect("create");
+        let csv = format!("{}/src/export/csv_writer.rs", sb.ws_str());
+        let program = "const a = await tools.read({ file_path: 'csv_writer.rs' });\nawait tools.pwsh({ command: 'cargo test -p exporter' })";
+        let rows: Vec<(&str, Value)> = vec![
+            ("turn/start", json!({"turn": 1})),
+            ("step/start", json!({"turn": 1, "step": 1})),
+            (
+                "user/message",
+                json!({"turn": 1, "step": 1, "role": "user", "id": "m1",
+                "source": {"kind": "user"},
+                "content": [{"type": "text", "text": "Fix the quoting in the csv exporter"}]}),
+            ),
+            (
+                "assistant/message",
+                json!({"turn": 1, "step": 1, "message": {"role": "assistant",
+                "content": [{"type": "tool-call", "id": "call-1", "name": "run_code",
+                    "arguments": json!({"code": program}).to_string()}]}}),
+            ),
+            (
+                "tool/call",
+                json!({"turn": 1, "step": 1, "callId": "call-1", "name": "run_code",
+                "arguments": json!({"code": program, "description": "read and test"}).to_string()}),
+            ),
+            (
+                start_kind,
+                json!({"rootCallId": "call-1", "parentCallId": "call-1",
+                "subCallId": "call-1:ptc:1", "name": "read", "arguments": {"file_path": csv}}),
+            ),
+            (
+                end_kind,
+                json!({"rootCallId": "call-1", "parentCallId": "call-1",
+                "subCallId": "call-1:ptc:1", "name": "read", "arguments": {}, "isError": false,
+                "content": [{"type": "text", "text": "1: fn quote_field() {}"}]}),
+            ),
+            (
+                start_kind,
+                json!({"rootCallId": "call-1", "parentCallId": "call-1",
+                "subCallId": "call-1:ptc:2", "name": "pwsh",
+                "arguments": {"command": "cargo test -p exporter"}}),
+            ),
+            (
+                end_kind,
+                json!({"rootCallId": "call-1", "parentCallId": "call-1",
+                "subCallId": "call-1:ptc:2", "name": "pwsh", "arguments": {}, "isError": true,
+                "content": [{"type": "text", "text": "ptcsubresult: 1 test failed"}]}),
+            ),
+            (
+                "tool/result",
+                json!({"turn": 1, "step": 1, "message": {"role": "tool",
+                "toolCallId": "call-1", "isError": false,
+                "content": [{"type": "text", "text": "program finished"}]}}),
+            ),
+            ("step/end", json!({"turn": 1, "step": 1})),
+            (
+                "assistant/message",
+                json!({"turn": 1, "step": 2, "message": {"role": "assistant",
+                "content": [{"type": "text", "text": "The quoting is fixed."}]}}),
+            ),
+            (
+                "turn/end",
+                json!({"turn": 1, "reason": {"kind": "completed"}}),
+            ),
+        ];
+        let events: Vec<Value> = rows
+            .into_iter()
+            .enumerate()
+            .map(|(seq, (kind, data))| {
+                json!({"type": kind, "seq": seq, "time": START_MS + seq as i64, "data": data})
+            })
+            .collect();
+        w.append_batch(&events).expect("append");
+        sb.ok(&["init"]);
+        let out = sb.run(&["archive", "--json"]);
+        assert_eq!(out.status.code(), Some(0), "{start_kind}: {}", stderr(&out));
+
+        let sigs: Vec<Value> = sb
+            .snapshot()
+            .into_iter()
+            .filter(|(k, _)| k.contains("/collections/"))
+            .flat_map(|(_, bytes)| {
+                String::from_utf8(bytes)
+                    .expect("utf-8")
+                    .lines()
+                    .map(|l| serde_json::from_str::<Value>(l).expect("json"))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(sigs.len(), 1, "{sigs:?}");
+        assert_eq!(
+            sigs[0]["paths"],
+            json!(["src/export/csv_writer.rs"]),
+            "{start_kind}: the sub-call's path, repo-relative"
+        );
+        assert_eq!(
+            sigs[0]["commands"],
+            json!(["cargo test exporter"]),
+            "{start_kind}: the sub-call's command"
+        );
+
+        let all: String = chapters(&sb).into_iter().map(|(_, t)| t).collect();
+        assert!(all.contains("**Tool call** `run_code` · `call-1`"), "{all}");
+        assert!(
+            all.contains("**Tool call** `read` · `call-1:ptc:1`"),
+            "{all}"
+        );
+        assert!(
+            all.contains("**Tool call** `pwsh` · `call-1:ptc:2`"),
+            "{all}"
+        );
+        assert!(all.contains("ptcsubresult: 1 test failed"), "{all}");
+        assert!(all.contains("program finished"), "{all}");
+    }
+}
