@@ -453,8 +453,16 @@ fn sign_dated(m: &Machine, from: usize, to: usize) {
     }
     for (root, sigs) in by_session {
         let mut cursor = dsh_chapters::signer::LedgerCursor::default();
-        dsh_chapters::signer::sign(&store, &root, &root, &sigs, redactor, &mut cursor)
-            .expect("sign");
+        dsh_chapters::signer::sign(
+            &store,
+            &root,
+            &root,
+            &sigs,
+            redactor,
+            &mut cursor,
+            dsh_chapters::signer::After::Seq,
+        )
+        .expect("sign");
     }
 }
 

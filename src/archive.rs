@@ -30,7 +30,7 @@ use crate::redact::{ConfigRedactor, Redacted, RedactionCounts, Redactor};
 use crate::render::{self, ChapterMeta};
 use crate::session::discover::{self, SessionLog};
 use crate::session::reader::{LogItem, LogReader, ReadError, ReadNote, ReaderOptions, ResumePoint};
-use crate::session::Header;
+use crate::session::{renumber, Header};
 use crate::signature::{self, Signature, SIGNATURE_VERSION};
 use crate::signer::LedgerCursor;
 use crate::source::{Harness, SourceOptions};
@@ -451,13 +451,16 @@ fn archive_session(
             seq_hi,
             chapter: None,
             topics: Vec::new(),
+            turns: Vec::new(),
         });
     }
     let (forgotten_chapter, forgotten_plan) = forgotten.max_numbers(root);
+    // The chapter written last (chapters are numbered as written): after a log was
+    // renumbered, an older chapter may hold higher seqs of the old numbering.
     let last_archived = archived
         .iter()
         .filter(|d| d.kind == "chapter" && d.session_id == session_id)
-        .max_by_key(|d| d.seq_hi);
+        .max_by_key(|d| d.number);
     // A seeded fork starts with a copy of its parent's events: those are the parent's.
     let seed_end = if found.header.is_seeded {
         found.header.seed_length.unwrap_or(0)
@@ -472,11 +475,30 @@ fn archive_session(
                 .filter(|s| {
                     s.seqs.first().is_some_and(|&lo| lo >= prev.seq_lo)
                         && s.seqs.last().is_some_and(|&hi| hi <= prev.seq_hi)
+                        // A ledger spanning a renumbering holds other turns at those seqs.
+                        && (prev.turns.is_empty() || prev.turns.contains(&s.turn))
                 })
                 .cloned()
                 .collect()
         })
         .unwrap_or_default();
+    // Turn numbers outlive a DSH log's renumbering (see `session::renumber`).
+    let by_turn = found.harness == Harness::Dsh;
+    let chapter_anchor = last_archived.map(|d| {
+        (
+            renumber::Anchor {
+                turn: d.turns.last().copied().unwrap_or(0),
+                end_seq: d.seq_hi,
+            },
+            by_turn && !d.turns.is_empty(),
+        )
+    });
+    let signed_anchor = sigs.iter().rev().find_map(|s| {
+        Some(renumber::Anchor {
+            turn: s.turn,
+            end_seq: *s.seqs.last()?,
+        })
+    });
     let composer = compose::Online::new(
         session_id,
         ComposeConfig {
@@ -543,6 +565,9 @@ fn archive_session(
         root,
         sigs: &sigs,
         first_unarchived,
+        chapter_anchor,
+        signed_anchor,
+        by_turn,
         seed_end,
         paths: signature::Workspace::for_session(
             &ctx.workspace.to_string_lossy(),
@@ -638,7 +663,7 @@ fn archive_session(
     // `Pass::sign_pending`: the daemon may have signed some of these turns meanwhile).
     let mut cursor = read.cursor;
     let mut turns_signed = read.turns_signed;
-    match pass.sign_pending(&read.pending, &mut cursor) {
+    match pass.sign_pending(&read.pending, &mut cursor, read.signed_after) {
         Ok(n) => turns_signed += n,
         Err(e) => {
             group.abort();
@@ -667,6 +692,8 @@ struct PassOutcome {
     waited: Duration,
     /// The log's damage, said in full (see [`SessionReport::damage`]).
     damage: Option<String>,
+    /// How the pending signatures are told fresh from the ledger's.
+    signed_after: crate::signer::After,
 }
 
 /// What a damaged log costs and what to do: the reader's error (file and seq), the turns
@@ -701,7 +728,13 @@ struct Pass<'p> {
     root: &'p str,
     /// The ledger's signatures, as read at the start.
     sigs: &'p [Signature],
+    /// The first seq after the last chapter, while the log keeps its numbering.
     first_unarchived: u64,
+    /// The last chapter's last turn and seq (and whether its turn numbers decide when the
+    /// log was renumbered since), and the ledger's last signature's.
+    chapter_anchor: Option<(renumber::Anchor, bool)>,
+    signed_anchor: Option<renumber::Anchor>,
+    by_turn: bool,
     seed_end: u64,
     /// The workspace as this session sees it (its cwd inside, the `pathMap` twins).
     paths: signature::Workspace,
@@ -721,6 +754,7 @@ impl Pass<'_> {
         &self,
         sigs: &[Redacted<Signature>],
         cursor: &mut LedgerCursor,
+        after: crate::signer::After,
     ) -> Result<u64, ArchiveError> {
         let n = crate::signer::sign(
             self.store,
@@ -729,8 +763,19 @@ impl Pass<'_> {
             sigs,
             self.redactor,
             cursor,
+            after,
         )?;
         Ok(n as u64)
+    }
+
+    /// How the signer tells a fresh signature: by seq, or by turn number when the log was
+    /// renumbered since the ledger's last line.
+    fn signed_after(&self, signed: &renumber::Covered) -> crate::signer::After {
+        if signed.renumbered() {
+            crate::signer::After::Turn
+        } else {
+            crate::signer::After::Seq
+        }
     }
 
     fn run(
@@ -738,11 +783,6 @@ impl Pass<'_> {
         composer: compose::Online,
         to_writer: &std::sync::mpsc::SyncSender<Closed>,
     ) -> Result<PassOutcome, ArchiveError> {
-        let signed_hi = self
-            .sigs
-            .iter()
-            .filter_map(|s| s.seqs.last().copied())
-            .max();
         // The ledger's signatures of unarchived turns, by their last seq: the composition
         // uses these (the daemon may have signed the turns) as a two-pass run would.
         let ledger: BTreeMap<u64, &Signature> = self
@@ -768,14 +808,8 @@ impl Pass<'_> {
             let reading =
                 scope.spawn(|| read_turns(self.harness, self.file, self.ctx.config, to_pass));
             // Returns having dropped `from_reader`: a reading thread still sending stops.
-            let passed = self.sign_and_compose(
-                composer,
-                from_reader,
-                &rule_capture,
-                signed_hi,
-                &ledger,
-                to_writer,
-            );
+            let passed =
+                self.sign_and_compose(composer, from_reader, &rule_capture, &ledger, to_writer);
             // Joined here, so that a panic there is this error, not a panic of the scope.
             match reading.join() {
                 Ok(()) => passed,
@@ -791,7 +825,6 @@ impl Pass<'_> {
         mut composer: compose::Online,
         from_reader: std::sync::mpsc::Receiver<ReadStep>,
         rule_capture: &crate::rules::store::SessionCapture<'_>,
-        signed_hi: Option<u64>,
         ledger: &BTreeMap<u64, &Signature>,
         to_writer: &std::sync::mpsc::SyncSender<Closed>,
     ) -> Result<PassOutcome, ArchiveError> {
@@ -799,6 +832,26 @@ impl Pass<'_> {
         let mut buffered: Vec<CompletedTurn> = Vec::new();
         let mut last_completed_end: Option<u64> = None;
         let mut writer_gone = false;
+        let mut signed = renumber::Covered::new(self.signed_anchor, self.by_turn);
+        let mut archived = match self.chapter_anchor {
+            Some((anchor, by_turn)) => renumber::Covered::new(Some(anchor), by_turn),
+            None => renumber::Covered::new(None, false),
+        };
+        // Where the new chapters start, once the first unarchived turn is read.
+        let mut span_started = false;
+        let sign = |turn: &CompletedTurn| {
+            let text = self.redactor.redact_all(
+                signature::TurnText::of(turn),
+                &mut RedactionCounts::default(),
+            );
+            signature::sign_in(
+                &text,
+                self.session_id,
+                &self.paths,
+                self.ctx.now,
+                self.ctx.config.artifact_threshold_tokens(),
+            )
+        };
         let end = loop {
             let turn = match from_reader.recv() {
                 Ok(ReadStep::Turn(turn)) => turn,
@@ -810,35 +863,41 @@ impl Pass<'_> {
             if turn.end_seq < self.seed_end {
                 continue;
             }
-            let fresh = if signed_hi.is_none_or(|hi| turn.end_seq > hi) {
+            let fresh = if !signed.covers(turn.turn, turn.end_seq) {
                 // The signing point is where `ADD RULE:` lines become session rules (§7.5);
                 // written before the signatures, idempotently, so none is ever lost.
                 out.session_rules.extend(rule_capture.capture_turn(&turn)?);
-                let text = self.redactor.redact_all(
-                    signature::TurnText::of(&turn),
-                    &mut RedactionCounts::default(),
-                );
-                let sig = signature::sign_in(
-                    &text,
-                    self.session_id,
-                    &self.paths,
-                    self.ctx.now,
-                    self.ctx.config.artifact_threshold_tokens(),
-                );
+                let sig = sign(&turn);
                 out.pending.push(sig.clone());
                 if out.pending.len() >= SIGN_BATCH {
-                    out.turns_signed += self.sign_pending(&out.pending, &mut out.cursor)?;
+                    let after = self.signed_after(&signed);
+                    out.turns_signed += self.sign_pending(&out.pending, &mut out.cursor, after)?;
                     out.pending.clear();
                 }
                 Some(sig.into_inner())
             } else {
                 None
             };
-            if turn.end_seq < self.first_unarchived || writer_gone {
+            if archived.covers(turn.turn, turn.end_seq) || writer_gone {
                 continue;
             }
-            // A turn the ledger has no signature for is a hole: its chapter absorbs it.
-            let sig = fresh.or_else(|| ledger.get(&turn.end_seq).map(|s| (*s).clone()));
+            if !span_started {
+                span_started = true;
+                if archived.renumbered() {
+                    // The old numbering's next seq names nothing here: the new chapters
+                    // start at this turn.
+                    composer.restart_at(turn.first_seq);
+                }
+            }
+            let renumbered = signed.renumbered() || archived.renumbered();
+            // A turn the ledger has no signature for is a hole: its chapter absorbs it. In a
+            // renumbered log the ledger's seqs name other turns: the turn is signed again
+            // here, for the composition only.
+            let sig = match fresh {
+                Some(sig) => Some(sig),
+                None if renumbered => Some(sign(&turn).into_inner()),
+                None => ledger.get(&turn.end_seq).map(|s| (*s).clone()),
+            };
             if let Some(sig) = sig {
                 if let Some(span) = composer.push(sig)? {
                     let closed = Closed {
@@ -863,17 +922,19 @@ impl Pass<'_> {
                 last_completed_end,
             ));
         }
+        out.signed_after = self.signed_after(&signed);
         let log_end = end.next_seq.checked_sub(1);
-        if let (Some(hi), None) = (signed_hi, &end.damage) {
-            if log_end.is_none_or(|end| end < hi) {
+        if let (Some(anchor), None, false) = (self.signed_anchor, &end.damage, signed.renumbered())
+        {
+            if log_end.is_none_or(|end| end < anchor.end_seq) {
                 return Err(ArchiveError::LogTruncated {
                     file: self.file.to_path_buf(),
                     log_end,
-                    signed_hi: hi,
+                    signed_hi: anchor.end_seq,
                 });
             }
         }
-        let Some(span_hi) = last_completed_end.filter(|&hi| hi >= self.first_unarchived) else {
+        let Some(span_hi) = last_completed_end.filter(|_| span_started) else {
             return Ok(out);
         };
         if let Some(span) = composer.finish(span_hi)? {

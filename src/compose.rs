@@ -446,6 +446,16 @@ impl Online {
         }
     }
 
+    /// Start the span at `span_lo` instead: before the first push only (a renumbered log's
+    /// first new seq is learned from the log).
+    pub fn restart_at(&mut self, span_lo: u64) {
+        debug_assert!(
+            self.placed == 0,
+            "the span restarts before any turn is placed"
+        );
+        self.span_lo = span_lo;
+    }
+
     /// Place the next completed turn's signature (seq order). Returns the chapter it
     /// closed, if it opens a new one. A signature with no seqs claims nothing and is left
     /// out; one that overlaps an earlier one or starts before the span is refused.

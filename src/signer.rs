@@ -4,7 +4,8 @@
 //!
 //! Exactly once, across the daemon, `chapters archive` and restarts: under the lock the
 //! ledger's last signed `turn/end` seq is read, and only turns past it are appended (the
-//! archive's pass 1 does the same under the same lock). The last seq is cached with the
+//! archive's pass 1 does the same under the same lock) — past its turn number instead when
+//! the archive found the log renumbered since ([`After::Turn`], `session::renumber`). The last seq is cached with the
 //! ledger's length; an unchanged length means nobody else appended, so the ledger is
 //! re-read only after another writer touched it.
 
@@ -24,6 +25,17 @@ pub enum SignError {
         line: usize,
         detail: String,
     },
+}
+
+/// How a signature is told fresh against the ledger's last line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum After {
+    /// Its `turn/end` seq is past the last line's.
+    #[default]
+    Seq,
+    /// Its turn number is past the last line's: the log was renumbered since that line
+    /// was written (`session::renumber`), so its seqs name other events now.
+    Turn,
 }
 
 /// What is known of one ledger: its length when last read, its last signed seq, and the
@@ -68,8 +80,25 @@ fn signed_ends(store: &Store, root: &str, session_id: &str) -> Result<Vec<u64>, 
     Ok(ends)
 }
 
+/// The last line's `turn/end` seq: the ledger is appended in log order, so it is the
+/// highest — except across a renumbered log, where the last line's numbering is the log's.
 fn read_signed_hi(store: &Store, root: &str, session_id: &str) -> Result<Option<u64>, SignError> {
-    Ok(signed_ends(store, root, session_id)?.into_iter().max())
+    Ok(signed_ends(store, root, session_id)?.last().copied())
+}
+
+/// The last line's turn number.
+fn read_last_turn(store: &Store, root: &str, session_id: &str) -> Result<Option<u64>, SignError> {
+    let read = store.read_collection(root, session_id)?;
+    let i = read.lines.len();
+    let Some(line) = read.lines.into_iter().next_back() else {
+        return Ok(None);
+    };
+    let sig: Signature = serde_json::from_value(line).map_err(|e| SignError::BadLine {
+        session_id: session_id.to_owned(),
+        line: i,
+        detail: e.to_string(),
+    })?;
+    Ok(Some(sig.turn))
 }
 
 /// How many of a session's signed turns no chapter covers yet: signatures past the last
@@ -114,6 +143,7 @@ pub fn sign(
     sigs: &[Redacted<Signature>],
     redactor: &Redactor,
     cursor: &mut LedgerCursor,
+    after: After,
 ) -> Result<usize, SignError> {
     if sigs.is_empty() {
         return Ok(0);
@@ -130,12 +160,18 @@ pub fn sign(
         cursor.signed_hi = read_signed_hi(store, root, session_id)?;
         cursor.len = len;
     }
+    let last_turn = match after {
+        After::Seq => None,
+        After::Turn => read_last_turn(store, root, session_id)?,
+    };
     let fresh: Vec<&Redacted<Signature>> = sigs
         .iter()
-        .filter(|s| {
-            s.seqs
+        .filter(|s| match after {
+            After::Seq => s
+                .seqs
                 .last()
-                .is_some_and(|&end| cursor.signed_hi.is_none_or(|hi| end > hi))
+                .is_some_and(|&end| cursor.signed_hi.is_none_or(|hi| end > hi)),
+            After::Turn => !s.seqs.is_empty() && last_turn.is_none_or(|t| s.turn > t),
         })
         .collect();
     if fresh.is_empty() {
@@ -152,7 +188,7 @@ pub fn sign(
     });
     let new_len =
         store.append_collection_after(root, session_id, lines, cursor.whole_len, &lock)?;
-    cursor.signed_hi = fresh.iter().filter_map(|s| s.seqs.last().copied()).max();
+    cursor.signed_hi = fresh.iter().rev().find_map(|s| s.seqs.last().copied());
     cursor.len = Some(new_len);
     cursor.whole_len = Some(new_len);
     Ok(fresh.len())
@@ -228,13 +264,31 @@ mod tests {
         forget::append(&store, &act, &redactor).unwrap();
         let mut cursor = LedgerCursor::default();
         assert_eq!(
-            sign(&store, "r", "s", &[sig("s", 0, 4)], &redactor, &mut cursor).unwrap(),
+            sign(
+                &store,
+                "r",
+                "s",
+                &[sig("s", 0, 4)],
+                &redactor,
+                &mut cursor,
+                After::Seq
+            )
+            .unwrap(),
             0
         );
         assert!(!store.read_collection("r", "s").unwrap().exists);
         // Another tree is signed as ever.
         assert_eq!(
-            sign(&store, "r2", "s", &[sig("s", 0, 4)], &redactor, &mut cursor).unwrap(),
+            sign(
+                &store,
+                "r2",
+                "s",
+                &[sig("s", 0, 4)],
+                &redactor,
+                &mut cursor,
+                After::Seq
+            )
+            .unwrap(),
             1
         );
     }
@@ -252,14 +306,24 @@ mod tests {
                 "s",
                 &[sig("s", 0, 4), sig("s", 5, 9)],
                 &redactor,
-                &mut a
+                &mut a,
+                After::Seq
             )
             .unwrap(),
             2
         );
         // The other signer read the log more slowly: it offers turns already signed.
         assert_eq!(
-            sign(&store, "r", "s", &[sig("s", 0, 4)], &redactor, &mut b).unwrap(),
+            sign(
+                &store,
+                "r",
+                "s",
+                &[sig("s", 0, 4)],
+                &redactor,
+                &mut b,
+                After::Seq
+            )
+            .unwrap(),
             0
         );
         assert_eq!(
@@ -269,14 +333,24 @@ mod tests {
                 "s",
                 &[sig("s", 5, 9), sig("s", 10, 12)],
                 &redactor,
-                &mut b
+                &mut b,
+                After::Seq
             )
             .unwrap(),
             1
         );
         // The first signer's cache is stale; the length tells it to re-read.
         assert_eq!(
-            sign(&store, "r", "s", &[sig("s", 10, 12)], &redactor, &mut a).unwrap(),
+            sign(
+                &store,
+                "r",
+                "s",
+                &[sig("s", 10, 12)],
+                &redactor,
+                &mut a,
+                After::Seq
+            )
+            .unwrap(),
             0
         );
         assert_eq!(ends(&store), vec![4, 9, 12]);
@@ -293,7 +367,16 @@ mod tests {
         let store = Store::init(dir.path()).unwrap();
         let redactor = Redactor::new(&[]).unwrap();
         let mut c = LedgerCursor::default();
-        sign(&store, "r", "s", &[sig("s", 0, 4)], &redactor, &mut c).unwrap();
+        sign(
+            &store,
+            "r",
+            "s",
+            &[sig("s", 0, 4)],
+            &redactor,
+            &mut c,
+            After::Seq,
+        )
+        .unwrap();
         let path = store.collection_path("r", "s").unwrap();
         let mut f = std::fs::OpenOptions::new()
             .append(true)
@@ -304,7 +387,16 @@ mod tests {
         refresh(&store, "r", "s", &mut fresh).unwrap();
         assert_eq!(fresh.signed_hi(), Some(4));
         assert_eq!(
-            sign(&store, "r", "s", &[sig("s", 5, 6)], &redactor, &mut c).unwrap(),
+            sign(
+                &store,
+                "r",
+                "s",
+                &[sig("s", 5, 6)],
+                &redactor,
+                &mut c,
+                After::Seq
+            )
+            .unwrap(),
             1
         );
         assert_eq!(ends(&store), vec![4, 6]);
@@ -325,11 +417,90 @@ mod tests {
             &[sig("s", 0, 1)],
             &redactor,
             &mut LedgerCursor::default(),
+            After::Seq,
         )
         .unwrap_err();
         assert!(
             err.to_string().contains("collections/s.jsonl line 1"),
             "{err}"
         );
+    }
+
+    /// After a renumbering (`After::Turn`) a signature is fresh by its turn number: lower
+    /// seqs than the ledger's last line do not keep a later turn out, and higher ones do
+    /// not let an earlier turn in twice.
+    #[test]
+    fn after_a_renumbering_turn_numbers_tell_fresh_signatures() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::init(tmp.path()).unwrap();
+        let redactor = Redactor::new(&[]).unwrap();
+        let mut cursor = LedgerCursor::default();
+        // Turns 10..=20 (numbered by their last seq) in the old numbering.
+        sign(
+            &store,
+            "r",
+            "s",
+            &[sig("s", 10, 20)],
+            &redactor,
+            &mut cursor,
+            After::Seq,
+        )
+        .unwrap();
+        // The renumbered log: turn 20 now ends at 25 (already signed), turn 21 at 15.
+        let again = sig_numbered("s", 21, 25, 20);
+        let later = sig_numbered("s", 12, 15, 21);
+        assert_eq!(
+            sign(
+                &store,
+                "r",
+                "s",
+                std::slice::from_ref(&again),
+                &redactor,
+                &mut cursor,
+                After::Turn
+            )
+            .unwrap(),
+            0
+        );
+        assert_eq!(
+            sign(
+                &store,
+                "r",
+                "s",
+                std::slice::from_ref(&later),
+                &redactor,
+                &mut cursor,
+                After::Seq
+            )
+            .unwrap(),
+            0,
+            "by seq the later turn looks signed"
+        );
+        assert_eq!(
+            sign(
+                &store,
+                "r",
+                "s",
+                &[again, later],
+                &redactor,
+                &mut cursor,
+                After::Turn
+            )
+            .unwrap(),
+            1
+        );
+        assert_eq!(ends(&store), vec![20, 15]);
+        // From here the ledger's last line is in the log's numbering: seqs decide again.
+        assert_eq!(cursor.signed_hi(), Some(15));
+    }
+
+    fn sig_numbered(session: &str, lo: u64, hi: u64, turn: u64) -> Redacted<Signature> {
+        let mut raw = raw_sig(session, lo, hi);
+        raw.turn = turn;
+        let raw = serde_json::to_value(raw).unwrap();
+        crate::redact::built_in()
+            .unwrap()
+            .redact_json(&raw, &mut RedactionCounts::default())
+            .derive(|v| serde_json::from_value(v.clone()).unwrap())
     }
 }

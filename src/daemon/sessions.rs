@@ -879,6 +879,7 @@ impl Sessions {
                 &sigs,
                 &ctx.redactor,
                 &mut entry.cursor,
+                signer::After::Seq,
             )
         };
         let latency = noticed.elapsed().as_secs_f64() * 1000.0;

@@ -97,6 +97,9 @@ pub struct FrontmatterSummary {
     /// A chapter's topics (empty for a plan).
     #[serde(default)]
     pub topics: Vec<String>,
+    /// A chapter's turn numbers (empty for a plan).
+    #[serde(default)]
+    pub turns: Vec<u64>,
 }
 
 #[derive(Debug, thiserror::Error)]

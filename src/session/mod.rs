@@ -8,5 +8,6 @@ mod frames;
 pub mod lineage;
 pub mod normalize;
 pub mod reader;
+pub mod renumber;
 
 pub use event::{Event, Header};

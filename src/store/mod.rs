@@ -87,6 +87,9 @@ pub struct ArchivedDoc {
     pub chapter: Option<String>,
     /// A chapter's topics as its frontmatter says (for `continues`).
     pub topics: Vec<String>,
+    /// A chapter's turn numbers as its frontmatter says (empty for a plan, or a chapter
+    /// written without them): they outlive a log's renumbering.
+    pub turns: Vec<u64>,
 }
 
 /// Counts for `chapters status`.
@@ -841,6 +844,7 @@ impl Store {
                 seq_hi: fm.seq_range.1,
                 chapter: fm.chapter,
                 topics: fm.topics,
+                turns: fm.turns,
             });
         }
         docs.sort_by(|a, b| {

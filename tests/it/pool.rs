@@ -1089,9 +1089,16 @@ fn signatures_publish_through_the_signed_roots_hint_and_a_new_boot_lists_every_r
             .redact_json(&raw, &mut Default::default())
             .derive(|v| serde_json::from_value::<Signature>(v.clone()).expect("signature"));
         let mut cursor = dsh_chapters::signer::LedgerCursor::default();
-        let n =
-            dsh_chapters::signer::sign(&store, &session, &session, &[sig], redactor, &mut cursor)
-                .expect("sign");
+        let n = dsh_chapters::signer::sign(
+            &store,
+            &session,
+            &session,
+            &[sig],
+            redactor,
+            &mut cursor,
+            dsh_chapters::signer::After::Seq,
+        )
+        .expect("sign");
         assert_eq!(n, 1);
     };
     sign(1_000);
