@@ -86,8 +86,13 @@ fn read_signed_hi(store: &Store, root: &str, session_id: &str) -> Result<Option<
     Ok(signed_ends(store, root, session_id)?.last().copied())
 }
 
-/// The last line's turn number.
-fn read_last_turn(store: &Store, root: &str, session_id: &str) -> Result<Option<u64>, SignError> {
+/// The ledger's last line as a record of the log (`session::renumber::Anchor`): its turn
+/// number and `turn/end` seq.
+pub fn last_signed(
+    store: &Store,
+    root: &str,
+    session_id: &str,
+) -> Result<Option<crate::session::renumber::Anchor>, SignError> {
     let read = store.read_collection(root, session_id)?;
     let i = read.lines.len();
     let Some(line) = read.lines.into_iter().next_back() else {
@@ -98,7 +103,13 @@ fn read_last_turn(store: &Store, root: &str, session_id: &str) -> Result<Option<
         line: i,
         detail: e.to_string(),
     })?;
-    Ok(Some(sig.turn))
+    Ok(sig
+        .seqs
+        .last()
+        .map(|&end_seq| crate::session::renumber::Anchor {
+            turn: sig.turn,
+            end_seq,
+        }))
 }
 
 /// How many of a session's signed turns no chapter covers yet: signatures past the last
@@ -162,7 +173,7 @@ pub fn sign(
     }
     let last_turn = match after {
         After::Seq => None,
-        After::Turn => read_last_turn(store, root, session_id)?,
+        After::Turn => last_signed(store, root, session_id)?.map(|a| a.turn),
     };
     let fresh: Vec<&Redacted<Signature>> = sigs
         .iter()

@@ -20,6 +20,7 @@ use crate::config::Config;
 use crate::identity;
 use crate::session::discover::{self, parse_log_file_name};
 use crate::session::reader::ReaderOptions;
+use crate::session::renumber;
 use crate::signature::{self, Signature};
 use crate::signer::{self, LedgerCursor};
 use crate::source::discovery::{self, LogTree};
@@ -84,6 +85,10 @@ struct SessionEntry {
     /// queued (also for a cold Codex rollout, see `Sessions::check_cold`).
     sweep_checked_len: Option<u64>,
     sweep_queued: bool,
+    /// For a DSH log followed from its start: which turns the ledger's last line already
+    /// covers, told by turn number if the log was renumbered since (a new format
+    /// generation, `session::renumber`). `None`: the ledger's last seq decides.
+    covered: Option<renumber::Covered>,
 }
 
 impl SessionEntry {
@@ -97,6 +102,7 @@ impl SessionEntry {
             signed: 0,
             sweep_checked_len: None,
             sweep_queued: false,
+            covered: None,
         }
     }
 }
@@ -713,6 +719,8 @@ impl Sessions {
                 return;
             }
         };
+        // Followed from its start: its saved position was refused, or there was none.
+        let from_start = saved.is_none() || note.is_some();
         if let Some(note) = note {
             self.error("session", note);
         }
@@ -751,7 +759,14 @@ impl Sessions {
         let known_ids: BTreeSet<String> = parents.keys().cloned().collect();
         self.events.push(found);
         let refreshed = match ws.sessions.get_mut(session_dir) {
-            Some(entry) => signer::refresh(&ctx.store, &entry.root, &header.id, &mut entry.cursor),
+            Some(entry) => signer::refresh(&ctx.store, &entry.root, &header.id, &mut entry.cursor)
+                .and_then(|()| {
+                    if from_start && entry.follower.harness() == Harness::Dsh {
+                        let last = signer::last_signed(&ctx.store, &entry.root, &header.id)?;
+                        entry.covered = Some(renumber::Covered::new(last, true));
+                    }
+                    Ok(())
+                }),
             None => Ok(()),
         };
         if let Err(e) = refreshed {
@@ -821,8 +836,16 @@ impl Sessions {
         // point, before the signature (§7.5).
         let mut marker_turns = Vec::new();
         let marker_prefix = ctx.config.rules_marker_prefix.clone();
+        let mut covered = entry.covered.take();
         let polled = entry.follower.poll_with(force, &mut |turn| {
-            if turn.end_seq < seed_end || signed_hint.is_some_and(|hi| turn.end_seq <= hi) {
+            if turn.end_seq < seed_end {
+                return;
+            }
+            let signed = match covered.as_mut() {
+                Some(c) => c.covers(turn.turn, turn.end_seq),
+                None => signed_hint.is_some_and(|hi| turn.end_seq <= hi),
+            };
+            if signed {
                 return;
             }
             if !crate::rules::turn_marker_rules(turn, &marker_prefix).is_empty() {
@@ -848,6 +871,12 @@ impl Sessions {
         {
             marker_turns.clear();
         }
+        let after = if covered.as_ref().is_some_and(renumber::Covered::renumbered) {
+            signer::After::Turn
+        } else {
+            signer::After::Seq
+        };
+        entry.covered = covered;
         let capture = crate::rules::store::SessionCapture {
             store: &ctx.store,
             workspace: &ctx.workspace,
@@ -879,7 +908,7 @@ impl Sessions {
                 &sigs,
                 &ctx.redactor,
                 &mut entry.cursor,
-                signer::After::Seq,
+                after,
             )
         };
         let latency = noticed.elapsed().as_secs_f64() * 1000.0;

@@ -13,7 +13,7 @@ use dsh_chapters::session::Header;
 use dsh_chapters::testkit::writer::{LogWriter, SessionScript, TurnSpec};
 use serde_json::{json, Value};
 
-use crate::support::{link_private, two_task_turns, Sandbox, START_MS};
+use crate::support::{link_private, signed_turns, two_task_turns, Migration, Sandbox, START_MS};
 
 const P: &str = "session-11111111-1111-4111-8111-111111111111";
 const C: &str = "session-22222222-2222-4222-8222-222222222222";
@@ -1288,4 +1288,34 @@ fn a_fifo_never_blocks_the_daemon_and_a_header_only_log_grows_into_a_real_one() 
         1,
         "said once: {s}"
     );
+}
+
+/// A running daemon follows a DSH log into the generation a format migration wrote beside
+/// it, renumbered (seqs shrunk, or grown): it signs the new turns and none of the old ones
+/// again (`session::renumber`).
+#[test]
+fn a_migrated_log_is_followed_and_only_its_new_turns_are_signed() {
+    for shrinks in [true, false] {
+        let sb = Sandbox::new();
+        sb.ok(&["init"]);
+        let m = Migration::new(&sb, P, shrinks, |i| {
+            format!("Please fix the parser number {i}")
+        });
+        m.write_old(&sb);
+        let _d = Daemon::start(&sb, &[]);
+        wait_for("the old generation signed", || {
+            signed_turns(&sb, P, P).len() == 3
+        });
+        m.write_new(&sb);
+        wait_for("the new turns signed", || {
+            signed_turns(&sb, P, P).last() == Some(&5)
+        });
+        assert_eq!(
+            signed_turns(&sb, P, P),
+            [1, 2, 3, 4, 5],
+            "v{}→v{}: each turn signed once",
+            m.old_generation,
+            m.new_generation
+        );
+    }
 }

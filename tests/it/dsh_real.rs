@@ -11,7 +11,7 @@ use dsh_chapters::testkit::realshape::{RealShapeScript, RealTurn, INJECTED_WORDS
 use dsh_chapters::testkit::writer::{LogWriter, ToolCallSpec};
 use serde_json::{json, Value};
 
-use crate::support::{Sandbox, START_MS};
+use crate::support::{signed_turns, Migration, Sandbox, START_MS};
 
 const S1: &str = "session-11111111-1111-4111-8111-111111111111";
 const S2: &str = "session-22222222-2222-4222-8222-222222222222";
@@ -737,30 +737,6 @@ fn ptc_sub_calls_are_signed_and_rendered_as_tool_calls() {
     }
 }
 
-/// `turns` (events with their own seqs) renumbered densely from 0, with `extra` filler
-/// events inserted after the first event of each turn listed in `padded` — the shape of a
-/// log before a migration that drops events (v1 → v2 drops every `assistant/chunk`) or
-/// after one that adds them (v4 → v5 writes a `turn/end` for each interrupted turn).
-fn renumbered(turns: &[Vec<Value>], padded: &[usize], extra: usize, kind: &str) -> Vec<Value> {
-    let mut out = Vec::new();
-    for (i, events) in turns.iter().enumerate() {
-        for (j, e) in events.iter().enumerate() {
-            let mut e = e.clone();
-            e["seq"] = json!(out.len());
-            assert!(e.get("sourceEventSeqs").is_none(), "no seq references");
-            out.push(e);
-            if j == 0 && padded.contains(&i) {
-                for _ in 0..extra {
-                    let turn = i + 1;
-                    out.push(json!({"type": kind, "seq": out.len(), "time": START_MS,
-                        "data": {"turn": turn, "step": 1, "text": "x"}}));
-                }
-            }
-        }
-    }
-    out
-}
-
 /// DSH migrates a log to a new format generation beside the old file, and the migration
 /// may renumber its events (v1 → v2 drops the `assistant/chunk` events; v4 → v5 adds a
 /// `turn/end` for every interrupted turn) while turn numbers stay. The turns archived from
@@ -769,41 +745,16 @@ fn renumbered(turns: &[Vec<Value>], padded: &[usize], extra: usize, kind: &str) 
 /// migration packages' documentation and source, not from a log.
 #[test]
 fn a_migrated_log_with_renumbered_seqs_archives_only_its_new_turns() {
-    for (old_gen, new_gen, shrinks) in [(1, 4, true), (4, 5, false)] {
+    for shrinks in [true, false] {
         let sb = Sandbox::new();
-        let turns: Vec<RealTurn> = (0..5)
-            .map(|i| RealTurn::new(&human(i), &format!("Answer {i}: done.")))
-            .collect();
-        let mut script = RealShapeScript::new(new_gen, START_MS);
-        let header = script.header(S1, &sb.ws_str());
-        let events: Vec<Vec<Value>> = turns.iter().map(|t| script.turn_events(t)).collect();
-        // The old generation holds the first three turns; the new one all five.
-        let (old, new) = if shrinks {
-            (
-                renumbered(&events[..3], &[0, 1, 2], 7, "assistant/chunk"),
-                renumbered(&events, &[], 0, ""),
-            )
-        } else {
-            (
-                renumbered(&events[..3], &[], 0, ""),
-                renumbered(&events, &[0], 1, "llm/retry"),
-            )
-        };
-        let write = |generation: u32, events: &[Value]| {
-            let path = sb.log_path(S1, generation, true);
-            std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
-            let mut h = header.clone();
-            h.version = generation;
-            let mut w = LogWriter::create(&path, true, &h).expect("create");
-            w.append_batch(events).expect("append");
-        };
-        write(old_gen, &old);
+        let m = Migration::new(&sb, S1, shrinks, human);
+        let (old_gen, new_gen) = (m.old_generation, m.new_generation);
+        m.write_old(&sb);
         sb.ok(&["init"]);
         let first = json_of(&sb.run(&["archive", "--json"]));
         assert_eq!(first["sessions"][0]["turnsArchived"], 3, "{first}");
 
-        // DSH opens the session again: the successor beside the old file, then new turns.
-        write(new_gen, &new);
+        m.write_new(&sb);
         let out = sb.run(&["archive", "--json"]);
         assert_eq!(
             out.status.code(),
@@ -823,24 +774,8 @@ fn a_migrated_log_with_renumbered_seqs_archives_only_its_new_turns() {
                 "v{old_gen}→v{new_gen}: turn {i}'s words once\n{all}"
             );
         }
-        let signed_turns: Vec<u64> = sb
-            .snapshot()
-            .into_iter()
-            .filter(|(k, _)| k.contains("/collections/"))
-            .flat_map(|(_, bytes)| {
-                String::from_utf8(bytes)
-                    .expect("utf-8")
-                    .lines()
-                    .map(|l| {
-                        serde_json::from_str::<Value>(l).expect("json")["turn"]
-                            .as_u64()
-                            .expect("turn")
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .collect();
         assert_eq!(
-            signed_turns,
+            signed_turns(&sb, S1, S1),
             [1, 2, 3, 4, 5],
             "v{old_gen}→v{new_gen}: each turn signed once"
         );

@@ -263,3 +263,119 @@ pub fn link_private(m: &Sandbox, pool: &Path) {
         "private",
     ]);
 }
+
+/// `turns` (events with their own seqs) renumbered densely from 0, with `extra` filler
+/// events inserted after the first event of each turn listed in `padded`.
+fn renumbered(
+    turns: &[Vec<serde_json::Value>],
+    padded: &[usize],
+    extra: usize,
+    kind: &str,
+) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    for (i, events) in turns.iter().enumerate() {
+        for (j, e) in events.iter().enumerate() {
+            let mut e = e.clone();
+            e["seq"] = json!(out.len());
+            assert!(e.get("sourceEventSeqs").is_none(), "no seq references");
+            out.push(e);
+            if j == 0 && padded.contains(&i) {
+                for _ in 0..extra {
+                    out.push(json!({"type": kind, "seq": out.len(), "time": START_MS,
+                        "data": {"turn": i + 1, "step": 1, "text": "x"}}));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A DSH session before and after a format migration that renumbers its events while
+/// turn numbers stay (DSH's published migration packages: v1 → v2 drops every
+/// `assistant/chunk` event, v4 → v5 adds a `turn/end` for each interrupted turn). The old
+/// generation holds the first three of five real-shaped turns, the new one all five.
+pub struct Migration {
+    pub old_generation: u32,
+    pub new_generation: u32,
+    header: dsh_chapters::session::Header,
+    old: Vec<serde_json::Value>,
+    new: Vec<serde_json::Value>,
+}
+
+impl Migration {
+    /// `shrinks`: v1 → v4 (the old log had seven `assistant/chunk` events a turn);
+    /// else v4 → v5 (one event more in the new log's first turn). Turn `i`'s human words
+    /// are `words(i)`.
+    pub fn new(
+        sb: &Sandbox,
+        session: &str,
+        shrinks: bool,
+        words: impl Fn(usize) -> String,
+    ) -> Self {
+        use dsh_chapters::testkit::realshape::{RealShapeScript, RealTurn};
+        let (old_generation, new_generation) = if shrinks { (1, 4) } else { (4, 5) };
+        let mut script = RealShapeScript::new(new_generation, START_MS);
+        let header = script.header(session, &sb.ws_str());
+        let events: Vec<Vec<serde_json::Value>> = (0..5)
+            .map(|i| script.turn_events(&RealTurn::new(&words(i), &format!("Answer {i}: done."))))
+            .collect();
+        let (old, new) = if shrinks {
+            (
+                renumbered(&events[..3], &[0, 1, 2], 7, "assistant/chunk"),
+                renumbered(&events, &[], 0, ""),
+            )
+        } else {
+            (
+                renumbered(&events[..3], &[], 0, ""),
+                renumbered(&events, &[0], 1, "llm/retry"),
+            )
+        };
+        Migration {
+            old_generation,
+            new_generation,
+            header,
+            old,
+            new,
+        }
+    }
+
+    /// Write the old generation's log (three turns).
+    pub fn write_old(&self, sb: &Sandbox) {
+        self.write(sb, self.old_generation, &self.old);
+    }
+
+    /// Write the successor beside it, as DSH does when it opens the session again (five
+    /// turns).
+    pub fn write_new(&self, sb: &Sandbox) {
+        self.write(sb, self.new_generation, &self.new);
+    }
+
+    fn write(&self, sb: &Sandbox, generation: u32, events: &[serde_json::Value]) {
+        let path = sb.log_path(&self.header.id, generation, true);
+        std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
+        let mut header = self.header.clone();
+        header.version = generation;
+        let mut w = LogWriter::create(&path, true, &header).expect("create");
+        w.append_batch(events).expect("append");
+    }
+}
+
+/// The turn numbers of a session's collection ledger, in order.
+pub fn signed_turns(sb: &Sandbox, root: &str, session: &str) -> Vec<u64> {
+    let path = sb
+        .store()
+        .join(root)
+        .join("collections")
+        .join(format!("{session}.jsonl"));
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter(|l| l.ends_with('}'))
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).expect("a whole ledger line")["turn"]
+                .as_u64()
+                .expect("turn")
+        })
+        .collect()
+}
