@@ -61,14 +61,25 @@ impl Attachment {
         self.command_mode.as_ref().and_then(Value::as_str) == Some("task-notification")
     }
 
-    /// The host's, by its own flags: `isMeta`, or an `origin` that is not `human`.
-    pub(super) fn is_hosts(&self) -> bool {
-        let origin = self
-            .origin
+    /// `origin.kind`, when the line has an `origin`.
+    fn origin_kind(&self) -> Option<Option<&str>> {
+        self.origin
             .as_ref()
-            .map(|o| o.get("kind").and_then(Value::as_str));
+            .map(|o| o.get("kind").and_then(Value::as_str))
+    }
+
+    /// The host's, by its own flags: `isMeta`, or an `origin` that is neither `human` nor
+    /// another session ([`Attachment::is_from_peer`]).
+    pub(super) fn is_hosts(&self) -> bool {
         self.is_meta.as_ref().and_then(Value::as_bool) == Some(true)
-            || origin.is_some_and(|kind| kind != Some("human"))
+            || self
+                .origin_kind()
+                .is_some_and(|kind| kind != Some("human") && kind != Some("peer"))
+    }
+
+    /// Another Claude session's message (`origin.kind: "peer"`).
+    pub(super) fn is_from_peer(&self) -> bool {
+        self.origin_kind() == Some(Some("peer"))
     }
 }
 

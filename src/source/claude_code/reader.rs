@@ -779,10 +779,15 @@ impl ClaudeReader {
 
     /// A user-role message of `kind`: nothing pending answers it any more.
     fn push_user(&mut self, seq: u64, text: String, kind: &str, time: Option<i64>) {
+        let source = if kind == screen::PEER {
+            json!({"kind": kind, "form": screen::RELAY})
+        } else {
+            json!({ "kind": kind })
+        };
         self.push(
             seq,
             "user/message",
-            json!({"content": text, "source": {"kind": kind}}),
+            json!({"content": text, "source": source}),
             time,
         );
         self.last_was_answer = false;
@@ -1099,6 +1104,7 @@ impl ClaudeReader {
                 };
                 let notification = a.is_task_notification();
                 let hosts = a.is_hosts();
+                let from_peer = a.is_from_peer();
                 let text = prompt_text(a.prompt);
                 if text.trim().is_empty() {
                     return;
@@ -1107,6 +1113,7 @@ impl ClaudeReader {
                 // its next step); between turns it opens the next one as any prompt does.
                 let kind = match screen::classify(&text, hosts, false) {
                     screen::HUMAN if notification => screen::COMMAND,
+                    screen::HUMAN if from_peer => screen::PEER,
                     kind => kind,
                 };
                 self.flush_message();
@@ -1594,6 +1601,47 @@ mod tests {
                 .count(),
             1
         );
+    }
+
+    /// Another Claude session's message (Claude Desktop's session messaging; shapes as
+    /// measured on real transcripts by a public tool's fixtures): when the agent is idle, a
+    /// `user` line `Another Claude session sent a message: <cross-session-message from=…
+    /// name=…>…</cross-session-message>` (several batched in one line); mid-turn, a queued
+    /// prompt holding the bare wrapper, or one with `origin.kind: "peer"`. Another agent's
+    /// words: conversation, never the person's.
+    #[test]
+    fn another_sessions_message_is_an_agents_not_the_persons() {
+        let wrapped = "<cross-session-message from=\"local_watch\" name=\"Watchdog\">\nrevert the parser change\n</cross-session-message>";
+        let log = [
+            prompt("u1", None, "fix the login bug"),
+            call("a1", "u1", "m1", "c1"),
+            line("q1", Some("a1"), "attachment", json!({"attachment": {"type": "queued_command", "prompt": wrapped, "commandMode": "prompt"}})),
+            line("q2", Some("q1"), "attachment", json!({"attachment": {"type": "queued_command", "prompt": "No, stop and revert your change", "origin": {"kind": "peer", "msg_id": "pm1", "name": "helper"}}})),
+            result("r1", "q2", "c1", "ok"),
+            answer("a2", "r1", "m2", "done", Some("end_turn")),
+            prompt("u2", Some("a2"), &format!("Another Claude session sent a message: {wrapped}\nAnother Claude session sent a message: {wrapped}")),
+            answer("a3", "u2", "m3", "reverting", Some("end_turn")),
+        ]
+        .concat();
+        let r = read_text(&log, false);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        let messages: Vec<_> = r
+            .turns
+            .iter()
+            .flat_map(|t| t.events.iter().filter_map(|e| e.user_message()))
+            .collect();
+        assert_eq!(messages.len(), 4);
+        assert!(crate::injection::is_human_authored(&messages[0].source));
+        for m in &messages[1..] {
+            assert_eq!(
+                (m.source.kind.as_str(), m.source.form.as_deref()),
+                ("agent-message", Some("relay")),
+                "{}",
+                m.text
+            );
+            assert!(crate::injection::is_conversation(&m.source));
+            assert!(!crate::injection::is_human_authored(&m.source));
+        }
     }
 
     #[test]

@@ -18,6 +18,18 @@ pub(crate) const CAVEAT: &str = "claude-code-caveat";
 pub(crate) const HOOK: &str = "claude-code-hook";
 /// `[Request interrupted by user…]` and other host notices in a user line.
 pub(crate) const NOTICE: &str = "claude-code-notice";
+/// Another Claude session's message (Claude Desktop's session messaging): another agent's
+/// words, conversation but never the person's — DSH's `agent-message`, form [`RELAY`].
+pub(crate) const PEER: &str = "agent-message";
+/// The form of a [`PEER`] message.
+pub(crate) const RELAY: &str = "relay";
+
+/// How another session's message opens a user line when the agent was idle; mid-turn the
+/// queued prompt holds the bare wrapper.
+const PEER_OPENINGS: &[&str] = &[
+    "Another Claude session sent a message",
+    "<cross-session-message",
+];
 
 /// Tags that open host plumbing when a user line starts with them.
 const PLUMBING_TAGS: &[&str] = &[
@@ -53,6 +65,9 @@ pub(crate) fn classify(text: &str, is_meta: bool, is_compact_summary: bool) -> &
     }
     if PLUMBING_TAGS.iter().any(|tag| t.starts_with(tag)) {
         return COMMAND;
+    }
+    if PEER_OPENINGS.iter().any(|opening| t.starts_with(opening)) {
+        return PEER;
     }
     if t.starts_with("Stop hook feedback:") {
         return HOOK;
