@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use crate::session::cwdkey::{cwd_in_roots, workspace_roots};
 use crate::session::discover::{DiscoverError, SessionLog};
 
+mod code_mode;
 pub mod discovery;
 mod g0;
 mod reader;

@@ -1111,6 +1111,34 @@ mod tests {
         .concat()
     }
 
+    /// Real shapes (Codex's code mode, codex-cli 0.1xx): one `custom_tool_call` named `exec`
+    /// whose `input` is a JavaScript program calling the tools. The turn signs the
+    /// program's commands and the paths its patch touches.
+    #[test]
+    fn a_code_mode_program_signs_its_commands_and_patched_paths() {
+        let program = "const r = await tools.exec_command({cmd: \"cargo test -p auth\", workdir: \"/w\", yield_time_ms: 1000});\ntext(r);\ntext(await tools.apply_patch(\"*** Begin Patch\\n*** Update File: src/auth/token.rs\\n@@\\n-a\\n+b\\n*** End Patch\"));";
+        let text = [
+            meta(),
+            event(json!({"type": "task_started", "turn_id": "t1"})),
+            event(json!({"type": "user_message", "message": "fix the token expiry"})),
+            item(json!({"type": "custom_tool_call", "namespace": "functions", "name": "exec", "input": program, "call_id": "c1"})),
+            item(json!({"type": "custom_tool_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "Exit code: 0\ntest result: ok"}]})),
+            answer("fixed"),
+            event(json!({"type": "task_complete", "turn_id": "t1"})),
+        ]
+        .concat();
+        let r = read(&text, true);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        let redactor = crate::redact::built_in().expect("rules");
+        let turn = redactor.redact_all(
+            crate::signature::TurnText::of(&r.turns[0]),
+            &mut crate::redact::RedactionCounts::default(),
+        );
+        let sig = crate::signature::sign(&turn, "s", "/w", "2026-01-01T00:00:00Z").into_inner();
+        assert_eq!(sig.commands, ["cargo test auth"], "{sig:?}");
+        assert_eq!(sig.paths, ["src/auth/token.rs"], "{sig:?}");
+    }
+
     /// Real shapes: a prompt of images alone (`local_images`, no `message`), one with a
     /// placeholder and a Windows path, one with an inline data URL.
     #[test]

@@ -5,7 +5,8 @@
 //! `<user_shell_command>` plumbing, `<skill>`, `<turn_aborted>`, `<subagent_notification>`. Tool vocabulary: `shell` / `exec_command` /
 //! `local_shell` take a `command`/`cmd` argv or script (the shared signature reads them);
 //! `apply_patch` (a freeform tool) carries a patch whose `*** Add/Update/Delete File:` and
-//! `*** Move to:` lines name the paths it touches: they are given as `paths`.
+//! `*** Move to:` lines name the paths it touches: they are given as `paths`. Code mode's
+//! `exec` runs a program that calls those tools (`codex::code_mode`).
 
 /// The person's own prompt.
 pub(crate) const HUMAN: &str = "user";
@@ -38,14 +39,29 @@ pub(crate) fn classify_user(text: &str) -> &'static str {
 }
 
 /// A freeform call's arguments as JSON the shared signature reads: `{"input": …}`, plus
-/// `paths` for `apply_patch`.
+/// `paths` for `apply_patch`; for code mode's `exec` (a program calling the tools), the
+/// program's commands as one `cmd` script and its patches' `paths`.
 pub(crate) fn custom_call_arguments(name: &str, input: &str) -> String {
     let mut args = serde_json::json!({ "input": input });
-    if name == "apply_patch" {
-        let paths = patch_paths(input);
-        if !paths.is_empty() {
-            args["paths"] = paths.into();
+    let paths = match name {
+        "apply_patch" => patch_paths(input),
+        "exec" => {
+            let program = super::code_mode::read(input);
+            if !program.commands.is_empty() {
+                args["cmd"] = program.commands.join("\n").into();
+            }
+            let mut paths: Vec<String> = Vec::new();
+            for p in program.patches.iter().flat_map(|patch| patch_paths(patch)) {
+                if !paths.contains(&p) {
+                    paths.push(p);
+                }
+            }
+            paths
         }
+        _ => Vec::new(),
+    };
+    if !paths.is_empty() {
+        args["paths"] = paths.into();
     }
     args.to_string()
 }
