@@ -392,15 +392,9 @@ fn read_payload(kind: &str, data: DataFields) -> Read {
                 None => String::new(),
             },
         }),
-        SUB_CALL_END | V0_SUB_CALL_END => Payload::Result(ToolResult {
-            call_id: str_field(data.sub_call_id),
-            content: value_text(data.content.map(Content::into_tree)),
-            is_error: data
-                .is_error
-                .as_ref()
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-        }),
+        SUB_CALL_END | V0_SUB_CALL_END => {
+            Payload::Result(flat_result(data.sub_call_id, data.content, data.is_error))
+        }
         "tool/result" => {
             let msg = match data.message {
                 Some(msg) => *msg,
@@ -416,17 +410,23 @@ fn read_payload(kind: &str, data: DataFields) -> Read {
     Read::Typed(turn, payload)
 }
 
+/// A result whose fields sit on one object (v4's `role: "tool"` message, a sub-call's
+/// end).
+fn flat_result(
+    call_id: Option<Value>,
+    content: Option<Content>,
+    is_error: Option<Value>,
+) -> ToolResult {
+    ToolResult {
+        call_id: str_field(call_id),
+        content: value_text(content.map(Content::into_tree)),
+        is_error: is_error.as_ref().and_then(Value::as_bool).unwrap_or(false),
+    }
+}
+
 fn tool_result(msg: DataFields) -> Option<ToolResult> {
     if msg.role.as_ref().and_then(Value::as_str) == Some("tool") || msg.tool_call_id.is_some() {
-        return Some(ToolResult {
-            call_id: str_field(msg.tool_call_id),
-            content: value_text(msg.content.map(Content::into_tree)),
-            is_error: msg
-                .is_error
-                .as_ref()
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-        });
+        return Some(flat_result(msg.tool_call_id, msg.content, msg.is_error));
     }
     let Some(Value::Array(blocks)) = msg.content.map(Content::into_tree) else {
         return None;

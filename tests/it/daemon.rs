@@ -13,7 +13,9 @@ use dsh_chapters::session::Header;
 use dsh_chapters::testkit::writer::{LogWriter, SessionScript, TurnSpec};
 use serde_json::{json, Value};
 
-use crate::support::{link_private, signed_turns, two_task_turns, Migration, Sandbox, START_MS};
+use crate::support::{
+    ledger_lines, link_private, signed_turns, two_task_turns, Migration, Sandbox, START_MS,
+};
 
 const P: &str = "session-11111111-1111-4111-8111-111111111111";
 const C: &str = "session-22222222-2222-4222-8222-222222222222";
@@ -165,17 +167,9 @@ fn signed(sb: &Sandbox, root: &str, session: &str) -> Vec<u64> {
 }
 
 fn signed_in(store: &Path, root: &str, session: &str) -> Vec<u64> {
-    let path = store
-        .join(root)
-        .join("collections")
-        .join(format!("{session}.jsonl"));
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Vec::new();
-    };
-    text.lines()
-        .filter(|l| l.ends_with('}'))
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).expect("a whole ledger line");
+    ledger_lines(store, root, session)
+        .iter()
+        .map(|v| {
             v["seqs"]
                 .as_array()
                 .and_then(|a| a.last())

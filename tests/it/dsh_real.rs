@@ -108,7 +108,8 @@ fn frontmatter_uint(text: &str, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {key} in {text}"))
 }
 
-fn collection_terms(sb: &Sandbox) -> Vec<String> {
+/// Every line of every collection ledger in the store.
+fn collection_lines(sb: &Sandbox) -> Vec<Value> {
     sb.snapshot()
         .into_iter()
         .filter(|(k, _)| k.contains("/collections/"))
@@ -116,17 +117,17 @@ fn collection_terms(sb: &Sandbox) -> Vec<String> {
             String::from_utf8(bytes)
                 .expect("utf-8")
                 .lines()
-                .flat_map(|l| {
-                    let v: Value = serde_json::from_str(l).expect("json");
-                    v["terms"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|t| t.as_str().map(str::to_owned))
-                        .collect::<Vec<_>>()
-                })
+                .map(|l| serde_json::from_str::<Value>(l).expect("json"))
                 .collect::<Vec<_>>()
         })
+        .collect()
+}
+
+fn collection_terms(sb: &Sandbox) -> Vec<String> {
+    collection_lines(sb)
+        .iter()
+        .flat_map(|v| v["terms"].as_array().into_iter().flatten())
+        .filter_map(|t| t.as_str().map(str::to_owned))
         .collect()
 }
 
@@ -698,18 +699,7 @@ fn ptc_sub_calls_are_signed_and_rendered_as_tool_calls() {
         let out = sb.run(&["archive", "--json"]);
         assert_eq!(out.status.code(), Some(0), "{start_kind}: {}", stderr(&out));
 
-        let sigs: Vec<Value> = sb
-            .snapshot()
-            .into_iter()
-            .filter(|(k, _)| k.contains("/collections/"))
-            .flat_map(|(_, bytes)| {
-                String::from_utf8(bytes)
-                    .expect("utf-8")
-                    .lines()
-                    .map(|l| serde_json::from_str::<Value>(l).expect("json"))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
+        let sigs = collection_lines(&sb);
         assert_eq!(sigs.len(), 1, "{sigs:?}");
         assert_eq!(
             sigs[0]["paths"],

@@ -360,10 +360,10 @@ impl Migration {
     }
 }
 
-/// The turn numbers of a session's collection ledger, in order.
-pub fn signed_turns(sb: &Sandbox, root: &str, session: &str) -> Vec<u64> {
-    let path = sb
-        .store()
+/// The whole lines of a session's collection ledger in `store`, in order (a torn tail left
+/// out).
+pub fn ledger_lines(store: &Path, root: &str, session: &str) -> Vec<serde_json::Value> {
+    let path = store
         .join(root)
         .join("collections")
         .join(format!("{session}.jsonl"));
@@ -372,10 +372,14 @@ pub fn signed_turns(sb: &Sandbox, root: &str, session: &str) -> Vec<u64> {
     };
     text.lines()
         .filter(|l| l.ends_with('}'))
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).expect("a whole ledger line")["turn"]
-                .as_u64()
-                .expect("turn")
-        })
+        .map(|l| serde_json::from_str(l).expect("a whole ledger line"))
+        .collect()
+}
+
+/// The turn numbers of a session's collection ledger, in order.
+pub fn signed_turns(sb: &Sandbox, root: &str, session: &str) -> Vec<u64> {
+    ledger_lines(&sb.store(), root, session)
+        .iter()
+        .map(|v| v["turn"].as_u64().expect("turn"))
         .collect()
 }
