@@ -33,6 +33,13 @@ pub(crate) mod lines;
 /// marked note, and the daemon's compaction moment (`daemon::triggers`).
 pub const COMPACTION_SUMMARY: &str = "compact-checkpoint";
 
+/// The marker an attachment leaves in a message in place of its bytes (`what`: `image`,
+/// `document`, `file`; `detail`: what is known of it). Between `⟦` and `⟧`: the harness's
+/// words, never the person's terms (`signature` skips marked text).
+pub(crate) fn attachment_marker(what: &str, detail: &str) -> String {
+    format!("⟦{what} omitted: {detail}⟧")
+}
+
 /// The agents whose logs are archived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Harness {

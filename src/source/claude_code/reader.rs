@@ -1577,7 +1577,7 @@ mod tests {
                 ("user".into(), "also update the docs".into()),
                 (
                     "user".into(),
-                    "and this screenshot\n\n[image omitted: image/png, 8 bytes of base64]\n\n[document omitted: application/pdf, 8 bytes of base64]".into()
+                    "and this screenshot\n\n⟦image omitted: image/png, 8 bytes of base64⟧\n\n⟦document omitted: application/pdf, 8 bytes of base64⟧".into()
                 ),
                 (
                     "claude-code-command".into(),
@@ -1986,8 +1986,31 @@ mod tests {
         let (_, text) = users(&r.turns[0]).remove(0);
         assert_eq!(
             text,
-            "what is this?\n\n[image omitted: image/png, 31457280 bytes of base64]"
+            "what is this?\n\n⟦image omitted: image/png, 31457280 bytes of base64⟧"
         );
+    }
+
+    /// An attachment's marker is the harness's words, not the person's: a prompt of a
+    /// screenshot and two words signs those two words only.
+    #[test]
+    fn an_attachments_marker_gives_no_terms() {
+        let img = line(
+            "u1",
+            None,
+            "user",
+            json!({"message": {"content": [{"type": "text", "text": "tokenizer crash"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"}}, {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0x"}}]}}),
+        );
+        let r = read_text(
+            &(img + &answer("a1", "u1", "m1", "a cat", Some("end_turn"))),
+            false,
+        );
+        let redactor = crate::redact::built_in().expect("rules");
+        let turn = redactor.redact_all(
+            crate::signature::TurnText::of(&r.turns[0]),
+            &mut crate::redact::RedactionCounts::default(),
+        );
+        let sig = crate::signature::sign(&turn, "s", "/w", "2026-01-01T00:00:00Z").into_inner();
+        assert_eq!(sig.terms, ["tokenizer", "crash"], "{sig:?}");
     }
 
     #[test]

@@ -878,7 +878,7 @@ fn user_message_text(p: &Value) -> String {
 
 /// The marker an image leaves in a message: what is known of it (its size or file name).
 fn image_marker(what: &str) -> String {
-    format!("[image omitted: {what}]")
+    crate::source::attachment_marker("image", what)
 }
 
 /// A call's output: a string, often JSON `{"output": …, "metadata": …}` (the output is
@@ -1169,12 +1169,12 @@ mod tests {
         assert_eq!(
             prompts,
             [
-                vec![("user".into(), "[image omitted: ref.png]".into())],
+                vec![("user".into(), "⟦image omitted: ref.png⟧".into())],
                 vec![(
                     "user".into(),
-                    "[Image #1] 这个图片多大\n\n[image omitted: 1.png]".into()
+                    "[Image #1] 这个图片多大\n\n⟦image omitted: 1.png⟧".into()
                 )],
-                vec![("user".into(), "[image omitted: 30 bytes]".into())],
+                vec![("user".into(), "⟦image omitted: 30 bytes⟧".into())],
             ]
         );
     }
