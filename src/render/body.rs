@@ -204,11 +204,12 @@ impl Walker<'_> {
                 }
             }
         }
-        if is_human_authored(&m.source)
-            && self.out.first_human.is_none()
-            && !own_text.trim().is_empty()
-        {
-            self.out.first_human = Some(own_text);
+        if is_human_authored(&m.source) && self.out.first_human.is_none() {
+            // An attachment's marker is no title: the person's own words are.
+            let words = crate::source::without_attachment_markers(&own_text);
+            if !words.trim().is_empty() {
+                self.out.first_human = Some(words.into_owned());
+            }
         }
     }
 
@@ -573,10 +574,36 @@ mod tests {
         let c = run(&turn(vec![ev(
             1,
             "user/message",
-            json!({"content": [{"type": "image"}], "source": {"kind": "user"}}),
+            json!({"content": [{"type": "video"}], "source": {"kind": "user"}}),
         )]));
         assert_eq!(c.messages, 1);
         assert!(c.first_human.is_none());
         assert!(c.markdown.contains("_(no text)_"));
+    }
+
+    #[test]
+    fn an_attachment_alone_is_shown_but_not_a_title_source() {
+        let c = run(&turn(vec![
+            ev(
+                1,
+                "user/message",
+                json!({"content": [{"type": "image", "attachment": {"name": "shot.png"}}], "source": {"kind": "user"}}),
+            ),
+            ev(
+                2,
+                "user/message",
+                json!({"content": [{"type": "image"}, {"type": "text", "text": "why does it crash"}], "source": {"kind": "user"}}),
+            ),
+        ]));
+        assert_eq!(c.messages, 2);
+        assert!(
+            c.markdown.contains("⟦image omitted: shot.png⟧"),
+            "{}",
+            c.markdown
+        );
+        assert_eq!(
+            c.first_human.as_deref().map(str::trim),
+            Some("why does it crash")
+        );
     }
 }

@@ -495,18 +495,39 @@ fn content_text(content: Option<Value>) -> String {
         Some(Value::String(s)) => s,
         Some(Value::Array(blocks)) => {
             let texts = blocks.into_iter().filter_map(|b| match b {
-                Value::Object(mut b) if b.get("type").and_then(Value::as_str) == Some("text") => {
-                    match b.remove("text") {
+                Value::Object(mut b) => match b.get("type").and_then(Value::as_str) {
+                    Some("text") => match b.remove("text") {
                         Some(Value::String(t)) => Some(t),
                         _ => None,
-                    }
-                }
+                    },
+                    kind => tree_marker(kind, &b),
+                },
                 _ => None,
             });
             join(texts, "\n\n")
         }
         _ => String::new(),
     }
+}
+
+/// The marker of an attachment block of a tree (`kind` `image` or `file`), as the typed
+/// read writes it.
+fn tree_marker(kind: Option<&str>, block: &serde_json::Map<String, Value>) -> Option<String> {
+    let what = match kind {
+        Some("image") => "image",
+        Some("file") => "file",
+        _ => return None,
+    };
+    let name = block
+        .get("attachment")
+        .and_then(|a| a.get("name"))
+        .and_then(Value::as_str);
+    Some(crate::source::attachment_marker(what, name))
+}
+
+/// An attachment's marker (its file name when known) in a message's text.
+fn attachment_marker(what: &str, name: Option<String>) -> String {
+    crate::source::attachment_marker(what, name.as_deref())
 }
 
 /// An assistant `content`: the text blocks joined as [`content_text`] joins them, and each
@@ -532,7 +553,7 @@ fn assistant_content(content: Option<Value>) -> AssistantMessage {
             Some("text") => texts.extend(text),
             // Every reasoning block counts, one with no text (redacted by the provider) too.
             Some("reasoning") => reasoning.push(text.unwrap_or_default()),
-            _ => {}
+            kind => texts.extend(tree_marker(kind, &b)),
         }
     }
     AssistantMessage {
@@ -813,6 +834,8 @@ impl<'de> Visitor<'de> for MessageContentVisitor {
                 BlockKind::Text => texts.extend(block.text),
                 // Every reasoning block counts, one with no text (redacted by the provider) too.
                 BlockKind::Reasoning => reasoning.push(block.text.unwrap_or_default()),
+                BlockKind::Image => texts.push(attachment_marker("image", block.attachment_name)),
+                BlockKind::File => texts.push(attachment_marker("file", block.attachment_name)),
                 BlockKind::Other => {}
             }
         }
@@ -849,6 +872,10 @@ impl<'de> Visitor<'de> for MessageContentVisitor {
 enum BlockKind {
     Text,
     Reasoning,
+    /// An attached image or file (`attachment` holds a reference, never the bytes): a
+    /// marker in the text.
+    Image,
+    File,
     #[default]
     Other,
 }
@@ -865,6 +892,8 @@ impl<'de> Deserialize<'de> for BlockKind {
                 Ok(match v {
                     "text" => BlockKind::Text,
                     "reasoning" => BlockKind::Reasoning,
+                    "image" => BlockKind::Image,
+                    "file" => BlockKind::File,
                     _ => BlockKind::Other,
                 })
             }
@@ -902,6 +931,8 @@ impl<'de> Deserialize<'de> for BlockKind {
 struct Block {
     kind: BlockKind,
     text: Option<String>,
+    /// `attachment.name`, when it is a string.
+    attachment_name: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for Block {
@@ -918,6 +949,7 @@ impl<'de> Deserialize<'de> for Block {
                     match key.0.as_ref() {
                         "type" => out.kind = map.next_value::<BlockKind>()?,
                         "text" => out.text = map.next_value::<MaybeString>()?.0,
+                        "attachment" => out.attachment_name = map.next_value::<AttachmentName>()?.0,
                         _ => {
                             map.next_value::<Skip>()?;
                         }
@@ -928,6 +960,35 @@ impl<'de> Deserialize<'de> for Block {
             non_objects_read_as_default!(Block);
         }
         deserializer.deserialize_any(BlockVisitor)
+    }
+}
+
+/// An attachment reference's `name` when it is a string (the rest checked and dropped).
+#[derive(Default)]
+struct AttachmentName(Option<String>);
+
+impl<'de> Deserialize<'de> for AttachmentName {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct AttachmentNameVisitor;
+        impl<'de> Visitor<'de> for AttachmentNameVisitor {
+            type Value = AttachmentName;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<AttachmentName, A::Error> {
+                let mut name = None;
+                while let Some(key) = map.next_key::<Key>()? {
+                    if key.0 == "name" {
+                        name = map.next_value::<MaybeString>()?.0;
+                    } else {
+                        map.next_value::<Skip>()?;
+                    }
+                }
+                Ok(AttachmentName(name))
+            }
+            non_objects_read_as_default!(AttachmentName);
+        }
+        deserializer.deserialize_any(AttachmentNameVisitor)
     }
 }
 

@@ -790,6 +790,41 @@ mod tests {
         );
     }
 
+    /// DSH (0.1.7+) keeps an attachment in a message as a reference — `{type: "image",
+    /// attachment: {attachmentId, …}, offloaded?}`, `{type: "file", attachment: {hash, name,
+    /// bytes}}` — never its bytes: a marker says it was there, and its words are no terms.
+    #[test]
+    fn an_attached_image_or_file_leaves_a_marker_and_no_terms() {
+        let e = single(
+            r#"{"type":"user/message","seq":3,"data":{"role":"user","id":"m","source":{"kind":"user"},"content":[{"type":"text","text":"the tokenizer crashes"},{"type":"image","attachment":{"attachmentId":"a1"},"offloaded":true},{"type":"file","attachment":{"hash":"sha256:ab","name":"report.csv","bytes":3}}]}}"#,
+        );
+        assert_eq!(
+            e.user_message().unwrap().text,
+            "the tokenizer crashes\n\n⟦image omitted⟧\n\n⟦file omitted: report.csv⟧"
+        );
+        let turn = crate::turn::CompletedTurn {
+            turn: 1,
+            first_seq: 3,
+            end_seq: 4,
+            reason: "completed".into(),
+            events: vec![
+                e,
+                Event::new(
+                    4,
+                    "turn/end",
+                    serde_json::json!({"turn": 1, "reason": {"kind": "completed"}}),
+                ),
+            ],
+        };
+        let redactor = crate::redact::built_in().expect("rules");
+        let text = redactor.redact_all(
+            crate::signature::TurnText::of(&turn),
+            &mut crate::redact::RedactionCounts::default(),
+        );
+        let sig = crate::signature::sign(&text, "s", "/w", "2026-01-01T00:00:00Z").into_inner();
+        assert_eq!(sig.terms, ["tokenizer", "crashes"], "{sig:?}");
+    }
+
     #[test]
     fn a_chunk_type_with_seq_is_an_ordinary_event() {
         let e = single(r#"{"type":"text-chunks","seq":3,"data":{}}"#);
@@ -975,13 +1010,26 @@ mod oracle {
             Some(Value::Array(blocks)) => {
                 let mut out = String::new();
                 for b in blocks {
-                    if b.get("type").and_then(Value::as_str) == Some("text") {
-                        if let Some(t) = b.get("text").and_then(Value::as_str) {
-                            if !out.is_empty() {
-                                out.push_str("\n\n");
-                            }
-                            out.push_str(t);
+                    let piece = match b.get("type").and_then(Value::as_str) {
+                        Some("text") => b.get("text").and_then(Value::as_str).map(str::to_owned),
+                        // An attachment (a reference, never bytes) leaves its marker.
+                        Some(what @ ("image" | "file")) => {
+                            let name = b
+                                .get("attachment")
+                                .and_then(|a| a.get("name"))
+                                .and_then(Value::as_str);
+                            Some(match name {
+                                Some(name) => format!("⟦{what} omitted: {name}⟧"),
+                                None => format!("⟦{what} omitted⟧"),
+                            })
                         }
+                        _ => None,
+                    };
+                    if let Some(t) = piece {
+                        if !out.is_empty() {
+                            out.push_str("\n\n");
+                        }
+                        out.push_str(&t);
                     }
                 }
                 out
@@ -1121,6 +1169,9 @@ mod oracle {
             r#"{"rootCallId":"r","parentCallId":"r","subCallId":"r:ptc:1","name":"pwsh","arguments":{"command":"ls"}}"#,
             r#"{"subCallId":"r:ptc:1","name":"read","arguments":{},"isError":true,"content":[{"type":"text","text":"1: A"}]}"#,
             r#"{"subCallId":7,"callId":"c","isError":"no","content":{"x":1},"arguments":"{\"a\":1}"}"#,
+            r#"{"content":[{"type":"text","text":"see"},{"type":"image","attachment":{"attachmentId":"a1","name":"shot.png"}},{"type":"file","attachment":{"hash":"sha256:x","name":"report.txt","bytes":3}}]}"#,
+            r#"{"content":[{"type":"image","offloaded":true,"attachment":{"attachmentId":"a1"}},{"attachment":{"name":"before type"},"type":"file"},{"type":"file","attachment":{"name":5}},{"type":"image","attachment":"x"},{"type":"file","attachment":{"name":"a"},"attachment":{"name":"b"}}]}"#,
+            r#"{"message":{"content":[{"type":"image","text":"not text","attachment":{"name":"i.png","name":"j.png"}},{"type":"reasoning","text":"r"}]}}"#,
         ];
         for kind in KINDS {
             for data in datas {
