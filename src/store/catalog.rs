@@ -572,7 +572,7 @@ pub(crate) fn seen(meta: &fs::Metadata) -> (u64, i64) {
 #[derive(Default)]
 pub(crate) struct Writer {
     /// The connection and the identity of the file it opened.
-    open: Option<(Connection, Option<(u64, u64)>)>,
+    open: Option<Opened>,
     path: PathBuf,
 }
 
@@ -588,16 +588,87 @@ impl std::fmt::Debug for Writer {
     }
 }
 
+/// Close `conn` (opened on the file `ino` at `path`) — unless its file was replaced
+/// meanwhile: closing the last connection to a database makes SQLite delete its `-wal` *by
+/// name*, which is now the new catalog's. That connection is left open instead (a
+/// descriptor until exit).
+fn close_conn(conn: Connection, ino: Option<(u64, u64)>, path: &Path) {
+    if ino != inode(path) {
+        std::mem::forget(conn);
+    }
+}
+
+/// A connection and the identity of the file it opened.
+type Opened = (Connection, Option<(u64, u64)>);
+
+/// Open (or create) the catalog for recording, its page cache bounded.
+fn open_for_recording(store_dir: &Path) -> Result<Opened, CatalogError> {
+    let path = catalog_path(store_dir);
+    let (conn, ino) = open_or_create(store_dir)?;
+    // A negative size is in KiB (SQLite's default, 2,000 KiB, held a page of the whole
+    // catalog: an archive's one record of thousands of rows grew the run's peak memory by
+    // the catalog's size). Past it, a transaction's pages spill to the WAL.
+    conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)
+        .map_err(sql(&path))?;
+    Ok((conn, ino))
+}
+
+/// A recording connection opened ahead of its record, on another thread
+/// ([`OpenedAhead::start`]): an archive opens the catalog — and makes it, with its
+/// fsyncs, in a workspace that has none — while it reads and writes, instead of after its
+/// commit line, when the run waits for nothing else. It records nothing: the record still
+/// comes after the documents and the commit line are durable ([`Writer::adopt`]).
+pub(crate) struct OpenedAhead {
+    thread: std::thread::JoinHandle<Option<Opened>>,
+}
+
+impl OpenedAhead {
+    /// Start opening the catalog of `store_dir`; `None` when no thread could be started
+    /// (the record opens it itself).
+    pub(crate) fn start(store_dir: &Path) -> Option<OpenedAhead> {
+        let store_dir = store_dir.to_path_buf();
+        std::thread::Builder::new()
+            .name("catalog-open".into())
+            .spawn(move || match open_for_recording(&store_dir) {
+                Ok(opened) => Some(opened),
+                Err(e) => {
+                    // The record opens it again and reports what it finds.
+                    tracing::debug!(error = %e, "could not open the catalog ahead");
+                    None
+                }
+            })
+            .ok()
+            .map(|thread| OpenedAhead { thread })
+    }
+}
+
 impl Writer {
-    /// Close the connection — unless its file was replaced meanwhile: closing the last
-    /// connection to a database makes SQLite delete its `-wal` *by name*, which is now the
-    /// new catalog's. That connection is left open instead (a descriptor until exit).
+    /// Close the connection (see [`close_conn`]).
     fn close(&mut self) {
         if let Some((conn, ino)) = self.open.take() {
-            if ino != inode(&self.path) {
-                std::mem::forget(conn);
-            }
+            close_conn(conn, ino, &self.path);
         }
+    }
+
+    /// Whether a connection is kept (a record would not open one).
+    pub(crate) fn is_open(&self) -> bool {
+        self.open.is_some()
+    }
+
+    /// Take the connection `ahead` opened for the next record of `store_dir` (kept as if
+    /// this writer had opened it; a connection already kept wins, the other is closed).
+    pub(crate) fn adopt(&mut self, store_dir: &Path, ahead: OpenedAhead) {
+        let Ok(Some((conn, ino))) = ahead.thread.join() else {
+            return;
+        };
+        let path = catalog_path(store_dir);
+        if self.open.is_some() && self.path == path {
+            close_conn(conn, ino, &path);
+            return;
+        }
+        self.close();
+        self.path = path;
+        self.open = Some((conn, ino));
     }
 
     /// Record that `changes` (folder, file names) were written or removed — after they were
@@ -717,16 +788,7 @@ impl Writer {
         }
         let (conn, _) = match &mut self.open {
             Some(open) => open,
-            None => {
-                let (conn, ino) = open_or_create(store_dir)?;
-                // A negative size is in KiB (SQLite's default, 2,000 KiB, held a page of
-                // the whole catalog: an archive's one record of thousands of rows grew the
-                // run's peak memory by the catalog's size). Past it, a transaction's pages
-                // spill to the WAL.
-                conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)
-                    .map_err(sql(&path))?;
-                self.open.insert((conn, ino))
-            }
+            None => self.open.insert(open_for_recording(store_dir)?),
         };
         write_rows(conn, rows, presence).map_err(sql(&path))
     }

@@ -67,6 +67,9 @@ pub struct Group<'s> {
     made_dirs: super::MadeDirs,
     /// Flushes started while the run goes on, so the commit's `syncfs` finds little left.
     early: EarlyFlush,
+    /// The catalog opened (made, in a workspace without one) on a thread while the group
+    /// writes, started at its first write: the commit then waits only for its record.
+    catalog_ahead: Option<super::catalog::OpenedAhead>,
 }
 
 /// Bytes a group writes between two early flushes.
@@ -249,6 +252,7 @@ impl Store {
             created_artifacts: String::new(),
             made_dirs: Default::default(),
             early: EarlyFlush::default(),
+            catalog_ahead: None,
         })
     }
 }
@@ -262,6 +266,9 @@ impl Group<'_> {
             self.store
                 .append_commit(&highest(&dir, &self.root)?, self.redactor)?;
             self.marked = true;
+        }
+        if !self.dirty && self.catalog_ahead.is_none() {
+            self.catalog_ahead = self.store.open_catalog_ahead();
         }
         self.dirty = true;
         Ok(())
@@ -331,6 +338,9 @@ impl Group<'_> {
         self.created_docs.clear();
         self.created_metas = None;
         self.created_artifacts.clear();
+        if let Some(ahead) = self.catalog_ahead.take() {
+            self.store.adopt_catalog(ahead);
+        }
     }
 
     /// Make everything written durable (one `syncfs`), then record the commit. A group
@@ -341,6 +351,11 @@ impl Group<'_> {
         }
         let dir = self.store.chapters_dir(&self.root)?;
         self.early.wait();
+        // Long done by now; waited for before the flush, so a catalog it made is durable
+        // with the documents and nothing of the record's order depends on its timing.
+        if let Some(ahead) = self.catalog_ahead.take() {
+            self.store.adopt_catalog(ahead);
+        }
         atomic::sync_filesystem(self.store.dir())?;
         self.store
             .append_commit(&highest(&dir, &self.root)?, self.redactor)?;
@@ -353,6 +368,16 @@ impl Group<'_> {
         self.created_docs.clear();
         self.created_artifacts.clear();
         Ok(())
+    }
+}
+
+impl Drop for Group<'_> {
+    /// A group given up without a commit or an abort (an error on the way): the catalog
+    /// opened ahead goes to the store's writer, which closes it safely.
+    fn drop(&mut self) {
+        if let Some(ahead) = self.catalog_ahead.take() {
+            self.store.adopt_catalog(ahead);
+        }
     }
 }
 
@@ -549,6 +574,52 @@ mod tests {
             "an aborted write is never recorded"
         );
         assert_eq!(mark(&store, "r"), Some((1, 0)));
+    }
+
+    #[test]
+    fn a_groups_first_write_opens_the_catalog_ahead_and_only_its_commit_records() {
+        use super::super::catalog;
+        let (_d, store) = store();
+        let r = Redactor::new(&[]).unwrap();
+        let mut g = store.begin_group("r", &r).unwrap();
+        g.commit().unwrap();
+        assert!(
+            g.catalog_ahead.is_none(),
+            "a group that wrote nothing opens none"
+        );
+        assert_eq!(catalog::current(store.dir()), None);
+        g.write_document(&doc("001-a.md", "chapter", 1, 2)).unwrap();
+        // Waited for here, as the commit waits for it.
+        let ahead = g.catalog_ahead.take().expect("opened at the first write");
+        store.adopt_catalog(ahead);
+        let made = catalog::current(store.dir()).expect("the catalog made ahead");
+        assert_eq!(made.revision, 0, "nothing recorded before the commit");
+        g.write_document(&doc("002-b.md", "chapter", 3, 4)).unwrap();
+        assert!(g.catalog_ahead.is_none(), "opened once");
+        g.commit().unwrap();
+        let recorded = catalog::current(store.dir()).expect("a catalog");
+        assert_eq!(
+            (recorded.generation.as_str(), recorded.revision),
+            (made.generation.as_str(), 1),
+            "the commit recorded into the catalog opened ahead"
+        );
+        let from_start = catalog::Cursor {
+            revision: 0,
+            ..recorded
+        };
+        let catalog::Since::Changes { changes, .. } =
+            catalog::read_since(store.dir(), Some(&from_start))
+        else {
+            panic!("changes");
+        };
+        assert_eq!(changes[0].files, ["001-a.md", "002-b.md"]);
+        // A later group of the same store records through the kept connection.
+        let mut g = store.begin_group("r", &r).unwrap();
+        g.write_document(&doc("003-c.md", "chapter", 5, 6)).unwrap();
+        assert!(
+            g.catalog_ahead.is_none(),
+            "a kept connection is not opened again"
+        );
     }
 
     #[test]

@@ -434,6 +434,20 @@ impl Store {
             .record_documents(&self.dir, docs, catalog::Presence::Written);
     }
 
+    /// Start opening the catalog on a thread of its own for a record to come (a group's
+    /// commit), unless a connection is kept already.
+    fn open_catalog_ahead(&self) -> Option<catalog::OpenedAhead> {
+        if self.catalog_writer().is_open() {
+            return None;
+        }
+        catalog::OpenedAhead::start(&self.dir)
+    }
+
+    /// Keep the connection [`Store::open_catalog_ahead`] opened for the next record.
+    fn adopt_catalog(&self, ahead: catalog::OpenedAhead) {
+        self.catalog_writer().adopt(&self.dir, ahead);
+    }
+
     /// [`Store::record_documents`] of a group's documents: their names and metadata in order.
     fn record_listed(
         &self,

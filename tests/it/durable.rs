@@ -2,7 +2,10 @@
 //! the ref moves, and the moved ref after. Shown with a real syscall trace (strace) of a real
 //! `chapters sync`: the publish's objects go into one pack written by `chapters` itself (no
 //! loose object file, no `git pack-objects`), its pack and index fsynced under temp names,
-//! renamed (index last) and the pack directory fsynced, all before the ref moves.
+//! renamed (index last) and the pack directory fsynced, all before the ref moves. And an
+//! archive's group commit keeps its order: documents, one `syncfs`, the commit line (synced),
+//! then the catalog's record — the catalog itself opened (made) on a thread while the
+//! archive writes, durable before the commit line.
 
 use std::path::Path;
 
@@ -12,13 +15,20 @@ const SESSION: &str = "session-d0d0d0d0-0000-4000-8000-000000000001";
 
 /// One traced call: its text as strace printed it (`-y` resolves fds to paths).
 fn trace_of(sb: &Sandbox, args: &[&str], out: &Path) -> Vec<String> {
+    traced(
+        sb,
+        args,
+        out,
+        "trace=syncfs,fsync,fdatasync,rename,renameat,renameat2,link,linkat",
+    )
+}
+
+/// [`trace_of`] of the system calls `filter` names.
+fn traced(sb: &Sandbox, args: &[&str], out: &Path, filter: &str) -> Vec<String> {
     let mut cmd = std::process::Command::new("strace");
     cmd.args(["-f", "-qq", "-y", "-s", "4096", "-o"])
         .arg(out)
-        .args([
-            "-e",
-            "trace=syncfs,fsync,fdatasync,rename,renameat,renameat2,link,linkat",
-        ])
+        .args(["-e", filter])
         .arg(env!("CARGO_BIN_EXE_chapters"))
         .args(args)
         .current_dir(&sb.ws)
@@ -120,5 +130,75 @@ fn a_local_publish_flushes_objects_before_the_ref_moves_and_the_ref_after() {
             .any(|l| l.contains("fsync(") && l.contains(&format!("{pool_text}/objects/pack>"))),
         "the pack directory not fsynced between the index's rename and the ref's move:\n{}",
         lines[idx..=ref_moved].join("\n")
+    );
+}
+
+#[test]
+fn an_archive_flushes_documents_before_its_commit_line_and_records_the_catalog_after() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    sb.write_session(SESSION, 4, true, &two_task_turns(&sb.ws));
+    let lines = traced(
+        &sb,
+        &["archive"],
+        &tmp.path().join("trace"),
+        "trace=syncfs,fsync,fdatasync,link,linkat,write,pwrite64",
+    );
+    let store = sb.store().display().to_string();
+    let all = || lines.join("\n");
+    let find = |from: usize, what: &dyn Fn(&str) -> bool, name: &str| {
+        lines[from..]
+            .iter()
+            .position(|l| what(l))
+            .map(|at| from + at)
+            .unwrap_or_else(|| panic!("no {name} after line {from}:\n{}", all()))
+    };
+    let last_doc = lines
+        .iter()
+        .rposition(|l| {
+            l.contains("linkat(") && l.contains(&format!("{store}/")) && l.contains("/chapters/")
+        })
+        .unwrap_or_else(|| panic!("no chapter written:\n{}", all()));
+    // The catalog, made ahead, is in place before the flush that makes the group durable.
+    let catalog_linked = find(
+        0,
+        &|l| l.contains("link") && l.contains(&format!("\"{store}/.catalog.sqlite3\"")),
+        "catalog made",
+    );
+    let flush = find(
+        last_doc,
+        &|l| l.contains("syncfs(") && l.contains(&store),
+        "syncfs of the store",
+    );
+    assert!(
+        catalog_linked < flush,
+        "the catalog was made after the flush:\n{}",
+        all()
+    );
+    let commit_written = find(
+        flush,
+        &|l| l.contains("write(") && l.contains("commits.jsonl>"),
+        "commit line",
+    );
+    let commit_synced = find(
+        commit_written,
+        &|l| l.contains("fdatasync(") && l.contains("commits.jsonl>"),
+        "commit line synced",
+    );
+    // Nothing goes into the catalog before the commit line is durable; its record after.
+    let into_catalog =
+        |l: &str| l.contains("write64(") && l.contains(&format!("{store}/.catalog.sqlite3-wal>"));
+    let early = lines[..commit_synced].iter().find(|l| into_catalog(l));
+    assert!(
+        early.is_none(),
+        "a catalog write before the commit line: {early:?}\n{}",
+        all()
+    );
+    let record = find(commit_synced, &into_catalog, "catalog record");
+    find(
+        record,
+        &|l| l.contains("fsync(") && l.contains(&format!("{store}/.catalog.sqlite3-wal>")),
+        "catalog record synced",
     );
 }
