@@ -1556,13 +1556,12 @@ fn run(
                 )?;
             }
         }
-        let index_dir = mirror_dir.join(INDEX_DIR);
         let record_index = |at: Option<ObjectId>| {
             // The pool's index at `at` is this machine's build: the next update starts
             // from its revision. Losing the record costs a comparison, never a wrong index.
             if let (Some((update, _)), Some(at)) = (&index, at) {
                 if let Err(e) = crate::topics::build::record_pool_build(
-                    &index_dir,
+                    ctx.store,
                     update.revision,
                     &at.to_string(),
                 ) {
