@@ -107,6 +107,21 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&sha2::Sha256::digest(bytes))
 }
 
+/// SHA-1 of `parts` one after the other: the one implementation, `sha1dc` (the one gix is
+/// built with; it uses the CPU's SHA instructions where there are any). The plain digest,
+/// as every other implementation gives it, also for an input carrying a collision attack:
+/// an id compared or a UUID named here is the digest, and git's object writer (gix) refuses
+/// such an object on its own.
+pub fn sha1(parts: &[&[u8]]) -> [u8; 20] {
+    let mut h = sha1dc::Hasher::new();
+    for part in parts {
+        h.update(part);
+    }
+    h.finalize()
+        .unwrap_or_else(|collision| collision.digest())
+        .into()
+}
+
 /// A path as JSON text (`#[serde(serialize_with = "crate::names::path_text")]`): the same
 /// string serde writes for a UTF-8 path, and for one that is not UTF-8 (a workspace under a
 /// Latin-1 directory name) its bytes lossily decoded — reported, never a serialization
@@ -145,10 +160,10 @@ pub fn link_segment(s: &str) -> String {
 /// Git's blob id (SHA-1 of `blob <len>\0<bytes>`), hex: lets the plan compare a store
 /// file with the pool's tree entry without reading the pool's bytes.
 pub fn blob_id(bytes: &[u8]) -> String {
-    let mut h = sha1_smol::Sha1::new();
-    h.update(format!("blob {}\0", bytes.len()).as_bytes());
-    h.update(bytes);
-    h.digest().to_string()
+    hex(&sha1(&[
+        format!("blob {}\0", bytes.len()).as_bytes(),
+        bytes,
+    ]))
 }
 /// The content hash of an input directory from its `(name, blob id)` pairs, any order.
 pub fn input_hash<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
@@ -163,6 +178,19 @@ pub fn input_hash<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sha1_is_the_plain_digest_of_its_parts_in_order() {
+        // FIPS 180 "abc", and `printf 'hello\n' | sha1sum`, given whole and in parts.
+        assert_eq!(
+            hex(&sha1(&[b"abc"])),
+            "a9993e364706816aba3e25717850c26c9cd0d89d"
+        );
+        let hello = "f572d396fae9206628714fb2ce00f72e94f2258f";
+        assert_eq!(hex(&sha1(&[b"hello\n"])), hello);
+        assert_eq!(hex(&sha1(&[b"he", b"", b"llo\n"])), hello);
+        assert_eq!(hex(&sha1(&[])), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+    }
 
     #[test]
     fn a_name_list_is_the_list_of_its_names_past_its_reserve() {
