@@ -1,9 +1,9 @@
 //! Names: what is safe as one path component, and content names (SHA-256 digests in
 //! lowercase hex: artifact files, rule ids, `sha256:` frontmatter, manifest parts; git's
-//! blob ids), and the link a chapter writes to its artifact where the pool keeps it. A leaf
-//! (no module of this crate below it), so the store (session and root ids), identity
-//! (harness ids), the render, the rules, the index and the pool share one rule and one hash
-//! without depending on each other. Pure.
+//! blob ids), a field on one line, and the link a chapter writes to its artifact where the
+//! pool keeps it. A leaf (no module of this crate below it), so the store (session and root
+//! ids), identity (harness ids), the render, the rules, the index and the pool share one
+//! rule and one hash without depending on each other. Pure.
 
 /// File names in the order written (a list in JSON), held as one text, a name a line: an
 /// archive of thousands of chapters keeps one block, not a block per name. Names with no line
@@ -122,6 +122,21 @@ pub fn sha1(parts: &[&[u8]]) -> [u8; 20] {
         .into()
 }
 
+/// A field on one line: its control characters (a newline would split the line) become
+/// spaces; a field with none (nearly every one) is borrowed as it is. Not trimmed: the
+/// search's result lines and the rules block print a title as it is, the topic index's
+/// pages trim at their call (`one_line(t).trim()`).
+pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect(),
+    )
+}
+
 /// A path as JSON text (`#[serde(serialize_with = "crate::names::path_text")]`): the same
 /// string serde writes for a UTF-8 path, and for one that is not UTF-8 (a workspace under a
 /// Latin-1 directory name) its bytes lossily decoded — reported, never a serialization
@@ -178,6 +193,17 @@ pub fn input_hash<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_field_on_one_line_keeps_its_spaces_and_loses_its_controls() {
+        assert_eq!(one_line("  Fix the middleware "), "  Fix the middleware ");
+        assert_eq!(
+            one_line("\tFix\nthe\u{7}middleware\r\n"),
+            " Fix the middleware  "
+        );
+        assert_eq!(one_line("écrit · ok"), "écrit · ok");
+        assert!(matches!(one_line("plain"), std::borrow::Cow::Borrowed(_)));
+    }
 
     #[test]
     fn sha1_is_the_plain_digest_of_its_parts_in_order() {
