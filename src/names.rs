@@ -1,9 +1,9 @@
 //! Names: what is safe as one path component, and content names (SHA-256 digests in
 //! lowercase hex: artifact files, rule ids, `sha256:` frontmatter, manifest parts; git's
-//! blob ids), a field on one line, and the link a chapter writes to its artifact where the
-//! pool keeps it. A leaf (no module of this crate below it), so the store (session and root
-//! ids), identity (harness ids), the render, the rules, the index and the pool share one
-//! rule and one hash without depending on each other. Pure.
+//! blob ids), a field on one line, an error's causes said once, and the link a chapter
+//! writes to its artifact where the pool keeps it. A leaf (no module of this crate below
+//! it), so the store (session and root ids), identity (harness ids), the render, the rules,
+//! the index and the pool share one rule and one hash without depending on each other. Pure.
 
 /// File names in the order written (a list in JSON), held as one text, a name a line: an
 /// archive of thousands of chapters keeps one block, not a block per name. Names with no line
@@ -137,6 +137,26 @@ pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
     )
 }
 
+/// An error and its causes, each said once, joined by `: ` — a message that already holds
+/// its cause's text (a module error written as "cannot read X: {source}") does not get it
+/// again. The one rendering of a cause chain: the CLI's error line and the store's logged
+/// failures.
+pub fn said_once(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = String::new();
+    let mut cause = Some(error);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !text.is_empty() && !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
+}
+
 /// A path as JSON text (`#[serde(serialize_with = "crate::names::path_text")]`): the same
 /// string serde writes for a UTF-8 path, and for one that is not UTF-8 (a workspace under a
 /// Latin-1 directory name) its bytes lossily decoded — reported, never a serialization
@@ -203,6 +223,32 @@ mod tests {
         );
         assert_eq!(one_line("écrit · ok"), "écrit · ok");
         assert!(matches!(one_line("plain"), std::borrow::Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_cause_is_said_once() {
+        #[derive(Debug, thiserror::Error)]
+        enum E {
+            #[error("cannot open the lock x: {source}")]
+            Repeats {
+                #[source]
+                source: std::io::Error,
+            },
+            #[error("could not use the catalog x")]
+            Chained {
+                #[source]
+                source: std::io::Error,
+            },
+        }
+        let io = || std::io::Error::other("Is a directory (os error 21)");
+        assert_eq!(
+            said_once(&E::Repeats { source: io() }),
+            "cannot open the lock x: Is a directory (os error 21)"
+        );
+        assert_eq!(
+            said_once(&E::Chained { source: io() }),
+            "could not use the catalog x: Is a directory (os error 21)"
+        );
     }
 
     #[test]
