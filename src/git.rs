@@ -928,19 +928,18 @@ impl GitRepo {
                 None => {
                     // The raw commit: its `author` line and its message (after the first
                     // blank line); the tree, parents and committer are what a rewrite changes.
-                    let mut h = sha1_smol::Sha1::new();
                     let (headers, message) = match data.find(b"\n\n") {
                         Some(at) => (&data[..at], &data[at + 2..]),
                         None => (&data[..], &[][..]),
                     };
+                    let mut parts: Vec<&[u8]> = Vec::new();
                     for line in headers.split(|b| *b == b'\n') {
                         if line.starts_with(b"author ") {
-                            h.update(line);
-                            h.update(b"\n");
+                            parts.extend([line, b"\n"]);
                         }
                     }
-                    h.update(message);
-                    return Ok(h.digest().to_string());
+                    parts.push(message);
+                    return Ok(crate::names::hex(&crate::names::sha1(&parts)));
                 }
             }
         }

@@ -90,10 +90,7 @@ impl Identity {
 
 /// RFC 4122 §4.3 name-based UUID, version 5 (SHA-1), lowercase and hyphenated.
 pub fn uuid_v5(namespace: &[u8; 16], name: &[u8]) -> String {
-    let mut hasher = sha1_smol::Sha1::new();
-    hasher.update(namespace);
-    hasher.update(name);
-    let digest = hasher.digest().bytes();
+    let digest = crate::names::sha1(&[namespace, name]);
     let mut b = [0u8; 16];
     b.copy_from_slice(&digest[..16]);
     b[6] = (b[6] & 0x0f) | 0x50;

@@ -1,9 +1,9 @@
 //! Names: what is safe as one path component, and content names (SHA-256 digests in
 //! lowercase hex: artifact files, rule ids, `sha256:` frontmatter, manifest parts; git's
-//! blob ids), and the link a chapter writes to its artifact where the pool keeps it. A leaf
-//! (no module of this crate below it), so the store (session and root ids), identity
-//! (harness ids), the render, the rules, the index and the pool share one rule and one hash
-//! without depending on each other. Pure.
+//! blob ids), a field on one line, an error's causes said once, and the link a chapter
+//! writes to its artifact where the pool keeps it. A leaf (no module of this crate below
+//! it), so the store (session and root ids), identity (harness ids), the render, the rules,
+//! the index and the pool share one rule and one hash without depending on each other. Pure.
 
 /// File names in the order written (a list in JSON), held as one text, a name a line: an
 /// archive of thousands of chapters keeps one block, not a block per name. Names with no line
@@ -107,6 +107,56 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&sha2::Sha256::digest(bytes))
 }
 
+/// SHA-1 of `parts` one after the other: the one implementation, `sha1dc` (the one gix is
+/// built with; it uses the CPU's SHA instructions where there are any). The plain digest,
+/// as every other implementation gives it, also for an input carrying a collision attack:
+/// an id compared or a UUID named here is the digest, and git's object writer (gix) refuses
+/// such an object on its own.
+pub fn sha1(parts: &[&[u8]]) -> [u8; 20] {
+    let mut h = sha1dc::Hasher::new();
+    for part in parts {
+        h.update(part);
+    }
+    h.finalize()
+        .unwrap_or_else(|collision| collision.digest())
+        .into()
+}
+
+/// A field on one line: its control characters (a newline would split the line) become
+/// spaces; a field with none (nearly every one) is borrowed as it is. Not trimmed: the
+/// search's result lines and the rules block print a title as it is, the topic index's
+/// pages trim at their call (`one_line(t).trim()`).
+pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect(),
+    )
+}
+
+/// An error and its causes, each said once, joined by `: ` — a message that already holds
+/// its cause's text (a module error written as "cannot read X: {source}") does not get it
+/// again. The one rendering of a cause chain: the CLI's error line and the store's logged
+/// failures.
+pub fn said_once(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = String::new();
+    let mut cause = Some(error);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !text.is_empty() && !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
+}
+
 /// A path as JSON text (`#[serde(serialize_with = "crate::names::path_text")]`): the same
 /// string serde writes for a UTF-8 path, and for one that is not UTF-8 (a workspace under a
 /// Latin-1 directory name) its bytes lossily decoded — reported, never a serialization
@@ -145,10 +195,10 @@ pub fn link_segment(s: &str) -> String {
 /// Git's blob id (SHA-1 of `blob <len>\0<bytes>`), hex: lets the plan compare a store
 /// file with the pool's tree entry without reading the pool's bytes.
 pub fn blob_id(bytes: &[u8]) -> String {
-    let mut h = sha1_smol::Sha1::new();
-    h.update(format!("blob {}\0", bytes.len()).as_bytes());
-    h.update(bytes);
-    h.digest().to_string()
+    hex(&sha1(&[
+        format!("blob {}\0", bytes.len()).as_bytes(),
+        bytes,
+    ]))
 }
 /// The content hash of an input directory from its `(name, blob id)` pairs, any order.
 pub fn input_hash<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
@@ -163,6 +213,56 @@ pub fn input_hash<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_field_on_one_line_keeps_its_spaces_and_loses_its_controls() {
+        assert_eq!(one_line("  Fix the middleware "), "  Fix the middleware ");
+        assert_eq!(
+            one_line("\tFix\nthe\u{7}middleware\r\n"),
+            " Fix the middleware  "
+        );
+        assert_eq!(one_line("écrit · ok"), "écrit · ok");
+        assert!(matches!(one_line("plain"), std::borrow::Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_cause_is_said_once() {
+        #[derive(Debug, thiserror::Error)]
+        enum E {
+            #[error("cannot open the lock x: {source}")]
+            Repeats {
+                #[source]
+                source: std::io::Error,
+            },
+            #[error("could not use the catalog x")]
+            Chained {
+                #[source]
+                source: std::io::Error,
+            },
+        }
+        let io = || std::io::Error::other("Is a directory (os error 21)");
+        assert_eq!(
+            said_once(&E::Repeats { source: io() }),
+            "cannot open the lock x: Is a directory (os error 21)"
+        );
+        assert_eq!(
+            said_once(&E::Chained { source: io() }),
+            "could not use the catalog x: Is a directory (os error 21)"
+        );
+    }
+
+    #[test]
+    fn sha1_is_the_plain_digest_of_its_parts_in_order() {
+        // FIPS 180 "abc", and `printf 'hello\n' | sha1sum`, given whole and in parts.
+        assert_eq!(
+            hex(&sha1(&[b"abc"])),
+            "a9993e364706816aba3e25717850c26c9cd0d89d"
+        );
+        let hello = "f572d396fae9206628714fb2ce00f72e94f2258f";
+        assert_eq!(hex(&sha1(&[b"hello\n"])), hello);
+        assert_eq!(hex(&sha1(&[b"he", b"", b"llo\n"])), hello);
+        assert_eq!(hex(&sha1(&[])), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+    }
 
     #[test]
     fn a_name_list_is_the_list_of_its_names_past_its_reserve() {

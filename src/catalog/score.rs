@@ -536,17 +536,11 @@ pub fn line_of(score: f64, doc: &SearchDoc) -> String {
         score,
         day_of(m.date.as_deref()),
         m.kind,
-        one_line(&m.title),
+        // A title with line breaks would break the one-line-per-result contract.
+        crate::names::one_line(&m.title),
         doc.path,
         m.topics.join(", ")
     )
-}
-
-/// A title with line breaks would break the one-line-per-result contract.
-fn one_line(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
 }
 
 /// Estimated tokens of one line: ceil(chars / 4).
@@ -880,15 +874,16 @@ mod tests {
 
     #[test]
     fn result_line_has_the_five_fields_on_one_line() {
-        let d = dated(
-            doc("p/a.md", "Two\nlines", "", "plan", &["csv", "export"]),
-            NOW,
-        );
-        let ranked = rank(std::slice::from_ref(&d), &q("csv"), NOW, &p());
-        assert_eq!(
-            result_line(&ranked[0]),
-            "3.00 | 2025-11-29 | plan | Two lines | p/a.md (topics: csv, export)"
-        );
+        // A title padded by hand (a mirror document's) is printed as it is, not trimmed as
+        // the index pages' fields are.
+        for (title, shown) in [("Two\nlines", "Two lines"), (" Padded\n", " Padded ")] {
+            let d = dated(doc("p/a.md", title, "", "plan", &["csv", "export"]), NOW);
+            let ranked = rank(std::slice::from_ref(&d), &q("csv"), NOW, &p());
+            assert_eq!(
+                result_line(&ranked[0]),
+                format!("3.00 | 2025-11-29 | plan | {shown} | p/a.md (topics: csv, export)")
+            );
+        }
     }
 
     #[test]

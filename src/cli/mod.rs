@@ -361,22 +361,10 @@ fn print_error_json(code: &str, message: &str, hint: Option<&str>) {
     println!("{doc}");
 }
 
-/// The error and its causes, each said once: a message that already ends with (or holds)
-/// its cause's text — a module error written as "cannot read X: {source}" — does not get
-/// it appended again.
+/// The error and its causes, each said once (`names::said_once`, the one rendering of a
+/// chain: the store's logged failures say theirs the same way).
 fn said_once(error: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in error.chain() {
-        let text = cause.to_string();
-        if text.is_empty() || out.contains(&text) {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&text);
-    }
-    out
+    dsh_chapters::names::said_once(error.as_ref())
 }
 
 fn init_logging() {

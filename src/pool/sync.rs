@@ -627,6 +627,37 @@ const LIST_AGAIN: u128 = u128::MAX;
 /// store's catalog neither) is not looked at at all — not even its `collections/`.
 const SIGNED_CURSOR_FILE: &str = ".signed-cursor.json";
 
+/// [`CURSOR_FILE`]'s format (`{"v", "cursor"}`, the cursor the store's catalog gave).
+const CURSOR_VERSION: u32 = 1;
+
+/// [`SIGNED_CURSOR_FILE`]'s format (`{"v", "cursor"}`, the cursor the signed-roots hint gave).
+const SIGNED_CURSOR_VERSION: u32 = 1;
+
+/// The cursor saved at `path` in format `version`. A file of another version, of none (a
+/// bare cursor, written before the field), torn or missing is no cursor: a cursor is trusted
+/// to skip roots, so the listing then looks at every root — never a guess.
+fn read_cursor<C: serde::de::DeserializeOwned>(path: &Path, version: u32) -> Option<C> {
+    #[derive(Deserialize)]
+    struct Saved<C> {
+        v: u32,
+        cursor: C,
+    }
+    let saved: Saved<C> = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    (saved.v == version).then_some(saved.cursor)
+}
+
+/// Save `cursor` at `path` in format `version` (unsynced: losing it costs a full listing).
+fn write_cursor<C: Serialize>(path: &Path, version: u32, cursor: &C) -> Result<(), StoreError> {
+    #[derive(Serialize)]
+    struct Saved<'a, C> {
+        v: u32,
+        cursor: &'a C,
+    }
+    let text =
+        serde_json::to_vec(&Saved { v: version, cursor }).expect("a cursor always serializes");
+    atomic::write_atomic_unsynced(path, &text)
+}
+
 /// The per-root record's format (`v`): a record of another version is not trusted (its root is
 /// compared file by file once, as with no record); one with no `v` is this format, written
 /// before the field.
@@ -691,9 +722,8 @@ impl Published {
     /// lock: every ledger append it names is then whole on disk, and every later one is
     /// named after the end read here (`store::signed`). Before any root is listed.
     fn read_signed(&mut self, store: &Store, now_secs: u64) -> Result<(), Fail> {
-        let saved: Option<signed::Cursor> = std::fs::read(self.dir.join(SIGNED_CURSOR_FILE))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok());
+        let saved: Option<signed::Cursor> =
+            read_cursor(&self.dir.join(SIGNED_CURSOR_FILE), SIGNED_CURSOR_VERSION);
         let held = store.lock_collections().map_err(|e| Fail {
             code: SyncCode::Other,
             detail: format!("cannot take the collections lock: {e}"),
@@ -719,9 +749,8 @@ impl Published {
         let dir = &self.dir;
         let (named, _) = self.catalog.get_or_insert_with(|| {
             use crate::store::catalog::{self, Since};
-            let saved: Option<catalog::Cursor> = std::fs::read(dir.join(CURSOR_FILE))
-                .ok()
-                .and_then(|b| serde_json::from_slice(&b).ok());
+            let saved: Option<catalog::Cursor> =
+                read_cursor(&dir.join(CURSOR_FILE), CURSOR_VERSION);
             match catalog::read_since(store_dir, saved.as_ref()) {
                 Since::Changes { changes, end } => {
                     let prefix = format!("{}/", crate::store::STORE_DIR);
@@ -859,12 +888,10 @@ impl Published {
             // Only a listing that looked at every root it had to: losing the file costs one
             // `stat` per root at the next sync.
             if let Some((_, Some(end))) = &self.catalog {
-                let text = serde_json::to_vec(end).expect("a cursor always serializes");
-                atomic::write_atomic_unsynced(&cursor, &text)?;
+                write_cursor(&cursor, CURSOR_VERSION, end)?;
             }
             if let Some((_, Some(end))) = &self.signed {
-                let text = serde_json::to_vec(end).expect("a cursor always serializes");
-                atomic::write_atomic_unsynced(&signed_cursor, &text)?;
+                write_cursor(&signed_cursor, SIGNED_CURSOR_VERSION, end)?;
             }
             Ok(())
         })();
@@ -1556,13 +1583,12 @@ fn run(
                 )?;
             }
         }
-        let index_dir = mirror_dir.join(INDEX_DIR);
         let record_index = |at: Option<ObjectId>| {
             // The pool's index at `at` is this machine's build: the next update starts
             // from its revision. Losing the record costs a comparison, never a wrong index.
             if let (Some((update, _)), Some(at)) = (&index, at) {
                 if let Err(e) = crate::topics::build::record_pool_build(
-                    &index_dir,
+                    ctx.store,
                     update.revision,
                     &at.to_string(),
                 ) {
@@ -3264,6 +3290,24 @@ mod tests {
             listed.contains(&"chapters/pk/s2/002-b.md".to_owned()),
             "{listed:?}"
         );
+        // Nor is a cursor of another version, or of none (a bare cursor, as written before
+        // the field): the same cursor under them lists every root again.
+        let mut doc: serde_json::Value = serde_json::from_slice(&saved).expect("json");
+        assert_eq!(doc["v"], CURSOR_VERSION, "{doc}");
+        doc["v"] = serde_json::json!(CURSOR_VERSION + 1);
+        let bare = doc["cursor"].clone();
+        for other in [doc, bare] {
+            std::fs::write(&cursor, serde_json::to_vec(&other).expect("json")).expect("write");
+            let listed = chapters_of(Some(&mut Published::load(&mirror)));
+            assert!(
+                listed.contains(&"chapters/pk/s2/002-b.md".to_owned()),
+                "{other}: {listed:?}"
+            );
+        }
+        // Put back as it was, it still vouches for s2.
+        std::fs::write(&cursor, &saved).expect("write");
+        let listed = chapters_of(Some(&mut Published::load(&mirror)));
+        assert!(!listed.iter().any(|p| p.contains("/s2/")), "{listed:?}");
         // No cursor (lost, or never saved): every root is looked at again.
         std::fs::remove_file(&cursor).expect("rm");
         let listed = chapters_of(Some(&mut Published::load(&mirror)));
@@ -3337,11 +3381,33 @@ mod tests {
         let mut again = Published::load(&mirror);
         assert_eq!(ledgers_of(&mut again, 1_002), [s1]);
         again.save(None);
+        // A cursor of another version, of none (a bare cursor, as written before the
+        // field), or torn by a crash is no cursor: every root's ledgers are listed again.
+        let text = std::fs::read(&cursor).expect("cursor");
+        let doc: serde_json::Value = serde_json::from_slice(&text).expect("json");
+        assert_eq!(doc["v"], SIGNED_CURSOR_VERSION, "{doc}");
+        let mut other = doc.clone();
+        other["v"] = serde_json::json!(SIGNED_CURSOR_VERSION + 1);
+        for damaged in [
+            serde_json::to_vec(&other).expect("json"),
+            serde_json::to_vec(&doc["cursor"]).expect("json"),
+            text[..text.len() / 2].to_vec(),
+        ] {
+            std::fs::write(&cursor, &damaged).expect("write");
+            assert_eq!(
+                ledgers_of(&mut Published::load(&mirror), 1_002),
+                [s1, s2],
+                "{}",
+                String::from_utf8_lossy(&damaged)
+            );
+        }
+        // Put back as it was, it still vouches for both.
+        std::fs::write(&cursor, &text).expect("write");
+        assert!(ledgers_of(&mut Published::load(&mirror), 1_002).is_empty());
         // A cursor kept in another boot: every root's ledgers are listed again.
-        let text = std::fs::read_to_string(&cursor).expect("cursor");
-        let mut saved: signed::Cursor = serde_json::from_str(&text).expect("json");
-        saved.boot = "another-boot".into();
-        std::fs::write(&cursor, serde_json::to_vec(&saved).expect("json")).expect("write");
+        let mut doc = doc;
+        doc["cursor"]["boot"] = "another-boot".into();
+        std::fs::write(&cursor, serde_json::to_vec(&doc).expect("json")).expect("write");
         let mut after_boot = Published::load(&mirror);
         assert_eq!(ledgers_of(&mut after_boot, 1_003), [s1, s2]);
         after_boot.save(None);

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::{Rule, Scope};
+use crate::names::one_line;
 use crate::render::estimated_tokens;
 
 /// One rule offered to the block: it governs here (core project rule, or active session
@@ -203,12 +204,6 @@ pub fn select<'a>(
         }
     }
     (shown, withheld, pinned_count)
-}
-
-fn one_line(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
 }
 
 /// The verbatim line of one rule.

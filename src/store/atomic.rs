@@ -333,8 +333,15 @@ fn compare_existing(path: &Path, bytes: &[u8]) -> Result<bool, StoreError> {
 
 /// A hint file (the store's catalog, the signed-roots hint) whose write failed with `error`:
 /// remove it, since a missing hint makes its reader look at everything, and log which
-/// happened — `removed` when it is gone, `kept` when it could not be removed either.
-pub fn drop_failed_hint(path: &Path, error: &dyn std::fmt::Display, removed: &str, kept: &str) {
+/// happened — `removed` when it is gone, `kept` when it could not be removed either. The
+/// error is logged with its causes, each said once (`names::said_once`).
+pub fn drop_failed_hint(
+    path: &Path,
+    error: &(dyn std::error::Error + 'static),
+    removed: &str,
+    kept: &str,
+) {
+    let error = crate::names::said_once(error);
     match fs::remove_file(path) {
         Ok(()) => tracing::warn!(error = %error, file = %path.display(), "{removed}"),
         Err(gone) if gone.kind() == io::ErrorKind::NotFound => {}

@@ -879,18 +879,12 @@ fn prune(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
 
 /// A record that failed: the catalog goes, so its readers rescan instead of trusting it.
 fn fail(store_dir: &Path, path: &Path, error: &CatalogError) {
-    // The log line says the whole chain: the cause is what a person can act on.
-    let mut said = error.to_string();
-    let mut cause = std::error::Error::source(error);
-    while let Some(c) = cause {
-        said.push_str(": ");
-        said.push_str(&c.to_string());
-        cause = c.source();
-    }
     let _held = lock(store_dir);
+    // The log line says the whole chain, each cause once: the cause is what a person can
+    // act on.
     super::atomic::drop_failed_hint(
         path,
-        &said,
+        error,
         "could not record a change in the store's catalog; removed it, so its readers rescan the store",
         "could not record a change in the store's catalog nor remove it; the next periodic rescan finds the change",
     );

@@ -1320,18 +1320,11 @@ pub fn pool_since(index_dir: &Path, head: Option<&str>) -> Option<TableRev> {
     (Some(lines.next()?) == head).then_some(revision)
 }
 
-/// Record that the pool's index at `head` is this machine's build from `revision`.
-pub fn record_pool_build(
-    index_dir: &Path,
-    revision: TableRev,
-    head: &str,
-) -> Result<(), BuildError> {
-    std::fs::create_dir_all(index_dir).map_err(|source| BuildError::Io {
-        path: index_dir.to_path_buf(),
-        source,
-    })?;
-    write_if_changed(
-        &index_dir.join(BUILT_MARKER),
+/// Record that the pool's index at `head` is this machine's build from `revision` (in the
+/// mirror's `index/`, through `store`: every file of the mirror is the store's to write).
+pub fn record_pool_build(store: &Store, revision: TableRev, head: &str) -> Result<(), BuildError> {
+    store.write_mirror_note(
+        &format!("{INDEX_DIR}/{BUILT_MARKER}"),
         &format!("{revision}\n{head}\n"),
     )?;
     Ok(())

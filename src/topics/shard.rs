@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::IndexDoc;
 use crate::curation::Curation;
+use crate::names::one_line;
 use crate::redact::Redacted;
 
 /// The manifest's format version.
@@ -78,22 +79,6 @@ fn day(date: Option<&str>) -> String {
     crate::catalog::score::day_of(date)
 }
 
-/// A field on one line: control characters (a newline would split the item) become spaces.
-/// A field with none (nearly every one) is only trimmed: a first sync renders a line for
-/// each of a year's chapters in every topic it has.
-fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
-        return std::borrow::Cow::Borrowed(text.trim());
-    }
-    std::borrow::Cow::Owned(
-        text.chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .collect::<String>()
-            .trim()
-            .to_owned(),
-    )
-}
-
 /// The order of a shard's lines: newest first (undated last), then by path.
 fn line_order(a: &IndexDoc, b: &IndexDoc) -> std::cmp::Ordering {
     let at = |d: &IndexDoc| d.date.as_deref().and_then(crate::time::parse_rfc3339_ms);
@@ -118,7 +103,7 @@ pub fn render_shard(topic: &str, docs: &[&Redacted<IndexDoc>]) -> String {
     };
     let mut out = format!(
         "# {} — {} {noun}, last updated {newest}\n\n",
-        one_line(topic),
+        one_line(topic).trim(),
         docs.len()
     );
     for d in docs {
@@ -163,9 +148,9 @@ fn doc_line(d: &IndexDoc, up: &str) -> String {
     format!(
         "- {} | {} | [{file}]({up}{}) | ({})\n",
         day(d.date.as_deref()),
-        one_line(&d.title),
+        one_line(&d.title).trim(),
         d.path,
-        one_line(&d.kind)
+        one_line(&d.kind).trim()
     )
 }
 
@@ -351,14 +336,14 @@ fn render_month<E>(
         }
         let mut text = format!(
             "# {} — {name}: {} {}\n\n[All of {}](../{})\n\n",
-            one_line(topic),
+            one_line(topic).trim(),
             chunk.len(),
             if chunk.len() == 1 {
                 "document"
             } else {
                 "documents"
             },
-            one_line(topic),
+            one_line(topic).trim(),
             link_target(&shard_file(topic)),
         );
         for d in chunk.iter().rev() {
@@ -393,7 +378,7 @@ fn head_text(
 ) -> String {
     let mut head = format!(
         "# {} — {total} documents, last updated {newest_day}\n\nThe {HEAD_LINES} newest; every document is on a page below.\n\n",
-        one_line(topic),
+        one_line(topic).trim(),
     );
     for line in lines {
         head.push_str(line);
@@ -441,7 +426,7 @@ pub struct HeadLine {
 /// same bytes from what was read, so nothing of it is guessed.
 pub fn parse_head(topic: &str, text: &str) -> Option<Head> {
     let (top, pages_part) = text.split_once("\n## Pages\n\n")?;
-    let title = format!("# {} — ", one_line(topic));
+    let title = format!("# {} — ", one_line(topic).trim());
     let (first, rest) = top.split_once('\n')?;
     let (total, newest_day) = first
         .strip_prefix(&title)?
@@ -558,10 +543,10 @@ pub fn update_paged_topic(
 pub fn render_stub(topic: &str, canonical: &str) -> String {
     format!(
         "# {} — merged into [{}]({})\n\nA `topic-alias` curation fact folds this topic into `{}`; its documents are listed there.\n",
-        one_line(topic),
-        one_line(canonical),
+        one_line(topic).trim(),
+        one_line(canonical).trim(),
         link_target(&shard_file(canonical)),
-        one_line(canonical)
+        one_line(canonical).trim()
     )
 }
 
@@ -772,18 +757,25 @@ pub fn alias_changes(
 mod tests {
     use super::*;
 
-    /// A field's line: trimmed, its control characters spaces — with none (the whole-field
-    /// copy) and with some (the character walk).
-    #[test]
-    fn a_field_is_one_trimmed_line() {
-        assert_eq!(one_line("  Fix the middleware "), "Fix the middleware");
-        assert_eq!(
-            one_line("\tFix\nthe\u{7}middleware\r\n"),
-            "Fix the middleware"
-        );
-        assert_eq!(one_line("écrit · ok"), "écrit · ok");
-    }
     use crate::curation::{Author, Fact, FactKind, SourcedFact};
+
+    /// The pages trim a field (a title or topic padded by hand, or by another tool) after
+    /// its control characters became spaces; the search's result lines do not.
+    #[test]
+    fn a_page_s_fields_are_trimmed_lines() {
+        let d = doc(
+            "s1/chapters/001-a.md",
+            "\t Fix\nthe\u{7}middleware \r\n",
+            None,
+            &["auth"],
+        );
+        assert_eq!(
+            doc_line(d.get(), "../"),
+            "- - | Fix the middleware | [001-a.md](../s1/chapters/001-a.md) | (chapter)\n"
+        );
+        assert!(render_shard(" auth\n", &[&d]).starts_with("# auth — 1 document"));
+        assert!(render_stub(" auth ", "\tjwt\n").starts_with("# auth — merged into [jwt]("));
+    }
 
     fn doc(path: &str, title: &str, date: Option<&str>, topics: &[&str]) -> Redacted<IndexDoc> {
         let doc = IndexDoc {

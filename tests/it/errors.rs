@@ -312,3 +312,41 @@ fn non_utf8_paths_variables_and_arguments_never_panic() {
         assert_eq!(code, Some(2), "{args:?}: {stderr}");
     }
 }
+
+/// A catalog the store cannot record in (here a directory where its file goes) is logged
+/// once, the cause chain said once: no part of the logged error repeats the part before it
+/// (`disk I/O error: disk I/O error`), as the CLI says a returned error.
+#[test]
+fn a_catalog_that_cannot_record_is_logged_with_its_causes_said_once() {
+    let sb = Sandbox::new();
+    sb.write_session(S1, 4, true, &two_task_turns(&sb.ws));
+    sb.ok(&["init"]);
+    for place in [".catalog.sqlite3", ".catalog.lock"] {
+        std::fs::create_dir_all(sb.ws.join(".dsh-chapters").join(place).join("x"))
+            .expect("a directory");
+    }
+    let out = sb.run(&["archive"]);
+    assert!(
+        out.status.success(),
+        "the catalog is a hint: the archive goes on"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let logged = stderr
+        .lines()
+        .find(|l| l.contains("could not record a change in the store's catalog"))
+        .unwrap_or_else(|| panic!("the failure is logged: {stderr}"));
+    let error = logged
+        .split(" error=")
+        .nth(1)
+        .and_then(|rest| rest.split(" remove=").next())
+        .expect("the error field");
+    assert!(
+        error.contains("Is a directory"),
+        "the cause is said: {logged}"
+    );
+    let parts: Vec<&str> = error.split(": ").collect();
+    assert!(
+        parts.windows(2).all(|w| w[0] != w[1]),
+        "a cause said twice: {logged}"
+    );
+}

@@ -1120,7 +1120,7 @@ fn signatures_publish_through_the_signed_roots_hint_and_a_new_boot_lists_every_r
         m.ws.join(".dsh-knowledge/.git/dsh-chapters-published/.signed-cursor.json");
     let mut saved: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&cursor).expect("cursor")).expect("json");
-    saved["boot"] = serde_json::json!("an-earlier-boot");
+    saved["cursor"]["boot"] = serde_json::json!("an-earlier-boot");
     std::fs::write(&cursor, saved.to_string()).expect("write");
     m.ok(&["sync"]);
     assert!(in_pool().contains("\"turn\":1001"), "{}", in_pool());

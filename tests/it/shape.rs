@@ -205,7 +205,7 @@ fn writes_from(skip_also: &[&str], source: impl Fn(&str) -> bool, writes: &[&str
                 }
             }
         }
-        if !writes.iter().any(|w| line.contains(w)) {
+        if !writes.iter().any(|w| calls(line, w)) {
             continue;
         }
         let call: String = lines[i..(i + 3).min(lines.len())]
@@ -220,7 +220,79 @@ fn writes_from(skip_also: &[&str], source: impl Fn(&str) -> bool, writes: &[&str
     named
 }
 
+/// Whether `line` holds `write`; a function's call (`name(`) only as a free function's, not a
+/// method's or a longer name's.
+fn calls(line: &str, write: &str) -> bool {
+    let bare = write
+        .strip_suffix('(')
+        .is_some_and(|n| n.chars().all(|c| c.is_alphanumeric() || c == '_'));
+    if !bare {
+        return line.contains(write);
+    }
+    line.match_indices(write).any(|(at, _)| {
+        !line[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.')
+    })
+}
+
 const FILE_WRITES: &[&str] = &["write_atomic", "write_new", "fs::write(", "File::create("];
+
+/// The free functions of the product outside `store` (and the test kit) that write a file
+/// themselves, each as its call (`name(`): a path handed to such a writer in another module
+/// is written as surely as one written in place. A name defined twice is left out (its calls
+/// cannot be told apart); so is a write to a path made from the mirror's git directory
+/// (`git_dir(…)`, the sync's own markers).
+fn file_writers(writes: &[&str]) -> Vec<String> {
+    let mut bodies: Vec<(String, bool)> = Vec::new();
+    let mut git_paths: Vec<String> = Vec::new();
+    for_each_product_line(
+        |rel| rel.starts_with("store") || rel.starts_with("testkit"),
+        |_, line| {
+            let t = line.trim_start();
+            let t = ["pub(crate) ", "pub(super) ", "pub "]
+                .iter()
+                .find_map(|p| t.strip_prefix(p))
+                .unwrap_or(t);
+            if let Some(rest) = t.strip_prefix("fn ") {
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                // A method's calls (`x.name(`) are not followed.
+                let call = if line.contains("self") {
+                    String::new()
+                } else {
+                    format!("{name}(")
+                };
+                bodies.push((call, false));
+                git_paths.clear();
+            } else if let Some((_, writes_here)) = bodies.last_mut() {
+                if let Some(rest) = t.strip_prefix("let ").filter(|_| line.contains("git_dir(")) {
+                    let rest = rest.strip_prefix("mut ").unwrap_or(rest);
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    git_paths.push(name);
+                }
+                let to_git = line.contains("git_dir(")
+                    || git_paths.iter().any(|p| line.contains(&format!("&{p}")));
+                *writes_here |= !to_git && writes.iter().any(|w| line.contains(w));
+            }
+        },
+    );
+    let defined = |call: &str| bodies.iter().filter(|(c, _)| c == call).count();
+    let mut writers: Vec<String> = bodies
+        .iter()
+        .filter(|(call, writes)| *writes && !call.is_empty() && defined(call) == 1)
+        .map(|(call, _)| call.clone())
+        .collect();
+    writers.sort();
+    writers.dedup();
+    writers
+}
 
 /// The mirror's copies behind `Store`: outside `store` (and the test kit) no function of the
 /// product writes a file with bytes it read from a pool object (`read_blob`, `read_blob_from`,
@@ -259,6 +331,8 @@ fn only_the_store_writes_files_into_the_mirror() {
     };
     let mut writes = FILE_WRITES.to_vec();
     writes.extend(["build::apply(", "write_index_file(", "write_if_changed("]);
+    let writers = file_writers(&writes);
+    writes.extend(writers.iter().map(String::as_str));
     let named = writes_from(&[], mirror_path, &writes);
     assert!(
         named.is_empty(),
