@@ -206,7 +206,7 @@ impl Walker<'_> {
         }
         if is_human_authored(&m.source) && self.out.first_human.is_none() {
             // An attachment's marker is no title: the person's own words are.
-            let words = crate::source::without_attachment_markers(&own_text);
+            let words = crate::session::attachment::without_markers(&own_text);
             if !words.trim().is_empty() {
                 self.out.first_human = Some(words.into_owned());
             }

@@ -522,12 +522,12 @@ fn tree_marker(kind: Option<&str>, block: &serde_json::Map<String, Value>) -> Op
         .get("attachment")
         .and_then(|a| a.get("name"))
         .and_then(Value::as_str);
-    Some(crate::source::attachment_marker(what, name))
+    Some(super::attachment::marker(what, name))
 }
 
 /// An attachment's marker (its file name when known) in a message's text.
 fn attachment_marker(what: &str, name: Option<String>) -> String {
-    crate::source::attachment_marker(what, name.as_deref())
+    super::attachment::marker(what, name.as_deref())
 }
 
 /// An assistant `content`: the text blocks joined as [`content_text`] joins them, and each

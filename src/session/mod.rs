@@ -1,6 +1,7 @@
 //! DSH session logs: discovery by cwd key, the frame reader (zstd and plain), event model
 //! and generation normalizing (v0–v4). Bytes in, events out.
 
+pub mod attachment;
 pub mod cwdkey;
 pub mod discover;
 pub mod event;

@@ -269,7 +269,7 @@ impl Block {
             .as_ref()
             .and_then(|s| s.data.as_ref())
             .map_or(0, |d| d.0);
-        crate::source::attachment_marker(what, Some(&format!("{media}, {bytes} bytes of base64")))
+        crate::session::attachment::marker(what, Some(&format!("{media}, {bytes} bytes of base64")))
     }
 }
 

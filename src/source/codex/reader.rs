@@ -878,7 +878,7 @@ fn user_message_text(p: &Value) -> String {
 
 /// The marker an image leaves in a message: what is known of it (its size or file name).
 fn image_marker(what: &str) -> String {
-    crate::source::attachment_marker("image", Some(what))
+    crate::session::attachment::marker("image", Some(what))
 }
 
 /// A call's output: a string, often JSON `{"output": …, "metadata": …}` (the output is
