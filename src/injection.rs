@@ -14,8 +14,9 @@ pub fn is_human_authored(source: &MessageSource) -> bool {
 
 /// Whether a user-role message is archived as conversation. The human always is; host
 /// injections are screened except the named producer+form exceptions: delegate reports
-/// (`agent-message`/`relay`, `subagent-settled`/`notice`) and the plan-mode flip notice
-/// (`plugin` named `plan-mode`, form `notice`).
+/// (`agent-message`/`relay`, `subagent-settled`/`notice`), a teammate's message
+/// (`team-message`, DSH's Agent Teams) and the plan-mode flip notice (`plugin` named
+/// `plan-mode`, form `notice`).
 ///
 /// Screened (a marker each, never terms), as seen in DSH 0.2.x logs: `user-approval` (a
 /// policy-change notice), `runtime-context`, `time-context`, `skill-catalog`,
@@ -31,6 +32,9 @@ pub fn is_conversation(source: &MessageSource) -> bool {
     let form = source.form.as_deref();
     match source.kind.as_str() {
         "agent-message" => form == Some("relay"),
+        // Agent Teams: a teammate's message in the target's session (the lead's task to a
+        // member among them) — another agent's words, as a relay is.
+        "team-message" => true,
         "subagent-settled" => form == Some("notice"),
         "plugin" => source.name.as_deref() == Some("plan-mode") && form == Some("notice"),
         _ => false,
@@ -82,6 +86,11 @@ mod tests {
             ),
             (
                 json!({"kind": "subagent-settled", "form": "notice"}),
+                false,
+                true,
+            ),
+            (
+                json!({"kind": "team-message", "teamId": "lead", "messageId": "m1", "senderId": "lead", "senderName": "lead"}),
                 false,
                 true,
             ),

@@ -164,7 +164,7 @@ impl Walker<'_> {
         self.out.messages += 1;
         let speaker = if is_human_authored(&m.source) {
             "**User**".to_owned()
-        } else if m.source.kind == "agent-message" {
+        } else if matches!(m.source.kind.as_str(), "agent-message" | "team-message") {
             // Another agent's words to this one: a parent's task to its delegate (Codex's
             // subagent prompt), or a relayed message — not a report.
             format!("**Agent message** ({})", source_label(&m.source))

@@ -1065,7 +1065,14 @@ mod tests {
                     Some("notice"),
                     "Agent a1 finished: 2 bugs",
                 ),
-                ev(3, "turn/end", json!({})),
+                user(
+                    3,
+                    "team-message",
+                    None,
+                    None,
+                    "Team message m1 from lead: check docs",
+                ),
+                ev(4, "turn/end", json!({})),
             ],
         );
         let r = render(&[&t], 1);
@@ -1078,6 +1085,10 @@ mod tests {
             body.contains("**Delegate report** (subagent-settled/notice) · seq 2\n"),
             "{body}"
         );
+        assert!(
+            body.contains("**Agent message** (team-message) · seq 3\n"),
+            "{body}"
+        );
         let speakers: Vec<read::Speaker> =
             read::messages(&body).iter().map(|m| m.speaker).collect();
         assert_eq!(
@@ -1085,7 +1096,8 @@ mod tests {
             [
                 read::Speaker::AgentMessage,
                 read::Speaker::Assistant,
-                read::Speaker::DelegateReport
+                read::Speaker::DelegateReport,
+                read::Speaker::AgentMessage
             ]
         );
     }
