@@ -395,7 +395,7 @@ impl StatusCache {
         entry.archived_hi.as_ref()?.get(session_id).copied()
     }
 
-    /// One root's chapter folder: counts by name and each session's highest chapter seq.
+    /// One root's chapter folder: counts by name and each session's last chapter's highest seq.
     fn chapters(&mut self, store: &Store, root: &str) -> Result<ChaptersEntry, StoreError> {
         if let Some(entry) = self.seen.get(root) {
             return Ok(entry.clone());
@@ -423,13 +423,17 @@ impl StatusCache {
                 None => {}
             }
         }
+        // Each session's last chapter (the highest-numbered): after a DSH format migration
+        // renumbered its log, an older chapter holds higher seqs of the old numbering.
         let archived_hi = store.archived(root).ok().map(|docs| {
-            let mut hi = BTreeMap::<String, u64>::new();
+            let mut last = BTreeMap::<String, (u32, u64)>::new();
             for d in docs.into_iter().filter(|d| d.kind == "chapter") {
-                let slot = hi.entry(d.session_id).or_insert(d.seq_hi);
-                *slot = (*slot).max(d.seq_hi);
+                let slot = last.entry(d.session_id).or_insert((d.number, d.seq_hi));
+                if d.number >= slot.0 {
+                    *slot = (d.number, d.seq_hi);
+                }
             }
-            hi
+            last.into_iter().map(|(id, (_, hi))| (id, hi)).collect()
         });
         let entry = ChaptersEntry {
             stamp: stamp.clone().unwrap_or(Stamp {

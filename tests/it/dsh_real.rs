@@ -773,5 +773,13 @@ fn a_migrated_log_with_renumbered_seqs_archives_only_its_new_turns() {
         let again = json_of(&sb.run(&["archive", "--json"]));
         assert_eq!(again["sessions"][0]["turnsArchived"], 0, "{again}");
         assert_eq!(again["sessions"][0]["turnsSigned"], 0, "{again}");
+        // A turn more: `status` counts it pending against the last chapter, not against
+        // the old numbering's higher seqs; the archive takes it.
+        m.append_sixth(&sb);
+        let status = sb.json(&["status", "--json"]);
+        assert_eq!(status["pendingTurns"], 1, "v{old_gen}→v{new_gen}: {status}");
+        let sixth = json_of(&sb.run(&["archive", "--json"]));
+        assert_eq!(sixth["sessions"][0]["turnsArchived"], 1, "{sixth}");
+        assert_eq!(signed_turns(&sb, S1, S1), [1, 2, 3, 4, 5, 6]);
     }
 }

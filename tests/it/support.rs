@@ -293,19 +293,21 @@ fn renumbered(
 /// A DSH session before and after a format migration that renumbers its events while
 /// turn numbers stay (DSH's published migration packages: v1 → v2 drops every
 /// `assistant/chunk` event, v4 → v5 adds a `turn/end` for each interrupted turn). The old
-/// generation holds the first three of five real-shaped turns, the new one all five.
+/// generation holds the first three of six real-shaped turns, the new one five, and the
+/// sixth comes later.
 pub struct Migration {
     pub old_generation: u32,
     pub new_generation: u32,
     header: dsh_chapters::session::Header,
     old: Vec<serde_json::Value>,
     new: Vec<serde_json::Value>,
+    sixth: Vec<serde_json::Value>,
 }
 
 impl Migration {
-    /// `shrinks`: v1 → v4 (the old log had seven `assistant/chunk` events a turn);
-    /// else v4 → v5 (one event more in the new log's first turn). Turn `i`'s human words
-    /// are `words(i)`.
+    /// `shrinks`: v1 → v4 (the old log had sixty `assistant/chunk` events a turn: its seqs
+    /// stay above the new log's for all six turns); else v4 → v5 (one event more in the
+    /// new log's first turn). Turn `i`'s human words are `words(i)`.
     pub fn new(
         sb: &Sandbox,
         session: &str,
@@ -316,12 +318,12 @@ impl Migration {
         let (old_generation, new_generation) = if shrinks { (1, 4) } else { (4, 5) };
         let mut script = RealShapeScript::new(new_generation, START_MS);
         let header = script.header(session, &sb.ws_str());
-        let events: Vec<Vec<serde_json::Value>> = (0..5)
+        let events: Vec<Vec<serde_json::Value>> = (0..6)
             .map(|i| script.turn_events(&RealTurn::new(&words(i), &format!("Answer {i}: done."))))
             .collect();
-        let (old, new) = if shrinks {
+        let (old, mut new) = if shrinks {
             (
-                renumbered(&events[..3], &[0, 1, 2], 7, "assistant/chunk"),
+                renumbered(&events[..3], &[0, 1, 2], 60, "assistant/chunk"),
                 renumbered(&events, &[], 0, ""),
             )
         } else {
@@ -330,13 +332,22 @@ impl Migration {
                 renumbered(&events, &[0], 1, "llm/retry"),
             )
         };
+        let sixth = new.split_off(new.len() - events[5].len());
         Migration {
             old_generation,
             new_generation,
             header,
             old,
             new,
+            sixth,
         }
+    }
+
+    /// Append the sixth turn to the new generation's log, as DSH appends.
+    pub fn append_sixth(&self, sb: &Sandbox) {
+        let path = sb.log_path(&self.header.id, self.new_generation, true);
+        let mut w = LogWriter::open_append(&path, true).expect("open");
+        w.append_batch(&self.sixth).expect("append");
     }
 
     /// Write the old generation's log (three turns).
