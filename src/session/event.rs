@@ -12,6 +12,8 @@ use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, Seq
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::attachment::marker;
+
 /// Line 1 of a session log.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Header {
@@ -522,12 +524,7 @@ fn tree_marker(kind: Option<&str>, block: &serde_json::Map<String, Value>) -> Op
         .get("attachment")
         .and_then(|a| a.get("name"))
         .and_then(Value::as_str);
-    Some(super::attachment::marker(what, name))
-}
-
-/// An attachment's marker (its file name when known) in a message's text.
-fn attachment_marker(what: &str, name: Option<String>) -> String {
-    super::attachment::marker(what, name.as_deref())
+    Some(marker(what, name))
 }
 
 /// An assistant `content`: the text blocks joined as [`content_text`] joins them, and each
@@ -834,8 +831,8 @@ impl<'de> Visitor<'de> for MessageContentVisitor {
                 BlockKind::Text => texts.extend(block.text),
                 // Every reasoning block counts, one with no text (redacted by the provider) too.
                 BlockKind::Reasoning => reasoning.push(block.text.unwrap_or_default()),
-                BlockKind::Image => texts.push(attachment_marker("image", block.attachment_name)),
-                BlockKind::File => texts.push(attachment_marker("file", block.attachment_name)),
+                BlockKind::Image => texts.push(marker("image", block.attachment_name.as_deref())),
+                BlockKind::File => texts.push(marker("file", block.attachment_name.as_deref())),
                 BlockKind::Other => {}
             }
         }

@@ -33,6 +33,21 @@ pub(crate) mod lines;
 /// marked note, and the daemon's compaction moment (`daemon::triggers`).
 pub const COMPACTION_SUMMARY: &str = "compact-checkpoint";
 
+/// The source kind of another agent's words relayed to this one (a peer session's message,
+/// a parent's task to its subagent): DSH's `agent-message`, form `relay` — conversation,
+/// never the person's terms.
+pub(crate) const RELAYED: &str = "agent-message";
+
+/// The `source` of a user-role message a reader writes: of `kind`, or relayed
+/// ([`RELAYED`]) when `relayed`.
+pub(crate) fn user_source(kind: &str, relayed: bool) -> serde_json::Value {
+    if relayed {
+        serde_json::json!({"kind": RELAYED, "form": "relay"})
+    } else {
+        serde_json::json!({ "kind": kind })
+    }
+}
+
 /// The agents whose logs are archived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Harness {

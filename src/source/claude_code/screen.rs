@@ -19,10 +19,8 @@ pub(crate) const HOOK: &str = "claude-code-hook";
 /// `[Request interrupted by user…]` and other host notices in a user line.
 pub(crate) const NOTICE: &str = "claude-code-notice";
 /// Another Claude session's message (Claude Desktop's session messaging): another agent's
-/// words, conversation but never the person's — DSH's `agent-message`, form [`RELAY`].
-pub(crate) const PEER: &str = "agent-message";
-/// The form of a [`PEER`] message.
-pub(crate) const RELAY: &str = "relay";
+/// words, relayed (`source::user_source`).
+pub(crate) const PEER: &str = crate::source::RELAYED;
 
 /// How another session's message opens a user line when the agent was idle; mid-turn the
 /// queued prompt holds the bare wrapper.

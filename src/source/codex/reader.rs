@@ -75,12 +75,9 @@ fn open_stream(path: &Path, from: u64) -> Result<Box<dyn BufRead>, ReadError> {
 /// Bits of a seq that number the events of one line.
 pub const SEQ_SHIFT: u32 = 4;
 const MAX_SUB: u64 = (1 << SEQ_SHIFT) - 1;
-/// The result of a call a `turn_aborted` cut off.
 /// The note of a `compacted` line with no summary text (remote compaction).
 const COMPACTED_NOTE: &str = "Conversation compacted";
-/// The source kind of a subagent's prompt: the spawning agent's words, relayed (as DSH
-/// marks a message from another agent).
-const RELAYED: &str = "agent-message";
+/// The result of a call a `turn_aborted` cut off.
 const ABORTED_CALL: &str = "[no result: the turn was aborted before the call returned]";
 
 /// What the log's first lines say of the session.
@@ -531,11 +528,7 @@ impl CodexReader {
             self.end_turn(seq, reason, line_start);
         }
         let seq = next_seq();
-        let source = if kind == screen::HUMAN && self.subagent {
-            json!({"kind": RELAYED, "form": "relay"})
-        } else {
-            json!({ "kind": kind })
-        };
+        let source = crate::source::user_source(kind, kind == screen::HUMAN && self.subagent);
         self.push(
             seq,
             "user/message",
