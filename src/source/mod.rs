@@ -38,13 +38,22 @@ pub const COMPACTION_SUMMARY: &str = "compact-checkpoint";
 /// never the person's terms.
 pub(crate) const RELAYED: &str = "agent-message";
 
-/// The `source` of a user-role message a reader writes: of `kind`, or relayed
-/// ([`RELAYED`]) when `relayed`.
+/// The source kind of a delegate's report to the agent that delegated to it (a background
+/// subagent's final message): DSH's `subagent-settled`, form `notice` — conversation by the
+/// design's amendment of 2026-10-22, never the person's terms.
+pub(crate) const DELEGATE_REPORT: &str = "subagent-settled";
+
+/// The source kind of a teammate's message in an agent team (the lead's task to a member
+/// among them): DSH's `team-message` — conversation, never the person's terms.
+pub(crate) const TEAM_MESSAGE: &str = "team-message";
+
+/// The `source` of a user-role message a reader writes: of `kind` (with the form DSH gives
+/// that kind), or relayed ([`RELAYED`]) when `relayed`.
 pub(crate) fn user_source(kind: &str, relayed: bool) -> serde_json::Value {
-    if relayed {
-        serde_json::json!({"kind": RELAYED, "form": "relay"})
-    } else {
-        serde_json::json!({ "kind": kind })
+    match (relayed, kind) {
+        (true, _) | (_, RELAYED) => serde_json::json!({"kind": RELAYED, "form": "relay"}),
+        (_, DELEGATE_REPORT) => serde_json::json!({"kind": DELEGATE_REPORT, "form": "notice"}),
+        _ => serde_json::json!({ "kind": kind }),
     }
 }
 

@@ -484,3 +484,121 @@ fn an_editors_context_is_screened_and_a_queued_prompt_is_the_persons_end_to_end(
         }
     }
 }
+
+/// Other agents' words in a lead's transcript (Claude Code 2.1.1xx–2.1.2xx shapes, from public
+/// transcripts; ids and texts made up): a background agent's `<task-notification>` with its
+/// `<result>`, a subagent's `<agent-message>` hand-back and a teammate's `<teammate-message>`
+/// are conversation — in the chapter, labelled as another agent's — and never the person's
+/// terms, title or turn boundary; a teammate's idle notices are plumbing, screened.
+#[test]
+fn other_agents_words_are_conversation_and_never_the_persons_terms_end_to_end() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let cwd = sb.ws_str();
+    let sid = "7c000000-0000-4000-8000-000000000002";
+    let agent_done = "<task-notification>\n<task-id>a106ed7b5288e9506</task-id>\n<tool-use-id>toolu_01Mz</tool-use-id>\n<status>completed</status>\n<summary>Agent \"Fix the lexer\" finished</summary>\n<result>The quuxlexer handles tabs now.</result>\n</task-notification>";
+    let hand_back = "<agent-message from=\"a80403d7fcf4619f1\">\n[Subagent hand-back] The report follows:\n  The zorbwidget audit found two stale caches.\n</agent-message>";
+    let teammate = "<teammate-message teammate_id=\"qa\" color=\"blue\" summary=\"a race\">\nFound a flimflamrace in the lock file.\n</teammate-message>";
+    let idle = "<teammate-message teammate_id=\"qa\" color=\"blue\">\n{\"type\":\"idle_notification\",\"from\":\"qa\",\"idleReason\":\"available\"}\n</teammate-message>";
+    let user = |uuid: &str, parent: &str, text: &str| serde_json::json!({"type": "user", "uuid": uuid, "parentUuid": parent, "message": {"role": "user", "content": text}});
+    let answer = |uuid: &str, parent: &str, id: &str, text: &str| serde_json::json!({"type": "assistant", "uuid": uuid, "parentUuid": parent, "message": {"id": id, "role": "assistant", "stop_reason": "end_turn", "content": [{"type": "text", "text": text}]}});
+    let mut lines = vec![
+        serde_json::json!({"type": "user", "uuid": "u1", "parentUuid": null, "message": {"role": "user", "content": "Split the parser rewrite between background agents"}}),
+        serde_json::json!({"type": "assistant", "uuid": "a1", "parentUuid": "u1", "message": {"id": "m1", "role": "assistant", "content": [
+            {"type": "tool_use", "id": "c1", "name": "Agent", "input": {"description": "Fix the lexer", "prompt": "Fix the lexer's tab handling", "run_in_background": true}}]}}),
+        serde_json::json!({"type": "user", "uuid": "r1", "parentUuid": "a1", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "c1", "content": "Async agent launched successfully."}]}}),
+        answer("a2", "r1", "m2", "Two agents are on it."),
+        user("n1", "a2", agent_done),
+        answer("a3", "n1", "m3", "The lexer agent finished."),
+        user("n2", "a3", hand_back),
+        answer("a4", "n2", "m4", "Noted the audit."),
+        user("n3", "a4", teammate),
+        answer("a5", "n3", "m5", "I will look at the lock."),
+        user("n4", "a5", idle),
+        answer("a6", "n4", "m6", "QA is idle."),
+    ];
+    lines.push(user("u2", "a6", "Now rename the parser module"));
+    lines.push(answer("a7", "u2", "m7", "Renamed."));
+    let mut text = String::new();
+    for mut l in lines {
+        l["sessionId"] = sid.into();
+        l["cwd"] = cwd.clone().into();
+        l["version"] = "2.1.288".into();
+        l["timestamp"] = "2026-11-02T09:00:00.000Z".into();
+        text.push_str(&l.to_string());
+        text.push('\n');
+    }
+    let (path, _) = write_transcript(&sb, &cwd, &text);
+    quiet_for_a_day(&path);
+    let report = sb.json(&["archive", "--json"]);
+    let s = report["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .find(|s| s["sessionId"] == format!("claude-code-{sid}"))
+        .unwrap_or_else(|| panic!("{report}"))
+        .clone();
+    // Each answer that ends the agent's work ends a turn, the agents' words' turns too.
+    assert_eq!(s["turnsArchived"], 6, "{report}");
+    let dir = sb.store().join(format!("claude-code-{sid}/chapters"));
+    let mut body = String::new();
+    for name in s["chapters"].as_array().expect("chapters") {
+        body.push_str(
+            &std::fs::read_to_string(dir.join(name.as_str().expect("a name"))).expect("chapter"),
+        );
+    }
+    assert!(
+        body.contains("\ntitle: \"Split the parser rewrite between background agents\"\n"),
+        "{body}"
+    );
+    assert_eq!(
+        body.matches("**Delegate report** (subagent-settled/notice)")
+            .count(),
+        2,
+        "{body}"
+    );
+    assert!(body.contains("**Agent message** (team-message)"), "{body}");
+    for word in ["quuxlexer", "zorbwidget", "flimflamrace"] {
+        assert!(
+            body.contains(word),
+            "{word} missing from the chapter: {body}"
+        );
+    }
+    assert!(!body.contains("idle_notification"), "{body}");
+    let terms: Vec<String> = sb
+        .snapshot()
+        .into_iter()
+        .filter(|(k, _)| k.contains("/collections/"))
+        .flat_map(|(_, bytes)| {
+            String::from_utf8_lossy(&bytes)
+                .lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .flat_map(|v| {
+                    v["terms"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|t| t.as_str().map(str::to_owned))
+                        .collect::<Vec<_>>()
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(terms.iter().any(|t| t.contains("parser")), "{terms:?}");
+    for (file, bytes) in sb.snapshot() {
+        if file.contains("/chapters/") && file.ends_with(".md") {
+            let text = String::from_utf8_lossy(&bytes);
+            let head = text.split("\n---\n").next().unwrap_or("");
+            for word in ["quuxlexer", "zorbwidget", "flimflamrace", "lock"] {
+                assert!(!head.contains(word), "{word} in the frontmatter of {file}");
+            }
+        }
+    }
+    for word in ["quuxlexer", "zorbwidget", "flimflamrace"] {
+        assert!(
+            !terms.iter().any(|t| t.contains(word)),
+            "{word} in terms {terms:?}"
+        );
+    }
+}

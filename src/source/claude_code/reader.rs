@@ -779,7 +779,7 @@ impl ClaudeReader {
 
     /// A user-role message of `kind`: nothing pending answers it any more.
     fn push_user(&mut self, seq: u64, text: String, kind: &str, time: Option<i64>) {
-        let source = crate::source::user_source(kind, kind == screen::PEER);
+        let source = crate::source::user_source(kind, false);
         self.push(
             seq,
             "user/message",

@@ -21,6 +21,13 @@ pub(crate) const NOTICE: &str = "claude-code-notice";
 /// Another Claude session's message (Claude Desktop's session messaging): another agent's
 /// words, relayed (`source::user_source`).
 pub(crate) const PEER: &str = crate::source::RELAYED;
+/// A delegate's report to this session: a subagent's hand-back (`<agent-message from=…>`,
+/// 2.1.2xx, bare or behind the peer opening) or a background agent's `<task-notification>`
+/// carrying its `<result>` — conversation (`source::DELEGATE_REPORT`), never terms.
+pub(crate) const DELEGATE: &str = crate::source::DELEGATE_REPORT;
+/// A teammate's message in an agent team (`<teammate-message teammate_id=…>`): the lead's
+/// task to a member, a member's findings to the lead — conversation (`source::TEAM_MESSAGE`).
+pub(crate) const TEAMMATE: &str = crate::source::TEAM_MESSAGE;
 
 /// How another session's message opens a user line when the agent was idle; mid-turn the
 /// queued prompt holds the bare wrapper.
@@ -53,6 +60,11 @@ pub(crate) fn classify(text: &str, is_meta: bool, is_compact_summary: bool) -> &
     {
         return COMPACTION_SUMMARY;
     }
+    // By their frames, before the host's flags: a queued delegate report carries a host
+    // `origin`, and it is still the delegate's words.
+    if let Some(kind) = agent_frame(t) {
+        return kind;
+    }
     if is_meta {
         return META;
     }
@@ -74,6 +86,66 @@ pub(crate) fn classify(text: &str, is_meta: bool, is_compact_summary: bool) -> &
         return NOTICE;
     }
     HUMAN
+}
+
+/// Another agent's words by their frame: a delegate's report, a teammate's message, or a
+/// teammate's status notices only (`{"type": "idle_notification", …}` and other JSON
+/// payloads: plumbing). `None` for anything else.
+fn agent_frame(t: &str) -> Option<&'static str> {
+    let framed = PEER_OPENINGS[..1]
+        .iter()
+        .find_map(|opening| t.strip_prefix(opening))
+        .map_or(t, |rest| rest.trim_start_matches(':').trim_start());
+    if opens_tag(framed, "agent-message") {
+        return Some(DELEGATE);
+    }
+    if t.starts_with("<task-notification>") && t.contains("<result>") {
+        return Some(DELEGATE);
+    }
+    if opens_tag(framed, "teammate-message") {
+        return Some(if only_status_notices(framed) {
+            COMMAND
+        } else {
+            TEAMMATE
+        });
+    }
+    None
+}
+
+/// `text` opens with the tag `<name` followed by a space or `>`.
+fn opens_tag(text: &str, name: &str) -> bool {
+    text.strip_prefix('<')
+        .and_then(|rest| rest.strip_prefix(name))
+        .is_some_and(|rest| rest.starts_with([' ', '>', '\n', '\t']))
+}
+
+/// Every `<teammate-message …>` block of `text` holds a JSON object with a `type` (an idle
+/// notice, a shutdown request, a termination), and nothing stands outside the blocks.
+fn only_status_notices(text: &str) -> bool {
+    const CLOSE: &str = "</teammate-message>";
+    let mut rest = text.trim();
+    while !rest.is_empty() {
+        if !opens_tag(rest, "teammate-message") {
+            return false;
+        }
+        let Some(open_end) = rest.find('>') else {
+            return false;
+        };
+        let Some(close) = rest.find(CLOSE) else {
+            return false;
+        };
+        let Some(body) = rest.get(open_end + 1..close) else {
+            return false;
+        };
+        let is_notice = serde_json::from_str::<serde_json::Value>(body.trim())
+            .ok()
+            .is_some_and(|v| v.get("type").is_some_and(serde_json::Value::is_string));
+        if !is_notice {
+            return false;
+        }
+        rest = rest[close + CLOSE.len()..].trim_start();
+    }
+    true
 }
 
 /// `[Request interrupted by user]` / `… for tool use]`: the person stopped the agent.
@@ -149,6 +221,61 @@ mod tests {
             CAVEAT
         );
         assert!(PLUMBING_TAGS.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    /// Agents' frames as Claude Code 2.1.1xx–2.1.2xx writes them (shapes from public
+    /// transcripts and tools' tests; ids and texts made up).
+    #[test]
+    fn agents_frames() {
+        let hand_back = "<agent-message from=\"a80403d7fcf4619f1\">\n[Subagent hand-back] The report follows:\n  Both files are written.\n</agent-message>";
+        assert_eq!(classify(hand_back, false, false), DELEGATE);
+        assert_eq!(
+            classify(
+                &format!("Another Claude session sent a message:\n{hand_back}"),
+                false,
+                false
+            ),
+            DELEGATE
+        );
+        let agent_done = "<task-notification>\n<task-id>a106ed7b5288e9506</task-id>\n<tool-use-id>toolu_01Mz</tool-use-id>\n<output-file>/tmp/x</output-file>\n<status>completed</status>\n<summary>Agent \"Review the wiring\" finished</summary>\n<result>FINAL REPORT</result>\n<usage><total_tokens>47440</total_tokens></usage>\n</task-notification>";
+        assert_eq!(classify(agent_done, false, false), DELEGATE);
+        // Queued mid-turn, the notification carries the host's origin: still the report.
+        assert_eq!(classify(agent_done, true, false), DELEGATE);
+        let command_done = "<task-notification>\n<task-id>b1</task-id>\n<status>completed</status>\n<summary>Background command \"sleep 1\" completed (exit code 0)</summary>\n</task-notification>";
+        assert_eq!(classify(command_done, false, false), COMMAND);
+        let task = "<teammate-message teammate_id=\"team-lead\">\nYou are an agent on team \"oracle-pr-review\". Claim task #2.\n</teammate-message>";
+        assert_eq!(classify(task, false, false), TEAMMATE);
+        assert_eq!(
+            classify(
+                &format!("Another Claude session sent a message:\n{task}"),
+                false,
+                false
+            ),
+            TEAMMATE
+        );
+        let idle = "<teammate-message teammate_id=\"pm-agent\" color=\"blue\">\n{\"type\":\"idle_notification\",\"from\":\"pm-agent\",\"idleReason\":\"available\"}\n</teammate-message>\n\n<teammate-message teammate_id=\"dev\" color=\"green\">\n{\"type\":\"idle_notification\",\"from\":\"dev\"}\n</teammate-message>";
+        assert_eq!(classify(idle, false, false), COMMAND);
+        let mixed = format!("{idle}\n<teammate-message teammate_id=\"qa\">found a race in the lock</teammate-message>");
+        assert_eq!(classify(&mixed, false, false), TEAMMATE);
+        // Torn or hostile frames never panic; a person's words that mention a tag are theirs.
+        for odd in [
+            "<teammate-message",
+            "<teammate-message teammate_id=\"x\">{\"type\":1}",
+            "<teammate-message>{}</teammate-message>",
+            "<agent-messages are odd",
+            "<task-notification><result>",
+        ] {
+            let _ = classify(odd, false, false);
+        }
+        assert_eq!(classify("<agent-messages are odd", false, false), HUMAN);
+        assert_eq!(
+            classify("what does <agent-message from= mean?", false, false),
+            HUMAN
+        );
+        assert_eq!(
+            classify("<teammate-message>{}</teammate-message>", false, false),
+            TEAMMATE
+        );
     }
 
     #[test]

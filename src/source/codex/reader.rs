@@ -529,6 +529,11 @@ impl CodexReader {
         }
         let seq = next_seq();
         let source = crate::source::user_source(kind, kind == screen::HUMAN && self.subagent);
+        let text = if kind == screen::DELEGATE {
+            screen::delegate_report(&text)
+        } else {
+            text
+        };
         self.push(
             seq,
             "user/message",
@@ -1220,6 +1225,45 @@ mod tests {
         let r = read(&g2(), true);
         let h = r.header.expect("header");
         assert_eq!((h.parent_session, h.delegation_depth), (None, None));
+    }
+
+    /// Real shape (parent-side, multi-agent Codex): a subagent's final message arrives as a
+    /// user-role `response_item` `<subagent_notification>{"agent_id", "status"}` — a
+    /// delegate's report: conversation as its text, never the person's words, no turn end.
+    #[test]
+    fn a_subagents_notification_is_a_delegate_report_inside_the_turn() {
+        let note = "<subagent_notification>{\"agent_id\":\"019cc375-5af5\",\"status\":{\"completed\":\"No expiry bug in src/auth.rs.\"}}</subagent_notification>";
+        let text = [
+            meta(),
+            event(json!({"type": "task_started", "turn_id": "t1"})),
+            event(json!({"type": "user_message", "message": "Have an agent review the auth module"})),
+            item(json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Have an agent review the auth module"}]})),
+            answer("Spawned a reviewer."),
+            item(json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": note}]})),
+            answer("The reviewer found nothing."),
+            event(json!({"type": "task_complete", "turn_id": "t1"})),
+        ]
+        .concat();
+        let r = read(&text, true);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(r.turns.len(), 1);
+        let messages: Vec<_> = r.turns[0]
+            .events
+            .iter()
+            .filter_map(|e| e.user_message())
+            .collect();
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        let report = messages[1];
+        assert_eq!(
+            (report.source.kind.as_str(), report.source.form.as_deref()),
+            ("subagent-settled", Some("notice"))
+        );
+        assert_eq!(
+            report.text,
+            "Subagent 019cc375-5af5 completed:\n\nNo expiry bug in src/auth.rs."
+        );
+        assert!(crate::injection::is_conversation(&report.source));
+        assert!(!crate::injection::is_human_authored(&report.source));
     }
 
     /// Real shapes (codex-cli 0.1xx rollouts): a search recorded as a `response_item`

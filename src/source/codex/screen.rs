@@ -2,7 +2,9 @@
 //!
 //! Screen: `developer`/`system` messages, and user-role host context: `# AGENTS.md
 //! instructions…`, `<user_instructions>`, `<environment_context>`, `<INSTRUCTIONS>`,
-//! `<user_shell_command>` plumbing, `<skill>`, `<turn_aborted>`, `<subagent_notification>`. Tool vocabulary: `shell` / `exec_command` /
+//! `<user_shell_command>` plumbing, `<skill>`, `<turn_aborted>`. A `<subagent_notification>` (a
+//! subagent's final message to its parent) is a delegate's report: conversation, never terms,
+//! read as its text (`delegate_report`). Tool vocabulary: `shell` / `exec_command` /
 //! `local_shell` take a `command`/`cmd` argv or script (the shared signature reads them);
 //! `apply_patch` (a freeform tool) carries a patch whose `*** Add/Update/Delete File:` and
 //! `*** Move to:` lines name the paths it touches: they are given as `paths`. Code mode's
@@ -14,6 +16,11 @@ pub(crate) const HUMAN: &str = "user";
 pub(crate) const DEVELOPER: &str = "codex-developer";
 /// User-role host context (instruction files, environment snapshot).
 pub(crate) const CONTEXT: &str = "codex-context";
+/// A subagent's notification to its parent: a delegate's report (`source::DELEGATE_REPORT`).
+pub(crate) const DELEGATE: &str = crate::source::DELEGATE_REPORT;
+
+const NOTIFICATION_OPEN: &str = "<subagent_notification>";
+const NOTIFICATION_CLOSE: &str = "</subagent_notification>";
 
 const CONTEXT_PREFIXES: &[&str] = &[
     "# AGENTS.md instructions",
@@ -22,19 +29,59 @@ const CONTEXT_PREFIXES: &[&str] = &[
     "<user_instructions>",
     "<user_shell_command>",
     // Fragments Codex itself marks as context, not the person's (codex-rs 2026): a skill's
-    // text, an interruption notice, a subagent's notification to its parent.
+    // text, an interruption notice.
     "<skill>",
     "<turn_aborted>",
-    "<subagent_notification>",
 ];
 
 /// The source kind of a user-role message's text.
 pub(crate) fn classify_user(text: &str) -> &'static str {
     let t = text.trim_start();
-    if CONTEXT_PREFIXES.iter().any(|p| t.starts_with(p)) {
+    if starts_with_ignoring_case(t, NOTIFICATION_OPEN) {
+        DELEGATE
+    } else if CONTEXT_PREFIXES.iter().any(|p| t.starts_with(p)) {
         CONTEXT
     } else {
         HUMAN
+    }
+}
+
+fn starts_with_ignoring_case(text: &str, prefix: &str) -> bool {
+    text.get(..prefix.len())
+        .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+}
+
+/// A `<subagent_notification>` as a person reads it: `{"agent_id": …, "status": …}` inside
+/// the tags, where the status is a word (`"shutdown"`) or one key holding the subagent's
+/// final message (`{"completed": "…"}`, `{"errored": "…"}`). `Subagent ID completed:` and the
+/// message; the text as it came when it is not of that shape.
+pub(crate) fn delegate_report(text: &str) -> String {
+    #[derive(serde::Deserialize)]
+    struct Notification {
+        agent_id: String,
+        status: serde_json::Value,
+    }
+    let t = text.trim();
+    let payload = t
+        .get(NOTIFICATION_OPEN.len()..)
+        .and_then(|rest| rest.strip_suffix(NOTIFICATION_CLOSE));
+    let Some(note) = payload.and_then(|p| serde_json::from_str::<Notification>(p.trim()).ok())
+    else {
+        return text.to_owned();
+    };
+    let (status, message) = match &note.status {
+        serde_json::Value::String(word) => (word.as_str(), None),
+        serde_json::Value::Object(map) if map.len() == 1 => {
+            let (word, value) = map.iter().next().expect("a map of one entry");
+            (word.as_str(), value.as_str())
+        }
+        _ => return text.to_owned(),
+    };
+    let agent = crate::names::one_line(&note.agent_id);
+    let status = crate::names::one_line(status).replace('_', " ");
+    match message {
+        Some(m) if !m.trim().is_empty() => format!("Subagent {agent} {status}:\n\n{m}"),
+        _ => format!("Subagent {agent} {status}."),
     }
 }
 
@@ -105,7 +152,6 @@ mod tests {
         );
         for host in [
             "<turn_aborted>The user interrupted the previous turn on purpose.</turn_aborted>",
-            "<subagent_notification>{\"agent_id\":\"a1\",\"status\":\"completed\"}</subagent_notification>",
             "<skill>\n<name>pdf</name></skill>",
         ] {
             assert_eq!(classify_user(host), CONTEXT, "{host}");
@@ -115,5 +161,42 @@ mod tests {
         let args: serde_json::Value =
             serde_json::from_str(&custom_call_arguments("apply_patch", patch)).unwrap();
         assert_eq!(args["paths"][1], "b.md");
+    }
+
+    /// Shapes from codex-rs (`format_subagent_notification_message`) and public rollouts.
+    #[test]
+    fn a_subagent_notification_is_a_readable_delegate_report() {
+        let done = "<subagent_notification>{\"agent_id\":\"019cc375-5af5\",\"status\":{\"completed\":\"Both docs are written.\\nSee docs/a.md.\"}}</subagent_notification>";
+        assert_eq!(classify_user(done), DELEGATE);
+        assert_eq!(
+            classify_user("<SUBAGENT_NOTIFICATION>{}</subagent_notification>"),
+            DELEGATE
+        );
+        assert_eq!(
+            delegate_report(done),
+            "Subagent 019cc375-5af5 completed:\n\nBoth docs are written.\nSee docs/a.md."
+        );
+        assert_eq!(
+            delegate_report("<subagent_notification>{\"agent_id\":\"a\",\"status\":\"completed\"}</subagent_notification>"),
+            "Subagent a completed."
+        );
+        assert_eq!(
+            delegate_report("<subagent_notification>{\"agent_id\":\"a\",\"status\":{\"errored\":\"boom\"}}</subagent_notification>"),
+            "Subagent a errored:\n\nboom"
+        );
+        assert_eq!(
+            delegate_report("<subagent_notification>{\"agent_id\":\"a\",\"status\":\"not_found\"}</subagent_notification>"),
+            "Subagent a not found."
+        );
+        // Not of that shape: the text as it came, never a panic.
+        for odd in [
+            "<subagent_notification>done</subagent_notification>",
+            "<subagent_notification>{\"agent_id\":\"a\",\"status\":{}}</subagent_notification>",
+            "<subagent_notification>{\"agent_id\":\"a\"",
+            "<subagent_notification>",
+            "<subagent_notification>é",
+        ] {
+            assert_eq!(delegate_report(odd), odd);
+        }
     }
 }
