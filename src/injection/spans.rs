@@ -15,6 +15,8 @@
 //!   Files mentioned by the user:`) opens a span through the line `## My request for Codex:`
 //!   (any `## My request…` line), after which the typed words follow; with no such line it
 //!   runs to the end of the message.
+//! - What a prompt-submit hook printed, the same way: `<user-prompt-submit-hook>` (Claude
+//!   Code) — a program's output, not the person's words.
 //! - `Instructions from: <path>` (any letter case, at the start of a line, the rest of the
 //!   line one path-looking word: it holds `/` or `\`, or ends in `.md`) opens a span that
 //!   runs to the end of the message: the form carries a whole instruction file and has no
@@ -34,6 +36,11 @@ const TAG_BLOCKS: &[(&str, &str, SpanKind)] = &[
         SpanKind::IdeContext,
     ),
     ("<ide_selection>", "</ide_selection>", SpanKind::IdeContext),
+    (
+        "<user-prompt-submit-hook>",
+        "</user-prompt-submit-hook>",
+        SpanKind::HookOutput,
+    ),
 ];
 /// Lines that open an editor's preamble, lowercase; [`PREAMBLE_END`] closes it.
 const PREAMBLE_OPEN: &[&str] = &[
@@ -53,6 +60,9 @@ pub enum SpanKind {
     InstructionsFrom,
     /// An editor extension's context: the open file, the selected lines.
     IdeContext,
+    /// What a prompt-submit hook printed (Claude Code's `<user-prompt-submit-hook>`): a
+    /// program's output the person configured, not words they typed.
+    HookOutput,
 }
 
 impl SpanKind {
@@ -62,6 +72,7 @@ impl SpanKind {
             SpanKind::SystemReminder => "system-reminder",
             SpanKind::InstructionsFrom => "instructions-from",
             SpanKind::IdeContext => "ide-context",
+            SpanKind::HookOutput => "hook-output",
         }
     }
 }
@@ -260,6 +271,20 @@ mod tests {
         assert_eq!(
             unscreened_text("a<ide_opened_file>f</ide_opened_file>b"),
             "a b"
+        );
+    }
+
+    /// What a prompt-submit hook printed, as Claude Code puts it in a user line (public
+    /// tools list it among the host's wrappers): the hook's, however it stands.
+    #[test]
+    fn a_prompt_hooks_output_is_screened() {
+        assert_eq!(
+            shape("<user-prompt-submit-hook>Current branch: main</user-prompt-submit-hook>"),
+            ["S:hook-output:71"]
+        );
+        assert_eq!(
+            unscreened_text("rename the parser\n<user-prompt-submit-hook>memory: uses tabs</user-prompt-submit-hook>"),
+            "rename the parser\n "
         );
     }
 

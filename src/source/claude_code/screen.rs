@@ -73,7 +73,7 @@ pub(crate) fn classify(text: &str, is_meta: bool, is_compact_summary: bool) -> &
     ) {
         return CAVEAT;
     }
-    if PLUMBING_TAGS.iter().any(|tag| t.starts_with(tag)) {
+    if PLUMBING_TAGS.iter().any(|tag| t.starts_with(tag)) || is_hook_output_alone(t) {
         return COMMAND;
     }
     if PEER_OPENINGS.iter().any(|opening| t.starts_with(opening)) {
@@ -110,6 +110,15 @@ fn agent_frame(t: &str) -> Option<&'static str> {
         });
     }
     None
+}
+
+/// A line holding only what a prompt-submit hook printed (`<user-prompt-submit-hook>…`):
+/// the hook's. Beside typed words, the block is screened span by span (`injection::spans`)
+/// and the words stay the person's.
+fn is_hook_output_alone(t: &str) -> bool {
+    const OPEN: &str = "<user-prompt-submit-hook>";
+    const CLOSE: &str = "</user-prompt-submit-hook>";
+    t.starts_with(OPEN) && t.trim_end().ends_with(CLOSE) && t.matches(CLOSE).count() == 1
 }
 
 /// `text` opens with the tag `<name` followed by a space or `>`.
@@ -221,6 +230,22 @@ mod tests {
             CAVEAT
         );
         assert!(PLUMBING_TAGS.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(
+            classify(
+                "<user-prompt-submit-hook>branch: main</user-prompt-submit-hook>\n",
+                false,
+                false
+            ),
+            COMMAND
+        );
+        assert_eq!(
+            classify(
+                "<user-prompt-submit-hook>branch: main</user-prompt-submit-hook>\nrename it",
+                false,
+                false
+            ),
+            HUMAN
+        );
     }
 
     /// Agents' frames as Claude Code 2.1.1xx–2.1.2xx writes them (shapes from public
