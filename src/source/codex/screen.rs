@@ -2,7 +2,8 @@
 //!
 //! Screen: `developer`/`system` messages, and user-role host context: `# AGENTS.md
 //! instructions…`, `<user_instructions>`, `<environment_context>`, `<INSTRUCTIONS>`,
-//! `<user_shell_command>` plumbing, `<skill>`, `<turn_aborted>`. A `<subagent_notification>` (a
+//! `<user_shell_command>` plumbing, `<skill>`, `<turn_aborted>`, a hook's `<hook_prompt …>`,
+//! `<codex_internal_context …>`, Codex's own `Warning: …` notices (any letter case). A `<subagent_notification>` (a
 //! subagent's final message to its parent) is a delegate's report: conversation, never terms,
 //! read as its text (`delegate_report`). Tool vocabulary: `shell` / `exec_command` /
 //! `local_shell` take a `command`/`cmd` argv or script (the shared signature reads them);
@@ -29,9 +30,15 @@ const CONTEXT_PREFIXES: &[&str] = &[
     "<user_instructions>",
     "<user_shell_command>",
     // Fragments Codex itself marks as context, not the person's (codex-rs 2026): a skill's
-    // text, an interruption notice.
+    // text, an interruption notice, a hook's prompt, its internal steering, and the
+    // warnings it sends in the person's role.
     "<skill>",
     "<turn_aborted>",
+    "<hook_prompt",
+    "<codex_internal_context",
+    "Warning: The maximum number of unified exec processes you can keep open is",
+    "Warning: Your account was flagged for potentially high-risk cyber activity",
+    "Warning: apply_patch was requested via ",
 ];
 
 /// The source kind of a user-role message's text.
@@ -39,7 +46,10 @@ pub(crate) fn classify_user(text: &str) -> &'static str {
     let t = text.trim_start();
     if starts_with_ignoring_case(t, NOTIFICATION_OPEN) {
         DELEGATE
-    } else if CONTEXT_PREFIXES.iter().any(|p| t.starts_with(p)) {
+    } else if CONTEXT_PREFIXES
+        .iter()
+        .any(|p| starts_with_ignoring_case(t, p))
+    {
         CONTEXT
     } else {
         HUMAN
@@ -153,6 +163,11 @@ mod tests {
         for host in [
             "<turn_aborted>The user interrupted the previous turn on purpose.</turn_aborted>",
             "<skill>\n<name>pdf</name></skill>",
+            "<SKILL>\n<name>pdf</name></SKILL>",
+            "<hook_prompt hook_run_id=\"stop-1\">Run the tests before you stop.</hook_prompt>",
+            "<codex_internal_context source=\"extension\">Internal steering.</codex_internal_context>",
+            "Warning: The maximum number of unified exec processes you can keep open is 16.",
+            "Warning: apply_patch was requested via exec_command. Use the apply_patch tool instead of exec_command.",
         ] {
             assert_eq!(classify_user(host), CONTEXT, "{host}");
         }
