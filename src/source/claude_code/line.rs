@@ -33,8 +33,10 @@ pub(super) struct Line {
 /// An `attachment` line's payload as the reader reads it. A prompt the person typed while
 /// the agent worked is delivered into the running turn as `{type: "queued_command",
 /// prompt, commandMode: "prompt"}` — not as a `user` line (a background agent's
-/// `<task-notification>` arrives the same way, `commandMode: "task-notification"`). Every
-/// other attachment (memory files, hook context, reminders) is the host's and not read.
+/// `<task-notification>` arrives the same way, `commandMode: "task-notification"`). The
+/// messages of a `teammate_mailbox` attachment (agent teams) are read as a teammate's
+/// (`Attachment::teammate_messages`); every other attachment (memory files, hook context,
+/// reminders) is the host's and not read.
 /// Scalars are read leniently: an attachment of an unexpected shape is skipped, never a
 /// damaged line.
 #[derive(Deserialize, Default)]
@@ -48,6 +50,8 @@ pub(super) struct Attachment {
     is_meta: Option<Value>,
     /// `origin.kind` (2.1.2xx): `human` for the person's words.
     origin: Option<Value>,
+    /// A `teammate_mailbox` attachment's messages (agent teams): `[{from, text, …}]`.
+    messages: Option<Value>,
 }
 
 impl Attachment {
@@ -75,6 +79,34 @@ impl Attachment {
             || self
                 .origin_kind()
                 .is_some_and(|kind| kind != Some("human") && kind != Some("peer"))
+    }
+
+    /// A `teammate_mailbox` attachment's messages from teammates, each in the frame a user
+    /// line gives it (`<teammate-message teammate_id="FROM">`), blank-line separated; its
+    /// status notices (`screen::is_status_notice`) and empty texts left out. `None` for any
+    /// other attachment or when nothing is left.
+    pub(super) fn teammate_messages(&self) -> Option<String> {
+        if self.kind.as_ref().and_then(Value::as_str) != Some("teammate_mailbox") {
+            return None;
+        }
+        let mut out = String::new();
+        for m in self.messages.as_ref()?.as_array()? {
+            let Some(text) = m.get("text").and_then(Value::as_str) else {
+                continue;
+            };
+            if text.trim().is_empty() || super::screen::is_status_notice(text) {
+                continue;
+            }
+            let from = m.get("from").and_then(Value::as_str).unwrap_or("teammate");
+            let from = crate::names::one_line(from).replace('"', "'");
+            if !out.is_empty() {
+                out.push_str("\n\n");
+            }
+            out.push_str(&format!(
+                "<teammate-message teammate_id=\"{from}\">\n{text}\n</teammate-message>"
+            ));
+        }
+        (!out.is_empty()).then_some(out)
     }
 
     /// Another Claude session's message (`origin.kind: "peer"`).

@@ -1095,6 +1095,17 @@ impl ClaudeReader {
                 }
             }
             (Some("attachment"), _) => {
+                if let Some(text) = line
+                    .attachment
+                    .as_ref()
+                    .and_then(Attachment::teammate_messages)
+                {
+                    // Delivered into the running turn, as a queued prompt is: it ends nothing.
+                    self.flush_message();
+                    let seq = next_seq(&mut sub);
+                    self.push_user(seq, text, screen::TEAMMATE, time);
+                    return;
+                }
                 let Some(a) = line.attachment.filter(Attachment::is_queued_prompt) else {
                     return;
                 };
@@ -1638,6 +1649,46 @@ mod tests {
             assert!(crate::injection::is_conversation(&m.source));
             assert!(!crate::injection::is_human_authored(&m.source));
         }
+    }
+
+    /// Agent teams (shapes from a public Claude Code fork's fixtures of Claude Code's
+    /// transcript kinds): a teammate's messages delivered as a `teammate_mailbox` attachment
+    /// (`messages: [{from, text, timestamp, color}]`, a termination notice among them as JSON)
+    /// are a teammate's words inside the running turn; the notice and the `team_context`
+    /// attachment are nothing.
+    #[test]
+    fn a_teammates_mailbox_is_a_teammates_words_inside_the_running_turn() {
+        let mailbox = json!({"attachment": {"type": "teammate_mailbox", "messages": [
+            {"from": "team-lead", "text": "Take the flaky login test", "timestamp": "2026-01-01T00:00:03Z", "color": "cyan"},
+            {"from": "scribe", "text": "{\"type\":\"teammate_terminated\",\"message\":\"scribe has been terminated\"}"},
+            {"from": 7, "text": "  "},
+            {"text": "no sender"},
+            "odd"
+        ]}});
+        let log = [
+            prompt("u1", None, "fix the login bug"),
+            line("t1", Some("u1"), "attachment", json!({"attachment": {"type": "team_context", "agentName": "dps1", "teamName": "party"}})),
+            call("a1", "t1", "m1", "c1"),
+            line("q1", Some("a1"), "attachment", mailbox),
+            line("q2", Some("q1"), "attachment", json!({"attachment": {"type": "teammate_mailbox", "messages": [{"from": "x", "text": "{\"type\":\"idle_notification\"}"}]}})),
+            line("q3", Some("q2"), "attachment", json!({"attachment": {"type": "teammate_mailbox", "messages": {"from": "x"}}})),
+            result("r1", "q3", "c1", "ok"),
+            answer("a2", "r1", "m2", "done", Some("end_turn")),
+        ]
+        .concat();
+        let r = read_text(&log, false);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(r.turns.len(), 1, "a mailbox ends no turn");
+        assert_eq!(
+            users(&r.turns[0]),
+            [
+                ("user".into(), "fix the login bug".into()),
+                (
+                    "team-message".into(),
+                    "<teammate-message teammate_id=\"team-lead\">\nTake the flaky login test\n</teammate-message>\n\n<teammate-message teammate_id=\"teammate\">\nno sender\n</teammate-message>".into()
+                ),
+            ]
+        );
     }
 
     #[test]

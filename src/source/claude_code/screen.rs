@@ -146,15 +146,20 @@ fn only_status_notices(text: &str) -> bool {
         let Some(body) = rest.get(open_end + 1..close) else {
             return false;
         };
-        let is_notice = serde_json::from_str::<serde_json::Value>(body.trim())
-            .ok()
-            .is_some_and(|v| v.get("type").is_some_and(serde_json::Value::is_string));
-        if !is_notice {
+        if !is_status_notice(body) {
             return false;
         }
         rest = rest[close + CLOSE.len()..].trim_start();
     }
     true
+}
+
+/// A teammate's message that is a JSON status notice (`{"type": "idle_notification", …}`,
+/// a shutdown request, a termination): plumbing, not words.
+pub(crate) fn is_status_notice(body: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(body.trim())
+        .ok()
+        .is_some_and(|v| v.get("type").is_some_and(serde_json::Value::is_string))
 }
 
 /// `[Request interrupted by user]` / `… for tool use]`: the person stopped the agent.
