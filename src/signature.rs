@@ -412,7 +412,8 @@ pub fn is_stopword(term: &str) -> bool {
 }
 
 /// Terms of redacted text: the words of a marker (`⟦redacted:credential sha256=…⟧`, an
-/// omission) are ours, not the turn's, so the text between `⟦` and `⟧` is skipped.
+/// omission) are ours, not the turn's, so the text between `⟦` and `⟧` is skipped; so is a
+/// harness's image placeholder (`[Image #1]`).
 fn count_terms(text: &str, counts: &mut BTreeMap<String, u64>) {
     let mut rest = text;
     loop {
@@ -420,7 +421,7 @@ fn count_terms(text: &str, counts: &mut BTreeMap<String, u64>) {
             Some((words, marked)) => (words, marked.split_once('⟧').map(|(_, a)| a)),
             None => (rest, None),
         };
-        for term in terms_of(words) {
+        for term in terms_of(&crate::session::attachment::without_placeholders(words)) {
             *counts.entry(term).or_default() += 1;
         }
         match after {
@@ -737,6 +738,17 @@ mod tests {
         }
         assert!(SHELL_TOOLS.windows(2).all(|w| w[0] < w[1]));
         assert!(PATH_KEYS.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    /// Claude Code and Codex put `[Image #1]` where the person pasted an image: the
+    /// harness's words, never a term (the image itself leaves a marker).
+    #[test]
+    fn an_image_placeholder_is_no_term() {
+        let sig = Log::new()
+            .user("user", "[Image #1] [Image #2] make the navbar blue")
+            .sign();
+        assert!(sig.terms.iter().any(|t| t == "navbar"), "{:?}", sig.terms);
+        assert!(!sig.terms.iter().any(|t| t == "image"), "{:?}", sig.terms);
     }
 
     #[test]

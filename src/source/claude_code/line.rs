@@ -316,6 +316,23 @@ pub(super) fn content_text(content: Option<Content>) -> String {
     blocks_text(content, "\n", true)
 }
 
+/// A text block as read: the line Claude Code writes beside a pasted image naming where it
+/// cached it (`[Image: source: /Users/…/.claude/image-cache/…/1.png]`) is the harness's, a
+/// marker (so its path is never signed); any other text as it is.
+pub(super) fn text_block(text: String) -> String {
+    let cached = text
+        .trim()
+        .strip_prefix("[Image: source: ")
+        .and_then(|rest| rest.strip_suffix(']'))
+        .filter(|path| !path.contains(['\n', ']']));
+    match cached {
+        Some(path) => {
+            crate::session::attachment::marker("image", Some(&format!("cached at {path}")))
+        }
+        None => text,
+    }
+}
+
 /// `content` as text: a string as it is; blocks joined by `sep`, images as a marker, the
 /// text of text blocks (of any block carrying `text` when `any_text`).
 fn blocks_text(content: Option<Content>, sep: &str, any_text: bool) -> String {
@@ -327,7 +344,7 @@ fn blocks_text(content: Option<Content>, sep: &str, any_text: bool) -> String {
             for b in blocks {
                 match b.kind.as_deref() {
                     Some("image") | Some("document") => parts.push(b.image_marker()),
-                    Some("text") => parts.extend(b.text),
+                    Some("text") => parts.extend(b.text.map(text_block)),
                     _ if any_text => parts.extend(b.text),
                     _ => {}
                 }

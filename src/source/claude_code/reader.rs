@@ -40,7 +40,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::dag::{node_line, Dag, Lookup, St, MAX_LINE};
-use super::line::{content_text, prompt_text, Attachment, Block, Content, Line};
+use super::line::{content_text, prompt_text, text_block, Attachment, Block, Content, Line};
 use super::{screen, subagent};
 use crate::session::reader::{ReadError, ReadNote, ReaderOptions, ResumePoint};
 use crate::session::Header;
@@ -1140,7 +1140,7 @@ impl ClaudeReader {
                             match b.kind.as_deref() {
                                 Some("tool_result") => results.push(b),
                                 Some("image") | Some("document") => texts.push(b.image_marker()),
-                                Some("text") => texts.extend(b.text),
+                                Some("text") => texts.extend(b.text.map(text_block)),
                                 _ => {}
                             }
                         }
@@ -2038,14 +2038,16 @@ mod tests {
     }
 
     /// An attachment's marker is the harness's words, not the person's: a prompt of a
-    /// screenshot and two words signs those two words only.
+    /// screenshot and two words signs those two words only — not the `[Image #1]`
+    /// placeholder, nor the image cache's path Claude Code writes beside it (real shape:
+    /// `[Image: source: …/.claude/image-cache/…]` as a text block of its own).
     #[test]
     fn an_attachments_marker_gives_no_terms() {
         let img = line(
             "u1",
             None,
             "user",
-            json!({"message": {"content": [{"type": "text", "text": "tokenizer crash"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"}}, {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0x"}}]}}),
+            json!({"message": {"content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"}}, {"type": "text", "text": "[Image #1] tokenizer crash"}, {"type": "text", "text": "[Image: source: /Users/ana/.claude/image-cache/0b1c/1.png]"}, {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0x"}}]}}),
         );
         let r = read_text(
             &(img + &answer("a1", "u1", "m1", "a cat", Some("end_turn"))),
@@ -2058,6 +2060,12 @@ mod tests {
         );
         let sig = crate::signature::sign(&turn, "s", "/w", "2026-01-01T00:00:00Z").into_inner();
         assert_eq!(sig.terms, ["tokenizer", "crash"], "{sig:?}");
+        assert!(sig.paths.is_empty(), "{sig:?}");
+        let (_, text) = users(&r.turns[0]).remove(0);
+        assert!(
+            text.contains("⟦image omitted: cached at /Users/ana/.claude/image-cache/0b1c/1.png⟧"),
+            "{text}"
+        );
     }
 
     #[test]
