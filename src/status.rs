@@ -450,6 +450,7 @@ fn read_log(
         header: header.as_ref().map(cache::HeaderIds::of),
         read_id: None,
         ends: Vec::new(),
+        turns: Vec::new(),
         in_flight: None,
         error: None,
         anchor: None,
@@ -493,7 +494,13 @@ fn resume_log(
     let reader =
         crate::session::reader::LogReader::open_with(&log.log, point, options.reader).ok()?;
     let mut out = prev.clone();
-    out.ends.retain(|&end| end < anchor.first_seq);
+    let kept = out
+        .ends
+        .iter()
+        .zip(&out.turns)
+        .filter(|&(&end, _)| end < anchor.first_seq)
+        .map(|(&end, &turn)| (end, turn));
+    (out.ends, out.turns) = kept.unzip();
     out.in_flight = None;
     out.anchor = None;
     read_turns(Box::new(reader), &mut out, anchor, true).ok()?;
@@ -541,6 +548,7 @@ fn read_turns(
                 high = Some(high.map_or(e.seq, |h| h.max(e.seq)));
                 if let Some(turn) = assembler.push(e) {
                     out.ends.push(turn.end_seq);
+                    out.turns.push(turn.turn);
                 }
             }
             None => break,
@@ -589,22 +597,36 @@ fn session_status(
         out.session_id = id;
     }
     let header = read.header;
-    let mut ends = read.ends;
     // A seeded fork's first events are its parent's: never this session's to archive.
     let seed_end = header
         .as_ref()
         .filter(|h| h.is_seeded)
         .and_then(|h| h.seed_length)
         .unwrap_or(0);
-    ends.retain(|&end| end >= seed_end);
-    out.completed_turns = ends.len() as u64;
-    let archived_hi = store.zip(header.as_ref()).and_then(|(store, h)| {
-        let root = crate::archive::root_session(&h.id, parents);
-        cache.archived_hi(store, &root, &h.id)
-    });
-    out.unarchived_turns = ends
+    let numbered = read.turns.len() == read.ends.len();
+    let turns: Vec<(u64, u64)> = read
+        .ends
         .iter()
-        .filter(|&&end| archived_hi.is_none_or(|hi| end > hi))
+        .enumerate()
+        .filter(|&(_, &end)| end >= seed_end)
+        .map(|(i, &end)| (read.turns.get(i).copied().unwrap_or(0), end))
+        .collect();
+    out.completed_turns = turns.len() as u64;
+    let last = store.zip(header.as_ref()).and_then(|(store, h)| {
+        let root = crate::archive::root_session(&h.id, parents);
+        cache.last_chapter(store, &root, &h.id)
+    });
+    // As the archive decides (`session::renumber`): turn numbers outlive a DSH log's
+    // renumbering by a format migration, so a chapter naming its turns anchors by them.
+    let anchor = last.map(|l| crate::session::renumber::Anchor {
+        turn: l.turn.unwrap_or(0),
+        end_seq: l.seq_hi,
+    });
+    let by_turn = harness == Harness::Dsh && numbered && last.is_some_and(|l| l.turn.is_some());
+    let mut covered = crate::session::renumber::Covered::new(anchor, by_turn);
+    out.unarchived_turns = turns
+        .iter()
+        .filter(|&&(turn, end)| !covered.covers(turn, end))
         .count() as u64;
     out
 }

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::store::{self, Store, StoreCounts, StoreError};
 
 pub const CACHE_FILE: &str = ".status-cache.json";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 /// How long after its last change a stamp is trusted (covers coarse filesystem clocks).
 const SETTLE_NS: i128 = 2_000_000_000;
 
@@ -98,11 +98,49 @@ pub struct LogRead {
     pub read_id: Option<String>,
     /// The end seq of every completed turn, in order.
     pub ends: Vec<u64>,
+    /// The turn number of each of [`LogRead::ends`] (`CompletedTurn::turn`): a DSH log's
+    /// turns keep their numbers when a format migration renumbers its seqs. Saved as runs
+    /// of consecutive numbers (one run for most logs).
+    #[serde(with = "turn_runs")]
+    pub turns: Vec<u64>,
     pub in_flight: Option<(u64, u64)>,
     pub error: Option<String>,
     /// Where a later read of the grown log may resume (DSH logs only).
     #[serde(default)]
     pub anchor: Option<Anchor>,
+}
+
+/// [`LogRead::turns`] saved as `[[first, count], …]`: runs of consecutive turn numbers.
+mod turn_runs {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// The most turns a saved run may expand to: a cache is ours, but read as untrusted.
+    const MAX_TURNS: u64 = 1 << 24;
+
+    pub fn serialize<S: Serializer>(turns: &[u64], s: S) -> Result<S::Ok, S::Error> {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for &turn in turns {
+            match runs.last_mut() {
+                Some((first, count)) if first.checked_add(*count) == Some(turn) => *count += 1,
+                _ => runs.push((turn, 1)),
+            }
+        }
+        runs.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
+        let runs = Vec::<(u64, u64)>::deserialize(d)?;
+        let total = runs
+            .iter()
+            .try_fold(0u64, |sum, &(_, count)| sum.checked_add(count))
+            .filter(|&total| total <= MAX_TURNS)
+            .ok_or_else(|| serde::de::Error::custom("too many turns"))?;
+        let mut turns = Vec::with_capacity(total as usize);
+        for (first, count) in runs {
+            turns.extend((0..count).map(|i| first.saturating_add(i)));
+        }
+        Ok(turns)
+    }
 }
 
 /// A turn boundary in a log: the reader's resume point at the frame holding the first event
@@ -145,9 +183,18 @@ struct ChaptersEntry {
     stamp: Stamp,
     chapters: u64,
     plans: u64,
-    /// Each session's highest archived chapter seq; `None` when the folder holds damage
-    /// (status then counts every turn as unarchived, as before the cache).
-    archived_hi: Option<BTreeMap<String, u64>>,
+    /// Each session's last chapter; `None` when the folder holds damage (status then counts
+    /// every turn as unarchived, as before the cache).
+    archived_hi: Option<BTreeMap<String, LastChapter>>,
+}
+
+/// A session's last chapter (the highest-numbered) as the archive reads it: the seq its last
+/// turn ended at and, when the chapter names its turns, that turn's number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastChapter {
+    pub seq_hi: u64,
+    pub turn: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -390,7 +437,12 @@ impl StatusCache {
 
     /// The highest seq of `session_id`'s chapters under `root`, `None` when it has none or
     /// the folder holds damage (as `Store::archived` refusing it).
-    pub fn archived_hi(&mut self, store: &Store, root: &str, session_id: &str) -> Option<u64> {
+    pub fn last_chapter(
+        &mut self,
+        store: &Store,
+        root: &str,
+        session_id: &str,
+    ) -> Option<LastChapter> {
         let entry = self.chapters(store, root).ok()?;
         entry.archived_hi.as_ref()?.get(session_id).copied()
     }
@@ -426,14 +478,18 @@ impl StatusCache {
         // Each session's last chapter (the highest-numbered): after a DSH format migration
         // renumbered its log, an older chapter holds higher seqs of the old numbering.
         let archived_hi = store.archived(root).ok().map(|docs| {
-            let mut last = BTreeMap::<String, (u32, u64)>::new();
+            let mut last = BTreeMap::<String, (u32, LastChapter)>::new();
             for d in docs.into_iter().filter(|d| d.kind == "chapter") {
-                let slot = last.entry(d.session_id).or_insert((d.number, d.seq_hi));
+                let this = LastChapter {
+                    seq_hi: d.seq_hi,
+                    turn: d.turns.last().copied(),
+                };
+                let slot = last.entry(d.session_id).or_insert((d.number, this));
                 if d.number >= slot.0 {
-                    *slot = (d.number, d.seq_hi);
+                    *slot = (d.number, this);
                 }
             }
-            last.into_iter().map(|(id, (_, hi))| (id, hi)).collect()
+            last.into_iter().map(|(id, (_, l))| (id, l)).collect()
         });
         let entry = ChaptersEntry {
             stamp: stamp.clone().unwrap_or(Stamp {
@@ -602,6 +658,28 @@ mod tests {
             pool: 0,
             unreadable: 0,
         }
+    }
+
+    /// Turn numbers are saved as runs and read back as they were; a hostile run is refused.
+    #[test]
+    fn turn_numbers_round_trip_as_runs() {
+        let read = LogRead {
+            header: None,
+            read_id: None,
+            ends: vec![10, 20, 30, 40, 50, 60],
+            turns: vec![1, 2, 3, 7, 8, u64::MAX],
+            in_flight: None,
+            error: None,
+            anchor: None,
+        };
+        let json = serde_json::to_string(&read).expect("json");
+        assert!(
+            json.contains(r#""turns":[[1,3],[7,2],[18446744073709551615,1]]"#),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<LogRead>(&json).expect("back"), read);
+        let hostile = json.replace("[7,2]", "[7,18446744073709551615]");
+        assert!(serde_json::from_str::<LogRead>(&hostile).is_err());
     }
 
     /// The document counts are taken from the cache while what they were read from is

@@ -745,6 +745,10 @@ fn a_migrated_log_with_renumbered_seqs_archives_only_its_new_turns() {
         assert_eq!(first["sessions"][0]["turnsArchived"], 3, "{first}");
 
         m.write_new(&sb);
+        // Before the new generation's first archive, `status` counts its two new turns
+        // pending: by turn numbers, as the archive will take them, not by the old seqs.
+        let status = sb.json(&["status", "--json"]);
+        assert_eq!(status["pendingTurns"], 2, "v{old_gen}→v{new_gen}: {status}");
         let out = sb.run(&["archive", "--json"]);
         assert_eq!(
             out.status.code(),
