@@ -297,6 +297,45 @@ fn a_harness_turned_off_by_config_is_not_read() {
     assert!(!sb.chapter_files().is_empty());
 }
 
+/// Writes `lines` as one quiet transcript of session `sid` (each line stamped with the
+/// session, the workspace, `version` and one time), archives, and gives the session's archive
+/// report and its chapters' text, joined.
+fn archive_transcript(
+    sb: &Sandbox,
+    sid: &str,
+    version: &str,
+    lines: Vec<serde_json::Value>,
+) -> (serde_json::Value, String) {
+    let cwd = sb.ws_str();
+    let mut text = String::new();
+    for mut l in lines {
+        l["sessionId"] = sid.into();
+        l["cwd"] = cwd.clone().into();
+        l["version"] = version.into();
+        l["timestamp"] = "2026-11-02T09:00:00.000Z".into();
+        text.push_str(&l.to_string());
+        text.push('\n');
+    }
+    let (path, _) = write_transcript(sb, &cwd, &text);
+    quiet_for_a_day(&path);
+    let report = sb.json(&["archive", "--json"]);
+    let session = report["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .find(|s| s["sessionId"] == format!("claude-code-{sid}"))
+        .unwrap_or_else(|| panic!("{report}"))
+        .clone();
+    let dir = sb.store().join(format!("claude-code-{sid}/chapters"));
+    let mut body = String::new();
+    for name in session["chapters"].as_array().expect("chapters") {
+        body.push_str(
+            &std::fs::read_to_string(dir.join(name.as_str().expect("a name"))).expect("chapter"),
+        );
+    }
+    (session, body)
+}
+
 /// Every signed path of a session's collection ledger.
 fn signed_paths(sb: &Sandbox, session: &str) -> Vec<String> {
     let ledger = sb
@@ -428,33 +467,8 @@ fn an_editors_context_is_screened_and_a_queued_prompt_is_the_persons_end_to_end(
         serde_json::json!({"type": "assistant", "uuid": "a2", "parentUuid": "r1", "message": {"id": "m2", "role": "assistant", "stop_reason": "end_turn", "content": [
             {"type": "text", "text": "Totals round to cents now; tax lines unchanged."}]}}),
     ];
-    let mut text = String::new();
-    for mut l in lines {
-        l["sessionId"] = sid.into();
-        l["cwd"] = cwd.clone().into();
-        l["version"] = "2.1.220".into();
-        l["timestamp"] = "2026-11-02T09:00:00.000Z".into();
-        text.push_str(&l.to_string());
-        text.push('\n');
-    }
-    let (path, _) = write_transcript(&sb, &cwd, &text);
-    quiet_for_a_day(&path);
-    let report = sb.json(&["archive", "--json"]);
-    let s = report["sessions"]
-        .as_array()
-        .expect("sessions")
-        .iter()
-        .find(|s| s["sessionId"] == format!("claude-code-{sid}"))
-        .unwrap_or_else(|| panic!("{report}"))
-        .clone();
-    assert_eq!(s["turnsArchived"], 1, "{report}");
-    let name = s["chapters"][0].as_str().expect("a chapter").to_owned();
-    let body = std::fs::read_to_string(
-        sb.store()
-            .join(format!("claude-code-{sid}/chapters"))
-            .join(&name),
-    )
-    .expect("chapter");
+    let (s, body) = archive_transcript(&sb, sid, "2.1.220", lines.to_vec());
+    assert_eq!(s["turnsArchived"], 1, "{s}");
     assert!(
         body.contains("\ntitle: \"Round the invoice totals to cents\"\n"),
         "{body}"
@@ -489,12 +503,11 @@ fn an_editors_context_is_screened_and_a_queued_prompt_is_the_persons_end_to_end(
 /// transcripts; ids and texts made up): a background agent's `<task-notification>` with its
 /// `<result>`, a subagent's `<agent-message>` hand-back and a teammate's `<teammate-message>`
 /// are conversation — in the chapter, labelled as another agent's — and never the person's
-/// terms, title or turn boundary; a teammate's idle notices are plumbing, screened.
+/// terms or title; a teammate's idle notices are plumbing, screened.
 #[test]
 fn other_agents_words_are_conversation_and_never_the_persons_terms_end_to_end() {
     let sb = Sandbox::new();
     sb.ok(&["init"]);
-    let cwd = sb.ws_str();
     let sid = "7c000000-0000-4000-8000-000000000002";
     let agent_done = "<task-notification>\n<task-id>a106ed7b5288e9506</task-id>\n<tool-use-id>toolu_01Mz</tool-use-id>\n<status>completed</status>\n<summary>Agent \"Fix the lexer\" finished</summary>\n<result>The quuxlexer handles tabs now.</result>\n</task-notification>";
     let hand_back = "<agent-message from=\"a80403d7fcf4619f1\">\n[Subagent hand-back] The report follows:\n  The zorbwidget audit found two stale caches.\n</agent-message>";
@@ -520,34 +533,9 @@ fn other_agents_words_are_conversation_and_never_the_persons_terms_end_to_end() 
     ];
     lines.push(user("u2", "a6", "Now rename the parser module"));
     lines.push(answer("a7", "u2", "m7", "Renamed."));
-    let mut text = String::new();
-    for mut l in lines {
-        l["sessionId"] = sid.into();
-        l["cwd"] = cwd.clone().into();
-        l["version"] = "2.1.288".into();
-        l["timestamp"] = "2026-11-02T09:00:00.000Z".into();
-        text.push_str(&l.to_string());
-        text.push('\n');
-    }
-    let (path, _) = write_transcript(&sb, &cwd, &text);
-    quiet_for_a_day(&path);
-    let report = sb.json(&["archive", "--json"]);
-    let s = report["sessions"]
-        .as_array()
-        .expect("sessions")
-        .iter()
-        .find(|s| s["sessionId"] == format!("claude-code-{sid}"))
-        .unwrap_or_else(|| panic!("{report}"))
-        .clone();
+    let (s, body) = archive_transcript(&sb, sid, "2.1.288", lines);
     // Each answer that ends the agent's work ends a turn, the agents' words' turns too.
-    assert_eq!(s["turnsArchived"], 6, "{report}");
-    let dir = sb.store().join(format!("claude-code-{sid}/chapters"));
-    let mut body = String::new();
-    for name in s["chapters"].as_array().expect("chapters") {
-        body.push_str(
-            &std::fs::read_to_string(dir.join(name.as_str().expect("a name"))).expect("chapter"),
-        );
-    }
+    assert_eq!(s["turnsArchived"], 6, "{s}");
     assert!(
         body.contains("\ntitle: \"Split the parser rewrite between background agents\"\n"),
         "{body}"
