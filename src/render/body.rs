@@ -39,6 +39,40 @@ pub(super) struct PendingPlan {
     pub redactions: u64,
 }
 
+/// The frames harnesses put around another agent's message, by tag name: their opening
+/// and closing tags are no words of a title.
+const RELAY_FRAMES: [&str; 3] = ["teammate-message", "cross-session-message", "agent-message"];
+
+/// `text` without the relay frames' tags (`<teammate-message teammate_id="…">`,
+/// `</teammate-message>`, …) and Claude Code's `Another Claude session sent a message:`
+/// opening: the relayed words.
+fn relayed_words(text: &str) -> String {
+    let text = text.trim_start();
+    let text = text
+        .strip_prefix("Another Claude session sent a message:")
+        .unwrap_or(text);
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('<') {
+        out.push_str(&rest[..open]);
+        let tag = &rest[open + 1..];
+        let name = tag.strip_prefix('/').unwrap_or(tag);
+        let is_frame = RELAY_FRAMES.iter().any(|frame| {
+            name.strip_prefix(frame)
+                .is_some_and(|after| after.starts_with(['>', ' ', '\n', '\t']))
+        });
+        match tag.find('>').filter(|_| is_frame) {
+            Some(close) => rest = &tag[close + 1..],
+            None => {
+                out.push('<');
+                rest = tag;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// What the walk produced.
 #[derive(Default)]
 pub(super) struct Conversation {
@@ -46,6 +80,10 @@ pub(super) struct Conversation {
     pub markdown: String,
     /// Raw text of the first human message with any non-blank text.
     pub first_human: Option<String>,
+    /// Words of the first message another agent sent this one (a parent's task to its
+    /// delegate, a teammate's message), its frame tags left out: a delegated session's
+    /// title when no person spoke in the chapter.
+    pub first_relayed: Option<String>,
     pub first_assistant: Option<String>,
     pub last_assistant: Option<String>,
     pub artifacts: Vec<Artifact>,
@@ -162,9 +200,10 @@ impl Walker<'_> {
             return;
         }
         self.out.messages += 1;
+        let relayed = matches!(m.source.kind.as_str(), "agent-message" | "team-message");
         let speaker = if is_human_authored(&m.source) {
             "**User**".to_owned()
-        } else if matches!(m.source.kind.as_str(), "agent-message" | "team-message") {
+        } else if relayed {
             // Another agent's words to this one: a parent's task to its delegate (Codex's
             // subagent prompt), or a relayed message — not a report.
             format!("**Agent message** ({})", source_label(&m.source))
@@ -209,6 +248,12 @@ impl Walker<'_> {
             let words = crate::session::attachment::without_markers(&own_text);
             if !words.trim().is_empty() {
                 self.out.first_human = Some(words.into_owned());
+            }
+        }
+        if relayed && self.out.first_relayed.is_none() {
+            let words = relayed_words(&crate::session::attachment::without_markers(&own_text));
+            if !words.trim().is_empty() {
+                self.out.first_relayed = Some(words);
             }
         }
     }

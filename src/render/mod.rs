@@ -387,25 +387,28 @@ fn file_stem_or(title: &str, fallback: impl FnOnce() -> String) -> String {
     }
 }
 
-/// The first human line; else the first assistant line; else the turn numbers. Taken
-/// from redacted text, so a secret on the first line cannot reach the title.
+/// The first human line; else the first words another agent sent (a delegated session's
+/// task); else the first assistant line; else the turn numbers. Taken from redacted text,
+/// so a secret on the first line cannot reach the title.
 fn chapter_title(
     conv: &body::Conversation,
     turns: &[&CompletedTurn],
     span: &ChapterSpan,
     redactor: &Redactor,
 ) -> String {
-    [&conv.first_human, &conv.first_assistant]
-        .into_iter()
-        .flatten()
-        .find_map(|text| {
-            markdown::title_line(redact_again(redactor, text).as_str(), TITLE_MAX_CHARS)
-        })
-        .unwrap_or_else(|| match (turns.first(), turns.last()) {
-            (Some(first), Some(last)) if first.turn == last.turn => format!("Turn {}", first.turn),
-            (Some(first), Some(last)) => format!("Turns {}–{}", first.turn, last.turn),
-            _ => format!("Seqs {}–{}", span.seq_lo, span.seq_hi),
-        })
+    [
+        &conv.first_human,
+        &conv.first_relayed,
+        &conv.first_assistant,
+    ]
+    .into_iter()
+    .flatten()
+    .find_map(|text| markdown::title_line(redact_again(redactor, text).as_str(), TITLE_MAX_CHARS))
+    .unwrap_or_else(|| match (turns.first(), turns.last()) {
+        (Some(first), Some(last)) if first.turn == last.turn => format!("Turn {}", first.turn),
+        (Some(first), Some(last)) => format!("Turns {}–{}", first.turn, last.turn),
+        _ => format!("Seqs {}–{}", span.seq_lo, span.seq_hi),
+    })
 }
 
 /// The last assistant text on one line, cut at a word boundary; else what the chapter holds.
@@ -1100,6 +1103,53 @@ mod tests {
                 read::Speaker::AgentMessage
             ]
         );
+    }
+
+    /// A delegated session's chapter (its task relayed from another agent, no person's
+    /// words): titled by the task, its frame's tags left out — not by the agent's first
+    /// answer. A person's words, when there are some, still title it.
+    #[test]
+    fn a_delegated_chapter_is_titled_by_its_task() {
+        let title_of = |events: Vec<Event>| {
+            let t = turn(1, events);
+            let r = render(&[&t], 1);
+            let head = r.chapter.text.as_str().to_owned();
+            head.lines()
+                .find_map(|l| l.strip_prefix("title: ").map(str::to_owned))
+                .expect("a title")
+        };
+        let framed = "<teammate-message teammate_id=\"team-lead\" color=\"blue\">\nClaim task #2: fix the flaky login test\n</teammate-message>";
+        for (text, kind, form) in [
+            (
+                "Review src/auth.rs for token expiry",
+                "agent-message",
+                Some("relay"),
+            ),
+            (framed, "team-message", None),
+        ] {
+            let title = title_of(vec![
+                user(0, kind, None, form, text),
+                assistant(1, "I will start by reading the file."),
+                ev(2, "turn/end", json!({})),
+            ]);
+            assert!(
+                title.starts_with("\"Review src/auth.rs") || title.starts_with("\"Claim task #2"),
+                "{title}"
+            );
+        }
+        let title = title_of(vec![
+            user(
+                0,
+                "agent-message",
+                None,
+                Some("relay"),
+                "Review src/auth.rs",
+            ),
+            user(1, "user", None, None, "and keep the tests green"),
+            assistant(2, "On it."),
+            ev(3, "turn/end", json!({})),
+        ]);
+        assert_eq!(title, "\"and keep the tests green\"");
     }
 
     #[test]
