@@ -130,8 +130,14 @@ pub(super) struct Message {
 }
 
 /// The `agentId` of a `toolUseResult`, whatever else it holds (an object of any shape, a
-/// string, …); nothing but that id is kept.
-pub(super) struct AgentRef(pub(super) Option<String>);
+/// string, …), and whether the agent was launched in the background (2.1: `isAsync: true`,
+/// `status: "async_launched"` — its result came at once, its work goes on); nothing else is
+/// kept.
+#[derive(Default)]
+pub(super) struct AgentRef {
+    pub(super) id: Option<String>,
+    pub(super) in_background: bool,
+}
 
 impl<'de> Deserialize<'de> for AgentRef {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -142,38 +148,49 @@ impl<'de> Deserialize<'de> for AgentRef {
                 f.write_str("a tool's result")
             }
             fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<AgentRef, A::Error> {
-                let mut id = None;
+                let mut out = AgentRef::default();
                 while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                    if k == "agentId" {
-                        let v: Value = map.next_value()?;
-                        id = v.as_str().map(str::to_owned);
-                    } else {
-                        map.next_value::<IgnoredAny>()?;
+                    match k.as_ref() {
+                        "agentId" => {
+                            let v: Value = map.next_value()?;
+                            out.id = v.as_str().map(str::to_owned);
+                        }
+                        "isAsync" => {
+                            let v: Value = map.next_value()?;
+                            out.in_background |= v.as_bool() == Some(true);
+                        }
+                        "status" => {
+                            let v: Value = map.next_value()?;
+                            out.in_background |= v.as_str() == Some("async_launched");
+                        }
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
                     }
                 }
-                Ok(AgentRef(id))
+                Ok(out)
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<AgentRef, A::Error> {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(AgentRef(None))
+                Ok(AgentRef::default())
             }
             fn visit_str<E: de::Error>(self, _: &str) -> Result<AgentRef, E> {
-                Ok(AgentRef(None))
+                Ok(AgentRef::default())
             }
             fn visit_bool<E: de::Error>(self, _: bool) -> Result<AgentRef, E> {
-                Ok(AgentRef(None))
+                Ok(AgentRef::default())
             }
             fn visit_i64<E: de::Error>(self, _: i64) -> Result<AgentRef, E> {
-                Ok(AgentRef(None))
+                Ok(AgentRef::default())
             }
             fn visit_u64<E: de::Error>(self, _: u64) -> Result<AgentRef, E> {
-                Ok(AgentRef(None))
+                Ok(AgentRef::default())
             }
             fn visit_f64<E: de::Error>(self, _: f64) -> Result<AgentRef, E> {
-                Ok(AgentRef(None))
+                Ok(AgentRef::default())
             }
             fn visit_unit<E: de::Error>(self) -> Result<AgentRef, E> {
-                Ok(AgentRef(None))
+                Ok(AgentRef::default())
             }
         }
         d.deserialize_any(V)

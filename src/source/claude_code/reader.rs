@@ -831,6 +831,37 @@ impl ClaudeReader {
             work.extend(subagent::read_agent(&file, self.cap));
             self.folded.push(file);
         }
+        self.push_side_calls(work, next_seq, time);
+    }
+
+    /// A background agent's work, when its report arrives (a `<task-notification>` whose
+    /// `<task-id>` is the agent's id): its transcript's answered calls, as events of the turn
+    /// the report arrives in. Its launch folded nothing: its work went on after it.
+    fn fold_reported_agent(
+        &mut self,
+        report: &str,
+        next_seq: &mut dyn FnMut() -> u64,
+        time: Option<i64>,
+    ) {
+        let Some(agent_id) = screen::reported_task_id(report) else {
+            return;
+        };
+        let file = subagent::agent_file(&self.path, Some(agent_id), None, None, &self.folded);
+        let Some(file) = file else {
+            return;
+        };
+        let work = subagent::read_agent(&file, self.cap);
+        self.folded.push(file);
+        self.push_side_calls(work, next_seq, time);
+    }
+
+    /// A subagent's answered calls pushed as the parent's calls and results.
+    fn push_side_calls(
+        &mut self,
+        work: subagent::SideWork,
+        next_seq: &mut dyn FnMut() -> u64,
+        time: Option<i64>,
+    ) {
         for c in work.answered() {
             let (content, is_error) = c.result.unwrap_or_default();
             let seq = next_seq();
@@ -1125,7 +1156,11 @@ impl ClaudeReader {
                 };
                 self.flush_message();
                 let seq = next_seq(&mut sub);
+                let report = (kind == screen::DELEGATE).then(|| text.clone());
                 self.push_user(seq, text, kind, time);
+                if let Some(report) = report {
+                    self.fold_reported_agent(&report, &mut || next_seq(&mut sub), time);
+                }
             }
             (Some("user"), _) => {
                 let Some(msg) = line.message else { return };
@@ -1150,10 +1185,14 @@ impl ClaudeReader {
                 };
                 if !results.is_empty() {
                     self.flush_message();
-                    let agent_id = line.tool_use_result.and_then(|a| a.0);
+                    let agent = line.tool_use_result.unwrap_or_default();
+                    let agent_id = agent.id;
                     for r in results {
                         let id = r.tool_use_id.clone().unwrap_or_default();
-                        if let Some(prompt) = self.task_calls.remove(&id) {
+                        let prompt = self.task_calls.remove(&id);
+                        // A background agent's work goes on after its launch's result: it is
+                        // folded when its report arrives (`fold_reported_agent`).
+                        if let Some(prompt) = prompt.filter(|_| !agent.in_background) {
                             self.fold_subagent(
                                 agent_id.as_deref(),
                                 &prompt,
@@ -1207,7 +1246,11 @@ impl ClaudeReader {
                 self.flush_message();
                 let seq = next_seq(&mut sub);
                 let interrupted = kind == screen::NOTICE && screen::is_interruption(&text);
+                let report = (kind == screen::DELEGATE).then(|| text.clone());
                 self.push_user(seq, text, kind, time);
+                if let Some(report) = report {
+                    self.fold_reported_agent(&report, &mut || next_seq(&mut sub), time);
+                }
                 // The person stopped the agent: the turn is over.
                 if interrupted && self.has_exchange() {
                     let seq = next_seq(&mut sub);
@@ -2252,6 +2295,90 @@ mod tests {
         std::fs::write(&session, log).expect("write");
         let r = read_path(&session, ResumePoint::default(), false);
         assert_eq!(call_ids(&r), ["t1"]);
+    }
+
+    /// A background agent (2.1: the launch's result says `isAsync`, `status:
+    /// "async_launched"`, at once; the agent reports later in a `<task-notification>` whose
+    /// `<task-id>` is its id): its work is folded into the turn its report arrives in — all
+    /// of it, even when the launch's turn was read before the agent did anything (a followed
+    /// transcript) — and once. A background command's notification folds nothing.
+    #[test]
+    fn a_background_agents_work_folds_in_when_its_report_arrives() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let session = dir.path().join(format!("{SID}.jsonl"));
+        let launch = line(
+            "r1",
+            Some("a1"),
+            "user",
+            json!({"message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "Async agent launched successfully."}]},
+                   "toolUseResult": {"isAsync": true, "status": "async_launched", "agentId": "ab12cd3", "description": "d"}}),
+        );
+        let notice = |uuid: &str, parent: &str, id: &str| {
+            line(
+                uuid,
+                Some(parent),
+                "user",
+                json!({"message": {"role": "user", "content": format!(
+                "<task-notification>\n<task-id>{id}</task-id>\n<status>completed</status>\n<summary>Agent \"d\" finished</summary>\n<result>found it</result>\n</task-notification>")}}),
+            )
+        };
+        let first = [
+            prompt("u1", None, "look around"),
+            task("a1", "u1", "m1", "t1", "find the config"),
+            launch,
+            answer("a2", "r1", "m2", "launched", Some("end_turn")),
+        ]
+        .concat();
+        let rest = [
+            notice("n0", "a2", "b77"),
+            answer("a3", "n0", "m3", "the build passed", Some("end_turn")),
+            notice("n1", "a3", "ab12cd3"),
+            answer("a4", "n1", "m4", "the agent found it", Some("end_turn")),
+            notice("n2", "a4", "ab12cd3"),
+            answer("a5", "n2", "m5", "again", Some("end_turn")),
+        ]
+        .concat();
+        let sub = dir.path().join(SID).join("subagents");
+        std::fs::create_dir_all(&sub).expect("dir");
+        // Followed: the launch's turn is read before the agent wrote anything.
+        std::fs::write(&session, &first).expect("write");
+        let r = read_path(&session, ResumePoint::default(), false);
+        assert_eq!(call_ids(&r), ["t1"]);
+        std::fs::write(
+            sub.join("agent-ab12cd3.jsonl"),
+            agent_lines("ab12cd3", "find the config"),
+        )
+        .expect("agent");
+        std::fs::write(&session, first + &rest).expect("write");
+        // Followed on from where the first read stopped (after the launch's turn) …
+        let on = read_path(&session, r.resume, false);
+        let ids = |turn: &CompletedTurn| -> Vec<String> {
+            turn.events
+                .iter()
+                .filter_map(|e| e.tool_call())
+                .map(|c| c.call_id.clone())
+                .collect()
+        };
+        let folded: Vec<Vec<String>> = on.turns.iter().map(ids).collect();
+        assert_eq!(
+            folded,
+            [vec![], vec!["agent-ab12cd3/sc1".to_owned()], vec![]],
+            "folded with its report, once"
+        );
+        // … and read whole later: the same turns.
+        let r = read_path(&session, ResumePoint::default(), false);
+        assert_eq!(r.turns.len(), 4);
+        assert_eq!(ids(&r.turns[0]), ["t1"], "nothing folded at the launch");
+        assert!(
+            ids(&r.turns[1]).is_empty(),
+            "a command's notice folds nothing"
+        );
+        assert_eq!(
+            ids(&r.turns[2]),
+            ["agent-ab12cd3/sc1"],
+            "folded with its report"
+        );
+        assert!(ids(&r.turns[3]).is_empty(), "and once");
     }
 
     #[test]

@@ -154,6 +154,18 @@ fn only_status_notices(text: &str) -> bool {
     true
 }
 
+/// The `<task-id>` a `<task-notification>` names (a background agent's id), when it names
+/// one that could be a file name's part.
+pub(crate) fn reported_task_id(text: &str) -> Option<&str> {
+    let t = text.trim_start();
+    if !t.starts_with("<task-notification>") {
+        return None;
+    }
+    let start = t.find("<task-id>")? + "<task-id>".len();
+    let len = t[start..].find("</task-id>")?;
+    Some(t[start..start + len].trim()).filter(|id| !id.is_empty())
+}
+
 /// A teammate's message that is a JSON status notice (`{"type": "idle_notification", …}`,
 /// a shutdown request, a termination): plumbing, not words.
 pub(crate) fn is_status_notice(body: &str) -> bool {
