@@ -835,15 +835,16 @@ impl ClaudeReader {
     }
 
     /// A background agent's work, when its report arrives (a `<task-notification>` whose
-    /// `<task-id>` is the agent's id): its transcript's answered calls, as events of the turn
-    /// the report arrives in. Its launch folded nothing: its work went on after it.
+    /// `<task-id>` is the agent's id, or its `<agent-message from=…>` hand-back): its
+    /// transcript's answered calls, as events of the turn the report arrives in. Its launch
+    /// folded nothing: its work went on after it.
     fn fold_reported_agent(
         &mut self,
         report: &str,
         next_seq: &mut dyn FnMut() -> u64,
         time: Option<i64>,
     ) {
-        let Some(agent_id) = screen::reported_task_id(report) else {
+        let Some(agent_id) = screen::reporting_agent(report) else {
             return;
         };
         let file = subagent::agent_file(&self.path, Some(agent_id), None, None, &self.folded);
@@ -2336,6 +2337,9 @@ mod tests {
             answer("a4", "n1", "m4", "the agent found it", Some("end_turn")),
             notice("n2", "a4", "ab12cd3"),
             answer("a5", "n2", "m5", "again", Some("end_turn")),
+            // 2.1.2xx: a hand-back from the agent instead of a notification.
+            line("n3", Some("a5"), "user", json!({"message": {"role": "user", "content": "<agent-message from=\"cd34ef5\">\n[Subagent hand-back] The report follows:\n  done\n</agent-message>"}})),
+            answer("a6", "n3", "m6", "both done", Some("end_turn")),
         ]
         .concat();
         let sub = dir.path().join(SID).join("subagents");
@@ -2347,6 +2351,11 @@ mod tests {
         std::fs::write(
             sub.join("agent-ab12cd3.jsonl"),
             agent_lines("ab12cd3", "find the config"),
+        )
+        .expect("agent");
+        std::fs::write(
+            sub.join("agent-cd34ef5.jsonl"),
+            agent_lines("cd34ef5", "check the docs"),
         )
         .expect("agent");
         std::fs::write(&session, first + &rest).expect("write");
@@ -2362,12 +2371,17 @@ mod tests {
         let folded: Vec<Vec<String>> = on.turns.iter().map(ids).collect();
         assert_eq!(
             folded,
-            [vec![], vec!["agent-ab12cd3/sc1".to_owned()], vec![]],
+            [
+                vec![],
+                vec!["agent-ab12cd3/sc1".to_owned()],
+                vec![],
+                vec!["agent-cd34ef5/sc1".to_owned()]
+            ],
             "folded with its report, once"
         );
         // … and read whole later: the same turns.
         let r = read_path(&session, ResumePoint::default(), false);
-        assert_eq!(r.turns.len(), 4);
+        assert_eq!(r.turns.len(), 5);
         assert_eq!(ids(&r.turns[0]), ["t1"], "nothing folded at the launch");
         assert!(
             ids(&r.turns[1]).is_empty(),

@@ -154,16 +154,28 @@ fn only_status_notices(text: &str) -> bool {
     true
 }
 
-/// The `<task-id>` a `<task-notification>` names (a background agent's id), when it names
-/// one that could be a file name's part.
-pub(crate) fn reported_task_id(text: &str) -> Option<&str> {
+/// The agent a delegate's report comes from: a `<task-notification>`'s `<task-id>`, or a
+/// hand-back's `<agent-message from="…">` (bare or behind the peer opening) — a background
+/// agent's id.
+pub(crate) fn reporting_agent(text: &str) -> Option<&str> {
     let t = text.trim_start();
-    if !t.starts_with("<task-notification>") {
+    let between = |open: &str, close: &str| -> Option<&str> {
+        let start = t.find(open)? + open.len();
+        let len = t[start..].find(close)?;
+        Some(&t[start..start + len])
+    };
+    let framed = PEER_OPENINGS[..1]
+        .iter()
+        .find_map(|opening| t.strip_prefix(opening))
+        .map_or(t, |rest| rest.trim_start_matches(':').trim_start());
+    let id = if t.starts_with("<task-notification>") {
+        between("<task-id>", "</task-id>")?
+    } else if opens_tag(framed, "agent-message") {
+        between("from=\"", "\"")?
+    } else {
         return None;
-    }
-    let start = t.find("<task-id>")? + "<task-id>".len();
-    let len = t[start..].find("</task-id>")?;
-    Some(t[start..start + len].trim()).filter(|id| !id.is_empty())
+    };
+    Some(id.trim()).filter(|id| !id.is_empty())
 }
 
 /// A teammate's message that is a JSON status notice (`{"type": "idle_notification", …}`,
@@ -318,6 +330,22 @@ mod tests {
             classify("<teammate-message>{}</teammate-message>", false, false),
             TEAMMATE
         );
+        assert_eq!(reporting_agent(agent_done), Some("a106ed7b5288e9506"));
+        assert_eq!(reporting_agent(hand_back), Some("a80403d7fcf4619f1"));
+        assert_eq!(
+            reporting_agent(&format!(
+                "Another Claude session sent a message:\n{hand_back}"
+            )),
+            Some("a80403d7fcf4619f1")
+        );
+        for none in [
+            task,
+            "<task-notification><task-id></task-id>",
+            "<agent-message from=\"",
+            "x",
+        ] {
+            assert_eq!(reporting_agent(none), None, "{none}");
+        }
     }
 
     #[test]
