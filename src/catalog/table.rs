@@ -53,6 +53,8 @@ const TABLE_VERSION: u32 = 2;
 const SETTLE: Duration = Duration::from_secs(2);
 const META_BYTES: usize = 16;
 const NO_DATE: i64 = i64::MIN;
+/// The date range of a segment without documents ([`SegmentInfo::dates`]).
+const NO_DATES: (i64, i64) = (i64::MAX, i64::MIN);
 const FLAG_RULE: u8 = 1;
 const FLAG_MIRROR: u8 = 2;
 const FIELD_TOPIC: u8 = b'T';
@@ -137,6 +139,63 @@ struct SegmentInfo {
     pks: Vec<String>,
     /// Per project key: (store documents, mirror documents).
     counts: Vec<(u64, u64)>,
+    /// The smallest and largest date of its documents (UTC ms, [`NO_DATE`] for an undated
+    /// one; `(i64::MAX, i64::MIN)` when it has none), from its `meta`: a lookup by date skips
+    /// a segment none of whose dates it wants. `None` in a state written before the field
+    /// (or by a build without it): filled from the `meta` file at the next refresh.
+    #[serde(default)]
+    dates: Option<(i64, i64)>,
+}
+
+/// Dates an index update wants (UTC milliseconds): sorted, disjoint half-open spans, and
+/// whether undated documents too ([`Table::docs_with_labels_in`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DateSpans {
+    spans: Vec<(i64, i64)>,
+    undated: bool,
+}
+
+impl DateSpans {
+    /// The instants of any of `spans` (`[from, to)`, in any order, overlapping or not), and
+    /// the undated documents when `undated`.
+    pub fn new(spans: impl IntoIterator<Item = (i64, i64)>, undated: bool) -> DateSpans {
+        let mut sorted: Vec<(i64, i64)> = spans.into_iter().filter(|(f, t)| f < t).collect();
+        sorted.sort_unstable();
+        let mut joined: Vec<(i64, i64)> = Vec::with_capacity(sorted.len());
+        for (from, to) in sorted {
+            match joined.last_mut() {
+                Some(last) if from <= last.1 => last.1 = last.1.max(to),
+                _ => joined.push((from, to)),
+            }
+        }
+        DateSpans {
+            spans: joined,
+            undated,
+        }
+    }
+
+    /// Whether a document of this date (`None`: undated) is wanted: asked of every posting
+    /// of a topic (one per document for a topic on all), so a binary search.
+    pub fn contains(&self, date: Option<i64>) -> bool {
+        match date {
+            Some(ms) => {
+                let i = self.spans.partition_point(|(from, _)| *from <= ms);
+                i > 0 && ms < self.spans[i - 1].1
+            }
+            None => self.undated,
+        }
+    }
+
+    /// Whether a segment whose dates lie in `[min, max]` ([`NO_DATE`] for undated ones) may
+    /// hold a wanted document.
+    fn may_hold(&self, (min, max): (i64, i64)) -> bool {
+        if min == NO_DATE && self.undated {
+            return true;
+        }
+        // The first span ending after `min` is the only one that may start by `max`.
+        let i = self.spans.partition_point(|(_, to)| *to <= min);
+        self.spans.get(i).is_some_and(|(from, _)| *from <= max)
+    }
 }
 
 /// A document folder as last listed.
@@ -754,7 +813,8 @@ impl Table {
             append_log(&dir, &mut state, &changed)?;
         }
         let moved = (state.catalog.clone(), state.linked, state.rescanned_ms) != before;
-        if aux || segments || moved || unreadable_moved || report.rebuilt {
+        let dated = fill_dates(&dir, &mut state.segments);
+        if aux || segments || moved || unreadable_moved || report.rebuilt || dated {
             save_state(&dir, &state)?;
         }
         if aux || segments {
@@ -904,6 +964,25 @@ impl Table {
         self.docs_with_labels_dated(labels, |_| true)
     }
 
+    /// [`Table::docs_with_labels`], only the documents of `dates`: a segment whose dates
+    /// fall outside them is not read at all (its postings nor its metadata), the others as
+    /// [`Table::docs_with_labels_dated`] reads them — so an update of a topic's recent months
+    /// reads the recent segments, not the old big one.
+    pub fn docs_with_labels_in(
+        &self,
+        labels: &BTreeSet<String>,
+        dates: &DateSpans,
+    ) -> Result<Vec<Redacted<TableDoc>>, TableError> {
+        let segments: Vec<usize> = (0..self.state.segments.len())
+            .filter(|s| {
+                self.state.segments[*s]
+                    .dates
+                    .is_none_or(|range| dates.may_hold(range))
+            })
+            .collect();
+        self.labelled_dated_in(&segments, labels, |date| dates.contains(date))
+    }
+
     /// [`Table::docs_with_labels`], only the documents whose date (UTC milliseconds, `None`
     /// when undated) `keep` accepts: the dates are read from the metadata, so only the records
     /// kept are read (an index update's months of a topic, not the topic's history).
@@ -912,16 +991,30 @@ impl Table {
         labels: &BTreeSet<String>,
         keep: impl Fn(Option<i64>) -> bool,
     ) -> Result<Vec<Redacted<TableDoc>>, TableError> {
+        let every: Vec<usize> = (0..self.state.segments.len()).collect();
+        self.labelled_dated_in(&every, labels, keep)
+    }
+
+    /// The documents of `segments` carrying any of `labels` whose date `keep` accepts.
+    fn labelled_dated_in(
+        &self,
+        segments: &[usize],
+        labels: &BTreeSet<String>,
+        keep: impl Fn(Option<i64>) -> bool,
+    ) -> Result<Vec<Redacted<TableDoc>>, TableError> {
         let mut out = Vec::new();
-        for s in 0..self.state.segments.len() {
+        for &s in segments {
             let seg = self.seg(s)?;
             // The dates first, from the fixed-size metadata: only the kept are sorted and
             // read (a +10's months of a topic on every chapter, not that topic's history).
             let mut ids = Vec::new();
             for label in labels {
                 if let Some((off, count)) = seg.exact(FIELD_TOPIC, label)? {
+                    // The dates straight from the loaded metadata: a label on every document
+                    // is a posting per document.
+                    let metas = seg.metas()?;
                     for id in seg.postings(off, count)? {
-                        let date = seg.meta(id)?.date;
+                        let date = meta_date(metas, id);
                         if keep((date != NO_DATE).then_some(date)) {
                             ids.push(id);
                         }
@@ -1783,6 +1876,8 @@ struct SegWriter {
     meta: PartWriter,
     pks: Vec<String>,
     counts: Vec<(u64, u64)>,
+    /// The smallest and largest date written ([`SegmentInfo::dates`]).
+    dates: (i64, i64),
 }
 
 impl SegWriter {
@@ -1795,6 +1890,7 @@ impl SegWriter {
             meta: PartWriter::create(dir, id, PARTS[1])?,
             pks: Vec::new(),
             counts: Vec::new(),
+            dates: NO_DATES,
         })
     }
 
@@ -1827,6 +1923,7 @@ impl SegWriter {
             .as_deref()
             .and_then(crate::time::parse_rfc3339_ms)
             .unwrap_or(NO_DATE);
+        self.dates = (self.dates.0.min(date), self.dates.1.max(date));
         let mut flags = 0u8;
         if m.kind == "rule" && m.id.is_some() {
             flags |= FLAG_RULE;
@@ -1881,6 +1978,7 @@ impl SegWriter {
             sizes,
             pks: self.pks,
             counts: self.counts,
+            dates: Some(self.dates),
         })
     }
 }
@@ -1902,6 +2000,13 @@ struct Meta {
     date: i64,
     pk: u16,
     flags: u8,
+}
+
+/// Document `id`'s date (UTC milliseconds, [`NO_DATE`]) in a segment's loaded metadata
+/// (`id` checked against the segment's count by [`SegReader::postings`]).
+fn meta_date(metas: &[u8], id: u32) -> i64 {
+    let at = id as usize * META_BYTES;
+    i64::from_le_bytes(metas[at..at + 8].try_into().expect("8 bytes"))
 }
 
 /// A segment opened for lookups: each file read on demand — an exact lookup (an index
@@ -2071,10 +2176,11 @@ impl SegReader {
     }
 
     fn meta(&self, id: u32) -> Result<Meta, TableError> {
+        let metas = self.metas()?;
         let at = id as usize * META_BYTES;
-        let m = &self.metas()?[at..at + META_BYTES];
+        let m = &metas[at..at + META_BYTES];
         Ok(Meta {
-            date: i64::from_le_bytes(m[0..8].try_into().expect("8 bytes")),
+            date: meta_date(metas, id),
             pk: u16::from_le_bytes(m[12..14].try_into().expect("2 bytes")),
             flags: m[14],
         })
@@ -2228,6 +2334,27 @@ fn load_state(dir: &Path) -> Option<State> {
         }
     }
     Some(state)
+}
+
+/// The date range of each segment a state written without it names, read from the
+/// segment's `meta` (once: the state saved with them). Whether any was filled; a `meta` that
+/// cannot be read leaves its segment without (read as spanning every date).
+fn fill_dates(dir: &Path, segments: &mut [SegmentInfo]) -> bool {
+    let mut filled = false;
+    for info in segments.iter_mut().filter(|info| info.dates.is_none()) {
+        let Ok(meta) = fs::read(seg_path(dir, info.id, "meta")) else {
+            continue;
+        };
+        if meta.len() != info.docs as usize * META_BYTES {
+            continue;
+        }
+        info.dates = Some((0..info.docs).fold(NO_DATES, |(min, max), id| {
+            let date = meta_date(&meta, id);
+            (min.min(date), max.max(date))
+        }));
+        filled = true;
+    }
+    filled
 }
 
 fn save_state(dir: &Path, state: &State) -> Result<(), TableError> {
@@ -3255,6 +3382,164 @@ mod tests {
                 .expect("ok");
         assert_eq!(m.topics, ["login-flow"]);
         assert!(parse_head(b"---\ntitle: \xff\nkind: c\n---\n").is_err());
+    }
+
+    #[test]
+    fn date_spans_hold_a_date_and_a_range_exactly_when_one_of_the_spans_does() {
+        // Overlapping, touching, nested, repeated, empty and far-apart spans, as an index
+        // update gives them (a day each, widened by a margin) beside a month's.
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n) as i64
+        };
+        for round in 0..300 {
+            let spans: Vec<(i64, i64)> = (0..next(12))
+                .map(|_| {
+                    let from = next(1_000);
+                    (from, from + next(120) - 10)
+                })
+                .collect();
+            let dates = DateSpans::new(spans.clone(), round % 2 == 0);
+            let any = |ms: i64| spans.iter().any(|(from, to)| (*from..*to).contains(&ms));
+            for ms in -20..1_200 {
+                assert_eq!(dates.contains(Some(ms)), any(ms), "{ms} in {spans:?}");
+            }
+            assert_eq!(dates.contains(None), round % 2 == 0);
+            for _ in 0..40 {
+                let min = next(1_200) - 20;
+                let max = min + next(100);
+                let held = (min..=max).any(any);
+                assert_eq!(
+                    dates.may_hold((min, max)),
+                    held,
+                    "[{min}, {max}] in {spans:?}"
+                );
+                // A segment with undated documents: held when they are wanted, else when a
+                // wanted date is at or before its newest.
+                let below = round % 2 == 0 || (-20..=max).any(any);
+                assert_eq!(dates.may_hold((NO_DATE, max)), below, "{max} in {spans:?}");
+            }
+            assert!(!dates.may_hold(NO_DATES), "a segment without documents");
+        }
+    }
+
+    #[test]
+    fn a_lookup_by_dates_reads_only_the_segments_that_may_hold_them() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path();
+        let doc =
+            |i: usize, date: &str| chapter(&format!("D{i}"), "a fix", "chapter", "auth, csv", date);
+        let rel = |i: usize| format!(".dsh-chapters/s{}/chapters/{i:03}-a.md", i / 10);
+        // Three refreshes, three segments (each too small to merge into the one before):
+        // January, March (one at its first instant), and an undated one.
+        for i in 0..40 {
+            put(
+                ws,
+                &rel(i),
+                &doc(i, &format!("\"2026-01-{:02}T10:00:00Z\"", 1 + i % 28)),
+            );
+        }
+        refresh(ws);
+        for i in 40..46 {
+            let day = if i == 40 {
+                "2026-03-01T00:00:00Z".to_owned()
+            } else {
+                format!("2026-03-{:02}T10:00:00+02:00", i - 30)
+            };
+            put(ws, &rel(i), &doc(i, &format!("\"{day}\"")));
+        }
+        refresh(ws);
+        put(ws, &rel(46), &doc(46, "null"));
+        let (table, _) = refresh(ws);
+        assert_eq!(table.state.segments.len(), 3);
+        let ms = |t: &str| crate::time::parse_rfc3339_ms(t).expect("a date");
+        let ranges: Vec<Option<(i64, i64)>> =
+            table.state.segments.iter().map(|s| s.dates).collect();
+        assert_eq!(
+            ranges,
+            [
+                Some((ms("2026-01-01T10:00:00Z"), ms("2026-01-28T10:00:00Z"))),
+                Some((ms("2026-03-01T00:00:00Z"), ms("2026-03-15T08:00:00Z"))),
+                Some((NO_DATE, NO_DATE)),
+            ]
+        );
+        let labels: BTreeSet<String> = ["csv".to_owned()].into();
+        let month = |m: &str, next: &str| {
+            (
+                ms(&format!("{m}-01T00:00:00Z")),
+                ms(&format!("{next}-01T00:00:00Z")),
+            )
+        };
+        let cases = [
+            (
+                vec![month("2026-03", "2026-04")],
+                false,
+                vec![false, true, false],
+            ),
+            (
+                vec![month("2026-02", "2026-03")],
+                false,
+                vec![false, false, false],
+            ),
+            (
+                vec![(ms("2026-02-20T00:00:00Z"), ms("2026-03-01T00:00:00Z") + 1)],
+                false,
+                vec![false, true, false],
+            ),
+            (
+                vec![month("2026-01", "2026-02")],
+                true,
+                vec![true, false, true],
+            ),
+            (vec![], true, vec![false, false, true]),
+            (vec![(i64::MIN + 1, i64::MAX)], true, vec![true, true, true]),
+        ];
+        let paths = |docs: &[Redacted<TableDoc>]| -> Vec<String> {
+            docs.iter().map(|d| d.get().path.clone()).collect()
+        };
+        for (spans, undated, opened) in cases {
+            let dates = DateSpans::new(spans.clone(), undated);
+            let table = Table::open(&ws.join(STORE_DIR));
+            let got = table.docs_with_labels_in(&labels, &dates).expect("lookup");
+            let want = table
+                .docs_with_labels_dated(&labels, |d| dates.contains(d))
+                .expect("every segment");
+            assert_eq!(paths(&got), paths(&want), "{spans:?}");
+            // Read again on a table of its own: only the segments that may hold them opened.
+            let table = Table::open(&ws.join(STORE_DIR));
+            table.docs_with_labels_in(&labels, &dates).expect("lookup");
+            let open: Vec<bool> = table.open.borrow().iter().map(Option::is_some).collect();
+            assert_eq!(open, opened, "{spans:?}");
+        }
+        // A state written without the ranges (an older build's) is read as spanning every
+        // date, and the next refresh fills them from the segments' metadata.
+        let dir = ws.join(STORE_DIR).join(TABLE_DIR);
+        let mut state = load_state(&dir).expect("state");
+        for info in &mut state.segments {
+            info.dates = None;
+        }
+        save_state(&dir, &state).expect("save");
+        let table = Table::open(&ws.join(STORE_DIR));
+        let dates = DateSpans::new([month("2026-03", "2026-04")], false);
+        assert_eq!(
+            paths(&table.docs_with_labels_in(&labels, &dates).expect("lookup")).len(),
+            6
+        );
+        assert!(
+            table.open.borrow().iter().all(Option::is_some),
+            "every segment read"
+        );
+        let (table, _) = refresh(ws);
+        let filled: Vec<Option<(i64, i64)>> =
+            table.state.segments.iter().map(|s| s.dates).collect();
+        assert_eq!(filled, ranges);
+        assert_eq!(
+            load_state(&dir).expect("saved").segments[1].dates,
+            ranges[1]
+        );
     }
 
     #[test]

@@ -919,13 +919,14 @@ fn paged_update(
             .map(|at| (at, at + 86_400_000)),
     );
     let undated = months.contains("undated") || outside.iter().any(|l| l.month == "undated");
+    let dates = table::DateSpans::new(
+        spans
+            .into_iter()
+            .map(|(from, to)| (from - MARGIN_MS, to + MARGIN_MS)),
+        undated,
+    );
     let docs: Vec<Redacted<IndexDoc>> = table
-        .docs_with_labels_dated(&table::labels_of(topic, curation), |date| match date {
-            Some(ms) => spans
-                .iter()
-                .any(|(from, to)| (from - MARGIN_MS..to + MARGIN_MS).contains(&ms)),
-            None => undated,
-        })?
+        .docs_with_labels_in(&table::labels_of(topic, curation), &dates)?
         .iter()
         .filter(|d| base.includes(d))
         .map(|d| base.index_doc(d))

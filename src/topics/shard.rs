@@ -9,6 +9,7 @@
 //! pool. Every byte follows from the documents and the facts: no clock, no listing order.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
@@ -389,15 +390,25 @@ fn head_text(
         let undated = |m: &str| m == "undated";
         (undated(&a.0), &b.0, b.1).cmp(&(undated(&b.0), &a.0, a.1))
     });
+    // Written in place: a head of a year's topic lists hundreds of pages, and it is rendered
+    // twice an update (to verify the old one read back, and the new one).
+    head.reserve(links.len() * (file_len(&links) + 32));
     for (month, i, file, n) in links {
-        head.push_str(&format!(
-            "- [{}]({}) — {n} {}\n",
-            page_name(&month, i),
-            link_target(&file),
-            if n == 1 { "document" } else { "documents" }
-        ));
+        let noun = if n == 1 { "document" } else { "documents" };
+        let target = link_target(&file);
+        let written = if i == 0 {
+            writeln!(head, "- [{month}]({target}) — {n} {noun}")
+        } else {
+            writeln!(head, "- [{month}-{}]({target}) — {n} {noun}", i + 1)
+        };
+        written.expect("writing into a String cannot fail");
     }
     head
+}
+
+/// The longest file name among `links`.
+fn file_len(links: &[PageLink]) -> usize {
+    links.iter().map(|l| l.2.len()).max().unwrap_or(0)
 }
 
 /// A paged topic's head page read back ([`parse_head`]): what an update needs of the pages
