@@ -4,7 +4,9 @@
 
 use crate::session::event::MessageSource;
 
+pub(crate) mod relay;
 mod spans;
+pub use relay::relayed_words;
 pub use spans::{screen_spans, unscreened_text, Piece, SpanKind};
 
 /// Strictly the human: only `source.kind == "user"` feeds topic signatures and rules.

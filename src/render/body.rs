@@ -39,40 +39,6 @@ pub(super) struct PendingPlan {
     pub redactions: u64,
 }
 
-/// The frames harnesses put around another agent's message, by tag name: their opening
-/// and closing tags are no words of a title.
-const RELAY_FRAMES: [&str; 3] = ["teammate-message", "cross-session-message", "agent-message"];
-
-/// `text` without the relay frames' tags (`<teammate-message teammate_id="…">`,
-/// `</teammate-message>`, …) and Claude Code's `Another Claude session sent a message:`
-/// opening: the relayed words.
-fn relayed_words(text: &str) -> String {
-    let text = text.trim_start();
-    let text = text
-        .strip_prefix("Another Claude session sent a message:")
-        .unwrap_or(text);
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(open) = rest.find('<') {
-        out.push_str(&rest[..open]);
-        let tag = &rest[open + 1..];
-        let name = tag.strip_prefix('/').unwrap_or(tag);
-        let is_frame = RELAY_FRAMES.iter().any(|frame| {
-            name.strip_prefix(frame)
-                .is_some_and(|after| after.starts_with(['>', ' ', '\n', '\t']))
-        });
-        match tag.find('>').filter(|_| is_frame) {
-            Some(close) => rest = &tag[close + 1..],
-            None => {
-                out.push('<');
-                rest = tag;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
 /// What the walk produced.
 #[derive(Default)]
 pub(super) struct Conversation {
@@ -251,7 +217,9 @@ impl Walker<'_> {
             }
         }
         if relayed && self.out.first_relayed.is_none() {
-            let words = relayed_words(&crate::session::attachment::without_markers(&own_text));
+            let words = crate::injection::relayed_words(
+                &crate::session::attachment::without_markers(&own_text),
+            );
             if !words.trim().is_empty() {
                 self.out.first_relayed = Some(words);
             }

@@ -834,19 +834,16 @@ impl ClaudeReader {
         self.push_side_calls(work, next_seq, time);
     }
 
-    /// A background agent's work, when its report arrives (a `<task-notification>` whose
-    /// `<task-id>` is the agent's id, or its `<agent-message from=…>` hand-back): its
+    /// A background agent's work, when its report arrives (`reporting_agent`: the
+    /// `<task-notification>`'s `<task-id>`, or the `<agent-message from=…>` hand-back): its
     /// transcript's answered calls, as events of the turn the report arrives in. Its launch
     /// folded nothing: its work went on after it.
     fn fold_reported_agent(
         &mut self,
-        report: &str,
+        agent_id: &str,
         next_seq: &mut dyn FnMut() -> u64,
         time: Option<i64>,
     ) {
-        let Some(agent_id) = screen::reporting_agent(report) else {
-            return;
-        };
         let file = subagent::agent_file(&self.path, Some(agent_id), None, None, &self.folded);
         let Some(file) = file else {
             return;
@@ -1157,10 +1154,10 @@ impl ClaudeReader {
                 };
                 self.flush_message();
                 let seq = next_seq(&mut sub);
-                let report = (kind == screen::DELEGATE).then(|| text.clone());
+                let reporting = reporting_agent(kind, &text);
                 self.push_user(seq, text, kind, time);
-                if let Some(report) = report {
-                    self.fold_reported_agent(&report, &mut || next_seq(&mut sub), time);
+                if let Some(agent) = reporting {
+                    self.fold_reported_agent(&agent, &mut || next_seq(&mut sub), time);
                 }
             }
             (Some("user"), _) => {
@@ -1247,10 +1244,10 @@ impl ClaudeReader {
                 self.flush_message();
                 let seq = next_seq(&mut sub);
                 let interrupted = kind == screen::NOTICE && screen::is_interruption(&text);
-                let report = (kind == screen::DELEGATE).then(|| text.clone());
+                let reporting = reporting_agent(kind, &text);
                 self.push_user(seq, text, kind, time);
-                if let Some(report) = report {
-                    self.fold_reported_agent(&report, &mut || next_seq(&mut sub), time);
+                if let Some(agent) = reporting {
+                    self.fold_reported_agent(&agent, &mut || next_seq(&mut sub), time);
                 }
                 // The person stopped the agent: the turn is over.
                 if interrupted && self.has_exchange() {
@@ -1261,6 +1258,14 @@ impl ClaudeReader {
             _ => {}
         }
     }
+}
+
+/// The background agent a message of `kind` reports for (`screen::reporting_agent`), if it
+/// is a delegate's report.
+fn reporting_agent(kind: &str, text: &str) -> Option<String> {
+    (kind == screen::DELEGATE)
+        .then(|| screen::reporting_agent(text).map(str::to_owned))
+        .flatten()
 }
 
 fn header_of(path: &Path, facts: &SessionFacts) -> Option<Header> {

@@ -3,6 +3,8 @@
 //! `<system-reminder>` blocks inside a person's prompt are screened span by span by
 //! `injection::screen_spans`, as for DSH. Pure.
 
+use crate::injection::relay;
+
 /// The source kind of the person's own prompt.
 pub(crate) const HUMAN: &str = "user";
 /// The compaction summary: the harness's text, not the person's (a marked note).
@@ -29,12 +31,9 @@ pub(crate) const DELEGATE: &str = crate::source::DELEGATE_REPORT;
 /// task to a member, a member's findings to the lead — conversation (`source::TEAM_MESSAGE`).
 pub(crate) const TEAMMATE: &str = crate::source::TEAM_MESSAGE;
 
-/// How another session's message opens a user line when the agent was idle; mid-turn the
-/// queued prompt holds the bare wrapper.
-const PEER_OPENINGS: &[&str] = &[
-    "Another Claude session sent a message",
-    "<cross-session-message",
-];
+/// How another session's message opens a user line: the opening, or (mid-turn, the queued
+/// prompt) the bare wrapper.
+const PEER_OPENINGS: &[&str] = &[relay::PEER_OPENING, "<cross-session-message"];
 
 /// Tags that open host plumbing when a user line starts with them.
 const PLUMBING_TAGS: &[&str] = &[
@@ -92,17 +91,14 @@ pub(crate) fn classify(text: &str, is_meta: bool, is_compact_summary: bool) -> &
 /// teammate's status notices only (`{"type": "idle_notification", …}` and other JSON
 /// payloads: plumbing). `None` for anything else.
 fn agent_frame(t: &str) -> Option<&'static str> {
-    let framed = PEER_OPENINGS[..1]
-        .iter()
-        .find_map(|opening| t.strip_prefix(opening))
-        .map_or(t, |rest| rest.trim_start_matches(':').trim_start());
-    if opens_tag(framed, "agent-message") {
+    let framed = relay::after_peer_opening(t);
+    if relay::opens_tag(framed, "agent-message") {
         return Some(DELEGATE);
     }
     if t.starts_with("<task-notification>") && t.contains("<result>") {
         return Some(DELEGATE);
     }
-    if opens_tag(framed, "teammate-message") {
+    if relay::opens_tag(framed, "teammate-message") {
         return Some(if only_status_notices(framed) {
             COMMAND
         } else {
@@ -121,20 +117,13 @@ fn is_hook_output_alone(t: &str) -> bool {
     t.starts_with(OPEN) && t.trim_end().ends_with(CLOSE) && t.matches(CLOSE).count() == 1
 }
 
-/// `text` opens with the tag `<name` followed by a space or `>`.
-fn opens_tag(text: &str, name: &str) -> bool {
-    text.strip_prefix('<')
-        .and_then(|rest| rest.strip_prefix(name))
-        .is_some_and(|rest| rest.starts_with([' ', '>', '\n', '\t']))
-}
-
 /// Every `<teammate-message …>` block of `text` holds a JSON object with a `type` (an idle
 /// notice, a shutdown request, a termination), and nothing stands outside the blocks.
 fn only_status_notices(text: &str) -> bool {
     const CLOSE: &str = "</teammate-message>";
     let mut rest = text.trim();
     while !rest.is_empty() {
-        if !opens_tag(rest, "teammate-message") {
+        if !relay::opens_tag(rest, "teammate-message") {
             return false;
         }
         let Some(open_end) = rest.find('>') else {
@@ -164,13 +153,10 @@ pub(crate) fn reporting_agent(text: &str) -> Option<&str> {
         let len = t[start..].find(close)?;
         Some(&t[start..start + len])
     };
-    let framed = PEER_OPENINGS[..1]
-        .iter()
-        .find_map(|opening| t.strip_prefix(opening))
-        .map_or(t, |rest| rest.trim_start_matches(':').trim_start());
+    let framed = relay::after_peer_opening(t);
     let id = if t.starts_with("<task-notification>") {
         between("<task-id>", "</task-id>")?
-    } else if opens_tag(framed, "agent-message") {
+    } else if relay::opens_tag(framed, "agent-message") {
         between("from=\"", "\"")?
     } else {
         return None;
