@@ -485,13 +485,8 @@ fn archive_session(
     // Turn numbers outlive a DSH log's renumbering (see `session::renumber`).
     let by_turn = found.harness == Harness::Dsh;
     let chapter_anchor = last_archived.map(|d| {
-        (
-            renumber::Anchor {
-                turn: d.turns.last().copied().unwrap_or(0),
-                end_seq: d.seq_hi,
-            },
-            by_turn && !d.turns.is_empty(),
-        )
+        let (anchor, named) = renumber::Anchor::of_chapter(d.seq_hi, d.turns.last().copied());
+        (anchor, by_turn && named)
     });
     let signed_anchor = sigs.iter().rev().find_map(|s| {
         Some(renumber::Anchor {

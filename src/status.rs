@@ -618,12 +618,10 @@ fn session_status(
     });
     // As the archive decides (`session::renumber`): turn numbers outlive a DSH log's
     // renumbering by a format migration, so a chapter naming its turns anchors by them.
-    let anchor = last.map(|l| crate::session::renumber::Anchor {
-        turn: l.turn.unwrap_or(0),
-        end_seq: l.seq_hi,
-    });
-    let by_turn = harness == Harness::Dsh && numbered && last.is_some_and(|l| l.turn.is_some());
-    let mut covered = crate::session::renumber::Covered::new(anchor, by_turn);
+    let anchor = last.map(|l| crate::session::renumber::Anchor::of_chapter(l.seq_hi, l.turn));
+    let by_turn = harness == Harness::Dsh && numbered && anchor.is_some_and(|(_, named)| named);
+    let mut covered =
+        crate::session::renumber::Covered::new(anchor.map(|(anchor, _)| anchor), by_turn);
     out.unarchived_turns = turns
         .iter()
         .filter(|&&(turn, end)| !covered.covers(turn, end))

@@ -16,6 +16,18 @@ pub struct Anchor {
     pub end_seq: u64,
 }
 
+impl Anchor {
+    /// The anchor a chapter gives: its highest seq and its last turn's number, and whether
+    /// that number can be trusted (the chapter names its turns; older chapters do not).
+    pub fn of_chapter(seq_hi: u64, last_turn: Option<u64>) -> (Anchor, bool) {
+        let anchor = Anchor {
+            turn: last_turn.unwrap_or(0),
+            end_seq: seq_hi,
+        };
+        (anchor, last_turn.is_some())
+    }
+}
+
 /// What the turns read so far say about the log's numbering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Numbering {
