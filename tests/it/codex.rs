@@ -221,3 +221,82 @@ fn a_rollout_copied_from_another_machine_is_this_workspaces_through_path_map() {
         "{report}"
     );
 }
+
+/// `/review` (codex-rs's shapes, as its rollouts record them): the chapter says the person
+/// asked for a review; the reviewer's request Codex wrote and the results it hands back are
+/// the host's — never the person's terms or the title.
+#[test]
+fn a_review_archives_as_the_persons_command_with_the_hosts_request_screened() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let ws = sb.ws_str();
+    let id = "019c9999-0000-7000-8000-00000000abcd";
+    let line = |t: &str, payload: serde_json::Value| {
+        serde_json::json!({"timestamp": t, "type": "event_msg", "payload": payload}).to_string()
+    };
+    let request = "Review the current code changes (staged, unstaged, and untracked files) and provide prioritized findings.";
+    let results = "<user_action>\n  <context>User initiated a review task. Here's the full review output from reviewer model. User may select one or more comments to resolve.</context>\n  <action>review</action>\n  <results>\n  [P1] Hold the lock in src/session/refresh.rs\n  </results>\n</user_action>\n";
+    let text = [
+        serde_json::json!({"timestamp": "2026-02-23T10:00:00.000Z", "type": "session_meta", "payload": {"id": id, "cwd": ws, "cli_version": "0.98.0"}}).to_string(),
+        line("2026-02-23T10:00:01.000Z", serde_json::json!({"type": "entered_review_mode", "target": {"type": "uncommittedChanges"}, "user_facing_hint": "current changes"})),
+        line("2026-02-23T10:00:02.000Z", serde_json::json!({"type": "task_started", "turn_id": "rv"})),
+        line("2026-02-23T10:00:02.100Z", serde_json::json!({"type": "user_message", "message": request, "images": []})),
+        line("2026-02-23T10:00:02.100Z", serde_json::json!({"type": "user_message", "message": request, "images": []})),
+        serde_json::json!({"timestamp": "2026-02-23T10:01:00.000Z", "type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": results}]}}).to_string(),
+        line("2026-02-23T10:01:00.100Z", serde_json::json!({"type": "exited_review_mode", "review_output": {"findings": []}})),
+        serde_json::json!({"timestamp": "2026-02-23T10:01:00.200Z", "type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "[P1] Hold the lock in src/session/refresh.rs"}]}}).to_string(),
+        line("2026-02-23T10:01:00.300Z", serde_json::json!({"type": "task_complete", "turn_id": "r1"})),
+    ]
+    .join("\n")
+        + "\n";
+    let dir = sb.home.join("codex/sessions/2026/02/23");
+    std::fs::create_dir_all(&dir).expect("day dir");
+    let path = dir.join(format!("rollout-2026-02-23T10-00-00-{id}.jsonl"));
+    std::fs::write(&path, text).expect("rollout");
+    quiet_for_a_day(&path);
+    let report = sb.json(&["archive", "--json"]);
+    assert_eq!(report["sessions"][0]["turnsArchived"], 1, "{report}");
+    let chapters: Vec<PathBuf> = walkdir(&sb.store())
+        .into_iter()
+        .filter(|p| {
+            p.to_string_lossy().contains("/chapters/") && p.extension().is_some_and(|e| e == "md")
+        })
+        .collect();
+    assert_eq!(chapters.len(), 1, "{chapters:?}");
+    let chapter = std::fs::read_to_string(&chapters[0]).expect("chapter");
+    let head = chapter.split("\n---\n").next().expect("frontmatter");
+    assert!(
+        head.contains("/review current changes"),
+        "titled by the person's act:\n{head}"
+    );
+    for host_word in [
+        "unstaged",
+        "untracked",
+        "prioritized",
+        "initiated",
+        "reviewer",
+    ] {
+        assert!(
+            !head.to_lowercase().contains(host_word),
+            "{host_word} in\n{head}"
+        );
+    }
+    // The review itself is the answer, kept whole.
+    assert!(chapter.contains("[P1] Hold the lock"), "{chapter}");
+}
+
+fn walkdir(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}

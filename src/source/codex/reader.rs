@@ -29,6 +29,10 @@
 //! A hosted web search (`web_search_call`, and its `event_msg web_search_end` twin) is a
 //! `web_search` call and its result, shown once ([`super::web_search`]).
 //!
+//! `/review` (`event_msg entered_review_mode` … `exited_review_mode`) is the person's
+//! `/review <hint>`; inside it, the `user_message`s are the request Codex wrote for the
+//! reviewer, copied from the reviewer's thread: host context, screened, each text once.
+//!
 //! Screened (a marker each): `developer`/`system` messages and user-role host context
 //! ([`super::screen`]). `turn_context`, `base_instructions` and every unknown type yield
 //! nothing.
@@ -258,6 +262,10 @@ pub struct CodexReader {
     /// A fork's copies of its parent's lines, by content: while the log's lines are among
     /// them they are the parent's and are not read (they are read in the parent's rollout).
     parent_lines: Option<HashSet<u64>>,
+    /// Inside `/review` (`entered_review_mode` until `exited_review_mode` or the turn's end):
+    /// the `user_message`s are the reviewer's request, copied from its thread — the host's
+    /// words, each text once — not the person's.
+    review: Option<BTreeSet<String>>,
 }
 
 /// A rollout line's content (its type and payload, not its time or ordinal).
@@ -328,6 +336,7 @@ impl CodexReader {
             quiet_end,
             cap: options.max_line_bytes,
             parent_lines,
+            review: None,
         })
     }
 
@@ -437,11 +446,35 @@ impl CodexReader {
                 Some("task_started") => {
                     self.tasks = true;
                 }
+                Some("entered_review_mode") => {
+                    let text = review_command(p);
+                    self.user_text(text, true, &mut next_seq, time, line_start);
+                    self.review = Some(BTreeSet::new());
+                }
+                Some("exited_review_mode") => self.review = None,
+                Some("user_message") if self.review.is_some() => {
+                    let text = user_message_text(p);
+                    let first = self
+                        .review
+                        .as_mut()
+                        .is_some_and(|seen| seen.insert(text.clone()));
+                    if first && !text.is_empty() {
+                        let seq = next_seq();
+                        self.push(
+                            seq,
+                            "user/message",
+                            json!({"content": text, "source": {"kind": screen::CONTEXT}}),
+                            time,
+                        );
+                    }
+                }
                 Some("task_complete") if self.exchange => {
+                    self.review = None;
                     let seq = next_seq();
                     self.end_turn(seq, "completed", after);
                 }
                 Some("turn_aborted") if self.exchange => {
+                    self.review = None;
                     // A call the abort cut off gets a result that says so.
                     let open: Vec<String> = std::mem::take(&mut self.open_calls)
                         .into_iter()
@@ -470,6 +503,8 @@ impl CodexReader {
                 _ => {}
             },
             ("response_item", Some(p)) => self.item(p, &mut next_seq, time, line_start),
+            // A new turn's settings: a review that never said it ended is over.
+            ("turn_context", _) => self.review = None,
             ("compacted", Some(p)) => {
                 // The summary only: `replacement_history` copies lines read already.
                 let text = p
@@ -845,6 +880,27 @@ fn message_text(content: Option<&Value>) -> String {
             parts.join("\n\n")
         }
         _ => String::new(),
+    }
+}
+
+/// The person's `/review` as the person chose it: the command and Codex's hint for the
+/// target (`current changes`, `changes against 'main'`, a custom review's instructions).
+fn review_command(p: &Value) -> String {
+    let hint = p
+        .get("user_facing_hint")
+        .and_then(Value::as_str)
+        .or_else(|| {
+            p.get("target")
+                .and_then(|t| t.get("instructions"))
+                .and_then(Value::as_str)
+        })
+        .map(crate::names::one_line)
+        .unwrap_or_default();
+    let hint = hint.trim();
+    if hint.is_empty() {
+        "/review".to_owned()
+    } else {
+        format!("/review {hint}")
     }
 }
 
@@ -1386,6 +1442,101 @@ mod tests {
         assert_eq!(results[0].content, "Finished");
         let all = format!("{:?}", t.events);
         assert!(!all.contains("gAAAA") && !all.contains("SYSTEM PROMPT"));
+    }
+
+    /// `/review` as Codex records it (codex-rs `tasks/review.rs`, `review_format.rs`; the
+    /// shapes public rollout readers test against): `entered_review_mode` with its target and
+    /// hint, the reviewer's copied events — its request twice as `user_message`, a progress
+    /// `agent_message` — then the results as a user-role `<user_action>` item,
+    /// `exited_review_mode`, and the review as the answer.
+    #[test]
+    fn a_review_is_the_persons_command_and_its_request_and_results_are_the_hosts() {
+        const REQUEST: &str = "Review the current code changes (staged, unstaged, and untracked files) and provide prioritized findings.";
+        let results = "<user_action>\n  <context>User initiated a review task. Here's the full review output from reviewer model. User may select one or more comments to resolve.</context>\n  <action>review</action>\n  <results>\n  [P1] Keep the token refresh under the lock\n  </results>\n</user_action>\n";
+        let text = [
+            meta(),
+            event(json!({"type": "task_started", "turn_id": "t1"})),
+            event(json!({"type": "user_message", "message": "Fix the login redirect"})),
+            answer("Fixed in src/login.rs."),
+            event(json!({"type": "task_complete", "turn_id": "t1"})),
+            event(json!({"type": "entered_review_mode", "target": {"type": "uncommittedChanges"}, "user_facing_hint": "current changes", "turn_id": "r1"})),
+            event(json!({"type": "task_started", "turn_id": "rv-t1"})),
+            event(json!({"type": "user_message", "message": REQUEST, "images": [], "local_images": []})),
+            event(json!({"type": "user_message", "message": REQUEST, "images": [], "local_images": []})),
+            event(json!({"type": "agent_message", "message": "Looking at the diff."})),
+            item(json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": results}]})),
+            event(json!({"type": "exited_review_mode", "turn_id": "r1", "review_output": {"findings": [], "overall_correctness": "patch is incorrect"}})),
+            answer("[P1] Keep the token refresh under the lock"),
+            event(json!({"type": "task_complete", "turn_id": "r1"})),
+            env("turn_context", json!({"model": "gpt-5.2-codex"})),
+            event(json!({"type": "task_started", "turn_id": "t2"})),
+            event(json!({"type": "user_message", "message": "thanks, fix that finding"})),
+            answer("Done."),
+            event(json!({"type": "task_complete", "turn_id": "t2"})),
+        ]
+        .concat();
+        let r = read(&text, true);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(
+            r.turns.len(),
+            3,
+            "{:?}",
+            r.turns.iter().map(texts).collect::<Vec<_>>()
+        );
+        let review = texts(&r.turns[1]);
+        let persons: Vec<&str> = review
+            .iter()
+            .filter(|(k, _)| k == screen::HUMAN)
+            .map(|(_, t)| t.as_str())
+            .collect();
+        assert_eq!(persons, ["/review current changes"], "{review:?}");
+        let hosts: Vec<&str> = review
+            .iter()
+            .filter(|(k, _)| k == screen::CONTEXT)
+            .map(|(_, t)| t.as_str())
+            .collect();
+        assert_eq!(
+            hosts,
+            [REQUEST, results],
+            "the request once, the results screened"
+        );
+        assert_eq!(
+            review.last().map(|(k, t)| (k.as_str(), t.as_str())),
+            Some(("assistant", "[P1] Keep the token refresh under the lock"))
+        );
+        // Review mode ends with the review: the next prompt is the person's again.
+        assert_eq!(
+            texts(&r.turns[2])[0],
+            (
+                screen::HUMAN.to_owned(),
+                "thanks, fix that finding".to_owned()
+            )
+        );
+        // A custom review's instructions are the person's words, said once.
+        let custom = [
+            meta(),
+            event(json!({"type": "entered_review_mode", "target": {"type": "custom", "instructions": "  check the auth module  "}, "user_facing_hint": "check the auth module"})),
+            event(json!({"type": "user_message", "message": "check the auth module"})),
+            event(json!({"type": "user_message", "message": "check the auth module"})),
+            answer("No findings."),
+            event(json!({"type": "exited_review_mode", "review_output": null})),
+        ]
+        .concat();
+        let r = read(&custom, true);
+        assert_eq!(r.turns.len(), 1);
+        let said = texts(&r.turns[0]);
+        assert_eq!(
+            said[0],
+            (
+                screen::HUMAN.to_owned(),
+                "/review check the auth module".to_owned()
+            )
+        );
+        assert_eq!(
+            said.iter().filter(|(k, _)| k == screen::HUMAN).count(),
+            1,
+            "{said:?}"
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! Screen: `developer`/`system` messages, and user-role host context: `# AGENTS.md
 //! instructions…`, `<user_instructions>`, `<environment_context>`, `<INSTRUCTIONS>`,
-//! `<user_shell_command>` plumbing, `<skill>`, `<turn_aborted>`, a hook's `<hook_prompt …>`,
+//! `<user_shell_command>` plumbing, `<skill>`, `<turn_aborted>`, `/review`'s `<user_action>`, a hook's `<hook_prompt …>`,
 //! `<codex_internal_context …>`, Codex's own `Warning: …` notices (any letter case). A `<subagent_notification>` (a
 //! subagent's final message to its parent) is a delegate's report: conversation, never terms,
 //! read as its text (`delegate_report`). Tool vocabulary: `shell` / `exec_command` /
@@ -34,6 +34,8 @@ const CONTEXT_PREFIXES: &[&str] = &[
     // warnings it sends in the person's role.
     "<skill>",
     "<turn_aborted>",
+    // `/review`'s results handed to the agent (the review itself is the answer after it).
+    "<user_action>",
     "<hook_prompt",
     "<codex_internal_context",
     "Warning: The maximum number of unified exec processes you can keep open is",
