@@ -590,3 +590,49 @@ fn other_agents_words_are_conversation_and_never_the_persons_terms_end_to_end() 
         );
     }
 }
+
+/// A slash command typed with words (a real 2.1.38 transcript: `/handgemacht:create-beads
+/// websearch to learn how to fastest setup credo, dialyzer, mix_audit …`): the words are the
+/// person's request — the chapter's title and terms — while the command's expanded prompt
+/// (an `isMeta` line, the command author's text) stays screened.
+#[test]
+fn a_command_typed_with_words_titles_the_chapter_and_gives_its_terms() {
+    let sb = Sandbox::new();
+    let (_, sid) = install(&sb, "v2.1.38-subagent.jsonl");
+    sb.ok(&["init"]);
+    let report = sb.json(&["archive", "--json", "--session", &sid]);
+    let s = &report["sessions"][0];
+    let first = s["chapters"][0].as_str().expect("a chapter");
+    let text = std::fs::read_to_string(
+        sb.store()
+            .join(format!("claude-code-{sid}/chapters"))
+            .join(first),
+    )
+    .expect("chapter");
+    let head = text.split("\n---\n").next().expect("frontmatter");
+    assert!(
+        head.contains("title: \"/handgemacht:create-beads websearch to learn"),
+        "{head}"
+    );
+    let topics = head
+        .lines()
+        .find(|l| l.starts_with("topics:"))
+        .unwrap_or_default();
+    assert!(
+        [
+            "credo",
+            "dialyzer",
+            "websearch",
+            "claude-marketplace-elixir"
+        ]
+        .iter()
+        .any(|w| topics.contains(w)),
+        "the person's words give topics: {topics}"
+    );
+    assert!(
+        !topics.contains("basically"),
+        "filler is no topic: {topics}"
+    );
+    // The expanded prompt is the command author's, screened.
+    assert!(!text.contains("This skill ONLY creates beads"), "{text}");
+}

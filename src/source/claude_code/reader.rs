@@ -1228,9 +1228,15 @@ impl ClaudeReader {
                     }
                     return;
                 }
-                let text = texts.join("\n\n");
+                let mut text = texts.join("\n\n");
                 if text.is_empty() {
                     return;
+                }
+                // `/command words`: the words are the person's request.
+                if !is_meta && !is_summary {
+                    if let Some(typed) = screen::typed_command(&text) {
+                        text = typed;
+                    }
                 }
                 let kind = screen::classify(&text, is_meta, is_summary);
                 if kind == screen::HUMAN && self.has_exchange() {

@@ -143,6 +143,39 @@ fn only_status_notices(text: &str) -> bool {
     true
 }
 
+/// A slash command the person typed with words after it, as the person typed it:
+/// `/orchestrator update CLAUDE.md` from a line made only of `<command-message>`,
+/// `<command-name>` and `<command-args>` blocks whose arguments are not empty. The
+/// arguments are the person's request (the command's expanded prompt follows as an `isMeta`
+/// line, the command author's text). `None` for anything else — a command without
+/// arguments (`/clear`, `/model`) stays plumbing.
+pub(crate) fn typed_command(text: &str) -> Option<String> {
+    let mut rest = text.trim();
+    let (mut name, mut args) = (None, None);
+    while !rest.is_empty() {
+        let tag = ["command-message", "command-name", "command-args"]
+            .into_iter()
+            .find(|tag| {
+                rest.strip_prefix('<')
+                    .and_then(|r| r.strip_prefix(tag))
+                    .is_some_and(|r| r.starts_with('>'))
+            })?;
+        let body_start = tag.len() + 2;
+        let close = format!("</{tag}>");
+        let body_len = rest.get(body_start..)?.find(&close)?;
+        let body = &rest[body_start..body_start + body_len];
+        match tag {
+            "command-name" => name = Some(body.trim()),
+            "command-args" => args = Some(body.trim()),
+            _ => {}
+        }
+        rest = rest[body_start + body_len + close.len()..].trim_start();
+    }
+    let name = name.filter(|n| n.starts_with('/') && !n.contains(char::is_whitespace))?;
+    let args = args.filter(|a| !a.is_empty())?;
+    Some(format!("{name} {args}"))
+}
+
 /// The agent a delegate's report comes from: a `<task-notification>`'s `<task-id>`, or a
 /// hand-back's `<agent-message from="…">` (bare or behind the peer opening) — a background
 /// agent's id.
@@ -206,6 +239,30 @@ pub(crate) fn screen_tool_output(text: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Real lines (Claude Code 1.0.108 and 2.1.38 transcripts in `tests/it/fixtures/claude-code/`).
+    #[test]
+    fn a_command_typed_with_words_is_the_persons_request() {
+        assert_eq!(
+            typed_command("<command-message>orchestrator is running…</command-message>\n<command-name>/orchestrator</command-name>\n<command-args>@CLAUDE.md を最新の状態にアップデートしてください</command-args>").as_deref(),
+            Some("/orchestrator @CLAUDE.md を最新の状態にアップデートしてください")
+        );
+        assert_eq!(
+            typed_command("<command-message>handgemacht:create-beads</command-message>\n<command-name>/handgemacht:create-beads</command-name>\n<command-args>websearch credo\n\nMaybe more</command-args>").as_deref(),
+            Some("/handgemacht:create-beads websearch credo\n\nMaybe more")
+        );
+        for plumbing in [
+            "<command-name>/model</command-name>\n            <command-message>model</command-message>\n            <command-args></command-args>",
+            "<command-name>/clear</command-name>\n<command-message>clear</command-message>",
+            "<command-name>/x</command-name><command-args>a</command-args> and more typed after",
+            "<command-name>/x</command-name><command-args>unclosed",
+            "<command-name>not a command</command-name><command-args>a</command-args>",
+            "<local-command-stdout>done</local-command-stdout>",
+            "fix it",
+        ] {
+            assert_eq!(typed_command(plumbing), None, "{plumbing}");
+        }
+    }
 
     #[test]
     fn kinds() {
