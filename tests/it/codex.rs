@@ -249,21 +249,9 @@ fn a_review_archives_as_the_persons_command_with_the_hosts_request_screened() {
     ]
     .join("\n")
         + "\n";
-    let dir = sb.home.join("codex/sessions/2026/02/23");
-    std::fs::create_dir_all(&dir).expect("day dir");
-    let path = dir.join(format!("rollout-2026-02-23T10-00-00-{id}.jsonl"));
-    std::fs::write(&path, text).expect("rollout");
-    quiet_for_a_day(&path);
-    let report = sb.json(&["archive", "--json"]);
-    assert_eq!(report["sessions"][0]["turnsArchived"], 1, "{report}");
-    let chapters: Vec<PathBuf> = walkdir(&sb.store())
-        .into_iter()
-        .filter(|p| {
-            p.to_string_lossy().contains("/chapters/") && p.extension().is_some_and(|e| e == "md")
-        })
-        .collect();
+    let chapters = archive_rollout(&sb, id, &text, 1);
     assert_eq!(chapters.len(), 1, "{chapters:?}");
-    let chapter = std::fs::read_to_string(&chapters[0]).expect("chapter");
+    let chapter = &chapters[0];
     let head = chapter.split("\n---\n").next().expect("frontmatter");
     assert!(
         head.contains("/review current changes"),
@@ -283,6 +271,76 @@ fn a_review_archives_as_the_persons_command_with_the_hosts_request_screened() {
     }
     // The review itself is the answer, kept whole.
     assert!(chapter.contains("[P1] Hold the lock"), "{chapter}");
+}
+
+/// Write a rollout under the sandbox's Codex home, quiet for a day, archive it, and return
+/// its chapters' texts (checking `turns` were archived).
+fn archive_rollout(sb: &Sandbox, id: &str, text: &str, turns: u64) -> Vec<String> {
+    let dir = sb.home.join("codex/sessions/2026/02/23");
+    std::fs::create_dir_all(&dir).expect("day dir");
+    let path = dir.join(format!("rollout-2026-02-23T10-00-00-{id}.jsonl"));
+    std::fs::write(&path, text).expect("rollout");
+    quiet_for_a_day(&path);
+    let report = sb.json(&["archive", "--json"]);
+    assert_eq!(report["sessions"][0]["turnsArchived"], turns, "{report}");
+    let mut chapters: Vec<PathBuf> = walkdir(&sb.store())
+        .into_iter()
+        .filter(|p| {
+            p.to_string_lossy().contains("/chapters/") && p.extension().is_some_and(|e| e == "md")
+        })
+        .collect();
+    chapters.sort();
+    chapters
+        .iter()
+        .map(|p| std::fs::read_to_string(p).expect("chapter"))
+        .collect()
+}
+
+/// A paginated rollout (codex-cli 0.135+: `history_mode: "paginated"`, no `event_msg
+/// user_message`; shapes measured on real rollouts by public readers): the person's prompts
+/// are its user items — read once, though an `item_completed` mirrors one.
+#[test]
+fn a_paginated_rollout_archives_the_persons_prompts() {
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let id = "01a0b3da-c522-7af2-8a6d-2e1aed53b269";
+    let line = |kind: &str, payload: serde_json::Value| {
+        serde_json::json!({"timestamp": "2026-02-23T10:00:01.000Z", "type": kind, "payload": payload}).to_string()
+    };
+    let user = |text: &str| {
+        line(
+            "response_item",
+            serde_json::json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}),
+        )
+    };
+    let text = [
+        line("session_meta", serde_json::json!({"id": id, "cwd": sb.ws_str(), "cli_version": "0.154.0", "originator": "codex-tui", "history_mode": "paginated"})),
+        user("<environment_context>\n  <cwd>/w</cwd>\n</environment_context>"),
+        line("event_msg", serde_json::json!({"type": "task_started", "turn_id": "t1"})),
+        user("make the sidegraph exporter stream its rows"),
+        line("event_msg", serde_json::json!({"type": "item_completed", "thread_id": id, "item": {"type": "UserMessage", "id": "u1", "content": [{"type": "text", "text": "make the sidegraph exporter stream its rows"}]}})),
+        line("response_item", serde_json::json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "The exporter streams now."}]})),
+        line("event_msg", serde_json::json!({"type": "task_complete", "turn_id": "t1"})),
+    ]
+    .join("\n")
+        + "\n";
+    let chapters = archive_rollout(&sb, id, &text, 1);
+    assert_eq!(chapters.len(), 1);
+    let head = chapters[0].split("\n---\n").next().expect("frontmatter");
+    assert!(
+        head.contains("title: \"make the sidegraph exporter stream its rows\""),
+        "{head}"
+    );
+    assert!(
+        head.contains("sidegraph"),
+        "the person's words give topics:\n{head}"
+    );
+    assert_eq!(
+        chapters[0].matches("**User**").count(),
+        1,
+        "the prompt once, though mirrored:\n{}",
+        chapters[0]
+    );
 }
 
 fn walkdir(dir: &Path) -> Vec<PathBuf> {

@@ -9,7 +9,11 @@
 //!
 //! One stream is read: the person's prompt from `event_msg user_message` where the log has
 //! an envelope (G2+; the `response_item` copy is skipped), else the `response_item` user
-//! message (G1); the answer, reasoning summaries (with none, the raw `reasoning_text`
+//! message (G1, and a paginated rollout — `session_meta.history_mode: "paginated"`,
+//! codex-cli 0.135+ — which writes no `user_message` and mirrors some prompts as
+//! `item_completed` `UserMessage`s, never read); a `<send_user_message_question_reply>` is
+//! the person's answers; an image's `<image …>`/`</image>` wrapper blocks are dropped (the
+//! image leaves its marker); the answer, reasoning summaries (with none, the raw `reasoning_text`
 //! content an open-weight model leaves) and tool calls from `response_item` (`event_msg
 //! agent_message` / `agent_reasoning` are copies). Encrypted reasoning is dropped. A
 //! `compacted` line (G2 and G3) becomes a compaction-summary note (its `message`, screened
@@ -96,6 +100,9 @@ pub struct RolloutFacts {
     /// A subagent's thread (multi-agent Codex: `source.subagent`, or `thread_source:
     /// "subagent"`): its prompts are another agent's, not the person's.
     pub subagent: Option<Subagent>,
+    /// `history_mode: "paginated"` (codex-cli 0.135+, and legacy rollouts Codex migrated):
+    /// no `event_msg user_message` is written; a prompt is its `response_item`.
+    pub paginated: bool,
 }
 
 /// What a subagent rollout says of the thread that spawned it.
@@ -141,6 +148,7 @@ fn facts_of(meta: &Value) -> RolloutFacts {
         cli_version: s("cli_version"),
         forked_from: s("forked_from_id").filter(|f| !f.is_empty()),
         subagent: subagent_of(meta),
+        paginated: meta.get("history_mode").and_then(Value::as_str) == Some("paginated"),
         first_time: meta
             .get("timestamp")
             .and_then(Value::as_str)
@@ -254,6 +262,9 @@ pub struct CodexReader {
     tasks: bool,
     /// The log has the `{type, payload}` envelope: prompts come from `event_msg`.
     enveloped: bool,
+    /// A paginated rollout: prompts come from the `response_item`s (there is no
+    /// `event_msg user_message`; an `item_completed` `UserMessage` is a mirror).
+    paginated: bool,
     /// A subagent's rollout: its prompts are the spawning agent's (a relayed message,
     /// conversation but never the person's terms).
     subagent: bool,
@@ -332,6 +343,7 @@ impl CodexReader {
             last_was_answer: false,
             tasks: from.byte_offset > 0 && enveloped && has_tasks(path),
             enveloped,
+            paginated: facts.as_ref().is_some_and(|f| f.paginated),
             subagent: facts.as_ref().is_some_and(|f| f.subagent.is_some()),
             quiet_end,
             cap: options.max_line_bytes,
@@ -446,6 +458,22 @@ impl CodexReader {
                 Some("task_started") => {
                     self.tasks = true;
                 }
+                Some("item_completed") => {
+                    // Canonical items (paginated rollouts): only a review's start and end say
+                    // what the legacy events do; a `UserMessage` mirrors a `response_item`.
+                    let item = p.get("item");
+                    match item.and_then(|i| i.get("type")).and_then(Value::as_str) {
+                        Some("EnteredReviewMode") => {
+                            let text = review_command(item.unwrap_or(&Value::Null));
+                            self.user_text(text, true, &mut next_seq, time, line_start);
+                            self.review = Some(BTreeSet::new());
+                        }
+                        Some("ExitedReviewMode") => self.review = None,
+                        _ => {}
+                    }
+                }
+                // A paginated rollout writes none; one there would copy a `response_item`.
+                Some("user_message") if self.paginated => {}
                 Some("entered_review_mode") => {
                     let text = review_command(p);
                     self.user_text(text, true, &mut next_seq, time, line_start);
@@ -550,9 +578,10 @@ impl CodexReader {
             return;
         }
         let kind = screen::classify_user(&text);
-        if kind == screen::HUMAN && !from_event && self.enveloped {
+        if kind == screen::HUMAN && !from_event && self.enveloped && !self.paginated {
             return; // the `event_msg user_message` copy is the one read
         }
+        let text = screen::question_reply(&text).unwrap_or(text);
         if kind == screen::HUMAN && !self.tasks && self.exchange {
             let reason = if self.open_calls.is_empty() {
                 "completed"
@@ -872,7 +901,11 @@ fn message_text(content: Option<&Value>) -> String {
                     }
                     _ => {
                         if let Some(t) = b.get("text").and_then(Value::as_str) {
-                            parts.push(t.to_owned());
+                            // `<image name=[Image #1] path="…">` … `</image>` around an
+                            // `input_image`: the host's wrapper, its marker says it.
+                            if !screen::is_image_wrapper(t) {
+                                parts.push(t.to_owned());
+                            }
                         }
                     }
                 }
@@ -1444,6 +1477,95 @@ mod tests {
         assert!(!all.contains("gAAAA") && !all.contains("SYSTEM PROMPT"));
     }
 
+    /// A paginated rollout (`history_mode: "paginated"`, codex-cli 0.135+; shapes measured on
+    /// real rollouts by public readers, redacted there): no `event_msg user_message` — a
+    /// person's prompt is the `response_item` and, sometimes, an `item_completed`
+    /// `UserMessage` mirror; an image prompt wraps the picture in `<image …>` text blocks; an
+    /// answer to the agent's question is `<send_user_message_question_reply>` JSON.
+    #[test]
+    fn a_paginated_rollouts_prompts_are_its_user_items_each_once() {
+        let pmeta = env(
+            "session_meta",
+            json!({"id": "01a0b3da-c522-7af2-8a6d-2e1aed53b269", "cwd": "/w", "cli_version": "0.154.0", "originator": "codex-tui", "source": "cli", "thread_source": "user", "history_mode": "paginated"}),
+        );
+        let user = |blocks: Value| {
+            item(
+                json!({"type": "message", "id": "msg_1", "role": "user", "content": blocks, "internal_chat_message_metadata_passthrough": {"turn_id": "t", "content_item_kinds": ["user.text"]}}),
+            )
+        };
+        let mirror = |content: Value| {
+            event(
+                json!({"type": "item_completed", "thread_id": "01a0b3da", "turn_id": "t", "item": {"type": "UserMessage", "id": "u", "content": content}}),
+            )
+        };
+        let text = [
+            pmeta,
+            user(json!([{"type": "input_text", "text": "# AGENTS.md instructions for /w\n\n<INSTRUCTIONS>\nuse uv\n</INSTRUCTIONS>"}, {"type": "input_text", "text": "<environment_context>\n  <cwd>/w</cwd>\n</environment_context>"}])),
+            user(json!([{"type": "input_text", "text": "<recommended_plugins>\nHere is a list of plugins that are available."}])),
+            event(json!({"type": "task_started", "turn_id": "t1"})),
+            user(json!([{"type": "input_text", "text": "check whether sidegraph works for us"}])),
+            mirror(json!([{"type": "text", "text": "check whether sidegraph works for us", "text_elements": []}])),
+            answer("It does, with one caveat."),
+            item(json!({"type": "function_call", "name": "request_user_input_async", "arguments": "{\"questions\":[{\"question\":\"Which backend?\"}]}", "call_id": "call_q"})),
+            item(json!({"type": "function_call_output", "call_id": "call_q", "output": "asked"})),
+            user(json!([{"type": "input_text", "text": "<send_user_message_question_reply>\n[{\"answer\":\"the postgres backend\",\"question\":\"Which backend?\"}]"}])),
+            answer("Using postgres."),
+            event(json!({"type": "task_complete", "turn_id": "t1"})),
+            event(json!({"type": "task_started", "turn_id": "t2"})),
+            user(json!([
+                {"type": "input_text", "text": "<image name=[Image #1] path=\"/tmp/codex-clipboard-XXXXXX.png\">"},
+                {"type": "input_image", "image_url": "data:image/png;base64,iVBOR", "detail": "high"},
+                {"type": "input_text", "text": "</image>"},
+                {"type": "input_text", "text": "[Image #1] an example in the screenshot"}
+            ])),
+            mirror(json!([{"type": "local_image", "path": "/tmp/pasted-image-XXXX.png"}, {"type": "text", "text": "an example in the screenshot\n\n[Image #1]"}])),
+            answer("I see the example."),
+            event(json!({"type": "task_complete", "turn_id": "t2"})),
+        ]
+        .concat();
+        let r = read(&text, true);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(
+            r.turns.len(),
+            2,
+            "{:?}",
+            r.turns.iter().map(texts).collect::<Vec<_>>()
+        );
+        let persons = |t: &CompletedTurn| -> Vec<String> {
+            texts(t)
+                .into_iter()
+                .filter(|(k, _)| k == screen::HUMAN)
+                .map(|(_, t)| t)
+                .collect()
+        };
+        assert_eq!(
+            persons(&r.turns[0]),
+            [
+                "check whether sidegraph works for us",
+                "the postgres backend"
+            ]
+        );
+        let second = persons(&r.turns[1]);
+        assert_eq!(second.len(), 1, "{second:?}");
+        assert!(
+            second[0].contains("an example in the screenshot"),
+            "{second:?}"
+        );
+        assert!(second[0].contains("⟦image omitted"), "{second:?}");
+        assert!(
+            !second[0].contains("codex-clipboard"),
+            "the wrapper's path is no word: {second:?}"
+        );
+        let hosts = texts(&r.turns[0])
+            .into_iter()
+            .filter(|(k, _)| k == screen::CONTEXT)
+            .count();
+        assert_eq!(
+            hosts, 2,
+            "the instructions and the plugin list are the host's, screened"
+        );
+    }
+
     /// `/review` as Codex records it (codex-rs `tasks/review.rs`, `review_format.rs`; the
     /// shapes public rollout readers test against): `entered_review_mode` with its target and
     /// hint, the reviewer's copied events — its request twice as `user_message`, a progress
@@ -1524,6 +1646,31 @@ mod tests {
         .concat();
         let r = read(&custom, true);
         assert_eq!(r.turns.len(), 1);
+        // A paginated rollout says the same with canonical items; the reviewer's request is
+        // an `item_completed` `UserMessage` of the reviewer's thread, never read.
+        let paginated = [
+            env("session_meta", json!({"id": "p", "cwd": "/w", "history_mode": "paginated"})),
+            event(json!({"type": "item_completed", "thread_id": "p", "item": {"type": "EnteredReviewMode", "id": "i1", "target": {"type": "baseBranch", "branch": "main"}, "user_facing_hint": "changes against 'main'"}})),
+            event(json!({"type": "item_completed", "thread_id": "p-r", "item": {"type": "UserMessage", "id": "u2", "content": [{"type": "text", "text": "Review the code changes against the base branch 'main'."}]}})),
+            item(json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<user_action>\n  <context>User initiated a review task, but was interrupted.</context>\n</user_action>\n"}]})),
+            event(json!({"type": "item_completed", "thread_id": "p", "item": {"type": "ExitedReviewMode", "id": "i2", "review_output": null}})),
+            answer("Review was interrupted."),
+        ]
+        .concat();
+        let rp = read(&paginated, true);
+        assert_eq!(rp.turns.len(), 1);
+        let said_p = texts(&rp.turns[0]);
+        assert_eq!(
+            said_p
+                .iter()
+                .filter(|(k, _)| k == screen::HUMAN)
+                .collect::<Vec<_>>(),
+            [&(
+                screen::HUMAN.to_owned(),
+                "/review changes against 'main'".to_owned()
+            )],
+            "{said_p:?}"
+        );
         let said = texts(&r.turns[0]);
         assert_eq!(
             said[0],

@@ -34,6 +34,8 @@ const CONTEXT_PREFIXES: &[&str] = &[
     // warnings it sends in the person's role.
     "<skill>",
     "<turn_aborted>",
+    // Plugins Codex offers the agent (paginated rollouts).
+    "<recommended_plugins>",
     // `/review`'s results handed to the agent (the review itself is the answer after it).
     "<user_action>",
     "<hook_prompt",
@@ -95,6 +97,41 @@ pub(crate) fn delegate_report(text: &str) -> String {
         Some(m) if !m.trim().is_empty() => format!("Subagent {agent} {status}:\n\n{m}"),
         _ => format!("Subagent {agent} {status}."),
     }
+}
+
+/// The person's answers to the agent's questions (`request_user_input`): a user-role
+/// `<send_user_message_question_reply>` holding `[{"answer", "question"}]` JSON — the
+/// answers, one a line (the questions are the agent's, in its call). `None` for any other
+/// text, or a reply whose JSON is not of that shape (then it is read as it came).
+pub(crate) fn question_reply(text: &str) -> Option<String> {
+    const OPEN: &str = "<send_user_message_question_reply>";
+    #[derive(serde::Deserialize)]
+    struct Reply {
+        answer: String,
+    }
+    let t = text.trim_start();
+    let rest = t
+        .get(..OPEN.len())?
+        .eq_ignore_ascii_case(OPEN)
+        .then(|| &t[OPEN.len()..])?;
+    let rest = rest.trim();
+    let rest = rest
+        .strip_suffix("</send_user_message_question_reply>")
+        .unwrap_or(rest);
+    let replies: Vec<Reply> = serde_json::from_str(rest.trim()).ok()?;
+    let answers: Vec<&str> = replies
+        .iter()
+        .map(|r| r.answer.trim())
+        .filter(|a| !a.is_empty())
+        .collect();
+    (!answers.is_empty()).then(|| answers.join("\n"))
+}
+
+/// A text block that only opens or closes the wrapper Codex puts around a pasted image
+/// (`<image name=[Image #1] path="/tmp/…">`, `</image>`).
+pub(crate) fn is_image_wrapper(block: &str) -> bool {
+    let t = block.trim();
+    t == "</image>" || (t.starts_with("<image ") && t.ends_with('>') && !t.contains('\n'))
 }
 
 /// A freeform call's arguments as JSON the shared signature reads: `{"input": …}`, plus
@@ -178,6 +215,42 @@ mod tests {
         let args: serde_json::Value =
             serde_json::from_str(&custom_call_arguments("apply_patch", patch)).unwrap();
         assert_eq!(args["paths"][1], "b.md");
+    }
+
+    #[test]
+    fn a_question_reply_is_the_persons_answers_and_odd_ones_read_as_they_came() {
+        assert_eq!(
+            question_reply("<send_user_message_question_reply>\n[{\"answer\":\"the postgres backend\",\"question\":\"Which backend?\"},{\"answer\":\"yes\",\"question\":\"Migrate?\"}]").as_deref(),
+            Some("the postgres backend\nyes")
+        );
+        assert_eq!(
+            question_reply("<SEND_USER_MESSAGE_QUESTION_REPLY>[{\"answer\":\"a\"}]</send_user_message_question_reply>").as_deref(),
+            Some("a")
+        );
+        for odd in [
+            "<send_user_message_question_reply>",
+            "<send_user_message_question_reply>\n[{\"answer\":\"",
+            "<send_user_message_question_reply>\n{\"answer\":\"a\"}",
+            "<send_user_message_question_reply>\n[{\"answer\":\"  \"}]",
+            "<send_user_message_question_reply>\n[{\"question\":\"q\"}]",
+            "[{\"answer\":\"a\"}]",
+            "é",
+        ] {
+            assert_eq!(question_reply(odd), None, "{odd}");
+        }
+    }
+
+    #[test]
+    fn image_wrappers_are_told_from_words() {
+        assert!(is_image_wrapper(
+            "<image name=[Image #1] path=\"/tmp/codex-clipboard-XXXXXX.png\">"
+        ));
+        assert!(is_image_wrapper(" </image>\n"));
+        assert!(!is_image_wrapper(
+            "<image> tags in HTML are wrong, fix them"
+        ));
+        assert!(!is_image_wrapper("[Image #1] an example"));
+        assert!(!is_image_wrapper("<image name=x>\nand words after"));
     }
 
     /// Shapes from codex-rs (`format_subagent_notification_message`) and public rollouts.
