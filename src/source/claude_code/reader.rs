@@ -1266,10 +1266,12 @@ impl ClaudeReader {
     }
 }
 
-/// The background agent a message of `kind` reports for (`screen::reporting_agent`), if it
-/// is a delegate's report.
+/// The background agent a message of `kind` reports for (`screen::reporting_agent`): a
+/// delegate's report, or a `<task-notification>` without a result — an agent stopped
+/// (`killed`), whose work up to the stop folds in there; a background command's id names no
+/// agent transcript, so it folds nothing.
 fn reporting_agent(kind: &str, text: &str) -> Option<String> {
-    (kind == screen::DELEGATE)
+    (kind == screen::DELEGATE || kind == screen::COMMAND)
         .then(|| screen::reporting_agent(text).map(str::to_owned))
         .flatten()
 }
@@ -2404,6 +2406,72 @@ mod tests {
             "folded with its report"
         );
         assert!(ids(&r.turns[3]).is_empty(), "and once");
+    }
+
+    /// A background agent the person stopped: Claude Code's notification says `killed` and
+    /// holds no `<result>` (real shape: `<summary>Agent "…" was stopped by user</summary>`).
+    /// Plumbing still, but the agent's work up to the stop folds in there, once.
+    #[test]
+    fn a_stopped_background_agents_work_folds_in_at_its_stop_notice() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let session = dir.path().join(format!("{SID}.jsonl"));
+        let launch = line(
+            "r1",
+            Some("a1"),
+            "user",
+            json!({"message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "Async agent launched successfully."}]},
+                   "toolUseResult": {"isAsync": true, "status": "async_launched", "agentId": "a28e47ea552aa4a31", "description": "d"}}),
+        );
+        let stopped = line(
+            "n1",
+            Some("a2"),
+            "user",
+            json!({"message": {"role": "user", "content": "<task-notification>\n<task-id>a28e47ea552aa4a31</task-id>\n<status>killed</status>\n<summary>Agent \"Map current unread + persistence\" was stopped by user</summary>\n<note>A task-notification fires each time this agent stops</note>\n</task-notification>"}}),
+        );
+        let log = [
+            prompt("u1", None, "map the unread state"),
+            task("a1", "u1", "m1", "t1", "map current unread"),
+            launch,
+            answer("a2", "r1", "m2", "launched", Some("end_turn")),
+            stopped,
+            answer("a3", "n1", "m3", "stopped it as asked", Some("end_turn")),
+        ]
+        .concat();
+        let sub = dir.path().join(SID).join("subagents");
+        std::fs::create_dir_all(&sub).expect("dir");
+        std::fs::write(
+            sub.join("agent-a28e47ea552aa4a31.jsonl"),
+            agent_lines("a28e47ea552aa4a31", "map current unread"),
+        )
+        .expect("agent");
+        std::fs::write(&session, log).expect("write");
+        let r = read_path(&session, ResumePoint::default(), false);
+        let calls: Vec<Vec<String>> = r
+            .turns
+            .iter()
+            .map(|t| {
+                t.events
+                    .iter()
+                    .filter_map(|e| e.tool_call())
+                    .map(|c| c.call_id.clone())
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                vec!["t1".to_owned()],
+                vec!["agent-a28e47ea552aa4a31/sc1".to_owned()]
+            ]
+        );
+        // The notice is the host's, screened: no person's words in the stop's turn.
+        let persons = r.turns[1]
+            .events
+            .iter()
+            .filter_map(|e| e.user_message())
+            .filter(|m| m.source.kind == screen::HUMAN)
+            .count();
+        assert_eq!(persons, 0);
     }
 
     #[test]
