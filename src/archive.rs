@@ -101,9 +101,18 @@ pub struct SessionReport {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionFailure {
+    pub session_id: String,
     #[serde(serialize_with = "crate::names::path_text")]
     pub session_dir: PathBuf,
     pub error: String,
+    /// What to do, said by the CLI's edge from [`SessionFailure::cause`] (the library says
+    /// what happened; hints live in one place).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// The error itself, so the edge finds its hint in the cause chain (the disk full, the
+    /// store locked); `None` for damage in a log, which `error` says whole.
+    #[serde(skip)]
+    pub cause: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -213,12 +222,18 @@ pub fn archive_workspace(
     // With `--session`, a session that cannot be read is a failure only when it is the
     // one asked for; any other is a note (it costs only itself).
     let mut asked_failed = false;
-    let mut fail = |report: &mut ArchiveReport, dir: &Path, id: &str, error: String| {
+    let mut fail = |report: &mut ArchiveReport,
+                    dir: &Path,
+                    id: &str,
+                    error: std::sync::Arc<dyn std::error::Error + Send + Sync>| {
         if only.is_none_or(|only| only == id) {
             asked_failed |= only.is_some();
             report.failures.push(SessionFailure {
+                session_id: id.to_owned(),
                 session_dir: dir.to_path_buf(),
-                error,
+                error: error.to_string(),
+                hint: None,
+                cause: Some(error),
             });
         } else {
             report.notes.push(format!(
@@ -233,7 +248,7 @@ pub fn archive_workspace(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let id = crate::session::cwdkey::unescape_session_id(&id).unwrap_or(id);
-        fail(&mut report, &dir, &id, e.to_string());
+        fail(&mut report, &dir, &id, std::sync::Arc::new(e));
     }
     let mut logs: Vec<(Harness, SessionLog)> =
         logs.into_iter().map(|l| (Harness::Dsh, l)).collect();
@@ -256,7 +271,7 @@ pub fn archive_workspace(
                 &mut report,
                 &log.session_dir,
                 &log.session_id,
-                e.to_string(),
+                std::sync::Arc::new(e),
             ),
         }
     }
@@ -300,17 +315,24 @@ pub fn archive_workspace(
             Ok(r) => {
                 if let Some(damage) = &r.damage {
                     report.failures.push(SessionFailure {
+                        session_id: s.header.id.clone(),
                         session_dir: s.log.session_dir.clone(),
                         error: damage.clone(),
+                        hint: None,
+                        cause: None,
                     });
                 }
                 report.sessions.push(r)
             }
             Err(e) => {
-                tracing::warn!(session = %s.header.id, error = %e, "archive of one session failed");
+                // Said once, by whoever shows the report (the CLI, the daemon's errors).
+                tracing::debug!(session = %s.header.id, error = %e, "archive of one session failed");
                 report.failures.push(SessionFailure {
+                    session_id: s.header.id.clone(),
                     session_dir: s.log.session_dir.clone(),
                     error: e.to_string(),
+                    hint: None,
+                    cause: Some(std::sync::Arc::new(e)),
                 })
             }
         }

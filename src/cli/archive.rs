@@ -41,7 +41,8 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    let report = report?;
+    let mut report = report?;
+    hint_failures(&mut report);
     // A damaged log's message may quote the bad line's value (a credential pasted where a
     // number belonged): the report is shown only through the rules.
     if args.json {
@@ -50,21 +51,47 @@ pub fn run(workspace: Option<&Path>, args: Args) -> Result<()> {
     } else {
         super::print_answer(&echoed_text(&report_text(&report)));
     }
+    say_failures(&report);
+    if report.failures.is_empty() {
+        Ok(())
+    } else {
+        Err(Reported.into())
+    }
+}
+
+/// Each failure's hint, from its cause (`hint.rs`, the one place hints are written).
+pub fn hint_failures(report: &mut ArchiveReport) {
+    for failure in &mut report.failures {
+        failure.hint = failure
+            .cause
+            .as_deref()
+            .and_then(|cause| super::hint::hint_of(cause));
+    }
+}
+
+/// Each failed session on stderr: which session, where its log is, what happened; then what
+/// to do, each hint once. Through the echo rules: a damaged log's message may quote a value.
+pub fn say_failures(report: &ArchiveReport) {
+    let mut hints: Vec<&str> = Vec::new();
     for failure in &report.failures {
         eprint!(
             "{}",
             echoed_text(&format!(
-                "chapters: {}: {}\n",
+                "chapters: {} (log in {}): {}\n",
+                failure.session_id,
                 failure.session_dir.display(),
                 failure.error
             ))
             .get()
         );
+        if let Some(h) = failure.hint.as_deref() {
+            if !hints.contains(&h) {
+                hints.push(h);
+            }
+        }
     }
-    if report.failures.is_empty() {
-        Ok(())
-    } else {
-        Err(Reported.into())
+    for h in hints {
+        eprint!("{}", echoed_text(&format!("hint: {h}\n")).get());
     }
 }
 

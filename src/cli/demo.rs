@@ -53,14 +53,9 @@ pub fn run(args: Args) -> Result<()> {
         env.identity.source.as_str()
     );
     let ctx = env.archive_context(&now);
-    let report = archive::archive_workspace(&ctx, None, Reason::Manual, &|_| {})?;
-    for failure in &report.failures {
-        eprintln!(
-            "chapters: {}: {}",
-            failure.session_dir.display(),
-            failure.error
-        );
-    }
+    let mut report = archive::archive_workspace(&ctx, None, Reason::Manual, &|_| {})?;
+    super::archive::hint_failures(&mut report);
+    super::archive::say_failures(&report);
     if !report.failures.is_empty() {
         return Err(Reported.into());
     }

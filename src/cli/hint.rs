@@ -22,6 +22,23 @@ pub fn hint(error: &anyhow::Error) -> Option<String> {
         .or_else(|| error.chain().find_map(io_kind))
 }
 
+/// The hint for one error and its causes (a failure a report carries rather than returns).
+pub fn hint_of(error: &(dyn StdError + 'static)) -> Option<String> {
+    fn chain<'a>(
+        error: &'a (dyn StdError + 'static),
+    ) -> impl Iterator<Item = &'a (dyn StdError + 'static)> {
+        let mut next = Some(error);
+        std::iter::from_fn(move || {
+            let e = next?;
+            next = e.source();
+            Some(e)
+        })
+    }
+    chain(error)
+        .find_map(known)
+        .or_else(|| chain(error).find_map(io_kind))
+}
+
 /// A usage error's hint (clap's own message names the argument).
 pub fn usage_hint(command: Option<&str>) -> String {
     match command {
@@ -152,6 +169,9 @@ fn io_kind(cause: &(dyn StdError + 'static)) -> Option<String> {
             "check the owner and permissions of the path named above (`ls -l`)"
         }
         ErrorKind::StorageFull => "the disk is full: free space, then run the command again",
+        ErrorKind::FileTooLarge => {
+            "a file size limit (`ulimit -f`) refused the write: raise it, then run the command again"
+        }
         ErrorKind::ReadOnlyFilesystem => {
             "the filesystem is read-only: remount it writable or work in another workspace"
         }

@@ -109,7 +109,14 @@ fn run_job(job: &Job) -> JobDone {
                     report
                         .failures
                         .iter()
-                        .map(|f| format!("{}: {}", f.session_dir.display(), f.error))
+                        .map(|f| {
+                            format!(
+                                "{} (log in {}): {}",
+                                f.session_id,
+                                f.session_dir.display(),
+                                f.error
+                            )
+                        })
                         .collect(),
                 )),
                 Err(e) => Err(e.to_string()),

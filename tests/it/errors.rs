@@ -350,3 +350,87 @@ fn a_catalog_that_cannot_record_is_logged_with_its_causes_said_once() {
         "a cause said twice: {logged}"
     );
 }
+
+/// A write refused midway (here by a file size limit, `ulimit -f`, which needs no privilege
+/// and refuses the way a full disk does, with the write's own error): the session fails once
+/// on stderr — which session, where its log is, what happened — with what to do, and the
+/// `--json` report carries the hint too. Nothing is half written (no chapter, no torn ledger
+/// line); once the limit is gone the next archive does all of it. (A real full disk, a 400 KiB
+/// tmpfs, was tried by hand: the same, with the disk's hint; a mount needs a privilege CI may
+/// not have.)
+#[test]
+fn a_refused_write_fails_the_session_with_its_hint_and_the_next_archive_does_it_all() {
+    let sb = Sandbox::new();
+    sb.write_session(S1, 4, true, &two_task_turns(&sb.ws));
+    sb.ok(&["init"]);
+    let limited = |json: bool| {
+        let inner = sb.cmd(&["archive"]);
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!(
+                "trap '' XFSZ; ulimit -f 1; exec \"$0\" archive{}",
+                if json { " --json" } else { "" }
+            ))
+            .arg(inner.get_program())
+            .current_dir(&sb.ws);
+        for (k, v) in inner.get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        cmd.output().expect("run chapters under a file size limit")
+    };
+    const HINT: &str =
+        "a file size limit (`ulimit -f`) refused the write: raise it, then run the command again";
+
+    let out = limited(false);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("chapters: "))
+        .collect();
+    assert_eq!(said.len(), 1, "one failure, said once:\n{stderr}");
+    assert!(
+        said[0].starts_with(&format!("chapters: {S1} (log in ")),
+        "{stderr}"
+    );
+    assert!(said[0].contains("File too large"), "{stderr}");
+    assert!(stderr.contains(&format!("hint: {HINT}")), "{stderr}");
+    assert!(
+        !stderr.contains("archive of one session failed"),
+        "not logged again:\n{stderr}"
+    );
+
+    let out = limited(true);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the report");
+    let failure = &report["failures"][0];
+    assert_eq!(failure["sessionId"], S1, "{report}");
+    assert_eq!(failure["hint"], HINT, "{report}");
+    let chapters = sb.store().join(S1).join("chapters");
+    assert!(
+        std::fs::read_dir(&chapters).map_or(true, |mut d| d.next().is_none()),
+        "no chapter is left of a refused group"
+    );
+    for (name, bytes) in sb.snapshot() {
+        if name.ends_with(".jsonl") && !bytes.is_empty() {
+            assert_eq!(bytes.last(), Some(&b'\n'), "{name} ends in a torn line");
+        }
+    }
+
+    let report = sb.json(&["archive", "--json"]);
+    assert_eq!(
+        report["failures"].as_array().map(Vec::len),
+        Some(0),
+        "{report}"
+    );
+    let archived = report["sessions"][0]["turnsArchived"].as_u64().unwrap_or(0);
+    assert!(archived > 0, "{report}");
+    let status = sb.json(&["status", "--json"]);
+    let s = status["sessions"]
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["sessionId"] == S1))
+        .expect("listed");
+    assert_eq!(s["unarchivedTurns"], 0, "{status}");
+}
