@@ -1074,22 +1074,26 @@ enum Source {
 /// (by folded key, shown as most members wrote them), the deepest meaningful directory of
 /// each path (`src/auth/*` → `auth`), the program of each command family (`sqlx migrate`
 /// → `sqlx`) and, when fewer than three topics come from those, file stems. Ties: terms
-/// before directories before commands, then alphabetical. No stopword, lowercase, at most
-/// six.
+/// before directories before commands, then the best place a member's signature gave it (a
+/// signature lists its terms most written first: `tokens` written twice before `check`
+/// once), then alphabetical. No stopword, lowercase, at most six.
 fn topics(members: &[usize], sigs: &[Signature]) -> Vec<String> {
-    // key → (members carrying it, source, surface → members writing it)
-    let mut cands: BTreeMap<String, (u64, Source, BTreeMap<String, u64>)> = BTreeMap::new();
+    // key → (members carrying it, source, best place in a signature, surface → members
+    // writing it)
+    let mut cands: BTreeMap<String, (u64, Source, usize, BTreeMap<String, u64>)> = BTreeMap::new();
     for &m in members {
         let sig = &sigs[m];
-        let mut mine: BTreeMap<String, (Source, String)> = BTreeMap::new();
+        let mut mine: BTreeMap<String, (Source, usize, String)> = BTreeMap::new();
+        let mut place = 0usize;
         let mut offer = |surface: String, source: Source| {
+            place += 1;
             if surface.is_empty() || crate::signature::is_stopword(&surface) {
                 return;
             }
             let key = fold_key(&surface);
-            let slot = mine.entry(key).or_insert((source, surface.clone()));
+            let slot = mine.entry(key).or_insert((source, place, surface.clone()));
             if source < slot.0 {
-                *slot = (source, surface);
+                *slot = (source, place.min(slot.1), surface);
             }
         };
         for t in &sig.terms {
@@ -1111,16 +1115,19 @@ fn topics(members: &[usize], sigs: &[Signature]) -> Vec<String> {
                 }
             }
         }
-        for (key, (source, surface)) in mine {
-            let entry = cands.entry(key).or_insert((0, source, BTreeMap::new()));
+        for (key, (source, place, surface)) in mine {
+            let entry = cands
+                .entry(key)
+                .or_insert((0, source, place, BTreeMap::new()));
             entry.0 += 1;
             entry.1 = entry.1.min(source);
-            *entry.2.entry(surface).or_default() += 1;
+            entry.2 = entry.2.min(place);
+            *entry.3.entry(surface).or_default() += 1;
         }
     }
-    let mut ranked: Vec<(u64, Source, String)> = cands
+    let mut ranked: Vec<(u64, Source, usize, String)> = cands
         .into_values()
-        .map(|(weight, source, surfaces)| {
+        .map(|(weight, source, place, surfaces)| {
             // The spelling most members used; then the shortest, then alphabetical.
             let shown = surfaces
                 .into_iter()
@@ -1131,14 +1138,19 @@ fn topics(members: &[usize], sigs: &[Signature]) -> Vec<String> {
                 })
                 .map(|(s, _)| s)
                 .unwrap_or_default();
-            (weight, source, shown)
+            (weight, source, place, shown)
         })
         .collect();
-    ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    ranked.sort_by(|a, b| {
+        b.0.cmp(&a.0)
+            .then(a.1.cmp(&b.1))
+            .then(a.2.cmp(&b.2))
+            .then(a.3.cmp(&b.3))
+    });
     let mut topics: Vec<String> = ranked
         .into_iter()
         .take(MAX_TOPICS)
-        .map(|(_, _, t)| t)
+        .map(|(_, _, _, t)| t)
         .collect();
     if topics.len() >= MIN_TERM_TOPICS {
         return topics;
@@ -1893,7 +1905,9 @@ mod tests {
             sig(2, 1, 1, &["x.rs"], &[], &["zeta", "h"], 1),
         ];
         let chapters = compose("s", &sigs, 0, 1, &CFG).expect("composes");
-        assert_eq!(chapters[0].topics, vec!["h", "a", "b", "c", "d", "e"]);
+        // `h` in both turns; then by the place a signature gave each (most written first),
+        // not the alphabet: `zeta` led the second turn's terms, `g` came second in the first.
+        assert_eq!(chapters[0].topics, vec!["h", "zeta", "g", "f", "e", "d"]);
 
         let bare = compose(
             "s",
