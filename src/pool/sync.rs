@@ -37,8 +37,8 @@ use crate::store::mirror::MATERIALIZED_FILE;
 const MIRROR_FETCH_TIMEOUT: Duration = Duration::from_secs(600);
 /// Present once the mirror holds no copy of this store's own chapters (`sweep_own_copies`).
 const OWN_SWEPT_FILE: &str = "dsh-chapters-own-swept";
-/// The mirror's deepest files: `chapters/<pk>/<root>/X.md`, `index/<dir>/<file>`,
-/// (and the index's own records).
+/// The mirror's deepest files: `chapters/<pk>/<root>/X.md`, `index/<dir>/<file>` (and the
+/// index's own records).
 const MIRROR_DEPTH: u32 = 4;
 /// Divergence (another machine moved the pool's ref between this sync's fetch and its
 /// push) is resolved by re-fetching and re-planning from the store, after a wait
