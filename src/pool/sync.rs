@@ -32,14 +32,13 @@ use crate::topics::shard::{INDEX_DIR, MANIFEST_FILE};
 
 pub const POOL_REF: &str = "refs/heads/main";
 const STATUS_FILE: &str = "sync-status.json";
-const PUBLISHED_DIR: &str = "dsh-chapters-published";
 use crate::store::mirror::MATERIALIZED_FILE;
 /// A local pool's objects fetched into the mirror (a copy on this machine's disks).
 const MIRROR_FETCH_TIMEOUT: Duration = Duration::from_secs(600);
 /// Present once the mirror holds no copy of this store's own chapters (`sweep_own_copies`).
 const OWN_SWEPT_FILE: &str = "dsh-chapters-own-swept";
-/// The mirror's deepest files: `chapters/<pk>/<root>/X.md`, `index/<dir>/<file>`,
-/// `.git/dsh-chapters-published/<root>.json` (and the index's own records).
+/// The mirror's deepest files: `chapters/<pk>/<root>/X.md`, `index/<dir>/<file>` (and the
+/// index's own records).
 const MIRROR_DEPTH: u32 = 4;
 /// Divergence (another machine moved the pool's ref between this sync's fetch and its
 /// push) is resolved by re-fetching and re-planning from the store, after a wait
@@ -550,487 +549,266 @@ fn remove_mirror(mirror_dir: &Path) -> Result<(), Fail> {
     }
 }
 
-/// What the pool already had at a head, per store file: lets a sync skip reading and
-/// hashing everything it published before. Valid only while the pool keeps that head in
-/// its history (a recreated pool discards it and everything is compared again).
-///
-/// On disk, `<mirror>/.git/dsh-chapters-published/`: `HEAD` and one `<root>.json` per
-/// root session, loaded and rewritten only for the roots a sync touches — so its cost
-/// follows the change, not the store.
-struct Published {
-    dir: PathBuf,
+/// The sync's listing state, one versioned file beside the mirror's other markers
+/// (`<mirror>/.git/dsh-chapters-listing.json`, never published): the pool commit this
+/// machine last published or found nothing to publish at, the store catalog's and the
+/// signed-roots hint's cursors its listing started from, and the roots to list whole at the
+/// next sync (a torn write-once file was held back there). No per-file record: what the
+/// pool holds is read from its tree, so the state's cost is one small file, whatever the
+/// store's size. Trusted only while `head` is in the pool's history; absent, torn, of
+/// another version or past a rewritten history, every store file is compared with the
+/// pool's tree (never a guess).
+#[derive(Debug, Default, Serialize, Deserialize, PartialEq)]
+struct Listing {
+    v: u32,
     head: Option<String>,
-    roots: BTreeMap<String, RootManifest>,
-    dirty: std::collections::BTreeSet<String>,
-    /// [`LISTED_FILE`], read on first use.
-    listed: Option<BTreeMap<String, (u128, u64)>>,
-    /// The roots the store's catalog names since [`CURSOR_FILE`]'s cursor (`None`: it cannot
-    /// say, every root is looked at), and the cursor this sync's listing starts from.
-    catalog: Option<(
-        Option<BTreeSet<String>>,
-        Option<crate::store::catalog::Cursor>,
-    )>,
-    /// The roots the signed-roots hint names since [`SIGNED_CURSOR_FILE`]'s cursor (`None`:
-    /// it cannot say, every root's ledgers are listed), and the cursor to keep after this
-    /// listing; read once per listing, before it, under the collections lock.
-    signed: Option<(Option<BTreeSet<String>>, Option<signed::Cursor>)>,
+    catalog: Option<crate::store::catalog::Cursor>,
+    signed: Option<signed::Cursor>,
+    #[serde(default)]
+    again: BTreeSet<String>,
 }
 
-/// Beside the per-root records: each root's `chapters/` mtime when last listed and the
-/// length of its record as then written, read once per sync, so an unchanged root costs a
-/// stat of its record instead of parsing it (a record grows with its root: reading every
-/// root's made each sync O(store), issue #17 point 6). Written after the records; a record
-/// whose length is not the one noted (a write lost to a crash) is read as before.
-const LISTED_FILE: &str = ".listed-roots.json";
+/// The listing state's file, under the mirror's git directory.
+const LISTING_FILE: &str = "dsh-chapters-listing.json";
 
-/// [`LISTED_FILE`]'s format (`v`). A file of another version, or of none (a bare map,
-/// written before the field), notes nothing: every root's record is read once, as with no
-/// file — its numbers are trusted to skip a root, so a guess is never made.
-const LISTED_VERSION: u32 = 1;
+/// [`LISTING_FILE`]'s format (`v`). Another version is no state: one full comparison.
+const LISTING_VERSION: u32 = 1;
 
-/// [`LISTED_FILE`] as written: each root's `chapters/` mtime and its record's length.
-#[derive(Serialize)]
-struct ListedRoots<'a> {
-    v: u32,
-    roots: &'a BTreeMap<String, (u128, u64)>,
-}
+/// The publication manifests this state replaced (a directory of per-root records):
+/// removed by the first sync that finds them.
+const PUBLISHED_DIR: &str = "dsh-chapters-published";
 
-/// [`LISTED_FILE`] as read; empty when absent, unreadable or of another version.
-fn read_listed(path: &Path) -> BTreeMap<String, (u128, u64)> {
-    #[derive(Default, Deserialize)]
-    struct Read {
-        v: u32,
-        roots: BTreeMap<String, (u128, u64)>,
-    }
-    let read: Read = read_json(path);
-    if read.v == LISTED_VERSION {
-        read.roots
-    } else {
-        BTreeMap::new()
-    }
-}
-
-/// The store catalog's cursor when the records and [`LISTED_FILE`] were last saved, written
-/// only once they are on disk (after the filesystem sync): a root the catalog names no
-/// change of since then is as it was listed — its chapters, plans and artifacts are written
-/// through `Store`, which records them — so it costs no `stat` of its `chapters/` or its
-/// record. Whenever the catalog cannot say (missing, started over, damaged), every root is
-/// looked at.
-const CURSOR_FILE: &str = ".listed-cursor.json";
-
-/// A root's noted `chapters/` mtime that no stat returns: list it again at the next sync,
-/// whatever the catalog and the mtime say (a torn file was held back there).
-const LIST_AGAIN: u128 = u128::MAX;
-
-/// The signed-roots hint's cursor (`store::signed`) when the records were last saved, written
-/// like [`CURSOR_FILE`] once they are on disk: a root it names nothing of since (and the
-/// store's catalog neither) is not looked at at all — not even its `collections/`.
-const SIGNED_CURSOR_FILE: &str = ".signed-cursor.json";
-
-/// [`CURSOR_FILE`]'s format (`{"v", "cursor"}`, the cursor the store's catalog gave).
-const CURSOR_VERSION: u32 = 1;
-
-/// [`SIGNED_CURSOR_FILE`]'s format (`{"v", "cursor"}`, the cursor the signed-roots hint gave).
-const SIGNED_CURSOR_VERSION: u32 = 1;
-
-/// The cursor saved at `path` in format `version`. A file of another version, of none (a
-/// bare cursor, written before the field), torn or missing is no cursor: a cursor is trusted
-/// to skip roots, so the listing then looks at every root — never a guess.
-fn read_cursor<C: serde::de::DeserializeOwned>(path: &Path, version: u32) -> Option<C> {
-    #[derive(Deserialize)]
-    struct Saved<C> {
-        v: u32,
-        cursor: C,
-    }
-    let saved: Saved<C> = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
-    (saved.v == version).then_some(saved.cursor)
-}
-
-/// Save `cursor` at `path` in format `version` (unsynced: losing it costs a full listing).
-fn write_cursor<C: Serialize>(path: &Path, version: u32, cursor: &C) -> Result<(), StoreError> {
-    #[derive(Serialize)]
-    struct Saved<'a, C> {
-        v: u32,
-        cursor: &'a C,
-    }
-    let text =
-        serde_json::to_vec(&Saved { v: version, cursor }).expect("a cursor always serializes");
-    atomic::write_atomic_unsynced(path, &text)
-}
-
-/// The per-root record's format (`v`): a record of another version is not trusted (its root is
-/// compared file by file once, as with no record); one with no `v` is this format, written
-/// before the field.
-const ROOT_MANIFEST_VERSION: u32 = 1;
-
-fn root_manifest_version() -> u32 {
-    ROOT_MANIFEST_VERSION
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct RootManifest {
-    #[serde(default = "root_manifest_version")]
-    v: u32,
-    /// mtime (ns) of the root's `chapters/` when last listed (see [`store_files`]).
-    chapters_mtime: u128,
-    /// pool path → (length, mtime in ns, blob id)
-    files: BTreeMap<String, (u64, u128, String)>,
-}
-
-impl Default for RootManifest {
-    fn default() -> RootManifest {
-        RootManifest {
-            v: ROOT_MANIFEST_VERSION,
-            chapters_mtime: 0,
-            files: BTreeMap::new(),
-        }
-    }
-}
-
-impl RootManifest {
-    /// The record at `path`, or an empty one when it is missing, unreadable or of another
-    /// version.
-    fn read(path: &Path) -> RootManifest {
-        let record: RootManifest = read_json(path);
-        if record.v == ROOT_MANIFEST_VERSION {
-            record
+impl Listing {
+    /// The saved state, or none (`v` 0: compare everything) when missing, torn or of
+    /// another version.
+    fn read(mirror_dir: &Path) -> Listing {
+        let saved: Listing = read_json(&git_dir(mirror_dir).join(LISTING_FILE));
+        if saved.v == LISTING_VERSION {
+            saved
         } else {
-            RootManifest::default()
-        }
-    }
-}
-
-impl Published {
-    fn load(mirror_dir: &Path) -> Published {
-        let dir = git_dir(mirror_dir).join(PUBLISHED_DIR);
-        let head = std::fs::read_to_string(dir.join("HEAD"))
-            .ok()
-            .map(|h| h.trim().to_owned())
-            .filter(|h| !h.is_empty());
-        Published {
-            dir,
-            head,
-            roots: BTreeMap::new(),
-            dirty: Default::default(),
-            listed: None,
-            catalog: None,
-            signed: None,
+            Listing::default()
         }
     }
 
-    /// Read what the signed-roots hint says since the saved cursor, under the collections
-    /// lock: every ledger append it names is then whole on disk, and every later one is
-    /// named after the end read here (`store::signed`). Before any root is listed.
-    fn read_signed(&mut self, store: &Store, now_secs: u64) -> Result<(), Fail> {
-        let saved: Option<signed::Cursor> =
-            read_cursor(&self.dir.join(SIGNED_CURSOR_FILE), SIGNED_CURSOR_VERSION);
-        let held = store.lock_collections().map_err(|e| Fail {
-            code: SyncCode::Other,
-            detail: format!("cannot take the collections lock: {e}"),
-        })?;
-        self.signed = Some(
-            match signed::read_since(store.dir(), saved.as_ref(), now_secs, &held) {
-                signed::Since::Roots { roots, end } => (Some(roots), Some(end)),
-                signed::Since::ListAll { end, .. } => (None, end),
-            },
-        );
-        Ok(())
-    }
-
-    /// Whether the signed-roots hint says no ledger of `root` was appended to since the
-    /// saved listing (which looked at it: the caller checks the catalog's side first).
-    fn unsigned_since_saved(&self, root: &str) -> bool {
-        matches!(&self.signed, Some((Some(named), _)) if !named.contains(root))
-    }
-
-    /// Whether the store's catalog says `root` (listed when the cursor was saved) has not
-    /// changed since.
-    fn unnamed_since_saved(&mut self, store_dir: &Path, root: &str) -> bool {
-        let dir = &self.dir;
-        let (named, _) = self.catalog.get_or_insert_with(|| {
-            use crate::store::catalog::{self, Since};
-            let saved: Option<catalog::Cursor> =
-                read_cursor(&dir.join(CURSOR_FILE), CURSOR_VERSION);
-            match catalog::read_since(store_dir, saved.as_ref()) {
-                Since::Changes { changes, end } => {
-                    let prefix = format!("{}/", crate::store::STORE_DIR);
-                    let named = changes
-                        .iter()
-                        .filter_map(|c| c.folder.strip_prefix(&prefix))
-                        .filter_map(|f| f.split('/').next())
-                        .map(str::to_owned)
-                        .collect();
-                    (Some(named), Some(end))
-                }
-                // Taken before the listing: what is recorded during it is read next time.
-                Since::Rescan { .. } => (None, catalog::current(store_dir)),
-            }
-        });
-        let Some(named) = named else {
-            return false;
-        };
-        if named.contains(root) {
-            return false;
-        }
-        let listed = self
-            .listed
-            .get_or_insert_with(|| read_listed(&dir.join(LISTED_FILE)));
-        // A root marked to be listed again (a torn file held back there): the catalog's
-        // silence does not vouch for it.
-        listed
-            .get(root)
-            .is_some_and(|&(mtime, _)| mtime != LIST_AGAIN)
-    }
-
-    /// Whether `root`'s `chapters/` is as it was when last listed (`mtime` from a stat now).
-    fn unchanged(&mut self, root: &str, mtime: u128) -> bool {
-        if mtime == 0 {
-            return false;
-        }
-        let dir = &self.dir;
-        let listed = self
-            .listed
-            .get_or_insert_with(|| read_listed(&dir.join(LISTED_FILE)));
-        if let Some(&(was, len)) = listed.get(root) {
-            if was == mtime
-                && std::fs::metadata(dir.join(format!("{root}.json"))).is_ok_and(|m| m.len() == len)
-            {
-                return true;
-            }
-        }
-        self.root(root).chapters_mtime == mtime
-    }
-
-    /// The pool head this record describes, while the pool still holds it in the history
+    /// The pool head this state describes, while the pool still holds it in the history
     /// of `head`.
     fn base(&self, mirror: &GitRepo, head: Option<ObjectId>) -> Option<ObjectId> {
         let old = ObjectId::from_hex(self.head.as_ref()?.as_bytes()).ok()?;
         (mirror.has_object(old) && mirror.is_ancestor(old, head?).unwrap_or(false)).then_some(old)
     }
 
-    fn root(&mut self, root: &str) -> &mut RootManifest {
-        let dir = &self.dir;
-        self.roots
-            .entry(root.to_owned())
-            .or_insert_with(|| RootManifest::read(&dir.join(format!("{root}.json"))))
-    }
-
-    fn touch(&mut self, root: &str) {
-        self.dirty.insert(root.to_owned());
-    }
-
-    /// Forget everything (the pool no longer holds what this records).
-    fn reset(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-        self.head = None;
-        self.roots.clear();
-        self.dirty.clear();
-        self.listed = None;
-        self.catalog = None;
-        self.signed = None;
-    }
-
-    /// Best effort: losing it costs one full comparison at the next sync, nothing else.
-    fn save(mut self, head: Option<ObjectId>) {
-        let result = (|| -> Result<(), StoreError> {
-            std::fs::create_dir_all(&self.dir).map_err(|e| StoreError::Io {
-                path: self.dir.clone(),
-                source: e,
-            })?;
-            // The cursor goes first, so a crash before the filesystem sync cannot leave one
-            // that vouches for records not on disk; it is written again after that sync.
-            let cursor = self.dir.join(CURSOR_FILE);
-            let signed_cursor = self.dir.join(SIGNED_CURSOR_FILE);
-            for file in [&cursor, &signed_cursor] {
-                match std::fs::remove_file(file) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        return Err(StoreError::Io {
-                            path: file.clone(),
-                            source: e,
-                        })
-                    }
-                    _ => {}
-                }
-            }
-            for root in std::mem::take(&mut self.dirty) {
-                if let Some(m) = self.roots.get(&root) {
-                    let text = serde_json::to_vec(m).expect("a RootManifest always serializes");
-                    atomic::write_atomic_unsynced(&self.dir.join(format!("{root}.json")), &text)?;
-                }
-            }
-            // Every record read or written this sync, noted (after the records themselves).
-            let dir = &self.dir;
-            let listed = self
-                .listed
-                .get_or_insert_with(|| read_listed(&dir.join(LISTED_FILE)));
-            let mut changed = false;
-            for (root, m) in &self.roots {
-                let Ok(meta) = std::fs::metadata(dir.join(format!("{root}.json"))) else {
-                    continue;
-                };
-                let entry = (m.chapters_mtime, meta.len());
-                if listed.get(root) != Some(&entry) {
-                    listed.insert(root.clone(), entry);
-                    changed = true;
-                }
-            }
-            if changed {
-                let text = serde_json::to_vec(&ListedRoots {
-                    v: LISTED_VERSION,
-                    roots: listed,
-                })
-                .expect("a map of numbers");
-                atomic::write_atomic_unsynced(&dir.join(LISTED_FILE), &text)?;
-            }
-            let head = head.map(|h| h.to_string()).unwrap_or_default();
-            atomic::write_atomic_unsynced(&self.dir.join("HEAD"), format!("{head}\n").as_bytes())?;
-            atomic::sync_filesystem(&self.dir)?;
-            // Only a listing that looked at every root it had to: losing the file costs one
-            // `stat` per root at the next sync.
-            if let Some((_, Some(end))) = &self.catalog {
-                write_cursor(&cursor, CURSOR_VERSION, end)?;
-            }
-            if let Some((_, Some(end))) = &self.signed {
-                write_cursor(&signed_cursor, SIGNED_CURSOR_VERSION, end)?;
-            }
-            Ok(())
-        })();
-        if let Err(e) = result {
-            tracing::warn!(error = %e, "could not save the publication manifest");
+    /// Save the state as of the pool's `head`. Best effort, unsynced: losing it (or keeping
+    /// an older one) costs a longer listing at the next sync, never a file skipped — a
+    /// cursor names what changed after it, and a head the pool lost is no base.
+    fn save_at(mut self, mirror_dir: &Path, head: Option<ObjectId>) {
+        self.head = head.map(|h| h.to_string());
+        let text = serde_json::to_vec(&self).expect("a listing state always serializes");
+        if let Err(e) =
+            atomic::write_atomic_unsynced(&git_dir(mirror_dir).join(LISTING_FILE), &text)
+        {
+            tracing::warn!(error = %e, "could not save the sync's listing state");
         }
     }
 }
 
-fn stat_key(meta: &std::fs::Metadata) -> (u64, u128) {
-    let mtime = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_nanos());
-    (meta.len(), mtime)
+/// Remove the publication manifests an earlier version kept (once: the next sync finds
+/// none). Their facts are not carried over: the first sync compares everything once.
+fn retire_manifests(mirror_dir: &Path) {
+    let old = git_dir(mirror_dir).join(PUBLISHED_DIR);
+    if old.exists() {
+        if let Err(e) = std::fs::remove_dir_all(&old) {
+            tracing::warn!(error = %e, path = %old.display(), "could not remove the old publication manifests");
+        }
+    }
 }
 
-/// Every store file that maps to a pool path: (root, pool path, kind, absolute path).
+/// Which store files a listing looks at.
+struct Listed {
+    /// (root or tree key, pool path, kind, absolute path), sorted, each once.
+    files: Vec<(String, String, FileKind, PathBuf)>,
+    /// Whether every file of every root was listed (the catalog could not say).
+    whole: bool,
+    /// The cursors to keep once what was listed is published.
+    catalog_end: Option<crate::store::catalog::Cursor>,
+    signed_end: Option<signed::Cursor>,
+}
+
+/// How the signed-roots hint is read by a listing.
+#[derive(Clone, Copy, PartialEq)]
+enum Hint {
+    /// Read since the saved cursor under the collections lock (the sync).
+    Read { now_secs: u64 },
+    /// Not read: every root's ledgers are listed (`status`, which writes nothing).
+    ListAll,
+}
+
+/// The store files to compare with the pool's tree: (root, pool path, kind, absolute path).
 ///
-/// With `published`, a root whose `chapters/` did not change since it was last listed is
-/// not listed beyond its ledgers: chapters are write-once and artifacts are written only
-/// with a chapter of the same root, so nothing new can be there — the cost follows the
-/// change, not the store.
+/// With `saved` (a state whose head the pool still holds): the documents the store's
+/// catalog names since its cursor (chapters and plans, written or re-annotated through
+/// `Store`; a named root's artifacts too, written only with a chapter of theirs), the
+/// ledgers of the roots the signed-roots hint names since its cursor, every file of the
+/// roots marked to be listed again, and the small trees always listed. Without it, or when
+/// the catalog cannot say, every file of every root; when the hint cannot say, every root's
+/// ledgers. The cost follows the change, not the store.
 fn store_files(
     store: &Store,
     project_key: &str,
-    mut published: Option<&mut Published>,
-    now_secs: u64,
-) -> Result<Vec<(String, String, FileKind, PathBuf)>, Fail> {
-    let mut out = Vec::new();
-    if let Some(published) = published.as_deref_mut() {
-        published.read_signed(store, now_secs)?;
-    }
-    for root in store.root_candidates()? {
-        // A root listed before that the catalog names nothing of is still a root: no `stat`s
-        // to tell (they were two per root of a sync that publishes ten chapters).
-        let quiet = published
-            .as_deref_mut()
-            .is_some_and(|p| p.unnamed_since_saved(store.dir(), &root));
-        // Nor signed into since: nothing of it can be new (its ledgers are not even listed).
-        if quiet
-            && published
-                .as_deref()
-                .is_some_and(|p| p.unsigned_since_saved(&root))
-        {
-            continue;
-        }
-        if !quiet && !store.is_root(&root) {
-            continue;
-        }
-        let root_dir = store.dir().join(&root);
-        let mut found = Vec::new();
-        let listed = (|| -> std::io::Result<()> {
-            if let Some(published) = published.as_deref_mut() {
-                let mtime = if quiet {
-                    0
-                } else {
-                    std::fs::metadata(root_dir.join("chapters"))
-                        .map(|m| stat_key(&m).1)
-                        .unwrap_or(0)
-                };
-                if quiet || published.unchanged(&root, mtime) {
-                    let ledgers = root_dir.join("collections");
-                    if ledgers.is_dir() {
-                        walk_store(
-                            &ledgers,
-                            &format!("{root}/collections"),
-                            project_key,
-                            &mut found,
-                        )?;
-                    }
-                    return Ok(());
-                }
-                published.root(&root).chapters_mtime = mtime;
-                published.touch(&root);
+    saved: Option<&Listing>,
+    hint: Hint,
+) -> Result<Listed, Fail> {
+    use crate::store::catalog::{self, Since};
+    let listing_fail = |dir: &Path, e: std::io::Error| Fail {
+        code: SyncCode::Other,
+        detail: format!("cannot list the store {}: {e}", dir.display()),
+    };
+    // Both ends are taken before the listing: what is recorded or signed during it is
+    // named next time.
+    let (signed_roots, signed_end) = match hint {
+        Hint::Read { now_secs } => {
+            let held = store.lock_collections().map_err(|e| Fail {
+                code: SyncCode::Other,
+                detail: format!("cannot take the collections lock: {e}"),
+            })?;
+            match signed::read_since(
+                store.dir(),
+                saved.and_then(|s| s.signed.as_ref()),
+                now_secs,
+                &held,
+            ) {
+                signed::Since::Roots { roots, end } => (Some(roots), Some(end)),
+                signed::Since::ListAll { end, .. } => (None, end),
             }
-            walk_store(&root_dir, &root, project_key, &mut found)
-        })();
-        listed.map_err(|e| Fail {
-            code: SyncCode::Other,
-            detail: format!("cannot list the store {}: {e}", root_dir.display()),
-        })?;
-        out.extend(found.into_iter().map(|(p, k, f)| (root.clone(), p, k, f)));
+        }
+        Hint::ListAll => (None, None),
+    };
+    let (named, catalog_end) =
+        match catalog::read_since(store.dir(), saved.and_then(|s| s.catalog.as_ref())) {
+            Since::Changes { changes, end } if saved.is_some() => {
+                // root → names in its `chapters/`.
+                let mut named: BTreeMap<String, Vec<String>> = BTreeMap::new();
+                let prefix = format!("{}/", crate::store::STORE_DIR);
+                for change in changes {
+                    let Some((root, "chapters")) = change
+                        .folder
+                        .strip_prefix(&prefix)
+                        .and_then(|f| f.split_once('/'))
+                    else {
+                        continue;
+                    };
+                    named
+                        .entry(root.to_owned())
+                        .or_default()
+                        .extend(change.files);
+                }
+                (Some(named), Some(end))
+            }
+            Since::Changes { end, .. } => (None, Some(end)),
+            // The sync makes a catalog when there is none (as the search table does before it
+            // lists everything), so its next listing can follow the change; `status` writes
+            // nothing.
+            Since::Rescan { .. } => match hint {
+                Hint::Read { .. } => (None, catalog::end(store.dir()).ok()),
+                Hint::ListAll => (None, catalog::current(store.dir())),
+            },
+        };
+    let whole = named.is_none();
+    let mut found: Vec<(String, String, FileKind, PathBuf)> = Vec::new();
+    let walk = |found: &mut Vec<_>, root: &str, sub: Option<&str>| -> Result<(), Fail> {
+        let (dir, rel) = match sub {
+            Some(sub) => (store.dir().join(root).join(sub), format!("{root}/{sub}")),
+            None => (store.dir().join(root), root.to_owned()),
+        };
+        let mut out = Vec::new();
+        match walk_store(&dir, &rel, project_key, &mut out) {
+            Ok(()) => {}
+            Err(e) if sub.is_some() && e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(listing_fail(&dir, e)),
+        }
+        found.extend(out.into_iter().map(|(p, k, f)| (root.to_owned(), p, k, f)));
+        Ok(())
+    };
+    match &named {
+        None => {
+            for root in store.root_candidates()? {
+                if store.is_root(&root) {
+                    walk(&mut found, &root, None)?;
+                }
+            }
+        }
+        Some(named) => {
+            let again = saved.map(|s| &s.again);
+            for root in again.into_iter().flatten() {
+                if crate::names::is_safe_component(root) && store.is_root(root) {
+                    walk(&mut found, root, None)?;
+                }
+            }
+            for (root, names) in named {
+                if !crate::names::is_safe_component(root) {
+                    continue;
+                }
+                walk(&mut found, root, Some("artifacts"))?;
+                for name in names {
+                    let rel = format!("{root}/chapters/{name}");
+                    let file = store.dir().join(&rel);
+                    if !file.is_file() {
+                        continue; // removed since (a tombstone), or never there
+                    }
+                    if let Some((pool_path, kind)) = plan::pool_path(project_key, &rel) {
+                        found.push((root.clone(), pool_path, kind, file));
+                    }
+                }
+            }
+            match &signed_roots {
+                Some(signed) => {
+                    for root in signed {
+                        if crate::names::is_safe_component(root) {
+                            walk(&mut found, root, Some("collections"))?;
+                        }
+                    }
+                }
+                None => {
+                    for root in store.root_candidates()? {
+                        walk(&mut found, &root, Some("collections"))?;
+                    }
+                }
+            }
+        }
     }
     // This machine's curation facts and forget acts: one small ledger per harness id each,
-    // always listed. `.edits` / `.forget` cannot be session ids (no leading dot), so their
-    // manifests never collide with a root's.
-    for (dir_name, manifest) in [
-        (crate::curation::file::EDITS_DIR, EDITS_MANIFEST),
-        (crate::store::forget::FORGET_DIR, FORGET_MANIFEST),
+    // always listed, and the rule files (the mapping publishes project rules and never a
+    // session rule). Their keys (`.edits`, `.forget`, `.rules`) cannot be session ids.
+    for (dir_name, key) in [
+        (crate::curation::file::EDITS_DIR, EDITS_KEY),
+        (crate::store::forget::FORGET_DIR, FORGET_KEY),
+        (crate::rules::store::RULES_DIR, RULES_KEY),
     ] {
         let dir = store.dir().join(dir_name);
         if !dir.is_dir() {
             continue;
         }
-        let mut found = Vec::new();
-        walk_store(&dir, dir_name, project_key, &mut found).map_err(|e| Fail {
-            code: SyncCode::Other,
-            detail: format!("cannot list the store {}: {e}", dir.display()),
-        })?;
-        out.extend(
-            found
-                .into_iter()
-                .map(|(p, k, f)| (manifest.to_owned(), p, k, f)),
-        );
+        let mut out = Vec::new();
+        walk_store(&dir, dir_name, project_key, &mut out).map_err(|e| listing_fail(&dir, e))?;
+        found.extend(out.into_iter().map(|(p, k, f)| (key.to_owned(), p, k, f)));
     }
-    // Rule files: the mapping publishes project rules and never a session rule.
-    let rules = store.dir().join(crate::rules::store::RULES_DIR);
-    if rules.is_dir() {
-        let mut found = Vec::new();
-        walk_store(
-            &rules,
-            crate::rules::store::RULES_DIR,
-            project_key,
-            &mut found,
-        )
-        .map_err(|e| Fail {
-            code: SyncCode::Other,
-            detail: format!("cannot list the store {}: {e}", rules.display()),
-        })?;
-        out.extend(
-            found
-                .into_iter()
-                .map(|(p, k, f)| (RULES_MANIFEST.to_owned(), p, k, f)),
-        );
-    }
-    out.sort();
-    Ok(out)
+    found.sort();
+    found.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
+    Ok(Listed {
+        files: found,
+        whole,
+        catalog_end,
+        signed_end,
+    })
 }
 
-/// The publication manifest's key for the store's `rules/` tree (no session id has a dot).
-const RULES_MANIFEST: &str = ".rules";
+/// The listing key of the store's `rules/` tree (no session id has a dot).
+const RULES_KEY: &str = ".rules";
 
-/// The publication manifest's key for the store's `forget/` tree.
-const FORGET_MANIFEST: &str = ".forget";
+/// The listing key of the store's `forget/` tree.
+const FORGET_KEY: &str = ".forget";
 
-/// The publication manifest's key for the store's `edits/` tree.
-const EDITS_MANIFEST: &str = ".edits";
+/// The listing key of the store's `edits/` tree.
+const EDITS_KEY: &str = ".edits";
 
 fn walk_store(
     dir: &Path,
@@ -1539,15 +1317,13 @@ fn run(
                 }
             }
         }
-        let force = if ctx.link.visibility == Visibility::Private {
+        if ctx.link.visibility == Visibility::Private {
             let _p = phase("honour reverts");
-            honour_reverts(ctx, &mirror, &mirror_dir, head, report)?
-        } else {
-            BTreeSet::new()
-        };
-        let (mut upserts, published) = {
+            honour_reverts(ctx, &mirror, &mirror_dir, head, report)?;
+        }
+        let (mut upserts, listing) = {
             let _p = phase("plan publication");
-            plan_publication(ctx, &mirror, &mirror_dir, head, base_tree, &force, report)?
+            plan_publication(ctx, &mirror, &mirror_dir, head, base_tree, report)?
         };
         let index = if ctx.link.visibility == Visibility::Private {
             let _p = phase("plan index");
@@ -1605,7 +1381,7 @@ fn run(
         // Nothing to publish, or everything planned is already there (a rebuilt index equal
         // to the pool's).
         let Some(tree) = tree.filter(|t| Some(*t) != base_tree) else {
-            published.save(head);
+            listing.save_at(&mirror_dir, head);
             record_index(head);
             match next_round(ctx, &mirror_dir, &mut vocabulary_round, report) {
                 Some(m) => {
@@ -1640,7 +1416,7 @@ fn run(
                 crash_point("sync-after-push");
                 let saving = phase("save listing");
                 report.pool_head = Some(commit.to_string());
-                published.save(Some(commit));
+                listing.save_at(&mirror_dir, Some(commit));
                 drop(saving);
                 let own: BTreeMap<String, ObjectId> = upserts.into_iter().collect();
                 // Without removals, the commit changes from `head` exactly its upserts.
@@ -1928,7 +1704,7 @@ fn rebuild_mirror_files(mirror_dir: &Path, store_dir: &Path) -> Result<(), Fail>
         };
         removed.map_err(|e| mirror_io(&path, e))?;
     }
-    for marker in [MATERIALIZED_FILE, PUBLISHED_DIR] {
+    for marker in [MATERIALIZED_FILE, LISTING_FILE, PUBLISHED_DIR] {
         let path = git_dir(mirror_dir).join(marker);
         let _ = std::fs::remove_file(&path).or_else(|_| std::fs::remove_dir_all(&path));
     }
@@ -1952,21 +1728,20 @@ fn forget_search_state(store_dir: &Path) {
 /// there. The store's ledger is append-only and publishes them again, so what the revert
 /// meant is recorded first: each reverted `topic-alias` still in effect becomes a person's
 /// `topic-pin` of its topic, which undoes the merge on every machine (record §6.3: every
-/// merge revertible with git). Returns the pool paths to compare with the pool whatever the
-/// publication record says.
+/// merge revertible with git). The ledger itself is compared with the pool at every sync
+/// (the small trees are always listed) and restored whole.
 fn honour_reverts(
     ctx: &SyncContext<'_>,
     mirror: &GitRepo,
     mirror_dir: &Path,
     head: Option<ObjectId>,
     report: &mut SyncReport,
-) -> Result<BTreeSet<String>, Fail> {
-    let mut force = BTreeSet::new();
-    let Some(base) = Published::load(mirror_dir).base(mirror, head) else {
-        return Ok(force);
+) -> Result<(), Fail> {
+    let Some(base) = Listing::read(mirror_dir).base(mirror, head) else {
+        return Ok(());
     };
     let Some(head) = head.filter(|h| *h != base) else {
-        return Ok(force);
+        return Ok(());
     };
     let path = format!(
         "{}/{}/{}",
@@ -1975,11 +1750,11 @@ fn honour_reverts(
         curation::file::CURATION_FILE
     );
     let Some(before) = mirror.blob_at(mirror.commit_tree(base)?, &path)? else {
-        return Ok(force);
+        return Ok(());
     };
     let after = mirror.blob_at(mirror.commit_tree(head)?, &path)?;
     if after == Some(before) {
-        return Ok(force);
+        return Ok(());
     }
     let before = mirror.read_blob(before)?;
     let after = after
@@ -1988,9 +1763,8 @@ fn honour_reverts(
         .unwrap_or_default();
     let removed = lines_taken_out(&before, &after);
     if removed.is_empty() {
-        return Ok(force);
+        return Ok(());
     }
-    force.insert(path.clone());
     let fail = |e: &dyn std::fmt::Display| Fail {
         code: SyncCode::Other,
         detail: format!("recording a revert of {path} in the pool: {e}"),
@@ -2042,7 +1816,7 @@ fn honour_reverts(
             )
         }
     ));
-    Ok(force)
+    Ok(())
 }
 
 /// The lines of `before` that `after` no longer holds, counting repeats.
@@ -2126,31 +1900,39 @@ fn commit_message(publication: &Publication<'_>) -> String {
 
 type Upserts = Vec<(String, ObjectId)>;
 
-/// Decide every store file against the pool's tree; write the blobs to publish.
+/// Decide the store files a listing names against the pool's tree; write the blobs to
+/// publish. Returns them and the listing state to save once they are in the pool.
 fn plan_publication(
     ctx: &SyncContext<'_>,
     mirror: &GitRepo,
     mirror_dir: &Path,
     head: Option<ObjectId>,
     base_tree: Option<ObjectId>,
-    force: &BTreeSet<String>,
     report: &mut SyncReport,
-) -> Result<(Upserts, Published), Fail> {
-    let mut published = Published::load(mirror_dir);
-    if published.base(mirror, head).is_none() {
-        published.reset();
-    }
+) -> Result<(Upserts, Listing), Fail> {
+    retire_manifests(mirror_dir);
+    let saved = Listing::read(mirror_dir);
+    let saved = saved.base(mirror, head).is_some().then_some(saved);
     let mut upserts = Vec::new();
     let listing = phase("list store files");
-    let files = store_files(
+    let listed = store_files(
         ctx.store,
         &ctx.identity.project_key,
-        Some(&mut published),
-        u64::try_from(ctx.now_secs).unwrap_or(0),
+        saved.as_ref(),
+        Hint::Read {
+            now_secs: u64::try_from(ctx.now_secs).unwrap_or(0),
+        },
     )?;
     drop(listing);
+    let mut next = Listing {
+        v: LISTING_VERSION,
+        head: None,
+        catalog: listed.catalog_end,
+        signed: listed.signed_end,
+        again: BTreeSet::new(),
+    };
     let forgotten = read_forgotten(ctx)?;
-    for (root, pool_path, kind, file) in files {
+    for (root, pool_path, kind, file) in listed.files {
         // What a person forgot is never published again (it should not be in the store;
         // a copy restored by hand stays local).
         if forgotten.covers_pool_path(&ctx.identity.project_key, &pool_path) {
@@ -2170,31 +1952,27 @@ fn plan_publication(
         } else {
             None
         };
-        let meta = std::fs::metadata(&file).map_err(|e| Fail {
-            code: SyncCode::Other,
-            detail: format!("{}: {e}", file.display()),
-        })?;
-        let (len, mtime) = stat_key(&meta);
-        if let Some((l, m, _)) = published.root(&root).files.get(&pool_path) {
-            if *l == len && *m == mtime && !force.contains(&pool_path) {
-                continue;
+        let bytes = match std::fs::read(&file) {
+            Ok(bytes) => bytes,
+            // Named by the catalog, then removed (a forget) before this listing read it.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !listed.whole => continue,
+            Err(e) => {
+                return Err(Fail {
+                    code: SyncCode::Other,
+                    detail: format!("{}: {e}", file.display()),
+                })
             }
-        }
-        let bytes = std::fs::read(&file).map_err(|e| Fail {
-            code: SyncCode::Other,
-            detail: format!("{}: {e}", file.display()),
-        })?;
+        };
         // A write-once file is published once and for good: verified first. A torn one is
-        // held back (not recorded as published, so it is looked at again next time).
+        // held back, and its root listed whole again at the next sync (a repaired file then
+        // publishes), whatever the catalog says.
         if let Some(why) = plan::torn(kind, &pool_path, &bytes) {
             report.notes.push(format!(
                 "held back {}: {why} — torn (a power cut?) or damaged; it is never published so",
                 file.display()
             ));
             tracing::warn!(path = %file.display(), reason = %why, "a torn write-once file was not published");
-            // Its root is listed again at the next sync (a repaired file then publishes).
-            published.root(&root).chapters_mtime = LIST_AGAIN;
-            published.touch(&root);
+            next.again.insert(root);
             continue;
         }
         let pool_blob = match base_tree {
@@ -2223,11 +2001,6 @@ fn plan_publication(
                 continue;
             }
         }
-        published
-            .root(&root)
-            .files
-            .insert(pool_path, (len, mtime, plan::blob_id(&bytes)));
-        published.touch(&root);
     }
     // Derived files: rebuilt and committed when they diverge, never merged.
     for (path, text) in [
@@ -2258,7 +2031,7 @@ fn plan_publication(
     for r in &report.refused {
         tracing::warn!(path = %r.path, reason = %r.reason, "refused to overwrite a pool file");
     }
-    Ok((upserts, published))
+    Ok((upserts, next))
 }
 
 fn kind_name(kind: FileKind) -> &'static str {
@@ -3072,27 +2845,55 @@ fn plan_pages(
     Ok(())
 }
 
-/// Store files the pool lacks as of the last sync (for `status`): files not in the
-/// publication manifest, or changed since. `None` when never synced.
+/// Store files the pool lacks as of the last sync (for `status`), by kind: of the files a
+/// sync would list now, those whose bytes the pool's tree at the mirror's materialized head
+/// does not hold. Reads the store's catalog since the sync's cursor and writes nothing;
+/// every root's ledgers are listed (the signed-roots hint is the sync's to read). When the
+/// catalog cannot say (every file listed), a write-once file the tree holds at its path is
+/// not read: it is published, or refused (it never waits either) — a re-annotation of it
+/// then shows from the next sync on. `None` when the store cannot be listed.
 pub fn pending(
     store: &Store,
     workspace: &Path,
     identity: &Identity,
     visibility: Visibility,
 ) -> Option<BTreeMap<String, u64>> {
-    let mut published = Published::load(&workspace.join(MIRROR_DIR));
-    let files = store_files(store, &identity.project_key, None, 0).ok()?;
+    let mirror_dir = workspace.join(MIRROR_DIR);
+    let saved = Listing::read(&mirror_dir);
+    let pool = crate::store::mirror::materialized_head(&mirror_dir).and_then(|head| {
+        let repo = GitRepo::open(&git_dir(&mirror_dir)).ok()?;
+        let tree = repo.commit_tree(head).ok()?;
+        Some((repo, tree))
+    });
+    // The cursors are trusted as the sync trusts them: while the materialized head is
+    // the one the state describes (else every file is compared).
+    let trusted = pool.as_ref().is_some()
+        && saved.head.is_some()
+        && saved.head
+            == crate::store::mirror::materialized_head(&mirror_dir).map(|h| h.to_string());
+    let listed = store_files(
+        store,
+        &identity.project_key,
+        trusted.then_some(&saved),
+        Hint::ListAll,
+    )
+    .ok()?;
     let mut out = BTreeMap::new();
-    for (root, pool_path, kind, file) in files {
+    for (_, pool_path, kind, file) in listed.files {
         if visibility == Visibility::Public && kind.from_conversation() {
             continue;
         }
-        let same = std::fs::metadata(&file)
-            .ok()
-            .map(|m| stat_key(&m))
-            .zip(published.root(&root).files.get(&pool_path))
-            .is_some_and(|((l, m), (pl, pm, _))| l == *pl && m == *pm);
-        if !same {
+        let in_pool = pool
+            .as_ref()
+            .and_then(|(repo, tree)| repo.blob_at(*tree, &pool_path).ok().flatten());
+        let waits = match in_pool {
+            None => true,
+            Some(_) if listed.whole && !kind.is_ledger() => false,
+            Some(blob) => std::fs::read(&file)
+                .map(|bytes| plan::blob_id(&bytes) != blob)
+                .unwrap_or(false),
+        };
+        if waits {
             *out.entry(kind_name(kind).to_owned()).or_insert(0) += 1;
         }
     }
@@ -3132,100 +2933,75 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_per_root_record_of_another_version_is_not_trusted() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let path = tmp.path().join("root.json");
-        let files = r#""files":{"chapters/pk/root/001-a.md":[12,34,"abc"]}"#;
-        // Written before the version field: today's format.
-        std::fs::write(&path, format!(r#"{{"chapters_mtime":7,{files}}}"#)).expect("write");
-        let old = RootManifest::read(&path);
-        assert_eq!((old.v, old.chapters_mtime, old.files.len()), (1, 7, 1));
-        std::fs::write(&path, format!(r#"{{"v":1,"chapters_mtime":7,{files}}}"#)).expect("write");
-        assert_eq!(RootManifest::read(&path).files.len(), 1);
-        // A later format: compared whole, as with no record.
-        std::fs::write(&path, format!(r#"{{"v":2,"chapters_mtime":7,{files}}}"#)).expect("write");
-        let newer = RootManifest::read(&path);
-        assert_eq!((newer.chapters_mtime, newer.files.len()), (0, 0));
-        // What is written names its version.
-        let text = serde_json::to_string(&old).expect("json");
-        assert!(text.starts_with(r#"{"v":1,"#), "{text}");
-    }
     use super::*;
 
-    /// An unchanged root is known from the one listing file, without reading its record; a
-    /// record whose length is not the one noted (lost to a crash) is read instead.
-    #[test]
-    fn unchanged_roots_are_known_without_reading_their_records() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let mut published = Published::load(tmp.path());
-        for (root, mtime) in [("s1", 11u128), ("s2", 22)] {
-            assert!(!published.unchanged(root, mtime));
-            published.root(root).chapters_mtime = mtime;
-            published
-                .root(root)
-                .files
-                .insert(format!("chapters/pk/{root}/001.md"), (1, 1, "b".into()));
-            published.touch(root);
+    /// The state a sync saves after `listed` was published at some head.
+    fn saved_after(listed: &Listed) -> Listing {
+        Listing {
+            v: LISTING_VERSION,
+            head: Some("0".repeat(40)),
+            catalog: listed.catalog_end.clone(),
+            signed: listed.signed_end.clone(),
+            again: BTreeSet::new(),
         }
-        published.save(None);
-        let mut again = Published::load(tmp.path());
-        assert!(again.unchanged("s1", 11) && again.unchanged("s2", 22));
-        assert!(again.roots.is_empty(), "no record read");
-        assert!(!again.unchanged("s1", 12), "a changed root is listed again");
-        assert!(!again.unchanged("s3", 33) && !again.unchanged("s1", 0));
-        // s2's record rewritten behind the listing's back (another length): read, and
-        // what it says is what counts.
-        let record = git_dir(tmp.path()).join(PUBLISHED_DIR).join("s2.json");
-        std::fs::write(&record, br#"{"chapters_mtime":23,"files":{}}"#).expect("write");
-        let mut third = Published::load(tmp.path());
-        assert!(!third.unchanged("s2", 22));
-        assert!(third.unchanged("s2", 23));
     }
 
-    /// The listing file names its version; one of another version, or a bare map written
-    /// before the field, notes nothing — the record is read, even where its numbers agree.
+    /// The listing state names its version; one of another version, of none or torn is no
+    /// state (everything is compared), and what is written reads back as it was.
     #[test]
-    fn a_listing_of_another_version_or_none_is_not_trusted() {
+    fn a_listing_state_of_another_version_or_none_is_not_trusted() {
         let tmp = tempfile::tempdir().expect("tmp");
-        let mut published = Published::load(tmp.path());
-        published.root("s1").chapters_mtime = 11;
-        published.touch("s1");
-        published.save(None);
-        let dir = git_dir(tmp.path()).join(PUBLISHED_DIR);
-        let listing = dir.join(LISTED_FILE);
-        let text = std::fs::read_to_string(&listing).expect("listing");
-        assert!(text.starts_with(r#"{"v":1,"roots":{"s1":[11,"#), "{text}");
-        let len = std::fs::metadata(dir.join("s1.json"))
-            .expect("record")
-            .len();
+        let mirror = tmp.path();
+        std::fs::create_dir_all(git_dir(mirror)).expect("mkdir");
+        let state = Listing {
+            v: LISTING_VERSION,
+            head: None,
+            catalog: Some(crate::store::catalog::Cursor {
+                generation: "g".into(),
+                revision: 7,
+            }),
+            signed: None,
+            again: ["s1".to_owned()].into(),
+        };
+        let head = ObjectId::from_hex("ab".repeat(20).as_bytes()).expect("hex");
+        Listing {
+            v: 0,
+            ..Listing::default()
+        }
+        .save_at(mirror, None);
+        let path = git_dir(mirror).join(LISTING_FILE);
+        let mut doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).expect("state")).expect("json");
+        doc["v"] = LISTING_VERSION.into();
+        doc["head"] = head.to_string().into();
+        doc["catalog"] = serde_json::to_value(&state.catalog).expect("json");
+        doc["again"] = serde_json::json!(["s1"]);
+        std::fs::write(&path, doc.to_string()).expect("write");
+        let read = Listing::read(mirror);
+        assert_eq!(read.head.as_deref(), Some(head.to_string().as_str()));
+        assert_eq!(
+            (read.catalog, read.again),
+            (state.catalog.clone(), state.again)
+        );
+        let text = doc.to_string();
+        let mut later = doc.clone();
+        later["v"] = (LISTING_VERSION + 1).into();
+        let mut none = doc;
+        none.as_object_mut().expect("object").remove("v");
         for (what, written) in [
-            (
-                "this version",
-                format!(r#"{{"v":1,"roots":{{"s1":[11,{len}]}}}}"#),
-            ),
-            (
-                "a later version",
-                format!(r#"{{"v":2,"roots":{{"s1":[11,{len}]}}}}"#),
-            ),
-            ("no version", format!(r#"{{"s1":[11,{len}]}}"#)),
+            ("a later version", later.to_string()),
+            ("no version", none.to_string()),
+            ("torn", text[..text.len() / 2].to_owned()),
         ] {
-            std::fs::write(&listing, written).expect("write");
-            let mut again = Published::load(tmp.path());
-            assert!(again.unchanged("s1", 11), "{what}");
-            let trusted = again.roots.is_empty();
-            assert_eq!(
-                trusted,
-                what == "this version",
-                "{what}: record read = {}",
-                !trusted
-            );
+            std::fs::write(&path, written).expect("write");
+            assert_eq!(Listing::read(mirror), Listing::default(), "{what}");
         }
     }
 
     /// After a saved listing, a root the store's catalog names nothing of is not looked at
     /// again (a file put there behind the catalog's back is not listed), one it names is;
-    /// without the saved cursor every root is looked at.
+    /// without a saved state, or when the catalog cannot say (started over, removed), every
+    /// file of every root is.
     #[test]
     fn roots_the_catalog_names_nothing_of_are_not_listed_again() {
         let tmp = tempfile::tempdir().expect("tmp");
@@ -3236,12 +3012,16 @@ mod tests {
             std::fs::create_dir_all(&dir).expect("mkdir");
             std::fs::write(dir.join(name), "---\ntitle: t\n---\nbody\n").expect("write");
         };
-        let chapters_of = |published: Option<&mut Published>| -> Vec<String> {
-            store_files(&store, "pk", published, 1_000)
+        let list = |saved: Option<&Listing>| -> Listed {
+            store_files(&store, "pk", saved, Hint::Read { now_secs: 1_000 })
                 .unwrap_or_else(|f| panic!("list: {}", f.detail))
-                .into_iter()
+        };
+        let chapters = |listed: &Listed| -> Vec<String> {
+            listed
+                .files
+                .iter()
                 .filter(|(_, _, kind, _)| *kind == FileKind::Chapter)
-                .map(|(_, path, _, _)| path)
+                .map(|(_, path, _, _)| path.clone())
                 .collect()
         };
         for root in ["s1", "s2"] {
@@ -3251,18 +3031,10 @@ mod tests {
                 &[(&format!(".dsh-chapters/{root}/chapters"), &["001-a.md"])],
             );
         }
-        let mirror = ws.join(MIRROR_DIR);
-        let mut published = Published::load(&mirror);
-        assert_eq!(
-            chapters_of(Some(&mut published)).len(),
-            2,
-            "a first listing"
-        );
-        published.save(None);
-        assert!(git_dir(&mirror)
-            .join(PUBLISHED_DIR)
-            .join(CURSOR_FILE)
-            .exists());
+        let first = list(None);
+        assert!(first.whole);
+        assert_eq!(chapters(&first).len(), 2, "a first listing");
+        let saved = saved_after(&first);
         // s1 gains a chapter through the catalog; s2 one behind its back (a hand copy).
         put("s1", "002-b.md");
         crate::testkit::catalog::record(
@@ -3270,57 +3042,47 @@ mod tests {
             &[(".dsh-chapters/s1/chapters", &["002-b.md"])],
         );
         put("s2", "002-b.md");
-        let mut again = Published::load(&mirror);
-        let listed = chapters_of(Some(&mut again));
-        assert!(
-            listed.contains(&"chapters/pk/s1/002-b.md".to_owned()),
-            "{listed:?}"
+        let listed = list(Some(&saved));
+        assert!(!listed.whole);
+        assert_eq!(chapters(&listed), ["chapters/pk/s1/002-b.md"]);
+        // Nothing since the next cursor: no chapter listed.
+        assert!(chapters(&list(Some(&saved_after(&listed)))).is_empty());
+        // A root marked to be listed again (a torn file was held back there): whole,
+        // whatever the catalog says.
+        let mut marked = saved_after(&listed);
+        marked.again.insert("s2".into());
+        assert_eq!(
+            chapters(&list(Some(&marked))),
+            ["chapters/pk/s2/001-a.md", "chapters/pk/s2/002-b.md"]
         );
-        assert!(!listed.iter().any(|p| p.contains("/s2/")), "{listed:?}");
-        assert!(
-            again.roots.keys().all(|r| r == "s1"),
-            "s2's record not read"
-        );
-        // A damaged cursor (torn by a crash) is no cursor: every root is looked at again.
-        let cursor = git_dir(&mirror).join(PUBLISHED_DIR).join(CURSOR_FILE);
-        let saved = std::fs::read(&cursor).expect("cursor");
-        std::fs::write(&cursor, &saved[..saved.len() / 2]).expect("tear");
-        let listed = chapters_of(Some(&mut Published::load(&mirror)));
-        assert!(
-            listed.contains(&"chapters/pk/s2/002-b.md".to_owned()),
-            "{listed:?}"
-        );
-        // Nor is a cursor of another version, or of none (a bare cursor, as written before
-        // the field): the same cursor under them lists every root again.
-        let mut doc: serde_json::Value = serde_json::from_slice(&saved).expect("json");
-        assert_eq!(doc["v"], CURSOR_VERSION, "{doc}");
-        doc["v"] = serde_json::json!(CURSOR_VERSION + 1);
-        let bare = doc["cursor"].clone();
-        for other in [doc, bare] {
-            std::fs::write(&cursor, serde_json::to_vec(&other).expect("json")).expect("write");
-            let listed = chapters_of(Some(&mut Published::load(&mirror)));
-            assert!(
-                listed.contains(&"chapters/pk/s2/002-b.md".to_owned()),
-                "{other}: {listed:?}"
-            );
+        // No saved state (none, another version, a head the pool lost): every file.
+        let all = [
+            "chapters/pk/s1/001-a.md",
+            "chapters/pk/s1/002-b.md",
+            "chapters/pk/s2/001-a.md",
+            "chapters/pk/s2/002-b.md",
+        ];
+        assert_eq!(chapters(&list(None)), all);
+        // A catalog started over (another generation) or removed: every file.
+        crate::store::catalog::start_over(store.dir()).expect("start over");
+        let listed = list(Some(&saved));
+        assert!(listed.whole);
+        assert_eq!(chapters(&listed), all);
+        for file in [
+            ".catalog.sqlite3",
+            ".catalog.sqlite3-wal",
+            ".catalog.sqlite3-shm",
+        ] {
+            let _ = std::fs::remove_file(store.dir().join(file));
         }
-        // Put back as it was, it still vouches for s2.
-        std::fs::write(&cursor, &saved).expect("write");
-        let listed = chapters_of(Some(&mut Published::load(&mirror)));
-        assert!(!listed.iter().any(|p| p.contains("/s2/")), "{listed:?}");
-        // No cursor (lost, or never saved): every root is looked at again.
-        std::fs::remove_file(&cursor).expect("rm");
-        let listed = chapters_of(Some(&mut Published::load(&mirror)));
-        assert!(
-            listed.contains(&"chapters/pk/s2/002-b.md".to_owned()),
-            "{listed:?}"
-        );
+        assert_eq!(chapters(&list(Some(&saved))), all);
     }
 
     /// After a saved listing, a root neither the store's catalog nor the signed-roots hint
     /// names is not looked at at all — its ledgers are not listed (one appended behind the
     /// hint's back is not seen) —, a root the hint names has its ledgers listed; a cursor
-    /// kept in another boot (a power cut may have lost hint lines) lists every root's.
+    /// kept in another boot (a power cut may have lost hint lines), none, or an old full
+    /// listing lists every root's.
     #[test]
     fn roots_the_signed_hint_names_nothing_of_have_their_ledgers_left_unlisted() {
         let tmp = tempfile::tempdir().expect("tmp");
@@ -3350,76 +3112,47 @@ mod tests {
             store.dir(),
             &[(".dsh-chapters/s0/chapters", &["001-a.md"])],
         );
-        let ledgers_of = |published: &mut Published, now: u64| -> Vec<String> {
-            store_files(&store, "pk", Some(published), now)
+        let list = |saved: Option<&Listing>, now: u64| -> Listed {
+            store_files(&store, "pk", saved, Hint::Read { now_secs: now })
                 .unwrap_or_else(|f| panic!("list: {}", f.detail))
-                .into_iter()
+        };
+        let ledgers = |listed: &Listed| -> Vec<String> {
+            listed
+                .files
+                .iter()
                 .filter(|(_, _, kind, _)| *kind == FileKind::Collection)
-                .map(|(_, path, _, _)| path)
+                .map(|(_, path, _, _)| path.clone())
                 .collect()
         };
-        let mirror = ws.join(MIRROR_DIR);
         let (s1, s2) = ("collections/pk/s1.jsonl", "collections/pk/s2.jsonl");
-        let mut published = Published::load(&mirror);
-        assert_eq!(
-            ledgers_of(&mut published, 1_000),
-            [s1, s2],
-            "a first listing"
-        );
-        published.save(None);
-        let cursor = git_dir(&mirror)
-            .join(PUBLISHED_DIR)
-            .join(SIGNED_CURSOR_FILE);
-        assert!(cursor.exists());
+        let first = list(None, 1_000);
+        assert_eq!(ledgers(&first), [s1, s2], "a first listing");
         // Nothing signed since: no ledger listed.
-        let mut again = Published::load(&mirror);
-        assert!(ledgers_of(&mut again, 1_001).is_empty());
-        again.save(None);
+        let again = list(Some(&saved_after(&first)), 1_001);
+        assert!(ledgers(&again).is_empty());
         // s1 signed into through the store (named), s2 behind the hint's back.
         sign("s1", 2);
         behind_the_hints_back("s2");
-        let mut again = Published::load(&mirror);
-        assert_eq!(ledgers_of(&mut again, 1_002), [s1]);
-        again.save(None);
-        // A cursor of another version, of none (a bare cursor, as written before the
-        // field), or torn by a crash is no cursor: every root's ledgers are listed again.
-        let text = std::fs::read(&cursor).expect("cursor");
-        let doc: serde_json::Value = serde_json::from_slice(&text).expect("json");
-        assert_eq!(doc["v"], SIGNED_CURSOR_VERSION, "{doc}");
-        let mut other = doc.clone();
-        other["v"] = serde_json::json!(SIGNED_CURSOR_VERSION + 1);
-        for damaged in [
-            serde_json::to_vec(&other).expect("json"),
-            serde_json::to_vec(&doc["cursor"]).expect("json"),
-            text[..text.len() / 2].to_vec(),
-        ] {
-            std::fs::write(&cursor, &damaged).expect("write");
-            assert_eq!(
-                ledgers_of(&mut Published::load(&mirror), 1_002),
-                [s1, s2],
-                "{}",
-                String::from_utf8_lossy(&damaged)
-            );
-        }
-        // Put back as it was, it still vouches for both.
-        std::fs::write(&cursor, &text).expect("write");
-        assert!(ledgers_of(&mut Published::load(&mirror), 1_002).is_empty());
+        let saved = saved_after(&again);
+        let after = list(Some(&saved), 1_002);
+        assert_eq!(ledgers(&after), [s1]);
+        let saved = saved_after(&after);
+        assert!(ledgers(&list(Some(&saved), 1_002)).is_empty());
         // A cursor kept in another boot: every root's ledgers are listed again.
-        let mut doc = doc;
-        doc["cursor"]["boot"] = "another-boot".into();
-        std::fs::write(&cursor, serde_json::to_vec(&doc).expect("json")).expect("write");
-        let mut after_boot = Published::load(&mirror);
-        assert_eq!(ledgers_of(&mut after_boot, 1_003), [s1, s2]);
-        after_boot.save(None);
-        assert!(ledgers_of(&mut Published::load(&mirror), 1_004).is_empty());
-        // No cursor (lost, or never saved), or an old full listing: every root's again.
+        let mut other_boot = saved_after(&after);
+        if let Some(c) = other_boot.signed.as_mut() {
+            c.boot = "another-boot".into();
+        }
+        let after_boot = list(Some(&other_boot), 1_003);
+        assert_eq!(ledgers(&after_boot), [s1, s2]);
+        let saved = saved_after(&after_boot);
+        assert!(ledgers(&list(Some(&saved), 1_004)).is_empty());
+        // An old full listing, or no cursor: every root's again.
         let listed_all_at = 1_003 + signed::LIST_ALL_EVERY_SECS;
-        assert_eq!(
-            ledgers_of(&mut Published::load(&mirror), listed_all_at),
-            [s1, s2]
-        );
-        std::fs::remove_file(&cursor).expect("rm");
-        assert_eq!(ledgers_of(&mut Published::load(&mirror), 1_005), [s1, s2]);
+        assert_eq!(ledgers(&list(Some(&saved), listed_all_at)), [s1, s2]);
+        let mut no_cursor = saved_after(&after_boot);
+        no_cursor.signed = None;
+        assert_eq!(ledgers(&list(Some(&no_cursor), 1_005)), [s1, s2]);
     }
 
     #[test]

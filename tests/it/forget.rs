@@ -553,17 +553,16 @@ pub(crate) fn purge_with_filter_branch(pool: &Path, value: &str) {
     let filter = format!(
         "grep -rlZ --fixed-strings '{value}' . | xargs -0 -r sed -i 's/{value}/[purged]/g'"
     );
+    rewrite_with_filter_branch(pool, "--tree-filter", &filter);
+}
+
+/// Rewrite every commit of `pool` with `git filter-branch <kind> <filter>`, the old history
+/// dropped (its refs, reflogs and objects).
+pub(crate) fn rewrite_with_filter_branch(pool: &Path, kind: &str, filter: &str) {
     let out = Command::new("git")
         .arg("--git-dir")
         .arg(pool)
-        .args([
-            "filter-branch",
-            "--force",
-            "--tree-filter",
-            &filter,
-            "--",
-            "--all",
-        ])
+        .args(["filter-branch", "--force", kind, filter, "--", "--all"])
         .env("FILTER_BRANCH_SQUELCH_WARNING", "1")
         .output()
         .expect("git filter-branch");

@@ -113,14 +113,28 @@ fn published_machine(
     name: &str,
     machine: usize,
 ) -> (tempfile::TempDir, std::path::PathBuf, Sandbox) {
+    let (tmp, pool, m, _) = published_session(name, machine);
+    (tmp, pool, m)
+}
+
+/// [`published_machine`], and the session's log (to add turns to).
+fn published_session(
+    name: &str,
+    machine: usize,
+) -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    Sandbox,
+    std::path::PathBuf,
+) {
     let tmp = tempfile::tempdir().expect("tmp");
     let pool = tmp.path().join("pool.git");
     let m = Sandbox::machine(name);
-    m.write_session(&session_id(machine, 1), 4, true, &two_task_turns(&m.ws));
+    let log = m.write_session(&session_id(machine, 1), 4, true, &two_task_turns(&m.ws));
     link_private(&m, &pool);
     m.ok(&["archive"]);
     m.ok(&["sync"]);
-    (tmp, pool, m)
+    (tmp, pool, m, log)
 }
 
 fn own_pool_paths(sb: &Sandbox, project_key: &str) -> BTreeSet<String> {
@@ -431,14 +445,8 @@ fn pool_deleted_is_refused_then_linked_again_gets_everything_again() {
 
 #[test]
 fn pool_unreachable_degrades_to_local_only_and_recovers() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let pool = tmp.path().join("pool.git");
-    let m = Sandbox::machine("m1");
+    let (tmp, pool, m, log) = published_session("m1", 1);
     let s = session_id(1, 1);
-    let log = m.write_session(&s, 4, true, &two_task_turns(&m.ws));
-    link_private(&m, &pool);
-    m.ok(&["archive"]);
-    m.ok(&["sync"]);
     // The pool becomes a broken path: not a repository.
     let aside = tmp.path().join("aside.git");
     std::fs::rename(&pool, &aside).expect("move away");
@@ -1116,12 +1124,159 @@ fn signatures_publish_through_the_signed_roots_hint_and_a_new_boot_lists_every_r
         "not looked at in this boot"
     );
     // The cursor was kept in another boot: every root's ledgers are listed.
-    let cursor =
-        m.ws.join(".dsh-knowledge/.git/dsh-chapters-published/.signed-cursor.json");
+    let cursor = m.ws.join(".dsh-knowledge/.git/dsh-chapters-listing.json");
     let mut saved: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&cursor).expect("cursor")).expect("json");
-    saved["cursor"]["boot"] = serde_json::json!("an-earlier-boot");
+    saved["signed"]["boot"] = serde_json::json!("an-earlier-boot");
     std::fs::write(&cursor, saved.to_string()).expect("write");
     m.ok(&["sync"]);
     assert!(in_pool().contains("\"turn\":1001"), "{}", in_pool());
+}
+
+/// What the pool lacks of `m`'s store at the pool commit `at`: every store file that maps
+/// to a pool path whose blob the tree does not hold there.
+fn missing_at(m: &Sandbox, pool: &Path, at: &str) -> BTreeSet<String> {
+    let key = project_key(m);
+    let in_tree: BTreeMap<String, String> = git(pool, &["ls-tree", "-r", at])
+        .lines()
+        .filter_map(|l| {
+            let (meta, path) = l.split_once('\t')?;
+            Some((path.to_owned(), meta.split(' ').nth(2)?.to_owned()))
+        })
+        .collect();
+    let mut out = BTreeSet::new();
+    let store = m.store();
+    let mut stack = vec![store.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("list") {
+            let entry = entry.expect("entry");
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if entry.file_type().expect("type").is_dir() {
+                if !name.starts_with('.') {
+                    stack.push(entry.path());
+                }
+                continue;
+            }
+            let rel = entry.path();
+            let rel = rel
+                .strip_prefix(&store)
+                .expect("in store")
+                .to_string_lossy();
+            let Some((path, _)) = dsh_chapters::pool::plan::pool_path(&key, &rel) else {
+                continue;
+            };
+            let blob =
+                dsh_chapters::pool::plan::blob_id(&std::fs::read(entry.path()).expect("read"));
+            if in_tree.get(&path) != Some(&blob) {
+                out.insert(path);
+            }
+        }
+    }
+    out
+}
+
+/// The store files a sync published between two pool commits (the derived pages aside).
+fn published_between(pool: &Path, from: &str, to: &str) -> BTreeSet<String> {
+    git(pool, &["diff-tree", "-r", "--name-only", from, to])
+        .lines()
+        .filter(|p| {
+            !(p.starts_with("index/")
+                || p.starts_with("topics/")
+                || *p == "README.md"
+                || *p == "project.yml"
+                || *p == ".gitattributes")
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The sync reads what changed from the store's catalog: a chapter copied into the store by
+/// hand (recorded nowhere) waits for the next full comparison. The catalog deleted after an
+/// archive: the next sync compares every store file with the pool's tree and publishes
+/// exactly what the pool lacks — the chapters the lost catalog named, the hand copy, the
+/// grown ledger — and nothing else.
+#[test]
+fn a_sync_after_the_catalog_is_deleted_publishes_exactly_what_is_missing() {
+    let (_tmp, pool, m, log) = published_session("solo", 9);
+    let s = session_id(9, 1);
+    let head = || git(&pool, &["rev-parse", "main"]).trim().to_owned();
+    // A chapter copied in by hand into a session tree no archive wrote.
+    let chapters = m.store().join(&s).join("chapters");
+    let original = std::fs::read_dir(&chapters)
+        .expect("chapters")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with("plan-"))
+        .min()
+        .expect("a chapter");
+    let by_hand = session_id(9, 7);
+    let into = m.store().join(&by_hand).join("chapters");
+    std::fs::create_dir_all(&into).expect("mkdir");
+    std::fs::copy(chapters.join(&original), into.join(&original)).expect("copy");
+    let copied = format!("chapters/{}/{by_hand}/{original}", project_key(&m));
+    m.ok(&["sync"]);
+    assert!(
+        !pool_files(&pool).contains(&copied),
+        "not named by the catalog"
+    );
+    // More turns archived (the catalog records their chapters), then the catalog is lost.
+    add_turns(&m, &s, &log, 4);
+    m.ok(&["archive"]);
+    for file in [
+        ".catalog.sqlite3",
+        ".catalog.sqlite3-wal",
+        ".catalog.sqlite3-shm",
+    ] {
+        let _ = std::fs::remove_file(m.store().join(file));
+    }
+    let before = head();
+    let missing = missing_at(&m, &pool, &before);
+    assert!(missing.contains(&copied), "{missing:?}");
+    assert!(
+        missing
+            .iter()
+            .filter(|p| p.starts_with("chapters/"))
+            .count()
+            > 1,
+        "the archive wrote chapters: {missing:?}"
+    );
+    m.ok(&["sync"]);
+    assert_eq!(published_between(&pool, &before, &head()), missing);
+    assert!(missing_at(&m, &pool, &head()).is_empty());
+    // Nothing is left to publish: the next sync's head does not move.
+    let after = head();
+    m.ok(&["sync"]);
+    assert_eq!(head(), after);
+}
+
+/// A mirror an earlier version synced keeps its publication manifests under its git
+/// directory: the first sync of this version compares the store with the pool's tree once,
+/// publishes what the pool lacks and removes them.
+#[test]
+fn a_mirror_with_the_old_publication_manifests_syncs_and_loses_them() {
+    let (_tmp, pool, m, log) = published_session("solo", 9);
+    let s = session_id(9, 1);
+    // What an earlier version left: its manifests, and no listing state.
+    let git_dir = m.ws.join(".dsh-knowledge/.git");
+    std::fs::remove_file(git_dir.join("dsh-chapters-listing.json")).expect("state");
+    let old = git_dir.join("dsh-chapters-published");
+    std::fs::create_dir_all(&old).expect("mkdir");
+    let head = git(&pool, &["rev-parse", "main"]).trim().to_owned();
+    std::fs::write(old.join("HEAD"), format!("{head}\n")).expect("HEAD");
+    std::fs::write(
+        old.join(format!("{s}.json")),
+        r#"{"v":1,"chapters_mtime":1,"files":{}}"#,
+    )
+    .expect("record");
+    std::fs::write(old.join(".listed-roots.json"), r#"{"v":1,"roots":{}}"#).expect("listed");
+    add_turns(&m, &s, &log, 4);
+    m.ok(&["archive"]);
+    let missing = missing_at(&m, &pool, &head);
+    assert!(!missing.is_empty());
+    m.ok(&["sync"]);
+    let after = git(&pool, &["rev-parse", "main"]).trim().to_owned();
+    assert_eq!(published_between(&pool, &head, &after), missing);
+    assert!(!old.exists(), "the old manifests were removed");
+    assert!(git_dir.join("dsh-chapters-listing.json").is_file());
+    m.ok(&["sync"]);
+    assert_eq!(git(&pool, &["rev-parse", "main"]).trim(), after);
 }

@@ -260,9 +260,11 @@ fn a_torn_write_once_file_is_never_published() {
         .expect("a chapter")
         .clone();
     // A power cut tore both (their names were written, their bytes were not all).
+    let mut whole = Vec::new();
     for f in [&artifact, &chapter] {
         let bytes = std::fs::read(store.join(f)).expect("read");
         std::fs::write(store.join(f), &bytes[..bytes.len() / 2]).expect("tear");
+        whole.push((f.clone(), bytes));
     }
     let j = a.json(&["sync", "--json"]);
     let notes = j["report"]["notes"].to_string();
@@ -294,6 +296,21 @@ fn a_torn_write_once_file_is_never_published() {
     for f in [&artifact, &chapter] {
         let (p, _) = dsh_chapters::pool::plan::pool_path(&key, f).expect("maps");
         assert!(!files_in_pool.contains(&p), "torn {p} was published");
+    }
+    // Repaired behind the store's catalog's back (nothing records a repair): its root is
+    // listed again at every sync until it publishes, so the next sync publishes both whole.
+    for (f, bytes) in &whole {
+        std::fs::write(store.join(f), bytes).expect("repair");
+    }
+    let j = a.json(&["sync", "--json"]);
+    assert!(
+        !j["report"]["notes"].to_string().contains("held back"),
+        "{j}"
+    );
+    let files_in_pool = pool_files(&pool);
+    for f in [&artifact, &chapter] {
+        let (p, _) = dsh_chapters::pool::plan::pool_path(&key, f).expect("maps");
+        assert!(files_in_pool.contains(&p), "repaired {p} was not published");
     }
 }
 

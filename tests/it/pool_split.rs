@@ -233,3 +233,36 @@ fn a_history_purged_on_purpose_is_adopted_as_divergence() {
     }
     assert_eq!(git(&pool, &["rev-parse", "main"]), quiet);
 }
+
+/// A history rewritten to drop one of this machine's chapters (a purge, docs/purging.md):
+/// the head the sync's listing state names is no longer in the pool's history, so the next
+/// sync compares every store file with the new tree and publishes the chapter again (the
+/// store is the truth; only `chapters forget` takes a chapter back) — that one, nothing else.
+#[test]
+fn a_history_rewritten_without_a_chapter_gets_it_published_again() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pool = tmp.path().join("pool.git");
+    let a = synced_machine("machine-a", 1, &pool);
+    let dropped = pool_files(&pool)
+        .into_iter()
+        .find(|p| p.starts_with("chapters/") && p.contains(&session_id(1, 1)))
+        .expect("a chapter of a's");
+    crate::forget::rewrite_with_filter_branch(
+        &pool,
+        "--index-filter",
+        &format!("git rm --cached --ignore-unmatch -q '{dropped}'"),
+    );
+    assert!(!pool_files(&pool).contains(&dropped));
+    let before = git(&pool, &["rev-parse", "main"]);
+    let j = a.json(&["sync", "--json"]);
+    assert_eq!(j["report"]["historyRewritten"], true, "{j}");
+    let changed = git(
+        &pool,
+        &["diff-tree", "-r", "--name-only", before.trim(), "main"],
+    );
+    let republished: Vec<&str> = changed
+        .lines()
+        .filter(|p| !(p.starts_with("index/") || p.starts_with("topics/") || *p == "README.md"))
+        .collect();
+    assert_eq!(republished, [dropped.as_str()], "{j}");
+}
