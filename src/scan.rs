@@ -134,7 +134,7 @@ pub fn scan_store(
                     ids.for_pool_path(project_key, harness, &rel, &text)
                 };
                 out.push(Finding {
-                    location: format!("{top}/{rel}"),
+                    location: shown(redactor, &format!("{top}/{rel}")),
                     rule,
                     count,
                     lines,
@@ -188,7 +188,7 @@ pub fn scan_pool(
                     Some("only in the pool's history: rewrite it (docs/purging.md)".to_owned());
             }
             out.push(Finding {
-                location: blob.path.clone(),
+                location: shown(redactor, &blob.path),
                 rule,
                 count,
                 lines,
@@ -204,6 +204,15 @@ pub fn scan_pool(
     out.findings
         .sort_by(|a, b| (&a.location, &a.rule).cmp(&(&b.location, &b.rule)));
     Ok(out)
+}
+
+/// A location as a person may read it: a file named by what yesterday's rules let through
+/// (a topic's shard `index/<the value>.md`) is shown with today's rules applied to its name,
+/// as everything `scan` prints — never a value.
+fn shown(redactor: &Redactor, location: &str) -> String {
+    redactor
+        .redact(location, &mut crate::redact::RedactionCounts::default())
+        .into_inner()
 }
 
 fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) {

@@ -917,6 +917,35 @@ pub(crate) fn start_over(store_dir: &Path) -> Result<Cursor, CatalogError> {
     })
 }
 
+/// [`start_over`] after a person took documents back (`chapters forget`): every row goes with
+/// the old generation — not tombstoned: every reader's cursor is of the old generation, so
+/// each rescans, and the fill records what is there — with SQLite's `secure_delete` on and the
+/// write-ahead log checkpointed and truncated, so no page of the catalog keeps a forgotten
+/// chapter's topics (where a secret yesterday's rules missed can be) or names.
+pub(crate) fn start_over_forgetting(store_dir: &Path) -> Result<Cursor, CatalogError> {
+    let path = catalog_path(store_dir);
+    let (conn, _) = open_or_create(store_dir)?;
+    let generation = new_generation();
+    let revision = (|| -> rusqlite::Result<u64> {
+        conn.pragma_update(None, "secure_delete", "ON")?;
+        let tx = conn.unchecked_transaction()?;
+        tx.execute("DELETE FROM docs", [])?;
+        tx.execute(
+            "UPDATE meta SET value = ?1 WHERE key = ?2",
+            params![generation, GENERATION],
+        )?;
+        let (_, revision, _) = read_meta(&tx)?;
+        tx.commit()?;
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        Ok(revision)
+    })()
+    .map_err(sql(&path))?;
+    Ok(Cursor {
+        generation,
+        revision,
+    })
+}
+
 /// A connection for reading, or why there is none.
 fn open_for_reading(store_dir: &Path) -> Result<Connection, String> {
     let path = catalog_path(store_dir);
@@ -1345,6 +1374,39 @@ mod tests {
 
     fn record(w: &mut Writer, store: &Path, folder: &str, files: &[&str]) {
         w.record(store, &[(folder, files)], Presence::Written);
+    }
+
+    /// After `chapters forget`, no byte of the catalog — its file, its write-ahead log — holds
+    /// a forgotten document's name or topics (a secret yesterday's rules missed can be there):
+    /// its rows are deleted, not tombstoned, with freed pages zeroed; readers rescan.
+    #[test]
+    fn starting_over_after_a_forget_keeps_no_byte_of_the_old_rows() {
+        const SECRET: &str = "zqsecret7c1f2e9a4b8d6e3f";
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = &dir.path().join(".dsh-chapters");
+        fs::create_dir_all(store.join("s1/chapters")).expect("mkdir");
+        let before = start_over(store).expect("start");
+        let mut w = Writer::default();
+        let names: Vec<String> = (0..50).map(|i| format!("{i:03}-{SECRET}.md")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        record(&mut w, store, ".dsh-chapters/s1/chapters", &names);
+        let holds = || {
+            ["", "-wal", "-shm"].iter().any(|ext| {
+                let mut path = catalog_path(store).into_os_string();
+                path.push(ext);
+                fs::read(&path)
+                    .is_ok_and(|bytes| bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()))
+            })
+        };
+        assert!(holds(), "recorded: the test can see a name in the files");
+        let after = start_over_forgetting(store).expect("forget");
+        drop(w);
+        assert!(!holds(), "a forgotten name is left in the catalog's bytes");
+        assert_ne!(after.generation, before.generation);
+        assert!(matches!(
+            read_since(store, Some(&before)),
+            Since::Rescan { .. }
+        ));
     }
 
     #[test]

@@ -872,8 +872,9 @@ pub fn remove(
             }
         }
     }
-    // The search table and the enrichment catalog learn of removals by a rescan.
-    if let Err(e) = super::catalog::start_over(store.dir()) {
+    // The search table and the enrichment catalog learn of removals by a rescan; the
+    // catalog keeps no row of what was taken back.
+    if let Err(e) = super::catalog::start_over_forgetting(store.dir()) {
         tracing::warn!(error = %e, "could not start the store's catalog over; the next periodic rescan drops the forgotten documents");
     }
     Ok(removed)
