@@ -2489,7 +2489,10 @@ fn materialize(
             match std::fs::remove_file(&target) {
                 Ok(()) => {
                     report.dropped += 1;
-                    dropped = true;
+                    // A derived page is no document the catalog or the table holds: its
+                    // going (a topic's page, an old index's manifest parts) starts nothing
+                    // over.
+                    dropped |= !is_derived_page(&path);
                 }
                 // A document left in the pack leaves the search table all the same.
                 Err(e)
@@ -2780,14 +2783,17 @@ fn plan_index(
         };
         Ok(index_listing.get_or_init(|| listing))
     };
+    // Whether the search table listed every folder (said with the plan, below).
+    let rescanned = std::cell::Cell::new(false);
     let planned = (|| -> Result<build::Update, build::BuildError> {
         use crate::catalog::table::Table;
         let refreshing = phase("search table refresh");
-        let (table, _) = if rebuild {
+        let (table, refreshed) = if rebuild {
             Table::rescan(ctx.workspace, true, ctx.lock_timeout)?
         } else {
             Table::refresh(ctx.workspace, true, ctx.lock_timeout)?
         };
+        rescanned.set(refreshed.rescan.is_some());
         drop(refreshing);
         let curation = phase("read curation");
         let inputs = build::read_curation(ctx.store.dir(), Some(mirror_dir))?;
@@ -2857,6 +2863,7 @@ fn plan_index(
         full = update.full,
         touched = update.touched,
         from_head = update.from_head,
+        rescan = rescanned.get(),
         "topic index planned"
     );
     let mut removals: Vec<String> = update
