@@ -877,6 +877,74 @@ impl GitRepo {
         }
     }
 
+    /// Every blob path whose id differs between trees `old` and `new` (`None`: the empty
+    /// tree), as `(path, blob in old, blob in new)` — added, changed and removed alike — in
+    /// no set order. Descends only into subtrees whose ids differ, so the cost follows the
+    /// change, not the tree (the topic index learns what changed since the tree it records).
+    #[allow(clippy::type_complexity)]
+    pub fn diff_blobs(
+        &self,
+        old: Option<ObjectId>,
+        new: Option<ObjectId>,
+        each: &mut dyn FnMut(String, Option<ObjectId>, Option<ObjectId>),
+    ) -> Result<(), GitError> {
+        let mut pending = vec![(String::new(), old, new)];
+        while let Some((prefix, old, new)) = pending.pop() {
+            if old == new {
+                continue;
+            }
+            let (old_id, old_data) = self.tree_or_empty(old)?;
+            let (new_id, new_data) = self.tree_or_empty(new)?;
+            let before = self.decode_tree(old_id, &old_data)?.entries;
+            let after = self.decode_tree(new_id, &new_data)?.entries;
+            let found = matches(&before, &after);
+            let mut matched = vec![false; before.len()];
+            let path = |name: &gix::bstr::BStr| format!("{prefix}{}", name.to_str_lossy());
+            for (k, entry) in after.iter().enumerate() {
+                let was = found[k].map(|b| {
+                    matched[b] = true;
+                    (before[b].oid.to_owned(), before[b].mode.is_tree())
+                });
+                let is_tree = entry.mode.is_tree();
+                if entry.mode.is_commit() || was == Some((entry.oid.to_owned(), is_tree)) {
+                    continue;
+                }
+                let old_blob = was.filter(|(_, t)| !*t).map(|(id, _)| id);
+                let old_tree = was.filter(|(_, t)| *t).map(|(id, _)| id);
+                if is_tree {
+                    pending.push((
+                        format!("{}/", path(entry.filename)),
+                        old_tree,
+                        Some(entry.oid.to_owned()),
+                    ));
+                    if old_blob.is_some() {
+                        each(path(entry.filename), old_blob, None);
+                    }
+                } else {
+                    each(path(entry.filename), old_blob, Some(entry.oid.to_owned()));
+                    if old_tree.is_some() {
+                        pending.push((format!("{}/", path(entry.filename)), old_tree, None));
+                    }
+                }
+            }
+            for (b, entry) in before.iter().enumerate() {
+                if matched[b] || entry.mode.is_commit() {
+                    continue;
+                }
+                if entry.mode.is_tree() {
+                    pending.push((
+                        format!("{}/", path(entry.filename)),
+                        Some(entry.oid.to_owned()),
+                        None,
+                    ));
+                } else {
+                    each(path(entry.filename), Some(entry.oid.to_owned()), None);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Paths `old` holds a blob at and `new` holds nothing at (files removed), sorted. Descends
     /// only into subtrees whose ids differ.
     pub fn removed_paths(&self, old: ObjectId, new: ObjectId) -> Result<Vec<String>, GitError> {

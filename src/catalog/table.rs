@@ -856,11 +856,6 @@ impl Table {
         &self.state.unreadable
     }
 
-    /// One folder's state as last listed (`key` workspace-relative, as in [`FolderChange`]).
-    pub fn source(&self, key: &str) -> Result<Option<SourceState>, TableError> {
-        Folders::new(&self.dir).get(key)
-    }
-
     /// Every folder's state: reads them all (a full index build, never an update).
     pub fn all_sources(&self) -> Result<BTreeMap<String, SourceState>, TableError> {
         Folders::new(&self.dir).all()

@@ -1333,7 +1333,6 @@ fn run(
                 &mirror_dir,
                 base_tree,
                 &pulled,
-                materialized_before.as_deref(),
                 &mut upserts,
                 report,
                 ctx.rebuild_index || forget_pushed,
@@ -1359,19 +1358,6 @@ fn run(
                 )?;
             }
         }
-        let record_index = |at: Option<ObjectId>| {
-            // The pool's index at `at` is this machine's build: the next update starts
-            // from its revision. Losing the record costs a comparison, never a wrong index.
-            if let (Some((update, _)), Some(at)) = (&index, at) {
-                if let Err(e) = crate::topics::build::record_pool_build(
-                    ctx.store,
-                    update.revision,
-                    &at.to_string(),
-                ) {
-                    tracing::warn!(error = %e, "could not record the pool index build");
-                }
-            }
-        };
         let tree = if upserts.is_empty() && removals.is_empty() {
             None
         } else {
@@ -1382,7 +1368,6 @@ fn run(
         // to the pool's).
         let Some(tree) = tree.filter(|t| Some(*t) != base_tree) else {
             listing.save_at(&mirror_dir, head);
-            record_index(head);
             match next_round(ctx, &mirror_dir, &mut vocabulary_round, report) {
                 Some(m) => {
                     (message, attempt) = (Some(m), 0);
@@ -1425,7 +1410,6 @@ fn run(
                     let _p = phase("materialize own");
                     materialize(ctx, &mirror, &mirror_dir, Some(commit), &own, over, report)?;
                 }
-                record_index(Some(commit));
                 match next_round(ctx, &mirror_dir, &mut vocabulary_round, report) {
                     Some(m) => (message, attempt) = (Some(m), 0),
                     None => return Ok(None),
@@ -2278,7 +2262,10 @@ fn materialize(
             match std::fs::remove_file(&target) {
                 Ok(()) => {
                     report.dropped += 1;
-                    dropped = true;
+                    // A derived page is no document the catalog or the table holds: its
+                    // going (a topic's page, an old index's manifest parts) starts nothing
+                    // over.
+                    dropped |= !is_derived_page(&path);
                 }
                 // A document left in the pack leaves the search table all the same.
                 Err(e)
@@ -2516,7 +2503,6 @@ fn plan_index(
     mirror_dir: &Path,
     base_tree: Option<ObjectId>,
     pulled: &[String],
-    materialized_before: Option<&str>,
     upserts: &mut Upserts,
     report: &mut SyncReport,
     rebuild: bool,
@@ -2539,7 +2525,6 @@ fn plan_index(
         .filter(|f| *f != super::readme::index_readme_file())
         .filter(|f| {
             !f.contains('/')
-                || crate::topics::shard::is_part_file(f)
                 // A page someone else changed: its month is regenerated to verify it.
                 || crate::topics::shard::topic_of_page(f).is_some()
         })
@@ -2571,22 +2556,25 @@ fn plan_index(
         };
         Ok(index_listing.get_or_init(|| listing))
     };
+    // Whether the search table listed every folder (said with the plan, below).
+    let rescanned = std::cell::Cell::new(false);
     let planned = (|| -> Result<build::Update, build::BuildError> {
         use crate::catalog::table::Table;
         let refreshing = phase("search table refresh");
-        let (table, _) = if rebuild {
+        let (table, refreshed) = if rebuild {
             Table::rescan(ctx.workspace, true, ctx.lock_timeout)?
         } else {
             Table::refresh(ctx.workspace, true, ctx.lock_timeout)?
         };
+        rescanned.set(refreshed.rescan.is_some());
         drop(refreshing);
         let curation = phase("read curation");
         let inputs = build::read_curation(ctx.store.dir(), Some(mirror_dir))?;
         drop(curation);
         let _p = phase("index build plan");
-        // The pool's parts as its tree holds them (not the mirror: a recreated pool holds
-        // nothing of them).
-        let read_part = |file: &str| -> Result<Option<String>, build::BuildError> {
+        // The pool's index files as its tree holds them (not the mirror: a recreated pool
+        // holds nothing of them).
+        let read_file = |file: &str| -> Result<Option<String>, build::BuildError> {
             let Some(tree) = base_tree else {
                 return Ok(None);
             };
@@ -2605,12 +2593,16 @@ fn plan_index(
         };
         let holds = |file: &str| Ok(tree_index()?.contains_key(file));
         let pages = |dir: &str| pool_pages_of(mirror, base_tree, dir);
+        let since = {
+            let _p = phase("index tree diff");
+            tree_changes(ctx, mirror, base_tree, upserts, old.as_deref())?
+        };
         let previous = build::Previous {
             manifest: old.clone(),
-            read_part: &read_part,
+            read_file: &read_file,
             holds: &holds,
             pages: &pages,
-            since: build::pool_since(&index_dir, materialized_before),
+            since,
         };
         // A shard file the pool holds with the same bytes is not held until the update is
         // done (a first sync regenerates every page to verify it): only what differs is.
@@ -2640,6 +2632,13 @@ fn plan_index(
             return Ok(None);
         }
     };
+    tracing::debug!(
+        full = update.full,
+        touched = update.touched,
+        from_head = update.from_head,
+        rescan = rescanned.get(),
+        "topic index planned"
+    );
     let mut removals: Vec<String> = update
         .removes
         .iter()
@@ -2698,6 +2697,107 @@ fn plan_index(
         }
     }
     Ok(Some((update, removals)))
+}
+
+/// What changed for the pool's index since the input trees its manifest (`old`) records:
+/// the input areas' trees as this commit leaves them (the pool's at `base_tree` with the
+/// documents `upserts` brings), diffed with the recorded ones — only subtrees whose ids
+/// differ are read — and the topics of each changed or removed document's recorded version
+/// from its old blob's frontmatter. A manifest of another version, or a recorded tree this
+/// mirror lacks: no changes (a full rebuild).
+fn tree_changes(
+    ctx: &SyncContext<'_>,
+    mirror: &GitRepo,
+    base_tree: Option<ObjectId>,
+    upserts: &Upserts,
+    old: Option<&str>,
+) -> Result<crate::topics::build::Since, crate::topics::build::BuildError> {
+    use crate::topics::build::{BuildError, Since, TreeChange, POOL_INPUT_AREAS};
+    let io = |e: &dyn std::fmt::Display| BuildError::Io {
+        path: PathBuf::from(INDEX_DIR).join(MANIFEST_FILE),
+        source: std::io::Error::other(e.to_string()),
+    };
+    // Each area's tree now: its part of the upserts applied to its tree in the pool (the
+    // same trees the commit's own edit writes).
+    let mut now: BTreeMap<String, ObjectId> = BTreeMap::new();
+    for area in POOL_INPUT_AREAS {
+        let prefix = format!("{area}/");
+        let mine: Vec<(String, ObjectId)> = upserts
+            .iter()
+            .filter_map(|(path, blob)| Some((path.strip_prefix(&prefix)?.to_owned(), *blob)))
+            .collect();
+        let tree = match base_tree {
+            Some(tree) => mirror.tree_at(tree, area).map_err(|e| io(&e))?,
+            None => None,
+        };
+        let tree = if mine.is_empty() {
+            tree
+        } else {
+            Some(mirror.tree_with(tree, &mine).map_err(|e| io(&e))?)
+        };
+        if let Some(tree) = tree {
+            now.insert(area.to_owned(), tree);
+        }
+    }
+    let inputs: BTreeMap<String, String> = now
+        .iter()
+        .map(|(a, t)| (a.clone(), t.to_string()))
+        .collect();
+    let recorded = old
+        .and_then(crate::topics::shard::Manifest::parse)
+        .map(|m| m.inputs)
+        .and_then(|inputs| {
+            inputs
+                .into_iter()
+                .map(|(area, id)| Some((area, ObjectId::from_hex(id.as_bytes()).ok()?)))
+                .collect::<Option<BTreeMap<String, ObjectId>>>()
+        })
+        .filter(|trees| trees.values().all(|t| mirror.has_object(*t)));
+    let Some(recorded) = recorded else {
+        return Ok(Since::Tree {
+            inputs,
+            changes: None,
+        });
+    };
+    let reader = crate::store::read::Reader::of_store(ctx.store.dir());
+    let mut blobs = mirror.pack_blobs();
+    let mut changes = Vec::new();
+    for area in POOL_INPUT_AREAS {
+        let mut changed: Vec<(String, Option<ObjectId>)> = Vec::new();
+        mirror
+            .diff_blobs(
+                recorded.get(area).copied(),
+                now.get(area).copied(),
+                &mut |path, was, _| {
+                    if path.ends_with(".md") {
+                        changed.push((format!("{area}/{path}"), was));
+                    }
+                },
+            )
+            .map_err(|e| io(&e))?;
+        for (path, was) in changed {
+            // The topics its recorded version had: what a removal or a re-annotation
+            // takes from a shard. (A blob that is no document has none.)
+            let old_topics = match was {
+                Some(blob) => reader
+                    .pulled_blob(mirror, &mut blobs, blob)
+                    .map_err(|e| io(&e))?
+                    .derive(|bytes| {
+                        crate::catalog::table::parse_head(bytes)
+                            .map(|meta| meta.topics)
+                            .unwrap_or_default()
+                    })
+                    .get()
+                    .clone(),
+                None => Vec::new(),
+            };
+            changes.push(TreeChange { path, old_topics });
+        }
+    }
+    Ok(Since::Tree {
+        inputs,
+        changes: Some(changes),
+    })
 }
 
 /// The pages of one topic in the pool's tree (`index/<dir>/`), relative to `index/`: one

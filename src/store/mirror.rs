@@ -232,23 +232,6 @@ impl Store {
         atomic::write_atomic(&target, bytes.get())
     }
 
-    /// Write the mirror's note `path` (mirror-relative; its file name a dot name, so never a
-    /// pool file: the sync's copy-in and a rebuild's clean-up pass it by) with `text`, unless
-    /// it holds that already. Unsynced, like the mirror's copies: a lost note costs its reader
-    /// a comparison, never a wrong answer. Returns whether it wrote.
-    pub fn write_mirror_note(&self, path: &str, text: &str) -> Result<bool, StoreError> {
-        let dot_name = path.rsplit('/').next().is_some_and(|n| n.starts_with('.'));
-        if !dot_name {
-            return Err(StoreError::MirrorNoteName { path: path.into() });
-        }
-        let target = self.mirror_writer(false).target(path)?;
-        if std::fs::read(&target).ok().as_deref() == Some(text.as_bytes()) {
-            return Ok(false);
-        }
-        atomic::write_atomic_unsynced(&target, text.as_bytes())?;
-        Ok(true)
-    }
-
     /// Record documents the mirror received and left in its pack (mirror-relative folders
     /// and their files): no file to read their metadata from, so the rows carry none (their
     /// readers read them).
@@ -438,27 +421,6 @@ mod tests {
         ] {
             assert!(!is_packed(p), "{p}");
         }
-    }
-
-    #[test]
-    fn a_mirror_note_is_a_dot_file_written_once() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let store = Store::init(tmp.path()).expect("store");
-        let text = "7\nabc\n";
-        assert!(store
-            .write_mirror_note("index/.built", text)
-            .expect("write"));
-        let file = tmp.path().join(MIRROR_DIR).join("index/.built");
-        assert_eq!(std::fs::read_to_string(&file).expect("read"), text);
-        assert!(!store.write_mirror_note("index/.built", text).expect("same"));
-        for refused in ["index/manifest.json", "index/../.built", ".."] {
-            assert!(store.write_mirror_note(refused, text).is_err(), "{refused}");
-        }
-        assert!(!tmp
-            .path()
-            .join(MIRROR_DIR)
-            .join("index/manifest.json")
-            .exists());
     }
 
     #[test]

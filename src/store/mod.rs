@@ -60,8 +60,6 @@ pub enum StoreError {
     UnsafeId { id: String },
     #[error("the pool names a file {path:?} whose path has an empty, `.` or `..` part, so it would land outside the mirror; not copying it (the pool was written by hand or by a faulty tool: remove that file from the pool)")]
     UnsafeMirrorPath { path: String },
-    #[error("the mirror's note {path:?} is not a dot file, so it could be taken for a pool file; not writing it")]
-    MirrorNoteName { path: String },
     #[error("{name:?} is not a document name the store keeps (`NNN-<slug>.md` or `plan-NNN-<slug>.md`); refusing it")]
     BadDocumentName { name: String },
     #[error("artifact {sha}: its content hashes to {actual}; refusing to store it under a name that does not match")]

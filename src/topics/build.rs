@@ -1,24 +1,24 @@
 //! The index build (shell): which shards a change touches, and writing them.
 //!
 //! The documents come from the search table (`catalog::table`), which has read every
-//! document's frontmatter once; the manifest says what the last build processed — per input
-//! folder a content hash of its `(name, blob id)` pairs (in 256 parts, `manifest/xx.json`),
-//! per curation file its blob id, and the effective aliases. An update asks the table what
-//! changed since
-//! the revision the last build saw (documents by name, and the topics of versions they
-//! replaced) and regenerates only the shards of topics those documents carry, that an alias
-//! change moved, or that someone else changed (`suspects`) — each regenerated from the
-//! table, so a hand edit in a touched shard is overwritten and the bytes always equal a full
-//! rebuild — reading and rewriting only the parts that record the changed folders. A paged
-//! topic whose change is known document by document (new documents, someone else's pages)
-//! renders its head and only the pages of the months those fall in
-//! (`shard::render_topic_months`): the other pages are as the last build wrote them, so an
-//! update costs the pages of its size, not the topic's history. When its head page is the
-//! one this machine last wrote, the topic is not even read whole: the head read back gives
-//! the other pages' counts and the newest lines, and the table only the documents of the
-//! changed months and of those lines' days ([`paged_update`]). When the table cannot
-//! say (another incarnation, a revision older than its change log), every input is compared
-//! with its record instead, as a first build after the cache was lost does.
+//! document's frontmatter once; the manifest says what the last build processed — per
+//! curation file its blob id, the effective aliases, and for the pool's index the ids of the
+//! input trees it describes. An update learns what changed since that build ([`Since`]): in
+//! the store, from the table's changes since the revision the last build saw (documents by
+//! name, and the topics of versions they replaced; a full rebuild when the table cannot
+//! say); in the pool, from the diff of the recorded trees with the trees the commit leaves
+//! (the sync's `tree_changes`: documents added, changed or removed, and the topics of their
+//! old blobs), whichever machine built the index. It regenerates only the shards of topics
+//! those documents carry, that an alias change moved, or that someone else changed
+//! (`suspects`) — each regenerated from the table, so a hand edit in a touched shard is
+//! overwritten and the bytes always equal a full rebuild. A paged topic whose change is
+//! known document by document (new documents, someone else's pages) renders its head and
+//! only the pages of the months those fall in (`shard::render_topic_months`): the other
+//! pages are as the last build wrote them, so an update costs the pages of its size, not the
+//! topic's history. When its head page is the one this machine last wrote, the topic is not
+//! even read whole: the head read back gives the other pages' counts and the newest lines,
+//! and the table only the documents of the changed months and of those lines' days
+//! ([`paged_update`]).
 //!
 //! Two bases: the store (`<store>/index/`, links `../<root>/chapters/X.md`) when the
 //! workspace is not linked to a private pool, and the pool (`index/` in the pool, links
@@ -27,12 +27,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use super::shard::{
-    self, InputState, Manifest, ManifestPart, INDEX_DIR, MANIFEST_FILE, MANIFEST_PARTS_DIR,
-};
+use super::shard::{self, Manifest, INDEX_DIR, MANIFEST_FILE};
 use super::vocab::{self, Candidate, VocabParams};
 use super::IndexDoc;
-use crate::catalog::table::{self, SourceState, Table, TableDoc, TableRev};
+use crate::catalog::table::{self, Table, TableDoc, TableRev};
 use crate::curation::{self, file::CurationFileError, Curation};
 use crate::names::blob_id;
 use crate::redact::{Redacted, Redactor, Settings};
@@ -228,12 +226,11 @@ fn strip<'a>(path: &'a str, prefix: &str) -> &'a str {
 /// What an update writes and removes under the index directory (file names), and why.
 #[derive(Debug, Default)]
 pub struct Update {
-    /// File (relative to the index directory: a shard, `manifest.json`, a part
-    /// `manifest/xx.json`) → bytes; unchanged files may be among them (the caller compares
-    /// before writing).
+    /// File (relative to the index directory: a shard, `manifest.json`) → bytes; unchanged
+    /// files may be among them (the caller compares before writing).
     pub writes: BTreeMap<String, String>,
     pub removes: BTreeSet<String>,
-    /// A full rebuild (no usable manifest, a vanished input, a damaged part, or asked for).
+    /// A full rebuild (no usable manifest, no saying what changed since it, or asked for).
     pub full: bool,
     /// Topics whose shard was regenerated.
     pub touched: usize,
@@ -249,9 +246,6 @@ pub struct Update {
     /// `topics/vocabulary.json` as of this build, when the vocabulary (the canonical topics
     /// or the aliases) may have changed; `None` = unchanged, nothing to write.
     pub vocabulary: Option<Redacted<String>>,
-    /// For parts among `writes`, the blob id of the bytes the plan read there (not for
-    /// suspects): a caller writes a part whose bytes differ without reading it again.
-    pub recorded: BTreeMap<String, String>,
     /// The table revision this update was planned from: recorded with the index, so the
     /// next update asks only for what changed since.
     pub revision: TableRev,
@@ -348,117 +342,57 @@ pub fn read_curation(
     })
 }
 
-/// The input directories of the base and their states, over every folder of the table (a
-/// full build, or the comparison when the table cannot say what changed).
-fn inputs(table: &Table, base: &Base) -> Result<BTreeMap<String, InputState>, BuildError> {
-    let mut by_dir: BTreeMap<String, Vec<(String, SourceState)>> = BTreeMap::new();
-    for (folder, state) in table.all_sources()? {
-        if let Some(dir) = base.input_dir(&folder) {
-            by_dir.entry(dir).or_default().push((folder, state));
-        }
-    }
-    Ok(by_dir
-        .into_iter()
-        .filter_map(|(dir, states)| combine(states).map(|s| (dir, s)))
-        .collect())
+/// A document whose blob differs between the input trees the pool's manifest records and
+/// the trees now (added, changed or removed), by its path relative to the pool's root, with
+/// the topics its recorded version had (from that blob's frontmatter; none when it is new).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeChange {
+    pub path: String,
+    pub old_topics: Vec<String>,
 }
 
-/// One input directory's state now: its folders' states combined.
-fn input_state(table: &Table, base: &Base, dir: &str) -> Result<Option<InputState>, BuildError> {
-    let mut states = Vec::new();
-    for folder in base.folders_of(dir) {
-        if let Some(state) = table.source(&folder)? {
-            states.push((folder, state));
-        }
-    }
-    Ok(combine(states))
+/// What the last build of a base saw, so an update learns only what changed since.
+#[derive(Debug, Clone)]
+pub enum Since {
+    /// The store's index: the table revision the last build saw; `None` (unknown, or
+    /// another table) — or a revision the table cannot answer for: a full rebuild.
+    Table(Option<TableRev>),
+    /// The pool's index: the ids of the input trees now (`chapters`, `rules` at the pool's
+    /// root, recorded in the manifest this build writes), and the documents changed since
+    /// the trees the manifest records — `None` when it records none this machine holds: a
+    /// full rebuild.
+    Tree {
+        inputs: BTreeMap<String, String>,
+        changes: Option<Vec<TreeChange>>,
+    },
 }
 
-/// The states of the folders behind one input directory (by folder key), as one: a folder
-/// split between the store and the mirror (rare) combines its hashes; a folder without a
-/// readable document is no input.
-fn combine(mut states: Vec<(String, SourceState)>) -> Option<InputState> {
-    states.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut out: Option<InputState> = None;
-    for (_, state) in states.into_iter().filter(|(_, s)| s.files > 0) {
-        out = Some(match out {
-            None => InputState {
-                files: state.files,
-                hash: state.hash,
-            },
-            Some(acc) => InputState {
-                files: acc.files + state.files,
-                hash: shard::input_hash([(acc.hash.as_str(), state.hash.as_str())]),
-            },
-        });
-    }
-    out
-}
-
-/// What the index at a base was last built from, so an update asks the table only for
-/// what changed since: the manifest as the base holds it, a reader of its parts, and the
-/// table revision that build saw.
+/// What the index at a base was last built from: the manifest as the base holds it, a
+/// reader of its files, and what changed since that build.
 pub struct Previous<'a> {
     /// `manifest.json` as the base holds it.
     pub manifest: Option<String>,
-    /// Reads one file of the index (a part `manifest/xx.json`, a topic's head page;
-    /// relative to the index directory): `None` when the base has none.
-    pub read_part: &'a dyn Fn(&str) -> Result<Option<String>, BuildError>,
+    /// Reads one file of the index (a topic's head page; relative to the index directory):
+    /// `None` when the base has none.
+    pub read_file: &'a dyn Fn(&str) -> Result<Option<String>, BuildError>,
     /// Whether the base holds this file of the index (a shard, relative to the index
     /// directory): what tells a new topic from a known one and what a removal must remove.
     pub holds: &'a dyn Fn(&str) -> Result<bool, BuildError>,
     /// The pages a topic's pages directory holds (`<dir>/<page>.md`, relative to the index
     /// directory), for a touched topic: pages it no longer writes are removed.
     pub pages: &'a dyn Fn(&str) -> Result<Vec<String>, BuildError>,
-    /// The table revision the last build saw; `None` (unknown, or another table): every
-    /// input is compared with its record instead.
-    pub since: Option<TableRev>,
+    pub since: Since,
 }
 
-/// The previous build's parts, read once each, as they are updated.
-struct Parts<'a> {
-    read: &'a dyn Fn(&str) -> Result<Option<String>, BuildError>,
-    /// Part file → (its text as read, its records as updated).
-    loaded: BTreeMap<String, (Option<String>, ManifestPart)>,
-    /// A part that did not parse: the caller rebuilds everything.
-    damaged: bool,
-}
-
-impl<'a> Parts<'a> {
-    fn new(read: &'a dyn Fn(&str) -> Result<Option<String>, BuildError>) -> Parts<'a> {
-        Parts {
-            read,
-            loaded: BTreeMap::new(),
-            damaged: false,
-        }
-    }
-
-    fn get(&mut self, file: &str) -> Result<&mut ManifestPart, BuildError> {
-        if !self.loaded.contains_key(file) {
-            let text = (self.read)(file)?;
-            let part = match text.as_deref().map(ManifestPart::parse) {
-                None => ManifestPart::default(),
-                Some(Some(p)) => p,
-                Some(None) => {
-                    self.damaged = true;
-                    ManifestPart::default()
-                }
-            };
-            self.loaded.insert(file.to_owned(), (text, part));
-        }
-        Ok(&mut self.loaded.get_mut(file).expect("inserted above").1)
-    }
-
-    fn of(&mut self, key: &str) -> Result<&mut ManifestPart, BuildError> {
-        self.get(&shard::part_file(key))
-    }
-}
+/// The input areas of the pool's tree whose trees the pool's manifest records: where the
+/// documents its index lists live (`chapters/<projectKey>/<root>/`, `rules/<projectKey>/`).
+pub const POOL_INPUT_AREAS: [&str; 2] = ["chapters", RULES_DIR];
 
 /// Plan an update of the index at `base`. `previous` is what the base holds; `suspects`
 /// are index files someone else changed since this machine last looked (they are verified
 /// by regeneration); `full` asks for the repair path. Each shard file is handed to `sink` as
 /// it is rendered (`hold_all`: every file held among the update's `writes`); the manifest
-/// and its parts are always held, so a caller writes them after the shards.
+/// is always held, so a caller writes it after the shards.
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     table: &Table,
@@ -476,6 +410,10 @@ pub fn plan(
         documents: table.documents(base.includes_mirror()),
         curation: curation_files,
         aliases,
+        inputs: match &previous.since {
+            Since::Tree { inputs, .. } => inputs.clone(),
+            Since::Table(_) => BTreeMap::new(),
+        },
     };
     let old = previous.manifest.as_deref().and_then(Manifest::parse);
     let (Some(old), false) = (old, full) else {
@@ -492,13 +430,12 @@ pub fn plan(
         sink,
     )? {
         Some(update) => Ok(update),
-        // A vanished input or a damaged part: the repair path (what the sink was handed
-        // is handed again, as the full build renders it).
+        // What changed cannot be said: the repair path.
         None => full_build(table, base, curation, manifest, sink),
     }
 }
 
-/// The whole index from the table: every shard, every part.
+/// The whole index from the table: every shard, and the manifest.
 fn full_build(
     table: &Table,
     base: &Base,
@@ -538,9 +475,6 @@ fn full_build(
     drop(docs);
     update.touched = files;
     update.shards = Some(files);
-    for (file, part) in shard::parts_of(&inputs(table, base)?) {
-        update.writes.insert(file, part.render());
-    }
     update.vocabulary = Some(vocab::vocabulary_json(&topics, curation));
     update
         .writes
@@ -611,7 +545,6 @@ fn incremental(
     suspects: &BTreeSet<String>,
     sink: &mut Sink<'_>,
 ) -> Result<Option<Update>, BuildError> {
-    let mut parts = Parts::new(previous.read_part);
     let mut update = Update {
         documents: manifest.documents,
         revision: table.revision(),
@@ -619,76 +552,75 @@ fn incremental(
     };
     let canonical =
         |labels: &[String]| curation.canonical_topics(labels.iter().map(String::as_str));
-    // Input directories whose record may have moved, and the topics their change touches.
-    let mut dirs: BTreeSet<String> = BTreeSet::new();
+    // The topics the changed documents touch.
     let mut touched: BTreeSet<String> = BTreeSet::new();
-    // Directories whose changed documents are not known by name: every document counts.
-    let mut whole: BTreeSet<String> = BTreeSet::new();
     // Touched topics whose change is known page by page: the months of their pages that may
     // change (a new document's month, a suspect page's). Every other touched topic is
     // rendered whole: a document that left it, or one whose earlier version it listed
-    // (its old month is not known), an alias change, a folder compared whole.
+    // (its old month is not known), an alias change.
     let mut months_of: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut whole_topics: BTreeSet<String> = BTreeSet::new();
-    let changes = match previous.since {
-        Some(since) => table.changes_since(since)?,
-        None => None,
-    };
-    match changes {
-        Some(changes) => {
-            for change in changes {
-                let Some(dir) = base.input_dir(&change.folder) else {
-                    continue;
-                };
-                dirs.insert(dir);
-                let old = canonical(&change.old_labels);
-                touched.extend(old.iter().cloned());
-                whole_topics.extend(old);
-                if change.names.is_empty() {
+    // What changed, as (table folder, names changed in it, topics of replaced versions).
+    let mut changes: Vec<(Vec<String>, BTreeSet<String>, Vec<String>)> = Vec::new();
+    match &previous.since {
+        Since::Table(since) => {
+            let Some(log) = since.map(|s| table.changes_since(s)).transpose()?.flatten() else {
+                return Ok(None);
+            };
+            for change in log {
+                if base.input_dir(&change.folder).is_none() {
                     continue;
                 }
-                let names: BTreeSet<&String> = change.names.iter().collect();
-                for doc in table.docs_in_folder(&change.folder)? {
-                    if names.contains(&doc.name) && base.includes(&doc) {
-                        let month = shard::page_month(doc.meta.date.as_deref());
-                        for topic in canonical(&doc.meta.topics) {
-                            months_of
-                                .entry(topic.clone())
-                                .or_default()
-                                .insert(month.clone());
-                            touched.insert(topic);
-                        }
-                    }
-                }
+                changes.push((
+                    vec![change.folder],
+                    change.names.into_iter().collect(),
+                    change.old_labels,
+                ));
             }
         }
-        None => {
-            // The table cannot say what changed since: every input against its record.
-            let now = inputs(table, base)?;
-            let mut recorded: BTreeMap<String, InputState> = BTreeMap::new();
-            for file in shard::all_part_files() {
-                recorded.extend(parts.get(&file)?.inputs.clone());
+        Since::Tree {
+            changes: Some(tree),
+            ..
+        } => {
+            // By input directory: its folders' documents read once however many changed.
+            let mut by_dir: BTreeMap<&str, (BTreeSet<String>, Vec<String>)> = BTreeMap::new();
+            for change in tree {
+                let Some((dir, name)) = change.path.rsplit_once('/') else {
+                    continue;
+                };
+                let entry = by_dir.entry(dir).or_default();
+                entry.0.insert(name.to_owned());
+                entry.1.extend(change.old_topics.iter().cloned());
             }
-            for dir in now.keys().chain(recorded.keys()) {
-                if now.get(dir) != recorded.get(dir) {
-                    dirs.insert(dir.clone());
-                    whole.insert(dir.clone());
+            for (dir, (names, old_topics)) in by_dir {
+                changes.push((base.folders_of(dir), names, old_topics));
+            }
+        }
+        Since::Tree { changes: None, .. } => return Ok(None),
+    }
+    for (folders, names, old_labels) in changes {
+        let old = canonical(&old_labels);
+        touched.extend(old.iter().cloned());
+        whole_topics.extend(old);
+        if names.is_empty() {
+            continue;
+        }
+        for folder in folders {
+            for doc in table.docs_in_folder(&folder)? {
+                if names.contains(&doc.name) && base.includes(&doc) {
+                    let month = shard::page_month(doc.meta.date.as_deref());
+                    for topic in canonical(&doc.meta.topics) {
+                        months_of
+                            .entry(topic.clone())
+                            .or_default()
+                            .insert(month.clone());
+                        touched.insert(topic);
+                    }
                 }
             }
         }
     }
     for file in suspects {
-        if shard::is_part_file(file) {
-            // Someone else's records: each input checked against the table.
-            let part = parts.get(file)?.clone();
-            for (dir, state) in &part.inputs {
-                if input_state(table, base, dir)?.as_ref() != Some(state) {
-                    dirs.insert(dir.clone());
-                    whole.insert(dir.clone());
-                }
-            }
-            continue;
-        }
         if let Some(topic) = shard::topic_of_page(file) {
             // Someone else's page: its month is verified by regeneration.
             match shard::month_of_page(file) {
@@ -713,34 +645,11 @@ fn incremental(
             }
         }
     }
-    for dir in &whole {
-        for folder in base.folders_of(dir) {
-            for doc in table.docs_in_folder(&folder)? {
-                if base.includes(&doc) {
-                    let topics = canonical(&doc.meta.topics);
-                    touched.extend(topics.iter().cloned());
-                    whole_topics.extend(topics);
-                }
-            }
-        }
-    }
     let moved = shard::alias_changes(&old.aliases, &manifest.aliases);
     touched.extend(moved.iter().cloned());
     whole_topics.extend(moved);
 
-    // The record of each changed input; then each touched shard, regenerated.
-    for dir in &dirs {
-        let now = input_state(table, base, dir)?;
-        let part = parts.of(dir)?;
-        match now {
-            Some(state) => {
-                part.inputs.insert(dir.clone(), state);
-            }
-            // An input that vanished (a folder gone, or no longer readable): rebuild.
-            None if part.inputs.contains_key(dir) => return Ok(None),
-            None => {}
-        }
-    }
+    // Each touched shard, regenerated.
     let stubs = shard::stubs(curation);
     update.touched = touched.len();
     let mut topics_moved = old.aliases != manifest.aliases || suspects.contains(VOCABULARY_SUSPECT);
@@ -834,28 +743,6 @@ fn incremental(
             }
         }
     }
-    if parts.damaged {
-        return Ok(None);
-    }
-    for (file, (text, part)) in &parts.loaded {
-        let rendered = (!part.is_empty()).then(|| part.render());
-        if rendered.as_deref() == text.as_deref() {
-            continue;
-        }
-        match rendered {
-            Some(rendered) => {
-                if let Some(text) = text.as_deref().filter(|_| !suspects.contains(file)) {
-                    update
-                        .recorded
-                        .insert(file.clone(), blob_id(text.as_bytes()));
-                }
-                update.writes.insert(file.clone(), rendered);
-            }
-            None => {
-                update.removes.insert(file.clone());
-            }
-        }
-    }
     if topics_moved {
         // The topic list is the one thing that lists the whole index: only when it changed,
         // from the table's documents as the full build derives it, folder by folder.
@@ -885,7 +772,7 @@ fn paged_update(
     months: &BTreeSet<String>,
     previous: &Previous<'_>,
 ) -> Result<Option<shard::TopicFiles>, BuildError> {
-    let Some(text) = (previous.read_part)(&shard::shard_file(topic))? else {
+    let Some(text) = (previous.read_file)(&shard::shard_file(topic))? else {
         return Ok(None);
     };
     let Some(old) = shard::parse_head(topic, &text) else {
@@ -980,8 +867,9 @@ pub struct Written {
     pub shards: usize,
 }
 
-/// The files of an index directory (the parts as `manifest/xx.json`), dot files left out:
-/// what a full rebuild removes when it does not name them (hand-added files).
+/// The files of an index directory (an older build's manifest parts as `manifest/xx.json`),
+/// dot files left out: what a full rebuild removes when it does not name them (hand-added
+/// files, the parts).
 pub fn files_on_disk(index_dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
     let list = |dir: &Path| -> Vec<(String, bool)> {
@@ -1001,10 +889,10 @@ pub fn files_on_disk(index_dir: &Path) -> Vec<String> {
     for (name, dir) in list(index_dir) {
         if !dir {
             out.push(name);
-        } else if name == MANIFEST_PARTS_DIR {
-            for (part, sub) in list(&index_dir.join(MANIFEST_PARTS_DIR)) {
+        } else if name == OLD_PARTS_DIR {
+            for (part, sub) in list(&index_dir.join(OLD_PARTS_DIR)) {
                 if !sub {
-                    out.push(format!("{MANIFEST_PARTS_DIR}/{part}"));
+                    out.push(format!("{OLD_PARTS_DIR}/{part}"));
                 }
             }
         } else if shard::topic_of_file(&format!("{name}.md")).is_some() {
@@ -1041,15 +929,10 @@ pub fn pages_on_disk(index_dir: &Path, dir: &str) -> Vec<String> {
 /// reaches the mirror through the sync's copy-in, `Store::mirror_writes`): write what
 /// differs, remove what goes;
 /// on a full rebuild, also remove any file the index does not name (a hand-added file).
-/// The shards first, then the manifest's parts, then `manifest.json`: a crash leaves records
-/// behind the shards, and the next update (which starts from the revision recorded after
-/// this one completes) regenerates what they do not reflect.
+/// The shards first, then `manifest.json`: a crash leaves the manifest behind the shards,
+/// and the next update (which starts from the revision recorded after this one completes)
+/// regenerates what they do not reflect.
 fn apply(index_dir: &Path, update: &Update) -> Result<Written, BuildError> {
-    let parts_dir = index_dir.join(MANIFEST_PARTS_DIR);
-    std::fs::create_dir_all(&parts_dir).map_err(|source| BuildError::Io {
-        path: parts_dir.clone(),
-        source,
-    })?;
     let mut written = Written {
         full: update.full,
         touched: update.touched,
@@ -1070,32 +953,25 @@ fn apply(index_dir: &Path, update: &Update) -> Result<Written, BuildError> {
             written.removed += 1;
         }
     }
-    let rank = |name: &str| {
-        if name == MANIFEST_FILE {
-            2
-        } else if shard::is_part_file(name) {
-            1
-        } else {
-            0
-        }
-    };
+    if update.full {
+        // An older build's parts went above; their directory goes with them (kept if
+        // anything else is in it).
+        let _ = std::fs::remove_dir(index_dir.join(OLD_PARTS_DIR));
+    }
     let mut order: Vec<(&String, &String)> = update.writes.iter().collect();
-    order.sort_by_key(|(name, _)| rank(name));
+    order.sort_by_key(|(name, _)| *name == MANIFEST_FILE);
     for (name, text) in order {
-        written.written +=
-            write_index_file(index_dir, name, text, update.recorded.get(name))? as usize;
+        written.written += write_index_file(index_dir, name, text)? as usize;
     }
     Ok(written)
 }
 
-/// One file of an index directory; whether it was written. `recorded`: the blob id of the
-/// bytes the plan read there (a part).
-fn write_index_file(
-    index_dir: &Path,
-    name: &str,
-    text: &str,
-    recorded: Option<&String>,
-) -> Result<bool, BuildError> {
+/// The directory of the manifest's 256 parts an index of manifest version 2 kept (per input
+/// folder a content hash): removed by the full rebuild a manifest of another version gets.
+pub const OLD_PARTS_DIR: &str = "manifest";
+
+/// One file of an index directory, when its bytes differ; whether it was written.
+fn write_index_file(index_dir: &Path, name: &str, text: &str) -> Result<bool, BuildError> {
     let path = index_dir.join(name);
     if name.contains('/') {
         if let Some(dir) = path.parent() {
@@ -1105,14 +981,7 @@ fn write_index_file(
             })?;
         }
     }
-    // A part the plan read with other bytes: written without reading it again.
-    // Anything else is compared first (a shard may come out the same).
-    if recorded.is_some_and(|was| *was != blob_id(text.as_bytes())) {
-        atomic::write_atomic_unsynced(&path, text.as_bytes())?;
-        Ok(true)
-    } else {
-        write_if_changed(&path, text)
-    }
+    write_if_changed(&path, text)
 }
 
 fn write_if_changed(path: &Path, text: &str) -> Result<bool, BuildError> {
@@ -1215,24 +1084,26 @@ pub fn update_store(workspace: &Path, table: &Table, full: bool) -> Result<Writt
     if !full && built == Some(built_key(&index_dir, table.revision(), &inputs.files)) {
         return Ok(Written::default());
     }
-    let read_part = |file: &str| read_index_file(&index_dir, file);
+    let read_file = |file: &str| read_index_file(&index_dir, file);
     let holds = |file: &str| Ok(index_dir.join(file).is_file());
     let pages = |dir: &str| Ok(pages_on_disk(&index_dir, dir));
     let previous = Previous {
         manifest: std::fs::read_to_string(index_dir.join(MANIFEST_FILE)).ok(),
-        read_part: &read_part,
+        read_file: &read_file,
         holds: &holds,
         pages: &pages,
-        since: built
-            .as_deref()
-            .and_then(|b| b.lines().next())
-            .and_then(|l| l.parse().ok()),
+        since: Since::Table(
+            built
+                .as_deref()
+                .and_then(|b| b.lines().next())
+                .and_then(|l| l.parse().ok()),
+        ),
     };
     std::fs::create_dir_all(&index_dir).map_err(|source| BuildError::Io {
         path: index_dir.clone(),
         source,
     })?;
-    // Each shard file written as it is rendered; the parts and the manifest after them.
+    // Each shard file written as it is rendered; the manifest after them.
     let mut shards_written = 0;
     let update = plan(
         table,
@@ -1243,7 +1114,7 @@ pub fn update_store(workspace: &Path, table: &Table, full: bool) -> Result<Writt
         &BTreeSet::new(),
         full,
         &mut |file, text| {
-            shards_written += write_index_file(&index_dir, file, &text, None)? as usize;
+            shards_written += write_index_file(&index_dir, file, &text)? as usize;
             Ok(None)
         },
     )?;
@@ -1309,27 +1180,6 @@ pub fn store_index_current(workspace: &Path, table: &Table) -> bool {
 /// `index/.built`: the inputs of the last index update at that base (a dot file: never
 /// part of the index, never published, ignored by a rebuild's clean-up).
 const BUILT_MARKER: &str = ".built";
-
-/// The table revision the pool's index (materialized at `index_dir` in the mirror) was
-/// last built from by this machine — valid only while the mirror is still at the commit
-/// that build published (`head`): later commits' index files arrive as the pull's changed
-/// paths, which the update verifies as suspects. Anything else: `None` (compare all).
-pub fn pool_since(index_dir: &Path, head: Option<&str>) -> Option<TableRev> {
-    let text = std::fs::read_to_string(index_dir.join(BUILT_MARKER)).ok()?;
-    let mut lines = text.lines();
-    let revision = lines.next()?.parse().ok()?;
-    (Some(lines.next()?) == head).then_some(revision)
-}
-
-/// Record that the pool's index at `head` is this machine's build from `revision` (in the
-/// mirror's `index/`, through `store`: every file of the mirror is the store's to write).
-pub fn record_pool_build(store: &Store, revision: TableRev, head: &str) -> Result<(), BuildError> {
-    store.write_mirror_note(
-        &format!("{INDEX_DIR}/{BUILT_MARKER}"),
-        &format!("{revision}\n{head}\n"),
-    )?;
-    Ok(())
-}
 
 #[cfg(test)]
 mod tests {
@@ -1518,19 +1368,21 @@ mod tests {
         let store_dir = ws.join(STORE_DIR);
         let index_dir = store_dir.join(INDEX_DIR);
         let inputs = read_curation(&store_dir, None).expect("curation");
-        let read_part = |file: &str| read_index_file(&index_dir, file);
+        let read_file = |file: &str| read_index_file(&index_dir, file);
         let holds = |file: &str| Ok(index_dir.join(file).is_file());
         let pages = |dir: &str| Ok(pages_on_disk(&index_dir, dir));
         let built = std::fs::read_to_string(index_dir.join(BUILT_MARKER)).ok();
         let previous = Previous {
             manifest: std::fs::read_to_string(index_dir.join(MANIFEST_FILE)).ok(),
-            read_part: &read_part,
+            read_file: &read_file,
             holds: &holds,
             pages: &pages,
-            since: built
-                .as_deref()
-                .and_then(|b| b.lines().next())
-                .and_then(|l| l.parse().ok()),
+            since: Since::Table(
+                built
+                    .as_deref()
+                    .and_then(|b| b.lines().next())
+                    .and_then(|l| l.parse().ok()),
+            ),
         };
         plan(
             &table,
@@ -1818,7 +1670,7 @@ mod tests {
     }
 
     #[test]
-    fn without_a_usable_revision_every_input_is_compared_to_the_same_bytes() {
+    fn without_a_usable_revision_the_store_index_is_rebuilt_and_an_old_format_loses_its_parts() {
         let tmp = tempfile::tempdir().expect("tmp");
         let ws = tmp.path();
         put(
@@ -1834,20 +1686,45 @@ mod tests {
             &chapter("B", "auth, jwt", 2),
         );
         // The record of the revision the last build saw is lost (and the table's own log
-        // with the cache): the update compares every input with its part instead.
+        // with the cache): the table cannot say what changed, so everything is rebuilt.
         std::fs::remove_file(index.join(BUILT_MARKER)).expect("rm marker");
         std::fs::remove_dir_all(ws.join(".dsh-chapters/.search")).expect("rm table");
         let next = update_store(ws, &refresh(ws), false).expect("next");
-        assert!(!next.full, "a comparison, not a rebuild");
-        assert_eq!(next.touched, 2, "auth and jwt, from s2's documents");
-        let incremental = snapshot(&index);
+        assert!(next.full, "the table cannot say: a rebuild");
+        let rebuilt = snapshot(&index);
+        assert!(rebuilt["auth.md"].starts_with("# auth — 2 documents"));
+        assert!(rebuilt.contains_key("jwt.md"));
+        // An index of manifest version 2 (its per-folder parts in `manifest/`): rebuilt
+        // once, the parts and their directory removed, the shards' bytes unchanged.
+        let manifest = index.join(MANIFEST_FILE);
+        let text = std::fs::read_to_string(&manifest).expect("manifest");
+        std::fs::write(&manifest, text.replace("\"v\": 3", "\"v\": 2")).expect("v2");
+        std::fs::create_dir_all(index.join(OLD_PARTS_DIR)).expect("parts dir");
+        std::fs::write(
+            index.join(OLD_PARTS_DIR).join("ab.json"),
+            "{\"inputs\":{}}\n",
+        )
+        .expect("part");
+        put(
+            ws,
+            ".dsh-chapters/s3/chapters/001-c.md",
+            &chapter("C", "csv", 3),
+        );
+        let next = update_store(ws, &refresh(ws), false).expect("old format");
+        assert!(next.full, "a manifest of another version: a rebuild");
+        assert!(!index.join(OLD_PARTS_DIR).exists(), "the parts are gone");
+        let after = snapshot(&index);
+        assert_eq!(after["auth.md"], rebuilt["auth.md"]);
+        assert_eq!(
+            after[MANIFEST_FILE],
+            text.replace("\"documents\": 2", "\"documents\": 3")
+        );
         update_store(ws, &refresh(ws), true).expect("rebuild");
-        assert_eq!(snapshot(&index), incremental);
-        assert!(incremental["auth.md"].starts_with("# auth — 2 documents"));
+        assert_eq!(snapshot(&index), after);
     }
 
     #[test]
-    fn an_update_rewrites_only_the_parts_it_touches() {
+    fn an_update_reads_and_writes_only_what_it_touches() {
         let tmp = tempfile::tempdir().expect("tmp");
         let ws = tmp.path();
         for i in 0..40 {
@@ -1866,9 +1743,9 @@ mod tests {
             &chapter("B", "t5", 2),
         );
         let table = refresh(ws);
-        let read_parts = std::cell::RefCell::new(BTreeSet::new());
+        let read_files = std::cell::RefCell::new(BTreeSet::new());
         let counting = |file: &str| {
-            read_parts.borrow_mut().insert(file.to_owned());
+            read_files.borrow_mut().insert(file.to_owned());
             read_index_file(&index, file)
         };
         let holds = |file: &str| Ok(index.join(file).is_file());
@@ -1879,12 +1756,14 @@ mod tests {
             BTreeMap::new(),
             &Previous {
                 manifest: before.get(MANIFEST_FILE).cloned(),
-                read_part: &counting,
+                read_file: &counting,
                 holds: &holds,
                 pages: &|dir: &str| Ok(pages_on_disk(&index, dir)),
-                since: std::fs::read_to_string(index.join(BUILT_MARKER))
-                    .ok()
-                    .and_then(|b| b.lines().next()?.parse().ok()),
+                since: Since::Table(
+                    std::fs::read_to_string(index.join(BUILT_MARKER))
+                        .ok()
+                        .and_then(|b| b.lines().next()?.parse().ok()),
+                ),
             },
             &BTreeSet::new(),
             false,
@@ -1893,22 +1772,17 @@ mod tests {
         .expect("plan");
         assert!(!update.full);
         assert_eq!(update.touched, 1, "t5 only");
-        let wanted: BTreeSet<String> = [shard::part_file("s05/chapters")].into();
-        assert_eq!(
-            *read_parts.borrow(),
-            wanted,
-            "only the part of the folder that moved is read"
+        assert!(
+            read_files.borrow().is_empty(),
+            "no file of the index is read: {:?}",
+            read_files.borrow()
         );
         let written: BTreeSet<&String> = update.writes.keys().collect();
-        let expected = [
-            "manifest.json".to_owned(),
-            "t5.md".to_owned(),
-            shard::part_file("s05/chapters"),
-        ];
+        let expected = ["manifest.json".to_owned(), "t5.md".to_owned()];
         assert_eq!(
             written,
             expected.iter().collect(),
-            "the shard, one part, the manifest"
+            "the shard and the manifest"
         );
         assert!(update.vocabulary.is_none(), "no topic came or went");
         apply(&index, &update).expect("apply");
@@ -2113,10 +1987,10 @@ mod tests {
                 BTreeMap::new(),
                 &Previous {
                     manifest: None,
-                    read_part: &nothing,
+                    read_file: &nothing,
                     holds: &|_: &str| Ok(false),
                     pages: &|_: &str| Ok(Vec::new()),
-                    since: None,
+                    since: Since::Table(None),
                 },
                 &BTreeSet::new(),
                 false,
@@ -2129,10 +2003,7 @@ mod tests {
             assert!(full.full);
             assert_eq!(handed, files);
             assert_eq!(full.handed, files.keys().cloned().collect());
-            assert!(full
-                .writes
-                .keys()
-                .all(|f| f == MANIFEST_FILE || shard::is_part_file(f)));
+            assert_eq!(full.writes.keys().collect::<Vec<_>>(), [MANIFEST_FILE]);
             assert_eq!(full.vocabulary.as_deref(), Some(&*vocabulary));
             // A new machine's first update: every file of the index someone else's, each
             // regenerated to be verified, through the sink.
@@ -2155,10 +2026,10 @@ mod tests {
                 full.manifest.curation.clone(),
                 &Previous {
                     manifest: Some(full.writes[MANIFEST_FILE].clone()),
-                    read_part: &held(&index),
+                    read_file: &held(&index),
                     holds: &|file: &str| Ok(index.contains_key(file)),
                     pages: &pages,
-                    since: None,
+                    since: nothing_changed(&base, &table),
                 },
                 &suspects,
                 false,
@@ -2184,7 +2055,7 @@ mod tests {
         update_store(ws, &table, true).expect("store index");
         let (files, vocabulary) = built_from_every_record(&table, &Base::Store, &curation);
         let mut on_disk = snapshot(&ws.join(STORE_DIR).join(INDEX_DIR));
-        on_disk.retain(|f, _| f != MANIFEST_FILE && !shard::is_part_file(f));
+        on_disk.retain(|f, _| f != MANIFEST_FILE);
         assert_eq!(on_disk, files);
         assert_eq!(
             std::fs::read_to_string(ws.join(STORE_DIR).join(VOCABULARY_FILE)).expect("vocab"),
@@ -2200,6 +2071,17 @@ mod tests {
 
     fn nothing(_: &str) -> Result<Option<String>, BuildError> {
         Ok(None)
+    }
+
+    /// No document changed since the last build of `base`.
+    fn nothing_changed(base: &Base, table: &Table) -> Since {
+        match base {
+            Base::Store => Since::Table(Some(table.revision())),
+            Base::Pool { .. } => Since::Tree {
+                inputs: BTreeMap::new(),
+                changes: Some(Vec::new()),
+            },
+        }
     }
 
     #[test]
@@ -2226,10 +2108,10 @@ mod tests {
         let holds_nothing = |_: &str| Ok(false);
         let empty = Previous {
             manifest: None,
-            read_part: &nothing,
+            read_file: &nothing,
             holds: &holds_nothing,
             pages: &|_: &str| Ok(Vec::new()),
-            since: None,
+            since: Since::Table(None),
         };
         let first = plan(
             &table,
@@ -2248,26 +2130,19 @@ mod tests {
                 && auth.contains("(../chapters/pk/s2/001-b.md)"),
             "{auth}"
         );
-        let recorded_inputs: usize = first
-            .writes
-            .iter()
-            .filter(|(f, _)| shard::is_part_file(f))
-            .map(|(_, t)| ManifestPart::parse(t).expect("part").inputs.len())
-            .sum();
-        assert_eq!(recorded_inputs, 2, "the store's s1 and the mirror's s2");
         assert_eq!(first.documents, 2);
         let manifest = first.writes["manifest.json"].clone();
         let read = held(&first.writes);
         let holds = |file: &str| Ok(first.writes.contains_key(file));
         // Someone edited auth.md and added junk.md in the pool: both are suspects, verified
-        // against the table although nothing changed since the revision the build saw.
+        // against the table although no document changed since the trees the build saw.
         let suspects: BTreeSet<String> = ["auth.md".to_string(), "junk.md".to_string()].into();
         let previous = Previous {
             manifest: Some(manifest.clone()),
-            read_part: &read,
+            read_file: &read,
             holds: &holds,
             pages: &|_: &str| Ok(Vec::new()),
-            since: Some(first.revision),
+            since: nothing_changed(&base, &table),
         };
         let next = plan(
             &table,
@@ -2284,22 +2159,16 @@ mod tests {
         assert_eq!(next.writes["auth.md"], *auth);
         assert!(next.removes.contains("junk.md"));
         assert_eq!(next.writes["manifest.json"], manifest);
-        assert!(
-            !next.writes.keys().any(|f| shard::is_part_file(f)),
-            "no record moved: no part rewritten"
-        );
-        // Someone garbled the part that records s2: a suspect that does not parse is
-        // repaired by a full build.
-        let part = shard::part_file("chapters/pk/s2");
-        let mut garbled = first.writes.clone();
-        garbled.insert(part.clone(), "{ not a part".into());
-        let read = held(&garbled);
+        // A manifest that records no trees this machine holds: a full build.
         let previous = Previous {
             manifest: Some(manifest.clone()),
-            read_part: &read,
+            read_file: &read,
             holds: &holds,
             pages: &|_: &str| Ok(Vec::new()),
-            since: Some(first.revision),
+            since: Since::Tree {
+                inputs: BTreeMap::new(),
+                changes: None,
+            },
         };
         let repaired = plan(
             &table,
@@ -2307,13 +2176,13 @@ mod tests {
             &c,
             BTreeMap::new(),
             &previous,
-            &[part.clone()].into(),
+            &BTreeSet::new(),
             false,
             &mut hold_all,
         )
         .expect("plan");
         assert!(repaired.full);
-        assert_eq!(repaired.writes[&part], first.writes[&part]);
+        assert_eq!(repaired.writes["auth.md"], *auth);
         // The store base leaves the mirror's documents out.
         let store = plan(
             &table,

@@ -1,5 +1,4 @@
-//! The derived index's files (PURE): shards, alias stubs and the manifest (with its parts),
-//! as bytes.
+//! The derived index's files (PURE): shards, alias stubs and the manifest, as bytes.
 //!
 //! A shard lists every document of one canonical topic: a header line (topic, count, last
 //! updated — the newest document's date, never the clock), then one list item per document,
@@ -19,7 +18,7 @@ use crate::names::one_line;
 use crate::redact::Redacted;
 
 /// The manifest's format version.
-pub const MANIFEST_VERSION: u32 = 2;
+pub const MANIFEST_VERSION: u32 = 3;
 pub const MANIFEST_FILE: &str = "manifest.json";
 pub const INDEX_DIR: &str = "index";
 
@@ -624,21 +623,12 @@ pub fn build_all_each<E>(
     Ok(())
 }
 
-/// What the manifest records of one input directory (a session's folder of documents).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InputState {
-    pub files: u64,
-    /// SHA-256 over the sorted `name NUL blob-id LF` lines of its documents: a content hash
-    /// of the directory, so a changed directory is found without reading its files.
-    pub hash: String,
-}
-
-/// `index/manifest.json`: what the last build processed that does not grow with the corpus
-/// — the document count, every curation file's blob id and the effective aliases. What does
-/// grow with it (one record per input directory) is in the manifest's parts, so an update
-/// reads and rewrites only the parts of the directories it touches. A shard needs no record:
-/// its count is in its header and its blob id in the tree that holds it. Deterministic bytes
-/// (sorted maps, no clock), the same on every machine at the same pool state.
+/// `index/manifest.json`: what the last build processed — the document count, every curation
+/// file's blob id, the effective aliases, and for the pool's index the ids of the input trees
+/// it describes (so the next build diffs them with the trees then: the cost follows the
+/// change, as unchanged subtrees share ids). A shard needs no record: its count is in its
+/// header and its blob id in the tree that holds it. Deterministic bytes (sorted maps, no
+/// clock), the same on every machine at the same pool state.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Manifest {
@@ -649,6 +639,10 @@ pub struct Manifest {
     /// The effective aliases when built (alias source → canonical topic): a new fact's
     /// effect is the difference, found without re-reading a document.
     pub aliases: BTreeMap<String, String>,
+    /// The pool's index only: input area at the pool's root (`chapters`, `rules`) → the id of
+    /// its tree as the commit that carries this manifest leaves it (absent: no such tree).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub inputs: BTreeMap<String, String>,
 }
 
 impl Manifest {
@@ -665,75 +659,6 @@ impl Manifest {
             .filter(|m| m.v == MANIFEST_VERSION)
     }
 }
-
-/// The directory of the manifest's parts, inside the index directory.
-pub const MANIFEST_PARTS_DIR: &str = "manifest";
-
-/// `index/manifest/<xx>.json`: the records of the input directories whose name hashes to
-/// `xx` (the first two hex digits of its SHA-256; see [`part_file`]).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ManifestPart {
-    /// Input directory (relative to the base) → its state when processed.
-    pub inputs: BTreeMap<String, InputState>,
-}
-
-impl ManifestPart {
-    pub fn is_empty(&self) -> bool {
-        self.inputs.is_empty()
-    }
-
-    pub fn render(&self) -> String {
-        let mut text =
-            serde_json::to_string_pretty(self).expect("a manifest part is strings and numbers");
-        text.push('\n');
-        text
-    }
-
-    pub fn parse(text: &str) -> Option<ManifestPart> {
-        serde_json::from_str::<ManifestPart>(text).ok()
-    }
-}
-
-/// The part (a file relative to the index directory) that records an input directory: 256
-/// parts, so a part stays small however large the corpus grows.
-pub fn part_file(key: &str) -> String {
-    let digest = crate::names::sha256_hex(key.as_bytes());
-    format!("{MANIFEST_PARTS_DIR}/{}.json", &digest[..2])
-}
-
-/// Every part file there can be, in order.
-pub fn all_part_files() -> impl Iterator<Item = String> {
-    (0..=255u8).map(|b| format!("{MANIFEST_PARTS_DIR}/{b:02x}.json"))
-}
-
-/// Whether `file` (relative to the index directory) is a name [`part_file`] produces.
-pub fn is_part_file(file: &str) -> bool {
-    file.strip_prefix(MANIFEST_PARTS_DIR)
-        .and_then(|r| r.strip_prefix('/'))
-        .and_then(|r| r.strip_suffix(".json"))
-        .is_some_and(|hex| {
-            hex.len() == 2
-                && hex
-                    .bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        })
-}
-
-/// Every record in its part: the parts of a whole index, each non-empty.
-pub fn parts_of(inputs: &BTreeMap<String, InputState>) -> BTreeMap<String, ManifestPart> {
-    let mut parts: BTreeMap<String, ManifestPart> = BTreeMap::new();
-    for (dir, state) in inputs {
-        parts
-            .entry(part_file(dir))
-            .or_default()
-            .inputs
-            .insert(dir.clone(), state.clone());
-    }
-    parts
-}
-
-pub use crate::names::input_hash;
 
 /// The effective alias map of a curation (source → canonical), as the manifest keeps it.
 pub fn alias_map(curation: &Curation) -> BTreeMap<String, String> {
@@ -1158,60 +1083,21 @@ mod tests {
             ..Manifest::default()
         };
         m.aliases.insert("auth".into(), "authentication".into());
+        let store = m.render();
+        assert!(
+            !store.contains("inputs"),
+            "the store's index records no trees"
+        );
+        m.inputs.insert("chapters".into(), "0".repeat(40));
         let text = m.render();
         assert_eq!(Manifest::parse(&text), Some(m.clone()));
         assert_eq!(m.render(), text, "deterministic bytes");
-        assert_eq!(Manifest::parse(&text.replace("\"v\": 2", "\"v\": 9")), None);
-        assert_eq!(Manifest::parse(&text.replace("\"v\": 2", "\"v\": 1")), None);
+        assert_eq!(Manifest::parse(&store).map(|m| m.inputs.len()), Some(0));
+        assert_eq!(Manifest::parse(&text.replace("\"v\": 3", "\"v\": 9")), None);
+        // An index of the manifest parts: rebuilt.
+        assert_eq!(Manifest::parse(&text.replace("\"v\": 3", "\"v\": 2")), None);
         assert_eq!(Manifest::parse(""), None);
         assert_eq!(Manifest::parse(&text[..text.len() / 2]), None);
         assert_eq!(Manifest::parse("{\"v\":2,\"documents\":\"x\"}"), None);
-    }
-
-    #[test]
-    fn parts_split_the_records_by_name_and_round_trip() {
-        let mut inputs = BTreeMap::new();
-        for dir in [
-            "chapters/pk/s1",
-            "chapters/pk/s2",
-            "rules/pk",
-            "s3/chapters",
-        ] {
-            inputs.insert(
-                dir.to_owned(),
-                InputState {
-                    files: 2,
-                    hash: input_hash([("b.md", "2"), ("a.md", "1")]),
-                },
-            );
-        }
-        assert_eq!(
-            input_hash([("a.md", "1"), ("b.md", "2")]),
-            inputs["chapters/pk/s1"].hash
-        );
-        let parts = parts_of(&inputs);
-        let records: usize = parts.values().map(|p| p.inputs.len()).sum();
-        assert_eq!(records, 4, "every record in exactly one part");
-        for (file, part) in &parts {
-            assert!(is_part_file(file), "{file}");
-            assert!(!part.is_empty());
-            for key in part.inputs.keys() {
-                assert_eq!(part_file(key), *file);
-            }
-            assert_eq!(ManifestPart::parse(&part.render()).as_ref(), Some(part));
-        }
-        assert_eq!(all_part_files().count(), 256);
-        assert!(all_part_files().all(|f| is_part_file(&f)));
-        for junk in [
-            "manifest/0g.json",
-            "manifest/AB.json",
-            "manifest/abc.json",
-            "ab.json",
-            "manifest/ab.md",
-        ] {
-            assert!(!is_part_file(junk), "{junk}");
-        }
-        assert_eq!(ManifestPart::parse("{\"inputs\":{},\"shards\":{}}"), None);
-        assert_eq!(ManifestPart::parse("[]"), None);
     }
 }

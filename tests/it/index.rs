@@ -59,7 +59,7 @@ fn run_git(mut cmd: Command, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The pool's `index/` at main, by file name (the manifest's parts as `manifest/xx.json`).
+/// The pool's `index/` at main, by file name (a topic's pages as `<topic>/<page>.md`).
 fn pool_index(pool: &Path) -> BTreeMap<String, String> {
     git(pool, &["ls-tree", "-r", "--name-only", "main", "index/"])
         .lines()
@@ -252,21 +252,48 @@ fn two_machines_build_the_same_pool_index_and_a_hand_edit_is_rebuilt() {
     assert_eq!(files_deep(&b.ws.join(".dsh-knowledge/index")), index);
 
     // Someone edits a shard in the pool by hand: the next sync rebuilds it.
-    let work = tmp.path().join("work");
-    let clone = Command::new("git")
-        .args(["clone", "-q"])
-        .arg(&pool)
-        .arg(&work)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .status()
-        .expect("clone");
-    assert!(clone.success());
-    std::fs::write(work.join("index/csv.md"), "# csv — hand edited\n").expect("edit");
-    std::fs::write(work.join("index/junk.md"), "junk\n").expect("junk");
-    let run = |args: &[&str]| {
+    commit_by_hand(
+        tmp.path(),
+        &pool,
+        &[
+            ("index/csv.md", Some("# csv — hand edited\n")),
+            ("index/junk.md", Some("junk\n")),
+        ],
+    );
+    a.ok(&["sync"]);
+    let repaired = pool_index(&pool);
+    assert_eq!(
+        repaired, index,
+        "the edited shard is rebuilt and the stray file removed"
+    );
+}
+
+/// A sync, and its account of the topic index it planned (`CHAPTERS_LOG` at debug).
+fn sync_index_plan(m: &Sandbox) -> String {
+    let out = m
+        .cmd(&["sync"])
+        .env("CHAPTERS_LOG", "dsh_chapters::pool::sync=debug")
+        .output()
+        .expect("sync");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    let plans: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("topic index planned"))
+        .collect();
+    assert_eq!(plans.len(), 1, "{err}");
+    plans[0].to_owned()
+}
+
+/// Commit `files` (path → bytes; `None` removes) to the pool's main from a clone, as a
+/// person would.
+fn commit_by_hand(tmp: &Path, pool: &Path, files: &[(&str, Option<&str>)]) {
+    let work = tmp.join("by-hand");
+    let _ = std::fs::remove_dir_all(&work);
+    let git = |dir: &Path, args: &[&str]| {
         let ok = Command::new("git")
             .arg("-C")
-            .arg(&work)
+            .arg(dir)
             .args(args)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_AUTHOR_NAME", "x")
@@ -277,15 +304,101 @@ fn two_machines_build_the_same_pool_index_and_a_hand_edit_is_rebuilt() {
             .expect("git");
         assert!(ok.success(), "{args:?}");
     };
-    run(&["add", "-A"]);
-    run(&["commit", "-qm", "hand edit"]);
-    run(&["push", "-q", "origin", "HEAD:main"]);
-    a.ok(&["sync"]);
-    let repaired = pool_index(&pool);
-    assert_eq!(
-        repaired, index,
-        "the edited shard is rebuilt and the stray file removed"
+    git(
+        tmp,
+        &[
+            "clone",
+            "-q",
+            &pool.to_string_lossy(),
+            &work.to_string_lossy(),
+        ],
     );
+    for (path, text) in files {
+        let at = work.join(path);
+        match text {
+            Some(text) => {
+                std::fs::create_dir_all(at.parent().expect("a parent")).expect("dir");
+                std::fs::write(&at, text).expect("write");
+            }
+            None => std::fs::remove_file(&at).expect("remove"),
+        }
+    }
+    git(&work, &["add", "-A"]);
+    git(&work, &["commit", "-qm", "by hand"]);
+    git(&work, &["push", "-q", "origin", "HEAD:main"]);
+}
+
+#[test]
+fn an_index_another_machine_built_is_updated_from_the_tree_diff() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pool = tmp.path().join("pool.git");
+    let a = machine("machine-a", Some(S1), &pool);
+    assert!(sync_index_plan(&a).contains("full=true"), "a first build");
+    // b never built this index: its manifest names the input trees of a's commit, which b
+    // pulls — the diff from them to b's publication says what b adds.
+    let b = machine("machine-b", Some(S2), &pool);
+    let plan = sync_index_plan(&b);
+    assert!(plan.contains("full=false"), "{plan}");
+    let index = pool_index(&pool);
+    assert!(
+        index["csv.md"].contains(S1) && index["csv.md"].contains(S2),
+        "{}",
+        index["csv.md"]
+    );
+    let settled = head(&pool);
+    a.ok(&["index", "rebuild"]);
+    assert_eq!(head(&pool), settled, "the update equals a rebuild");
+
+    // A pool whose index is of the manifest's parts (version 2): its first sync rebuilds
+    // once and the parts go; the shards keep their bytes.
+    let manifest = index["manifest.json"].replace("\"v\": 3", "\"v\": 2");
+    commit_by_hand(
+        tmp.path(),
+        &pool,
+        &[
+            ("index/manifest.json", Some(&manifest)),
+            ("index/manifest/ab.json", Some("{\"inputs\":{}}\n")),
+        ],
+    );
+    // (b pulls the parts into its mirror first, as from a machine of the old version.)
+    b.ok(&["sync", "--pull-only"]);
+    assert!(b.ws.join(".dsh-knowledge/index/manifest/ab.json").is_file());
+    let plan = sync_index_plan(&a);
+    assert!(plan.contains("full=true"), "{plan}");
+    assert_eq!(
+        pool_index(&pool),
+        index,
+        "the parts removed, the rest as it was"
+    );
+    // Once; and the parts leaving b's mirror (derived pages, no documents) start no
+    // search table over.
+    let plan = sync_index_plan(&b);
+    assert!(plan.contains("full=false"), "once: {plan}");
+    assert!(plan.contains("rescan=false"), "{plan}");
+
+    // One of b's chapters removed from the pool by hand: its topics come from its old
+    // blob, and the diff from b's build takes it out of them as a rebuild would.
+    let key = a.json(&["status", "--json"])["identity"]["projectKey"]
+        .as_str()
+        .expect("project key")
+        .to_owned();
+    let gone = git(&pool, &["ls-tree", "-r", "--name-only", "main"])
+        .lines()
+        .find(|p| p.starts_with(&format!("chapters/{key}/")) && p.contains("62626262"))
+        .expect("one of b's chapters")
+        .to_owned();
+    commit_by_hand(tmp.path(), &pool, &[(&gone, None)]);
+    let plan = sync_index_plan(&a);
+    assert!(plan.contains("full=false"), "{plan}");
+    assert_ne!(
+        pool_index(&pool),
+        index,
+        "the removed chapter left the index"
+    );
+    let settled = head(&pool);
+    // (On a: b would publish its chapter again.)
+    a.ok(&["index", "rebuild"]);
+    assert_eq!(head(&pool), settled, "the update equals a rebuild");
 }
 
 #[test]
@@ -612,9 +725,14 @@ fn the_pool_pull_names_other_machines_documents() {
     // The pool's index built incrementally on both machines equals a rebuild.
     let index = pool_index(&pool);
     assert!(
-        index.keys().any(|f| f.starts_with("manifest/")),
-        "{:?}",
+        !index.keys().any(|f| f.starts_with("manifest/")),
+        "no manifest parts: {:?}",
         index.keys()
+    );
+    assert!(
+        index["manifest.json"].contains("\"chapters\": \""),
+        "{}",
+        index["manifest.json"]
     );
     a.ok(&["index", "rebuild"]);
     assert_eq!(pool_index(&pool), index, "a rebuild commits nothing new");
@@ -669,13 +787,16 @@ fn a_folder_copied_in_by_hand_is_found_by_the_fallback() {
     assert_eq!(total(&sb, &["pangolin"]), 1);
 }
 
-/// Every file of an index directory, the manifest's parts as `manifest/xx.json`.
+/// Every file of an index directory and of its subdirectories (a topic's pages as
+/// `<topic>/<page>.md`; an older index's manifest parts as `manifest/xx.json`).
 fn files_deep(dir: &Path) -> BTreeMap<String, String> {
     let mut out = files(dir);
-    let parts = dir.join("manifest");
-    if parts.is_dir() {
-        for (name, text) in files(&parts) {
-            out.insert(format!("manifest/{name}"), text);
+    for entry in std::fs::read_dir(dir).expect("index dir").flatten() {
+        if entry.path().is_dir() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            for (file, text) in files(&entry.path()) {
+                out.insert(format!("{name}/{file}"), text);
+            }
         }
     }
     out

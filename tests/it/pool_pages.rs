@@ -268,9 +268,12 @@ fn a_pool_has_landing_pages_whose_links_all_resolve() {
     // The mirror holds the pages too, for reading on this machine.
     assert!(a.ws.join(".dsh-knowledge/README.md").is_file());
     assert!(b.ws.join(".dsh-knowledge/index/README.md").is_file());
-    // The pool's index at the head is this machine's build: noted beside it in the mirror
-    // (through `Store`), so the next update starts from its revision.
-    let built = std::fs::read_to_string(b.ws.join(".dsh-knowledge/index/.built"))
-        .expect("the build noted in the mirror");
-    assert_eq!(built.lines().nth(1), Some(head.trim()), "{built}");
+    // The pool's index names the input tree it describes: the next build, on any machine,
+    // diffs it with the tree then.
+    let manifest = git(&pool, &["show", "main:index/manifest.json"]);
+    let chapters = git(&pool, &["rev-parse", "main:chapters"]);
+    assert!(
+        manifest.contains(&format!("\"chapters\": \"{}\"", chapters.trim())),
+        "{manifest}"
+    );
 }
