@@ -897,24 +897,7 @@ fn fail(store_dir: &Path, path: &Path, error: &CatalogError) {
 /// (a writer died holding the writer lock, a forget, documents that left the mirror).
 /// Returns the cursor at its end.
 pub(crate) fn start_over(store_dir: &Path) -> Result<Cursor, CatalogError> {
-    let path = catalog_path(store_dir);
-    let (conn, _) = open_or_create(store_dir)?;
-    let generation = new_generation();
-    let revision = (|| -> rusqlite::Result<u64> {
-        let tx = conn.unchecked_transaction()?;
-        tx.execute(
-            "UPDATE meta SET value = ?1 WHERE key = ?2",
-            params![generation, GENERATION],
-        )?;
-        let (_, revision, _) = read_meta(&tx)?;
-        tx.commit()?;
-        Ok(revision)
-    })()
-    .map_err(sql(&path))?;
-    Ok(Cursor {
-        generation,
-        revision,
-    })
+    new_generation_of(store_dir, false)
 }
 
 /// [`start_over`] after a person took documents back (`chapters forget`): every row goes with
@@ -923,20 +906,31 @@ pub(crate) fn start_over(store_dir: &Path) -> Result<Cursor, CatalogError> {
 /// write-ahead log checkpointed and truncated, so no page of the catalog keeps a forgotten
 /// chapter's topics (where a secret yesterday's rules missed can be) or names.
 pub(crate) fn start_over_forgetting(store_dir: &Path) -> Result<Cursor, CatalogError> {
+    new_generation_of(store_dir, true)
+}
+
+/// A new generation of the catalog; with `forgetting`, no byte of the old rows kept.
+fn new_generation_of(store_dir: &Path, forgetting: bool) -> Result<Cursor, CatalogError> {
     let path = catalog_path(store_dir);
     let (conn, _) = open_or_create(store_dir)?;
     let generation = new_generation();
     let revision = (|| -> rusqlite::Result<u64> {
-        conn.pragma_update(None, "secure_delete", "ON")?;
+        if forgetting {
+            conn.pragma_update(None, "secure_delete", "ON")?;
+        }
         let tx = conn.unchecked_transaction()?;
-        tx.execute("DELETE FROM docs", [])?;
+        if forgetting {
+            tx.execute("DELETE FROM docs", [])?;
+        }
         tx.execute(
             "UPDATE meta SET value = ?1 WHERE key = ?2",
             params![generation, GENERATION],
         )?;
         let (_, revision, _) = read_meta(&tx)?;
         tx.commit()?;
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        if forgetting {
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        }
         Ok(revision)
     })()
     .map_err(sql(&path))?;

@@ -283,16 +283,11 @@ fn archive_rollout(sb: &Sandbox, id: &str, text: &str, turns: u64) -> Vec<String
     quiet_for_a_day(&path);
     let report = sb.json(&["archive", "--json"]);
     assert_eq!(report["sessions"][0]["turnsArchived"], turns, "{report}");
-    let mut chapters: Vec<PathBuf> = walkdir(&sb.store())
+    // In path order: the snapshot is a sorted map.
+    sb.snapshot()
         .into_iter()
-        .filter(|p| {
-            p.to_string_lossy().contains("/chapters/") && p.extension().is_some_and(|e| e == "md")
-        })
-        .collect();
-    chapters.sort();
-    chapters
-        .iter()
-        .map(|p| std::fs::read_to_string(p).expect("chapter"))
+        .filter(|(name, _)| name.contains("/chapters/") && name.ends_with(".md"))
+        .map(|(_, bytes)| String::from_utf8(bytes).expect("a chapter is text"))
         .collect()
 }
 
@@ -341,20 +336,4 @@ fn a_paginated_rollout_archives_the_persons_prompts() {
         "the prompt once, though mirrored:\n{}",
         chapters[0]
     );
-}
-
-fn walkdir(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out
 }

@@ -2311,6 +2311,18 @@ mod tests {
         assert_eq!(call_ids(&r), ["t1"]);
     }
 
+    /// A background agent's launch answered at once (2.1: `isAsync`, `async_launched`): the
+    /// `t1` call of the assistant line `a1`.
+    fn async_launch(agent: &str) -> String {
+        line(
+            "r1",
+            Some("a1"),
+            "user",
+            json!({"message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "Async agent launched successfully."}]},
+                   "toolUseResult": {"isAsync": true, "status": "async_launched", "agentId": agent, "description": "d"}}),
+        )
+    }
+
     /// A background agent (2.1: the launch's result says `isAsync`, `status:
     /// "async_launched"`, at once; the agent reports later in a `<task-notification>` whose
     /// `<task-id>` is its id): its work is folded into the turn its report arrives in — all
@@ -2320,13 +2332,7 @@ mod tests {
     fn a_background_agents_work_folds_in_when_its_report_arrives() {
         let dir = tempfile::tempdir().expect("tmp");
         let session = dir.path().join(format!("{SID}.jsonl"));
-        let launch = line(
-            "r1",
-            Some("a1"),
-            "user",
-            json!({"message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "Async agent launched successfully."}]},
-                   "toolUseResult": {"isAsync": true, "status": "async_launched", "agentId": "ab12cd3", "description": "d"}}),
-        );
+        let launch = async_launch("ab12cd3");
         let notice = |uuid: &str, parent: &str, id: &str| {
             line(
                 uuid,
@@ -2415,13 +2421,7 @@ mod tests {
     fn a_stopped_background_agents_work_folds_in_at_its_stop_notice() {
         let dir = tempfile::tempdir().expect("tmp");
         let session = dir.path().join(format!("{SID}.jsonl"));
-        let launch = line(
-            "r1",
-            Some("a1"),
-            "user",
-            json!({"message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "Async agent launched successfully."}]},
-                   "toolUseResult": {"isAsync": true, "status": "async_launched", "agentId": "a28e47ea552aa4a31", "description": "d"}}),
-        );
+        let launch = async_launch("a28e47ea552aa4a31");
         let stopped = line(
             "n1",
             Some("a2"),

@@ -1155,6 +1155,19 @@ mod tests {
         )
     }
 
+    /// A quiet rollout read whole: no error, and `turns` completed turns.
+    fn read_turns(text: &str, turns: usize) -> Read {
+        let r = read(text, true);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(
+            r.turns.len(),
+            turns,
+            "{:?}",
+            r.turns.iter().map(texts).collect::<Vec<_>>()
+        );
+        r
+    }
+
     fn texts(t: &CompletedTurn) -> Vec<(String, String)> {
         let mut out = Vec::new();
         for e in &t.events {
@@ -1523,14 +1536,7 @@ mod tests {
             event(json!({"type": "task_complete", "turn_id": "t2"})),
         ]
         .concat();
-        let r = read(&text, true);
-        assert!(r.error.is_none(), "{:?}", r.error);
-        assert_eq!(
-            r.turns.len(),
-            2,
-            "{:?}",
-            r.turns.iter().map(texts).collect::<Vec<_>>()
-        );
+        let r = read_turns(&text, 2);
         let persons = |t: &CompletedTurn| -> Vec<String> {
             texts(t)
                 .into_iter()
@@ -1597,14 +1603,7 @@ mod tests {
             event(json!({"type": "task_complete", "turn_id": "t2"})),
         ]
         .concat();
-        let r = read(&text, true);
-        assert!(r.error.is_none(), "{:?}", r.error);
-        assert_eq!(
-            r.turns.len(),
-            3,
-            "{:?}",
-            r.turns.iter().map(texts).collect::<Vec<_>>()
-        );
+        let r = read_turns(&text, 3);
         let review = texts(&r.turns[1]);
         let persons: Vec<&str> = review
             .iter()
