@@ -7,11 +7,12 @@
 //! decides. `docs/architecture.md` has the codemap in the same order.
 
 // Leaves every stage uses: names and hashes, time, the owner-only home, secrets at rest,
-// git objects and refs (gix).
+// git objects and refs (gix), opening a file that must be a regular one.
 pub mod credentials;
 pub mod git;
 pub mod home;
 pub mod names;
+pub mod regular_file;
 pub mod time;
 
 // Reading: a harness's logs, normalized events, host-injected spans, completed turns.

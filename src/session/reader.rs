@@ -16,8 +16,8 @@
 //! After `Ok(None)` or an error the reader is done; to follow a growing log, open a new
 //! reader at [`LogReader::resume_point`].
 
+use crate::regular_file::DIRECTORY;
 use std::fs::File;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use super::event::{Event, Header};
@@ -98,26 +98,6 @@ fn line_after(after_seq: &Option<u64>) -> String {
     match after_seq {
         Some(seq) => format!("the line after seq {seq}"),
         None => "the first event line".to_owned(),
-    }
-}
-
-const DIRECTORY: &str = "a directory";
-
-/// What a file that is not a regular file is, in words.
-fn file_kind(file_type: std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if file_type.is_fifo() {
-        "a FIFO (named pipe)"
-    } else if file_type.is_char_device() {
-        "a character device"
-    } else if file_type.is_block_device() {
-        "a block device"
-    } else if file_type.is_socket() {
-        "a socket"
-    } else if file_type.is_dir() {
-        DIRECTORY
-    } else {
-        "not a regular file"
     }
 }
 
@@ -209,35 +189,16 @@ impl ReadError {
 /// would block `open` forever otherwise), then anything but a regular file — a FIFO, a
 /// device (a symlink to `/dev/zero`), a socket — is refused by name.
 pub(crate) fn open_regular(path: &Path) -> Result<File, ReadError> {
-    use rustix::fs::{Mode, OFlags};
-    let io_err = |source: io::Error| ReadError::Io {
-        file: path.to_path_buf(),
-        source,
-    };
-    let fd = rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
-        Mode::empty(),
-    )
-    .map_err(|e| {
-        // A socket cannot be opened at all (ENXIO): say what it is, not just the errno.
-        match std::fs::metadata(path) {
-            Ok(meta) if !meta.is_file() => ReadError::NotARegularFile {
-                file: path.to_path_buf(),
-                kind: file_kind(meta.file_type()),
-            },
-            _ => io_err(e.into()),
-        }
-    })?;
-    let file = File::from(fd);
-    let file_type = file.metadata().map_err(io_err)?.file_type();
-    if !file_type.is_file() {
-        return Err(ReadError::NotARegularFile {
+    crate::regular_file::open(path).map_err(|e| match e {
+        crate::regular_file::NotOpened::NotRegular(kind) => ReadError::NotARegularFile {
             file: path.to_path_buf(),
-            kind: file_kind(file_type),
-        });
-    }
-    Ok(file)
+            kind,
+        },
+        crate::regular_file::NotOpened::Io(source) => ReadError::Io {
+            file: path.to_path_buf(),
+            source,
+        },
+    })
 }
 
 /// The default cap on one line: 32 MiB.

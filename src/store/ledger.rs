@@ -48,6 +48,8 @@ pub enum LedgerError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{file} is {kind}, not a regular file; a ledger is a file this program writes — move it aside")]
+    NotARegularFile { file: PathBuf, kind: &'static str },
 }
 
 /// How the file ends, which decides what an append must do first.
@@ -129,17 +131,35 @@ enum LineFault {
 }
 
 fn scan(path: &Path, known_version: u64) -> Result<Scan, LedgerError> {
-    let bytes = match fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Ok(Scan {
-                read: LedgerRead::default(),
-                tail: Tail::Clean,
-            });
-        }
-        Err(e) => return Err(io_err(path, e)),
+    let Some(bytes) = read_bytes(path)? else {
+        return Ok(Scan {
+            read: LedgerRead::default(),
+            tail: Tail::Clean,
+        });
     };
     scan_bytes(path, &bytes, known_version, 0, Unversioned::Refused)
+}
+
+/// A ledger's bytes, `None` when there is no file. Anything but a regular file where a ledger
+/// should be (a device behind a symlink would be read forever, a FIFO would block) is
+/// refused by name.
+fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, LedgerError> {
+    use crate::regular_file::NotOpened;
+    use std::io::Read as _;
+    let mut file = match crate::regular_file::open(path) {
+        Ok(file) => file,
+        Err(NotOpened::Io(e)) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(NotOpened::Io(e)) => return Err(io_err(path, e)),
+        Err(NotOpened::NotRegular(kind)) => {
+            return Err(LedgerError::NotARegularFile {
+                file: path.to_path_buf(),
+                kind,
+            })
+        }
+    };
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(|e| io_err(path, e))?;
+    Ok(Some(bytes))
 }
 
 /// The rules of [`scan`] over `bytes`, the part of the file after `lines_before` lines
@@ -225,10 +245,8 @@ pub fn read(path: &Path, known_version: u64) -> Result<LedgerRead, LedgerError> 
 /// is, for the caller to read its shape. Only for reading files of the pool; this program
 /// never appends to them.
 pub fn read_with_unversioned(path: &Path, known_version: u64) -> Result<LedgerRead, LedgerError> {
-    let bytes = match fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(LedgerRead::default()),
-        Err(e) => return Err(io_err(path, e)),
+    let Some(bytes) = read_bytes(path)? else {
+        return Ok(LedgerRead::default());
     };
     scan_bytes(path, &bytes, known_version, 0, Unversioned::Plugin).map(|s| s.read)
 }
@@ -431,6 +449,35 @@ mod tests {
         let r = read(&p, 1).unwrap();
         assert_eq!(r.lines.len(), 3);
         assert!(r.torn_tail.is_none());
+    }
+
+    #[test]
+    fn a_device_or_a_pipe_where_a_ledger_should_be_is_refused_by_name_never_read() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let zero = dir.path().join("zero.jsonl");
+        std::os::unix::fs::symlink("/dev/zero", &zero).expect("symlink");
+        // Read whole, `/dev/zero` never ends: refused before any byte.
+        match read(&zero, 1) {
+            Err(LedgerError::NotARegularFile { kind, .. }) => {
+                assert_eq!(kind, "a character device")
+            }
+            other => panic!("read a device: {other:?}"),
+        }
+        assert!(append(&zero, &redacted(json!({"v": 1, "a": 1})), 1).is_err());
+        let fifo = dir.path().join("fifo.jsonl");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .expect("mkfifo");
+        // No writer: an open without O_NONBLOCK would wait forever.
+        let err = read_with_unversioned(&fifo, 1).expect_err("a FIFO is no ledger");
+        assert!(
+            err.to_string()
+                .contains("a FIFO (named pipe), not a regular file"),
+            "{err}"
+        );
     }
 
     #[test]
