@@ -644,8 +644,25 @@ impl GitRepo {
         upserts: &[(String, ObjectId)],
         removals: &[String],
     ) -> Result<ObjectId, GitError> {
+        self.tree_edit_over(base, &[], upserts, removals)
+    }
+
+    /// [`Self::tree_edit`] that first sets the subtrees `trees` (`path → tree id`, written
+    /// already): a subtree edited before (a big area with a publish's upserts applied) is not
+    /// read, edited and hashed a second time.
+    pub fn tree_edit_over(
+        &self,
+        base: Option<ObjectId>,
+        trees: &[(String, ObjectId)],
+        upserts: &[(String, ObjectId)],
+        removals: &[String],
+    ) -> Result<ObjectId, GitError> {
         for path in removals {
             validate_tree_path(path)?;
+        }
+        for (path, tree) in trees {
+            validate_tree_path(path)?;
+            self.require_kind(*tree, Kind::Tree, "subtree")?;
         }
         for (path, blob) in upserts {
             validate_tree_path(path)?;
@@ -663,9 +680,12 @@ impl GitRepo {
         // directory of thousands of sessions; here only the upserted blobs are checked (above).
         let mut editor =
             gix::objs::tree::Editor::new(root, &self.repo.objects, self.repo.object_hash());
-        for (path, blob) in upserts {
+        // The subtrees first: an upsert below one edits it.
+        let entries = (trees.iter().map(|(path, id)| (path, EntryKind::Tree, id)))
+            .chain(upserts.iter().map(|(path, id)| (path, EntryKind::Blob, id)));
+        for (path, kind, id) in entries {
             editor
-                .upsert(path.split('/'), EntryKind::Blob, *blob)
+                .upsert(path.split('/'), kind, *id)
                 .map_err(|source| GitError::Write {
                     repo: self.git_dir.clone(),
                     what: format!("tree entry {path}"),

@@ -1325,6 +1325,8 @@ fn run(
             let _p = phase("plan publication");
             plan_publication(ctx, &mirror, &mirror_dir, head, base_tree, report)?
         };
+        // The input areas' trees the index plan made (see `commit_tree`).
+        let mut edited = Vec::new();
         let index = if ctx.link.visibility == Visibility::Private {
             let _p = phase("plan index");
             plan_index(
@@ -1334,6 +1336,7 @@ fn run(
                 base_tree,
                 &pulled,
                 &mut upserts,
+                &mut edited,
                 report,
                 ctx.rebuild_index || forget_pushed,
             )?
@@ -1362,7 +1365,9 @@ fn run(
             None
         } else {
             let _p = phase("tree edit");
-            Some(mirror.tree_edit(base_tree, &upserts, &removals)?)
+            Some(commit_tree(
+                &mirror, base_tree, &upserts, &removals, &edited,
+            )?)
         };
         // Nothing to publish, or everything planned is already there (a rebuilt index equal
         // to the pool's).
@@ -2504,6 +2509,7 @@ fn plan_index(
     base_tree: Option<ObjectId>,
     pulled: &[String],
     upserts: &mut Upserts,
+    edited: &mut Vec<EditedArea>,
     report: &mut SyncReport,
     rebuild: bool,
 ) -> Result<Option<(crate::topics::build::Update, Vec<String>)>, Fail> {
@@ -2595,7 +2601,7 @@ fn plan_index(
         let pages = |dir: &str| pool_pages_of(mirror, base_tree, dir);
         let since = {
             let _p = phase("index tree diff");
-            tree_changes(ctx, mirror, base_tree, upserts, old.as_deref())?
+            tree_changes(ctx, mirror, base_tree, upserts, old.as_deref(), edited)?
         };
         let previous = build::Previous {
             manifest: old.clone(),
@@ -2711,6 +2717,7 @@ fn tree_changes(
     base_tree: Option<ObjectId>,
     upserts: &Upserts,
     old: Option<&str>,
+    edited: &mut Vec<EditedArea>,
 ) -> Result<crate::topics::build::Since, crate::topics::build::BuildError> {
     use crate::topics::build::{BuildError, Since, TreeChange, POOL_INPUT_AREAS};
     let io = |e: &dyn std::fmt::Display| BuildError::Io {
@@ -2733,7 +2740,13 @@ fn tree_changes(
         let tree = if mine.is_empty() {
             tree
         } else {
-            Some(mirror.tree_with(tree, &mine).map_err(|e| io(&e))?)
+            let tree = mirror.tree_with(tree, &mine).map_err(|e| io(&e))?;
+            edited.push(EditedArea {
+                area: area.to_owned(),
+                upserts: mine,
+                tree,
+            });
+            Some(tree)
         };
         if let Some(tree) = tree {
             now.insert(area.to_owned(), tree);
@@ -2798,6 +2811,41 @@ fn tree_changes(
         inputs,
         changes: Some(changes),
     })
+}
+
+/// An input area's tree with the publish's upserts under it applied, made by
+/// [`tree_changes`] for the manifest: `upserts` relative to `area`, in their order.
+struct EditedArea {
+    area: String,
+    upserts: Upserts,
+    tree: ObjectId,
+}
+
+/// The commit's tree: `base_tree` with `upserts` and `removals` applied; an area whose
+/// upserts are still exactly those [`tree_changes`] applied (and nothing under it removed) is
+/// set to the tree made there instead of being edited again — at 100,000 chapters reading,
+/// editing and hashing the ~140 KB `chapters/<pk>/` tree is ~1.2 ms of a +10.
+fn commit_tree(
+    mirror: &GitRepo,
+    base_tree: Option<ObjectId>,
+    upserts: &Upserts,
+    removals: &[String],
+    edited: &[EditedArea],
+) -> Result<ObjectId, GitError> {
+    let mut trees = Vec::new();
+    let mut rest = upserts.clone();
+    for area in edited {
+        let prefix = format!("{}/", area.area);
+        let now: Upserts = upserts
+            .iter()
+            .filter_map(|(path, blob)| Some((path.strip_prefix(&prefix)?.to_owned(), *blob)))
+            .collect();
+        if now == area.upserts && !removals.iter().any(|path| path.starts_with(&prefix)) {
+            trees.push((area.area.clone(), area.tree));
+            rest.retain(|(path, _)| !path.starts_with(&prefix));
+        }
+    }
+    mirror.tree_edit_over(base_tree, &trees, &rest, removals)
 }
 
 /// The pages of one topic in the pool's tree (`index/<dir>/`), relative to `index/`: one
@@ -3291,5 +3339,68 @@ mod tests {
         );
         assert!(lines_taken_out(before, b"a\nb\na\nc\nd\n").is_empty());
         assert!(lines_taken_out(b"", b"x\n").is_empty());
+    }
+
+    /// The commit's tree sets an area to the tree the index plan made only while that area's
+    /// upserts are still the ones applied there; else (an upsert added since, a removal under
+    /// it) the area is edited again: the tree is always the whole edit's.
+    #[test]
+    fn commit_tree_reuses_an_edited_area_only_while_its_upserts_are_unchanged() {
+        use super::{commit_tree, EditedArea};
+        let dir = tempfile::tempdir().unwrap();
+        let repo = crate::git::GitRepo::init_bare(&dir.path().join("pool")).unwrap();
+        let blob = |text: &str| repo.write_blob(text.as_bytes()).unwrap();
+        let base = repo
+            .tree_with(
+                None,
+                &[
+                    ("chapters/pk/s1/001.md".to_owned(), blob("one")),
+                    ("rules/pk/r.md".to_owned(), blob("rule")),
+                    ("index/a.md".to_owned(), blob("a")),
+                ],
+            )
+            .unwrap();
+        let mut upserts = vec![
+            ("chapters/pk/s1/002.md".to_owned(), blob("two")),
+            ("index/a.md".to_owned(), blob("a2")),
+        ];
+        let area = |upserts: &super::Upserts| {
+            let mine: super::Upserts = upserts
+                .iter()
+                .filter_map(|(p, b)| Some((p.strip_prefix("chapters/")?.to_owned(), *b)))
+                .collect();
+            let old = repo.tree_at(base, "chapters").unwrap();
+            EditedArea {
+                area: "chapters".to_owned(),
+                tree: repo.tree_with(old, &mine).unwrap(),
+                upserts: mine,
+            }
+        };
+        let whole = |upserts: &super::Upserts, removals: &[String]| {
+            repo.tree_edit(Some(base), upserts, removals).unwrap()
+        };
+        // Unchanged: the area's tree is reused, the whole edit's tree comes out.
+        let edited = [area(&upserts)];
+        assert_eq!(
+            commit_tree(&repo, Some(base), &upserts, &[], &edited).unwrap(),
+            whole(&upserts, &[])
+        );
+        // An upsert under the area after its edit: edited again (the new chapter is in).
+        upserts.push(("chapters/pk/s2/001.md".to_owned(), blob("three")));
+        let tree = commit_tree(&repo, Some(base), &upserts, &[], &edited).unwrap();
+        assert_eq!(tree, whole(&upserts, &[]));
+        assert!(repo
+            .blob_at(tree, "chapters/pk/s2/001.md")
+            .unwrap()
+            .is_some());
+        // A removal under the area: edited again too.
+        let edited = [area(&upserts)];
+        let removals = ["chapters/pk/s1/001.md".to_owned()];
+        let tree = commit_tree(&repo, Some(base), &upserts, &removals, &edited).unwrap();
+        assert_eq!(tree, whole(&upserts, &removals));
+        assert!(repo
+            .blob_at(tree, "chapters/pk/s1/001.md")
+            .unwrap()
+            .is_none());
     }
 }
