@@ -463,11 +463,12 @@ impl CodexReader {
                     // what the legacy events do; a `UserMessage` mirrors a `response_item`.
                     let item = p.get("item");
                     match item.and_then(|i| i.get("type")).and_then(Value::as_str) {
-                        Some("EnteredReviewMode") => {
-                            let text = review_command(item.unwrap_or(&Value::Null));
-                            self.user_text(text, true, &mut next_seq, time, line_start);
-                            self.review = Some(BTreeSet::new());
-                        }
+                        Some("EnteredReviewMode") => self.enter_review(
+                            item.unwrap_or(&Value::Null),
+                            &mut next_seq,
+                            time,
+                            line_start,
+                        ),
                         Some("ExitedReviewMode") => self.review = None,
                         _ => {}
                     }
@@ -475,9 +476,7 @@ impl CodexReader {
                 // A paginated rollout writes none; one there would copy a `response_item`.
                 Some("user_message") if self.paginated => {}
                 Some("entered_review_mode") => {
-                    let text = review_command(p);
-                    self.user_text(text, true, &mut next_seq, time, line_start);
-                    self.review = Some(BTreeSet::new());
+                    self.enter_review(p, &mut next_seq, time, line_start)
                 }
                 Some("exited_review_mode") => self.review = None,
                 Some("user_message") if self.review.is_some() => {
@@ -563,6 +562,19 @@ impl CodexReader {
             ) => self.item(&line, &mut next_seq, time, line_start),
             _ => {}
         }
+    }
+
+    /// `/review` begins (the legacy event or the paginated item, `p` its payload): the
+    /// person's `/review <hint>`, then review mode until it ends.
+    fn enter_review(
+        &mut self,
+        p: &Value,
+        next_seq: &mut impl FnMut() -> u64,
+        time: Option<i64>,
+        line_start: ResumePoint,
+    ) {
+        self.user_text(review_command(p), true, next_seq, time, line_start);
+        self.review = Some(BTreeSet::new());
     }
 
     /// A person's (or the host's) user-role text.

@@ -110,11 +110,10 @@ pub(crate) fn question_reply(text: &str) -> Option<String> {
         answer: String,
     }
     let t = text.trim_start();
-    let rest = t
-        .get(..OPEN.len())?
-        .eq_ignore_ascii_case(OPEN)
-        .then(|| &t[OPEN.len()..])?;
-    let rest = rest.trim();
+    if !starts_with_ignoring_case(t, OPEN) {
+        return None;
+    }
+    let rest = t[OPEN.len()..].trim();
     let rest = rest
         .strip_suffix("</send_user_message_question_reply>")
         .unwrap_or(rest);
