@@ -2545,10 +2545,7 @@ fn plan_index(
         if let Some(listing) = index_listing.get() {
             return Ok(listing);
         }
-        let io = |e: &dyn std::fmt::Display| build::BuildError::Io {
-            path: index_dir.clone(),
-            source: std::io::Error::other(e.to_string()),
-        };
+        let io = |e: &dyn std::fmt::Display| index_read_error(index_dir.clone(), e);
         let listing = match base_tree {
             Some(tree) => match mirror.tree_at(tree, INDEX_DIR).map_err(|e| io(&e))? {
                 Some(index) => mirror
@@ -2584,9 +2581,8 @@ fn plan_index(
             let Some(tree) = base_tree else {
                 return Ok(None);
             };
-            let io = |e: &dyn std::fmt::Display| build::BuildError::Io {
-                path: mirror_dir.join(INDEX_DIR).join(file),
-                source: std::io::Error::other(e.to_string()),
+            let io = |e: &dyn std::fmt::Display| {
+                index_read_error(mirror_dir.join(INDEX_DIR).join(file), e)
             };
             match mirror.blob_at(tree, &format!("{INDEX_DIR}/{file}")) {
                 Ok(Some(blob)) => mirror
@@ -2719,20 +2715,15 @@ fn tree_changes(
     old: Option<&str>,
     edited: &mut Vec<EditedArea>,
 ) -> Result<crate::topics::build::Since, crate::topics::build::BuildError> {
-    use crate::topics::build::{BuildError, Since, TreeChange, POOL_INPUT_AREAS};
-    let io = |e: &dyn std::fmt::Display| BuildError::Io {
-        path: PathBuf::from(INDEX_DIR).join(MANIFEST_FILE),
-        source: std::io::Error::other(e.to_string()),
+    use crate::topics::build::{Since, TreeChange, POOL_INPUT_AREAS};
+    let io = |e: &dyn std::fmt::Display| {
+        index_read_error(PathBuf::from(INDEX_DIR).join(MANIFEST_FILE), e)
     };
     // Each area's tree now: its part of the upserts applied to its tree in the pool (the
     // same trees the commit's own edit writes).
     let mut now: BTreeMap<String, ObjectId> = BTreeMap::new();
     for area in POOL_INPUT_AREAS {
-        let prefix = format!("{area}/");
-        let mine: Vec<(String, ObjectId)> = upserts
-            .iter()
-            .filter_map(|(path, blob)| Some((path.strip_prefix(&prefix)?.to_owned(), *blob)))
-            .collect();
+        let mine = upserts_under(upserts, area);
         let tree = match base_tree {
             Some(tree) => mirror.tree_at(tree, area).map_err(|e| io(&e))?,
             None => None,
@@ -2813,6 +2804,24 @@ fn tree_changes(
     })
 }
 
+/// The upserts under `area`, relative to it, in their order.
+fn upserts_under(upserts: &Upserts, area: &str) -> Upserts {
+    let prefix = format!("{area}/");
+    upserts
+        .iter()
+        .filter_map(|(path, blob)| Some((path.strip_prefix(&prefix)?.to_owned(), *blob)))
+        .collect()
+}
+
+/// A failure reading the pool's objects for the index build, said as the index file (or
+/// folder) it was reading for.
+fn index_read_error(path: PathBuf, e: &dyn std::fmt::Display) -> crate::topics::build::BuildError {
+    crate::topics::build::BuildError::Io {
+        path,
+        source: std::io::Error::other(e.to_string()),
+    }
+}
+
 /// An input area's tree with the publish's upserts under it applied, made by
 /// [`tree_changes`] for the manifest: `upserts` relative to `area`, in their order.
 struct EditedArea {
@@ -2836,10 +2845,7 @@ fn commit_tree(
     let mut rest = upserts.clone();
     for area in edited {
         let prefix = format!("{}/", area.area);
-        let now: Upserts = upserts
-            .iter()
-            .filter_map(|(path, blob)| Some((path.strip_prefix(&prefix)?.to_owned(), *blob)))
-            .collect();
+        let now = upserts_under(upserts, &area.area);
         if now == area.upserts && !removals.iter().any(|path| path.starts_with(&prefix)) {
             trees.push((area.area.clone(), area.tree));
             rest.retain(|(path, _)| !path.starts_with(&prefix));
@@ -2858,10 +2864,7 @@ fn pool_pages_of(
     let Some(tree) = base_tree else {
         return Ok(Vec::new());
     };
-    let io = |e: &dyn std::fmt::Display| crate::topics::build::BuildError::Io {
-        path: PathBuf::from(INDEX_DIR).join(dir),
-        source: std::io::Error::other(e.to_string()),
-    };
+    let io = |e: &dyn std::fmt::Display| index_read_error(PathBuf::from(INDEX_DIR).join(dir), e);
     let Some(pages) = mirror
         .tree_at(tree, &format!("{INDEX_DIR}/{dir}"))
         .map_err(|e| io(&e))?
