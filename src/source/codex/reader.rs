@@ -1682,6 +1682,29 @@ mod tests {
             )],
             "{said_p:?}"
         );
+        // A review that never said it ended (a killed Codex): the next turn's settings end
+        // it, and the person's next prompt is theirs again.
+        let unclosed = [
+            meta(),
+            event(json!({"type": "entered_review_mode", "target": {"type": "uncommittedChanges"}, "user_facing_hint": "current changes"})),
+            event(json!({"type": "user_message", "message": REQUEST})),
+            env("turn_context", json!({"model": "gpt-5.2-codex"})),
+            event(json!({"type": "user_message", "message": "fix the login redirect"})),
+            answer("Fixed."),
+        ]
+        .concat();
+        let ru = read(&unclosed, true);
+        let persons: Vec<String> = ru
+            .turns
+            .iter()
+            .flat_map(texts)
+            .filter(|(k, _)| k == screen::HUMAN)
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(
+            persons,
+            ["/review current changes", "fix the login redirect"]
+        );
         let said = texts(&r.turns[0]);
         assert_eq!(
             said[0],
